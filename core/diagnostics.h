@@ -1,0 +1,78 @@
+// Diagnostics for bad user input: one error type with a source position, exit codes,
+// and "did you mean" suggestions.
+//
+// Glossary
+//   SourcePos   a file name with a 1-based line and column (0 = unknown).
+//   InputError  thrown only by loaders and the CLI for input a user can fix; caught
+//               in main, printed as "error: FILE:LINE:COL: message", exit code 2.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tierflow {
+
+/// Process exit codes of the `tierflow` binary (documented in docs/cli.md).
+enum class ExitCode : int {
+  kOk = 0,          ///< success
+  kInfeasible = 1,  ///< a well-formed question whose answer is "does not fit"
+  kBadInput = 2,    ///< the input (file, flag, override) is wrong: fix it and rerun
+  kInternal = 3,    ///< a bug in tierflow: please report it
+};
+
+/// A position in a source file. Line and column are 1-based; 0 means unknown.
+struct SourcePos {
+  std::string file;
+  int line = 0;
+  int col = 0;
+
+  /// "file:line:col", "file:line" or "file" depending on what is known.
+  [[nodiscard]] std::string str() const;
+};
+
+/// Bad user input. `what()` is "file:line:col: message".
+class InputError : public std::runtime_error {
+ public:
+  InputError(SourcePos pos, std::string message);
+
+  template <class... Args>
+  static InputError at(SourcePos pos, fmt::format_string<Args...> f, Args&&... args) {
+    return InputError(std::move(pos), fmt::format(f, std::forward<Args>(args)...));
+  }
+
+  [[nodiscard]] const SourcePos& pos() const { return pos_; }
+  [[nodiscard]] const std::string& message() const { return message_; }
+
+ private:
+  SourcePos pos_;
+  std::string message_;
+};
+
+/// Damerau-Levenshtein (optimal string alignment) distance.
+int edit_distance(std::string_view a, std::string_view b);
+
+/// The closest candidate to `word` if it is close enough to be a plausible typo
+/// (distance ≤ max(1, len/3), or a case-insensitive match); empty otherwise.
+std::string nearest(std::string_view word, std::span<const std::string> candidates);
+std::string nearest(std::string_view word, std::span<const std::string_view> candidates);
+
+/// "; did you mean 'x'?" when `nearest` finds one, else "".
+std::string did_you_mean(std::string_view word, std::span<const std::string> candidates);
+std::string did_you_mean(std::string_view word, std::span<const std::string_view> candidates);
+
+/// Programmer-error check: prints the message with its location and aborts.
+[[noreturn]] void assert_fail(const char* expr, const char* file, int line, const std::string& msg);
+
+}  // namespace tierflow
+
+/// Asserts an invariant that no user input can break. Never use it for input checks.
+#define TF_ASSERT(cond, ...)                                                          \
+  do {                                                                                \
+    if (!(cond)) ::tierflow::assert_fail(#cond, __FILE__, __LINE__, fmt::format(__VA_ARGS__)); \
+  } while (false)

@@ -1,0 +1,159 @@
+#include "core/yaml_input.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace tierflow::schema {
+
+SourcePos pos_of(const YAML::Node& node, const std::string& file) {
+  const YAML::Mark m = node.Mark();
+  if (m.line < 0 || m.column < 0) return SourcePos{file, 0, 0};
+  return SourcePos{file, m.line + 1, m.column + 1};
+}
+
+std::string_view node_kind(const YAML::Node& node) {
+  if (!node.IsDefined() || node.IsNull()) return "nothing";
+  if (node.IsMap()) return "a mapping";
+  if (node.IsSequence()) return "a list";
+  return "a scalar";
+}
+
+YAML::Node load_yaml_text(const std::string& text, const std::string& name) {
+  try {
+    YAML::Node root = YAML::Load(text);
+    return root;
+  } catch (const YAML::ParserException& e) {
+    throw InputError(SourcePos{name, e.mark.line + 1, e.mark.column + 1},
+                     "malformed YAML: " + e.msg);
+  } catch (const YAML::Exception& e) {
+    throw InputError(SourcePos{name, e.mark.line + 1, e.mark.column + 1},
+                     "malformed YAML: " + e.msg);
+  }
+}
+
+YAML::Node load_yaml_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(SourcePos{path}, "cannot open file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (!in.good() && !in.eof()) throw InputError(SourcePos{path}, "cannot read file");
+  return load_yaml_text(ss.str(), path);
+}
+
+void expect_map(const YAML::Node& node, const std::string& file, std::string_view what) {
+  if (!node.IsMap()) {
+    throw InputError::at(pos_of(node, file), "expected a mapping for {}, got {}", what,
+                         node_kind(node));
+  }
+}
+
+void expect_list(const YAML::Node& node, const std::string& file, std::string_view what) {
+  if (!node.IsSequence()) {
+    throw InputError::at(pos_of(node, file), "expected a list for {}, got {}", what,
+                         node_kind(node));
+  }
+}
+
+std::string peek_scalar(const YAML::Node& map, const char* key) {
+  if (!map.IsMap()) return {};
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    if (it->first.IsScalar() && it->first.Scalar() == key && it->second.IsScalar()) {
+      return it->second.Scalar();
+    }
+  }
+  return {};
+}
+
+namespace {
+
+std::string_view expected_text(ValueType type) {
+  switch (type) {
+    case ValueType::kBytes: return "a byte size such as 80GiB";
+    case ValueType::kBandwidth: return "a bandwidth such as 64GB/s";
+    case ValueType::kDuration: return "a duration such as 1.5us";
+    case ValueType::kFlopRate: return "a rate such as 989TFLOP/s";
+    case ValueType::kInt: return "an integer";
+    case ValueType::kFraction: return "a fraction in (0, 1]";
+    case ValueType::kRefPair: return "a list of two ids such as [hbm, ddr]";
+    case ValueType::kRefList: return "a list of ids";
+    default: return "a single value";
+  }
+}
+
+bool is_list_type(ValueType t) { return t == ValueType::kRefPair || t == ValueType::kRefList; }
+
+}  // namespace
+
+Input read_input(const YAML::Node& value, const SourcePos& key_pos, const std::string& file,
+                 std::string_view key, std::string_view what, ValueType type, Origin& origin) {
+  Input in;
+  in.pos = value.IsNull() || !value.IsDefined() ? key_pos : pos_of(value, file);
+  if (in.pos.line == 0) in.pos = key_pos;
+  origin.pos = in.pos;
+  if (!value.IsDefined() || value.IsNull()) {
+    throw InputError::at(key_pos, "missing value for '{}' in {}: expected {}", key, what,
+                         expected_text(type));
+  }
+  if (value.IsMap() && !is_list_type(type)) {
+    // The cited form: {value: X, source: KEY, note: TEXT}.
+    YAML::Node v;
+    std::set<std::string> seen;
+    static const std::vector<std::string> kCited = {"value", "source", "note"};
+    for (auto it = value.begin(); it != value.end(); ++it) {
+      const std::string k = it->first.IsScalar() ? it->first.Scalar() : std::string();
+      const SourcePos kp = pos_of(it->first, file);
+      if (!seen.insert(k).second) {
+        throw InputError::at(kp, "duplicate key '{}' in the value of '{}'", k, key);
+      }
+      if (k == "value") {
+        v = it->second;
+      } else if (k == "source" || k == "note") {
+        if (!it->second.IsScalar()) {
+          throw InputError::at(pos_of(it->second, file), "'{}' of '{}' must be text", k, key);
+        }
+        (k == "source" ? origin.source : origin.note) = it->second.Scalar();
+        if (k == "source") origin.source_pos = pos_of(it->second, file);
+      } else {
+        throw InputError::at(kp,
+                             "unknown key '{}' in the value of '{}' (a cited value is written "
+                             "{{value: ..., source: KEY, note: TEXT}}){}",
+                             k, key, did_you_mean(k, kCited));
+      }
+    }
+    if (!v.IsDefined()) {
+      throw InputError::at(in.pos, "the value of '{}' in {} has no 'value' key", key, what);
+    }
+    Origin inner;
+    Input got = read_input(v, pos_of(v, file), file, key, what, type, inner);
+    origin.pos = got.pos;
+    return got;
+  }
+  if (value.IsSequence()) {
+    if (!is_list_type(type)) {
+      throw InputError::at(in.pos, "'{}' in {} expects {}, got a list", key, what,
+                           expected_text(type));
+    }
+    for (const auto& item : value) {
+      if (!item.IsScalar()) {
+        throw InputError::at(pos_of(item, file), "items of '{}' in {} must be ids, got {}", key,
+                             what, node_kind(item));
+      }
+      in.items.push_back(item.Scalar());
+      in.item_pos.push_back(pos_of(item, file));
+    }
+    return in;
+  }
+  if (value.IsMap()) {
+    throw InputError::at(in.pos, "'{}' in {} expects {}, got a mapping", key, what,
+                         expected_text(type));
+  }
+  if (is_list_type(type)) {
+    throw InputError::at(in.pos, "'{}' in {} expects {}, got a scalar", key, what,
+                         expected_text(type));
+  }
+  in.items.push_back(value.Scalar());
+  in.item_pos.push_back(in.pos);
+  return in;
+}
+
+}  // namespace tierflow::schema

@@ -1,0 +1,110 @@
+// Strict YAML reading of declared objects (see core/schema.h).
+//
+// Every error names file:line:col (yaml-cpp marks are 0-based; we add 1). A missing key
+// is reported at its parent's position. Unknown keys suggest the nearest valid one.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <set>
+#include <string>
+
+#include "core/schema.h"
+
+namespace tierflow::schema {
+
+/// Parses a YAML file; a syntax error becomes an InputError at its position.
+YAML::Node load_yaml_file(const std::string& path);
+/// Parses YAML text; `name` is used in positions.
+YAML::Node load_yaml_text(const std::string& text, const std::string& name);
+
+/// The 1-based position of a node (line 0 when yaml-cpp has none).
+SourcePos pos_of(const YAML::Node& node, const std::string& file);
+
+/// "a mapping", "a list", "a scalar", "nothing".
+std::string_view node_kind(const YAML::Node& node);
+
+/// Throws unless `node` is a mapping; `what` names it ("tier 'hbm'").
+void expect_map(const YAML::Node& node, const std::string& file, std::string_view what);
+/// Throws unless `node` is a sequence.
+void expect_list(const YAML::Node& node, const std::string& file, std::string_view what);
+
+/// Reads the value of one field: a scalar, a list of scalars, or the cited form
+/// {value: X, source: KEY, note: TEXT}. Fills `origin` with position and citation.
+Input read_input(const YAML::Node& value, const SourcePos& key_pos, const std::string& file,
+                 std::string_view key, std::string_view what, ValueType type, Origin& origin);
+
+/// The scalar text of `map[key]` if present (used to name an object before reading it).
+std::string peek_scalar(const YAML::Node& map, const char* key);
+
+/// Applies every field's declared default.
+template <class Obj>
+void apply_defaults(Obj& obj, const Schema<Obj>& s) {
+  for (const auto& f : s.fields) {
+    if (!f.default_text.empty()) f.set(obj, Input{{f.default_text}, {}, SourcePos{"<default>"}});
+  }
+}
+
+/// Reads one object mapping into `obj`: defaults first, then each key the user wrote;
+/// unknown or duplicate keys, wrong shapes and bad values are errors; required keys
+/// that are missing are reported at the mapping's position.
+template <class Obj>
+void read_object(const YAML::Node& node, const Schema<Obj>& s, Obj& obj, const std::string& file,
+                 const std::string& what, const std::string& prefix = "") {
+  expect_map(node, file, what);
+  if (prefix.empty()) {
+    obj.origins.pos = pos_of(node, file);
+    apply_defaults(obj, s);
+  }
+  std::set<std::string> seen;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const SourcePos key_pos = pos_of(it->first, file);
+    if (!it->first.IsScalar()) {
+      throw InputError::at(key_pos, "keys of {} must be plain words", what);
+    }
+    const std::string key = it->first.Scalar();
+    const std::string full = prefix.empty() ? key : prefix + "." + key;
+    if (!seen.insert(key).second) {
+      throw InputError::at(key_pos, "duplicate key '{}' in {}", full, what);
+    }
+    if (s.is_group(full)) {
+      read_object(it->second, s, obj, file, what + " " + full, full);
+      continue;
+    }
+    const Field<Obj>* f = s.find(full);
+    if (f == nullptr) {
+      const auto keys = s.keys_under(prefix);
+      throw InputError::at(key_pos, "unknown key '{}' in {}{}", full, what, did_you_mean(key, keys));
+    }
+    Origin origin;
+    Input in = read_input(it->second, key_pos, file, full, what, f->type, origin);
+    f->set(obj, in);
+    origin.items = in.item_pos;
+    obj.origins.fields[full] = std::move(origin);
+  }
+  if (prefix.empty()) {
+    for (const auto& f : s.fields) {
+      if (f.required && obj.origins.find(f.key) == nullptr) {
+        throw InputError::at(obj.origins.pos, "{} is missing required key '{}' ({})", what, f.key,
+                             f.description);
+      }
+    }
+  }
+}
+
+/// Applies `--set KEY=VALUE` to one object: the key must be declared (an unknown key is
+/// an error with a suggestion, never a new field).
+template <class Obj>
+void apply_override(Obj& obj, const Schema<Obj>& s, const std::string& key,
+                    const SourcePos& key_pos, const Input& in, const std::string& what) {
+  const Field<Obj>* f = s.find(key);
+  if (f == nullptr) {
+    std::vector<std::string> keys;
+    for (const auto& fld : s.fields) keys.push_back(fld.key);
+    throw InputError::at(key_pos, "unknown key '{}' in {}{}", key, what, did_you_mean(key, keys));
+  }
+  f->set(obj, in);
+  obj.origins.fields[key] = Origin{in.pos, "--set", {}};
+}
+
+}  // namespace tierflow::schema

@@ -1,0 +1,39 @@
+#include "hw_models/cost.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/diagnostics.h"
+
+namespace tierflow::hw {
+
+Duration transfer_time_alone(const Route& route, Bytes bytes) {
+  if (bytes.value == 0) return route.setup;
+  const Duration body = transfer_time(bytes, route.bandwidth);
+  // Saturate rather than overflow for absurd sizes.
+  if (body.ps > std::numeric_limits<int64_t>::max() - route.setup.ps) {
+    return Duration{std::numeric_limits<int64_t>::max()};
+  }
+  return Duration{route.setup.ps + body.ps};
+}
+
+std::optional<Duration> roofline_time(const Topology& t, size_t device, OpKind kind, Dtype dtype,
+                                      double flops, Bytes bytes) {
+  TF_ASSERT(device < t.devices.size(), "device index {} out of range", device);
+  const Device& d = t.devices[device];
+  const FlopRate peak = d.peak[static_cast<size_t>(dtype)];
+  if (peak.flop_per_s <= 0.0) return std::nullopt;
+  const Tier& local = t.tiers[*t.tier_index(d.local_tier)];
+  Duration compute{0};
+  if (flops > 0.0) {
+    compute = compute_time(flops, FlopRate{peak.flop_per_s * d.compute_efficiency(kind)});
+  }
+  Duration memory{0};
+  if (bytes.value > 0) {
+    memory = transfer_time(bytes, Bandwidth{local.read_bandwidth.bytes_per_s *
+                                            d.memory_efficiency(kind)});
+  }
+  return Duration{std::max(compute.ps, memory.ps) + d.launch_overhead.ps};
+}
+
+}  // namespace tierflow::hw

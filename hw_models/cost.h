@@ -1,0 +1,25 @@
+// Cost functions on a topology: raw facts (bytes, FLOPs, bandwidths) turned into time.
+//
+//   transfer alone:  setup + bytes / bottleneck
+//                    |-- setup --|========= bytes / bandwidth =========|
+//   roofline op:     max(flops / (peak[dtype] * compute_eff[kind]),
+//                        bytes / (local.read_bandwidth * memory_eff[kind])) + launch_overhead
+#pragma once
+
+#include <optional>
+
+#include "core/kinds.h"
+#include "core/units.h"
+#include "hw_models/topology.h"
+
+namespace tierflow::hw {
+
+/// Time to move `bytes` over `route` with nothing else on it, rounded up to 1 ps.
+Duration transfer_time_alone(const Route& route, Bytes bytes);
+
+/// Roofline time of one op on device class `device`; nullopt when the device has no
+/// peak rate for `dtype` (an unsupported dtype is the caller's input error to report).
+std::optional<Duration> roofline_time(const Topology& t, size_t device, OpKind kind, Dtype dtype,
+                                      double flops, Bytes bytes);
+
+}  // namespace tierflow::hw

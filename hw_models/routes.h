@@ -1,0 +1,32 @@
+// Route resolution between tiers (Boost.Graph).
+//
+// The graph has a vertex per tier and per switch, two directed edges per link (one per
+// direction, with that direction's achievable bandwidth) and a free edge pair between a
+// tier and the switch it attaches to. A route is the widest path (largest bottleneck
+// bandwidth, counting the source read port, each link direction, every staging tier and
+// the destination write port), ties broken by the lowest setup latency. A peer route of a
+// per-device tier leaves the device and turns around at a switch, or takes a direct
+// [t, t] link. Pinned routes replace the computed ones.
+//
+// Setup of a route = source read latency + destination write latency + each link's and
+// switch's latency + each staging tier's write and read latency + the largest DMA setup
+// among its links (one transfer is programmed once). Ties on bandwidth are broken by the
+// summed latencies.
+#pragma once
+
+#include "hw_models/topology.h"
+
+namespace tierflow::hw {
+
+/// Fills `t.routes` for every ordered pair of tiers (and every peer route); applies pins.
+/// Throws InputError for a pin that does not form a path.
+void resolve_routes(Topology& t);
+
+/// Derives hops, switches and staging tiers from the steps, then the bottleneck
+/// bandwidth and setup latency.
+void finish_route(const Topology& t, Route& r);
+
+/// "hbm -[gpu-pcie]-> rc -> ddr" style text of the walk, for reports.
+std::string describe_route(const Topology& t, const Route& r);
+
+}  // namespace tierflow::hw

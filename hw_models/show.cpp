@@ -1,0 +1,272 @@
+#include "hw_models/show.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/table.h"
+#include "hw_models/cost.h"
+#include "hw_models/routes.h"
+
+namespace tierflow::hw {
+namespace {
+
+using json = nlohmann::ordered_json;
+using Align = Table::Align;
+constexpr Align kL = Align::kLeft;
+constexpr Align kR = Align::kRight;
+
+constexpr Bytes kProbe{1ull << 30};  // 1 GiB: the transfer size quoted for each route
+
+std::string scope_name(Scope s) { return std::string(kScopeNames[static_cast<size_t>(s)]); }
+
+std::string peaks_text(const Device& d) {
+  std::string out;
+  for (size_t i = 0; i < d.peak.size(); ++i) {
+    if (d.peak[i].flop_per_s <= 0.0) continue;
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{} {}", kDtypeNames[i], to_string(d.peak[i]));
+  }
+  return out;
+}
+
+/// Route pairs worth listing: local tier <-> every other tier, and peer routes.
+std::vector<const Route*> listed_routes(const Topology& t) {
+  std::vector<const Route*> out;
+  std::vector<size_t> locals;
+  for (const auto& d : t.devices) {
+    const size_t l = *t.tier_index(d.local_tier);
+    if (std::find(locals.begin(), locals.end(), l) == locals.end()) locals.push_back(l);
+  }
+  for (size_t l : locals) {
+    for (size_t j = 0; j < t.tiers.size(); ++j) {
+      if (j == l) continue;
+      if (const Route* r = t.route(l, j)) out.push_back(r);
+      if (const Route* r = t.route(j, l)) out.push_back(r);
+    }
+    if (const Route* r = t.route(l, l)) out.push_back(r);
+  }
+  return out;
+}
+
+double bf16_or_best(const Device& d, std::string& which) {
+  const size_t bf16 = static_cast<size_t>(Dtype::kBf16);
+  if (d.peak[bf16].flop_per_s > 0.0) {
+    which = "bf16";
+    return d.peak[bf16].flop_per_s;
+  }
+  for (size_t i = 0; i < d.peak.size(); ++i) {
+    if (d.peak[i].flop_per_s > 0.0) {
+      which = std::string(kDtypeNames[i]);
+      return d.peak[i].flop_per_s;
+    }
+  }
+  return 0.0;
+}
+
+}  // namespace
+
+std::string show_text(const Topology& t) {
+  std::string out = fmt::format("topology {} ({})\n", t.name, t.file);
+  if (!t.description.empty()) out += fmt::format("  {}\n", t.description);
+  out += fmt::format("  {} host{} x {} socket{} = {} sockets; {} devices\n\n", t.system.hosts,
+                     t.system.hosts == 1 ? "" : "s", t.system.sockets_per_host,
+                     t.system.sockets_per_host == 1 ? "" : "s", t.sockets(), t.total_devices());
+
+  out += "devices\n";
+  Table dev({"id", "count", "per host", "local", "peak (dense)", "launch"}, {kL, kR, kR, kL, kL, kR});
+  for (const auto& d : t.devices) {
+    dev.add_row({d.id, std::to_string(d.count), std::to_string(d.count / t.system.hosts),
+                 d.local_tier, peaks_text(d), to_string(d.launch_overhead)});
+  }
+  out += dev.render() + "\n";
+
+  out += "tiers\n";
+  Table tiers({"id", "kind", "per", "inst", "capacity", "total", "read", "write", "latency",
+               "write lat", "attach"},
+              {kL, kL, kL, kR, kR, kR, kR, kR, kR, kR, kL});
+  for (const auto& x : t.tiers) {
+    const int n = t.instances(x.per);
+    tiers.add_row({x.id, std::string(kTierKindNames[static_cast<size_t>(x.kind)]), scope_name(x.per),
+                   std::to_string(n), to_string(x.capacity),
+                   to_string(Bytes{x.capacity.value * static_cast<uint64_t>(n)}),
+                   to_string(x.read_bandwidth), to_string(x.write_bandwidth),
+                   to_string(x.latency), to_string(x.write_latency), x.attach.empty() ? "-" : x.attach});
+  }
+  out += tiers.render() + "\n";
+
+  if (!t.switches.empty()) {
+    out += "switches\n";
+    Table sw({"id", "kind", "per", "inst", "latency"}, {kL, kL, kL, kR, kR});
+    for (const auto& s : t.switches) {
+      sw.add_row({s.id, s.kind, scope_name(s.per), std::to_string(t.instances(s.per)),
+                  to_string(s.latency)});
+    }
+    out += sw.render() + "\n";
+  }
+
+  if (!t.links.empty()) {
+    out += "links (bandwidth per direction: peak x efficiency = achievable)\n";
+    Table links({"id", "kind", "a - b", "per", "inst", "a->b", "b->a", "latency", "duplex",
+                 "engines", "dma setup"},
+                {kL, kL, kL, kL, kR, kL, kL, kR, kL, kR, kR});
+    for (const auto& l : t.links) {
+      auto dir = [&](bool fwd) {
+        const double eff = l.effective(fwd).bytes_per_s / l.peak(fwd).bytes_per_s;
+        return fmt::format("{} x {:.2f} = {}", to_string(l.peak(fwd)), eff, to_string(l.effective(fwd)));
+      };
+      links.add_row({l.id, std::string(kLinkKindNames[static_cast<size_t>(l.kind)]),
+                     l.endpoints[0] + " - " + l.endpoints[1], scope_name(l.per),
+                     std::to_string(t.instances(l.per)), dir(true), dir(false), to_string(l.latency),
+                     std::string(kDuplexNames[static_cast<size_t>(l.duplex)]),
+                     std::to_string(l.copy_engines), to_string(l.dma_setup)});
+    }
+    out += links.render() + "\n";
+  }
+
+  out += "routes (to and from each device's local tier; 'peer' = same tier on another device)\n";
+  Table routes({"from", "to", "bandwidth", "setup", "1GiB alone", "path"}, {kL, kL, kR, kR, kR, kL});
+  for (const Route* r : listed_routes(t)) {
+    const std::string to = r->from == r->to ? t.tiers[r->to].id + " (peer)" : t.tiers[r->to].id;
+    routes.add_row({t.tiers[r->from].id, to, to_string(r->bandwidth), to_string(r->setup),
+                    to_string(transfer_time_alone(*r, kProbe)),
+                    describe_route(t, *r) + (r->pinned ? "  [pinned]" : "")});
+  }
+  out += routes.render() + "\n";
+
+  out += "totals\n";
+  const int ndev = t.total_devices();
+  Table totals({"", "per device", "per supernode"}, {kL, kR, kR});
+  for (const auto& x : t.tiers) {
+    const uint64_t total = x.capacity.value * static_cast<uint64_t>(t.instances(x.per));
+    const std::string per_dev =
+        x.per == Scope::kDevice
+            ? to_string(x.capacity)
+            : fmt::format("{} (share)", to_string_approx(Bytes{total / static_cast<uint64_t>(ndev)}));
+    totals.add_row({fmt::format("{} capacity", x.id), per_dev, to_string(Bytes{total})});
+  }
+  for (const auto& d : t.devices) {
+    std::string which;
+    const double peak = bf16_or_best(d, which);
+    totals.add_row({fmt::format("{} {} peak", d.id, which), to_string(FlopRate{peak}),
+                    to_string(FlopRate{peak * d.count})});
+  }
+  out += totals.render();
+  return out;
+}
+
+json show_json(const Topology& t) {
+  json j;
+  j["tierflow"] = "hw/1";
+  j["name"] = t.name;
+  j["file"] = t.file;
+  j["description"] = t.description;
+  j["system"] = {{"hosts", t.system.hosts},
+                 {"sockets_per_host", t.system.sockets_per_host},
+                 {"devices", t.total_devices()}};
+  for (const auto& d : t.devices) {
+    json peak = json::object();
+    for (size_t i = 0; i < d.peak.size(); ++i) {
+      if (d.peak[i].flop_per_s > 0.0) peak[std::string(kDtypeNames[i])] = d.peak[i].flop_per_s;
+    }
+    json ce = json::object();
+    json me = json::object();
+    for (size_t i = 0; i < kOpKindNames.size(); ++i) {
+      ce[std::string(kOpKindNames[i])] = d.compute_efficiency(static_cast<OpKind>(i));
+      me[std::string(kOpKindNames[i])] = d.memory_efficiency(static_cast<OpKind>(i));
+    }
+    j["devices"].push_back({{"id", d.id},
+                            {"description", d.description},
+                            {"count", d.count},
+                            {"local_tier", d.local_tier},
+                            {"peak_flop_per_s", peak},
+                            {"compute_efficiency", ce},
+                            {"memory_efficiency", me},
+                            {"launch_overhead_ps", d.launch_overhead.ps}});
+  }
+  for (const auto& x : t.tiers) {
+    j["tiers"].push_back({{"id", x.id},
+                          {"kind", kTierKindNames[static_cast<size_t>(x.kind)]},
+                          {"per", scope_name(x.per)},
+                          {"instances", t.instances(x.per)},
+                          {"capacity_bytes", x.capacity.value},
+                          {"total_bytes", x.capacity.value * static_cast<uint64_t>(t.instances(x.per))},
+                          {"read_bytes_per_s", x.read_bandwidth.bytes_per_s},
+                          {"write_bytes_per_s", x.write_bandwidth.bytes_per_s},
+                          {"latency_ps", x.latency.ps},
+                          {"write_latency_ps", x.write_latency.ps},
+                          {"attach", x.attach}});
+  }
+  j["switches"] = json::array();
+  for (const auto& s : t.switches) {
+    j["switches"].push_back({{"id", s.id},
+                             {"kind", s.kind},
+                             {"per", scope_name(s.per)},
+                             {"instances", t.instances(s.per)},
+                             {"latency_ps", s.latency.ps}});
+  }
+  j["links"] = json::array();
+  for (const auto& l : t.links) {
+    j["links"].push_back({{"id", l.id},
+                          {"kind", kLinkKindNames[static_cast<size_t>(l.kind)]},
+                          {"endpoints", l.endpoints},
+                          {"per", scope_name(l.per)},
+                          {"instances", t.instances(l.per)},
+                          {"peak_bytes_per_s", {l.peak(true).bytes_per_s, l.peak(false).bytes_per_s}},
+                          {"effective_bytes_per_s",
+                           {l.effective(true).bytes_per_s, l.effective(false).bytes_per_s}},
+                          {"latency_ps", l.latency.ps},
+                          {"duplex", kDuplexNames[static_cast<size_t>(l.duplex)]},
+                          {"copy_engines", l.copy_engines},
+                          {"dma_setup_ps", l.dma_setup.ps}});
+  }
+  j["routes"] = json::array();
+  const size_t n = t.tiers.size();
+  for (size_t a = 0; a < n; ++a) {
+    for (size_t b = 0; b < n; ++b) {
+      const Route* r = t.route(a, b);
+      if (r == nullptr) continue;
+      json hops = json::array();
+      for (const Hop& h : r->hops) {
+        hops.push_back({{"link", t.links[h.link].id}, {"direction", h.forward ? "a->b" : "b->a"}});
+      }
+      json staging = json::array();
+      for (size_t s : r->staging_tiers) staging.push_back(t.tiers[s].id);
+      json sw = json::array();
+      for (size_t s : r->switches) sw.push_back(t.switches[s].id);
+      j["routes"].push_back({{"from", t.tiers[a].id},
+                             {"to", t.tiers[b].id},
+                             {"peer", a == b},
+                             {"hops", hops},
+                             {"switches", sw},
+                             {"staging_tiers", staging},
+                             {"bytes_per_s", r->bandwidth.bytes_per_s},
+                             {"setup_ps", r->setup.ps},
+                             {"gib_alone_ps", transfer_time_alone(*r, kProbe).ps},
+                             {"pinned", r->pinned},
+                             {"path", describe_route(t, *r)}});
+    }
+  }
+  json totals;
+  const int ndev = t.total_devices();
+  for (const auto& x : t.tiers) {
+    const uint64_t total = x.capacity.value * static_cast<uint64_t>(t.instances(x.per));
+    totals["capacity_bytes"][x.id] = {{"per_device", x.per == Scope::kDevice
+                                                         ? x.capacity.value
+                                                         : total / static_cast<uint64_t>(ndev)},
+                                      {"per_supernode", total}};
+  }
+  for (const auto& d : t.devices) {
+    json p = json::object();
+    for (size_t i = 0; i < d.peak.size(); ++i) {
+      if (d.peak[i].flop_per_s <= 0.0) continue;
+      p[std::string(kDtypeNames[i])] = {{"per_device", d.peak[i].flop_per_s},
+                                        {"per_supernode", d.peak[i].flop_per_s * d.count}};
+    }
+    totals["peak_flop_per_s"][d.id] = p;
+  }
+  j["totals"] = totals;
+  return j;
+}
+
+}  // namespace tierflow::hw

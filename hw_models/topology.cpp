@@ -1,0 +1,89 @@
+#include "hw_models/topology.h"
+
+#include "core/diagnostics.h"
+
+namespace tierflow::hw {
+
+double Device::compute_efficiency(OpKind kind) const {
+  const double e = compute_eff[static_cast<size_t>(kind)];
+  return e > 0.0 ? e : default_compute_eff;
+}
+
+double Device::memory_efficiency(OpKind kind) const {
+  const double e = memory_eff[static_cast<size_t>(kind)];
+  return e > 0.0 ? e : default_memory_eff;
+}
+
+Bandwidth Link::peak(bool forward) const {
+  if (!forward && bandwidth_reverse.bytes_per_s > 0.0) return bandwidth_reverse;
+  return bandwidth;
+}
+
+Bandwidth Link::effective(bool forward) const {
+  const double eff = !forward && efficiency_reverse > 0.0 ? efficiency_reverse : efficiency;
+  return Bandwidth{peak(forward).bytes_per_s * eff};
+}
+
+int Topology::total_devices() const {
+  int n = 0;
+  for (const auto& d : devices) n += d.count;
+  return n;
+}
+
+int Topology::instances(Scope s) const {
+  switch (s) {
+    case Scope::kDevice: return total_devices();
+    case Scope::kSocket: return sockets();
+    case Scope::kHost: return system.hosts;
+    case Scope::kSupernode: return 1;
+  }
+  return 1;
+}
+
+int Topology::instance_of(Scope scope, size_t device, int index) const {
+  TF_ASSERT(device < devices.size() && index >= 0 && index < devices[device].count,
+            "device {} #{} out of range", device, index);
+  const int per_host = devices[device].count / system.hosts;
+  const int host = index / per_host;
+  const int socket = host * system.sockets_per_host +
+                     (index % per_host) * system.sockets_per_host / per_host;
+  switch (scope) {
+    case Scope::kDevice: {
+      int base = 0;
+      for (size_t i = 0; i < device; ++i) base += devices[i].count;
+      return base + index;
+    }
+    case Scope::kSocket: return socket;
+    case Scope::kHost: return host;
+    case Scope::kSupernode: return 0;
+  }
+  return 0;
+}
+
+const Route* Topology::route(size_t from, size_t to) const {
+  const size_t n = tiers.size();
+  if (from >= n || to >= n || routes.size() != n * n) return nullptr;
+  const auto& r = routes[from * n + to];
+  return r ? &*r : nullptr;
+}
+
+namespace {
+template <class Vec>
+std::optional<size_t> find_id(const Vec& v, std::string_view id) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i].id == id) return i;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+std::optional<size_t> Topology::tier_index(std::string_view id) const { return find_id(tiers, id); }
+std::optional<size_t> Topology::device_index(std::string_view id) const {
+  return find_id(devices, id);
+}
+std::optional<size_t> Topology::link_index(std::string_view id) const { return find_id(links, id); }
+std::optional<size_t> Topology::switch_index(std::string_view id) const {
+  return find_id(switches, id);
+}
+
+}  // namespace tierflow::hw

@@ -1,0 +1,191 @@
+// The memory hierarchy a plan runs on: devices, memory tiers, switches and links, and
+// the routes between tiers. Loaded from YAML (hw_models/loader.h), read-only after.
+//
+// Glossary
+//   tier       a kind of memory (hbm, ddr, lpddr, cxl, pool, ssd) with capacity, port
+//              bandwidths and latency; `per` says how many instances exist.
+//   scope      device | socket | host | supernode: one instance per device, per CPU
+//              socket, per host, or one shared by the whole supernode.
+//   switch     a graph vertex that only forwards (root complex, NVSwitch, UB fabric).
+//   link       an edge between two tiers or switches, with a bandwidth per direction;
+//              [t, t] for a per-device tier t is a direct device-to-peer link.
+//   attach     a tier whose memory port sits directly on a switch (no separate link).
+//   route      the ordered link hops a transfer between two tiers crosses.
+//   peer route a route from a per-device tier to the same tier of another device.
+#pragma once
+
+#include <array>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/kinds.h"
+#include "core/schema.h"
+#include "core/units.h"
+
+namespace tierflow::hw {
+
+enum class TierKind { kHbm, kDdr, kLpddr, kCxl, kPool, kSsd };
+inline constexpr std::array<std::string_view, 6> kTierKindNames = {"hbm",  "ddr",  "lpddr",
+                                                                   "cxl",  "pool", "ssd"};
+
+enum class Scope { kDevice, kSocket, kHost, kSupernode };
+inline constexpr std::array<std::string_view, 4> kScopeNames = {"device", "socket", "host",
+                                                                "supernode"};
+
+enum class LinkKind { kPcie, kHccs, kUb, kNvlink, kC2c, kCxl, kNvme, kXgmi, kRdma };
+inline constexpr std::array<std::string_view, 9> kLinkKindNames = {
+    "pcie", "hccs", "ub", "nvlink", "c2c", "cxl", "nvme", "xgmi", "rdma"};
+
+enum class Duplex { kFull, kHalf };
+inline constexpr std::array<std::string_view, 2> kDuplexNames = {"full", "half"};
+
+/// How the devices of a supernode are grouped into hosts and CPU sockets.
+struct System {
+  int hosts = 1;
+  int sockets_per_host = 1;
+  std::string source;
+  schema::Origins origins;
+};
+
+/// A class of identical compute devices.
+struct Device {
+  std::string id;
+  std::string description;
+  std::string source;
+  int count = 0;
+  std::string local_tier;
+  std::array<FlopRate, kDtypeNames.size()> peak{};        ///< 0 = not supported
+  std::array<double, kOpKindNames.size()> compute_eff{};  ///< 0 = use default_compute_eff
+  std::array<double, kOpKindNames.size()> memory_eff{};   ///< 0 = use default_memory_eff
+  double default_compute_eff = 1.0;
+  double default_memory_eff = 1.0;
+  Duration launch_overhead;
+  schema::Origins origins;
+
+  /// Fraction of peak reached by ops of `kind`.
+  [[nodiscard]] double compute_efficiency(OpKind kind) const;
+  /// Fraction of local-tier bandwidth reached by ops of `kind`.
+  [[nodiscard]] double memory_efficiency(OpKind kind) const;
+};
+
+struct Tier {
+  std::string id;
+  std::string description;
+  std::string source;
+  TierKind kind = TierKind::kHbm;
+  Scope per = Scope::kDevice;
+  Bytes capacity;  ///< per instance
+  Bandwidth read_bandwidth;
+  Bandwidth write_bandwidth;
+  Duration latency;        ///< read access latency
+  Duration write_latency;  ///< defaults to latency when not given
+  std::string attach;      ///< switch id, or empty
+  schema::Origins origins;
+};
+
+struct Switch {
+  std::string id;
+  std::string description;
+  std::string source;
+  std::string kind;
+  Scope per = Scope::kSupernode;
+  Duration latency;
+  schema::Origins origins;
+};
+
+struct Link {
+  std::string id;
+  std::string description;
+  std::string source;
+  LinkKind kind = LinkKind::kPcie;
+  std::vector<std::string> endpoints;  ///< exactly two: [a, b]
+  Scope per = Scope::kDevice;
+  Bandwidth bandwidth;          ///< peak a->b (and b->a unless bandwidth_reverse)
+  Bandwidth bandwidth_reverse;  ///< peak b->a; 0 = same as bandwidth
+  double efficiency = 1.0;      ///< achievable fraction a->b
+  double efficiency_reverse = 0.0;  ///< 0 = same as efficiency
+  Duration latency;
+  Duplex duplex = Duplex::kFull;
+  int copy_engines = 1;  ///< concurrent transfers per direction
+  Duration dma_setup;    ///< paid once per transfer crossing this link
+  schema::Origins origins;
+
+  /// Achievable bandwidth in one direction (forward = a->b).
+  [[nodiscard]] Bandwidth effective(bool forward) const;
+  /// Peak bandwidth in one direction.
+  [[nodiscard]] Bandwidth peak(bool forward) const;
+};
+
+/// A user-pinned route.
+struct RoutePin {
+  std::string from;
+  std::string to;
+  std::vector<std::string> via;  ///< link ids in order
+  schema::Origins origins;
+};
+
+/// One link crossed in one direction.
+struct Hop {
+  size_t link = 0;      ///< index into Topology::links
+  bool forward = true;  ///< a->b
+};
+
+/// A graph vertex: a tier or a switch.
+struct Vertex {
+  bool is_switch = false;
+  size_t index = 0;  ///< into tiers or switches
+  auto operator<=>(const Vertex&) const = default;
+};
+
+/// One step of a route: the vertex reached and the edge taken to reach it
+/// (link = -1: the free move between a tier and the switch it attaches to).
+struct Step {
+  Vertex to;
+  int link = -1;
+  bool forward = true;
+};
+
+/// The path of a transfer between two tiers.
+struct Route {
+  size_t from = 0;  ///< tier index
+  size_t to = 0;    ///< tier index; equal to `from` for a peer route
+  std::vector<Step> steps;            ///< the walk from `from`; the last step reaches `to`
+  std::vector<Hop> hops;              ///< derived: the links crossed, in order
+  std::vector<size_t> switches;       ///< derived: switches passed, in order
+  std::vector<size_t> staging_tiers;  ///< derived: tiers passed through (bounce buffers)
+  Bandwidth bandwidth;  ///< bottleneck: source read, links, staging tiers, destination write
+  Duration setup;       ///< paid before the first byte: latencies and DMA setup
+  bool pinned = false;
+};
+
+struct Topology {
+  std::string name;
+  std::string description;
+  std::string file;
+  std::map<std::string, std::string> sources;  ///< citation key -> text
+  System system;
+  std::vector<Device> devices;
+  std::vector<Tier> tiers;
+  std::vector<Switch> switches;
+  std::vector<Link> links;
+  std::vector<RoutePin> pins;
+  /// routes[from * tiers.size() + to]; empty optional when there is no path.
+  std::vector<std::optional<Route>> routes;
+
+  [[nodiscard]] int total_devices() const;
+  [[nodiscard]] int sockets() const { return system.hosts * system.sockets_per_host; }
+  /// Number of instances of something with this scope.
+  [[nodiscard]] int instances(Scope s) const;
+  [[nodiscard]] const Route* route(size_t from, size_t to) const;
+  /// Instance of a `scope` resource used by device `index` of device class `device`:
+  /// devices are spread evenly over hosts, then over the sockets of each host.
+  [[nodiscard]] int instance_of(Scope scope, size_t device, int index) const;
+  [[nodiscard]] std::optional<size_t> tier_index(std::string_view id) const;
+  [[nodiscard]] std::optional<size_t> device_index(std::string_view id) const;
+  [[nodiscard]] std::optional<size_t> link_index(std::string_view id) const;
+  [[nodiscard]] std::optional<size_t> switch_index(std::string_view id) const;
+};
+
+}  // namespace tierflow::hw

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs the whole test suite (unit, golden, bad-input and CLI tests)
+# through CTest.
+#   TIERFLOW_SANITIZE=1  build and test under AddressSanitizer + UndefinedBehaviorSanitizer
+#   TIERFLOW_WERROR=1    treat compiler warnings as errors (CI does)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+sanitize=${TIERFLOW_SANITIZE:-0}
+werror=${TIERFLOW_WERROR:-0}
+dir=build/test
+type=RelWithDebInfo
+if [ "$sanitize" = 1 ]; then dir=build/asan; type=Debug; fi
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=$type \
+  -DTIERFLOW_SANITIZE=$([ "$sanitize" = 1 ] && echo ON || echo OFF) \
+  -DTIERFLOW_WERROR=$([ "$werror" = 1 ] && echo ON || echo OFF) >/dev/null
+cmake --build "$dir"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+ctest --test-dir "$dir" --output-on-failure -j "$(nproc)"

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# End-to-end tests of the tierflow CLI: exit codes, outputs, determinism, docs in sync.
+# Usage: cli_test.sh TIERFLOW_BINARY   (run from the repository root)
+set -u
+tf=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+passes=0
+
+check() {  # check NAME EXPECTED_RC COMMAND...
+  local name=$1 want=$2
+  shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" != "$want" ]; then
+    echo "FAIL $name: exit $rc, expected $want"; sed 's/^/  stderr: /' "$tmp/err" | head -5
+    fails=$((fails + 1)); return 1
+  fi
+  passes=$((passes + 1))
+}
+
+contains() {  # contains NAME FILE TEXT: FILE holds TEXT literally
+  if grep -qF -- "$3" "$2"; then passes=$((passes + 1)); else
+    echo "FAIL $1: '$3' not found in output"; fails=$((fails + 1)); fi
+}
+
+# Every shipped topology validates, with every number cited.
+check validate-shipped 0 "$tf" hw validate --require-sources configs/hw/*.yaml
+contains validate-ok "$tmp/out" "ok: configs/hw/cloudmatrix384.yaml"
+
+# CloudMatrix384: per-NPU and whole-supernode HBM, and the pool route bandwidth.
+check show-cm384 0 "$tf" hw show configs/hw/cloudmatrix384.yaml
+cp "$tmp/out" "$tmp/cm384.txt"
+contains cm384-hbm-per-npu "$tmp/cm384.txt" "hbm capacity"
+grep -E '^  hbm capacity +128GB +49\.152TB$' "$tmp/cm384.txt" >/dev/null &&
+  passes=$((passes + 1)) || { echo "FAIL cm384 totals line"; fails=$((fails + 1)); }
+grep -E '^  hbm +pool +128GB/s ' "$tmp/cm384.txt" >/dev/null &&
+  passes=$((passes + 1)) || { echo "FAIL cm384 pool route"; fails=$((fails + 1)); }
+
+# Same inputs, byte-identical outputs.
+"$tf" hw show configs/hw/cloudmatrix384.yaml >"$tmp/cm384b.txt" 2>&1
+cmp -s "$tmp/cm384.txt" "$tmp/cm384b.txt" && passes=$((passes + 1)) ||
+  { echo "FAIL show is not deterministic"; fails=$((fails + 1)); }
+
+# JSON output parses and carries base units; -o writes the same bytes atomically.
+check show-json 0 "$tf" hw show --json configs/hw/gh200.yaml
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["tierflow"]=="hw/1"; assert d["tiers"][0]["capacity_bytes"]>0' "$tmp/out" &&
+  passes=$((passes + 1)) || { echo "FAIL show --json does not parse"; fails=$((fails + 1)); }
+cp "$tmp/out" "$tmp/gh200.json"
+check show-json-o 0 "$tf" hw show --json configs/hw/gh200.yaml -o "$tmp/gh200-o.json"
+cmp -s "$tmp/gh200.json" "$tmp/gh200-o.json" && passes=$((passes + 1)) ||
+  { echo "FAIL -o output differs from stdout"; fails=$((fails + 1)); }
+ls "$tmp" | grep -q '\.tmp\.' && { echo "FAIL temporary file left behind"; fails=$((fails + 1)); }
+
+# --set changes the answer; a bad path is exit 2 with a position.
+check set-ok 0 "$tf" hw show configs/hw/h100-sxm-8gpu.yaml --set tiers.hbm.capacity=96GB
+contains set-applied "$tmp/out" "96GB"
+check set-bad-path 2 "$tf" hw show configs/hw/h100-sxm-8gpu.yaml --set tiers.hbm.capacty=96GB
+contains set-bad-path-msg "$tmp/err" "error: --set:1:11: unknown key 'capacty' in tier 'hbm'; did you mean 'capacity'?"
+
+# docs/hardware.md is generated from the parameter declarations.
+check describe-md 0 "$tf" hw describe --markdown
+cmp -s "$tmp/out" docs/hardware.md && passes=$((passes + 1)) ||
+  { echo "FAIL docs/hardware.md is stale: run 'tierflow hw describe --markdown -o docs/hardware.md'"; fails=$((fails + 1)); }
+check describe-text 0 "$tf" hw describe
+contains describe-has-capacity "$tmp/out" "capacity"
+
+# Documented exit codes.
+check version 0 "$tf" --version
+check help 0 "$tf" --help
+check no-subcommand 2 "$tf"
+check unknown-flag 2 "$tf" hw show --bogus configs/hw/gh200.yaml
+check missing-file 2 "$tf" hw validate does-not-exist.yaml
+contains missing-file-msg "$tmp/err" "error: does-not-exist.yaml: cannot open file"
+# One bad file among good ones: every file is reported, exit 2.
+printf 'tierflow: hw/1\nname: x\n' >"$tmp/bad.yaml"
+check mixed 2 "$tf" hw validate configs/hw/gh200.yaml "$tmp/bad.yaml"
+contains mixed-ok "$tmp/out" "ok: configs/hw/gh200.yaml"
+contains mixed-err "$tmp/err" "missing required key 'devices'"
+
+echo "$passes passed, $fails failed"
+[ "$fails" = 0 ]

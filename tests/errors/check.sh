@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Checks one bad-topology fixture against the error it declares.
+#
+#   bash tests/errors/check.sh TIERFLOW_BINARY FIXTURE
+#
+# Runs `TIERFLOW_BINARY hw validate --require-sources [ARGS] FIXTURE`, where ARGS come
+# from a `# args: ...` comment line (split on whitespace), and requires: exit code 2,
+# empty stdout, and stderr equal to exactly one line `error: FIXTURE:LINE:COL: MESSAGE`.
+# The expectation comes from either
+#   - a trailing marker `# expect-error@COL: MESSAGE` (LINE = the marker's line), or
+#   - a comment `# expect-error-at: POS: MESSAGE` (for --set errors), giving the
+#     whole text after `error: `.
+# Exactly one of them must appear, exactly once. Everything is compared as plain
+# strings (no regexes are built from the message). Silent on success (exit 0); on a
+# mismatch prints expected vs actual and exits 1. Exit 3 means a bad invocation or a
+# malformed fixture.
+set -u
+
+if [[ $# -ne 2 ]]; then
+  echo "usage: bash $0 TIERFLOW_BINARY FIXTURE" >&2
+  exit 3
+fi
+bin=$1
+fixture=$2
+
+if [[ ! -f $fixture ]]; then
+  echo "$fixture: no such fixture" >&2
+  exit 3
+fi
+if [[ ! -x $bin ]]; then
+  echo "$bin: not an executable" >&2
+  exit 3
+fi
+
+marker='# expect-error@'
+explicit='# expect-error-at: '
+
+# Only the first occurrence on a line counts; -F keeps the pattern literal.
+n_marker=$(grep -cF -- "$marker" "$fixture")
+n_explicit=$(grep -cF -- "$explicit" "$fixture")
+if (( n_marker + n_explicit != 1 )); then
+  echo "$fixture: expected exactly one '$marker' or '$explicit' line, found $((n_marker + n_explicit))" >&2
+  exit 3
+fi
+
+if (( n_marker == 1 )); then
+  hit=$(grep -nF -- "$marker" "$fixture")
+  line=${hit%%:*}
+  rest=${hit#*"$marker"}          # "COL: MESSAGE"
+  col=${rest%%:*}
+  msg=${rest#*: }
+  if [[ ! $col =~ ^[1-9][0-9]*$ || $rest != "$col: "* ]]; then
+    echo "$fixture:$line: malformed marker; write '$marker""COL: MESSAGE'" >&2
+    exit 3
+  fi
+  expected="error: $fixture:$line:$col: $msg"
+else
+  hit=$(grep -F -- "$explicit" "$fixture")
+  expected="error: ${hit#*"$explicit"}"
+fi
+expected=${expected%$'\r'}
+
+# ARGS: the words after `# args:` on a comment line of its own (at most one such line).
+args=()
+args_line=$(grep -E '^#[[:space:]]*args:' "$fixture")
+if [[ -n $args_line ]]; then
+  if [[ $(grep -cE '^#[[:space:]]*args:' "$fixture") -ne 1 ]]; then
+    echo "$fixture: more than one '# args:' line" >&2
+    exit 3
+  fi
+  args_line=${args_line#*args:}
+  args_line=${args_line%$'\r'}
+  read -r -a args <<<"$args_line"
+fi
+
+tmp=$(mktemp -d) || exit 3
+trap 'rm -rf "$tmp"' EXIT
+
+"$bin" hw validate --require-sources "${args[@]}" "$fixture" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+
+# Read stderr byte-exactly (command substitution would drop trailing newlines).
+actual=$(cat "$tmp/err"; printf x)
+actual=${actual%x}
+
+fail=0
+problems=()
+if [[ $rc -ne 2 ]]; then
+  problems+=("exit code $rc, expected 2")
+  fail=1
+fi
+if [[ -s $tmp/out ]]; then
+  problems+=("stdout is not empty")
+  fail=1
+fi
+if [[ $actual != "$expected"$'\n' ]]; then
+  problems+=("stderr differs")
+  fail=1
+fi
+
+if (( fail )); then
+  echo "FAIL $fixture: ${problems[*]}"
+  echo "  command:  $bin hw validate --require-sources ${args[*]} $fixture"
+  echo "  expected: $expected"
+  if [[ -s $tmp/err ]]; then
+    sed 's/^/  actual:   /' "$tmp/err"
+    [[ $actual == *$'\n' ]] || echo "  (stderr does not end in a newline)"
+  else
+    echo "  actual:   (stderr is empty)"
+  fi
+  if [[ -s $tmp/out ]]; then
+    sed 's/^/  stdout:   /' "$tmp/out"
+  fi
+  exit 1
+fi
+exit 0

@@ -1,0 +1,227 @@
+// Routes and transfer costs on tests/fixtures/unit_hw.yaml (see its diagram).
+#include <doctest/doctest.h>
+
+#include "hw_models/cost.h"
+#include "hw_models/loader.h"
+#include "hw_models/routes.h"
+
+using namespace tierflow;
+using namespace tierflow::hw;
+
+namespace {
+
+const std::string kFixture = std::string(TIERFLOW_SOURCE_DIR) + "/tests/fixtures/unit_hw.yaml";
+
+Topology unit_hw(std::vector<std::string> sets = {}) {
+  return load_topology(kFixture, LoadOptions{std::move(sets), false});
+}
+
+const Route& route(const Topology& t, std::string_view a, std::string_view b) {
+  const Route* r = t.route(*t.tier_index(a), *t.tier_index(b));
+  REQUIRE(r != nullptr);
+  return *r;
+}
+
+constexpr int64_t kNs = 1000;  // ps
+
+}  // namespace
+
+TEST_CASE("route hbm -> ddr crosses the device's PCIe link into the root complex") {
+  const Topology t = unit_hw();
+  const Route& r = route(t, "hbm", "ddr");
+  // bottleneck = min(hbm read 4, ddr write 2, pcie 1) = 1 GB/s
+  CHECK(r.bandwidth.bytes_per_s == doctest::Approx(1e9));
+  // setup = hbm read 0 + ddr write 100 + pcie 20 + rc 5 + dma 30 = 155 ns
+  CHECK(r.setup.ps == 155 * kNs);
+  REQUIRE(r.hops.size() == 1);
+  CHECK(t.links[r.hops[0].link].id == "pcie");
+  CHECK(r.hops[0].forward);
+  CHECK(r.switches.size() == 1);
+  CHECK(r.staging_tiers.empty());
+  CHECK(describe_route(t, r) == "hbm -[pcie]-> rc -> ddr");
+  //  0        155ns                283ns
+  //  |--setup--|==== 128 B at 1 B/ns ====|
+  CHECK(transfer_time_alone(r, Bytes{128}).ps == 283 * kNs);
+}
+
+TEST_CASE("route directions use the link's reverse direction on the way back") {
+  const Topology t = unit_hw();
+  const Route& r = route(t, "ddr", "hbm");
+  CHECK(r.setup.ps == 155 * kNs);  // ddr read 100 + hbm write 0 + 20 + 5 + 30
+  REQUIRE(r.hops.size() == 1);
+  CHECK_FALSE(r.hops[0].forward);
+  CHECK(describe_route(t, r) == "ddr -> rc -[pcie]-> hbm");
+}
+
+TEST_CASE("a two-link route takes the narrowest port and the largest DMA setup once") {
+  const Topology t = unit_hw();
+  const Route& w = route(t, "hbm", "ssd");
+  // min(hbm 4, ssd write 0.25, pcie 1, nvme 1 x 0.5) = 0.25 GB/s
+  CHECK(w.bandwidth.bytes_per_s == doctest::Approx(0.25e9));
+  // hbm 0 + ssd write 2000 + pcie 20 + nvme 50 + rc 5 + max(dma 30, 0) = 2105 ns
+  CHECK(w.setup.ps == 2105 * kNs);
+  // 1000 B at 0.25 B/ns = 4000 ns
+  CHECK(transfer_time_alone(w, Bytes{1000}).ps == (2105 + 4000) * kNs);
+
+  const Route& r = route(t, "ssd", "hbm");
+  // min(ssd read 0.5, nvme 0.5, pcie 1, hbm 4) = 0.5 GB/s; ssd read latency 1000 ns
+  CHECK(r.bandwidth.bytes_per_s == doctest::Approx(0.5e9));
+  CHECK(r.setup.ps == 1105 * kNs);
+  CHECK(describe_route(t, r) == "ssd -[nvme]-> rc -[pcie]-> hbm");
+}
+
+TEST_CASE("the peer route is the widest way out and back: NVLink through the fabric") {
+  const Topology t = unit_hw();
+  const Route& r = route(t, "hbm", "hbm");
+  // nvl 2 GB/s beats pcie 1 GB/s; setup = 10 + 10 + fabric 0 + max dma 40 = 60 ns
+  CHECK(r.bandwidth.bytes_per_s == doctest::Approx(2e9));
+  CHECK(r.setup.ps == 60 * kNs);
+  REQUIRE(r.hops.size() == 2);
+  CHECK(r.hops[0].forward);
+  CHECK_FALSE(r.hops[1].forward);
+  CHECK(describe_route(t, r) == "hbm -[nvl]-> fabric -[nvl]-> hbm");
+  CHECK(transfer_time_alone(r, Bytes{1024}).ps == (60 + 512) * kNs);
+}
+
+TEST_CASE("tiers reached only through attach moves have unlimited hops between them") {
+  const Topology t = unit_hw();
+  const Route& r = route(t, "ddr", "ssd");
+  // ddr -> rc (attach, free) -> nvme -> ssd: min(ddr read 2, nvme 0.5, ssd write 0.25)
+  CHECK(r.bandwidth.bytes_per_s == doctest::Approx(0.25e9));
+  // ddr read 100 + ssd write 2000 + nvme 50 + rc 5 = 2155 ns, no DMA setup on nvme
+  CHECK(r.setup.ps == 2155 * kNs);
+}
+
+TEST_CASE("the widest path wins over a lower-latency narrow one; latency breaks ties") {
+  // Two ways from hbm to ddr: `slow` (1 GB/s, 1 ns) and `wide` (3 GB/s, 900 ns), and a
+  // third `wide2` (3 GB/s, 100 ns) that ties `wide` on bandwidth with less latency.
+  const std::string yaml = R"(tierflow: hw/1
+name: widest
+devices: [{id: d, count: 1, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
+tiers:
+  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}
+  - {id: ddr, kind: ddr, per: host, capacity: 1GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}
+links:
+  - {id: slow, kind: pcie, endpoints: [hbm, ddr], per: device, bandwidth: 1GB/s, latency: 1ns}
+  - {id: wide, kind: pcie, endpoints: [hbm, ddr], per: device, bandwidth: 3GB/s, latency: 900ns}
+  - {id: wide2, kind: pcie, endpoints: [hbm, ddr], per: device, bandwidth: 3GB/s, latency: 100ns}
+)";
+  const Topology t = load_topology_text(yaml, "widest.yaml");
+  const Route& r = route(t, "hbm", "ddr");
+  REQUIRE(r.hops.size() == 1);
+  CHECK(t.links[r.hops[0].link].id == "wide2");
+  CHECK(r.setup.ps == 100 * kNs);
+  // No peer route on a single device.
+  CHECK(t.route(0, 0) == nullptr);
+}
+
+TEST_CASE("bandwidth above the end ports' cap does not matter: latency decides") {
+  // The ssd's 1 GB/s port caps both routes, so the lower-latency 2 GB/s link wins over
+  // the 8 GB/s one.
+  const std::string yaml = R"(tierflow: hw/1
+name: capped
+devices: [{id: d, count: 1, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
+tiers:
+  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}
+  - {id: ssd, kind: ssd, per: host, capacity: 1GB, read_bandwidth: 1GB/s, write_bandwidth: 1GB/s, latency: 0ns}
+links:
+  - {id: fast, kind: pcie, endpoints: [hbm, ssd], per: device, bandwidth: 8GB/s, latency: 500ns}
+  - {id: near, kind: pcie, endpoints: [hbm, ssd], per: device, bandwidth: 2GB/s, latency: 50ns}
+)";
+  const Topology t = load_topology_text(yaml, "capped.yaml");
+  const Route& r = route(t, "hbm", "ssd");
+  CHECK(t.links[r.hops[0].link].id == "near");
+  CHECK(r.bandwidth.bytes_per_s == doctest::Approx(1e9));
+}
+
+TEST_CASE("a staging tier caps the bandwidth and adds its write and read latency") {
+  // ssd hangs off ddr only: hbm -> ddr -> ssd stages through ddr (a bounce buffer).
+  const std::string yaml = R"(tierflow: hw/1
+name: staged
+devices: [{id: d, count: 1, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
+tiers:
+  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}
+  - {id: ddr, kind: ddr, per: host, capacity: 1GB, read_bandwidth: 6GB/s, write_bandwidth: 5GB/s, latency: 100ns, write_latency: 200ns}
+  - {id: ssd, kind: ssd, per: host, capacity: 1GB, read_bandwidth: 9GB/s, write_bandwidth: 9GB/s, latency: 1us}
+links:
+  - {id: h2d, kind: pcie, endpoints: [hbm, ddr], per: device, bandwidth: 8GB/s, latency: 10ns}
+  - {id: d2s, kind: nvme, endpoints: [ddr, ssd], per: host, bandwidth: 7GB/s, latency: 20ns}
+)";
+  const Topology t = load_topology_text(yaml, "staged.yaml");
+  const Route& r = route(t, "hbm", "ssd");
+  REQUIRE(r.staging_tiers.size() == 1);
+  CHECK(t.tiers[r.staging_tiers[0]].id == "ddr");
+  CHECK(r.bandwidth.bytes_per_s == doctest::Approx(5e9));  // ddr write port
+  // hbm 0 + ssd write 1000 + h2d 10 + d2s 20 + ddr write 200 + ddr read 100 = 1330 ns
+  CHECK(r.setup.ps == 1330 * kNs);
+}
+
+TEST_CASE("pinned routes replace the computed ones and may be peer routes") {
+  const std::string yaml = R"(tierflow: hw/1
+name: pinned
+devices: [{id: d, count: 2, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
+tiers:
+  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}
+  - {id: ddr, kind: ddr, per: host, capacity: 1GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns, attach: rc}
+switches:
+  - {id: rc, kind: root_complex, per: host, latency: 5ns}
+  - {id: sw, kind: nvswitch, per: host}
+links:
+  - {id: pcie, kind: pcie, endpoints: [hbm, rc], per: device, bandwidth: 1GB/s, latency: 20ns}
+  - {id: nvl, kind: nvlink, endpoints: [hbm, sw], per: device, bandwidth: 4GB/s, latency: 10ns}
+routes:
+  - {from: hbm, to: hbm, via: [pcie, pcie]}
+)";
+  const Topology t = load_topology_text(yaml, "pinned.yaml");
+  const Route& r = route(t, "hbm", "hbm");
+  CHECK(r.pinned);
+  CHECK(r.bandwidth.bytes_per_s == doctest::Approx(1e9));
+  CHECK(r.setup.ps == 45 * kNs);  // 20 + 5 + 20
+  CHECK(describe_route(t, r) == "hbm -[pcie]-> rc -[pcie]-> hbm");
+  CHECK(route(t, "hbm", "ddr").pinned == false);
+}
+
+TEST_CASE("roofline op time: the larger of compute and memory time, plus launch overhead") {
+  const Topology t = unit_hw();
+  // matmul at efficiency 0.5 of 1 FLOP/ns: 100 FLOP -> 200 ns, + 10 ns launch
+  CHECK(roofline_time(t, 0, OpKind::kMatmul, Dtype::kBf16, 100, Bytes{0})->ps == 210 * kNs);
+  // fp8 has twice the peak: 100 ns + 10 ns
+  CHECK(roofline_time(t, 0, OpKind::kMatmul, Dtype::kFp8, 100, Bytes{0})->ps == 110 * kNs);
+  // elementwise (default efficiency 1): max(10 FLOP -> 10 ns, 400 B at 4 B/ns -> 100 ns)
+  CHECK(roofline_time(t, 0, OpKind::kElementwise, Dtype::kBf16, 10, Bytes{400})->ps == 110 * kNs);
+  // no fp32 peak declared: the cost is unknown, not zero
+  CHECK_FALSE(roofline_time(t, 0, OpKind::kMatmul, Dtype::kFp32, 100, Bytes{0}).has_value());
+}
+
+TEST_CASE("devices spread evenly over hosts and sockets") {
+  const Topology t = unit_hw();  // 4 devices, 1 host, 2 sockets
+  CHECK(t.instance_of(Scope::kSocket, 0, 0) == 0);
+  CHECK(t.instance_of(Scope::kSocket, 0, 1) == 0);
+  CHECK(t.instance_of(Scope::kSocket, 0, 2) == 1);
+  CHECK(t.instance_of(Scope::kSocket, 0, 3) == 1);
+  CHECK(t.instance_of(Scope::kHost, 0, 3) == 0);
+  CHECK(t.instance_of(Scope::kDevice, 0, 3) == 3);
+  CHECK(t.instances(Scope::kSocket) == 2);
+  CHECK(t.instances(Scope::kDevice) == 4);
+  CHECK(t.instances(Scope::kSupernode) == 1);
+}
+
+TEST_CASE("--set overrides change the value and the routes that depend on it") {
+  const Topology t = unit_hw({"links.pcie.bandwidth=4GB/s", "tiers.hbm.capacity=256B"});
+  CHECK(t.tiers[*t.tier_index("hbm")].capacity.value == 256);
+  // hbm -> ddr is now capped by the ddr write port (2 GB/s)
+  CHECK(route(t, "hbm", "ddr").bandwidth.bytes_per_s == doctest::Approx(2e9));
+}
+
+TEST_CASE("--set on a path that does not exist is an error, not a new field") {
+  CHECK_THROWS_WITH_AS(unit_hw({"tiers.hbm.capacty=1GB"}),
+                       "--set:1:11: unknown key 'capacty' in tier 'hbm'; did you mean 'capacity'?",
+                       InputError);
+  CHECK_THROWS_WITH_AS(unit_hw({"tiers.hmb.capacity=1GB"}),
+                       "--set:1:1: --set 'tiers.hmb.capacity': no tier with id 'hmb'; did you "
+                       "mean 'hbm'?",
+                       InputError);
+  CHECK_THROWS_WITH_AS(unit_hw({"tiers.hbm.capacity=1XB"}),
+                       doctest::Contains("--set:1:20: bad value for 'capacity'"), InputError);
+  CHECK_THROWS_AS(unit_hw({"nonsense"}), InputError);
+}

@@ -1,0 +1,99 @@
+#include "tools/hw_cmd.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "core/diagnostics.h"
+#include "core/io.h"
+#include "hw_models/describe.h"
+#include "hw_models/loader.h"
+#include "hw_models/show.h"
+#include "tools/cli_common.h"
+
+namespace tierflow::cli {
+namespace {
+
+struct HwOptions {
+  std::vector<std::string> files;
+  std::vector<std::string> sets;
+  bool require_sources = false;
+  bool json = false;
+  bool markdown = false;
+  bool quiet = false;
+  std::string output = "-";
+};
+
+void add_set_option(CLI::App* cmd, HwOptions& o) {
+  cmd->add_option("--set", o.sets,
+                  "override a field: PATH=VALUE, e.g. tiers.ddr.capacity=2TiB (repeatable)")
+      ->type_name("PATH=VALUE")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+int run_validate(const HwOptions& o) {
+  hw::LoadOptions lo{o.sets, o.require_sources};
+  int failed = 0;
+  for (const auto& f : o.files) {
+    try {
+      const hw::Topology t = hw::load_topology(f, lo);
+      if (!o.quiet) {
+        fmt::print("ok: {}: {} ({} devices, {} tiers, {} links)\n", f, t.name, t.total_devices(),
+                   t.tiers.size(), t.links.size());
+      }
+    } catch (const InputError& e) {
+      print_error(e);
+      ++failed;
+    }
+  }
+  std::fflush(stdout);
+  return failed == 0 ? static_cast<int>(ExitCode::kOk) : static_cast<int>(ExitCode::kBadInput);
+}
+
+int run_show(const HwOptions& o) {
+  const hw::Topology t = hw::load_topology(o.files.front(), hw::LoadOptions{o.sets, false});
+  const std::string text = o.json ? hw::show_json(t).dump(2) + "\n" : hw::show_text(t);
+  write_file_atomic(o.output, text);
+  return 0;
+}
+
+int run_describe(const HwOptions& o) {
+  const std::string text = o.markdown ? hw::describe_markdown() : hw::describe_text();
+  write_file_atomic(o.output, text);
+  return 0;
+}
+
+}  // namespace
+
+void add_hw_commands(CLI::App& app) {
+  auto opts = std::make_shared<HwOptions>();
+  CLI::App* hw = app.add_subcommand("hw", "load, check and print hardware topologies");
+  hw->require_subcommand(1);
+
+  CLI::App* validate = hw->add_subcommand(
+      "validate", "check topology files; prints FILE:LINE:COL: message for each bad one");
+  validate->add_option("files", opts->files, "topology YAML files")->required();
+  add_set_option(validate, *opts);
+  validate->add_flag("--require-sources", opts->require_sources,
+                     "every number must cite a source (as in the shipped files)");
+  validate->add_flag("-q,--quiet", opts->quiet, "print only errors");
+  validate->callback([opts] { throw CommandResult(run_validate(*opts)); });
+
+  CLI::App* show = hw->add_subcommand(
+      "show", "print the resolved topology: tiers, links, routes, totals per device and supernode");
+  show->add_option("file", opts->files, "topology YAML file")->required()->expected(1);
+  add_set_option(show, *opts);
+  show->add_flag("--json", opts->json, "machine-readable output in base units");
+  show->add_option("-o,--output", opts->output, "write to FILE instead of standard output");
+  show->callback([opts] { throw CommandResult(run_show(*opts)); });
+
+  CLI::App* describe = hw->add_subcommand(
+      "describe", "print every topology field: type, unit, default and meaning");
+  describe->add_flag("--markdown", opts->markdown, "Markdown, as in docs/hardware.md");
+  describe->add_option("-o,--output", opts->output, "write to FILE instead of standard output");
+  describe->callback([opts] { throw CommandResult(run_describe(*opts)); });
+}
+
+}  // namespace tierflow::cli

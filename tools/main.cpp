@@ -1,0 +1,66 @@
+// tierflow: plan and score how LLM tensors move across a memory hierarchy.
+//
+// Exit codes (docs/cli.md): 0 ok, 1 infeasible, 2 bad input, 3 internal error.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "core/diagnostics.h"
+#include "tools/cli_common.h"
+#include "tools/hw_cmd.h"
+
+#ifndef TIERFLOW_VERSION
+#define TIERFLOW_VERSION "unknown"
+#endif
+
+namespace tierflow::cli {
+
+void print_error(const InputError& e) {
+  std::fflush(stdout);
+  fmt::print(stderr, "error: {}\n", e.what());
+}
+
+namespace {
+
+int run(int argc, char** argv) {
+  CLI::App app{"tierflow: plan and score LLM tensor movement across memory tiers"};
+  app.name("tierflow");
+  app.set_version_flag("--version", std::string("tierflow ") + TIERFLOW_VERSION);
+  app.require_subcommand(1);
+  add_hw_commands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CommandResult& r) {
+    return r.code;
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "error: {}\nRun with --help for usage.\n", e.what());
+    return static_cast<int>(ExitCode::kBadInput);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tierflow::cli
+
+int main(int argc, char** argv) {
+  try {
+    return tierflow::cli::run(argc, argv);
+  } catch (const tierflow::InputError& e) {
+    tierflow::cli::print_error(e);
+    return static_cast<int>(tierflow::ExitCode::kBadInput);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "internal error: {}\n(this is a bug in tierflow; please report it)\n",
+               e.what());
+    return static_cast<int>(tierflow::ExitCode::kInternal);
+  }
+}
