@@ -1,5 +1,7 @@
 #include "core/units.h"
 
+#include "core/diagnostics.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -31,21 +33,6 @@ std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = to_lower(c);
   return out;
-}
-
-/// Levenshtein distance (insert, delete, substitute), for did-you-mean suggestions.
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  std::iota(prev.begin(), prev.end(), size_t{0});
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -179,8 +166,8 @@ std::string suggestion(const Family& fam, std::string_view unit) {
   const Unit* best = nullptr;
   size_t best_ci = 0, best_cs = 0;
   for (const Unit& u : fam.units) {
-    const size_t ci = edit_distance(lu, lower(u.name));
-    const size_t cs = edit_distance(unit, u.name);
+    const auto ci = static_cast<size_t>(edit_distance(lu, lower(u.name)));
+    const auto cs = static_cast<size_t>(edit_distance(unit, u.name));
     if (ci == 0) case_only.push_back(u.name);
     // A suggestion must share something with the input: "x" is not a typo of "B".
     if (ci > 2 || ci >= std::max(unit.size(), u.name.size())) continue;
@@ -440,18 +427,21 @@ std::string si_text(double v, std::string_view unit, bool sig4) {
   return sign + s + std::string(kSiPrefixes[p]) + std::string(unit);
 }
 
-// Relative distance from an integer within which a computed time counts as that integer.
-constexpr long double kSnapTolerance = 1e-9L;
+// Distance (in ps) from an integer within which a computed time counts as that integer.
+// long double carries ~19 significant digits, so the floating noise of a quotient stays far
+// below 1e-3 ps for any time under ~1e15 ps (1000 s); beyond that the snap only matters for
+// results that are within a thousandth of a picosecond of an integer anyway.
+constexpr long double kSnapTolerance = 1e-3L;
 
 /// Rounds a picosecond count up to a whole number, except that results within kSnapTolerance
-/// (relative) of an integer are that integer, so that floating noise cannot add a picosecond
-/// to exact quotients like 64e9 B / 64e9 B/s. Saturates at INT64_MAX; NaN means "never".
+/// of an integer are that integer, so that floating noise cannot add a picosecond to exact
+/// quotients like 64e9 B / 64e9 B/s. Saturates at INT64_MAX; NaN means "never".
 Duration ceil_ps(long double ps) {
   constexpr long double kTwo63 = 9223372036854775808.0L;
   if (std::isnan(ps) || ps >= kTwo63) return {std::numeric_limits<int64_t>::max()};
   if (ps <= 0) return {0};
   const long double nearest = std::round(ps);
-  const long double r = std::fabs(ps - nearest) <= kSnapTolerance * ps ? nearest : std::ceil(ps);
+  const long double r = std::fabs(ps - nearest) <= kSnapTolerance ? nearest : std::ceil(ps);
   if (r >= kTwo63) return {std::numeric_limits<int64_t>::max()};
   return {static_cast<int64_t>(r)};
 }
@@ -589,6 +579,26 @@ Duration compute_time(double flops, FlopRate rate) {
   if (!(rate.flop_per_s > 0)) return {std::numeric_limits<int64_t>::max()};
   return ceil_ps(static_cast<long double>(flops) * 1e12L /
                  static_cast<long double>(rate.flop_per_s));
+}
+
+std::string to_string_approx(Duration d) {
+  static constexpr std::array<std::pair<int64_t, std::string_view>, 5> kUnits = {
+      {{kPsPerS, "s"}, {kPsPerMs, "ms"}, {kPsPerUs, "us"}, {kPsPerNs, "ns"}, {1, "ps"}}};
+  const int64_t mag = d.ps < 0 ? -(d.ps + 1) + 1 : d.ps;
+  for (const auto& [scale, name] : kUnits) {
+    if (mag < scale && scale != 1) continue;
+    const double v = static_cast<double>(d.ps) / static_cast<double>(scale);
+    // 4 significant digits, trailing zeros trimmed.
+    const double a = std::fabs(v);
+    const int decimals = a >= 1000 ? 0 : a >= 100 ? 1 : a >= 10 ? 2 : 3;
+    std::string s = fmt::format("{:.{}f}", v, scale == 1 ? 0 : decimals);
+    if (s.find('.') != std::string::npos) {
+      while (s.back() == '0') s.pop_back();
+      if (s.back() == '.') s.pop_back();
+    }
+    return s + std::string(name);
+  }
+  return "0ps";
 }
 
 }  // namespace tierflow

@@ -73,6 +73,9 @@ std::string to_string(Duration d);
 std::string to_string(FlopRate r);
 /// Human text rounded to 3 significant digits in IEC units ("74.5GiB"), for tables.
 std::string to_string_approx(Bytes b);
+/// Human text rounded to 4 significant digits in the unit that puts it in [1, 1000)
+/// ("8.395ms", "250ns"), for tables.
+std::string to_string_approx(Duration d);
 
 /// Time for `bytes` at `bw`, rounded up to a whole picosecond. `bw` must be positive.
 Duration transfer_time(Bytes bytes, Bandwidth bw);

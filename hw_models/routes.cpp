@@ -1,6 +1,10 @@
 #include "hw_models/routes.h"
 
 #include <algorithm>
+
+// GCC 12 reports a false -Wmaybe-uninitialized inside Boost.Graph's edge iterator
+// (a boost::optional member) once it is inlined here at -O2.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/dijkstra_shortest_paths.hpp>
 #include <boost/graph/filtered_graph.hpp>

@@ -129,7 +129,7 @@ std::string show_text(const Topology& t) {
   for (const Route* r : listed_routes(t)) {
     const std::string to = r->from == r->to ? t.tiers[r->to].id + " (peer)" : t.tiers[r->to].id;
     routes.add_row({t.tiers[r->from].id, to, to_string(r->bandwidth), to_string(r->setup),
-                    to_string(transfer_time_alone(*r, kProbe)),
+                    to_string_approx(transfer_time_alone(*r, kProbe)),
                     describe_route(t, *r) + (r->pinned ? "  [pinned]" : "")});
   }
   out += routes.render() + "\n";
@@ -139,10 +139,13 @@ std::string show_text(const Topology& t) {
   Table totals({"", "per device", "per supernode"}, {kL, kR, kR});
   for (const auto& x : t.tiers) {
     const uint64_t total = x.capacity.value * static_cast<uint64_t>(t.instances(x.per));
+    // A shared tier's per-device figure is its fair share; exact when it divides evenly.
+    const uint64_t share = total / static_cast<uint64_t>(ndev);
+    const std::string share_text = total % static_cast<uint64_t>(ndev) == 0
+                                       ? to_string(Bytes{share})
+                                       : "~" + to_string_approx(Bytes{share});
     const std::string per_dev =
-        x.per == Scope::kDevice
-            ? to_string(x.capacity)
-            : fmt::format("{} (share)", to_string_approx(Bytes{total / static_cast<uint64_t>(ndev)}));
+        x.per == Scope::kDevice ? to_string(x.capacity) : share_text + " (share)";
     totals.add_row({fmt::format("{} capacity", x.id), per_dev, to_string(Bytes{total})});
   }
   for (const auto& d : t.devices) {

@@ -540,9 +540,10 @@ TEST_CASE("transfer_time: exact cases, rounding up and saturation") {
   CHECK(transfer_time(Bytes{1}, Bandwidth{3e12}).ps == 1);
   CHECK(transfer_time(Bytes{1}, Bandwidth{7e9}).ps == 143);
   CHECK(transfer_time(Bytes{1000}, Bandwidth{3e9}).ps == 333'334);
-  // Within 1e-9 relative of an integer counts as that integer (the floating-noise guard):
-  // 1 B at 3 B/s is 333333333333.33 ps, 0.33 ps from 333333333333 < 1e-9 * 3.3e11.
-  CHECK(transfer_time(Bytes{1}, Bandwidth{3.0}).ps == 333'333'333'333);
+  // Large inexact quotients still round up: 1 B at 3 B/s is 333333333333.33 ps, and
+  // 80 GiB at 3.35 TB/s is 25641595797.01 ps.
+  CHECK(transfer_time(Bytes{1}, Bandwidth{3.0}).ps == 333'333'333'334);
+  CHECK(transfer_time(Bytes{80ULL << 30}, Bandwidth{3.35e12}).ps == 25'641'595'798);
   // Saturates instead of overflowing.
   CHECK(transfer_time(Bytes{kU64Max}, Bandwidth{1.0}).ps == kI64Max);
   CHECK(transfer_time(Bytes{kU64Max}, Bandwidth{1e-300}).ps == kI64Max);
@@ -562,3 +563,14 @@ TEST_CASE("compute_time: same rounding policy") {
 
 }  // namespace
 }  // namespace tierflow
+
+TEST_CASE("to_string_approx(Duration): 4 significant digits for tables") {
+  using namespace tierflow;
+  CHECK(to_string_approx(Duration{8'395'258'000}) == "8.395ms");
+  CHECK(to_string_approx(Duration{250'000}) == "250ns");
+  CHECK(to_string_approx(Duration{1'073'741'979'000'000}) == "1074s");
+  CHECK(to_string_approx(Duration{6'650'000}) == "6.65us");
+  CHECK(to_string_approx(Duration{999}) == "999ps");
+  CHECK(to_string_approx(Duration{0}) == "0ps");
+  CHECK(to_string_approx(Duration{-1'500'000}) == "-1.5us");
+}

@@ -27,7 +27,7 @@ if [[ ! -f $fixture ]]; then
   echo "$fixture: no such fixture" >&2
   exit 3
 fi
-if [[ ! -x $bin ]]; then
+if ! command -v -- "$bin" >/dev/null; then
   echo "$bin: not an executable" >&2
   exit 3
 fi
@@ -99,12 +99,13 @@ if [[ $actual != "$expected"$'\n' ]]; then
 fi
 
 if (( fail )); then
-  echo "FAIL $fixture: ${problems[*]}"
-  echo "  command:  $bin hw validate --require-sources ${args[*]} $fixture"
+  printf -v summary "%s; " "${problems[@]}"
+  echo "FAIL $fixture: ${summary%; }"
+  echo "  command:  $bin hw validate --require-sources ${args[*]:+${args[*]} }$fixture"
   echo "  expected: $expected"
   if [[ -s $tmp/err ]]; then
     sed 's/^/  actual:   /' "$tmp/err"
-    [[ $actual == *$'\n' ]] || echo "  (stderr does not end in a newline)"
+    [[ $actual == *$'\n' ]] || printf '\n  (stderr does not end in a newline)\n'
   else
     echo "  actual:   (stderr is empty)"
   fi
