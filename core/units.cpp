@@ -165,6 +165,7 @@ std::string suggestion(const Family& fam, std::string_view unit) {
   std::vector<std::string_view> case_only;  // candidates equal to `unit` ignoring case
   const Unit* best = nullptr;
   size_t best_ci = 0, best_cs = 0;
+  bool tied = false;
   for (const Unit& u : fam.units) {
     const auto ci = static_cast<size_t>(edit_distance(lu, lower(u.name)));
     const auto cs = static_cast<size_t>(edit_distance(unit, u.name));
@@ -175,12 +176,16 @@ std::string suggestion(const Family& fam, std::string_view unit) {
       best = &u;
       best_ci = ci;
       best_cs = cs;
+      tied = false;
+    } else if (ci == best_ci && cs == best_cs) {
+      tied = true;  // "XB" is as close to B as to kB, MB, ...: no single good guess
     }
   }
   if (case_only.size() > 1) {
     return fmt::format("; did you mean '{}'?", fmt::join(case_only, "' or '"));
   }
-  return best == nullptr ? std::string() : fmt::format("; did you mean '{}'?", best->name);
+  return best == nullptr || tied ? std::string()
+                                 : fmt::format("; did you mean '{}'?", best->name);
 }
 
 std::string unit_error(const Family& fam, std::string_view text, std::string_view unit) {

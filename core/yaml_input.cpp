@@ -1,6 +1,8 @@
 #include "core/yaml_input.h"
 
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 namespace tierflow::schema {
@@ -18,13 +20,80 @@ std::string_view node_kind(const YAML::Node& node) {
   return "a scalar";
 }
 
+namespace {
+
+/// The position of the innermost flow bracket (`open`) that is never closed, skipping
+/// quoted text and comments. yaml-cpp reports such errors where it gave up (often the end
+/// of the file); the opening bracket is where the user must look.
+std::optional<SourcePos> unclosed_bracket(const std::string& text, char open, const std::string& name) {
+  const char close = open == '[' ? ']' : '}';
+  std::vector<SourcePos> stack;
+  int line = 1;
+  int col = 0;
+  char quote = 0;
+  bool comment = false;
+  char prev = '\n';
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    ++col;
+    if (c == '\n') {
+      ++line;
+      col = 0;
+      comment = false;
+      prev = c;
+      continue;
+    }
+    if (comment) continue;
+    if (quote != 0) {
+      if (quote == '"' && c == '\\') {
+        ++i;
+        ++col;
+      } else if (c == quote) {
+        quote = 0;
+      }
+    } else if (c == '#' && (prev == ' ' || prev == '\t' || prev == '\n')) {
+      comment = true;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == open) {
+      stack.push_back(SourcePos{name, line, col});
+    } else if (c == close && !stack.empty()) {
+      stack.pop_back();
+    }
+    prev = c;
+  }
+  if (stack.empty()) return std::nullopt;
+  return stack.back();
+}
+
+}  // namespace
+
 YAML::Node load_yaml_text(const std::string& text, const std::string& name) {
   try {
-    YAML::Node root = YAML::Load(text);
-    return root;
+    std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    if (docs.size() > 1) {
+      throw InputError(pos_of(docs[1], name),
+                       "a file holds one YAML document; remove the second one (after '---')");
+    }
+    return docs.empty() ? YAML::Node() : docs.front();
   } catch (const YAML::ParserException& e) {
-    throw InputError(SourcePos{name, e.mark.line + 1, e.mark.column + 1},
-                     "malformed YAML: " + e.msg);
+    SourcePos pos{name, e.mark.line + 1, e.mark.column + 1};
+    std::string msg = "malformed YAML: " + e.msg;
+    for (char open : {'[', '{'}) {
+      const bool seq = open == '[';
+      if (e.msg.find(seq ? "end of sequence flow not found" : "end of map flow not found") ==
+          std::string::npos) {
+        continue;
+      }
+      if (auto p = unclosed_bracket(text, open, name)) {
+        pos = *p;
+        msg += fmt::format(": this '{}' is never closed", open);
+      }
+    }
+    if (e.msg == "illegal map value") {
+      msg += " (check this line's indentation, or quote a value that contains ': ')";
+    }
+    throw InputError(pos, msg);
   } catch (const YAML::Exception& e) {
     throw InputError(SourcePos{name, e.mark.line + 1, e.mark.column + 1},
                      "malformed YAML: " + e.msg);
@@ -32,8 +101,12 @@ YAML::Node load_yaml_text(const std::string& text, const std::string& name) {
 }
 
 YAML::Node load_yaml_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw InputError(SourcePos{path}, "cannot read file: it is a directory");
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(SourcePos{path}, "cannot open file");
+  if (!in) throw InputError(SourcePos{path}, "cannot open file: no such file or no permission");
   std::ostringstream ss;
   ss << in.rdbuf();
   if (!in.good() && !in.eof()) throw InputError(SourcePos{path}, "cannot read file");
@@ -97,6 +170,7 @@ Input read_input(const YAML::Node& value, const SourcePos& key_pos, const std::s
   if (value.IsMap() && !is_list_type(type)) {
     // The cited form: {value: X, source: KEY, note: TEXT}.
     YAML::Node v;
+    bool has_value = false;  // a default-constructed node counts as defined
     std::set<std::string> seen;
     static const std::vector<std::string> kCited = {"value", "source", "note"};
     for (auto it = value.begin(); it != value.end(); ++it) {
@@ -107,6 +181,7 @@ Input read_input(const YAML::Node& value, const SourcePos& key_pos, const std::s
       }
       if (k == "value") {
         v = it->second;
+        has_value = true;
       } else if (k == "source" || k == "note") {
         if (!it->second.IsScalar()) {
           throw InputError::at(pos_of(it->second, file), "'{}' of '{}' must be text", k, key);
@@ -120,8 +195,12 @@ Input read_input(const YAML::Node& value, const SourcePos& key_pos, const std::s
                              k, key, did_you_mean(k, kCited));
       }
     }
-    if (!v.IsDefined()) {
+    if (!has_value) {
       throw InputError::at(in.pos, "the value of '{}' in {} has no 'value' key", key, what);
+    }
+    if (v.IsMap()) {
+      throw InputError::at(pos_of(v, file), "the 'value' of '{}' in {} must be a plain value, "
+                           "not a mapping", key, what);
     }
     Origin inner;
     Input got = read_input(v, pos_of(v, file), file, key, what, type, inner);

@@ -81,7 +81,9 @@ bool try_set_in_list(std::vector<Obj>& list, const schema::Schema<Obj>& s, const
       return true;
     }
   }
-  throw InputError::at(a.key_pos, "--set '{}': no {} with id '{}'{}", a.path, s.object_name, id,
+  SourcePos id_pos = a.key_pos;
+  id_pos.col += static_cast<int>(a.path.size() - rest.size());
+  throw InputError::at(id_pos, "--set '{}': no {} with id '{}'{}", a.path, s.object_name, id,
                        did_you_mean(id, ids));
 }
 
@@ -141,12 +143,14 @@ class Validator {
 
  private:
   void check_unique_ids() {
-    std::map<std::string, SourcePos> seen;
+    std::map<std::string, std::pair<SourcePos, std::string>> seen;
     auto add = [&](const std::string& id, const Origins& o, std::string_view what) {
-      auto [it, fresh] = seen.emplace(id, o.pos_of("id"));
+      auto [it, fresh] = seen.emplace(id, std::pair(o.pos_of("id"), std::string(what)));
       if (!fresh) {
-        throw InputError::at(o.pos_of("id"), "duplicate id '{}' ({} ; first defined at {})", id,
-                             what, it->second.str());
+        throw InputError::at(o.pos_of("id"),
+                             "duplicate id '{}': already used by the {} at line {} (ids must be "
+                             "unique across devices, tiers, switches and links)",
+                             id, it->second.second, it->second.first.line);
       }
     };
     for (const auto& d : t_.devices) add(d.id, d.origins, "device");
@@ -330,7 +334,7 @@ Topology parse(const YAML::Node& root, const std::string& file, const LoadOption
     const SourcePos kp = schema::pos_of(it->first, file);
     const std::string key = it->first.IsScalar() ? it->first.Scalar() : std::string();
     if (!seen.insert(key).second) throw InputError::at(kp, "duplicate key '{}'", key);
-    const YAML::Node& v = it->second;
+    const YAML::Node v = it->second;  // the iterator yields temporaries: copy the handle
     const SourcePos vp = v.IsNull() ? kp : schema::pos_of(v, file);
     auto scalar = [&](std::string_view what) {
       if (!v.IsScalar()) {

@@ -21,8 +21,8 @@ void add_common(Schema<Obj>& s, std::string_view what) {
   s.fields.push_back(declare("id", &Obj::id,
                           Spec{.type = ValueType::kName,
                                .required = true,
-                               .desc = fmt::format("unique id of this {} (unique across tiers, "
-                                                   "switches and links)",
+                               .desc = fmt::format("unique id of this {} (unique across devices, "
+                                                   "tiers, switches and links)",
                                                    what)}));
   s.fields.push_back(
       declare("description", &Obj::description, Spec{.type = ValueType::kString, .desc = "free text"}));
