@@ -20,8 +20,10 @@ void BM_LoadTopology(benchmark::State& state, const char* name) {
     benchmark::DoNotOptimize(t.routes.data());
   }
 }
-BENCHMARK_CAPTURE(BM_LoadTopology, h100_sxm_8gpu, "h100-sxm-8gpu.yaml")->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_LoadTopology, cloudmatrix384, "cloudmatrix384.yaml")->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_LoadTopology, h100_sxm_8gpu, "h100-sxm-8gpu.yaml")
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_LoadTopology, cloudmatrix384, "cloudmatrix384.yaml")
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_LoadTopology, h100_cxl, "h100-cxl.yaml")->Unit(benchmark::kMicrosecond);
 
 void BM_ParseQuantity(benchmark::State& state) {
@@ -30,11 +32,19 @@ void BM_ParseQuantity(benchmark::State& state) {
   for (auto _ : state) {
     const char* s = texts[i++ % 5];
     switch (s[0]) {
-      case '8': benchmark::DoNotOptimize(parse_bytes(s)); break;
+      case '8':
+        benchmark::DoNotOptimize(parse_bytes(s));
+        break;
       case '6':
-      case '4': benchmark::DoNotOptimize(parse_bandwidth(s)); break;
-      case '1': benchmark::DoNotOptimize(parse_duration(s)); break;
-      default: benchmark::DoNotOptimize(parse_flop_rate(s)); break;
+      case '4':
+        benchmark::DoNotOptimize(parse_bandwidth(s));
+        break;
+      case '1':
+        benchmark::DoNotOptimize(parse_duration(s));
+        break;
+      default:
+        benchmark::DoNotOptimize(parse_flop_rate(s));
+        break;
     }
   }
 }

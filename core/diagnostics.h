@@ -72,7 +72,7 @@ std::string did_you_mean(std::string_view word, std::span<const std::string_view
 }  // namespace tierflow
 
 /// Asserts an invariant that no user input can break. Never use it for input checks.
-#define TF_ASSERT(cond, ...)                                                          \
-  do {                                                                                \
+#define TF_ASSERT(cond, ...)                                                                   \
+  do {                                                                                         \
     if (!(cond)) ::tierflow::assert_fail(#cond, __FILE__, __LINE__, fmt::format(__VA_ARGS__)); \
   } while (false)

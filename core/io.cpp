@@ -1,11 +1,10 @@
 #include "core/io.h"
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <unistd.h>
 
 #include "core/diagnostics.h"
 

@@ -43,7 +43,9 @@ constexpr std::optional<size_t> index_of(const std::array<std::string_view, N>& 
   return std::nullopt;
 }
 
-inline constexpr std::string_view name_of(Dtype d) { return kDtypeNames[static_cast<size_t>(d)]; }
+inline constexpr std::string_view name_of(Dtype d) {
+  return kDtypeNames[static_cast<size_t>(d)];
+}
 inline constexpr std::string_view name_of(OpKind k) {
   return kOpKindNames[static_cast<size_t>(k)];
 }

@@ -8,18 +8,30 @@ namespace tierflow::schema {
 
 std::string_view type_name(ValueType t) {
   switch (t) {
-    case ValueType::kString: return "text";
-    case ValueType::kName: return "name";
-    case ValueType::kRef: return "id";
-    case ValueType::kRefPair: return "[id, id]";
-    case ValueType::kRefList: return "[id, ...]";
-    case ValueType::kEnum: return "enum";
-    case ValueType::kInt: return "integer";
-    case ValueType::kFraction: return "fraction";
-    case ValueType::kBytes: return "bytes";
-    case ValueType::kBandwidth: return "bandwidth";
-    case ValueType::kDuration: return "duration";
-    case ValueType::kFlopRate: return "FLOP rate";
+    case ValueType::kString:
+      return "text";
+    case ValueType::kName:
+      return "name";
+    case ValueType::kRef:
+      return "id";
+    case ValueType::kRefPair:
+      return "[id, id]";
+    case ValueType::kRefList:
+      return "[id, ...]";
+    case ValueType::kEnum:
+      return "enum";
+    case ValueType::kInt:
+      return "integer";
+    case ValueType::kFraction:
+      return "fraction";
+    case ValueType::kBytes:
+      return "bytes";
+    case ValueType::kBandwidth:
+      return "bandwidth";
+    case ValueType::kDuration:
+      return "duration";
+    case ValueType::kFlopRate:
+      return "FLOP rate";
   }
   return "?";
 }
@@ -31,8 +43,10 @@ bool is_number(ValueType t) {
     case ValueType::kBytes:
     case ValueType::kBandwidth:
     case ValueType::kDuration:
-    case ValueType::kFlopRate: return true;
-    default: return false;
+    case ValueType::kFlopRate:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -114,8 +128,8 @@ int parse_int(const Input& in, std::string_view key, int min_value) {
     throw InputError::at(in.pos, "bad value for '{}': expected an integer, got '{}'", key, t);
   }
   if (v < min_value) {
-    throw InputError::at(in.pos, "bad value for '{}': must be at least {}, got {}", key,
-                         min_value, v);
+    throw InputError::at(in.pos, "bad value for '{}': must be at least {}, got {}", key, min_value,
+                         v);
   }
   return v;
 }
@@ -126,8 +140,8 @@ double parse_fraction(const Input& in, std::string_view key) {
   double v = 0;
   auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (ec != std::errc() || ptr != t.data() + t.size()) {
-    throw InputError::at(in.pos, "bad value for '{}': expected a fraction in (0, 1], got '{}'",
-                         key, t);
+    throw InputError::at(in.pos, "bad value for '{}': expected a fraction in (0, 1], got '{}'", key,
+                         t);
   }
   if (!(v > 0.0 && v <= 1.0)) {
     throw InputError::at(in.pos, "bad value for '{}': must be in (0, 1], got {}", key, t);
@@ -152,7 +166,8 @@ FlopRate parse_flop_rate_input(const Input& in, std::string_view key) {
   return unwrap(in, parse_flop_rate(in.text()), key);
 }
 
-size_t parse_choice(const Input& in, std::string_view key, const std::vector<std::string>& choices) {
+size_t parse_choice(const Input& in, std::string_view key,
+                    const std::vector<std::string>& choices) {
   require_scalar(in, key);
   for (size_t i = 0; i < choices.size(); ++i) {
     if (choices[i] == in.text()) return i;
@@ -168,8 +183,8 @@ std::vector<std::string> parse_ref_list(const Input& in, std::string_view key, s
       throw InputError::at(in.pos, "bad value for '{}': expected a list of {} ids, got {}", key,
                            min_n, in.items.size());
     }
-    throw InputError::at(in.pos, "bad value for '{}': expected a list of {} to {} ids, got {}",
-                         key, min_n, max_n, in.items.size());
+    throw InputError::at(in.pos, "bad value for '{}': expected a list of {} to {} ids, got {}", key,
+                         min_n, max_n, in.items.size());
   }
   for (size_t i = 0; i < in.items.size(); ++i) {
     Input one{{in.items[i]}, {}, i < in.item_pos.size() ? in.item_pos[i] : in.pos};

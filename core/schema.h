@@ -13,10 +13,10 @@
 
 #include <array>
 #include <functional>
-#include <type_traits>
 #include <map>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "core/diagnostics.h"
@@ -45,11 +45,11 @@ bool is_number(ValueType t);
 
 /// Where a value came from.
 struct Origin {
-  SourcePos pos;       ///< where it was written: a file position, or "--set"
-  std::string source;  ///< citation key given beside the value; empty if none
-  SourcePos source_pos;  ///< where that key was written
+  SourcePos pos;                 ///< where it was written: a file position, or "--set"
+  std::string source;            ///< citation key given beside the value; empty if none
+  SourcePos source_pos;          ///< where that key was written
   std::vector<SourcePos> items;  ///< positions of list items
-  std::string note;    ///< free text given beside the value
+  std::string note;              ///< free text given beside the value
 };
 
 /// Positions and citations of one object's fields.
@@ -154,7 +154,7 @@ struct Spec {
   bool required = false;
   std::string def;  ///< default as text; applied before the user's values are read
   std::string desc;
-  int min_int = 1;     ///< for kInt
+  int min_int = 1;      ///< for kInt
   size_t min_refs = 1;  ///< for kRefList
   size_t max_refs = 64;
 };
@@ -258,8 +258,8 @@ Field<Obj> declare_at(std::string key, std::array<T, N> Obj::*member, size_t ind
 
 /// A field holding one of a fixed set of words, stored as an enum.
 template <class Obj, class E, size_t N>
-Field<Obj> declare_enum(std::string key, E Obj::*member, const std::array<std::string_view, N>& names,
-                     Spec spec) {
+Field<Obj> declare_enum(std::string key, E Obj::*member,
+                        const std::array<std::string_view, N>& names, Spec spec) {
   Field<Obj> f;
   f.type = ValueType::kEnum;
   f.key = std::move(key);

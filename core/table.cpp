@@ -18,8 +18,8 @@ Table::Table(std::vector<std::string> headers, std::vector<Align> align)
 }
 
 void Table::add_row(std::vector<std::string> cells) {
-  TF_ASSERT(cells.size() == headers_.size(), "row has {} cells, table has {} columns",
-            cells.size(), headers_.size());
+  TF_ASSERT(cells.size() == headers_.size(), "row has {} cells, table has {} columns", cells.size(),
+            headers_.size());
   rows_.push_back(std::move(cells));
 }
 

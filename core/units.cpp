@@ -1,7 +1,5 @@
 #include "core/units.h"
 
-#include "core/diagnostics.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -17,17 +15,23 @@
 #include <utility>
 #include <vector>
 
+#include "core/diagnostics.h"
+
 namespace tierflow {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
 // Characters. Locale-free ASCII helpers: <cctype> is locale-dependent and UB on negative chars.
 
-constexpr bool is_digit(char c) { return c >= '0' && c <= '9'; }
+constexpr bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 constexpr bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
-constexpr char to_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c; }
+constexpr char to_lower(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c + 32) : c;
+}
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -184,8 +188,7 @@ std::string suggestion(const Family& fam, std::string_view unit) {
   if (case_only.size() > 1) {
     return fmt::format("; did you mean '{}'?", fmt::join(case_only, "' or '"));
   }
-  return best == nullptr || tied ? std::string()
-                                 : fmt::format("; did you mean '{}'?", best->name);
+  return best == nullptr || tied ? std::string() : fmt::format("; did you mean '{}'?", best->name);
 }
 
 std::string unit_error(const Family& fam, std::string_view text, std::string_view unit) {
@@ -475,9 +478,12 @@ ParseResult<T> parse_quantity(std::string_view text, const Family& fam, Convert 
 ParseResult<Bytes> parse_bytes(std::string_view text) {
   const auto convert = [&](const Decimal& n, const Unit& u, Bytes& out) {
     switch (to_exact(n, u, std::numeric_limits<uint64_t>::max(), out.value)) {
-      case Exact::kOk: return std::string();
-      case Exact::kNotWhole: return fmt::format("'{}' is not a whole number of bytes", text);
-      case Exact::kOverflow: break;
+      case Exact::kOk:
+        return std::string();
+      case Exact::kNotWhole:
+        return fmt::format("'{}' is not a whole number of bytes", text);
+      case Exact::kOverflow:
+        break;
     }
     return fmt::format(
         "'{}' is too large: it overflows the 64-bit byte count (max "
@@ -498,9 +504,13 @@ ParseResult<Duration> parse_duration(std::string_view text) {
   const auto convert = [&](const Decimal& n, const Unit& u, Duration& out) {
     uint64_t v = 0;
     switch (to_exact(n, u, static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), v)) {
-      case Exact::kOk: out.ps = static_cast<int64_t>(v); return std::string();
-      case Exact::kNotWhole: return fmt::format("'{}' is below picosecond resolution", text);
-      case Exact::kOverflow: break;
+      case Exact::kOk:
+        out.ps = static_cast<int64_t>(v);
+        return std::string();
+      case Exact::kNotWhole:
+        return fmt::format("'{}' is below picosecond resolution", text);
+      case Exact::kOverflow:
+        break;
     }
     return fmt::format(
         "'{}' is too large: it overflows the 64-bit picosecond count (max "
@@ -550,9 +560,13 @@ std::string to_string_approx(Bytes b) {
   return s + std::string(kIecPrefixes[p]) + "B";
 }
 
-std::string to_string(Bandwidth bw) { return si_text(bw.bytes_per_s, "B/s", false); }
+std::string to_string(Bandwidth bw) {
+  return si_text(bw.bytes_per_s, "B/s", false);
+}
 
-std::string to_string(FlopRate r) { return si_text(r.flop_per_s, "FLOP/s", true); }
+std::string to_string(FlopRate r) {
+  return si_text(r.flop_per_s, "FLOP/s", true);
+}
 
 std::string to_string(Duration d) {
   // Magnitude as uint64 so that INT64_MIN does not overflow on negation.

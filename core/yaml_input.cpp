@@ -25,7 +25,8 @@ namespace {
 /// The position of the innermost flow bracket (`open`) that is never closed, skipping
 /// quoted text and comments. yaml-cpp reports such errors where it gave up (often the end
 /// of the file); the opening bracket is where the user must look.
-std::optional<SourcePos> unclosed_bracket(const std::string& text, char open, const std::string& name) {
+std::optional<SourcePos> unclosed_bracket(const std::string& text, char open,
+                                          const std::string& name) {
   const char close = open == '[' ? ']' : '}';
   std::vector<SourcePos> stack;
   int line = 1;
@@ -141,19 +142,30 @@ namespace {
 
 std::string_view expected_text(ValueType type) {
   switch (type) {
-    case ValueType::kBytes: return "a byte size such as 80GiB";
-    case ValueType::kBandwidth: return "a bandwidth such as 64GB/s";
-    case ValueType::kDuration: return "a duration such as 1.5us";
-    case ValueType::kFlopRate: return "a rate such as 989TFLOP/s";
-    case ValueType::kInt: return "an integer";
-    case ValueType::kFraction: return "a fraction in (0, 1]";
-    case ValueType::kRefPair: return "a list of two ids such as [hbm, ddr]";
-    case ValueType::kRefList: return "a list of ids";
-    default: return "a single value";
+    case ValueType::kBytes:
+      return "a byte size such as 80GiB";
+    case ValueType::kBandwidth:
+      return "a bandwidth such as 64GB/s";
+    case ValueType::kDuration:
+      return "a duration such as 1.5us";
+    case ValueType::kFlopRate:
+      return "a rate such as 989TFLOP/s";
+    case ValueType::kInt:
+      return "an integer";
+    case ValueType::kFraction:
+      return "a fraction in (0, 1]";
+    case ValueType::kRefPair:
+      return "a list of two ids such as [hbm, ddr]";
+    case ValueType::kRefList:
+      return "a list of ids";
+    default:
+      return "a single value";
   }
 }
 
-bool is_list_type(ValueType t) { return t == ValueType::kRefPair || t == ValueType::kRefList; }
+bool is_list_type(ValueType t) {
+  return t == ValueType::kRefPair || t == ValueType::kRefList;
+}
 
 }  // namespace
 
@@ -199,8 +211,10 @@ Input read_input(const YAML::Node& value, const SourcePos& key_pos, const std::s
       throw InputError::at(in.pos, "the value of '{}' in {} has no 'value' key", key, what);
     }
     if (v.IsMap()) {
-      throw InputError::at(pos_of(v, file), "the 'value' of '{}' in {} must be a plain value, "
-                           "not a mapping", key, what);
+      throw InputError::at(pos_of(v, file),
+                           "the 'value' of '{}' in {} must be a plain value, "
+                           "not a mapping",
+                           key, what);
     }
     Origin inner;
     Input got = read_input(v, pos_of(v, file), file, key, what, type, inner);

@@ -74,7 +74,8 @@ void read_object(const YAML::Node& node, const Schema<Obj>& s, Obj& obj, const s
     const Field<Obj>* f = s.find(full);
     if (f == nullptr) {
       const auto keys = s.keys_under(prefix);
-      throw InputError::at(key_pos, "unknown key '{}' in {}{}", full, what, did_you_mean(key, keys));
+      throw InputError::at(key_pos, "unknown key '{}' in {}{}", full, what,
+                           did_you_mean(key, keys));
     }
     Origin origin;
     Input in = read_input(it->second, key_pos, file, full, what, f->type, origin);

@@ -30,8 +30,8 @@ std::optional<Duration> roofline_time(const Topology& t, size_t device, OpKind k
   }
   Duration memory{0};
   if (bytes.value > 0) {
-    memory = transfer_time(bytes, Bandwidth{local.read_bandwidth.bytes_per_s *
-                                            d.memory_efficiency(kind)});
+    memory = transfer_time(bytes,
+                           Bandwidth{local.read_bandwidth.bytes_per_s * d.memory_efficiency(kind)});
   }
   return Duration{std::max(compute.ps, memory.ps) + d.launch_overhead.ps};
 }

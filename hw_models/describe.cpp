@@ -24,8 +24,8 @@ std::string need_text(const schema::Field<Obj>& f) {
 
 template <class Obj>
 void text_section(std::string& out, const schema::Schema<Obj>& s) {
-  out += fmt::format("{}{}: {}\n", s.object_name, s.list_key.empty() ? "" : " (list '" + s.list_key + "')",
-                     s.description);
+  out += fmt::format("{}{}: {}\n", s.object_name,
+                     s.list_key.empty() ? "" : " (list '" + s.list_key + "')", s.description);
   Table t({"key", "type", "need", "description"});
   for (const auto& f : s.fields) t.add_row({f.key, type_text(f), need_text(f), f.description});
   out += t.render();
@@ -35,8 +35,10 @@ void text_section(std::string& out, const schema::Schema<Obj>& s) {
 std::string md_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
-    if (c == '|') o += "\\|";
-    else o += c;
+    if (c == '|')
+      o += "\\|";
+    else
+      o += c;
   }
   return o;
 }
@@ -73,7 +75,8 @@ constexpr std::string_view kCited =
 std::string describe_text() {
   std::string out = "Topology files (tierflow: hw/1)\n\nTop-level keys\n";
   Table top({"key", "description"});
-  for (const auto& k : top_level_keys()) top.add_row({std::string(k.key), std::string(k.description)});
+  for (const auto& k : top_level_keys())
+    top.add_row({std::string(k.key), std::string(k.description)});
   out += top.render();
   out += "\nUnits\n";
   out += kUnits;
@@ -108,7 +111,8 @@ std::string describe_markdown() {
       "time is `max(flops / (peak[dtype] * compute_efficiency[kind]), bytes / "
       "(local.read_bandwidth * memory_efficiency[kind])) + launch_overhead`.\n\n"
       "## Top-level keys\n\n| key | description |\n|---|---|\n";
-  for (const auto& k : top_level_keys()) out += fmt::format("| `{}` | {} |\n", k.key, k.description);
+  for (const auto& k : top_level_keys())
+    out += fmt::format("| `{}` | {} |\n", k.key, k.description);
   out += "\n## Units\n\n";
   out += kUnits;
   out += "\n## Citations\n\n";

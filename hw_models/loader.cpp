@@ -24,7 +24,8 @@ void read_list(const YAML::Node& node, const schema::Schema<Obj>& s, std::vector
   for (size_t i = 0; i < node.size(); ++i) {
     const YAML::Node item = node[i];
     Obj obj;
-    schema::read_object(item, s, obj, file, label(s.object_name, schema::peek_scalar(item, "id"), i));
+    schema::read_object(item, s, obj, file,
+                        label(s.object_name, schema::peek_scalar(item, "id"), i));
     out.push_back(std::move(obj));
   }
 }
@@ -131,9 +132,11 @@ class Validator {
   void run() {
     check_unique_ids();
     check_sources(t_.system, system_schema(), "system", t_.system.source);
-    for (auto& d : t_.devices) check_sources(d, device_schema(), label("device", d.id, 0), d.source);
+    for (auto& d : t_.devices)
+      check_sources(d, device_schema(), label("device", d.id, 0), d.source);
     for (auto& x : t_.tiers) check_sources(x, tier_schema(), label("tier", x.id, 0), x.source);
-    for (auto& x : t_.switches) check_sources(x, switch_schema(), label("switch", x.id, 0), x.source);
+    for (auto& x : t_.switches)
+      check_sources(x, switch_schema(), label("switch", x.id, 0), x.source);
     for (auto& x : t_.links) check_sources(x, link_schema(), label("link", x.id, 0), x.source);
     for (auto& d : t_.devices) check_device(d);
     for (auto& x : t_.tiers) check_tier(x);
@@ -228,8 +231,10 @@ class Validator {
                            t_.system.hosts);
     }
     if (std::all_of(d.peak.begin(), d.peak.end(), [](FlopRate r) { return r.flop_per_s == 0; })) {
-      throw InputError::at(d.origins.pos, "{} declares no peak rate: add e.g. 'peak: {{bf16: "
-                           "989TFLOP/s}}'", what);
+      throw InputError::at(d.origins.pos,
+                           "{} declares no peak rate: add e.g. 'peak: {{bf16: "
+                           "989TFLOP/s}}'",
+                           what);
     }
   }
 
@@ -320,8 +325,10 @@ Topology parse(const YAML::Node& root, const std::string& file, const LoadOption
   Topology t;
   t.file = file;
   if (!root.IsDefined() || root.IsNull()) {
-    throw InputError::at(SourcePos{file, 1, 1}, "empty topology file: expected a mapping with "
-                         "'tierflow: {}'", kFormatTag);
+    throw InputError::at(SourcePos{file, 1, 1},
+                         "empty topology file: expected a mapping with "
+                         "'tierflow: {}'",
+                         kFormatTag);
   }
   schema::expect_map(root, file, "the topology");
   std::vector<std::string> known;
@@ -372,8 +379,10 @@ Topology parse(const YAML::Node& root, const std::string& file, const LoadOption
   }
   const SourcePos top = schema::pos_of(root, file);
   if (tag.empty()) {
-    throw InputError::at(top, "missing required key 'tierflow' (the format tag: write 'tierflow: "
-                         "{}')", kFormatTag);
+    throw InputError::at(top,
+                         "missing required key 'tierflow' (the format tag: write 'tierflow: "
+                         "{}')",
+                         kFormatTag);
   }
   if (t.name.empty()) throw InputError::at(top, "missing required key 'name'");
   if (!seen.count("system")) schema::apply_defaults(t.system, system_schema());

@@ -18,16 +18,17 @@ constexpr std::string_view kSourceDesc =
 
 template <class Obj>
 void add_common(Schema<Obj>& s, std::string_view what) {
-  s.fields.push_back(declare("id", &Obj::id,
-                          Spec{.type = ValueType::kName,
-                               .required = true,
-                               .desc = fmt::format("unique id of this {} (unique across devices, "
-                                                   "tiers, switches and links)",
-                                                   what)}));
   s.fields.push_back(
-      declare("description", &Obj::description, Spec{.type = ValueType::kString, .desc = "free text"}));
-  s.fields.push_back(
-      declare("source", &Obj::source, Spec{.type = ValueType::kString, .desc = std::string(kSourceDesc)}));
+      declare("id", &Obj::id,
+              Spec{.type = ValueType::kName,
+                   .required = true,
+                   .desc = fmt::format("unique id of this {} (unique across devices, "
+                                       "tiers, switches and links)",
+                                       what)}));
+  s.fields.push_back(declare("description", &Obj::description,
+                             Spec{.type = ValueType::kString, .desc = "free text"}));
+  s.fields.push_back(declare("source", &Obj::source,
+                             Spec{.type = ValueType::kString, .desc = std::string(kSourceDesc)}));
 }
 
 }  // namespace
@@ -36,15 +37,15 @@ const Schema<System>& system_schema() {
   static const Schema<System> s = [] {
     Schema<System> r{"system", "", "How devices are grouped into hosts and CPU sockets.", {}};
     r.fields.push_back(declare("hosts", &System::hosts,
-                            Spec{.def = "1",
-                                 .desc = "hosts (nodes, trays) in the supernode; every device "
-                                         "class's count must divide evenly among them"}));
+                               Spec{.def = "1",
+                                    .desc = "hosts (nodes, trays) in the supernode; every device "
+                                            "class's count must divide evenly among them"}));
     r.fields.push_back(declare("sockets_per_host", &System::sockets_per_host,
-                            Spec{.def = "1",
-                                 .desc = "CPU sockets per host; a host's devices are spread "
-                                         "evenly over its sockets"}));
+                               Spec{.def = "1",
+                                    .desc = "CPU sockets per host; a host's devices are spread "
+                                            "evenly over its sockets"}));
     r.fields.push_back(declare("source", &System::source,
-                            Spec{.type = ValueType::kString, .desc = std::string(kSourceDesc)}));
+                               Spec{.type = ValueType::kString, .desc = std::string(kSourceDesc)}));
     return r;
   }();
   return s;
@@ -52,43 +53,44 @@ const Schema<System>& system_schema() {
 
 const Schema<Device>& device_schema() {
   static const Schema<Device> s = [] {
-    Schema<Device> r{"device", "devices",
+    Schema<Device> r{"device",
+                     "devices",
                      "A class of identical GPUs or NPUs; `count` of them make up the supernode.",
                      {}};
     add_common(r, "device class");
-    r.fields.push_back(
-        declare("count", &Device::count,
-             Spec{.required = true, .desc = "number of devices of this class in the supernode"}));
+    r.fields.push_back(declare(
+        "count", &Device::count,
+        Spec{.required = true, .desc = "number of devices of this class in the supernode"}));
     r.fields.push_back(declare("local_tier", &Device::local_tier,
-                            Spec{.type = ValueType::kRef,
-                                 .required = true,
-                                 .desc = "the `per: device` tier the device computes from"}));
+                               Spec{.type = ValueType::kRef,
+                                    .required = true,
+                                    .desc = "the `per: device` tier the device computes from"}));
     for (size_t i = 0; i < kDtypeNames.size(); ++i) {
       r.fields.push_back(declare_at(
           fmt::format("peak.{}", kDtypeNames[i]), &Device::peak, i,
           Spec{.desc = fmt::format("dense peak {} rate; absent = unsupported", kDtypeNames[i])}));
     }
     r.fields.push_back(declare("compute_efficiency.default", &Device::default_compute_eff,
-                            Spec{.def = "1",
-                                 .desc = "fraction of peak FLOP/s reached by ops of a kind "
-                                         "without its own entry"}));
+                               Spec{.def = "1",
+                                    .desc = "fraction of peak FLOP/s reached by ops of a kind "
+                                            "without its own entry"}));
     for (size_t i = 0; i < kOpKindNames.size(); ++i) {
       r.fields.push_back(declare_at(
           fmt::format("compute_efficiency.{}", kOpKindNames[i]), &Device::compute_eff, i,
           Spec{.desc = fmt::format("fraction of peak FLOP/s reached by {} ops", kOpKindNames[i])}));
     }
     r.fields.push_back(declare("memory_efficiency.default", &Device::default_memory_eff,
-                            Spec{.def = "1",
-                                 .desc = "fraction of local-tier read bandwidth reached by ops "
-                                         "of a kind without its own entry"}));
+                               Spec{.def = "1",
+                                    .desc = "fraction of local-tier read bandwidth reached by ops "
+                                            "of a kind without its own entry"}));
     for (size_t i = 0; i < kOpKindNames.size(); ++i) {
-      r.fields.push_back(
-          declare_at(fmt::format("memory_efficiency.{}", kOpKindNames[i]), &Device::memory_eff, i,
-                  Spec{.desc = fmt::format("fraction of local-tier read bandwidth reached by {} ops",
-                                           kOpKindNames[i])}));
+      r.fields.push_back(declare_at(
+          fmt::format("memory_efficiency.{}", kOpKindNames[i]), &Device::memory_eff, i,
+          Spec{.desc = fmt::format("fraction of local-tier read bandwidth reached by {} ops",
+                                   kOpKindNames[i])}));
     }
     r.fields.push_back(declare("launch_overhead", &Device::launch_overhead,
-                            Spec{.def = "0ns", .desc = "fixed cost added to every op"}));
+                               Spec{.def = "0ns", .desc = "fixed cost added to every op"}));
     return r;
   }();
   return s;
@@ -98,28 +100,29 @@ const Schema<Tier>& tier_schema() {
   static const Schema<Tier> s = [] {
     Schema<Tier> r{"tier", "tiers", "A kind of memory; `per` says how many instances exist.", {}};
     add_common(r, "tier");
-    r.fields.push_back(
-        declare_enum("kind", &Tier::kind, kTierKindNames, Spec{.required = true, .desc = "memory technology"}));
+    r.fields.push_back(declare_enum("kind", &Tier::kind, kTierKindNames,
+                                    Spec{.required = true, .desc = "memory technology"}));
     r.fields.push_back(declare_enum("per", &Tier::per, kScopeNames,
-                                 Spec{.required = true,
-                                      .desc = "instance scope: one per device, per CPU socket, "
-                                              "per host, or one for the supernode"}));
+                                    Spec{.required = true,
+                                         .desc = "instance scope: one per device, per CPU socket, "
+                                                 "per host, or one for the supernode"}));
     r.fields.push_back(declare("capacity", &Tier::capacity,
-                            Spec{.required = true, .desc = "capacity of one instance"}));
+                               Spec{.required = true, .desc = "capacity of one instance"}));
     r.fields.push_back(declare("read_bandwidth", &Tier::read_bandwidth,
-                            Spec{.required = true,
-                                 .desc = "bandwidth of one instance's port when read (the "
-                                         "roofline bandwidth of a local tier)"}));
-    r.fields.push_back(declare("write_bandwidth", &Tier::write_bandwidth,
-                            Spec{.required = true, .desc = "bandwidth of one instance's port when written"}));
+                               Spec{.required = true,
+                                    .desc = "bandwidth of one instance's port when read (the "
+                                            "roofline bandwidth of a local tier)"}));
+    r.fields.push_back(
+        declare("write_bandwidth", &Tier::write_bandwidth,
+                Spec{.required = true, .desc = "bandwidth of one instance's port when written"}));
     r.fields.push_back(declare("latency", &Tier::latency,
-                            Spec{.required = true, .desc = "access latency of a read"}));
+                               Spec{.required = true, .desc = "access latency of a read"}));
     r.fields.push_back(declare("write_latency", &Tier::write_latency,
-                            Spec{.desc = "access latency of a write; defaults to `latency`"}));
+                               Spec{.desc = "access latency of a write; defaults to `latency`"}));
     r.fields.push_back(declare("attach", &Tier::attach,
-                            Spec{.type = ValueType::kRef,
-                                 .desc = "switch whose fabric this tier's port sits on directly "
-                                         "(a host DRAM on its root complex)"}));
+                               Spec{.type = ValueType::kRef,
+                                    .desc = "switch whose fabric this tier's port sits on directly "
+                                            "(a host DRAM on its root complex)"}));
     return r;
   }();
   return s;
@@ -127,20 +130,21 @@ const Schema<Tier>& tier_schema() {
 
 const Schema<Switch>& switch_schema() {
   static const Schema<Switch> s = [] {
-    Schema<Switch> r{"switch", "switches",
+    Schema<Switch> r{"switch",
+                     "switches",
                      "A vertex that only forwards: root complex, PCIe switch, NVSwitch or UB "
                      "fabric.",
                      {}};
     add_common(r, "switch");
     r.fields.push_back(declare("kind", &Switch::kind,
-                            Spec{.type = ValueType::kName,
-                                 .required = true,
-                                 .desc = "free word: root_complex, pcie_switch, nvswitch, "
-                                         "ub_switch, cxl_switch, ..."}));
+                               Spec{.type = ValueType::kName,
+                                    .required = true,
+                                    .desc = "free word: root_complex, pcie_switch, nvswitch, "
+                                            "ub_switch, cxl_switch, ..."}));
     r.fields.push_back(declare_enum("per", &Switch::per, kScopeNames,
-                                 Spec{.required = true, .desc = "instance scope"}));
+                                    Spec{.required = true, .desc = "instance scope"}));
     r.fields.push_back(declare("latency", &Switch::latency,
-                            Spec{.def = "0ns", .desc = "forwarding latency per crossing"}));
+                               Spec{.def = "0ns", .desc = "forwarding latency per crossing"}));
     return r;
   }();
   return s;
@@ -148,45 +152,49 @@ const Schema<Switch>& switch_schema() {
 
 const Schema<Link>& link_schema() {
   static const Schema<Link> s = [] {
-    Schema<Link> r{"link", "links",
+    Schema<Link> r{"link",
+                   "links",
                    "An interconnect between two tiers or switches, with a bandwidth per direction.",
                    {}};
     add_common(r, "link");
     r.fields.push_back(declare_enum("kind", &Link::kind, kLinkKindNames,
-                                 Spec{.required = true, .desc = "interconnect technology"}));
+                                    Spec{.required = true, .desc = "interconnect technology"}));
     r.fields.push_back(declare("endpoints", &Link::endpoints,
-                            Spec{.type = ValueType::kRefPair,
-                                 .required = true,
-                                 .desc = "[a, b]: tier or switch ids; [t, t] for a per-device "
-                                         "tier t is a direct link to the same tier of a peer",
-                                 .min_refs = 2,
-                                 .max_refs = 2}));
+                               Spec{.type = ValueType::kRefPair,
+                                    .required = true,
+                                    .desc = "[a, b]: tier or switch ids; [t, t] for a per-device "
+                                            "tier t is a direct link to the same tier of a peer",
+                                    .min_refs = 2,
+                                    .max_refs = 2}));
     r.fields.push_back(declare_enum("per", &Link::per, kScopeNames,
-                                 Spec{.required = true, .desc = "instance scope"}));
-    r.fields.push_back(declare("bandwidth", &Link::bandwidth,
-                            Spec{.required = true, .desc = "peak bandwidth per direction (a->b)"}));
-    r.fields.push_back(declare("bandwidth_reverse", &Link::bandwidth_reverse,
-                            Spec{.desc = "peak bandwidth b->a when it differs from `bandwidth`"}));
+                                    Spec{.required = true, .desc = "instance scope"}));
+    r.fields.push_back(
+        declare("bandwidth", &Link::bandwidth,
+                Spec{.required = true, .desc = "peak bandwidth per direction (a->b)"}));
+    r.fields.push_back(
+        declare("bandwidth_reverse", &Link::bandwidth_reverse,
+                Spec{.desc = "peak bandwidth b->a when it differs from `bandwidth`"}));
     r.fields.push_back(declare("efficiency", &Link::efficiency,
-                            Spec{.def = "1", .desc = "achievable fraction of peak, a->b (and b->a "
-                                                     "unless `efficiency_reverse`)"}));
+                               Spec{.def = "1",
+                                    .desc = "achievable fraction of peak, a->b (and b->a "
+                                            "unless `efficiency_reverse`)"}));
     r.fields.push_back(declare("efficiency_reverse", &Link::efficiency_reverse,
-                            Spec{.desc = "achievable fraction of peak b->a"}));
+                               Spec{.desc = "achievable fraction of peak b->a"}));
     r.fields.push_back(declare("latency", &Link::latency,
-                            Spec{.required = true, .desc = "one-way latency of a crossing"}));
+                               Spec{.required = true, .desc = "one-way latency of a crossing"}));
     r.fields.push_back(declare_enum("duplex", &Link::duplex, kDuplexNames,
-                                 Spec{.def = "full",
-                                      .desc = "full: each direction has `bandwidth`; half: both "
-                                              "directions share one capacity"}));
+                                    Spec{.def = "full",
+                                         .desc = "full: each direction has `bandwidth`; half: both "
+                                                 "directions share one capacity"}));
     r.fields.push_back(declare("copy_engines", &Link::copy_engines,
-                            Spec{.def = "1",
-                                 .desc = "transfers that can run at once per direction; more "
-                                         "wait in FIFO order"}));
+                               Spec{.def = "1",
+                                    .desc = "transfers that can run at once per direction; more "
+                                            "wait in FIFO order"}));
     r.fields.push_back(declare("dma_setup", &Link::dma_setup,
-                            Spec{.def = "0ns",
-                                 .desc = "cost of programming a transfer that crosses this "
-                                         "link, paid once before its first byte (a route pays "
-                                         "the largest of its links')"}));
+                               Spec{.def = "0ns",
+                                    .desc = "cost of programming a transfer that crosses this "
+                                            "link, paid once before its first byte (a route pays "
+                                            "the largest of its links')"}));
     return r;
   }();
   return s;
@@ -194,22 +202,24 @@ const Schema<Link>& link_schema() {
 
 const Schema<RoutePin>& route_schema() {
   static const Schema<RoutePin> s = [] {
-    Schema<RoutePin> r{"route", "routes",
+    Schema<RoutePin> r{"route",
+                       "routes",
                        "A pinned route; without one, routes are the widest path (ties: lowest "
                        "latency).",
                        {}};
-    r.fields.push_back(declare("from", &RoutePin::from,
-                            Spec{.type = ValueType::kRef, .required = true, .desc = "source tier"}));
+    r.fields.push_back(
+        declare("from", &RoutePin::from,
+                Spec{.type = ValueType::kRef, .required = true, .desc = "source tier"}));
     r.fields.push_back(declare("to", &RoutePin::to,
-                            Spec{.type = ValueType::kRef,
-                                 .required = true,
-                                 .desc = "destination tier (the same tier for a peer route)"}));
+                               Spec{.type = ValueType::kRef,
+                                    .required = true,
+                                    .desc = "destination tier (the same tier for a peer route)"}));
     r.fields.push_back(declare("via", &RoutePin::via,
-                            Spec{.type = ValueType::kRefList,
-                                 .required = true,
-                                 .desc = "link ids in the order a transfer crosses them",
-                                 .min_refs = 1,
-                                 .max_refs = 32}));
+                               Spec{.type = ValueType::kRefList,
+                                    .required = true,
+                                    .desc = "link ids in the order a transfer crosses them",
+                                    .min_refs = 1,
+                                    .max_refs = 32}));
     return r;
   }();
   return s;

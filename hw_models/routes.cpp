@@ -8,6 +8,7 @@
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/dijkstra_shortest_paths.hpp>
 #include <boost/graph/filtered_graph.hpp>
+
 #include <functional>
 #include <limits>
 #include <set>
@@ -27,8 +28,8 @@ struct EdgeProp {
   bool forward = true;
 };
 
-using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS,
-                                    boost::no_property, EdgeProp>;
+using Graph =
+    boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property, EdgeProp>;
 using Edge = Graph::edge_descriptor;
 
 struct Search {
@@ -39,7 +40,8 @@ struct Search {
 /// Routes over the vertex numbering: tier i -> i, switch j -> tiers.size() + j.
 class Router {
  public:
-  explicit Router(const Topology& t) : t_(t), ntiers_(t.tiers.size()), n_(ntiers_ + t.switches.size()) {
+  explicit Router(const Topology& t)
+      : t_(t), ntiers_(t.tiers.size()), n_(ntiers_ + t.switches.size()) {
     build(fwd_, /*reverse=*/false);
     build(rev_, /*reverse=*/true);
     // Candidate bottlenecks, widest first; the first level at which a path exists is the
@@ -82,7 +84,8 @@ class Router {
         const Link& l = t_.links[li];
         if (l.endpoints[0] != t_.tiers[tier].id || l.endpoints[1] != l.endpoints[0]) continue;
         if (l.effective(true).bytes_per_s < level) continue;
-        Route r{tier, tier, {Step{Vertex{false, tier}, static_cast<int>(li), true}}, {}, {}, {}, {}, {}, false};
+        Route r{tier, tier, {Step{Vertex{false, tier}, static_cast<int>(li), true}}, {}, {}, {}, {},
+                {},   false};
         finish_route(t_, r);
         if (!best || r.setup < best->setup) best = std::move(r);
       }
@@ -259,9 +262,10 @@ Route walk_pin(const Topology& t, const RoutePin& pin, size_t from, size_t to) {
     } else if (reach(b)) {
       forward = false;
     } else {
-      throw InputError::at(pos, "route {} -> {}: link '{}' ({} - {}) does not continue the route "
-                           "at '{}'", pin.from, pin.to, l.id, l.endpoints[0], l.endpoints[1],
-                           vertex_id(t, v));
+      throw InputError::at(pos,
+                           "route {} -> {}: link '{}' ({} - {}) does not continue the route "
+                           "at '{}'",
+                           pin.from, pin.to, l.id, l.endpoints[0], l.endpoints[1], vertex_id(t, v));
     }
     v = forward ? b : a;
     r.steps.push_back(Step{v, static_cast<int>(*li), forward});
@@ -362,7 +366,8 @@ std::string describe_route(const Topology& t, const Route& r) {
   std::string out = t.tiers[r.from].id;
   for (const Step& s : r.steps) {
     if (s.link >= 0) {
-      out += fmt::format(" -[{}]-> {}", t.links[static_cast<size_t>(s.link)].id, vertex_id(t, s.to));
+      out +=
+          fmt::format(" -[{}]-> {}", t.links[static_cast<size_t>(s.link)].id, vertex_id(t, s.to));
     } else {
       out += fmt::format(" -> {}", vertex_id(t, s.to));
     }

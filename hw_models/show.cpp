@@ -18,7 +18,9 @@ constexpr Align kR = Align::kRight;
 
 constexpr Bytes kProbe{1ull << 30};  // 1 GiB: the transfer size quoted for each route
 
-std::string scope_name(Scope s) { return std::string(kScopeNames[static_cast<size_t>(s)]); }
+std::string scope_name(Scope s) {
+  return std::string(kScopeNames[static_cast<size_t>(s)]);
+}
 
 std::string peaks_text(const Device& d) {
   std::string out;
@@ -74,7 +76,8 @@ std::string show_text(const Topology& t) {
                      t.system.sockets_per_host == 1 ? "" : "s", t.sockets(), t.total_devices());
 
   out += "devices\n";
-  Table dev({"id", "count", "per host", "local", "peak (dense)", "launch"}, {kL, kR, kR, kL, kL, kR});
+  Table dev({"id", "count", "per host", "local", "peak (dense)", "launch"},
+            {kL, kR, kR, kL, kL, kR});
   for (const auto& d : t.devices) {
     dev.add_row({d.id, std::to_string(d.count), std::to_string(d.count / t.system.hosts),
                  d.local_tier, peaks_text(d), to_string(d.launch_overhead)});
@@ -87,11 +90,11 @@ std::string show_text(const Topology& t) {
               {kL, kL, kL, kR, kR, kR, kR, kR, kR, kR, kL});
   for (const auto& x : t.tiers) {
     const int n = t.instances(x.per);
-    tiers.add_row({x.id, std::string(kTierKindNames[static_cast<size_t>(x.kind)]), scope_name(x.per),
-                   std::to_string(n), to_string(x.capacity),
+    tiers.add_row({x.id, std::string(kTierKindNames[static_cast<size_t>(x.kind)]),
+                   scope_name(x.per), std::to_string(n), to_string(x.capacity),
                    to_string(Bytes{x.capacity.value * static_cast<uint64_t>(n)}),
-                   to_string(x.read_bandwidth), to_string(x.write_bandwidth),
-                   to_string(x.latency), to_string(x.write_latency), x.attach.empty() ? "-" : x.attach});
+                   to_string(x.read_bandwidth), to_string(x.write_bandwidth), to_string(x.latency),
+                   to_string(x.write_latency), x.attach.empty() ? "-" : x.attach});
   }
   out += tiers.render() + "\n";
 
@@ -113,19 +116,21 @@ std::string show_text(const Topology& t) {
     for (const auto& l : t.links) {
       auto dir = [&](bool fwd) {
         const double eff = l.effective(fwd).bytes_per_s / l.peak(fwd).bytes_per_s;
-        return fmt::format("{} x {:.2f} = {}", to_string(l.peak(fwd)), eff, to_string(l.effective(fwd)));
+        return fmt::format("{} x {:.2f} = {}", to_string(l.peak(fwd)), eff,
+                           to_string(l.effective(fwd)));
       };
       links.add_row({l.id, std::string(kLinkKindNames[static_cast<size_t>(l.kind)]),
                      l.endpoints[0] + " - " + l.endpoints[1], scope_name(l.per),
-                     std::to_string(t.instances(l.per)), dir(true), dir(false), to_string(l.latency),
-                     std::string(kDuplexNames[static_cast<size_t>(l.duplex)]),
+                     std::to_string(t.instances(l.per)), dir(true), dir(false),
+                     to_string(l.latency), std::string(kDuplexNames[static_cast<size_t>(l.duplex)]),
                      std::to_string(l.copy_engines), to_string(l.dma_setup)});
     }
     out += links.render() + "\n";
   }
 
   out += "routes (to and from each device's local tier; 'peer' = same tier on another device)\n";
-  Table routes({"from", "to", "bandwidth", "setup", "1GiB alone", "path"}, {kL, kL, kR, kR, kR, kL});
+  Table routes({"from", "to", "bandwidth", "setup", "1GiB alone", "path"},
+               {kL, kL, kR, kR, kR, kL});
   for (const Route* r : listed_routes(t)) {
     const std::string to = r->from == r->to ? t.tiers[r->to].id + " (peer)" : t.tiers[r->to].id;
     routes.add_row({t.tiers[r->from].id, to, to_string(r->bandwidth), to_string(r->setup),
@@ -188,17 +193,18 @@ json show_json(const Topology& t) {
                             {"launch_overhead_ps", d.launch_overhead.ps}});
   }
   for (const auto& x : t.tiers) {
-    j["tiers"].push_back({{"id", x.id},
-                          {"kind", kTierKindNames[static_cast<size_t>(x.kind)]},
-                          {"per", scope_name(x.per)},
-                          {"instances", t.instances(x.per)},
-                          {"capacity_bytes", x.capacity.value},
-                          {"total_bytes", x.capacity.value * static_cast<uint64_t>(t.instances(x.per))},
-                          {"read_bytes_per_s", x.read_bandwidth.bytes_per_s},
-                          {"write_bytes_per_s", x.write_bandwidth.bytes_per_s},
-                          {"latency_ps", x.latency.ps},
-                          {"write_latency_ps", x.write_latency.ps},
-                          {"attach", x.attach}});
+    j["tiers"].push_back(
+        {{"id", x.id},
+         {"kind", kTierKindNames[static_cast<size_t>(x.kind)]},
+         {"per", scope_name(x.per)},
+         {"instances", t.instances(x.per)},
+         {"capacity_bytes", x.capacity.value},
+         {"total_bytes", x.capacity.value * static_cast<uint64_t>(t.instances(x.per))},
+         {"read_bytes_per_s", x.read_bandwidth.bytes_per_s},
+         {"write_bytes_per_s", x.write_bandwidth.bytes_per_s},
+         {"latency_ps", x.latency.ps},
+         {"write_latency_ps", x.write_latency.ps},
+         {"attach", x.attach}});
   }
   j["switches"] = json::array();
   for (const auto& s : t.switches) {
@@ -210,18 +216,18 @@ json show_json(const Topology& t) {
   }
   j["links"] = json::array();
   for (const auto& l : t.links) {
-    j["links"].push_back({{"id", l.id},
-                          {"kind", kLinkKindNames[static_cast<size_t>(l.kind)]},
-                          {"endpoints", l.endpoints},
-                          {"per", scope_name(l.per)},
-                          {"instances", t.instances(l.per)},
-                          {"peak_bytes_per_s", {l.peak(true).bytes_per_s, l.peak(false).bytes_per_s}},
-                          {"effective_bytes_per_s",
-                           {l.effective(true).bytes_per_s, l.effective(false).bytes_per_s}},
-                          {"latency_ps", l.latency.ps},
-                          {"duplex", kDuplexNames[static_cast<size_t>(l.duplex)]},
-                          {"copy_engines", l.copy_engines},
-                          {"dma_setup_ps", l.dma_setup.ps}});
+    j["links"].push_back(
+        {{"id", l.id},
+         {"kind", kLinkKindNames[static_cast<size_t>(l.kind)]},
+         {"endpoints", l.endpoints},
+         {"per", scope_name(l.per)},
+         {"instances", t.instances(l.per)},
+         {"peak_bytes_per_s", {l.peak(true).bytes_per_s, l.peak(false).bytes_per_s}},
+         {"effective_bytes_per_s", {l.effective(true).bytes_per_s, l.effective(false).bytes_per_s}},
+         {"latency_ps", l.latency.ps},
+         {"duplex", kDuplexNames[static_cast<size_t>(l.duplex)]},
+         {"copy_engines", l.copy_engines},
+         {"dma_setup_ps", l.dma_setup.ps}});
   }
   j["routes"] = json::array();
   const size_t n = t.tiers.size();
@@ -254,10 +260,10 @@ json show_json(const Topology& t) {
   const int ndev = t.total_devices();
   for (const auto& x : t.tiers) {
     const uint64_t total = x.capacity.value * static_cast<uint64_t>(t.instances(x.per));
-    totals["capacity_bytes"][x.id] = {{"per_device", x.per == Scope::kDevice
-                                                         ? x.capacity.value
-                                                         : total / static_cast<uint64_t>(ndev)},
-                                      {"per_supernode", total}};
+    totals["capacity_bytes"][x.id] = {
+        {"per_device",
+         x.per == Scope::kDevice ? x.capacity.value : total / static_cast<uint64_t>(ndev)},
+        {"per_supernode", total}};
   }
   for (const auto& d : t.devices) {
     json p = json::object();

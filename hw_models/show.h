@@ -2,6 +2,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+
 #include <string>
 
 #include "hw_models/topology.h"

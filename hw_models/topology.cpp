@@ -32,10 +32,14 @@ int Topology::total_devices() const {
 
 int Topology::instances(Scope s) const {
   switch (s) {
-    case Scope::kDevice: return total_devices();
-    case Scope::kSocket: return sockets();
-    case Scope::kHost: return system.hosts;
-    case Scope::kSupernode: return 1;
+    case Scope::kDevice:
+      return total_devices();
+    case Scope::kSocket:
+      return sockets();
+    case Scope::kHost:
+      return system.hosts;
+    case Scope::kSupernode:
+      return 1;
   }
   return 1;
 }
@@ -45,17 +49,20 @@ int Topology::instance_of(Scope scope, size_t device, int index) const {
             "device {} #{} out of range", device, index);
   const int per_host = devices[device].count / system.hosts;
   const int host = index / per_host;
-  const int socket = host * system.sockets_per_host +
-                     (index % per_host) * system.sockets_per_host / per_host;
+  const int socket =
+      host * system.sockets_per_host + (index % per_host) * system.sockets_per_host / per_host;
   switch (scope) {
     case Scope::kDevice: {
       int base = 0;
       for (size_t i = 0; i < device; ++i) base += devices[i].count;
       return base + index;
     }
-    case Scope::kSocket: return socket;
-    case Scope::kHost: return host;
-    case Scope::kSupernode: return 0;
+    case Scope::kSocket:
+      return socket;
+    case Scope::kHost:
+      return host;
+    case Scope::kSupernode:
+      return 0;
   }
   return 0;
 }
@@ -77,11 +84,15 @@ std::optional<size_t> find_id(const Vec& v, std::string_view id) {
 }
 }  // namespace
 
-std::optional<size_t> Topology::tier_index(std::string_view id) const { return find_id(tiers, id); }
+std::optional<size_t> Topology::tier_index(std::string_view id) const {
+  return find_id(tiers, id);
+}
 std::optional<size_t> Topology::device_index(std::string_view id) const {
   return find_id(devices, id);
 }
-std::optional<size_t> Topology::link_index(std::string_view id) const { return find_id(links, id); }
+std::optional<size_t> Topology::link_index(std::string_view id) const {
+  return find_id(links, id);
+}
 std::optional<size_t> Topology::switch_index(std::string_view id) const {
   return find_id(switches, id);
 }

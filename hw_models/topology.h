@@ -27,8 +27,8 @@
 namespace tierflow::hw {
 
 enum class TierKind { kHbm, kDdr, kLpddr, kCxl, kPool, kSsd };
-inline constexpr std::array<std::string_view, 6> kTierKindNames = {"hbm",  "ddr",  "lpddr",
-                                                                   "cxl",  "pool", "ssd"};
+inline constexpr std::array<std::string_view, 6> kTierKindNames = {"hbm", "ddr",  "lpddr",
+                                                                   "cxl", "pool", "ssd"};
 
 enum class Scope { kDevice, kSocket, kHost, kSupernode };
 inline constexpr std::array<std::string_view, 4> kScopeNames = {"device", "socket", "host",
@@ -102,9 +102,9 @@ struct Link {
   LinkKind kind = LinkKind::kPcie;
   std::vector<std::string> endpoints;  ///< exactly two: [a, b]
   Scope per = Scope::kDevice;
-  Bandwidth bandwidth;          ///< peak a->b (and b->a unless bandwidth_reverse)
-  Bandwidth bandwidth_reverse;  ///< peak b->a; 0 = same as bandwidth
-  double efficiency = 1.0;      ///< achievable fraction a->b
+  Bandwidth bandwidth;              ///< peak a->b (and b->a unless bandwidth_reverse)
+  Bandwidth bandwidth_reverse;      ///< peak b->a; 0 = same as bandwidth
+  double efficiency = 1.0;          ///< achievable fraction a->b
   double efficiency_reverse = 0.0;  ///< 0 = same as efficiency
   Duration latency;
   Duplex duplex = Duplex::kFull;
@@ -149,8 +149,8 @@ struct Step {
 
 /// The path of a transfer between two tiers.
 struct Route {
-  size_t from = 0;  ///< tier index
-  size_t to = 0;    ///< tier index; equal to `from` for a peer route
+  size_t from = 0;                    ///< tier index
+  size_t to = 0;                      ///< tier index; equal to `from` for a peer route
   std::vector<Step> steps;            ///< the walk from `from`; the last step reaches `to`
   std::vector<Hop> hops;              ///< derived: the links crossed, in order
   std::vector<size_t> switches;       ///< derived: switches passed, in order

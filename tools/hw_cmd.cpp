@@ -89,8 +89,8 @@ void add_hw_commands(CLI::App& app) {
   show->add_option("-o,--output", opts->output, "write to FILE instead of standard output");
   show->callback([opts] { throw CommandResult(run_show(*opts)); });
 
-  CLI::App* describe = hw->add_subcommand(
-      "describe", "print every topology field: type, unit, default and meaning");
+  CLI::App* describe =
+      hw->add_subcommand("describe", "print every topology field: type, unit, default and meaning");
   describe->add_flag("--markdown", opts->markdown, "Markdown, as in docs/hardware.md");
   describe->add_option("-o,--output", opts->output, "write to FILE instead of standard output");
   describe->callback([opts] { throw CommandResult(run_describe(*opts)); });

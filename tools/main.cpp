@@ -1,9 +1,9 @@
 // tierflow: plan and score how LLM tensors move across a memory hierarchy.
 //
 // Exit codes (docs/cli.md): 0 ok, 1 infeasible, 2 bad input, 3 internal error.
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
 

@@ -1,6 +1,7 @@
+#include "core/diagnostics.h"
+
 #include <doctest/doctest.h>
 
-#include "core/diagnostics.h"
 #include "core/table.h"
 
 using namespace tierflow;

@@ -1,9 +1,10 @@
 // Loading the shipped topologies and the loader's treatment of citations.
+#include "hw_models/loader.h"
+
 #include <doctest/doctest.h>
 
 #include <filesystem>
 
-#include "hw_models/loader.h"
 #include "hw_models/show.h"
 
 using namespace tierflow;
@@ -17,8 +18,8 @@ std::string config(std::string_view name) {
 
 TEST_CASE("every shipped topology loads with every number cited") {
   int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(TIERFLOW_SOURCE_DIR) +
-                                                           "/configs/hw")) {
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(TIERFLOW_SOURCE_DIR) + "/configs/hw")) {
     if (e.path().extension() != ".yaml") continue;
     CAPTURE(e.path().string());
     const Topology t = load_topology(e.path().string(), LoadOptions{{}, /*require_sources=*/true});
@@ -41,8 +42,7 @@ TEST_CASE("CloudMatrix384: 384 NPUs of 128 GB, and the pool behind each socket's
   CHECK(t.system.hosts == 48);
   const Tier& hbm = t.tiers[*t.tier_index("hbm")];
   CHECK(hbm.capacity.value == 128'000'000'000ULL);
-  CHECK(hbm.capacity.value * static_cast<uint64_t>(t.instances(hbm.per)) ==
-        49'152'000'000'000ULL);
+  CHECK(hbm.capacity.value * static_cast<uint64_t>(t.instances(hbm.per)) == 49'152'000'000'000ULL);
   const Route* r = t.route(*t.tier_index("hbm"), *t.tier_index("pool"));
   REQUIRE(r != nullptr);
   // 160 GB/s per Kunpeng UB port at the topology's stated UB efficiency is the bottleneck.
@@ -59,8 +59,8 @@ sources: {S1: "datasheet"}
 devices: [{id: d, count: 1, local_tier: hbm, peak: {bf16: {value: 1TFLOP/s, source: S1}}, source: S1}]
 tiers:
   - {id: hbm, kind: hbm, per: device, capacity: {value: 1GB, source: S1, note: "vendor GB"}, read_bandwidth: 1GB/s, write_bandwidth: 1GB/s, latency: 0ns)";
-  const Topology t = load_topology_text(base + ", source: S1}\n", "cite.yaml",
-                                        LoadOptions{{}, true});
+  const Topology t =
+      load_topology_text(base + ", source: S1}\n", "cite.yaml", LoadOptions{{}, true});
   const auto* o = t.tiers[0].origins.find("capacity");
   REQUIRE(o != nullptr);
   CHECK(o->source == "S1");

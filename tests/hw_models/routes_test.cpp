@@ -1,9 +1,10 @@
 // Routes and transfer costs on tests/fixtures/unit_hw.yaml (see its diagram).
+#include "hw_models/routes.h"
+
 #include <doctest/doctest.h>
 
 #include "hw_models/cost.h"
 #include "hw_models/loader.h"
-#include "hw_models/routes.h"
 
 using namespace tierflow;
 using namespace tierflow::hw;
