@@ -222,16 +222,25 @@ constexpr ValueType type_for(ValueType given) {
 }
 }  // namespace detail
 
-/// A field stored in a data member.
-template <class Obj, class T>
-Field<Obj> declare(std::string key, T Obj::*member, Spec spec) {
+namespace detail {
+/// The declaration part shared by every field kind.
+template <class Obj>
+Field<Obj> describe_field(std::string key, ValueType type, const Spec& spec) {
   Field<Obj> f;
-  f.type = detail::type_for<T>(spec.type);
-  spec.type = f.type;
   f.key = std::move(key);
+  f.type = type;
   f.required = spec.required;
   f.default_text = spec.def;
   f.description = spec.desc;
+  return f;
+}
+}  // namespace detail
+
+/// A field stored in a data member.
+template <class Obj, class T>
+Field<Obj> declare(std::string key, T Obj::*member, Spec spec) {
+  spec.type = detail::type_for<T>(spec.type);
+  Field<Obj> f = detail::describe_field<Obj>(std::move(key), spec.type, spec);
   f.set = [member, spec, k = f.key](Obj& o, const Input& in) {
     o.*member = detail::parse_as<T>(in, k, spec);
   };
@@ -242,13 +251,8 @@ Field<Obj> declare(std::string key, T Obj::*member, Spec spec) {
 /// A field stored in one element of an array member (e.g. peak[bf16]).
 template <class Obj, class T, size_t N>
 Field<Obj> declare_at(std::string key, std::array<T, N> Obj::*member, size_t index, Spec spec) {
-  Field<Obj> f;
-  f.type = detail::type_for<T>(spec.type);
-  spec.type = f.type;
-  f.key = std::move(key);
-  f.required = spec.required;
-  f.default_text = spec.def;
-  f.description = spec.desc;
+  spec.type = detail::type_for<T>(spec.type);
+  Field<Obj> f = detail::describe_field<Obj>(std::move(key), spec.type, spec);
   f.set = [member, index, spec, k = f.key](Obj& o, const Input& in) {
     (o.*member)[index] = detail::parse_as<T>(in, k, spec);
   };
@@ -260,12 +264,7 @@ Field<Obj> declare_at(std::string key, std::array<T, N> Obj::*member, size_t ind
 template <class Obj, class E, size_t N>
 Field<Obj> declare_enum(std::string key, E Obj::*member,
                         const std::array<std::string_view, N>& names, Spec spec) {
-  Field<Obj> f;
-  f.type = ValueType::kEnum;
-  f.key = std::move(key);
-  f.required = spec.required;
-  f.default_text = spec.def;
-  f.description = spec.desc;
+  Field<Obj> f = detail::describe_field<Obj>(std::move(key), ValueType::kEnum, spec);
   for (auto n : names) f.choices.emplace_back(n);
   f.set = [member, choices = f.choices, k = f.key](Obj& o, const Input& in) {
     o.*member = static_cast<E>(parse_choice(in, k, choices));
