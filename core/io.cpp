@@ -2,8 +2,8 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
+#include <system_error>
 #include <unistd.h>
 
 #include "core/diagnostics.h"
@@ -19,7 +19,8 @@ void write_file_atomic(const std::string& path, std::string_view content) {
   const std::string tmp = fmt::format("{}.tmp.{}", path, static_cast<long>(::getpid()));
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (f == nullptr) {
-    throw InputError(SourcePos{path}, fmt::format("cannot write: {}", std::strerror(errno)));
+    throw InputError(SourcePos{path},
+                     fmt::format("cannot write: {}", std::generic_category().message(errno)));
   }
   const bool wrote = std::fwrite(content.data(), 1, content.size(), f) == content.size();
   const bool flushed = std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;

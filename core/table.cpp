@@ -45,6 +45,7 @@ std::string Table::render(int indent) const {
   };
   line(headers_);
   std::vector<std::string> rule;
+  rule.reserve(width.size());
   for (size_t w : width) rule.emplace_back(w, '-');
   line(rule);
   for (const auto& r : rows_) line(r);

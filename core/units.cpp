@@ -87,29 +87,29 @@ std::vector<Unit> byte_units(std::string_view suffix) {
 }
 
 const Family& bytes_family() {
-  static const Family f{
+  static const Family kFamily{
       "a byte size",
       "80GiB or 64kB",
       "a byte unit: B, kB MB GB TB PB EB (powers of 1000), KiB MiB GiB TiB PiB EiB (powers of "
       "1024), or the bit forms b, kb..Eb, Kib..Eib",
       byte_units(""),
       {{"byte", "B", ""}, {"bytes", "B", ""}, {"bit", "b", ""}, {"bits", "b", ""}}};
-  return f;
+  return kFamily;
 }
 
 const Family& bandwidth_family() {
-  static const Family f{
+  static const Family kFamily{
       "a bandwidth",
       "64GB/s or 400Gb/s",
       "a bandwidth unit: a byte unit (B, kB..EB, KiB..EiB) or bit unit (b, kb..Eb, Kib..Eib) "
       "followed by /s, e.g. GB/s, GiB/s, Gb/s",
       byte_units("/s"),
       {}};
-  return f;
+  return kFamily;
 }
 
 const Family& duration_family() {
-  static const Family f{[] {
+  static const Family kFamily{[] {
     // "us" comes before the micro signs so that suggestions stay ASCII.
     Family g{"a duration",
              "1.5us or 250ns",
@@ -135,11 +135,11 @@ const Family& duration_family() {
     }
     return g;
   }()};
-  return f;
+  return kFamily;
 }
 
 const Family& flop_rate_family() {
-  static const Family f{[] {
+  static const Family kFamily{[] {
     Family g{"a FLOP rate",
              "989TFLOP/s or 2.5PFLOP/s",
              "a FLOP rate unit: FLOP/s with an optional SI prefix k, M, G, T, P or E (e.g. "
@@ -152,7 +152,7 @@ const Family& flop_rate_family() {
     }
     return g;
   }()};
-  return f;
+  return kFamily;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -469,7 +469,8 @@ ParseResult<T> parse_quantity(std::string_view text, const Family& fam, Convert 
   Decimal num;
   const Unit* unit = nullptr;
   r.error = lex(text, fam, num, unit);
-  if (r.ok()) r.error = convert(num, *unit, r.value);
+  // lex() names a unit whenever it succeeds.
+  if (r.ok() && unit != nullptr) r.error = convert(num, *unit, r.value);
   return r;
 }
 

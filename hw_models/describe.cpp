@@ -35,10 +35,8 @@ void text_section(std::string& out, const schema::Schema<Obj>& s) {
 std::string md_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
-    if (c == '|')
-      o += "\\|";
-    else
-      o += c;
+    if (c == '|') o += '\\';  // a bare '|' would end the Markdown table cell
+    o += c;
   }
   return o;
 }

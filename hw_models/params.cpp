@@ -34,7 +34,7 @@ void add_common(Schema<Obj>& s, std::string_view what) {
 }  // namespace
 
 const Schema<System>& system_schema() {
-  static const Schema<System> s = [] {
+  static const Schema<System> kSchema = [] {
     Schema<System> r{"system", "", "How devices are grouped into hosts and CPU sockets.", {}};
     r.fields.push_back(declare("hosts", &System::hosts,
                                Spec{.def = "1",
@@ -48,11 +48,11 @@ const Schema<System>& system_schema() {
                                Spec{.type = ValueType::kString, .desc = std::string(kSourceDesc)}));
     return r;
   }();
-  return s;
+  return kSchema;
 }
 
 const Schema<Device>& device_schema() {
-  static const Schema<Device> s = [] {
+  static const Schema<Device> kSchema = [] {
     Schema<Device> r{"device",
                      "devices",
                      "A class of identical GPUs or NPUs; `count` of them make up the supernode.",
@@ -93,11 +93,11 @@ const Schema<Device>& device_schema() {
                                Spec{.def = "0ns", .desc = "fixed cost added to every op"}));
     return r;
   }();
-  return s;
+  return kSchema;
 }
 
 const Schema<Tier>& tier_schema() {
-  static const Schema<Tier> s = [] {
+  static const Schema<Tier> kSchema = [] {
     Schema<Tier> r{"tier", "tiers", "A kind of memory; `per` says how many instances exist.", {}};
     add_common(r, "tier");
     r.fields.push_back(declare_enum("kind", &Tier::kind, kTierKindNames,
@@ -125,11 +125,11 @@ const Schema<Tier>& tier_schema() {
                                             "(a host DRAM on its root complex)"}));
     return r;
   }();
-  return s;
+  return kSchema;
 }
 
 const Schema<Switch>& switch_schema() {
-  static const Schema<Switch> s = [] {
+  static const Schema<Switch> kSchema = [] {
     Schema<Switch> r{"switch",
                      "switches",
                      "A vertex that only forwards: root complex, PCIe switch, NVSwitch or UB "
@@ -147,11 +147,11 @@ const Schema<Switch>& switch_schema() {
                                Spec{.def = "0ns", .desc = "forwarding latency per crossing"}));
     return r;
   }();
-  return s;
+  return kSchema;
 }
 
 const Schema<Link>& link_schema() {
-  static const Schema<Link> s = [] {
+  static const Schema<Link> kSchema = [] {
     Schema<Link> r{"link",
                    "links",
                    "An interconnect between two tiers or switches, with a bandwidth per direction.",
@@ -197,11 +197,11 @@ const Schema<Link>& link_schema() {
                                             "the largest of its links')"}));
     return r;
   }();
-  return s;
+  return kSchema;
 }
 
 const Schema<RoutePin>& route_schema() {
-  static const Schema<RoutePin> s = [] {
+  static const Schema<RoutePin> kSchema = [] {
     Schema<RoutePin> r{"route",
                        "routes",
                        "A pinned route; without one, routes are the widest path (ties: lowest "
@@ -222,11 +222,11 @@ const Schema<RoutePin>& route_schema() {
                                     .max_refs = 32}));
     return r;
   }();
-  return s;
+  return kSchema;
 }
 
 const std::vector<TopKey>& top_level_keys() {
-  static const std::vector<TopKey> k = {
+  static const std::vector<TopKey> kKeys = {
       {"tierflow", "format tag: `hw/1`"},
       {"name", "topology name (an id)"},
       {"description", "free text"},
@@ -238,7 +238,7 @@ const std::vector<TopKey>& top_level_keys() {
       {"links", "list of links"},
       {"routes", "list of pinned routes"},
   };
-  return k;
+  return kKeys;
 }
 
 }  // namespace tierflow::hw
