@@ -1,6 +1,7 @@
 #include "hw_models/loader.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "core/yaml_input.h"
@@ -240,6 +241,12 @@ class Validator {
 
   void check_tier(Tier& x) {
     if (x.origins.find("write_latency") == nullptr) x.write_latency = x.latency;
+    const auto n = static_cast<uint64_t>(t_.instances(x.per));
+    if (x.capacity.value > std::numeric_limits<uint64_t>::max() / n) {
+      throw InputError::at(x.origins.pos_of("capacity"),
+                           "tier '{}': {} instances of {} overflow a 64-bit byte count", x.id, n,
+                           to_string(x.capacity));
+    }
     if (!x.attach.empty() && !t_.switch_index(x.attach)) {
       std::vector<std::string> ids;
       for (const auto& s : t_.switches) ids.push_back(s.id);

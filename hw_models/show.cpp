@@ -32,9 +32,17 @@ std::string peaks_text(const Device& d) {
   return out;
 }
 
-/// Route pairs worth listing: local tier <-> every other tier, and peer routes.
-std::vector<const Route*> listed_routes(const Topology& t) {
+/// Route pairs worth listing: local tier <-> every other tier, and peer routes; or all.
+std::vector<const Route*> listed_routes(const Topology& t, bool all) {
   std::vector<const Route*> out;
+  if (all) {
+    for (size_t a = 0; a < t.tiers.size(); ++a) {
+      for (size_t b = 0; b < t.tiers.size(); ++b) {
+        if (const Route* r = t.route(a, b)) out.push_back(r);
+      }
+    }
+    return out;
+  }
   std::vector<size_t> locals;
   for (const auto& d : t.devices) {
     const size_t l = *t.tier_index(d.local_tier);
@@ -68,7 +76,7 @@ double bf16_or_best(const Device& d, std::string& which) {
 
 }  // namespace
 
-std::string show_text(const Topology& t) {
+std::string show_text(const Topology& t, const ShowOptions& options) {
   std::string out = fmt::format("topology {} ({})\n", t.name, t.file);
   if (!t.description.empty()) out += fmt::format("  {}\n", t.description);
   out += fmt::format("  {} host{} x {} socket{} = {} sockets; {} devices\n\n", t.system.hosts,
@@ -128,10 +136,13 @@ std::string show_text(const Topology& t) {
     out += links.render() + "\n";
   }
 
-  out += "routes (to and from each device's local tier; 'peer' = same tier on another device)\n";
+  out += options.all_routes
+             ? "routes (every pair of tiers; 'peer' = same tier on another device)\n"
+             : "routes (to and from each device's local tier; 'peer' = same tier on another "
+               "device)\n";
   Table routes({"from", "to", "bandwidth", "setup", "1GiB alone", "path"},
                {kL, kL, kR, kR, kR, kL});
-  for (const Route* r : listed_routes(t)) {
+  for (const Route* r : listed_routes(t, options.all_routes)) {
     const std::string to = r->from == r->to ? t.tiers[r->to].id + " (peer)" : t.tiers[r->to].id;
     routes.add_row({t.tiers[r->from].id, to, to_string(r->bandwidth), to_string(r->setup),
                     to_string_approx(transfer_time_alone(*r, kProbe)),

@@ -9,9 +9,14 @@
 
 namespace tierflow::hw {
 
+struct ShowOptions {
+  /// List the route of every ordered pair of tiers, not only those of local tiers.
+  bool all_routes = false;
+};
+
 /// Tiers, switches, links, routes to and from each device's local tier (and peer
 /// routes), and capacity and compute totals per device and per supernode.
-std::string show_text(const Topology& t);
+std::string show_text(const Topology& t, const ShowOptions& options = {});
 /// The same content with numbers in base units (bytes, bytes/s, ps, FLOP/s).
 nlohmann::ordered_json show_json(const Topology& t);
 

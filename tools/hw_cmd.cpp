@@ -22,6 +22,7 @@ struct HwOptions {
   bool json = false;
   bool markdown = false;
   bool quiet = false;
+  bool all_routes = false;
   std::string output = "-";
 };
 
@@ -54,7 +55,8 @@ int run_validate(const HwOptions& o) {
 
 int run_show(const HwOptions& o) {
   const hw::Topology t = hw::load_topology(o.files.front(), hw::LoadOptions{o.sets, false});
-  const std::string text = o.json ? hw::show_json(t).dump(2) + "\n" : hw::show_text(t);
+  const std::string text =
+      o.json ? hw::show_json(t).dump(2) + "\n" : hw::show_text(t, hw::ShowOptions{o.all_routes});
   write_file_atomic(o.output, text);
   return 0;
 }
@@ -85,7 +87,10 @@ void add_hw_commands(CLI::App& app) {
       "show", "print the resolved topology: tiers, links, routes, totals per device and supernode");
   show->add_option("file", opts->files, "topology YAML file")->required()->expected(1);
   add_set_option(show, *opts);
-  show->add_flag("--json", opts->json, "machine-readable output in base units");
+  show->add_flag("--json", opts->json,
+                 "machine-readable output in base units (always lists every route)");
+  show->add_flag("--all-routes", opts->all_routes,
+                 "list the route of every ordered pair of tiers, not only the local tiers'");
   show->add_option("-o,--output", opts->output, "write to FILE instead of standard output");
   show->callback([opts] { throw CommandResult(run_show(*opts)); });
 

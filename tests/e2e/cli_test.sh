@@ -38,6 +38,10 @@ grep -E '^  hbm capacity +128GB +49\.152TB$' "$tmp/cm384.txt" >/dev/null &&
 grep -E '^  hbm +pool +128GB/s ' "$tmp/cm384.txt" >/dev/null &&
   passes=$((passes + 1)) || { echo "FAIL cm384 pool route"; fails=$((fails + 1)); }
 
+# --all-routes lists every ordered pair, e.g. host memory to SSD.
+check show-all-routes 0 "$tf" hw show --all-routes configs/hw/h100-sxm-8gpu.yaml
+contains all-routes-ddr-ssd "$tmp/out" "ddr -> rc -[nvme-link]-> ssd"
+
 # Same inputs, byte-identical outputs.
 "$tf" hw show configs/hw/cloudmatrix384.yaml >"$tmp/cm384b.txt" 2>&1
 cmp -s "$tmp/cm384.txt" "$tmp/cm384b.txt" && passes=$((passes + 1)) ||
