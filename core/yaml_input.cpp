@@ -1,5 +1,7 @@
 #include "core/yaml_input.h"
 
+#include "core/json_reader.h"
+
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -102,16 +104,7 @@ YAML::Node load_yaml_text(const std::string& text, const std::string& name) {
 }
 
 YAML::Node load_yaml_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw InputError(SourcePos{path}, "cannot read file: it is a directory");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(SourcePos{path}, "cannot open file: no such file or no permission");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (!in.good() && !in.eof()) throw InputError(SourcePos{path}, "cannot read file");
-  return load_yaml_text(ss.str(), path);
+  return load_yaml_text(read_text_file(path), path);
 }
 
 void expect_map(const YAML::Node& node, const std::string& file, std::string_view what) {

@@ -1,0 +1,360 @@
+#include "core/json_reader.h"
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace tierflow {
+
+JsonReader::JsonReader(std::string_view text, std::string file)
+    : text_(text), file_(std::move(file)) {}
+
+void JsonReader::skip_ws() {
+  while (i_ < text_.size()) {
+    const char c = text_[i_];
+    if (c != ' ' && c != '\n' && c != '\t' && c != '\r') break;
+    ++i_;
+  }
+}
+
+size_t JsonReader::offset() {
+  skip_ws();
+  return i_;
+}
+
+void JsonReader::seek(size_t offset) {
+  i_ = offset;
+  started_.clear();
+}
+
+SourcePos JsonReader::pos_at(size_t offset) const {
+  int line = 1;
+  size_t line_start = 0;
+  const size_t end = std::min(offset, text_.size());
+  for (size_t k = 0; k < end; ++k) {
+    if (text_[k] == '\n') {
+      ++line;
+      line_start = k + 1;
+    }
+  }
+  // Columns count UTF-8 code points, as editors show them.
+  int col = 1;
+  for (size_t k = line_start; k < end; ++k) {
+    col += (static_cast<unsigned char>(text_[k]) & 0xC0U) != 0x80U ? 1 : 0;
+  }
+  return SourcePos{file_, line, col};
+}
+
+JsonReader::Kind JsonReader::peek() {
+  skip_ws();
+  if (i_ >= text_.size()) return Kind::kEnd;
+  switch (text_[i_]) {
+    case '{': return Kind::kObject;
+    case '[': return Kind::kArray;
+    case '"': return Kind::kString;
+    case 't':
+    case 'f': return Kind::kBool;
+    case 'n': return Kind::kNull;
+    default: return Kind::kNumber;
+  }
+}
+
+void JsonReader::unexpected(std::string_view expected) {
+  skip_ws();
+  if (i_ >= text_.size()) fail_at(i_, "malformed JSON: expected {}, got the end of the file", expected);
+  const char c = text_[i_];
+  std::string got;
+  switch (peek()) {
+    case Kind::kObject: got = "an object"; break;
+    case Kind::kArray: got = "an array"; break;
+    case Kind::kString: got = "a string"; break;
+    case Kind::kBool: got = "true/false"; break;
+    case Kind::kNull: got = "null"; break;
+    default:
+      got = (c == '-' || (c >= '0' && c <= '9')) ? "a number" : fmt::format("'{}'", c);
+      break;
+  }
+  fail_at(i_, "expected {}, got {}", expected, got);
+}
+
+void JsonReader::begin_object(std::string_view what) {
+  if (peek() != Kind::kObject) unexpected(fmt::format("an object for {}", what));
+  ++i_;
+  started_.push_back(false);
+}
+
+bool JsonReader::next_key(std::string& key) {
+  skip_ws();
+  if (i_ < text_.size() && text_[i_] == '}') {
+    ++i_;
+    started_.pop_back();
+    return false;
+  }
+  if (started_.back()) {
+    if (i_ >= text_.size() || text_[i_] != ',') unexpected("',' or '}'");
+    ++i_;
+    skip_ws();
+  }
+  started_.back() = true;
+  if (i_ >= text_.size() || text_[i_] != '"') unexpected("a key in double quotes");
+  key_at_ = i_;
+  key = read_string("a key");
+  skip_ws();
+  if (i_ >= text_.size() || text_[i_] != ':') unexpected("':' after the key");
+  ++i_;
+  return true;
+}
+
+void JsonReader::begin_array(std::string_view what) {
+  if (peek() != Kind::kArray) unexpected(fmt::format("an array for {}", what));
+  ++i_;
+  started_.push_back(false);
+}
+
+bool JsonReader::next_item() {
+  skip_ws();
+  if (i_ < text_.size() && text_[i_] == ']') {
+    ++i_;
+    started_.pop_back();
+    return false;
+  }
+  if (started_.back()) {
+    if (i_ >= text_.size() || text_[i_] != ',') unexpected("',' or ']'");
+    ++i_;
+  }
+  started_.back() = true;
+  return true;
+}
+
+namespace {
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+}  // namespace
+
+std::string JsonReader::read_string(std::string_view what) {
+  if (peek() != Kind::kString) unexpected(fmt::format("a string for {}", what));
+  const size_t start = i_;
+  ++i_;
+  std::string out;
+  while (true) {
+    const size_t run = i_;
+    while (i_ < text_.size() && text_[i_] != '"' && text_[i_] != '\\' &&
+           static_cast<unsigned char>(text_[i_]) >= 0x20) {
+      ++i_;
+    }
+    out.append(text_.substr(run, i_ - run));
+    if (i_ >= text_.size()) fail_at(start, "malformed JSON: this string is never closed");
+    const char c = text_[i_];
+    if (c == '"') {
+      ++i_;
+      return out;
+    }
+    if (c != '\\') fail_at(i_, "malformed JSON: control character in a string");
+    if (i_ + 1 >= text_.size()) fail_at(start, "malformed JSON: this string is never closed");
+    const char e = text_[i_ + 1];
+    i_ += 2;
+    switch (e) {
+      case '"': out += '"'; break;
+      case '\\': out += '\\'; break;
+      case '/': out += '/'; break;
+      case 'b': out += '\b'; break;
+      case 'f': out += '\f'; break;
+      case 'n': out += '\n'; break;
+      case 'r': out += '\r'; break;
+      case 't': out += '\t'; break;
+      case 'u': {
+        auto hex4 = [&](size_t at) -> uint32_t {
+          uint32_t v = 0;
+          if (at + 4 > text_.size()) fail_at(at, "malformed JSON: bad \\u escape");
+          auto [p, ec] = std::from_chars(text_.data() + at, text_.data() + at + 4, v, 16);
+          if (ec != std::errc() || p != text_.data() + at + 4) {
+            fail_at(at, "malformed JSON: bad \\u escape");
+          }
+          return v;
+        };
+        uint32_t cp = hex4(i_);
+        i_ += 4;
+        if (cp >= 0xD800 && cp < 0xDC00 && i_ + 6 <= text_.size() && text_[i_] == '\\' &&
+            text_[i_ + 1] == 'u') {
+          const uint32_t lo = hex4(i_ + 2);
+          if (lo >= 0xDC00 && lo < 0xE000) {
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            i_ += 6;
+          }
+        }
+        append_utf8(out, cp);
+        break;
+      }
+      default: fail_at(i_ - 2, "malformed JSON: unknown escape '\\{}'", e);
+    }
+  }
+}
+
+std::string_view JsonReader::number_token() {
+  skip_ws();
+  const size_t start = i_;
+  while (i_ < text_.size()) {
+    const char c = text_[i_];
+    if ((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E') {
+      ++i_;
+    } else {
+      break;
+    }
+  }
+  return text_.substr(start, i_ - start);
+}
+
+int64_t JsonReader::read_int(std::string_view what, int64_t min, int64_t max) {
+  if (peek() != Kind::kNumber) unexpected(fmt::format("an integer for {}", what));
+  const size_t start = i_;
+  const std::string_view t = number_token();
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (ec == std::errc::result_out_of_range) fail_at(start, "{}: {} is out of range", what, t);
+  if (ec != std::errc() || p != t.data() + t.size()) {
+    fail_at(start, "{}: expected an integer, got {}", what, t.empty() ? "nothing" : t);
+  }
+  if (v < min || v > max) {
+    fail_at(start, "{}: {} is out of range [{}, {}]", what, v, min, max);
+  }
+  return v;
+}
+
+uint64_t JsonReader::read_uint(std::string_view what, uint64_t max) {
+  if (peek() != Kind::kNumber) unexpected(fmt::format("an integer for {}", what));
+  const size_t start = i_;
+  const std::string_view t = number_token();
+  if (!t.empty() && t[0] == '-') fail_at(start, "{}: must not be negative, got {}", what, t);
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (ec == std::errc::result_out_of_range) fail_at(start, "{}: {} is out of range", what, t);
+  if (ec != std::errc() || p != t.data() + t.size()) {
+    fail_at(start, "{}: expected a whole number, got {}", what, t.empty() ? "nothing" : t);
+  }
+  if (v > max) fail_at(start, "{}: {} is larger than {}", what, v, max);
+  return v;
+}
+
+double JsonReader::read_number(std::string_view what) {
+  if (peek() != Kind::kNumber) unexpected(fmt::format("a number for {}", what));
+  const size_t start = i_;
+  const std::string_view t = number_token();
+  double v = 0;
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (ec != std::errc() || p != t.data() + t.size() || !std::isfinite(v)) {
+    fail_at(start, "{}: expected a finite number, got {}", what, t.empty() ? "nothing" : t);
+  }
+  return v;
+}
+
+bool JsonReader::read_bool(std::string_view what) {
+  if (peek() != Kind::kBool) unexpected(fmt::format("true or false for {}", what));
+  if (text_.substr(i_, 4) == "true") {
+    i_ += 4;
+    return true;
+  }
+  if (text_.substr(i_, 5) == "false") {
+    i_ += 5;
+    return false;
+  }
+  unexpected("true or false");
+}
+
+std::string JsonReader::read_scalar_json(std::string_view what) {
+  switch (peek()) {
+    case Kind::kString: {
+      std::string out;
+      append_json_string(out, read_string(what));
+      return out;
+    }
+    case Kind::kBool: return read_bool(what) ? "true" : "false";
+    case Kind::kNumber: {
+      const size_t start = offset();
+      read_number(what);
+      return std::string(text_.substr(start, i_ - start));
+    }
+    default: unexpected(fmt::format("a string, number or boolean for {}", what));
+  }
+}
+
+bool JsonReader::read_null() {
+  if (peek() != Kind::kNull) return false;
+  if (text_.substr(i_, 4) != "null") unexpected("null");
+  i_ += 4;
+  return true;
+}
+
+void JsonReader::skip_value() {
+  switch (peek()) {
+    case Kind::kObject: {
+      begin_object("a value");
+      std::string k;
+      while (next_key(k)) skip_value();
+      return;
+    }
+    case Kind::kArray:
+      begin_array("a value");
+      while (next_item()) skip_value();
+      return;
+    case Kind::kString: read_string("a value"); return;
+    case Kind::kBool: read_bool("a value"); return;
+    case Kind::kNull: read_null(); return;
+    case Kind::kNumber: read_number("a value"); return;
+    case Kind::kEnd: unexpected("a value");
+  }
+}
+
+void JsonReader::expect_end() {
+  if (peek() != Kind::kEnd) fail_at(i_, "malformed JSON: unexpected text after the document");
+}
+
+std::string read_text_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw InputError(SourcePos{path}, "cannot read file: it is a directory");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(SourcePos{path}, "cannot open file: no such file or no permission");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return std::move(ss).str();
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
+}  // namespace tierflow

@@ -1,0 +1,208 @@
+#include "core/workload.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/depth_first_search.hpp>
+#include <boost/graph/topological_sort.hpp>
+#include <cmath>
+#include <string_view>
+#include <unordered_map>
+
+#include "core/diagnostics.h"
+
+namespace tierflow {
+
+uint32_t Workload::add_tensor(Tensor t) {
+  tensors.push_back(std::move(t));
+  return static_cast<uint32_t>(tensors.size() - 1);
+}
+
+uint32_t Workload::add_op(Op op) {
+  const auto id = static_cast<uint32_t>(ops.size());
+  for (uint32_t t : op.outputs) {
+    TF_ASSERT(t < tensors.size(), "op '{}' outputs unknown tensor {}", op.name, t);
+    tensors[t].origin = id;
+  }
+  ops.push_back(std::move(op));
+  return id;
+}
+
+namespace {
+
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+
+Graph dependency_graph(const Workload& w) {
+  Graph g(w.ops.size());
+  for (uint32_t o = 0; o < w.ops.size(); ++o) {
+    auto add_reads = [&](const std::vector<uint32_t>& ids) {
+      for (uint32_t t : ids) {
+        if (t < w.tensors.size() && w.tensors[t].origin != kExternal &&
+            w.tensors[t].origin < w.ops.size() && w.tensors[t].origin != o) {
+          boost::add_edge(w.tensors[t].origin, o, g);
+        }
+      }
+    };
+    add_reads(w.ops[o].inputs);
+    add_reads(w.ops[o].updates);
+  }
+  return g;
+}
+
+/// Records one cycle found by depth-first search.
+struct CycleFinder : boost::default_dfs_visitor {
+  std::vector<size_t>* parent;
+  std::vector<uint32_t>* cycle;
+  void tree_edge(Graph::edge_descriptor e, const Graph& g) const {
+    (*parent)[boost::target(e, g)] = boost::source(e, g);
+  }
+  void back_edge(Graph::edge_descriptor e, const Graph& g) const {
+    if (!cycle->empty()) return;
+    const size_t from = boost::source(e, g);
+    const size_t to = boost::target(e, g);
+    for (size_t v = from; v != to; v = (*parent)[v]) cycle->push_back(static_cast<uint32_t>(v));
+    cycle->push_back(static_cast<uint32_t>(to));
+    std::reverse(cycle->begin(), cycle->end());
+  }
+};
+
+}  // namespace
+
+std::optional<std::vector<uint32_t>> topological_order(const Workload& w,
+                                                       std::vector<uint32_t>* cycle) {
+  const Graph g = dependency_graph(w);
+  std::vector<size_t> reversed;
+  try {
+    boost::topological_sort(g, std::back_inserter(reversed));
+  } catch (const boost::not_a_dag&) {
+    if (cycle != nullptr) {
+      cycle->clear();
+      std::vector<size_t> parent(w.ops.size(), SIZE_MAX);
+      boost::depth_first_search(g, boost::visitor(CycleFinder{{}, &parent, cycle}));
+    }
+    return std::nullopt;
+  }
+  std::vector<uint32_t> order(reversed.rbegin(), reversed.rend());
+  return std::vector<uint32_t>(order.begin(), order.end());
+}
+
+std::optional<WorkloadIssue> verify_workload(const Workload& w) {
+  auto tensor_issue = [](uint32_t i, std::string field, std::string msg) {
+    return WorkloadIssue{false, i, std::move(field), -1, std::move(msg)};
+  };
+  auto op_issue = [](uint32_t i, std::string field, int item, std::string msg) {
+    return WorkloadIssue{true, i, std::move(field), item, std::move(msg)};
+  };
+  const auto nt = static_cast<uint32_t>(w.tensors.size());
+  const auto no = static_cast<uint32_t>(w.ops.size());
+
+  std::unordered_map<std::string_view, uint32_t> names;
+  names.reserve(w.tensors.size());
+  for (uint32_t i = 0; i < nt; ++i) {
+    const Tensor& t = w.tensors[i];
+    if (t.name.empty()) return tensor_issue(i, "name", "a tensor name must not be empty");
+    if (auto [it, fresh] = names.emplace(t.name, i); !fresh) {
+      return tensor_issue(i, "name", fmt::format("duplicate tensor name '{}' (also tensor {})",
+                                                 t.name, it->second));
+    }
+    if (t.bytes == 0) return tensor_issue(i, "bytes", "a tensor must have at least 1 byte");
+    if (t.bytes > kMaxTensorBytes) {
+      return tensor_issue(i, "bytes",
+                          fmt::format("{} bytes is absurd for one tensor (limit 2^50 = 1PiB)",
+                                      t.bytes));
+    }
+    if (t.origin != kExternal && t.origin >= no) {
+      return tensor_issue(i, "origin", fmt::format("origin op {} does not exist (the workload "
+                                                   "has {} ops)", t.origin, no));
+    }
+  }
+
+  names.clear();
+  names.reserve(w.ops.size());
+  std::vector<bool> listed(nt, false);
+  std::vector<uint32_t> seen;  // tensor ids of the current op, for duplicates
+  for (uint32_t o = 0; o < no; ++o) {
+    const Op& op = w.ops[o];
+    if (op.name.empty()) return op_issue(o, "name", -1, "an op name must not be empty");
+    if (auto [it, fresh] = names.emplace(op.name, o); !fresh) {
+      return op_issue(o, "name", -1,
+                      fmt::format("duplicate op name '{}' (also op {})", op.name, it->second));
+    }
+    if (!std::isfinite(op.flops) || op.flops < 0) {
+      return op_issue(o, "flops", -1, "flops must be a finite number >= 0");
+    }
+    seen.clear();
+    const std::pair<const char*, const std::vector<uint32_t>*> lists[] = {
+        {"inputs", &op.inputs}, {"outputs", &op.outputs}, {"updates", &op.updates}};
+    for (const auto& [field, ids] : lists) {
+      const bool is_output = std::string_view(field) == "outputs";
+      for (size_t k = 0; k < ids->size(); ++k) {
+        const uint32_t t = (*ids)[k];
+        const int item = static_cast<int>(k);
+        if (t >= nt) {
+          return op_issue(o, field, item,
+                          fmt::format("tensor {} does not exist (the workload has {} tensors)", t,
+                                      nt));
+        }
+        if (std::find(seen.begin(), seen.end(), t) != seen.end()) {
+          return op_issue(o, field, item,
+                          fmt::format("tensor {} '{}' appears twice in op '{}'", t,
+                                      w.tensors[t].name, op.name));
+        }
+        seen.push_back(t);
+        const uint32_t origin = w.tensors[t].origin;
+        if (is_output) {
+          if (origin != o) {
+            return op_issue(o, field, item,
+                            origin == kExternal
+                                ? fmt::format("tensor {} '{}' is external and cannot be an "
+                                              "output; list it under 'updates' to modify it",
+                                              t, w.tensors[t].name)
+                                : fmt::format("tensor {} '{}' is produced by op {}, not by this "
+                                              "op",
+                                              t, w.tensors[t].name, origin));
+          }
+          listed[t] = true;
+        } else if (origin != kExternal && origin >= o) {
+          if (origin == o) {
+            return op_issue(o, field, item,
+                            fmt::format("op '{}' reads tensor {} '{}', which it produces itself",
+                                        op.name, t, w.tensors[t].name));
+          }
+          std::vector<uint32_t> cycle;
+          std::string why = "; move the op after its producer";
+          if (!topological_order(w, &cycle) && !cycle.empty()) {
+            std::string path;
+            for (uint32_t c : cycle) path += fmt::format("{} -> ", c);
+            why = fmt::format("; the ops form a cycle: {}{}", path, cycle.front());
+          }
+          return op_issue(o, field, item,
+                          fmt::format("tensor {} '{}' is read before it is produced (by op {}){}",
+                                      t, w.tensors[t].name, origin, why));
+        }
+      }
+    }
+  }
+  for (uint32_t i = 0; i < nt; ++i) {
+    if (w.tensors[i].origin != kExternal && !listed[i]) {
+      return tensor_issue(i, "origin",
+                          fmt::format("origin is op {}, but that op does not list tensor {} in "
+                                      "its outputs",
+                                      w.tensors[i].origin, i));
+    }
+  }
+  return std::nullopt;
+}
+
+WorkloadTotals totals(const Workload& w) {
+  WorkloadTotals t;
+  for (const Op& op : w.ops) t.flops += op.flops;
+  for (const Tensor& x : w.tensors) {
+    t.bytes_by_kind[static_cast<size_t>(x.kind)] += x.bytes;
+    t.count_by_kind[static_cast<size_t>(x.kind)] += 1;
+  }
+  return t;
+}
+
+}  // namespace tierflow

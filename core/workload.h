@@ -1,0 +1,91 @@
+// The operator DAG of one step on one device: ops with FLOPs and bytes, tensors with
+// sizes and kinds. On disk: JSON `tierflow.workload/1` (docs/formats.md).
+//
+// Glossary
+//   external  a tensor that exists before the step (weights, past KV, optimizer state,
+//             inputs); otherwise its origin is the op that produces it.
+//   update    an op reads a tensor and modifies it in place (KV append, optimizer step).
+//   order     the op list is a topological order and the default execution order.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/kinds.h"
+
+namespace tierflow {
+
+enum class TensorKind { kWeight, kActivation, kKv, kGrad, kOptimizerState, kInput, kOutput };
+inline constexpr std::array<std::string_view, 7> kTensorKindNames = {
+    "weight", "activation", "kv", "grad", "optimizer_state", "input", "output"};
+
+inline constexpr uint32_t kExternal = UINT32_MAX;  ///< origin of an external tensor
+inline constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 50;
+
+struct Tensor {
+  std::string name;
+  uint64_t bytes = 0;
+  TensorKind kind = TensorKind::kActivation;
+  Dtype dtype = Dtype::kBf16;
+  uint32_t origin = kExternal;  ///< producing op, or kExternal
+  int32_t layer = -1;
+};
+
+struct Op {
+  std::string name;
+  OpKind kind = OpKind::kOther;
+  Dtype dtype = Dtype::kBf16;
+  double flops = 0;
+  uint64_t bytes = 0;  ///< device-memory traffic for the roofline
+  std::vector<uint32_t> inputs;
+  std::vector<uint32_t> outputs;
+  std::vector<uint32_t> updates;
+  uint64_t workspace = 0;
+  int32_t layer = -1;
+  uint64_t collective_bytes = 0;
+};
+
+/// Provenance values of `meta`: strings, numbers or booleans, kept as JSON text.
+using Meta = std::map<std::string, std::string>;
+
+struct Workload {
+  std::string name;
+  Meta meta;  ///< value text as it appears in JSON (strings quoted)
+  std::vector<Tensor> tensors;
+  std::vector<Op> ops;
+
+  uint32_t add_tensor(Tensor t);
+  uint32_t add_op(Op op);  ///< sets `origin` of its outputs
+};
+
+/// A rule of docs/formats.md that a workload breaks: where (a tensor or op, a field,
+/// an item of a list field) and why.
+struct WorkloadIssue {
+  bool on_op = false;
+  uint32_t index = 0;
+  std::string field;  ///< JSON key, e.g. "inputs"; empty = the object itself
+  int item = -1;      ///< index within a list field
+  std::string message;
+};
+
+/// Checks every rule of the format; the first broken one, in document order.
+std::optional<WorkloadIssue> verify_workload(const Workload& w);
+
+/// Sum of op FLOPs, tensor bytes by kind, and similar figures for `trace info`.
+struct WorkloadTotals {
+  double flops = 0;
+  std::array<uint64_t, kTensorKindNames.size()> bytes_by_kind{};
+  std::array<uint64_t, kTensorKindNames.size()> count_by_kind{};
+};
+WorkloadTotals totals(const Workload& w);
+
+/// Ops topologically sorted by their tensor dependencies using Boost.Graph; nullopt when
+/// the dependencies have a cycle (then `cycle` lists op ids along one cycle).
+std::optional<std::vector<uint32_t>> topological_order(const Workload& w,
+                                                       std::vector<uint32_t>* cycle = nullptr);
+
+}  // namespace tierflow

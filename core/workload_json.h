@@ -1,0 +1,21 @@
+// JSON form of workloads: `tierflow.workload/1` (docs/formats.md).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/workload.h"
+
+namespace tierflow {
+
+inline constexpr std::string_view kWorkloadFormat = "tierflow.workload/1";
+
+/// Reads and verifies a workload; every error is an InputError at its JSON position.
+Workload read_workload(const std::string& path);
+Workload read_workload_text(std::string_view text, const std::string& name);
+
+/// Deterministic JSON text: one tensor or op per line, fields in documented order,
+/// optional fields omitted at their defaults.
+std::string write_workload(const Workload& w);
+
+}  // namespace tierflow
