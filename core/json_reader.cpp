@@ -1,10 +1,10 @@
 #include "core/json_reader.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <cstdio>
 
 namespace tierflow {
 
@@ -100,7 +100,16 @@ bool JsonReader::next_key(std::string& key) {
   started_.back() = true;
   if (i_ >= text_.size() || text_[i_] != '"') unexpected("a key in double quotes");
   key_at_ = i_;
-  key = read_string("a key");
+  // Keys almost never hold escapes: take them straight from the text when they don't.
+  const size_t close = text_.find('"', i_ + 1);
+  const std::string_view raw =
+      close == std::string_view::npos ? std::string_view() : text_.substr(i_ + 1, close - i_ - 1);
+  if (close != std::string_view::npos && raw.find('\\') == std::string_view::npos) {
+    key.assign(raw);
+    i_ = close + 1;
+  } else {
+    key = read_string("a key");
+  }
   skip_ws();
   if (i_ >= text_.size() || text_[i_] != ':') unexpected("':' after the key");
   ++i_;
@@ -330,15 +339,31 @@ std::string read_text_file(const std::string& path) {
   if (std::filesystem::is_directory(path, ec)) {
     throw InputError(SourcePos{path}, "cannot read file: it is a directory");
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(SourcePos{path}, "cannot open file: no such file or no permission");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return std::move(ss).str();
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) throw InputError(SourcePos{path}, "cannot open file: no such file or no permission");
+  std::string out;
+  // Read in one allocation when the size is known (a million-op workload is ~250 MB).
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec) out.reserve(size);
+  char buf[1 << 16];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) throw InputError(SourcePos{path}, "cannot read file: I/O error");
+  return out;
 }
 
 void append_json_string(std::string& out, std::string_view s) {
   out += '"';
+  // Fast path: nothing to escape (every name tierflow generates).
+  if (std::none_of(s.begin(), s.end(), [](char c) {
+        return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20;
+      })) {
+    out += s;
+    out += '"';
+    return;
+  }
   for (char c : s) {
     switch (c) {
       case '"': out += "\\\""; break;

@@ -8,7 +8,7 @@
 #include <boost/graph/topological_sort.hpp>
 #include <cmath>
 #include <string_view>
-#include <unordered_map>
+#include <bit>
 
 #include "core/diagnostics.h"
 
@@ -32,6 +32,38 @@ uint32_t Workload::add_op(Op op) {
 namespace {
 
 using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+
+/// Names seen so far, for duplicate detection over a million names: open addressing with
+/// linear probing on a 64-bit FNV-1a hash (std::unordered_map was the verifier's hot spot).
+class NameIndex {
+ public:
+  explicit NameIndex(size_t n) : slots_(std::bit_ceil(std::max<size_t>(16, n * 2))) {}
+
+  /// Inserts `name` with `id`; returns the id already stored when the name is a duplicate.
+  std::optional<uint32_t> insert(std::string_view name, uint32_t id,
+                                 const std::vector<std::string_view>& names) {
+    uint64_t h = 1469598103934665603ULL;
+    for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+    const size_t mask = slots_.size() - 1;
+    // The full hash sits beside the id, so a probe touches the name only on a hash match.
+    for (size_t i = (h ^ (h >> 32)) & mask;; i = (i + 1) & mask) {
+      Slot& s = slots_[i];
+      if (s.id == kEmpty) {
+        s = Slot{h, id};
+        return std::nullopt;
+      }
+      if (s.hash == h && names[s.id] == name) return s.id;
+    }
+  }
+
+ private:
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  struct Slot {
+    uint64_t hash = 0;
+    uint32_t id = kEmpty;
+  };
+  std::vector<Slot> slots_;
+};
 
 Graph dependency_graph(const Workload& w) {
   Graph g(w.ops.size());
@@ -97,14 +129,15 @@ std::optional<WorkloadIssue> verify_workload(const Workload& w) {
   const auto nt = static_cast<uint32_t>(w.tensors.size());
   const auto no = static_cast<uint32_t>(w.ops.size());
 
-  std::unordered_map<std::string_view, uint32_t> names;
-  names.reserve(w.tensors.size());
+  std::vector<std::string_view> views(nt);
+  for (uint32_t i = 0; i < nt; ++i) views[i] = w.tensors[i].name;
+  NameIndex tensor_names(nt);
   for (uint32_t i = 0; i < nt; ++i) {
     const Tensor& t = w.tensors[i];
     if (t.name.empty()) return tensor_issue(i, "name", "a tensor name must not be empty");
-    if (auto [it, fresh] = names.emplace(t.name, i); !fresh) {
+    if (auto other = tensor_names.insert(t.name, i, views)) {
       return tensor_issue(i, "name", fmt::format("duplicate tensor name '{}' (also tensor {})",
-                                                 t.name, it->second));
+                                                 t.name, *other));
     }
     if (t.bytes == 0) return tensor_issue(i, "bytes", "a tensor must have at least 1 byte");
     if (t.bytes > kMaxTensorBytes) {
@@ -118,21 +151,21 @@ std::optional<WorkloadIssue> verify_workload(const Workload& w) {
     }
   }
 
-  names.clear();
-  names.reserve(w.ops.size());
+  views.resize(no);
+  for (uint32_t o = 0; o < no; ++o) views[o] = w.ops[o].name;
+  NameIndex op_names(no);
   std::vector<bool> listed(nt, false);
-  std::vector<uint32_t> seen;  // tensor ids of the current op, for duplicates
+  std::vector<uint32_t> seen_by(nt, kExternal);  // the last op that named each tensor
   for (uint32_t o = 0; o < no; ++o) {
     const Op& op = w.ops[o];
     if (op.name.empty()) return op_issue(o, "name", -1, "an op name must not be empty");
-    if (auto [it, fresh] = names.emplace(op.name, o); !fresh) {
+    if (auto other = op_names.insert(op.name, o, views)) {
       return op_issue(o, "name", -1,
-                      fmt::format("duplicate op name '{}' (also op {})", op.name, it->second));
+                      fmt::format("duplicate op name '{}' (also op {})", op.name, *other));
     }
     if (!std::isfinite(op.flops) || op.flops < 0) {
       return op_issue(o, "flops", -1, "flops must be a finite number >= 0");
     }
-    seen.clear();
     const std::pair<const char*, const std::vector<uint32_t>*> lists[] = {
         {"inputs", &op.inputs}, {"outputs", &op.outputs}, {"updates", &op.updates}};
     for (const auto& [field, ids] : lists) {
@@ -145,12 +178,12 @@ std::optional<WorkloadIssue> verify_workload(const Workload& w) {
                           fmt::format("tensor {} does not exist (the workload has {} tensors)", t,
                                       nt));
         }
-        if (std::find(seen.begin(), seen.end(), t) != seen.end()) {
+        if (seen_by[t] == o) {
           return op_issue(o, field, item,
                           fmt::format("tensor {} '{}' appears twice in op '{}'", t,
                                       w.tensors[t].name, op.name));
         }
-        seen.push_back(t);
+        seen_by[t] = o;
         const uint32_t origin = w.tensors[t].origin;
         if (is_output) {
           if (origin != o) {

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <charconv>
+
 #include "core/json_reader.h"
 
 namespace tierflow {
@@ -31,6 +33,18 @@ size_t read_enum(JsonReader& r, std::string_view what,
   r.fail_at(at, "unknown key '{}' in {}{}", key, where, did_you_mean(key, keys));
 }
 
+/// Index of `key` in `keys`, trying `hint` first (files we write list keys in order).
+size_t key_index(const std::string& key, const std::vector<std::string>& keys, size_t& hint) {
+  if (hint < keys.size() && keys[hint] == key) return hint++;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i] == key) {
+      hint = i + 1;
+      return i;
+    }
+  }
+  return keys.size();
+}
+
 std::vector<uint32_t> read_ids(JsonReader& r, std::string_view what) {
   std::vector<uint32_t> ids;
   r.begin_array(what);
@@ -40,7 +54,7 @@ std::vector<uint32_t> read_ids(JsonReader& r, std::string_view what) {
 
 class Reader {
  public:
-  Reader(std::string_view text, const std::string& name) : r_(text, name) {}
+  explicit Reader(JsonReader& r) : r_(r) {}
 
   Workload read() {
     Workload w;
@@ -75,7 +89,6 @@ class Reader {
         unknown_key(r_, at, key, "the workload", kTopKeys);
       }
     }
-    r_.expect_end();
     for (auto [ok, k] : {std::pair{has_format, "format"}, {has_name, "name"},
                          {has_tensors, "tensors"}, {has_ops, "ops"}}) {
       if (!ok) r_.fail_at(top, "the workload is missing required key '{}'", k);
@@ -87,56 +100,56 @@ class Reader {
  private:
   void read_tensors(Workload& w) {
     r_.begin_array("tensors");
+    std::string key;
     while (r_.next_item()) {
       const size_t obj = r_.offset();
       tensor_at_.push_back(obj);
       Tensor t;
-      bool has[4] = {false, false, false, false};  // id, name/kind, bytes, origin
-      bool has_name = false;
+      uint32_t have = 0;  // bit per key of kTensorKeys
+      size_t hint = 0;
       r_.begin_object("a tensor");
-      std::string key;
-      while (true) {
-        if (!r_.next_key(key)) break;
-        const size_t at = r_.key_offset();
-        if (key == "id") {
-          const size_t v = r_.offset();
-          const uint64_t id = r_.read_uint("id", UINT32_MAX);
-          if (id != w.tensors.size()) {
-            r_.fail_at(v, "tensor id {} out of order: ids are 0, 1, 2, ... in order (expected {})",
-                       id, w.tensors.size());
-          }
-          has[0] = true;
-        } else if (key == "name") {
-          t.name = r_.read_string("name");
-          has_name = true;
-        } else if (key == "kind") {
-          t.kind = static_cast<TensorKind>(read_enum(r_, "kind", kTensorKindNames));
-          has[1] = true;
-        } else if (key == "dtype") {
-          t.dtype = static_cast<Dtype>(read_enum(r_, "dtype", kDtypeNames));
-        } else if (key == "bytes") {
-          t.bytes = r_.read_uint("bytes", UINT64_MAX);
-          has[2] = true;
-        } else if (key == "origin") {
-          if (r_.peek() == JsonReader::Kind::kString) {
-            const size_t v = r_.offset();
-            if (r_.read_string("origin") != "external") {
-              r_.fail_at(v, "origin: expected \"external\" or an op id");
-            }
-            t.origin = kExternal;
-          } else {
-            t.origin = static_cast<uint32_t>(r_.read_uint("origin", UINT32_MAX - 1));
-          }
-          has[3] = true;
-        } else if (key == "layer") {
-          t.layer = static_cast<int32_t>(r_.read_int("layer", -1, INT32_MAX));
-        } else {
-          unknown_key(r_, at, key, fmt::format("tensor {}", w.tensors.size()), kTensorKeys);
+      while (r_.next_key(key)) {
+        const size_t k = key_index(key, kTensorKeys, hint);
+        if (k < 32 && (have & (1U << k)) != 0) {
+          r_.fail_at(r_.key_offset(), "duplicate key '{}' in tensor {}", key, w.tensors.size());
         }
+        switch (k) {
+          case 0: {  // id
+            const size_t v = r_.offset();
+            const uint64_t id = r_.read_uint("id", UINT32_MAX);
+            if (id != w.tensors.size()) {
+              r_.fail_at(v, "tensor id {} out of order: ids are 0, 1, 2, ... in order (expected {})",
+                         id, w.tensors.size());
+            }
+            break;
+          }
+          case 1: t.name = r_.read_string("name"); break;
+          case 2: t.kind = static_cast<TensorKind>(read_enum(r_, "kind", kTensorKindNames)); break;
+          case 3: t.dtype = static_cast<Dtype>(read_enum(r_, "dtype", kDtypeNames)); break;
+          case 4: t.bytes = r_.read_uint("bytes", UINT64_MAX); break;
+          case 5:  // origin
+            if (r_.peek() == JsonReader::Kind::kString) {
+              const size_t v = r_.offset();
+              if (r_.read_string("origin") != "external") {
+                r_.fail_at(v, "origin: expected \"external\" or an op id");
+              }
+              t.origin = kExternal;
+            } else {
+              t.origin = static_cast<uint32_t>(r_.read_uint("origin", UINT32_MAX - 1));
+            }
+            break;
+          case 6: t.layer = static_cast<int32_t>(r_.read_int("layer", -1, INT32_MAX)); break;
+          default:
+            unknown_key(r_, r_.key_offset(), key, fmt::format("tensor {}", w.tensors.size()),
+                        kTensorKeys);
+        }
+        have |= 1U << k;
       }
-      for (auto [ok, k] : {std::pair{has[0], "id"}, {has_name, "name"}, {has[1], "kind"},
-                           {has[2], "bytes"}, {has[3], "origin"}}) {
-        if (!ok) r_.fail_at(obj, "tensor {} is missing required key '{}'", w.tensors.size(), k);
+      // id, name, kind, bytes, origin are required.
+      for (size_t k : {0U, 1U, 2U, 4U, 5U}) {
+        if ((have & (1U << k)) == 0) {
+          r_.fail_at(obj, "tensor {} is missing required key '{}'", w.tensors.size(), kTensorKeys[k]);
+        }
       }
       w.tensors.push_back(std::move(t));
     }
@@ -144,63 +157,54 @@ class Reader {
 
   void read_ops(Workload& w) {
     r_.begin_array("ops");
+    std::string key;
     while (r_.next_item()) {
       const size_t obj = r_.offset();
       op_at_.push_back(obj);
       Op op;
-      uint32_t have = 0;  // bit per required key
+      uint32_t have = 0;  // bit per key of kOpKeys
+      size_t hint = 0;
       r_.begin_object("an op");
-      std::string key;
-      while (true) {
-        if (!r_.next_key(key)) break;
-        const size_t at = r_.key_offset();
-        if (key == "id") {
-          const size_t v = r_.offset();
-          const uint64_t id = r_.read_uint("id", UINT32_MAX);
-          if (id != w.ops.size()) {
-            r_.fail_at(v, "op id {} out of order: ids are 0, 1, 2, ... in order (expected {})", id,
-                       w.ops.size());
-          }
-          have |= 1U;
-        } else if (key == "name") {
-          op.name = r_.read_string("name");
-          have |= 2U;
-        } else if (key == "kind") {
-          op.kind = static_cast<OpKind>(read_enum(r_, "kind", kOpKindNames));
-          have |= 4U;
-        } else if (key == "dtype") {
-          op.dtype = static_cast<Dtype>(read_enum(r_, "dtype", kDtypeNames));
-        } else if (key == "flops") {
-          const size_t v = r_.offset();
-          op.flops = r_.read_number("flops");
-          if (op.flops < 0) r_.fail_at(v, "flops: must not be negative");
-          have |= 8U;
-        } else if (key == "bytes") {
-          op.bytes = r_.read_uint("bytes", UINT64_MAX);
-          have |= 16U;
-        } else if (key == "inputs") {
-          op.inputs = read_ids(r_, "inputs");
-          have |= 32U;
-        } else if (key == "outputs") {
-          op.outputs = read_ids(r_, "outputs");
-          have |= 64U;
-        } else if (key == "updates") {
-          op.updates = read_ids(r_, "updates");
-        } else if (key == "workspace") {
-          op.workspace = r_.read_uint("workspace", kMaxTensorBytes);
-        } else if (key == "layer") {
-          op.layer = static_cast<int32_t>(r_.read_int("layer", -1, INT32_MAX));
-        } else if (key == "collective_bytes") {
-          op.collective_bytes = r_.read_uint("collective_bytes", UINT64_MAX);
-        } else {
-          unknown_key(r_, at, key, fmt::format("op {}", w.ops.size()), kOpKeys);
+      while (r_.next_key(key)) {
+        const size_t k = key_index(key, kOpKeys, hint);
+        if (k < 32 && (have & (1U << k)) != 0) {
+          r_.fail_at(r_.key_offset(), "duplicate key '{}' in op {}", key, w.ops.size());
         }
+        switch (k) {
+          case 0: {  // id
+            const size_t v = r_.offset();
+            const uint64_t id = r_.read_uint("id", UINT32_MAX);
+            if (id != w.ops.size()) {
+              r_.fail_at(v, "op id {} out of order: ids are 0, 1, 2, ... in order (expected {})",
+                         id, w.ops.size());
+            }
+            break;
+          }
+          case 1: op.name = r_.read_string("name"); break;
+          case 2: op.kind = static_cast<OpKind>(read_enum(r_, "kind", kOpKindNames)); break;
+          case 3: op.dtype = static_cast<Dtype>(read_enum(r_, "dtype", kDtypeNames)); break;
+          case 4: {
+            const size_t v = r_.offset();
+            op.flops = r_.read_number("flops");
+            if (op.flops < 0) r_.fail_at(v, "flops: must not be negative");
+            break;
+          }
+          case 5: op.bytes = r_.read_uint("bytes", UINT64_MAX); break;
+          case 6: op.inputs = read_ids(r_, "inputs"); break;
+          case 7: op.outputs = read_ids(r_, "outputs"); break;
+          case 8: op.updates = read_ids(r_, "updates"); break;
+          case 9: op.workspace = r_.read_uint("workspace", kMaxTensorBytes); break;
+          case 10: op.layer = static_cast<int32_t>(r_.read_int("layer", -1, INT32_MAX)); break;
+          case 11: op.collective_bytes = r_.read_uint("collective_bytes", UINT64_MAX); break;
+          default:
+            unknown_key(r_, r_.key_offset(), key, fmt::format("op {}", w.ops.size()), kOpKeys);
+        }
+        have |= 1U << k;
       }
-      static constexpr const char* kRequired[] = {"id",    "name",   "kind",   "flops",
-                                                  "bytes", "inputs", "outputs"};
-      for (uint32_t b = 0; b < 7; ++b) {
-        if ((have & (1U << b)) == 0) {
-          r_.fail_at(obj, "op {} is missing required key '{}'", w.ops.size(), kRequired[b]);
+      // id, name, kind, flops, bytes, inputs, outputs are required.
+      for (size_t k : {0U, 1U, 2U, 4U, 5U, 6U, 7U}) {
+        if ((have & (1U << k)) == 0) {
+          r_.fail_at(obj, "op {} is missing required key '{}'", w.ops.size(), kOpKeys[k]);
         }
       }
       w.ops.push_back(std::move(op));
@@ -234,24 +238,48 @@ class Reader {
     r_.fail_at(at, "{} {}: {}", issue.on_op ? "op" : "tensor", issue.index, issue.message);
   }
 
-  JsonReader r_;
+  JsonReader& r_;
   std::vector<size_t> tensor_at_;
   std::vector<size_t> op_at_;
 };
+
+// The writer appends with std::to_chars: fmt's iterator interface was the hot spot when
+// writing a million ops.
+template <class Int>
+void append_int(std::string& out, Int v) {
+  char buf[24];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, p);
+}
+
+/// The shortest text that reads back to the same double.
+void append_double(std::string& out, double v) {
+  char buf[32];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, p);
+}
 
 void append_ids(std::string& out, const std::vector<uint32_t>& ids) {
   out += '[';
   for (size_t i = 0; i < ids.size(); ++i) {
     if (i > 0) out += ", ";
-    fmt::format_to(std::back_inserter(out), "{}", ids[i]);
+    append_int(out, ids[i]);
   }
   out += ']';
 }
 
 }  // namespace
 
+Workload read_workload_from(JsonReader& r) {
+  Workload w = Reader(r).read();
+  return w;
+}
+
 Workload read_workload_text(std::string_view text, const std::string& name) {
-  return Reader(text, name).read();
+  JsonReader r(text, name);
+  Workload w = Reader(r).read();
+  r.expect_end();
+  return w;
 }
 
 Workload read_workload(const std::string& path) {
@@ -261,9 +289,15 @@ Workload read_workload(const std::string& path) {
 
 std::string write_workload(const Workload& w) {
   std::string out;
-  out.reserve(256 + w.tensors.size() * 128 + w.ops.size() * 192);
-  auto app = std::back_inserter(out);
-  fmt::format_to(app, "{{\n  \"format\": \"{}\",\n  \"name\": ", kWorkloadFormat);
+  size_t estimate = 256;
+  for (const Tensor& t : w.tensors) estimate += 112 + t.name.size();
+  for (const Op& op : w.ops) {
+    estimate += 160 + op.name.size() + 12 * (op.inputs.size() + op.outputs.size() + op.updates.size());
+  }
+  out.reserve(estimate);
+  out += "{\n  \"format\": \"";
+  out += kWorkloadFormat;
+  out += "\",\n  \"name\": ";
   append_json_string(out, w.name);
   out += ",\n  \"meta\": {";
   bool first = true;
@@ -277,26 +311,44 @@ std::string write_workload(const Workload& w) {
   out += "},\n  \"tensors\": [";
   for (size_t i = 0; i < w.tensors.size(); ++i) {
     const Tensor& t = w.tensors[i];
-    fmt::format_to(app, "{}\n    {{\"id\": {}, \"name\": ", i == 0 ? "" : ",", i);
+    out += i == 0 ? "\n    {\"id\": " : ",\n    {\"id\": ";
+    append_int(out, i);
+    out += ", \"name\": ";
     append_json_string(out, t.name);
-    fmt::format_to(app, ", \"kind\": \"{}\", \"dtype\": \"{}\", \"bytes\": {}, \"origin\": ",
-                   kTensorKindNames[static_cast<size_t>(t.kind)], name_of(t.dtype), t.bytes);
+    out += ", \"kind\": \"";
+    out += kTensorKindNames[static_cast<size_t>(t.kind)];
+    out += "\", \"dtype\": \"";
+    out += name_of(t.dtype);
+    out += "\", \"bytes\": ";
+    append_int(out, t.bytes);
+    out += ", \"origin\": ";
     if (t.origin == kExternal) {
       out += "\"external\"";
     } else {
-      fmt::format_to(app, "{}", t.origin);
+      append_int(out, t.origin);
     }
-    if (t.layer != -1) fmt::format_to(app, ", \"layer\": {}", t.layer);
+    if (t.layer != -1) {
+      out += ", \"layer\": ";
+      append_int(out, t.layer);
+    }
     out += '}';
   }
   out += w.tensors.empty() ? "],\n  \"ops\": [" : "\n  ],\n  \"ops\": [";
   for (size_t i = 0; i < w.ops.size(); ++i) {
     const Op& op = w.ops[i];
-    fmt::format_to(app, "{}\n    {{\"id\": {}, \"name\": ", i == 0 ? "" : ",", i);
+    out += i == 0 ? "\n    {\"id\": " : ",\n    {\"id\": ";
+    append_int(out, i);
+    out += ", \"name\": ";
     append_json_string(out, op.name);
-    // {} prints the shortest text that reads back to the same double.
-    fmt::format_to(app, ", \"kind\": \"{}\", \"dtype\": \"{}\", \"flops\": {}, \"bytes\": {}, \"inputs\": ",
-                   name_of(op.kind), name_of(op.dtype), op.flops, op.bytes);
+    out += ", \"kind\": \"";
+    out += name_of(op.kind);
+    out += "\", \"dtype\": \"";
+    out += name_of(op.dtype);
+    out += "\", \"flops\": ";
+    append_double(out, op.flops);
+    out += ", \"bytes\": ";
+    append_int(out, op.bytes);
+    out += ", \"inputs\": ";
     append_ids(out, op.inputs);
     out += ", \"outputs\": ";
     append_ids(out, op.outputs);
@@ -304,14 +356,37 @@ std::string write_workload(const Workload& w) {
       out += ", \"updates\": ";
       append_ids(out, op.updates);
     }
-    if (op.workspace != 0) fmt::format_to(app, ", \"workspace\": {}", op.workspace);
-    if (op.layer != -1) fmt::format_to(app, ", \"layer\": {}", op.layer);
+    if (op.workspace != 0) {
+      out += ", \"workspace\": ";
+      append_int(out, op.workspace);
+    }
+    if (op.layer != -1) {
+      out += ", \"layer\": ";
+      append_int(out, op.layer);
+    }
     if (op.collective_bytes != 0) {
-      fmt::format_to(app, ", \"collective_bytes\": {}", op.collective_bytes);
+      out += ", \"collective_bytes\": ";
+      append_int(out, op.collective_bytes);
     }
     out += '}';
   }
   out += w.ops.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
+}
+
+}  // namespace tierflow
+
+namespace tierflow {
+
+std::string write_workload_embedded(const Workload& w, int indent) {
+  const std::string text = write_workload(w);
+  std::string out;
+  out.reserve(text.size() + text.size() / 16);
+  const std::string pad(static_cast<size_t>(indent), ' ');
+  for (size_t i = 0; i + 1 < text.size(); ++i) {  // the final newline is dropped
+    out += text[i];
+    if (text[i] == '\n') out += pad;
+  }
   return out;
 }
 

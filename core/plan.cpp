@@ -1,0 +1,262 @@
+#include "core/plan.h"
+
+#include <fmt/format.h>
+
+#include <unordered_map>
+
+namespace tierflow {
+namespace {
+
+struct EventInfo {
+  int program;
+  int step;
+  StepKind kind;
+  uint32_t tensor;
+  uint32_t tier;
+};
+
+class PlanChecker {
+ public:
+  PlanChecker(const Plan& p, const Workload& w) : p_(p), w_(w) {}
+
+  std::optional<PlanIssue> run() {
+    if (p_.tiers.empty() || p_.tiers.size() > 64) {
+      return PlanIssue{-1, -1, -1, "a plan names between 1 and 64 tiers"};
+    }
+    if (p_.device_tier >= p_.tiers.size()) {
+      return PlanIssue{-1, -1, -1, "device_tier is not one of the plan's tiers"};
+    }
+    if (p_.home.size() != w_.tensors.size()) {
+      return PlanIssue{-1, -1, -1,
+                       fmt::format("home lists {} tensors, the workload has {}", p_.home.size(),
+                                   w_.tensors.size())};
+    }
+    for (size_t t = 0; t < p_.home.size(); ++t) {
+      if (p_.home[t] >= p_.tiers.size()) {
+        return PlanIssue{-1, -1, static_cast<int>(t), "home tier is not one of the plan's tiers"};
+      }
+    }
+    if (auto issue = collect_events()) return issue;
+    for (size_t i = 0; i < p_.programs.size(); ++i) {
+      if (auto issue = check_program(static_cast<int>(i))) return issue;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  PlanIssue at(int prog, int step, std::string msg) const {
+    return PlanIssue{prog, step, -1, std::move(msg)};
+  }
+
+  std::string tensor_name(uint32_t t) const { return fmt::format("tensor {} '{}'", t, w_.tensors[t].name); }
+
+  std::optional<PlanIssue> collect_events() {
+    for (size_t pi = 0; pi < p_.programs.size(); ++pi) {
+      const auto& steps = p_.programs[pi].steps;
+      for (size_t si = 0; si < steps.size(); ++si) {
+        const Step& s = steps[si];
+        const int prog = static_cast<int>(pi);
+        const int step = static_cast<int>(si);
+        const bool transfer = s.kind == StepKind::kPrefetch || s.kind == StepKind::kStore;
+        if (s.kind == StepKind::kCompute) {
+          if (s.target >= w_.ops.size()) {
+            return at(prog, step, fmt::format("op {} does not exist (the workload has {} ops)",
+                                              s.target, w_.ops.size()));
+          }
+        } else if (s.target >= w_.tensors.size()) {
+          return at(prog, step, fmt::format("tensor {} does not exist (the workload has {} tensors)",
+                                            s.target, w_.tensors.size()));
+        }
+        if (transfer && s.event == kNoEvent) {
+          return at(prog, step, fmt::format("a {} needs an 'event' that later steps can wait on",
+                                            kStepKindNames[static_cast<size_t>(s.kind)]));
+        }
+        if (!transfer && s.event != kNoEvent) {
+          return at(prog, step, fmt::format("a {} step completes no event",
+                                            kStepKindNames[static_cast<size_t>(s.kind)]));
+        }
+        if (transfer && s.tier >= p_.tiers.size()) {
+          return at(prog, step, "the tier is not one of the plan's tiers");
+        }
+        if (transfer && s.tier == p_.device_tier) {
+          return at(prog, step, fmt::format("a {} moves data between the device tier '{}' and "
+                                            "another tier, not to itself",
+                                            kStepKindNames[static_cast<size_t>(s.kind)],
+                                            p_.tiers[p_.device_tier]));
+        }
+        if (s.event != kNoEvent) {
+          auto [it, fresh] = events_.emplace(s.event, EventInfo{prog, step, s.kind, s.target, s.tier});
+          if (!fresh) {
+            return at(prog, step,
+                      fmt::format("event {} is already completed by program {} step {}", s.event,
+                                  it->second.program, it->second.step));
+          }
+        }
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::optional<PlanIssue> check_program(int prog) {
+    const auto& steps = p_.programs[static_cast<size_t>(prog)].steps;
+    const size_t nt = w_.tensors.size();
+    const uint64_t dev = uint64_t{1} << p_.device_tier;
+    std::vector<bool> resident(nt), produced(nt);
+    std::vector<uint64_t> valid(nt);
+    std::vector<uint32_t> inflight(nt, kNoEvent);
+    std::vector<bool> computed(w_.ops.size());
+    std::vector<int> last_use(nt, -1);
+    std::unordered_map<uint32_t, bool> waited;
+    for (size_t t = 0; t < nt; ++t) {
+      if (w_.tensors[t].origin == kExternal) {
+        valid[t] = uint64_t{1} << p_.home[t];
+        resident[t] = p_.home[t] == p_.device_tier;
+      }
+    }
+    for (size_t si = 0; si < steps.size(); ++si) {
+      if (steps[si].kind != StepKind::kCompute) continue;
+      const Op& op = w_.ops[steps[si].target];
+      for (uint32_t t : op.inputs) last_use[t] = static_cast<int>(si);
+      for (uint32_t t : op.updates) last_use[t] = static_cast<int>(si);
+    }
+
+    for (size_t si = 0; si < steps.size(); ++si) {
+      const Step& s = steps[si];
+      const int step = static_cast<int>(si);
+      // Waits complete before the step starts.
+      for (uint32_t e : s.wait) {
+        auto it = events_.find(e);
+        if (it == events_.end()) return at(prog, step, fmt::format("waits on event {}, which no step completes", e));
+        const EventInfo& ev = it->second;
+        if (ev.program == prog && ev.step >= step) {
+          return at(prog, step, fmt::format("waits on event {}, which step {} completes later: the "
+                                            "program would wait forever",
+                                            e, ev.step));
+        }
+        if (ev.program != prog || waited[e]) continue;
+        waited[e] = true;
+        if (inflight[ev.tensor] == e) inflight[ev.tensor] = kNoEvent;
+        valid[ev.tensor] |= ev.kind == StepKind::kStore ? uint64_t{1} << ev.tier : dev;
+      }
+      switch (s.kind) {
+        case StepKind::kCompute: {
+          const Op& op = w_.ops[s.target];
+          if (computed[s.target]) {
+            return at(prog, step, fmt::format("op {} '{}' is computed twice", s.target, op.name));
+          }
+          for (const auto* list : {&op.inputs, &op.updates}) {
+            for (uint32_t t : *list) {
+              const Tensor& x = w_.tensors[t];
+              if (x.origin != kExternal && !produced[t]) {
+                return at(prog, step, fmt::format("op '{}' reads {} before its producer op {} runs",
+                                                  op.name, tensor_name(t), x.origin));
+              }
+              if (!resident[t]) {
+                return at(prog, step, fmt::format("op '{}' reads {}, which is not resident on '{}': "
+                                                  "prefetch it first, or do not detach it earlier",
+                                                  op.name, tensor_name(t), p_.tiers[p_.device_tier]));
+              }
+              if (inflight[t] != kNoEvent && events_.at(inflight[t]).kind == StepKind::kPrefetch) {
+                return at(prog, step, fmt::format("op '{}' may start before the prefetch of {} lands: "
+                                                  "wait on event {}",
+                                                  op.name, tensor_name(t), inflight[t]));
+              }
+            }
+          }
+          for (uint32_t t : op.updates) {
+            if (inflight[t] != kNoEvent) {
+              return at(prog, step, fmt::format("op '{}' modifies {} while a transfer of it is in "
+                                                "flight: wait on event {} first",
+                                                op.name, tensor_name(t), inflight[t]));
+            }
+            valid[t] = dev;  // the device copy is now the only current one
+          }
+          for (uint32_t t : op.outputs) {
+            resident[t] = true;
+            produced[t] = true;
+            valid[t] = dev;
+          }
+          computed[s.target] = true;
+          break;
+        }
+        case StepKind::kPrefetch: {
+          const uint32_t t = s.target;
+          if (w_.tensors[t].origin != kExternal && !produced[t]) {
+            return at(prog, step, fmt::format("prefetch of {} before its producer op {} runs",
+                                              tensor_name(t), w_.tensors[t].origin));
+          }
+          if (resident[t]) {
+            return at(prog, step, fmt::format("{} is already resident on '{}'", tensor_name(t),
+                                              p_.tiers[p_.device_tier]));
+          }
+          if ((valid[t] & (uint64_t{1} << s.tier)) == 0) {
+            return at(prog, step, fmt::format("'{}' holds no valid copy of {} (home '{}'): store it "
+                                              "there and wait for the store first",
+                                              p_.tiers[s.tier], tensor_name(t), p_.tiers[p_.home[t]]));
+          }
+          if (inflight[t] != kNoEvent) {
+            return at(prog, step, fmt::format("{} already has a transfer in flight (event {})",
+                                              tensor_name(t), inflight[t]));
+          }
+          resident[t] = true;
+          inflight[t] = s.event;
+          break;
+        }
+        case StepKind::kStore: {
+          const uint32_t t = s.target;
+          if (!resident[t]) {
+            return at(prog, step, fmt::format("store of {}, which is not resident on '{}'",
+                                              tensor_name(t), p_.tiers[p_.device_tier]));
+          }
+          if (inflight[t] != kNoEvent) {
+            return at(prog, step, fmt::format("store of {} while a transfer of it is in flight: "
+                                              "wait on event {} first",
+                                              tensor_name(t), inflight[t]));
+          }
+          inflight[t] = s.event;
+          break;
+        }
+        case StepKind::kDetach: {
+          const uint32_t t = s.target;
+          if (!resident[t]) {
+            return at(prog, step, fmt::format("detach of {}, which is not resident", tensor_name(t)));
+          }
+          if (inflight[t] != kNoEvent) {
+            return at(prog, step, fmt::format("detach of {} while a transfer uses it: wait on event {} "
+                                              "first",
+                                              tensor_name(t), inflight[t]));
+          }
+          if (last_use[t] > step && (valid[t] & ~dev) == 0) {
+            const uint32_t user = steps[static_cast<size_t>(last_use[t])].target;
+            return at(prog, step,
+                      fmt::format("detach of {} loses data: no other tier holds a current copy and "
+                                  "op {} '{}' (step {}) still uses it; store it and wait for the "
+                                  "store first",
+                                  tensor_name(t), user, w_.ops[user].name, last_use[t]));
+          }
+          resident[t] = false;
+          valid[t] &= ~dev;
+          break;
+        }
+      }
+    }
+    for (size_t o = 0; o < w_.ops.size(); ++o) {
+      if (!computed[o]) {
+        return at(prog, -1, fmt::format("op {} '{}' is never computed", o, w_.ops[o].name));
+      }
+    }
+    return std::nullopt;
+  }
+
+  const Plan& p_;
+  const Workload& w_;
+  std::unordered_map<uint32_t, EventInfo> events_;
+};
+
+}  // namespace
+
+std::optional<PlanIssue> verify_plan(const Plan& p, const Workload& w) {
+  return PlanChecker(p, w).run();
+}
+
+}  // namespace tierflow

@@ -1,0 +1,76 @@
+// A plan: where each tensor's durable copy lives (its home tier) and, per device, a
+// program of compute and cache steps. On disk: JSON `tierflow.plan/1` (docs/formats.md).
+// The rules below (ARCHITECTURE §6) are written once, in verify_plan(); the simulator and
+// the replayer enforce the same ones.
+//
+// Glossary
+//   device tier  the per-device tier programs compute from (e.g. hbm).
+//   anchor       the compute step before a cache step in program order: the cache step
+//                is issued when its anchor finishes.
+//   event        completes when a prefetch's or store's last byte lands; steps `wait` on
+//                events.
+//   resident     a tensor with an allocated copy on the device tier.
+//   modified     a tensor whose device copy is newer than every other copy.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/workload.h"
+
+namespace tierflow {
+
+enum class StepKind { kCompute, kPrefetch, kStore, kDetach };
+inline constexpr std::array<std::string_view, 4> kStepKindNames = {"compute", "prefetch", "store",
+                                                                   "detach"};
+
+inline constexpr uint32_t kNoEvent = UINT32_MAX;
+
+struct Step {
+  StepKind kind = StepKind::kCompute;
+  uint32_t target = 0;       ///< op id (compute) or tensor id
+  uint32_t tier = 0;         ///< prefetch: source tier; store: destination tier (index into Plan::tiers)
+  uint32_t event = kNoEvent; ///< event this prefetch/store completes
+  std::vector<uint32_t> wait;
+};
+
+struct Program {
+  uint32_t device = 0;
+  std::vector<Step> steps;
+};
+
+/// Where the plan's workload or topology came from.
+struct Reference {
+  std::string file;    ///< as written in the plan (relative to the plan's folder)
+  std::string sha256;  ///< of the referenced file's bytes; empty = not checked
+};
+
+struct Plan {
+  std::string name;
+  Meta meta;
+  Reference workload_ref;  ///< empty file = the workload is inline
+  Reference topology_ref;
+  std::vector<std::string> tiers;  ///< tier ids used by the plan, in first-use order
+  uint32_t device_tier = 0;        ///< index into tiers
+  std::vector<uint32_t> home;      ///< per tensor: index into tiers
+  std::vector<Program> programs;
+};
+
+/// A broken plan rule: where (program and step, or a tensor's home) and why.
+struct PlanIssue {
+  int program = -1;  ///< -1: not about a step
+  int step = -1;
+  int tensor = -1;   ///< for home issues
+  std::string message;
+};
+
+/// Checks the plan against its workload: references, the §6 residency rules per program
+/// in program order (a step may rely on an event only after something waited on it),
+/// event uniqueness and every op computed exactly once per program. Returns the first
+/// issue in document order.
+std::optional<PlanIssue> verify_plan(const Plan& p, const Workload& w);
+
+}  // namespace tierflow

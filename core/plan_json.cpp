@@ -1,0 +1,358 @@
+#include "core/plan_json.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <charconv>
+#include <filesystem>
+
+#include "core/json_reader.h"
+#include "core/sha256.h"
+#include "core/workload_json.h"
+
+namespace tierflow {
+namespace {
+
+const std::vector<std::string> kTopKeys = {"format", "name",  "meta",        "workload",
+                                           "topology", "tiers", "device_tier", "home",
+                                           "programs"};
+const std::vector<std::string> kRefKeys = {"file", "sha256", "inline"};
+const std::vector<std::string> kProgramKeys = {"device", "steps"};
+const std::vector<std::string> kStepKeys = {"compute", "prefetch", "store", "detach",
+                                            "from",    "to",       "event", "wait"};
+
+class PlanReader {
+ public:
+  PlanReader(std::string_view text, const std::string& name, std::string base_dir)
+      : r_(text, name), base_(std::move(base_dir)) {}
+
+  LoadedPlan read() {
+    LoadedPlan out;
+    Plan& p = out.plan;
+    const size_t top = r_.offset();
+    r_.begin_object("the plan");
+    std::string key;
+    std::vector<std::string> home_names;
+    std::string device_tier;
+    bool seen[9] = {};
+    size_t device_tier_at = 0;
+    bool have_workload = false;
+    while (r_.next_key(key)) {
+      const size_t k = index(key, kTopKeys);
+      if (k == kTopKeys.size()) {
+        r_.fail_at(r_.key_offset(), "unknown key '{}' in the plan{}", key, did_you_mean(key, kTopKeys));
+      }
+      if (seen[k]) r_.fail_at(r_.key_offset(), "duplicate key '{}' in the plan", key);
+      seen[k] = true;
+      switch (k) {
+        case 0: {
+          const size_t v = r_.offset();
+          const std::string f = r_.read_string("format");
+          if (f != kPlanFormat) {
+            r_.fail_at(v, "unsupported format '{}': this tierflow reads '{}'", f, kPlanFormat);
+          }
+          break;
+        }
+        case 1: p.name = r_.read_string("name"); break;
+        case 2: {
+          r_.begin_object("meta");
+          std::string mk;
+          while (r_.next_key(mk)) p.meta[mk] = r_.read_scalar_json("a meta value");
+          break;
+        }
+        case 3: out.workload = read_workload_ref(p.workload_ref); have_workload = true; break;
+        case 4: read_ref(p.topology_ref, "topology", nullptr); break;
+        case 5: {
+          r_.begin_array("tiers");
+          while (r_.next_item()) {
+            const size_t v = r_.offset();
+            std::string t = r_.read_string("a tier id");
+            for (const auto& x : p.tiers) {
+              if (x == t) r_.fail_at(v, "tier '{}' is listed twice", t);
+            }
+            p.tiers.push_back(std::move(t));
+          }
+          break;
+        }
+        case 6: device_tier_at = r_.offset(); device_tier = r_.read_string("device_tier"); break;
+        case 7: {
+          home_at_ = r_.offset();
+          r_.begin_array("home");
+          while (r_.next_item()) {
+            home_offsets_.push_back(r_.offset());
+            home_names.push_back(r_.read_string("a home tier"));
+          }
+          break;
+        }
+        case 8: read_programs(p); break;
+      }
+    }
+    r_.expect_end();
+    for (size_t k : {0U, 1U, 3U, 5U, 6U, 7U, 8U}) {
+      if (!seen[k]) r_.fail_at(top, "the plan is missing required key '{}'", kTopKeys[k]);
+    }
+    (void)have_workload;
+    p.device_tier = tier_index(p, device_tier, device_tier_at);
+    for (size_t i = 0; i < home_names.size(); ++i) {
+      p.home.push_back(tier_index(p, home_names[i], home_offsets_[i]));
+    }
+    for (const PendingTier& t : pending_tiers_) {
+      p.programs[t.program].steps[t.step].tier = tier_index(p, t.name, t.at);
+    }
+    if (auto issue = verify_plan(p, out.workload)) report(*issue);
+    return out;
+  }
+
+ private:
+  static size_t index(const std::string& key, const std::vector<std::string>& keys) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (keys[i] == key) return i;
+    }
+    return keys.size();
+  }
+
+  uint32_t tier_index(const Plan& p, const std::string& name, size_t at) {
+    for (size_t i = 0; i < p.tiers.size(); ++i) {
+      if (p.tiers[i] == name) return static_cast<uint32_t>(i);
+    }
+    r_.fail_at(at, "'{}' is not one of the plan's tiers ({}){}", name, fmt::join(p.tiers, ", "),
+               did_you_mean(name, p.tiers));
+  }
+
+  // {"file": F, "sha256": H} or {"inline": {...}} (workload only).
+  void read_ref(Reference& ref, std::string_view what, Workload* inline_target) {
+    const size_t obj = r_.offset();
+    r_.begin_object(what);
+    std::string key;
+    bool has_inline = false;
+    while (r_.next_key(key)) {
+      const size_t k = index(key, kRefKeys);
+      if (k == 0) {
+        ref.file = r_.read_string("file");
+      } else if (k == 1) {
+        const size_t v = r_.offset();
+        ref.sha256 = r_.read_string("sha256");
+        if (ref.sha256.size() != 64 ||
+            ref.sha256.find_first_not_of("0123456789abcdef") != std::string::npos) {
+          r_.fail_at(v, "sha256: expected 64 lower-case hex digits");
+        }
+      } else if (k == 2 && inline_target != nullptr) {
+        *inline_target = read_workload_from(r_);
+        has_inline = true;
+      } else {
+        r_.fail_at(r_.key_offset(), "unknown key '{}' in {}{}", key, what, did_you_mean(key, kRefKeys));
+      }
+    }
+    if (has_inline && !ref.file.empty()) {
+      r_.fail_at(obj, "{}: give either 'inline' or 'file', not both", what);
+    }
+    if (!has_inline && ref.file.empty()) {
+      r_.fail_at(obj, "{}: missing 'file'{}", what, inline_target ? " or 'inline'" : "");
+    }
+    ref_at_ = obj;
+  }
+
+  Workload read_workload_ref(Reference& ref) {
+    Workload w;
+    read_ref(ref, "workload", &w);
+    if (ref.file.empty()) return w;
+    const std::string path = (std::filesystem::path(base_) / ref.file).string();
+    const std::string text = read_text_file(path);
+    if (!ref.sha256.empty() && sha256_hex(text) != ref.sha256) {
+      r_.fail_at(ref_at_, "workload '{}' has changed since the plan was made (SHA-256 differs): "
+                 "plan it again", path);
+    }
+    return read_workload_text(text, path);
+  }
+
+  void read_programs(Plan& p) {
+    r_.begin_array("programs");
+    while (r_.next_item()) {
+      Program prog;
+      step_at_.emplace_back();
+      r_.begin_object("a program");
+      std::string key;
+      bool has_steps = false;
+      const size_t obj = r_.offset();
+      while (r_.next_key(key)) {
+        const size_t k = index(key, kProgramKeys);
+        if (k == 0) {
+          prog.device = static_cast<uint32_t>(r_.read_uint("device", UINT32_MAX - 1));
+        } else if (k == 1) {
+          has_steps = true;
+          r_.begin_array("steps");
+          while (r_.next_item()) {
+            step_at_.back().push_back(r_.offset());
+            prog.steps.push_back(read_step());
+          }
+        } else {
+          r_.fail_at(r_.key_offset(), "unknown key '{}' in a program{}", key,
+                     did_you_mean(key, kProgramKeys));
+        }
+      }
+      if (!has_steps) r_.fail_at(obj, "a program needs 'steps'");
+      program_at_.push_back(obj);
+      p.programs.push_back(std::move(prog));
+    }
+  }
+
+  Step read_step() {
+    Step s;
+    const size_t obj = r_.offset();
+    r_.begin_object("a step");
+    std::string key;
+    int kinds = 0;
+    std::string tier;
+    size_t tier_at = 0;
+    std::string_view tier_key;
+    while (r_.next_key(key)) {
+      const size_t k = index(key, kStepKeys);
+      if (k < 4) {
+        ++kinds;
+        s.kind = static_cast<StepKind>(k);
+        s.target = static_cast<uint32_t>(r_.read_uint(key, UINT32_MAX - 1));
+      } else if (k == 4 || k == 5) {
+        tier_key = kStepKeys[k];
+        tier_at = r_.offset();
+        tier = r_.read_string(key);
+      } else if (k == 6) {
+        s.event = static_cast<uint32_t>(r_.read_uint("event", UINT32_MAX - 1));
+      } else if (k == 7) {
+        r_.begin_array("wait");
+        while (r_.next_item()) s.wait.push_back(static_cast<uint32_t>(r_.read_uint("an event", UINT32_MAX - 1)));
+      } else {
+        r_.fail_at(r_.key_offset(), "unknown key '{}' in a step{}", key, did_you_mean(key, kStepKeys));
+      }
+    }
+    if (kinds != 1) {
+      r_.fail_at(obj, "a step is exactly one of compute, prefetch, store or detach");
+    }
+    const std::string_view need = s.kind == StepKind::kPrefetch ? "from"
+                                  : s.kind == StepKind::kStore  ? "to"
+                                                                : "";
+    if (need != tier_key) {
+      if (need.empty()) r_.fail_at(tier_at, "a {} step takes no '{}'", kStepKindNames[static_cast<size_t>(s.kind)], tier_key);
+      r_.fail_at(obj, "a {} step needs '{}'", kStepKindNames[static_cast<size_t>(s.kind)], need);
+    }
+    if (!need.empty()) {
+      // Resolved once `tiers` is known (it may come later in the file).
+      pending_tiers_.push_back(PendingTier{tier, tier_at, step_at_.size() - 1,
+                                           step_at_.back().size() - 1});
+    }
+    return s;
+  }
+
+  // Re-reads the faulty step (or home item) to point at it.
+  [[noreturn]] void report(const PlanIssue& issue) {
+    size_t at = 0;
+    if (issue.program >= 0 && issue.step >= 0) {
+      at = step_at_[static_cast<size_t>(issue.program)][static_cast<size_t>(issue.step)];
+    } else if (issue.program >= 0) {
+      at = program_at_[static_cast<size_t>(issue.program)];
+    } else if (issue.tensor >= 0 && static_cast<size_t>(issue.tensor) < home_offsets_.size()) {
+      at = home_offsets_[static_cast<size_t>(issue.tensor)];
+    } else {
+      at = home_at_;
+    }
+    if (issue.program >= 0 && issue.step >= 0) {
+      r_.fail_at(at, "program {} step {}: {}", issue.program, issue.step, issue.message);
+    }
+    if (issue.program >= 0) r_.fail_at(at, "program {}: {}", issue.program, issue.message);
+    r_.fail_at(at, "{}", issue.message);
+  }
+
+  struct PendingTier {
+    std::string name;
+    size_t at;
+    size_t program;
+    size_t step;
+  };
+
+  JsonReader r_;
+  std::string base_;
+  size_t home_at_ = 0;
+  size_t ref_at_ = 0;
+  std::vector<size_t> home_offsets_;
+  std::vector<size_t> program_at_;
+  std::vector<std::vector<size_t>> step_at_;
+  std::vector<PendingTier> pending_tiers_;
+};
+
+void append_ref(std::string& out, const Reference& ref) {
+  out += "{\"file\": ";
+  append_json_string(out, ref.file);
+  if (!ref.sha256.empty()) {
+    out += ", \"sha256\": ";
+    append_json_string(out, ref.sha256);
+  }
+  out += '}';
+}
+
+}  // namespace
+
+LoadedPlan read_plan_text(std::string_view text, const std::string& name,
+                          const std::string& base_dir) {
+  return PlanReader(text, name, base_dir).read();
+}
+
+LoadedPlan read_plan(const std::string& path) {
+  const std::string text = read_text_file(path);
+  return read_plan_text(text, path, std::filesystem::path(path).parent_path().string());
+}
+
+std::string write_plan(const Plan& p, const Workload* inline_workload) {
+  std::string out = fmt::format("{{\n  \"format\": \"{}\",\n  \"name\": ", kPlanFormat);
+  append_json_string(out, p.name);
+  out += ",\n  \"meta\": {";
+  bool first = true;
+  for (const auto& [k, v] : p.meta) {
+    out += first ? "" : ", ";
+    first = false;
+    append_json_string(out, k);
+    out += ": " + v;
+  }
+  out += "},\n  \"workload\": ";
+  if (inline_workload != nullptr) {
+    out += "{\"inline\": ";
+    out += write_workload_embedded(*inline_workload, 2);
+    out += '}';
+  } else {
+    append_ref(out, p.workload_ref);
+  }
+  out += ",\n  \"topology\": ";
+  append_ref(out, p.topology_ref);
+  out += ",\n  \"tiers\": [";
+  for (size_t i = 0; i < p.tiers.size(); ++i) {
+    if (i > 0) out += ", ";
+    append_json_string(out, p.tiers[i]);
+  }
+  out += "],\n  \"device_tier\": ";
+  append_json_string(out, p.tiers[p.device_tier]);
+  out += ",\n  \"home\": [";
+  for (size_t i = 0; i < p.home.size(); ++i) {
+    out += i % 16 == 0 ? (i == 0 ? "\n    " : ",\n    ") : ", ";
+    append_json_string(out, p.tiers[p.home[i]]);
+  }
+  out += p.home.empty() ? "],\n  \"programs\": [" : "\n  ],\n  \"programs\": [";
+  for (size_t pi = 0; pi < p.programs.size(); ++pi) {
+    const Program& prog = p.programs[pi];
+    out += fmt::format("{}\n    {{\"device\": {}, \"steps\": [", pi == 0 ? "" : ",", prog.device);
+    for (size_t si = 0; si < prog.steps.size(); ++si) {
+      const Step& s = prog.steps[si];
+      out += fmt::format("{}\n      {{\"{}\": {}", si == 0 ? "" : ",",
+                         kStepKindNames[static_cast<size_t>(s.kind)], s.target);
+      if (s.kind == StepKind::kPrefetch || s.kind == StepKind::kStore) {
+        out += s.kind == StepKind::kPrefetch ? ", \"from\": " : ", \"to\": ";
+        append_json_string(out, p.tiers[s.tier]);
+        out += fmt::format(", \"event\": {}", s.event);
+      }
+      if (!s.wait.empty()) out += fmt::format(", \"wait\": [{}]", fmt::join(s.wait, ", "));
+      out += '}';
+    }
+    out += prog.steps.empty() ? "]}" : "\n    ]}";
+  }
+  out += p.programs.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
+}
+
+}  // namespace tierflow
