@@ -10,6 +10,7 @@
 #include "core/diagnostics.h"
 #include "tools/cli_common.h"
 #include "tools/hw_cmd.h"
+#include "tools/trace_cmd.h"
 
 #ifndef TIERFLOW_VERSION
 #define TIERFLOW_VERSION "unknown"
@@ -30,6 +31,7 @@ int run(int argc, char** argv) {
   app.set_version_flag("--version", std::string("tierflow ") + TIERFLOW_VERSION);
   app.require_subcommand(1);
   add_hw_commands(app);
+  add_trace_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CommandResult& r) {

@@ -23,10 +23,11 @@ namespace tierflow::traces {
 //   final_norm  = norm(h)
 //   attention (GQA) = h·n_h·d (q) + 2·h·n_kv·d (k, v) + n_h·d·h (o)
 //                     + qkv_bias·(n_h·d + 2·n_kv·d) + o_bias·h + qk_norm·2·norm(d)
-//   attention (MLA) = [q_r ? h·q_r + norm(q_r) + q_r·n_h·(d_nope+d_rope)
-//                          : h·n_h·(d_nope+d_rope)]                    (q_a, q_a_layernorm, q_b | q_proj)
-//                     + h·(kv_r + d_rope) + norm(kv_r)                 (kv_a_proj_with_mqa, kv_a_layernorm)
-//                     + kv_r·n_h·(d_nope + d_v) + n_h·d_v·h            (kv_b_proj, o_proj)
+//   attention (MLA) = q + h·(kv_r + d_rope) + norm(kv_r)   (kv_a_proj_with_mqa, kv_a_layernorm)
+//                     + kv_r·n_h·(d_nope + d_v)             (kv_b_proj)
+//                     + n_h·d_v·h                           (o_proj)
+//     q = h·q_r + norm(q_r) + q_r·n_h·(d_nope + d_rope)     (q_a_proj, q_a_layernorm, q_b_proj)
+//       = h·n_h·(d_nope + d_rope) when q_r = 0              (q_proj)
 //   mlp(w)  gated = 3·h·w + mlp_bias·(2·w + h)      (gate, up, down)
 //           plain = 2·h·w + mlp_bias·(w + h)        (fc1, fc2)
 //   dense_mlp = mlp(I)
@@ -57,7 +58,9 @@ namespace tierflow::traces {
 
 namespace {
 
-int64_t norm_params(const Arch& a, int64_t n) { return a.norm == NormKind::kLayerNorm ? 2 * n : n; }
+int64_t norm_params(const Arch& a, int64_t n) {
+  return a.norm == NormKind::kLayerNorm ? 2 * n : n;
+}
 
 int64_t mlp_params(const Arch& a, int64_t width) {
   const int64_t h = a.hidden;
@@ -87,7 +90,9 @@ int64_t attention_params(const Arch& a) {
   return p;
 }
 
-int64_t embed_width(const Arch& a) { return a.project_in_out > 0 ? a.project_in_out : a.hidden; }
+int64_t embed_width(const Arch& a) {
+  return a.project_in_out > 0 ? a.project_in_out : a.hidden;
+}
 
 }  // namespace
 
@@ -106,7 +111,8 @@ ParamCount count_params(const Arch& a) {
   int64_t moe = 0;
   int64_t moe_idle = 0;  // routed experts one token does not touch
   if (a.experts > 0) {
-    const int64_t shared_width = a.shared_intermediate > 0 ? a.shared_intermediate : a.moe_intermediate;
+    const int64_t shared_width =
+        a.shared_intermediate > 0 ? a.shared_intermediate : a.moe_intermediate;
     moe = a.experts * expert + h * a.experts + (a.router_bias ? a.experts : 0) +
           a.shared_experts * mlp_params(a, shared_width) + (a.shared_expert_gate ? h : 0);
     moe_idle = int64_t{a.experts - a.experts_per_token} * expert;
@@ -170,8 +176,8 @@ double decode_flops_per_token(const Arch& a, int64_t context) {
   double attn = 0;
   if (a.attention == AttentionKind::kMla) {
     // Absorbed MLA: scores over the latent plus rope key, then values from the latent.
-    attn = a.layers * (2.0 * nh * cd * (a.kv_lora_rank + a.qk_rope_head_dim) +
-                       2.0 * nh * cd * a.kv_lora_rank);
+    attn = a.layers *
+           (2.0 * nh * cd * (a.kv_lora_rank + a.qk_rope_head_dim) + 2.0 * nh * cd * a.kv_lora_rank);
   } else {
     attn = 4.0 * a.layers * cd * nh * a.head_dim;  // QK^T and AV
   }

@@ -1,0 +1,188 @@
+// Generated workloads agree with the closed-form accounting of traces/arch.h and with
+// ../shared/reference/models.md.
+#include "traces/generate.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+
+#include "core/workload_json.h"
+#include "traces/arch_loader.h"
+
+using namespace tierflow;
+using namespace tierflow::traces;
+
+namespace {
+
+const std::string kConfigs = std::string(TIERFLOW_SOURCE_DIR) + "/configs";
+
+Arch model(const std::string& name) {
+  return load_arch(find_arch(name, kConfigs));
+}
+
+double weight_params(const Workload& w) {
+  double n = 0;
+  for (const Tensor& t : w.tensors) {
+    if (t.kind == TensorKind::kWeight) {
+      n += static_cast<double>(t.bytes) * 8.0 / kDtypeBits[static_cast<size_t>(t.dtype)];
+    }
+  }
+  return n;
+}
+
+double flops(const Workload& w) {
+  double f = 0;
+  for (const Op& op : w.ops) f += op.flops;
+  return f;
+}
+
+GenOptions decode(int64_t context, int64_t tokens) {
+  GenOptions o;
+  o.phase = Phase::kDecode;
+  o.context = context;
+  o.tokens = tokens;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("weight tensors hold exactly the architecture's parameters, KV bytes match") {
+  for (const std::string& name : shipped_arch_names(kConfigs)) {
+    CAPTURE(name);
+    const Arch a = model(name);
+    const Workload w = generate(a, decode(300, 1));
+    REQUIRE_FALSE(verify_workload(w).has_value());
+    CHECK(weight_params(w) == count_params(a).total);
+    // KV: every layer's blocks hold batch x kv_block tokens.
+    uint64_t per_token = 0;
+    std::map<int, uint64_t> layer_block;
+    for (const Tensor& t : w.tensors) {
+      if (t.kind == TensorKind::kKv) layer_block[t.layer] = t.bytes;
+    }
+    for (const auto& [l, b] : layer_block) per_token += b / 256;
+    CHECK(per_token == kv_bytes_per_token(a, Dtype::kBf16));
+    CHECK(static_cast<int>(layer_block.size()) == a.layers);
+  }
+}
+
+TEST_CASE("decode FLOPs per token are within 2% of the reference's explicit formula") {
+  for (const char* name :
+       {"llama-2-7b", "llama-3-8b", "llama-3-70b", "opt-30b", "mixtral-8x7b", "deepseek-v3"}) {
+    CAPTURE(name);
+    const Arch a = model(name);
+    // One token at context 4096 (it attends 4097 positions, itself included).
+    const double got = flops(generate(a, decode(4096, 1)));
+    const double want = decode_flops_per_token(a, 4097);
+    CHECK(std::abs(got - want) / want < 0.02);
+  }
+}
+
+TEST_CASE("MoE decode touches the expected number of distinct experts per layer") {
+  const Arch a = model("deepseek-v3");
+  for (int64_t batch : {1, 8, 32}) {
+    GenOptions o = decode(64, 1);
+    o.batch = batch;
+    o.layers = 4;  // 3 dense layers and the first MoE layer
+    const Workload w = generate(a, o);
+    int experts = 0;
+    for (const Op& op : w.ops) {
+      if (op.kind == OpKind::kExpert && op.name.find("shared") == std::string::npos) ++experts;
+    }
+    CAPTURE(batch);
+    CHECK(experts == std::llround(expected_distinct_experts(256, 8, batch)));
+  }
+  // The reference's table: B = 8 touches 57.4 of DeepSeek-V3's 256 experts, 7.2 of Mixtral's 8.
+  CHECK(expected_distinct_experts(256, 8, 8) == doctest::Approx(57.4).epsilon(0.002));
+  CHECK(expected_distinct_experts(8, 2, 8) == doctest::Approx(7.2).epsilon(0.01));
+}
+
+TEST_CASE("seeded routing is reproducible and sends k experts per token") {
+  const Arch a = model("mixtral-8x7b");
+  GenOptions o = decode(64, 2);
+  o.routing = Routing::kSeeded;
+  o.seed = 7;
+  o.batch = 4;
+  o.layers = 2;
+  const std::string one = write_workload(generate(a, o));
+  CHECK(one == write_workload(generate(a, o)));
+  o.seed = 8;
+  CHECK(one != write_workload(generate(a, o)));
+  // Expert FLOPs: batch x k x 3 matrices x 2 FLOPs per weight, plus the activation.
+  double expert_flops = 0;
+  for (const Op& op : generate(a, o).ops) {
+    if (op.kind == OpKind::kExpert) expert_flops += op.flops;
+  }
+  const double per_assignment = 2.0 * 3.0 * 4096 * 14336 + 5.0 * 14336;
+  CHECK(expert_flops == doctest::Approx(2 /*steps*/ * 2 /*layers*/ * 4 * 2 * per_assignment));
+}
+
+TEST_CASE("generate -> write -> read -> write is byte-identical") {
+  const Arch a = model("llama-3-8b");
+  for (Phase phase : {Phase::kPrefill, Phase::kDecode, Phase::kTrain}) {
+    GenOptions o = decode(100, 3);
+    o.phase = phase;
+    o.seq = 64;
+    o.layers = 2;
+    const std::string text = write_workload(generate(a, o));
+    CHECK(write_workload(read_workload_text(text, "w.json")) == text);
+  }
+}
+
+TEST_CASE("training: backward is twice the forward, one AdamW op per weight tensor") {
+  const Arch a = model("llama-3-8b");
+  GenOptions o;
+  o.phase = Phase::kTrain;
+  o.seq = 128;
+  o.layers = 2;
+  const Workload w = generate(a, o);
+  REQUIRE_FALSE(verify_workload(w).has_value());
+  double fwd = 0, bwd = 0;
+  int adam = 0, weights = 0;
+  for (const Op& op : w.ops) {
+    const bool back =
+        op.name.ends_with(".dgrad") || op.name.ends_with(".wgrad") || op.name.ends_with(".bwd");
+    if (op.kind == OpKind::kOptimizer) {
+      ++adam;
+    } else if (back) {
+      bwd += op.flops;
+    } else if (op.name != "loss") {
+      fwd += op.flops;
+    }
+  }
+  for (const Tensor& t : w.tensors) weights += t.kind == TensorKind::kWeight ? 1 : 0;
+  CHECK(bwd / fwd == doctest::Approx(2.0).epsilon(0.02));
+  CHECK(adam == weights);
+  // Checkpointing recomputes each layer's forward before its backward.
+  o.checkpoint = true;
+  const Workload c = generate(a, o);
+  REQUIRE_FALSE(verify_workload(c).has_value());
+  int recompute = 0;
+  for (const Op& op : c.ops) recompute += op.name.starts_with("recompute.") ? 1 : 0;
+  CHECK(recompute > 0);
+  CHECK(flops(c) > flops(w));
+}
+
+TEST_CASE("tensor parallelism shards the projections and adds all-reduces") {
+  const Arch a = model("llama-3-70b");
+  GenOptions o = decode(256, 1);
+  o.layers = 1;
+  const Workload one = generate(a, o);
+  o.tp = 8;
+  const Workload eight = generate(a, o);
+  // Norms are replicated; everything else is split 8 ways.
+  CHECK(weight_params(eight) == doctest::Approx(weight_params(one) / 8).epsilon(0.001));
+  int collectives = 0;
+  uint64_t sent = 0;
+  for (const Op& op : eight.ops) {
+    if (op.kind == OpKind::kCollective) {
+      ++collectives;
+      sent += op.collective_bytes;
+    }
+  }
+  CHECK(collectives == 2);
+  // Ring all-reduce of one token's hidden state (8192 x 2 B): 2 x 7/8 of it, twice.
+  CHECK(sent == 2 * static_cast<uint64_t>(2.0 * 7 / 8 * 8192 * 2));
+  o.tp = 3;
+  CHECK_THROWS_AS(generate(a, o), InputError);
+}

@@ -1,0 +1,33 @@
+// The declared fields of a model file (`tierflow: model/1`, core/schema.h): the single
+// source of the YAML keys, their types, defaults and descriptions, for the loader,
+// `--set`, `tierflow trace describe` and the schema docs.
+#pragma once
+
+#include <array>
+#include <string_view>
+#include <vector>
+
+#include "core/schema.h"
+#include "traces/arch.h"
+
+namespace tierflow::traces {
+
+/// The Hugging Face `model_type`s whose graphs tierflow builds (Arch::family).
+inline constexpr std::array<std::string_view, 9> kFamilyNames = {
+    "llama",     "mistral",     "mixtral",     "qwen2", "qwen2_moe",
+    "qwen3_moe", "deepseek_v2", "deepseek_v3", "opt"};
+
+/// Every Arch field a model file may set, declared once.
+const schema::Schema<Arch>& arch_schema();
+
+/// The keys of a model file that are not Arch fields, with descriptions.
+struct ModelTopKey {
+  std::string_view key;
+  std::string_view description;
+};
+const std::vector<ModelTopKey>& model_top_level_keys();
+
+/// The format tag a model file must carry (`tierflow: model/1`).
+inline constexpr std::string_view kModelFormatTag = "model/1";
+
+}  // namespace tierflow::traces

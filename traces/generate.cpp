@@ -1,0 +1,143 @@
+#include "traces/generate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "core/diagnostics.h"
+#include "core/json_reader.h"
+#include "traces/layer_builder.h"
+
+namespace tierflow::traces {
+
+uint64_t bytes_of(double params, Dtype dtype) {
+  const double bits = params * kDtypeBits[static_cast<size_t>(dtype)];
+  return static_cast<uint64_t>(std::ceil(bits / 8.0));
+}
+
+namespace {
+
+void check_options(const Arch& a, const GenOptions& o) {
+  auto bad = [](std::string_view flag, std::string msg) {
+    throw InputError(SourcePos{std::string(flag)}, std::move(msg));
+  };
+  if (o.batch < 1) bad("--batch", "batch must be at least 1");
+  if (o.tp < 1) bad("--tp", "tensor-parallel degree must be at least 1");
+  if (a.heads % o.tp != 0) {
+    bad("--tp", fmt::format("tp {} does not divide the {} attention heads of {}", o.tp, a.heads,
+                            a.name));
+  }
+  if (a.attention == AttentionKind::kGqa && a.kv_heads % o.tp != 0 && o.tp % a.kv_heads != 0) {
+    bad("--tp", fmt::format("tp {} neither divides nor is a multiple of the {} KV heads of {}",
+                            o.tp, a.kv_heads, a.name));
+  }
+  for (auto [width, what] : {std::pair{a.intermediate, "intermediate"},
+                             {a.moe_intermediate, "moe_intermediate"}}) {
+    if (width % o.tp != 0) {
+      bad("--tp", fmt::format("tp {} does not divide {} = {} of {}", o.tp, what, width, a.name));
+    }
+  }
+  if (o.phase == Phase::kDecode && o.tokens < 1) bad("--tokens", "decode needs --tokens >= 1");
+  if (o.phase != Phase::kDecode && o.seq < 1) bad("--seq", "--seq must be at least 1");
+  if (o.context < 0) bad("--context", "--context must not be negative");
+  if (o.kv_block < 1) bad("--kv-block", "--kv-block must be at least 1");
+  if (o.layers < 0 || o.layers > a.layers) {
+    bad("--layers", fmt::format("--layers must be between 0 (all) and {}", a.layers));
+  }
+  if (o.phase == Phase::kTrain && (o.weight_dtype == Dtype::kInt4 || o.weight_dtype == Dtype::kFp4)) {
+    bad("--weight-dtype", "training with 4-bit weights is not modelled");
+  }
+}
+
+Meta make_meta(const Arch& a, const GenOptions& o) {
+  Meta m;
+  auto str = [](std::string_view s) {
+    std::string out;
+    append_json_string(out, s);
+    return out;
+  };
+  m["model"] = str(a.name);
+  m["phase"] = str(kPhaseNames[static_cast<size_t>(o.phase)]);
+  m["batch"] = std::to_string(o.batch);
+  m["tp"] = std::to_string(o.tp);
+  m["weight_dtype"] = str(name_of(o.weight_dtype));
+  m["kv_dtype"] = str(name_of(o.kv_dtype));
+  m["act_dtype"] = str(name_of(o.act_dtype));
+  if (o.phase == Phase::kDecode) {
+    m["context"] = std::to_string(o.context);
+    m["tokens"] = std::to_string(o.tokens);
+    m["kv_block"] = std::to_string(o.kv_block);
+  } else {
+    m["seq"] = std::to_string(o.seq);
+  }
+  if (o.phase == Phase::kPrefill) m["kv_block"] = std::to_string(o.kv_block);
+  if (o.phase == Phase::kTrain) m["checkpoint"] = o.checkpoint ? "true" : "false";
+  if (a.experts > 0) {
+    m["routing"] = str(kRoutingNames[static_cast<size_t>(o.routing)]);
+    if (o.routing == Routing::kSeeded) m["seed"] = std::to_string(o.seed);
+  }
+  if (o.layers != 0) m["layers"] = std::to_string(o.layers);
+  return m;
+}
+
+}  // namespace
+
+Workload generate(const Arch& a, const GenOptions& o) {
+  check_options(a, o);
+  LayerBuilder b(a, o);
+  b.workload().name = fmt::format("{}-{}", a.name, kPhaseNames[static_cast<size_t>(o.phase)]);
+  b.workload().meta = make_meta(a, o);
+  const int layers = o.layers == 0 ? a.layers : o.layers;
+  b.declare_weights(layers);
+
+  switch (o.phase) {
+    case Phase::kPrefill: {
+      const int64_t t = o.batch * o.seq;
+      b.declare_past_kv(layers, 0);
+      uint32_t x = b.embed("", b.input("tokens", static_cast<uint64_t>(t) * 4), t);
+      for (int l = 0; l < layers; ++l) x = b.layer(l, x, t, Pass{o.seq, 0, true, ""});
+      // Only the last token of each sequence is sampled.
+      b.head(x, o.batch, "");
+      break;
+    }
+    case Phase::kDecode: {
+      b.declare_past_kv(layers, o.context);
+      uint32_t ids = b.input("tokens.0", static_cast<uint64_t>(o.batch) * 4);
+      for (int64_t s = 0; s < o.tokens; ++s) {
+        const std::string step = fmt::format("t{}.", s);
+        uint32_t x = b.embed(step, ids, o.batch);
+        for (int l = 0; l < layers; ++l) {
+          x = b.layer(l, x, o.batch, Pass{1, o.context + s, true, step});
+        }
+        ids = b.sample(b.head(x, o.batch, step), step);
+      }
+      break;
+    }
+    case Phase::kTrain: {
+      const int64_t t = o.batch * o.seq;
+      uint32_t x = b.embed("", b.input("tokens", static_cast<uint64_t>(t) * 4), t);
+      std::vector<uint32_t> layer_inputs;
+      for (int l = 0; l < layers; ++l) {
+        layer_inputs.push_back(x);
+        b.begin_record(l);
+        x = b.layer(l, x, t, Pass{o.seq, 0, false, ""});
+      }
+      layer_inputs.push_back(x);
+      b.begin_record(layers);
+      const uint32_t logits = b.head(x, t, "");
+      b.backward(logits, layer_inputs, t);
+      b.optimizer();
+      break;
+    }
+  }
+  Workload w = std::move(b.workload());
+  if (auto issue = verify_workload(w)) {
+    TF_ASSERT(false, "generated workload breaks the format: {} {} {}: {}",
+              issue->on_op ? "op" : "tensor", issue->index, issue->field, issue->message);
+  }
+  return w;
+}
+
+}  // namespace tierflow::traces

@@ -1,0 +1,51 @@
+// Workload generators: whole steps of a decoder-only transformer as operator DAGs.
+//
+// Glossary
+//   T          tokens processed by one pass: batch x seq (prefill, training) or batch
+//              (one decode step).
+//   KV block   a tensor holding `kv_block` tokens of one layer's KV cache for the whole
+//              batch (paged allocation: a block is allocated whole when its first token
+//              is written and appended to in place after that).
+//   shard      with tensor parallelism tp, each device holds 1/tp of every projection
+//              and of the attention heads; the workload describes one device.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/workload.h"
+#include "traces/arch.h"
+
+namespace tierflow::traces {
+
+enum class Phase { kPrefill, kDecode, kTrain };
+inline constexpr std::array<std::string_view, 3> kPhaseNames = {"prefill", "decode", "train"};
+
+enum class Routing { kExpected, kSeeded };
+inline constexpr std::array<std::string_view, 2> kRoutingNames = {"expected", "seeded"};
+
+struct GenOptions {
+  Phase phase = Phase::kDecode;
+  int64_t batch = 1;      ///< sequences
+  int64_t seq = 2048;     ///< prefill / training tokens per sequence
+  int64_t context = 4096; ///< decode: tokens already in the KV cache before the first step
+  int64_t tokens = 1;     ///< decode: tokens generated (one step each)
+  int tp = 1;             ///< tensor-parallel degree
+  Dtype weight_dtype = Dtype::kBf16;
+  Dtype kv_dtype = Dtype::kBf16;
+  Dtype act_dtype = Dtype::kBf16;
+  int64_t kv_block = 256;  ///< tokens per KV block tensor
+  bool checkpoint = false; ///< training: keep only layer inputs, recompute in backward
+  Routing routing = Routing::kExpected;
+  uint64_t seed = 1;       ///< for Routing::kSeeded
+  int layers = 0;          ///< generate only the first N layers (0 = all)
+};
+
+/// Generates the workload; throws InputError (position "--…" flags) for options the
+/// architecture cannot take (tp not dividing the heads, a dtype the layout forbids).
+Workload generate(const Arch& arch, const GenOptions& options);
+
+/// Bytes of `params` elements of `dtype` (int4/fp4: two per byte, rounded up).
+uint64_t bytes_of(double params, Dtype dtype);
+
+}  // namespace tierflow::traces

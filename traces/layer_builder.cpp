@@ -1,0 +1,383 @@
+#include "traces/layer_builder.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/diagnostics.h"
+
+namespace tierflow::traces {
+
+LayerBuilder::LayerBuilder(const Arch& a, const GenOptions& o)
+    : a_(a),
+      o_(o),
+      nh_(a.heads / o.tp),
+      nkv_(a.kv_heads % o.tp == 0 ? a.kv_heads / o.tp : 1),
+      h_(a.hidden),
+      inter_(a.intermediate / o.tp),
+      moe_inter_(a.moe_intermediate / o.tp),
+      shared_inter_((a.shared_intermediate > 0 ? a.shared_intermediate : a.moe_intermediate) /
+                    o.tp),
+      vocab_((a.vocab + o.tp - 1) / o.tp),
+      rng_(o.seed) {
+  // The MLA latent is shared by all heads, so every TP shard caches all of it.
+  const double kv_elems = a.attention == AttentionKind::kMla
+                              ? static_cast<double>(a.kv_lora_rank + a.qk_rope_head_dim)
+                              : 2.0 * static_cast<double>(nkv_ * a.head_dim);
+  kv_token_bytes_ = bytes_of(kv_elems, o.kv_dtype);
+}
+
+double LayerBuilder::norm_params() const {
+  return a_.norm == NormKind::kLayerNorm ? 2.0 * static_cast<double>(h_) : static_cast<double>(h_);
+}
+
+Dtype LayerBuilder::compute_dtype() const {
+  // 8-bit weights run on the 8-bit units; 4-bit weights are dequantized to the activation type.
+  return o_.weight_dtype == Dtype::kFp8 || o_.weight_dtype == Dtype::kInt8 ? o_.weight_dtype
+                                                                           : o_.act_dtype;
+}
+
+uint32_t LayerBuilder::weight(const std::string& name, double params, int layer) {
+  return w_.add_tensor(Tensor{name, bytes_of(params, o_.weight_dtype), TensorKind::kWeight,
+                              o_.weight_dtype, kExternal, layer});
+}
+
+uint32_t LayerBuilder::act(const std::string& name, double elements, int layer, TensorKind kind) {
+  return w_.add_tensor(
+      Tensor{name, std::max<uint64_t>(1, bytes_of(elements, o_.act_dtype)), kind, o_.act_dtype,
+             kExternal, layer});
+}
+
+uint32_t LayerBuilder::input(const std::string& name, uint64_t bytes) {
+  return w_.add_tensor(Tensor{name, bytes, TensorKind::kInput, Dtype::kFp32, kExternal, -1});
+}
+
+uint32_t LayerBuilder::op(const std::string& name, OpKind kind, double flops,
+                          std::vector<uint32_t> inputs, std::vector<uint32_t> outputs,
+                          std::vector<uint32_t> updates, int layer, int64_t bytes,
+                          uint64_t collective) {
+  uint64_t traffic = 0;
+  if (bytes >= 0) {
+    traffic = static_cast<uint64_t>(bytes);
+  } else {
+    for (uint32_t t : inputs) traffic += w_.tensors[t].bytes;
+    for (uint32_t t : outputs) traffic += w_.tensors[t].bytes;
+    for (uint32_t t : updates) traffic += 2 * w_.tensors[t].bytes;
+  }
+  const Dtype dtype = kind == OpKind::kMatmul || kind == OpKind::kExpert || kind == OpKind::kRouter
+                          ? compute_dtype()
+                          : o_.act_dtype;
+  const uint32_t id = w_.add_op(Op{name, kind, dtype, flops, traffic, std::move(inputs),
+                                   std::move(outputs), std::move(updates), 0, layer, collective});
+  if (recording_ >= 0) recorded_[static_cast<size_t>(recording_)].push_back(id);
+  return id;
+}
+
+void LayerBuilder::declare_weights(int layers) {
+  const double h = static_cast<double>(h_);
+  embed_w_ = weight("embed.w", static_cast<double>(vocab_ + a_.learned_positions) * h, -1);
+  lw_.resize(static_cast<size_t>(layers));
+  for (int l = 0; l < layers; ++l) {
+    LayerWeights& lw = lw_[static_cast<size_t>(l)];
+    const std::string p = fmt::format("L{}.", l);
+    const double nh = static_cast<double>(nh_);
+    lw.attn_norm = weight(p + "attn_norm.w", norm_params(), l);
+    if (a_.attention == AttentionKind::kMla) {
+      const double qk = a_.qk_nope_head_dim + a_.qk_rope_head_dim;
+      const double qr = a_.q_lora_rank;
+      const double kvr = a_.kv_lora_rank;
+      // q: down-projection, its norm and up-projection (or one projection without q_lora).
+      lw.wq = weight(p + "wq", qr > 0 ? h * qr + qr + qr * nh * qk : h * nh * qk, l);
+      lw.wkv_a = weight(p + "wkv_a", h * (kvr + a_.qk_rope_head_dim) + kvr, l);
+      lw.wkv_b = weight(p + "wkv_b", kvr * nh * (a_.qk_nope_head_dim + a_.v_head_dim), l);
+      lw.wo = weight(p + "wo", nh * a_.v_head_dim * h, l);
+    } else {
+      const double qkv_out = static_cast<double>((nh_ + 2 * nkv_) * a_.head_dim);
+      lw.wqkv = weight(p + "wqkv",
+                       h * qkv_out + (a_.qkv_bias ? qkv_out : 0) +
+                           (a_.qk_norm ? 2.0 * a_.head_dim : 0),
+                       l);
+      lw.wo = weight(p + "wo", nh * a_.head_dim * h + (a_.o_bias ? h : 0), l);
+    }
+    lw.mlp_norm = weight(p + "mlp_norm.w", norm_params(), l);
+    if (a_.is_moe_layer(l)) {
+      lw.router = weight(p + "router.w", h * a_.experts + (a_.router_bias ? a_.experts : 0), l);
+      for (int e = 0; e < a_.experts; ++e) {
+        lw.experts.push_back(
+            weight(fmt::format("{}expert{}.w", p, e), 3.0 * h * static_cast<double>(moe_inter_), l));
+      }
+      if (a_.shared_experts > 0) {
+        lw.shared = weight(p + "shared.w",
+                           a_.shared_experts * 3.0 * h * static_cast<double>(shared_inter_) +
+                               (a_.shared_expert_gate ? h : 0),
+                           l);
+      }
+    } else if (a_.mlp == MlpKind::kGated) {
+      lw.w_up = weight(p + "w_gate_up", 2.0 * h * static_cast<double>(inter_), l);
+      lw.w_down = weight(p + "w_down", static_cast<double>(inter_) * h, l);
+    } else {
+      const double i = static_cast<double>(inter_);
+      lw.w_up = weight(p + "w_fc1", h * i + (a_.mlp_bias ? i : 0), l);
+      lw.w_down = weight(p + "w_fc2", i * h + (a_.mlp_bias ? h : 0), l);
+    }
+  }
+  final_norm_w_ = weight("final_norm.w", norm_params(), -1);
+  lm_head_w_ = a_.tied_embeddings ? embed_w_ : weight("lm_head.w", static_cast<double>(vocab_) * h, -1);
+}
+
+void LayerBuilder::declare_past_kv(int layers, int64_t context) {
+  kv_.assign(static_cast<size_t>(layers), {});
+  for (int l = 0; l < layers; ++l) {
+    for (int64_t done = 0, k = 0; done < context; done += o_.kv_block, ++k) {
+      const uint32_t t = w_.add_tensor(Tensor{
+          fmt::format("L{}.kv{}", l, k),
+          static_cast<uint64_t>(o_.batch * o_.kv_block) * kv_token_bytes_, TensorKind::kKv,
+          o_.kv_dtype, kExternal, l});
+      kv_[static_cast<size_t>(l)].push_back(KvBlock{t, std::min(o_.kv_block, context - done)});
+    }
+  }
+}
+
+uint32_t LayerBuilder::embed(const std::string& prefix, uint32_t token_ids, int64_t tokens) {
+  const double rows = static_cast<double>(tokens * h_);
+  const uint32_t x = act(prefix + "x.embed", rows, -1);
+  // A lookup reads one row per token (plus the position row for learned positions).
+  const auto read = bytes_of(rows * (a_.learned_positions > 0 ? 2 : 1), o_.weight_dtype);
+  embed_op_ = op(prefix + "embed", OpKind::kEmbedding, 0, {token_ids, embed_w_}, {x}, {}, -1,
+                 static_cast<int64_t>(read + w_.tensors[x].bytes + w_.tensors[token_ids].bytes));
+  return x;
+}
+
+uint32_t LayerBuilder::norm(const std::string& name, uint32_t x, uint32_t w, int64_t tokens,
+                            int layer) {
+  const uint32_t y = act(name + ".out", static_cast<double>(tokens * h_), layer);
+  const double per = a_.norm == NormKind::kLayerNorm ? 8.0 : 4.0;
+  op(name, OpKind::kNorm, per * static_cast<double>(tokens * h_), {x, w}, {y}, {}, layer);
+  return y;
+}
+
+uint32_t LayerBuilder::allreduce(const std::string& name, uint32_t x, int64_t tokens, int layer) {
+  if (o_.tp == 1) return x;
+  const double tp = o_.tp;
+  const uint32_t y = act(name + ".out", static_cast<double>(tokens * h_), layer);
+  // Ring all-reduce: each device sends 2 (tp - 1) / tp of the message.
+  const auto sent = static_cast<uint64_t>(2.0 * (tp - 1) / tp *
+                                          static_cast<double>(w_.tensors[x].bytes));
+  op(name, OpKind::kCollective, (tp - 1) / tp * static_cast<double>(tokens * h_), {x}, {y}, {},
+     layer, -1, sent);
+  return y;
+}
+
+uint32_t LayerBuilder::layer(int l, uint32_t x, int64_t tokens, const Pass& pass) {
+  const LayerWeights& lw = lw_[static_cast<size_t>(l)];
+  const std::string p = fmt::format("{}L{}.", pass.prefix, l);
+  const double th = static_cast<double>(tokens * h_);
+  uint32_t xn = norm(p + "attn_norm", x, lw.attn_norm, tokens, l);
+  uint32_t o = allreduce(p + "attn_allreduce", attention_block(l, xn, tokens, pass), tokens, l);
+  uint32_t x2 = act(p + "x.attn_residual", th, l);
+  op(p + "attn_residual", OpKind::kElementwise, th, {x, o}, {x2}, {}, l);
+  uint32_t x2n = norm(p + "mlp_norm", x2, lw.mlp_norm, tokens, l);
+  uint32_t m = a_.is_moe_layer(l) ? moe_block(l, x2n, tokens, p) : mlp_block(l, x2n, tokens, p);
+  m = allreduce(p + "mlp_allreduce", m, tokens, l);
+  uint32_t out = act(p + "x.out", th, l);
+  op(p + "mlp_residual", OpKind::kElementwise, th, {x2, m}, {out}, {}, l);
+  return out;
+}
+
+uint32_t LayerBuilder::attention_block(int l, uint32_t xn, int64_t tokens, const Pass& pass) {
+  const LayerWeights& lw = lw_[static_cast<size_t>(l)];
+  const std::string p = fmt::format("{}L{}.", pass.prefix, l);
+  const double t = static_cast<double>(tokens);
+  const double nh = static_cast<double>(nh_);
+  const bool mla = a_.attention == AttentionKind::kMla;
+  const double dqk = mla ? a_.qk_nope_head_dim + a_.qk_rope_head_dim : a_.head_dim;
+  const double dv = mla ? a_.v_head_dim : a_.head_dim;
+  const double latent = a_.kv_lora_rank + a_.qk_rope_head_dim;
+  const double kv_elems = mla ? latent : 2.0 * static_cast<double>(nkv_ * a_.head_dim);
+
+  // Q, K and V projections; K/V go into the KV cache (inference) or an activation.
+  const uint32_t q = act(p + "q", t * nh * dqk, l);
+  std::vector<uint32_t> qkv_in = {xn};
+  double qkv_flops = 0;
+  if (mla) {
+    qkv_in.push_back(lw.wq);
+    qkv_in.push_back(lw.wkv_a);
+    const double qr = a_.q_lora_rank;
+    const double hd = static_cast<double>(h_);
+    const double q_params = qr > 0 ? hd * qr + qr * nh * dqk : hd * nh * dqk;
+    qkv_flops = 2.0 * t * (q_params + static_cast<double>(h_) * latent);
+  } else {
+    qkv_in.push_back(lw.wqkv);
+    const double out = static_cast<double>((nh_ + 2 * nkv_) * a_.head_dim);
+    qkv_flops = 2.0 * t * static_cast<double>(h_) * out + (a_.qkv_bias ? t * out : 0);
+  }
+  std::vector<uint32_t> qkv_out = {q};
+  std::vector<uint32_t> qkv_upd;
+  std::vector<uint32_t> attn_in = {q};
+  uint64_t kv_written = 0;
+  if (pass.write_kv) {
+    auto& blocks = kv_[static_cast<size_t>(l)];
+    // Append pass.seq tokens per sequence: fill the last block, then open new ones.
+    for (int64_t left = pass.seq; left > 0;) {
+      if (blocks.empty() || blocks.back().filled == o_.kv_block) {
+        const uint32_t b = w_.add_tensor(Tensor{
+            fmt::format("L{}.kv{}", l, blocks.size()),
+            static_cast<uint64_t>(o_.batch * o_.kv_block) * kv_token_bytes_, TensorKind::kKv,
+            o_.kv_dtype, kExternal, l});
+        blocks.push_back(KvBlock{b, 0});
+        qkv_out.push_back(b);
+      } else if (std::find(qkv_out.begin(), qkv_out.end(), blocks.back().tensor) ==
+                 qkv_out.end()) {
+        qkv_upd.push_back(blocks.back().tensor);
+      }
+      const int64_t n = std::min(left, o_.kv_block - blocks.back().filled);
+      blocks.back().filled += n;
+      left -= n;
+    }
+    kv_written = static_cast<uint64_t>(o_.batch * pass.seq) * kv_token_bytes_;
+    for (const KvBlock& b : blocks) attn_in.push_back(b.tensor);
+  } else {
+    const uint32_t kv = act(p + "kv", t * kv_elems, l);
+    qkv_out.push_back(kv);
+    attn_in.push_back(kv);
+  }
+  uint64_t qkv_bytes = w_.tensors[xn].bytes + w_.tensors[q].bytes + kv_written;
+  for (size_t i = 1; i < qkv_in.size(); ++i) qkv_bytes += w_.tensors[qkv_in[i]].bytes;
+  if (!pass.write_kv) qkv_bytes += w_.tensors[qkv_out.back()].bytes;
+  op(p + "qkv", OpKind::kMatmul, qkv_flops, qkv_in, qkv_out, qkv_upd, l,
+     static_cast<int64_t>(qkv_bytes));
+
+  // Attention over past + new tokens, causal within the new ones.
+  const double b = static_cast<double>(o_.batch);
+  const double s = static_cast<double>(pass.seq);
+  const double pairs = b * (s * static_cast<double>(pass.past) + s * (s + 1) / 2);
+  double attn_flops = 0;
+  if (mla && pass.seq == 1) {
+    // Absorbed: scores and values over the latent, plus the per-token absorption matmuls.
+    attn_flops = pairs * (2 * nh * latent + 2 * nh * a_.kv_lora_rank) +
+                 2 * t * nh * a_.kv_lora_rank * (a_.qk_nope_head_dim + a_.v_head_dim);
+  } else if (mla) {
+    // Expanded: rebuild K and V from the latent, then ordinary attention.
+    attn_flops = 2 * t * a_.kv_lora_rank * nh * (a_.qk_nope_head_dim + a_.v_head_dim) +
+                 pairs * 2 * nh * (dqk + dv);
+  } else {
+    attn_flops = pairs * 2 * nh * (dqk + dv);
+  }
+  if (mla) attn_in.push_back(lw.wkv_b);
+  const uint32_t ao = act(p + "attn.out", t * nh * dv, l);
+  const double cached_tokens = static_cast<double>(pass.past) + s;
+  uint64_t attn_bytes = w_.tensors[q].bytes + w_.tensors[ao].bytes;
+  attn_bytes += pass.write_kv ? static_cast<uint64_t>(b * cached_tokens) * kv_token_bytes_
+                              : w_.tensors[attn_in[1]].bytes;
+  if (mla) attn_bytes += w_.tensors[lw.wkv_b].bytes;
+  op(p + "attention", OpKind::kAttention, attn_flops, attn_in, {ao}, {}, l,
+     static_cast<int64_t>(attn_bytes));
+
+  const uint32_t o = act(p + "attn.o", t * static_cast<double>(h_), l);
+  op(p + "o_proj", OpKind::kMatmul, 2.0 * t * nh * dv * static_cast<double>(h_), {ao, lw.wo}, {o},
+     {}, l);
+  return o;
+}
+
+uint32_t LayerBuilder::mlp_block(int l, uint32_t xn, int64_t tokens, const std::string& p) {
+  const LayerWeights& lw = lw_[static_cast<size_t>(l)];
+  const double t = static_cast<double>(tokens);
+  const double h = static_cast<double>(h_);
+  const double i = static_cast<double>(inter_);
+  const bool gated = a_.mlp == MlpKind::kGated;
+  const uint32_t up = act(p + (gated ? "mlp.gate_up" : "mlp.fc1"), t * i * (gated ? 2 : 1), l);
+  op(p + (gated ? "gate_up" : "fc1"), OpKind::kMatmul, 2.0 * t * h * i * (gated ? 2 : 1),
+     {xn, lw.w_up}, {up}, {}, l);
+  const uint32_t a = act(p + "mlp.act", t * i, l);
+  // SiLU(gate) * up is ~5 FLOPs per element; ReLU one.
+  op(p + "act", OpKind::kElementwise, (gated ? 5.0 : 1.0) * t * i, {up}, {a}, {}, l);
+  const uint32_t d = act(p + "mlp.down", t * h, l);
+  op(p + (gated ? "down" : "fc2"), OpKind::kMatmul, 2.0 * t * i * h, {a, lw.w_down}, {d}, {}, l);
+  return d;
+}
+
+std::vector<int64_t> LayerBuilder::route(int64_t tokens) {
+  const int e = a_.experts;
+  const int k = a_.experts_per_token;
+  std::vector<int64_t> load(static_cast<size_t>(e), 0);
+  if (o_.routing == Routing::kExpected) {
+    // The expected number of distinct experts, sharing the tokens x k assignments evenly.
+    const auto m = std::clamp<int64_t>(
+        std::llround(expected_distinct_experts(e, k, tokens)), std::min<int64_t>(k, e), e);
+    const int64_t pairs = tokens * k;
+    for (int64_t j = 0; j < m; ++j) {
+      load[static_cast<size_t>(j)] = pairs / m + (j < pairs % m ? 1 : 0);
+    }
+    return load;
+  }
+  std::vector<int> ids(static_cast<size_t>(e));
+  for (int64_t tok = 0; tok < tokens; ++tok) {
+    for (int j = 0; j < e; ++j) ids[static_cast<size_t>(j)] = j;
+    // k distinct experts by a partial Fisher-Yates shuffle.
+    for (int j = 0; j < k; ++j) {
+      std::uniform_int_distribution<int> pick(j, e - 1);
+      std::swap(ids[static_cast<size_t>(j)], ids[static_cast<size_t>(pick(rng_))]);
+      ++load[static_cast<size_t>(ids[static_cast<size_t>(j)])];
+    }
+  }
+  return load;
+}
+
+uint32_t LayerBuilder::moe_block(int l, uint32_t xn, int64_t tokens, const std::string& p) {
+  const LayerWeights& lw = lw_[static_cast<size_t>(l)];
+  const double t = static_cast<double>(tokens);
+  const double h = static_cast<double>(h_);
+  const double e = a_.experts;
+  const uint32_t probs = act(p + "router.probs", t * e, l);
+  // Scores, softmax/sigmoid and top-k selection.
+  op(p + "router", OpKind::kRouter, 2.0 * t * h * e + 5.0 * t * e, {xn, lw.router}, {probs}, {},
+     l);
+  std::vector<uint32_t> parts = {probs};
+  const std::vector<int64_t> load = route(tokens);
+  for (size_t j = 0; j < load.size(); ++j) {
+    if (load[j] == 0) continue;
+    const double n = static_cast<double>(load[j]);
+    const uint32_t y = act(fmt::format("{}expert{}.out", p, j), n * h, l);
+    const double inter = static_cast<double>(moe_inter_);
+    // Gate/up, SiLU * up, down for the tokens routed here.
+    op(fmt::format("{}expert{}", p, j), OpKind::kExpert, 2.0 * n * 3.0 * h * inter + 5.0 * n * inter,
+       {xn, lw.experts[j]}, {y}, {}, l,
+       static_cast<int64_t>(w_.tensors[lw.experts[j]].bytes +
+                            bytes_of(2.0 * n * h, o_.act_dtype)));
+    parts.push_back(y);
+  }
+  if (a_.shared_experts > 0) {
+    const uint32_t y = act(p + "shared.out", t * h, l);
+    const double width = static_cast<double>(shared_inter_ * a_.shared_experts);
+    op(p + "shared_expert", OpKind::kExpert, 2.0 * t * 3.0 * h * width + 5.0 * t * width,
+       {xn, lw.shared}, {y}, {}, l);
+    parts.push_back(y);
+  }
+  const uint32_t out = act(p + "moe.out", t * h, l);
+  const double routed = static_cast<double>(a_.experts_per_token + a_.shared_experts);
+  op(p + "moe_combine", OpKind::kElementwise, 2.0 * t * h * routed, parts, {out}, {}, l);
+  return out;
+}
+
+uint32_t LayerBuilder::head(uint32_t x, int64_t tokens, const std::string& prefix) {
+  const uint32_t xn = norm(prefix + "final_norm", x, final_norm_w_, tokens, -1);
+  const double t = static_cast<double>(tokens);
+  const uint32_t logits = act(prefix + "logits", t * static_cast<double>(vocab_), -1,
+                              o_.phase == Phase::kTrain ? TensorKind::kActivation
+                                                        : TensorKind::kOutput);
+  op(prefix + "lm_head", OpKind::kMatmul, 2.0 * t * static_cast<double>(h_ * vocab_),
+     {xn, lm_head_w_}, {logits}, {}, -1);
+  return logits;
+}
+
+uint32_t LayerBuilder::sample(uint32_t logits, const std::string& prefix) {
+  const uint32_t ids = w_.add_tensor(Tensor{prefix + "next_tokens",
+                                            static_cast<uint64_t>(o_.batch) * 4,
+                                            TensorKind::kActivation, Dtype::kFp32, kExternal, -1});
+  op(prefix + "sample", OpKind::kElementwise,
+     static_cast<double>(o_.batch) * static_cast<double>(vocab_), {logits}, {ids}, {}, -1);
+  return ids;
+}
+
+}  // namespace tierflow::traces

@@ -1,0 +1,97 @@
+// Builds the ops and tensors of one transformer pass, layer by layer, on one TP shard
+// (used by traces/generate.cpp; not a public interface).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/workload.h"
+#include "traces/arch.h"
+#include "traces/generate.h"
+
+namespace tierflow::traces {
+
+/// One pass through the layers.
+struct Pass {
+  int64_t seq = 1;        ///< new tokens per sequence
+  int64_t past = 0;       ///< tokens already in the KV cache per sequence
+  bool write_kv = true;   ///< append K/V to KV blocks (inference); training keeps them as activations
+  std::string prefix;     ///< op and tensor name prefix ("t3." for decode step 3)
+};
+
+class LayerBuilder {
+ public:
+  LayerBuilder(const Arch& a, const GenOptions& o);
+
+  Workload& workload() { return w_; }
+
+  /// Every weight tensor of the first `layers` layers and the embedding, final norm and head.
+  void declare_weights(int layers);
+  /// KV blocks of `context` past tokens per sequence, as external tensors.
+  void declare_past_kv(int layers, int64_t context);
+
+  uint32_t input(const std::string& name, uint64_t bytes);
+  uint32_t embed(const std::string& prefix, uint32_t token_ids, int64_t tokens);
+  uint32_t layer(int l, uint32_t x, int64_t tokens, const Pass& pass);
+  /// Final norm and LM head over the last `tokens` rows of `x`; returns the logits.
+  uint32_t head(uint32_t x, int64_t tokens, const std::string& prefix);
+  /// Greedy choice of the next tokens from the logits; returns their ids.
+  uint32_t sample(uint32_t logits, const std::string& prefix);
+
+  /// Training: forward ops from now on belong to layer `l` (for recomputation).
+  void begin_record(int l);
+  /// Loss, then backward ops in reverse order (recomputing each layer first when
+  /// checkpointing); `layer_inputs` holds each layer's input and, last, the final output.
+  void backward(uint32_t logits, const std::vector<uint32_t>& layer_inputs, int64_t tokens);
+  void optimizer();
+
+ private:
+  struct LayerWeights {
+    uint32_t attn_norm = 0, wq = 0, wkv_a = 0, wkv_b = 0, wqkv = 0, wo = 0, mlp_norm = 0;
+    uint32_t w_up = 0, w_down = 0;  // dense: gate/up (or fc1) and down (or fc2)
+    uint32_t router = 0, shared = 0;
+    std::vector<uint32_t> experts;
+  };
+  struct KvBlock {
+    uint32_t tensor;
+    int64_t filled;  ///< tokens per sequence written so far
+  };
+
+  uint32_t weight(const std::string& name, double params, int layer);
+  uint32_t act(const std::string& name, double elements, int layer, TensorKind kind = TensorKind::kActivation);
+  uint32_t op(const std::string& name, OpKind kind, double flops, std::vector<uint32_t> inputs,
+              std::vector<uint32_t> outputs, std::vector<uint32_t> updates, int layer,
+              int64_t bytes = -1, uint64_t collective = 0);
+  uint32_t norm(const std::string& name, uint32_t x, uint32_t w, int64_t tokens, int layer);
+  uint32_t allreduce(const std::string& name, uint32_t x, int64_t tokens, int layer);
+  uint32_t attention_block(int l, uint32_t xn, int64_t tokens, const Pass& pass);
+  uint32_t mlp_block(int l, uint32_t xn, int64_t tokens, const std::string& p);
+  uint32_t moe_block(int l, uint32_t xn, int64_t tokens, const std::string& p);
+  /// Tokens each routed expert receives this pass (length E; zero = untouched).
+  std::vector<int64_t> route(int64_t tokens);
+  double norm_params() const;
+  Dtype compute_dtype() const;
+  void backward_op(uint32_t f);
+  /// The gradient of tensor t: appended to `outputs` when new, to `updates` when it exists.
+  void grad_target(uint32_t t, std::vector<uint32_t>& outputs, std::vector<uint32_t>& updates);
+  uint32_t embed_op_ = kExternal;
+
+  const Arch& a_;
+  const GenOptions& o_;
+  Workload w_;
+  // Per-device sizes.
+  int64_t nh_, nkv_, h_, inter_, moe_inter_, shared_inter_, vocab_;
+  uint64_t kv_token_bytes_;  ///< one token of one sequence in one layer
+  std::vector<LayerWeights> lw_;
+  uint32_t embed_w_ = 0, final_norm_w_ = 0, lm_head_w_ = 0;
+  std::vector<std::vector<KvBlock>> kv_;
+  std::mt19937_64 rng_;
+  // Training: forward ops per layer (index layers) and the head ops (index layers).
+  std::vector<std::vector<uint32_t>> recorded_;
+  int recording_ = -1;
+  std::vector<uint32_t> grad_;  ///< tensor -> its gradient, kExternal if none
+};
+
+}  // namespace tierflow::traces
