@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Checks one bad-workload fixture against the error its sidecar declares.
+#
+#   bash tests/errors/check_json.sh TIERFLOW_BINARY FIXTURE.json
+#
+# Runs `TIERFLOW_BINARY trace import FIXTURE.json` and requires: exit code 2, empty
+# stdout, and stderr equal to exactly one line `error: FIXTURE.json:LINE:COL: MESSAGE`.
+# JSON has no comments, so the expectation lives beside the fixture in
+# `FIXTURE.json.expect`: exactly one line `LINE:COL: MESSAGE` (1-based line and column
+# of the fault, then the message after `error: FILE:LINE:COL: `). Everything is
+# compared as plain strings (no regexes are built from the message). Silent on success
+# (exit 0); on a mismatch prints expected vs actual and exits 1. Exit 3 means a bad
+# invocation or a malformed fixture or sidecar.
+set -u
+
+if [[ $# -ne 2 ]]; then
+  echo "usage: bash $0 TIERFLOW_BINARY FIXTURE.json" >&2
+  exit 3
+fi
+bin=$1
+fixture=$2
+sidecar=$fixture.expect
+
+if [[ ! -f $fixture ]]; then
+  echo "$fixture: no such fixture" >&2
+  exit 3
+fi
+if [[ ! -f $sidecar ]]; then
+  echo "$sidecar: no such file; write the expected 'LINE:COL: MESSAGE' there" >&2
+  exit 3
+fi
+if ! command -v -- "$bin" >/dev/null; then
+  echo "$bin: not an executable" >&2
+  exit 3
+fi
+
+# The sidecar: one line, `LINE:COL: MESSAGE` (a final newline and a CR are allowed).
+n_lines=$(awk 'END { print NR }' "$sidecar")
+if [[ $n_lines -ne 1 ]]; then
+  echo "$sidecar: expected exactly one line 'LINE:COL: MESSAGE', found $n_lines lines" >&2
+  exit 3
+fi
+IFS= read -r want <"$sidecar" || [[ -n $want ]]
+want=${want%$'\r'}
+line=${want%%:*}
+rest=${want#*:}                  # "COL: MESSAGE"
+col=${rest%%:*}
+msg=${rest#*: }
+if [[ ! $line =~ ^[1-9][0-9]*$ || ! $col =~ ^[1-9][0-9]*$ || $rest != "$col: "* || -z $msg ]]; then
+  echo "$sidecar: malformed expectation; write 'LINE:COL: MESSAGE'" >&2
+  exit 3
+fi
+expected="error: $fixture:$want"
+
+tmp=$(mktemp -d) || exit 3
+trap 'rm -rf "$tmp"' EXIT
+
+"$bin" trace import "$fixture" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+
+# Read stderr byte-exactly (command substitution would drop trailing newlines).
+actual=$(cat "$tmp/err"; printf x)
+actual=${actual%x}
+
+fail=0
+problems=()
+if [[ $rc -ne 2 ]]; then
+  problems+=("exit code $rc, expected 2")
+  fail=1
+fi
+if [[ -s $tmp/out ]]; then
+  problems+=("stdout is not empty")
+  fail=1
+fi
+if [[ $actual != "$expected"$'\n' ]]; then
+  problems+=("stderr differs")
+  fail=1
+fi
+
+if (( fail )); then
+  printf -v summary "%s; " "${problems[@]}"
+  echo "FAIL $fixture: ${summary%; }"
+  echo "  command:  $bin trace import $fixture"
+  echo "  expected: $expected"
+  if [[ -s $tmp/err ]]; then
+    sed 's/^/  actual:   /' "$tmp/err"
+    [[ $actual == *$'\n' ]] || printf '\n  (stderr does not end in a newline)\n'
+  else
+    echo "  actual:   (stderr is empty)"
+  fi
+  if [[ -s $tmp/out ]]; then
+    sed 's/^/  stdout:   /' "$tmp/out"
+  fi
+  exit 1
+fi
+exit 0
