@@ -9,7 +9,10 @@
 namespace tierflow {
 
 JsonReader::JsonReader(std::string_view text, std::string file)
-    : text_(text), file_(std::move(file)) {}
+    : text_(text), file_(std::move(file)) {
+  // A UTF-8 byte-order mark is allowed (RFC 8259 §8.1) and skipped.
+  if (text_.substr(0, 3) == "\xEF\xBB\xBF") i_ = 3;
+}
 
 void JsonReader::skip_ws() {
   while (i_ < text_.size()) {
@@ -57,7 +60,18 @@ JsonReader::Kind JsonReader::peek() {
     case 't':
     case 'f': return Kind::kBool;
     case 'n': return Kind::kNull;
-    default: return Kind::kNumber;
+    case '-':
+    case '0':
+    case '1':
+    case '2':
+    case '3':
+    case '4':
+    case '5':
+    case '6':
+    case '7':
+    case '8':
+    case '9': return Kind::kNumber;
+    default: return Kind::kInvalid;
   }
 }
 
@@ -72,8 +86,11 @@ void JsonReader::unexpected(std::string_view expected) {
     case Kind::kString: got = "a string"; break;
     case Kind::kBool: got = "true/false"; break;
     case Kind::kNull: got = "null"; break;
+    case Kind::kNumber: got = "a number"; break;
     default:
-      got = (c == '-' || (c >= '0' && c <= '9')) ? "a number" : fmt::format("'{}'", c);
+      got = static_cast<unsigned char>(c) < 0x80 && static_cast<unsigned char>(c) >= 0x20
+                ? fmt::format("'{}'", c)
+                : fmt::format("the byte 0x{:02X}", static_cast<unsigned char>(c));
       break;
   }
   fail_at(i_, "expected {}, got {}", expected, got);
@@ -94,8 +111,10 @@ bool JsonReader::next_key(std::string& key) {
   }
   if (started_.back()) {
     if (i_ >= text_.size() || text_[i_] != ',') unexpected("',' or '}'");
+    const size_t comma = i_;
     ++i_;
     skip_ws();
+    if (i_ < text_.size() && text_[i_] == '}') fail_at(comma, "malformed JSON: trailing comma before '}}'");
   }
   started_.back() = true;
   if (i_ >= text_.size() || text_[i_] != '"') unexpected("a key in double quotes");
@@ -131,7 +150,10 @@ bool JsonReader::next_item() {
   }
   if (started_.back()) {
     if (i_ >= text_.size() || text_[i_] != ',') unexpected("',' or ']'");
+    const size_t comma = i_;
     ++i_;
+    skip_ws();
+    if (i_ < text_.size() && text_[i_] == ']') fail_at(comma, "malformed JSON: trailing comma before ']'");
   }
   started_.back() = true;
   return true;
@@ -175,6 +197,7 @@ std::string JsonReader::read_string(std::string_view what) {
       ++i_;
       return out;
     }
+    if (c == '\n' || c == '\r') fail_at(start, "malformed JSON: this string is never closed");
     if (c != '\\') fail_at(i_, "malformed JSON: control character in a string");
     if (i_ + 1 >= text_.size()) fail_at(start, "malformed JSON: this string is never closed");
     const char e = text_[i_ + 1];
@@ -227,7 +250,12 @@ std::string_view JsonReader::number_token() {
       break;
     }
   }
-  return text_.substr(start, i_ - start);
+  const std::string_view t = text_.substr(start, i_ - start);
+  const size_t digits = !t.empty() && t[0] == '-' ? 1 : 0;
+  if (t.size() > digits + 1 && t[digits] == '0' && t[digits + 1] >= '0' && t[digits + 1] <= '9') {
+    fail_at(start, "malformed JSON: numbers have no leading zeros, got {}", t);
+  }
+  return t;
 }
 
 int64_t JsonReader::read_int(std::string_view what, int64_t min, int64_t max) {
@@ -283,7 +311,7 @@ bool JsonReader::read_bool(std::string_view what) {
     i_ += 5;
     return false;
   }
-  unexpected("true or false");
+  fail_at(i_, "malformed JSON: expected true or false");
 }
 
 std::string JsonReader::read_scalar_json(std::string_view what) {
@@ -326,7 +354,8 @@ void JsonReader::skip_value() {
     case Kind::kBool: read_bool("a value"); return;
     case Kind::kNull: read_null(); return;
     case Kind::kNumber: read_number("a value"); return;
-    case Kind::kEnd: unexpected("a value");
+    case Kind::kEnd:
+    case Kind::kInvalid: unexpected("a value");
   }
 }
 

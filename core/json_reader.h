@@ -18,7 +18,7 @@ namespace tierflow {
 
 class JsonReader {
  public:
-  enum class Kind { kObject, kArray, kString, kNumber, kBool, kNull, kEnd };
+  enum class Kind { kObject, kArray, kString, kNumber, kBool, kNull, kEnd, kInvalid };
 
   /// `text` must outlive the reader; `file` names it in positions.
   JsonReader(std::string_view text, std::string file);

@@ -205,7 +205,8 @@ std::optional<WorkloadIssue> verify_workload(const Workload& w) {
           }
           std::vector<uint32_t> cycle;
           std::string why = "; move the op after its producer";
-          if (!topological_order(w, &cycle) && !cycle.empty()) {
+          if (!topological_order(w, &cycle) &&
+              std::find(cycle.begin(), cycle.end(), o) != cycle.end()) {
             std::string path;
             for (uint32_t c : cycle) path += fmt::format("{} -> ", c);
             why = fmt::format("; the ops form a cycle: {}{}", path, cycle.front());

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "core/json_reader.h"
@@ -62,9 +63,14 @@ class Reader {
     r_.begin_object("the workload");
     std::string key;
     bool has_format = false, has_name = false, has_tensors = false, has_ops = false;
+    std::vector<std::string> seen_keys;
     while (true) {
       if (!r_.next_key(key)) break;
       const size_t at = r_.key_offset();
+      if (std::find(seen_keys.begin(), seen_keys.end(), key) != seen_keys.end()) {
+        r_.fail_at(at, "duplicate key '{}' in the workload", key);
+      }
+      seen_keys.push_back(key);
       if (key == "format") {
         const size_t v = r_.offset();
         const std::string f = r_.read_string("format");
@@ -78,7 +84,10 @@ class Reader {
       } else if (key == "meta") {
         r_.begin_object("meta");
         std::string mk;
-        while (r_.next_key(mk)) w.meta[mk] = r_.read_scalar_json("a meta value");
+        while (r_.next_key(mk)) {
+          if (w.meta.count(mk) != 0) r_.fail_at(r_.key_offset(), "duplicate key '{}' in meta", mk);
+          w.meta[mk] = r_.read_scalar_json("a meta value");
+        }
       } else if (key == "tensors") {
         read_tensors(w);
         has_tensors = true;

@@ -231,7 +231,6 @@ def patch_torch_fx_for_python311(torch):
     if sys.version_info < (3, 11) or int(torch.__version__.split(".")[0]) >= 2:
         return
     import dis
-    import inspect
     import types
     import torch.fx._symbolic_trace as symbolic_trace
     import torch.fx.proxy as proxy

@@ -76,7 +76,13 @@ uint32_t LayerBuilder::op(const std::string& name, OpKind kind, double flops,
 
 void LayerBuilder::declare_weights(int layers) {
   const double h = static_cast<double>(h_);
-  embed_w_ = weight("embed.w", static_cast<double>(vocab_ + a_.learned_positions) * h, -1);
+  // OPT-350m style: embeddings of width e, projected to and from the hidden size.
+  const double e = a_.project_in_out > 0 ? a_.project_in_out : h;
+  embed_w_ = weight("embed.w", static_cast<double>(vocab_) * e + a_.learned_positions * h, -1);
+  if (a_.project_in_out > 0) {
+    project_in_w_ = weight("project_in.w", e * h, -1);
+    project_out_w_ = weight("project_out.w", h * e, -1);
+  }
   lw_.resize(static_cast<size_t>(layers));
   for (int l = 0; l < layers; ++l) {
     LayerWeights& lw = lw_[static_cast<size_t>(l)];
@@ -103,9 +109,9 @@ void LayerBuilder::declare_weights(int layers) {
     lw.mlp_norm = weight(p + "mlp_norm.w", norm_params(), l);
     if (a_.is_moe_layer(l)) {
       lw.router = weight(p + "router.w", h * a_.experts + (a_.router_bias ? a_.experts : 0), l);
-      for (int e = 0; e < a_.experts; ++e) {
+      for (int x = 0; x < a_.experts; ++x) {
         lw.experts.push_back(
-            weight(fmt::format("{}expert{}.w", p, e), 3.0 * h * static_cast<double>(moe_inter_), l));
+            weight(fmt::format("{}expert{}.w", p, x), 3.0 * h * static_cast<double>(moe_inter_), l));
       }
       if (a_.shared_experts > 0) {
         lw.shared = weight(p + "shared.w",
@@ -114,8 +120,9 @@ void LayerBuilder::declare_weights(int layers) {
                            l);
       }
     } else if (a_.mlp == MlpKind::kGated) {
-      lw.w_up = weight(p + "w_gate_up", 2.0 * h * static_cast<double>(inter_), l);
-      lw.w_down = weight(p + "w_down", static_cast<double>(inter_) * h, l);
+      const double i = static_cast<double>(inter_);
+      lw.w_up = weight(p + "w_gate_up", 2.0 * h * i + (a_.mlp_bias ? 2.0 * i : 0), l);
+      lw.w_down = weight(p + "w_down", i * h + (a_.mlp_bias ? h : 0), l);
     } else {
       const double i = static_cast<double>(inter_);
       lw.w_up = weight(p + "w_fc1", h * i + (a_.mlp_bias ? i : 0), l);
@@ -123,7 +130,7 @@ void LayerBuilder::declare_weights(int layers) {
     }
   }
   final_norm_w_ = weight("final_norm.w", norm_params(), -1);
-  lm_head_w_ = a_.tied_embeddings ? embed_w_ : weight("lm_head.w", static_cast<double>(vocab_) * h, -1);
+  lm_head_w_ = a_.tied_embeddings ? embed_w_ : weight("lm_head.w", static_cast<double>(vocab_) * e, -1);
 }
 
 void LayerBuilder::declare_past_kv(int layers, int64_t context) {
@@ -146,7 +153,11 @@ uint32_t LayerBuilder::embed(const std::string& prefix, uint32_t token_ids, int6
   const auto read = bytes_of(rows * (a_.learned_positions > 0 ? 2 : 1), o_.weight_dtype);
   embed_op_ = op(prefix + "embed", OpKind::kEmbedding, 0, {token_ids, embed_w_}, {x}, {}, -1,
                  static_cast<int64_t>(read + w_.tensors[x].bytes + w_.tensors[token_ids].bytes));
-  return x;
+  if (a_.project_in_out == 0) return x;
+  const uint32_t y = act(prefix + "x.project_in", rows, -1);
+  op(prefix + "project_in", OpKind::kMatmul, 2.0 * rows * a_.project_in_out, {x, project_in_w_}, {y},
+     {}, -1);
+  return y;
 }
 
 uint32_t LayerBuilder::norm(const std::string& name, uint32_t x, uint32_t w, int64_t tokens,
@@ -251,7 +262,13 @@ uint32_t LayerBuilder::attention_block(int l, uint32_t xn, int64_t tokens, const
   // Attention over past + new tokens, causal within the new ones.
   const double b = static_cast<double>(o_.batch);
   const double s = static_cast<double>(pass.seq);
-  const double pairs = b * (s * static_cast<double>(pass.past) + s * (s + 1) / 2);
+  // Query-key pairs: the token at position i attends min(i, window) positions.
+  auto attended = [win = static_cast<double>(a_.sliding_window)](double n) {
+    if (win <= 0 || n <= win) return n * (n + 1) / 2;
+    return win * (win + 1) / 2 + (n - win) * win;
+  };
+  const double past = static_cast<double>(pass.past);
+  const double pairs = b * (attended(past + s) - attended(past));
   double attn_flops = 0;
   if (mla && pass.seq == 1) {
     // Absorbed: scores and values over the latent, plus the per-token absorption matmuls.
@@ -266,7 +283,9 @@ uint32_t LayerBuilder::attention_block(int l, uint32_t xn, int64_t tokens, const
   }
   if (mla) attn_in.push_back(lw.wkv_b);
   const uint32_t ao = act(p + "attn.out", t * nh * dv, l);
-  const double cached_tokens = static_cast<double>(pass.past) + s;
+  const double cached_tokens = a_.sliding_window > 0
+                                   ? std::min(past + s, static_cast<double>(a_.sliding_window))
+                                   : past + s;
   uint64_t attn_bytes = w_.tensors[q].bytes + w_.tensors[ao].bytes;
   attn_bytes += pass.write_kv ? static_cast<uint64_t>(b * cached_tokens) * kv_token_bytes_
                               : w_.tensors[attn_in[1]].bytes;
@@ -361,12 +380,20 @@ uint32_t LayerBuilder::moe_block(int l, uint32_t xn, int64_t tokens, const std::
 }
 
 uint32_t LayerBuilder::head(uint32_t x, int64_t tokens, const std::string& prefix) {
-  const uint32_t xn = norm(prefix + "final_norm", x, final_norm_w_, tokens, -1);
+  uint32_t xn = norm(prefix + "final_norm", x, final_norm_w_, tokens, -1);
   const double t = static_cast<double>(tokens);
+  double width = static_cast<double>(h_);
+  if (a_.project_in_out > 0) {
+    width = a_.project_in_out;
+    const uint32_t y = act(prefix + "x.project_out", t * width, -1);
+    op(prefix + "project_out", OpKind::kMatmul, 2.0 * t * static_cast<double>(h_) * width,
+       {xn, project_out_w_}, {y}, {}, -1);
+    xn = y;
+  }
   const uint32_t logits = act(prefix + "logits", t * static_cast<double>(vocab_), -1,
                               o_.phase == Phase::kTrain ? TensorKind::kActivation
                                                         : TensorKind::kOutput);
-  op(prefix + "lm_head", OpKind::kMatmul, 2.0 * t * static_cast<double>(h_ * vocab_),
+  op(prefix + "lm_head", OpKind::kMatmul, 2.0 * t * width * static_cast<double>(vocab_),
      {xn, lm_head_w_}, {logits}, {}, -1);
   return logits;
 }

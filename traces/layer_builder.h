@@ -85,7 +85,7 @@ class LayerBuilder {
   int64_t nh_, nkv_, h_, inter_, moe_inter_, shared_inter_, vocab_;
   uint64_t kv_token_bytes_;  ///< one token of one sequence in one layer
   std::vector<LayerWeights> lw_;
-  uint32_t embed_w_ = 0, final_norm_w_ = 0, lm_head_w_ = 0;
+  uint32_t embed_w_ = 0, final_norm_w_ = 0, lm_head_w_ = 0, project_in_w_ = 0, project_out_w_ = 0;
   std::vector<std::vector<KvBlock>> kv_;
   std::mt19937_64 rng_;
   // Training: forward ops per layer (index layers) and the head ops (index layers).

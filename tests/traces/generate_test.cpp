@@ -1,6 +1,7 @@
 // Generated workloads agree with the closed-form accounting of traces/arch.h and with
 // ../shared/reference/models.md.
 #include "traces/generate.h"
+#include "traces/hf_import.h"
 
 #include <doctest/doctest.h>
 
@@ -63,6 +64,24 @@ TEST_CASE("weight tensors hold exactly the architecture's parameters, KV bytes m
     for (const auto& [l, b] : layer_block) per_token += b / 256;
     CHECK(per_token == kv_bytes_per_token(a, Dtype::kBf16));
     CHECK(static_cast<int>(layer_block.size()) == a.layers);
+  }
+}
+
+TEST_CASE("every Hugging Face family's generated weights match its parameter count") {
+  for (const char* family : {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3_moe",
+                             "deepseek_v2", "deepseek_v3", "opt"}) {
+    CAPTURE(std::string(family));
+    const Arch a = import_hf_config(std::string(TIERFLOW_SOURCE_DIR) + "/tests/fixtures/hf/" +
+                                    family + ".json");
+    for (Phase phase : {Phase::kDecode, Phase::kPrefill, Phase::kTrain}) {
+      GenOptions o = decode(20, 2);
+      o.phase = phase;
+      o.seq = 16;
+      o.kv_block = 8;
+      const Workload w = generate(a, o);
+      REQUIRE_FALSE(verify_workload(w).has_value());
+      CHECK(weight_params(w) == count_params(a).total);
+    }
   }
 }
 
