@@ -147,14 +147,14 @@ class Tensor:
 
 class Op:
     __slots__ = ("id", "name", "kind", "dtype", "flops", "bytes", "inputs", "outputs",
-                 "updates", "layer", "bw", "in_vals", "out_vals", "phase")
+                 "updates", "layer", "bw", "in_vals", "out_vals")
 
     def __init__(self, oid, name, kind, dtype, flops, nbytes, inputs, outputs, updates, layer,
-                 bw, in_vals, out_vals, phase):
+                 bw, in_vals, out_vals):
         self.id, self.name, self.kind, self.dtype = oid, name, kind, dtype
         self.flops, self.bytes = flops, nbytes
         self.inputs, self.outputs, self.updates, self.layer = inputs, outputs, updates, layer
-        self.bw, self.in_vals, self.out_vals, self.phase = bw, in_vals, out_vals, phase
+        self.bw, self.in_vals, self.out_vals = bw, in_vals, out_vals
 
 
 class Workload:
@@ -178,7 +178,7 @@ class Workload:
 
     def add_tensor(self, name, kind, dtype, nbytes, origin, layer, floating, numel,
                    trainable=False):
-        if not 1 <= nbytes < MAX_BYTES:
+        if not 1 <= nbytes <= MAX_BYTES:
             raise InternalError(f"tensor {name}: size {nbytes} bytes out of range")
         t = Tensor(len(self.tensors), self._unique(name, self._tensor_names), kind, dtype,
                    int(nbytes), origin, layer, floating, numel, trainable)
@@ -190,7 +190,7 @@ class Workload:
         return (tid, self.version.get(tid, 0))
 
     def add_op(self, name, kind, dtype, flops, nbytes, inputs, out_specs, updates=(), layer=-1,
-               bw=None, phase="forward"):
+               bw=None):
         """Adds an op; out_specs are (name, kind, dtype, bytes, floating, numel) of new
         tensors. Returns (op, [output tensor ids])."""
         inputs = _dedup(inputs)
@@ -206,7 +206,7 @@ class Workload:
         if not (isinstance(flops, int) and flops >= 0):
             raise InternalError(f"op {name}: bad FLOP count {flops!r}")
         op = Op(oid, self._unique(name, self._op_names), kind, dtype, int(flops), int(nbytes),
-                inputs, outs, updates, layer, bw or {"rule": "nondiff"}, in_vals, out_vals, phase)
+                inputs, outs, updates, layer, bw or {"rule": "nondiff"}, in_vals, out_vals)
         self.ops.append(op)
         return op, outs
 
@@ -901,165 +901,124 @@ def einsum_flops(equation, operands):
 # Training step: loss, backward derived from the forward ops, AdamW.
 
 def add_training_step(wl, logits_tids, label_tid, master_weights):
+    """Appends the loss, the backward ops (the forward ops in reverse) and one AdamW op per
+    parameter. Names follow the C++ generator (traces/): backward ops end in .dgrad, .wgrad
+    or .bwd, gradients are TENSOR.grad and accumulate in place, AdamW is adamw.WEIGHT."""
     fwd_ops = list(wl.ops)
-    requires = {}
+    requires = {}  # value -> needs a gradient
     for t in wl.tensors:
         if t.origin == "external":
             requires[(t.id, 0)] = t.trainable and t.floating
     for op in fwd_ops:
-        if op.bw.get("rule") == "nondiff":
-            flag = False
-        else:
-            flag = any(requires.get(v, False) for v in op.in_vals)
+        flag = op.bw.get("rule") != "nondiff" and any(requires.get(v, False) for v in op.in_vals)
         for v in op.out_vals:
             requires[v] = flag and wl.tensors[v[0]].floating
 
-    # The loss: cross-entropy of the logits against the labels.
-    logits = [t for t in logits_tids]
-    numel = sum(wl.tensors[t].numel for t in logits)
-    loss_op, (loss_tid,) = wl.add_op(
-        "loss", "elementwise", "fp32", LOSS_FLOPS_PER_LOGIT * numel,
-        wl.bytes_of(logits + [label_tid]) + 4, logits + [label_tid],
-        [("loss", "output", "fp32", 4, True, 1)], bw={"rule": "generic"})
-    requires[(loss_tid, 0)] = True
-    for t in logits:
-        if wl.tensors[t].kind == "output":
-            wl.tensors[t].kind = "activation"
-
-    contrib = {(loss_tid, 0): ["seed"]}
-    final = {}
-
-    def grad_name(v):
-        t = wl.tensors[v[0]]
-        return f"grad:{t.name}" + (f"@{v[1]}" if v[1] else "")
-
-    def grad_spec(v, suffix=""):
-        t = wl.tensors[v[0]]
-        return (grad_name(v) + suffix, "grad", t.dtype, t.bytes, True, t.numel)
-
-    def add(name, kind, dtype, flops, inputs, grad_vals, layer, suffix=""):
-        inputs = [i for i in _dedup(inputs) if i != "seed"]
-        specs = [grad_spec(v, suffix) for v in grad_vals]
-        nbytes = wl.bytes_of(inputs) + sum(s[3] for s in specs)
-        _, outs = wl.add_op(name, kind, dtype, int(flops), nbytes, inputs, specs, layer=layer,
-                            phase="backward")
-        for v, g in zip(grad_vals, outs):
-            contrib.setdefault(v, []).append(g)
-        return outs
-
-    def finalize(v):
-        if v in final:
-            return final[v]
-        parts = contrib.get(v)
-        if not parts:
-            final[v] = None
-        elif len(parts) == 1:
-            final[v] = parts[0]
-        else:
-            t = wl.tensors[v[0]]
-            uniq = [p for p in _dedup(parts) if p != "seed"]
-            flops = (len(parts) - 1) * t.numel
-            spec = [grad_spec(v, "#sum")]
-            _, (g,) = wl.add_op(f"grad_acc:{t.name}", "elementwise", t.dtype, flops,
-                                wl.bytes_of(uniq) + t.bytes, uniq, spec, layer=t.layer,
-                                phase="backward")
-            final[v] = g
-        return final[v]
+    grad = {}  # value -> its gradient tensor
 
     def needs(v):
         return v is not None and requires.get(v, False)
 
-    for op in reversed(fwd_ops + [loss_op]):
-        gouts = [finalize(v) for v in op.out_vals]
-        gouts = [g for g in gouts if g is not None]
+    def emit(name, kind, dtype, flops, inputs, targets, layer):
+        """A backward op reading `inputs` and adding to the gradients of the values
+        `targets`: the first contribution to a gradient creates it, later ones update it."""
+        outs, updates, new = [], [], []
+        for v in _dedup(targets):
+            if v in grad:
+                updates.append(grad[v])
+            else:
+                t = wl.tensors[v[0]]
+                new.append(v)
+                outs.append((f"{t.name}.grad" if v[1] == 0 else f"{t.name}@{v[1]}.grad",
+                             "grad", t.dtype, t.bytes, True, t.numel))
+        if not outs and not updates:
+            return
+        inputs = _dedup(inputs)
+        nbytes = wl.bytes_of([i for i in inputs if i not in updates]) + \
+            sum(o[3] for o in outs) + 2 * wl.bytes_of(updates)
+        _, tids = wl.add_op(name, kind, dtype, int(flops), nbytes, inputs, outs, updates,
+                            layer=layer)
+        for v, g in zip(new, tids):
+            grad[v] = g
+
+    # The loss: cross-entropy of the logits against the labels, which yields the logits'
+    # gradient directly.
+    numel = sum(wl.tensors[t].numel for t in logits_tids)
+    emit("loss", "elementwise", "fp32", LOSS_FLOPS_PER_LOGIT * numel,
+         list(logits_tids) + [label_tid], [wl.val(t) for t in logits_tids], -1)
+
+    for op in reversed(fwd_ops):
+        gouts = [grad[v] for v in op.out_vals if v in grad]
         if not gouts:
             continue
         need = [v for v in _dedup(op.in_vals) if needs(v)]
         if not need:
             continue
-        bw, kind, layer = op.bw, op.kind, op.layer
+        bw, kind, layer, dtype = op.bw, op.kind, op.layer, op.dtype
         rule = bw.get("rule")
         vals = {v[0]: v for v in op.in_vals}
-        if rule == "linear":
-            gy = gouts[0]
-            x, w, b = vals.get(bw["x"]), vals.get(bw["w"]), vals.get(bw["b"]) if bw["b"] is not None else None
+        gy = gouts[0]
+        if rule == "linear":  # x W^T (+ b), and convolutions
+            x, w = vals.get(bw["x"]), vals.get(bw["w"])
+            b = vals.get(bw["b"]) if bw["b"] is not None else None
             if needs(x):
-                add(f"{op.name}.bwd_in", kind, op.dtype, 2 * bw["mkn"], [gy, bw["w"]], [x], layer)
-            gw = [v for v in (w, b) if needs(v)]
-            if gw:
+                emit(f"{op.name}.dgrad", kind, dtype, 2 * bw["mkn"], [gy, bw["w"]], [x], layer)
+            if needs(w) or needs(b):
                 flops = (2 * bw["mkn"] if needs(w) else 0) + (bw["mn"] if needs(b) else 0)
-                add(f"{op.name}.bwd_w", kind, op.dtype, flops, [gy, bw["x"]], gw, layer)
-        elif rule == "matmul":
-            gy = gouts[0]
+                emit(f"{op.name}.wgrad", kind, dtype, flops, [gy, bw["x"]],
+                     [v for v in (w, b) if needs(v)], layer)
+        elif rule == "matmul":  # A B: dA = dY B^T, dB = A^T dY, each the forward's FLOPs
             operands = bw["operands"]
-            for j, tid in enumerate(_dedup(operands)):
+            targets = [vals[t] for t in operands if needs(vals.get(t))]
+            flops = bw["mm_flops"] * len(targets)
+            if bw.get("add") is not None and needs(vals.get(bw["add"])):
+                targets.append(vals[bw["add"]])
+                flops += wl.tensors[gy].numel
+            emit(f"{op.name}.bwd", kind, dtype, flops, [gy] + operands, targets, layer)
+        elif rule == "embedding":  # scatter-add of the output gradient's rows
+            if needs(vals.get(bw["w"])):
+                emit(f"{op.name}.wgrad", "embedding", dtype,
+                     sum(wl.tensors[g].numel for g in gouts), gouts + [bw["ids"]],
+                     [vals[bw["w"]]], layer)
+        elif rule in ("add", "identity"):
+            # The gradient passes through: an operand without a gradient yet takes the
+            # output's; one with a gradient, a broadcast one (summed over the broadcast
+            # dimensions) or a subtracted one (negated) needs an op.
+            operands = bw.get("operands") or [(v[0], wl.tensors[v[0]].numel, False)
+                                             for v in need]
+            work, flops = [], 0
+            for tid, numel, negate in operands:
                 v = vals.get(tid)
                 if not needs(v):
                     continue
-                others = [o for o in operands if o != tid] or [tid]
-                slots = operands.count(tid)
-                add(f"{op.name}.bwd_{j}", kind, op.dtype, slots * bw["mm_flops"],
-                    [gy] + others, [v], layer)
-            if bw.get("add") is not None and needs(vals.get(bw["add"])):
-                pass_grad(wl, add, contrib, op, vals[bw["add"]], gy, False)
-        elif rule == "embedding":
-            w = vals.get(bw["w"])
-            if needs(w):
-                add(f"{op.name}.bwd_w", "embedding", op.dtype,
-                    sum(wl.tensors[g].numel for g in gouts), gouts + [bw["ids"]], [w], layer)
-        elif rule == "add":
-            gy = gouts[0]
-            for tid, numel, negate in bw["operands"]:
-                v = vals.get(tid)
-                if needs(v):
-                    pass_grad(wl, add, contrib, op, v, gy, negate, numel != bw["out_numel"])
-        elif rule == "identity":
-            for v in need:
-                if wl.tensors[v[0]].numel == sum(wl.tensors[g].numel for g in gouts) and \
+                if v not in grad and not negate and numel == wl.tensors[gy].numel and \
                         len(gouts) == 1:
-                    contrib.setdefault(v, []).append(gouts[0])
+                    grad[v] = gy
                 else:
-                    add(f"{op.name}.bwd", "elementwise", op.dtype, 0, gouts, [v], layer)
+                    work.append(v)
+                    flops += wl.tensors[gy].numel
+            if work:
+                emit(f"{op.name}.bwd", "elementwise", dtype, flops, gouts, work, layer)
         elif rule == "copy":
-            add(f"{op.name}.bwd", "elementwise", op.dtype, 0, gouts, need, layer)
-        else:  # generic
-            # reads the output gradients and the op's inputs (indices included)
+            emit(f"{op.name}.bwd", "elementwise", dtype, 0, gouts, need, layer)
+        else:  # generic: reads the output gradients and the op's inputs, 2x the FLOPs
             saved = [v[0] for v in op.in_vals if v not in op.out_vals]
-            add(f"{op.name}.bwd", kind if kind != "other" else "other", op.dtype,
-                BACKWARD_FACTOR * op.flops, gouts + saved, need, layer)
+            emit(f"{op.name}.bwd", kind, dtype, BACKWARD_FACTOR * op.flops, gouts + saved,
+                 need, layer)
 
-    # Parameter gradients (summed where a weight is used more than once) and AdamW.
-    params = [t for t in wl.tensors if t.origin == "external" and t.kind == "weight" and
-              t.trainable and t.floating]
-    steps = []
-    for p in params:
-        g = finalize((p.id, 0))
-        if g is not None:
-            steps.append((p, g))
-    for p, g in steps:
-        states = [wl.add_tensor(f"{p.name}.exp_avg", "optimizer_state", "fp32", p.numel * 4,
-                                "external", p.layer, True, p.numel),
-                  wl.add_tensor(f"{p.name}.exp_avg_sq", "optimizer_state", "fp32", p.numel * 4,
-                                "external", p.layer, True, p.numel)]
-        if master_weights:
-            states.append(wl.add_tensor(f"{p.name}.master", "optimizer_state", "fp32",
-                                        p.numel * 4, "external", p.layer, True, p.numel))
+    # AdamW, one op per parameter tensor that got a gradient.
+    for p in list(wl.tensors):
+        g = grad.get((p.id, 0)) if p.origin == "external" and p.kind == "weight" else None
+        if g is None:
+            continue
+        states = [wl.add_tensor(f"{p.name}.{what}", "optimizer_state", "fp32", p.numel * 4,
+                                "external", p.layer, True, p.numel)
+                  for what in (("adam_m", "adam_v", "master") if master_weights
+                               else ("adam_m", "adam_v"))]
         updated = [p.id] + states
-        flops = ADAMW_FLOPS_PER_ELEMENT * p.numel + (p.numel if master_weights else 0)
-        wl.add_op(f"adamw:{p.name}", "optimizer", "fp32", flops,
+        wl.add_op(f"adamw.{p.name}", "optimizer", "fp32", ADAMW_FLOPS_PER_ELEMENT * p.numel,
                   wl.tensors[g].bytes + 2 * wl.bytes_of(updated), [g], [], updates=updated,
-                  layer=p.layer, phase="optimizer")
-    return loss_tid
-
-
-def pass_grad(wl, add, contrib, op, v, gy, negate, reduce=False):
-    """Gradient of an operand of a sum: the output gradient itself, or an op when it must
-    be negated or summed over broadcast dimensions."""
-    if not negate and not reduce:
-        contrib.setdefault(v, []).append(gy)
-        return
-    add(f"{op.name}.bwd_{'neg' if negate else 'sum'}:{wl.tensors[v[0]].name}", "elementwise",
-        op.dtype, wl.tensors[gy].numel, [gy], [v], op.layer)
+                  layer=p.layer)
 
 
 # ---------------------------------------------------------------------------------------
@@ -1077,7 +1036,7 @@ def check_workload(doc):
         if t["name"] in names:
             errors.append(f"tensors[{i}]: duplicate name {t['name']}")
         names.add(t["name"])
-        if not (isinstance(t["bytes"], int) and 1 <= t["bytes"] < MAX_BYTES):
+        if not (isinstance(t["bytes"], int) and 1 <= t["bytes"] <= MAX_BYTES):
             errors.append(f"tensors[{i}]: bytes {t['bytes']} out of range")
         if t["origin"] != "external":
             if not (isinstance(t["origin"], int) and 0 <= t["origin"] < len(ops)):
@@ -1426,11 +1385,10 @@ def export(args):
 
     phase = "train" if args.train else ("prefill" if args.hf_config else "forward")
     if args.train:
-        if args.hf_config:
-            label = [t for t in wl.tensors if t.kind == "input" and t.name == "input_ids"][0].id
-        else:
-            label = wl.add_tensor("labels", "input", "int8", args.batch * 8, "external", -1,
-                                  False, args.batch)
+        # int64 labels: one per token (causal LM), one per image (classifier)
+        count = args.batch * (args.seq if args.hf_config else 1)
+        label = wl.add_tensor("labels", "input", "int8", count * 8, "external", -1, False,
+                              count)
         add_training_step(wl, output_tids, label, args.master_weights)
 
     meta = {"model": info["model"], "source": "tools/torch_export.py", "phase": phase,

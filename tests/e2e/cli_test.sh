@@ -83,5 +83,27 @@ check mixed 2 "$tf" hw validate configs/hw/gh200.yaml "$tmp/bad.yaml"
 contains mixed-ok "$tmp/out" "ok: configs/hw/gh200.yaml"
 contains mixed-err "$tmp/err" "missing required key 'devices'"
 
+# Workloads: generate, inspect, import; deterministic; bad input is exit 2.
+check gen-decode 0 "$tf" trace gen --model llama-3-8b --phase decode --context 512 --tokens 2 -o "$tmp/w.json"
+check info 0 "$tf" trace info "$tmp/w.json"
+contains info-kv "$tmp/out" "KV cache per token (all layers): 131072 B"
+contains info-params "$tmp/out" "8.030 G"
+check info-json 0 "$tf" trace info --json "$tmp/w.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["kv_bytes_per_token"]==131072' "$tmp/out" &&
+  passes=$((passes + 1)) || { echo "FAIL trace info --json"; fails=$((fails + 1)); }
+"$tf" trace gen --model llama-3-8b --phase decode --context 512 --tokens 2 -o "$tmp/w2.json" 2>/dev/null
+cmp -s "$tmp/w.json" "$tmp/w2.json" && passes=$((passes + 1)) ||
+  { echo "FAIL trace gen is not deterministic"; fails=$((fails + 1)); }
+check import 0 "$tf" trace import "$tmp/w.json" -o "$tmp/w3.json"
+cmp -s "$tmp/w.json" "$tmp/w3.json" && passes=$((passes + 1)) ||
+  { echo "FAIL import does not round-trip"; fails=$((fails + 1)); }
+check gen-train 0 "$tf" trace gen --model mixtral-8x7b --phase train --seq 64 --layers 2 --checkpoint -o "$tmp/t.json"
+check gen-hf 0 "$tf" trace gen --hf-config tests/fixtures/hf/qwen2_moe.json --phase prefill --seq 32 -o "$tmp/q.json"
+check gen-bad-model 2 "$tf" trace gen --model llama-3-7b --phase decode -o "$tmp/x.json"
+contains gen-bad-model-msg "$tmp/err" "did you mean"
+check gen-bad-tp 2 "$tf" trace gen --model llama-3-70b --tp 3 -o "$tmp/x.json"
+contains gen-bad-tp-msg "$tmp/err" "tp 3 does not divide the 64 attention heads"
+[ ! -e "$tmp/x.json" ] && passes=$((passes + 1)) || { echo "FAIL output written on error"; fails=$((fails + 1)); }
+
 echo "$passes passed, $fails failed"
 [ "$fails" = 0 ]

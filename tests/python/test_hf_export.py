@@ -167,17 +167,25 @@ def test_training_step(exports, family):
     model, _ = build(family)
     params = dict(model.named_parameters())
     tensors = doc["tensors"]
-    assert sorted(op["name"] for op in optimizer_ops) == sorted(f"adamw:{n}" for n in params)
+    assert sorted(op["name"] for op in optimizer_ops) == sorted(f"adamw.{n}" for n in params)
     for op in optimizer_ops:
-        name = op["name"][len("adamw:"):]
+        name = op["name"][len("adamw."):]
         weight, m, v, master = (tensors[t] for t in op["updates"])
         assert weight["name"] == name and weight["kind"] == "weight"
-        for state, suffix in ((m, "exp_avg"), (v, "exp_avg_sq"), (master, "master")):
+        for state, suffix in ((m, "adam_m"), (v, "adam_v"), (master, "master")):
             assert state["name"] == f"{name}.{suffix}"
             assert state["kind"] == "optimizer_state" and state["dtype"] == "fp32"
             assert state["bytes"] == 4 * params[name].numel()
+            assert state["origin"] == "external"
         (grad,) = (tensors[t] for t in op["inputs"])
+        assert grad["name"] == f"{name}.grad"
         assert grad["kind"] == "grad" and grad["bytes"] == 2 * params[name].numel()
-    assert [t["name"] for t in tensors if t["kind"] == "output"] == ["loss"]
-    assert all(t["kind"] == "grad" for op in backward_ops for t in
-               (tensors[i] for i in op["outputs"]))
+    # the logits stay the forward's output; the loss op yields their gradient
+    assert [t["name"] for t in tensors if t["kind"] == "output"] == ["lm_head"]
+    (loss,) = [op for op in doc["ops"] if op["name"] == "loss"]
+    assert [tensors[t]["name"] for t in loss["inputs"]] == ["lm_head", "labels"]
+    assert [tensors[t]["name"] for t in loss["outputs"]] == ["lm_head.grad"]
+    # backward ops are named as the C++ generator names them, and write only gradients
+    assert all(op["name"].endswith((".dgrad", ".wgrad", ".bwd")) for op in backward_ops)
+    assert all(tensors[t]["kind"] == "grad" for op in backward_ops
+               for t in op["outputs"] + op["updates"])

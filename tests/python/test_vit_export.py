@@ -76,7 +76,11 @@ def test_training_step(exports, batch):
         assert updated[1]["bytes"] == updated[2]["bytes"] == updated[0]["bytes"]  # fp32
         assert [tensors[t]["kind"] for t in op["inputs"]] == ["grad"]
     grads = {tensors[op["inputs"][0]]["name"] for op in optimizer_ops}
-    assert len(grads) == PARAM_TENSORS
+    assert grads == {f"{t['name']}.grad" for t in weights}
+    assert all(op["name"].endswith((".dgrad", ".wgrad", ".bwd")) for op in backward_ops)
+    # the patch embedding needs no gradient for the image
+    names = {op["name"] for op in backward_ops}
+    assert "conv_proj.wgrad" in names and "conv_proj.dgrad" not in names
     # backward runs the layers in reverse
     layers = [op["layer"] for op in backward_ops if op["layer"] >= 0]
     assert layers == sorted(layers, reverse=True)

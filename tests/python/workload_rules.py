@@ -56,7 +56,7 @@ def violations(doc):
             out.append(f"{where}: kind {t['kind']!r}")
         if t["dtype"] not in DTYPES:
             out.append(f"{where}: dtype {t['dtype']!r}")
-        if not _is_int(t["bytes"]) or not 1 <= t["bytes"] < MAX_BYTES:
+        if not _is_int(t["bytes"]) or not 1 <= t["bytes"] <= MAX_BYTES:
             out.append(f"{where}: bytes {t['bytes']!r}")
         o = t["origin"]
         if o != "external" and not (_is_int(o) and 0 <= o < len(ops)):
