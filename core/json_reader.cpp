@@ -4,6 +4,11 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdio>
 
 namespace tierflow {
@@ -381,6 +386,33 @@ std::string read_text_file(const std::string& path) {
   std::fclose(f);
   if (failed) throw InputError(SourcePos{path}, "cannot read file: I/O error");
   return out;
+}
+
+FileText::FileText(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw InputError(SourcePos{path}, "cannot read file: it is a directory");
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m != MAP_FAILED) {
+      map_ = m;
+      size_ = static_cast<size_t>(st.st_size);
+      ::madvise(map_, size_, MADV_SEQUENTIAL);
+      view_ = std::string_view(static_cast<const char*>(map_), size_);
+    }
+  }
+  if (fd >= 0) ::close(fd);
+  if (map_ == nullptr) {
+    copy_ = read_text_file(path);
+    view_ = copy_;
+  }
+}
+
+FileText::~FileText() {
+  if (map_ != nullptr) ::munmap(map_, size_);
 }
 
 void append_json_string(std::string& out, std::string_view s) {

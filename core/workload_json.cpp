@@ -292,8 +292,8 @@ Workload read_workload_text(std::string_view text, const std::string& name) {
 }
 
 Workload read_workload(const std::string& path) {
-  const std::string text = read_text_file(path);
-  return read_workload_text(text, path);
+  const FileText text(path);
+  return read_workload_text(text.view(), path);
 }
 
 std::string write_workload(const Workload& w) {
