@@ -7,7 +7,9 @@
 
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 
+#include "core/json_reader.h"
 #include "core/workload_json.h"
 #include "traces/arch_loader.h"
 
@@ -204,4 +206,27 @@ TEST_CASE("tensor parallelism shards the projections and adds all-reduces") {
   CHECK(sent == 2 * static_cast<uint64_t>(2.0 * 7 / 8 * 8192 * 2));
   o.tp = 3;
   CHECK_THROWS_AS(generate(a, o), InputError);
+}
+
+TEST_CASE("parameter counts equal Hugging Face's, instantiated on the meta device") {
+  // tests/python/hf_param_counts.json is written by tests/python/gen_param_counts.py from the
+  // pinned transformers classes; families whose class that release lacks are listed as skipped.
+  const std::string path = std::string(TIERFLOW_SOURCE_DIR) + "/tests/python/hf_param_counts.json";
+  const auto doc = nlohmann::json::parse(read_text_file(path));
+  int checked = 0;
+  for (const auto& m : doc.at("models")) {
+    const std::string name = m.at("name");
+    CAPTURE(name);
+    const auto want = m.at("params").get<double>();
+    if (m.contains("shipped") && !m.at("shipped").is_null()) {
+      const Arch a = model(name);
+      CHECK(count_params(a).total == want);
+      GenOptions o = decode(16, 1);
+      CHECK(weight_params(generate(a, o)) == want);
+    }
+    const Arch imported = import_hf_config_text(m.at("config").dump(), name + ".config.json");
+    CHECK(count_params(imported).total == want);
+    ++checked;
+  }
+  CHECK(checked >= 7);
 }
