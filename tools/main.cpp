@@ -10,6 +10,7 @@
 #include "core/diagnostics.h"
 #include "tools/cli_common.h"
 #include "tools/hw_cmd.h"
+#include "tools/plan_cmd.h"
 #include "tools/trace_cmd.h"
 
 #ifndef TIERFLOW_VERSION
@@ -32,6 +33,7 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   add_hw_commands(app);
   add_trace_commands(app);
+  add_plan_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CommandResult& r) {
