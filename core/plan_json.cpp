@@ -54,12 +54,7 @@ class PlanReader {
           break;
         }
         case 1: p.name = r_.read_string("name"); break;
-        case 2: {
-          r_.begin_object("meta");
-          std::string mk;
-          while (r_.next_key(mk)) p.meta[mk] = r_.read_scalar_json("a meta value");
-          break;
-        }
+        case 2: read_meta(r_, p.meta); break;
         case 3: out.workload = read_workload_ref(p.workload_ref); have_workload = true; break;
         case 4: read_ref(p.topology_ref, "topology", nullptr); break;
         case 5: {
@@ -303,15 +298,9 @@ LoadedPlan read_plan(const std::string& path) {
 std::string write_plan(const Plan& p, const Workload* inline_workload) {
   std::string out = fmt::format("{{\n  \"format\": \"{}\",\n  \"name\": ", kPlanFormat);
   append_json_string(out, p.name);
-  out += ",\n  \"meta\": {";
-  bool first = true;
-  for (const auto& [k, v] : p.meta) {
-    out += first ? "" : ", ";
-    first = false;
-    append_json_string(out, k);
-    out += ": " + v;
-  }
-  out += "},\n  \"workload\": ";
+  out += ",\n  \"meta\": ";
+  append_meta(out, p.meta);
+  out += ",\n  \"workload\": ";
   if (inline_workload != nullptr) {
     out += "{\"inline\": ";
     out += write_workload_embedded(*inline_workload, 2);

@@ -82,12 +82,7 @@ class Reader {
         w.name = r_.read_string("name");
         has_name = true;
       } else if (key == "meta") {
-        r_.begin_object("meta");
-        std::string mk;
-        while (r_.next_key(mk)) {
-          if (w.meta.count(mk) != 0) r_.fail_at(r_.key_offset(), "duplicate key '{}' in meta", mk);
-          w.meta[mk] = r_.read_scalar_json("a meta value");
-        }
+        read_meta(r_, w.meta);
       } else if (key == "tensors") {
         read_tensors(w);
         has_tensors = true;
@@ -279,6 +274,28 @@ void append_ids(std::string& out, const std::vector<uint32_t>& ids) {
 
 }  // namespace
 
+void read_meta(JsonReader& r, Meta& meta) {
+  r.begin_object("meta");
+  std::string key;
+  while (r.next_key(key)) {
+    if (meta.count(key) != 0) r.fail_at(r.key_offset(), "duplicate key '{}' in meta", key);
+    meta[key] = r.read_scalar_json("a meta value");
+  }
+}
+
+void append_meta(std::string& out, const Meta& meta) {
+  out += '{';
+  bool first = true;
+  for (const auto& [k, v] : meta) {
+    out += first ? "" : ", ";
+    first = false;
+    append_json_string(out, k);
+    out += ": ";
+    out += v;
+  }
+  out += '}';
+}
+
 Workload read_workload_from(JsonReader& r) {
   Workload w = Reader(r).read();
   return w;
@@ -308,16 +325,9 @@ std::string write_workload(const Workload& w) {
   out += kWorkloadFormat;
   out += "\",\n  \"name\": ";
   append_json_string(out, w.name);
-  out += ",\n  \"meta\": {";
-  bool first = true;
-  for (const auto& [k, v] : w.meta) {
-    out += first ? "" : ", ";
-    first = false;
-    append_json_string(out, k);
-    out += ": ";
-    out += v;
-  }
-  out += "},\n  \"tensors\": [";
+  out += ",\n  \"meta\": ";
+  append_meta(out, w.meta);
+  out += ",\n  \"tensors\": [";
   for (size_t i = 0; i < w.tensors.size(); ++i) {
     const Tensor& t = w.tensors[i];
     out += i == 0 ? "\n    {\"id\": " : ",\n    {\"id\": ";

@@ -15,6 +15,11 @@ Workload read_workload(const std::string& path);
 Workload read_workload_text(std::string_view text, const std::string& name);
 
 class JsonReader;
+/// Reads a `meta` object (string, number or boolean values; duplicate keys are errors).
+void read_meta(JsonReader& r, Meta& meta);
+/// Appends a `meta` object, keys sorted.
+void append_meta(std::string& out, const Meta& meta);
+
 /// Reads one workload object at the reader's position (e.g. inside a plan), verified.
 Workload read_workload_from(JsonReader& r);
 

@@ -121,6 +121,20 @@ void expect_list(const YAML::Node& node, const std::string& file, std::string_vi
   }
 }
 
+void read_sources(const YAML::Node& node, std::map<std::string, std::string>& out,
+                  const std::string& file) {
+  expect_map(node, file, "sources");
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const SourcePos kp = pos_of(it->first, file);
+    if (!it->first.IsScalar() || !it->second.IsScalar()) {
+      throw InputError::at(kp, "each entry of 'sources' must be KEY: \"citation text\"");
+    }
+    if (!out.emplace(it->first.Scalar(), it->second.Scalar()).second) {
+      throw InputError::at(kp, "duplicate source key '{}'", it->first.Scalar());
+    }
+  }
+}
+
 std::string peek_scalar(const YAML::Node& map, const char* key) {
   if (!map.IsMap()) return {};
   for (auto it = map.begin(); it != map.end(); ++it) {

@@ -6,6 +6,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <map>
 #include <set>
 #include <string>
 
@@ -33,6 +34,10 @@ void expect_list(const YAML::Node& node, const std::string& file, std::string_vi
 /// {value: X, source: KEY, note: TEXT}. Fills `origin` with position and citation.
 Input read_input(const YAML::Node& value, const SourcePos& key_pos, const std::string& file,
                  std::string_view key, std::string_view what, ValueType type, Origin& origin);
+
+/// Reads a top-level `sources:` mapping (citation key -> text) into `out`.
+void read_sources(const YAML::Node& node, std::map<std::string, std::string>& out,
+                  const std::string& file);
 
 /// The scalar text of `map[key]` if present (used to name an object before reading it).
 std::string peek_scalar(const YAML::Node& map, const char* key);

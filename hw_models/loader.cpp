@@ -31,18 +31,6 @@ void read_list(const YAML::Node& node, const schema::Schema<Obj>& s, std::vector
   }
 }
 
-void read_sources(const YAML::Node& node, Topology& t, const std::string& file) {
-  schema::expect_map(node, file, "sources");
-  for (auto it = node.begin(); it != node.end(); ++it) {
-    const SourcePos kp = schema::pos_of(it->first, file);
-    if (!it->first.IsScalar() || !it->second.IsScalar()) {
-      throw InputError::at(kp, "each entry of 'sources' must be KEY: \"citation text\"");
-    }
-    if (!t.sources.emplace(it->first.Scalar(), it->second.Scalar()).second) {
-      throw InputError::at(kp, "duplicate source key '{}'", it->first.Scalar());
-    }
-  }
-}
 
 // ---- --set overrides ----
 
@@ -367,7 +355,7 @@ Topology parse(const YAML::Node& root, const std::string& file, const LoadOption
     } else if (key == "description") {
       t.description = scalar("text");
     } else if (key == "sources") {
-      read_sources(v, t, file);
+      schema::read_sources(v, t.sources, file);
     } else if (key == "system") {
       schema::read_object(v, system_schema(), t.system, file, "system");
     } else if (key == "devices") {

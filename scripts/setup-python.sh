@@ -24,23 +24,9 @@ packages=(
   libopenblas0
 )
 
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup-python: all ${#packages[@]} packages present"
-else
-  sudo=""
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || { echo "setup-python: run as root or install sudo" >&2; exit 1; }
-    sudo="sudo"
-  fi
-  echo "setup-python: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -q
-  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+# shellcheck source=scripts/apt.sh
+source scripts/apt.sh
+apt_install_missing setup-python "${packages[@]}"
 
 # The environment must come from Debian's interpreter (a pyenv or other python first on
 # PATH cannot import Debian's torch) and must see the system site-packages.

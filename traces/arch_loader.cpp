@@ -14,18 +14,6 @@ using schema::Input;
 
 constexpr std::string_view kWhat = "the model";
 
-void read_sources(const YAML::Node& node, Arch& a, const std::string& file) {
-  schema::expect_map(node, file, "sources");
-  for (auto it = node.begin(); it != node.end(); ++it) {
-    const SourcePos kp = schema::pos_of(it->first, file);
-    if (!it->first.IsScalar() || !it->second.IsScalar()) {
-      throw InputError::at(kp, "each entry of 'sources' must be KEY: \"citation text\"");
-    }
-    if (!a.sources.emplace(it->first.Scalar(), it->second.Scalar()).second) {
-      throw InputError::at(kp, "duplicate source key '{}'", it->first.Scalar());
-    }
-  }
-}
 
 void apply_overrides(Arch& a, const std::vector<std::string>& overrides) {
   for (size_t i = 0; i < overrides.size(); ++i) {
@@ -111,7 +99,7 @@ Arch parse(const YAML::Node& root, const std::string& file,
       continue;
     }
     if (key == "sources") {
-      read_sources(v, a, file);
+      schema::read_sources(v, a.sources, file);
       continue;
     }
     const schema::Field<Arch>* f = s.find(key);

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Checks one bad-workload fixture against the error its sidecar declares.
+# Checks one bad-JSON fixture (workload, plan) against the error its sidecar declares.
 #
-#   bash tests/errors/check_json.sh TIERFLOW_BINARY FIXTURE.json
+#   bash tests/errors/check_json.sh TIERFLOW_BINARY FIXTURE.json [SUBCOMMAND...]
 #
-# Runs `TIERFLOW_BINARY trace import FIXTURE.json` and requires: exit code 2, empty
+# Runs `TIERFLOW_BINARY SUBCOMMAND... FIXTURE.json`, where SUBCOMMAND defaults to
+# `trace import` (workloads; `plan verify` for plans), and requires: exit code 2, empty
 # stdout, and stderr equal to exactly one line `error: FIXTURE.json:LINE:COL: MESSAGE`.
 # JSON has no comments, so the expectation lives beside the fixture in
 # `FIXTURE.json.expect`: exactly one line `LINE:COL: MESSAGE` (1-based line and column
@@ -13,12 +14,18 @@
 # invocation or a malformed fixture or sidecar.
 set -u
 
-if [[ $# -ne 2 ]]; then
-  echo "usage: bash $0 TIERFLOW_BINARY FIXTURE.json" >&2
+if [[ $# -lt 2 ]]; then
+  echo "usage: bash $0 TIERFLOW_BINARY FIXTURE.json [SUBCOMMAND...]" >&2
   exit 3
 fi
 bin=$1
 fixture=$2
+shift 2
+if [[ $# -gt 0 ]]; then
+  subcommand=("$@")
+else
+  subcommand=(trace import)
+fi
 sidecar=$fixture.expect
 
 if [[ ! -f $fixture ]]; then
@@ -55,7 +62,7 @@ expected="error: $fixture:$want"
 tmp=$(mktemp -d) || exit 3
 trap 'rm -rf "$tmp"' EXIT
 
-"$bin" trace import "$fixture" >"$tmp/out" 2>"$tmp/err"
+"$bin" "${subcommand[@]}" "$fixture" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 
 # Read stderr byte-exactly (command substitution would drop trailing newlines).
@@ -80,7 +87,7 @@ fi
 if (( fail )); then
   printf -v summary "%s; " "${problems[@]}"
   echo "FAIL $fixture: ${summary%; }"
-  echo "  command:  $bin trace import $fixture"
+  echo "  command:  $bin ${subcommand[*]} $fixture"
   echo "  expected: $expected"
   if [[ -s $tmp/err ]]; then
     sed 's/^/  actual:   /' "$tmp/err"
