@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <filesystem>
+#include <cstdio>
 #include <fcntl.h>
+#include <filesystem>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <cstdio>
 
 namespace tierflow {
 
@@ -59,12 +58,17 @@ JsonReader::Kind JsonReader::peek() {
   skip_ws();
   if (i_ >= text_.size()) return Kind::kEnd;
   switch (text_[i_]) {
-    case '{': return Kind::kObject;
-    case '[': return Kind::kArray;
-    case '"': return Kind::kString;
+    case '{':
+      return Kind::kObject;
+    case '[':
+      return Kind::kArray;
+    case '"':
+      return Kind::kString;
     case 't':
-    case 'f': return Kind::kBool;
-    case 'n': return Kind::kNull;
+    case 'f':
+      return Kind::kBool;
+    case 'n':
+      return Kind::kNull;
     case '-':
     case '0':
     case '1':
@@ -75,23 +79,38 @@ JsonReader::Kind JsonReader::peek() {
     case '6':
     case '7':
     case '8':
-    case '9': return Kind::kNumber;
-    default: return Kind::kInvalid;
+    case '9':
+      return Kind::kNumber;
+    default:
+      return Kind::kInvalid;
   }
 }
 
 void JsonReader::unexpected(std::string_view expected) {
   skip_ws();
-  if (i_ >= text_.size()) fail_at(i_, "malformed JSON: expected {}, got the end of the file", expected);
+  if (i_ >= text_.size())
+    fail_at(i_, "malformed JSON: expected {}, got the end of the file", expected);
   const char c = text_[i_];
   std::string got;
   switch (peek()) {
-    case Kind::kObject: got = "an object"; break;
-    case Kind::kArray: got = "an array"; break;
-    case Kind::kString: got = "a string"; break;
-    case Kind::kBool: got = "true/false"; break;
-    case Kind::kNull: got = "null"; break;
-    case Kind::kNumber: got = "a number"; break;
+    case Kind::kObject:
+      got = "an object";
+      break;
+    case Kind::kArray:
+      got = "an array";
+      break;
+    case Kind::kString:
+      got = "a string";
+      break;
+    case Kind::kBool:
+      got = "true/false";
+      break;
+    case Kind::kNull:
+      got = "null";
+      break;
+    case Kind::kNumber:
+      got = "a number";
+      break;
     default:
       got = static_cast<unsigned char>(c) < 0x80 && static_cast<unsigned char>(c) >= 0x20
                 ? fmt::format("'{}'", c)
@@ -119,7 +138,8 @@ bool JsonReader::next_key(std::string& key) {
     const size_t comma = i_;
     ++i_;
     skip_ws();
-    if (i_ < text_.size() && text_[i_] == '}') fail_at(comma, "malformed JSON: trailing comma before '}}'");
+    if (i_ < text_.size() && text_[i_] == '}')
+      fail_at(comma, "malformed JSON: trailing comma before '}}'");
   }
   started_.back() = true;
   if (i_ >= text_.size() || text_[i_] != '"') unexpected("a key in double quotes");
@@ -158,7 +178,8 @@ bool JsonReader::next_item() {
     const size_t comma = i_;
     ++i_;
     skip_ws();
-    if (i_ < text_.size() && text_[i_] == ']') fail_at(comma, "malformed JSON: trailing comma before ']'");
+    if (i_ < text_.size() && text_[i_] == ']')
+      fail_at(comma, "malformed JSON: trailing comma before ']'");
   }
   started_.back() = true;
   return true;
@@ -208,14 +229,30 @@ std::string JsonReader::read_string(std::string_view what) {
     const char e = text_[i_ + 1];
     i_ += 2;
     switch (e) {
-      case '"': out += '"'; break;
-      case '\\': out += '\\'; break;
-      case '/': out += '/'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'n': out += '\n'; break;
-      case 'r': out += '\r'; break;
-      case 't': out += '\t'; break;
+      case '"':
+        out += '"';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case '/':
+        out += '/';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 't':
+        out += '\t';
+        break;
       case 'u': {
         auto hex4 = [&](size_t at) -> uint32_t {
           uint32_t v = 0;
@@ -239,7 +276,8 @@ std::string JsonReader::read_string(std::string_view what) {
         append_utf8(out, cp);
         break;
       }
-      default: fail_at(i_ - 2, "malformed JSON: unknown escape '\\{}'", e);
+      default:
+        fail_at(i_ - 2, "malformed JSON: unknown escape '\\{}'", e);
     }
   }
 }
@@ -326,13 +364,15 @@ std::string JsonReader::read_scalar_json(std::string_view what) {
       append_json_string(out, read_string(what));
       return out;
     }
-    case Kind::kBool: return read_bool(what) ? "true" : "false";
+    case Kind::kBool:
+      return read_bool(what) ? "true" : "false";
     case Kind::kNumber: {
       const size_t start = offset();
       read_number(what);
       return std::string(text_.substr(start, i_ - start));
     }
-    default: unexpected(fmt::format("a string, number or boolean for {}", what));
+    default:
+      unexpected(fmt::format("a string, number or boolean for {}", what));
   }
 }
 
@@ -355,12 +395,21 @@ void JsonReader::skip_value() {
       begin_array("a value");
       while (next_item()) skip_value();
       return;
-    case Kind::kString: read_string("a value"); return;
-    case Kind::kBool: read_bool("a value"); return;
-    case Kind::kNull: read_null(); return;
-    case Kind::kNumber: read_number("a value"); return;
+    case Kind::kString:
+      read_string("a value");
+      return;
+    case Kind::kBool:
+      read_bool("a value");
+      return;
+    case Kind::kNull:
+      read_null();
+      return;
+    case Kind::kNumber:
+      read_number("a value");
+      return;
     case Kind::kEnd:
-    case Kind::kInvalid: unexpected("a value");
+    case Kind::kInvalid:
+      unexpected("a value");
   }
 }
 
@@ -374,7 +423,8 @@ std::string read_text_file(const std::string& path) {
     throw InputError(SourcePos{path}, "cannot read file: it is a directory");
   }
   std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) throw InputError(SourcePos{path}, "cannot open file: no such file or no permission");
+  if (f == nullptr)
+    throw InputError(SourcePos{path}, "cannot open file: no such file or no permission");
   std::string out;
   // Read in one allocation when the size is known (a million-op workload is ~250 MB).
   const auto size = std::filesystem::file_size(path, ec);
@@ -427,11 +477,21 @@ void append_json_string(std::string& out, std::string_view s) {
   }
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));

@@ -48,7 +48,9 @@ class PlanChecker {
     return PlanIssue{prog, step, -1, std::move(msg)};
   }
 
-  std::string tensor_name(uint32_t t) const { return fmt::format("tensor {} '{}'", t, w_.tensors[t].name); }
+  std::string tensor_name(uint32_t t) const {
+    return fmt::format("tensor {} '{}'", t, w_.tensors[t].name);
+  }
 
   std::optional<PlanIssue> collect_events() {
     for (size_t pi = 0; pi < p_.programs.size(); ++pi) {
@@ -60,32 +62,38 @@ class PlanChecker {
         const bool transfer = s.kind == StepKind::kPrefetch || s.kind == StepKind::kStore;
         if (s.kind == StepKind::kCompute) {
           if (s.target >= w_.ops.size()) {
-            return at(prog, step, fmt::format("op {} does not exist (the workload has {} ops)",
-                                              s.target, w_.ops.size()));
+            return at(prog, step,
+                      fmt::format("op {} does not exist (the workload has {} ops)", s.target,
+                                  w_.ops.size()));
           }
         } else if (s.target >= w_.tensors.size()) {
-          return at(prog, step, fmt::format("tensor {} does not exist (the workload has {} tensors)",
-                                            s.target, w_.tensors.size()));
+          return at(prog, step,
+                    fmt::format("tensor {} does not exist (the workload has {} tensors)", s.target,
+                                w_.tensors.size()));
         }
         if (transfer && s.event == kNoEvent) {
-          return at(prog, step, fmt::format("a {} needs an 'event' that later steps can wait on",
-                                            kStepKindNames[static_cast<size_t>(s.kind)]));
+          return at(prog, step,
+                    fmt::format("a {} needs an 'event' that later steps can wait on",
+                                kStepKindNames[static_cast<size_t>(s.kind)]));
         }
         if (!transfer && s.event != kNoEvent) {
-          return at(prog, step, fmt::format("a {} step completes no event",
-                                            kStepKindNames[static_cast<size_t>(s.kind)]));
+          return at(prog, step,
+                    fmt::format("a {} step completes no event",
+                                kStepKindNames[static_cast<size_t>(s.kind)]));
         }
         if (transfer && s.tier >= p_.tiers.size()) {
           return at(prog, step, "the tier is not one of the plan's tiers");
         }
         if (transfer && s.tier == p_.device_tier) {
-          return at(prog, step, fmt::format("a {} moves data between the device tier '{}' and "
-                                            "another tier, not to itself",
-                                            kStepKindNames[static_cast<size_t>(s.kind)],
-                                            p_.tiers[p_.device_tier]));
+          return at(
+              prog, step,
+              fmt::format("a {} moves data between the device tier '{}' and "
+                          "another tier, not to itself",
+                          kStepKindNames[static_cast<size_t>(s.kind)], p_.tiers[p_.device_tier]));
         }
         if (s.event != kNoEvent) {
-          auto [it, fresh] = events_.emplace(s.event, EventInfo{prog, step, s.kind, s.target, s.tier});
+          auto [it, fresh] =
+              events_.emplace(s.event, EventInfo{prog, step, s.kind, s.target, s.tier});
           if (!fresh) {
             return at(prog, step,
                       fmt::format("event {} is already completed by program {} step {}", s.event,
@@ -126,12 +134,14 @@ class PlanChecker {
       // Waits complete before the step starts.
       for (uint32_t e : s.wait) {
         auto it = events_.find(e);
-        if (it == events_.end()) return at(prog, step, fmt::format("waits on event {}, which no step completes", e));
+        if (it == events_.end())
+          return at(prog, step, fmt::format("waits on event {}, which no step completes", e));
         const EventInfo& ev = it->second;
         if (ev.program == prog && ev.step >= step) {
-          return at(prog, step, fmt::format("waits on event {}, which step {} completes later: the "
-                                            "program would wait forever",
-                                            e, ev.step));
+          return at(prog, step,
+                    fmt::format("waits on event {}, which step {} completes later: the "
+                                "program would wait forever",
+                                e, ev.step));
         }
         if (ev.program != prog || waited[e]) continue;
         waited[e] = true;
@@ -148,26 +158,30 @@ class PlanChecker {
             for (uint32_t t : *list) {
               const Tensor& x = w_.tensors[t];
               if (x.origin != kExternal && !produced[t]) {
-                return at(prog, step, fmt::format("op '{}' reads {} before its producer op {} runs",
-                                                  op.name, tensor_name(t), x.origin));
+                return at(prog, step,
+                          fmt::format("op '{}' reads {} before its producer op {} runs", op.name,
+                                      tensor_name(t), x.origin));
               }
               if (!resident[t]) {
-                return at(prog, step, fmt::format("op '{}' reads {}, which is not resident on '{}': "
-                                                  "prefetch it first, or do not detach it earlier",
-                                                  op.name, tensor_name(t), p_.tiers[p_.device_tier]));
+                return at(prog, step,
+                          fmt::format("op '{}' reads {}, which is not resident on '{}': "
+                                      "prefetch it first, or do not detach it earlier",
+                                      op.name, tensor_name(t), p_.tiers[p_.device_tier]));
               }
               if (inflight[t] != kNoEvent && events_.at(inflight[t]).kind == StepKind::kPrefetch) {
-                return at(prog, step, fmt::format("op '{}' may start before the prefetch of {} lands: "
-                                                  "wait on event {}",
-                                                  op.name, tensor_name(t), inflight[t]));
+                return at(prog, step,
+                          fmt::format("op '{}' may start before the prefetch of {} lands: "
+                                      "wait on event {}",
+                                      op.name, tensor_name(t), inflight[t]));
               }
             }
           }
           for (uint32_t t : op.updates) {
             if (inflight[t] != kNoEvent) {
-              return at(prog, step, fmt::format("op '{}' modifies {} while a transfer of it is in "
-                                                "flight: wait on event {} first",
-                                                op.name, tensor_name(t), inflight[t]));
+              return at(prog, step,
+                        fmt::format("op '{}' modifies {} while a transfer of it is in "
+                                    "flight: wait on event {} first",
+                                    op.name, tensor_name(t), inflight[t]));
             }
             valid[t] = dev;  // the device copy is now the only current one
           }
@@ -182,21 +196,25 @@ class PlanChecker {
         case StepKind::kPrefetch: {
           const uint32_t t = s.target;
           if (w_.tensors[t].origin != kExternal && !produced[t]) {
-            return at(prog, step, fmt::format("prefetch of {} before its producer op {} runs",
-                                              tensor_name(t), w_.tensors[t].origin));
+            return at(prog, step,
+                      fmt::format("prefetch of {} before its producer op {} runs", tensor_name(t),
+                                  w_.tensors[t].origin));
           }
           if (resident[t]) {
-            return at(prog, step, fmt::format("{} is already resident on '{}'", tensor_name(t),
-                                              p_.tiers[p_.device_tier]));
+            return at(prog, step,
+                      fmt::format("{} is already resident on '{}'", tensor_name(t),
+                                  p_.tiers[p_.device_tier]));
           }
           if ((valid[t] & (uint64_t{1} << s.tier)) == 0) {
-            return at(prog, step, fmt::format("'{}' holds no valid copy of {} (home '{}'): store it "
-                                              "there and wait for the store first",
-                                              p_.tiers[s.tier], tensor_name(t), p_.tiers[p_.home[t]]));
+            return at(prog, step,
+                      fmt::format("'{}' holds no valid copy of {} (home '{}'): store it "
+                                  "there and wait for the store first",
+                                  p_.tiers[s.tier], tensor_name(t), p_.tiers[p_.home[t]]));
           }
           if (inflight[t] != kNoEvent) {
-            return at(prog, step, fmt::format("{} already has a transfer in flight (event {})",
-                                              tensor_name(t), inflight[t]));
+            return at(prog, step,
+                      fmt::format("{} already has a transfer in flight (event {})", tensor_name(t),
+                                  inflight[t]));
           }
           resident[t] = true;
           inflight[t] = s.event;
@@ -205,13 +223,15 @@ class PlanChecker {
         case StepKind::kStore: {
           const uint32_t t = s.target;
           if (!resident[t]) {
-            return at(prog, step, fmt::format("store of {}, which is not resident on '{}'",
-                                              tensor_name(t), p_.tiers[p_.device_tier]));
+            return at(prog, step,
+                      fmt::format("store of {}, which is not resident on '{}'", tensor_name(t),
+                                  p_.tiers[p_.device_tier]));
           }
           if (inflight[t] != kNoEvent) {
-            return at(prog, step, fmt::format("store of {} while a transfer of it is in flight: "
-                                              "wait on event {} first",
-                                              tensor_name(t), inflight[t]));
+            return at(prog, step,
+                      fmt::format("store of {} while a transfer of it is in flight: "
+                                  "wait on event {} first",
+                                  tensor_name(t), inflight[t]));
           }
           inflight[t] = s.event;
           break;
@@ -219,12 +239,14 @@ class PlanChecker {
         case StepKind::kDetach: {
           const uint32_t t = s.target;
           if (!resident[t]) {
-            return at(prog, step, fmt::format("detach of {}, which is not resident", tensor_name(t)));
+            return at(prog, step,
+                      fmt::format("detach of {}, which is not resident", tensor_name(t)));
           }
           if (inflight[t] != kNoEvent) {
-            return at(prog, step, fmt::format("detach of {} while a transfer uses it: wait on event {} "
-                                              "first",
-                                              tensor_name(t), inflight[t]));
+            return at(prog, step,
+                      fmt::format("detach of {} while a transfer uses it: wait on event {} "
+                                  "first",
+                                  tensor_name(t), inflight[t]));
           }
           if (last_use[t] > step && (valid[t] & ~dev) == 0) {
             const uint32_t user = steps[static_cast<size_t>(last_use[t])].target;

@@ -31,9 +31,9 @@ inline constexpr uint32_t kNoEvent = UINT32_MAX;
 
 struct Step {
   StepKind kind = StepKind::kCompute;
-  uint32_t target = 0;       ///< op id (compute) or tensor id
-  uint32_t tier = 0;         ///< prefetch: source tier; store: destination tier (index into Plan::tiers)
-  uint32_t event = kNoEvent; ///< event this prefetch/store completes
+  uint32_t target = 0;  ///< op id (compute) or tensor id
+  uint32_t tier = 0;    ///< prefetch: source tier; store: destination tier (index into Plan::tiers)
+  uint32_t event = kNoEvent;  ///< event this prefetch/store completes
   std::vector<uint32_t> wait;
 };
 
@@ -63,7 +63,7 @@ struct Plan {
 struct PlanIssue {
   int program = -1;  ///< -1: not about a step
   int step = -1;
-  int tensor = -1;   ///< for home issues
+  int tensor = -1;  ///< for home issues
   std::string message;
 };
 

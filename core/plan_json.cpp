@@ -13,9 +13,8 @@
 namespace tierflow {
 namespace {
 
-const std::vector<std::string> kTopKeys = {"format", "name",  "meta",        "workload",
-                                           "topology", "tiers", "device_tier", "home",
-                                           "programs"};
+const std::vector<std::string> kTopKeys = {"format", "name",        "meta", "workload", "topology",
+                                           "tiers",  "device_tier", "home", "programs"};
 const std::vector<std::string> kRefKeys = {"file", "sha256", "inline"};
 const std::vector<std::string> kProgramKeys = {"device", "steps"};
 const std::vector<std::string> kStepKeys = {"compute", "prefetch", "store", "detach",
@@ -40,7 +39,8 @@ class PlanReader {
     while (r_.next_key(key)) {
       const size_t k = index(key, kTopKeys);
       if (k == kTopKeys.size()) {
-        r_.fail_at(r_.key_offset(), "unknown key '{}' in the plan{}", key, did_you_mean(key, kTopKeys));
+        r_.fail_at(r_.key_offset(), "unknown key '{}' in the plan{}", key,
+                   did_you_mean(key, kTopKeys));
       }
       if (seen[k]) r_.fail_at(r_.key_offset(), "duplicate key '{}' in the plan", key);
       seen[k] = true;
@@ -53,10 +53,19 @@ class PlanReader {
           }
           break;
         }
-        case 1: p.name = r_.read_string("name"); break;
-        case 2: read_meta(r_, p.meta); break;
-        case 3: out.workload = read_workload_ref(p.workload_ref); have_workload = true; break;
-        case 4: read_ref(p.topology_ref, "topology", nullptr); break;
+        case 1:
+          p.name = r_.read_string("name");
+          break;
+        case 2:
+          read_meta(r_, p.meta);
+          break;
+        case 3:
+          out.workload = read_workload_ref(p.workload_ref);
+          have_workload = true;
+          break;
+        case 4:
+          read_ref(p.topology_ref, "topology", nullptr);
+          break;
         case 5: {
           r_.begin_array("tiers");
           while (r_.next_item()) {
@@ -69,7 +78,10 @@ class PlanReader {
           }
           break;
         }
-        case 6: device_tier_at = r_.offset(); device_tier = r_.read_string("device_tier"); break;
+        case 6:
+          device_tier_at = r_.offset();
+          device_tier = r_.read_string("device_tier");
+          break;
         case 7: {
           home_at_ = r_.offset();
           r_.begin_array("home");
@@ -79,7 +91,9 @@ class PlanReader {
           }
           break;
         }
-        case 8: read_programs(p); break;
+        case 8:
+          read_programs(p);
+          break;
       }
     }
     r_.expect_end();
@@ -135,7 +149,8 @@ class PlanReader {
         *inline_target = read_workload_from(r_);
         has_inline = true;
       } else {
-        r_.fail_at(r_.key_offset(), "unknown key '{}' in {}{}", key, what, did_you_mean(key, kRefKeys));
+        r_.fail_at(r_.key_offset(), "unknown key '{}' in {}{}", key, what,
+                   did_you_mean(key, kRefKeys));
       }
     }
     if (has_inline && !ref.file.empty()) {
@@ -154,8 +169,10 @@ class PlanReader {
     const std::string path = (std::filesystem::path(base_) / ref.file).string();
     const std::string text = read_text_file(path);
     if (!ref.sha256.empty() && sha256_hex(text) != ref.sha256) {
-      r_.fail_at(ref_at_, "workload '{}' has changed since the plan was made (SHA-256 differs): "
-                 "plan it again", path);
+      r_.fail_at(ref_at_,
+                 "workload '{}' has changed since the plan was made (SHA-256 differs): "
+                 "plan it again",
+                 path);
     }
     return read_workload_text(text, path);
   }
@@ -214,9 +231,11 @@ class PlanReader {
         s.event = static_cast<uint32_t>(r_.read_uint("event", UINT32_MAX - 1));
       } else if (k == 7) {
         r_.begin_array("wait");
-        while (r_.next_item()) s.wait.push_back(static_cast<uint32_t>(r_.read_uint("an event", UINT32_MAX - 1)));
+        while (r_.next_item())
+          s.wait.push_back(static_cast<uint32_t>(r_.read_uint("an event", UINT32_MAX - 1)));
       } else {
-        r_.fail_at(r_.key_offset(), "unknown key '{}' in a step{}", key, did_you_mean(key, kStepKeys));
+        r_.fail_at(r_.key_offset(), "unknown key '{}' in a step{}", key,
+                   did_you_mean(key, kStepKeys));
       }
     }
     if (kinds != 1) {
@@ -226,13 +245,15 @@ class PlanReader {
                                   : s.kind == StepKind::kStore  ? "to"
                                                                 : "";
     if (need != tier_key) {
-      if (need.empty()) r_.fail_at(tier_at, "a {} step takes no '{}'", kStepKindNames[static_cast<size_t>(s.kind)], tier_key);
+      if (need.empty())
+        r_.fail_at(tier_at, "a {} step takes no '{}'", kStepKindNames[static_cast<size_t>(s.kind)],
+                   tier_key);
       r_.fail_at(obj, "a {} step needs '{}'", kStepKindNames[static_cast<size_t>(s.kind)], need);
     }
     if (!need.empty()) {
       // Resolved once `tiers` is known (it may come later in the file).
-      pending_tiers_.push_back(PendingTier{tier, tier_at, step_at_.size() - 1,
-                                           step_at_.back().size() - 1});
+      pending_tiers_.push_back(
+          PendingTier{tier, tier_at, step_at_.size() - 1, step_at_.back().size() - 1});
     }
     return s;
   }

@@ -1,14 +1,14 @@
 #include "core/workload.h"
 
-#include <fmt/format.h>
-
-#include <algorithm>
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/depth_first_search.hpp>
 #include <boost/graph/topological_sort.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <string_view>
-#include <bit>
 
 #include "core/diagnostics.h"
 
@@ -136,18 +136,20 @@ std::optional<WorkloadIssue> verify_workload(const Workload& w) {
     const Tensor& t = w.tensors[i];
     if (t.name.empty()) return tensor_issue(i, "name", "a tensor name must not be empty");
     if (auto other = tensor_names.insert(t.name, i, views)) {
-      return tensor_issue(i, "name", fmt::format("duplicate tensor name '{}' (also tensor {})",
-                                                 t.name, *other));
+      return tensor_issue(
+          i, "name", fmt::format("duplicate tensor name '{}' (also tensor {})", t.name, *other));
     }
     if (t.bytes == 0) return tensor_issue(i, "bytes", "a tensor must have at least 1 byte");
     if (t.bytes > kMaxTensorBytes) {
-      return tensor_issue(i, "bytes",
-                          fmt::format("{} bytes is absurd for one tensor (limit 2^50 = 1PiB)",
-                                      t.bytes));
+      return tensor_issue(
+          i, "bytes",
+          fmt::format("{} bytes is absurd for one tensor (limit 2^50 = 1PiB)", t.bytes));
     }
     if (t.origin != kExternal && t.origin >= no) {
-      return tensor_issue(i, "origin", fmt::format("origin op {} does not exist (the workload "
-                                                   "has {} ops)", t.origin, no));
+      return tensor_issue(i, "origin",
+                          fmt::format("origin op {} does not exist (the workload "
+                                      "has {} ops)",
+                                      t.origin, no));
     }
   }
 
@@ -174,9 +176,9 @@ std::optional<WorkloadIssue> verify_workload(const Workload& w) {
         const uint32_t t = (*ids)[k];
         const int item = static_cast<int>(k);
         if (t >= nt) {
-          return op_issue(o, field, item,
-                          fmt::format("tensor {} does not exist (the workload has {} tensors)", t,
-                                      nt));
+          return op_issue(
+              o, field, item,
+              fmt::format("tensor {} does not exist (the workload has {} tensors)", t, nt));
         }
         if (seen_by[t] == o) {
           return op_issue(o, field, item,

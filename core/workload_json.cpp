@@ -12,11 +12,11 @@ namespace tierflow {
 namespace {
 
 const std::vector<std::string> kTopKeys = {"format", "name", "meta", "tensors", "ops"};
-const std::vector<std::string> kTensorKeys = {"id", "name", "kind", "dtype", "bytes", "origin",
-                                              "layer"};
-const std::vector<std::string> kOpKeys = {"id",      "name",    "kind",      "dtype",
-                                          "flops",   "bytes",   "inputs",    "outputs",
-                                          "updates", "workspace", "layer", "collective_bytes"};
+const std::vector<std::string> kTensorKeys = {"id",    "name",   "kind", "dtype",
+                                              "bytes", "origin", "layer"};
+const std::vector<std::string> kOpKeys = {"id",      "name",      "kind",   "dtype",
+                                          "flops",   "bytes",     "inputs", "outputs",
+                                          "updates", "workspace", "layer",  "collective_bytes"};
 
 template <size_t N>
 size_t read_enum(JsonReader& r, std::string_view what,
@@ -93,8 +93,10 @@ class Reader {
         unknown_key(r_, at, key, "the workload", kTopKeys);
       }
     }
-    for (auto [ok, k] : {std::pair{has_format, "format"}, {has_name, "name"},
-                         {has_tensors, "tensors"}, {has_ops, "ops"}}) {
+    for (auto [ok, k] : {std::pair{has_format, "format"},
+                         {has_name, "name"},
+                         {has_tensors, "tensors"},
+                         {has_ops, "ops"}}) {
       if (!ok) r_.fail_at(top, "the workload is missing required key '{}'", k);
     }
     if (auto issue = verify_workload(w)) report(*issue);
@@ -122,15 +124,24 @@ class Reader {
             const size_t v = r_.offset();
             const uint64_t id = r_.read_uint("id", UINT32_MAX);
             if (id != w.tensors.size()) {
-              r_.fail_at(v, "tensor id {} out of order: ids are 0, 1, 2, ... in order (expected {})",
+              r_.fail_at(v,
+                         "tensor id {} out of order: ids are 0, 1, 2, ... in order (expected {})",
                          id, w.tensors.size());
             }
             break;
           }
-          case 1: t.name = r_.read_string("name"); break;
-          case 2: t.kind = static_cast<TensorKind>(read_enum(r_, "kind", kTensorKindNames)); break;
-          case 3: t.dtype = static_cast<Dtype>(read_enum(r_, "dtype", kDtypeNames)); break;
-          case 4: t.bytes = r_.read_uint("bytes", UINT64_MAX); break;
+          case 1:
+            t.name = r_.read_string("name");
+            break;
+          case 2:
+            t.kind = static_cast<TensorKind>(read_enum(r_, "kind", kTensorKindNames));
+            break;
+          case 3:
+            t.dtype = static_cast<Dtype>(read_enum(r_, "dtype", kDtypeNames));
+            break;
+          case 4:
+            t.bytes = r_.read_uint("bytes", UINT64_MAX);
+            break;
           case 5:  // origin
             if (r_.peek() == JsonReader::Kind::kString) {
               const size_t v = r_.offset();
@@ -142,7 +153,9 @@ class Reader {
               t.origin = static_cast<uint32_t>(r_.read_uint("origin", UINT32_MAX - 1));
             }
             break;
-          case 6: t.layer = static_cast<int32_t>(r_.read_int("layer", -1, INT32_MAX)); break;
+          case 6:
+            t.layer = static_cast<int32_t>(r_.read_int("layer", -1, INT32_MAX));
+            break;
           default:
             unknown_key(r_, r_.key_offset(), key, fmt::format("tensor {}", w.tensors.size()),
                         kTensorKeys);
@@ -152,7 +165,8 @@ class Reader {
       // id, name, kind, bytes, origin are required.
       for (size_t k : {0U, 1U, 2U, 4U, 5U}) {
         if ((have & (1U << k)) == 0) {
-          r_.fail_at(obj, "tensor {} is missing required key '{}'", w.tensors.size(), kTensorKeys[k]);
+          r_.fail_at(obj, "tensor {} is missing required key '{}'", w.tensors.size(),
+                     kTensorKeys[k]);
         }
       }
       w.tensors.push_back(std::move(t));
@@ -184,22 +198,42 @@ class Reader {
             }
             break;
           }
-          case 1: op.name = r_.read_string("name"); break;
-          case 2: op.kind = static_cast<OpKind>(read_enum(r_, "kind", kOpKindNames)); break;
-          case 3: op.dtype = static_cast<Dtype>(read_enum(r_, "dtype", kDtypeNames)); break;
+          case 1:
+            op.name = r_.read_string("name");
+            break;
+          case 2:
+            op.kind = static_cast<OpKind>(read_enum(r_, "kind", kOpKindNames));
+            break;
+          case 3:
+            op.dtype = static_cast<Dtype>(read_enum(r_, "dtype", kDtypeNames));
+            break;
           case 4: {
             const size_t v = r_.offset();
             op.flops = r_.read_number("flops");
             if (op.flops < 0) r_.fail_at(v, "flops: must not be negative");
             break;
           }
-          case 5: op.bytes = r_.read_uint("bytes", UINT64_MAX); break;
-          case 6: op.inputs = read_ids(r_, "inputs"); break;
-          case 7: op.outputs = read_ids(r_, "outputs"); break;
-          case 8: op.updates = read_ids(r_, "updates"); break;
-          case 9: op.workspace = r_.read_uint("workspace", kMaxTensorBytes); break;
-          case 10: op.layer = static_cast<int32_t>(r_.read_int("layer", -1, INT32_MAX)); break;
-          case 11: op.collective_bytes = r_.read_uint("collective_bytes", UINT64_MAX); break;
+          case 5:
+            op.bytes = r_.read_uint("bytes", UINT64_MAX);
+            break;
+          case 6:
+            op.inputs = read_ids(r_, "inputs");
+            break;
+          case 7:
+            op.outputs = read_ids(r_, "outputs");
+            break;
+          case 8:
+            op.updates = read_ids(r_, "updates");
+            break;
+          case 9:
+            op.workspace = r_.read_uint("workspace", kMaxTensorBytes);
+            break;
+          case 10:
+            op.layer = static_cast<int32_t>(r_.read_int("layer", -1, INT32_MAX));
+            break;
+          case 11:
+            op.collective_bytes = r_.read_uint("collective_bytes", UINT64_MAX);
+            break;
           default:
             unknown_key(r_, r_.key_offset(), key, fmt::format("op {}", w.ops.size()), kOpKeys);
         }
@@ -318,7 +352,8 @@ std::string write_workload(const Workload& w) {
   size_t estimate = 256;
   for (const Tensor& t : w.tensors) estimate += 112 + t.name.size();
   for (const Op& op : w.ops) {
-    estimate += 160 + op.name.size() + 12 * (op.inputs.size() + op.outputs.size() + op.updates.size());
+    estimate +=
+        160 + op.name.size() + 12 * (op.inputs.size() + op.outputs.size() + op.updates.size());
   }
   out.reserve(estimate);
   out += "{\n  \"format\": \"";

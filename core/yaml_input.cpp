@@ -1,11 +1,11 @@
 #include "core/yaml_input.h"
 
-#include "core/json_reader.h"
-
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
+
+#include "core/json_reader.h"
 
 namespace tierflow::schema {
 

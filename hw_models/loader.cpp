@@ -31,7 +31,6 @@ void read_list(const YAML::Node& node, const schema::Schema<Obj>& s, std::vector
   }
 }
 
-
 // ---- --set overrides ----
 
 struct SetArg {

@@ -73,7 +73,8 @@ int run_gen(TraceOptions& o) {
 int run_info(const TraceOptions& o) {
   const Workload w = read_workload(o.file);
   const traces::InfoOptions io{o.top};
-  const std::string text = o.json ? traces::info_json(w, io).dump(2) + "\n" : traces::info_text(w, io);
+  const std::string text =
+      o.json ? traces::info_json(w, io).dump(2) + "\n" : traces::info_text(w, io);
   write_file_atomic(o.output.empty() ? "-" : o.output, text);
   return 0;
 }
@@ -93,7 +94,8 @@ void add_trace_commands(CLI::App& app) {
   CLI::App* trace = app.add_subcommand("trace", "generate, import and inspect workloads");
   trace->require_subcommand(1);
 
-  CLI::App* gen = trace->add_subcommand("gen", "generate the operator graph of one step of a model");
+  CLI::App* gen =
+      trace->add_subcommand("gen", "generate the operator graph of one step of a model");
   auto* model = gen->add_option("--model", o->model,
                                 "a shipped model (configs/models/NAME.yaml) or a model YAML file");
   auto* hf = gen->add_option("--hf-config", o->hf_config, "a Hugging Face config.json");
@@ -103,15 +105,16 @@ void add_trace_commands(CLI::App& app) {
       ->check(CLI::IsMember(names(traces::kPhaseNames)))
       ->capture_default_str();
   gen->add_option("--batch", o->gen.batch, "sequences")->capture_default_str();
-  gen->add_option("--seq", o->gen.seq, "prefill/training tokens per sequence")->capture_default_str();
-  gen->add_option("--context", o->gen.context, "decode: tokens already cached")->capture_default_str();
+  gen->add_option("--seq", o->gen.seq, "prefill/training tokens per sequence")
+      ->capture_default_str();
+  gen->add_option("--context", o->gen.context, "decode: tokens already cached")
+      ->capture_default_str();
   gen->add_option("--tokens", o->gen.tokens, "decode: tokens to generate")->capture_default_str();
   gen->add_option("--tp", o->gen.tp, "tensor-parallel degree (the workload is one shard)")
       ->capture_default_str();
-  for (auto [flag, target, what] :
-       {std::tuple{"--weight-dtype", &o->weight_dtype, "weights"},
-        {"--kv-dtype", &o->kv_dtype, "KV cache"},
-        {"--act-dtype", &o->act_dtype, "activations"}}) {
+  for (auto [flag, target, what] : {std::tuple{"--weight-dtype", &o->weight_dtype, "weights"},
+                                    {"--kv-dtype", &o->kv_dtype, "KV cache"},
+                                    {"--act-dtype", &o->act_dtype, "activations"}}) {
     gen->add_option(flag, *target, fmt::format("element type of the {}", what))
         ->check(CLI::IsMember(names(kDtypeNames)))
         ->capture_default_str();
@@ -143,7 +146,8 @@ void add_trace_commands(CLI::App& app) {
       "info", "ops, tensors, parameters, bytes by kind, KV per token, FLOPs, largest tensors");
   info->add_option("file", o->file, "workload JSON")->required();
   info->add_flag("--json", o->json, "machine-readable output");
-  info->add_option("--top", o->top, "how many of the largest tensors to list")->capture_default_str();
+  info->add_option("--top", o->top, "how many of the largest tensors to list")
+      ->capture_default_str();
   info->add_option("-o,--output", o->output, "write to FILE instead of standard output");
   info->callback([o] { throw CommandResult(run_info(*o)); });
 

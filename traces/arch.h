@@ -34,26 +34,27 @@ enum class NormKind { kRmsNorm, kLayerNorm };
 inline constexpr std::array<std::string_view, 2> kNormKindNames = {"rmsnorm", "layernorm"};
 
 struct Arch {
-  std::string name;         ///< e.g. llama-3-70b
+  std::string name;  ///< e.g. llama-3-70b
   std::string description;
-  std::string family;       ///< llama, mistral, mixtral, qwen2, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, opt
-  std::string source;       ///< citation key for this architecture's numbers
+  std::string family;  ///< llama, mistral, mixtral, qwen2, qwen2_moe, qwen3_moe, deepseek_v2,
+                       ///< deepseek_v3, opt
+  std::string source;  ///< citation key for this architecture's numbers
   std::map<std::string, std::string> sources;  ///< citation key -> text (from the file)
 
-  int hidden = 0;           ///< h
-  int layers = 0;           ///< L (decoder blocks; MTP modules are not counted)
-  int heads = 0;            ///< n_h query heads
-  int kv_heads = 0;         ///< n_kv (GQA); equal to heads for MHA
-  int head_dim = 0;         ///< d_h (GQA)
-  int vocab = 0;            ///< V
-  int intermediate = 0;     ///< I: dense FFN width (0 if every layer is MoE)
+  int hidden = 0;        ///< h
+  int layers = 0;        ///< L (decoder blocks; MTP modules are not counted)
+  int heads = 0;         ///< n_h query heads
+  int kv_heads = 0;      ///< n_kv (GQA); equal to heads for MHA
+  int head_dim = 0;      ///< d_h (GQA)
+  int vocab = 0;         ///< V
+  int intermediate = 0;  ///< I: dense FFN width (0 if every layer is MoE)
   AttentionKind attention = AttentionKind::kGqa;
   MlpKind mlp = MlpKind::kGated;
   NormKind norm = NormKind::kRmsNorm;
-  bool qkv_bias = false;    ///< Q, K, V projections carry biases (OPT, Qwen2)
-  bool o_bias = false;      ///< output projection carries a bias (OPT)
-  bool mlp_bias = false;    ///< MLP matrices carry biases (OPT)
-  bool qk_norm = false;     ///< per-head RMSNorm on q and k (Qwen3)
+  bool qkv_bias = false;         ///< Q, K, V projections carry biases (OPT, Qwen2)
+  bool o_bias = false;           ///< output projection carries a bias (OPT)
+  bool mlp_bias = false;         ///< MLP matrices carry biases (OPT)
+  bool qk_norm = false;          ///< per-head RMSNorm on q and k (Qwen3)
   bool tied_embeddings = false;  ///< LM head shares the input embedding (OPT)
   int learned_positions = 0;     ///< rows of a learned position embedding (OPT: 2050), 0 = rotary
   int project_in_out = 0;        ///< OPT-350m style word_embed_proj_dim; 0 = none
@@ -62,19 +63,20 @@ struct Arch {
                                  ///< unchanged; the KV a sequence keeps is capped at the window.
 
   // Mixture of experts (experts == 0: dense model).
-  int experts = 0;               ///< E routed experts per MoE layer
-  int experts_per_token = 0;     ///< k
-  int shared_experts = 0;        ///< S always-on experts per MoE layer
-  int moe_intermediate = 0;      ///< I_e: width of one routed expert
-  int shared_intermediate = 0;   ///< width of one shared expert (0 = moe_intermediate)
-  int first_dense_layers = 0;    ///< leading layers with a dense FFN (DeepSeek first_k_dense_replace)
-  int moe_layer_freq = 1;        ///< every n-th layer after the dense ones is MoE
-  int moe_layer_offset = 0;      ///< ... namely those with layer % moe_layer_freq == this (see is_moe_layer)
-  bool router_bias = false;      ///< per-expert score-correction bias (DeepSeek-V3)
+  int experts = 0;              ///< E routed experts per MoE layer
+  int experts_per_token = 0;    ///< k
+  int shared_experts = 0;       ///< S always-on experts per MoE layer
+  int moe_intermediate = 0;     ///< I_e: width of one routed expert
+  int shared_intermediate = 0;  ///< width of one shared expert (0 = moe_intermediate)
+  int first_dense_layers = 0;  ///< leading layers with a dense FFN (DeepSeek first_k_dense_replace)
+  int moe_layer_freq = 1;      ///< every n-th layer after the dense ones is MoE
+  int moe_layer_offset =
+      0;  ///< ... namely those with layer % moe_layer_freq == this (see is_moe_layer)
+  bool router_bias = false;         ///< per-expert score-correction bias (DeepSeek-V3)
   bool shared_expert_gate = false;  ///< a sigmoid gate (h -> 1) on the shared expert (Qwen2-MoE)
 
   // Multi-head latent attention.
-  int q_lora_rank = 0;           ///< 0 = queries are not compressed (DeepSeek-V2-Lite)
+  int q_lora_rank = 0;  ///< 0 = queries are not compressed (DeepSeek-V2-Lite)
   int kv_lora_rank = 0;
   int qk_nope_head_dim = 0;
   int qk_rope_head_dim = 0;
@@ -91,10 +93,10 @@ struct Arch {
 
 /// Parameter counts, in parameters (not bytes).
 struct ParamCount {
-  double total = 0;       ///< every parameter
-  double active = 0;      ///< parameters one token touches
-  double embedding = 0;   ///< input embedding (+ learned positions)
-  double lm_head = 0;     ///< 0 when tied to the embedding
+  double total = 0;      ///< every parameter
+  double active = 0;     ///< parameters one token touches
+  double embedding = 0;  ///< input embedding (+ learned positions)
+  double lm_head = 0;    ///< 0 when tied to the embedding
   double attention_per_layer = 0;
   double dense_mlp_per_layer = 0;  ///< 0 if no dense layer
   double moe_per_layer = 0;        ///< all experts, router, shared experts; 0 if dense

@@ -14,7 +14,6 @@ using schema::Input;
 
 constexpr std::string_view kWhat = "the model";
 
-
 void apply_overrides(Arch& a, const std::vector<std::string>& overrides) {
   for (size_t i = 0; i < overrides.size(); ++i) {
     const std::string& arg = overrides[i];

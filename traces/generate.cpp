@@ -26,15 +26,15 @@ void check_options(const Arch& a, const GenOptions& o) {
   if (o.batch < 1) bad("--batch", "batch must be at least 1");
   if (o.tp < 1) bad("--tp", "tensor-parallel degree must be at least 1");
   if (a.heads % o.tp != 0) {
-    bad("--tp", fmt::format("tp {} does not divide the {} attention heads of {}", o.tp, a.heads,
-                            a.name));
+    bad("--tp",
+        fmt::format("tp {} does not divide the {} attention heads of {}", o.tp, a.heads, a.name));
   }
   if (a.attention == AttentionKind::kGqa && a.kv_heads % o.tp != 0 && o.tp % a.kv_heads != 0) {
     bad("--tp", fmt::format("tp {} neither divides nor is a multiple of the {} KV heads of {}",
                             o.tp, a.kv_heads, a.name));
   }
-  for (auto [width, what] : {std::pair{a.intermediate, "intermediate"},
-                             {a.moe_intermediate, "moe_intermediate"}}) {
+  for (auto [width, what] :
+       {std::pair{a.intermediate, "intermediate"}, {a.moe_intermediate, "moe_intermediate"}}) {
     if (width % o.tp != 0) {
       bad("--tp", fmt::format("tp {} does not divide {} = {} of {}", o.tp, what, width, a.name));
     }
@@ -46,7 +46,8 @@ void check_options(const Arch& a, const GenOptions& o) {
   if (o.layers < 0 || o.layers > a.layers) {
     bad("--layers", fmt::format("--layers must be between 0 (all) and {}", a.layers));
   }
-  if (o.phase == Phase::kTrain && (o.weight_dtype == Dtype::kInt4 || o.weight_dtype == Dtype::kFp4)) {
+  if (o.phase == Phase::kTrain &&
+      (o.weight_dtype == Dtype::kInt4 || o.weight_dtype == Dtype::kFp4)) {
     bad("--weight-dtype", "training with 4-bit weights is not modelled");
   }
 }

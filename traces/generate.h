@@ -26,19 +26,19 @@ inline constexpr std::array<std::string_view, 2> kRoutingNames = {"expected", "s
 
 struct GenOptions {
   Phase phase = Phase::kDecode;
-  int64_t batch = 1;      ///< sequences
-  int64_t seq = 2048;     ///< prefill / training tokens per sequence
-  int64_t context = 4096; ///< decode: tokens already in the KV cache before the first step
-  int64_t tokens = 1;     ///< decode: tokens generated (one step each)
-  int tp = 1;             ///< tensor-parallel degree
+  int64_t batch = 1;       ///< sequences
+  int64_t seq = 2048;      ///< prefill / training tokens per sequence
+  int64_t context = 4096;  ///< decode: tokens already in the KV cache before the first step
+  int64_t tokens = 1;      ///< decode: tokens generated (one step each)
+  int tp = 1;              ///< tensor-parallel degree
   Dtype weight_dtype = Dtype::kBf16;
   Dtype kv_dtype = Dtype::kBf16;
   Dtype act_dtype = Dtype::kBf16;
-  int64_t kv_block = 256;  ///< tokens per KV block tensor
-  bool checkpoint = false; ///< training: keep only layer inputs, recompute in backward
+  int64_t kv_block = 256;   ///< tokens per KV block tensor
+  bool checkpoint = false;  ///< training: keep only layer inputs, recompute in backward
   Routing routing = Routing::kExpected;
-  uint64_t seed = 1;       ///< for Routing::kSeeded
-  int layers = 0;          ///< generate only the first N layers (0 = all)
+  uint64_t seed = 1;  ///< for Routing::kSeeded
+  int layers = 0;     ///< generate only the first N layers (0 = all)
 };
 
 /// Generates the workload; throws InputError (position "--…" flags) for options the

@@ -22,7 +22,8 @@ void LayerBuilder::grad_target(uint32_t t, std::vector<uint32_t>& outputs,
     return;
   }
   const Tensor& x = w_.tensors[t];
-  const double elements = static_cast<double>(x.bytes) * 8.0 / kDtypeBits[static_cast<size_t>(x.dtype)];
+  const double elements =
+      static_cast<double>(x.bytes) * 8.0 / kDtypeBits[static_cast<size_t>(x.dtype)];
   const uint32_t g = w_.add_tensor(Tensor{x.name + ".grad", bytes_of(elements, o_.act_dtype),
                                           TensorKind::kGrad, o_.act_dtype, kExternal, x.layer});
   grad_.resize(w_.tensors.size(), kExternal);
@@ -93,9 +94,8 @@ void LayerBuilder::backward(uint32_t logits, const std::vector<uint32_t>& layer_
   const uint32_t labels = input("labels", static_cast<uint64_t>(tokens) * 4);
   std::vector<uint32_t> outs, upds;
   grad_target(logits, outs, upds);
-  op("loss", OpKind::kElementwise,
-     5.0 * static_cast<double>(tokens) * static_cast<double>(vocab_), {logits, labels}, outs, upds,
-     -1);
+  op("loss", OpKind::kElementwise, 5.0 * static_cast<double>(tokens) * static_cast<double>(vocab_),
+     {logits, labels}, outs, upds, -1);
   const auto& head_ops = recorded_[static_cast<size_t>(layers)];
   for (auto it = head_ops.rbegin(); it != head_ops.rend(); ++it) backward_op(*it);
 
@@ -105,8 +105,8 @@ void LayerBuilder::backward(uint32_t logits, const std::vector<uint32_t>& layer_
       // Only the layer input was kept: run the layer again, then differentiate the copy.
       const int scratch = layers + 1;
       begin_record(scratch);
-      const uint32_t out =
-          layer(l, layer_inputs[static_cast<size_t>(l)], tokens, Pass{o_.seq, 0, false, "recompute."});
+      const uint32_t out = layer(l, layer_inputs[static_cast<size_t>(l)], tokens,
+                                 Pass{o_.seq, 0, false, "recompute."});
       recording_ = -1;
       ops = std::move(recorded_[static_cast<size_t>(scratch)]);
       recorded_[static_cast<size_t>(scratch)].clear();
@@ -127,8 +127,9 @@ void LayerBuilder::optimizer() {
     const double params =
         static_cast<double>(wt.bytes) * 8.0 / kDtypeBits[static_cast<size_t>(wt.dtype)];
     auto state = [&](const char* what) {
-      return w_.add_tensor(Tensor{fmt::format("{}.{}", wt.name, what), bytes_of(params, Dtype::kFp32),
-                                  TensorKind::kOptimizerState, Dtype::kFp32, kExternal, wt.layer});
+      return w_.add_tensor(Tensor{fmt::format("{}.{}", wt.name, what),
+                                  bytes_of(params, Dtype::kFp32), TensorKind::kOptimizerState,
+                                  Dtype::kFp32, kExternal, wt.layer});
     };
     std::vector<uint32_t> upd = {t, state("adam_m"), state("adam_v")};
     // Low-precision weights are updated through an fp32 master copy.

@@ -44,9 +44,8 @@ uint32_t LayerBuilder::weight(const std::string& name, double params, int layer)
 }
 
 uint32_t LayerBuilder::act(const std::string& name, double elements, int layer, TensorKind kind) {
-  return w_.add_tensor(
-      Tensor{name, std::max<uint64_t>(1, bytes_of(elements, o_.act_dtype)), kind, o_.act_dtype,
-             kExternal, layer});
+  return w_.add_tensor(Tensor{name, std::max<uint64_t>(1, bytes_of(elements, o_.act_dtype)), kind,
+                              o_.act_dtype, kExternal, layer});
 }
 
 uint32_t LayerBuilder::input(const std::string& name, uint64_t bytes) {
@@ -100,18 +99,17 @@ void LayerBuilder::declare_weights(int layers) {
       lw.wo = weight(p + "wo", nh * a_.v_head_dim * h, l);
     } else {
       const double qkv_out = static_cast<double>((nh_ + 2 * nkv_) * a_.head_dim);
-      lw.wqkv = weight(p + "wqkv",
-                       h * qkv_out + (a_.qkv_bias ? qkv_out : 0) +
-                           (a_.qk_norm ? 2.0 * a_.head_dim : 0),
-                       l);
+      lw.wqkv = weight(
+          p + "wqkv",
+          h * qkv_out + (a_.qkv_bias ? qkv_out : 0) + (a_.qk_norm ? 2.0 * a_.head_dim : 0), l);
       lw.wo = weight(p + "wo", nh * a_.head_dim * h + (a_.o_bias ? h : 0), l);
     }
     lw.mlp_norm = weight(p + "mlp_norm.w", norm_params(), l);
     if (a_.is_moe_layer(l)) {
       lw.router = weight(p + "router.w", h * a_.experts + (a_.router_bias ? a_.experts : 0), l);
       for (int x = 0; x < a_.experts; ++x) {
-        lw.experts.push_back(
-            weight(fmt::format("{}expert{}.w", p, x), 3.0 * h * static_cast<double>(moe_inter_), l));
+        lw.experts.push_back(weight(fmt::format("{}expert{}.w", p, x),
+                                    3.0 * h * static_cast<double>(moe_inter_), l));
       }
       if (a_.shared_experts > 0) {
         lw.shared = weight(p + "shared.w",
@@ -130,17 +128,18 @@ void LayerBuilder::declare_weights(int layers) {
     }
   }
   final_norm_w_ = weight("final_norm.w", norm_params(), -1);
-  lm_head_w_ = a_.tied_embeddings ? embed_w_ : weight("lm_head.w", static_cast<double>(vocab_) * e, -1);
+  lm_head_w_ =
+      a_.tied_embeddings ? embed_w_ : weight("lm_head.w", static_cast<double>(vocab_) * e, -1);
 }
 
 void LayerBuilder::declare_past_kv(int layers, int64_t context) {
   kv_.assign(static_cast<size_t>(layers), {});
   for (int l = 0; l < layers; ++l) {
     for (int64_t done = 0, k = 0; done < context; done += o_.kv_block, ++k) {
-      const uint32_t t = w_.add_tensor(Tensor{
-          fmt::format("L{}.kv{}", l, k),
-          static_cast<uint64_t>(o_.batch * o_.kv_block) * kv_token_bytes_, TensorKind::kKv,
-          o_.kv_dtype, kExternal, l});
+      const uint32_t t =
+          w_.add_tensor(Tensor{fmt::format("L{}.kv{}", l, k),
+                               static_cast<uint64_t>(o_.batch * o_.kv_block) * kv_token_bytes_,
+                               TensorKind::kKv, o_.kv_dtype, kExternal, l});
       kv_[static_cast<size_t>(l)].push_back(KvBlock{t, std::min(o_.kv_block, context - done)});
     }
   }
@@ -155,8 +154,8 @@ uint32_t LayerBuilder::embed(const std::string& prefix, uint32_t token_ids, int6
                  static_cast<int64_t>(read + w_.tensors[x].bytes + w_.tensors[token_ids].bytes));
   if (a_.project_in_out == 0) return x;
   const uint32_t y = act(prefix + "x.project_in", rows, -1);
-  op(prefix + "project_in", OpKind::kMatmul, 2.0 * rows * a_.project_in_out, {x, project_in_w_}, {y},
-     {}, -1);
+  op(prefix + "project_in", OpKind::kMatmul, 2.0 * rows * a_.project_in_out, {x, project_in_w_},
+     {y}, {}, -1);
   return y;
 }
 
@@ -173,8 +172,8 @@ uint32_t LayerBuilder::allreduce(const std::string& name, uint32_t x, int64_t to
   const double tp = o_.tp;
   const uint32_t y = act(name + ".out", static_cast<double>(tokens * h_), layer);
   // Ring all-reduce: each device sends 2 (tp - 1) / tp of the message.
-  const auto sent = static_cast<uint64_t>(2.0 * (tp - 1) / tp *
-                                          static_cast<double>(w_.tensors[x].bytes));
+  const auto sent =
+      static_cast<uint64_t>(2.0 * (tp - 1) / tp * static_cast<double>(w_.tensors[x].bytes));
   op(name, OpKind::kCollective, (tp - 1) / tp * static_cast<double>(tokens * h_), {x}, {y}, {},
      layer, -1, sent);
   return y;
@@ -232,14 +231,13 @@ uint32_t LayerBuilder::attention_block(int l, uint32_t xn, int64_t tokens, const
     // Append pass.seq tokens per sequence: fill the last block, then open new ones.
     for (int64_t left = pass.seq; left > 0;) {
       if (blocks.empty() || blocks.back().filled == o_.kv_block) {
-        const uint32_t b = w_.add_tensor(Tensor{
-            fmt::format("L{}.kv{}", l, blocks.size()),
-            static_cast<uint64_t>(o_.batch * o_.kv_block) * kv_token_bytes_, TensorKind::kKv,
-            o_.kv_dtype, kExternal, l});
+        const uint32_t b =
+            w_.add_tensor(Tensor{fmt::format("L{}.kv{}", l, blocks.size()),
+                                 static_cast<uint64_t>(o_.batch * o_.kv_block) * kv_token_bytes_,
+                                 TensorKind::kKv, o_.kv_dtype, kExternal, l});
         blocks.push_back(KvBlock{b, 0});
         qkv_out.push_back(b);
-      } else if (std::find(qkv_out.begin(), qkv_out.end(), blocks.back().tensor) ==
-                 qkv_out.end()) {
+      } else if (std::find(qkv_out.begin(), qkv_out.end(), blocks.back().tensor) == qkv_out.end()) {
         qkv_upd.push_back(blocks.back().tensor);
       }
       const int64_t n = std::min(left, o_.kv_block - blocks.back().filled);
@@ -283,9 +281,8 @@ uint32_t LayerBuilder::attention_block(int l, uint32_t xn, int64_t tokens, const
   }
   if (mla) attn_in.push_back(lw.wkv_b);
   const uint32_t ao = act(p + "attn.out", t * nh * dv, l);
-  const double cached_tokens = a_.sliding_window > 0
-                                   ? std::min(past + s, static_cast<double>(a_.sliding_window))
-                                   : past + s;
+  const double cached_tokens =
+      a_.sliding_window > 0 ? std::min(past + s, static_cast<double>(a_.sliding_window)) : past + s;
   uint64_t attn_bytes = w_.tensors[q].bytes + w_.tensors[ao].bytes;
   attn_bytes += pass.write_kv ? static_cast<uint64_t>(b * cached_tokens) * kv_token_bytes_
                               : w_.tensors[attn_in[1]].bytes;
@@ -322,8 +319,8 @@ std::vector<int64_t> LayerBuilder::route(int64_t tokens) {
   std::vector<int64_t> load(static_cast<size_t>(e), 0);
   if (o_.routing == Routing::kExpected) {
     // The expected number of distinct experts, sharing the tokens x k assignments evenly.
-    const auto m = std::clamp<int64_t>(
-        std::llround(expected_distinct_experts(e, k, tokens)), std::min<int64_t>(k, e), e);
+    const auto m = std::clamp<int64_t>(std::llround(expected_distinct_experts(e, k, tokens)),
+                                       std::min<int64_t>(k, e), e);
     const int64_t pairs = tokens * k;
     for (int64_t j = 0; j < m; ++j) {
       load[static_cast<size_t>(j)] = pairs / m + (j < pairs % m ? 1 : 0);
@@ -350,8 +347,7 @@ uint32_t LayerBuilder::moe_block(int l, uint32_t xn, int64_t tokens, const std::
   const double e = a_.experts;
   const uint32_t probs = act(p + "router.probs", t * e, l);
   // Scores, softmax/sigmoid and top-k selection.
-  op(p + "router", OpKind::kRouter, 2.0 * t * h * e + 5.0 * t * e, {xn, lw.router}, {probs}, {},
-     l);
+  op(p + "router", OpKind::kRouter, 2.0 * t * h * e + 5.0 * t * e, {xn, lw.router}, {probs}, {}, l);
   std::vector<uint32_t> parts = {probs};
   const std::vector<int64_t> load = route(tokens);
   for (size_t j = 0; j < load.size(); ++j) {
@@ -360,10 +356,9 @@ uint32_t LayerBuilder::moe_block(int l, uint32_t xn, int64_t tokens, const std::
     const uint32_t y = act(fmt::format("{}expert{}.out", p, j), n * h, l);
     const double inter = static_cast<double>(moe_inter_);
     // Gate/up, SiLU * up, down for the tokens routed here.
-    op(fmt::format("{}expert{}", p, j), OpKind::kExpert, 2.0 * n * 3.0 * h * inter + 5.0 * n * inter,
-       {xn, lw.experts[j]}, {y}, {}, l,
-       static_cast<int64_t>(w_.tensors[lw.experts[j]].bytes +
-                            bytes_of(2.0 * n * h, o_.act_dtype)));
+    op(fmt::format("{}expert{}", p, j), OpKind::kExpert,
+       2.0 * n * 3.0 * h * inter + 5.0 * n * inter, {xn, lw.experts[j]}, {y}, {}, l,
+       static_cast<int64_t>(w_.tensors[lw.experts[j]].bytes + bytes_of(2.0 * n * h, o_.act_dtype)));
     parts.push_back(y);
   }
   if (a_.shared_experts > 0) {
@@ -390,18 +385,18 @@ uint32_t LayerBuilder::head(uint32_t x, int64_t tokens, const std::string& prefi
        {xn, project_out_w_}, {y}, {}, -1);
     xn = y;
   }
-  const uint32_t logits = act(prefix + "logits", t * static_cast<double>(vocab_), -1,
-                              o_.phase == Phase::kTrain ? TensorKind::kActivation
-                                                        : TensorKind::kOutput);
+  const uint32_t logits =
+      act(prefix + "logits", t * static_cast<double>(vocab_), -1,
+          o_.phase == Phase::kTrain ? TensorKind::kActivation : TensorKind::kOutput);
   op(prefix + "lm_head", OpKind::kMatmul, 2.0 * t * width * static_cast<double>(vocab_),
      {xn, lm_head_w_}, {logits}, {}, -1);
   return logits;
 }
 
 uint32_t LayerBuilder::sample(uint32_t logits, const std::string& prefix) {
-  const uint32_t ids = w_.add_tensor(Tensor{prefix + "next_tokens",
-                                            static_cast<uint64_t>(o_.batch) * 4,
-                                            TensorKind::kActivation, Dtype::kFp32, kExternal, -1});
+  const uint32_t ids =
+      w_.add_tensor(Tensor{prefix + "next_tokens", static_cast<uint64_t>(o_.batch) * 4,
+                           TensorKind::kActivation, Dtype::kFp32, kExternal, -1});
   op(prefix + "sample", OpKind::kElementwise,
      static_cast<double>(o_.batch) * static_cast<double>(vocab_), {logits}, {ids}, {}, -1);
   return ids;

@@ -15,10 +15,11 @@ namespace tierflow::traces {
 
 /// One pass through the layers.
 struct Pass {
-  int64_t seq = 1;        ///< new tokens per sequence
-  int64_t past = 0;       ///< tokens already in the KV cache per sequence
-  bool write_kv = true;   ///< append K/V to KV blocks (inference); training keeps them as activations
-  std::string prefix;     ///< op and tensor name prefix ("t3." for decode step 3)
+  int64_t seq = 1;   ///< new tokens per sequence
+  int64_t past = 0;  ///< tokens already in the KV cache per sequence
+  bool write_kv =
+      true;            ///< append K/V to KV blocks (inference); training keeps them as activations
+  std::string prefix;  ///< op and tensor name prefix ("t3." for decode step 3)
 };
 
 class LayerBuilder {
@@ -60,7 +61,8 @@ class LayerBuilder {
   };
 
   uint32_t weight(const std::string& name, double params, int layer);
-  uint32_t act(const std::string& name, double elements, int layer, TensorKind kind = TensorKind::kActivation);
+  uint32_t act(const std::string& name, double elements, int layer,
+               TensorKind kind = TensorKind::kActivation);
   uint32_t op(const std::string& name, OpKind kind, double flops, std::vector<uint32_t> inputs,
               std::vector<uint32_t> outputs, std::vector<uint32_t> updates, int layer,
               int64_t bytes = -1, uint64_t collective = 0);

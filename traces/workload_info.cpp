@@ -75,7 +75,8 @@ Summary summarize(const Workload& w, int top) {
     std::vector<uint64_t> per_layer;
     for (const Tensor& t : w.tensors) {
       if (t.kind != TensorKind::kKv || t.layer < 0) continue;
-      if (per_layer.size() <= static_cast<size_t>(t.layer)) per_layer.resize(static_cast<size_t>(t.layer) + 1, 0);
+      if (per_layer.size() <= static_cast<size_t>(t.layer))
+        per_layer.resize(static_cast<size_t>(t.layer) + 1, 0);
       per_layer[static_cast<size_t>(t.layer)] = t.bytes;  // blocks of one layer are equal
     }
     double sum = 0;
@@ -130,24 +131,29 @@ std::string info_text(const Workload& w, const InfoOptions& o) {
   }
   out += "\n";
 
-  Table f({"FLOPs", "ops", "FLOPs"}, {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight});
+  Table f({"FLOPs", "ops", "FLOPs"},
+          {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight});
   for (size_t i = 0; i < 3; ++i) {
     if (s.ops[i] == 0) continue;
     f.add_row({std::string(kPartNames[i]), std::to_string(s.ops[i]), count(s.flops[i])});
   }
   f.add_row({"total", std::to_string(w.ops.size()), count(t.flops)});
   for (size_t k = 0; k < kOpKindNames.size(); ++k) {
-    if (s.flops_by_kind[k] > 0) f.add_row({"  " + std::string(kOpKindNames[k]), "", count(s.flops_by_kind[k])});
+    if (s.flops_by_kind[k] > 0)
+      f.add_row({"  " + std::string(kOpKindNames[k]), "", count(s.flops_by_kind[k])});
   }
   out += f.render();
   if (s.collective_bytes > 0) {
-    out += fmt::format("  collective bytes sent: {}\n", to_string_approx(Bytes{s.collective_bytes}));
+    out +=
+        fmt::format("  collective bytes sent: {}\n", to_string_approx(Bytes{s.collective_bytes}));
   }
   out += "\n";
 
-  Table l({"largest tensors", "kind", "bytes"}, {Table::Align::kLeft, Table::Align::kLeft, Table::Align::kRight});
+  Table l({"largest tensors", "kind", "bytes"},
+          {Table::Align::kLeft, Table::Align::kLeft, Table::Align::kRight});
   for (uint32_t i : s.largest) {
-    l.add_row({w.tensors[i].name, std::string(kTensorKindNames[static_cast<size_t>(w.tensors[i].kind)]),
+    l.add_row({w.tensors[i].name,
+               std::string(kTensorKindNames[static_cast<size_t>(w.tensors[i].kind)]),
                to_string_approx(Bytes{w.tensors[i].bytes})});
   }
   out += l.render();
@@ -176,13 +182,15 @@ json info_json(const Workload& w, const InfoOptions& o) {
   for (size_t i = 0; i < 3; ++i) flops[std::string(kPartNames[i])] = s.flops[i];
   flops["total"] = t.flops;
   json by_kind = json::object();
-  for (size_t k = 0; k < kOpKindNames.size(); ++k) by_kind[std::string(kOpKindNames[k])] = s.flops_by_kind[k];
+  for (size_t k = 0; k < kOpKindNames.size(); ++k)
+    by_kind[std::string(kOpKindNames[k])] = s.flops_by_kind[k];
   flops["by_kind"] = by_kind;
   j["flops"] = flops;
   j["collective_bytes"] = s.collective_bytes;
   json largest = json::array();
   for (uint32_t i : s.largest) {
-    largest.push_back({{"id", i}, {"name", w.tensors[i].name},
+    largest.push_back({{"id", i},
+                       {"name", w.tensors[i].name},
                        {"kind", kTensorKindNames[static_cast<size_t>(w.tensors[i].kind)]},
                        {"bytes", w.tensors[i].bytes}});
   }

@@ -27,8 +27,12 @@ Workload tiny() {
 Step compute(uint32_t op, std::vector<uint32_t> wait = {}) {
   return Step{StepKind::kCompute, op, 0, kNoEvent, std::move(wait)};
 }
-Step prefetch(uint32_t t, uint32_t ev) { return Step{StepKind::kPrefetch, t, 1, ev, {}}; }
-Step store(uint32_t t, uint32_t ev) { return Step{StepKind::kStore, t, 1, ev, {}}; }
+Step prefetch(uint32_t t, uint32_t ev) {
+  return Step{StepKind::kPrefetch, t, 1, ev, {}};
+}
+Step store(uint32_t t, uint32_t ev) {
+  return Step{StepKind::kStore, t, 1, ev, {}};
+}
 Step detach(uint32_t t, std::vector<uint32_t> wait = {}) {
   return Step{StepKind::kDetach, t, 0, kNoEvent, std::move(wait)};
 }
@@ -68,18 +72,21 @@ TEST_CASE("a well-formed plan verifies and round-trips byte for byte") {
 TEST_CASE("each §6 rule, broken") {
   Plan p = good();
   p.programs[0].steps[2] = compute(0);  // no wait on the prefetch of x
-  CHECK(issue(p) == "0:2: op 'norm' may start before the prefetch of tensor 0 'x' lands: wait on event 1");
+  CHECK(issue(p) ==
+        "0:2: op 'norm' may start before the prefetch of tensor 0 'x' lands: wait on event 1");
 
   p = good();
   p.programs[0].steps.erase(p.programs[0].steps.begin() + 1);  // w never prefetched
   p.programs[0].steps[2].wait.clear();
-  CHECK(issue(p) == "0:2: op 'mm' reads tensor 1 'w', which is not resident on 'hbm': prefetch it "
-                    "first, or do not detach it earlier");
+  CHECK(issue(p) ==
+        "0:2: op 'mm' reads tensor 1 'w', which is not resident on 'hbm': prefetch it "
+        "first, or do not detach it earlier");
 
   p = good();
   p.programs[0].steps.insert(p.programs[0].steps.begin() + 3, detach(3));  // y before mm
-  CHECK(issue(p) == "0:3: detach of tensor 3 'y' loses data: no other tier holds a current copy "
-                    "and op 1 'mm' (step 4) still uses it; store it and wait for the store first");
+  CHECK(issue(p) ==
+        "0:3: detach of tensor 3 'y' loses data: no other tier holds a current copy "
+        "and op 1 'mm' (step 4) still uses it; store it and wait for the store first");
 
   p = good();
   p.programs[0].steps[6] = detach(4);  // z detached while its store is in flight
@@ -87,7 +94,8 @@ TEST_CASE("each §6 rule, broken") {
 
   p = good();
   p.programs[0].steps[2].wait = {3};  // waits on the store issued later
-  CHECK(issue(p) == "0:2: waits on event 3, which step 4 completes later: the program would wait forever");
+  CHECK(issue(p) ==
+        "0:2: waits on event 3, which step 4 completes later: the program would wait forever");
 
   p = good();
   p.programs[0].steps[1].event = 1;  // event ids are unique
@@ -100,8 +108,9 @@ TEST_CASE("each §6 rule, broken") {
   p = good();
   // Prefetching y from ddr, where it was never stored.
   p.programs[0].steps.push_back(prefetch(3, 9));
-  CHECK(issue(p) == "0:9: 'ddr' holds no valid copy of tensor 3 'y' (home 'hbm'): store it there "
-                    "and wait for the store first");
+  CHECK(issue(p) ==
+        "0:9: 'ddr' holds no valid copy of tensor 3 'y' (home 'hbm'): store it there "
+        "and wait for the store first");
 }
 
 TEST_CASE("a detach is safe once the store has been waited on") {
@@ -109,9 +118,9 @@ TEST_CASE("a detach is safe once the store has been waited on") {
   // y stored to ddr, waited, detached, prefetched back before mm.
   p.home[3] = 1;
   auto& s = p.programs[0].steps;
-  s = {prefetch(0, 1), prefetch(1, 2), compute(0, {1}), store(3, 5), detach(3, {5}),
-       prefetch(3, 6), compute(1, {2, 6}), store(4, 3), detach(1), detach(4, {3}), detach(0),
-       detach(3)};
+  s = {prefetch(0, 1), prefetch(1, 2), compute(0, {1}),    store(3, 5),
+       detach(3, {5}), prefetch(3, 6), compute(1, {2, 6}), store(4, 3),
+       detach(1),      detach(4, {3}), detach(0),          detach(3)};
   CHECK(issue(p) == "ok");
 }
 

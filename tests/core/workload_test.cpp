@@ -69,15 +69,15 @@ TEST_CASE("reading before producing is reported, with the cycle when there is on
 }
 
 TEST_CASE("malformed JSON and unknown keys name line and column") {
-  CHECK_THROWS_WITH_AS(read_workload_text("{\"format\": \"tierflow.workload/1\",\n \"nmae\": 1}",
-                                          "x.json"),
-                       "x.json:2:2: unknown key 'nmae' in the workload; did you mean 'name'?",
-                       InputError);
+  CHECK_THROWS_WITH_AS(
+      read_workload_text("{\"format\": \"tierflow.workload/1\",\n \"nmae\": 1}", "x.json"),
+      "x.json:2:2: unknown key 'nmae' in the workload; did you mean 'name'?", InputError);
   CHECK_THROWS_WITH_AS(read_workload_text("{\"format\": \"tierflow.workload/2\"}", "x.json"),
                        "x.json:1:12: unsupported format 'tierflow.workload/2': this tierflow "
                        "reads 'tierflow.workload/1'",
                        InputError);
-  CHECK_THROWS_WITH_AS(read_workload_text("{\"name\": \"x\",", "x.json"),
-                       "x.json:1:14: malformed JSON: expected a key in double quotes, got the end of the file",
-                       InputError);
+  CHECK_THROWS_WITH_AS(
+      read_workload_text("{\"name\": \"x\",", "x.json"),
+      "x.json:1:14: malformed JSON: expected a key in double quotes, got the end of the file",
+      InputError);
 }

@@ -1,17 +1,17 @@
 // Generated workloads agree with the closed-form accounting of traces/arch.h and with
 // ../shared/reference/models.md.
 #include "traces/generate.h"
-#include "traces/hf_import.h"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <map>
-#include <nlohmann/json.hpp>
 
 #include "core/json_reader.h"
 #include "core/workload_json.h"
 #include "traces/arch_loader.h"
+#include "traces/hf_import.h"
 
 using namespace tierflow;
 using namespace tierflow::traces;
