@@ -222,6 +222,11 @@ class PlanChecker {
         }
         case StepKind::kStore: {
           const uint32_t t = s.target;
+          if (w_.tensors[t].origin != kExternal && !produced[t]) {
+            return at(prog, step,
+                      fmt::format("store of {} before its producer op {} runs", tensor_name(t),
+                                  w_.tensors[t].origin));
+          }
           if (!resident[t]) {
             return at(prog, step,
                       fmt::format("store of {}, which is not resident on '{}'", tensor_name(t),

@@ -134,9 +134,17 @@ class PlanReader {
     r_.begin_object(what);
     std::string key;
     bool has_inline = false;
+    bool seen[3] = {};
+    const std::vector<std::string> keys =
+        inline_target != nullptr ? kRefKeys : std::vector<std::string>{"file", "sha256"};
     while (r_.next_key(key)) {
-      const size_t k = index(key, kRefKeys);
+      const size_t k = index(key, keys);
+      if (k < keys.size()) {
+        if (seen[k]) r_.fail_at(r_.key_offset(), "duplicate key '{}' in {}", key, what);
+        seen[k] = true;
+      }
       if (k == 0) {
+        file_at_ = r_.offset();
         ref.file = r_.read_string("file");
       } else if (k == 1) {
         const size_t v = r_.offset();
@@ -149,8 +157,7 @@ class PlanReader {
         *inline_target = read_workload_from(r_);
         has_inline = true;
       } else {
-        r_.fail_at(r_.key_offset(), "unknown key '{}' in {}{}", key, what,
-                   did_you_mean(key, kRefKeys));
+        r_.fail_at(r_.key_offset(), "unknown key '{}' in {}{}", key, what, did_you_mean(key, keys));
       }
     }
     if (has_inline && !ref.file.empty()) {
@@ -167,7 +174,13 @@ class PlanReader {
     read_ref(ref, "workload", &w);
     if (ref.file.empty()) return w;
     const std::string path = (std::filesystem::path(base_) / ref.file).string();
-    const std::string text = read_text_file(path);
+    std::string text;
+    try {
+      text = read_text_file(path);
+    } catch (const InputError& e) {
+      // The plan names the file: point at that name.
+      r_.fail_at(file_at_, "workload '{}': {}", path, e.message());
+    }
     if (!ref.sha256.empty() && sha256_hex(text) != ref.sha256) {
       r_.fail_at(ref_at_,
                  "workload '{}' has changed since the plan was made (SHA-256 differs): "
@@ -182,14 +195,25 @@ class PlanReader {
     while (r_.next_item()) {
       Program prog;
       step_at_.emplace_back();
+      const size_t obj = r_.offset();
       r_.begin_object("a program");
       std::string key;
       bool has_steps = false;
-      const size_t obj = r_.offset();
+      bool has_device = false;
       while (r_.next_key(key)) {
         const size_t k = index(key, kProgramKeys);
+        if ((k == 0 && has_device) || (k == 1 && has_steps)) {
+          r_.fail_at(r_.key_offset(), "duplicate key '{}' in a program", key);
+        }
         if (k == 0) {
+          has_device = true;
+          const size_t v = r_.offset();
           prog.device = static_cast<uint32_t>(r_.read_uint("device", UINT32_MAX - 1));
+          for (size_t i = 0; i < p.programs.size(); ++i) {
+            if (p.programs[i].device == prog.device) {
+              r_.fail_at(v, "device {} already has a program (program {})", prog.device, i);
+            }
+          }
         } else if (k == 1) {
           has_steps = true;
           r_.begin_array("steps");
@@ -217,14 +241,33 @@ class PlanReader {
     std::string tier;
     size_t tier_at = 0;
     std::string_view tier_key;
+    size_t tier_key_at = 0;
+    bool seen[8] = {};
     while (r_.next_key(key)) {
       const size_t k = index(key, kStepKeys);
+      if (k < kStepKeys.size()) {
+        if (seen[k]) r_.fail_at(r_.key_offset(), "duplicate key '{}' in a step", key);
+        seen[k] = true;
+      }
+      if ((k == 4 || k == 5) && kinds == 1) {
+        const bool fits =
+            (k == 4 && s.kind == StepKind::kPrefetch) || (k == 5 && s.kind == StepKind::kStore);
+        if (!fits) {
+          r_.fail_at(r_.key_offset(), "a {} step takes no '{}'",
+                     kStepKindNames[static_cast<size_t>(s.kind)], key);
+        }
+      }
+      if ((k == 4 || k == 5) && !tier_key.empty()) {
+        r_.fail_at(r_.key_offset(),
+                   "a step has either 'from' (prefetch) or 'to' (store), not both");
+      }
       if (k < 4) {
         ++kinds;
         s.kind = static_cast<StepKind>(k);
         s.target = static_cast<uint32_t>(r_.read_uint(key, UINT32_MAX - 1));
       } else if (k == 4 || k == 5) {
         tier_key = kStepKeys[k];
+        tier_key_at = r_.key_offset();
         tier_at = r_.offset();
         tier = r_.read_string(key);
       } else if (k == 6) {
@@ -245,9 +288,10 @@ class PlanReader {
                                   : s.kind == StepKind::kStore  ? "to"
                                                                 : "";
     if (need != tier_key) {
-      if (need.empty())
-        r_.fail_at(tier_at, "a {} step takes no '{}'", kStepKindNames[static_cast<size_t>(s.kind)],
-                   tier_key);
+      if (!tier_key.empty()) {
+        r_.fail_at(tier_key_at, "a {} step takes no '{}'",
+                   kStepKindNames[static_cast<size_t>(s.kind)], tier_key);
+      }
       r_.fail_at(obj, "a {} step needs '{}'", kStepKindNames[static_cast<size_t>(s.kind)], need);
     }
     if (!need.empty()) {
@@ -288,6 +332,7 @@ class PlanReader {
   std::string base_;
   size_t home_at_ = 0;
   size_t ref_at_ = 0;
+  size_t file_at_ = 0;
   std::vector<size_t> home_offsets_;
   std::vector<size_t> program_at_;
   std::vector<std::vector<size_t>> step_at_;
