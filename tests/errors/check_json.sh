@@ -59,45 +59,6 @@ if [[ ! $line =~ ^[1-9][0-9]*$ || ! $col =~ ^[1-9][0-9]*$ || $rest != "$col: "* 
 fi
 expected="error: $fixture:$want"
 
-tmp=$(mktemp -d) || exit 3
-trap 'rm -rf "$tmp"' EXIT
-
-"$bin" "${subcommand[@]}" "$fixture" >"$tmp/out" 2>"$tmp/err"
-rc=$?
-
-# Read stderr byte-exactly (command substitution would drop trailing newlines).
-actual=$(cat "$tmp/err"; printf x)
-actual=${actual%x}
-
-fail=0
-problems=()
-if [[ $rc -ne 2 ]]; then
-  problems+=("exit code $rc, expected 2")
-  fail=1
-fi
-if [[ -s $tmp/out ]]; then
-  problems+=("stdout is not empty")
-  fail=1
-fi
-if [[ $actual != "$expected"$'\n' ]]; then
-  problems+=("stderr differs")
-  fail=1
-fi
-
-if (( fail )); then
-  printf -v summary "%s; " "${problems[@]}"
-  echo "FAIL $fixture: ${summary%; }"
-  echo "  command:  $bin ${subcommand[*]} $fixture"
-  echo "  expected: $expected"
-  if [[ -s $tmp/err ]]; then
-    sed 's/^/  actual:   /' "$tmp/err"
-    [[ $actual == *$'\n' ]] || printf '\n  (stderr does not end in a newline)\n'
-  else
-    echo "  actual:   (stderr is empty)"
-  fi
-  if [[ -s $tmp/out ]]; then
-    sed 's/^/  stdout:   /' "$tmp/out"
-  fi
-  exit 1
-fi
-exit 0
+# shellcheck source=tests/errors/expect_error.sh
+source "$(dirname "${BASH_SOURCE[0]}")/expect_error.sh"
+expect_error "$fixture" "$expected" "$bin" "${subcommand[@]}" "$fixture"
