@@ -35,7 +35,6 @@ class PlanReader {
     std::string device_tier;
     bool seen[9] = {};
     size_t device_tier_at = 0;
-    bool have_workload = false;
     while (r_.next_key(key)) {
       const size_t k = index(key, kTopKeys);
       if (k == kTopKeys.size()) {
@@ -61,7 +60,6 @@ class PlanReader {
           break;
         case 3:
           out.workload = read_workload_ref(p.workload_ref);
-          have_workload = true;
           break;
         case 4:
           read_ref(p.topology_ref, "topology", nullptr);
@@ -100,7 +98,6 @@ class PlanReader {
     for (size_t k : {0U, 1U, 3U, 5U, 6U, 7U, 8U}) {
       if (!seen[k]) r_.fail_at(top, "the plan is missing required key '{}'", kTopKeys[k]);
     }
-    (void)have_workload;
     p.device_tier = tier_index(p, device_tier, device_tier_at);
     for (size_t i = 0; i < home_names.size(); ++i) {
       p.home.push_back(tier_index(p, home_names[i], home_offsets_[i]));

@@ -130,6 +130,12 @@ struct Schema {
   }
 };
 
+/// A top-level key of a file format (not a declared field), with its description.
+struct TopKey {
+  std::string_view key;
+  std::string_view description;
+};
+
 // ---- Value parsers: each throws InputError at the input's position. ----
 
 std::string parse_string(const Input& in, std::string_view key);

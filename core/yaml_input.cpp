@@ -135,6 +135,17 @@ void read_sources(const YAML::Node& node, std::map<std::string, std::string>& ou
   }
 }
 
+SetArg split_set(const std::string& arg, int index, std::string_view example) {
+  const auto eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw InputError::at(SourcePos{"--set", index, 1}, "expected {} (e.g. {}), got '{}'",
+                         example.substr(0, example.find(' ')),
+                         example.substr(example.find(' ') + 1), arg);
+  }
+  return SetArg{arg.substr(0, eq), arg.substr(eq + 1), SourcePos{"--set", index, 1},
+                SourcePos{"--set", index, static_cast<int>(eq) + 2}};
+}
+
 std::string peek_scalar(const YAML::Node& map, const char* key) {
   if (!map.IsMap()) return {};
   for (auto it = map.begin(); it != map.end(); ++it) {

@@ -98,6 +98,17 @@ void read_object(const YAML::Node& node, const Schema<Obj>& s, Obj& obj, const s
   }
 }
 
+/// One `--set PATH=VALUE` argument, split, with the positions of both halves
+/// (`--set:N:COL`, N counting the --set arguments from 1).
+struct SetArg {
+  std::string path;
+  std::string value;
+  SourcePos key_pos;
+  SourcePos value_pos;
+};
+/// Splits argument number `index` (1-based); `example` shows the expected form.
+SetArg split_set(const std::string& arg, int index, std::string_view example);
+
 /// Applies `--set KEY=VALUE` to one object: the key must be declared (an unknown key is
 /// an error with a suggestion, never a new field).
 template <class Obj>

@@ -33,22 +33,7 @@ void read_list(const YAML::Node& node, const schema::Schema<Obj>& s, std::vector
 
 // ---- --set overrides ----
 
-struct SetArg {
-  std::string path;
-  std::string value;
-  SourcePos key_pos;
-  SourcePos value_pos;
-};
-
-SetArg split_set(const std::string& arg, int index) {
-  const auto eq = arg.find('=');
-  if (eq == std::string::npos || eq == 0) {
-    throw InputError::at(SourcePos{"--set", index, 1},
-                         "expected PATH=VALUE (e.g. tiers.ddr.capacity=2TiB), got '{}'", arg);
-  }
-  return SetArg{arg.substr(0, eq), arg.substr(eq + 1), SourcePos{"--set", index, 1},
-                SourcePos{"--set", index, static_cast<int>(eq) + 2}};
-}
+using schema::SetArg;
 
 template <class Obj>
 bool try_set_in_list(std::vector<Obj>& list, const schema::Schema<Obj>& s, const SetArg& a,
@@ -78,7 +63,8 @@ bool try_set_in_list(std::vector<Obj>& list, const schema::Schema<Obj>& s, const
 
 void apply_overrides(Topology& t, const std::vector<std::string>& overrides) {
   for (size_t i = 0; i < overrides.size(); ++i) {
-    const SetArg a = split_set(overrides[i], static_cast<int>(i) + 1);
+    const SetArg a = schema::split_set(overrides[i], static_cast<int>(i) + 1,
+                                       "PATH=VALUE tiers.ddr.capacity=2TiB");
     const auto dot = a.path.find('.');
     const std::string head = a.path.substr(0, dot);
     const std::string rest = dot == std::string::npos ? std::string() : a.path.substr(dot + 1);

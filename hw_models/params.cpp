@@ -225,8 +225,8 @@ const Schema<RoutePin>& route_schema() {
   return kSchema;
 }
 
-const std::vector<TopKey>& top_level_keys() {
-  static const std::vector<TopKey> kKeys = {
+const std::vector<schema::TopKey>& top_level_keys() {
+  static const std::vector<schema::TopKey> kKeys = {
       {"tierflow", "format tag: `hw/1`"},
       {"name", "topology name (an id)"},
       {"description", "free text"},

@@ -15,11 +15,7 @@ const schema::Schema<Link>& link_schema();
 const schema::Schema<RoutePin>& route_schema();
 
 /// The top-level keys of a topology file, in documentation order, with descriptions.
-struct TopKey {
-  std::string_view key;
-  std::string_view description;
-};
-const std::vector<TopKey>& top_level_keys();
+const std::vector<schema::TopKey>& top_level_keys();
 
 /// The format tag a topology file must carry (`tierflow: hw/1`).
 inline constexpr std::string_view kFormatTag = "hw/1";

@@ -16,18 +16,10 @@ constexpr std::string_view kWhat = "the model";
 
 void apply_overrides(Arch& a, const std::vector<std::string>& overrides) {
   for (size_t i = 0; i < overrides.size(); ++i) {
-    const std::string& arg = overrides[i];
-    const int line = static_cast<int>(i) + 1;
-    const auto eq = arg.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      throw InputError::at(SourcePos{"--set", line, 1},
-                           "expected KEY=VALUE (e.g. layers=2), got '{}'", arg);
-    }
-    const std::string key = arg.substr(0, eq);
-    const SourcePos value_pos{"--set", line, static_cast<int>(eq) + 2};
-    const std::string value = arg.substr(eq + 1);
-    schema::apply_override(a, arch_schema(), key, SourcePos{"--set", line, 1},
-                           Input{{value}, {value_pos}, value_pos}, std::string(kWhat));
+    const schema::SetArg arg =
+        schema::split_set(overrides[i], static_cast<int>(i) + 1, "KEY=VALUE layers=2");
+    schema::apply_override(a, arch_schema(), arg.path, arg.key_pos,
+                           Input{{arg.value}, {arg.value_pos}, arg.value_pos}, std::string(kWhat));
   }
 }
 

@@ -143,8 +143,8 @@ const Schema<Arch>& arch_schema() {
   return kSchema;
 }
 
-const std::vector<ModelTopKey>& model_top_level_keys() {
-  static const std::vector<ModelTopKey> kKeys = {
+const std::vector<schema::TopKey>& model_top_level_keys() {
+  static const std::vector<schema::TopKey> kKeys = {
       {"tierflow", "format tag: `model/1`"},
       {"sources", "citation key -> citation text"},
   };

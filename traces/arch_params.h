@@ -21,11 +21,7 @@ inline constexpr std::array<std::string_view, 9> kFamilyNames = {
 const schema::Schema<Arch>& arch_schema();
 
 /// The keys of a model file that are not Arch fields, with descriptions.
-struct ModelTopKey {
-  std::string_view key;
-  std::string_view description;
-};
-const std::vector<ModelTopKey>& model_top_level_keys();
+const std::vector<schema::TopKey>& model_top_level_keys();
 
 /// The format tag a model file must carry (`tierflow: model/1`).
 inline constexpr std::string_view kModelFormatTag = "model/1";

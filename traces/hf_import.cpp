@@ -23,50 +23,18 @@ using Keys = std::span<const std::string_view>;
 
 // ---- positions ----
 
-/// 1-based line and column of byte `offset` (0-based) in `text`.
-SourcePos pos_at(std::string_view text, const std::string& file, size_t offset) {
-  offset = std::min(offset, text.size());
-  int line = 1;
-  size_t line_start = 0;
-  for (size_t i = 0; i < offset; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      line_start = i + 1;
-    }
-  }
-  return SourcePos{file, line, static_cast<int>(offset - line_start) + 1};
-}
-
-/// The positions of the top-level object's keys, in order. nlohmann keeps no positions
-/// (and silently keeps the last of duplicate keys), so a small scan of the text, which
-/// has already parsed, finds them. Keys are decoded for the common escapes only.
-std::vector<std::pair<std::string, SourcePos>> top_level_keys(std::string_view text,
-                                                              const std::string& file) {
+/// The top-level object's keys with their positions, in order. nlohmann keeps no
+/// positions, so the strict positioned reader of core parses the text first: it also
+/// reports malformed JSON exactly where it is.
+std::vector<std::pair<std::string, SourcePos>> top_level_keys(JsonReader& r) {
   std::vector<std::pair<std::string, SourcePos>> keys;
-  int depth = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '{' || c == '[') {
-      ++depth;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    } else if (c == '"') {
-      const size_t start = i;
-      std::string s;
-      for (++i; i < text.size() && text[i] != '"'; ++i) {
-        if (text[i] == '\\' && i + 1 < text.size()) {
-          const char e = text[++i];
-          s += e == 'n' ? '\n' : e == 't' ? '\t' : e;  // \" \\ \/ stay themselves
-        } else {
-          s += text[i];
-        }
-      }
-      const size_t j = text.find_first_not_of(" \t\r\n", i + 1);
-      if (depth == 1 && j != std::string_view::npos && text[j] == ':') {
-        keys.emplace_back(std::move(s), pos_at(text, file, start));
-      }
-    }
+  r.begin_object("a config.json");
+  std::string key;
+  while (r.next_key(key)) {
+    keys.emplace_back(key, r.pos_at(r.key_offset()));
+    r.skip_value();
   }
+  r.expect_end();
   return keys;
 }
 
@@ -544,24 +512,13 @@ std::string model_name(const Json& j, const std::string& file, std::string_view 
 }  // namespace
 
 Arch import_hf_config_text(const std::string& text, const std::string& name) {
-  Json j;
-  try {
-    j = Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    // e.byte counts the characters read, the failing one included.
-    const size_t at = e.byte > 0 ? e.byte - 1 : 0;
-    std::string msg = e.what();
-    // "[json.exception.parse_error.101] parse error at line 1, column 2: syntax error ..."
-    if (auto k = msg.find(": "); k != std::string::npos) msg = msg.substr(k + 2);
-    throw InputError(pos_at(text, name, at), "malformed JSON: " + msg);
-  }
-  const SourcePos top = pos_at(text, name, text.find_first_not_of(" \t\r\n"));
-  if (!j.is_object()) {
-    throw InputError::at(top, "a config.json holds one JSON object, got {}", j.type_name());
-  }
+  JsonReader r(text, name);
+  const SourcePos top = r.pos();
+  const auto keys = top_level_keys(r);
+  // The text is valid JSON by now; nlohmann gives convenient access to the values.
+  const Json j = Json::parse(text);
   const auto mt = j.find("model_type");
   // Every key must be read or known to be inert; a duplicate would hide a value.
-  const auto keys = top_level_keys(text, name);
   std::map<std::string, SourcePos> key_pos;
   for (const auto& [key, p] : keys) {
     if (!key_pos.emplace(key, p).second) throw InputError::at(p, "duplicate field '{}'", key);
