@@ -20,6 +20,25 @@ class PlanChecker {
   PlanChecker(const Plan& p, const Workload& w) : p_(p), w_(w) {}
 
   std::optional<PlanIssue> run() {
+    if (auto issue = check_global()) return issue;
+    for (size_t i = 0; i < p_.programs.size(); ++i) {
+      if (auto issue = check_program(static_cast<int>(i))) return issue;
+    }
+    return std::nullopt;
+  }
+
+  PlanCheck run_all() {
+    PlanCheck out;
+    out.global = check_global();
+    if (out.global) return out;
+    for (size_t i = 0; i < p_.programs.size(); ++i) {
+      out.programs.push_back(check_program(static_cast<int>(i)));
+    }
+    return out;
+  }
+
+ private:
+  std::optional<PlanIssue> check_global() {
     if (p_.tiers.empty() || p_.tiers.size() > 64) {
       return PlanIssue{-1, -1, -1, "a plan names between 1 and 64 tiers"};
     }
@@ -36,14 +55,9 @@ class PlanChecker {
         return PlanIssue{-1, -1, static_cast<int>(t), "home tier is not one of the plan's tiers"};
       }
     }
-    if (auto issue = collect_events()) return issue;
-    for (size_t i = 0; i < p_.programs.size(); ++i) {
-      if (auto issue = check_program(static_cast<int>(i))) return issue;
-    }
-    return std::nullopt;
+    return collect_events();
   }
 
- private:
   PlanIssue at(int prog, int step, std::string msg) const {
     return PlanIssue{prog, step, -1, std::move(msg)};
   }
@@ -284,6 +298,10 @@ class PlanChecker {
 
 std::optional<PlanIssue> verify_plan(const Plan& p, const Workload& w) {
   return PlanChecker(p, w).run();
+}
+
+PlanCheck verify_plan_programs(const Plan& p, const Workload& w) {
+  return PlanChecker(p, w).run_all();
 }
 
 }  // namespace tierflow

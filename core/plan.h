@@ -73,4 +73,12 @@ struct PlanIssue {
 /// issue in document order.
 std::optional<PlanIssue> verify_plan(const Plan& p, const Workload& w);
 
+/// The same rules, with the first issue of every program: what the simulator needs to
+/// run each program up to the step that breaks a rule.
+struct PlanCheck {
+  std::optional<PlanIssue> global;  ///< tiers, homes, events: nothing can run
+  std::vector<std::optional<PlanIssue>> programs;  ///< empty when `global` is set
+};
+PlanCheck verify_plan_programs(const Plan& p, const Workload& w);
+
 }  // namespace tierflow

@@ -25,7 +25,7 @@ class PlanReader {
   PlanReader(std::string_view text, const std::string& name, std::string base_dir)
       : r_(text, name), base_(std::move(base_dir)) {}
 
-  LoadedPlan read() {
+  LoadedPlan read(bool verify) {
     LoadedPlan out;
     Plan& p = out.plan;
     const size_t top = r_.offset();
@@ -105,7 +105,9 @@ class PlanReader {
     for (const PendingTier& t : pending_tiers_) {
       p.programs[t.program].steps[t.step].tier = tier_index(p, t.name, t.at);
     }
-    if (auto issue = verify_plan(p, out.workload)) report(*issue);
+    if (verify) {
+      if (auto issue = verify_plan(p, out.workload)) report(*issue);
+    }
     return out;
   }
 
@@ -349,13 +351,13 @@ void append_ref(std::string& out, const Reference& ref) {
 }  // namespace
 
 LoadedPlan read_plan_text(std::string_view text, const std::string& name,
-                          const std::string& base_dir) {
-  return PlanReader(text, name, base_dir).read();
+                          const std::string& base_dir, bool verify) {
+  return PlanReader(text, name, base_dir).read(verify);
 }
 
-LoadedPlan read_plan(const std::string& path) {
+LoadedPlan read_plan(const std::string& path, bool verify) {
   const std::string text = read_text_file(path);
-  return read_plan_text(text, path, std::filesystem::path(path).parent_path().string());
+  return read_plan_text(text, path, std::filesystem::path(path).parent_path().string(), verify);
 }
 
 std::string write_plan(const Plan& p, const Workload* inline_workload) {

@@ -18,9 +18,11 @@ struct LoadedPlan {
 /// Reads a plan and its workload (inline, or the referenced file relative to the plan's
 /// folder, whose SHA-256 must match), then verifies the plan. Errors are InputErrors at
 /// the JSON position of the fault.
-LoadedPlan read_plan(const std::string& path);
+/// With `verify` false the §6 rules are left to the caller (the simulator checks them
+/// itself to report when a broken step is reached); the format is still checked.
+LoadedPlan read_plan(const std::string& path, bool verify = true);
 LoadedPlan read_plan_text(std::string_view text, const std::string& name,
-                          const std::string& base_dir);
+                          const std::string& base_dir, bool verify = true);
 
 /// Deterministic JSON; the workload is embedded when `inline_workload` is given,
 /// otherwise referenced by plan.workload_ref.

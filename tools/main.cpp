@@ -11,6 +11,7 @@
 #include "tools/cli_common.h"
 #include "tools/hw_cmd.h"
 #include "tools/plan_cmd.h"
+#include "tools/sim_cmd.h"
 #include "tools/trace_cmd.h"
 
 #ifndef TIERFLOW_VERSION
@@ -34,6 +35,7 @@ int run(int argc, char** argv) {
   add_hw_commands(app);
   add_trace_commands(app);
   add_plan_commands(app);
+  add_sim_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CommandResult& r) {

@@ -1,0 +1,102 @@
+// The topology turned into simulation resources: one instance of every tier, link
+// direction and copy engine group that a supernode has, and the resources each transfer
+// crosses.
+//
+// Glossary
+//   instance     one physical copy of a tier, link or switch: a `per: device` tier has one
+//                per device, a `per: socket` tier one per CPU socket, and so on.
+//   port         a tier instance's read side or write side; each is a flow resource.
+//   engine group the copy engines of one link instance in one direction: at most
+//                `copy_engines` transfers cross it at once, the rest queue in FIFO order.
+//   path         what a transfer between two tiers for one device crosses: the source read
+//                port, each link direction, each staging tier's ports, the destination
+//                write port; its engine groups; and its setup latency.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "hw_models/topology.h"
+#include "sim/models/flows.h"
+
+namespace tierflow::sim {
+
+enum class ResourceKind { kTierRead, kTierWrite, kLink };
+
+struct ResourceInfo {
+  ResourceKind kind = ResourceKind::kLink;
+  size_t index = 0;  ///< tier or link index in the topology
+  int instance = 0;
+  bool forward = true;  ///< link direction a->b (both, for a half-duplex link)
+  std::string name;     ///< "pcie[3] hbm->rc", "ddr[0] read"
+};
+
+struct EngineGroup {
+  int capacity = 1;
+  size_t link = 0;
+  int instance = 0;
+  bool forward = true;
+  uint32_t resource = 0;  ///< the link-direction flow resource
+};
+
+struct Path {
+  size_t route_from = 0;
+  size_t route_to = 0;
+  std::vector<uint32_t> resources;  ///< flow resources, in route order
+  std::vector<uint32_t> engines;    ///< engine groups, in route order
+  std::vector<uint32_t> links;      ///< link-direction resources only (timeline lanes)
+  Time setup = 0;
+  double bandwidth = 0;  ///< bottleneck alone, bytes/s
+};
+
+class Fabric {
+ public:
+  /// Creates a flow resource in `net` for every tier port and link direction instance.
+  Fabric(const hw::Topology& t, FlowNetwork& net);
+
+  /// Global device number -> (device class, index within the class).
+  [[nodiscard]] size_t device_class(int device) const { return dev_class_[size_t(device)]; }
+  [[nodiscard]] int device_index(int device) const { return dev_index_[size_t(device)]; }
+  [[nodiscard]] int devices() const { return static_cast<int>(dev_class_.size()); }
+
+  /// Instance of tier `tier` that device `device` uses.
+  [[nodiscard]] int tier_instance(size_t tier, int device) const;
+  /// Memory ledger slot of that instance (tiers and their instances numbered densely).
+  [[nodiscard]] uint32_t tier_slot(size_t tier, int device) const {
+    return tier_base_[tier] + static_cast<uint32_t>(tier_instance(tier, device));
+  }
+  [[nodiscard]] uint32_t tier_slots() const { return tier_base_.back(); }
+  /// Tier index and instance of a slot.
+  [[nodiscard]] std::pair<size_t, int> slot_tier(uint32_t slot) const;
+  [[nodiscard]] std::string slot_name(uint32_t slot) const;
+
+  /// The path of a transfer from tier `from` to tier `to` for `device`; nullptr when the
+  /// topology has no route between them.
+  const Path* path(size_t from, size_t to, int device);
+
+  [[nodiscard]] const std::vector<ResourceInfo>& resources() const { return info_; }
+  [[nodiscard]] const std::vector<EngineGroup>& engines() const { return engines_; }
+  [[nodiscard]] const hw::Topology& topology() const { return t_; }
+
+ private:
+  uint32_t port(size_t tier, int instance, bool write) const {
+    return port_base_[tier] + static_cast<uint32_t>(instance) * 2 + (write ? 1 : 0);
+  }
+
+  const hw::Topology& t_;
+  std::vector<size_t> dev_class_;
+  std::vector<int> dev_index_;
+  std::vector<uint32_t> tier_base_;  ///< ledger slot of instance 0; back() = total
+  std::vector<uint32_t> port_base_;  ///< flow resource of instance 0's read port
+  std::vector<uint32_t> link_base_;  ///< flow resource of instance 0's forward direction;
+                                     ///< 2 per instance, 1 for a half-duplex link
+  std::vector<uint32_t> engine_base_;
+  std::vector<ResourceInfo> info_;
+  std::vector<EngineGroup> engines_;
+  std::deque<Path> paths_;  ///< stable addresses
+  std::vector<int32_t> path_index_;  ///< [device][from * tiers + to] -> paths_, -1 unknown, -2 none
+};
+
+}  // namespace tierflow::sim

@@ -1,0 +1,326 @@
+#include "sim/report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/json_reader.h"
+#include "core/table.h"
+#include "core/units.h"
+#include "sim/models/ledger.h"
+
+namespace tierflow::sim {
+namespace {
+
+std::string dur(Time ps) { return to_string_approx(Duration{ps}); }
+std::string bytes(uint64_t b) { return to_string_approx(Bytes{b}); }
+std::string rate(double bps) { return to_string(Bandwidth{bps}); }
+std::string pct(double x) { return fmt::format("{:.1f}%", 100.0 * x); }
+
+std::string_view resource_kind(ResourceKind k) {
+  switch (k) {
+    case ResourceKind::kTierRead:
+      return "tier-read";
+    case ResourceKind::kTierWrite:
+      return "tier-write";
+    case ResourceKind::kLink:
+      return "link";
+  }
+  return "link";
+}
+
+std::string live_name(const LiveTensor& l, const Workload& w) {
+  if (l.what & kWorkspaceBit) return fmt::format("workspace of op {}", l.what & ~kWorkspaceBit);
+  return w.tensors[l.what].name;
+}
+
+std::string_view kind_name(size_t k) {
+  return k < kTensorKindNames.size() ? kTensorKindNames[k] : std::string_view("workspace");
+}
+
+void json_str(std::string& out, std::string_view s) { append_json_string(out, s); }
+
+/// A CSV field, quoted when it holds a comma, quote or newline (RFC 4180).
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char ch : s) {
+    if (ch == '"') q += '"';
+    q += ch;
+  }
+  return q + "\"";
+}
+
+}  // namespace
+
+std::string_view error_kind_name(SimError::Kind k) {
+  switch (k) {
+    case SimError::Kind::kPlanRule:
+      return "plan rule";
+    case SimError::Kind::kCapacity:
+      return "capacity";
+    case SimError::Kind::kDeadlock:
+      return "deadlock";
+    case SimError::Kind::kTopology:
+      return "topology";
+  }
+  return "plan rule";
+}
+
+std::string report_table(const SimResult& r, const ReportContext& c) {
+  std::string out;
+  fmt::format_to(std::back_inserter(out), "plan {} on {} ({} programs, {} steps, {} transfers)\n",
+                 c.plan.name.empty() ? c.plan_file : c.plan.name, c.topology.name,
+                 c.plan.programs.size(), r.steps, r.transfers.size());
+  fmt::format_to(std::back_inserter(out), "makespan {}\n", dur(r.makespan));
+
+  Table dev({"device", "compute", "stall: transfer", "stall: memory", "busy", "ops", "in", "out"},
+            {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight,
+             Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
+             Table::Align::kRight, Table::Align::kRight});
+  for (const DeviceResult& d : r.devices) {
+    dev.add_row({std::to_string(d.device), dur(d.compute_ps), dur(d.stall_transfer_ps),
+                 dur(d.stall_memory_ps),
+                 r.makespan > 0 ? pct(double(d.compute_ps) / double(r.makespan)) : "-",
+                 std::to_string(d.ops), bytes(d.bytes_in), bytes(d.bytes_out)});
+  }
+  out += "\ndevices\n" + dev.render();
+
+  Table tiers({"tier", "capacity", "peak", "at", "average", "at peak"},
+              {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight,
+               Table::Align::kRight, Table::Align::kRight, Table::Align::kLeft});
+  for (const TierResult& t : r.tiers) {
+    std::string kinds;
+    for (size_t k = 0; k < t.peak_by_kind.size(); ++k) {
+      if (t.peak_by_kind[k] == 0) continue;
+      if (!kinds.empty()) kinds += ", ";
+      kinds += fmt::format("{} {}", kind_name(k), bytes(t.peak_by_kind[k]));
+    }
+    tiers.add_row({t.name, bytes(t.capacity), bytes(t.peak), dur(t.peak_time),
+                   bytes(static_cast<uint64_t>(t.average)), kinds});
+  }
+  out += "\ntiers (peak, time-weighted average, what was live at the peak)\n" + tiers.render();
+  for (const TierResult& t : r.tiers) {
+    if (t.largest.empty()) continue;
+    std::string list;
+    for (const LiveTensor& l : t.largest) {
+      if (!list.empty()) list += ", ";
+      list += fmt::format("{}{} {}", live_name(l, c.workload),
+                          r.devices.size() > 1 ? fmt::format(" (program {})", l.program) : "",
+                          bytes(l.bytes));
+    }
+    fmt::format_to(std::back_inserter(out), "  largest live at the peak of {}: {}\n", t.name, list);
+  }
+
+  Table res({"resource", "capacity", "bytes", "busy", "mean flows", "peak rate", "transfers",
+             "queued (mean)", "queued (max)"},
+            {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight,
+             Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
+             Table::Align::kRight, Table::Align::kRight, Table::Align::kRight});
+  std::vector<const LinkResult*> order;
+  for (const LinkResult& l : r.links) order.push_back(&l);
+  std::stable_sort(order.begin(), order.end(), [](const LinkResult* a, const LinkResult* b) {
+    return a->busy_ps > b->busy_ps;
+  });
+  const size_t shown = std::min<size_t>(order.size(), 20);
+  for (size_t i = 0; i < shown; ++i) {
+    const LinkResult& l = *order[i];
+    res.add_row({l.name, rate(l.capacity), bytes(static_cast<uint64_t>(l.bytes)),
+                 r.makespan > 0 ? pct(double(l.busy_ps) / double(r.makespan)) : "-",
+                 fmt::format("{:.2f}", l.mean_concurrency), rate(l.peak_rate),
+                 std::to_string(l.transfers),
+                 dur(l.transfers > 0 ? l.queue_ps / static_cast<Time>(l.transfers) : 0),
+                 dur(l.max_queue_ps)});
+  }
+  out += "\nlinks and tier ports (busiest first)\n" + res.render();
+  if (order.size() > shown) {
+    fmt::format_to(std::back_inserter(out), "  ... and {} more (see --json or --csv)\n",
+                   order.size() - shown);
+  }
+  // The transfers that cost the most waiting.
+  std::vector<const TransferRecord*> exposed;
+  for (const TransferRecord& x : r.transfers) {
+    if (x.exposed > 0) exposed.push_back(&x);
+  }
+  std::stable_sort(exposed.begin(), exposed.end(),
+                   [](const TransferRecord* a, const TransferRecord* b) {
+                     return a->exposed > b->exposed;
+                   });
+  if (!exposed.empty()) {
+    Table ex({"transfer", "program", "step", "bytes", "issued", "took", "exposed"},
+             {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight,
+              Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
+              Table::Align::kRight});
+    Time total = 0;
+    for (const TransferRecord* x : exposed) total += x->exposed;
+    for (size_t i = 0; i < exposed.size() && i < 10; ++i) {
+      const TransferRecord& x = *exposed[i];
+      ex.add_row({fmt::format("{} {}", kStepKindNames[size_t(x.kind)],
+                              c.workload.tensors[x.tensor].name),
+                  std::to_string(x.program), std::to_string(x.step), bytes(x.bytes),
+                  dur(x.issue), dur(x.end - x.issue), dur(x.exposed)});
+    }
+    fmt::format_to(std::back_inserter(out),
+                   "\ntransfers waited on ({} of them, {} exposed in all; largest first)\n",
+                   exposed.size(), dur(total));
+    out += ex.render();
+  }
+  if (r.error) {
+    const SimError& e = *r.error;
+    fmt::format_to(std::back_inserter(out), "\nerror ({}){}: {}\n", error_kind_name(e.kind),
+                   e.time >= 0 ? fmt::format(" at {}", dur(e.time)) : "", e.message);
+  }
+  return out;
+}
+
+std::string report_json(const SimResult& r, const ReportContext& c, bool with_transfers) {
+  std::string o;
+  auto out = std::back_inserter(o);
+  o += "{\n  \"format\": \"tierflow.report/1\",\n  \"plan\": ";
+  json_str(o, c.plan.name);
+  o += ",\n  \"topology\": ";
+  json_str(o, c.topology.name);
+  fmt::format_to(out, ",\n  \"makespan_ps\": {},\n  \"steps\": {},\n  \"events\": {},\n",
+                 r.makespan, r.steps, r.events);
+  o += "  \"error\": ";
+  if (r.error) {
+    const SimError& e = *r.error;
+    o += "{\"kind\": ";
+    json_str(o, error_kind_name(e.kind));
+    fmt::format_to(out, ", \"program\": {}, \"step\": {}, \"tensor\": {}, \"time_ps\": {}, ",
+                   e.program, e.step, e.tensor, e.time);
+    o += "\"message\": ";
+    json_str(o, e.message);
+    o += "}";
+  } else {
+    o += "null";
+  }
+  o += ",\n  \"devices\": [";
+  for (size_t i = 0; i < r.devices.size(); ++i) {
+    const DeviceResult& d = r.devices[i];
+    fmt::format_to(out,
+                   "{}\n    {{\"device\": {}, \"compute_ps\": {}, \"stall_transfer_ps\": {}, "
+                   "\"stall_memory_ps\": {}, \"compute_end_ps\": {}, \"end_ps\": {}, \"ops\": {}, "
+                   "\"transfers\": {}, \"bytes_in\": {}, \"bytes_out\": {}}}",
+                   i ? "," : "", d.device, d.compute_ps, d.stall_transfer_ps, d.stall_memory_ps,
+                   d.compute_end, d.end, d.ops, d.transfers, d.bytes_in, d.bytes_out);
+  }
+  o += "\n  ],\n  \"tiers\": [";
+  for (size_t i = 0; i < r.tiers.size(); ++i) {
+    const TierResult& t = r.tiers[i];
+    o += i ? ",\n    {\"name\": " : "\n    {\"name\": ";
+    json_str(o, t.name);
+    fmt::format_to(out,
+                   ", \"tier\": \"{}\", \"instance\": {}, \"capacity\": {}, \"peak\": {}, "
+                   "\"peak_time_ps\": {}, \"average\": {:.0f}, \"final\": {}, \"live_at_peak\": {}, "
+                   "\"peak_by_kind\": {{",
+                   c.topology.tiers[t.tier].id, t.instance, t.capacity, t.peak, t.peak_time,
+                   t.average, t.final_level, t.live_count);
+    bool first = true;
+    for (size_t k = 0; k < t.peak_by_kind.size(); ++k) {
+      if (t.peak_by_kind[k] == 0) continue;
+      fmt::format_to(out, "{}\"{}\": {}", first ? "" : ", ", kind_name(k), t.peak_by_kind[k]);
+      first = false;
+    }
+    o += "}, \"largest\": [";
+    for (size_t j = 0; j < t.largest.size(); ++j) {
+      const LiveTensor& l = t.largest[j];
+      fmt::format_to(out, "{}{{\"program\": {}, ", j ? ", " : "", l.program);
+      if (l.what & kWorkspaceBit) {
+        fmt::format_to(out, "\"workspace_of_op\": {}", l.what & ~kWorkspaceBit);
+      } else {
+        fmt::format_to(out, "\"tensor\": {}, \"name\": ", l.what);
+        json_str(o, c.workload.tensors[l.what].name);
+      }
+      fmt::format_to(out, ", \"bytes\": {}, \"home_copy\": {}}}", l.bytes, l.is_static);
+    }
+    o += "]}";
+  }
+  o += "\n  ],\n  \"resources\": [";
+  for (size_t i = 0; i < r.links.size(); ++i) {
+    const LinkResult& l = r.links[i];
+    o += i ? ",\n    {\"name\": " : "\n    {\"name\": ";
+    json_str(o, l.name);
+    fmt::format_to(out,
+                   ", \"kind\": \"{}\", \"capacity\": {}, \"bytes\": {:.0f}, \"busy_ps\": {}, "
+                   "\"mean_flows\": {}, \"peak_rate\": {}, \"transfers\": {}, \"queued_ps\": {}, "
+                   "\"max_queued_ps\": {}}}",
+                   resource_kind(l.kind), l.capacity, l.bytes, l.busy_ps, l.mean_concurrency,
+                   l.peak_rate, l.transfers, l.queue_ps, l.max_queue_ps);
+  }
+  o += "\n  ]";
+  if (with_transfers) {
+    o += ",\n  \"transfers\": [";
+    for (size_t i = 0; i < r.transfers.size(); ++i) {
+      const TransferRecord& x = r.transfers[i];
+      fmt::format_to(out,
+                     "{}\n    {{\"program\": {}, \"step\": {}, \"kind\": \"{}\", \"tensor\": {}, "
+                     "\"event\": {}, \"bytes\": {}, \"from\": \"{}\", \"to\": \"{}\", "
+                     "\"issue_ps\": {}, \"start_ps\": {}, \"active_ps\": {}, \"end_ps\": {}, "
+                     "\"exposed_ps\": {}}}",
+                     i ? "," : "", x.program, x.step, kStepKindNames[size_t(x.kind)], x.tensor,
+                     x.event, x.bytes, c.topology.tiers[x.from].id, c.topology.tiers[x.to].id,
+                     x.issue, x.start, x.active, x.end, x.exposed);
+    }
+    o += "\n  ]";
+  }
+  o += "\n}\n";
+  return o;
+}
+
+std::string report_csv(const SimResult& r, const ReportContext& c) {
+  std::string o = "section,name,metric,value\n";
+  auto out = std::back_inserter(o);
+  const auto quoted = csv_field;
+  fmt::format_to(out, "run,{},makespan_ps,{}\n", quoted(c.plan.name), r.makespan);
+  fmt::format_to(out, "run,{},steps,{}\n", quoted(c.plan.name), r.steps);
+  fmt::format_to(out, "run,{},error,{}\n", quoted(c.plan.name),
+                 r.error ? quoted(r.error->message) : "");
+  for (const DeviceResult& d : r.devices) {
+    fmt::format_to(out, "device,{},compute_ps,{}\n", d.device, d.compute_ps);
+    fmt::format_to(out, "device,{},stall_transfer_ps,{}\n", d.device, d.stall_transfer_ps);
+    fmt::format_to(out, "device,{},stall_memory_ps,{}\n", d.device, d.stall_memory_ps);
+    fmt::format_to(out, "device,{},end_ps,{}\n", d.device, d.end);
+    fmt::format_to(out, "device,{},bytes_in,{}\n", d.device, d.bytes_in);
+    fmt::format_to(out, "device,{},bytes_out,{}\n", d.device, d.bytes_out);
+  }
+  for (const TierResult& t : r.tiers) {
+    const std::string n = quoted(t.name);
+    fmt::format_to(out, "tier,{},capacity,{}\n", n, t.capacity);
+    fmt::format_to(out, "tier,{},peak,{}\n", n, t.peak);
+    fmt::format_to(out, "tier,{},peak_time_ps,{}\n", n, t.peak_time);
+    fmt::format_to(out, "tier,{},average,{:.0f}\n", n, t.average);
+    for (size_t k = 0; k < t.peak_by_kind.size(); ++k) {
+      if (t.peak_by_kind[k] > 0) {
+        fmt::format_to(out, "tier,{},peak_{},{}\n", n, kind_name(k), t.peak_by_kind[k]);
+      }
+    }
+  }
+  for (const LinkResult& l : r.links) {
+    const std::string n = quoted(l.name);
+    fmt::format_to(out, "resource,{},bytes,{:.0f}\n", n, l.bytes);
+    fmt::format_to(out, "resource,{},busy_ps,{}\n", n, l.busy_ps);
+    fmt::format_to(out, "resource,{},mean_flows,{}\n", n, l.mean_concurrency);
+    fmt::format_to(out, "resource,{},peak_rate,{}\n", n, l.peak_rate);
+    fmt::format_to(out, "resource,{},transfers,{}\n", n, l.transfers);
+    fmt::format_to(out, "resource,{},queued_ps,{}\n", n, l.queue_ps);
+  }
+  return o;
+}
+
+std::string transfers_csv(const SimResult& r, const ReportContext& c) {
+  std::string o =
+      "program,step,kind,tensor,name,event,bytes,from,to,issue_ps,start_ps,active_ps,end_ps,"
+      "exposed_ps\n";
+  auto out = std::back_inserter(o);
+  for (const TransferRecord& x : r.transfers) {
+    const std::string name = csv_field(c.workload.tensors[x.tensor].name);
+    fmt::format_to(out, "{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", x.program, x.step,
+                   kStepKindNames[size_t(x.kind)], x.tensor, name, x.event, x.bytes,
+                   c.topology.tiers[x.from].id, c.topology.tiers[x.to].id, x.issue, x.start,
+                   x.active, x.end, x.exposed);
+  }
+  return o;
+}
+
+}  // namespace tierflow::sim

@@ -1,0 +1,141 @@
+// Runs a plan on a topology and scores it (ARCHITECTURE §6, §7).
+//
+// Glossary
+//   program    the steps of one device, issued strictly in order: a step is issued when
+//              the compute step before it (its anchor) has finished, every event it waits
+//              on has completed and, for a step that allocates, its bytes fit (or, with
+//              --on-full wait, once they fit). A step that cannot issue holds back the
+//              steps after it, as in an in-order stream.
+//   transfer   a prefetch or store once issued: it queues on the copy engines of every
+//              link it crosses (FIFO), pays the route's setup latency, then shares
+//              bandwidth as a flow; its event completes when the last byte lands.
+//   stall      time the compute engine is idle while its program has work left: waiting
+//              for a transfer's event, or for memory.
+//   exposed    the part of a transfer's time that a step waited for it.
+//
+//   issue      start (engines held)   active (setup paid)          end (event)
+//     |--queue--|-------setup-----------|====== bytes / shared rate ======|
+//
+// Allocation: a prefetch allocates its device copy when issued; a store allocates its
+// destination copy when issued unless that tier already holds one; a compute step
+// allocates its outputs and workspace when it starts; detach frees the device copy;
+// workspace is freed when the op ends. Home copies of external tensors exist from time 0.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/plan.h"
+#include "core/workload.h"
+#include "hw_models/topology.h"
+#include "sim/kernel/event_queue.h"
+#include "sim/models/fabric.h"
+
+namespace tierflow::sim {
+
+class Timeline;
+
+enum class OnFull { kFail, kWait };
+
+struct SimOptions {
+  OnFull on_full = OnFull::kFail;
+  Timeline* timeline = nullptr;  ///< streamed while simulating when set
+  bool keep_transfers = true;    ///< fill SimResult::transfers
+  size_t live_top = 10;          ///< largest live tensors listed per tier at its peak
+};
+
+/// Why a plan cannot run: a broken §6 rule (found by the core verifier), a capacity
+/// overflow, a missing route, or programs that can never finish.
+struct SimError {
+  enum class Kind { kPlanRule, kCapacity, kDeadlock, kTopology };
+  Kind kind = Kind::kPlanRule;
+  int program = -1;
+  int step = -1;
+  int tensor = -1;
+  Time time = -1;  ///< -1: before the run starts
+  std::string message;
+};
+
+struct TransferRecord {
+  uint32_t program = 0;
+  uint32_t step = 0;
+  StepKind kind = StepKind::kPrefetch;
+  uint32_t tensor = 0;
+  uint32_t event = 0;  ///< the plan's event id
+  uint64_t bytes = 0;
+  uint32_t from = 0;  ///< topology tier indices
+  uint32_t to = 0;
+  Time issue = 0, start = 0, active = 0, end = 0;
+  Time exposed = 0;  ///< time steps spent waiting for this transfer
+};
+
+struct DeviceResult {
+  int device = 0;       ///< global device number
+  Time compute_ps = 0;  ///< sum of op times
+  Time stall_transfer_ps = 0;
+  Time stall_memory_ps = 0;
+  Time compute_end = 0;  ///< the last compute step's end
+  Time end = 0;          ///< the last step's end, transfers included
+  uint64_t ops = 0;
+  uint64_t transfers = 0;
+  uint64_t bytes_in = 0;   ///< prefetched
+  uint64_t bytes_out = 0;  ///< stored
+};
+
+struct LiveTensor {
+  uint32_t program = 0;
+  uint32_t what = 0;  ///< tensor id, or op id | kWorkspaceBit
+  uint64_t bytes = 0;
+  bool is_static = false;  ///< a home copy present from time zero
+};
+
+struct TierResult {
+  std::string name;  ///< "hbm[3]"
+  size_t tier = 0;
+  int instance = 0;
+  uint64_t capacity = 0;
+  uint64_t peak = 0;
+  Time peak_time = 0;
+  double average = 0;
+  uint64_t final_level = 0;
+  std::vector<uint64_t> peak_by_kind;  ///< bytes at the peak per TensorKind (+1: workspace)
+  std::vector<LiveTensor> largest;     ///< largest live allocations at the peak
+  size_t live_count = 0;
+};
+
+struct LinkResult {
+  std::string name;  ///< "pcie[3] hbm->rc", "ddr[0] read"
+  ResourceKind kind = ResourceKind::kLink;
+  size_t index = 0;  ///< link or tier index in the topology
+  int instance = 0;
+  bool forward = true;
+  double capacity = 0;  ///< bytes/s achievable
+  double bytes = 0;
+  Time busy_ps = 0;
+  double mean_concurrency = 0;  ///< flows on it, averaged over its busy time
+  double peak_rate = 0;
+  uint64_t transfers = 0;
+  Time queue_ps = 0;  ///< summed copy-engine queueing delay of its transfers
+  Time max_queue_ps = 0;
+};
+
+struct SimResult {
+  std::optional<SimError> error;
+  Time makespan = 0;
+  std::vector<DeviceResult> devices;
+  std::vector<TierResult> tiers;  ///< every tier instance the plan touched
+  std::vector<LinkResult> links;  ///< every link direction and tier port that carried bytes
+  std::vector<TransferRecord> transfers;
+  uint64_t events = 0;  ///< kernel events processed
+  uint64_t steps = 0;   ///< plan steps executed
+  uint64_t solves = 0;  ///< max-min re-solves
+};
+
+/// Simulates `plan` (over `w`) on `t`. Plan-rule violations are found by core's
+/// verify_plan and reported with the time the offending step was reached.
+SimResult simulate(const Plan& plan, const Workload& w, const hw::Topology& t,
+                   const SimOptions& options = {});
+
+}  // namespace tierflow::sim

@@ -1,0 +1,133 @@
+// The simulator's timeline: Chrome Trace Event Format JSON, streamed to disk as events
+// happen, for ui.perfetto.dev and chrome://tracing.
+//
+// Glossary
+//   process  a named group of tracks (a device, a memory tier, a link); pid in the JSON.
+//   track    one row of slices inside a process; a "thread" (tid) in the JSON. Track ids
+//            are unique across processes and never equal a pid.
+//   lane     one of the tracks a resource uses for concurrent work: a link carrying two
+//            transfers at once draws them on two lanes so that they never overlap on one
+//            track (viewers only nest slices, they cannot show partial overlaps).
+//   slice    an interval on a track ("X", a complete event): a kernel, a transfer.
+//   counter  a sampled value of a named series in a process ("C"): bytes resident.
+//   flow     an arrow from one slice to another ("s" then "f", same id/cat/name): a
+//            transfer that feeds a kernel. Each end binds to the slice that is open on its
+//            track at its time (see Timeline::flow).
+//
+// Times are integer picoseconds; `ts`/`dur` are microseconds printed exactly from the
+// integer (6 decimals), so no precision is lost to floating point. A few lines of output
+// (one event per line):
+//
+//   {"displayTimeUnit":"ns","traceEvents":[
+//   {"ph":"M","pid":1,"name":"process_name","args":{"name":"gpu0"}},
+//   {"ph":"M","pid":1,"tid":65536,"name":"thread_name","args":{"name":"h2d lane 0"}},
+//   {"ph":"X","pid":1,"tid":65536,"ts":0.000001,"dur":1.500000,"name":"w0","cat":"transfer"},
+//   {"ph":"C","pid":1,"ts":1.500001,"name":"hbm bytes","args":{"value":4096}},
+//   {"ph":"s","id":7,"pid":1,"tid":65536,"ts":0.000001,"name":"w0","cat":"flow"},
+//   {"ph":"f","bp":"e","id":7,"pid":1,"tid":65537,"ts":1.500001,"name":"w0","cat":"flow"}
+//   ]}
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <queue>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/io.h"
+
+namespace tierflow::sim {
+
+/// A process (group of tracks) in the timeline.
+using ProcessId = uint32_t;
+/// A track (row of slices); unique across processes.
+using TrackId = uint32_t;
+
+/// One entry of an event's "args" object, shown in the viewer's details panel.
+struct Arg {
+  std::string_view key;
+  std::variant<int64_t, uint64_t, double, std::string_view> value;
+};
+
+/// Streams a Chrome Trace Event Format file (the JSON-object form) through an
+/// AtomicOutput: memory does not grow with the number of events, and the file appears at
+/// its path only after finish(). The same calls give byte-identical output.
+/// Negative or reversed times, unknown ids and non-finite values are programmer errors.
+class Timeline {
+ public:
+  /// Opens `path` ("-" = stdout) and writes the header. Throws InputError if it cannot.
+  explicit Timeline(const std::string& path);
+
+  /// A process shown as `name`, ordered among processes by `sort_index`. Returns its pid.
+  ProcessId process(std::string_view name, int sort_index);
+  /// A track inside process `pid` shown as `name`, ordered within it by `sort_index`.
+  TrackId track(ProcessId pid, std::string_view name, int sort_index);
+
+  /// A complete slice [start_ps, end_ps] on `track`. Slices on one track must nest or be
+  /// disjoint (use Lanes for concurrent work on one resource).
+  void slice(TrackId track, int64_t start_ps, int64_t end_ps, std::string_view name,
+             std::string_view category, std::span<const Arg> args = {});
+  /// A sample of counter series `name` of process `pid`: `value` holds from `t_ps` until
+  /// the next sample. A value equal to the series' previous one is not written.
+  void counter(ProcessId pid, std::string_view name, int64_t t_ps, double value);
+  /// An arrow from the slice open on `from_track` at `from_ps` to the slice open on
+  /// `to_track` at `to_ps`. Perfetto binds each end to the innermost slice most recently
+  /// started on that track at or before the time, and the viewers break ties of equal
+  /// times by file order, so: pass each slice's start time (or a time strictly inside
+  /// it, never its end, where the next slice of the track may already have begun), and
+  /// call flow() after both slices were written. Flows are matched by (`id`, `category`,
+  /// `name`): `id` must be unique among flows of that category and name, and below 2^53
+  /// (JavaScript viewers read numbers as doubles).
+  void flow(uint64_t id, TrackId from_track, int64_t from_ps, TrackId to_track, int64_t to_ps,
+            std::string_view name, std::string_view category = "flow");
+  /// An instant marker on `track` at `t_ps` (thread scope), e.g. an error.
+  void instant(TrackId track, int64_t t_ps, std::string_view name, std::span<const Arg> args = {});
+
+  /// Writes the closing bytes and renames the file into place. Throws InputError on an
+  /// I/O failure. Without finish(), destruction leaves no file behind.
+  void finish();
+
+ private:
+  /// Track ids start above every pid: a viewer that sees tid == pid takes it for the
+  /// process's main thread, which would merge a track into another process.
+  static constexpr TrackId kFirstTrack = TrackId{1} << 16;
+
+  void begin_event(char phase);                ///< separator, `{"ph":"P"`
+  void end_event();                            ///< `}`; hands the line to out_
+  void put_ids(ProcessId pid, TrackId track);  ///< `,"pid":P,"tid":T`
+  void put_time(std::string_view key, int64_t ps);
+  void put_string(std::string_view key, std::string_view value);
+  void put_args(std::span<const Arg> args);
+  ProcessId pid_of(TrackId track) const;
+
+  AtomicOutput out_;
+  std::string line_;                  ///< the event being formatted
+  std::vector<ProcessId> track_pid_;  ///< process of each track, by track - kFirstTrack
+  /// Per process (by pid - 1): the last value written of each counter series, to skip
+  /// repeats. Its size is the number of processes.
+  std::vector<std::map<std::string, double, std::less<>>> last_counter_;
+  bool first_event_ = true;
+  bool finished_ = false;
+};
+
+/// Lane allocation for one resource: each concurrent interval takes the lowest lane not
+/// in use, so overlapping intervals never share a lane and few lanes are used.
+class Lanes {
+ public:
+  /// The lowest free lane; it is busy until released.
+  uint32_t acquire();
+  /// Frees `lane` (from acquire(), not yet released).
+  void release(uint32_t lane);
+  /// Lanes ever used (one more than the highest lane handed out).
+  [[nodiscard]] uint32_t count() const { return static_cast<uint32_t>(busy_.size()); }
+
+ private:
+  std::vector<bool> busy_;
+  std::priority_queue<uint32_t, std::vector<uint32_t>, std::greater<>> free_;
+};
+
+}  // namespace tierflow::sim

@@ -1,0 +1,111 @@
+#include "tools/sim_cmd.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "core/io.h"
+#include "core/plan_json.h"
+#include "hw_models/loader.h"
+#include "sim/report.h"
+#include "sim/simulator.h"
+#include "sim/timeline.h"
+#include "tools/cli_common.h"
+
+namespace tierflow::cli {
+namespace {
+
+struct SimCliOptions {
+  std::string hw;
+  std::string plan;
+  std::vector<std::string> sets;
+  std::string on_full = "fail";
+  std::string timeline;
+  std::string output = "-";
+  std::string transfers;
+  bool json = false;
+  bool csv = false;
+  size_t top = 10;
+};
+
+int run_sim(const SimCliOptions& o) {
+  // Rules are checked by the simulator, which also says when a broken step is reached.
+  const LoadedPlan lp = read_plan(o.plan, /*verify=*/false);
+  std::string hw_file = o.hw;
+  if (hw_file.empty()) {
+    if (lp.plan.topology_ref.file.empty()) {
+      throw InputError(SourcePos{o.plan},
+                       "the plan names no topology file: give one with --hw");
+    }
+    hw_file = (std::filesystem::path(o.plan).parent_path() / lp.plan.topology_ref.file).string();
+  }
+  const hw::Topology topo = hw::load_topology(hw_file, hw::LoadOptions{o.sets, false});
+
+  std::unique_ptr<sim::Timeline> tl;
+  if (!o.timeline.empty()) tl = std::make_unique<sim::Timeline>(o.timeline);
+  sim::SimOptions so;
+  so.on_full = o.on_full == "wait" ? sim::OnFull::kWait : sim::OnFull::kFail;
+  so.timeline = tl.get();
+  so.live_top = o.top;
+  const sim::SimResult r = sim::simulate(lp.plan, lp.workload, topo, so);
+  if (tl) tl->finish();
+
+  const sim::ReportContext ctx{lp.plan, lp.workload, topo, o.plan};
+  const std::string report = o.json  ? sim::report_json(r, ctx, /*with_transfers=*/true)
+                             : o.csv ? sim::report_csv(r, ctx)
+                                     : sim::report_table(r, ctx);
+  write_file_atomic(o.output, report);
+  if (!o.transfers.empty()) write_file_atomic(o.transfers, sim::transfers_csv(r, ctx));
+
+  if (!r.error) return static_cast<int>(ExitCode::kOk);
+  const sim::SimError& e = *r.error;
+  const std::string when =
+      e.time >= 0 ? fmt::format(" (reached at {})", to_string_approx(Duration{e.time})) : "";
+  if (e.kind == sim::SimError::Kind::kPlanRule) {
+    // The verifier's message at the step's JSON position.
+    try {
+      (void)read_plan(o.plan, /*verify=*/true);
+    } catch (const InputError& positioned) {
+      print_error(InputError(positioned.pos(), positioned.message() + when));
+      return static_cast<int>(ExitCode::kBadInput);
+    }
+  }
+  std::string where;
+  if (e.program >= 0) where += fmt::format("program {}", e.program);
+  if (e.step >= 0) where += fmt::format(" step {}", e.step);
+  std::fflush(stdout);
+  fmt::print(stderr, "error: {}: {}{}{}{}\n", o.plan, where, where.empty() ? "" : ": ", e.message,
+             when);
+  return static_cast<int>(e.kind == sim::SimError::Kind::kCapacity ? ExitCode::kInfeasible
+                                                                   : ExitCode::kBadInput);
+}
+
+}  // namespace
+
+void add_sim_command(CLI::App& app) {
+  auto o = std::make_shared<SimCliOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "sim", "simulate a plan on a topology: makespan, stalls, memory per tier, link load");
+  cmd->add_option("--plan", o->plan, "plan JSON (tierflow.plan/1)")->required();
+  cmd->add_option("--hw", o->hw,
+                  "topology YAML (default: the file the plan references)");
+  cmd->add_option("--set", o->sets, "override a topology field: PATH=VALUE (repeatable)");
+  cmd->add_option("--on-full", o->on_full,
+                  "when a tier is full: fail (an error naming the step) or wait (a memory stall)")
+      ->check(CLI::IsMember({"fail", "wait"}));
+  cmd->add_option("--timeline", o->timeline,
+                  "write a Chrome trace (open in ui.perfetto.dev), streamed while simulating");
+  cmd->add_flag("--json", o->json, "print the report as JSON, every transfer included");
+  cmd->add_flag("--csv", o->csv, "print the report as CSV rows: section,name,metric,value");
+  cmd->add_option("--transfers", o->transfers, "write one CSV row per transfer to FILE");
+  cmd->add_option("--top", o->top, "largest live tensors listed per tier (default 10)");
+  cmd->add_option("-o,--output", o->output, "write the report to FILE instead of stdout");
+  cmd->callback([o] {
+    if (o->json && o->csv) throw CLI::ValidationError("--json and --csv exclude each other");
+    throw CommandResult(run_sim(*o));
+  });
+}
+
+}  // namespace tierflow::cli
