@@ -18,14 +18,6 @@ JsonReader::JsonReader(std::string_view text, std::string file)
   if (text_.substr(0, 3) == "\xEF\xBB\xBF") i_ = 3;
 }
 
-void JsonReader::skip_ws() {
-  while (i_ < text_.size()) {
-    const char c = text_[i_];
-    if (c != ' ' && c != '\n' && c != '\t' && c != '\r') break;
-    ++i_;
-  }
-}
-
 size_t JsonReader::offset() {
   skip_ws();
   return i_;
@@ -126,7 +118,7 @@ void JsonReader::begin_object(std::string_view what) {
   started_.push_back(false);
 }
 
-bool JsonReader::next_key(std::string& key) {
+bool JsonReader::next_key(std::string_view& key) {
   skip_ws();
   if (i_ < text_.size() && text_[i_] == '}') {
     ++i_;
@@ -144,19 +136,26 @@ bool JsonReader::next_key(std::string& key) {
   started_.back() = true;
   if (i_ >= text_.size() || text_[i_] != '"') unexpected("a key in double quotes");
   key_at_ = i_;
-  // Keys almost never hold escapes: take them straight from the text when they don't.
-  const size_t close = text_.find('"', i_ + 1);
-  const std::string_view raw =
-      close == std::string_view::npos ? std::string_view() : text_.substr(i_ + 1, close - i_ - 1);
-  if (close != std::string_view::npos && raw.find('\\') == std::string_view::npos) {
-    key.assign(raw);
+  // Keys almost never hold escapes: take them straight from the text up to the first '"'
+  // when no backslash comes before it.
+  size_t close = i_ + 1;
+  while (close < text_.size() && text_[close] != '"' && text_[close] != '\\') ++close;
+  if (close < text_.size() && text_[close] == '"') {
+    key = text_.substr(i_ + 1, close - i_ - 1);
     i_ = close + 1;
   } else {
-    key = read_string("a key");
+    key = read_string_view("a key");
   }
   skip_ws();
   if (i_ >= text_.size() || text_[i_] != ':') unexpected("':' after the key");
   ++i_;
+  return true;
+}
+
+bool JsonReader::next_key(std::string& key) {
+  std::string_view view;
+  if (!next_key(view)) return false;
+  key.assign(view);
   return true;
 }
 
@@ -206,10 +205,30 @@ void append_utf8(std::string& out, uint32_t cp) {
 }  // namespace
 
 std::string JsonReader::read_string(std::string_view what) {
+  return std::string(read_string_view(what));
+}
+
+std::string_view JsonReader::read_string_view(std::string_view what) {
   if (peek() != Kind::kString) unexpected(fmt::format("a string for {}", what));
+  // Fast path: no escape and no control character before the closing quote.
+  size_t k = i_ + 1;
+  while (k < text_.size() && text_[k] != '"' && text_[k] != '\\' &&
+         static_cast<unsigned char>(text_[k]) >= 0x20) {
+    ++k;
+  }
+  if (k < text_.size() && text_[k] == '"') {
+    const std::string_view out = text_.substr(i_ + 1, k - i_ - 1);
+    i_ = k + 1;
+    return out;
+  }
+  return decode_string();
+}
+
+std::string_view JsonReader::decode_string() {
   const size_t start = i_;
   ++i_;
-  std::string out;
+  std::string& out = scratch_;
+  out.clear();
   while (true) {
     const size_t run = i_;
     while (i_ < text_.size() && text_[i_] != '"' && text_[i_] != '\\' &&
@@ -301,11 +320,40 @@ std::string_view JsonReader::number_token() {
   return t;
 }
 
+namespace {
+constexpr bool is_digit(char c) { return c >= '0' && c <= '9'; }
+constexpr bool is_number_char(char c) {
+  return is_digit(c) || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
+}
+}  // namespace
+
+bool JsonReader::plain_uint(uint64_t& v) {
+  // 19 digits always fit in 64 bits; longer numbers take the general path.
+  const size_t end = std::min(text_.size(), i_ + 19);
+  size_t k = i_;
+  uint64_t acc = 0;
+  while (k < end && is_digit(text_[k])) {
+    acc = acc * 10 + static_cast<uint64_t>(text_[k] - '0');
+    ++k;
+  }
+  if (k == i_ || (text_[i_] == '0' && k - i_ > 1)) return false;
+  if (k < text_.size() && is_number_char(text_[k])) return false;
+  v = acc;
+  i_ = k;
+  return true;
+}
+
 int64_t JsonReader::read_int(std::string_view what, int64_t min, int64_t max) {
   if (peek() != Kind::kNumber) unexpected(fmt::format("an integer for {}", what));
   const size_t start = i_;
-  const std::string_view t = number_token();
   int64_t v = 0;
+  if (uint64_t u = 0; plain_uint(u) && u <= static_cast<uint64_t>(INT64_MAX)) {
+    v = static_cast<int64_t>(u);
+    if (v < min || v > max) fail_at(start, "{}: {} is out of range [{}, {}]", what, v, min, max);
+    return v;
+  }
+  i_ = start;
+  const std::string_view t = number_token();
   auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (ec == std::errc::result_out_of_range) fail_at(start, "{}: {} is out of range", what, t);
   if (ec != std::errc() || p != t.data() + t.size()) {
@@ -320,9 +368,13 @@ int64_t JsonReader::read_int(std::string_view what, int64_t min, int64_t max) {
 uint64_t JsonReader::read_uint(std::string_view what, uint64_t max) {
   if (peek() != Kind::kNumber) unexpected(fmt::format("an integer for {}", what));
   const size_t start = i_;
+  uint64_t v = 0;
+  if (plain_uint(v)) {
+    if (v > max) fail_at(start, "{}: {} is larger than {}", what, v, max);
+    return v;
+  }
   const std::string_view t = number_token();
   if (!t.empty() && t[0] == '-') fail_at(start, "{}: must not be negative, got {}", what, t);
-  uint64_t v = 0;
   auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (ec == std::errc::result_out_of_range) fail_at(start, "{}: {} is out of range", what, t);
   if (ec != std::errc() || p != t.data() + t.size()) {
@@ -335,6 +387,8 @@ uint64_t JsonReader::read_uint(std::string_view what, uint64_t max) {
 double JsonReader::read_number(std::string_view what) {
   if (peek() != Kind::kNumber) unexpected(fmt::format("a number for {}", what));
   const size_t start = i_;
+  // A whole number converts exactly as from_chars would: both round the same integer once.
+  if (uint64_t u = 0; plain_uint(u)) return static_cast<double>(u);
   const std::string_view t = number_token();
   double v = 0;
   auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);

@@ -35,6 +35,9 @@ class JsonReader {
   void begin_object(std::string_view what);
   /// Reads the next key and its ':' (true), or the closing '}' (false).
   bool next_key(std::string& key);
+  /// The same, without a copy: `key` views the text, or (a key with escapes) a buffer of
+  /// the reader that the next read overwrites.
+  bool next_key(std::string_view& key);
   /// Byte offset of the key last read by next_key().
   [[nodiscard]] size_t key_offset() const { return key_at_; }
   /// Consumes '['. Then loop `while (next_item())` and read each value.
@@ -43,6 +46,9 @@ class JsonReader {
   bool next_item();
 
   std::string read_string(std::string_view what);
+  /// The same, without a copy: a view of the text, or (a string with escapes) of a buffer
+  /// of the reader that the next read overwrites.
+  std::string_view read_string_view(std::string_view what);
   /// An integer in [min, max]; a fraction, exponent or out-of-range value is an error.
   int64_t read_int(std::string_view what, int64_t min, int64_t max);
   uint64_t read_uint(std::string_view what, uint64_t max);
@@ -69,14 +75,27 @@ class JsonReader {
   void seek(size_t offset);
 
  private:
-  void skip_ws();
+  void skip_ws() {
+    while (i_ < text_.size()) {
+      const char c = text_[i_];
+      if (c != ' ' && c != '\n' && c != '\t' && c != '\r') break;
+      ++i_;
+    }
+  }
   [[noreturn]] void unexpected(std::string_view expected);
   std::string_view number_token();
+  /// Fast path of the integer readers: a run of at most 19 digits that the general path
+  /// would accept as is (no sign, fraction, exponent or leading zero). False, consuming
+  /// nothing, for anything else.
+  bool plain_uint(uint64_t& v);
+  /// Decodes the string at i_ (escapes and all) into scratch_; every malformed case throws.
+  std::string_view decode_string();
 
   std::string_view text_;
   std::string file_;
   size_t i_ = 0;
   size_t key_at_ = 0;
+  std::string scratch_;  ///< the last string or key that held escapes, decoded
   // One entry per open container: true once its first member has been read.
   std::vector<bool> started_;
 };

@@ -58,8 +58,8 @@ class PlanChecker {
     return collect_events();
   }
 
-  PlanIssue at(int prog, int step, std::string msg) const {
-    return PlanIssue{prog, step, -1, std::move(msg)};
+  PlanIssue at(int prog, int step, std::string msg, int tensor = -1) const {
+    return PlanIssue{prog, step, tensor, std::move(msg)};
   }
 
   std::string tensor_name(uint32_t t) const {
@@ -174,19 +174,19 @@ class PlanChecker {
               if (x.origin != kExternal && !produced[t]) {
                 return at(prog, step,
                           fmt::format("op '{}' reads {} before its producer op {} runs", op.name,
-                                      tensor_name(t), x.origin));
+                                      tensor_name(t), x.origin), static_cast<int>(t));
               }
               if (!resident[t]) {
                 return at(prog, step,
                           fmt::format("op '{}' reads {}, which is not resident on '{}': "
                                       "prefetch it first, or do not detach it earlier",
-                                      op.name, tensor_name(t), p_.tiers[p_.device_tier]));
+                                      op.name, tensor_name(t), p_.tiers[p_.device_tier]), static_cast<int>(t));
               }
               if (inflight[t] != kNoEvent && events_.at(inflight[t]).kind == StepKind::kPrefetch) {
                 return at(prog, step,
                           fmt::format("op '{}' may start before the prefetch of {} lands: "
                                       "wait on event {}",
-                                      op.name, tensor_name(t), inflight[t]));
+                                      op.name, tensor_name(t), inflight[t]), static_cast<int>(t));
               }
             }
           }
@@ -195,7 +195,7 @@ class PlanChecker {
               return at(prog, step,
                         fmt::format("op '{}' modifies {} while a transfer of it is in "
                                     "flight: wait on event {} first",
-                                    op.name, tensor_name(t), inflight[t]));
+                                    op.name, tensor_name(t), inflight[t]), static_cast<int>(t));
             }
             valid[t] = dev;  // the device copy is now the only current one
           }
@@ -212,23 +212,23 @@ class PlanChecker {
           if (w_.tensors[t].origin != kExternal && !produced[t]) {
             return at(prog, step,
                       fmt::format("prefetch of {} before its producer op {} runs", tensor_name(t),
-                                  w_.tensors[t].origin));
+                                  w_.tensors[t].origin), static_cast<int>(t));
           }
           if (resident[t]) {
             return at(prog, step,
                       fmt::format("{} is already resident on '{}'", tensor_name(t),
-                                  p_.tiers[p_.device_tier]));
+                                  p_.tiers[p_.device_tier]), static_cast<int>(t));
           }
           if ((valid[t] & (uint64_t{1} << s.tier)) == 0) {
             return at(prog, step,
                       fmt::format("'{}' holds no valid copy of {} (home '{}'): store it "
                                   "there and wait for the store first",
-                                  p_.tiers[s.tier], tensor_name(t), p_.tiers[p_.home[t]]));
+                                  p_.tiers[s.tier], tensor_name(t), p_.tiers[p_.home[t]]), static_cast<int>(t));
           }
           if (inflight[t] != kNoEvent) {
             return at(prog, step,
                       fmt::format("{} already has a transfer in flight (event {})", tensor_name(t),
-                                  inflight[t]));
+                                  inflight[t]), static_cast<int>(t));
           }
           resident[t] = true;
           inflight[t] = s.event;
@@ -239,18 +239,18 @@ class PlanChecker {
           if (w_.tensors[t].origin != kExternal && !produced[t]) {
             return at(prog, step,
                       fmt::format("store of {} before its producer op {} runs", tensor_name(t),
-                                  w_.tensors[t].origin));
+                                  w_.tensors[t].origin), static_cast<int>(t));
           }
           if (!resident[t]) {
             return at(prog, step,
                       fmt::format("store of {}, which is not resident on '{}'", tensor_name(t),
-                                  p_.tiers[p_.device_tier]));
+                                  p_.tiers[p_.device_tier]), static_cast<int>(t));
           }
           if (inflight[t] != kNoEvent) {
             return at(prog, step,
                       fmt::format("store of {} while a transfer of it is in flight: "
                                   "wait on event {} first",
-                                  tensor_name(t), inflight[t]));
+                                  tensor_name(t), inflight[t]), static_cast<int>(t));
           }
           inflight[t] = s.event;
           break;
@@ -259,13 +259,13 @@ class PlanChecker {
           const uint32_t t = s.target;
           if (!resident[t]) {
             return at(prog, step,
-                      fmt::format("detach of {}, which is not resident", tensor_name(t)));
+                      fmt::format("detach of {}, which is not resident", tensor_name(t)), static_cast<int>(t));
           }
           if (inflight[t] != kNoEvent) {
             return at(prog, step,
                       fmt::format("detach of {} while a transfer uses it: wait on event {} "
                                   "first",
-                                  tensor_name(t), inflight[t]));
+                                  tensor_name(t), inflight[t]), static_cast<int>(t));
           }
           if (last_use[t] > step && (valid[t] & ~dev) == 0) {
             const uint32_t user = steps[static_cast<size_t>(last_use[t])].target;
@@ -273,7 +273,8 @@ class PlanChecker {
                       fmt::format("detach of {} loses data: no other tier holds a current copy and "
                                   "op {} '{}' (step {}) still uses it; store it and wait for the "
                                   "store first",
-                                  tensor_name(t), user, w_.ops[user].name, last_use[t]));
+                                  tensor_name(t), user, w_.ops[user].name, last_use[t]),
+                      static_cast<int>(t));
           }
           resident[t] = false;
           valid[t] &= ~dev;

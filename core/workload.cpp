@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <string_view>
 
@@ -32,38 +31,6 @@ uint32_t Workload::add_op(Op op) {
 namespace {
 
 using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
-
-/// Names seen so far, for duplicate detection over a million names: open addressing with
-/// linear probing on a 64-bit FNV-1a hash (std::unordered_map was the verifier's hot spot).
-class NameIndex {
- public:
-  explicit NameIndex(size_t n) : slots_(std::bit_ceil(std::max<size_t>(16, n * 2))) {}
-
-  /// Inserts `name` with `id`; returns the id already stored when the name is a duplicate.
-  std::optional<uint32_t> insert(std::string_view name, uint32_t id,
-                                 const std::vector<std::string_view>& names) {
-    uint64_t h = 1469598103934665603ULL;
-    for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
-    const size_t mask = slots_.size() - 1;
-    // The full hash sits beside the id, so a probe touches the name only on a hash match.
-    for (size_t i = (h ^ (h >> 32)) & mask;; i = (i + 1) & mask) {
-      Slot& s = slots_[i];
-      if (s.id == kEmpty) {
-        s = Slot{h, id};
-        return std::nullopt;
-      }
-      if (s.hash == h && names[s.id] == name) return s.id;
-    }
-  }
-
- private:
-  static constexpr uint32_t kEmpty = UINT32_MAX;
-  struct Slot {
-    uint64_t hash = 0;
-    uint32_t id = kEmpty;
-  };
-  std::vector<Slot> slots_;
-};
 
 Graph dependency_graph(const Workload& w) {
   Graph g(w.ops.size());
@@ -119,116 +86,209 @@ std::optional<std::vector<uint32_t>> topological_order(const Workload& w,
   return std::vector<uint32_t>(order.begin(), order.end());
 }
 
-std::optional<WorkloadIssue> verify_workload(const Workload& w) {
-  auto tensor_issue = [](uint32_t i, std::string field, std::string msg) {
-    return WorkloadIssue{false, i, std::move(field), -1, std::move(msg)};
-  };
-  auto op_issue = [](uint32_t i, std::string field, int item, std::string msg) {
-    return WorkloadIssue{true, i, std::move(field), item, std::move(msg)};
-  };
-  const auto nt = static_cast<uint32_t>(w.tensors.size());
-  const auto no = static_cast<uint32_t>(w.ops.size());
+/// Names seen so far, for duplicate detection over a million names: open addressing with
+/// linear probing on a 64-bit FNV-1a hash (std::unordered_map was the verifier's hot spot).
+/// It doubles at half full, so it needs no count up front.
+class WorkloadVerifier::NameIndex {
+ public:
+  NameIndex() : slots_(1024) {}
 
-  std::vector<std::string_view> views(nt);
-  for (uint32_t i = 0; i < nt; ++i) views[i] = w.tensors[i].name;
-  NameIndex tensor_names(nt);
-  for (uint32_t i = 0; i < nt; ++i) {
-    const Tensor& t = w.tensors[i];
-    if (t.name.empty()) return tensor_issue(i, "name", "a tensor name must not be empty");
-    if (auto other = tensor_names.insert(t.name, i, views)) {
-      return tensor_issue(
-          i, "name", fmt::format("duplicate tensor name '{}' (also tensor {})", t.name, *other));
-    }
-    if (t.bytes == 0) return tensor_issue(i, "bytes", "a tensor must have at least 1 byte");
-    if (t.bytes > kMaxTensorBytes) {
-      return tensor_issue(
-          i, "bytes",
-          fmt::format("{} bytes is absurd for one tensor (limit 2^50 = 1PiB)", t.bytes));
-    }
-    if (t.origin != kExternal && t.origin >= no) {
-      return tensor_issue(i, "origin",
-                          fmt::format("origin op {} does not exist (the workload "
-                                      "has {} ops)",
-                                      t.origin, no));
+  /// Starts loading the slot where `name` would go: a miss in this table is the cost of
+  /// the verifier, and the reader has other work to do meanwhile.
+  void prefetch(std::string_view name) const { __builtin_prefetch(&slots_[home(hash(name))]); }
+
+  /// Inserts `name` with `id`; returns the id already stored when the name is a duplicate.
+  /// `name_of(id)` gives the name of a stored id.
+  template <class NameOf>
+  std::optional<uint32_t> insert(std::string_view name, uint32_t id, const NameOf& name_of) {
+    const uint64_t h = hash(name);
+    // The full hash sits beside the id, so a probe touches the name only on a hash match.
+    for (size_t i = home(h);; i = (i + 1) & (slots_.size() - 1)) {
+      Slot& s = slots_[i];
+      if (s.id == kEmpty) {
+        s = Slot{h, id};
+        if (++used_ * 2 > slots_.size()) grow();
+        return std::nullopt;
+      }
+      if (s.hash == h && name_of(s.id) == name) return s.id;
     }
   }
 
-  views.resize(no);
-  for (uint32_t o = 0; o < no; ++o) views[o] = w.ops[o].name;
-  NameIndex op_names(no);
-  std::vector<bool> listed(nt, false);
-  std::vector<uint32_t> seen_by(nt, kExternal);  // the last op that named each tensor
-  for (uint32_t o = 0; o < no; ++o) {
-    const Op& op = w.ops[o];
-    if (op.name.empty()) return op_issue(o, "name", -1, "an op name must not be empty");
-    if (auto other = op_names.insert(op.name, o, views)) {
-      return op_issue(o, "name", -1,
-                      fmt::format("duplicate op name '{}' (also op {})", op.name, *other));
+ private:
+  static constexpr uint32_t kEmpty = UINT32_MAX;
+  struct Slot {
+    uint64_t hash = 0;
+    uint32_t id = kEmpty;
+  };
+  static uint64_t hash(std::string_view name) {
+    uint64_t h = 1469598103934665603ULL;
+    for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+    return h;
+  }
+  [[nodiscard]] size_t home(uint64_t h) const { return (h ^ (h >> 32)) & (slots_.size() - 1); }
+  void grow() {
+    std::vector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    for (const Slot& s : old) {
+      if (s.id == kEmpty) continue;
+      size_t i = home(s.hash);
+      while (slots_[i].id != kEmpty) i = (i + 1) & (slots_.size() - 1);
+      slots_[i] = s;
     }
-    if (!std::isfinite(op.flops) || op.flops < 0) {
-      return op_issue(o, "flops", -1, "flops must be a finite number >= 0");
-    }
-    const std::pair<const char*, const std::vector<uint32_t>*> lists[] = {
-        {"inputs", &op.inputs}, {"outputs", &op.outputs}, {"updates", &op.updates}};
-    for (const auto& [field, ids] : lists) {
-      const bool is_output = std::string_view(field) == "outputs";
-      for (size_t k = 0; k < ids->size(); ++k) {
-        const uint32_t t = (*ids)[k];
-        const int item = static_cast<int>(k);
-        if (t >= nt) {
-          return op_issue(
-              o, field, item,
-              fmt::format("tensor {} does not exist (the workload has {} tensors)", t, nt));
-        }
-        if (seen_by[t] == o) {
+  }
+  std::vector<Slot> slots_;
+  size_t used_ = 0;
+};
+
+WorkloadVerifier::WorkloadVerifier(const Workload& w)
+    : w_(w),
+      tensor_names_(std::make_unique<NameIndex>()),
+      op_names_(std::make_unique<NameIndex>()) {}
+
+WorkloadVerifier::~WorkloadVerifier() = default;
+
+namespace {
+WorkloadIssue tensor_issue(uint32_t i, std::string field, std::string msg) {
+  return WorkloadIssue{false, i, std::move(field), -1, std::move(msg)};
+}
+WorkloadIssue op_issue(uint32_t i, std::string field, int item, std::string msg) {
+  return WorkloadIssue{true, i, std::move(field), item, std::move(msg)};
+}
+}  // namespace
+
+void WorkloadVerifier::prefetch_tensor_name(std::string_view name) const {
+  tensor_names_->prefetch(name);
+}
+
+void WorkloadVerifier::prefetch_op_name(std::string_view name) const {
+  op_names_->prefetch(name);
+}
+
+std::optional<WorkloadIssue> WorkloadVerifier::check_tensor(uint32_t i) {
+  const Tensor& t = w_.tensors[i];
+  if (t.name.empty()) return tensor_issue(i, "name", "a tensor name must not be empty");
+  const auto name_of = [this](uint32_t k) { return std::string_view(w_.tensors[k].name); };
+  if (auto other = tensor_names_->insert(t.name, i, name_of)) {
+    return tensor_issue(
+        i, "name", fmt::format("duplicate tensor name '{}' (also tensor {})", t.name, *other));
+  }
+  if (t.bytes == 0) return tensor_issue(i, "bytes", "a tensor must have at least 1 byte");
+  if (t.bytes > kMaxTensorBytes) {
+    return tensor_issue(
+        i, "bytes", fmt::format("{} bytes is absurd for one tensor (limit 2^50 = 1PiB)", t.bytes));
+  }
+  return std::nullopt;
+}
+
+std::optional<WorkloadIssue> WorkloadVerifier::check_origin(uint32_t i) const {
+  const uint32_t origin = w_.tensors[i].origin;
+  const auto no = static_cast<uint32_t>(w_.ops.size());
+  if (origin != kExternal && origin >= no) {
+    return tensor_issue(i, "origin",
+                        fmt::format("origin op {} does not exist (the workload "
+                                    "has {} ops)",
+                                    origin, no));
+  }
+  return std::nullopt;
+}
+
+std::optional<WorkloadIssue> WorkloadVerifier::check_op(uint32_t o) {
+  const Workload& w = w_;
+  const auto nt = static_cast<uint32_t>(w.tensors.size());
+  if (seen_by_.size() != nt) {
+    listed_.assign(nt, false);
+    seen_by_.assign(nt, kExternal);
+  }
+  const Op& op = w.ops[o];
+  if (op.name.empty()) return op_issue(o, "name", -1, "an op name must not be empty");
+  const auto name_of = [&w](uint32_t k) { return std::string_view(w.ops[k].name); };
+  if (auto other = op_names_->insert(op.name, o, name_of)) {
+    return op_issue(o, "name", -1,
+                    fmt::format("duplicate op name '{}' (also op {})", op.name, *other));
+  }
+  if (!std::isfinite(op.flops) || op.flops < 0) {
+    return op_issue(o, "flops", -1, "flops must be a finite number >= 0");
+  }
+  const std::pair<const char*, const std::vector<uint32_t>*> lists[] = {
+      {"inputs", &op.inputs}, {"outputs", &op.outputs}, {"updates", &op.updates}};
+  for (const auto& [field, ids] : lists) {
+    const bool is_output = std::string_view(field) == "outputs";
+    for (size_t k = 0; k < ids->size(); ++k) {
+      const uint32_t t = (*ids)[k];
+      const int item = static_cast<int>(k);
+      if (t >= nt) {
+        return op_issue(
+            o, field, item,
+            fmt::format("tensor {} does not exist (the workload has {} tensors)", t, nt));
+      }
+      if (seen_by_[t] == o) {
+        return op_issue(o, field, item,
+                        fmt::format("tensor {} '{}' appears twice in op '{}'", t,
+                                    w.tensors[t].name, op.name));
+      }
+      seen_by_[t] = o;
+      const uint32_t origin = w.tensors[t].origin;
+      if (is_output) {
+        if (origin != o) {
           return op_issue(o, field, item,
-                          fmt::format("tensor {} '{}' appears twice in op '{}'", t,
-                                      w.tensors[t].name, op.name));
+                          origin == kExternal
+                              ? fmt::format("tensor {} '{}' is external and cannot be an "
+                                            "output; list it under 'updates' to modify it",
+                                            t, w.tensors[t].name)
+                              : fmt::format("tensor {} '{}' is produced by op {}, not by this "
+                                            "op",
+                                            t, w.tensors[t].name, origin));
         }
-        seen_by[t] = o;
-        const uint32_t origin = w.tensors[t].origin;
-        if (is_output) {
-          if (origin != o) {
-            return op_issue(o, field, item,
-                            origin == kExternal
-                                ? fmt::format("tensor {} '{}' is external and cannot be an "
-                                              "output; list it under 'updates' to modify it",
-                                              t, w.tensors[t].name)
-                                : fmt::format("tensor {} '{}' is produced by op {}, not by this "
-                                              "op",
-                                              t, w.tensors[t].name, origin));
-          }
-          listed[t] = true;
-        } else if (origin != kExternal && origin >= o) {
-          if (origin == o) {
-            return op_issue(o, field, item,
-                            fmt::format("op '{}' reads tensor {} '{}', which it produces itself",
-                                        op.name, t, w.tensors[t].name));
-          }
-          std::vector<uint32_t> cycle;
-          std::string why = "; move the op after its producer";
-          if (!topological_order(w, &cycle) &&
-              std::find(cycle.begin(), cycle.end(), o) != cycle.end()) {
-            std::string path;
-            for (uint32_t c : cycle) path += fmt::format("{} -> ", c);
-            why = fmt::format("; the ops form a cycle: {}{}", path, cycle.front());
-          }
+        listed_[t] = true;
+      } else if (origin != kExternal && origin >= o) {
+        if (origin == o) {
           return op_issue(o, field, item,
-                          fmt::format("tensor {} '{}' is read before it is produced (by op {}){}",
-                                      t, w.tensors[t].name, origin, why));
+                          fmt::format("op '{}' reads tensor {} '{}', which it produces itself",
+                                      op.name, t, w.tensors[t].name));
         }
+        std::vector<uint32_t> cycle;
+        std::string why = "; move the op after its producer";
+        if (!topological_order(w, &cycle) &&
+            std::find(cycle.begin(), cycle.end(), o) != cycle.end()) {
+          std::string path;
+          for (uint32_t c : cycle) path += fmt::format("{} -> ", c);
+          why = fmt::format("; the ops form a cycle: {}{}", path, cycle.front());
+        }
+        return op_issue(o, field, item,
+                        fmt::format("tensor {} '{}' is read before it is produced (by op {}){}",
+                                    t, w.tensors[t].name, origin, why));
       }
     }
   }
-  for (uint32_t i = 0; i < nt; ++i) {
-    if (w.tensors[i].origin != kExternal && !listed[i]) {
+  return std::nullopt;
+}
+
+std::optional<WorkloadIssue> WorkloadVerifier::check_produced() const {
+  for (uint32_t i = 0; i < w_.tensors.size(); ++i) {
+    // With no ops checked, listed_ is empty and nothing is listed.
+    const bool listed = i < listed_.size() && listed_[i];
+    if (w_.tensors[i].origin != kExternal && !listed) {
       return tensor_issue(i, "origin",
                           fmt::format("origin is op {}, but that op does not list tensor {} in "
                                       "its outputs",
-                                      w.tensors[i].origin, i));
+                                      w_.tensors[i].origin, i));
     }
   }
   return std::nullopt;
+}
+
+std::optional<WorkloadIssue> verify_workload(const Workload& w) {
+  WorkloadVerifier v(w);
+  const auto nt = static_cast<uint32_t>(w.tensors.size());
+  const auto no = static_cast<uint32_t>(w.ops.size());
+  for (uint32_t i = 0; i < nt; ++i) {
+    if (auto issue = v.check_tensor(i)) return issue;
+    if (auto issue = v.check_origin(i)) return issue;
+  }
+  for (uint32_t o = 0; o < no; ++o) {
+    if (auto issue = v.check_op(o)) return issue;
+  }
+  return v.check_produced();
 }
 
 WorkloadTotals totals(const Workload& w) {

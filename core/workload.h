@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,6 +75,39 @@ struct WorkloadIssue {
 
 /// Checks every rule of the format; the first broken one, in document order.
 std::optional<WorkloadIssue> verify_workload(const Workload& w);
+
+/// The rules of verify_workload one tensor or op at a time, so that a reader can check
+/// each while it is still in cache: tensors 0, 1, 2, ... (`w` may grow between calls),
+/// then ops 0, 1, 2, ... once every tensor is in `w`, then the origins and
+/// `check_produced` once every op is. No issue means the workload verifies; after an
+/// issue, stop and call verify_workload for the one to report (checked out of its order,
+/// an op cannot yet name a cycle through later ops).
+class WorkloadVerifier {
+ public:
+  explicit WorkloadVerifier(const Workload& w);
+  ~WorkloadVerifier();
+  WorkloadVerifier(const WorkloadVerifier&) = delete;
+  WorkloadVerifier& operator=(const WorkloadVerifier&) = delete;
+
+  /// Hints that the next tensor (op) checked is named `name`, to load its name slot early.
+  void prefetch_tensor_name(std::string_view name) const;
+  void prefetch_op_name(std::string_view name) const;
+  /// Name and size of tensor `i`.
+  std::optional<WorkloadIssue> check_tensor(uint32_t i);
+  /// The origin of tensor `i` names an existing op.
+  [[nodiscard]] std::optional<WorkloadIssue> check_origin(uint32_t i) const;
+  /// Name, FLOPs and tensor lists of op `o`.
+  std::optional<WorkloadIssue> check_op(uint32_t o);
+  /// Every produced tensor is listed in its producer's outputs.
+  [[nodiscard]] std::optional<WorkloadIssue> check_produced() const;
+
+ private:
+  class NameIndex;
+  const Workload& w_;
+  std::unique_ptr<NameIndex> tensor_names_, op_names_;
+  std::vector<bool> listed_;
+  std::vector<uint32_t> seen_by_;  ///< the last op that named each tensor
+};
 
 /// Sum of op FLOPs, tensor bytes by kind, and similar figures for `trace info`.
 struct WorkloadTotals {

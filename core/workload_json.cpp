@@ -11,46 +11,43 @@
 namespace tierflow {
 namespace {
 
-const std::vector<std::string> kTopKeys = {"format", "name", "meta", "tensors", "ops"};
-const std::vector<std::string> kTensorKeys = {"id",    "name",   "kind", "dtype",
-                                              "bytes", "origin", "layer"};
-const std::vector<std::string> kOpKeys = {"id",      "name",      "kind",   "dtype",
-                                          "flops",   "bytes",     "inputs", "outputs",
-                                          "updates", "workspace", "layer",  "collective_bytes"};
+constexpr std::array<std::string_view, 5> kTopKeys = {"format", "name", "meta", "tensors",
+                                                      "ops"};
+constexpr std::array<std::string_view, 7> kTensorKeys = {"id",    "name",   "kind", "dtype",
+                                                         "bytes", "origin", "layer"};
+constexpr std::array<std::string_view, 12> kOpKeys = {
+    "id",     "name",    "kind",    "dtype",     "flops", "bytes",
+    "inputs", "outputs", "updates", "workspace", "layer", "collective_bytes"};
 
 template <size_t N>
 size_t read_enum(JsonReader& r, std::string_view what,
                  const std::array<std::string_view, N>& names) {
   const size_t at = r.offset();
-  const std::string v = r.read_string(what);
+  const std::string_view v = r.read_string_view(what);
   if (auto i = index_of(names, v)) return *i;
   std::vector<std::string> choices(names.begin(), names.end());
   r.fail_at(at, "{}: '{}' is not one of: {}{}", what, v, fmt::join(choices, ", "),
             did_you_mean(v, choices));
 }
 
-[[noreturn]] void unknown_key(JsonReader& r, size_t at, const std::string& key,
-                              std::string_view where, const std::vector<std::string>& keys) {
+template <size_t N>
+[[noreturn]] void unknown_key(JsonReader& r, size_t at, std::string_view key,
+                              std::string_view where, const std::array<std::string_view, N>& keys) {
   r.fail_at(at, "unknown key '{}' in {}{}", key, where, did_you_mean(key, keys));
 }
 
 /// Index of `key` in `keys`, trying `hint` first (files we write list keys in order).
-size_t key_index(const std::string& key, const std::vector<std::string>& keys, size_t& hint) {
-  if (hint < keys.size() && keys[hint] == key) return hint++;
-  for (size_t i = 0; i < keys.size(); ++i) {
+template <size_t N>
+size_t key_index(std::string_view key, const std::array<std::string_view, N>& keys,
+                 size_t& hint) {
+  if (hint < N && keys[hint] == key) return hint++;
+  for (size_t i = 0; i < N; ++i) {
     if (keys[i] == key) {
       hint = i + 1;
       return i;
     }
   }
-  return keys.size();
-}
-
-std::vector<uint32_t> read_ids(JsonReader& r, std::string_view what) {
-  std::vector<uint32_t> ids;
-  r.begin_array(what);
-  while (r.next_item()) ids.push_back(static_cast<uint32_t>(r.read_uint(what, UINT32_MAX - 1)));
-  return ids;
+  return N;
 }
 
 class Reader {
@@ -59,9 +56,11 @@ class Reader {
 
   Workload read() {
     Workload w;
+    WorkloadVerifier verifier(w);
+    verifier_ = &verifier;
     const size_t top = r_.offset();
     r_.begin_object("the workload");
-    std::string key;
+    std::string_view key;
     bool has_format = false, has_name = false, has_tensors = false, has_ops = false;
     std::vector<std::string> seen_keys;
     while (true) {
@@ -70,10 +69,10 @@ class Reader {
       if (std::find(seen_keys.begin(), seen_keys.end(), key) != seen_keys.end()) {
         r_.fail_at(at, "duplicate key '{}' in the workload", key);
       }
-      seen_keys.push_back(key);
+      seen_keys.emplace_back(key);
       if (key == "format") {
         const size_t v = r_.offset();
-        const std::string f = r_.read_string("format");
+        const std::string_view f = r_.read_string_view("format");
         if (f != kWorkloadFormat) {
           r_.fail_at(v, "unsupported format '{}': this tierflow reads '{}'", f, kWorkloadFormat);
         }
@@ -87,6 +86,8 @@ class Reader {
         read_tensors(w);
         has_tensors = true;
       } else if (key == "ops") {
+        // Ops are checked as they are read only when every tensor is already there.
+        if (!has_tensors) checking_ = false;
         read_ops(w);
         has_ops = true;
       } else {
@@ -99,14 +100,35 @@ class Reader {
                          {has_ops, "ops"}}) {
       if (!ok) r_.fail_at(top, "the workload is missing required key '{}'", k);
     }
-    if (auto issue = verify_workload(w)) report(*issue);
+    if (auto issue = finish_checks(w, verifier)) report(*issue);
     return w;
   }
 
  private:
+  /// The checks left after reading; verify_workload names the issue when one was found.
+  std::optional<WorkloadIssue> finish_checks(const Workload& w, WorkloadVerifier& verifier) {
+    if (checking_) {
+      for (uint32_t i = 0; i < w.tensors.size(); ++i) {
+        if (verifier.check_origin(i)) return verify_workload(w);
+      }
+      if (!verifier.check_produced()) return std::nullopt;
+    }
+    return verify_workload(w);
+  }
+
+  /// Reads an id list into `ids` with one allocation.
+  void read_ids(std::string_view what, std::vector<uint32_t>& ids) {
+    ids_.clear();
+    r_.begin_array(what);
+    while (r_.next_item()) {
+      ids_.push_back(static_cast<uint32_t>(r_.read_uint(what, UINT32_MAX - 1)));
+    }
+    ids.assign(ids_.begin(), ids_.end());
+  }
+
   void read_tensors(Workload& w) {
     r_.begin_array("tensors");
-    std::string key;
+    std::string_view key;
     while (r_.next_item()) {
       const size_t obj = r_.offset();
       tensor_at_.push_back(obj);
@@ -131,7 +153,8 @@ class Reader {
             break;
           }
           case 1:
-            t.name = r_.read_string("name");
+            t.name = r_.read_string_view("name");
+            if (checking_) verifier_->prefetch_tensor_name(t.name);
             break;
           case 2:
             t.kind = static_cast<TensorKind>(read_enum(r_, "kind", kTensorKindNames));
@@ -145,7 +168,7 @@ class Reader {
           case 5:  // origin
             if (r_.peek() == JsonReader::Kind::kString) {
               const size_t v = r_.offset();
-              if (r_.read_string("origin") != "external") {
+              if (r_.read_string_view("origin") != "external") {
                 r_.fail_at(v, "origin: expected \"external\" or an op id");
               }
               t.origin = kExternal;
@@ -170,12 +193,15 @@ class Reader {
         }
       }
       w.tensors.push_back(std::move(t));
+      if (checking_ && verifier_->check_tensor(static_cast<uint32_t>(w.tensors.size() - 1))) {
+        checking_ = false;
+      }
     }
   }
 
   void read_ops(Workload& w) {
     r_.begin_array("ops");
-    std::string key;
+    std::string_view key;
     while (r_.next_item()) {
       const size_t obj = r_.offset();
       op_at_.push_back(obj);
@@ -199,7 +225,8 @@ class Reader {
             break;
           }
           case 1:
-            op.name = r_.read_string("name");
+            op.name = r_.read_string_view("name");
+            if (checking_) verifier_->prefetch_op_name(op.name);
             break;
           case 2:
             op.kind = static_cast<OpKind>(read_enum(r_, "kind", kOpKindNames));
@@ -217,13 +244,13 @@ class Reader {
             op.bytes = r_.read_uint("bytes", UINT64_MAX);
             break;
           case 6:
-            op.inputs = read_ids(r_, "inputs");
+            read_ids("inputs", op.inputs);
             break;
           case 7:
-            op.outputs = read_ids(r_, "outputs");
+            read_ids("outputs", op.outputs);
             break;
           case 8:
-            op.updates = read_ids(r_, "updates");
+            read_ids("updates", op.updates);
             break;
           case 9:
             op.workspace = r_.read_uint("workspace", kMaxTensorBytes);
@@ -246,6 +273,9 @@ class Reader {
         }
       }
       w.ops.push_back(std::move(op));
+      if (checking_ && verifier_->check_op(static_cast<uint32_t>(w.ops.size() - 1))) {
+        checking_ = false;
+      }
     }
   }
 
@@ -256,7 +286,7 @@ class Reader {
     if (!issue.field.empty()) {
       r_.seek(obj);
       r_.begin_object("");
-      std::string key;
+      std::string_view key;
       while (true) {
         if (!r_.next_key(key)) break;
         if (key == issue.field) {
@@ -277,8 +307,11 @@ class Reader {
   }
 
   JsonReader& r_;
+  WorkloadVerifier* verifier_ = nullptr;
+  bool checking_ = true;  ///< no issue yet, and every object read so far was checked
   std::vector<size_t> tensor_at_;
   std::vector<size_t> op_at_;
+  std::vector<uint32_t> ids_;  ///< read_ids' buffer
 };
 
 // The writer appends with std::to_chars: fmt's iterator interface was the hot spot when

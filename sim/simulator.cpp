@@ -24,7 +24,7 @@ inline constexpr uint32_t kNone = UINT32_MAX;
 struct EventState {
   bool done = false;
   uint32_t transfer = kNone;
-  uint32_t first_waiter = kNone;  ///< programs blocked on it, chained by next_waiter
+  std::vector<uint32_t> waiters;  ///< programs with a step blocked on it (may repeat)
 };
 
 struct Transfer {
@@ -49,7 +49,9 @@ struct ProgramState {
   Time since = 0;
   uint32_t wait_event = kNone;
   Time wait_since = 0;
-  uint32_t next_waiter = kNone;
+  uint64_t woken = 0;  ///< wake stamp, to run a program once per wake-up
+  std::vector<uint32_t> pending;     ///< cache steps whose anchor finished, not yet issued
+  std::vector<uint16_t> pending_on;  ///< per tensor: cache steps of it in `pending`
   uint32_t dev_slot = 0;
   uint32_t workspace = kNoRecord;
   Time op_start = 0;
@@ -71,11 +73,14 @@ class Simulator {
   void loop();
   void dispatch(const Event& ev);
   void advance(uint32_t p);
-  bool wait_ready(uint32_t p, const Step& s);
-  bool reserve(uint32_t p, uint32_t slot, uint64_t bytes);
+  bool wait_ready(uint32_t p, const Step& s, bool compute);
+  bool try_issue(uint32_t p, size_t step);
+  void retry_pending(uint32_t p);
+  void wake(const std::vector<uint32_t>& programs);
+  bool reserve(uint32_t p, uint32_t slot, uint64_t bytes, size_t step);
   void block(ProgramState& st, Cause c);
   void unblock(ProgramState& st);
-  void issue_transfer(uint32_t p, const Step& s);
+  void issue_transfer(uint32_t p, const Step& s, size_t step);
   bool try_start(uint32_t x);
   void complete_transfer(uint32_t x);
   void resolve();
@@ -121,6 +126,8 @@ class Simulator {
   std::vector<uint32_t> freed_slots_;
   std::vector<uint8_t> slot_changed_;
   std::vector<uint32_t> changed_slots_;
+  std::vector<uint32_t> blocked_tensors_;  ///< scratch of retry_pending
+  uint64_t wake_stamp_ = 0;
   std::vector<std::vector<uint64_t>> static_by_kind_;
   std::optional<SimError> error_;
   uint64_t steps_ = 0;
@@ -198,6 +205,7 @@ bool Simulator::setup() {
     st.dev_slot = fabric_.tier_slot(dev_tier_, st.device);
     st.dev_rec.assign(w_.tensors.size(), kNoRecord);
     st.copies.assign(w_.tensors.size(), 0);
+    st.pending_on.assign(w_.tensors.size(), 0);
   }
   // Events: dense numbering in plan order.
   for (const Program& prog : plan_.programs) {
@@ -219,7 +227,7 @@ bool Simulator::setup() {
         if (!ledger_->fits(st.dev_slot, x.bytes)) {
           fail(SimError::Kind::kCapacity, int(p), -1, int(t),
                fmt::format("'{}' is full before the step starts: the device-resident {} ({}) "
-                           "does not fit in {} of {}; live: {}",
+                           "does not fit in the {} left of {}; live: {}",
                            fabric_.slot_name(st.dev_slot), tensor_name(t),
                            to_string_approx(Bytes{x.bytes}),
                            to_string_approx(Bytes{ledger_->stats(st.dev_slot).capacity -
@@ -296,34 +304,36 @@ void Simulator::unblock(ProgramState& st) {
   st.cause = Cause::kNone;
 }
 
-bool Simulator::wait_ready(uint32_t p, const Step& s) {
+bool Simulator::wait_ready(uint32_t p, const Step& s, bool compute) {
   ProgramState& st = progs_[p];
   for (uint32_t e : s.wait) {
     const uint32_t d = event_index_.at(e);
     if (events_[d].done) continue;
-    block(st, Cause::kTransfer);
-    st.wait_event = d;
-    st.wait_since = q_.now();
-    st.next_waiter = events_[d].first_waiter;
-    events_[d].first_waiter = p;
+    events_[d].waiters.push_back(p);
+    if (compute) {
+      block(st, Cause::kTransfer);
+      st.wait_event = d;
+      st.wait_since = q_.now();
+    }
     return false;
   }
   return true;
 }
 
-bool Simulator::reserve(uint32_t p, uint32_t slot, uint64_t bytes) {
+bool Simulator::reserve(uint32_t p, uint32_t slot, uint64_t bytes, size_t step) {
   if (ledger_->fits(slot, bytes)) return true;
   ProgramState& st = progs_[p];
+  const Step& s = st.prog->steps[step];
   if (o_.on_full == OnFull::kWait && bytes <= ledger_->stats(slot).capacity) {
-    block(st, Cause::kMemory);
+    if (s.kind == StepKind::kCompute) block(st, Cause::kMemory);
     mem_waiters_[slot].push_back(p);
     return false;
   }
-  const Step& s = st.prog->steps[st.next];
   const SlotStats& x = ledger_->stats(slot);
-  fail(SimError::Kind::kCapacity, int(p), int(st.next), -1,
+  fail(SimError::Kind::kCapacity, int(p), int(step),
+       s.kind == StepKind::kCompute ? -1 : int(s.target),
        fmt::format("'{}' is over capacity: {} step {} needs {}, {} of {} is free; largest live: {}",
-                   fabric_.slot_name(slot), kStepKindNames[size_t(s.kind)], st.next,
+                   fabric_.slot_name(slot), kStepKindNames[size_t(s.kind)], step,
                    to_string_approx(Bytes{bytes}),
                    to_string_approx(Bytes{x.capacity - std::min(x.capacity, x.level)}),
                    to_string_approx(Bytes{x.capacity}), largest_live(slot)));
@@ -331,95 +341,137 @@ bool Simulator::reserve(uint32_t p, uint32_t slot, uint64_t bytes) {
   return false;
 }
 
+bool Simulator::try_issue(uint32_t p, size_t step) {
+  ProgramState& st = progs_[p];
+  const Step& s = st.prog->steps[step];
+  const Time now = q_.now();
+  if (!s.wait.empty() && !wait_ready(p, s, /*compute=*/false)) return false;
+  switch (s.kind) {
+    case StepKind::kPrefetch: {
+      const uint64_t bytes = w_.tensors[s.target].bytes;
+      if (!reserve(p, st.dev_slot, bytes, step)) return false;
+      st.dev_rec[s.target] = ledger_->allocate(st.dev_slot, bytes, s.target, p, now);
+      touch_slot(st.dev_slot);
+      issue_transfer(p, s, step);
+      break;
+    }
+    case StepKind::kStore: {
+      const uint64_t bit = uint64_t{1} << s.tier;
+      if ((st.copies[s.target] & bit) == 0) {
+        const uint32_t slot = fabric_.tier_slot(tier_map_[s.tier], st.device);
+        const uint64_t bytes = w_.tensors[s.target].bytes;
+        if (!reserve(p, slot, bytes, step)) return false;
+        ledger_->allocate(slot, bytes, s.target, p, now);
+        touch_slot(slot);
+        st.copies[s.target] |= bit;
+      }
+      issue_transfer(p, s, step);
+      break;
+    }
+    case StepKind::kDetach: {
+      ledger_->release(st.dev_rec[s.target], now);
+      st.dev_rec[s.target] = kNoRecord;
+      touch_slot(st.dev_slot);
+      if (!mem_waiters_[st.dev_slot].empty()) freed_slots_.push_back(st.dev_slot);
+      break;
+    }
+    case StepKind::kCompute:
+      TF_ASSERT(false, "try_issue of a compute step");
+  }
+  ++steps_;
+  return true;
+}
+
+void Simulator::retry_pending(uint32_t p) {
+  ProgramState& st = progs_[p];
+  if (st.pending.empty()) return;
+  // Steps on one tensor issue in program order; steps on different tensors need not.
+  blocked_tensors_.clear();
+  size_t keep = 0;
+  for (size_t i = 0; i < st.pending.size(); ++i) {
+    const size_t step = st.pending[i];
+    const uint32_t t = st.prog->steps[step].target;
+    const bool behind =
+        std::find(blocked_tensors_.begin(), blocked_tensors_.end(), t) != blocked_tensors_.end();
+    if (!st.done && !behind && try_issue(p, step)) {
+      --st.pending_on[t];
+      continue;
+    }
+    if (!behind) blocked_tensors_.push_back(t);
+    st.pending[keep++] = static_cast<uint32_t>(step);
+  }
+  st.pending.resize(keep);
+}
+
 void Simulator::advance(uint32_t p) {
   ProgramState& st = progs_[p];
   const Time now = q_.now();
+  retry_pending(p);
   while (!st.done && !st.busy && st.next < st.end) {
     const Step& s = st.prog->steps[st.next];
-    if (!s.wait.empty() && !wait_ready(p, s)) return;
-    switch (s.kind) {
-      case StepKind::kCompute: {
-        const Op& op = w_.ops[s.target];
-        uint64_t need = op.workspace;
-        for (uint32_t t : op.outputs) need += w_.tensors[t].bytes;
-        if (!reserve(p, st.dev_slot, need)) return;
-        unblock(st);
-        for (uint32_t t : op.outputs) {
-          st.dev_rec[t] = ledger_->allocate(st.dev_slot, w_.tensors[t].bytes, t, p, now);
-        }
-        if (op.workspace > 0) {
-          st.workspace =
-              ledger_->allocate(st.dev_slot, op.workspace, s.target | kWorkspaceBit, p, now);
-        }
-        if (need > 0) touch_slot(st.dev_slot);
-        for (uint32_t e : rec_.on() ? s.wait : std::vector<uint32_t>{}) {
-          Transfer& x = transfers_[events_[event_index_.at(e)].transfer];
-          if (x.rec.kind == StepKind::kPrefetch && x.rec.program == p && !x.arrowed) {
-            x.arrowed = true;  // one arrow per prefetch: to its first consumer
-            rec_.arrow(x.track, x.rec.start, e, int(p));
-          }
-        }
-        st.busy = true;
-        st.op_start = now;
-        q_.schedule(now + op_time(p, s.target), kComputeDone, p);
-        ++st.next;
-        ++steps_;
-        return;
+    if (s.kind != StepKind::kCompute) {
+      // A cache step whose anchor finished: issue it now, or keep it pending without
+      // holding back the steps after it.
+      if (st.pending_on[s.target] > 0 || !try_issue(p, st.next)) {
+        if (st.done) return;
+        st.pending.push_back(static_cast<uint32_t>(st.next));
+        ++st.pending_on[s.target];
       }
-      case StepKind::kPrefetch: {
-        const uint64_t bytes = w_.tensors[s.target].bytes;
-        if (!reserve(p, st.dev_slot, bytes)) return;
-        unblock(st);
-        st.dev_rec[s.target] = ledger_->allocate(st.dev_slot, bytes, s.target, p, now);
-        touch_slot(st.dev_slot);
-        issue_transfer(p, s);
-        break;
-      }
-      case StepKind::kStore: {
-        const uint64_t bit = uint64_t{1} << s.tier;
-        if ((st.copies[s.target] & bit) == 0) {
-          const uint32_t slot = fabric_.tier_slot(tier_map_[s.tier], st.device);
-          const uint64_t bytes = w_.tensors[s.target].bytes;
-          if (!reserve(p, slot, bytes)) return;
-          ledger_->allocate(slot, bytes, s.target, p, now);
-          touch_slot(slot);
-          st.copies[s.target] |= bit;
-        }
-        unblock(st);
-        issue_transfer(p, s);
-        break;
-      }
-      case StepKind::kDetach: {
-        unblock(st);
-        ledger_->release(st.dev_rec[s.target], now);
-        st.dev_rec[s.target] = kNoRecord;
-        touch_slot(st.dev_slot);
-        if (!mem_waiters_[st.dev_slot].empty()) freed_slots_.push_back(st.dev_slot);
-        break;
+      ++st.next;
+      continue;
+    }
+    if (!s.wait.empty() && !wait_ready(p, s, /*compute=*/true)) return;
+    const Op& op = w_.ops[s.target];
+    uint64_t need = op.workspace;
+    for (uint32_t t : op.outputs) need += w_.tensors[t].bytes;
+    if (!reserve(p, st.dev_slot, need, st.next)) return;
+    unblock(st);
+    for (uint32_t t : op.outputs) {
+      st.dev_rec[t] = ledger_->allocate(st.dev_slot, w_.tensors[t].bytes, t, p, now);
+    }
+    if (op.workspace > 0) {
+      st.workspace = ledger_->allocate(st.dev_slot, op.workspace, s.target | kWorkspaceBit, p, now);
+    }
+    if (need > 0) touch_slot(st.dev_slot);
+    for (uint32_t e : rec_.on() ? s.wait : std::vector<uint32_t>{}) {
+      Transfer& x = transfers_[events_[event_index_.at(e)].transfer];
+      if (x.rec.kind == StepKind::kPrefetch && x.rec.program == p && !x.arrowed) {
+        x.arrowed = true;  // one arrow per prefetch: to its first consumer
+        rec_.arrow(x.track, x.rec.start, e, int(p));
       }
     }
-    if (error_ && st.done) return;
+    st.busy = true;
+    st.op_start = now;
+    q_.schedule(now + op_time(p, s.target), kComputeDone, p);
     ++st.next;
     ++steps_;
+    return;
   }
-  if (st.busy || st.done || st.cause != Cause::kNone) return;
-  if (st.next == st.end) {
-    st.done = true;
-    if (issues_[p]) {
-      const PlanIssue& issue = *issues_[p];
-      fail(SimError::Kind::kPlanRule, int(p), issue.step, issue.tensor, issue.message);
-    }
+  if (st.busy || st.done || !st.pending.empty() || st.next < st.end) return;
+  st.done = true;
+  if (issues_[p]) {
+    const PlanIssue& issue = *issues_[p];
+    fail(SimError::Kind::kPlanRule, int(p), issue.step, issue.tensor, issue.message);
   }
 }
 
-void Simulator::issue_transfer(uint32_t p, const Step& s) {
+void Simulator::wake(const std::vector<uint32_t>& programs) {
+  const uint64_t stamp = ++wake_stamp_;
+  for (uint32_t p : programs) {
+    if (progs_[p].woken == stamp) continue;
+    progs_[p].woken = stamp;
+    advance(p);
+  }
+}
+
+void Simulator::issue_transfer(uint32_t p, const Step& s, size_t step) {
   ProgramState& st = progs_[p];
   const bool prefetch = s.kind == StepKind::kPrefetch;
   const size_t from = prefetch ? tier_map_[s.tier] : dev_tier_;
   const size_t to = prefetch ? dev_tier_ : tier_map_[s.tier];
   const Path* path = fabric_.path(from, to, st.device);
   if (path == nullptr) {
-    fail(SimError::Kind::kTopology, int(p), int(st.next), int(s.target),
+    fail(SimError::Kind::kTopology, int(p), int(step), int(s.target),
          fmt::format("'{}' has no route from '{}' to '{}' for the {} of {}", t_.name,
                      t_.tiers[from].id, t_.tiers[to].id, kStepKindNames[size_t(s.kind)],
                      tensor_name(s.target)));
@@ -428,7 +480,7 @@ void Simulator::issue_transfer(uint32_t p, const Step& s) {
   }
   const uint32_t x = uint32_t(transfers_.size());
   Transfer& tr = transfers_.emplace_back();
-  tr.rec = TransferRecord{p, uint32_t(st.next), s.kind, s.target, s.event,
+  tr.rec = TransferRecord{p, uint32_t(step), s.kind, s.target, s.event,
                           w_.tensors[s.target].bytes, uint32_t(from), uint32_t(to), q_.now()};
   tr.path = path;
   tr.dense_event = event_index_.at(s.event);
@@ -467,18 +519,15 @@ void Simulator::complete_transfer(uint32_t x) {
   owner.res.end = std::max(owner.res.end, q_.now());
   EventState& ev = events_[tr.dense_event];
   ev.done = true;
-  uint32_t p = ev.first_waiter;
-  ev.first_waiter = kNone;
-  // Waiters were pushed at the head; wake them in the order they blocked.
   std::vector<uint32_t> waiters;
-  for (; p != kNone; p = progs_[p].next_waiter) waiters.push_back(p);
-  for (auto it = waiters.rbegin(); it != waiters.rend(); ++it) {
-    ProgramState& st = progs_[*it];
-    tr.rec.exposed += q_.now() - st.wait_since;
+  waiters.swap(ev.waiters);
+  for (uint32_t p : waiters) {
+    ProgramState& st = progs_[p];
+    if (st.wait_event != tr.dense_event) continue;
+    tr.rec.exposed += q_.now() - st.wait_since;  // its compute step waited for this one
     st.wait_event = kNone;
-    st.next_waiter = kNone;
-    advance(*it);
   }
+  wake(waiters);
 }
 
 void Simulator::dispatch(const Event& ev) {
@@ -535,7 +584,7 @@ void Simulator::wake_memory() {
     freed_slots_.pop_back();
     std::vector<uint32_t> waiting;
     waiting.swap(mem_waiters_[slot]);
-    for (uint32_t p : waiting) advance(p);
+    wake(waiting);
   }
 }
 
@@ -578,24 +627,39 @@ void Simulator::start_programs() {
 }
 
 std::string Simulator::largest_live(uint32_t slot) const {
-  std::vector<Allocation> live = ledger_->live_now(slot);
-  std::sort(live.begin(), live.end(), [](const Allocation& a, const Allocation& b) {
-    return a.bytes != b.bytes ? a.bytes > b.bytes : a.alloc_seq < b.alloc_seq;
-  });
-  std::string out;
-  for (size_t i = 0; i < live.size() && i < 5; ++i) {
-    const Allocation& a = live[i];
-    if (!out.empty()) out += ", ";
-    if (a.what & kWorkspaceBit) {
-      out += fmt::format("workspace of op {} ({})", a.what & ~kWorkspaceBit,
-                         to_string_approx(Bytes{a.bytes}));
-    } else {
-      out += fmt::format("'{}' ({})", w_.tensors[a.what].name, to_string_approx(Bytes{a.bytes}));
+  struct Item {
+    uint64_t bytes;
+    uint32_t what;
+    uint32_t program;
+  };
+  std::vector<Item> live;
+  for (const Allocation& a : ledger_->live_now(slot)) live.push_back({a.bytes, a.what, a.program});
+  // Home copies in this instance.
+  for (uint32_t p = 0; p < progs_.size(); ++p) {
+    for (uint32_t t = 0; t < w_.tensors.size(); ++t) {
+      const Tensor& x = w_.tensors[t];
+      if (x.origin == kExternal && plan_.home[t] != plan_.device_tier &&
+          fabric_.tier_slot(tier_map_[plan_.home[t]], progs_[p].device) == slot) {
+        live.push_back({x.bytes, t, p});
+      }
     }
   }
+  std::stable_sort(live.begin(), live.end(),
+                   [](const Item& a, const Item& b) { return a.bytes > b.bytes; });
+  std::string out;
+  for (size_t i = 0; i < live.size() && i < 5; ++i) {
+    const Item& a = live[i];
+    if (!out.empty()) out += ", ";
+    if (a.what & kWorkspaceBit) {
+      out += fmt::format("workspace of op {}", a.what & ~kWorkspaceBit);
+    } else {
+      out += fmt::format("'{}'", w_.tensors[a.what].name);
+    }
+    if (progs_.size() > 1) out += fmt::format(" of program {}", a.program);
+    out += fmt::format(" ({})", to_string_approx(Bytes{a.bytes}));
+  }
   if (live.size() > 5) out += fmt::format(" and {} more", live.size() - 5);
-  if (out.empty()) out = "only home copies";
-  return out;
+  return out.empty() ? "nothing" : out;
 }
 
 void Simulator::finish(SimResult& r) {
@@ -697,23 +761,31 @@ SimResult Simulator::run() {
       for (uint32_t p = 0; p < progs_.size(); ++p) {
         const ProgramState& st = progs_[p];
         if (st.done) continue;
-        const Step& s = st.prog->steps[st.next];
-        std::string why;
-        if (st.cause == Cause::kMemory) {
-          why = fmt::format("waits for memory on '{}', which nothing will free; live: {}",
-                            fabric_.slot_name(st.dev_slot), largest_live(st.dev_slot));
-        } else if (st.wait_event != kNone) {
-          why = fmt::format("waits on an event that never completes (the step completing "
-                            "it is itself blocked)");
-        } else {
-          why = "cannot proceed";
+        // The earliest step that cannot issue: a pending cache step, else the compute step.
+        const size_t step = st.pending.empty() ? st.next : st.pending.front();
+        const Step& s = st.prog->steps[step];
+        uint32_t undone = kNone;
+        for (uint32_t e : s.wait) {
+          if (!events_[event_index_.at(e)].done) {
+            undone = e;
+            break;
+          }
         }
-        error_ = SimError{st.cause == Cause::kMemory ? SimError::Kind::kCapacity
-                                                     : SimError::Kind::kDeadlock,
-                          int(p), int(st.next),
-                          s.kind == StepKind::kCompute ? -1 : int(s.target), q_.now(),
-                          fmt::format("program {} is stuck at its {} step: it {}", p,
-                                      kStepKindNames[size_t(s.kind)], why)};
+        const bool memory = undone == kNone;
+        const std::string why =
+            memory ? fmt::format("waits for memory on '{}', which nothing will free; live: {}",
+                                 fabric_.slot_name(s.kind == StepKind::kStore
+                                                       ? fabric_.tier_slot(tier_map_[s.tier],
+                                                                           st.device)
+                                                       : st.dev_slot),
+                                 largest_live(st.dev_slot))
+                   : fmt::format("waits on event {}, which never completes: the step completing "
+                                 "it is itself blocked",
+                                 undone);
+        error_ = SimError{memory ? SimError::Kind::kCapacity : SimError::Kind::kDeadlock, int(p),
+                          int(step), s.kind == StepKind::kCompute ? -1 : int(s.target), q_.now(),
+                          fmt::format("program {} is stuck at its {} step {}: it {}", p,
+                                      kStepKindNames[size_t(s.kind)], step, why)};
         break;
       }
     }

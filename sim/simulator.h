@@ -1,11 +1,15 @@
 // Runs a plan on a topology and scores it (ARCHITECTURE §6, §7).
 //
 // Glossary
-//   program    the steps of one device, issued strictly in order: a step is issued when
-//              the compute step before it (its anchor) has finished, every event it waits
-//              on has completed and, for a step that allocates, its bytes fit (or, with
-//              --on-full wait, once they fit). A step that cannot issue holds back the
-//              steps after it, as in an in-order stream.
+//   program    the steps of one device. Compute steps run one at a time in program
+//              order; each starts when the previous one has finished, every event it
+//              waits on has completed and its outputs and workspace fit.
+//   cache step a prefetch, store or detach. It may issue once the compute step before it
+//              (its anchor) has finished, its events have completed and, for a prefetch
+//              or store, its bytes fit. One that cannot issue yet stays pending without
+//              holding back the steps after it, except steps on the same tensor, which
+//              issue in program order; this is what lets a detach free the memory an
+//              earlier prefetch waits for (--on-full wait).
 //   transfer   a prefetch or store once issued: it queues on the copy engines of every
 //              link it crosses (FIFO), pays the route's setup latency, then shares
 //              bandwidth as a flow; its event completes when the last byte lands.

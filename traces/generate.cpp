@@ -106,6 +106,7 @@ Workload generate(const Arch& a, const GenOptions& o) {
     case Phase::kDecode: {
       b.declare_past_kv(layers, o.context);
       uint32_t ids = b.input("tokens.0", static_cast<uint64_t>(o.batch) * 4);
+      const size_t before = b.workload().tensors.size();
       for (int64_t s = 0; s < o.tokens; ++s) {
         const std::string step = fmt::format("t{}.", s);
         uint32_t x = b.embed(step, ids, o.batch);
@@ -113,6 +114,18 @@ Workload generate(const Arch& a, const GenOptions& o) {
           x = b.layer(l, x, o.batch, Pass{1, o.context + s, true, step});
         }
         ids = b.sample(b.head(x, o.batch, step), step);
+        if (s == 0) {
+          // Every step adds as many ops as the first, and as many tensors give or take a
+          // new KV block per layer: one allocation each instead of doubling (a million
+          // ops moved and twice the memory touched).
+          Workload& w = b.workload();
+          const auto steps = static_cast<size_t>(o.tokens);
+          const auto new_blocks =
+              static_cast<size_t>(layers) * (steps / static_cast<size_t>(o.kv_block) + 2);
+          w.ops.reserve(w.ops.size() * steps);
+          w.tensors.reserve(w.tensors.size() + (w.tensors.size() - before) * (steps - 1) +
+                            new_blocks);
+        }
       }
       break;
     }

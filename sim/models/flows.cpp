@@ -102,37 +102,43 @@ void FlowNetwork::solve(Time now) {
     old_rate_[i] = f.rate;
     f.rate = -1;  // unfrozen
   }
-  open_res_.clear();
+  // Progressive filling: the resource with the smallest fair share saturates first.
+  // Freezing a flow at the smallest share never lowers another resource's share, so a
+  // heap entry whose resource changed since it was pushed is simply pushed again with
+  // the new share when it surfaces.
+  heap_.clear();
   for (uint32_t r : comp_res_) {
     Resource& x = res_[r];
     x.left = x.capacity;
     x.unfrozen = static_cast<uint32_t>(x.flows.size());
-    if (x.unfrozen > 0) open_res_.push_back(r);
+    x.version = 0;
+    if (x.unfrozen > 0) heap_.push_back(Share{x.left / x.unfrozen, r, 0});
   }
-  // Progressive filling: the resource with the smallest fair share saturates first.
-  while (!open_res_.empty()) {
-    size_t best = 0;
-    double best_share = std::numeric_limits<double>::infinity();
-    for (size_t i = 0; i < open_res_.size(); ++i) {
-      const Resource& x = res_[open_res_[i]];
-      const double share = x.left / x.unfrozen;
-      if (share < best_share) {
-        best_share = share;
-        best = i;
-      }
+  std::make_heap(heap_.begin(), heap_.end(), Share::later);
+  while (!heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end(), Share::later);
+    const Share top = heap_.back();
+    heap_.pop_back();
+    Resource& x = res_[top.resource];
+    if (x.unfrozen == 0) continue;
+    if (top.version != x.version) {
+      heap_.push_back(Share{x.left / x.unfrozen, top.resource, x.version});
+      std::push_heap(heap_.begin(), heap_.end(), Share::later);
+      continue;
     }
     // Rounding can leave a hair below zero; a flow always gets some bandwidth.
-    const double share = std::max(best_share, res_[open_res_[best]].capacity * 1e-12);
-    for (uint32_t fi : res_[open_res_[best]].flows) {
+    const double share = std::max(top.share, x.capacity * 1e-12);
+    for (uint32_t fi : x.flows) {
       Flow& f = flows_[fi];
       if (f.rate >= 0) continue;
       f.rate = share;
       for (uint32_t q : f.res) {
-        res_[q].left -= share;
-        --res_[q].unfrozen;
+        Resource& y = res_[q];
+        y.left -= share;
+        --y.unfrozen;
+        ++y.version;
       }
     }
-    std::erase_if(open_res_, [this](uint32_t r) { return res_[r].unfrozen == 0; });
   }
   for (size_t i = 0; i < comp_flows_.size(); ++i) {
     if (flows_[comp_flows_[i]].rate != old_rate_[i]) changed_flows_.push_back(comp_flows_[i]);
@@ -146,7 +152,8 @@ void FlowNetwork::solve(Time now) {
 Time FlowNetwork::completion(uint32_t flow) const {
   const Flow& f = flows_[flow];
   TF_ASSERT(f.live && f.rate > 0, "flow {} has no rate", flow);
-  const double ps = std::ceil(f.remaining / f.rate * 1e12);
+  // remaining * 1e12 first: 64 B at 1e9 B/s is exactly 64000 ps this way, not 64000.00000000001.
+  const double ps = std::ceil(f.remaining * 1e12 / f.rate);
   TF_ASSERT(ps < 9.2e18, "flow {} would take {} ps", flow, ps);
   return f.updated + static_cast<Time>(ps);
 }

@@ -76,6 +76,16 @@ class FlowNetwork {
     // Progressive-filling scratch.
     double left = 0;
     uint32_t unfrozen = 0;
+    uint32_t version = 0;
+  };
+  struct Share {
+    double share;
+    uint32_t resource;
+    uint32_t version;
+    /// Heap order: smallest share first, ties by resource index (deterministic).
+    static bool later(const Share& a, const Share& b) {
+      return a.share > b.share || (a.share == b.share && a.resource > b.resource);
+    }
   };
   struct Flow {
     std::vector<uint32_t> res;
@@ -97,7 +107,7 @@ class FlowNetwork {
   // Scratch of the last solve.
   std::vector<uint32_t> comp_res_;
   std::vector<uint32_t> comp_flows_;
-  std::vector<uint32_t> open_res_;
+  std::vector<Share> heap_;
   std::vector<uint32_t> changed_flows_;
   std::vector<double> old_rate_;
 };
