@@ -1,13 +1,23 @@
-// Simulator kernel and flow solver: the event queue under the hold model and one max-min
-// re-solve of a large connected component.
+// Simulator: the event queue under the hold model, one max-min re-solve of a large
+// connected component, and whole plans of real models.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
+#include "hw_models/loader.h"
 #include "sim/kernel/event_queue.h"
 #include "sim/models/flows.h"
+#include "sim/simulator.h"
+#include "sim/timeline.h"
+#include "tests/support/plan_builders.h"
+#include "traces/arch_loader.h"
+#include "traces/generate.h"
 
 namespace {
 
@@ -70,3 +80,116 @@ void BM_MaxMinResolve(benchmark::State& state) {
 BENCHMARK(BM_MaxMinResolve);
 
 }  // namespace
+
+// Whole plans: Llama-3-70B decode (80 layers x 1,000 tokens) on one H100 with the weights
+// streamed from host DDR layer by layer, and one DeepSeek-V3 decode step on all 384 NPUs
+// of CloudMatrix384 with every NPU streaming its weight shard from the shared pool.
+namespace scenarios {
+
+using namespace tierflow;
+
+long rss_kib(const char* key) {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  long v = -1;
+  const size_t n = std::strlen(key);
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::strncmp(line, key, n) == 0) v = std::strtol(line + n + 1, nullptr, 10);
+  }
+  std::fclose(f);
+  return v;
+}
+
+/// Resets the peak-RSS mark (Linux: writing 5 to clear_refs), so VmHWM afterwards is the
+/// peak of what runs next.
+void reset_peak() {
+  if (std::FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+    std::fputs("5", f);
+    std::fclose(f);
+  }
+}
+
+struct Scenario {
+  Workload w;
+  Plan plan;
+  hw::Topology topo;
+};
+
+const Scenario& llama70b_decode() {
+  static const Scenario s = [] {
+    Scenario x;
+    const std::string dir = std::string(TIERFLOW_SOURCE_DIR) + "/configs";
+    traces::GenOptions o;
+    o.phase = traces::Phase::kDecode;
+    o.context = 4096;
+    o.tokens = 1000;
+    x.w = traces::generate(traces::load_arch(traces::find_arch("llama-3-70b", dir)), o);
+    x.topo = hw::load_topology(dir + "/hw/h100-sxm-8gpu.yaml");
+    testing::StreamOptions so;
+    so.host_tier = "ddr";
+    so.lookahead = 2;
+    x.plan = testing::streamed_plan(x.w, testing::PlanShape{1, "hbm"}, so);
+    return x;
+  }();
+  return s;
+}
+
+const Scenario& cloudmatrix_decode() {
+  static const Scenario s = [] {
+    Scenario x;
+    const std::string dir = std::string(TIERFLOW_SOURCE_DIR) + "/configs";
+    traces::GenOptions o;
+    o.phase = traces::Phase::kDecode;
+    o.context = 4096;
+    o.tokens = 1;
+    o.tp = 16;  // a 16-way shard per NPU: 384 shards of 84 GB fit the 96 TB pool
+    x.w = traces::generate(traces::load_arch(traces::find_arch("deepseek-v3", dir)), o);
+    x.topo = hw::load_topology(dir + "/hw/cloudmatrix384.yaml");
+    testing::StreamOptions so;
+    so.host_tier = "pool";
+    so.lookahead = 2;
+    x.plan = testing::streamed_plan(x.w, testing::PlanShape{384, "hbm"}, so);
+    return x;
+  }();
+  return s;
+}
+
+void run_scenario(benchmark::State& state, const Scenario& s, bool timeline) {
+  size_t steps = 0;
+  for (const Program& p : s.plan.programs) steps += p.steps.size();
+  const long base = rss_kib("VmRSS:");
+  reset_peak();
+  sim::SimResult r;
+  for (auto _ : state) {
+    std::unique_ptr<sim::Timeline> tl;
+    if (timeline) tl = std::make_unique<sim::Timeline>("/tmp/tierflow_bench_timeline.json");
+    sim::SimOptions o;
+    o.timeline = tl.get();
+    o.keep_transfers = false;
+    r = sim::simulate(s.plan, s.w, s.topo, o);
+    if (tl) tl->finish();
+  }
+  if (r.error) state.SkipWithError(r.error->message.c_str());
+  state.counters["steps"] = static_cast<double>(steps);
+  state.counters["events"] = static_cast<double>(r.events);
+  state.counters["makespan_ms"] = static_cast<double>(r.makespan) * 1e-9;
+  state.counters["peak_extra_MiB"] = static_cast<double>(rss_kib("VmHWM:") - base) / 1024.0;
+}
+
+void BM_SimLlama70bDecode(benchmark::State& state) {
+  run_scenario(state, llama70b_decode(), false);
+}
+BENCHMARK(BM_SimLlama70bDecode)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+void BM_SimLlama70bDecodeTimeline(benchmark::State& state) {
+  run_scenario(state, llama70b_decode(), true);
+}
+BENCHMARK(BM_SimLlama70bDecodeTimeline)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+void BM_SimCloudMatrix384Decode(benchmark::State& state) {
+  run_scenario(state, cloudmatrix_decode(), false);
+}
+BENCHMARK(BM_SimCloudMatrix384Decode)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+}  // namespace scenarios

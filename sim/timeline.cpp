@@ -93,8 +93,8 @@ ProcessId Timeline::process(std::string_view name, int sort_index) {
   begin_event('M');
   fmt::format_to(std::back_inserter(line_), R"(,"pid":{})", pid);
   put_string("name", "process_name");
-  line_ += R"(,"args":{)";
-  put_string("name", name);
+  line_ += R"(,"args":{"name":)";
+  append_json_text(line_, name);
   line_ += '}';
   end_event();
   begin_event('M');
@@ -113,8 +113,8 @@ TrackId Timeline::track(ProcessId pid, std::string_view name, int sort_index) {
   begin_event('M');
   put_ids(pid, tid);
   put_string("name", "thread_name");
-  line_ += R"(,"args":{)";
-  put_string("name", name);
+  line_ += R"(,"args":{"name":)";
+  append_json_text(line_, name);
   line_ += '}';
   end_event();
   begin_event('M');

@@ -21,10 +21,12 @@
 //   {"displayTimeUnit":"ns","traceEvents":[
 //   {"ph":"M","pid":1,"name":"process_name","args":{"name":"gpu0"}},
 //   {"ph":"M","pid":1,"tid":65536,"name":"thread_name","args":{"name":"h2d lane 0"}},
-//   {"ph":"X","pid":1,"tid":65536,"ts":0.000001,"dur":1.500000,"name":"w0","cat":"transfer"},
-//   {"ph":"C","pid":1,"ts":1.500001,"name":"hbm bytes","args":{"value":4096}},
-//   {"ph":"s","id":7,"pid":1,"tid":65536,"ts":0.000001,"name":"w0","cat":"flow"},
-//   {"ph":"f","bp":"e","id":7,"pid":1,"tid":65537,"ts":1.500001,"name":"w0","cat":"flow"}
+//   {"ph":"X","pid":1,"tid":65536,"ts":0.000000,"dur":1.500000,"name":"w0","cat":"transfer"},
+//   {"ph":"X","pid":1,"tid":65537,"ts":1.500000,"dur":1.250001,"name":"mm","cat":"compute"},
+//   {"ph":"C","pid":1,"ts":1.500000,"name":"hbm bytes","args":{"value":4096}},
+//   {"ph":"s","id":7,"pid":1,"tid":65536,"ts":0.000000,"name":"w0","cat":"flow"},
+//   {"ph":"f","bp":"e","id":7,"pid":1,"tid":65537,"ts":1.500000,"name":"w0","cat":"flow"},
+//   {"ph":"i","s":"t","pid":1,"tid":65537,"ts":2.750001,"name":"oom"}
 //   ]}
 #pragma once
 

@@ -24,7 +24,9 @@ uint64_t EventQueue::schedule(Time time, uint32_t tag, uint32_t data) {
 
 void EventQueue::cancel(uint64_t id) {
   TF_ASSERT(id < next_seq_, "cancel of event {} that was never scheduled", id);
-  cancelled_[id >> 6] |= uint64_t{1} << (id & 63);
+  const uint64_t bit = uint64_t{1} << (id & 63);
+  if ((cancelled_[id >> 6] & bit) == 0) ++cancelled_pending_;
+  cancelled_[id >> 6] |= bit;
 }
 
 void EventQueue::remove_top() {
@@ -45,7 +47,11 @@ void EventQueue::remove_top() {
 }
 
 void EventQueue::drop_cancelled() {
-  while (!heap_.empty() && cancelled(heap_.front().seq)) remove_top();
+  // Cancelled events are rare; without any, no bit needs looking up.
+  while (cancelled_pending_ > 0 && !heap_.empty() && cancelled(heap_.front().seq)) {
+    remove_top();
+    --cancelled_pending_;
+  }
 }
 
 bool EventQueue::pop(Event& out) {

@@ -55,6 +55,7 @@ class EventQueue {
   std::vector<Event> heap_;
   std::vector<uint64_t> cancelled_;  ///< one bit per sequence number
   uint64_t next_seq_ = 0;
+  uint64_t cancelled_pending_ = 0;  ///< cancelled events still in the heap
   Time now_ = 0;
 };
 

@@ -105,5 +105,31 @@ check gen-bad-tp 2 "$tf" trace gen --model llama-3-70b --tp 3 -o "$tmp/x.json"
 contains gen-bad-tp-msg "$tmp/err" "tp 3 does not divide the 64 attention heads"
 [ ! -e "$tmp/x.json" ] && passes=$((passes + 1)) || { echo "FAIL output written on error"; fails=$((fails + 1)); }
 
+# Simulation: the hand-checkable plan of tests/fixtures/plans/tiny.json on unit_hw.yaml.
+plan=tests/fixtures/plans/tiny.json
+big=(--set tiers.hbm.capacity=4KiB)
+check sim-ok 0 "$tf" sim --plan "$plan" "${big[@]}" --timeline "$tmp/tl.json"
+contains sim-makespan "$tmp/out" "makespan 4.778us"
+check sim-json 0 "$tf" sim --plan "$plan" "${big[@]}" --json -o "$tmp/r1.json" --timeline "$tmp/tl2.json"
+contains sim-json-makespan "$tmp/r1.json" '"makespan_ps": 4778000'
+check sim-json-again 0 "$tf" sim --plan "$plan" "${big[@]}" --json -o "$tmp/r2.json" --timeline "$tmp/tl3.json"
+cmp -s "$tmp/r1.json" "$tmp/r2.json" && cmp -s "$tmp/tl2.json" "$tmp/tl3.json" && passes=$((passes + 1)) ||
+  { echo "FAIL sim report or timeline is not deterministic"; fails=$((fails + 1)); }
+contains sim-timeline-flow "$tmp/tl.json" '"ph":"f","bp":"e"'
+check sim-csv 0 "$tf" sim --plan "$plan" "${big[@]}" --csv --transfers "$tmp/x.csv"
+contains sim-csv-row "$tmp/out" "run,tiny.hand-written,makespan_ps,4778000"
+contains sim-transfers-csv "$tmp/x.csv" "0,4,store,4,z,3,64,hbm,ddr,4559000,4559000,4714000,4778000,0"
+# The fixture's 128-byte HBM cannot hold the device-resident kv: infeasible, exit 1.
+check sim-full 1 "$tf" sim --plan "$plan"
+contains sim-full-msg "$tmp/err" "'hbm[0]' is full before the step starts"
+# A broken §6 rule: the verifier's message at the step's JSON position, and when it is reached.
+check sim-rule 2 "$tf" sim --plan tests/errors/plan/01-compute-without-wait.json --hw tests/fixtures/unit_hw.yaml \
+  --set tiers.hbm.capacity=4KiB --set tiers.ddr.capacity=1MiB
+contains sim-rule-msg "$tmp/err" "01-compute-without-wait.json:29:7: program 0 step 2: op 'norm' may start before the prefetch"
+contains sim-rule-time "$tmp/err" "(reached at 0ps)"
+check sim-bad-tier 2 "$tf" sim --plan "$plan" --hw configs/hw/cloudmatrix384.yaml
+contains sim-bad-tier-msg "$tmp/err" "the plan's tier 'ddr' is not in topology"
+check sim-bad-on-full 2 "$tf" sim --plan "$plan" --on-full maybe
+
 echo "$passes passed, $fails failed"
 [ "$fails" = 0 ]

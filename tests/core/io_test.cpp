@@ -1,0 +1,164 @@
+// Unit tests for core/io: the destination appears only on commit, complete; nothing is
+// left behind otherwise.
+#include "core/io.h"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "core/diagnostics.h"
+
+namespace tierflow {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh directory under the system temp directory, removed with its contents.
+class ScratchDir {
+ public:
+  explicit ScratchDir(std::string_view tag)
+      : path_(fs::temp_directory_path() /
+              fmt::format("tierflow-io-test-{}-{}", tag, static_cast<long>(::getpid()))) {
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  [[nodiscard]] std::string file(std::string_view name) const { return (path_ / name).string(); }
+  /// Names of the entries in the directory, sorted.
+  [[nodiscard]] std::vector<std::string> entries() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(path_)) names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+ private:
+  fs::path path_;
+};
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST_CASE("AtomicOutput: commit renames the complete file into place") {
+  ScratchDir dir("commit");
+  const std::string path = dir.file("out.txt");
+  {
+    AtomicOutput out(path);
+    out.write("hello, ");
+    out.write("world\n");
+    // Before commit only the temp file exists, never a half-written destination.
+    CHECK_FALSE(fs::exists(path));
+    CHECK(dir.entries().size() == 1);
+    out.commit();
+  }
+  CHECK(read_all(path) == "hello, world\n");
+  CHECK(dir.entries() == std::vector<std::string>{"out.txt"});
+}
+
+TEST_CASE("AtomicOutput: destruction without commit leaves neither file nor temp file") {
+  ScratchDir dir("abandon");
+  const std::string path = dir.file("out.txt");
+  {
+    AtomicOutput out(path);
+    out.write("partial");
+  }
+  CHECK(dir.entries().empty());
+
+  // An existing destination keeps its old contents.
+  write_file_atomic(path, "old\n");
+  {
+    AtomicOutput out(path);
+    out.write("new, but abandoned\n");
+  }
+  CHECK(read_all(path) == "old\n");
+  CHECK(dir.entries() == std::vector<std::string>{"out.txt"});
+}
+
+TEST_CASE("AtomicOutput: writes larger than its buffer arrive intact and in order") {
+  ScratchDir dir("large");
+  const std::string path = dir.file("big.bin");
+  std::string expected;
+  {
+    AtomicOutput out(path);
+    // 3000 small lines (buffered), one 3 MiB block (written through), more small lines.
+    for (int i = 0; i < 3000; ++i) {
+      const std::string line = fmt::format("line {}\n", i);
+      out.write(line);
+      expected += line;
+    }
+    const std::string block(size_t{3} << 20, 'x');
+    out.write(block);
+    expected += block;
+    for (int i = 0; i < 3000; ++i) {
+      const std::string line = fmt::format("tail {}\n", i);
+      out.write(line);
+      expected += line;
+    }
+    out.commit();
+  }
+  CHECK(read_all(path) == expected);
+}
+
+TEST_CASE("AtomicOutput: a directory that cannot be written throws InputError naming the path") {
+  // A missing directory rather than a read-only one: tests may run as root, which ignores
+  // permission bits.
+  const std::string path = "/nonexistent-tierflow-dir/sub/out.json";
+  try {
+    AtomicOutput out(path);
+    FAIL("expected InputError");
+  } catch (const InputError& e) {
+    CHECK(e.pos().file == path);
+    CHECK(std::string(e.what()).find(path) != std::string::npos);
+    CHECK(e.message().find("cannot write") != std::string::npos);
+  }
+  CHECK_THROWS_AS(write_file_atomic(path, "x"), InputError);
+}
+
+TEST_CASE("AtomicOutput: a failed rename throws and removes the temp file") {
+  ScratchDir dir("rename");
+  // A non-empty directory at the destination: a file cannot be renamed over it.
+  const std::string path = dir.file("taken");
+  fs::create_directories(fs::path(path) / "child");
+  AtomicOutput out(path);
+  out.write("data");
+  try {
+    out.commit();
+    FAIL("expected InputError");
+  } catch (const InputError& e) {
+    CHECK(e.pos().file == path);
+    CHECK(e.message().find("cannot replace file") != std::string::npos);
+  }
+  CHECK(dir.entries() == std::vector<std::string>{"taken"});
+}
+
+TEST_CASE("write_file_atomic writes and replaces whole files") {
+  ScratchDir dir("whole");
+  const std::string path = dir.file("w.txt");
+  write_file_atomic(path, "first\n");
+  CHECK(read_all(path) == "first\n");
+  write_file_atomic(path, "second, longer\n");
+  CHECK(read_all(path) == "second, longer\n");
+  write_file_atomic(path, "");
+  CHECK(read_all(path).empty());
+  CHECK(dir.entries() == std::vector<std::string>{"w.txt"});
+}
+
+}  // namespace
+}  // namespace tierflow
