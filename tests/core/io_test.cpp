@@ -14,40 +14,14 @@
 #include <vector>
 
 #include "core/diagnostics.h"
+#include "tests/support/scratch_dir.h"
 
 namespace tierflow {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory under the system temp directory, removed with its contents.
-class ScratchDir {
- public:
-  explicit ScratchDir(std::string_view tag)
-      : path_(fs::temp_directory_path() /
-              fmt::format("tierflow-io-test-{}-{}", tag, static_cast<long>(::getpid()))) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-
-  [[nodiscard]] std::string file(std::string_view name) const { return (path_ / name).string(); }
-  /// Names of the entries in the directory, sorted.
-  [[nodiscard]] std::vector<std::string> entries() const {
-    std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(path_)) names.push_back(e.path().filename());
-    std::sort(names.begin(), names.end());
-    return names;
-  }
-
- private:
-  fs::path path_;
-};
+using tierflow::testing::ScratchDir;
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -17,37 +17,14 @@
 #include <unistd.h>
 #include <vector>
 
+#include "tests/support/scratch_dir.h"
+
 namespace tierflow::sim {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-// A fresh directory under the system temp directory, removed with its contents.
-class ScratchDir {
- public:
-  explicit ScratchDir(std::string_view tag)
-      : path_(fs::temp_directory_path() /
-              fmt::format("tierflow-timeline-test-{}-{}", tag, static_cast<long>(::getpid()))) {
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-
-  [[nodiscard]] std::string file(std::string_view name) const { return (path_ / name).string(); }
-  [[nodiscard]] size_t entry_count() const {
-    return static_cast<size_t>(
-        std::distance(fs::directory_iterator(path_), fs::directory_iterator{}));
-  }
-
- private:
-  fs::path path_;
-};
+using tierflow::testing::ScratchDir;
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
