@@ -116,42 +116,36 @@ struct Scenario {
   hw::Topology topo;
 };
 
+/// A decode workload of `model` on `topology`, with every device streaming its weights
+/// from `host_tier`, two ops ahead of use.
+Scenario streamed_decode(const std::string& model, int tokens, int tp, const std::string& topology,
+                         const std::string& host_tier, uint32_t devices) {
+  const std::string dir = std::string(TIERFLOW_SOURCE_DIR) + "/configs";
+  Scenario x;
+  traces::GenOptions o;
+  o.phase = traces::Phase::kDecode;
+  o.context = 4096;
+  o.tokens = tokens;
+  o.tp = tp;
+  x.w = traces::generate(traces::load_arch(traces::find_arch(model, dir)), o);
+  x.topo = hw::load_topology(dir + "/hw/" + topology);
+  testing::StreamOptions so;
+  so.host_tier = host_tier;
+  so.lookahead = 2;
+  x.plan = testing::streamed_plan(x.w, testing::PlanShape{devices, "hbm"}, so);
+  return x;
+}
+
 const Scenario& llama70b_decode() {
-  static const Scenario s = [] {
-    Scenario x;
-    const std::string dir = std::string(TIERFLOW_SOURCE_DIR) + "/configs";
-    traces::GenOptions o;
-    o.phase = traces::Phase::kDecode;
-    o.context = 4096;
-    o.tokens = 1000;
-    x.w = traces::generate(traces::load_arch(traces::find_arch("llama-3-70b", dir)), o);
-    x.topo = hw::load_topology(dir + "/hw/h100-sxm-8gpu.yaml");
-    testing::StreamOptions so;
-    so.host_tier = "ddr";
-    so.lookahead = 2;
-    x.plan = testing::streamed_plan(x.w, testing::PlanShape{1, "hbm"}, so);
-    return x;
-  }();
+  static const Scenario s =
+      streamed_decode("llama-3-70b", /*tokens=*/1000, /*tp=*/1, "h100-sxm-8gpu.yaml", "ddr", 1);
   return s;
 }
 
+// A 16-way shard per NPU: 384 shards of 84 GB fit the 96 TB pool.
 const Scenario& cloudmatrix_decode() {
-  static const Scenario s = [] {
-    Scenario x;
-    const std::string dir = std::string(TIERFLOW_SOURCE_DIR) + "/configs";
-    traces::GenOptions o;
-    o.phase = traces::Phase::kDecode;
-    o.context = 4096;
-    o.tokens = 1;
-    o.tp = 16;  // a 16-way shard per NPU: 384 shards of 84 GB fit the 96 TB pool
-    x.w = traces::generate(traces::load_arch(traces::find_arch("deepseek-v3", dir)), o);
-    x.topo = hw::load_topology(dir + "/hw/cloudmatrix384.yaml");
-    testing::StreamOptions so;
-    so.host_tier = "pool";
-    so.lookahead = 2;
-    x.plan = testing::streamed_plan(x.w, testing::PlanShape{384, "hbm"}, so);
-    return x;
-  }();
+  static const Scenario s =
+      streamed_decode("deepseek-v3", /*tokens=*/1, /*tp=*/16, "cloudmatrix384.yaml", "pool", 384);
   return s;
 }
 

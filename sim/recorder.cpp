@@ -16,14 +16,21 @@ Recorder::Recorder(Timeline* tl, const Fabric& fabric, const Workload& w, const 
   for (size_t p = 0; p < n; ++p) {
     const int dev = static_cast<int>(plan.programs[p].device);
     const hw::Device& d = fabric.topology().devices[fabric.device_class(dev)];
-    device_pid_[p] = tl_->process(
-        fmt::format("device {} ({}[{}])", dev, d.id, fabric.device_index(dev)), dev);
+    device_pid_[p] =
+        tl_->process(fmt::format("device {} ({}[{}])", dev, d.id, fabric.device_index(dev)), dev);
     compute_[p] = tl_->track(device_pid_[p], "compute", 0);
   }
   links_pid_ = tl_->process("links", fabric.devices());
   memory_pid_ = tl_->process("memory", fabric.devices() + 1);
   link_lanes_.resize(fabric.resources().size());
   link_tracks_.resize(fabric.resources().size());
+  // Counter names are built once: counters are sampled on the hot path.
+  for (uint32_t s = 0; s < fabric.tier_slots(); ++s) {
+    level_series_.push_back(fmt::format("{} bytes", fabric.slot_name(s)));
+  }
+  for (const ResourceInfo& r : fabric.resources()) {
+    rate_series_.push_back(fmt::format("{} GB/s", r.name));
+  }
 }
 
 TrackId Recorder::copy_track(int program, uint32_t lane) {
@@ -39,10 +46,9 @@ TrackId Recorder::copy_track(int program, uint32_t lane) {
 TrackId Recorder::link_track(uint32_t resource, uint32_t lane) {
   auto& tracks = link_tracks_[resource];
   while (tracks.size() <= lane) {
-    tracks.push_back(tl_->track(links_pid_,
-                                fmt::format("{} #{}", fabric_.resources()[resource].name,
-                                            tracks.size()),
-                                static_cast<int>(resource * 64 + tracks.size())));
+    tracks.push_back(tl_->track(
+        links_pid_, fmt::format("{} #{}", fabric_.resources()[resource].name, tracks.size()),
+        static_cast<int>(resource * 64 + tracks.size())));
   }
   return tracks[lane];
 }
@@ -50,12 +56,8 @@ TrackId Recorder::link_track(uint32_t resource, uint32_t lane) {
 void Recorder::compute(int program, Time start, Time end, uint32_t op, uint32_t step) {
   if (tl_ == nullptr) return;
   const Op& o = w_.ops[op];
-  const Arg args[] = {{"op", uint64_t{op}},
-                      {"step", uint64_t{step}},
-                      {"kind", name_of(o.kind)},
-                      {"flops", o.flops},
-                      {"bytes", o.bytes},
-                      {"layer", int64_t{o.layer}}};
+  const Arg args[] = {{"op", uint64_t{op}}, {"step", uint64_t{step}}, {"kind", name_of(o.kind)},
+                      {"flops", o.flops},   {"bytes", o.bytes},       {"layer", int64_t{o.layer}}};
   const TrackId track = compute_[size_t(program)];
   tl_->slice(track, start, end, o.name, "compute", args);
   for (const Arrow& a : arrows_[size_t(program)]) {
@@ -121,15 +123,13 @@ void Recorder::arrow(TrackId from, Time from_ps, uint64_t id, int program) {
 
 void Recorder::tier_level(uint32_t slot, Time t, uint64_t bytes) {
   if (tl_ == nullptr) return;
-  tl_->counter(memory_pid_, fmt::format("{} bytes", fabric_.slot_name(slot)), t,
-               static_cast<double>(bytes));
+  tl_->counter(memory_pid_, level_series_[slot], t, static_cast<double>(bytes));
 }
 
 void Recorder::link_rate(uint32_t resource, Time t, double bytes_per_s) {
   if (tl_ == nullptr) return;
   if (fabric_.resources()[resource].kind != ResourceKind::kLink) return;
-  tl_->counter(links_pid_, fmt::format("{} GB/s", fabric_.resources()[resource].name), t,
-               bytes_per_s * 1e-9);
+  tl_->counter(links_pid_, rate_series_[resource], t, bytes_per_s * 1e-9);
 }
 
 void Recorder::error(int program, Time t, std::string_view message) {

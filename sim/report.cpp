@@ -12,10 +12,18 @@
 namespace tierflow::sim {
 namespace {
 
-std::string dur(Time ps) { return to_string_approx(Duration{ps}); }
-std::string bytes(uint64_t b) { return to_string_approx(Bytes{b}); }
-std::string rate(double bps) { return to_string(Bandwidth{bps}); }
-std::string pct(double x) { return fmt::format("{:.1f}%", 100.0 * x); }
+std::string dur(Time ps) {
+  return to_string_approx(Duration{ps});
+}
+std::string bytes(uint64_t b) {
+  return to_string_approx(Bytes{b});
+}
+std::string rate(double bps) {
+  return to_string(Bandwidth{bps});
+}
+std::string pct(double x) {
+  return fmt::format("{:.1f}%", 100.0 * x);
+}
 
 std::string_view resource_kind(ResourceKind k) {
   switch (k) {
@@ -38,7 +46,9 @@ std::string_view kind_name(size_t k) {
   return k < kTensorKindNames.size() ? kTensorKindNames[k] : std::string_view("workspace");
 }
 
-void json_str(std::string& out, std::string_view s) { append_json_string(out, s); }
+void json_str(std::string& out, std::string_view s) {
+  append_json_string(out, s);
+}
 
 /// A CSV field, quoted when it holds a comma, quote or newline (RFC 4180).
 std::string csv_field(const std::string& s) {
@@ -74,10 +84,10 @@ std::string report_table(const SimResult& r, const ReportContext& c) {
                  c.plan.programs.size(), r.steps, r.transfers.size());
   fmt::format_to(std::back_inserter(out), "makespan {}\n", dur(r.makespan));
 
-  Table dev({"device", "compute", "stall: transfer", "stall: memory", "busy", "ops", "in", "out"},
-            {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight,
-             Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
-             Table::Align::kRight, Table::Align::kRight});
+  Table dev(
+      {"device", "compute", "stall: transfer", "stall: memory", "busy", "ops", "in", "out"},
+      {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
+       Table::Align::kRight, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight});
   for (const DeviceResult& d : r.devices) {
     dev.add_row({std::to_string(d.device), dur(d.compute_ps), dur(d.stall_transfer_ps),
                  dur(d.stall_memory_ps),
@@ -114,9 +124,9 @@ std::string report_table(const SimResult& r, const ReportContext& c) {
 
   Table res({"resource", "capacity", "bytes", "busy", "mean flows", "peak rate", "transfers",
              "queued (mean)", "queued (max)"},
-            {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight,
-             Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
-             Table::Align::kRight, Table::Align::kRight, Table::Align::kRight});
+            {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
+             Table::Align::kRight, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
+             Table::Align::kRight});
   std::vector<const LinkResult*> order;
   for (const LinkResult& l : r.links) order.push_back(&l);
   std::stable_sort(order.begin(), order.end(), [](const LinkResult* a, const LinkResult* b) {
@@ -142,23 +152,21 @@ std::string report_table(const SimResult& r, const ReportContext& c) {
   for (const TransferRecord& x : r.transfers) {
     if (x.exposed > 0) exposed.push_back(&x);
   }
-  std::stable_sort(exposed.begin(), exposed.end(),
-                   [](const TransferRecord* a, const TransferRecord* b) {
-                     return a->exposed > b->exposed;
-                   });
+  std::stable_sort(
+      exposed.begin(), exposed.end(),
+      [](const TransferRecord* a, const TransferRecord* b) { return a->exposed > b->exposed; });
   if (!exposed.empty()) {
     Table ex({"transfer", "program", "step", "bytes", "issued", "took", "exposed"},
-             {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight,
-              Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
-              Table::Align::kRight});
+             {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
+              Table::Align::kRight, Table::Align::kRight, Table::Align::kRight});
     Time total = 0;
     for (const TransferRecord* x : exposed) total += x->exposed;
     for (size_t i = 0; i < exposed.size() && i < 10; ++i) {
       const TransferRecord& x = *exposed[i];
-      ex.add_row({fmt::format("{} {}", kStepKindNames[size_t(x.kind)],
-                              c.workload.tensors[x.tensor].name),
-                  std::to_string(x.program), std::to_string(x.step), bytes(x.bytes),
-                  dur(x.issue), dur(x.end - x.issue), dur(x.exposed)});
+      ex.add_row(
+          {fmt::format("{} {}", kStepKindNames[size_t(x.kind)], c.workload.tensors[x.tensor].name),
+           std::to_string(x.program), std::to_string(x.step), bytes(x.bytes), dur(x.issue),
+           dur(x.end - x.issue), dur(x.exposed)});
     }
     fmt::format_to(std::back_inserter(out),
                    "\ntransfers waited on ({} of them, {} exposed in all; largest first)\n",
@@ -210,12 +218,14 @@ std::string report_json(const SimResult& r, const ReportContext& c, bool with_tr
     const TierResult& t = r.tiers[i];
     o += i ? ",\n    {\"name\": " : "\n    {\"name\": ";
     json_str(o, t.name);
-    fmt::format_to(out,
-                   ", \"tier\": \"{}\", \"instance\": {}, \"capacity\": {}, \"peak\": {}, "
-                   "\"peak_time_ps\": {}, \"average\": {:.0f}, \"final\": {}, \"live_at_peak\": {}, "
-                   "\"peak_by_kind\": {{",
-                   c.topology.tiers[t.tier].id, t.instance, t.capacity, t.peak, t.peak_time,
-                   t.average, t.final_level, t.live_count);
+    o += ", \"tier\": ";
+    json_str(o, c.topology.tiers[t.tier].id);
+    fmt::format_to(
+        out,
+        ", \"instance\": {}, \"capacity\": {}, \"peak\": {}, "
+        "\"peak_time_ps\": {}, \"average\": {:.0f}, \"final\": {}, \"live_at_peak\": {}, "
+        "\"peak_by_kind\": {{",
+        t.instance, t.capacity, t.peak, t.peak_time, t.average, t.final_level, t.live_count);
     bool first = true;
     for (size_t k = 0; k < t.peak_by_kind.size(); ++k) {
       if (t.peak_by_kind[k] == 0) continue;
@@ -255,11 +265,15 @@ std::string report_json(const SimResult& r, const ReportContext& c, bool with_tr
       const TransferRecord& x = r.transfers[i];
       fmt::format_to(out,
                      "{}\n    {{\"program\": {}, \"step\": {}, \"kind\": \"{}\", \"tensor\": {}, "
-                     "\"event\": {}, \"bytes\": {}, \"from\": \"{}\", \"to\": \"{}\", "
-                     "\"issue_ps\": {}, \"start_ps\": {}, \"active_ps\": {}, \"end_ps\": {}, "
-                     "\"exposed_ps\": {}}}",
+                     "\"event\": {}, \"bytes\": {}, \"from\": ",
                      i ? "," : "", x.program, x.step, kStepKindNames[size_t(x.kind)], x.tensor,
-                     x.event, x.bytes, c.topology.tiers[x.from].id, c.topology.tiers[x.to].id,
+                     x.event, x.bytes);
+      json_str(o, c.topology.tiers[x.from].id);
+      o += ", \"to\": ";
+      json_str(o, c.topology.tiers[x.to].id);
+      fmt::format_to(out,
+                     ", \"issue_ps\": {}, \"start_ps\": {}, \"active_ps\": {}, \"end_ps\": {}, "
+                     "\"exposed_ps\": {}}}",
                      x.issue, x.start, x.active, x.end, x.exposed);
     }
     o += "\n  ]";

@@ -49,7 +49,7 @@ struct ProgramState {
   Time since = 0;
   uint32_t wait_event = kNone;
   Time wait_since = 0;
-  uint64_t woken = 0;  ///< wake stamp, to run a program once per wake-up
+  uint64_t woken = 0;                ///< wake stamp, to run a program once per wake-up
   std::vector<uint32_t> pending;     ///< cache steps whose anchor finished, not yet issued
   std::vector<uint16_t> pending_on;  ///< per tensor: cache steps of it in `pending`
   uint32_t dev_slot = 0;
@@ -145,8 +145,8 @@ void Simulator::fail(SimError::Kind kind, int program, int step, int tensor, std
 bool Simulator::setup() {
   const PlanCheck check = verify_plan_programs(plan_, w_);
   if (check.global) {
-    error_ = SimError{SimError::Kind::kPlanRule, -1, -1, check.global->tensor, -1,
-                      check.global->message};
+    error_ = SimError{SimError::Kind::kPlanRule, -1, -1,
+                      check.global->tensor,      -1, check.global->message};
     return false;
   }
   issues_ = check.programs;
@@ -155,7 +155,11 @@ bool Simulator::setup() {
     if (!ti) {
       std::vector<std::string> ids;
       for (const hw::Tier& x : t_.tiers) ids.push_back(x.id);
-      error_ = SimError{SimError::Kind::kTopology, -1, -1, -1, -1,
+      error_ = SimError{SimError::Kind::kTopology,
+                        -1,
+                        -1,
+                        -1,
+                        -1,
                         fmt::format("the plan's tier '{}' is not in topology '{}'{}", id, t_.name,
                                     did_you_mean(id, ids))};
       return false;
@@ -164,7 +168,11 @@ bool Simulator::setup() {
   }
   dev_tier_ = tier_map_[plan_.device_tier];
   if (t_.tiers[dev_tier_].per != hw::Scope::kDevice) {
-    error_ = SimError{SimError::Kind::kTopology, -1, -1, -1, -1,
+    error_ = SimError{SimError::Kind::kTopology,
+                      -1,
+                      -1,
+                      -1,
+                      -1,
                       fmt::format("the plan's device tier '{}' is not a per-device tier in '{}'",
                                   t_.tiers[dev_tier_].id, t_.name)};
     return false;
@@ -186,7 +194,11 @@ bool Simulator::setup() {
   for (size_t p = 0; p < plan_.programs.size(); ++p) {
     const Program& prog = plan_.programs[p];
     if (prog.device >= uint32_t(fabric_.devices()) || used[prog.device]) {
-      error_ = SimError{SimError::Kind::kTopology, int(p), -1, -1, -1,
+      error_ = SimError{SimError::Kind::kTopology,
+                        int(p),
+                        -1,
+                        -1,
+                        -1,
                         prog.device >= uint32_t(fabric_.devices())
                             ? fmt::format("program {} runs on device {}, but '{}' has {} devices",
                                           p, prog.device, t_.name, fabric_.devices())
@@ -433,11 +445,13 @@ void Simulator::advance(uint32_t p) {
       st.workspace = ledger_->allocate(st.dev_slot, op.workspace, s.target | kWorkspaceBit, p, now);
     }
     if (need > 0) touch_slot(st.dev_slot);
-    for (uint32_t e : rec_.on() ? s.wait : std::vector<uint32_t>{}) {
-      Transfer& x = transfers_[events_[event_index_.at(e)].transfer];
-      if (x.rec.kind == StepKind::kPrefetch && x.rec.program == p && !x.arrowed) {
-        x.arrowed = true;  // one arrow per prefetch: to its first consumer
-        rec_.arrow(x.track, x.rec.start, e, int(p));
+    if (rec_.on()) {
+      for (uint32_t e : s.wait) {
+        Transfer& x = transfers_[events_[event_index_.at(e)].transfer];
+        if (x.rec.kind == StepKind::kPrefetch && x.rec.program == p && !x.arrowed) {
+          x.arrowed = true;  // one arrow per prefetch: to its first consumer
+          rec_.arrow(x.track, x.rec.start, e, int(p));
+        }
       }
     }
     st.busy = true;
@@ -480,8 +494,15 @@ void Simulator::issue_transfer(uint32_t p, const Step& s, size_t step) {
   }
   const uint32_t x = uint32_t(transfers_.size());
   Transfer& tr = transfers_.emplace_back();
-  tr.rec = TransferRecord{p, uint32_t(step), s.kind, s.target, s.event,
-                          w_.tensors[s.target].bytes, uint32_t(from), uint32_t(to), q_.now()};
+  tr.rec = TransferRecord{p,
+                          uint32_t(step),
+                          s.kind,
+                          s.target,
+                          s.event,
+                          w_.tensors[s.target].bytes,
+                          uint32_t(from),
+                          uint32_t(to),
+                          q_.now()};
   tr.path = path;
   tr.dense_event = event_index_.at(s.event);
   events_[tr.dense_event].transfer = x;
@@ -773,17 +794,21 @@ SimResult Simulator::run() {
         }
         const bool memory = undone == kNone;
         const std::string why =
-            memory ? fmt::format("waits for memory on '{}', which nothing will free; live: {}",
-                                 fabric_.slot_name(s.kind == StepKind::kStore
-                                                       ? fabric_.tier_slot(tier_map_[s.tier],
-                                                                           st.device)
-                                                       : st.dev_slot),
-                                 largest_live(st.dev_slot))
-                   : fmt::format("waits on event {}, which never completes: the step completing "
-                                 "it is itself blocked",
-                                 undone);
-        error_ = SimError{memory ? SimError::Kind::kCapacity : SimError::Kind::kDeadlock, int(p),
-                          int(step), s.kind == StepKind::kCompute ? -1 : int(s.target), q_.now(),
+            memory ? fmt::format(
+                         "waits for memory on '{}', which nothing will free; live: {}",
+                         fabric_.slot_name(s.kind == StepKind::kStore
+                                               ? fabric_.tier_slot(tier_map_[s.tier], st.device)
+                                               : st.dev_slot),
+                         largest_live(st.dev_slot))
+                   : fmt::format(
+                         "waits on event {}, which never completes: the step completing "
+                         "it is itself blocked",
+                         undone);
+        error_ = SimError{memory ? SimError::Kind::kCapacity : SimError::Kind::kDeadlock,
+                          int(p),
+                          int(step),
+                          s.kind == StepKind::kCompute ? -1 : int(s.target),
+                          q_.now(),
                           fmt::format("program {} is stuck at its {} step {}: it {}", p,
                                       kStepKindNames[size_t(s.kind)], step, why)};
         break;

@@ -40,8 +40,8 @@ Fabric::Fabric(const hw::Topology& t, FlowNetwork& net) : t_(t) {
         const double bw =
             write ? tier.write_bandwidth.bytes_per_s : tier.read_bandwidth.bytes_per_s;
         net.add_resource(bw);
-        info_.push_back(ResourceInfo{write ? ResourceKind::kTierWrite : ResourceKind::kTierRead,
-                                     ti, i, true, base + (write ? " write" : " read")});
+        info_.push_back(ResourceInfo{write ? ResourceKind::kTierWrite : ResourceKind::kTierRead, ti,
+                                     i, true, base + (write ? " write" : " read")});
       }
     }
   }
@@ -56,21 +56,19 @@ Fabric::Fabric(const hw::Topology& t, FlowNetwork& net) : t_(t) {
       if (l.duplex == hw::Duplex::kHalf) {
         // Both directions share one capacity: one resource.
         net.add_resource(l.effective(true).bytes_per_s);
-        info_.push_back(ResourceInfo{
-            ResourceKind::kLink, li, i, true,
-            fmt::format("{} {}<->{}", base, l.endpoints[0], l.endpoints[1])});
+        info_.push_back(
+            ResourceInfo{ResourceKind::kLink, li, i, true,
+                         fmt::format("{} {}<->{}", base, l.endpoints[0], l.endpoints[1])});
       } else {
         for (bool forward : {true, false}) {
           net.add_resource(l.effective(forward).bytes_per_s);
-          info_.push_back(ResourceInfo{
-              ResourceKind::kLink, li, i, forward,
-              fmt::format("{} {}->{}", base, l.endpoints[forward ? 0 : 1],
-                          l.endpoints[forward ? 1 : 0])});
+          info_.push_back(ResourceInfo{ResourceKind::kLink, li, i, forward,
+                                       fmt::format("{} {}->{}", base, l.endpoints[forward ? 0 : 1],
+                                                   l.endpoints[forward ? 1 : 0])});
         }
       }
       for (bool forward : {true, false}) {
-        const uint32_t res =
-            l.duplex == hw::Duplex::kHalf ? fwd : fwd + (forward ? 0U : 1U);
+        const uint32_t res = l.duplex == hw::Duplex::kHalf ? fwd : fwd + (forward ? 0U : 1U);
         engines_.push_back(EngineGroup{l.copy_engines, li, i, forward, res});
       }
     }
@@ -79,8 +77,7 @@ Fabric::Fabric(const hw::Topology& t, FlowNetwork& net) : t_(t) {
 }
 
 int Fabric::tier_instance(size_t tier, int device) const {
-  return t_.instance_of(t_.tiers[tier].per, dev_class_[size_t(device)],
-                        dev_index_[size_t(device)]);
+  return t_.instance_of(t_.tiers[tier].per, dev_class_[size_t(device)], dev_index_[size_t(device)]);
 }
 
 std::pair<size_t, int> Fabric::slot_tier(uint32_t slot) const {
@@ -107,10 +104,7 @@ const Path* Fabric::path(size_t from, size_t to, int device) {
   const size_t cls = dev_class_[size_t(device)];
   const int idx = dev_index_[size_t(device)];
   Path p;
-  p.route_from = from;
-  p.route_to = to;
   p.setup = r->setup.ps;
-  p.bandwidth = r->bandwidth.bytes_per_s;
   p.resources.push_back(port(from, tier_instance(from, device), /*write=*/false));
   for (const hw::Hop& h : r->hops) {
     const hw::Link& l = t_.links[h.link];

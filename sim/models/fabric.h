@@ -42,13 +42,10 @@ struct EngineGroup {
 };
 
 struct Path {
-  size_t route_from = 0;
-  size_t route_to = 0;
   std::vector<uint32_t> resources;  ///< flow resources, in route order
   std::vector<uint32_t> engines;    ///< engine groups, in route order
   std::vector<uint32_t> links;      ///< link-direction resources only (timeline lanes)
   Time setup = 0;
-  double bandwidth = 0;  ///< bottleneck alone, bytes/s
 };
 
 class Fabric {
@@ -95,7 +92,7 @@ class Fabric {
   std::vector<uint32_t> engine_base_;
   std::vector<ResourceInfo> info_;
   std::vector<EngineGroup> engines_;
-  std::deque<Path> paths_;  ///< stable addresses
+  std::deque<Path> paths_;           ///< stable addresses
   std::vector<int32_t> path_index_;  ///< [device][from * tiers + to] -> paths_, -1 unknown, -2 none
 };
 
