@@ -52,4 +52,14 @@ std::string Table::render(int indent) const {
   return out;
 }
 
+std::string csv_field(std::string_view s) {
+  if (s.find_first_of(",\"\n") == std::string_view::npos) return std::string(s);
+  std::string q = "\"";
+  for (char ch : s) {
+    if (ch == '"') q += '"';
+    q += ch;
+  }
+  return q + "\"";
+}
+
 }  // namespace tierflow

@@ -29,4 +29,7 @@ class Table {
 /// Number of UTF-8 code points in `s` (display width for the text we print).
 size_t display_width(const std::string& s);
 
+/// A CSV field, quoted when it holds a comma, quote or newline (RFC 4180).
+std::string csv_field(std::string_view s);
+
 }  // namespace tierflow

@@ -36,4 +36,16 @@ std::optional<Duration> roofline_time(const Topology& t, size_t device, OpKind k
   return Duration{std::max(compute.ps, memory.ps) + d.launch_overhead.ps};
 }
 
+std::optional<Duration> op_time(const Topology& t, size_t device, size_t device_tier, OpKind kind,
+                                Dtype dtype, double flops, Bytes bytes, Bytes collective) {
+  auto d = roofline_time(t, device, kind, dtype, flops, bytes);
+  if (!d || collective.value == 0) return d;
+  // Collectives cross the scale-up fabric: the device tier's peer route, alone.
+  if (const Route* peer = t.route(device_tier, device_tier)) {
+    d->ps = std::max(d->ps, transfer_time_alone(*peer, collective).ps +
+                                t.devices[device].launch_overhead.ps);
+  }
+  return d;
+}
+
 }  // namespace tierflow::hw

@@ -22,4 +22,10 @@ Duration transfer_time_alone(const Route& route, Bytes bytes);
 std::optional<Duration> roofline_time(const Topology& t, size_t device, OpKind kind, Dtype dtype,
                                       double flops, Bytes bytes);
 
+/// Time of one workload op on device class `device` computing from `device_tier`: the
+/// roofline, or for a collective at least its `collective_bytes` over the device tier's
+/// peer route alone (plus launch overhead). nullopt as for roofline_time.
+std::optional<Duration> op_time(const Topology& t, size_t device, size_t device_tier, OpKind kind,
+                                Dtype dtype, double flops, Bytes bytes, Bytes collective);
+
 }  // namespace tierflow::hw

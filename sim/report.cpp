@@ -50,17 +50,6 @@ void json_str(std::string& out, std::string_view s) {
   append_json_string(out, s);
 }
 
-/// A CSV field, quoted when it holds a comma, quote or newline (RFC 4180).
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char ch : s) {
-    if (ch == '"') q += '"';
-    q += ch;
-  }
-  return q + "\"";
-}
-
 }  // namespace
 
 std::string_view error_kind_name(SimError::Kind k) {
@@ -285,7 +274,7 @@ std::string report_json(const SimResult& r, const ReportContext& c, bool with_tr
 std::string report_csv(const SimResult& r, const ReportContext& c) {
   std::string o = "section,name,metric,value\n";
   auto out = std::back_inserter(o);
-  const auto quoted = csv_field;
+  const auto quoted = [](const std::string& s) { return csv_field(s); };
   fmt::format_to(out, "run,{},makespan_ps,{}\n", quoted(c.plan.name), r.makespan);
   fmt::format_to(out, "run,{},steps,{}\n", quoted(c.plan.name), r.steps);
   fmt::format_to(out, "run,{},error,{}\n", quoted(c.plan.name),

@@ -10,6 +10,7 @@
 #include "core/diagnostics.h"
 #include "tools/cli_common.h"
 #include "tools/hw_cmd.h"
+#include "tools/compare_cmd.h"
 #include "tools/plan_cmd.h"
 #include "tools/sim_cmd.h"
 #include "tools/trace_cmd.h"
@@ -36,6 +37,7 @@ int run(int argc, char** argv) {
   add_trace_commands(app);
   add_plan_commands(app);
   add_sim_command(app);
+  add_compare_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CommandResult& r) {

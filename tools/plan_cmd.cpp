@@ -2,17 +2,283 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 
+#include "core/io.h"
 #include "core/plan_json.h"
+#include "core/sha256.h"
+#include "core/table.h"
+#include "core/units.h"
+#include "core/workload_json.h"
+#include "hw_models/loader.h"
+#include "planner/planner.h"
+#include "planner/print.h"
+#include "sim/timeline.h"
 #include "tools/cli_common.h"
+#include "tools/sim_evaluator.h"
 
 namespace tierflow::cli {
 
+namespace fs = std::filesystem;
+
+std::string file_sha256(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return sha256_hex(bytes);
+}
+
+uint64_t parse_budget(const std::string& text, std::string_view flag) {
+  const auto r = parse_bytes(text);
+  if (!r.ok()) throw InputError::at(SourcePos{std::string(flag)}, "{}", r.error);
+  return r.value.value;
+}
+
+planner::Target make_target(const hw::Topology& topo, const std::string& device, uint32_t devices,
+                            std::string_view source) {
+  planner::Target t;
+  if (!device.empty()) {
+    const auto d = topo.device_index(device);
+    if (!d) {
+      std::vector<std::string> ids;
+      for (const auto& dv : topo.devices) ids.push_back(dv.id);
+      throw InputError::at(SourcePos{std::string(source)}, "no device '{}' in the topology{}",
+                           device, did_you_mean(device, ids));
+    }
+    t.device_class = *d;
+  }
+  const hw::Device& dev = topo.devices[t.device_class];
+  t.device_tier = *topo.tier_index(dev.local_tier);
+  t.devices = devices == 0 ? static_cast<uint32_t>(std::max(1, dev.count)) : devices;
+  return t;
+}
+
+std::vector<std::pair<TensorKind, uint32_t>> parse_pins(const std::vector<std::string>& pins,
+                                                        const hw::Topology& topo) {
+  std::vector<std::pair<TensorKind, uint32_t>> out;
+  for (const std::string& p : pins) {
+    const auto eq = p.find('=');
+    const SourcePos at{"--pin"};
+    if (eq == std::string::npos) throw InputError::at(at, "'{}' is not KIND=TIER", p);
+    const std::string kind = p.substr(0, eq), tier = p.substr(eq + 1);
+    const auto* k = std::find(kTensorKindNames.begin(), kTensorKindNames.end(), kind);
+    if (k == kTensorKindNames.end()) {
+      throw InputError::at(at, "unknown tensor kind '{}'{}", kind,
+                           did_you_mean(kind, std::span<const std::string_view>(kTensorKindNames)));
+    }
+    const auto ti = topo.tier_index(tier);
+    if (!ti) {
+      std::vector<std::string> ids;
+      for (const auto& tr : topo.tiers) ids.push_back(tr.id);
+      throw InputError::at(at, "no tier '{}' in the topology{}", tier, did_you_mean(tier, ids));
+    }
+    out.emplace_back(static_cast<TensorKind>(k - kTensorKindNames.begin()),
+                     static_cast<uint32_t>(*ti));
+  }
+  return out;
+}
+
+namespace {
+
+struct PlanCliOptions {
+  std::string hw, workload, policy = "tierflow", pipeline, budget, max_overhead, output;
+  std::string device, timeline, print_after, reproducer = "tierflow-reproducer.json";
+  std::vector<std::string> pins, sets;
+  uint32_t devices = 0;
+  bool explain = false, stats = false, print_after_all = false, verify_each = false;
+};
+
+double parse_overhead(const std::string& text) {
+  std::string t = text;
+  double scale = 1;
+  if (!t.empty() && t.back() == '%') {
+    t.pop_back();
+    scale = 0.01;
+  }
+  try {
+    size_t used = 0;
+    const double x = std::stod(t, &used);
+    if (used == t.size() && x >= 0) return x * scale;
+  } catch (const std::exception&) {
+  }
+  throw InputError::at(SourcePos{"--max-overhead"}, "'{}' is not a fraction or a percentage",
+                       text);
+}
+
+std::string summary(const planner::PlanOutcome& o, const Workload& w) {
+  std::string out;
+  out += fmt::format("pipeline  {}\n", o.pipeline);
+  out += fmt::format("budget    {} per device\n", to_string_approx(Bytes{o.budget}));
+  const auto& b = o.bounds;
+  out += fmt::format("bounds    residency {} (op '{}'), makespan {} (compute {}, traffic {} "
+                     "at {:.1f} GB/s)\n",
+                     to_string_approx(Bytes{b.residency}), w.ops.empty() ? "" : w.ops[b.residency_op].name,
+                     to_string_approx(Duration{b.makespan_ps}),
+                     to_string_approx(Duration{b.compute_ps}),
+                     to_string_approx(Bytes{b.traffic_bytes}), b.ingress / 1e9);
+  if (!o.ok) return out;
+  out += fmt::format("estimate  peak {} (resident would need {})\n",
+                     to_string_approx(Bytes{o.estimated_peak}),
+                     to_string_approx(Bytes{o.resident_peak}));
+  if (o.evaluation && o.evaluation->ok) {
+    const auto& e = *o.evaluation;
+    out += fmt::format(
+        "simulated makespan {} ({:.3f} x bound), device peak {} ({:.3f} x residency bound)\n",
+        to_string_approx(Duration{e.makespan_ps}),
+        b.makespan_ps > 0 ? static_cast<double>(e.makespan_ps) / static_cast<double>(b.makespan_ps) : 0.0,
+        to_string_approx(Bytes{e.device_peak}),
+        b.residency > 0 ? static_cast<double>(e.device_peak) / static_cast<double>(b.residency) : 0.0);
+  } else if (o.evaluation) {
+    out += fmt::format("simulation failed: {}\n", o.evaluation->error);
+  }
+  return out;
+}
+
+std::string explain(const planner::PlanOutcome& o, const Workload& w, const hw::Topology& topo) {
+  std::string out = "\nlargest offloaded tensors:\n";
+  Table t({"tensor", "bytes", "tier", "fetches", "stores", "off device", "copy time", "exposed",
+           "verdict"},
+          {Table::Align::kLeft, Table::Align::kRight, Table::Align::kLeft, Table::Align::kRight,
+           Table::Align::kRight, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
+           Table::Align::kLeft});
+  for (size_t i = 0; i < std::min<size_t>(15, o.offloads.size()); ++i) {
+    const auto& f = o.offloads[i];
+    t.add_row({w.tensors[f.tensor].name, to_string_approx(Bytes{f.bytes}),
+               f.tier == planner::kNone ? "-" : topo.tiers[f.tier].id, std::to_string(f.fetches),
+               std::to_string(f.stores), to_string_approx(Duration{f.gap_ps}),
+               to_string_approx(Duration{f.transfer_ps}), to_string_approx(Duration{f.exposed_ps}),
+               f.exposed_ps > 0 ? "exposed" : (f.gap_ps >= f.transfer_ps ? "hidden" : "hidden (sim)")});
+  }
+  if (o.offloads.empty()) {
+    out += "  (none)\n";
+  } else {
+    out += t.render();
+    if (o.offloads.size() > 15) out += fmt::format("  ... and {} more\n", o.offloads.size() - 15);
+  }
+  for (const std::string& n : o.notes) out += fmt::format("note: {}\n", n);
+  for (const std::string& warn : planner::plan_warnings(o)) out += fmt::format("warning: {}\n", warn);
+  return out;
+}
+
+std::string stats_text(const planner::PlanOutcome& o) {
+  std::string out = "\nstatistics:\n";
+  for (const auto& s : o.stats) out += fmt::format("  {:<10} {:<36} {}\n", s.pass, s.name, s.value);
+  return out;
+}
+
+void write_reproducer(const PlanCliOptions& o, const planner::PlanOutcome& out) {
+  const std::string text = fmt::format(
+      "{{\n  \"format\": \"tierflow.reproducer/1\",\n  \"workload\": \"{}\",\n  \"workload_sha256\": "
+      "\"{}\",\n  \"topology\": \"{}\",\n  \"pipeline\": \"{}\",\n  \"budget\": {},\n  \"failure\": "
+      "\"{}\"\n}}\n",
+      o.workload, file_sha256(o.workload), o.hw, out.pipeline, out.budget, out.reason);
+  write_file_atomic(o.reproducer, text);
+}
+
+int run_plan(const PlanCliOptions& o) {
+  const hw::Topology topo = hw::load_topology(o.hw, hw::LoadOptions{o.sets, false});
+  const Workload w = read_workload(o.workload);
+  planner::PlanRequest req;
+  if (planner::find_policy(o.policy) == nullptr) {
+    std::vector<std::string_view> names;
+    for (const auto& p : planner::policies()) names.push_back(p.name);
+    throw InputError::at(SourcePos{"--policy"}, "unknown policy '{}'{}", o.policy,
+                         did_you_mean(o.policy, names));
+  }
+  req.policy = o.policy;
+  req.pipeline = o.pipeline;
+  if (!o.pipeline.empty()) (void)planner::Pipeline::parse(o.pipeline);  // errors before work
+  req.target = make_target(topo, o.device, o.devices, "--device");
+  if (!o.budget.empty()) req.target.budget = parse_budget(o.budget, "--budget");
+  if (!o.max_overhead.empty()) req.max_overhead = parse_overhead(o.max_overhead);
+  req.pins = parse_pins(o.pins, topo);
+  req.verify_each = o.verify_each;
+  if (o.print_after_all || !o.print_after.empty()) {
+    req.after_pass = [&](std::string_view pass, const planner::PlanState& s,
+                         const std::optional<Plan>& plan) {
+      if (!o.print_after_all && pass != o.print_after) return;
+      fmt::print("// after {}\n{}", pass, plan ? planner::plan_text(*plan, w) : planner::runs_text(s));
+    };
+  }
+  SimEvaluator eval(w, topo);
+  req.evaluator = &eval;
+  const planner::PlanOutcome out = planner::make_plan(w, topo, req);
+  fmt::print("{}", summary(out, w));
+  if (!out.ok) {
+    std::fflush(stdout);
+    fmt::print(stderr, "error: {}: {}\n", o.workload, out.reason);
+    if (!out.infeasible) {
+      write_reproducer(o, out);
+      fmt::print(stderr, "note: reproducer written to {}\n", o.reproducer);
+      return static_cast<int>(ExitCode::kInternal);
+    }
+    return static_cast<int>(ExitCode::kInfeasible);
+  }
+  if (o.explain) fmt::print("{}", explain(out, w, topo));
+  if (o.stats) fmt::print("{}", stats_text(out));
+  if (!o.output.empty()) {
+    Plan plan = *out.plan;
+    const fs::path dir = fs::absolute(o.output).parent_path();
+    plan.workload_ref = {fs::relative(fs::absolute(o.workload), dir).string(), file_sha256(o.workload)};
+    plan.topology_ref = {fs::relative(fs::absolute(o.hw), dir).string(), file_sha256(o.hw)};
+    plan.meta["pipeline"] = fmt::format("\"{}\"", out.pipeline);
+    plan.meta["budget"] = std::to_string(out.budget);
+    write_file_atomic(o.output, write_plan(plan, nullptr));
+  }
+  if (!o.timeline.empty()) {
+    sim::Timeline tl(o.timeline);
+    sim::SimOptions so;
+    so.timeline = &tl;
+    (void)sim::simulate(*out.plan, w, topo, so);
+    tl.finish();
+  }
+  return static_cast<int>(ExitCode::kOk);
+}
+
+}  // namespace
+
 void add_plan_commands(CLI::App& app) {
+  auto o = std::make_shared<PlanCliOptions>();
+  CLI::App* plan = app.add_subcommand(
+      "plan", "make a plan (--hw, --workload, --policy) or check one (plan verify FILE)");
+  plan->require_subcommand(0, 1);
+  plan->add_option("--hw", o->hw, "topology YAML");
+  plan->add_option("--workload", o->workload, "workload JSON (tierflow.workload/1)");
+  std::string names;
+  for (const auto& p : planner::policies()) names += fmt::format("{}{}", names.empty() ? "" : ", ", p.name);
+  plan->add_option("--policy", o->policy, fmt::format("one of: {} (default tierflow)", names));
+  plan->add_option("--pipeline", o->pipeline,
+                   "passes to run instead of the policy's, e.g. place,liveness,select,insert,verify");
+  plan->add_option("--budget", o->budget, "device bytes per device (default: the device tier's capacity)");
+  plan->add_option("--max-overhead", o->max_overhead,
+                   "minimise device memory with the makespan within this overhead, e.g. 1%");
+  plan->add_option("--pin", o->pins, "KIND=TIER: home every tensor of a kind there (repeatable)");
+  plan->add_option("--device", o->device, "device class (default: the first)");
+  plan->add_option("--devices", o->devices, "programs (default: every device of the class)");
+  plan->add_option("--set", o->sets, "override a topology field: PATH=VALUE (repeatable)");
+  plan->add_option("-o,--output", o->output, "write the plan JSON here");
+  plan->add_option("--timeline", o->timeline, "write the simulated plan's Chrome trace here");
+  plan->add_flag("--explain", o->explain, "list the largest offloaded tensors and why; warnings");
+  plan->add_flag("--stats", o->stats, "print the passes' counters");
+  plan->add_flag("--print-after-all", o->print_after_all, "print the plan after every pass");
+  plan->add_option("--print-after", o->print_after, "print the plan after the named pass");
+  plan->add_flag("--verify-each", o->verify_each, "check the plan rules after every pass");
+  plan->add_option("--reproducer", o->reproducer,
+                   "where to write the reproducer when a pass fails (default tierflow-reproducer.json)");
+  plan->callback([o, plan] {
+    if (!plan->get_subcommands().empty()) return;
+    if (o->hw.empty() || o->workload.empty()) {
+      throw CLI::ValidationError("plan needs --hw and --workload (or: plan verify FILE)");
+    }
+    if (!o->budget.empty() && !o->max_overhead.empty()) {
+      throw CLI::ValidationError("--budget and --max-overhead exclude each other");
+    }
+    throw CommandResult(run_plan(*o));
+  });
+
   auto file = std::make_shared<std::string>();
-  CLI::App* plan = app.add_subcommand("plan", "make, check and explain plans");
-  plan->require_subcommand(1);
   CLI::App* verify = plan->add_subcommand(
       "verify", "check a plan against its workload: references and the residency rules");
   verify->add_option("file", *file, "plan JSON (tierflow.plan/1)")->required();

@@ -1,0 +1,95 @@
+#include "planner/bounds.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+namespace tierflow::planner {
+namespace {
+
+/// Sum over windows of `size` positions of max(0, bytes used and not produced - budget).
+uint64_t window_traffic(const PlanState& s, uint32_t size, uint64_t budget,
+                        std::vector<uint32_t>& seen) {
+  const uint32_t n = s.positions();
+  uint64_t total = 0;
+  uint32_t window = 0;
+  for (uint32_t start = 0; start < n; start += size, ++window) {
+    const uint32_t stamp = window + 1;
+    uint64_t used = 0;
+    const uint32_t end = std::min(n, start + size);
+    for (uint32_t i = start; i < end; ++i) {
+      const Op& op = s.w.ops[s.order[i]];
+      for (uint32_t t : op.outputs) seen[t] = stamp;  // produced here: no fetch needed
+      for (const auto* list : {&op.inputs, &op.updates}) {
+        for (uint32_t t : *list) {
+          if (seen[t] == stamp) continue;
+          seen[t] = stamp;
+          used += s.w.tensors[t].bytes;
+        }
+      }
+    }
+    if (used > budget) total += used - budget;
+  }
+  return total;
+}
+
+}  // namespace
+
+Bounds lower_bounds(PlanState& s) {
+  const Costs& c = s.ensure_costs();
+  Bounds b;
+  for (uint32_t o = 0; o < s.w.ops.size(); ++o) {
+    const Op& op = s.w.ops[o];
+    uint64_t need = op.workspace;
+    for (const auto* list : {&op.inputs, &op.updates, &op.outputs}) {
+      for (uint32_t t : *list) need += s.w.tensors[t].bytes;
+    }
+    if (need > b.residency) {
+      b.residency = need;
+      b.residency_op = o;
+    }
+    b.compute_ps += c.op_ps[o];
+  }
+
+  // Ingress: per last hop, min(hop bandwidth, sum of route bandwidths through it).
+  struct Group {
+    double routes = 0;
+    double hop = 0;
+  };
+  std::map<uint64_t, Group> groups;
+  for (uint32_t tier = 0; tier < s.tier_room.size(); ++tier) {
+    if (s.tier_room[tier] == 0) continue;
+    const hw::Route* r = c.routes[tier].in;
+    uint64_t key = (uint64_t{1} << 40) + tier;
+    double hop = r->bandwidth.bytes_per_s;
+    if (!r->hops.empty()) {
+      const hw::Hop& h = r->hops.back();
+      key = uint64_t{h.link} * 2 + (h.forward ? 1 : 0);
+      hop = s.topo.links[h.link].effective(h.forward).bytes_per_s;
+    }
+    Group& g = groups[key];
+    g.routes += r->bandwidth.bytes_per_s;
+    g.hop = std::max(g.hop, hop);
+  }
+  for (const auto& [key, g] : groups) b.ingress += std::min(g.routes, g.hop);
+  const double write =
+      s.topo.tiers[s.target.device_tier].write_bandwidth.bytes_per_s;
+  if (write > 0) b.ingress = std::min(b.ingress, write);
+
+  if (s.target.budget > 0 && s.positions() > 0) {
+    std::vector<uint32_t> seen(s.w.tensors.size(), 0);
+    for (uint32_t size = s.positions();; size = (size + 1) / 2) {
+      std::fill(seen.begin(), seen.end(), 0);
+      b.traffic_bytes = std::max(b.traffic_bytes, window_traffic(s, size, s.target.budget, seen));
+      if (size <= 1) break;
+    }
+  }
+  if (b.traffic_bytes > 0 && b.ingress > 0) {
+    b.traffic_ps = static_cast<int64_t>(
+        std::floor(static_cast<double>(b.traffic_bytes) / b.ingress * 1e12));
+  }
+  b.makespan_ps = std::max(b.compute_ps, b.traffic_ps);
+  return b;
+}
+
+}  // namespace tierflow::planner

@@ -1,0 +1,35 @@
+// Lower bounds every plan is measured against (ARCHITECTURE §8).
+//
+//   residency  the most bytes one op needs on the device at once: its inputs, updates,
+//              outputs and workspace. No plan peaks lower.
+//   traffic    bytes that must reach the device tier under the budget, for this execution
+//              order: cut the order into windows; what a window uses that it does not
+//              produce is either on the device when it starts (at most the budget) or
+//              fetched inside it, so each window fetches at least (its bytes - budget).
+//              The best of several window sizes is kept.
+//   ingress    an upper bound on the bytes per second the device tier can receive from
+//              all offload tiers together: per last link crossed, the smaller of its
+//              bandwidth and the sum of the routes through it; at most the tier's write
+//              bandwidth.
+//   makespan   max(compute on the one engine, traffic / ingress).
+#pragma once
+
+#include <cstdint>
+
+#include "planner/state.h"
+
+namespace tierflow::planner {
+
+struct Bounds {
+  uint64_t residency = 0;
+  uint32_t residency_op = 0;  ///< the op that needs it
+  int64_t compute_ps = 0;
+  uint64_t traffic_bytes = 0;
+  double ingress = 0;  ///< bytes/s; 0 = no offload tier
+  int64_t traffic_ps = 0;
+  int64_t makespan_ps = 0;
+};
+
+Bounds lower_bounds(PlanState& s);
+
+}  // namespace tierflow::planner

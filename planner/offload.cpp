@@ -1,0 +1,184 @@
+#include "planner/offload.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/diagnostics.h"
+#include "core/units.h"
+
+namespace tierflow::planner {
+
+ProfileTree::ProfileTree(const std::vector<uint64_t>& levels)
+    : size_(static_cast<uint32_t>(levels.size())) {
+  size_t cap = 1;
+  while (cap < levels.size()) cap <<= 1;
+  max_.assign(2 * cap, 0);
+  lazy_.assign(2 * cap, 0);
+  for (size_t i = 0; i < levels.size(); ++i) {
+    max_[cap + i] = static_cast<int64_t>(levels[i]);
+  }
+  for (size_t i = cap - 1; i >= 1; --i) max_[i] = std::max(max_[2 * i], max_[2 * i + 1]);
+}
+
+void ProfileTree::add(uint32_t from, uint32_t to, int64_t delta) {
+  if (from > to || size_ == 0) return;
+  to = std::min(to, size_ - 1);
+  if (from > to) return;
+  const auto cap = static_cast<uint32_t>(max_.size() / 2);
+  add(1, 0, cap - 1, from, to, delta);
+}
+
+void ProfileTree::add(size_t node, uint32_t lo, uint32_t hi, uint32_t from, uint32_t to,
+                      int64_t delta) {
+  if (to < lo || hi < from) return;
+  if (from <= lo && hi <= to) {
+    max_[node] += delta;
+    lazy_[node] += delta;
+    return;
+  }
+  const uint32_t mid = lo + (hi - lo) / 2;
+  add(2 * node, lo, mid, from, to, delta);
+  add(2 * node + 1, mid + 1, hi, from, to, delta);
+  max_[node] = std::max(max_[2 * node], max_[2 * node + 1]) + lazy_[node];
+}
+
+uint64_t ProfileTree::max(uint32_t from, uint32_t to) const {
+  if (from > to || size_ == 0) return 0;
+  to = std::min(to, size_ - 1);
+  if (from > to) return 0;
+  const auto cap = static_cast<uint32_t>(max_.size() / 2);
+  return static_cast<uint64_t>(std::max<int64_t>(0, max(1, 0, cap - 1, from, to)));
+}
+
+int64_t ProfileTree::max(size_t node, uint32_t lo, uint32_t hi, uint32_t from,
+                         uint32_t to) const {
+  if (to < lo || hi < from) return INT64_MIN / 2;
+  if (from <= lo && hi <= to) return max_[node];
+  const uint32_t mid = lo + (hi - lo) / 2;
+  return std::max(max(2 * node, lo, mid, from, to), max(2 * node + 1, mid + 1, hi, from, to)) +
+         lazy_[node];
+}
+
+uint32_t ProfileTree::argmax() const {
+  const auto cap = static_cast<uint32_t>(max_.size() / 2);
+  size_t node = 1;
+  int64_t want = max_[1];
+  while (node < cap) {
+    want -= lazy_[node];
+    node = max_[2 * node] == want ? 2 * node : 2 * node + 1;
+  }
+  return std::min(static_cast<uint32_t>(node - cap), size_ == 0 ? 0 : size_ - 1);
+}
+
+std::vector<Span> occupancy(const std::vector<Run>& runs, uint32_t positions) {
+  std::vector<Span> out;
+  const uint32_t last = positions == 0 ? 0 : positions - 1;
+  for (const Run& r : runs) {
+    const uint32_t to = r.release == kNone ? last : std::min(last, r.release - 1 + r.hold);
+    out.push_back({r.alloc, std::max(r.alloc, to)});
+  }
+  return out;
+}
+
+std::vector<std::pair<Span, int64_t>> delta_of(const PlanState& s, uint32_t t,
+                                               const std::vector<Run>& runs) {
+  // Sweep the boundaries of both span sets: +bytes for new, -bytes for old.
+  const auto bytes = static_cast<int64_t>(s.w.tensors[t].bytes);
+  std::vector<std::pair<uint32_t, int64_t>> edges;
+  for (const Span& sp : occupancy(s.tensors[t].runs, s.positions())) {
+    edges.emplace_back(sp.from, -bytes);
+    edges.emplace_back(sp.to + 1, bytes);
+  }
+  for (const Span& sp : occupancy(runs, s.positions())) {
+    edges.emplace_back(sp.from, bytes);
+    edges.emplace_back(sp.to + 1, -bytes);
+  }
+  std::sort(edges.begin(), edges.end());
+  std::vector<std::pair<Span, int64_t>> out;
+  int64_t level = 0;
+  for (size_t i = 0; i < edges.size();) {
+    const uint32_t at = edges[i].first;
+    while (i < edges.size() && edges[i].first == at) level += edges[i++].second;
+    if (level != 0 && i < edges.size()) out.push_back({{at, edges[i].first - 1}, level});
+  }
+  return out;
+}
+
+Candidate make_candidate(const PlanState& s, uint32_t t, std::vector<Run> runs,
+                         bool home_off_device) {
+  const Costs& c = *s.costs;
+  Candidate out;
+  out.tensor = t;
+  out.home_off_device = home_off_device;
+  const uint64_t bytes = s.w.tensors[t].bytes;
+  const uint32_t tier = s.tensors[t].tier;
+  for (const Run& r : runs) {
+    if (r.fetched) out.transfer_ps += c.fetch_ps(tier, bytes);
+    if (r.store) out.transfer_ps += c.store_ps(tier, bytes);
+  }
+  for (const Run& r : s.tensors[t].runs) {
+    if (r.fetched) out.transfer_ps -= c.fetch_ps(tier, bytes);
+    if (r.store) out.transfer_ps -= c.store_ps(tier, bytes);
+  }
+  out.runs = std::move(runs);
+  for (const auto& [span, d] : delta_of(s, t, out.runs)) {
+    if (d < 0) out.freed_ps += c.span_ps(span.from, std::min(span.to + 1, s.positions()));
+  }
+  out.score = static_cast<double>(bytes) * static_cast<double>(out.freed_ps) /
+              static_cast<double>(std::max<int64_t>(1, out.transfer_ps));
+  return out;
+}
+
+bool try_apply(PlanState& s, ProfileTree& tree, Candidate& c, uint64_t target,
+               std::string_view pass) {
+  const auto delta = delta_of(s, c.tensor, c.runs);
+  bool helps = false;
+  for (const auto& [span, d] : delta) {
+    if (d < 0 && tree.max(span.from, span.to) > target) helps = true;
+  }
+  if (!helps) return false;
+  for (const auto& [span, d] : delta) tree.add(span.from, span.to, d);
+  Residency& r = s.tensors[c.tensor];
+  r.runs = std::move(c.runs);
+  r.home_off_device = c.home_off_device;
+  s.stat(pass, "offloaded tensors", 1);
+  s.stat(pass, "offloaded bytes", static_cast<double>(s.w.tensors[c.tensor].bytes));
+  return true;
+}
+
+size_t apply_until_fits(PlanState& s, ProfileTree& tree, std::vector<Candidate>& candidates,
+                        uint64_t target, std::string_view pass) {
+  size_t applied = 0;
+  for (Candidate& c : candidates) {
+    if (tree.max() <= target) break;
+    if (try_apply(s, tree, c, target, pass)) ++applied;
+  }
+  return applied;
+}
+
+std::string infeasible_reason(const PlanState& s, const ProfileTree& tree, uint64_t budget) {
+  const uint32_t at = tree.argmax();
+  const uint64_t peak = tree.max(at, at);
+  std::vector<std::pair<uint64_t, uint32_t>> live;
+  for (uint32_t t = 0; t < s.tensors.size(); ++t) {
+    for (const Span& sp : occupancy(s.tensors[t].runs, s.positions())) {
+      if (sp.from <= at && at <= sp.to) live.emplace_back(s.w.tensors[t].bytes, t);
+    }
+  }
+  std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  std::string names;
+  for (size_t i = 0; i < std::min<size_t>(5, live.size()); ++i) {
+    names += fmt::format("{}{} ({})", i == 0 ? "" : ", ", s.w.tensors[live[i].second].name,
+                         to_string_approx(Bytes{live[i].first}));
+  }
+  const uint32_t op = s.positions() == 0 ? 0 : s.order[at];
+  return fmt::format(
+      "{} needed on the device at op {} '{}' (position {}), budget {}; largest live there: {}",
+      to_string_approx(Bytes{peak}), op, s.positions() == 0 ? "" : s.w.ops[op].name, at,
+      to_string_approx(Bytes{budget}), names.empty() ? "none" : names);
+}
+
+}  // namespace tierflow::planner

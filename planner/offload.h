@@ -1,0 +1,75 @@
+// Shared machinery of the passes that decide what leaves the device: the memory profile
+// as a range-add / range-max tree, offload candidates (a tensor's new runs and the bytes
+// they free where) and the greedy that applies candidates in order until the profile
+// fits a target.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/state.h"
+
+namespace tierflow::planner {
+
+/// Per-position bytes with range add and range max, O(log n) each.
+class ProfileTree {
+ public:
+  explicit ProfileTree(const std::vector<uint64_t>& levels);
+  void add(uint32_t from, uint32_t to, int64_t delta);  ///< inclusive range
+  [[nodiscard]] uint64_t max(uint32_t from, uint32_t to) const;
+  [[nodiscard]] uint64_t max() const { return size_ == 0 ? 0 : max(0, size_ - 1); }
+  /// The first position holding the maximum.
+  [[nodiscard]] uint32_t argmax() const;
+  [[nodiscard]] uint32_t size() const { return size_; }
+
+ private:
+  void add(size_t node, uint32_t lo, uint32_t hi, uint32_t from, uint32_t to, int64_t delta);
+  [[nodiscard]] int64_t max(size_t node, uint32_t lo, uint32_t hi, uint32_t from,
+                            uint32_t to) const;
+  uint32_t size_ = 0;
+  std::vector<int64_t> max_, lazy_;
+};
+
+/// Inclusive position ranges a run set occupies on the device.
+struct Span {
+  uint32_t from = 0;
+  uint32_t to = 0;
+};
+std::vector<Span> occupancy(const std::vector<Run>& runs, uint32_t positions);
+
+/// Replacing one tensor's runs.
+struct Candidate {
+  uint32_t tensor = 0;
+  std::vector<Run> runs;
+  bool home_off_device = false;
+  double score = 0;        ///< higher first
+  int64_t transfer_ps = 0;  ///< estimated copy time the new runs add
+  int64_t freed_ps = 0;     ///< estimated time the tensor is newly off the device
+};
+
+/// A candidate with its score filled: bytes x time newly off the device over the copy
+/// time the new runs add (HyperOffload's benefit over cost).
+Candidate make_candidate(const PlanState& s, uint32_t t, std::vector<Run> runs,
+                         bool home_off_device);
+
+/// The profile change of moving tensor `t` from its current runs to `runs`, as
+/// (span, delta) pieces; positions freed have negative deltas.
+std::vector<std::pair<Span, int64_t>> delta_of(const PlanState& s, uint32_t t,
+                                               const std::vector<Run>& runs);
+
+/// Applies one candidate if it lowers some position above `target`; true when applied.
+bool try_apply(PlanState& s, ProfileTree& tree, Candidate& c, uint64_t target,
+               std::string_view pass);
+
+/// Applies candidates in the given order, each only if it lowers some position above
+/// `target`, until the whole profile is at most `target`. Returns the number applied.
+/// Updates `tree` and the tensors' residency, and adds route load per tier.
+size_t apply_until_fits(PlanState& s, ProfileTree& tree, std::vector<Candidate>& candidates,
+                        uint64_t target, std::string_view pass);
+
+/// Why the profile does not fit: the position at its peak, the bytes there and the
+/// largest tensors live there.
+std::string infeasible_reason(const PlanState& s, const ProfileTree& tree, uint64_t budget);
+
+}  // namespace tierflow::planner

@@ -1,0 +1,137 @@
+// Pass infrastructure: passes with a name and options, textual pipelines that print back
+// as written, the context that carries diagnostics, counters and the evaluator
+// (ARCHITECTURE §8).
+//
+// Glossary
+//   pipeline   passes separated by commas, each with options in braces:
+//              `place,liveness,select{min-bytes=4MiB},insert,schedule{preferred=1.5},verify`.
+//   evaluator  scores a finished plan (the simulator, through tools/); the planner itself
+//              never links the simulator.
+//   analysis   a pass that computes facts (costs, liveness) without changing the plan.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/plan.h"
+#include "planner/state.h"
+
+namespace tierflow::planner {
+
+enum class PassResult { kUnchanged, kChanged, kFailed };
+
+/// What scoring a plan says: the makespan, the device peak, and per plan event how long
+/// compute waited for it (the exposed time of that transfer).
+struct Evaluation {
+  bool ok = true;
+  std::string error;
+  int64_t makespan_ps = 0;
+  uint64_t device_peak = 0;  ///< largest over the programs' device tiers
+  std::vector<int64_t> exposed_by_event;
+};
+
+class PlanEvaluator {
+ public:
+  virtual ~PlanEvaluator() = default;
+  virtual Evaluation evaluate(const Plan& plan) = 0;
+};
+
+struct PassContext {
+  PlanEvaluator* evaluator = nullptr;
+  bool verify_each = false;
+  /// Called after each pass that ran (for --print-after-all / --print-after=PASS).
+  std::function<void(std::string_view pass, const PlanState&)> after_pass;
+  std::string failure;  ///< why the pass that failed failed
+  /// The plan last materialized by `insert` (and refined after); empty until then.
+  std::optional<Plan> plan;
+  /// Per event of program 0 of `plan`: the tensor and run it moves.
+  std::vector<std::pair<uint32_t, uint32_t>> event_run;
+  uint32_t events_per_program = 0;
+};
+
+/// Emits the plan again after a pass changed runs that `insert` already materialized.
+void rematerialize(PlanState& s, PassContext& ctx);
+
+/// The `key=value` options of one pass in a pipeline, as written.
+class PassOptions {
+ public:
+  PassOptions(std::string pass, std::vector<std::pair<std::string, std::string>> items,
+              int column);
+
+  /// Typed getters: the value of `key`, or `fallback` when absent. A malformed value is
+  /// an InputError at the pipeline column.
+  double number(std::string_view key, double fallback);
+  uint64_t bytes(std::string_view key, uint64_t fallback);
+  uint32_t count(std::string_view key, uint32_t fallback);
+  bool flag(std::string_view key, bool fallback);
+  std::string text(std::string_view key, std::string fallback);
+  /// Unknown keys are errors naming the nearest known one.
+  void finish();
+
+  [[nodiscard]] const std::vector<std::pair<std::string, std::string>>& items() const {
+    return items_;
+  }
+
+ private:
+  const std::string* find(std::string_view key);
+  [[noreturn]] void bad(std::string_view key, std::string_view why) const;
+
+  std::string pass_;
+  std::vector<std::pair<std::string, std::string>> items_;
+  std::vector<std::string> known_;
+  int column_ = 0;
+};
+
+class Pass {
+ public:
+  virtual ~Pass() = default;
+  [[nodiscard]] virtual std::string_view name() const = 0;
+  virtual PassResult run(PlanState& s, PassContext& ctx) = 0;
+  /// The options as written in the pipeline (printed back by Pipeline::str()).
+  std::vector<std::pair<std::string, std::string>> written;
+};
+
+struct PassInfo {
+  std::string_view name;
+  std::string_view summary;
+  std::function<std::unique_ptr<Pass>(PassOptions&)> make;
+};
+
+/// Every pass the pipeline syntax knows, by name.
+const std::vector<PassInfo>& registered_passes();
+
+class Pipeline {
+ public:
+  /// Parses `text`; errors are InputErrors at `source` (e.g. "--pipeline"), column of
+  /// the fault.
+  static Pipeline parse(std::string_view text, std::string_view source = "--pipeline");
+  /// Prints back in the form it was written (no spaces).
+  [[nodiscard]] std::string str() const;
+  /// Runs the passes in order; stops at the first that fails (its reason in ctx.failure,
+  /// prefixed with the pass name).
+  PassResult run(PlanState& s, PassContext& ctx) const;
+  [[nodiscard]] const std::vector<std::unique_ptr<Pass>>& passes() const { return passes_; }
+
+ private:
+  std::vector<std::unique_ptr<Pass>> passes_;
+};
+
+// Passes (one per file in planner/passes/).
+std::unique_ptr<Pass> make_place(PassOptions& o);
+std::unique_ptr<Pass> make_liveness(PassOptions& o);
+std::unique_ptr<Pass> make_select(PassOptions& o);
+std::unique_ptr<Pass> make_insert(PassOptions& o);
+std::unique_ptr<Pass> make_schedule(PassOptions& o);
+std::unique_ptr<Pass> make_reorder(PassOptions& o);
+std::unique_ptr<Pass> make_refine(PassOptions& o);
+std::unique_ptr<Pass> make_verify(PassOptions& o);
+std::unique_ptr<Pass> make_reactive(PassOptions& o);
+std::unique_ptr<Pass> make_layerwise(PassOptions& o);
+std::unique_ptr<Pass> make_distance(PassOptions& o);
+
+}  // namespace tierflow::planner

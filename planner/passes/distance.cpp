@@ -1,0 +1,91 @@
+// distance (baseline, MindSpore's op-count offload strategy): tensors whose idle gap spans
+// at least `select` ops are candidates, the longest gap (in ops) first; an offloaded
+// tensor is released `release` ops after its last use before the gap and fetched
+// `prefetch` ops before the next use, with no estimate of time or link load. Candidates
+// are taken until the profile fits the budget.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "planner/offload.h"
+#include "planner/pass.h"
+
+namespace tierflow::planner {
+namespace {
+
+struct DistanceOptions {
+  uint32_t select = 16;
+  uint32_t prefetch = 4;
+  uint32_t release = 0;
+};
+
+class Distance : public Pass {
+ public:
+  explicit Distance(DistanceOptions o) : o_(o) {}
+  [[nodiscard]] std::string_view name() const override { return "distance"; }
+
+  PassResult run(PlanState& s, PassContext& ctx) override {
+    s.ensure_costs();
+    const Liveness& l = s.ensure_liveness();
+    const uint64_t budget = s.target.budget;
+    if (budget == 0) return PassResult::kUnchanged;
+    ProfileTree tree(memory_profile(s));
+    if (tree.max() <= budget) return PassResult::kUnchanged;
+
+    std::vector<std::pair<uint32_t, Candidate>> pool;  // (longest gap in ops, candidate)
+    for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
+      const Residency& r = s.tensors[t];
+      if (r.tier == kNone || r.pinned) continue;
+      const auto& u = l.uses[t];
+      const bool external = l.born[t] == kNone;
+      std::vector<uint32_t> gaps;
+      uint32_t longest = 0;
+      for (uint32_t g = 0; g + 1 < u.size(); ++g) {
+        const uint32_t ops = u[g + 1] - u[g] - 1;
+        if (ops >= o_.select) {
+          gaps.push_back(g);
+          longest = std::max(longest, ops);
+        }
+      }
+      if (external && !u.empty()) {
+        longest = std::max({longest, u.front(), s.positions() - 1 - u.back()});
+      }
+      if (longest < o_.select || (!external && gaps.empty())) continue;
+      SplitOptions so{.home_off_device = external, .tier = r.tier, .lead_ops = o_.prefetch,
+                      .release_delay = o_.release};
+      auto runs = split_runs(s, t, gaps, so);
+      pool.emplace_back(longest, make_candidate(s, t, std::move(runs), external));
+    }
+    std::stable_sort(pool.begin(), pool.end(), [&](const auto& a, const auto& b) {
+      if (a.first != b.first) return a.first > b.first;
+      return s.w.tensors[a.second.tensor].bytes > s.w.tensors[b.second.tensor].bytes;
+    });
+    size_t applied = 0;
+    for (auto& [longest, c] : pool) {
+      if (tree.max() <= budget) break;
+      if (try_apply(s, tree, c, budget, name())) ++applied;
+    }
+    s.stat(name(), "candidates", static_cast<double>(pool.size()));
+    if (tree.max() > budget) {
+      s.infeasible = true;
+      ctx.failure = "does not fit: " + infeasible_reason(s, tree, budget);
+      return PassResult::kFailed;
+    }
+    return applied > 0 ? PassResult::kChanged : PassResult::kUnchanged;
+  }
+
+ private:
+  DistanceOptions o_;
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_distance(PassOptions& o) {
+  DistanceOptions d;
+  d.select = o.count("select", 16);
+  d.prefetch = o.count("prefetch", 4);
+  d.release = o.count("release", 0);
+  return std::make_unique<Distance>(d);
+}
+
+}  // namespace tierflow::planner

@@ -1,0 +1,141 @@
+// schedule (execution-order refinement): each prefetch's anchor inside its feasible
+// window, with the copy bandwidth of every link accounted over time.
+//
+// Prefetches are placed as late as possible, latest deadline first (a backward list
+// schedule): each must land `preferred` copy times before its use, and no earlier than
+// the copies already placed after it on any link of its route let it (they hold the link
+// from their start). The anchor is the last compute that ends before that start. Moving an
+// anchor earlier keeps the tensor longer on the device: the earliest start the memory
+// budget allows bounds it. Stores stay as early as possible (right after the last use).
+//
+//   link:    ....[copy a][copy b][copy c]|      a's deadline <= b's start, ...
+//   compute: [..][..][..][..][use a][use b][use c]
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "planner/offload.h"
+#include "planner/pass.h"
+
+namespace tierflow::planner {
+namespace {
+
+struct ScheduleOptions {
+  double preferred = 1.0;
+};
+
+class Schedule : public Pass {
+ public:
+  explicit Schedule(ScheduleOptions o) : o_(o) {}
+  [[nodiscard]] std::string_view name() const override { return "schedule"; }
+
+  PassResult run(PlanState& s, PassContext& ctx) override {
+    const Costs& c = s.ensure_costs();
+    s.ensure_liveness();
+    struct Fetch {
+      int64_t deadline;
+      uint32_t tensor;
+      uint32_t run;
+    };
+    std::vector<Fetch> fetches;
+    for (uint32_t t = 0; t < s.tensors.size(); ++t) {
+      const auto& runs = s.tensors[t].runs;
+      for (uint32_t k = 0; k < runs.size(); ++k) {
+        if (runs[k].fetched) fetches.push_back({c.start_ps[runs[k].first], t, k});
+      }
+    }
+    if (fetches.empty()) return PassResult::kUnchanged;
+    std::sort(fetches.begin(), fetches.end(), [](const Fetch& a, const Fetch& b) {
+      if (a.deadline != b.deadline) return a.deadline > b.deadline;
+      return a.tensor > b.tensor;
+    });
+
+    ProfileTree tree(memory_profile(s));
+    const uint64_t budget = s.target.budget;
+    // Per link direction (or the tier's read port when the route has no link): the start
+    // of the earliest copy placed on it so far.
+    std::map<uint64_t, int64_t> frontier;
+    auto keys = [&](uint32_t tier) {
+      std::vector<uint64_t> out;
+      for (const hw::Hop& h : c.routes[tier].in->hops) {
+        out.push_back(uint64_t{h.link} * 2 + (h.forward ? 1 : 0));
+      }
+      out.push_back((uint64_t{1} << 40) + tier);
+      return out;
+    };
+    uint64_t moved = 0, earlier = 0, capped = 0;
+    for (const Fetch& f : fetches) {
+      Residency& r = s.tensors[f.tensor];
+      Run& run = r.runs[f.run];
+      const uint64_t bytes = s.w.tensors[f.tensor].bytes;
+      const auto dur = static_cast<int64_t>(
+          static_cast<double>(c.fetch_ps(r.tier, bytes)) * o_.preferred);
+      int64_t end = f.deadline;
+      const auto route = keys(r.tier);
+      for (uint64_t k : route) {
+        auto it = frontier.find(k);
+        if (it != frontier.end()) end = std::min(end, it->second);
+      }
+      const int64_t start = end - dur;
+      const uint32_t floor = f.run == 0 ? 0 : r.runs[f.run - 1].release;
+      // The latest slot whose start is at or before `start`.
+      auto it = std::upper_bound(c.start_ps.begin() + floor, c.start_ps.begin() + run.first + 1,
+                                 start);
+      uint32_t want = it == c.start_ps.begin() + floor
+                          ? floor
+                          : static_cast<uint32_t>(it - c.start_ps.begin()) - 1;
+      want = std::clamp(want, floor, run.first);
+      const uint32_t was = run.alloc;
+      if (want < was && budget > 0) {
+        // Binary search the earliest slot in [want, was] the budget allows.
+        uint32_t lo = want, hi = was;
+        while (lo < hi) {
+          const uint32_t mid = lo + (hi - lo) / 2;
+          if (tree.max(mid, was - 1) + bytes <= budget) {
+            hi = mid;
+          } else {
+            lo = mid + 1;
+          }
+        }
+        if (lo > want) ++capped;
+        want = lo;
+      }
+      if (want != was) {
+        ++moved;
+        if (want < was) {
+          ++earlier;
+          tree.add(want, was - 1, static_cast<int64_t>(bytes));
+        } else {
+          tree.add(was, want - 1, -static_cast<int64_t>(bytes));
+        }
+        run.alloc = want;
+      }
+      const int64_t placed = std::min(start, c.start_ps[run.alloc]);
+      for (uint64_t k : route) {
+        auto [slot, fresh] = frontier.emplace(k, placed);
+        if (!fresh) slot->second = std::min(slot->second, placed);
+      }
+    }
+    s.stat(name(), "prefetches", static_cast<double>(fetches.size()));
+    s.stat(name(), "anchors moved", static_cast<double>(moved));
+    s.stat(name(), "anchors moved earlier", static_cast<double>(earlier));
+    s.stat(name(), "anchors held back by the budget", static_cast<double>(capped));
+    if (moved == 0) return PassResult::kUnchanged;
+    if (ctx.plan) rematerialize(s, ctx);
+    return PassResult::kChanged;
+  }
+
+ private:
+  ScheduleOptions o_;
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_schedule(PassOptions& o) {
+  ScheduleOptions s;
+  s.preferred = o.number("preferred", 1.0);
+  return std::make_unique<Schedule>(s);
+}
+
+}  // namespace tierflow::planner

@@ -1,0 +1,154 @@
+// select: what leaves the device so that the estimated profile fits the budget.
+//
+// A candidate is one tensor: an external tensor homed on its offload tier (fetched before
+// its uses, its pre-first and post-last idle time freed) and split at its idle gaps, or a
+// produced tensor stored and fetched back across its gaps. Phase 1 takes only gaps whose
+// estimated time hides the round trip (store if needed, then fetch) `preferred` times
+// over, best score first: bytes x freed time / added copy time, the score scaled down
+// once the tier's route is loaded past the estimated step time (link load). Phase 2, when
+// the profile still does not fit, splits at every gap, exposed or not, best score first.
+// A tensor is offloaded only if it lowers some position that is over the target.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <queue>
+
+#include "planner/offload.h"
+#include "planner/pass.h"
+
+namespace tierflow::planner {
+namespace {
+
+struct SelectOptions {
+  uint64_t min_bytes = 0;
+  double preferred = 1.0;
+  double headroom = 0.0;  ///< fraction of the budget left free for the schedule
+  /// Prefetch lead assumed while selecting, in transfer times (0: fetched right before the
+  /// use, the least memory per offload; schedule moves anchors earlier where room allows).
+  double lead = 1.0;
+  bool exposed = true;    ///< phase 2
+};
+
+class Select : public Pass {
+ public:
+  explicit Select(SelectOptions o) : o_(o) {}
+  [[nodiscard]] std::string_view name() const override { return "select"; }
+
+  PassResult run(PlanState& s, PassContext& ctx) override {
+    if (s.target.budget == 0) return PassResult::kUnchanged;
+    const Costs& c = s.ensure_costs();
+    s.ensure_liveness();
+    ProfileTree tree(memory_profile(s));
+    const auto target = static_cast<uint64_t>(static_cast<double>(s.target.budget) *
+                                              std::max(0.0, 1.0 - o_.headroom));
+    s.stat(name(), "resident peak bytes", static_cast<double>(tree.max()));
+    if (tree.max() <= target) return PassResult::kUnchanged;
+
+    // Phase 1: hideable gaps, score scaled by link load (lazy re-scoring).
+    const int64_t horizon = std::max<int64_t>(1, c.start_ps.back());
+    std::vector<int64_t> load(s.topo.tiers.size(), 0);
+    auto effective = [&](const Candidate& k) {
+      const int64_t after = load[s.tensors[k.tensor].tier] + k.transfer_ps;
+      return after <= horizon ? k.score
+                              : k.score * static_cast<double>(horizon) / static_cast<double>(after);
+    };
+    std::vector<Candidate> pool;
+    for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
+      if (!eligible(s, t)) continue;
+      auto k = candidate(s, t, /*all_gaps=*/false);
+      if (k && k->freed_ps > 0) pool.push_back(std::move(*k));
+    }
+    using Entry = std::pair<double, uint32_t>;  // (score, index into pool)
+    auto later = [](const Entry& a, const Entry& b) {
+      return a.first != b.first ? a.first < b.first : a.second > b.second;
+    };
+    std::priority_queue<Entry, std::vector<Entry>, decltype(later)> heap(later);
+    for (uint32_t i = 0; i < pool.size(); ++i) heap.emplace(pool[i].score, i);
+    while (!heap.empty() && tree.max() > target) {
+      const auto [score, i] = heap.top();
+      heap.pop();
+      const double now = effective(pool[i]);
+      if (now < score && !heap.empty() && now < heap.top().first) {
+        heap.emplace(now, i);  // the link got busier since it was scored
+        continue;
+      }
+      const int64_t transfer = pool[i].transfer_ps;
+      const uint32_t tier = s.tensors[pool[i].tensor].tier;
+      if (try_apply(s, tree, pool[i], target, name())) load[tier] += transfer;
+    }
+
+    // Phase 2: every gap, hidden or not.
+    if (tree.max() > target && o_.exposed) {
+      std::vector<Candidate> rest;
+      for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
+        if (!eligible(s, t, /*again=*/true)) continue;
+        auto k = candidate(s, t, /*all_gaps=*/true);
+        if (k && k->freed_ps > 0) rest.push_back(std::move(*k));
+      }
+      std::stable_sort(rest.begin(), rest.end(), [](const Candidate& a, const Candidate& b) {
+        return a.score > b.score;
+      });
+      const size_t n = apply_until_fits(s, tree, rest, target, name());
+      s.stat(name(), "offloads with exposed copies", static_cast<double>(n));
+    }
+    s.stat(name(), "estimated peak bytes", static_cast<double>(tree.max()));
+    if (tree.max() > s.target.budget) {
+      s.infeasible = true;
+      ctx.failure = "does not fit: " + infeasible_reason(s, tree, s.target.budget);
+      return PassResult::kFailed;
+    }
+    return PassResult::kChanged;
+  }
+
+ private:
+  [[nodiscard]] bool eligible(const PlanState& s, uint32_t t, bool again = false) const {
+    const Residency& r = s.tensors[t];
+    if (r.tier == kNone || r.pinned || s.w.tensors[t].bytes < o_.min_bytes) return false;
+    return again || (r.runs.size() <= 1 && !r.home_off_device);
+  }
+
+  /// Offloading t at its hideable gaps (or every gap that has ops in it).
+  [[nodiscard]] std::optional<Candidate> candidate(const PlanState& s, uint32_t t,
+                                                   bool all_gaps) const {
+    const Costs& c = *s.costs;
+    const Liveness& l = *s.liveness;
+    const auto& u = l.uses[t];
+    const auto& m = l.modifies[t];
+    const bool external = l.born[t] == kNone;
+    const uint32_t tier = s.tensors[t].tier;
+    const uint64_t bytes = s.w.tensors[t].bytes;
+    const int64_t fetch = c.fetch_ps(tier, bytes);
+    const int64_t store = c.store_ps(tier, bytes);
+    std::vector<uint32_t> gaps;
+    bool dirty = !external;
+    for (uint32_t g = 0; g + 1 < u.size(); ++g) {
+      dirty |= m[g];
+      if (u[g + 1] == u[g] + 1) continue;
+      const int64_t trip = fetch + (dirty ? store : 0);
+      const int64_t gap = c.span_ps(u[g] + 1, u[g + 1]);
+      if (all_gaps || static_cast<double>(gap) >= static_cast<double>(trip) * o_.preferred) {
+        gaps.push_back(g);
+        dirty = false;
+      }
+    }
+    if (!external && gaps.empty()) return std::nullopt;
+    auto runs = split_runs(s, t, gaps, SplitOptions{external, tier, o_.lead});
+    return make_candidate(s, t, std::move(runs), external);
+  }
+
+  SelectOptions o_;
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_select(PassOptions& o) {
+  SelectOptions s;
+  s.min_bytes = o.bytes("min-bytes", 0);
+  s.preferred = o.number("preferred", 1.0);
+  s.headroom = o.number("headroom", 0.0);
+  s.exposed = o.flag("exposed", true);
+  s.lead = o.number("lead", 1.0);
+  return std::make_unique<Select>(s);
+}
+
+}  // namespace tierflow::planner

@@ -1,0 +1,213 @@
+#include "planner/planner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/units.h"
+#include "planner/offload.h"
+
+namespace tierflow::planner {
+namespace {
+
+constexpr std::string_view kTierflowPipeline =
+    "reorder,place{multi=true},liveness,select{headroom=HEADROOM,lead=LEAD},insert,schedule,"
+    "refine,verify";
+/// (headroom, lead) pairs tried with the simulator in the loop; the first is the default.
+constexpr std::pair<double, double> kSearch[] = {{0.0, 1.0}, {0.0, 0.0}, {0.02, 0.0},
+                                                  {0.05, 1.0}, {0.1, 1.0}};
+
+struct Attempt {
+  PlanOutcome out;
+  bool better_than(const Attempt& o) const {
+    if (out.ok != o.out.ok) return out.ok;
+    if (!out.evaluation || !o.out.evaluation) return false;
+    if (out.evaluation->ok != o.out.evaluation->ok) return out.evaluation->ok;
+    if (out.evaluation->makespan_ps != o.out.evaluation->makespan_ps) {
+      return out.evaluation->makespan_ps < o.out.evaluation->makespan_ps;
+    }
+    return out.evaluation->device_peak < o.out.evaluation->device_peak;
+  }
+};
+
+std::vector<OffloadInfo> offloads_of(const PlanState& s, const PassContext& ctx,
+                                     const std::optional<Evaluation>& ev) {
+  const Costs& c = *s.costs;
+  const uint32_t n = s.positions();
+  std::vector<OffloadInfo> out;
+  std::vector<int64_t> exposed(s.tensors.size(), 0);
+  if (ev && ctx.events_per_program > 0) {
+    for (size_t e = 0; e < ev->exposed_by_event.size(); ++e) {
+      const auto& [t, k] = ctx.event_run[e % ctx.events_per_program];
+      exposed[t] += ev->exposed_by_event[e];
+    }
+  }
+  for (uint32_t t = 0; t < s.tensors.size(); ++t) {
+    const Residency& r = s.tensors[t];
+    OffloadInfo info;
+    info.tensor = t;
+    info.bytes = s.w.tensors[t].bytes;
+    info.tier = r.tier;
+    for (const Run& run : r.runs) {
+      if (run.fetched) {
+        ++info.fetches;
+        info.transfer_ps += c.fetch_ps(r.tier, info.bytes);
+      }
+      if (run.store) {
+        ++info.stores;
+        info.transfer_ps += c.store_ps(r.tier, info.bytes);
+      }
+    }
+    if (info.fetches == 0 && info.stores == 0 && !r.home_off_device) continue;
+    int64_t on = 0;
+    for (const Span& sp : occupancy(r.runs, n)) on += c.span_ps(sp.from, std::min(sp.to + 1, n));
+    const uint32_t born = s.liveness->born[t];
+    const int64_t life = born == kNone ? c.start_ps[n] : c.span_ps(born, n);
+    info.gap_ps = std::max<int64_t>(0, life - on);
+    info.exposed_ps = exposed[t];
+    out.push_back(info);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const OffloadInfo& a, const OffloadInfo& b) {
+    return a.bytes * std::max<uint32_t>(1, a.fetches) > b.bytes * std::max<uint32_t>(1, b.fetches);
+  });
+  return out;
+}
+
+/// One pipeline run at one budget.
+PlanOutcome run_once(const Workload& w, const hw::Topology& t, const PlanRequest& req,
+                     const std::string& pipeline_text, uint64_t budget) {
+  PlanOutcome out;
+  const Pipeline pipeline = Pipeline::parse(pipeline_text);
+  out.pipeline = pipeline.str();
+  Target target = req.target;
+  target.budget = budget;
+  out.budget = budget;
+  PlanState s(w, t, target);
+  s.policy = req.pipeline.empty() ? req.policy : "custom";
+  s.pins = req.pins;
+  PassContext ctx;
+  ctx.evaluator = req.evaluator;
+  ctx.verify_each = req.verify_each;
+  if (req.after_pass) {
+    ctx.after_pass = [&](std::string_view pass, const PlanState& st) {
+      req.after_pass(pass, st, ctx.plan);
+    };
+  }
+  s.ensure_costs();
+  s.ensure_liveness();
+  reset_resident(s);
+  out.resident_peak = ProfileTree(memory_profile(s)).max();
+  const PassResult r = pipeline.run(s, ctx);
+  out.bounds = lower_bounds(s);
+  out.stats = s.stats;
+  out.notes = s.notes;
+  out.estimated_compute_ps = s.costs->start_ps.back();
+  if (r == PassResult::kFailed) {
+    out.ok = false;
+    out.infeasible = s.infeasible;
+    out.reason = ctx.failure;
+    return out;
+  }
+  if (!ctx.plan) rematerialize(s, ctx);
+  out.estimated_peak = ProfileTree(memory_profile(s)).max();
+  if (req.evaluator != nullptr) out.evaluation = req.evaluator->evaluate(*ctx.plan);
+  out.offloads = offloads_of(s, ctx, out.evaluation);
+  out.plan = std::move(ctx.plan);
+  out.ok = true;
+  return out;
+}
+
+/// The policy's pipeline(s) at one budget; tierflow searches its headroom.
+PlanOutcome plan_at(const Workload& w, const hw::Topology& t, const PlanRequest& req,
+                    uint64_t budget) {
+  if (!req.pipeline.empty()) return run_once(w, t, req, req.pipeline, budget);
+  const Policy* p = find_policy(req.policy);
+  if (req.policy != "tierflow") return run_once(w, t, req, std::string(p->pipeline), budget);
+  std::optional<Attempt> best;
+  for (const auto& [headroom, lead] : kSearch) {
+    std::string text(kTierflowPipeline);
+    text.replace(text.find("HEADROOM"), 8, fmt::format("{}", headroom));
+    text.replace(text.find("LEAD"), 4, fmt::format("{}", lead));
+    Attempt a{run_once(w, t, req, text, budget)};
+    if (!best || a.better_than(*best)) best = std::move(a);
+    // Without an evaluator, or when nothing is offloaded, one headroom is enough.
+    if (req.evaluator == nullptr || best->out.offloads.empty() || !best->out.ok) break;
+  }
+  return std::move(best->out);
+}
+
+}  // namespace
+
+const std::vector<Policy>& policies() {
+  static const std::vector<Policy> list = {
+      {"resident", "place,liveness,insert,verify",
+       "no offload; activations freed at last use (may not fit)"},
+      {"reactive", "place,liveness,reactive,insert,verify",
+       "fetch on a miss, evict least recently used (a runtime without look-ahead)"},
+      {"layerwise", "place,liveness,layerwise{ahead=1},insert,verify",
+       "stream every weight, the next layer's during this one (DeepSpeed ZeRO style)"},
+      {"distance", "place,liveness,distance{select=16,prefetch=4,release=0},insert,verify",
+       "op-count distances for select, prefetch and release (MindSpore's strategy)"},
+      {"hyperoffload", "place,liveness,select,insert,schedule,verify",
+       "lifetime analysis, cost model, execution-order refinement (the HyperOffload planner)"},
+      {"tierflow", kTierflowPipeline,
+       "all of the above, multi-tier placement, reordering, simulator in the loop"},
+  };
+  return list;
+}
+
+const Policy* find_policy(std::string_view name) {
+  for (const Policy& p : policies()) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+PlanOutcome make_plan(const Workload& w, const hw::Topology& t, const PlanRequest& req) {
+  uint64_t budget = req.target.budget;
+  if (budget == 0) budget = t.tiers[req.target.device_tier].capacity.value;
+  PlanOutcome full = plan_at(w, t, req, budget);
+  if (req.max_overhead < 0 || !full.ok || !full.evaluation || !full.evaluation->ok) return full;
+
+  // Bisection on the budget: the smallest that keeps the makespan within the overhead.
+  const auto limit = static_cast<int64_t>(static_cast<double>(full.evaluation->makespan_ps) *
+                                          (1.0 + req.max_overhead));
+  uint64_t lo = full.bounds.residency;
+  uint64_t hi = std::min(budget, full.evaluation->device_peak);
+  PlanOutcome best = std::move(full);
+  for (int round = 0; round < 12 && lo + lo / 200 < hi; ++round) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    PlanOutcome o = plan_at(w, t, req, mid);
+    if (o.ok && o.evaluation && o.evaluation->ok && o.evaluation->makespan_ps <= limit) {
+      hi = std::min(mid, o.evaluation->device_peak);
+      best = std::move(o);
+    } else {
+      lo = mid + 1;
+    }
+  }
+  best.notes.push_back(fmt::format("max-overhead {}: budget {} keeps the makespan within {}",
+                                   req.max_overhead, to_string_approx(Bytes{best.budget}),
+                                   to_string_approx(Duration{limit})));
+  return best;
+}
+
+std::vector<std::string> plan_warnings(const PlanOutcome& o) {
+  std::vector<std::string> out;
+  if (!o.ok) return out;
+  uint64_t moved = 0;
+  for (const OffloadInfo& i : o.offloads) moved += i.bytes * (i.fetches + i.stores);
+  if (o.resident_peak <= o.budget && moved > 0) {
+    out.push_back(fmt::format("everything fits ({} of {}), yet the plan moves {}",
+                              to_string_approx(Bytes{o.resident_peak}),
+                              to_string_approx(Bytes{o.budget}), to_string_approx(Bytes{moved})));
+  }
+  if (o.resident_peak > o.budget && o.offloads.empty()) {
+    out.push_back(fmt::format("the resident peak {} exceeds the budget {}, yet nothing is "
+                              "offloaded",
+                              to_string_approx(Bytes{o.resident_peak}),
+                              to_string_approx(Bytes{o.budget})));
+  }
+  return out;
+}
+
+}  // namespace tierflow::planner

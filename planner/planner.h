@@ -1,0 +1,79 @@
+// The planner's front door: named policies (pipelines), budget modes, lower bounds and
+// what --explain prints (ARCHITECTURE §8).
+//
+// Glossary
+//   policy        a named pipeline: resident, reactive, layerwise, distance, hyperoffload,
+//                 tierflow.
+//   budget        device-tier bytes per program; by default the device tier's capacity.
+//   max-overhead  the other budget mode: the smallest budget whose makespan stays within
+//                 (1 + x) of the plan at the full budget, found by bisection with the
+//                 evaluator.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/bounds.h"
+#include "planner/pass.h"
+
+namespace tierflow::planner {
+
+struct Policy {
+  std::string_view name;
+  std::string_view pipeline;
+  std::string_view summary;
+};
+const std::vector<Policy>& policies();
+const Policy* find_policy(std::string_view name);
+
+struct PlanRequest {
+  std::string policy = "tierflow";
+  std::string pipeline;  ///< overrides the policy's pipeline when set
+  Target target;
+  std::vector<std::pair<TensorKind, uint32_t>> pins;
+  double max_overhead = -1;  ///< >= 0: minimise the budget within this makespan overhead
+  PlanEvaluator* evaluator = nullptr;
+  bool verify_each = false;
+  std::function<void(std::string_view pass, const PlanState&, const std::optional<Plan>&)>
+      after_pass;
+};
+
+/// One offloaded tensor, for --explain.
+struct OffloadInfo {
+  uint32_t tensor = 0;
+  uint64_t bytes = 0;
+  uint32_t fetches = 0;
+  uint32_t stores = 0;
+  int64_t gap_ps = 0;       ///< estimated time off the device, summed
+  int64_t transfer_ps = 0;  ///< estimated copy time, summed
+  int64_t exposed_ps = 0;   ///< simulated wait on its copies (with an evaluator)
+  uint32_t tier = kNone;
+};
+
+struct PlanOutcome {
+  bool ok = false;
+  bool infeasible = false;  ///< the target cannot be met (exit 1); else a failure is a bug
+  std::string reason;
+  std::string pipeline;  ///< as run
+  uint64_t budget = 0;
+  std::optional<Plan> plan;
+  Bounds bounds;
+  uint64_t estimated_peak = 0;
+  int64_t estimated_compute_ps = 0;
+  std::optional<Evaluation> evaluation;
+  std::vector<Stat> stats;
+  std::vector<std::string> notes;
+  std::vector<OffloadInfo> offloads;  ///< largest first
+  uint64_t resident_peak = 0;         ///< the estimated peak with nothing offloaded
+};
+
+/// Plans `w` on `t` for the request; never throws for an infeasible target (a result).
+PlanOutcome make_plan(const Workload& w, const hw::Topology& t, const PlanRequest& request);
+
+/// Warnings for --explain: offloading while everything fits, nothing offloaded under a
+/// budget that is exceeded, offload tiers over their room.
+std::vector<std::string> plan_warnings(const PlanOutcome& o);
+
+}  // namespace tierflow::planner

@@ -1,0 +1,246 @@
+#include "planner/state.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/diagnostics.h"
+#include "hw_models/cost.h"
+
+namespace tierflow::planner {
+
+int64_t Costs::fetch_ps(uint32_t tier, uint64_t bytes) const {
+  TF_ASSERT(tier < routes.size() && routes[tier].in != nullptr, "no route from tier {}", tier);
+  return hw::transfer_time_alone(*routes[tier].in, Bytes{bytes}).ps;
+}
+
+int64_t Costs::store_ps(uint32_t tier, uint64_t bytes) const {
+  TF_ASSERT(tier < routes.size() && routes[tier].out != nullptr, "no route to tier {}", tier);
+  return hw::transfer_time_alone(*routes[tier].out, Bytes{bytes}).ps;
+}
+
+PlanState::PlanState(const Workload& work, const hw::Topology& t, Target tgt)
+    : w(work), topo(t), target(tgt) {
+  order.resize(w.ops.size());
+  std::iota(order.begin(), order.end(), 0U);
+  tensors.resize(w.tensors.size());
+  tier_room.assign(t.tiers.size(), 0);
+  for (size_t i = 0; i < t.tiers.size(); ++i) {
+    if (i == target.device_tier) continue;
+    if (t.route(i, target.device_tier) == nullptr || t.route(target.device_tier, i) == nullptr) {
+      continue;
+    }
+    const hw::Tier& tier = t.tiers[i];
+    // Programs spread evenly over the instances of a shared tier.
+    const auto instances = static_cast<uint64_t>(std::max(1, t.instances(tier.per)));
+    const uint64_t sharing = (target.devices + instances - 1) / instances;
+    tier_room[i] = tier.capacity.value / std::max<uint64_t>(1, sharing);
+  }
+}
+
+const Costs& PlanState::ensure_costs() {
+  if (costs) return *costs;
+  Costs c;
+  c.op_ps.resize(w.ops.size());
+  for (uint32_t o = 0; o < w.ops.size(); ++o) {
+    const Op& op = w.ops[o];
+    const auto d = hw::op_time(topo, target.device_class, target.device_tier, op.kind, op.dtype,
+                               op.flops, Bytes{op.bytes}, Bytes{op.collective_bytes});
+    if (!d) {
+      throw InputError::at(SourcePos{"--workload"},
+                               "op {} '{}' computes in {}, which device '{}' has no peak rate for",
+                               o, op.name, kDtypeNames[static_cast<size_t>(op.dtype)],
+                               topo.devices[target.device_class].id);
+    }
+    c.op_ps[o] = d->ps;
+  }
+  c.start_ps.resize(order.size() + 1);
+  c.start_ps[0] = 0;
+  for (size_t i = 0; i < order.size(); ++i) c.start_ps[i + 1] = c.start_ps[i] + c.op_ps[order[i]];
+  c.routes.resize(topo.tiers.size());
+  for (size_t i = 0; i < topo.tiers.size(); ++i) {
+    if (i == target.device_tier) continue;
+    c.routes[i] = {topo.route(i, target.device_tier), topo.route(target.device_tier, i)};
+  }
+  costs = std::move(c);
+  return *costs;
+}
+
+const Liveness& PlanState::ensure_liveness() {
+  if (liveness) return *liveness;
+  Liveness l;
+  l.uses.resize(w.tensors.size());
+  l.modifies.resize(w.tensors.size());
+  l.born.assign(w.tensors.size(), kNone);
+  for (uint32_t i = 0; i < order.size(); ++i) {
+    const Op& op = w.ops[order[i]];
+    for (uint32_t t : op.inputs) {
+      l.uses[t].push_back(i);
+      l.modifies[t].push_back(false);
+    }
+    for (uint32_t t : op.updates) {
+      l.uses[t].push_back(i);
+      l.modifies[t].push_back(true);
+    }
+    for (uint32_t t : op.outputs) l.born[t] = i;
+  }
+  liveness = std::move(l);
+  return *liveness;
+}
+
+void PlanState::invalidate() {
+  costs.reset();
+  liveness.reset();
+}
+
+void PlanState::stat(std::string_view pass, std::string_view name, double value) {
+  for (Stat& s : stats) {
+    if (s.pass == pass && s.name == name) {
+      s.value += value;
+      return;
+    }
+  }
+  stats.push_back(Stat{std::string(pass), std::string(name), value});
+}
+
+std::vector<uint64_t> memory_profile(const PlanState& s) {
+  const uint32_t n = std::max<uint32_t>(1, s.positions());
+  std::vector<int64_t> diff(n + 1, 0);
+  auto add = [&](uint32_t from, uint32_t to, uint64_t bytes) {
+    if (from > to || from >= n) return;
+    to = std::min(to, n - 1);
+    diff[from] += static_cast<int64_t>(bytes);
+    diff[to + 1] -= static_cast<int64_t>(bytes);
+  };
+  for (uint32_t t = 0; t < s.tensors.size(); ++t) {
+    const uint64_t bytes = s.w.tensors[t].bytes;
+    for (const Run& r : s.tensors[t].runs) {
+      const uint32_t to = r.release == kNone ? n - 1 : r.release - 1 + r.hold;
+      add(r.alloc, std::max(to, r.alloc), bytes);
+    }
+  }
+  for (uint32_t i = 0; i < s.positions(); ++i) {
+    const uint64_t ws = s.w.ops[s.order[i]].workspace;
+    if (ws > 0) add(i, i, ws);
+  }
+  std::vector<uint64_t> out(n);
+  int64_t level = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    level += diff[i];
+    out[i] = static_cast<uint64_t>(level);
+  }
+  return out;
+}
+
+uint32_t slot_ahead(const Costs& c, uint32_t before, int64_t need_ps, uint32_t floor) {
+  // The largest slot j <= before with start_ps[before] - start_ps[j] >= need_ps.
+  const int64_t latest = c.start_ps[before] - need_ps;
+  if (latest < c.start_ps[floor]) return floor;
+  const auto it = std::upper_bound(c.start_ps.begin() + floor, c.start_ps.begin() + before + 1,
+                                   latest);
+  const auto j = static_cast<uint32_t>(it - c.start_ps.begin());
+  return std::max(floor, j == 0 ? 0 : j - 1);
+}
+
+uint32_t store_hold(const PlanState& s, uint32_t tier, uint64_t bytes, uint32_t release) {
+  const Costs& c = *s.costs;
+  const int64_t need = c.store_ps(tier, bytes);
+  const uint32_t n = s.positions();
+  if (release >= n) return 0;
+  // The first slot at or after `release` whose start is `need` later.
+  const int64_t done = c.start_ps[release] + need;
+  const auto it = std::lower_bound(c.start_ps.begin() + release, c.start_ps.end(), done);
+  const auto j = static_cast<uint32_t>(std::min<ptrdiff_t>(it - c.start_ps.begin(), n));
+  return j - release;
+}
+
+void reset_resident(PlanState& s) {
+  const Liveness& l = s.ensure_liveness();
+  const uint32_t n = s.positions();
+  for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
+    Residency& r = s.tensors[t];
+    r = Residency{};
+    const auto& u = l.uses[t];
+    const Tensor& x = s.w.tensors[t];
+    if (l.born[t] == kNone) {
+      // External: a home copy on the device from the start, kept to the end.
+      r.runs.push_back(Run{0, u.empty() ? 0 : u.front(), u.empty() ? 0 : u.back(), kNone});
+      continue;
+    }
+    const uint32_t born = l.born[t];
+    const uint32_t last = u.empty() ? born : u.back();
+    const uint32_t release = x.kind == TensorKind::kOutput ? kNone : std::min(n, last + 1);
+    r.runs.push_back(Run{born, u.empty() ? born : u.front(), last, release});
+  }
+}
+
+std::vector<Run> split_runs(const PlanState& s, uint32_t t, const std::vector<uint32_t>& gaps,
+                            const SplitOptions& o) {
+  const bool home_off_device = o.home_off_device;
+  const uint32_t tier = o.tier;
+  const Liveness& l = *s.liveness;
+  const Costs& c = *s.costs;
+  const Tensor& x = s.w.tensors[t];
+  const auto& u = l.uses[t];
+  const auto& m = l.modifies[t];
+  const uint32_t n = s.positions();
+  const bool external = l.born[t] == kNone;
+  TF_ASSERT(!external || home_off_device || gaps.empty(),
+            "an external tensor kept on the device cannot leave it between uses");
+  std::vector<Run> runs;
+  if (u.empty()) {
+    if (external) {
+      if (!home_off_device) runs.push_back(Run{0, 0, 0, kNone});
+      return runs;
+    }
+    const uint32_t b = l.born[t];
+    runs.push_back(Run{b, b, b, x.kind == TensorKind::kOutput ? kNone : std::min(n, b + 1)});
+    return runs;
+  }
+  const int64_t fetch = home_off_device || !gaps.empty()
+                           ? static_cast<int64_t>(static_cast<double>(c.fetch_ps(tier, x.bytes)) *
+                                                  o.preferred)
+                           : 0;
+  bool dirty = !external;  // the device copy is the only current one
+  uint32_t floor = 0;      // a prefetch never precedes the previous run's detach
+  size_t g = 0;
+  for (size_t first = 0; first < u.size();) {
+    size_t last = u.size() - 1;
+    if (g < gaps.size()) last = gaps[g++];
+    Run r;
+    r.first = u[first];
+    r.last = u[last];
+    const bool initial = first == 0;
+    r.fetched = !initial || (external && home_off_device);
+    if (r.fetched) {
+      r.alloc = o.lead_ops != kNone ? std::max(floor, r.first > o.lead_ops ? r.first - o.lead_ops : 0)
+                                    : slot_ahead(c, r.first, fetch, floor);
+    } else {
+      r.alloc = external ? 0 : l.born[t];
+    }
+    for (size_t k = first; k <= last; ++k) dirty |= m[k];
+    const bool final_run = last + 1 == u.size();
+    if (final_run && external && !home_off_device) {
+      r.release = kNone;
+    } else if (final_run && x.kind == TensorKind::kOutput) {
+      r.release = kNone;
+    } else {
+      r.release = std::min(n, r.last + 1 + o.release_delay);
+      if (!final_run) r.release = std::min(r.release, u[last + 1]);
+      // Store when the device copy is the only current one and it is needed later: by a
+      // later run, or as the durable copy of an external tensor homed off the device.
+      r.store = dirty && (!final_run || (external && home_off_device));
+      if (r.store) {
+        r.hold = store_hold(s, tier, x.bytes, r.release);
+        dirty = false;
+      }
+    }
+    floor = r.release == kNone ? n : r.release;
+    runs.push_back(r);
+    first = last + 1;
+  }
+  return runs;
+}
+
+}  // namespace tierflow::planner

@@ -1,0 +1,161 @@
+// What the planner works on: the workload, the topology, the target (which device class,
+// how many programs, the device budget) and the plan under construction as residency
+// runs, which `insert` turns into plan steps (ARCHITECTURE §6, §8).
+//
+// Glossary
+//   position   an index into the execution order: position i runs op order[i].
+//   slot       where cache steps go: slot j is before the compute step at position j
+//              (slot 0 = program start, slot n = after the last compute). Steps in slot j
+//              are issued when the compute at position j-1 finishes (their anchor).
+//   run        one stay of a tensor on the device tier: allocated at `alloc`, used at
+//              positions `first`..`last`, released (stored if needed, then detached) in
+//              slot `release`. Its bytes count at positions alloc..release-1, plus the
+//              positions the store needs to land (`hold`).
+//   home       where a tensor's durable copy lives: the device tier (resident from the
+//              start) or an offload tier (prefetched for every run).
+//   offload    a tensor with more than one run, or an external tensor homed off the
+//              device.
+//   estimate   times from the topology's cost model with nothing else running (no
+//              stalls, transfers alone on their route); the simulator refines them.
+//
+//   slot:      0        1        2        3
+//   compute:     [op0]    [op1]    [op2]
+//   prefetch t in slot 1: issued when op0 ends, allocated from position 1 on.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/plan.h"
+#include "core/workload.h"
+#include "hw_models/topology.h"
+
+namespace tierflow::planner {
+
+inline constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+
+/// The device class, number of programs and memory budget a plan is made for.
+struct Target {
+  size_t device_class = 0;   ///< index into Topology::devices
+  uint32_t devices = 1;      ///< programs (the same program on each device)
+  size_t device_tier = 0;    ///< topology tier the programs compute from
+  uint64_t budget = 0;       ///< device-tier bytes a program may use; 0 = unlimited
+};
+
+struct Run {
+  uint32_t alloc = 0;    ///< slot of the prefetch (fetched runs) or the producer's position
+  uint32_t first = 0;    ///< first use (position)
+  uint32_t last = 0;     ///< last use (position)
+  uint32_t release = kNone;  ///< slot of the detach; kNone = stays to the end
+  bool fetched = false;  ///< starts with a prefetch from the tensor's offload tier
+  bool store = false;    ///< stored to the offload tier before the detach
+  uint32_t hold = 0;     ///< positions after `release` until the store has landed
+};
+
+/// The residency decisions for one tensor.
+struct Residency {
+  uint32_t tier = kNone;        ///< offload tier (topology index); kNone: never leaves
+  bool home_off_device = false;  ///< external tensor homed on `tier`
+  bool pinned = false;           ///< placed by the user: select may not undo it
+  std::vector<Run> runs;         ///< empty: never on the device (unused)
+};
+
+/// Per-op and per-tensor estimates on the target (ARCHITECTURE §8: raw facts, then
+/// derived times).
+struct Costs {
+  std::vector<int64_t> op_ps;     ///< per op: roofline time + launch overhead
+  std::vector<int64_t> start_ps;  ///< per position (n+1 entries): estimated start time
+  /// Per topology tier: the estimated time to fetch (to the device tier) or store one
+  /// byte, and the route setup; nullopt when there is no route either way.
+  struct Route {
+    const hw::Route* in = nullptr;   ///< tier -> device tier
+    const hw::Route* out = nullptr;  ///< device tier -> tier
+  };
+  std::vector<Route> routes;
+  [[nodiscard]] int64_t fetch_ps(uint32_t tier, uint64_t bytes) const;
+  [[nodiscard]] int64_t store_ps(uint32_t tier, uint64_t bytes) const;
+  /// Estimated time between slot a and slot b (b >= a).
+  [[nodiscard]] int64_t span_ps(uint32_t a, uint32_t b) const { return start_ps[b] - start_ps[a]; }
+};
+
+/// Uses of each tensor in execution order (positions, ascending) and whether each use
+/// modifies it.
+struct Liveness {
+  std::vector<std::vector<uint32_t>> uses;
+  std::vector<std::vector<bool>> modifies;
+  std::vector<uint32_t> born;  ///< per tensor: producer position, or kNone (external)
+};
+
+/// Counters a pass reports through `--stats`.
+struct Stat {
+  std::string pass;
+  std::string name;
+  double value = 0;
+};
+
+struct PlanState {
+  PlanState(const Workload& w, const hw::Topology& t, Target target);
+
+  const Workload& w;
+  const hw::Topology& topo;
+  Target target;
+  std::string policy = "custom";  ///< written into the plan's meta
+
+  std::vector<uint32_t> order;  ///< position -> op
+  std::vector<Residency> tensors;
+  /// Per topology tier: bytes a program may keep there (capacity over the programs
+  /// sharing an instance); 0 = not an offload tier.
+  std::vector<uint64_t> tier_room;
+
+  std::optional<Costs> costs;        ///< analysis: valid until `order` changes
+  std::optional<Liveness> liveness;  ///< analysis: valid until `order` changes
+  /// User pins by tensor kind: a topology tier (homed there, always offloaded), or the
+  /// device tier (never offloaded).
+  std::vector<std::pair<TensorKind, uint32_t>> pins;
+  std::vector<Stat> stats;
+  bool infeasible = false;  ///< a pass found the target cannot be met (not a bug)
+  std::vector<std::string> notes;  ///< what the passes decided and why, for --explain
+
+  [[nodiscard]] uint32_t positions() const { return static_cast<uint32_t>(order.size()); }
+  /// Computes the analyses that are missing.
+  const Costs& ensure_costs();
+  const Liveness& ensure_liveness();
+  /// Drops the analyses (after reordering).
+  void invalidate();
+  void stat(std::string_view pass, std::string_view name, double value);
+};
+
+/// Per position: device-tier bytes in use (runs, static homes, workspace); the size is
+/// the number of positions (at least 1).
+std::vector<uint64_t> memory_profile(const PlanState& s);
+
+/// One run per tensor covering all its uses, nothing offloaded: what `resident` keeps.
+void reset_resident(PlanState& s);
+
+/// How split_runs places each run's prefetch and release.
+struct SplitOptions {
+  bool home_off_device = false;  ///< external tensors: homed on `tier`, fetched for every run
+  uint32_t tier = kNone;         ///< the offload tier
+  double preferred = 1.0;  ///< prefetch this many transfer times ahead (estimated time)
+  uint32_t lead_ops = kNone;     ///< instead: this many positions ahead
+  uint32_t release_delay = 0;    ///< detach this many positions after the last use
+};
+
+/// Runs of tensor `t` when split at the given gaps (ascending indices into its uses: gap
+/// g lies between use g and use g+1). Stores and holds follow the modification rules:
+/// a run stores when the device copy is the only current one and a later run, or the
+/// home copy of an external tensor, needs it.
+std::vector<Run> split_runs(const PlanState& s, uint32_t t, const std::vector<uint32_t>& gaps,
+                            const SplitOptions& o);
+
+/// Positions a store of `bytes` to `tier` released in slot `release` needs to land.
+uint32_t store_hold(const PlanState& s, uint32_t tier, uint64_t bytes, uint32_t release);
+
+/// The earliest slot whose estimated start leaves `need_ps` before the slot `before`
+/// (at least `floor`).
+uint32_t slot_ahead(const Costs& c, uint32_t before, int64_t need_ps, uint32_t floor);
+
+}  // namespace tierflow::planner

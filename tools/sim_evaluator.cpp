@@ -1,0 +1,43 @@
+#include "tools/sim_evaluator.h"
+
+#include <algorithm>
+
+namespace tierflow::cli {
+
+uint64_t device_peak(const sim::SimResult& r, const hw::Topology& t, const Plan& plan) {
+  const auto dev = t.tier_index(plan.tiers[plan.device_tier]);
+  uint64_t peak = 0;
+  for (const sim::TierResult& tr : r.tiers) {
+    if (dev && tr.tier == *dev) peak = std::max(peak, tr.peak);
+  }
+  return peak;
+}
+
+planner::Evaluation SimEvaluator::evaluate(const Plan& plan) {
+  sim::SimOptions o;
+  o.keep_transfers = true;
+  o.live_top = 0;
+  last_ = sim::simulate(plan, w_, t_, o);
+  ++runs_;
+  planner::Evaluation e;
+  if (last_.error) {
+    e.ok = false;
+    e.error = last_.error->message;
+    return e;
+  }
+  e.makespan_ps = last_.makespan;
+  e.device_peak = device_peak(last_, t_, plan);
+  uint32_t events = 0;
+  for (const Program& p : plan.programs) {
+    for (const Step& s : p.steps) {
+      if (s.event != kNoEvent) events = std::max(events, s.event + 1);
+    }
+  }
+  e.exposed_by_event.assign(events, 0);
+  for (const sim::TransferRecord& tr : last_.transfers) {
+    if (tr.event < events) e.exposed_by_event[tr.event] += tr.exposed;
+  }
+  return e;
+}
+
+}  // namespace tierflow::cli

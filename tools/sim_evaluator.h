@@ -1,0 +1,30 @@
+// The simulator behind the planner's PlanEvaluator interface: the planner scores plans
+// through it without linking the simulator.
+#pragma once
+
+#include "core/workload.h"
+#include "hw_models/topology.h"
+#include "planner/pass.h"
+#include "sim/simulator.h"
+
+namespace tierflow::cli {
+
+class SimEvaluator : public planner::PlanEvaluator {
+ public:
+  SimEvaluator(const Workload& w, const hw::Topology& t) : w_(w), t_(t) {}
+  planner::Evaluation evaluate(const Plan& plan) override;
+  /// The full result of the last evaluation.
+  [[nodiscard]] const sim::SimResult& last() const { return last_; }
+  [[nodiscard]] uint64_t runs() const { return runs_; }
+
+ private:
+  const Workload& w_;
+  const hw::Topology& t_;
+  sim::SimResult last_;
+  uint64_t runs_ = 0;
+};
+
+/// The device-tier peak of a simulation: the largest over the programs' device tiers.
+uint64_t device_peak(const sim::SimResult& r, const hw::Topology& t, const Plan& plan);
+
+}  // namespace tierflow::cli
