@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The main job: set up, build tierflow, and run the default what-if on a shipped
-# topology (for now: validate every shipped topology and show one).
+# The main job: set up, build tierflow, and compare every planning policy on the default
+# what-if: Llama-3-70B decode (8 tokens from a 4,096-token context) on one H100 of an
+# 8-GPU server, whose 141 GB of bf16 weights do not fit the 80 GB of HBM. Writes the
+# Perfetto timeline of the best plan to build/main/best-timeline.json.
+# Extra arguments go to `tierflow compare` (e.g. --budget 40GiB, --model llama-3-8b).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -9,4 +12,6 @@ cmake --build build/release --target tierflow
 tf=build/release/tools/tierflow
 "$tf" hw validate --require-sources configs/hw/*.yaml
 echo
-"$tf" hw show configs/hw/h100-sxm-8gpu.yaml "$@"
+mkdir -p build/main
+"$tf" compare --timeline build/main/best-timeline.json "$@"
+echo "open build/main/best-timeline.json in the Perfetto UI to see the best plan's timeline"

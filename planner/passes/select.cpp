@@ -6,7 +6,8 @@
 // estimated time hides the round trip (store if needed, then fetch) `preferred` times
 // over, best score first: bytes x freed time / added copy time, the score scaled down
 // once the tier's route is loaded past the estimated step time (link load). Phase 2, when
-// the profile still does not fit, splits at every gap, exposed or not, best score first.
+// the profile still does not fit, splits at every gap, exposed or not, with each fetch right
+// before its use (the least memory per offload), best score first.
 // A tensor is offloaded only if it lowers some position that is over the target.
 #include <fmt/format.h>
 
@@ -55,7 +56,7 @@ class Select : public Pass {
     std::vector<Candidate> pool;
     for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
       if (!eligible(s, t)) continue;
-      auto k = candidate(s, t, /*all_gaps=*/false);
+      auto k = candidate(s, t, /*all_gaps=*/false, o_.lead);
       if (k && k->freed_ps > 0) pool.push_back(std::move(*k));
     }
     using Entry = std::pair<double, uint32_t>;  // (score, index into pool)
@@ -82,7 +83,7 @@ class Select : public Pass {
       std::vector<Candidate> rest;
       for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
         if (!eligible(s, t, /*again=*/true)) continue;
-        auto k = candidate(s, t, /*all_gaps=*/true);
+        auto k = candidate(s, t, /*all_gaps=*/true, /*lead=*/0.0);
         if (k && k->freed_ps > 0) rest.push_back(std::move(*k));
       }
       std::stable_sort(rest.begin(), rest.end(), [](const Candidate& a, const Candidate& b) {
@@ -108,8 +109,8 @@ class Select : public Pass {
   }
 
   /// Offloading t at its hideable gaps (or every gap that has ops in it).
-  [[nodiscard]] std::optional<Candidate> candidate(const PlanState& s, uint32_t t,
-                                                   bool all_gaps) const {
+  [[nodiscard]] std::optional<Candidate> candidate(const PlanState& s, uint32_t t, bool all_gaps,
+                                                   double lead) const {
     const Costs& c = *s.costs;
     const Liveness& l = *s.liveness;
     const auto& u = l.uses[t];
@@ -132,7 +133,7 @@ class Select : public Pass {
       }
     }
     if (!external && gaps.empty()) return std::nullopt;
-    auto runs = split_runs(s, t, gaps, SplitOptions{external, tier, o_.lead});
+    auto runs = split_runs(s, t, gaps, SplitOptions{external, tier, lead});
     return make_candidate(s, t, std::move(runs), external);
   }
 

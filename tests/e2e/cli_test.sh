@@ -131,5 +131,51 @@ check sim-bad-tier 2 "$tf" sim --plan "$plan" --hw configs/hw/cloudmatrix384.yam
 contains sim-bad-tier-msg "$tmp/err" "the plan's tier 'ddr' is not in topology"
 check sim-bad-on-full 2 "$tf" sim --plan "$plan" --on-full maybe
 
+# Planning: a 2-layer Llama-2-7B decode whose weights do not fit a 300 MiB budget.
+check plan-gen 0 "$tf" trace gen --model llama-2-7b --phase decode --context 512 --tokens 2 --layers 2 -o "$tmp/w7.json"
+check plan-ok 0 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w7.json" --devices 1 \
+  --budget 300MiB --policy hyperoffload --explain --stats -o "$tmp/p7.json"
+contains plan-pipeline "$tmp/out" "pipeline  place,liveness,select,insert,schedule,verify"
+contains plan-explain "$tmp/out" "largest offloaded tensors:"
+contains plan-stats "$tmp/out" "select     offloaded tensors"
+check plan-verify 0 "$tf" plan verify "$tmp/p7.json"
+check plan-sim 0 "$tf" sim --plan "$tmp/p7.json"
+check plan-again 0 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w7.json" --devices 1 \
+  --budget 300MiB --policy hyperoffload -o "$tmp/p7b.json"
+cmp -s "$tmp/p7.json" "$tmp/p7b.json" && passes=$((passes + 1)) ||
+  { echo "FAIL plan is not deterministic"; fails=$((fails + 1)); }
+check plan-print-after 0 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w7.json" --devices 1 \
+  --budget 300MiB --pipeline place,liveness,select,insert,verify --print-after select --verify-each
+contains plan-print-after-runs "$tmp/out" "// after select"
+check plan-pin 0 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w7.json" --devices 1 \
+  --policy resident --pin weight=ddr --explain
+contains plan-pin-home "$tmp/out" "L0.wqkv"
+check plan-overhead 0 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w7.json" --devices 1 \
+  --max-overhead 5% --policy hyperoffload --explain
+contains plan-overhead-note "$tmp/out" "note: max-overhead 0.05: budget"
+check plan-infeasible 1 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w7.json" --devices 1 \
+  --budget 10MiB
+contains plan-infeasible-msg "$tmp/err" "does not fit"
+check plan-bad-policy 2 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w7.json" --policy hyperofload
+contains plan-bad-policy-msg "$tmp/err" "did you mean 'hyperoffload'?"
+check plan-bad-pipeline 2 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w7.json" --pipeline place,selct
+contains plan-bad-pipeline-msg "$tmp/err" "error: --pipeline:1:7: unknown pass 'selct'; did you mean 'select'?"
+check plan-bad-pin 2 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w7.json" --pin weigth=ddr
+contains plan-bad-pin-msg "$tmp/err" "did you mean 'weight'?"
+check plan-no-hw 2 "$tf" plan --workload "$tmp/w7.json"
+
+# Compare: every policy side by side, JSON deterministic, the best plan's timeline.
+check compare-ok 0 "$tf" compare --workload "$tmp/w7.json" --budget 300MiB --timeline "$tmp/best.json"
+contains compare-table "$tmp/out" "hyperoffload"
+contains compare-best "$tmp/out" "best: "
+check compare-json 0 "$tf" compare --workload "$tmp/w7.json" --budget 300MiB --json -o "$tmp/c1.json"
+check compare-json-again 0 "$tf" compare --workload "$tmp/w7.json" --budget 300MiB --json -o "$tmp/c2.json"
+cmp -s "$tmp/c1.json" "$tmp/c2.json" && passes=$((passes + 1)) ||
+  { echo "FAIL compare is not deterministic"; fails=$((fails + 1)); }
+contains compare-json-format "$tmp/c1.json" '"format": "tierflow.compare/1"'
+check compare-csv 0 "$tf" compare --workload "$tmp/w7.json" --budget 300MiB --csv --policies resident,tierflow
+contains compare-csv-head "$tmp/out" "policy,status,makespan_ps"
+check compare-bad-policy 2 "$tf" compare --workload "$tmp/w7.json" --policies tierflw
+
 echo "$passes passed, $fails failed"
 [ "$fails" = 0 ]
