@@ -279,23 +279,15 @@ Time Simulator::op_time(uint32_t p, uint32_t op) {
   Time& slot = cache[op];
   if (slot >= 0) return slot;
   const Op& o = w_.ops[op];
-  const auto roof = hw::roofline_time(t_, cls, o.kind, o.dtype, o.flops, Bytes{o.bytes});
+  const auto roof = hw::op_time(t_, cls, dev_tier_, o.kind, o.dtype, o.flops, Bytes{o.bytes},
+                                Bytes{o.collective_bytes});
   if (!roof) {
     fail(SimError::Kind::kTopology, int(p), -1, -1,
          fmt::format("op {} '{}' computes in {}, which device '{}' has no peak rate for", op,
                      o.name, name_of(o.dtype), t_.devices[cls].id));
     return slot = 0;
   }
-  Time d = roof->ps;
-  if (o.collective_bytes > 0) {
-    // Collectives cross the scale-up fabric: the device tier's peer route, alone.
-    const hw::Route* peer = t_.route(dev_tier_, dev_tier_);
-    if (peer != nullptr) {
-      d = std::max(d, hw::transfer_time_alone(*peer, Bytes{o.collective_bytes}).ps +
-                          t_.devices[cls].launch_overhead.ps);
-    }
-  }
-  return slot = d;
+  return slot = roof->ps;
 }
 
 void Simulator::block(ProgramState& st, Cause c) {
