@@ -11,11 +11,24 @@ namespace tierflow::planner {
 namespace {
 
 constexpr std::string_view kTierflowPipeline =
-    "reorder,place{multi=true},liveness,select{headroom=HEADROOM,lead=LEAD},insert,schedule,"
-    "refine,verify";
-/// (headroom, lead) pairs tried with the simulator in the loop; the first is the default.
-constexpr std::pair<double, double> kSearch[] = {{0.0, 1.0}, {0.0, 0.0}, {0.02, 0.0},
-                                                  {0.05, 1.0}, {0.1, 1.0}};
+    "reorder,place{multi=true},liveness,select,insert,schedule,refine,verify";
+
+/// What the tierflow policy scores with the simulator: its own selection at several
+/// headrooms and prefetch leads, the baselines' selections scheduled on multi-tier
+/// placement, and the other policies as they are. The best is then refined.
+constexpr std::string_view kPortfolio[] = {
+    "reorder,place{multi=true},liveness,select,insert,schedule,verify",
+    "reorder,place{multi=true},liveness,select{lead=0},insert,schedule,verify",
+    "reorder,place{multi=true},liveness,select{headroom=0.02,lead=0},insert,schedule,verify",
+    "reorder,place{multi=true},liveness,select{headroom=0.05},insert,schedule,verify",
+    "reorder,place{multi=true},liveness,select{headroom=0.1},insert,schedule,verify",
+    "reorder,place{multi=true},liveness,distance,insert,schedule,verify",
+    "reorder,place{multi=true},liveness,layerwise,insert,schedule,verify",
+    "place,liveness,select,insert,schedule,verify",
+    "place,liveness,distance{select=16,prefetch=4,release=0},insert,verify",
+    "place,liveness,layerwise{ahead=1},insert,verify",
+    "place,liveness,reactive,insert,verify",
+};
 
 struct Attempt {
   PlanOutcome out;
@@ -117,22 +130,33 @@ PlanOutcome run_once(const Workload& w, const hw::Topology& t, const PlanRequest
   return out;
 }
 
-/// The policy's pipeline(s) at one budget; tierflow searches its headroom.
+/// The policy's pipeline at one budget; tierflow scores its portfolio and refines the best.
 PlanOutcome plan_at(const Workload& w, const hw::Topology& t, const PlanRequest& req,
                     uint64_t budget) {
   if (!req.pipeline.empty()) return run_once(w, t, req, req.pipeline, budget);
   const Policy* p = find_policy(req.policy);
-  if (req.policy != "tierflow") return run_once(w, t, req, std::string(p->pipeline), budget);
-  std::optional<Attempt> best;
-  for (const auto& [headroom, lead] : kSearch) {
-    std::string text(kTierflowPipeline);
-    text.replace(text.find("HEADROOM"), 8, fmt::format("{}", headroom));
-    text.replace(text.find("LEAD"), 4, fmt::format("{}", lead));
-    Attempt a{run_once(w, t, req, text, budget)};
-    if (!best || a.better_than(*best)) best = std::move(a);
-    // Without an evaluator, or when nothing is offloaded, one headroom is enough.
-    if (req.evaluator == nullptr || best->out.offloads.empty() || !best->out.ok) break;
+  if (req.policy != "tierflow" || req.evaluator == nullptr) {
+    return run_once(w, t, req, std::string(p->pipeline), budget);
   }
+  std::optional<Attempt> best;
+  std::vector<std::string> tried;
+  for (std::string_view text : kPortfolio) {
+    Attempt a{run_once(w, t, req, std::string(text), budget)};
+    tried.push_back(a.out.ok && a.out.evaluation && a.out.evaluation->ok
+                        ? fmt::format("{} ({})", text,
+                                      to_string_approx(Duration{a.out.evaluation->makespan_ps}))
+                        : fmt::format("{} (does not fit)", text));
+    if (!best || a.better_than(*best)) best = std::move(a);
+    // Nothing to choose between when everything fits.
+    if (best->out.ok && best->out.offloads.empty()) break;
+  }
+  if (best->out.ok && !best->out.offloads.empty()) {
+    std::string text = best->out.pipeline;
+    text.replace(text.rfind(",verify"), 7, ",refine,verify");
+    Attempt refined{run_once(w, t, req, text, budget)};
+    if (refined.better_than(*best)) best = std::move(refined);
+  }
+  for (const std::string& x : tried) best->out.notes.push_back("tierflow tried " + x);
   return std::move(best->out);
 }
 
@@ -169,9 +193,22 @@ PlanOutcome make_plan(const Workload& w, const hw::Topology& t, const PlanReques
   PlanOutcome full = plan_at(w, t, req, budget);
   if (req.max_overhead < 0 || !full.ok || !full.evaluation || !full.evaluation->ok) return full;
 
-  // Bisection on the budget: the smallest that keeps the makespan within the overhead.
-  const auto limit = static_cast<int64_t>(static_cast<double>(full.evaluation->makespan_ps) *
+  // The unconstrained best is the resident plan with unlimited memory: one engine, no
+  // transfers, so exactly the compute sum. Bisection on the budget finds the smallest
+  // that keeps the simulated makespan within the overhead of it.
+  const auto limit = static_cast<int64_t>(static_cast<double>(full.bounds.compute_ps) *
                                           (1.0 + req.max_overhead));
+  if (full.evaluation->makespan_ps > limit) {
+    full.ok = false;
+    full.infeasible = true;
+    full.reason = fmt::format(
+        "does not fit within the overhead: at the full budget {} the makespan is {}, above "
+        "{} = (1 + {}) x the compute time {}",
+        to_string_approx(Bytes{budget}), to_string_approx(Duration{full.evaluation->makespan_ps}),
+        to_string_approx(Duration{limit}), req.max_overhead,
+        to_string_approx(Duration{full.bounds.compute_ps}));
+    return full;
+  }
   uint64_t lo = full.bounds.residency;
   uint64_t hi = std::min(budget, full.evaluation->device_peak);
   PlanOutcome best = std::move(full);
@@ -185,9 +222,10 @@ PlanOutcome make_plan(const Workload& w, const hw::Topology& t, const PlanReques
       lo = mid + 1;
     }
   }
-  best.notes.push_back(fmt::format("max-overhead {}: budget {} keeps the makespan within {}",
-                                   req.max_overhead, to_string_approx(Bytes{best.budget}),
-                                   to_string_approx(Duration{limit})));
+  best.notes.push_back(fmt::format(
+      "max-overhead {}: budget {} keeps the makespan within {} (compute {} x {})",
+      req.max_overhead, to_string_approx(Bytes{best.budget}), to_string_approx(Duration{limit}),
+      to_string_approx(Duration{best.bounds.compute_ps}), 1.0 + req.max_overhead));
   return best;
 }
 

@@ -1,7 +1,8 @@
 // select: what leaves the device so that the estimated profile fits the budget.
 //
 // A candidate is one tensor: an external tensor homed on its offload tier (fetched before
-// its uses, its pre-first and post-last idle time freed) and split at its idle gaps, or a
+// its uses, its pre-first and post-last idle time freed; in phase 1 only when the ops
+// before its first use hide that fetch) and split at its idle gaps, or a
 // produced tensor stored and fetched back across its gaps. Phase 1 takes only gaps whose
 // estimated time hides the round trip (store if needed, then fetch) `preferred` times
 // over, best score first: bytes x freed time / added copy time, the score scaled down
@@ -133,6 +134,12 @@ class Select : public Pass {
       }
     }
     if (!external && gaps.empty()) return std::nullopt;
+    // An external tensor's first fetch happens before its first use: in phase 1 only when
+    // the ops before that use hide it.
+    if (external && !all_gaps && !u.empty() &&
+        static_cast<double>(c.span_ps(0, u.front())) < static_cast<double>(fetch) * o_.preferred) {
+      return std::nullopt;
+    }
     auto runs = split_runs(s, t, gaps, SplitOptions{external, tier, lead});
     return make_candidate(s, t, std::move(runs), external);
   }
