@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <map>
+#include <set>
 #include <memory>
 
 #include "core/io.h"
@@ -48,7 +50,17 @@ struct Row {
   std::string busiest;
   double busiest_bytes = 0;
   double busiest_busy = 0;
+  std::map<std::string, uint64_t> tier_peak;   ///< per tier id, the largest instance
+  std::map<std::string, double> link_bytes;    ///< per link direction, summed over instances
 };
+
+/// "gpu-pcie[3] rc->hbm" -> "gpu-pcie rc->hbm": instances summed.
+std::string without_instance(const std::string& name) {
+  const auto open = name.find('[');
+  const auto close = name.find(']', open);
+  if (open == std::string::npos || close == std::string::npos) return name;
+  return name.substr(0, open) + name.substr(close + 1);
+}
 
 std::string ratio(double a, double b) { return b > 0 ? fmt::format("{:.3f}", a / b) : "-"; }
 
@@ -118,6 +130,13 @@ int run_compare(const CompareOptions& o) {
         row.exposed += t.exposed;
         row.moved += static_cast<double>(t.bytes);
       }
+      for (const auto& t : row.sim.tiers) {
+        uint64_t& p = row.tier_peak[topo.tiers[t.tier].id];
+        p = std::max(p, t.peak);
+      }
+      for (const auto& l : row.sim.links) {
+        if (l.kind == sim::ResourceKind::kLink) row.link_bytes[without_instance(l.name)] += l.bytes;
+      }
       for (const auto& l : row.sim.links) {
         if (l.kind != sim::ResourceKind::kLink || l.bytes <= row.busiest_bytes) continue;
         row.busiest = l.name;
@@ -142,6 +161,11 @@ int run_compare(const CompareOptions& o) {
     }
   }
 
+  std::set<std::string> tier_cols, link_cols;
+  for (const Row& r : rows) {
+    for (const auto& [k, v] : r.tier_peak) tier_cols.insert(k);
+    for (const auto& [k, v] : r.link_bytes) link_cols.insert(k);
+  }
   std::string text;
   const auto& b = rows.empty() ? planner::Bounds{} : rows.front().out.bounds;
   if (o.json) {
@@ -169,6 +193,11 @@ int run_compare(const CompareOptions& o) {
         nlohmann::ordered_json tiers = nlohmann::ordered_json::array();
         for (const auto& t : r.sim.tiers) tiers.push_back({{"tier", t.name}, {"peak", t.peak}});
         x["tiers"] = tiers;
+        nlohmann::ordered_json links = nlohmann::ordered_json::array();
+        for (const auto& [name, bytes] : r.link_bytes) {
+          links.push_back({{"link", name}, {"bytes", bytes}});
+        }
+        x["links"] = links;
       }
       j["policies"].push_back(x);
     }
@@ -176,17 +205,28 @@ int run_compare(const CompareOptions& o) {
     text = j.dump(2) + "\n";
   } else if (o.csv) {
     text = "policy,status,makespan_ps,overhead_vs_resident,device_peak,peak_over_residency_bound,"
-           "makespan_over_bound,exposed_ps,bytes_moved,busiest_link,busiest_link_bytes\n";
+           "makespan_over_bound,exposed_ps,bytes_moved,busiest_link,busiest_link_bytes";
+    for (const auto& c : tier_cols) text += "," + csv_field("peak " + c);
+    for (const auto& c : link_cols) text += "," + csv_field("bytes " + c);
+    text += "\n";
     for (const Row& r : rows) {
       if (!r.out.ok) {
-        text += fmt::format("{},infeasible,,,,,,,,,\n", r.policy);
+        text += fmt::format("{},infeasible,,,,,,,,,{}\n", r.policy,
+                            std::string(tier_cols.size() + link_cols.size(), ','));
         continue;
       }
-      text += fmt::format("{},ok,{},{},{},{},{},{},{:.0f},{},{:.0f}\n", r.policy, r.sim.makespan,
+      std::string extra;
+      for (const auto& c : tier_cols) {
+        extra += fmt::format(",{}", r.tier_peak.count(c) != 0 ? r.tier_peak.at(c) : 0);
+      }
+      for (const auto& c : link_cols) {
+        extra += fmt::format(",{:.0f}", r.link_bytes.count(c) != 0 ? r.link_bytes.at(c) : 0.0);
+      }
+      text += fmt::format("{},ok,{},{},{},{},{},{},{:.0f},{},{:.0f}{}\n", r.policy, r.sim.makespan,
                           ratio(static_cast<double>(r.sim.makespan), static_cast<double>(reference)),
                           r.peak, ratio(static_cast<double>(r.peak), static_cast<double>(b.residency)),
                           ratio(static_cast<double>(r.sim.makespan), static_cast<double>(b.makespan_ps)),
-                          r.exposed, r.moved, csv_field(r.busiest), r.busiest_bytes);
+                          r.exposed, r.moved, csv_field(r.busiest), r.busiest_bytes, extra);
     }
   } else {
     text += fmt::format("scenario   {}\ntopology   {} ({} program{} on '{}')\n", scenario, topo.name,
@@ -221,6 +261,32 @@ int run_compare(const CompareOptions& o) {
                  fmt::format("{:.0f}%", 100 * r.busiest_busy)});
     }
     text += t.render();
+    // Memory per tier and traffic per link direction.
+    std::vector<std::string> heads = {"policy"};
+    std::vector<Table::Align> align = {Table::Align::kLeft};
+    for (const auto& c : tier_cols) {
+      heads.push_back("peak " + c);
+      align.push_back(Table::Align::kRight);
+    }
+    for (const auto& c : link_cols) {
+      heads.push_back(c);
+      align.push_back(Table::Align::kRight);
+    }
+    Table m(heads, align);
+    for (const Row& r : rows) {
+      if (!r.out.ok) continue;
+      std::vector<std::string> cells = {r.policy};
+      for (const auto& c : tier_cols) {
+        cells.push_back(r.tier_peak.count(c) != 0 ? to_string_approx(Bytes{r.tier_peak.at(c)}) : "-");
+      }
+      for (const auto& c : link_cols) {
+        cells.push_back(r.link_bytes.count(c) != 0
+                            ? to_string_approx(Bytes{static_cast<uint64_t>(r.link_bytes.at(c))})
+                            : "-");
+      }
+      m.add_row(std::move(cells));
+    }
+    if (!m.empty()) text += "\nmemory per tier (largest instance) and bytes per link direction:\n" + m.render();
     for (const Row& r : rows) {
       if (!r.out.ok) text += fmt::format("\n{}: {}", r.policy, r.out.reason);
     }
