@@ -60,6 +60,25 @@ int64_t ProfileTree::max(size_t node, uint32_t lo, uint32_t hi, uint32_t from,
          lazy_[node];
 }
 
+uint32_t ProfileTree::last_above(uint32_t from, uint32_t to, uint64_t threshold) const {
+  if (from > to || size_ == 0) return kNone;
+  to = std::min(to, size_ - 1);
+  if (from > to) return kNone;
+  const auto cap = static_cast<uint32_t>(max_.size() / 2);
+  return last_above(1, 0, cap - 1, from, to, static_cast<int64_t>(threshold));
+}
+
+uint32_t ProfileTree::last_above(size_t node, uint32_t lo, uint32_t hi, uint32_t from,
+                                 uint32_t to, int64_t threshold) const {
+  // `threshold` is relative to this node: the lazy adds above it are already taken off.
+  if (to < lo || hi < from || max_[node] <= threshold) return kNone;
+  if (lo == hi) return lo;
+  const uint32_t mid = lo + (hi - lo) / 2;
+  const int64_t below = threshold - lazy_[node];
+  const uint32_t right = last_above(2 * node + 1, mid + 1, hi, from, to, below);
+  return right != kNone ? right : last_above(2 * node, lo, mid, from, to, below);
+}
+
 uint32_t ProfileTree::argmax() const {
   const auto cap = static_cast<uint32_t>(max_.size() / 2);
   size_t node = 1;

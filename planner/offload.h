@@ -21,12 +21,16 @@ class ProfileTree {
   [[nodiscard]] uint64_t max() const { return size_ == 0 ? 0 : max(0, size_ - 1); }
   /// The first position holding the maximum.
   [[nodiscard]] uint32_t argmax() const;
+  /// The last position in [from, to] whose value exceeds `threshold`, or kNone.
+  [[nodiscard]] uint32_t last_above(uint32_t from, uint32_t to, uint64_t threshold) const;
   [[nodiscard]] uint32_t size() const { return size_; }
 
  private:
   void add(size_t node, uint32_t lo, uint32_t hi, uint32_t from, uint32_t to, int64_t delta);
   [[nodiscard]] int64_t max(size_t node, uint32_t lo, uint32_t hi, uint32_t from,
                             uint32_t to) const;
+  [[nodiscard]] uint32_t last_above(size_t node, uint32_t lo, uint32_t hi, uint32_t from,
+                                    uint32_t to, int64_t threshold) const;
   uint32_t size_ = 0;
   std::vector<int64_t> max_, lazy_;
 };

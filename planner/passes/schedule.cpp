@@ -88,16 +88,11 @@ class Schedule : public Pass {
       want = std::clamp(want, floor, run.first);
       const uint32_t was = run.alloc;
       if (want < was && budget > 0) {
-        // Binary search the earliest slot in [want, was] the budget allows.
-        uint32_t lo = want, hi = was;
-        while (lo < hi) {
-          const uint32_t mid = lo + (hi - lo) / 2;
-          if (tree.max(mid, was - 1) + bytes <= budget) {
-            hi = mid;
-          } else {
-            lo = mid + 1;
-          }
-        }
+        // The earliest slot in [want, was] the budget allows: just after the last position
+        // in [want, was - 1] that has no room for the tensor.
+        const uint32_t full =
+            bytes > budget ? was - 1 : tree.last_above(want, was - 1, budget - bytes);
+        const uint32_t lo = full == kNone ? want : full + 1;
         if (lo > want) ++capped;
         want = lo;
       }
