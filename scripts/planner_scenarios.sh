@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The planner's scenario set: `tierflow compare` (every policy, each plan simulated) on
+# the scenarios docs/performance.md reports, plus the max-overhead mode on the
+# compute-bound ones. Each scenario writes its workload, the compare table and the
+# timings (wall seconds and peak memory of every command) under OUT_DIR/NAME/.
+#
+#   scripts/planner_scenarios.sh [SCENARIO...]     (default: all, in the order below)
+#
+#   TIERFLOW_BIN  the tierflow binary (default: build/rel/tools/tierflow, a Release build:
+#                 cmake -S . -B build/rel -G Ninja -DCMAKE_BUILD_TYPE=Release)
+#   OUT_DIR       where results go (default: build/planner-scenarios)
+#
+# Expert routing is seeded (each token picks its own experts): with the default expected
+# routing every token reads the same top-k experts and the rest are never read, so they
+# leave the device for free.
+#
+# Scenarios (shrunk so that each runs in a few minutes on a 2-core machine):
+#   llama70b-decode     Llama-3-70B decode, 32 tokens from a 4,096-token context, one H100:
+#                       ~141 GB of bf16 weights beyond 80 GB of HBM
+#   llama8b-prefill     Llama-3-8B prefill of 131,072 tokens (batch 1, all 32 layers) on one
+#                       Ascend 910B at half the resident peak; then --max-overhead 1% against
+#                       resident; both again with 4 TB of host DDR
+#   mixtral-decode      Mixtral-8x7B decode, 32 tokens, seeded routing, one H100 (tp 1): its
+#                       ~87 GiB of weights are beyond 80 GB of HBM
+#   deepseek-decode     DeepSeek-V3 decode, 32 tokens, seeded routing, tp 4 on one H200: a
+#                       ~314 GiB bf16 shard beyond 141 GB of HBM (at tp 8 the experts the
+#                       32 tokens read, ~110 GB, still fit)
+#   cm384-pool          DeepSeek-V3 decode, 32 tokens, seeded routing, tp 4 on 32 NPUs of
+#                       CloudMatrix384, all streaming from the one shared memory pool
+#   llama8b-train       Llama-3-8B training step with AdamW (seq 8,192, batch 2, all 32 layers)
+#                       on one H100 at its capacity (39% of the resident peak); then
+#                       --max-overhead 1% against resident on an H100 with room for all
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tf=${TIERFLOW_BIN:-build/rel/tools/tierflow}
+out=${OUT_DIR:-build/planner-scenarios}
+hw=configs/hw
+if [ ! -x "$tf" ]; then
+  echo "error: $tf not found; build it: cmake --build build/rel --target tierflow" >&2
+  exit 2
+fi
+
+# `plan NAME.txt` runs `tierflow plan` (the tierflow policy unless told otherwise): its wall
+# time in timings.txt is the planning time, the simulator in the loop included.
+#
+# Runs a command, keeping its stdout in FILE and one timing line in DIR/timings.txt.
+timed() {
+  local dir=$1 file=$2
+  shift 2
+  local t
+  t=$(mktemp)
+  local rc=0
+  /usr/bin/time -f '%e %M' -o "$t" "$@" >"$dir/$file" 2>"$dir/$file.err" || rc=$?
+  read -r wall kib < <(tail -n 1 "$t")
+  rm -f "$t"
+  printf '%-28s rc=%d wall=%6.1fs peak=%5d MiB  %s\n' "$file" "$rc" "$wall" $((kib / 1024)) "$*" \
+    | tee -a "$dir/timings.txt" >&2
+  cat "$dir/$file"
+}
+
+# Runs scenario NAME's function ($2) with its results in a fresh OUT_DIR/NAME.
+scenario() {
+  local name=$1
+  shift
+  local dir=$out/$name
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  echo "== $name" >&2
+  "$@"
+}
+
+gen() { timed "$dir" gen.txt "$tf" trace gen "$@" -o "$dir/w.json"; }
+compare() { timed "$dir" compare.txt "$tf" compare "$@"; }
+plan() {
+  local file=$1
+  shift
+  timed "$dir" "$file" "$tf" plan "$@"
+}
+
+llama70b_decode() {
+  gen --model llama-3-70b --phase decode --context 4096 --tokens 32
+  compare --hw $hw/h100-sxm-8gpu.yaml --workload "$dir/w.json" --devices 1
+  plan tierflow.txt --hw $hw/h100-sxm-8gpu.yaml --workload "$dir/w.json" --devices 1
+}
+
+llama8b_prefill() {
+  local a=(--hw "$hw"/ascend-910b-8npu.yaml --workload "$dir/w.json" --devices 1)
+  gen --model llama-3-8b --phase prefill --seq 131072 --batch 1
+  plan resident.txt "${a[@]}" --policy resident
+  # Half the resident peak (26.5 GiB).
+  compare "${a[@]}" --budget 13.25GiB
+  plan max-overhead.txt "${a[@]}" --policy tierflow --max-overhead 1%
+  # The same with 4 TB of host DDR, so that `place` finds an offload tier for every
+  # tensor (see docs/performance.md, Planner: findings).
+  timed "$dir" compare-ddr4tb.txt "$tf" compare "${a[@]}" --budget 13.25GiB \
+    --set tiers.ddr.capacity=4TB
+  plan max-overhead-ddr4tb.txt "${a[@]}" --policy tierflow --max-overhead 1% \
+    --set tiers.ddr.capacity=4TB
+  plan tierflow.txt "${a[@]}" --budget 13.25GiB --set tiers.ddr.capacity=4TB
+}
+
+mixtral_decode() {
+  gen --model mixtral-8x7b --phase decode --context 4096 --tokens 32 --routing seeded --seed 1
+  compare --hw $hw/h100-sxm-8gpu.yaml --workload "$dir/w.json" --devices 1
+  plan tierflow.txt --hw $hw/h100-sxm-8gpu.yaml --workload "$dir/w.json" --devices 1
+}
+
+deepseek_decode() {
+  gen --model deepseek-v3 --phase decode --context 4096 --tokens 32 --tp 4 --routing seeded --seed 1
+  compare --hw $hw/h200-sxm-8gpu.yaml --workload "$dir/w.json" --devices 1
+  plan tierflow.txt --hw $hw/h200-sxm-8gpu.yaml --workload "$dir/w.json" --devices 1
+}
+
+cm384_pool() {
+  gen --model deepseek-v3 --phase decode --context 4096 --tokens 32 --tp 4 --routing seeded --seed 1
+  compare --hw $hw/cloudmatrix384.yaml --workload "$dir/w.json" --devices 32
+  plan tierflow.txt --hw $hw/cloudmatrix384.yaml --workload "$dir/w.json" --devices 32
+}
+
+llama8b_train() {
+  local a=(--hw "$hw"/h100-sxm-8gpu.yaml --workload "$dir/w.json" --devices 1)
+  gen --model llama-3-8b --phase train --seq 8192 --batch 2
+  # Resident needs ~189 GiB: measured on an H100 with 2 TB of HBM.
+  plan resident.txt "${a[@]}" --policy resident --set tiers.hbm.capacity=2TB
+  compare "${a[@]}"
+  plan tierflow.txt "${a[@]}"
+  plan max-overhead.txt "${a[@]}" --policy tierflow --max-overhead 1% \
+    --set tiers.hbm.capacity=2TB
+}
+
+all=(llama70b-decode llama8b-prefill mixtral-decode deepseek-decode cm384-pool llama8b-train)
+names=("$@")
+[ ${#names[@]} -eq 0 ] && names=("${all[@]}")
+for n in "${names[@]}"; do
+  case $n in
+    llama70b-decode | llama8b-prefill | mixtral-decode | deepseek-decode | cm384-pool | llama8b-train)
+      scenario "$n" "${n//-/_}" ;;
+    *)
+      echo "error: unknown scenario '$n' (known: ${all[*]})" >&2
+      exit 2
+      ;;
+  esac
+done
