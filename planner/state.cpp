@@ -85,6 +85,11 @@ const Liveness& PlanState::ensure_liveness() {
     }
     for (uint32_t t : op.outputs) l.born[t] = i;
   }
+  l.persists.assign(w.tensors.size(), false);
+  for (uint32_t t = 0; t < w.tensors.size(); ++t) {
+    const TensorKind k = w.tensors[t].kind;
+    l.persists[t] = l.born[t] != kNone && (k == TensorKind::kOutput || k == TensorKind::kKv);
+  }
   liveness = std::move(l);
   return *liveness;
 }
@@ -162,7 +167,6 @@ void reset_resident(PlanState& s) {
     Residency& r = s.tensors[t];
     r = Residency{};
     const auto& u = l.uses[t];
-    const Tensor& x = s.w.tensors[t];
     if (l.born[t] == kNone) {
       // External: a home copy on the device from the start, kept to the end.
       r.runs.push_back(Run{0, u.empty() ? 0 : u.front(), u.empty() ? 0 : u.back(), kNone});
@@ -170,7 +174,7 @@ void reset_resident(PlanState& s) {
     }
     const uint32_t born = l.born[t];
     const uint32_t last = u.empty() ? born : u.back();
-    const uint32_t release = x.kind == TensorKind::kOutput ? kNone : std::min(n, last + 1);
+    const uint32_t release = l.persists[t] ? kNone : std::min(n, last + 1);
     r.runs.push_back(Run{born, u.empty() ? born : u.front(), last, release});
   }
 }
@@ -195,7 +199,13 @@ std::vector<Run> split_runs(const PlanState& s, uint32_t t, const std::vector<ui
       return runs;
     }
     const uint32_t b = l.born[t];
-    runs.push_back(Run{b, b, b, x.kind == TensorKind::kOutput ? kNone : std::min(n, b + 1)});
+    Run r{b, b, b, l.persists[t] ? kNone : std::min(n, b + 1)};
+    if (l.persists[t] && o.spill_at_end) {
+      r.release = std::min(n, b + 1);
+      r.store = true;
+      r.hold = store_hold(s, tier, x.bytes, r.release);
+    }
+    runs.push_back(r);
     return runs;
   }
   const int64_t fetch = home_off_device || !gaps.empty()
@@ -223,14 +233,15 @@ std::vector<Run> split_runs(const PlanState& s, uint32_t t, const std::vector<ui
     const bool final_run = last + 1 == u.size();
     if (final_run && external && !home_off_device) {
       r.release = kNone;
-    } else if (final_run && x.kind == TensorKind::kOutput) {
+    } else if (final_run && l.persists[t] && !o.spill_at_end) {
       r.release = kNone;
     } else {
       r.release = std::min(n, r.last + 1 + o.release_delay);
       if (!final_run) r.release = std::min(r.release, u[last + 1]);
       // Store when the device copy is the only current one and it is needed later: by a
-      // later run, or as the durable copy of an external tensor homed off the device.
-      r.store = dirty && (!final_run || (external && home_off_device));
+      // later run, as the durable copy of an external tensor homed off the device, or as
+      // what a persisting tensor leaves behind.
+      r.store = dirty && (!final_run || (external && home_off_device) || l.persists[t]);
       if (r.store) {
         r.hold = store_hold(s, tier, x.bytes, r.release);
         dirty = false;

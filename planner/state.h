@@ -87,6 +87,9 @@ struct Liveness {
   std::vector<std::vector<uint32_t>> uses;
   std::vector<std::vector<bool>> modifies;
   std::vector<uint32_t> born;  ///< per tensor: producer position, or kNone (external)
+  /// Produced tensors the step leaves behind (outputs, KV written by prefill or decode):
+  /// kept on the device to the end, or stored to their offload tier before leaving it.
+  std::vector<bool> persists;
 };
 
 /// Counters a pass reports through `--stats`.
@@ -142,6 +145,8 @@ struct SplitOptions {
   double preferred = 1.0;  ///< prefetch this many transfer times ahead (estimated time)
   uint32_t lead_ops = kNone;     ///< instead: this many positions ahead
   uint32_t release_delay = 0;    ///< detach this many positions after the last use
+  bool spill_at_end = false;  ///< a persisting produced tensor: stored and detached after its
+                              ///< last use instead of kept on the device
 };
 
 /// Runs of tensor `t` when split at the given gaps (ascending indices into its uses: gap

@@ -144,7 +144,7 @@ class Reactive : public Pass {
         if (!managed(t) || !st[t].resident) continue;
         const bool dead = st[t].next >= l.uses[t].size();
         const bool produced = l.born[t] != kNone;
-        if (dead && produced && s.w.tensors[t].kind == TensorKind::kOutput) {
+        if (dead && l.persists[t]) {
           s.tensors[t].runs.back().release = kNone;
           continue;
         }
@@ -162,7 +162,7 @@ class Reactive : public Pass {
       if (!managed(t) || !st[t].resident) continue;
       Run& r = s.tensors[t].runs.back();
       if (r.release != kNone) continue;
-      if (l.born[t] != kNone && s.w.tensors[t].kind == TensorKind::kOutput) continue;
+      if (l.persists[t]) continue;
       r.release = n;
       r.store = st[t].dirty && l.born[t] == kNone;
     }
@@ -176,7 +176,7 @@ class Reactive : public Pass {
     Run& r = s.tensors[t].runs.back();
     r.release = j;
     const bool needed_later = !l.uses[t].empty() && l.uses[t].back() >= j;
-    r.store = dirty && (needed_later || l.born[t] == kNone);
+    r.store = dirty && (needed_later || l.born[t] == kNone || l.persists[t]);
     r.hold = 0;
   }
 };

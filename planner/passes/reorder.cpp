@@ -71,7 +71,7 @@ class Reorder : public Pass {
       for (const auto* list : {&op.inputs, &op.updates}) {
         for (uint32_t t : *list) {
           const bool produced = s.liveness->born[t] != kNone;
-          if (produced && remaining[t] == 1 && s.w.tensors[t].kind != TensorKind::kOutput) {
+          if (produced && remaining[t] == 1 && !s.liveness->persists[t]) {
             d -= static_cast<int64_t>(s.w.tensors[t].bytes);
           }
         }

@@ -133,14 +133,22 @@ class Select : public Pass {
         dirty = false;
       }
     }
-    if (!external && gaps.empty()) return std::nullopt;
+    // A persisting produced tensor may also leave after its last use, stored: in phase 1
+    // when the rest of the step hides the store.
+    const bool spill = l.persists[t] && !external &&
+                       (all_gaps || static_cast<double>(c.span_ps(u.empty() ? l.born[t] : u.back(),
+                                                                  s.positions())) >=
+                                        static_cast<double>(store) * o_.preferred);
+    if (!external && gaps.empty() && !spill) return std::nullopt;
     // An external tensor's first fetch happens before its first use: in phase 1 only when
     // the ops before that use hide it.
     if (external && !all_gaps && !u.empty() &&
         static_cast<double>(c.span_ps(0, u.front())) < static_cast<double>(fetch) * o_.preferred) {
       return std::nullopt;
     }
-    auto runs = split_runs(s, t, gaps, SplitOptions{external, tier, lead});
+    SplitOptions so{external, tier, lead};
+    so.spill_at_end = spill;
+    auto runs = split_runs(s, t, gaps, so);
     return make_candidate(s, t, std::move(runs), external);
   }
 
