@@ -7,17 +7,18 @@
 namespace tierflow::planner {
 namespace {
 
-/// Sum over windows of `size` positions of max(0, bytes used and not produced - budget).
-uint64_t window_traffic(const PlanState& s, uint32_t size, uint64_t budget,
+/// Sum over the windows starting at `cuts` (ascending, the first 0) of max(0, bytes used
+/// and not produced in the window - budget).
+uint64_t window_traffic(const PlanState& s, const std::vector<uint32_t>& cuts, uint64_t budget,
                         std::vector<uint32_t>& seen) {
   const uint32_t n = s.positions();
+  std::fill(seen.begin(), seen.end(), 0);
   uint64_t total = 0;
-  uint32_t window = 0;
-  for (uint32_t start = 0; start < n; start += size, ++window) {
-    const uint32_t stamp = window + 1;
+  for (size_t k = 0; k < cuts.size(); ++k) {
+    const auto stamp = static_cast<uint32_t>(k + 1);
+    const uint32_t end = k + 1 < cuts.size() ? cuts[k + 1] : n;
     uint64_t used = 0;
-    const uint32_t end = std::min(n, start + size);
-    for (uint32_t i = start; i < end; ++i) {
+    for (uint32_t i = cuts[k]; i < end; ++i) {
       const Op& op = s.w.ops[s.order[i]];
       for (uint32_t t : op.outputs) seen[t] = stamp;  // produced here: no fetch needed
       for (const auto* list : {&op.inputs, &op.updates}) {
@@ -31,6 +32,13 @@ uint64_t window_traffic(const PlanState& s, uint32_t size, uint64_t budget,
     if (used > budget) total += used - budget;
   }
   return total;
+}
+
+/// Every `group`-th of `cuts`.
+std::vector<uint32_t> coarser(const std::vector<uint32_t>& cuts, size_t group) {
+  std::vector<uint32_t> out;
+  for (size_t k = 0; k < cuts.size(); k += group) out.push_back(cuts[k]);
+  return out;
 }
 
 }  // namespace
@@ -76,12 +84,35 @@ Bounds lower_bounds(PlanState& s) {
       s.topo.tiers[s.target.device_tier].write_bandwidth.bytes_per_s;
   if (write > 0) b.ingress = std::min(b.ingress, write);
 
+  // Shared offload tiers: all programs together read at most the tiers' read ports.
+  double ports = 0;
+  for (uint32_t tier = 0; tier < s.tier_room.size(); ++tier) {
+    if (s.tier_room[tier] == 0) continue;
+    const hw::Tier& x = s.topo.tiers[tier];
+    const auto instances = static_cast<uint32_t>(std::max(1, s.topo.instances(x.per)));
+    ports += x.read_bandwidth.bytes_per_s * std::min(instances, s.target.devices);
+  }
+  if (ports > 0) b.ingress = std::min(b.ingress, ports / s.target.devices);
+
   if (s.target.budget > 0 && s.positions() > 0) {
+    // Windows: halvings of the whole order, and passes through the layers (a cut where
+    // the layer index drops: each decode token, forward and backward) grouped by powers
+    // of two.
+    const uint32_t n = s.positions();
     std::vector<uint32_t> seen(s.w.tensors.size(), 0);
-    for (uint32_t size = s.positions();; size = (size + 1) / 2) {
-      std::fill(seen.begin(), seen.end(), 0);
-      b.traffic_bytes = std::max(b.traffic_bytes, window_traffic(s, size, s.target.budget, seen));
+    for (uint32_t size = n;; size = (size + 1) / 2) {
+      std::vector<uint32_t> cuts;
+      for (uint32_t i = 0; i < n; i += size) cuts.push_back(i);
+      b.traffic_bytes = std::max(b.traffic_bytes, window_traffic(s, cuts, s.target.budget, seen));
       if (size <= 1) break;
+    }
+    std::vector<uint32_t> passes = {0};
+    for (uint32_t i = 1; i < n; ++i) {
+      if (s.w.ops[s.order[i]].layer < s.w.ops[s.order[i - 1]].layer) passes.push_back(i);
+    }
+    for (size_t group = 1; group < passes.size(); group *= 2) {
+      b.traffic_bytes = std::max(b.traffic_bytes,
+                                 window_traffic(s, coarser(passes, group), s.target.budget, seen));
     }
   }
   if (b.traffic_bytes > 0 && b.ingress > 0) {

@@ -6,11 +6,13 @@
 //              order: cut the order into windows; what a window uses that it does not
 //              produce is either on the device when it starts (at most the budget) or
 //              fetched inside it, so each window fetches at least (its bytes - budget).
-//              The best of several window sizes is kept.
+//              Windows: halvings of the order, and passes through the layers (each
+//              decode token; forward; backward) grouped by powers of two; the best kept.
 //   ingress    an upper bound on the bytes per second the device tier can receive from
 //              all offload tiers together: per last link crossed, the smaller of its
 //              bandwidth and the sum of the routes through it; at most the tier's write
-//              bandwidth.
+//              bandwidth; and at most this program's share of the offload tiers' read
+//              ports when programs share them (a pool, a socket's DDR).
 //   makespan   max(compute on the one engine, traffic / ingress).
 #pragma once
 

@@ -30,6 +30,37 @@ constexpr std::string_view kPortfolio[] = {
     "place,liveness,reactive,insert,verify",
 };
 
+/// FNV-1a over the steps of program 0 and the homes: equal plans, equal prints.
+uint64_t fingerprint(const Plan& p) {
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](uint64_t v) {
+    h ^= v;
+    h *= 1099511628211ULL;
+  };
+  for (uint32_t x : p.home) mix(x);
+  if (!p.programs.empty()) {
+    for (const Step& st : p.programs.front().steps) {
+      mix(static_cast<uint64_t>(st.kind));
+      mix(st.target);
+      mix(st.tier);
+      mix(st.event);
+      for (uint32_t e : st.wait) mix(e);
+      mix(UINT64_MAX);
+    }
+  }
+  return h;
+}
+
+/// Bytes program 0 prefetches.
+uint64_t fetched_bytes(const Plan& p, const Workload& w) {
+  uint64_t total = 0;
+  if (p.programs.empty()) return 0;
+  for (const Step& st : p.programs.front().steps) {
+    if (st.kind == StepKind::kPrefetch) total += w.tensors[st.target].bytes;
+  }
+  return total;
+}
+
 struct Attempt {
   PlanOutcome out;
   bool better_than(const Attempt& o) const {
@@ -86,9 +117,12 @@ std::vector<OffloadInfo> offloads_of(const PlanState& s, const PassContext& ctx,
   return out;
 }
 
-/// One pipeline run at one budget.
+/// Decides before scoring whether a plan is worth simulating; a reason means no.
+using Gate = std::function<std::string(const Plan&, const PlanOutcome&)>;
+
+/// One pipeline run at one budget, scored unless the gate says why not.
 PlanOutcome run_once(const Workload& w, const hw::Topology& t, const PlanRequest& req,
-                     const std::string& pipeline_text, uint64_t budget) {
+                     const std::string& pipeline_text, uint64_t budget, const Gate& gate = {}) {
   PlanOutcome out;
   const Pipeline pipeline = Pipeline::parse(pipeline_text);
   out.pipeline = pipeline.str();
@@ -123,7 +157,10 @@ PlanOutcome run_once(const Workload& w, const hw::Topology& t, const PlanRequest
   }
   if (!ctx.plan) rematerialize(s, ctx);
   out.estimated_peak = ProfileTree(memory_profile(s)).max();
-  if (req.evaluator != nullptr) out.evaluation = req.evaluator->evaluate(*ctx.plan);
+  if (gate) out.skipped = gate(*ctx.plan, out);
+  if (req.evaluator != nullptr && out.skipped.empty()) {
+    out.evaluation = req.evaluator->evaluate(*ctx.plan);
+  }
   out.offloads = offloads_of(s, ctx, out.evaluation);
   out.plan = std::move(ctx.plan);
   out.ok = true;
@@ -140,8 +177,29 @@ PlanOutcome plan_at(const Workload& w, const hw::Topology& t, const PlanRequest&
   }
   std::optional<Attempt> best;
   std::vector<std::string> tried;
+  std::vector<uint64_t> seen;  // fingerprints of the plans already scored
+  // A plan is not simulated when it repeats one already scored, or when its own copies
+  // alone (bytes fetched over the ingress bound) take longer than the best makespan so far.
+  const Gate gate = [&](const Plan& plan, const PlanOutcome& o) -> std::string {
+    const uint64_t f = fingerprint(plan);
+    if (std::find(seen.begin(), seen.end(), f) != seen.end()) return "same plan as before";
+    seen.push_back(f);
+    if (!best || !best->out.evaluation || !best->out.evaluation->ok || o.bounds.ingress <= 0) {
+      return "";
+    }
+    const double copies = static_cast<double>(fetched_bytes(plan, w)) / o.bounds.ingress * 1e12;
+    if (std::max(copies, static_cast<double>(o.bounds.compute_ps)) >=
+        static_cast<double>(best->out.evaluation->makespan_ps)) {
+      return fmt::format("its copies alone take {}", to_string_approx(Duration{static_cast<int64_t>(copies)}));
+    }
+    return "";
+  };
   for (std::string_view text : kPortfolio) {
-    Attempt a{run_once(w, t, req, std::string(text), budget)};
+    Attempt a{run_once(w, t, req, std::string(text), budget, gate)};
+    if (!a.out.skipped.empty()) {
+      tried.push_back(fmt::format("{} (not simulated: {})", text, a.out.skipped));
+      continue;
+    }
     tried.push_back(a.out.ok && a.out.evaluation && a.out.evaluation->ok
                         ? fmt::format("{} ({})", text,
                                       to_string_approx(Duration{a.out.evaluation->makespan_ps}))

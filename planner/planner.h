@@ -63,6 +63,7 @@ struct PlanOutcome {
   uint64_t estimated_peak = 0;
   int64_t estimated_compute_ps = 0;
   std::optional<Evaluation> evaluation;
+  std::string skipped;  ///< why the plan was not scored (tierflow's search), or empty
   std::vector<Stat> stats;
   std::vector<std::string> notes;
   std::vector<OffloadInfo> offloads;  ///< largest first

@@ -2,14 +2,17 @@
 // runs (every tensor on the device for its whole life).
 //
 // Offload tiers are those with a route to and from the device tier and room for this
-// program (capacity over the programs sharing an instance). Tensors are taken largest
-// first. Single-tier mode fills the fastest tier (bandwidth into the device tier) and
-// spills to the next when full; multi-tier mode puts each tensor where the bytes already
-// assigned would take the least time to fetch, so that tiers on separate links share the
-// traffic in proportion to their bandwidth.
+// program (capacity over the programs sharing an instance). External tensors are taken
+// first (their home copies must live somewhere), then produced ones, each largest first.
+// Single-tier mode fills the fastest tier (bandwidth into the device tier) and spills to
+// the next when full. Multi-tier mode spreads over channels: tiers whose routes into the
+// device share a link direction form one channel (spreading over them gains no
+// bandwidth); each tensor goes to the channel where the bytes already assigned would take
+// the least time to fetch, to its fastest tier with room.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 #include <numeric>
 
 #include "planner/pass.h"
@@ -45,27 +48,60 @@ class Place : public Pass {
       tiers = {static_cast<uint32_t>(*forced)};
     }
     const Costs& c = *s.costs;
+    const Liveness& l = *s.liveness;
     auto bandwidth = [&](uint32_t tier) { return c.routes[tier].in->bandwidth.bytes_per_s; };
     std::stable_sort(tiers.begin(), tiers.end(),
                      [&](uint32_t a, uint32_t b) { return bandwidth(a) > bandwidth(b); });
 
-    std::vector<uint32_t> by_size(s.w.tensors.size());
-    std::iota(by_size.begin(), by_size.end(), 0U);
-    std::stable_sort(by_size.begin(), by_size.end(), [&](uint32_t a, uint32_t b) {
+    // Channels: tiers whose routes into the device share a link direction (or a port)
+    // share bandwidth, so spreading over them gains nothing; spreading is across channels.
+    std::vector<uint32_t> channel(s.topo.tiers.size(), kNone);
+    std::vector<std::vector<uint64_t>> hops(s.topo.tiers.size());
+    for (uint32_t tier : tiers) {
+      for (const hw::Hop& h : c.routes[tier].in->hops) {
+        hops[tier].push_back(uint64_t{h.link} * 2 + (h.forward ? 1 : 0));
+      }
+      std::sort(hops[tier].begin(), hops[tier].end());
+    }
+    uint32_t channels = 0;
+    for (uint32_t tier : tiers) {
+      for (uint32_t other : tiers) {
+        if (channel[other] == kNone || other == tier) continue;
+        std::vector<uint64_t> shared;
+        std::set_intersection(hops[tier].begin(), hops[tier].end(), hops[other].begin(),
+                              hops[other].end(), std::back_inserter(shared));
+        if (!shared.empty()) channel[tier] = channel[other];
+      }
+      if (channel[tier] == kNone) channel[tier] = channels++;
+    }
+    std::vector<double> channel_bw(channels, 0);
+    for (uint32_t tier : tiers) {
+      channel_bw[channel[tier]] = std::max(channel_bw[channel[tier]], bandwidth(tier));
+    }
+
+    // External tensors first (their home copies must live somewhere), then produced ones;
+    // each largest first.
+    std::vector<uint32_t> order(s.w.tensors.size());
+    std::iota(order.begin(), order.end(), 0U);
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      const bool ea = l.born[a] == kNone, eb = l.born[b] == kNone;
+      if (ea != eb) return ea;
       return s.w.tensors[a].bytes > s.w.tensors[b].bytes;
     });
     std::vector<uint64_t> used(s.topo.tiers.size(), 0);
-    for (uint32_t t : by_size) {
+    std::vector<uint64_t> channel_used(channels, 0);
+    for (uint32_t t : order) {
       const uint64_t bytes = s.w.tensors[t].bytes;
       uint32_t best = kNone;
       double best_time = 0;
-      for (uint32_t tier : tiers) {
+      for (uint32_t tier : tiers) {  // fastest first
         if (used[tier] + bytes > s.tier_room[tier]) continue;
         if (!o_.multi) {
           best = tier;
           break;
         }
-        const double time = static_cast<double>(used[tier] + bytes) / bandwidth(tier);
+        const uint32_t ch = channel[tier];
+        const double time = static_cast<double>(channel_used[ch] + bytes) / channel_bw[ch];
         if (best == kNone || time < best_time) {
           best = tier;
           best_time = time;
@@ -73,6 +109,7 @@ class Place : public Pass {
       }
       if (best == kNone) continue;  // no room anywhere: it stays on the device
       used[best] += bytes;
+      channel_used[channel[best]] += bytes;
       s.tensors[t].tier = best;
     }
     for (uint32_t tier : tiers) {
