@@ -74,28 +74,30 @@ void Recorder::stall(int program, Time start, Time end, bool memory, std::string
 }
 
 uint32_t Recorder::transfer_start(int program, const Path& path) {
-  Open o;
-  o.program = program;
-  o.device_lane = device_lanes_[size_t(program)].acquire();
-  o.links = path.links;
-  for (uint32_t r : path.links) o.lanes.push_back(link_lanes_[r].acquire());
   uint32_t h;
   if (free_open_.empty()) {
     h = static_cast<uint32_t>(open_.size());
-    open_.push_back(std::move(o));
+    open_.emplace_back();
   } else {
     h = free_open_.back();
     free_open_.pop_back();
-    open_[h] = std::move(o);
   }
+  // Filled in place: a reused handle keeps its vectors' memory.
+  Open& o = open_[h];
+  o.program = program;
+  o.device_lane = device_lanes_[size_t(program)].acquire();
+  o.links.assign(path.links.begin(), path.links.end());
+  o.lanes.clear();
+  for (uint32_t r : path.links) o.lanes.push_back(link_lanes_[r].acquire());
   return h;
 }
 
 TrackId Recorder::transfer_end(uint32_t handle, const TransferRecord& x) {
   Open& o = open_[handle];
   const Tensor& t = w_.tensors[x.tensor];
-  const std::string name =
-      fmt::format("{} {}", x.kind == StepKind::kPrefetch ? "prefetch" : "store", t.name);
+  std::string& name = name_;
+  name = x.kind == StepKind::kPrefetch ? "prefetch " : "store ";
+  name += t.name;
   const Arg args[] = {{"tensor", uint64_t{x.tensor}},
                       {"bytes", x.bytes},
                       {"from", fabric_.topology().tiers[x.from].id},

@@ -67,6 +67,7 @@ class Recorder {
     uint64_t id;
   };
   std::vector<std::vector<Arrow>> arrows_;  ///< per program, for the running compute step
+  std::string name_;  ///< scratch of transfer_end
 };
 
 }  // namespace tierflow::sim

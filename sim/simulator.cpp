@@ -112,7 +112,15 @@ class Simulator {
   size_t dev_tier_ = 0;           ///< topology tier of the plan's device tier
   std::vector<ProgramState> progs_;
   std::vector<std::optional<PlanIssue>> issues_;
-  std::unordered_map<uint32_t, uint32_t> event_index_;
+  /// Plan event id -> dense index: a table when the ids are compact (plans number them
+  /// from 0), else a hash map.
+  [[nodiscard]] uint32_t dense_event(uint32_t id) const {
+    if (!event_map_.empty()) return event_map_.at(id);
+    TF_ASSERT(id < event_table_.size() && event_table_[id] != kNone, "unknown event {}", id);
+    return event_table_[id];
+  }
+  std::vector<uint32_t> event_table_;
+  std::unordered_map<uint32_t, uint32_t> event_map_;
   std::vector<EventState> events_;
   std::vector<Transfer> transfers_;
   std::vector<uint32_t> flow_owner_;
@@ -220,12 +228,27 @@ bool Simulator::setup() {
     st.pending_on.assign(w_.tensors.size(), 0);
   }
   // Events: dense numbering in plan order.
+  uint32_t max_id = 0;
   for (const Program& prog : plan_.programs) {
     for (const Step& s : prog.steps) {
       if (s.event != kNoEvent) {
-        event_index_.emplace(s.event, uint32_t(events_.size()));
+        max_id = std::max(max_id, s.event);
         events_.emplace_back();
       }
+    }
+  }
+  const bool table = size_t{max_id} < 4 * events_.size() + 1024;
+  if (table) event_table_.assign(size_t{max_id} + 1, kNone);
+  uint32_t next = 0;
+  for (const Program& prog : plan_.programs) {
+    for (const Step& s : prog.steps) {
+      if (s.event == kNoEvent) continue;
+      if (!table) {
+        event_map_.emplace(s.event, next);
+      } else if (event_table_[s.event] == kNone) {
+        event_table_[s.event] = next;
+      }
+      ++next;
     }
   }
   // Home copies present from time zero.
@@ -311,7 +334,7 @@ void Simulator::unblock(ProgramState& st) {
 bool Simulator::wait_ready(uint32_t p, const Step& s, bool compute) {
   ProgramState& st = progs_[p];
   for (uint32_t e : s.wait) {
-    const uint32_t d = event_index_.at(e);
+    const uint32_t d = dense_event(e);
     if (events_[d].done) continue;
     events_[d].waiters.push_back(p);
     if (compute) {
@@ -439,7 +462,7 @@ void Simulator::advance(uint32_t p) {
     if (need > 0) touch_slot(st.dev_slot);
     if (rec_.on()) {
       for (uint32_t e : s.wait) {
-        Transfer& x = transfers_[events_[event_index_.at(e)].transfer];
+        Transfer& x = transfers_[events_[dense_event(e)].transfer];
         if (x.rec.kind == StepKind::kPrefetch && x.rec.program == p && !x.arrowed) {
           x.arrowed = true;  // one arrow per prefetch: to its first consumer
           rec_.arrow(x.track, x.rec.start, e, int(p));
@@ -496,7 +519,7 @@ void Simulator::issue_transfer(uint32_t p, const Step& s, size_t step) {
                           uint32_t(to),
                           q_.now()};
   tr.path = path;
-  tr.dense_event = event_index_.at(s.event);
+  tr.dense_event = dense_event(s.event);
   events_[tr.dense_event].transfer = x;
   ++st.res.transfers;
   (prefetch ? st.res.bytes_in : st.res.bytes_out) += tr.rec.bytes;
@@ -690,6 +713,23 @@ void Simulator::finish(SimResult& r) {
   std::stable_sort(by_size.begin(), by_size.end(), [this](uint32_t a, uint32_t b) {
     return w_.tensors[a].bytes > w_.tensors[b].bytes;
   });
+  // Home copies by plan tier, largest first, at most live_top each: what a program can
+  // list for the instance its home tier maps to.
+  std::vector<std::vector<uint32_t>> homed(plan_.tiers.size());
+  for (uint32_t t : by_size) {
+    const uint32_t h = plan_.home[t];
+    if (w_.tensors[t].origin == kExternal && h != plan_.device_tier &&
+        homed[h].size() < o_.live_top) {
+      homed[h].push_back(t);
+    }
+  }
+  // Per program, the instance of each plan tier.
+  std::vector<std::vector<uint32_t>> slot_of(progs_.size());
+  for (uint32_t p = 0; p < progs_.size(); ++p) {
+    for (size_t h = 0; h < plan_.tiers.size(); ++h) {
+      slot_of[p].push_back(fabric_.tier_slot(tier_map_[h], progs_[p].device));
+    }
+  }
   for (uint32_t s = 0; s < ledger_->slots(); ++s) {
     const SlotStats& x = ledger_->stats(s);
     if (x.peak == 0) continue;
@@ -709,16 +749,12 @@ void Simulator::finish(SimResult& r) {
       live.push_back(LiveTensor{a.program, a.what, a.bytes, false});
     }
     tr.live_count = live.size();
-    // Home copies: the largest few of each program whose instance this is.
+    // Home copies: the largest few of each program whose instance this is (the largest
+    // few of each of its plan tiers on this instance hold them; the list is cut below).
     for (uint32_t p = 0; p < progs_.size(); ++p) {
-      size_t taken = 0;
-      for (uint32_t t : by_size) {
-        if (taken == o_.live_top) break;
-        const Tensor& x2 = w_.tensors[t];
-        if (x2.origin != kExternal || plan_.home[t] == plan_.device_tier) continue;
-        if (fabric_.tier_slot(tier_map_[plan_.home[t]], progs_[p].device) != s) continue;
-        live.push_back(LiveTensor{p, t, x2.bytes, true});
-        ++taken;
+      for (size_t h = 0; h < homed.size(); ++h) {
+        if (slot_of[p][h] != s) continue;
+        for (uint32_t t : homed[h]) live.push_back(LiveTensor{p, t, w_.tensors[t].bytes, true});
       }
     }
     std::stable_sort(live.begin(), live.end(), [](const LiveTensor& a, const LiveTensor& b) {
@@ -779,7 +815,7 @@ SimResult Simulator::run() {
         const Step& s = st.prog->steps[step];
         uint32_t undone = kNone;
         for (uint32_t e : s.wait) {
-          if (!events_[event_index_.at(e)].done) {
+          if (!events_[dense_event(e)].done) {
             undone = e;
             break;
           }

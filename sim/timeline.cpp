@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <iterator>
 #include <type_traits>
@@ -18,6 +19,8 @@ constexpr int64_t kPsPerUs = 1'000'000;
 // Integers above 2^53 are not exact as JavaScript numbers, which chrome://tracing uses.
 constexpr uint64_t kMaxFlowId = uint64_t{1} << 53;
 constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD in UTF-8
+// Formatted bytes handed to the writer at a time (a little more: whole events).
+constexpr size_t kChunkBytes = size_t{1} << 20;
 
 // Length of the well-formed UTF-8 sequence starting at s[i] (Unicode table 3-7: no
 // overlong forms, no surrogates, nothing above U+10FFFF), or 0 where there is none.
@@ -59,6 +62,16 @@ size_t utf8_length(std::string_view s, size_t i) {
 // Appends `s` as a JSON string. Names come from user files, so bytes that are not UTF-8
 // become U+FFFD: a viewer rejects the whole file over one bad string.
 void append_json_text(std::string& out, std::string_view s) {
+  // Fast path: printable ASCII with nothing to escape (every name tierflow generates).
+  if (std::all_of(s.begin(), s.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return u >= 0x20 && u < 0x80 && c != '"' && c != '\\';
+      })) {
+    out += '"';
+    out += s;
+    out += '"';
+    return;
+  }
   size_t i = 0;
   while (i < s.size() && utf8_length(s, i) != 0) i += utf8_length(s, i);
   if (i == s.size()) {
@@ -82,8 +95,45 @@ void append_json_text(std::string& out, std::string_view s) {
 }  // namespace
 
 Timeline::Timeline(const std::string& path) : out_(path) {
-  out_.write(R"({"displayTimeUnit":"ns","traceEvents":[)"
-             "\n");
+  chunk_.reserve(kChunkBytes + 4096);
+  writing_.reserve(kChunkBytes + 4096);
+  chunk_ += R"({"displayTimeUnit":"ns","traceEvents":[)"
+            "\n";
+  writer_ = std::thread([this] { write_loop(); });
+}
+
+Timeline::~Timeline() { stop_writer(); }
+
+void Timeline::hand_off() {
+  std::unique_lock lock(mutex_);
+  cv_.wait(lock, [this] { return !pending_; });
+  std::swap(chunk_, writing_);  // chunk_ gets the written, empty buffer back
+  pending_ = true;
+  cv_.notify_all();
+}
+
+void Timeline::write_loop() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    cv_.wait(lock, [this] { return pending_ || closing_; });
+    if (!pending_) return;
+    lock.unlock();
+    out_.write(writing_);
+    writing_.clear();
+    lock.lock();
+    pending_ = false;
+    cv_.notify_all();
+  }
+}
+
+void Timeline::stop_writer() {
+  if (!writer_.joinable()) return;
+  {
+    const std::lock_guard lock(mutex_);
+    closing_ = true;
+  }
+  cv_.notify_all();
+  writer_.join();
 }
 
 ProcessId Timeline::process(std::string_view name, int sort_index) {
@@ -91,14 +141,14 @@ ProcessId Timeline::process(std::string_view name, int sort_index) {
   last_counter_.emplace_back();
   const auto pid = static_cast<ProcessId>(last_counter_.size());
   begin_event('M');
-  fmt::format_to(std::back_inserter(line_), R"(,"pid":{})", pid);
+  fmt::format_to(std::back_inserter(chunk_), R"(,"pid":{})", pid);
   put_string("name", "process_name");
-  line_ += R"(,"args":{"name":)";
-  append_json_text(line_, name);
-  line_ += '}';
+  chunk_ += R"(,"args":{"name":)";
+  append_json_text(chunk_, name);
+  chunk_ += '}';
   end_event();
   begin_event('M');
-  fmt::format_to(std::back_inserter(line_),
+  fmt::format_to(std::back_inserter(chunk_),
                  R"(,"pid":{},"name":"process_sort_index","args":{{"sort_index":{}}})", pid,
                  sort_index);
   end_event();
@@ -113,13 +163,13 @@ TrackId Timeline::track(ProcessId pid, std::string_view name, int sort_index) {
   begin_event('M');
   put_ids(pid, tid);
   put_string("name", "thread_name");
-  line_ += R"(,"args":{"name":)";
-  append_json_text(line_, name);
-  line_ += '}';
+  chunk_ += R"(,"args":{"name":)";
+  append_json_text(chunk_, name);
+  chunk_ += '}';
   end_event();
   begin_event('M');
   put_ids(pid, tid);
-  fmt::format_to(std::back_inserter(line_),
+  fmt::format_to(std::back_inserter(chunk_),
                  R"(,"name":"thread_sort_index","args":{{"sort_index":{}}})", sort_index);
   end_event();
   return tid;
@@ -152,10 +202,13 @@ void Timeline::counter(ProcessId pid, std::string_view name, int64_t t_ps, doubl
     it->second = value;
   }
   begin_event('C');
-  fmt::format_to(std::back_inserter(line_), R"(,"pid":{})", pid);
+  chunk_ += R"(,"pid":)";
+  put_uint(pid);
   put_time("ts", t_ps);
   put_string("name", name);
-  fmt::format_to(std::back_inserter(line_), R"(,"args":{{"value":{}}})", value);
+  chunk_ += R"(,"args":{"value":)";
+  put_double(value);
+  chunk_ += '}';
   end_event();
 }
 
@@ -167,8 +220,9 @@ void Timeline::flow(uint64_t id, TrackId from_track, int64_t from_ps, TrackId to
     const TrackId track = phase == 's' ? from_track : to_track;
     begin_event(phase);
     // "bp":"e": bind the end to the enclosing slice, not to the next slice that starts.
-    if (phase == 'f') line_ += R"(,"bp":"e")";
-    fmt::format_to(std::back_inserter(line_), R"(,"id":{})", id);
+    if (phase == 'f') chunk_ += R"(,"bp":"e")";
+    chunk_ += R"(,"id":)";
+    put_uint(id);
     put_ids(pid_of(track), track);
     put_time("ts", phase == 's' ? from_ps : to_ps);
     put_string("name", name);
@@ -180,7 +234,7 @@ void Timeline::flow(uint64_t id, TrackId from_track, int64_t from_ps, TrackId to
 void Timeline::instant(TrackId track, int64_t t_ps, std::string_view name,
                        std::span<const Arg> args) {
   begin_event('i');
-  line_ += R"(,"s":"t")";
+  chunk_ += R"(,"s":"t")";
   put_ids(pid_of(track), track);
   put_time("ts", t_ps);
   put_string("name", name);
@@ -191,65 +245,97 @@ void Timeline::instant(TrackId track, int64_t t_ps, std::string_view name,
 void Timeline::finish() {
   TF_ASSERT(!finished_, "Timeline::finish called twice");
   finished_ = true;
-  out_.write("\n]}\n");
+  chunk_ += "\n]}\n";
+  hand_off();
+  stop_writer();
   out_.commit();
 }
 
 void Timeline::begin_event(char phase) {
   TF_ASSERT(!finished_, "timeline event after finish");
-  line_.clear();
-  if (!first_event_) line_ += ",\n";
+  if (!first_event_) chunk_ += ",\n";
   first_event_ = false;
-  line_ += R"({"ph":")";
-  line_ += phase;
-  line_ += '"';
+  chunk_ += R"({"ph":")";
+  chunk_ += phase;
+  chunk_ += '"';
 }
 
 void Timeline::end_event() {
-  line_ += '}';
-  out_.write(line_);
+  chunk_ += '}';
+  if (chunk_.size() > kChunkBytes) hand_off();
+}
+
+void Timeline::put_int(int64_t v) {
+  char buf[24];
+  chunk_.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+
+void Timeline::put_uint(uint64_t v) {
+  char buf[24];
+  chunk_.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+
+void Timeline::put_double(double v) {
+  // fmt's shortest round-trip form ("{}"), as before; to_chars would switch to fixed
+  // notation for large values where fmt keeps the exponent.
+  char buf[32];
+  chunk_.append(buf, fmt::format_to_n(buf, sizeof buf, "{}", v).out);
 }
 
 void Timeline::put_ids(ProcessId pid, TrackId track) {
-  fmt::format_to(std::back_inserter(line_), R"(,"pid":{},"tid":{})", pid, track);
+  chunk_ += R"(,"pid":)";
+  put_uint(pid);
+  chunk_ += R"(,"tid":)";
+  put_uint(track);
 }
 
 void Timeline::put_time(std::string_view key, int64_t ps) {
   TF_ASSERT(ps >= 0, "negative timeline time {} ps for '{}'", ps, key);
-  fmt::format_to(std::back_inserter(line_), R"(,"{}":{}.{:06})", key, ps / kPsPerUs, ps % kPsPerUs);
+  chunk_ += ",\"";
+  chunk_ += key;
+  chunk_ += "\":";
+  put_int(ps / kPsPerUs);
+  // Six decimals, the picoseconds within the microsecond.
+  char frac[7] = {'.', '0', '0', '0', '0', '0', '0'};
+  for (int64_t rest = ps % kPsPerUs, i = 6; rest > 0; rest /= 10, --i) {
+    frac[i] = static_cast<char>('0' + rest % 10);
+  }
+  chunk_.append(frac, sizeof frac);
 }
 
 void Timeline::put_string(std::string_view key, std::string_view value) {
-  line_ += ",\"";
-  line_ += key;
-  line_ += "\":";
-  append_json_text(line_, value);
+  chunk_ += ",\"";
+  chunk_ += key;
+  chunk_ += "\":";
+  append_json_text(chunk_, value);
 }
 
 void Timeline::put_args(std::span<const Arg> args) {
   if (args.empty()) return;
-  line_ += R"(,"args":{)";
+  chunk_ += R"(,"args":{)";
   bool first = true;
   for (const Arg& arg : args) {
-    if (!first) line_ += ',';
+    if (!first) chunk_ += ',';
     first = false;
-    append_json_text(line_, arg.key);
-    line_ += ':';
+    append_json_text(chunk_, arg.key);
+    chunk_ += ':';
     std::visit(
         [&](const auto& v) {
           using V = std::decay_t<decltype(v)>;
           if constexpr (std::is_same_v<V, std::string_view>) {
-            append_json_text(line_, v);
+            append_json_text(chunk_, v);
+          } else if constexpr (std::is_same_v<V, double>) {
+            TF_ASSERT(std::isfinite(v), "argument '{}' is not finite", arg.key);
+            put_double(v);
+          } else if constexpr (std::is_same_v<V, int64_t>) {
+            put_int(v);
           } else {
-            if constexpr (std::is_same_v<V, double>) {
-              TF_ASSERT(std::isfinite(v), "argument '{}' is not finite", arg.key);
-            }
-            fmt::format_to(std::back_inserter(line_), "{}", v);
+            put_uint(v);
           }
         },
         arg.value);
   }
-  line_ += '}';
+  chunk_ += '}';
 }
 
 ProcessId Timeline::pid_of(TrackId track) const {

@@ -30,13 +30,16 @@
 //   ]}
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <queue>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -59,10 +62,16 @@ struct Arg {
 /// AtomicOutput: memory does not grow with the number of events, and the file appears at
 /// its path only after finish(). The same calls give byte-identical output.
 /// Negative or reversed times, unknown ids and non-finite values are programmer errors.
+/// Events are formatted into chunks of about 1 MiB that a writer thread hands to the
+/// file while the next chunk is formatted.
 class Timeline {
  public:
   /// Opens `path` ("-" = stdout) and writes the header. Throws InputError if it cannot.
   explicit Timeline(const std::string& path);
+  /// Stops the writer; without finish() no file is left behind.
+  ~Timeline();
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
 
   /// A process shown as `name`, ordered among processes by `sort_index`. Returns its pid.
   ProcessId process(std::string_view name, int sort_index);
@@ -99,15 +108,29 @@ class Timeline {
   static constexpr TrackId kFirstTrack = TrackId{1} << 16;
 
   void begin_event(char phase);                ///< separator, `{"ph":"P"`
-  void end_event();                            ///< `}`; hands the line to out_
+  void end_event();                            ///< `}`; hands a full chunk to the writer
   void put_ids(ProcessId pid, TrackId track);  ///< `,"pid":P,"tid":T`
   void put_time(std::string_view key, int64_t ps);
   void put_string(std::string_view key, std::string_view value);
   void put_args(std::span<const Arg> args);
+  void put_int(int64_t v);
+  void put_uint(uint64_t v);
+  void put_double(double v);
   ProcessId pid_of(TrackId track) const;
+  void hand_off();     ///< queues chunk_ for the writer and takes an empty one
+  void write_loop();   ///< the writer thread
+  void stop_writer();  ///< lets the writer finish the queue and joins it
 
   AtomicOutput out_;
-  std::string line_;                  ///< the event being formatted
+  std::string chunk_;  ///< formatted events not yet handed to the writer
+  // Writer thread, double-buffered: it writes `writing_` while the next chunk is
+  // formatted; a hand-off waits until the chunk before is written.
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::string writing_;
+  bool pending_ = false;  ///< writing_ holds a chunk not yet written
+  bool closing_ = false;
+  std::thread writer_;
   std::vector<ProcessId> track_pid_;  ///< process of each track, by track - kFirstTrack
   /// Per process (by pid - 1): the last value written of each counter series, to skip
   /// repeats. Its size is the number of processes.

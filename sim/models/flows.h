@@ -41,8 +41,8 @@ class FlowNetwork {
  public:
   /// Adds a resource with `capacity` bytes/s (> 0); returns its index.
   uint32_t add_resource(double capacity);
-  [[nodiscard]] size_t resources() const { return res_.size(); }
-  [[nodiscard]] double capacity(uint32_t r) const { return res_[r].capacity; }
+  [[nodiscard]] size_t resources() const { return capacity_.size(); }
+  [[nodiscard]] double capacity(uint32_t r) const { return capacity_[r]; }
 
   /// Starts a flow of `bytes` (> 0) over `resources` at `now`. It has no rate until the
   /// next solve(). Returns its id (ids of finished flows are reused).
@@ -57,50 +57,50 @@ class FlowNetwork {
   [[nodiscard]] const std::vector<uint32_t>& changed_resources() const { return comp_res_; }
   [[nodiscard]] bool dirty() const { return !dirty_.empty(); }
 
-  [[nodiscard]] double rate(uint32_t flow) const { return flows_[flow].rate; }
+  [[nodiscard]] double rate(uint32_t flow) const { return rate_[flow]; }
   /// Time at which the flow's last byte lands if rates stay as they are.
   [[nodiscard]] Time completion(uint32_t flow) const;
   /// Sum of the rates of the flows on a resource.
   [[nodiscard]] double load(uint32_t r) const;
-  [[nodiscard]] size_t active(uint32_t r) const { return res_[r].flows.size(); }
+  [[nodiscard]] size_t active(uint32_t r) const { return res_flows_[r].size(); }
   /// Statistics up to `now` (call at the end of the run).
   [[nodiscard]] ResourceStats stats(uint32_t r, Time now) const;
 
  private:
-  struct Resource {
-    double capacity = 0;
-    std::vector<uint32_t> flows;  ///< flows crossing it, in start order
-    Time last_change = 0;
-    ResourceStats stats;
-    uint64_t mark = 0;  ///< component search epoch
-    // Progressive-filling scratch.
-    double left = 0;
-    uint32_t unfrozen = 0;
-    uint32_t version = 0;
+  // Structure of arrays: progressive filling walks only the arrays it needs, in the
+  // cache lines of the component's resources and flows.
+  struct Route {
+    uint32_t begin = 0;  ///< first of its resources in route_
+    uint32_t hops = 0;
+    uint32_t room = 0;   ///< entries reserved at `begin` for this flow id
   };
-  struct Share {
-    double share;
-    uint32_t resource;
-    uint32_t version;
-    /// Heap order: smallest share first, ties by resource index (deterministic).
-    static bool later(const Share& a, const Share& b) {
-      return a.share > b.share || (a.share == b.share && a.resource > b.resource);
-    }
-  };
-  struct Flow {
-    std::vector<uint32_t> res;
-    double remaining = 0;  ///< bytes left at `updated`
-    double rate = 0;       ///< bytes/s
-    Time updated = 0;
-    uint64_t mark = 0;
-    bool live = false;
-  };
+  /// A heap entry of progressive filling: the bits of a resource's fair share when it
+  /// was pushed (ordered like the doubles), then the resource index for ties
+  /// (deterministic); one integer compare orders two entries.
+  __extension__ using Share = unsigned __int128;
 
   void touch(uint32_t r, Time now);
-  void drain(Flow& f, Time now);
+  void drain(uint32_t f, Time now);
+  [[nodiscard]] std::span<const uint32_t> route(uint32_t f) const {
+    return {route_.data() + routes_[f].begin, routes_[f].hops};
+  }
 
-  std::vector<Resource> res_;
-  std::vector<Flow> flows_;
+  // Per resource.
+  std::vector<double> capacity_;
+  std::vector<std::vector<uint32_t>> res_flows_;  ///< flows crossing it, in start order
+  std::vector<Time> last_change_;
+  std::vector<ResourceStats> stats_;
+  std::vector<uint64_t> res_mark_;  ///< component search epoch
+  std::vector<double> left_;        ///< progressive-filling scratch
+  std::vector<uint32_t> unfrozen_;
+  // Per flow.
+  std::vector<Route> routes_;
+  std::vector<uint32_t> route_;
+  std::vector<double> remaining_;  ///< bytes left at `updated_`
+  std::vector<double> rate_;       ///< bytes/s; -1 while a solve has not frozen it
+  std::vector<Time> updated_;
+  std::vector<uint64_t> flow_mark_;
+  std::vector<uint8_t> live_;
   std::vector<uint32_t> free_flows_;
   std::vector<uint32_t> dirty_;
   uint64_t epoch_ = 0;
