@@ -73,6 +73,9 @@ class JsonReader {
   [[nodiscard]] std::string_view text() const { return text_; }
   /// Moves to `offset` (an offset previously returned by offset()).
   void seek(size_t offset);
+  /// Moves to `offset`, the end of the value at offset() as another reader of the same
+  /// text read it; unlike seek(), the open objects and arrays stay open.
+  void skip_to(size_t offset) { i_ = offset; }
 
  private:
   void skip_ws() {

@@ -84,11 +84,17 @@ std::optional<WorkloadIssue> verify_workload(const Workload& w);
 /// an op cannot yet name a cycle through later ops).
 class WorkloadVerifier {
  public:
-  explicit WorkloadVerifier(const Workload& w);
+  /// With `messages` false, no check looks at ops after the one it checks (another thread
+  /// may still be adding them), so an issue's message leaves out what needs them (the
+  /// cycle behind a tensor read before it is produced): for readers that only need to know
+  /// whether there is an issue and call verify_workload for the one to report.
+  explicit WorkloadVerifier(const Workload& w, bool messages = true);
   ~WorkloadVerifier();
   WorkloadVerifier(const WorkloadVerifier&) = delete;
   WorkloadVerifier& operator=(const WorkloadVerifier&) = delete;
 
+  /// Makes room for this many tensor and op names (optional; before the first check).
+  void reserve(size_t tensors, size_t ops);
   /// Hints that the next tensor (op) checked is named `name`, to load its name slot early.
   void prefetch_tensor_name(std::string_view name) const;
   void prefetch_op_name(std::string_view name) const;
@@ -103,7 +109,10 @@ class WorkloadVerifier {
 
  private:
   class NameIndex;
+  std::optional<WorkloadIssue> check_op_name(uint32_t o);     ///< name and FLOPs
+  std::optional<WorkloadIssue> check_op_tensors(uint32_t o);  ///< tensor lists
   const Workload& w_;
+  bool messages_ = true;
   std::unique_ptr<NameIndex> tensor_names_, op_names_;
   std::vector<bool> listed_;
   std::vector<uint32_t> seen_by_;  ///< the last op that named each tensor

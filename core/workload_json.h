@@ -1,6 +1,7 @@
 // JSON form of workloads: `tierflow.workload/1` (docs/formats.md).
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -10,9 +11,21 @@ namespace tierflow {
 
 inline constexpr std::string_view kWorkloadFormat = "tierflow.workload/1";
 
+/// How a workload text is read. The result and the errors never depend on it.
+struct WorkloadReadOptions {
+  /// From this many bytes after "tensors" on, a file in write_workload's layout has its
+  /// ops read on a second thread while the tensors are read. Tests set 0 to take that
+  /// path with small texts.
+  size_t parallel_min_bytes = size_t{1} << 20;
+  /// Tensors and ops written exactly as write_workload writes them are read without the
+  /// general JSON reader. Tests turn it off to compare.
+  bool shortcuts = true;
+};
+
 /// Reads and verifies a workload; every error is an InputError at its JSON position.
 Workload read_workload(const std::string& path);
-Workload read_workload_text(std::string_view text, const std::string& name);
+Workload read_workload_text(std::string_view text, const std::string& name,
+                            const WorkloadReadOptions& options = {});
 
 class JsonReader;
 /// Reads a `meta` object (string, number or boolean values; duplicate keys are errors).
