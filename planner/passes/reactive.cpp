@@ -8,30 +8,51 @@
 // stored first when the device copy is the only current one and it is needed later, and
 // the fetches and the op wait for that store (hold 0) as a runtime reusing the memory
 // would. Produced tensors are freed after their last use, as a caching allocator does.
+//
+// Options: `evict=furthest` evicts the tensor whose next use is furthest away instead
+// (Belady's MIN, the fewest fetches for tensors of one size: what an offline planner with
+// the whole trace can do); `headroom=X` keeps that fraction of the budget free, for the
+// schedule pass to prefetch into; `keep=X` keeps the most used external tensors (most
+// uses first) homed on the device up to that fraction of the budget, so that they are never
+// fetched, and pages only the rest; `warm=true` starts with the external tensors used first
+// homed on the device (no cold fetches), each stored once when first evicted; `ahead=K`
+// (with furthest) also fetches what the next K ops read, evicting only tensors used later
+// than the one fetched.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <set>
 
 #include "planner/offload.h"
+#include "core/diagnostics.h"
 #include "planner/pass.h"
 
 namespace tierflow::planner {
 namespace {
 
+struct ReactiveOptions {
+  bool furthest = false;  ///< evict the tensor used furthest in the future (Belady's MIN)
+  double headroom = 0.0;  ///< fraction of the budget left for the schedule to prefetch into
+  double keep = 0.0;      ///< fraction of the budget for the most used tensors, never moved
+  bool warm = false;      ///< start with the tensors used first on the device
+  uint32_t ahead = 0;     ///< furthest mode: also fetch what the next ops read
+};
+
 class Reactive : public Pass {
  public:
+  explicit Reactive(ReactiveOptions o) : o_(o) {}
   [[nodiscard]] std::string_view name() const override { return "reactive"; }
 
   PassResult run(PlanState& s, PassContext& ctx) override {
     s.ensure_costs();
     const Liveness& l = s.ensure_liveness();
-    const uint64_t budget = s.target.budget;
-    if (budget == 0) return PassResult::kUnchanged;
+    if (s.target.budget == 0) return PassResult::kUnchanged;
     {
       const ProfileTree tree(memory_profile(s));
-      if (tree.max() <= budget) return PassResult::kUnchanged;
+      if (tree.max() <= s.target.budget) return PassResult::kUnchanged;
     }
+    const auto budget = static_cast<uint64_t>(static_cast<double>(s.target.budget) *
+                                              std::max(0.0, 1.0 - o_.headroom));
     const uint32_t n = s.positions();
     struct Live {
       bool resident = false;
@@ -40,9 +61,29 @@ class Reactive : public Pass {
       size_t next = 0;    ///< index of the next use in l.uses
     };
     std::vector<Live> st(s.w.tensors.size());
+    // Kept: the most used external tensors, up to `keep` of the budget, stay homed on the
+    // device and never move (ties: smaller first, then tensor id).
+    std::vector<bool> kept(s.w.tensors.size(), false);
+    if (o_.keep > 0) {
+      std::vector<uint32_t> order;
+      for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
+        if (l.born[t] == kNone && !s.tensors[t].pinned && !l.uses[t].empty()) order.push_back(t);
+      }
+      std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+        if (l.uses[a].size() != l.uses[b].size()) return l.uses[a].size() > l.uses[b].size();
+        return s.w.tensors[a].bytes < s.w.tensors[b].bytes;
+      });
+      const auto room = static_cast<uint64_t>(static_cast<double>(budget) * o_.keep);
+      uint64_t held = 0;
+      for (uint32_t t : order) {
+        if (held + s.w.tensors[t].bytes > room) continue;
+        held += s.w.tensors[t].bytes;
+        kept[t] = true;
+      }
+    }
     for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
       Residency& r = s.tensors[t];
-      if (r.pinned) continue;
+      if (r.pinned || kept[t]) continue;
       if (l.born[t] == kNone && r.tier == kNone && !l.uses[t].empty()) {
         ctx.failure = fmt::format("tensor '{}' has no offload tier with room",
                                   s.w.tensors[t].name);
@@ -55,10 +96,21 @@ class Reactive : public Pass {
       }
     }
     // Pinned and produced tensors keep their runs; their bytes are tracked here too.
-    std::set<std::pair<uint32_t, uint32_t>> lru;  // (last use, tensor) of evictable tensors
+    // Evictable tensors, the first evicted first: (last use, tensor) for least recently
+    // used; (-next use, tensor) for furthest next use.
+    std::set<std::pair<int64_t, uint32_t>> lru;
+    std::vector<int64_t> key(s.w.tensors.size(), 0);
+    auto evict_key = [&](uint32_t t, uint32_t j) -> int64_t {
+      if (!o_.furthest) return j;
+      const auto& u = l.uses[t];
+      const size_t next = st[t].next;
+      return next < u.size() ? -static_cast<int64_t>(u[next]) : INT64_MIN;
+    };
     uint64_t used = 0;
+    std::vector<bool> warm(s.w.tensors.size(), false);
     auto managed = [&](uint32_t t) {
-      return !s.tensors[t].pinned && (s.tensors[t].home_off_device || l.born[t] != kNone);
+      return !s.tensors[t].pinned &&
+             (s.tensors[t].home_off_device || l.born[t] != kNone || warm[t]);
     };
     std::vector<uint64_t> fixed(n + 1, 0);  // bytes of runs this pass does not manage
     {
@@ -72,6 +124,42 @@ class Reactive : public Pass {
       }
       int64_t level = 0;
       for (uint32_t i = 0; i <= n; ++i) fixed[i] = static_cast<uint64_t>(level += diff[i]);
+    }
+    if (o_.warm) {
+      // Warm start: the external tensors used first stay homed on the device, as many as
+      // leave room for the largest op and what this pass does not manage; evicting one
+      // the first time stores it (the reverse direction of the link is otherwise idle).
+      uint64_t fixed_max = 0, op_max = 0;
+      for (uint32_t i = 0; i < n; ++i) {
+        fixed_max = std::max(fixed_max, fixed[i]);
+        const Op& op = s.w.ops[s.order[i]];
+        uint64_t need = op.workspace;
+        for (const auto* list : {&op.inputs, &op.updates, &op.outputs}) {
+          for (uint32_t t : *list) need += s.w.tensors[t].bytes;
+        }
+        op_max = std::max(op_max, need);
+      }
+      const uint64_t room = budget > fixed_max + op_max ? budget - fixed_max - op_max : 0;
+      std::vector<uint32_t> order;
+      for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
+        if (s.tensors[t].home_off_device && !l.uses[t].empty()) order.push_back(t);
+      }
+      std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+        return l.uses[a].front() < l.uses[b].front();
+      });
+      for (uint32_t t : order) {
+        const uint64_t bytes = s.w.tensors[t].bytes;
+        if (used + bytes > room) break;
+        warm[t] = true;
+        Residency& r = s.tensors[t];
+        r.home_off_device = false;
+        r.runs = {Run{0, l.uses[t].front(), l.uses[t].front(), kNone}};
+        st[t].resident = true;
+        st[t].dirty = true;  // the device holds the only copy
+        used += bytes;
+        key[t] = evict_key(t, 0);
+        lru.emplace(key[t], t);
+      }
     }
     uint64_t fetches = 0, evictions = 0;
     for (uint32_t j = 0; j < n; ++j) {
@@ -120,7 +208,7 @@ class Reactive : public Pass {
           used += s.w.tensors[t].bytes;
           ++fetches;
         } else {
-          lru.erase({st[t].used, t});
+          lru.erase({key[t], t});
         }
         st[t].used = j;
         s.tensors[t].runs.back().last = j;
@@ -136,6 +224,45 @@ class Reactive : public Pass {
         s.tensors[t].runs = {r};
         st[t] = Live{true, true, j, 0};
         used += s.w.tensors[t].bytes;
+      }
+      // Look-ahead (furthest mode): fetch now what the next `ahead` ops read, evicting
+      // only tensors used later than the one fetched, so no eviction is regretted sooner
+      // than the fetch would have been made anyway.
+      if (o_.furthest && o_.ahead > 0) {
+        for (uint32_t k = j + 1; k < std::min(n, j + 1 + o_.ahead); ++k) {
+          const Op& later = s.w.ops[s.order[k]];
+          for (const auto* list : {&later.inputs, &later.updates}) {
+            for (uint32_t t : *list) {
+              if (!managed(t) || st[t].resident || l.born[t] != kNone) continue;
+              const uint64_t bytes = s.w.tensors[t].bytes;
+              while (used + bytes + fixed[j] > budget && !lru.empty()) {
+                const auto [vkey, victim] = *lru.begin();
+                if (vkey >= -static_cast<int64_t>(k) ||
+                    std::find(mine.begin(), mine.end(), victim) != mine.end()) {
+                  break;  // used no later than t, or by this op
+                }
+                lru.erase(lru.begin());
+                evict(s, st[victim].dirty, victim, j, l);
+                st[victim].resident = false;
+                st[victim].dirty = false;
+                used -= s.w.tensors[victim].bytes;
+                ++evictions;
+              }
+              if (used + bytes + fixed[j] > budget) continue;
+              Run r;
+              r.alloc = j;
+              r.first = k;
+              r.last = k;
+              r.fetched = true;
+              s.tensors[t].runs.push_back(r);
+              st[t].resident = true;
+              used += bytes;
+              ++fetches;
+              key[t] = evict_key(t, j);
+              lru.emplace(key[t], t);
+            }
+          }
+        }
       }
       // Free what is dead; the rest becomes evictable.
       std::vector<uint32_t> touched = mine;
@@ -154,7 +281,10 @@ class Reactive : public Pass {
           used -= s.w.tensors[t].bytes;
           continue;
         }
-        if (s.tensors[t].tier != kNone) lru.emplace(j, t);
+        if (s.tensors[t].tier != kNone) {
+          key[t] = evict_key(t, j);
+          lru.emplace(key[t], t);
+        }
       }
     }
     // External tensors still resident at the end are released; modified ones stored home.
@@ -162,7 +292,7 @@ class Reactive : public Pass {
       if (!managed(t) || !st[t].resident) continue;
       Run& r = s.tensors[t].runs.back();
       if (r.release != kNone) continue;
-      if (l.persists[t]) continue;
+      if (l.persists[t] || warm[t]) continue;  // kept where they are homed
       r.release = n;
       r.store = st[t].dirty && l.born[t] == kNone;
     }
@@ -179,10 +309,25 @@ class Reactive : public Pass {
     r.store = dirty && (needed_later || l.born[t] == kNone || l.persists[t]);
     r.hold = 0;
   }
+
+  ReactiveOptions o_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> make_reactive(PassOptions&) { return std::make_unique<Reactive>(); }
+std::unique_ptr<Pass> make_reactive(PassOptions& o) {
+  ReactiveOptions r;
+  const std::string evict = o.text("evict", "lru");
+  if (evict != "lru" && evict != "furthest") {
+    throw InputError::at(SourcePos{"--pipeline"}, "option 'evict' of pass 'reactive': '{}' is "
+                         "not lru or furthest", evict);
+  }
+  r.furthest = evict == "furthest";
+  r.headroom = o.number("headroom", 0.0);
+  r.keep = o.number("keep", 0.0);
+  r.warm = o.flag("warm", false);
+  r.ahead = o.count("ahead", 0);
+  return std::make_unique<Reactive>(r);
+}
 
 }  // namespace tierflow::planner
