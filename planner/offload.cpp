@@ -149,21 +149,29 @@ Candidate make_candidate(const PlanState& s, uint32_t t, std::vector<Run> runs,
   return out;
 }
 
-bool try_apply(PlanState& s, ProfileTree& tree, Candidate& c, uint64_t target,
-               std::string_view pass) {
+Applied try_apply(PlanState& s, ProfileTree& tree, Candidate& c, uint64_t target,
+                  std::string_view pass) {
   const auto delta = delta_of(s, c.tensor, c.runs);
   bool helps = false;
   for (const auto& [span, d] : delta) {
     if (d < 0 && tree.max(span.from, span.to) > target) helps = true;
   }
-  if (!helps) return false;
-  for (const auto& [span, d] : delta) tree.add(span.from, span.to, d);
+  if (!helps) return Applied::kNoGain;
   Residency& r = s.tensors[c.tensor];
+  const uint64_t bytes = s.w.tensors[c.tensor].bytes;
+  Residency next{r.tier, c.home_off_device, r.pinned, c.runs};
+  const bool charge = !holds_copy(r) && holds_copy(next);
+  if (charge && s.tier_used[r.tier] + bytes > s.tier_room[r.tier]) {
+    s.stat(pass, "candidates without room on their tier", 1);
+    return Applied::kNoRoom;
+  }
+  if (charge) s.tier_used[r.tier] += bytes;
+  for (const auto& [span, d] : delta) tree.add(span.from, span.to, d);
   r.runs = std::move(c.runs);
   r.home_off_device = c.home_off_device;
   s.stat(pass, "offloaded tensors", 1);
-  s.stat(pass, "offloaded bytes", static_cast<double>(s.w.tensors[c.tensor].bytes));
-  return true;
+  s.stat(pass, "offloaded bytes", static_cast<double>(bytes));
+  return Applied::kYes;
 }
 
 size_t apply_until_fits(PlanState& s, ProfileTree& tree, std::vector<Candidate>& candidates,
@@ -171,7 +179,7 @@ size_t apply_until_fits(PlanState& s, ProfileTree& tree, std::vector<Candidate>&
   size_t applied = 0;
   for (Candidate& c : candidates) {
     if (tree.max() <= target) break;
-    if (try_apply(s, tree, c, target, pass)) ++applied;
+    if (try_apply(s, tree, c, target, pass) == Applied::kYes) ++applied;
   }
   return applied;
 }

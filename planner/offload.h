@@ -62,9 +62,12 @@ Candidate make_candidate(const PlanState& s, uint32_t t, std::vector<Run> runs,
 std::vector<std::pair<Span, int64_t>> delta_of(const PlanState& s, uint32_t t,
                                                const std::vector<Run>& runs);
 
-/// Applies one candidate if it lowers some position above `target`; true when applied.
-bool try_apply(PlanState& s, ProfileTree& tree, Candidate& c, uint64_t target,
-               std::string_view pass);
+enum class Applied { kYes, kNoGain, kNoRoom };
+
+/// Applies one candidate if it lowers some position above `target` and, when it puts a
+/// new copy on the tensor's offload tier, that tier has room (charged then).
+Applied try_apply(PlanState& s, ProfileTree& tree, Candidate& c, uint64_t target,
+                  std::string_view pass);
 
 /// Applies candidates in the given order, each only if it lowers some position above
 /// `target`, until the whole profile is at most `target`. Returns the number applied.

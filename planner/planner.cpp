@@ -25,6 +25,10 @@ constexpr std::string_view kPortfolio[] = {
     "reorder,place{multi=true},liveness,select{headroom=0.02,lead=0},insert,schedule,verify",
     "reorder,place{multi=true},liveness,select{headroom=0.05},insert,schedule,verify",
     "reorder,place{multi=true},liveness,select{headroom=0.1},insert,schedule,verify",
+    "reorder{mode=hoist},place{multi=true},liveness,select,insert,schedule,verify",
+    "reorder{mode=hoist},place{multi=true},liveness,select{lead=0},insert,schedule,verify",
+    "reorder{mode=hoist},place{multi=true},liveness,select{preferred=1.5},insert,"
+    "schedule{preferred=1.5},verify",
     "reorder,place{multi=true},liveness,distance,insert,schedule,verify",
     "reorder,place{multi=true},liveness,layerwise,insert,schedule,verify",
     "reorder,place{multi=true},liveness,reactive{evict=furthest,warm=true},insert,schedule,verify",

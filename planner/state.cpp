@@ -36,7 +36,13 @@ PlanState::PlanState(const Workload& work, const hw::Topology& t, Target tgt)
     const auto instances = static_cast<uint64_t>(std::max(1, t.instances(tier.per)));
     const uint64_t sharing = (target.devices + instances - 1) / instances;
     tier_room[i] = tier.capacity.value / std::max<uint64_t>(1, sharing);
+    offload_tiers.push_back(static_cast<uint32_t>(i));
   }
+  tier_used.assign(t.tiers.size(), 0);
+  std::stable_sort(offload_tiers.begin(), offload_tiers.end(), [&](uint32_t a, uint32_t b) {
+    return t.route(a, target.device_tier)->bandwidth.bytes_per_s >
+           t.route(b, target.device_tier)->bandwidth.bytes_per_s;
+  });
 }
 
 const Costs& PlanState::ensure_costs() {
@@ -109,6 +115,14 @@ void PlanState::stat(std::string_view pass, std::string_view name, double value)
   stats.push_back(Stat{std::string(pass), std::string(name), value});
 }
 
+bool holds_copy(const Residency& r) {
+  if (r.home_off_device) return true;
+  for (const Run& run : r.runs) {
+    if (run.store) return true;
+  }
+  return false;
+}
+
 std::vector<uint64_t> memory_profile(const PlanState& s) {
   const uint32_t n = std::max<uint32_t>(1, s.positions());
   std::vector<int64_t> diff(n + 1, 0);
@@ -162,6 +176,7 @@ uint32_t store_hold(const PlanState& s, uint32_t tier, uint64_t bytes, uint32_t 
 
 void reset_resident(PlanState& s) {
   const Liveness& l = s.ensure_liveness();
+  std::fill(s.tier_used.begin(), s.tier_used.end(), 0);
   const uint32_t n = s.positions();
   for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
     Residency& r = s.tensors[t];

@@ -112,6 +112,11 @@ struct PlanState {
   /// Per topology tier: bytes a program may keep there (capacity over the programs
   /// sharing an instance); 0 = not an offload tier.
   std::vector<uint64_t> tier_room;
+  /// Per topology tier: bytes this program's offloaded tensors keep there (home copies
+  /// and stored copies; a copy, once there, stays to the end).
+  std::vector<uint64_t> tier_used;
+  /// Offload tiers, fastest route into the device tier first.
+  std::vector<uint32_t> offload_tiers;
 
   std::optional<Costs> costs;        ///< analysis: valid until `order` changes
   std::optional<Liveness> liveness;  ///< analysis: valid until `order` changes
@@ -130,6 +135,9 @@ struct PlanState {
   void invalidate();
   void stat(std::string_view pass, std::string_view name, double value);
 };
+
+/// Whether a tensor with these decisions keeps a copy on its offload tier.
+bool holds_copy(const Residency& r);
 
 /// Per position: device-tier bytes in use (runs, static homes, workspace); the size is
 /// the number of positions (at least 1).

@@ -27,8 +27,9 @@
 #                       32 tokens read, ~110 GB, still fit)
 #   cm384-pool          DeepSeek-V3 decode, 32 tokens, seeded routing, tp 4 on 32 NPUs of
 #                       CloudMatrix384, all streaming from the one shared memory pool
-#   llama8b-train       Llama-3-8B training step with AdamW (seq 8,192, batch 2, all 32 layers)
-#                       on one H100 at its capacity (39% of the resident peak); then
+#   llama8b-train       Llama-3-8B training step with AdamW (seq 8,192, batch 8, activation
+#                       checkpointing, all 32 layers: compute-bound) on one H100 at its
+#                       capacity; then
 #                       --max-overhead 1% against resident on an H100 with room for all
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -120,8 +121,8 @@ cm384_pool() {
 
 llama8b_train() {
   local a=(--hw "$hw"/h100-sxm-8gpu.yaml --workload "$dir/w.json" --devices 1)
-  gen --model llama-3-8b --phase train --seq 8192 --batch 2
-  # Resident needs ~189 GiB: measured on an H100 with 2 TB of HBM.
+  gen --model llama-3-8b --phase train --seq 8192 --batch 8 --checkpoint
+  # Resident needs ~153 GiB: measured on an H100 with 2 TB of HBM.
   plan resident.txt "${a[@]}" --policy resident --set tiers.hbm.capacity=2TB
   compare "${a[@]}"
   plan tierflow.txt "${a[@]}"

@@ -63,7 +63,7 @@ class Distance : public Pass {
     size_t applied = 0;
     for (auto& [longest, c] : pool) {
       if (tree.max() <= budget) break;
-      if (try_apply(s, tree, c, budget, name())) ++applied;
+      if (try_apply(s, tree, c, budget, name()) == Applied::kYes) ++applied;
     }
     s.stat(name(), "candidates", static_cast<double>(pool.size()));
     if (tree.max() > budget) {

@@ -2,13 +2,14 @@
 // runs (every tensor on the device for its whole life).
 //
 // Offload tiers are those with a route to and from the device tier and room for this
-// program (capacity over the programs sharing an instance). External tensors are taken
-// first (their home copies must live somewhere), then produced ones, each largest first.
-// Single-tier mode fills the fastest tier (bandwidth into the device tier) and spills to
-// the next when full. Multi-tier mode spreads over channels: tiers whose routes into the
-// device share a link direction form one channel (spreading over them gains no
-// bandwidth); each tensor goes to the channel where the bytes already assigned would take
-// the least time to fetch, to its fastest tier with room.
+// program (capacity over the programs sharing an instance). This is a preference: the
+// passes that offload charge the tier when they do, and move a tensor to the next tier
+// when its own is full. Single-tier mode prefers the fastest tier (bandwidth into the
+// device tier) that can hold the tensor. Multi-tier mode spreads over channels: tiers
+// whose routes into the device share a link direction form one channel (spreading over
+// them gains no bandwidth); taking external tensors first, then produced ones, each
+// largest first, each goes to the channel where the bytes already preferred there would
+// take the least time to fetch, to its fastest tier.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -33,10 +34,7 @@ class Place : public Pass {
   PassResult run(PlanState& s, PassContext& ctx) override {
     s.ensure_costs();
     reset_resident(s);
-    std::vector<uint32_t> tiers;
-    for (uint32_t i = 0; i < s.tier_room.size(); ++i) {
-      if (s.tier_room[i] > 0) tiers.push_back(i);
-    }
+    std::vector<uint32_t> tiers = s.offload_tiers;
     if (!o_.tier.empty()) {
       const auto forced = s.topo.tier_index(o_.tier);
       if (!forced || s.tier_room[*forced] == 0) {
@@ -95,7 +93,7 @@ class Place : public Pass {
       uint32_t best = kNone;
       double best_time = 0;
       for (uint32_t tier : tiers) {  // fastest first
-        if (used[tier] + bytes > s.tier_room[tier]) continue;
+        if (bytes > s.tier_room[tier]) continue;
         if (!o_.multi) {
           best = tier;
           break;
@@ -114,7 +112,7 @@ class Place : public Pass {
     }
     for (uint32_t tier : tiers) {
       if (used[tier] > 0) {
-        s.stat(name(), fmt::format("bytes assigned to {}", s.topo.tiers[tier].id),
+        s.stat(name(), fmt::format("bytes preferring {}", s.topo.tiers[tier].id),
                static_cast<double>(used[tier]));
       }
     }
@@ -142,6 +140,7 @@ class Place : public Pass {
         if (!external && gaps.empty()) continue;
         r.home_off_device = external;
         r.runs = split_runs(s, t, gaps, SplitOptions{external, tier});
+        s.tier_used[tier] += s.w.tensors[t].bytes;
         s.stat("place", "pinned tensors offloaded", 1);
       }
     }

@@ -25,6 +25,7 @@
 
 #include "planner/offload.h"
 #include "core/diagnostics.h"
+#include "core/units.h"
 #include "planner/pass.h"
 
 namespace tierflow::planner {
@@ -190,8 +191,10 @@ class Reactive : public Pass {
       }
       if (used + need + fixed[j] > budget) {
         ctx.failure = fmt::format(
-            "does not fit: op {} '{}' needs {} bytes with {} bytes it cannot evict, budget {}",
-            s.order[j], op.name, need, used + fixed[j], budget);
+            "does not fit: op {} '{}' needs {} more with {} on the device it cannot evict, "
+            "budget {}",
+            s.order[j], op.name, to_string_approx(Bytes{need}),
+            to_string_approx(Bytes{used + fixed[j]}), to_string_approx(Bytes{budget}));
         s.infeasible = true;
         return PassResult::kFailed;
       }

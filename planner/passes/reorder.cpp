@@ -4,12 +4,17 @@
 // write after every earlier access (reads may swap among themselves). A list schedule
 // picks, among ready ops, the one that adds the fewest bytes (outputs and workspace
 // allocated minus tensors whose last use it is), ties by original position. The new order
-// is kept only if the resident peak drops; every later analysis is recomputed.
+// is kept only if the resident peak drops (`keep=no-higher`: also when it stays the same,
+// which lets ops that free memory, such as per-layer optimizer updates, run as soon as
+// they can, where offloading can overlap them with compute); every later analysis is
+// recomputed. `mode=hoist` instead moves every op that allocates nothing (optimizer
+// updates) to right after the last op it depends on.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <queue>
 
+#include "core/diagnostics.h"
 #include "planner/pass.h"
 
 namespace tierflow::planner {
@@ -17,6 +22,7 @@ namespace {
 
 class Reorder : public Pass {
  public:
+  Reorder(bool equal, bool hoist) : equal_(equal), hoist_(hoist) {}
   [[nodiscard]] std::string_view name() const override { return "reorder"; }
 
   PassResult run(PlanState& s, PassContext&) override {
@@ -58,6 +64,8 @@ class Reorder : public Pass {
       for (uint32_t t : op.updates) write(t);
       for (uint32_t t : op.outputs) write(t);
     }
+
+    if (hoist_) return hoist(s, succ, restore, before);
 
     // Remaining uses per tensor, to know which op frees what.
     std::vector<uint32_t> remaining(s.w.tensors.size(), 0);
@@ -109,7 +117,7 @@ class Reorder : public Pass {
     s.ensure_costs();
     restore();
     const uint64_t after = peak(s);
-    if (after >= before) {
+    if (after > before || (after == before && !equal_)) {
       s.order = old;
       s.invalidate();
       s.ensure_costs();
@@ -125,6 +133,59 @@ class Reorder : public Pass {
   }
 
  private:
+  /// Moves every op that allocates nothing (no outputs, no workspace: optimizer updates)
+  /// to right after the last op it depends on. That never raises the peak and frees
+  /// what it reads as early as the dependencies allow.
+  template <class Restore>
+  PassResult hoist(PlanState& s, const std::vector<std::vector<uint32_t>>& succ,
+                   Restore& restore, uint64_t before) {
+    const uint32_t n = s.positions();
+    std::vector<uint32_t> last_pred(n, kNone);
+    for (uint32_t a = 0; a < n; ++a) {
+      for (uint32_t b : succ[a]) {
+        if (last_pred[b] == kNone || a > last_pred[b]) last_pred[b] = a;
+      }
+    }
+    std::vector<std::vector<uint32_t>> after(n);  // hoisted ops to emit right after each op
+    std::vector<bool> hoisted(n, false);
+    for (uint32_t i = 0; i < n; ++i) {
+      const Op& op = s.w.ops[s.order[i]];
+      if (!op.outputs.empty() || op.workspace > 0 || last_pred[i] == kNone) continue;
+      if (last_pred[i] + 1 == i) continue;  // already right after it
+      hoisted[i] = true;
+      after[last_pred[i]].push_back(i);
+    }
+    std::vector<uint32_t> order;
+    order.reserve(n);
+    std::vector<uint32_t> stack;
+    for (uint32_t i = 0; i < n; ++i) {
+      if (hoisted[i]) continue;
+      stack.push_back(i);
+      while (!stack.empty()) {
+        const uint32_t x = stack.back();
+        stack.pop_back();
+        order.push_back(s.order[x]);
+        for (auto it = after[x].rbegin(); it != after[x].rend(); ++it) stack.push_back(*it);
+      }
+    }
+    if (order.size() != n || order == s.order) return PassResult::kUnchanged;
+    const std::vector<uint32_t> old = s.order;
+    s.order = std::move(order);
+    s.invalidate();
+    s.ensure_costs();
+    restore();
+    const uint64_t now = peak(s);
+    TF_ASSERT(now <= before, "hoisting raised the peak from {} to {}", before, now);
+    s.stat(name(), "ops hoisted", static_cast<double>(std::count(hoisted.begin(), hoisted.end(), true)));
+    s.notes.push_back(fmt::format("reorder: ops that allocate nothing run right after what they "
+                                  "depend on; resident peak {} -> {} bytes",
+                                  before, now));
+    return PassResult::kChanged;
+  }
+
+  bool equal_ = false;
+  bool hoist_ = false;
+
   static uint64_t peak(const PlanState& s) {
     const auto p = memory_profile(s);
     return p.empty() ? 0 : *std::max_element(p.begin(), p.end());
@@ -133,6 +194,18 @@ class Reorder : public Pass {
 
 }  // namespace
 
-std::unique_ptr<Pass> make_reorder(PassOptions&) { return std::make_unique<Reorder>(); }
+std::unique_ptr<Pass> make_reorder(PassOptions& o) {
+  const std::string keep = o.text("keep", "lower");
+  if (keep != "lower" && keep != "no-higher") {
+    throw InputError::at(SourcePos{"--pipeline"},
+                         "option 'keep' of pass 'reorder': '{}' is not lower or no-higher", keep);
+  }
+  const std::string mode = o.text("mode", "greedy");
+  if (mode != "greedy" && mode != "hoist") {
+    throw InputError::at(SourcePos{"--pipeline"},
+                         "option 'mode' of pass 'reorder': '{}' is not greedy or hoist", mode);
+  }
+  return std::make_unique<Reorder>(keep == "no-higher", mode == "hoist");
+}
 
 }  // namespace tierflow::planner

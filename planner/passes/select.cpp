@@ -2,7 +2,8 @@
 //
 // A candidate is one tensor: an external tensor homed on its offload tier (fetched before
 // its uses, its pre-first and post-last idle time freed; in phase 1 only when the ops
-// before its first use hide that fetch) and split at its idle gaps, or a
+// before its first use hide that fetch and, if it is modified, the ops after its last use
+// hide the write-back) and split at its idle gaps, or a
 // produced tensor stored and fetched back across its gaps. Phase 1 takes only gaps whose
 // estimated time hides the round trip (store if needed, then fetch) `preferred` times
 // over, best score first: bytes x freed time / added copy time, the score scaled down
@@ -74,9 +75,22 @@ class Select : public Pass {
         heap.emplace(now, i);  // the link got busier since it was scored
         continue;
       }
-      const int64_t transfer = pool[i].transfer_ps;
-      const uint32_t tier = s.tensors[pool[i].tensor].tier;
-      if (try_apply(s, tree, pool[i], target, name())) load[tier] += transfer;
+      const uint32_t t = pool[i].tensor;
+      Applied a = try_apply(s, tree, pool[i], target, name());
+      // Its tier is full: the next tier with room, candidate rebuilt for that route.
+      for (size_t k = 0; a == Applied::kNoRoom && k < s.offload_tiers.size(); ++k) {
+        const uint32_t other = s.offload_tiers[k];
+        if (other == s.tensors[t].tier ||
+            s.tier_used[other] + s.w.tensors[t].bytes > s.tier_room[other]) {
+          continue;
+        }
+        s.tensors[t].tier = other;
+        auto again = candidate(s, t, /*all_gaps=*/false, o_.lead);
+        if (!again) break;
+        pool[i] = std::move(*again);
+        a = try_apply(s, tree, pool[i], target, name());
+      }
+      if (a == Applied::kYes) load[s.tensors[t].tier] += pool[i].transfer_ps;
     }
 
     // Phase 2: every gap, hidden or not.
@@ -140,11 +154,19 @@ class Select : public Pass {
                                                                   s.positions())) >=
                                         static_cast<double>(store) * o_.preferred);
     if (!external && gaps.empty() && !spill) return std::nullopt;
-    // An external tensor's first fetch happens before its first use: in phase 1 only when
-    // the ops before that use hide it.
-    if (external && !all_gaps && !u.empty() &&
-        static_cast<double>(c.span_ps(0, u.front())) < static_cast<double>(fetch) * o_.preferred) {
-      return std::nullopt;
+    // An external tensor's first fetch happens before its first use, and a modified one
+    // is written back after its last: in phase 1 only when the ops before (after) hide it.
+    if (external && !all_gaps && !u.empty()) {
+      if (static_cast<double>(c.span_ps(0, u.front())) <
+          static_cast<double>(fetch) * o_.preferred) {
+        return std::nullopt;
+      }
+      const bool modified = std::find(m.begin(), m.end(), true) != m.end();
+      if (modified && static_cast<double>(c.span_ps(std::min(u.back() + 1, s.positions()),
+                                                    s.positions())) <
+                          static_cast<double>(store) * o_.preferred) {
+        return std::nullopt;
+      }
     }
     SplitOptions so{external, tier, lead};
     so.spill_at_end = spill;
