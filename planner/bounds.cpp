@@ -157,15 +157,42 @@ Bounds lower_bounds(PlanState& s) {
       s.topo.tiers[s.target.device_tier].write_bandwidth.bytes_per_s;
   if (write > 0) b.ingress = std::min(b.ingress, write);
 
-  // Shared offload tiers: all programs together read at most the tiers' read ports.
-  double ports = 0;
-  for (uint32_t tier = 0; tier < s.tier_room.size(); ++tier) {
-    if (s.tier_room[tier] == 0) continue;
-    const hw::Tier& x = s.topo.tiers[tier];
-    const auto instances = static_cast<uint32_t>(std::max(1, s.topo.instances(x.per)));
-    ports += x.read_bandwidth.bytes_per_s * std::min(instances, s.target.devices);
+  // Shared resources: programs that share a tier instance or a link instance split its
+  // bandwidth. Per offload tier, this program's share of the narrowest of its read port
+  // and the links of its route; tiers whose routes share a link count once (the larger).
+  {
+    // The most programs mapped to one instance of a scope (devices are spread over hosts,
+    // then sockets, as the simulator places them).
+    auto crowd = [&](hw::Scope per) {
+      std::map<int, uint32_t> count;
+      uint32_t most = 1;
+      for (uint32_t d = 0; d < s.target.devices; ++d) {
+        const int inst = s.topo.instance_of(per, s.target.device_class, static_cast<int>(d));
+        most = std::max(most, ++count[inst]);
+      }
+      return static_cast<double>(most);
+    };
+    auto share = [&](double bw, hw::Scope per) { return bw / crowd(per); };
+    std::map<uint64_t, double> by_hop;  // first hop of the route -> largest share
+    for (uint32_t tier = 0; tier < s.tier_room.size(); ++tier) {
+      if (s.tier_room[tier] == 0) continue;
+      const hw::Tier& x = s.topo.tiers[tier];
+      const hw::Route* r = c.routes[tier].in;
+      double t_share = share(x.read_bandwidth.bytes_per_s, x.per);
+      for (const hw::Hop& h : r->hops) {
+        const hw::Link& link = s.topo.links[h.link];
+        t_share = std::min(t_share, share(link.effective(h.forward).bytes_per_s, link.per));
+      }
+      const uint64_t key = r->hops.empty() ? (uint64_t{1} << 40) + tier
+                                           : uint64_t{r->hops.front().link} * 2 +
+                                                 (r->hops.front().forward ? 1 : 0);
+      double& v = by_hop[key];
+      v = std::max(v, t_share);
+    }
+    double total = 0;
+    for (const auto& [key, v] : by_hop) total += v;
+    if (total > 0) b.ingress = std::min(b.ingress, total);
   }
-  if (ports > 0) b.ingress = std::min(b.ingress, ports / s.target.devices);
 
   if (s.target.budget > 0 && s.positions() > 0) {
     // Windows: halvings of the whole order, and passes through the layers (a cut where

@@ -15,7 +15,8 @@
 //              all offload tiers together: per last link crossed, the smaller of its
 //              bandwidth and the sum of the routes through it; at most the tier's write
 //              bandwidth; and at most this program's share of the offload tiers' read
-//              ports when programs share them (a pool, a socket's DDR).
+//              ports and route links when programs share them (a pool and its fabric
+//              link, a socket's DDR).
 //   makespan   max(compute on the one engine, traffic / ingress).
 #pragma once
 
