@@ -12,6 +12,7 @@
 #include "tools/hw_cmd.h"
 #include "tools/compare_cmd.h"
 #include "tools/plan_cmd.h"
+#include "tools/replay_cmd.h"
 #include "tools/sim_cmd.h"
 #include "tools/trace_cmd.h"
 
@@ -38,6 +39,7 @@ int run(int argc, char** argv) {
   add_plan_commands(app);
   add_sim_command(app);
   add_compare_command(app);
+  add_replay_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CommandResult& r) {

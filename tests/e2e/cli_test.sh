@@ -131,6 +131,25 @@ check sim-bad-tier 2 "$tf" sim --plan "$plan" --hw configs/hw/cloudmatrix384.yam
 contains sim-bad-tier-msg "$tmp/err" "the plan's tier 'ddr' is not in topology"
 check sim-bad-on-full 2 "$tf" sim --plan "$plan" --on-full maybe
 
+# Replay: the same plan run for real on the CPU backend and compared with the simulator.
+check replay-ok 0 "$tf" replay --backend cpu --plan "$plan" "${big[@]}" --time-scale 1000 --timeline "$tmp/rtl.json"
+contains replay-makespan "$tmp/out" "simulated 4.778us"
+contains replay-steps "$tmp/out" "steps executed       9"
+contains replay-peak "$tmp/out" "hbm[0]: measured 800 B  predicted 800 B  equal"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert any(e.get("cat")=="transfer" for e in d["traceEvents"])' "$tmp/rtl.json" &&
+  passes=$((passes + 1)) || { echo "FAIL replay timeline does not parse"; fails=$((fails + 1)); }
+check replay-json 0 "$tf" replay --plan "$plan" "${big[@]}" --time-scale 1000 --json -o "$tmp/rp.json"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["format"]=="tierflow.replay/1"; assert d["makespan_ps"]["simulated"]==4778000; assert d["peak_device_memory"][0]["equal"]; assert len(d["measured_steps"])==9' "$tmp/rp.json" &&
+  passes=$((passes + 1)) || { echo "FAIL replay --json"; fails=$((fails + 1)); }
+# The 128-byte HBM again: exit 1, as sim; a broken rule: exit 2 with the verifier's words.
+check replay-full 1 "$tf" replay --plan "$plan"
+contains replay-full-msg "$tmp/err" "'hbm[0]' is full before the step starts"
+check replay-rule 2 "$tf" replay --plan tests/errors/plan/01-compute-without-wait.json --hw tests/fixtures/unit_hw.yaml \
+  --set tiers.hbm.capacity=4KiB --set tiers.ddr.capacity=1MiB
+contains replay-rule-msg "$tmp/err" "01-compute-without-wait.json:29:7: program 0 step 2: op 'norm' may start before the prefetch"
+check replay-bad-backend 2 "$tf" replay --backend cuda --plan "$plan"
+check replay-bad-scale 2 "$tf" replay --plan "$plan" --time-scale fast
+
 # Planning: a 2-layer Llama-2-7B decode whose weights do not fit a 300 MiB budget.
 check plan-gen 0 "$tf" trace gen --model llama-2-7b --phase decode --context 512 --tokens 2 --layers 2 -o "$tmp/w7.json"
 check plan-ok 0 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w7.json" --devices 1 \

@@ -1,0 +1,322 @@
+// The replay executor on the CPU backend: every step runs, in an order the §6 rules allow
+// (checked on the recorded times), a plan that breaks a rule is refused with the
+// simulator's words, and the device arena's measured peak is the simulator's prediction.
+#include "tools/replay/executor.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "core/plan_json.h"
+#include "hw_models/loader.h"
+#include "sim/simulator.h"
+#include "tests/support/plan_builders.h"
+#include "tools/replay/cpu_backend.h"
+
+using namespace tierflow;
+using namespace tierflow::replay;
+
+namespace {
+
+const std::string kSource = TIERFLOW_SOURCE_DIR;
+const std::string kFixture = kSource + "/tests/fixtures/unit_hw.yaml";
+
+hw::Topology unit_hw(std::vector<std::string> sets) {
+  return hw::load_topology(kFixture, hw::LoadOptions{std::move(sets), false});
+}
+
+hw::Topology roomy_unit_hw() {
+  return unit_hw({"tiers.hbm.capacity=1MiB", "tiers.ddr.capacity=1MiB"});
+}
+
+/// Random workloads have ops of up to 16M FLOPs, 16 ms on the fixture's 1 GFLOP/s: the
+/// default time scale runs them 100 times faster than modelled, so that a plan takes
+/// milliseconds.
+ReplayResult run(const Plan& p, const Workload& w, const hw::Topology& t, double scale = 0.01) {
+  CpuBackendOptions o;
+  o.time_scale = scale;
+  CpuBackend backend(o);
+  return replay::replay(p, w, t, backend);
+}
+
+/// Checks the recorded order against the §6 rules:
+/// - every step ran;
+/// - compute steps start in program order, each after the previous one ended and after
+///   the events it waits on completed (their transfers' last byte);
+/// - a cache step is issued after its anchor (the compute step before it) ended and after
+///   its events completed; cache steps on one tensor issue in program order.
+void check_order(const Plan& plan, const ReplayResult& r) {
+  REQUIRE(r.programs.size() == plan.programs.size());
+  std::map<uint32_t, Time> event_end;
+  for (size_t p = 0; p < plan.programs.size(); ++p) {
+    const auto& steps = plan.programs[p].steps;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (steps[i].event != kNoEvent) event_end[steps[i].event] = r.programs[p].steps[i].end;
+    }
+  }
+  for (size_t p = 0; p < plan.programs.size(); ++p) {
+    CAPTURE(p);
+    const auto& steps = plan.programs[p].steps;
+    const auto& recs = r.programs[p].steps;
+    Time anchor_end = 0;
+    uint64_t compute_seq = 0;
+    std::map<uint32_t, uint64_t> tensor_seq;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      CAPTURE(i);
+      const Step& s = steps[i];
+      const StepRecord& rec = recs[i];
+      REQUIRE(rec.ran);
+      CHECK(rec.issue >= 0);
+      CHECK(rec.start >= rec.issue);
+      CHECK(rec.end >= rec.start);
+      const Time ready = s.kind == StepKind::kCompute ? rec.start : rec.issue;
+      for (uint32_t e : s.wait) CHECK(ready >= event_end.at(e));
+      CHECK(ready >= anchor_end);
+      if (s.kind == StepKind::kCompute) {
+        CHECK(rec.seq > compute_seq);
+        compute_seq = rec.seq;
+        CHECK(rec.waited >= 0);
+        CHECK(rec.waited <= rec.start - rec.issue);
+        anchor_end = rec.end;
+      } else {
+        auto& last = tensor_seq[s.target];
+        CHECK(rec.seq > last);
+        last = rec.seq;
+      }
+    }
+  }
+}
+
+uint64_t simulated_peak(const sim::SimResult& s, const std::string& arena) {
+  for (const sim::TierResult& t : s.tiers) {
+    if (t.name == arena) return t.peak;
+  }
+  return 0;
+}
+
+size_t steps_of(const Plan& p) {
+  size_t n = 0;
+  for (const Program& prog : p.programs) n += prog.steps.size();
+  return n;
+}
+
+/// True when no cache step waits on an event. Then, with one program, every allocation
+/// and free happens at a point that program order alone fixes: a prefetch allocates right
+/// after its anchor ends, outputs and workspace when their op starts (after the previous
+/// op ended and the cache steps anchored on it ran), the workspace is freed when the op
+/// ends, and a detach frees right after its anchor. Nothing stays pending, so no
+/// allocation depends on when a transfer lands; the simulator runs the same sequence, and
+/// the two peaks (sums of the same live sizes) are equal byte for byte. A detach waiting
+/// on a store would free whenever that store lands, before or after the next op starts,
+/// and the peak could then differ with timing.
+bool allocation_order_fixed(const Plan& p) {
+  if (p.programs.size() != 1) return false;
+  for (const Step& s : p.programs[0].steps) {
+    if (s.kind != StepKind::kCompute && !s.wait.empty()) return false;
+  }
+  return true;
+}
+
+void check_peaks_equal(const ReplayResult& r, const sim::SimResult& s) {
+  REQUIRE_FALSE(s.error);
+  for (const ArenaRecord& a : r.arenas) {
+    if (!a.spec.device) continue;
+    CAPTURE(a.spec.name);
+    CHECK(a.stats.logical_peak == simulated_peak(s, a.spec.name));
+    CHECK(a.stats.peak == a.stats.logical_peak);  // no size shift on these plans
+    CHECK(a.stats.in_use == a.stats.logical_in_use);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tiny.json replays every step in a legal order; peak equals the simulator's") {
+  const LoadedPlan lp = read_plan(kSource + "/tests/fixtures/plans/tiny.json");
+  const hw::Topology t = unit_hw({"tiers.hbm.capacity=4KiB"});
+  const ReplayResult r = run(lp.plan, lp.workload, t, /*scale=*/100);
+  REQUIRE_FALSE(r.error);
+  CHECK(r.backend == "cpu");
+  CHECK(r.shift == 0);
+  CHECK(r.steps == steps_of(lp.plan));
+  CHECK(r.programs[0].transfers == 3);
+  check_order(lp.plan, r);
+  const sim::SimResult s = sim::simulate(lp.plan, lp.workload, t);
+  // hbm holds kv (512) from the start; x (64) and w (96) land, y (64) and z (64) are made:
+  // 800 bytes at the peak, while mm runs.
+  CHECK(simulated_peak(s, "hbm[0]") == 800);
+  check_peaks_equal(r, s);
+  // The measured makespan is at least the simulated one less rounding: the CPU backend
+  // never runs a step faster than its modelled time.
+  CHECK(r.makespan >= s.makespan - 1000);
+}
+
+TEST_CASE("resident and streamed plans on random workloads: order and exact peaks") {
+  const hw::Topology t = roomy_unit_hw();
+  size_t exact = 0;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    CAPTURE(seed);
+    testing::RandomWorkloadOptions wo;
+    wo.ops = 24;
+    const Workload w = testing::random_workload(seed, wo);
+    testing::StreamOptions so;
+    so.lookahead = 1 + uint32_t(seed % 3);
+    for (const Plan& p : {testing::resident_plan(w, {/*devices=*/1, "hbm"}),
+                          testing::streamed_plan(w, {/*devices=*/1, "hbm"}, so)}) {
+      CAPTURE(p.name);
+      const ReplayResult r = run(p, w, t);
+      REQUIRE_FALSE(r.error);
+      CHECK(r.steps == steps_of(p));
+      check_order(p, r);
+      if (allocation_order_fixed(p)) {
+        check_peaks_equal(r, sim::simulate(p, w, t));
+        ++exact;
+      }
+    }
+  }
+  CHECK(exact >= 8);  // every resident plan and most streamed ones
+}
+
+TEST_CASE("random plans with one to three programs run every step in a legal order") {
+  const hw::Topology t =
+      unit_hw({"tiers.hbm.capacity=1MiB", "tiers.ddr.capacity=1MiB", "tiers.ssd.capacity=4MiB"});
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    CAPTURE(seed);
+    testing::RandomWorkloadOptions wo;
+    wo.ops = 20;
+    const Workload w = testing::random_workload(seed, wo);
+    testing::RandomPlanOptions po;
+    po.host_tiers = {"ddr", "ssd"};
+    const Plan p = testing::random_plan(seed, w, {/*devices=*/1 + uint32_t(seed % 3), "hbm"}, po);
+    const ReplayResult r = run(p, w, t);
+    REQUIRE_FALSE(r.error);
+    CHECK(r.steps == steps_of(p));
+    check_order(p, r);
+    // Multiple programs: each device arena's peak is that of its own program.
+    const sim::SimResult s = sim::simulate(p, w, t);
+    REQUIRE_FALSE(s.error);
+    for (const ArenaRecord& a : r.arenas) {
+      if (a.spec.device) CHECK(a.stats.in_use == a.stats.logical_in_use);
+    }
+    if (allocation_order_fixed(p)) check_peaks_equal(r, s);
+  }
+}
+
+TEST_CASE("a plan that breaks a rule is refused with the simulator's program, step and message") {
+  const hw::Topology t = unit_hw({"tiers.hbm.capacity=4KiB", "tiers.ddr.capacity=1MiB"});
+  SUBCASE("a compute step that does not wait for its prefetch") {
+    const LoadedPlan lp =
+        read_plan(kSource + "/tests/errors/plan/01-compute-without-wait.json", /*verify=*/false);
+    const ReplayResult r = run(lp.plan, lp.workload, t);
+    const sim::SimResult s = sim::simulate(lp.plan, lp.workload, t);
+    REQUIRE(r.error);
+    REQUIRE(s.error);
+    CHECK(r.error->kind == ReplayError::Kind::kPlanRule);
+    CHECK(s.error->kind == sim::SimError::Kind::kPlanRule);
+    CHECK(r.error->program == s.error->program);
+    CHECK(r.error->step == s.error->step);
+    CHECK(r.error->tensor == s.error->tensor);
+    CHECK(r.error->message == s.error->message);
+    CHECK(r.error->program == 0);
+    CHECK(r.error->step == 2);
+    CHECK(r.steps == 0);  // refused before anything ran
+  }
+  SUBCASE("program 1 detaches an activation before its reader") {
+    testing::RandomWorkloadOptions wo;
+    wo.ops = 12;
+    const Workload w = testing::random_workload(7, wo);
+    Plan p = testing::resident_plan(w, {/*devices=*/2, "hbm"});
+    // The first produced tensor that a later op reads, detached right after it is made.
+    uint32_t victim = UINT32_MAX;
+    for (uint32_t o = 1; o < w.ops.size() && victim == UINT32_MAX; ++o) {
+      for (uint32_t x : w.ops[o].inputs) {
+        if (w.tensors[x].origin == 0) victim = x;
+      }
+    }
+    REQUIRE(victim != UINT32_MAX);
+    auto& steps = p.programs[1].steps;
+    steps.insert(steps.begin() + 1, Step{StepKind::kDetach, victim, 0, kNoEvent, {}});
+    const ReplayResult r = run(p, w, roomy_unit_hw());
+    const sim::SimResult s = sim::simulate(p, w, roomy_unit_hw());
+    REQUIRE(r.error);
+    REQUIRE(s.error);
+    CHECK(r.error->kind == ReplayError::Kind::kPlanRule);
+    CHECK(r.error->program == 1);
+    CHECK(r.error->program == s.error->program);
+    CHECK(r.error->step == s.error->step);
+    CHECK(r.error->tensor == s.error->tensor);
+    CHECK(r.error->message == s.error->message);
+  }
+}
+
+TEST_CASE("a device tier too small for the resident tensors is a capacity error") {
+  // The fixture's 128-byte hbm cannot hold tiny.json's 512-byte kv: the simulator says so
+  // before the step starts, and so does the replayer.
+  const LoadedPlan lp = read_plan(kSource + "/tests/fixtures/plans/tiny.json");
+  const hw::Topology t = unit_hw({});
+  const ReplayResult r = run(lp.plan, lp.workload, t);
+  const sim::SimResult s = sim::simulate(lp.plan, lp.workload, t);
+  REQUIRE(r.error);
+  REQUIRE(s.error);
+  CHECK(r.error->kind == ReplayError::Kind::kCapacity);
+  CHECK(s.error->kind == sim::SimError::Kind::kCapacity);
+  CHECK(r.error->message.starts_with("'hbm[0]' is full before the step starts"));
+  CHECK(r.error->message.substr(0, 60) == s.error->message.substr(0, 60));
+}
+
+TEST_CASE("a plan larger than the memory limit replays with sizes divided by a power of two") {
+  const LoadedPlan lp = read_plan(kSource + "/tests/fixtures/plans/tiny.json");
+  const hw::Topology t = unit_hw({"tiers.hbm.capacity=4KiB"});
+  CpuBackendOptions o;
+  o.memory_limit = 512;  // the arenas need 1 KiB at full size: 800 B of hbm, 224 B of ddr
+  CpuBackend backend(o);
+  const ReplayResult r = replay::replay(lp.plan, lp.workload, t, backend);
+  REQUIRE_FALSE(r.error);
+  CHECK(r.shift > 0);
+  check_order(lp.plan, r);
+  // Logical bytes stay exact; the arena holds each size divided by 2^shift, rounded up.
+  const sim::SimResult s = sim::simulate(lp.plan, lp.workload, t);
+  CHECK(r.arenas[0].stats.logical_peak == simulated_peak(s, "hbm[0]"));
+  CHECK(r.arenas[0].stats.peak < r.arenas[0].stats.logical_peak);
+  uint64_t reserved = 0;
+  for (const ArenaRecord& a : r.arenas) reserved += a.spec.physical;
+  CHECK(reserved <= 512);
+}
+
+TEST_CASE("programs that wait on each other's events are stuck, as the simulator says") {
+  // Each program's prefetch waits on the other program's prefetch: neither can issue.
+  Workload w;
+  w.name = "pair";
+  const uint32_t x = w.add_tensor(Tensor{"x", 64, TensorKind::kInput});
+  const uint32_t y = w.add_tensor(Tensor{"y", 64, TensorKind::kOutput});
+  Op op;
+  op.name = "norm";
+  op.flops = 64;
+  op.inputs = {x};
+  op.outputs = {y};
+  w.add_op(op);
+  Plan p;
+  p.name = "stuck";
+  p.tiers = {"hbm", "ddr"};
+  p.device_tier = 0;
+  p.home = {1, 0};
+  for (uint32_t d = 0; d < 2; ++d) {
+    Program prog;
+    prog.device = d;
+    prog.steps.push_back(Step{StepKind::kPrefetch, x, 1, /*event=*/d + 1, {2 - d}});
+    prog.steps.push_back(Step{StepKind::kCompute, 0, 0, kNoEvent, {d + 1}});
+    p.programs.push_back(prog);
+  }
+  REQUIRE_FALSE(verify_plan(p, w));
+  const hw::Topology t = roomy_unit_hw();
+  const ReplayResult r = run(p, w, t);
+  const sim::SimResult s = sim::simulate(p, w, t);
+  REQUIRE(r.error);
+  REQUIRE(s.error);
+  CHECK(r.error->kind == ReplayError::Kind::kDeadlock);
+  CHECK(s.error->kind == sim::SimError::Kind::kDeadlock);
+  CHECK(r.error->program == s.error->program);
+  CHECK(r.error->step == s.error->step);
+  CHECK(r.error->message == s.error->message);
+  CHECK(r.steps == 0);
+}

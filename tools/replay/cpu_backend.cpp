@@ -1,0 +1,288 @@
+#include "tools/replay/cpu_backend.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/diagnostics.h"
+#include "core/units.h"
+
+namespace tierflow::replay {
+
+CpuBackend::CpuBackend(const CpuBackendOptions& options) : options_(options) {
+  TF_ASSERT(options_.time_scale > 0 && std::isfinite(options_.time_scale),
+            "time scale must be positive");
+  TF_ASSERT(options_.chunk_bytes > 0, "chunk size must be positive");
+}
+
+CpuBackend::~CpuBackend() {
+  if (started_) stop();
+}
+
+void CpuBackend::start(const BackendSetup& setup) {
+  TF_ASSERT(!started_, "the backend was started twice");
+  arenas_.resize(setup.arenas.size());
+  for (size_t a = 0; a < setup.arenas.size(); ++a) {
+    const uint64_t size = ArenaAllocator::footprint(setup.arenas[a].physical);
+    if (size > 0) {
+      // calloc: the kernel hands out zeroed pages lazily, so untouched bytes cost nothing.
+      void* p = std::calloc(size_t(size), 1);
+      if (p == nullptr) throw std::bad_alloc();
+      arenas_[a].memory = {static_cast<std::byte*>(p), &std::free};
+    }
+    arenas_[a].alloc = ArenaAllocator(size);
+  }
+  groups_.resize(setup.engine_groups.size());
+  sharing_ = std::make_unique<std::atomic<int>[]>(setup.engine_groups.size());
+  for (const EngineGroupSpec& g : setup.engine_groups) link_bandwidth_.push_back(g.bandwidth);
+  uint32_t engines = 1;  // one more for routes that cross no link
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    groups_[g].idle = setup.engine_groups[g].engines;
+    engines += uint32_t(setup.engine_groups[g].engines);
+  }
+  engines = std::min(engines, std::max<uint32_t>(1, options_.max_copy_threads));
+  started_ = true;
+  t0_ = Clock::now();  // before any thread reads it
+  for (uint32_t i = 0; i < engines; ++i) copy_threads_.emplace_back([this] { copy_worker(); });
+  for (uint32_t p = 0; p < setup.programs; ++p) {
+    auto e = std::make_unique<ComputeEngine>();
+    ComputeEngine& ref = *e;
+    e->thread = std::thread([this, &ref] { compute_worker(ref); });
+    computes_.push_back(std::move(e));
+  }
+}
+
+Time CpuBackend::now() const {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0_).count();
+  return static_cast<Time>(std::llround(static_cast<double>(ns) * 1000.0 / options_.time_scale));
+}
+
+CpuBackend::Clock::time_point CpuBackend::real(Time plan) const {
+  const double ns = static_cast<double>(plan) * options_.time_scale / 1000.0;
+  return t0_ + std::chrono::nanoseconds(std::llround(ns));
+}
+
+void CpuBackend::wait_until(Clock::time_point deadline) {
+  using std::chrono::microseconds;
+  while (true) {
+    const auto left = deadline - Clock::now();
+    if (left <= Clock::duration::zero()) return;
+    // Sleeping overshoots by tens of microseconds: sleep through all but the last stretch,
+    // then spin on the clock.
+    if (left > microseconds(200)) {
+      std::this_thread::sleep_for(left - microseconds(100));
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+std::optional<Block> CpuBackend::allocate(ArenaId arena, uint64_t bytes, uint64_t logical) {
+  const std::lock_guard lock(alloc_m_);
+  const auto offset = arenas_.at(arena).alloc.allocate(bytes, logical);
+  if (!offset) return std::nullopt;
+  return Block{arena, *offset, bytes, logical};
+}
+
+void CpuBackend::free(const Block& b) {
+  const std::lock_guard lock(alloc_m_);
+  arenas_.at(b.arena).alloc.free(b.offset, b.bytes, b.logical);
+}
+
+ArenaStats CpuBackend::arena_stats(ArenaId arena) const {
+  const std::lock_guard lock(alloc_m_);
+  const ArenaAllocator& a = arenas_.at(arena).alloc;
+  return ArenaStats{a.in_use(),       a.peak(),       a.logical_in_use(),
+                    a.logical_peak(), a.high_water(), a.blocks()};
+}
+
+void CpuBackend::start_ready(std::vector<uint32_t>& started) {
+  bool again = true;
+  while (again) {
+    again = false;
+    for (Group& g : groups_) {
+      if (g.queue.empty() || g.idle == 0) continue;
+      const uint32_t x = g.queue.front();
+      Job& job = jobs_[x];
+      const bool ready = std::all_of(
+          job.req.engines.begin(), job.req.engines.end(),
+          [&](uint32_t e) { return groups_[e].idle > 0 && groups_[e].queue.front() == x; });
+      if (!ready) continue;
+      for (uint32_t e : job.req.engines) {
+        --groups_[e].idle;
+        groups_[e].queue.pop_front();
+      }
+      job.started = true;
+      job.real_start = Clock::now();
+      job.start = now();
+      started.push_back(x);
+      again = true;
+    }
+  }
+}
+
+void CpuBackend::copy(const CopyRequest& r, Completion done) {
+  std::vector<uint32_t> started;
+  {
+    const std::lock_guard lock(copy_m_);
+    const auto x = static_cast<uint32_t>(jobs_.size());
+    Job& job = jobs_.emplace_back(Job{r, std::move(done)});
+    ++unfinished_;
+    if (r.engines.empty()) {
+      job.started = true;
+      job.real_start = Clock::now();
+      job.start = now();
+      started.push_back(x);
+    } else {
+      for (uint32_t e : r.engines) groups_.at(e).queue.push_back(x);
+      start_ready(started);
+    }
+    ready_.insert(ready_.end(), started.begin(), started.end());
+  }
+  if (!started.empty()) copy_cv_.notify_all();
+}
+
+void CpuBackend::run_copy(Job& job) {
+  const CopyRequest& r = job.req;
+  const Clock::time_point active = job.real_start + (real(r.setup) - t0_);
+  wait_until(active);
+  const uint64_t bytes =
+      r.src.bytes > 0 && r.dst.bytes > 0 ? std::min(r.src.bytes, r.dst.bytes) : 0;
+  const double total = static_cast<double>(r.logical_bytes);
+  if (r.body <= 0 || total <= 0 || !(r.bandwidth > 0)) {
+    if (bytes > 0) {
+      std::memcpy(arenas_[r.dst.arena].memory.get() + r.dst.offset,
+                  arenas_[r.src.arena].memory.get() + r.src.offset, size_t(bytes));
+    }
+    return;
+  }
+  const std::byte* src = bytes > 0 ? arenas_[r.src.arena].memory.get() + r.src.offset : nullptr;
+  std::byte* dst = bytes > 0 ? arenas_[r.dst.arena].memory.get() + r.dst.offset : nullptr;
+  for (uint32_t g : r.engines) sharing_[g].fetch_add(1);
+  // Fluid pacing: in slices, the transfer moves at the route's bottleneck or at an equal
+  // share of each link direction it crosses, whichever is lower; bytes are copied as they
+  // are due.
+  const double ps_per_real_ns = 1000.0 / options_.time_scale;
+  double moved = 0;  // logical bytes
+  uint64_t copied = 0;
+  Clock::time_point last = active;
+  while (moved < total) {
+    double rate = r.bandwidth;  // bytes per plan second
+    for (uint32_t g : r.engines) {
+      const int n = std::max(1, sharing_[g].load());
+      if (link_bandwidth_[g] > 0) rate = std::min(rate, link_bandwidth_[g] / n);
+    }
+    const double left_ns = (total - moved) / rate * double(kPsPerS) / 1000.0 / ps_per_real_ns;
+    if (left_ns > kSliceNs) {
+      // A slice: sleeping may overshoot, which the progress below accounts for.
+      std::this_thread::sleep_until(last + std::chrono::nanoseconds(std::llround(kSliceNs)));
+    } else {
+      wait_until(last + std::chrono::nanoseconds(std::llround(std::ceil(left_ns))));
+    }
+    const Clock::time_point t = Clock::now();
+    const double elapsed_ps =
+        static_cast<double>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(t - last).count()) *
+        ps_per_real_ns;
+    moved += rate * elapsed_ps / double(kPsPerS);
+    last = t;
+    const uint64_t due =
+        moved >= total ? bytes
+                       : std::min(bytes, static_cast<uint64_t>(moved / total * double(bytes)));
+    while (copied < due) {
+      const uint64_t n = std::min(options_.chunk_bytes, due - copied);
+      std::memcpy(dst + copied, src + copied, size_t(n));
+      copied += n;
+    }
+  }
+  for (uint32_t g : r.engines) sharing_[g].fetch_sub(1);
+}
+
+void CpuBackend::copy_worker() {
+  while (true) {
+    Job* job = nullptr;
+    {
+      std::unique_lock lock(copy_m_);
+      copy_cv_.wait(lock, [this] { return stopping_ || !ready_.empty(); });
+      if (ready_.empty()) return;
+      job = &jobs_[ready_.front()];
+      ready_.pop_front();
+    }
+    run_copy(*job);
+    const Time end = now();
+    std::vector<uint32_t> started;
+    Completion done;
+    {
+      const std::lock_guard lock(copy_m_);
+      for (uint32_t e : job->req.engines) ++groups_[e].idle;
+      start_ready(started);
+      ready_.insert(ready_.end(), started.begin(), started.end());
+      done = std::move(job->done);
+      --unfinished_;
+    }
+    copy_cv_.notify_all();
+    done(job->start, end);
+  }
+}
+
+void CpuBackend::compute(uint32_t program, Time duration, Completion done) {
+  ComputeEngine& e = *computes_.at(program);
+  {
+    const std::lock_guard lock(e.m);
+    TF_ASSERT(!e.has_job, "program {} started a compute step while one runs", program);
+    e.has_job = true;
+    e.duration = duration;
+    e.done = std::move(done);
+  }
+  e.cv.notify_one();
+}
+
+void CpuBackend::compute_worker(ComputeEngine& e) {
+  while (true) {
+    Time duration = 0;
+    Completion done;
+    {
+      std::unique_lock lock(e.m);
+      e.cv.wait(lock, [&] { return e.stopping || e.has_job; });
+      if (!e.has_job) return;
+      duration = e.duration;
+      done = std::move(e.done);
+    }
+    const Time start = now();
+    wait_until(real(start + duration));
+    const Time end = now();
+    {
+      const std::lock_guard lock(e.m);
+      e.has_job = false;
+    }
+    done(start, end);
+  }
+}
+
+void CpuBackend::stop() {
+  if (!started_) return;
+  {
+    std::unique_lock lock(copy_m_);
+    copy_cv_.wait(lock, [this] { return unfinished_ == 0; });
+    stopping_ = true;
+  }
+  copy_cv_.notify_all();
+  for (std::thread& th : copy_threads_) th.join();
+  copy_threads_.clear();
+  for (auto& e : computes_) {
+    {
+      const std::lock_guard lock(e->m);
+      e->stopping = true;
+    }
+    e->cv.notify_all();
+    e->thread.join();
+  }
+  computes_.clear();
+  started_ = false;
+}
+
+}  // namespace tierflow::replay

@@ -1,0 +1,120 @@
+// The CPU replay backend (ARCHITECTURE §10): arenas in RAM, copy engines as threads doing
+// memcpy, compute steps as calibrated busy work. Always built; what CI replays.
+//
+// Glossary
+//   time scale   real seconds per plan second: 1000 runs a 1 us plan in 1 ms, which keeps
+//                thread hand-offs small next to the steps of a plan with ns-long ops.
+//   copy engine  a thread that takes a started transfer, waits out its setup latency and
+//                copies it in slices of time, each moving the bytes due at its current rate.
+//   rate         the route's bottleneck bandwidth, or an equal share of each link direction
+//                the transfer crosses among the transfers moving bytes through it, whichever
+//                is lower: an approximation of the simulator's max-min sharing that does not
+//                hand a share one transfer cannot use to the others, nor share tier ports.
+//   compute      one thread per program; a step waits (sleeping, then spinning on a steady
+//                clock for the last stretch) until its duration has passed.
+//   FIFO         a transfer queues on every engine group of its route and starts when it
+//                is first in each queue and each group has an idle engine (the
+//                simulator's rule); the transfers that start are handed to the engines.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "tools/replay/arena_allocator.h"
+#include "tools/replay/backend.h"
+
+namespace tierflow::replay {
+
+struct CpuBackendOptions {
+  double time_scale = 1.0;                    ///< real seconds per plan second (> 0)
+  uint64_t memory_limit = uint64_t{1} << 30;  ///< bytes all arenas may reserve
+  uint64_t chunk_bytes = uint64_t{1} << 20;   ///< largest single memcpy of a copy engine
+  uint32_t max_copy_threads = 64;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const CpuBackendOptions& options = {});
+  ~CpuBackend() override;
+  CpuBackend(const CpuBackend&) = delete;
+  CpuBackend& operator=(const CpuBackend&) = delete;
+
+  [[nodiscard]] std::string name() const override { return "cpu"; }
+  [[nodiscard]] uint64_t memory_limit() const override { return options_.memory_limit; }
+  void start(const BackendSetup& setup) override;
+  std::optional<Block> allocate(ArenaId arena, uint64_t bytes, uint64_t logical) override;
+  void free(const Block& b) override;
+  void copy(const CopyRequest& r, Completion done) override;
+  void compute(uint32_t program, Time duration, Completion done) override;
+  [[nodiscard]] Time now() const override;
+  [[nodiscard]] ArenaStats arena_stats(ArenaId arena) const override;
+  void stop() override;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  /// Real time between two rate updates of a transfer (slept, not spun).
+  static constexpr double kSliceNs = 200'000;
+
+  struct Arena {
+    std::unique_ptr<std::byte, void (*)(void*)> memory{nullptr, nullptr};
+    ArenaAllocator alloc{0};
+  };
+  struct Job {
+    CopyRequest req;
+    Completion done;
+    Time start = 0;
+    Clock::time_point real_start;
+    bool started = false;
+  };
+  struct Group {
+    int idle = 1;
+    std::deque<uint32_t> queue;  ///< jobs, FIFO
+  };
+  struct ComputeEngine {
+    std::mutex m;
+    std::condition_variable cv;
+    bool has_job = false;
+    bool stopping = false;
+    Time duration = 0;
+    Completion done;
+    std::thread thread;
+  };
+
+  [[nodiscard]] Clock::time_point real(Time plan) const;
+  /// Sleeps, then spins, until `deadline`.
+  static void wait_until(Clock::time_point deadline);
+  /// Starts every queued job that is first in all its queues with idle engines; returns
+  /// the jobs started. Needs copy_m_.
+  void start_ready(std::vector<uint32_t>& started);
+  void copy_worker();
+  void compute_worker(ComputeEngine& e);
+  void run_copy(Job& job);
+
+  CpuBackendOptions options_;
+  Clock::time_point t0_;
+  std::vector<Arena> arenas_;
+  mutable std::mutex alloc_m_;  // guards arenas_' allocators
+
+  std::mutex copy_m_;  // guards jobs_, groups_, ready_, stopping_
+  std::condition_variable copy_cv_;
+  std::deque<Job> jobs_;  ///< stable addresses; never shrinks during a run
+  std::vector<Group> groups_;
+  std::unique_ptr<std::atomic<int>[]> sharing_;  ///< per group: transfers moving bytes
+  std::vector<double> link_bandwidth_;           ///< per group, bytes per plan second
+  std::deque<uint32_t> ready_;                   ///< started jobs waiting for a copy thread
+  uint32_t unfinished_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> copy_threads_;
+
+  std::vector<std::unique_ptr<ComputeEngine>> computes_;
+  bool started_ = false;
+};
+
+}  // namespace tierflow::replay
