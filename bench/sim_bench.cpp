@@ -149,7 +149,12 @@ const Scenario& cloudmatrix_decode() {
   return s;
 }
 
+constexpr const char* kTimelinePath = "/tmp/tierflow_bench_timeline.json";
+
 void run_scenario(benchmark::State& state, const Scenario& s, bool timeline) {
+  // The file of an earlier run would be unlinked by the rename at commit, inside the
+  // timing: for a file of 700 MB that alone takes the kernel about a second.
+  if (timeline) std::remove(kTimelinePath);
   size_t steps = 0;
   for (const Program& p : s.plan.programs) steps += p.steps.size();
   const long base = rss_kib("VmRSS:");
@@ -157,7 +162,7 @@ void run_scenario(benchmark::State& state, const Scenario& s, bool timeline) {
   sim::SimResult r;
   for (auto _ : state) {
     std::unique_ptr<sim::Timeline> tl;
-    if (timeline) tl = std::make_unique<sim::Timeline>("/tmp/tierflow_bench_timeline.json");
+    if (timeline) tl = std::make_unique<sim::Timeline>(kTimelinePath);
     sim::SimOptions o;
     o.timeline = tl.get();
     o.keep_transfers = false;

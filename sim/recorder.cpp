@@ -15,9 +15,14 @@ Recorder::Recorder(Timeline* tl, const Fabric& fabric, const Workload& w, const 
   arrows_.resize(n);
   for (size_t p = 0; p < n; ++p) {
     const int dev = static_cast<int>(plan.programs[p].device);
-    const hw::Device& d = fabric.topology().devices[fabric.device_class(dev)];
-    device_pid_[p] =
-        tl_->process(fmt::format("device {} ({}[{}])", dev, d.id, fabric.device_index(dev)), dev);
+    // A device the topology lacks is reported by the simulator's checks, which run after
+    // this: name it without a class rather than look one up.
+    std::string name = fmt::format("device {}", dev);
+    if (dev >= 0 && dev < fabric.devices()) {
+      const hw::Device& d = fabric.topology().devices[fabric.device_class(dev)];
+      name = fmt::format("device {} ({}[{}])", dev, d.id, fabric.device_index(dev));
+    }
+    device_pid_[p] = tl_->process(name, dev);
     compute_[p] = tl_->track(device_pid_[p], "compute", 0);
   }
   links_pid_ = tl_->process("links", fabric.devices());
@@ -26,10 +31,10 @@ Recorder::Recorder(Timeline* tl, const Fabric& fabric, const Workload& w, const 
   link_tracks_.resize(fabric.resources().size());
   // Counter names are built once: counters are sampled on the hot path.
   for (uint32_t s = 0; s < fabric.tier_slots(); ++s) {
-    level_series_.push_back(fmt::format("{} bytes", fabric.slot_name(s)));
+    level_series_.push_back(tl_->series(memory_pid_, fmt::format("{} bytes", fabric.slot_name(s))));
   }
   for (const ResourceInfo& r : fabric.resources()) {
-    rate_series_.push_back(fmt::format("{} GB/s", r.name));
+    rate_series_.push_back(tl_->series(links_pid_, fmt::format("{} GB/s", r.name)));
   }
 }
 
@@ -110,8 +115,10 @@ TrackId Recorder::transfer_end(uint32_t handle, const TransferRecord& x) {
   const TrackId dev = copy_track(o.program, o.device_lane);
   tl_->slice(dev, x.start, x.end, name, cat, args);
   device_lanes_[size_t(o.program)].release(o.device_lane);
+  // The link lanes draw the same transfer again under the same name; its arguments are
+  // on the device lane only (they would be the same, and they are most of the bytes).
   for (size_t i = 0; i < o.links.size(); ++i) {
-    tl_->slice(link_track(o.links[i], o.lanes[i]), x.start, x.end, name, cat, args);
+    tl_->slice(link_track(o.links[i], o.lanes[i]), x.start, x.end, name, cat);
     link_lanes_[o.links[i]].release(o.lanes[i]);
   }
   free_open_.push_back(handle);
@@ -125,13 +132,13 @@ void Recorder::arrow(TrackId from, Time from_ps, uint64_t id, int program) {
 
 void Recorder::tier_level(uint32_t slot, Time t, uint64_t bytes) {
   if (tl_ == nullptr) return;
-  tl_->counter(memory_pid_, level_series_[slot], t, static_cast<double>(bytes));
+  tl_->counter(level_series_[slot], t, static_cast<double>(bytes));
 }
 
 void Recorder::link_rate(uint32_t resource, Time t, double bytes_per_s) {
   if (tl_ == nullptr) return;
   if (fabric_.resources()[resource].kind != ResourceKind::kLink) return;
-  tl_->counter(links_pid_, rate_series_[resource], t, bytes_per_s * 1e-9);
+  tl_->counter(rate_series_[resource], t, bytes_per_s * 1e-9);
 }
 
 void Recorder::error(int program, Time t, std::string_view message) {

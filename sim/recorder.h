@@ -57,8 +57,8 @@ class Recorder {
   std::vector<std::vector<TrackId>> copy_tracks_;
   std::vector<Lanes> link_lanes_;
   std::vector<std::vector<TrackId>> link_tracks_;
-  std::vector<std::string> level_series_;  ///< counter name per tier slot
-  std::vector<std::string> rate_series_;   ///< counter name per link resource
+  std::vector<SeriesId> level_series_;  ///< counter series per tier slot
+  std::vector<SeriesId> rate_series_;   ///< counter series per link resource
   std::vector<Open> open_;
   std::vector<uint32_t> free_open_;
   struct Arrow {

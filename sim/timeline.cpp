@@ -1,10 +1,12 @@
 #include "sim/timeline.h"
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <iterator>
 #include <type_traits>
 #include <variant>
@@ -21,6 +23,8 @@ constexpr uint64_t kMaxFlowId = uint64_t{1} << 53;
 constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD in UTF-8
 // Formatted bytes handed to the writer at a time (a little more: whole events).
 constexpr size_t kChunkBytes = size_t{1} << 20;
+// Room asked for ahead of an event's fixed parts; names and arguments ask for their own.
+constexpr size_t kEventRoom = 256;
 
 // Length of the well-formed UTF-8 sequence starting at s[i] (Unicode table 3-7: no
 // overlong forms, no surrogates, nothing above U+10FFFF), or 0 where there is none.
@@ -92,22 +96,72 @@ void append_json_text(std::string& out, std::string_view s) {
   append_json_string(out, repaired);
 }
 
+// True when `s` is printable ASCII with nothing to escape (every name tierflow generates).
+bool plain_text(std::string_view s) {
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u >= 0x20 && u < 0x80 && c != '"' && c != '\\';
+  });
+}
+
+char* copy(char* p, std::string_view s) {
+  std::memcpy(p, s.data(), s.size());
+  return p + s.size();
+}
+
+char* write_uint(char* p, uint64_t v) { return std::to_chars(p, p + 20, v).ptr; }
+
+// `,"key":` then `ps` in microseconds with six decimals (the picoseconds within the
+// microsecond), printed exactly from the integer; at most key.size() + 31 bytes.
+char* write_time(char* p, std::string_view key, int64_t ps) {
+  TF_ASSERT(ps >= 0, "negative timeline time {} ps for '{}'", ps, key);
+  p = copy(p, ",\"");
+  p = copy(p, key);
+  p = copy(p, "\":");
+  p = write_uint(p, static_cast<uint64_t>(ps / kPsPerUs));
+  auto rest = static_cast<uint32_t>(ps % kPsPerUs);
+  p[0] = '.';
+  for (int i = 6; i > 0; --i) {
+    p[i] = static_cast<char>('0' + rest % 10);
+    rest /= 10;
+  }
+  return p + 7;
+}
+
+// `,"pid":P,"tid":T`; at most 36 bytes.
+char* write_ids(char* p, uint32_t pid, uint32_t track) {
+  p = copy(p, R"(,"pid":)");
+  p = write_uint(p, pid);
+  p = copy(p, R"(,"tid":)");
+  return write_uint(p, track);
+}
+
 }  // namespace
 
 Timeline::Timeline(const std::string& path) : out_(path) {
-  chunk_.reserve(kChunkBytes + 4096);
-  writing_.reserve(kChunkBytes + 4096);
-  chunk_ += R"({"displayTimeUnit":"ns","traceEvents":[)"
-            "\n";
+  chunk_.resize(kChunkBytes + kEventRoom * 16);
+  writing_.resize(chunk_.size());
+  put(R"({"displayTimeUnit":"ns","traceEvents":[)"
+      "\n");
   writer_ = std::thread([this] { write_loop(); });
 }
 
 Timeline::~Timeline() { stop_writer(); }
 
+char* Timeline::room(size_t n) {
+  // Only an event with very long names or arguments outgrows the chunk's slack.
+  if (len_ + n > chunk_.size()) chunk_.resize(len_ + n + kEventRoom * 16);
+  return chunk_.data() + len_;
+}
+
+void Timeline::put(std::string_view s) { advance(copy(room(s.size()), s)); }
+
 void Timeline::hand_off() {
   std::unique_lock lock(mutex_);
   cv_.wait(lock, [this] { return !pending_; });
-  std::swap(chunk_, writing_);  // chunk_ gets the written, empty buffer back
+  std::swap(chunk_, writing_);  // chunk_ gets the written buffer back
+  writing_len_ = len_;
+  len_ = 0;
   pending_ = true;
   cv_.notify_all();
 }
@@ -118,8 +172,7 @@ void Timeline::write_loop() {
     cv_.wait(lock, [this] { return pending_ || closing_; });
     if (!pending_) return;
     lock.unlock();
-    out_.write(writing_);
-    writing_.clear();
+    out_.write(std::string_view(writing_.data(), writing_len_));
     lock.lock();
     pending_ = false;
     cv_.notify_all();
@@ -137,40 +190,48 @@ void Timeline::stop_writer() {
 }
 
 ProcessId Timeline::process(std::string_view name, int sort_index) {
-  TF_ASSERT(last_counter_.size() + 1 < kFirstTrack, "too many timeline processes");
-  last_counter_.emplace_back();
-  const auto pid = static_cast<ProcessId>(last_counter_.size());
+  TF_ASSERT(series_of_.size() + 1 < kFirstTrack, "too many timeline processes");
+  series_of_.emplace_back();
+  const auto pid = static_cast<ProcessId>(series_of_.size());
   begin_event('M');
-  fmt::format_to(std::back_inserter(chunk_), R"(,"pid":{})", pid);
+  put(R"(,"pid":)");
+  put_uint(pid);
   put_string("name", "process_name");
-  chunk_ += R"(,"args":{"name":)";
-  append_json_text(chunk_, name);
-  chunk_ += '}';
+  put(R"(,"args":{"name":)");
+  std::string text;
+  append_json_text(text, name);
+  put(text);
+  put("}");
   end_event();
   begin_event('M');
-  fmt::format_to(std::back_inserter(chunk_),
-                 R"(,"pid":{},"name":"process_sort_index","args":{{"sort_index":{}}})", pid,
-                 sort_index);
+  put(R"(,"pid":)");
+  put_uint(pid);
+  put(R"(,"name":"process_sort_index","args":{"sort_index":)");
+  put_int(sort_index);
+  put("}");
   end_event();
   return pid;
 }
 
 TrackId Timeline::track(ProcessId pid, std::string_view name, int sort_index) {
-  TF_ASSERT(pid >= 1 && pid <= last_counter_.size(), "unknown timeline process {}", pid);
+  TF_ASSERT(pid >= 1 && pid <= series_of_.size(), "unknown timeline process {}", pid);
   TF_ASSERT(track_pid_.size() < size_t{UINT32_MAX - kFirstTrack}, "too many timeline tracks");
   const auto tid = static_cast<TrackId>(kFirstTrack + track_pid_.size());
   track_pid_.push_back(pid);
   begin_event('M');
   put_ids(pid, tid);
   put_string("name", "thread_name");
-  chunk_ += R"(,"args":{"name":)";
-  append_json_text(chunk_, name);
-  chunk_ += '}';
+  put(R"(,"args":{"name":)");
+  std::string text;
+  append_json_text(text, name);
+  put(text);
+  put("}");
   end_event();
   begin_event('M');
   put_ids(pid, tid);
-  fmt::format_to(std::back_inserter(chunk_),
-                 R"(,"name":"thread_sort_index","args":{{"sort_index":{}}})", sort_index);
+  put(R"(,"name":"thread_sort_index","args":{"sort_index":)");
+  put_int(sort_index);
+  put("}");
   end_event();
   return tid;
 }
@@ -180,35 +241,47 @@ void Timeline::slice(TrackId track, int64_t start_ps, int64_t end_ps, std::strin
   TF_ASSERT(end_ps >= start_ps, "slice '{}' ends at {} ps before it starts at {} ps", name, end_ps,
             start_ps);
   begin_event('X');
-  put_ids(pid_of(track), track);
-  put_time("ts", start_ps);
-  put_time("dur", end_ps - start_ps);
+  // The fixed parts in one stretch of room: ids and two times.
+  char* p = room(112);
+  p = write_ids(p, pid_of(track), track);
+  p = write_time(p, "ts", start_ps);
+  advance(write_time(p, "dur", end_ps - start_ps));
   put_string("name", name);
   put_string("cat", category);
   put_args(args);
   end_event();
 }
 
+SeriesId Timeline::series(ProcessId pid, std::string_view name) {
+  TF_ASSERT(pid >= 1 && pid <= series_of_.size(), "unknown timeline process {}", pid);
+  auto& by_name = series_of_[pid - 1];
+  const auto it = by_name.find(name);
+  if (it != by_name.end()) return it->second;
+  const auto id = static_cast<SeriesId>(series_.size());
+  series_.push_back(Series{pid, std::string(name)});
+  by_name.emplace(std::string(name), id);
+  return id;
+}
+
 void Timeline::counter(ProcessId pid, std::string_view name, int64_t t_ps, double value) {
-  TF_ASSERT(pid >= 1 && pid <= last_counter_.size(), "unknown timeline process {}", pid);
-  TF_ASSERT(std::isfinite(value), "counter '{}' sample is not finite", name);
-  auto& last = last_counter_[pid - 1];
-  const auto it = last.find(name);
-  if (it == last.end()) {
-    last.emplace(std::string(name), value);
-  } else if (it->second == value) {
-    return;
-  } else {
-    it->second = value;
-  }
+  counter(series(pid, name), t_ps, value);
+}
+
+void Timeline::counter(SeriesId id, int64_t t_ps, double value) {
+  TF_ASSERT(id < series_.size(), "unknown counter series {}", id);
+  Series& s = series_[id];
+  TF_ASSERT(std::isfinite(value), "counter '{}' sample is not finite", s.name);
+  if (s.written && s.last == value) return;
+  s.written = true;
+  s.last = value;
   begin_event('C');
-  chunk_ += R"(,"pid":)";
-  put_uint(pid);
+  put(R"(,"pid":)");
+  put_uint(s.pid);
   put_time("ts", t_ps);
-  put_string("name", name);
-  chunk_ += R"(,"args":{"value":)";
+  put_string("name", s.name);
+  put(R"(,"args":{"value":)");
   put_double(value);
-  chunk_ += '}';
+  put("}");
   end_event();
 }
 
@@ -220,8 +293,8 @@ void Timeline::flow(uint64_t id, TrackId from_track, int64_t from_ps, TrackId to
     const TrackId track = phase == 's' ? from_track : to_track;
     begin_event(phase);
     // "bp":"e": bind the end to the enclosing slice, not to the next slice that starts.
-    if (phase == 'f') chunk_ += R"(,"bp":"e")";
-    chunk_ += R"(,"id":)";
+    if (phase == 'f') put(R"(,"bp":"e")");
+    put(R"(,"id":)");
     put_uint(id);
     put_ids(pid_of(track), track);
     put_time("ts", phase == 's' ? from_ps : to_ps);
@@ -234,7 +307,7 @@ void Timeline::flow(uint64_t id, TrackId from_track, int64_t from_ps, TrackId to
 void Timeline::instant(TrackId track, int64_t t_ps, std::string_view name,
                        std::span<const Arg> args) {
   begin_event('i');
-  chunk_ += R"(,"s":"t")";
+  put(R"(,"s":"t")");
   put_ids(pid_of(track), track);
   put_time("ts", t_ps);
   put_string("name", name);
@@ -245,7 +318,7 @@ void Timeline::instant(TrackId track, int64_t t_ps, std::string_view name,
 void Timeline::finish() {
   TF_ASSERT(!finished_, "Timeline::finish called twice");
   finished_ = true;
-  chunk_ += "\n]}\n";
+  put("\n]}\n");
   hand_off();
   stop_writer();
   out_.commit();
@@ -253,77 +326,92 @@ void Timeline::finish() {
 
 void Timeline::begin_event(char phase) {
   TF_ASSERT(!finished_, "timeline event after finish");
-  if (!first_event_) chunk_ += ",\n";
+  char* p = room(kEventRoom);
+  if (!first_event_) p = copy(p, ",\n");
   first_event_ = false;
-  chunk_ += R"({"ph":")";
-  chunk_ += phase;
-  chunk_ += '"';
+  p = copy(p, R"({"ph":")");
+  *p++ = phase;
+  *p++ = '"';
+  advance(p);
 }
 
 void Timeline::end_event() {
-  chunk_ += '}';
-  if (chunk_.size() > kChunkBytes) hand_off();
+  put("}");
+  if (len_ > kChunkBytes) hand_off();
 }
 
 void Timeline::put_int(int64_t v) {
-  char buf[24];
-  chunk_.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+  char* p = room(24);
+  advance(std::to_chars(p, p + 24, v).ptr);
 }
 
-void Timeline::put_uint(uint64_t v) {
-  char buf[24];
-  chunk_.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
-}
+void Timeline::put_uint(uint64_t v) { advance(write_uint(room(24), v)); }
 
 void Timeline::put_double(double v) {
-  // fmt's shortest round-trip form ("{}"), as before; to_chars would switch to fixed
-  // notation for large values where fmt keeps the exponent.
-  char buf[32];
-  chunk_.append(buf, fmt::format_to_n(buf, sizeof buf, "{}", v).out);
+  char* p = room(32);
+  // An integer below 2^53 prints as its digits, as fmt's shortest round-trip form ("{}")
+  // writes it (fixed notation up to 16 digits); to_chars is much quicker for it. Every
+  // other value goes through fmt, as before (to_chars would switch to fixed notation for
+  // large values where fmt keeps the exponent).
+  if (v >= 0 && v < 0x1p53 && !std::signbit(v) && v == std::floor(v)) {
+    advance(write_uint(p, static_cast<uint64_t>(v)));
+  } else {
+    advance(fmt::format_to(p, FMT_COMPILE("{}"), v));
+  }
 }
 
-void Timeline::put_ids(ProcessId pid, TrackId track) {
-  chunk_ += R"(,"pid":)";
-  put_uint(pid);
-  chunk_ += R"(,"tid":)";
-  put_uint(track);
-}
+void Timeline::put_ids(ProcessId pid, TrackId track) { advance(write_ids(room(40), pid, track)); }
 
 void Timeline::put_time(std::string_view key, int64_t ps) {
-  TF_ASSERT(ps >= 0, "negative timeline time {} ps for '{}'", ps, key);
-  chunk_ += ",\"";
-  chunk_ += key;
-  chunk_ += "\":";
-  put_int(ps / kPsPerUs);
-  // Six decimals, the picoseconds within the microsecond.
-  char frac[7] = {'.', '0', '0', '0', '0', '0', '0'};
-  for (int64_t rest = ps % kPsPerUs, i = 6; rest > 0; rest /= 10, --i) {
-    frac[i] = static_cast<char>('0' + rest % 10);
-  }
-  chunk_.append(frac, sizeof frac);
+  advance(write_time(room(key.size() + 32), key, ps));
 }
 
 void Timeline::put_string(std::string_view key, std::string_view value) {
-  chunk_ += ",\"";
-  chunk_ += key;
-  chunk_ += "\":";
-  append_json_text(chunk_, value);
+  // Keys here are tierflow's own ("name", "cat"): plain text.
+  if (plain_text(value)) {
+    char* p = room(key.size() + value.size() + 6);
+    p = copy(p, ",\"");
+    p = copy(p, key);
+    p = copy(p, "\":\"");
+    p = copy(p, value);
+    *p++ = '"';
+    advance(p);
+    return;
+  }
+  std::string text = ",";
+  append_json_text(text, key);
+  text += ':';
+  append_json_text(text, value);
+  put(text);
 }
 
 void Timeline::put_args(std::span<const Arg> args) {
   if (args.empty()) return;
-  chunk_ += R"(,"args":{)";
+  put(R"(,"args":{)");
   bool first = true;
+  std::string text;
   for (const Arg& arg : args) {
-    if (!first) chunk_ += ',';
+    if (!first) put(",");
     first = false;
-    append_json_text(chunk_, arg.key);
-    chunk_ += ':';
+    if (plain_text(arg.key)) {
+      char* p = room(arg.key.size() + 3);
+      *p++ = '"';
+      p = copy(p, arg.key);
+      p = copy(p, "\":");
+      advance(p);
+    } else {
+      text.clear();
+      append_json_text(text, arg.key);
+      text += ':';
+      put(text);
+    }
     std::visit(
         [&](const auto& v) {
           using V = std::decay_t<decltype(v)>;
           if constexpr (std::is_same_v<V, std::string_view>) {
-            append_json_text(chunk_, v);
+            text.clear();
+            append_json_text(text, v);
+            put(text);
           } else if constexpr (std::is_same_v<V, double>) {
             TF_ASSERT(std::isfinite(v), "argument '{}' is not finite", arg.key);
             put_double(v);
@@ -335,7 +423,7 @@ void Timeline::put_args(std::span<const Arg> args) {
         },
         arg.value);
   }
-  chunk_ += '}';
+  put("}");
 }
 
 ProcessId Timeline::pid_of(TrackId track) const {

@@ -51,6 +51,8 @@ namespace tierflow::sim {
 using ProcessId = uint32_t;
 /// A track (row of slices); unique across processes.
 using TrackId = uint32_t;
+/// A counter series (a name in one process).
+using SeriesId = uint32_t;
 
 /// One entry of an event's "args" object, shown in the viewer's details panel.
 struct Arg {
@@ -85,6 +87,11 @@ class Timeline {
   /// A sample of counter series `name` of process `pid`: `value` holds from `t_ps` until
   /// the next sample. A value equal to the series' previous one is not written.
   void counter(ProcessId pid, std::string_view name, int64_t t_ps, double value);
+  /// The series `name` of process `pid`, for the sampling call below (no look-up by name
+  /// on each sample). Writes nothing; the same pid and name give the same series.
+  SeriesId series(ProcessId pid, std::string_view name);
+  /// A sample of `series`, as counter() above.
+  void counter(SeriesId series, int64_t t_ps, double value);
   /// An arrow from the slice open on `from_track` at `from_ps` to the slice open on
   /// `to_track` at `to_ps`. Perfetto binds each end to the innermost slice most recently
   /// started on that track at or before the time, and the viewers break ties of equal
@@ -107,10 +114,16 @@ class Timeline {
   /// process's main thread, which would merge a track into another process.
   static constexpr TrackId kFirstTrack = TrackId{1} << 16;
 
+  /// Room for `n` more bytes of the chunk being formatted; returns where they start.
+  char* room(size_t n);
+  /// Marks the chunk formatted up to `end` (a pointer from room()).
+  void advance(const char* end) { len_ = static_cast<size_t>(end - chunk_.data()); }
+  void put(std::string_view s);
   void begin_event(char phase);                ///< separator, `{"ph":"P"`
   void end_event();                            ///< `}`; hands a full chunk to the writer
   void put_ids(ProcessId pid, TrackId track);  ///< `,"pid":P,"tid":T`
   void put_time(std::string_view key, int64_t ps);
+  /// `,"key":"value"`; `key` is plain ASCII with nothing to escape.
   void put_string(std::string_view key, std::string_view value);
   void put_args(std::span<const Arg> args);
   void put_int(int64_t v);
@@ -122,19 +135,30 @@ class Timeline {
   void stop_writer();  ///< lets the writer finish the queue and joins it
 
   AtomicOutput out_;
-  std::string chunk_;  ///< formatted events not yet handed to the writer
+  /// Formatted events not yet handed to the writer: the first len_ bytes. Events are
+  /// written through pointers into its spare room, which is sized ahead.
+  std::vector<char> chunk_;
+  size_t len_ = 0;
   // Writer thread, double-buffered: it writes `writing_` while the next chunk is
   // formatted; a hand-off waits until the chunk before is written.
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::string writing_;
+  std::vector<char> writing_;
+  size_t writing_len_ = 0;
   bool pending_ = false;  ///< writing_ holds a chunk not yet written
   bool closing_ = false;
   std::thread writer_;
   std::vector<ProcessId> track_pid_;  ///< process of each track, by track - kFirstTrack
-  /// Per process (by pid - 1): the last value written of each counter series, to skip
-  /// repeats. Its size is the number of processes.
-  std::vector<std::map<std::string, double, std::less<>>> last_counter_;
+  /// Counter series: the last value written of each, to skip repeats.
+  struct Series {
+    ProcessId pid = 0;
+    std::string name;
+    double last = 0;
+    bool written = false;
+  };
+  std::vector<Series> series_;
+  /// Per process (by pid - 1): its series by name. Its size is the number of processes.
+  std::vector<std::map<std::string, SeriesId, std::less<>>> series_of_;
   bool first_event_ = true;
   bool finished_ = false;
 };

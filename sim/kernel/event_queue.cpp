@@ -1,24 +1,52 @@
 #include "sim/kernel/event_queue.h"
 
+#include <algorithm>
+#include <bit>
+#include <limits>
+
 #include "core/diagnostics.h"
 
 namespace tierflow::sim {
+
+namespace {
+
+constexpr uint64_t kEmpty = std::numeric_limits<uint64_t>::max();
+
+/// Min-heap order for the early heap (std heap functions keep the greatest on top).
+bool later(const Event& a, const Event& b) {
+  return a.time > b.time || (a.time == b.time && a.seq > b.seq);
+}
+
+}  // namespace
+
+EventQueue::EventQueue() { min_.fill(kEmpty); }
+
+void EventQueue::place(const Event& ev) {
+  const auto t = static_cast<uint64_t>(ev.time);
+  const uint64_t diff = t ^ base_;
+  if (diff == 0) {
+    // Scheduled at the base time: after every event already there (larger sequence).
+    buckets_[0].push_back(ev);
+    return;
+  }
+  const auto b = static_cast<size_t>(std::bit_width(diff));
+  buckets_[b].push_back(ev);
+  min_[b] = std::min(min_[b], t);
+  occupied_ |= uint64_t{1} << (b - 1);
+}
 
 uint64_t EventQueue::schedule(Time time, uint32_t tag, uint32_t data) {
   TF_ASSERT(time >= now_, "event scheduled at {} ps, before now ({} ps)", time, now_);
   const uint64_t seq = next_seq_++;
   if ((seq >> 6) >= cancelled_.size()) cancelled_.push_back(0);
-  // Sift up with a hole instead of swaps.
   const Event ev{time, seq, tag, data};
-  size_t i = heap_.size();
-  heap_.push_back(ev);
-  while (i > 0) {
-    const size_t parent = (i - 1) / 2;
-    if (!before(ev, heap_[parent])) break;
-    heap_[i] = heap_[parent];
-    i = parent;
+  ++size_;
+  if (static_cast<uint64_t>(time) >= base_) {
+    place(ev);
+  } else {
+    early_.push_back(ev);
+    std::push_heap(early_.begin(), early_.end(), later);
   }
-  heap_[i] = ev;
   return seq;
 }
 
@@ -29,45 +57,84 @@ void EventQueue::cancel(uint64_t id) {
   cancelled_[id >> 6] |= bit;
 }
 
-void EventQueue::remove_top() {
-  const Event last = heap_.back();
-  heap_.pop_back();
-  const size_t n = heap_.size();
-  if (n == 0) return;
-  size_t i = 0;
-  for (;;) {
-    size_t child = 2 * i + 1;
-    if (child >= n) break;
-    if (child + 1 < n && before(heap_[child + 1], heap_[child])) ++child;
-    if (!before(heap_[child], last)) break;
-    heap_[i] = heap_[child];
-    i = child;
+bool EventQueue::refill() {
+  std::vector<Event>& zero = buckets_[0];
+  zero.clear();
+  head_ = 0;
+  while (zero.empty()) {
+    if (occupied_ == 0) return false;
+    const auto b = static_cast<size_t>(std::countr_zero(occupied_)) + 1;
+    // Every event in bucket b is earlier than every event in a higher bucket, and the
+    // buckets below b are empty: its least time is the earliest pending time.
+    base_ = min_[b];
+    min_[b] = kEmpty;
+    occupied_ &= occupied_ - 1;
+    scratch_.swap(buckets_[b]);
+    // Relative to the new base every event lands in a bucket below b.
+    if (cancelled_pending_ == 0) {
+      for (const Event& ev : scratch_) place(ev);
+    } else {
+      for (const Event& ev : scratch_) {
+        if (cancelled(ev.seq)) {
+          --cancelled_pending_;
+          --size_;
+        } else {
+          place(ev);
+        }
+      }
+    }
+    scratch_.clear();
   }
-  heap_[i] = last;
+  // Events at the base time came from one bucket in the order they reached it, which need
+  // not be their scheduling order.
+  if (!std::is_sorted(zero.begin(), zero.end(),
+                      [](const Event& a, const Event& c) { return a.seq < c.seq; })) {
+    std::sort(zero.begin(), zero.end(),
+              [](const Event& a, const Event& c) { return a.seq < c.seq; });
+  }
+  return true;
 }
 
-void EventQueue::drop_cancelled() {
-  // Cancelled events are rare; without any, no bit needs looking up.
-  while (cancelled_pending_ > 0 && !heap_.empty() && cancelled(heap_.front().seq)) {
-    remove_top();
+const Event* EventQueue::front() {
+  for (;;) {
+    if (!early_.empty()) {
+      const Event& top = early_.front();
+      if (cancelled_pending_ == 0 || !cancelled(top.seq)) return &top;
+      std::pop_heap(early_.begin(), early_.end(), later);
+      early_.pop_back();
+    } else if (head_ < buckets_[0].size()) {
+      const Event& ev = buckets_[0][head_];
+      if (cancelled_pending_ == 0 || !cancelled(ev.seq)) return &ev;
+      ++head_;
+    } else {
+      if (!refill()) return nullptr;
+      continue;
+    }
     --cancelled_pending_;
+    --size_;
   }
 }
 
 bool EventQueue::pop(Event& out) {
-  drop_cancelled();
-  if (heap_.empty()) return false;
-  out = heap_.front();
-  remove_top();
+  const Event* ev = front();
+  if (ev == nullptr) return false;
+  out = *ev;
+  if (!early_.empty()) {
+    std::pop_heap(early_.begin(), early_.end(), later);
+    early_.pop_back();
+  } else {
+    ++head_;
+  }
+  --size_;
   TF_ASSERT(out.time >= now_, "time went backwards: {} ps after {} ps", out.time, now_);
   now_ = out.time;
   return true;
 }
 
 std::optional<Time> EventQueue::next_time() {
-  drop_cancelled();
-  if (heap_.empty()) return std::nullopt;
-  return heap_.front().time;
+  const Event* ev = front();
+  if (ev == nullptr) return std::nullopt;
+  return ev->time;
 }
 
 }  // namespace tierflow::sim

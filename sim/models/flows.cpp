@@ -10,6 +10,9 @@
 namespace tierflow::sim {
 namespace {
 
+/// Routes of up to this many hops are walked without a loop.
+constexpr uint32_t kShortRoute = 4;
+
 // Bits of a double that compare as unsigned integers the way the doubles compare (for
 // the non-NaN values a share takes), and back.
 uint64_t ordered_bits(double x) {
@@ -18,41 +21,6 @@ uint64_t ordered_bits(double x) {
 }
 double from_ordered_bits(uint64_t u) {
   return std::bit_cast<double>((u >> 63) != 0 ? u & ~(uint64_t{1} << 63) : ~u);
-}
-
-// A binary min-heap over plain integer keys. replace_top() lets an out-of-date top entry
-// take its new key in one sift-down instead of a pop and a push.
-template <typename Key>
-void sift_down(std::vector<Key>& h, size_t i) {
-  const size_t n = h.size();
-  const Key x = h[i];
-  for (;;) {
-    size_t c = 2 * i + 1;
-    if (c >= n) break;
-    if (c + 1 < n && h[c + 1] < h[c]) ++c;
-    if (!(h[c] < x)) break;
-    h[i] = h[c];
-    i = c;
-  }
-  h[i] = x;
-}
-
-template <typename Key>
-void make_min_heap(std::vector<Key>& h) {
-  for (size_t i = h.size() / 2; i-- > 0;) sift_down(h, i);
-}
-
-template <typename Key>
-void replace_top(std::vector<Key>& h, Key k) {
-  h[0] = k;
-  sift_down(h, 0);
-}
-
-template <typename Key>
-void pop_top(std::vector<Key>& h) {
-  h[0] = h.back();
-  h.pop_back();
-  if (!h.empty()) sift_down(h, 0);
 }
 
 }  // namespace
@@ -142,75 +110,155 @@ void FlowNetwork::drain(uint32_t f, Time now) {
   updated_[f] = now;
 }
 
+void FlowNetwork::set_leaf(uint32_t leaf, Share key) {
+  // Walk to the root keeping the lesser of each pair; no branch depends on the keys.
+  size_t i = leaf_base_ + leaf;
+  Share v = key;
+  tree_[i] = v;
+  while (i > 1) {
+    const Share sibling = tree_[i ^ 1];
+    v = sibling < v ? sibling : v;
+    i >>= 1;
+    tree_[i] = v;
+  }
+}
+
 void FlowNetwork::solve(Time now) {
-  comp_res_.clear();
-  comp_flows_.clear();
-  changed_flows_.clear();
   const uint64_t epoch = ++epoch_;  // dirty resources already carry this mark
-  comp_res_.swap(dirty_);
-  // Grow the component: resources -> their flows -> those flows' resources.
-  for (size_t i = 0; i < comp_res_.size(); ++i) {
-    for (uint32_t f : res_flows_[comp_res_[i]]) {
-      if (flow_mark_[f] == epoch) continue;
-      flow_mark_[f] = epoch;
-      comp_flows_.push_back(f);
-      for (uint32_t q : route(f)) {
-        if (res_mark_[q] == epoch) continue;
-        res_mark_[q] = epoch;
-        comp_res_.push_back(q);
+  // Grow the component: resources -> their flows -> those flows' resources, in the order
+  // they are first reached. Appends are unconditional writes into scratch with room for
+  // everything that advance the count only for a new item: the branches they replace
+  // would go either way at random.
+  if (res_scratch_.size() < capacity_.size() + 1) res_scratch_.resize(capacity_.size() + 1);
+  if (flow_scratch_.size() < routes_.size() + 1) flow_scratch_.resize(routes_.size() + 1);
+  if (old_rate_.size() < routes_.size()) old_rate_.resize(routes_.size());
+  uint32_t* const cres = res_scratch_.data();
+  uint32_t* const cflows = flow_scratch_.data();
+  size_t n_res = dirty_.size();
+  std::copy(dirty_.begin(), dirty_.end(), cres);
+  dirty_.clear();
+  double* const old_rate = old_rate_.data();
+  uint64_t* const flow_mark = flow_mark_.data();
+  uint64_t* const res_mark = res_mark_.data();
+  double* const rate = rate_.data();
+  size_t n_flows = 0;
+  const uint32_t* const route_base = route_.data();
+  for (size_t ri = 0, fi = 0; ri < n_res; ++ri) {
+    for (uint32_t f : res_flows_[cres[ri]]) {
+      const bool fresh = flow_mark[f] != epoch;
+      flow_mark[f] = epoch;
+      cflows[n_flows] = f;
+      n_flows += fresh ? 1 : 0;
+    }
+    for (; fi < n_flows; ++fi) {
+      const Route rt = routes_[cflows[fi]];
+      const uint32_t* hop = route_base + rt.begin;
+      if (rt.hops <= kShortRoute) {
+        // Repeating the last hop is harmless (it is marked by then), so short routes
+        // take the same four steps and no loop branch.
+        const uint32_t last = rt.hops - 1;
+        for (uint32_t j = 0; j < kShortRoute; ++j) {
+          const uint32_t q = hop[std::min(j, last)];
+          const bool fresh = res_mark[q] != epoch;
+          res_mark[q] = epoch;
+          cres[n_res] = q;
+          n_res += fresh ? 1 : 0;
+        }
+      } else {
+        for (uint32_t j = 0; j < rt.hops; ++j) {
+          const uint32_t q = hop[j];
+          const bool fresh = res_mark[q] != epoch;
+          res_mark[q] = epoch;
+          cres[n_res] = q;
+          n_res += fresh ? 1 : 0;
+        }
       }
     }
   }
-  old_rate_.resize(comp_flows_.size());
-  for (size_t i = 0; i < comp_flows_.size(); ++i) {
-    const uint32_t f = comp_flows_[i];
+  comp_res_.assign(cres, cres + n_res);
+  comp_flows_.assign(cflows, cflows + n_flows);
+  // Each flow is drained to now and unfrozen.
+  for (size_t i = 0; i < n_flows; ++i) {
+    const uint32_t f = cflows[i];
     drain(f, now);
-    old_rate_[i] = rate_[f];
-    rate_[f] = -1;  // unfrozen
+    old_rate[i] = rate[f];
+    rate[f] = -1;  // unfrozen
   }
   // Progressive filling: the resource with the smallest fair share saturates first.
-  // Freezing a flow at the smallest share never lowers another resource's share, so a
-  // heap entry whose share is out of date is simply pushed again with the current one
-  // when it surfaces. (An entry whose share is current is the same as one pushed again:
-  // nothing else changed, so it would surface next.)
-  const auto entry = [](double share, uint32_t r) {
-    return Share{ordered_bits(share)} << 64 | Share{r};
+  // Freezing a flow at the smallest share never lowers another resource's share, so an
+  // entry whose share is out of date simply takes the current one when it surfaces.
+  // (An entry whose share is current is the same as one set again: nothing else changed,
+  // so it would surface next.) The entries sit in the leaves of a winner tree, which
+  // gives the least in the same order as any priority queue would (keys are unique), at
+  // a fixed cost per update.
+  const auto entry = [](double share, uint32_t r, uint32_t leaf) {
+    return Share{ordered_bits(share)} << 64 | Share{r} << 32 | Share{leaf};
   };
-  heap_.clear();
-  for (uint32_t r : comp_res_) {
-    left_[r] = capacity_[r];
-    unfrozen_[r] = static_cast<uint32_t>(res_flows_[r].size());
-    if (unfrozen_[r] > 0) heap_.push_back(entry(left_[r] / unfrozen_[r], r));
+  double* const left = left_.data();
+  uint32_t* const unfrozen = unfrozen_.data();
+  uint32_t leaves = 0;
+  for (size_t i = 0; i < n_res; ++i) {
+    const uint32_t r = cres[i];
+    left[r] = capacity_[r];
+    unfrozen[r] = static_cast<uint32_t>(res_flows_[r].size());
+    leaves += unfrozen[r] > 0 ? 1U : 0U;
   }
-  make_min_heap(heap_);
-  while (!heap_.empty()) {
-    const Share top = heap_.front();
-    const auto r = static_cast<uint32_t>(top);
-    if (unfrozen_[r] == 0) {
-      pop_top(heap_);
+  leaf_base_ = std::bit_ceil(std::max(leaves, 1U));
+  tree_.resize(2 * leaf_base_);
+  Share* const tree = tree_.data();
+  uint32_t leaf = 0;
+  for (size_t i = 0; i < n_res; ++i) {
+    const uint32_t r = cres[i];
+    if (unfrozen[r] > 0) {
+      tree[leaf_base_ + leaf] = entry(left[r] / unfrozen[r], r, leaf);
+      ++leaf;
+    }
+  }
+  std::fill(tree + leaf_base_ + leaf, tree + 2 * leaf_base_, kDone);
+  for (size_t i = leaf_base_; i-- > 1;) tree[i] = std::min(tree[2 * i], tree[2 * i + 1]);
+  // Once every flow is frozen the entries left could only be dropped.
+  size_t unfrozen_flows = n_flows;
+  while (unfrozen_flows > 0) {
+    const Share top = tree[1];
+    // A resource with an unfrozen flow keeps its entry until it saturates.
+    TF_ASSERT(top != kDone, "{} flows left unfrozen", unfrozen_flows);
+    const auto r = static_cast<uint32_t>(top >> 32);
+    const auto at = static_cast<uint32_t>(top);
+    if (unfrozen[r] == 0) {
+      set_leaf(at, kDone);
       continue;
     }
-    const double current = left_[r] / unfrozen_[r];
+    const double current = left[r] / unfrozen[r];
     if (current != from_ordered_bits(static_cast<uint64_t>(top >> 64))) {
-      replace_top(heap_, entry(current, r));
+      set_leaf(at, entry(current, r, at));
       continue;
     }
-    pop_top(heap_);
+    set_leaf(at, kDone);
     // Rounding can leave a hair below zero; a flow always gets some bandwidth.
     const double share = std::max(current, capacity_[r] * 1e-12);
     for (uint32_t f : res_flows_[r]) {
-      if (rate_[f] >= 0) continue;
-      rate_[f] = share;
+      if (rate[f] >= 0) continue;
+      rate[f] = share;
+      --unfrozen_flows;
       for (uint32_t q : route(f)) {
-        left_[q] -= share;
-        --unfrozen_[q];
+        left[q] -= share;
+        --unfrozen[q];
       }
     }
   }
-  for (size_t i = 0; i < comp_flows_.size(); ++i) {
-    if (rate_[comp_flows_[i]] != old_rate_[i]) changed_flows_.push_back(comp_flows_[i]);
+  changed_flows_.resize(n_flows + 1);
+  uint32_t* const changed = changed_flows_.data();
+  size_t n_changed = 0;
+  for (size_t i = 0; i < n_flows; ++i) {
+    const uint32_t f = cflows[i];
+    changed[n_changed] = f;
+    n_changed += rate[f] != old_rate[i] ? 1 : 0;
   }
-  for (uint32_t r : comp_res_) stats_[r].peak_rate = std::max(stats_[r].peak_rate, load(r));
+  changed_flows_.resize(n_changed);
+  for (size_t i = 0; i < n_res; ++i) {
+    const uint32_t r = cres[i];
+    stats_[r].peak_rate = std::max(stats_[r].peak_rate, load(r));
+  }
 }
 
 Time FlowNetwork::completion(uint32_t flow) const {

@@ -74,12 +74,16 @@ class FlowNetwork {
     uint32_t hops = 0;
     uint32_t room = 0;   ///< entries reserved at `begin` for this flow id
   };
-  /// A heap entry of progressive filling: the bits of a resource's fair share when it
-  /// was pushed (ordered like the doubles), then the resource index for ties
-  /// (deterministic); one integer compare orders two entries.
+  /// An entry of progressive filling: the bits of a resource's fair share when it was
+  /// set (ordered like the doubles), the resource index for ties (deterministic), then
+  /// its leaf in the winner tree; one integer compare orders two entries.
   __extension__ using Share = unsigned __int128;
+  /// A leaf with no entry (above every share).
+  static constexpr Share kDone = ~Share{0};
 
   void touch(uint32_t r, Time now);
+  /// Gives leaf `leaf` of the winner tree the entry `key` and updates its ancestors.
+  void set_leaf(uint32_t leaf, Share key);
   void drain(uint32_t f, Time now);
   [[nodiscard]] std::span<const uint32_t> route(uint32_t f) const {
     return {route_.data() + routes_[f].begin, routes_[f].hops};
@@ -107,7 +111,10 @@ class FlowNetwork {
   // Scratch of the last solve.
   std::vector<uint32_t> comp_res_;
   std::vector<uint32_t> comp_flows_;
-  std::vector<Share> heap_;
+  std::vector<uint32_t> res_scratch_;   ///< room for every resource, plus one
+  std::vector<uint32_t> flow_scratch_;  ///< room for every flow, plus one
+  std::vector<Share> tree_;  ///< winner tree: node i holds the lesser of 2i and 2i + 1
+  size_t leaf_base_ = 1;     ///< index of the first leaf
   std::vector<uint32_t> changed_flows_;
   std::vector<double> old_rate_;
 };
