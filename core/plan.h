@@ -81,4 +81,18 @@ struct PlanCheck {
 };
 PlanCheck verify_plan_programs(const Plan& p, const Workload& w);
 
+/// Why running a plan (simulated or replayed) stopped: a broken §6 rule (found by
+/// verify_plan_programs), a tier over capacity, programs that wait on each other forever,
+/// or a plan that does not match the topology. The simulator and the replayer report the
+/// same errors in the same terms.
+struct RunError {
+  enum class Kind { kPlanRule, kCapacity, kDeadlock, kTopology };
+  Kind kind = Kind::kPlanRule;
+  int program = -1;
+  int step = -1;
+  int tensor = -1;
+  int64_t time = -1;  ///< picoseconds; -1: before the run starts
+  std::string message;
+};
+
 }  // namespace tierflow

@@ -194,20 +194,30 @@ size_t offset_of(std::string_view text, const Cursor& c) {
   return static_cast<size_t>(c.at() - text.data());
 }
 
+/// The head both object kinds share: id (must equal `id`), non-empty name, kind from
+/// `kinds`, dtype.
+template <class Kind, size_t N>
+bool read_head(Cursor& c, size_t id, std::string& name, const std::array<std::string_view, N>& kinds,
+               Kind& kind, Dtype& dtype) {
+  uint64_t v = 0;
+  size_t e = 0;
+  std::string_view text;
+  if (!c.lit("{\"id\": ") || !c.uint(UINT32_MAX, v) || v != id) return false;
+  if (!c.lit(", \"name\": ") || !c.str(text) || text.empty()) return false;
+  name = text;
+  if (!c.lit(", \"kind\": ") || !c.name(kinds, e)) return false;
+  kind = static_cast<Kind>(e);
+  if (!c.lit(", \"dtype\": ") || !c.name(kDtypeNames, e)) return false;
+  dtype = static_cast<Dtype>(e);
+  return true;
+}
+
 }  // namespace
 
 size_t read_tensor_line(std::string_view text, size_t at, size_t id, Tensor& t) {
   Cursor c(text, at);
   uint64_t v = 0;
-  size_t e = 0;
-  std::string_view name;
-  if (!c.lit("{\"id\": ") || !c.uint(UINT32_MAX, v) || v != id) return kFailed;
-  if (!c.lit(", \"name\": ") || !c.str(name) || name.empty()) return kFailed;
-  t.name = name;
-  if (!c.lit(", \"kind\": ") || !c.name(kTensorKindNames, e)) return kFailed;
-  t.kind = static_cast<TensorKind>(e);
-  if (!c.lit(", \"dtype\": ") || !c.name(kDtypeNames, e)) return kFailed;
-  t.dtype = static_cast<Dtype>(e);
+  if (!read_head(c, id, t.name, kTensorKindNames, t.kind, t.dtype)) return kFailed;
   if (!c.lit(", \"bytes\": ") || !c.uint(UINT64_MAX, t.bytes)) return kFailed;
   if (!c.lit(", \"origin\": ")) return kFailed;
   if (c.lit("\"external\"")) {
@@ -228,15 +238,7 @@ size_t read_op_line(std::string_view text, size_t at, size_t id, Op& op,
                     std::vector<uint32_t>& buffer) {
   Cursor c(text, at);
   uint64_t v = 0;
-  size_t e = 0;
-  std::string_view name;
-  if (!c.lit("{\"id\": ") || !c.uint(UINT32_MAX, v) || v != id) return kFailed;
-  if (!c.lit(", \"name\": ") || !c.str(name) || name.empty()) return kFailed;
-  op.name = name;
-  if (!c.lit(", \"kind\": ") || !c.name(kOpKindNames, e)) return kFailed;
-  op.kind = static_cast<OpKind>(e);
-  if (!c.lit(", \"dtype\": ") || !c.name(kDtypeNames, e)) return kFailed;
-  op.dtype = static_cast<Dtype>(e);
+  if (!read_head(c, id, op.name, kOpKindNames, op.kind, op.dtype)) return kFailed;
   // A whole number converts as JsonReader::read_number converts it; anything else (a
   // fraction, an exponent) is left to the general reader.
   if (!c.lit(", \"flops\": ") || !c.uint(UINT64_MAX, v)) return kFailed;

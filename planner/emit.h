@@ -2,8 +2,8 @@
 // every device of the target with its events renumbered.
 //
 // Per slot j, in this order:
-//   store t (event s), detach t [wait s]    runs released in slot j, tensor order
-//   detach t                                produced tensors past their last use
+//   [store t (event s),] detach t [wait s]  runs released in slot j (stays that end there,
+//                                           produced tensors past their last use), tensor order
 //   prefetch t (event p) [wait ...]         runs allocated in slot j, tensor order
 //   compute order[j] [wait p ...]           waits on its runs' prefetches
 // A store's bytes are counted on the device until it lands (`Run::hold`); the compute and

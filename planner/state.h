@@ -68,8 +68,8 @@ struct Residency {
 struct Costs {
   std::vector<int64_t> op_ps;     ///< per op: roofline time + launch overhead
   std::vector<int64_t> start_ps;  ///< per position (n+1 entries): estimated start time
-  /// Per topology tier: the estimated time to fetch (to the device tier) or store one
-  /// byte, and the route setup; nullopt when there is no route either way.
+  /// Per topology tier: its routes to and from the device tier (null when missing); the
+  /// fetch and store times below are transfer_time_alone over them.
   struct Route {
     const hw::Route* in = nullptr;   ///< tier -> device tier
     const hw::Route* out = nullptr;  ///< device tier -> tier

@@ -274,11 +274,10 @@ std::string report_json(const SimResult& r, const ReportContext& c, bool with_tr
 std::string report_csv(const SimResult& r, const ReportContext& c) {
   std::string o = "section,name,metric,value\n";
   auto out = std::back_inserter(o);
-  const auto quoted = [](const std::string& s) { return csv_field(s); };
-  fmt::format_to(out, "run,{},makespan_ps,{}\n", quoted(c.plan.name), r.makespan);
-  fmt::format_to(out, "run,{},steps,{}\n", quoted(c.plan.name), r.steps);
-  fmt::format_to(out, "run,{},error,{}\n", quoted(c.plan.name),
-                 r.error ? quoted(r.error->message) : "");
+  fmt::format_to(out, "run,{},makespan_ps,{}\n", csv_field(c.plan.name), r.makespan);
+  fmt::format_to(out, "run,{},steps,{}\n", csv_field(c.plan.name), r.steps);
+  fmt::format_to(out, "run,{},error,{}\n", csv_field(c.plan.name),
+                 r.error ? csv_field(r.error->message) : "");
   for (const DeviceResult& d : r.devices) {
     fmt::format_to(out, "device,{},compute_ps,{}\n", d.device, d.compute_ps);
     fmt::format_to(out, "device,{},stall_transfer_ps,{}\n", d.device, d.stall_transfer_ps);
@@ -288,7 +287,7 @@ std::string report_csv(const SimResult& r, const ReportContext& c) {
     fmt::format_to(out, "device,{},bytes_out,{}\n", d.device, d.bytes_out);
   }
   for (const TierResult& t : r.tiers) {
-    const std::string n = quoted(t.name);
+    const std::string n = csv_field(t.name);
     fmt::format_to(out, "tier,{},capacity,{}\n", n, t.capacity);
     fmt::format_to(out, "tier,{},peak,{}\n", n, t.peak);
     fmt::format_to(out, "tier,{},peak_time_ps,{}\n", n, t.peak_time);
@@ -300,7 +299,7 @@ std::string report_csv(const SimResult& r, const ReportContext& c) {
     }
   }
   for (const LinkResult& l : r.links) {
-    const std::string n = quoted(l.name);
+    const std::string n = csv_field(l.name);
     fmt::format_to(out, "resource,{},bytes,{:.0f}\n", n, l.bytes);
     fmt::format_to(out, "resource,{},busy_ps,{}\n", n, l.busy_ps);
     fmt::format_to(out, "resource,{},mean_flows,{}\n", n, l.mean_concurrency);

@@ -50,17 +50,8 @@ struct SimOptions {
   size_t live_top = 10;          ///< largest live tensors listed per tier at its peak
 };
 
-/// Why a plan cannot run: a broken §6 rule (found by the core verifier), a capacity
-/// overflow, a missing route, or programs that can never finish.
-struct SimError {
-  enum class Kind { kPlanRule, kCapacity, kDeadlock, kTopology };
-  Kind kind = Kind::kPlanRule;
-  int program = -1;
-  int step = -1;
-  int tensor = -1;
-  Time time = -1;  ///< -1: before the run starts
-  std::string message;
-};
+/// Why a plan cannot run (core/plan.h), shared with the replayer.
+using SimError = RunError;
 
 struct TransferRecord {
   uint32_t program = 0;

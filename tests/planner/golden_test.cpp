@@ -16,6 +16,7 @@
 #include "planner/planner.h"
 #include "planner/print.h"
 #include "sim/simulator.h"
+#include "tools/sim_evaluator.h"
 
 using namespace tierflow;
 using namespace tierflow::planner;
@@ -140,34 +141,6 @@ Workload graph(const std::string& name) {
   return {};
 }
 
-class Evaluator : public PlanEvaluator {
- public:
-  Evaluator(const Workload& w, const hw::Topology& t) : w_(w), t_(t) {}
-  Evaluation evaluate(const Plan& plan) override {
-    const sim::SimResult r = sim::simulate(plan, w_, t_);
-    Evaluation e;
-    if (r.error) {
-      e.ok = false;
-      e.error = r.error->message;
-      return e;
-    }
-    e.makespan_ps = r.makespan;
-    for (const auto& tr : r.tiers) {
-      if (t_.tiers[tr.tier].id == plan.tiers[plan.device_tier]) {
-        e.device_peak = std::max(e.device_peak, tr.peak);
-      }
-    }
-    uint32_t events = 0;
-    for (const auto& x : r.transfers) events = std::max(events, x.event + 1);
-    e.exposed_by_event.assign(events, 0);
-    for (const auto& x : r.transfers) e.exposed_by_event[x.event] += x.exposed;
-    return e;
-  }
-
- private:
-  const Workload& w_;
-  const hw::Topology& t_;
-};
 
 std::string header_value(const std::string& header, std::string_view key) {
   std::istringstream in(header);
@@ -197,7 +170,7 @@ std::string run_golden(const std::string& header) {
     req.pins.emplace_back(static_cast<TensorKind>(k - kTensorKindNames.begin()),
                           static_cast<uint32_t>(*topo.tier_index(pin.substr(eq + 1))));
   }
-  Evaluator eval(w, topo);
+  cli::SimEvaluator eval(w, topo);
   if (header_value(header, "evaluator") == "sim") req.evaluator = &eval;
   const PlanOutcome out = make_plan(w, topo, req);
   if (!out.ok) return fmt::format("failed: {}\n", out.reason);

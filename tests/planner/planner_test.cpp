@@ -12,6 +12,7 @@
 #include "planner/planner.h"
 #include "planner/print.h"
 #include "sim/simulator.h"
+#include "tools/sim_evaluator.h"
 #include "tests/support/plan_builders.h"
 
 using namespace tierflow;
@@ -35,16 +36,6 @@ std::string error_of(std::string_view pipeline) {
     return e.what();
   }
   return "";
-}
-
-/// Simulated device peak over the programs' device tiers.
-uint64_t simulated_peak(const sim::SimResult& r, const hw::Topology& t, const Plan& p) {
-  uint64_t peak = 0;
-  const auto dev = t.tier_index(p.tiers[p.device_tier]);
-  for (const auto& tr : r.tiers) {
-    if (tr.tier == *dev) peak = std::max(peak, tr.peak);
-  }
-  return peak;
 }
 
 size_t transfers(const Plan& p) {
@@ -123,7 +114,7 @@ TEST_CASE("property: every policy on seeded random graphs") {
       CHECK(out.estimated_peak <= budget);
       const sim::SimResult r = sim::simulate(*out.plan, w, topo);
       REQUIRE_MESSAGE(!r.error, r.error->message);
-      const uint64_t peak = simulated_peak(r, topo, *out.plan);
+      const uint64_t peak = cli::device_peak(r, topo, *out.plan);
       CHECK(peak <= budget);
       CHECK(peak >= out.bounds.residency);
       CHECK(r.makespan >= out.bounds.makespan_ps);

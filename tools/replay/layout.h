@@ -28,18 +28,8 @@
 
 namespace tierflow::replay {
 
-/// Why a plan cannot be replayed, in the simulator's terms (sim::SimError): a broken §6
-/// rule found by core's verifier, a capacity overflow, programs that wait forever, or a
-/// plan that does not match the topology.
-struct ReplayError {
-  enum class Kind { kPlanRule, kCapacity, kDeadlock, kTopology };
-  Kind kind = Kind::kPlanRule;
-  int program = -1;
-  int step = -1;
-  int tensor = -1;
-  Time time = -1;  ///< -1: before the run starts
-  std::string message;
-};
+/// Why a plan cannot be replayed: the simulator's errors, in the same terms (core/plan.h).
+using ReplayError = RunError;
 
 struct ReplayPath {
   std::vector<uint32_t> engines;  ///< engine groups, in route order
