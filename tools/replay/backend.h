@@ -79,6 +79,16 @@ struct CopyRequest {
   double bandwidth = 0;           ///< the route's bottleneck, bytes per plan second
 };
 
+/// One compute step: how long the plan says it runs, and what it computes (for backends
+/// that run real work sized by the op, such as the CUDA backend's GEMM mode).
+struct ComputeWork {
+  Time duration = 0;      ///< the op's time on this device, plan time
+  double flops = 0;       ///< floating-point operations of the op
+  uint64_t bytes = 0;     ///< bytes the op reads and writes in device memory
+  std::string dtype;      ///< "bf16", "fp32", ...
+  std::string kind;       ///< op kind: "matmul", "attention", ...
+};
+
 struct BackendSetup {
   std::vector<ArenaSpec> arenas;
   std::vector<EngineGroupSpec> engine_groups;
@@ -102,8 +112,8 @@ class Backend {
   virtual void free(const Block& b) = 0;
   /// Queues a copy on its engine groups (FIFO); it starts once it holds an engine of each.
   virtual void copy(const CopyRequest& r, Completion done) = 0;
-  /// Runs a compute step of `duration` on `program`'s compute engine (one at a time).
-  virtual void compute(uint32_t program, Time duration, Completion done) = 0;
+  /// Runs a compute step on `program`'s compute engine (one at a time).
+  virtual void compute(uint32_t program, const ComputeWork& work, Completion done) = 0;
   /// Plan time since start(); monotonic across threads.
   [[nodiscard]] virtual Time now() const = 0;
   [[nodiscard]] virtual ArenaStats arena_stats(ArenaId arena) const = 0;

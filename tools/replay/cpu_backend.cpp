@@ -229,13 +229,13 @@ void CpuBackend::copy_worker() {
   }
 }
 
-void CpuBackend::compute(uint32_t program, Time duration, Completion done) {
+void CpuBackend::compute(uint32_t program, const ComputeWork& work, Completion done) {
   ComputeEngine& e = *computes_.at(program);
   {
     const std::lock_guard lock(e.m);
     TF_ASSERT(!e.has_job, "program {} started a compute step while one runs", program);
     e.has_job = true;
-    e.duration = duration;
+    e.duration = work.duration;
     e.done = std::move(done);
   }
   e.cv.notify_one();

@@ -52,7 +52,7 @@ class CpuBackend final : public Backend {
   std::optional<Block> allocate(ArenaId arena, uint64_t bytes, uint64_t logical) override;
   void free(const Block& b) override;
   void copy(const CopyRequest& r, Completion done) override;
-  void compute(uint32_t program, Time duration, Completion done) override;
+  void compute(uint32_t program, const ComputeWork& work, Completion done) override;
   [[nodiscard]] Time now() const override;
   [[nodiscard]] ArenaStats arena_stats(ArenaId arena) const override;
   void stop() override;

@@ -409,7 +409,9 @@ void Executor::advance(uint32_t p) {
     ++in_flight_;
     ++steps_;
     const size_t step = st.next++;
-    backend_.compute(p, *duration, [this, p, step](Time start, Time end) {
+    const ComputeWork work{*duration, op.flops, op.bytes, std::string(name_of(op.dtype)),
+                           std::string(name_of(op.kind))};
+    backend_.compute(p, work, [this, p, step](Time start, Time end) {
       const std::lock_guard lock(m_);
       ProgramState& owner = progs_[p];
       StepRecord& r = owner.rec.steps[step];

@@ -1,0 +1,106 @@
+// `tierflow calibrate` (ARCHITECTURE §10): measures the machine a backend runs on and
+// writes a topology that `tierflow plan`, `sim` and `replay` accept, so plans are made on
+// measured numbers and the simulator's error can be measured against the same machine.
+//
+// Glossary
+//   direction   one copy direction between the backend's device memory and host memory
+//               ("host->device", "device->host"); on the CPU backend both are RAM arenas.
+//   sweep       copy times over sizes from `min_bytes` to `max_bytes`, doubling; each
+//               point is the median of `repeats` runs after one warm-up.
+//   fit         time(bytes) = latency + bytes / bandwidth, least squares weighted by
+//               1/time^2 (relative error), so small and large sizes count alike; the
+//               fit's error is the largest |fit / measured - 1| over the sweep.
+//   concurrent  aggregate bandwidth with k copies of the largest size in flight at once in
+//               one direction (k = 1 .. max_concurrent); `engines` is the largest k that
+//               still gains at least 10% over k - 1 (more copies only share bandwidth).
+//   duplex      full when both directions at once move at least 1.5x the bytes one
+//               direction moves alone; half otherwise.
+//   compute     the achieved rate of the backend's compute engine: a GEMM's FLOP/s per
+//               dtype, the device memory's copy bandwidth, and the cost of one empty step
+//               (launch overhead).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace tierflow::replay {
+
+struct SizeSample {
+  uint64_t bytes = 0;
+  double seconds = 0;  ///< median of the repeats
+  double spread = 0;   ///< (max - min) / median of the repeats
+};
+
+struct LinearFit {
+  double latency = 0;    ///< seconds
+  double bandwidth = 0;  ///< bytes per second
+  double error = 0;      ///< largest |fit / measured - 1| over the samples
+};
+
+/// Weighted least squares of time = latency + bytes / bandwidth (see the glossary). A
+/// negative intercept is clamped to 0 and the slope refitted through the origin.
+LinearFit fit_latency_bandwidth(const std::vector<SizeSample>& samples);
+
+struct CopyDirection {
+  std::string from;  ///< tier id in the written topology ("ddr")
+  std::string to;    ///< ("hbm")
+  std::vector<SizeSample> sweep;
+  LinearFit fit;
+  std::vector<double> concurrent;  ///< aggregate bytes/s with k = 1.. copies in flight
+  int engines = 1;                 ///< see the glossary
+};
+
+struct ComputeRate {
+  std::vector<std::pair<std::string, double>> flops;  ///< dtype -> achieved FLOP/s
+  double memory_bandwidth = 0;                        ///< device memory copy, bytes/s
+  double launch_overhead = 0;                         ///< seconds per empty step
+};
+
+struct Calibration {
+  std::string backend;      ///< "cpu" or "cuda"
+  std::string device_name;  ///< "NVIDIA H100 80GB HBM3", or the CPU model
+  std::string date;         ///< UTC, ISO 8601, when the run started
+  /// What ran it, as recorded in the topology: ("gpu", ...), ("driver", "580.65"),
+  /// ("cuda_runtime", "13.0"), ("cpu", ...), ("kernel", ...), ("compiler", ...).
+  std::vector<std::pair<std::string, std::string>> software;
+  uint64_t device_capacity = 0;  ///< bytes of the device tier written
+  uint64_t host_capacity = 0;    ///< bytes of the host tier written
+  double host_memory_bandwidth = 0;
+  std::vector<CopyDirection> directions;  ///< host->device first, then device->host
+  bool full_duplex = true;
+  double duplex_ratio = 0;  ///< both directions at once / one direction alone
+  ComputeRate compute;
+};
+
+struct CalibrateOptions {
+  uint64_t min_bytes = uint64_t{4} << 10;
+  uint64_t max_bytes = uint64_t{256} << 20;
+  int repeats = 5;
+  int max_concurrent = 4;
+  /// Device tier capacity to write; 0: the backend's (the GPU's free memory, or 1 GiB of
+  /// RAM on the CPU backend).
+  uint64_t device_capacity = 0;
+  int device = 0;  ///< CUDA device ordinal
+  /// Called with one line per measurement finished, for progress on a terminal.
+  std::function<void(std::string_view)> progress;
+};
+
+/// Measures this machine's RAM as the CPU backend uses it: memcpy threads between two RAM
+/// arenas, and the busy-wait compute engine.
+Calibration calibrate_cpu(const CalibrateOptions& o);
+
+/// Measures a GPU through the CUDA backend's mechanisms: cudaMemcpyAsync between pinned
+/// host memory and device memory, one stream per copy, GEMMs for the compute rate. Only
+/// defined when the CUDA backend is built (TIERFLOW_HAVE_CUDA).
+Calibration calibrate_cuda(const CalibrateOptions& o);
+
+/// The topology YAML (tierflow: hw/1) of a calibration: one device with its device tier,
+/// a host tier, and one link between them whose bandwidth, efficiency, latency, DMA setup,
+/// copy engines and duplex are the measured ones, every number sourced to the run.
+std::string topology_yaml(const Calibration& c);
+
+}  // namespace tierflow::replay
