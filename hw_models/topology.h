@@ -34,9 +34,11 @@ enum class Scope { kDevice, kSocket, kHost, kSupernode };
 inline constexpr std::array<std::string_view, 4> kScopeNames = {"device", "socket", "host",
                                                                 "supernode"};
 
-enum class LinkKind { kPcie, kHccs, kUb, kNvlink, kC2c, kCxl, kNvme, kXgmi, kRdma };
-inline constexpr std::array<std::string_view, 9> kLinkKindNames = {
-    "pcie", "hccs", "ub", "nvlink", "c2c", "cxl", "nvme", "xgmi", "rdma"};
+/// kMemcpy: copies by CPU threads between two regions of one memory (the CPU replay
+/// backend's calibrated topology).
+enum class LinkKind { kPcie, kHccs, kUb, kNvlink, kC2c, kCxl, kNvme, kXgmi, kRdma, kMemcpy };
+inline constexpr std::array<std::string_view, 10> kLinkKindNames = {
+    "pcie", "hccs", "ub", "nvlink", "c2c", "cxl", "nvme", "xgmi", "rdma", "memcpy"};
 
 enum class Duplex { kFull, kHalf };
 inline constexpr std::array<std::string_view, 2> kDuplexNames = {"full", "half"};

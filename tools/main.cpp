@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "core/diagnostics.h"
+#include "tools/calibrate_cmd.h"
 #include "tools/cli_common.h"
 #include "tools/hw_cmd.h"
 #include "tools/compare_cmd.h"
@@ -40,6 +41,7 @@ int run(int argc, char** argv) {
   add_sim_command(app);
   add_compare_command(app);
   add_replay_command(app);
+  add_calibrate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CommandResult& r) {

@@ -35,6 +35,7 @@ struct ReplayCliOptions {
   std::string output = "-";
   std::string time_scale = "auto";
   std::string memory_limit = "1GiB";
+  std::string copy = "paced";
   bool json = false;
 };
 
@@ -287,7 +288,12 @@ int run_replay(const ReplayCliOptions& o) {
   const sim::SimResult s = sim::simulate(lp.plan, lp.workload, topo, so);
 
   double scale = 0;
-  if (o.time_scale == "auto") {
+  if (o.copy == "native") {
+    if (o.time_scale != "auto" && std::stod(o.time_scale) != 1.0) {
+      throw CLI::ValidationError("--time-scale", "native copies run at time scale 1");
+    }
+    scale = 1.0;
+  } else if (o.time_scale == "auto") {
     const double ps = s.error || s.makespan <= 0 ? double(kPsPerUs) : double(s.makespan);
     scale = std::clamp(kAutoRealPs / ps, 1.0, 1e6);
     scale = std::exp2(std::round(std::log2(scale)));  // a round number to read
@@ -298,6 +304,7 @@ int run_replay(const ReplayCliOptions& o) {
   replay::CpuBackendOptions bo;
   bo.time_scale = scale;
   bo.memory_limit = limit.value.value;
+  bo.copy = o.copy == "native" ? replay::CopyMode::kNative : replay::CopyMode::kPaced;
   replay::CpuBackend backend(bo);
   const ReplayResult r = replay::replay(lp.plan, lp.workload, topo, backend);
 
@@ -342,6 +349,11 @@ void add_replay_command(CLI::App& app) {
       "replay", "run a plan for real on a backend and compare with the simulator");
   cmd->add_option("--backend", o->backend, "where to run: cpu (arenas in RAM, memcpy threads)")
       ->check(CLI::IsMember({"cpu"}));
+  cmd->add_option("--copy", o->copy,
+                  "cpu copies: paced (at the topology's rates; any time scale and size) or "
+                  "native (memcpy as fast as this machine goes, time scale 1, real sizes: "
+                  "measures the machine; plan on a `tierflow calibrate` topology)")
+      ->check(CLI::IsMember({"paced", "native"}));
   cmd->add_option("--plan", o->plan, "plan JSON (tierflow.plan/1)")->required();
   cmd->add_option("--hw", o->hw, "topology YAML (default: the file the plan references)");
   cmd->add_option("--set", o->sets, "override a topology field: PATH=VALUE (repeatable)");

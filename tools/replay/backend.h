@@ -104,6 +104,9 @@ class Backend {
   /// Most bytes all arenas together may reserve; the executor picks the size shift so that
   /// the plan fits under it.
   [[nodiscard]] virtual uint64_t memory_limit() const = 0;
+  /// Largest size shift the backend accepts: 0 for backends whose copies move the plan's
+  /// bytes at the hardware's own speed (a shifted size would time a smaller copy).
+  [[nodiscard]] virtual uint32_t max_shift() const { return 48; }
   /// Creates arenas, engines and per-program compute engines, and starts the clock at 0.
   virtual void start(const BackendSetup& setup) = 0;
   /// A block of `bytes` (arena bytes) holding `logical` plan bytes; nullopt when no free

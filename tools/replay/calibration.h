@@ -7,9 +7,12 @@
 //               ("host->device", "device->host"); on the CPU backend both are RAM arenas.
 //   sweep       copy times over sizes from `min_bytes` to `max_bytes`, doubling; each
 //               point is the median of `repeats` runs after one warm-up.
-//   fit         time(bytes) = latency + bytes / bandwidth, least squares weighted by
-//               1/time^2 (relative error), so small and large sizes count alike; the
-//               fit's error is the largest |fit / measured - 1| over the sweep.
+//   fit         time(bytes) = latency + bytes / bandwidth: the bandwidth is the
+//               least-squares slope over the largest quarter of the sizes (at least three),
+//               where caches no longer hold the data and the fixed cost is small; the
+//               latency is the median of what the three smallest sizes take beyond their
+//               bytes at that bandwidth. The fit's error is the largest |fit / measured - 1|
+//               over the sweep (mid sizes that fit in a cache copy faster than the fit).
 //   concurrent  aggregate bandwidth with k copies of the largest size in flight at once in
 //               one direction (k = 1 .. max_concurrent); `engines` is the largest k that
 //               still gains at least 10% over k - 1 (more copies only share bandwidth).
@@ -41,8 +44,7 @@ struct LinearFit {
   double error = 0;      ///< largest |fit / measured - 1| over the samples
 };
 
-/// Weighted least squares of time = latency + bytes / bandwidth (see the glossary). A
-/// negative intercept is clamped to 0 and the slope refitted through the origin.
+/// The fit of the glossary; samples with no time or no bytes are ignored.
 LinearFit fit_latency_bandwidth(const std::vector<SizeSample>& samples);
 
 struct CopyDirection {

@@ -17,6 +17,8 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options) : options_(options) {
   TF_ASSERT(options_.time_scale > 0 && std::isfinite(options_.time_scale),
             "time scale must be positive");
   TF_ASSERT(options_.chunk_bytes > 0, "chunk size must be positive");
+  TF_ASSERT(options_.copy == CopyMode::kPaced || options_.time_scale == 1.0,
+            "native copies run at time scale 1");
 }
 
 CpuBackend::~CpuBackend() {
@@ -33,6 +35,9 @@ void CpuBackend::start(const BackendSetup& setup) {
       void* p = std::calloc(size_t(size), 1);
       if (p == nullptr) throw std::bad_alloc();
       arenas_[a].memory = {static_cast<std::byte*>(p), &std::free};
+      // Native copies are timed: touch every page now, so that no copy pays for faulting
+      // in the pages it writes.
+      if (options_.copy == CopyMode::kNative) std::memset(p, 0, size_t(size));
     }
     arenas_[a].alloc = ArenaAllocator(size);
   }
@@ -146,8 +151,26 @@ void CpuBackend::copy(const CopyRequest& r, Completion done) {
   if (!started.empty()) copy_cv_.notify_all();
 }
 
+void CpuBackend::copy_chunks(std::byte* dst, const std::byte* src, uint64_t n) const {
+  for (uint64_t done = 0; done < n;) {
+    const uint64_t k = std::min(options_.chunk_bytes, n - done);
+    std::memcpy(dst + done, src + done, size_t(k));
+    done += k;
+  }
+}
+
 void CpuBackend::run_copy(Job& job) {
   const CopyRequest& r = job.req;
+  if (options_.copy == CopyMode::kNative) {
+    // The machine's own speed: setup and bandwidth are whatever the hand-off and memcpy
+    // take; the plan's numbers are not used.
+    const uint64_t n = std::min(r.src.bytes, r.dst.bytes);
+    if (n > 0) {
+      copy_chunks(arenas_[r.dst.arena].memory.get() + r.dst.offset,
+                  arenas_[r.src.arena].memory.get() + r.src.offset, n);
+    }
+    return;
+  }
   const Clock::time_point active = job.real_start + (real(r.setup) - t0_);
   wait_until(active);
   const uint64_t bytes =
@@ -193,11 +216,8 @@ void CpuBackend::run_copy(Job& job) {
     const uint64_t due =
         moved >= total ? bytes
                        : std::min(bytes, static_cast<uint64_t>(moved / total * double(bytes)));
-    while (copied < due) {
-      const uint64_t n = std::min(options_.chunk_bytes, due - copied);
-      std::memcpy(dst + copied, src + copied, size_t(n));
-      copied += n;
-    }
+    copy_chunks(dst + copied, src + copied, due - copied);
+    copied = due;
   }
   for (uint32_t g : r.engines) sharing_[g].fetch_sub(1);
 }
@@ -235,6 +255,7 @@ void CpuBackend::compute(uint32_t program, const ComputeWork& work, Completion d
     const std::lock_guard lock(e.m);
     TF_ASSERT(!e.has_job, "program {} started a compute step while one runs", program);
     e.has_job = true;
+    e.handed = now();
     e.duration = work.duration;
     e.done = std::move(done);
   }
@@ -243,16 +264,17 @@ void CpuBackend::compute(uint32_t program, const ComputeWork& work, Completion d
 
 void CpuBackend::compute_worker(ComputeEngine& e) {
   while (true) {
+    Time start = 0;
     Time duration = 0;
     Completion done;
     {
       std::unique_lock lock(e.m);
       e.cv.wait(lock, [&] { return e.stopping || e.has_job; });
       if (!e.has_job) return;
+      start = e.handed;
       duration = e.duration;
       done = std::move(e.done);
     }
-    const Time start = now();
     wait_until(real(start + duration));
     const Time end = now();
     {

@@ -6,12 +6,19 @@
 //                thread hand-offs small next to the steps of a plan with ns-long ops.
 //   copy engine  a thread that takes a started transfer, waits out its setup latency and
 //                copies it in slices of time, each moving the bytes due at its current rate.
-//   rate         the route's bottleneck bandwidth, or an equal share of each link direction
+//   copy mode    paced: a copy moves its bytes at the plan's rate (below), which checks
+//                the executor at any time scale and size shift; native: a copy is one
+//                memcpy in chunks as fast as this machine goes, at time scale 1 and real
+//                sizes only, which measures the machine (`tierflow calibrate` writes the
+//                topology that predicts it).
+//   rate         (paced) the route's bottleneck bandwidth, or an equal share of each link direction
 //                the transfer crosses among the transfers moving bytes through it, whichever
 //                is lower: an approximation of the simulator's max-min sharing that does not
 //                hand a share one transfer cannot use to the others, nor share tier ports.
 //   compute      one thread per program; a step waits (sleeping, then spinning on a steady
-//                clock for the last stretch) until its duration has passed.
+//                clock for the last stretch) until its duration has passed since it was
+//                handed over, so the hand-off is part of the step as launch overhead is
+//                part of the simulator's op time.
 //   FIFO         a transfer queues on every engine group of its route and starts when it
 //                is first in each queue and each group has an idle engine (the
 //                simulator's rule); the transfers that start are handed to the engines.
@@ -32,8 +39,11 @@
 
 namespace tierflow::replay {
 
+enum class CopyMode { kPaced, kNative };
+
 struct CpuBackendOptions {
   double time_scale = 1.0;                    ///< real seconds per plan second (> 0)
+  CopyMode copy = CopyMode::kPaced;           ///< native needs time scale 1
   uint64_t memory_limit = uint64_t{1} << 30;  ///< bytes all arenas may reserve
   uint64_t chunk_bytes = uint64_t{1} << 20;   ///< largest single memcpy of a copy engine
   uint32_t max_copy_threads = 64;
@@ -48,6 +58,9 @@ class CpuBackend final : public Backend {
 
   [[nodiscard]] std::string name() const override { return "cpu"; }
   [[nodiscard]] uint64_t memory_limit() const override { return options_.memory_limit; }
+  [[nodiscard]] uint32_t max_shift() const override {
+    return options_.copy == CopyMode::kNative ? 0 : Backend::max_shift();
+  }
   void start(const BackendSetup& setup) override;
   std::optional<Block> allocate(ArenaId arena, uint64_t bytes, uint64_t logical) override;
   void free(const Block& b) override;
@@ -82,6 +95,7 @@ class CpuBackend final : public Backend {
     std::condition_variable cv;
     bool has_job = false;
     bool stopping = false;
+    Time handed = 0;  ///< when compute() was called
     Time duration = 0;
     Completion done;
     std::thread thread;
@@ -96,6 +110,8 @@ class CpuBackend final : public Backend {
   void copy_worker();
   void compute_worker(ComputeEngine& e);
   void run_copy(Job& job);
+  /// Copies `n` bytes in chunks of at most `chunk_bytes`.
+  void copy_chunks(std::byte* dst, const std::byte* src, uint64_t n) const;
 
   CpuBackendOptions options_;
   Clock::time_point t0_;

@@ -113,7 +113,8 @@ bool Executor::prepare() {
       return false;
     }
   }
-  if (auto e = build_layout(plan_, w_, t_, backend_.memory_limit(), layout_)) {
+  if (auto e = build_layout(plan_, w_, t_, backend_.memory_limit(), layout_,
+                              backend_.max_shift())) {
     error_ = std::move(*e);
     return false;
   }

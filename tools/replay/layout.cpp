@@ -56,7 +56,8 @@ std::optional<uint64_t> plan_budget(const Plan& plan) {
 }
 
 std::optional<ReplayError> build_layout(const Plan& plan, const Workload& w, const hw::Topology& t,
-                                        uint64_t memory_limit, Layout& out) {
+                                        uint64_t memory_limit, Layout& out,
+                                        uint32_t max_shift) {
   out = Layout{};
   for (const std::string& id : plan.tiers) {
     const auto ti = t.tier_index(id);
@@ -169,10 +170,17 @@ std::optional<ReplayError> build_layout(const Plan& plan, const Workload& w, con
       }
       break;
     }
-    if (shift == 48) {
+    if (shift >= max_shift) {
+      if (max_shift == 0) {
+        return topology_error(
+            -1, fmt::format("the plan's arenas need {} at their real sizes, more than the "
+                            "backend's {}; this backend copies real sizes only (raise the "
+                            "memory limit)",
+                            to_string_approx(Bytes{total}), to_string_approx(Bytes{memory_limit})));
+      }
       return topology_error(-1, fmt::format("the plan's arenas do not fit the backend's {} "
-                                            "even with every size divided by 2^48",
-                                            to_string_approx(Bytes{memory_limit})));
+                                            "even with every size divided by 2^{}",
+                                            to_string_approx(Bytes{memory_limit}), max_shift));
     }
   }
 

@@ -59,11 +59,12 @@ struct Layout {
   }
 };
 
-/// Maps `plan` onto `t` for a backend that may reserve `memory_limit` bytes. Returns the
-/// reason when the plan's tiers or devices are not in the topology (kTopology) or the
-/// arenas cannot fit the limit at any shift.
+/// Maps `plan` onto `t` for a backend that may reserve `memory_limit` bytes at a size shift
+/// of at most `max_shift`. Returns the reason when the plan's tiers or devices are not in
+/// the topology (kTopology) or the arenas cannot fit the limit at any allowed shift.
 std::optional<ReplayError> build_layout(const Plan& plan, const Workload& w, const hw::Topology& t,
-                                        uint64_t memory_limit, Layout& out);
+                                        uint64_t memory_limit, Layout& out,
+                                        uint32_t max_shift = 48);
 
 /// The plan's meta "budget" in bytes, if it has a numeric one.
 std::optional<uint64_t> plan_budget(const Plan& plan);

@@ -1,0 +1,520 @@
+#include "tools/replay/calibration.h"
+
+#include <fmt/format.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <numeric>
+#include <stdexcept>
+#include <vector>
+
+#include "core/units.h"
+#include "tools/replay/cpu_backend.h"
+
+namespace tierflow::replay {
+
+LinearFit fit_latency_bandwidth(const std::vector<SizeSample>& samples) {
+  LinearFit f;
+  std::vector<SizeSample> v;
+  for (const SizeSample& s : samples) {
+    if (s.seconds > 0 && s.bytes > 0) v.push_back(s);
+  }
+  if (v.empty()) return f;
+  std::sort(v.begin(), v.end(),
+            [](const SizeSample& a, const SizeSample& b) { return a.bytes < b.bytes; });
+  // Bandwidth: least-squares slope of time over bytes on the largest quarter of the sizes
+  // (at least three), where the fixed cost is small and caches no longer hold the data.
+  const size_t n = v.size();
+  const size_t big = n <= 3 ? n : std::max<size_t>(3, n / 4);
+  double mx = 0, my = 0;
+  for (size_t i = n - big; i < n; ++i) {
+    mx += static_cast<double>(v[i].bytes);
+    my += v[i].seconds;
+  }
+  mx /= static_cast<double>(big);
+  my /= static_cast<double>(big);
+  double sxx = 0, sxy = 0;
+  for (size_t i = n - big; i < n; ++i) {
+    const double dx = static_cast<double>(v[i].bytes) - mx;
+    sxx += dx * dx;
+    sxy += dx * (v[i].seconds - my);
+  }
+  double slope = sxx > 0 ? sxy / sxx : 0;
+  if (!(slope > 0)) slope = my / mx;  // one size, or noise: through the origin
+  // Latency: what the smallest sizes (up to three) take beyond their bytes at that rate.
+  std::vector<double> fixed;
+  for (size_t i = 0; i < std::min<size_t>(3, n); ++i) {
+    fixed.push_back(std::max(0.0, v[i].seconds - slope * static_cast<double>(v[i].bytes)));
+  }
+  std::sort(fixed.begin(), fixed.end());
+  f.latency = fixed[fixed.size() / 2];
+  f.bandwidth = 1.0 / slope;
+  for (const SizeSample& s : v) {
+    const double fit = f.latency + slope * static_cast<double>(s.bytes);
+    f.error = std::max(f.error, std::abs(fit / s.seconds - 1.0));
+  }
+  return f;
+}
+
+namespace {
+
+struct Stats {
+  double median = 0;
+  double spread = 0;
+};
+
+Stats stats_of(std::vector<double> v) {
+  Stats s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  s.median = n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  s.spread = s.median > 0 ? (v.back() - v.front()) / s.median : 0;
+  return s;
+}
+
+std::string first_line_with(const char* path, std::string_view key) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key, 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string v = line.substr(colon + 1);
+    v.erase(0, v.find_first_not_of(" \t"));
+    return v;
+  }
+  return {};
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  (void)std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+/// Runs copies and compute steps on a CpuBackend and waits for them.
+class CpuProbe {
+ public:
+  static constexpr ArenaId kDevice = 0;
+  static constexpr ArenaId kHost = 1;
+  static constexpr uint32_t kToDevice = 0;  // engine group host -> device
+  static constexpr uint32_t kToHost = 1;    // device -> host
+
+  CpuProbe(uint64_t block_bytes, int blocks, int engines)
+      : backend_(options(block_bytes, blocks)), block_(block_bytes) {
+    BackendSetup setup;
+    const uint64_t arena = block_bytes * uint64_t(blocks);
+    setup.arenas.push_back(ArenaSpec{"hbm", arena, arena, true});
+    setup.arenas.push_back(ArenaSpec{"ddr", arena, arena, false});
+    setup.engine_groups.push_back(EngineGroupSpec{"host->device", engines, 0});
+    setup.engine_groups.push_back(EngineGroupSpec{"device->host", engines, 0});
+    setup.programs = 1;
+    backend_.start(setup);
+    for (int i = 0; i < blocks; ++i) {
+      dev_.push_back(backend_.allocate(kDevice, block_bytes, block_bytes).value());
+      host_.push_back(backend_.allocate(kHost, block_bytes, block_bytes).value());
+    }
+  }
+  ~CpuProbe() { backend_.stop(); }
+  CpuProbe(const CpuProbe&) = delete;
+  CpuProbe& operator=(const CpuProbe&) = delete;
+
+  /// Copies of `bytes` each, in the given directions, all issued at once; returns the
+  /// seconds from the first issue to the last byte landed.
+  double copies(uint64_t bytes, const std::vector<uint32_t>& groups) {
+    std::vector<CopyRequest> reqs;
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const bool to_device = groups[i] == kToDevice;
+      Block src = to_device ? host_[i] : dev_[i];
+      Block dst = to_device ? dev_[i] : host_[i];
+      src.bytes = dst.bytes = bytes;
+      CopyRequest r;
+      r.src = src;
+      r.dst = dst;
+      r.logical_bytes = bytes;
+      r.engines = {groups[i]};
+      reqs.push_back(r);
+    }
+    {
+      const std::lock_guard lock(m_);
+      pending_ = reqs.size();
+      last_end_ = 0;
+    }
+    const Time t0 = backend_.now();
+    for (const CopyRequest& r : reqs) backend_.copy(r, [this](Time, Time end) { landed(end); });
+    std::unique_lock lock(m_);
+    cv_.wait(lock, [this] { return pending_ == 0; });
+    return static_cast<double>(last_end_ - t0) / double(kPsPerS);
+  }
+
+  /// Seconds from handing over an empty compute step to its completion.
+  double empty_step() {
+    {
+      const std::lock_guard lock(m_);
+      pending_ = 1;
+    }
+    const Time t0 = backend_.now();
+    backend_.compute(0, ComputeWork{}, [this](Time, Time end) { landed(end); });
+    std::unique_lock lock(m_);
+    cv_.wait(lock, [this] { return pending_ == 0; });
+    return static_cast<double>(last_end_ - t0) / double(kPsPerS);
+  }
+
+  [[nodiscard]] uint64_t block() const { return block_; }
+
+ private:
+  static CpuBackendOptions options(uint64_t block_bytes, int blocks) {
+    CpuBackendOptions o;
+    o.copy = CopyMode::kNative;
+    o.memory_limit = 2 * block_bytes * uint64_t(blocks) + (uint64_t{64} << 20);
+    return o;
+  }
+  void landed(Time end) {
+    {
+      const std::lock_guard lock(m_);
+      last_end_ = std::max(last_end_, end);
+      --pending_;
+    }
+    cv_.notify_all();
+  }
+
+  CpuBackend backend_;
+  uint64_t block_;
+  std::vector<Block> dev_, host_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  size_t pending_ = 0;
+  Time last_end_ = 0;
+};
+
+/// Single-thread FP32 GEMM rate of this CPU: a cache-blocked C += A * B.
+double cpu_gemm_flops() {
+  constexpr int kN = 384;
+  constexpr int kBlock = 64;
+  std::vector<float> a(size_t(kN) * kN), b(size_t(kN) * kN), c(size_t(kN) * kN, 0.0F);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<float>(i % 7) * 0.25F;
+    b[i] = static_cast<float>(i % 5) * 0.5F;
+  }
+  const auto gemm = [&] {
+    for (int ii = 0; ii < kN; ii += kBlock) {
+      for (int kk = 0; kk < kN; kk += kBlock) {
+        for (int i = ii; i < ii + kBlock; ++i) {
+          for (int k = kk; k < kk + kBlock; ++k) {
+            const float x = a[size_t(i) * kN + size_t(k)];
+            float* crow = &c[size_t(i) * kN];
+            const float* brow = &b[size_t(k) * kN];
+            for (int j = 0; j < kN; ++j) crow[j] += x * brow[j];
+          }
+        }
+      }
+    }
+  };
+  gemm();  // warm-up
+  std::vector<double> rates;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    gemm();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rates.push_back(2.0 * kN * kN * kN / s);
+  }
+  // Keep the result observable so the loops are not removed.
+  volatile float sink = c[size_t(kN) * kN / 2];
+  (void)sink;
+  return stats_of(rates).median;
+}
+
+/// Single-thread memcpy bandwidth between two buffers of `bytes` (bytes copied per second).
+double memcpy_bandwidth(uint64_t bytes) {
+  std::vector<std::byte> src(size_t(bytes), std::byte{1}), dst(size_t(bytes), std::byte{0});
+  std::memcpy(dst.data(), src.data(), src.size());  // warm-up, pages faulted in
+  std::vector<double> rates;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(dst.data(), src.data(), src.size());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rates.push_back(static_cast<double>(bytes) / s);
+  }
+  return stats_of(rates).median;
+}
+
+uint64_t physical_ram() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+}
+
+Duration seconds_to(double s) { return Duration{std::llround(s * double(kPsPerS))}; }
+
+void say(const CalibrateOptions& o, const std::string& line) {
+  if (o.progress) o.progress(line);
+}
+
+/// `engines` rule of the glossary.
+int engines_of(const std::vector<double>& concurrent) {
+  int engines = 1;
+  for (size_t k = 1; k < concurrent.size(); ++k) {
+    if (concurrent[k] >= 1.10 * concurrent[k - 1]) {
+      engines = int(k) + 1;
+    } else {
+      break;
+    }
+  }
+  return engines;
+}
+
+}  // namespace
+
+Calibration calibrate_cpu(const CalibrateOptions& o) {
+  if (o.min_bytes == 0 || o.max_bytes < o.min_bytes) {
+    throw std::invalid_argument("calibrate: the size sweep needs 0 < min <= max");
+  }
+  if (o.repeats < 1 || o.max_concurrent < 1) {
+    throw std::invalid_argument("calibrate: repeats and concurrency must be at least 1");
+  }
+  Calibration c;
+  c.backend = "cpu";
+  c.date = utc_now();
+  c.device_name = first_line_with("/proc/cpuinfo", "model name");
+  if (c.device_name.empty()) c.device_name = "unknown CPU";
+  c.software.emplace_back("cpu", c.device_name);
+  c.software.emplace_back("cores", std::to_string(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))));
+  utsname u{};
+  if (uname(&u) == 0) c.software.emplace_back("kernel", fmt::format("{} {}", u.sysname, u.release));
+#if defined(__clang__)
+  c.software.emplace_back("compiler", fmt::format("clang {}", __clang_version__));
+#elif defined(__GNUC__)
+  c.software.emplace_back("compiler", fmt::format("gcc {}", __VERSION__));
+#endif
+  c.software.emplace_back("copy", "memcpy threads of the CPU replay backend (native copies)");
+  c.host_capacity = physical_ram();
+  c.device_capacity = o.device_capacity > 0 ? o.device_capacity : uint64_t{1} << 30;
+
+  // Sizes of the concurrency and duplex runs: the largest of the sweep, at most 64 MiB
+  // per copy so that max_concurrent of them fit in a few hundred MiB.
+  const uint64_t big = std::min<uint64_t>(o.max_bytes, uint64_t{64} << 20);
+  const int blocks = std::max(2, o.max_concurrent);
+  CpuProbe probe(std::max(o.max_bytes, big), blocks, o.max_concurrent);
+
+  const std::vector<std::pair<uint32_t, std::pair<const char*, const char*>>> dirs = {
+      {CpuProbe::kToDevice, {"ddr", "hbm"}}, {CpuProbe::kToHost, {"hbm", "ddr"}}};
+  for (const auto& [group, ends] : dirs) {
+    CopyDirection d;
+    d.from = ends.first;
+    d.to = ends.second;
+    for (uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
+      (void)probe.copies(bytes, {group});  // warm-up
+      std::vector<double> t;
+      for (int r = 0; r < o.repeats; ++r) t.push_back(probe.copies(bytes, {group}));
+      const Stats s = stats_of(t);
+      d.sweep.push_back(SizeSample{bytes, s.median, s.spread});
+      say(o, fmt::format("{} -> {}: {} in {} ({:.2f} GB/s)", d.from, d.to,
+                         to_string_approx(Bytes{bytes}), to_string_approx(seconds_to(s.median)),
+                         static_cast<double>(bytes) / s.median / 1e9));
+      if (bytes > o.max_bytes / 2) break;  // no overflow past the top
+    }
+    d.fit = fit_latency_bandwidth(d.sweep);
+    for (int k = 1; k <= o.max_concurrent; ++k) {
+      std::vector<double> rates;
+      for (int r = 0; r < o.repeats; ++r) {
+        const double s = probe.copies(big, std::vector<uint32_t>(size_t(k), group));
+        rates.push_back(static_cast<double>(big) * k / s);
+      }
+      d.concurrent.push_back(stats_of(rates).median);
+      say(o, fmt::format("{} -> {}: {} copies at once: {:.2f} GB/s in all", d.from, d.to, k,
+                         d.concurrent.back() / 1e9));
+    }
+    d.engines = engines_of(d.concurrent);
+    c.directions.push_back(std::move(d));
+  }
+
+  // Duplex: one copy each way at once against one direction alone.
+  {
+    std::vector<double> both, one;
+    for (int r = 0; r < o.repeats; ++r) {
+      both.push_back(2.0 * static_cast<double>(big) /
+                     probe.copies(big, {CpuProbe::kToDevice, CpuProbe::kToHost}));
+      one.push_back(static_cast<double>(big) / probe.copies(big, {CpuProbe::kToDevice}));
+    }
+    c.duplex_ratio = stats_of(both).median / stats_of(one).median;
+    c.full_duplex = c.duplex_ratio >= 1.5;
+    say(o, fmt::format("both directions at once: {:.2f}x one direction ({} duplex)",
+                       c.duplex_ratio, c.full_duplex ? "full" : "half"));
+  }
+
+  // Compute: the busy-wait engine's cost per step, and this CPU's own rates for the
+  // roofline the simulator applies to every op.
+  {
+    for (int r = 0; r < 20; ++r) (void)probe.empty_step();
+    std::vector<double> t;
+    for (int r = 0; r < 200; ++r) t.push_back(probe.empty_step());
+    c.compute.launch_overhead = stats_of(t).median;
+    const double flops = cpu_gemm_flops();
+    c.compute.flops = {{"fp32", flops}, {"bf16", flops}, {"fp16", flops}};
+    c.compute.memory_bandwidth = memcpy_bandwidth(big);
+    c.host_memory_bandwidth = c.compute.memory_bandwidth;
+    say(o, fmt::format("compute: {:.1f} GFLOP/s fp32 GEMM, memory {:.2f} GB/s, {} per step",
+                       flops / 1e9, c.compute.memory_bandwidth / 1e9,
+                       to_string_approx(seconds_to(c.compute.launch_overhead))));
+  }
+  return c;
+}
+
+namespace {
+
+/// A number with enough digits to round-trip what the topology loader reads.
+std::string gbps(double bytes_per_s) { return fmt::format("{:.4g}GB/s", bytes_per_s / 1e9); }
+std::string tflops(double f) { return fmt::format("{:.4g}TFLOP/s", f / 1e12); }
+std::string ns(double seconds) { return fmt::format("{:.0f}ns", std::max(0.0, seconds * 1e9)); }
+std::string quoted(std::string_view s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string topology_yaml(const Calibration& c) {
+  if (c.directions.size() != 2) {
+    throw std::invalid_argument("a calibration needs both copy directions");
+  }
+  const CopyDirection& h2d = c.directions[0];
+  const CopyDirection& d2h = c.directions[1];
+  const bool cuda = c.backend == "cuda";
+  const std::string name = fmt::format("calibrated-{}", c.backend);
+  // A link direction's bandwidth: one copy's, or all engines' together when several run
+  // at once (the simulator shares a link's bandwidth among its transfers).
+  const auto link_bw = [](const CopyDirection& d) {
+    return d.engines > 1 && size_t(d.engines) <= d.concurrent.size()
+               ? d.concurrent[size_t(d.engines) - 1]
+               : d.fit.bandwidth;
+  };
+  const double dma = std::min(h2d.fit.latency, d2h.fit.latency);
+  std::string y;
+  y += fmt::format("# Measured by `tierflow calibrate --backend {}` on {} ({}).\n", c.backend,
+                   c.device_name, c.date);
+  y += "# Every number below comes from that run (source M1) unless it says otherwise.\n";
+  y += "tierflow: hw/1\n";
+  y += fmt::format("name: {}\n", name);
+  y += fmt::format("description: {}\n",
+                   quoted(fmt::format("{} as measured by tierflow calibrate ({} backend)",
+                                      c.device_name, c.backend)));
+  y += "\nsources:\n";
+  std::string stack;
+  for (const auto& [k, v] : c.software) stack += fmt::format("; {} {}", k, v);
+  y += fmt::format("  M1: {}\n",
+                   quoted(fmt::format("tierflow calibrate --backend {}, {}{}", c.backend, c.date,
+                                      stack)));
+  y += fmt::format(
+      "  M2: {}\n",
+      quoted(fmt::format("copy sweeps fitted as latency + bytes/bandwidth (largest fit error "
+                         "{:.1f}% host->device, {:.1f}% device->host); concurrent copies "
+                         "{:.3g}/{:.3g} GB/s in all with 1..{} copies; both directions at "
+                         "once {:.2f}x one",
+                         100 * h2d.fit.error, 100 * d2h.fit.error,
+                         h2d.concurrent.empty() ? 0.0 : h2d.concurrent.front() / 1e9,
+                         h2d.concurrent.empty() ? 0.0 : h2d.concurrent.back() / 1e9,
+                         h2d.concurrent.size(), c.duplex_ratio)));
+  y += fmt::format("  M3: {}\n",
+                   quoted(cuda ? "device and host tiers are one GPU's memory and pinned host "
+                                 "memory; copy latency is charged once per transfer as DMA "
+                                 "setup on the link, host-side extra latency on the host tier"
+                               : "device and host tiers are two RAM arenas of the CPU replay "
+                                 "backend; copy latency is charged once per transfer as DMA "
+                                 "setup on the link, the extra of each direction on the "
+                                 "host tier"));
+  y += "\nsystem:\n";
+  y += "  hosts: {value: 1, source: M1}\n";
+  y += "  sockets_per_host: {value: 1, source: M1}\n";
+  y += "  source: M1\n";
+
+  y += "\ndevices:\n";
+  y += "  - id: dev\n";
+  y += fmt::format("    description: {}\n", quoted(c.device_name));
+  y += "    count: {value: 1, source: M1}\n";
+  y += "    local_tier: hbm\n";
+  y += "    peak:\n";
+  for (const auto& [dtype, f] : c.compute.flops) {
+    y += fmt::format("      {}: {{value: {}, source: M1, note: \"achieved GEMM rate\"}}\n", dtype,
+                     tflops(f));
+  }
+  y += "    compute_efficiency:\n";
+  y += "      default: {value: 1.0, source: M1, note: \"the peaks are achieved rates\"}\n";
+  y += "    memory_efficiency:\n";
+  y += "      default: {value: 1.0, source: M1, note: \"the bandwidth is an achieved rate\"}\n";
+  y += fmt::format("    launch_overhead: {{value: {}, source: M1, note: \"one empty step\"}}\n",
+                   ns(c.compute.launch_overhead));
+  y += "    source: M1\n";
+
+  y += "\ntiers:\n";
+  y += "  - id: hbm\n";
+  y += fmt::format("    description: {}\n",
+                   quoted(cuda ? "GPU device memory" : "device arena in RAM (CPU backend)"));
+  y += "    kind: hbm\n";
+  y += "    per: device\n";
+  y += fmt::format("    capacity: {{value: {}B, source: M1}}\n", c.device_capacity);
+  y += fmt::format("    read_bandwidth: {{value: {}, source: M1}}\n",
+                   gbps(c.compute.memory_bandwidth));
+  y += fmt::format("    write_bandwidth: {{value: {}, source: M1}}\n",
+                   gbps(c.compute.memory_bandwidth));
+  y += "    latency: {value: 0ns, source: M3}\n";
+  y += "  - id: ddr\n";
+  y += fmt::format("    description: {}\n",
+                   quoted(cuda ? "pinned host memory" : "host arena in RAM (CPU backend)"));
+  y += "    kind: ddr\n";
+  y += "    per: socket\n";
+  y += fmt::format("    capacity: {{value: {}B, source: M1}}\n", c.host_capacity);
+  // Ports at least as fast as the link, so that the link is what the copies share.
+  const double port = std::max({c.host_memory_bandwidth, link_bw(h2d), link_bw(d2h)});
+  y += fmt::format("    read_bandwidth: {{value: {}, source: M1}}\n", gbps(port));
+  y += fmt::format("    write_bandwidth: {{value: {}, source: M1}}\n", gbps(port));
+  y += fmt::format("    latency: {{value: {}, source: M3, note: \"host->device latency above the "
+                   "DMA setup\"}}\n",
+                   ns(h2d.fit.latency - dma));
+  y += fmt::format("    write_latency: {{value: {}, source: M3, note: \"device->host latency "
+                   "above the DMA setup\"}}\n",
+                   ns(d2h.fit.latency - dma));
+
+  y += "\nlinks:\n";
+  y += "  - id: copy\n";
+  y += fmt::format("    description: {}\n",
+                   quoted(cuda ? "cudaMemcpyAsync between device and pinned host memory"
+                               : "memcpy threads between the arenas"));
+  y += cuda ? "    kind: pcie\n" : "    kind: memcpy\n";
+  y += "    endpoints: [hbm, ddr]  # a->b = device->host, b->a = host->device\n";
+  y += "    per: device\n";
+  // One peak for both directions, the faster one's; each direction's own rate is its
+  // efficiency (a half-duplex link has one capacity, so no separate reverse bandwidth).
+  const double peak = std::max(link_bw(d2h), link_bw(h2d));
+  y += fmt::format("    bandwidth: {{value: {}, source: M2, note: \"the faster direction\"}}\n",
+                   gbps(peak));
+  y += fmt::format("    efficiency: {{value: {:.4f}, source: M2, note: \"device->host {}\"}}\n",
+                   link_bw(d2h) / peak, gbps(link_bw(d2h)));
+  y += fmt::format(
+      "    efficiency_reverse: {{value: {:.4f}, source: M2, note: \"host->device {}\"}}\n",
+      link_bw(h2d) / peak, gbps(link_bw(h2d)));
+  y += "    latency: {value: 0ns, source: M3}\n";
+  y += fmt::format("    duplex: {}\n", c.full_duplex ? "full" : "half");
+  y += fmt::format("    copy_engines: {{value: {}, source: M2}}\n",
+                   std::min(h2d.engines, d2h.engines));
+  y += fmt::format("    dma_setup: {{value: {}, source: M2, note: \"fitted intercept\"}}\n",
+                   ns(dma));
+  return y;
+}
+
+}  // namespace tierflow::replay
