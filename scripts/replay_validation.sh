@@ -18,7 +18,7 @@
 #   kv        the same model with bf16 weights and a 16,384-token context, 2 layers,
 #             decode 4 tokens in 256-token KV blocks: the KV cache and the weights both
 #             exceed the device tier
-# Each is planned with `tierflow` and `layerwise`.
+# Each is planned with `tierflow` and `hyperoffload`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,11 +43,14 @@ summary="$out/summary.txt"
 printf '%-10s %-10s %12s %12s %9s %9s %9s %12s\n' workload policy simulated measured error \
   xfer_med xfer_p90 peak >"$summary"
 for w in weights kv; do
-  for policy in tierflow layerwise; do
+  for policy in tierflow hyperoffload; do
     plan="$out/$w-$policy.plan.json"
     echo "== plan $w $policy" >&2
-    "$tf" plan --hw "$out/cpu.yaml" --workload "$out/$w.json" --policy "$policy" -o "$plan" \
-      >"$out/$w-$policy.plan.txt"
+    if ! "$tf" plan --hw "$out/cpu.yaml" --workload "$out/$w.json" --policy "$policy" -o "$plan" \
+      >"$out/$w-$policy.plan.txt"; then
+      printf '%-10s %-10s does not fit\n' "$w" "$policy" >>"$summary"
+      continue
+    fi
     for i in $(seq 1 "$runs"); do
       echo "== replay $w $policy $i/$runs" >&2
       "$tf" replay --backend cpu --copy native --memory-limit 4GiB --plan "$plan" \

@@ -362,7 +362,11 @@ Calibration calibrate_cpu(const CalibrateOptions& o) {
     for (int r = 0; r < 200; ++r) t.push_back(probe.empty_step());
     c.compute.launch_overhead = stats_of(t).median;
     const double flops = cpu_gemm_flops();
-    c.compute.flops = {{"fp32", flops}, {"bf16", flops}, {"fp16", flops}};
+    // The CPU backend's compute steps are timed waits: one rate, the FP32 GEMM's, stands
+    // for every element type a workload may compute in.
+    for (const char* dtype : {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4"}) {
+      c.compute.flops.emplace_back(dtype, flops);
+    }
     c.compute.memory_bandwidth = memcpy_bandwidth(big);
     c.host_memory_bandwidth = c.compute.memory_bandwidth;
     say(o, fmt::format("compute: {:.1f} GFLOP/s fp32 GEMM, memory {:.2f} GB/s, {} per step",
