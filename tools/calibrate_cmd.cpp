@@ -12,6 +12,9 @@
 #include "hw_models/loader.h"
 #include "tools/cli_common.h"
 #include "tools/replay/calibration.h"
+#if defined(TIERFLOW_HAVE_CUDA)
+#include "tools/replay/cuda_backend.h"
+#endif
 
 namespace tierflow::cli {
 namespace {
@@ -134,7 +137,17 @@ int run_calibrate(const CalibrateCliOptions& o) {
     c = replay::calibrate_cpu(co);
   } else {
 #if defined(TIERFLOW_HAVE_CUDA)
-    c = replay::calibrate_cuda(co);
+    if (const std::string why = replay::cuda_device_problem(o.device); !why.empty()) {
+      fmt::print(stderr, "error: --backend cuda: {}\n", why);
+      return static_cast<int>(ExitCode::kBadInput);
+    }
+    try {
+      c = replay::calibrate_cuda(co);
+    } catch (const replay::CudaError& e) {
+      // A GPU that fails during the run says so in CUDA's words; not a bug in tierflow.
+      fmt::print(stderr, "error: calibrate: the CUDA backend failed: {}\n", e.what());
+      return static_cast<int>(ExitCode::kInternal);
+    }
 #else
     fmt::print(stderr, "error: this tierflow was built without the CUDA backend (configure "
                        "with a CUDA toolkit, or -DTIERFLOW_CUDA=ON)\n");

@@ -18,6 +18,9 @@
 #include "tools/cli_common.h"
 #include "tools/replay/cpu_backend.h"
 #include "tools/replay/executor.h"
+#ifdef TIERFLOW_HAVE_CUDA
+#include "tools/replay/cuda_backend.h"
+#endif
 
 namespace tierflow::cli {
 namespace {
@@ -34,10 +37,15 @@ struct ReplayCliOptions {
   std::string timeline;
   std::string output = "-";
   std::string time_scale = "auto";
-  std::string memory_limit = "1GiB";
-  std::string copy = "paced";
+  std::string memory_limit;       ///< empty: the backend's default (1GiB on cpu)
+  std::string copy = "paced";     ///< cpu: paced or native
+  std::string compute = "timed";  ///< cuda: timed or gemm
+  int device = 0;                 ///< cuda: device ordinal
   bool json = false;
 };
+
+/// The CPU backend's memory limit when --memory-limit is not given.
+constexpr const char* kCpuMemoryLimit = "1GiB";
 
 /// Real time the automatic time scale aims a replay at: long enough that thread hand-offs
 /// (tens of microseconds) are small next to the plan, short enough for a shell.
@@ -288,11 +296,10 @@ int run_replay(const ReplayCliOptions& o) {
   const sim::SimResult s = sim::simulate(lp.plan, lp.workload, topo, so);
 
   double scale = 0;
-  if (o.copy == "native") {
-    if (o.time_scale != "auto" && std::stod(o.time_scale) != 1.0) {
-      throw CLI::ValidationError("--time-scale", "native copies run at time scale 1");
-    }
-    scale = 1.0;
+  if (o.backend == "cuda") {
+    scale = 1;  // the GPU runs in real time; the callback refused any other scale
+  } else if (o.copy == "native") {
+    scale = 1;  // native copies run in real time; the callback refused any other scale
   } else if (o.time_scale == "auto") {
     const double ps = s.error || s.makespan <= 0 ? double(kPsPerUs) : double(s.makespan);
     scale = std::clamp(kAutoRealPs / ps, 1.0, 1e6);
@@ -300,13 +307,26 @@ int run_replay(const ReplayCliOptions& o) {
   } else {
     scale = std::stod(o.time_scale);
   }
-  const auto limit = parse_bytes(o.memory_limit);
-  replay::CpuBackendOptions bo;
-  bo.time_scale = scale;
-  bo.memory_limit = limit.value.value;
-  bo.copy = o.copy == "native" ? replay::CopyMode::kNative : replay::CopyMode::kPaced;
-  replay::CpuBackend backend(bo);
-  const ReplayResult r = replay::replay(lp.plan, lp.workload, topo, backend);
+  std::unique_ptr<replay::Backend> backend;
+  if (o.backend == "cuda") {
+#ifdef TIERFLOW_HAVE_CUDA
+    replay::CudaBackendOptions co;
+    co.device = o.device;
+    co.memory_limit = o.memory_limit.empty() ? 0 : parse_bytes(o.memory_limit).value.value;
+    co.compute =
+        o.compute == "gemm" ? replay::CudaComputeKind::kGemm : replay::CudaComputeKind::kTimed;
+    backend = std::make_unique<replay::CudaBackend>(co);
+#endif
+  } else {
+    const auto limit = parse_bytes(o.memory_limit.empty() ? kCpuMemoryLimit : o.memory_limit);
+    replay::CpuBackendOptions bo;
+    bo.time_scale = scale;
+    bo.memory_limit = limit.value.value;
+    bo.copy = o.copy == "native" ? replay::CopyMode::kNative : replay::CopyMode::kPaced;
+    backend = std::make_unique<replay::CpuBackend>(bo);
+  }
+  TF_ASSERT(backend != nullptr, "backend '{}' was accepted but is not built", o.backend);
+  const ReplayResult r = replay::replay(lp.plan, lp.workload, topo, *backend);
 
   const Comparison c = compare(lp.plan, r, s);
   if (!r.error || r.error->kind != ReplayError::Kind::kPlanRule) {
@@ -347,8 +367,10 @@ void add_replay_command(CLI::App& app) {
   auto o = std::make_shared<ReplayCliOptions>();
   CLI::App* cmd = app.add_subcommand(
       "replay", "run a plan for real on a backend and compare with the simulator");
-  cmd->add_option("--backend", o->backend, "where to run: cpu (arenas in RAM, memcpy threads)")
-      ->check(CLI::IsMember({"cpu"}));
+  cmd->add_option("--backend", o->backend,
+                  "where to run: cpu (arenas in RAM, memcpy threads) or cuda (GPU memory, "
+                  "pinned host memory, cudaMemcpyAsync; only in a binary built with CUDA)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--copy", o->copy,
                   "cpu copies: paced (at the topology's rates; any time scale and size) or "
                   "native (memcpy as fast as this machine goes, time scale 1, real sizes: "
@@ -360,13 +382,28 @@ void add_replay_command(CLI::App& app) {
   cmd->add_option("--timeline", o->timeline, "write the measured timeline as a Chrome trace");
   cmd->add_option("--time-scale", o->time_scale,
                   "real seconds per plan second, or auto (the run takes about 1 s, at least "
-                  "1x)");
+                  "1x); cuda: 1 only");
   cmd->add_option("--memory-limit", o->memory_limit,
-                  "most RAM the arenas may take; larger plans replay with sizes divided by a "
-                  "power of two (default 1GiB)");
+                  "most memory the arenas may take; larger plans replay with sizes divided by "
+                  "a power of two (default cpu: 1GiB; cuda: the GPU's free memory less 1 GiB, "
+                  "2 GiB with --compute gemm, and at most half the RAM)");
+  cmd->add_option("--compute", o->compute,
+                  "cuda: what a compute step runs: timed (a kernel that lasts the op's time) "
+                  "or gemm (cuBLAS GEMMs of the op's FLOPs)")
+      ->check(CLI::IsMember({"timed", "gemm"}));
+  cmd->add_option("--device", o->device, "cuda: the GPU to run on (CUDA device ordinal)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", o->json, "print the comparison as JSON, every measured step included");
   cmd->add_option("-o,--output", o->output, "write the report to FILE instead of stdout");
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
+#ifndef TIERFLOW_HAVE_CUDA
+    if (o->backend == "cuda") {
+      throw CLI::ValidationError("--backend",
+                                 "cuda: this binary was built without the CUDA backend "
+                                 "(configure with a CUDA toolkit and -DTIERFLOW_CUDA=ON)");
+    }
+#endif
+    double scale = 0;  // 0: auto
     if (o->time_scale != "auto") {
       double v = 0;
       try {
@@ -380,13 +417,49 @@ void add_replay_command(CLI::App& app) {
         throw CLI::ValidationError(
             "--time-scale", "expected a positive number or auto, got '" + o->time_scale + "'");
       }
+      scale = v;
     }
-    const auto limit = parse_bytes(o->memory_limit);
+    if (o->backend != "cuda" && (o->compute != "timed" || cmd->count("--device") > 0)) {
+      throw CLI::ValidationError(cmd->count("--device") > 0 ? "--device" : "--compute",
+                                 "only the cuda backend takes it");
+    }
+    if (o->backend != "cpu" && o->copy != "paced") {
+      throw CLI::ValidationError("--copy", "only the cpu backend takes it");
+    }
+    if (o->copy == "native" && scale != 0 && scale != 1) {
+      throw CLI::ValidationError("--time-scale", "native copies run in real time: give 1 or "
+                                                 "auto, not '" + o->time_scale + "'");
+    }
+    const auto limit = parse_bytes(o->memory_limit.empty() ? kCpuMemoryLimit : o->memory_limit);
     if (!limit.ok() || limit.value.value == 0) {
       throw CLI::ValidationError("--memory-limit",
                                  "expected a size such as 512MiB, got '" + o->memory_limit + "'");
     }
+#ifdef TIERFLOW_HAVE_CUDA
+    if (o->backend == "cuda") {
+      if (scale != 0 && scale != 1) {
+        throw CLI::ValidationError(
+            "--time-scale",
+            "the cuda backend runs in real time: give 1 or auto, not '" + o->time_scale + "'");
+      }
+      if (const std::string why = replay::cuda_device_problem(o->device); !why.empty()) {
+        throw CLI::ValidationError("--backend", "cuda: " + why);
+      }
+    }
+    int code = 0;
+    try {
+      code = run_replay(*o);
+    } catch (const replay::CudaError& e) {
+      // A GPU that fails during the run (memory taken by another process, a fault) says so
+      // in CUDA's words; it is not reported as a bug in tierflow.
+      std::fflush(stdout);
+      fmt::print(stderr, "error: {}: the CUDA backend failed: {}\n", o->plan, e.what());
+      code = static_cast<int>(ExitCode::kInternal);
+    }
+    throw CommandResult(code);
+#else
     throw CommandResult(run_replay(*o));
+#endif
   });
 }
 

@@ -147,7 +147,18 @@ contains replay-full-msg "$tmp/err" "'hbm[0]' is full before the step starts"
 check replay-rule 2 "$tf" replay --plan tests/errors/plan/01-compute-without-wait.json --hw tests/fixtures/unit_hw.yaml \
   --set tiers.hbm.capacity=4KiB --set tiers.ddr.capacity=1MiB
 contains replay-rule-msg "$tmp/err" "01-compute-without-wait.json:29:7: program 0 step 2: op 'norm' may start before the prefetch"
-check replay-bad-backend 2 "$tf" replay --backend cuda --plan "$plan"
+check replay-bad-backend 2 "$tf" replay --backend tpu --plan "$plan"
+# --backend cuda is refused (exit 2, saying why) by a binary built without the CUDA backend
+# and on a machine without a GPU; with a GPU it runs, and the 128-byte HBM is full (exit 1).
+"$tf" replay --backend cuda --plan "$plan" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if grep -qE "built without the CUDA backend|cuda: no CUDA device" "$tmp/err"; then
+  [ "$rc" = 2 ] && passes=$((passes + 1)) || { echo "FAIL replay-cuda-refused: exit $rc"; fails=$((fails + 1)); }
+else
+  [ "$rc" = 1 ] && passes=$((passes + 1)) || { echo "FAIL replay-cuda: exit $rc"; sed 's/^/  stderr: /' "$tmp/err" | head -5; fails=$((fails + 1)); }
+fi
+check replay-cuda-scale 2 "$tf" replay --backend cuda --plan "$plan" --time-scale 1000
+check replay-cpu-gemm 2 "$tf" replay --backend cpu --plan "$plan" --compute gemm
 check replay-bad-scale 2 "$tf" replay --plan "$plan" --time-scale fast
 
 # Planning: a 2-layer Llama-2-7B decode whose weights do not fit a 300 MiB budget.
@@ -175,6 +186,10 @@ contains replay-native-small-msg "$tmp/err" "this backend copies real sizes only
 check replay-native-scale 2 "$tf" replay --copy native --time-scale 2 --plan "$tmp/pc.json"
 check calibrate-bad-size 2 "$tf" calibrate -o "$tmp/x.yaml" --max-size 1KiB
 check calibrate-no-output 2 "$tf" calibrate
+# cuda: measured where a GPU is usable (exit 0); otherwise exit 2 saying why.
+rc=0; "$tf" calibrate --backend cuda -o "$tmp/cuda.yaml" --max-size 1MiB --repeats 1 >"$tmp/out" 2>"$tmp/err" || rc=$?
+if [ "$rc" = 0 ] || { [ "$rc" = 2 ] && grep -q "cuda" "$tmp/err"; }; then passes=$((passes + 1)); else
+  echo "FAIL calibrate-cuda: exit $rc"; fails=$((fails + 1)); fi
 check plan-sim 0 "$tf" sim --plan "$tmp/p7.json"
 check plan-again 0 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w7.json" --devices 1 \
   --budget 300MiB --policy hyperoffload -o "$tmp/p7b.json"
