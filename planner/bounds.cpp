@@ -44,74 +44,77 @@ std::vector<uint32_t> coarser(const std::vector<uint32_t>& cuts, size_t group) {
 }
 
 /// Bytes fetched by Belady's MIN paging of the external tensors, relaxed so that it is a
-/// lower bound for any plan: tensors cut into pages of `page` bytes (whole pages only),
-/// a cache of the whole budget (other tensors take no room), tensors partly evictable,
-/// and the best warm start (the pages used soonest already on the device). Evicting the
-/// pages used furthest in the future is optimal for same-size pages, so no plan fetches
-/// fewer whole pages.
+/// lower bound for any plan: every byte is a page (tensors partly evictable), a cache of
+/// the whole budget (other tensors take no room), and the best warm start (the bytes used
+/// soonest already on the device). An op's tensors are all on the device while it runs.
+/// Evicting the bytes used furthest in the future is optimal for same-size pages, so no
+/// plan, which moves whole tensors, fetches fewer bytes.
 uint64_t paging_traffic(const PlanState& s, uint64_t budget) {
   const Liveness& l = *s.liveness;
+  const size_t nt = s.w.tensors.size();
+  auto paged = [&](uint32_t t) { return l.born[t] == kNone && !l.uses[t].empty(); };
   uint64_t total = 0;
-  for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
-    if (l.born[t] == kNone && !l.uses[t].empty()) total += s.w.tensors[t].bytes;
+  for (uint32_t t = 0; t < nt; ++t) {
+    if (paged(t)) total += s.w.tensors[t].bytes;
   }
   if (total <= budget) return 0;
-  const uint64_t page = std::max<uint64_t>(uint64_t{1} << 20, total / 65536);
-  const uint64_t capacity = budget / page;
-  std::vector<uint64_t> pages(s.w.tensors.size(), 0), resident(s.w.tensors.size(), 0);
-  std::vector<size_t> next(s.w.tensors.size(), 0);  // index into uses of the next use
+  std::vector<uint64_t> resident(nt, 0);
+  std::vector<size_t> next(nt, 0);  // index into uses of the next use
   auto next_use = [&](uint32_t t) -> uint32_t {
     return next[t] < l.uses[t].size() ? l.uses[t][next[t]] : kNone;
   };
-  // Resident tensors by next use, furthest first.
+  // Resident tensors (but those of the op running) by next use, furthest first.
   std::set<std::pair<uint32_t, uint32_t>, std::greater<>> cache;
   uint64_t used = 0;
   // Warm start: the tensors used soonest, in order of first use.
   std::vector<uint32_t> first;
-  for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
-    if (l.born[t] != kNone || l.uses[t].empty()) continue;
-    pages[t] = s.w.tensors[t].bytes / page;
-    if (pages[t] > 0) first.push_back(t);
+  for (uint32_t t = 0; t < nt; ++t) {
+    if (paged(t)) first.push_back(t);
   }
   std::stable_sort(first.begin(), first.end(),
                    [&](uint32_t a, uint32_t b) { return l.uses[a].front() < l.uses[b].front(); });
   for (uint32_t t : first) {
-    const uint64_t take = std::min(pages[t], capacity - used);
+    const uint64_t take = std::min(s.w.tensors[t].bytes, budget - used);
     if (take == 0) break;
     resident[t] = take;
     used += take;
     cache.emplace(next_use(t), t);
   }
   uint64_t faults = 0;
+  std::vector<uint32_t> mine;
   for (uint32_t i = 0; i < s.positions(); ++i) {
     const Op& op = s.w.ops[s.order[i]];
+    mine.clear();
     for (const auto* list : {&op.inputs, &op.updates}) {
       for (uint32_t t : *list) {
-        if (pages[t] == 0) continue;
-        if (resident[t] > 0) cache.erase({next_use(t), t});
-        const uint64_t missing = pages[t] - resident[t];
-        faults += missing;
-        used += missing;
-        resident[t] = pages[t];
-        ++next[t];
-        // Evict from the tensors used furthest in the future (never this one: it is in
-        // use), partly if that is enough.
-        while (used > capacity && !cache.empty()) {
-          const auto [when, victim] = *cache.begin();
-          const uint64_t drop = std::min(resident[victim], used - capacity);
-          resident[victim] -= drop;
-          used -= drop;
-          if (resident[victim] == 0) cache.erase(cache.begin());
-        }
-        if (pages[t] <= capacity) cache.emplace(next_use(t), t);
-        else {  // larger than the device: it never stays
-          used -= resident[t];
-          resident[t] = 0;
-        }
+        if (paged(t) && std::find(mine.begin(), mine.end(), t) == mine.end()) mine.push_back(t);
       }
     }
+    for (uint32_t t : mine) {
+      if (resident[t] > 0) cache.erase({next_use(t), t});
+      const uint64_t missing = s.w.tensors[t].bytes - resident[t];
+      faults += missing;
+      used += missing;
+      resident[t] = s.w.tensors[t].bytes;
+      while (next_use(t) == i) ++next[t];
+    }
+    // Evict from the tensors used furthest in the future, partly if that is enough.
+    while (used > budget && !cache.empty()) {
+      const auto [when, victim] = *cache.begin();
+      const uint64_t drop = std::min(resident[victim], used - budget);
+      resident[victim] -= drop;
+      used -= drop;
+      if (resident[victim] == 0) cache.erase(cache.begin());
+    }
+    // An op that needs more than the device holds: what does not fit leaves again.
+    for (uint32_t t : mine) {
+      const uint64_t drop = std::min(resident[t], used > budget ? used - budget : 0);
+      resident[t] -= drop;
+      used -= drop;
+      if (resident[t] > 0) cache.emplace(next_use(t), t);
+    }
   }
-  return faults * page;
+  return faults;
 }
 
 }  // namespace

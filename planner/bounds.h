@@ -8,9 +8,10 @@
 //              fetched inside it, so each window fetches at least (its bytes - budget).
 //              Windows: halvings of the order, and passes through the layers (each
 //              decode token; forward; backward) grouped by powers of two. Also Belady's
-//              MIN paging of the external tensors in whole pages with the whole budget as
-//              cache and the best warm start (no plan fetches fewer whole pages); the
-//              largest of these is kept.
+//              MIN paging of the external tensors byte by byte (tensors partly evictable)
+//              with the whole budget as cache, each op's tensors on the device together,
+//              and the best warm start (no plan fetches fewer bytes); the largest of these
+//              is kept.
 //   ingress    an upper bound on the bytes per second the device tier can receive from
 //              all offload tiers together: per last link crossed, the smaller of its
 //              bandwidth and the sum of the routes through it; at most the tier's write

@@ -49,6 +49,14 @@ Emitted emit_plan(const PlanState& s, std::string_view policy) {
     }
   }
 
+  // Prefetches of one slot queue on the copy engines in the order they are issued: the one
+  // needed soonest first (ties by tensor).
+  for (auto& list : fetches) {
+    std::stable_sort(list.begin(), list.end(), [&](const Ref& a, const Ref& b) {
+      return s.tensors[a.tensor].runs[a.run].first < s.tensors[b.tensor].runs[b.run].first;
+    });
+  }
+
   Program program;
   std::vector<std::vector<uint32_t>> compute_waits(n + 1), fetch_waits(n + 1);
   uint32_t event = 0;

@@ -4,7 +4,8 @@
 // Per slot j, in this order:
 //   [store t (event s),] detach t [wait s]  runs released in slot j (stays that end there,
 //                                           produced tensors past their last use), tensor order
-//   prefetch t (event p) [wait ...]         runs allocated in slot j, tensor order
+//   prefetch t (event p) [wait ...]         runs allocated in slot j, first use first, then
+//                                           tensor order
 //   compute order[j] [wait p ...]           waits on its runs' prefetches
 // A store's bytes are counted on the device until it lands (`Run::hold`); the compute and
 // the prefetches of slot release+hold wait on it, so the device never holds more than

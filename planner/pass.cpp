@@ -75,6 +75,20 @@ std::string PassOptions::text(std::string_view key, std::string fallback) {
   return v == nullptr ? fallback : *v;
 }
 
+std::string PassOptions::choice(std::string_view key,
+                                std::initializer_list<std::string_view> allowed) {
+  const std::string* v = find(key);
+  if (v == nullptr) return std::string(*allowed.begin());
+  if (std::find(allowed.begin(), allowed.end(), *v) != allowed.end()) return *v;
+  std::string list;
+  size_t i = 0;
+  for (std::string_view a : allowed) {
+    list += fmt::format("{}{}", i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ", a);
+    ++i;
+  }
+  bad(key, fmt::format("'{}' is not {}", *v, list));
+}
+
 void PassOptions::finish() {
   for (const auto& [k, v] : items_) {
     if (std::find(known_.begin(), known_.end(), k) != known_.end()) continue;
@@ -101,6 +115,8 @@ const std::vector<PassInfo>& registered_passes() {
       {"refine", "simulator in the loop: move exposed prefetches earlier", make_refine},
       {"verify", "check the plan rules (ARCHITECTURE §6)", make_verify},
       {"reactive", "baseline: fetch on a miss, evict least recently used", make_reactive},
+      {"belady", "page external tensors: evict the furthest next use, prefetch as the link frees",
+       make_belady},
       {"layerwise", "baseline: prefetch the next layer's weights during this layer",
        make_layerwise},
       {"distance", "baseline: op-count distances for select, prefetch and release",

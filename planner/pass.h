@@ -11,6 +11,7 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,6 +71,8 @@ class PassOptions {
   uint32_t count(std::string_view key, uint32_t fallback);
   bool flag(std::string_view key, bool fallback);
   std::string text(std::string_view key, std::string fallback);
+  /// One of `allowed`, the first when absent; anything else is an InputError.
+  std::string choice(std::string_view key, std::initializer_list<std::string_view> allowed);
   /// Unknown keys are errors naming the nearest known one.
   void finish();
 
@@ -131,6 +134,7 @@ std::unique_ptr<Pass> make_reorder(PassOptions& o);
 std::unique_ptr<Pass> make_refine(PassOptions& o);
 std::unique_ptr<Pass> make_verify(PassOptions& o);
 std::unique_ptr<Pass> make_reactive(PassOptions& o);
+std::unique_ptr<Pass> make_belady(PassOptions& o);
 std::unique_ptr<Pass> make_layerwise(PassOptions& o);
 std::unique_ptr<Pass> make_distance(PassOptions& o);
 

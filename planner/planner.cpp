@@ -14,14 +14,17 @@ constexpr std::string_view kTierflowPipeline =
     "reorder,place{multi=true},liveness,select,insert,schedule,refine,verify";
 
 /// What the tierflow policy scores with the simulator: its own selection at several
-/// headrooms and prefetch leads; Belady paging (evict the furthest next use) from a warm
-/// start with look-ahead prefetching, the fewest fetches where reuse is irregular (MoE
-/// experts); the baselines' selections scheduled on multi-tier placement; and the other
-/// policies as they are. Plans that repeat one already scored, or whose copies alone take
-/// longer than the best so far, are not simulated. The best is then refined.
+/// headrooms and prefetch leads, the budget's room given to the latest or the soonest
+/// prefetch first; Belady paging (evict the furthest next use) from a warm start with
+/// look-ahead prefetching, the fewest fetches where reuse is irregular (MoE experts), by
+/// op count (`reactive`) and in estimated time as the link frees (`belady`); the
+/// baselines' selections scheduled on multi-tier placement; and the other policies as they
+/// are. Plans that repeat one already scored, or whose copies alone take longer than the
+/// best so far, are not simulated. The best is then refined.
 constexpr std::string_view kPortfolio[] = {
     "reorder,place{multi=true},liveness,select,insert,schedule,verify",
     "reorder,place{multi=true},liveness,select{lead=0},insert,schedule,verify",
+    "reorder,place{multi=true},liveness,select{lead=0},insert,schedule{room=soonest},verify",
     "reorder,place{multi=true},liveness,select{headroom=0.02,lead=0},insert,schedule,verify",
     "reorder,place{multi=true},liveness,select{headroom=0.05},insert,schedule,verify",
     "reorder,place{multi=true},liveness,select{headroom=0.1},insert,schedule,verify",
@@ -39,6 +42,7 @@ constexpr std::string_view kPortfolio[] = {
     "reorder,place{multi=true},liveness,reactive{evict=furthest,warm=true,ahead=512},insert,"
     "schedule,verify",
     "reorder,place{multi=true},liveness,reactive{evict=furthest,keep=0.8},insert,schedule,verify",
+    "reorder,place{multi=true},liveness,belady,insert,verify",
     "place,liveness,select,insert,schedule,verify",
     "place,liveness,distance{select=16,prefetch=4,release=0},insert,verify",
     "place,liveness,layerwise{ahead=1},insert,verify",

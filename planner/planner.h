@@ -6,8 +6,8 @@
 //                 tierflow.
 //   budget        device-tier bytes per program; by default the device tier's capacity.
 //   max-overhead  the other budget mode: the smallest budget whose makespan stays within
-//                 (1 + x) of the plan at the full budget, found by bisection with the
-//                 evaluator.
+//                 (1 + x) of the compute time (the makespan with unlimited memory), found
+//                 by bisection with the evaluator.
 #pragma once
 
 #include <functional>

@@ -11,7 +11,8 @@
 //
 // Options: `evict=furthest` evicts the tensor whose next use is furthest away instead
 // (Belady's MIN, the fewest fetches for tensors of one size: what an offline planner with
-// the whole trace can do); `headroom=X` keeps that fraction of the budget free, for the
+// the whole trace can do), releasing it right after its last use (room for `schedule` to
+// fetch its replacement early); `headroom=X` keeps that fraction of the budget free, for the
 // schedule pass to prefetch into; `keep=X` keeps the most used external tensors (most
 // uses first) homed on the device up to that fraction of the budget, so that they are never
 // fetched, and pages only the rest; `warm=true` starts with the external tensors used first
@@ -305,12 +306,27 @@ class Reactive : public Pass {
   }
 
  private:
-  static void evict(PlanState& s, bool dirty, uint32_t t, uint32_t j, const Liveness& l) {
-    Run& r = s.tensors[t].runs.back();
-    r.release = j;
+  /// Releases t's current run for the room the op at position j needs, or drops it when it
+  /// was fetched ahead and not read yet. Furthest mode (an offline planner) releases it
+  /// right after its last use instead: nothing uses it in between, so the evictions and
+  /// fetches stay the same, and the room it leaves is where `schedule` can start the
+  /// fetches that replace it early. Its store (if any) is counted until it is estimated to
+  /// land, at most until j.
+  void evict(PlanState& s, bool dirty, uint32_t t, uint32_t j, const Liveness& l) const {
+    auto& runs = s.tensors[t].runs;
+    if (runs.back().fetched && runs.back().first >= j) {
+      // Fetched ahead and not read yet: that fetch is not made at all.
+      runs.pop_back();
+      return;
+    }
+    Run& r = runs.back();
+    r.release = o_.furthest && r.last < j ? r.last + 1 : j;
     const bool needed_later = !l.uses[t].empty() && l.uses[t].back() >= j;
     r.store = dirty && (needed_later || l.born[t] == kNone || l.persists[t]);
-    r.hold = 0;
+    r.hold = r.store && r.release < j
+                 ? std::min(store_hold(s, s.tensors[t].tier, s.w.tensors[t].bytes, r.release),
+                            j - r.release)
+                 : 0;
   }
 
   ReactiveOptions o_;
