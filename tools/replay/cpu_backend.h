@@ -6,6 +6,9 @@
 //                thread hand-offs small next to the steps of a plan with ns-long ops.
 //   copy engine  a thread that takes a started transfer, waits out its setup latency and
 //                copies it in slices of time, each moving the bytes due at its current rate.
+//   piece        a copy engine memcpys at most `chunk_bytes` at a time and yields its core
+//                between pieces, so a compute thread sharing the core waits a piece, not a
+//                time slice.
 //   copy mode    paced: a copy moves its bytes at the plan's rate (below), which checks
 //                the executor at any time scale and size shift; native: a copy is one
 //                memcpy in chunks as fast as this machine goes, at time scale 1 and real
