@@ -64,35 +64,23 @@ LinearFit fit_latency_bandwidth(const std::vector<SizeSample>& samples) {
   return f;
 }
 
-namespace {
-
-struct Stats {
-  double median = 0;
-  double spread = 0;
-};
-
-Stats stats_of(std::vector<double> v) {
-  Stats s;
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  s.median = n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  s.spread = s.median > 0 ? (v.back() - v.front()) / s.median : 0;
+SizeSample summarize(uint64_t bytes, std::vector<double> seconds) {
+  SizeSample s{bytes, 0, 0};
+  if (seconds.empty()) return s;
+  std::sort(seconds.begin(), seconds.end());
+  const size_t n = seconds.size();
+  s.seconds = n % 2 == 1 ? seconds[n / 2] : 0.5 * (seconds[n / 2 - 1] + seconds[n / 2]);
+  s.spread = s.seconds > 0 ? (seconds.back() - seconds.front()) / s.seconds : 0;
   return s;
 }
 
-std::string first_line_with(const char* path, std::string_view key) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key, 0) != 0) continue;
-    const size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string v = line.substr(colon + 1);
-    v.erase(0, v.find_first_not_of(" \t"));
-    return v;
+int engines_of(const std::vector<double>& concurrent) {
+  int engines = 1;
+  for (size_t k = 1; k < concurrent.size(); ++k) {
+    if (concurrent[k] < 1.10 * concurrent[k - 1]) break;
+    engines = int(k) + 1;
   }
-  return {};
+  return engines;
 }
 
 std::string utc_now() {
@@ -103,6 +91,30 @@ std::string utc_now() {
   (void)std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
 }
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const size_t start = line.find_first_not_of(" \t", colon + 1);
+    if (start != std::string::npos) return line.substr(start);
+  }
+  return "unknown CPU";
+}
+
+uint64_t physical_ram() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+}
+
+namespace {
+
+/// The median of `v`.
+double median_of(std::vector<double> v) { return summarize(0, std::move(v)).seconds; }
 
 /// Runs copies and compute steps on a CpuBackend and waits for them.
 class CpuProbe {
@@ -233,7 +245,7 @@ double cpu_gemm_flops() {
   // Keep the result observable so the loops are not removed.
   volatile float sink = c[size_t(kN) * kN / 2];
   (void)sink;
-  return stats_of(rates).median;
+  return median_of(rates);
 }
 
 /// Single-thread memcpy bandwidth between two buffers of `bytes` (bytes copied per second).
@@ -247,32 +259,13 @@ double memcpy_bandwidth(uint64_t bytes) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rates.push_back(static_cast<double>(bytes) / s);
   }
-  return stats_of(rates).median;
-}
-
-uint64_t physical_ram() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+  return median_of(rates);
 }
 
 Duration seconds_to(double s) { return Duration{std::llround(s * double(kPsPerS))}; }
 
 void say(const CalibrateOptions& o, const std::string& line) {
   if (o.progress) o.progress(line);
-}
-
-/// `engines` rule of the glossary.
-int engines_of(const std::vector<double>& concurrent) {
-  int engines = 1;
-  for (size_t k = 1; k < concurrent.size(); ++k) {
-    if (concurrent[k] >= 1.10 * concurrent[k - 1]) {
-      engines = int(k) + 1;
-    } else {
-      break;
-    }
-  }
-  return engines;
 }
 
 }  // namespace
@@ -287,8 +280,7 @@ Calibration calibrate_cpu(const CalibrateOptions& o) {
   Calibration c;
   c.backend = "cpu";
   c.date = utc_now();
-  c.device_name = first_line_with("/proc/cpuinfo", "model name");
-  if (c.device_name.empty()) c.device_name = "unknown CPU";
+  c.device_name = cpu_model();
   c.software.emplace_back("cpu", c.device_name);
   c.software.emplace_back("cores", std::to_string(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN))));
   utsname u{};
@@ -318,11 +310,11 @@ Calibration calibrate_cpu(const CalibrateOptions& o) {
       (void)probe.copies(bytes, {group});  // warm-up
       std::vector<double> t;
       for (int r = 0; r < o.repeats; ++r) t.push_back(probe.copies(bytes, {group}));
-      const Stats s = stats_of(t);
-      d.sweep.push_back(SizeSample{bytes, s.median, s.spread});
+      const SizeSample s = summarize(bytes, t);
+      d.sweep.push_back(s);
       say(o, fmt::format("{} -> {}: {} in {} ({:.2f} GB/s)", d.from, d.to,
-                         to_string_approx(Bytes{bytes}), to_string_approx(seconds_to(s.median)),
-                         static_cast<double>(bytes) / s.median / 1e9));
+                         to_string_approx(Bytes{bytes}), to_string_approx(seconds_to(s.seconds)),
+                         static_cast<double>(bytes) / s.seconds / 1e9));
       if (bytes > o.max_bytes / 2) break;  // no overflow past the top
     }
     d.fit = fit_latency_bandwidth(d.sweep);
@@ -332,7 +324,7 @@ Calibration calibrate_cpu(const CalibrateOptions& o) {
         const double s = probe.copies(big, std::vector<uint32_t>(size_t(k), group));
         rates.push_back(static_cast<double>(big) * k / s);
       }
-      d.concurrent.push_back(stats_of(rates).median);
+      d.concurrent.push_back(median_of(rates));
       say(o, fmt::format("{} -> {}: {} copies at once: {:.2f} GB/s in all", d.from, d.to, k,
                          d.concurrent.back() / 1e9));
     }
@@ -348,7 +340,7 @@ Calibration calibrate_cpu(const CalibrateOptions& o) {
                      probe.copies(big, {CpuProbe::kToDevice, CpuProbe::kToHost}));
       one.push_back(static_cast<double>(big) / probe.copies(big, {CpuProbe::kToDevice}));
     }
-    c.duplex_ratio = stats_of(both).median / stats_of(one).median;
+    c.duplex_ratio = median_of(both) / median_of(one);
     c.full_duplex = c.duplex_ratio >= 1.5;
     say(o, fmt::format("both directions at once: {:.2f}x one direction ({} duplex)",
                        c.duplex_ratio, c.full_duplex ? "full" : "half"));
@@ -360,7 +352,7 @@ Calibration calibrate_cpu(const CalibrateOptions& o) {
     for (int r = 0; r < 20; ++r) (void)probe.empty_step();
     std::vector<double> t;
     for (int r = 0; r < 200; ++r) t.push_back(probe.empty_step());
-    c.compute.launch_overhead = stats_of(t).median;
+    c.compute.launch_overhead = median_of(t);
     const double flops = cpu_gemm_flops();
     // The CPU backend's compute steps are timed waits: one rate, the FP32 GEMM's, stands
     // for every element type a workload may compute in.

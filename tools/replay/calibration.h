@@ -91,6 +91,19 @@ struct CalibrateOptions {
   std::function<void(std::string_view)> progress;
 };
 
+// Pieces every backend's calibration shares.
+
+/// The median of `seconds` (at least one) and its spread, as a sample of `bytes`.
+SizeSample summarize(uint64_t bytes, std::vector<double> seconds);
+/// `engines` of the glossary: the largest k whose aggregate still gains 10% over k - 1.
+int engines_of(const std::vector<double>& concurrent);
+/// Now, UTC, ISO 8601.
+std::string utc_now();
+/// The CPU's model name from /proc/cpuinfo, or "unknown CPU".
+std::string cpu_model();
+/// Bytes of physical RAM, 0 when unknown.
+uint64_t physical_ram();
+
 /// Measures this machine's RAM as the CPU backend uses it: memcpy threads between two RAM
 /// arenas, and the busy-wait compute engine.
 Calibration calibrate_cpu(const CalibrateOptions& o);

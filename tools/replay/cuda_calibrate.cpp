@@ -124,23 +124,11 @@ SizeSample measure(uint64_t bytes, int repeats, const std::function<double()>& r
   std::vector<double> t;
   t.reserve(size_t(repeats));
   for (int i = 0; i < repeats; ++i) t.push_back(run());
-  std::sort(t.begin(), t.end());
-  const size_t n = t.size();
-  const double median = n % 2 == 1 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
-  return SizeSample{bytes, median, median > 0 ? (t.back() - t.front()) / median : 0};
+  return summarize(bytes, std::move(t));
 }
 
 std::string rate(double bytes_per_s) {
   return fmt::format("{:.2f} GB/s", bytes_per_s / 1e9);
-}
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string cuda_version(int v) {
@@ -161,24 +149,6 @@ std::string nvidia_driver() {
     if (numeric) return w;
   }
   return {};
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "unknown";
-}
-
-uint64_t physical_ram() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
 }
 
 struct Buffers {
@@ -240,12 +210,7 @@ CopyDirection measure_direction(const CalibrateOptions& o, const Buffers& b, boo
     say(fmt::format("{} {} cop{} at once: {}", name, k, k == 1 ? "y" : "ies",
                     rate(d.concurrent.back())));
   }
-  // The largest k that still gains 10% over k - 1, counting up from 1.
-  d.engines = 1;
-  for (size_t k = 1; k < d.concurrent.size(); ++k) {
-    if (d.concurrent[k] < 1.1 * d.concurrent[k - 1]) break;
-    d.engines = int(k + 1);
-  }
+  d.engines = engines_of(d.concurrent);
   return d;
 }
 
