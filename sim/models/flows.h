@@ -74,17 +74,38 @@ class FlowNetwork {
     uint32_t hops = 0;
     uint32_t room = 0;   ///< entries reserved at `begin` for this flow id
   };
+  /// Progressive-filling state of a resource.
+  struct Filling {
+    double left = 0;      ///< capacity not given to frozen flows
+    double unfrozen = 0;  ///< flows not frozen yet (a double: it divides `left`)
+  };
   /// An entry of progressive filling: the bits of a resource's fair share when it was
   /// set (ordered like the doubles), the resource index for ties (deterministic), then
   /// its leaf in the winner tree; one integer compare orders two entries.
   __extension__ using Share = unsigned __int128;
   /// A leaf with no entry (above every share).
   static constexpr Share kDone = ~Share{0};
+  /// Spare entries at the start of the per-resource solve arrays, which the padding of
+  /// short routes reaches (see kPadHop in flows.cpp).
+  static constexpr uint32_t kSpares = 8;
+  /// Index of resource `r` in the per-resource solve arrays.
+  static uint32_t entry(uint32_t r) { return r + kSpares; }
+  /// The component a solve works on, listed in res_scratch_ and flow_scratch_.
+  struct Component {
+    size_t resources = 0;
+    size_t flows = 0;
+    size_t busy = 0;  ///< resources with flows
+  };
 
   void touch(uint32_t r, Time now);
+  void drain(uint32_t f, Time now);
+  /// Lists the component of the dirty resources, drains its flows to `now` and unfreezes
+  /// them (rate -1, the rate before in old_rate_).
+  Component grow_component(Time now);
+  /// Sets the rates of the component's flows (two or more) by progressive filling.
+  void fill(const Component& c);
   /// Gives leaf `leaf` of the winner tree the entry `key` and updates its ancestors.
   void set_leaf(uint32_t leaf, Share key);
-  void drain(uint32_t f, Time now);
   [[nodiscard]] std::span<const uint32_t> route(uint32_t f) const {
     return {route_.data() + routes_[f].begin, routes_[f].hops};
   }
@@ -94,12 +115,12 @@ class FlowNetwork {
   std::vector<std::vector<uint32_t>> res_flows_;  ///< flows crossing it, in start order
   std::vector<Time> last_change_;
   std::vector<ResourceStats> stats_;
-  std::vector<uint64_t> res_mark_;  ///< component search epoch
-  std::vector<double> left_;        ///< progressive-filling scratch
-  std::vector<uint32_t> unfrozen_;
+  // Solve state, at entry(r), after the spares that the padding of short routes reaches.
+  std::vector<uint64_t> res_mark_ = std::vector<uint64_t>(kSpares);  ///< search epoch
+  std::vector<Filling> filling_ = std::vector<Filling>(kSpares);
   // Per flow.
   std::vector<Route> routes_;
-  std::vector<uint32_t> route_;
+  std::vector<uint32_t> route_;    ///< routes, short ones padded to four hops
   std::vector<double> remaining_;  ///< bytes left at `updated_`
   std::vector<double> rate_;       ///< bytes/s; -1 while a solve has not frozen it
   std::vector<Time> updated_;
@@ -110,13 +131,13 @@ class FlowNetwork {
   uint64_t epoch_ = 0;
   // Scratch of the last solve.
   std::vector<uint32_t> comp_res_;
-  std::vector<uint32_t> comp_flows_;
   std::vector<uint32_t> res_scratch_;   ///< room for every resource, plus one
   std::vector<uint32_t> flow_scratch_;  ///< room for every flow, plus one
-  std::vector<Share> tree_;  ///< winner tree: node i holds the lesser of 2i and 2i + 1
-  size_t leaf_base_ = 1;     ///< index of the first leaf
+  std::vector<double> old_rate_;        ///< rates before the solve, by component index
+  std::vector<uint32_t> frozen_;        ///< flows one saturation freezes, room for all plus one
+  std::vector<Share> tree_;             ///< winner tree: node i holds the lesser of 2i and 2i + 1
+  size_t leaf_base_ = 1;                ///< index of the first leaf
   std::vector<uint32_t> changed_flows_;
-  std::vector<double> old_rate_;
 };
 
 }  // namespace tierflow::sim

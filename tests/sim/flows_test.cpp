@@ -167,3 +167,39 @@ TEST_CASE("completion is exact when the bytes divide evenly: no rounding noise")
   CHECK(net2.completion(b) == 128 * kNs);
   CHECK(net2.completion(c) == 128 * kNs);
 }
+
+TEST_CASE("a route of five hops and a lone flow on a route of two") {
+  // System: R0, R1, R3, R4 (4 GB/s each), R2 (2 GB/s).
+  //   A crosses R0 R1 R2 R3 R4; B crosses R2; C crosses R4.
+  // Progressive filling:
+  //   fair shares  R0 4, R1 4, R2 2/2 = 1, R3 4, R4 4/2 = 2  -> R2 saturates: A = B = 1
+  //   then         R4 (4-1)/1 = 3 for C
+  // Rates: A = 1, B = 1, C = 3 GB/s; loads R0 R1 R3 1, R2 2, R4 4 GB/s.
+  FlowNetwork net;
+  std::vector<uint32_t> r;
+  for (int i = 0; i < 5; ++i) r.push_back(net.add_resource((i == 2 ? 2 : 4) * kGBps));
+  const uint32_t a = net.start(r, 1000, 0);
+  const uint32_t b = net.start(std::vector<uint32_t>{r[2]}, 1000, 0);
+  const uint32_t c = net.start(std::vector<uint32_t>{r[4]}, 1000, 0);
+  net.solve(0);
+  CHECK(net.rate(a) == 1 * kGBps);
+  CHECK(net.rate(b) == 1 * kGBps);
+  CHECK(net.rate(c) == 3 * kGBps);
+  CHECK(net.load(r[2]) == 2 * kGBps);
+  CHECK(net.load(r[4]) == 4 * kGBps);
+  // At 100 ns A and B finish and D starts over {R0, R2}: D = 2 GB/s (R2 saturates), and C,
+  // alone on R4 now, 4 GB/s.
+  net.finish(a, 100 * kNs);
+  net.finish(b, 100 * kNs);
+  const uint32_t d = net.start(std::vector<uint32_t>{r[0], r[2]}, 1000, 100 * kNs);
+  net.solve(100 * kNs);
+  CHECK(net.rate(d) == 2 * kGBps);
+  CHECK(net.rate(c) == 4 * kGBps);
+  // At 200 ns E starts over {R1, R3}, a component of its own: one flow takes the least
+  // capacity on its route, 4 GB/s. D and C are not re-solved.
+  const uint32_t e = net.start(std::vector<uint32_t>{r[1], r[3]}, 1000, 200 * kNs);
+  net.solve(200 * kNs);
+  CHECK(net.rate(e) == 4 * kGBps);
+  CHECK(net.changed_flows() == std::vector<uint32_t>{e});
+  CHECK(net.stats(r[4], 200 * kNs).peak_rate == 4 * kGBps);
+}
