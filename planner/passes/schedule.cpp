@@ -13,7 +13,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 
 #include "planner/offload.h"
 #include "planner/pass.h"
@@ -54,16 +53,22 @@ class Schedule : public Pass {
     ProfileTree tree(memory_profile(s));
     const uint64_t budget = s.target.budget;
     // Per link direction (or the tier's read port when the route has no link): the start
-    // of the earliest copy placed on it so far.
-    std::map<uint64_t, int64_t> frontier;
-    auto keys = [&](uint32_t tier) {
-      std::vector<uint64_t> out;
-      for (const hw::Hop& h : c.routes[tier].in->hops) {
-        out.push_back(uint64_t{h.link} * 2 + (h.forward ? 1 : 0));
-      }
-      out.push_back((uint64_t{1} << 40) + tier);
-      return out;
+    // of the earliest copy placed on it so far (few of them: a flat list).
+    std::vector<std::pair<uint64_t, int64_t>> frontier;
+    auto find = [&](uint64_t key) {
+      return std::find_if(frontier.begin(), frontier.end(),
+                          [&](const auto& f) { return f.first == key; });
     };
+    // Per tier, the keys of its route into the device.
+    std::vector<std::vector<uint64_t>> keys(s.topo.tiers.size());
+    for (const Fetch& f : fetches) {
+      const uint32_t tier = s.tensors[f.tensor].tier;
+      if (!keys[tier].empty()) continue;
+      for (const hw::Hop& h : c.routes[tier].in->hops) {
+        keys[tier].push_back(uint64_t{h.link} * 2 + (h.forward ? 1 : 0));
+      }
+      keys[tier].push_back((uint64_t{1} << 40) + tier);
+    }
     uint64_t moved = 0, earlier = 0, capped = 0;
     for (const Fetch& f : fetches) {
       Residency& r = s.tensors[f.tensor];
@@ -72,10 +77,10 @@ class Schedule : public Pass {
       const auto dur = static_cast<int64_t>(
           static_cast<double>(c.fetch_ps(r.tier, bytes)) * o_.preferred);
       int64_t end = f.deadline;
-      const auto route = keys(r.tier);
+      const std::vector<uint64_t>& route = keys[r.tier];
       for (uint64_t k : route) {
-        auto it = frontier.find(k);
-        if (it != frontier.end()) end = std::min(end, it->second);
+        const auto slot = find(k);
+        if (slot != frontier.end()) end = std::min(end, slot->second);
       }
       const int64_t start = end - dur;
       const uint32_t floor = f.run == 0 ? 0 : r.runs[f.run - 1].release;
@@ -108,8 +113,12 @@ class Schedule : public Pass {
       }
       const int64_t placed = std::min(start, c.start_ps[run.alloc]);
       for (uint64_t k : route) {
-        auto [slot, fresh] = frontier.emplace(k, placed);
-        if (!fresh) slot->second = std::min(slot->second, placed);
+        const auto slot = find(k);
+        if (slot == frontier.end()) {
+          frontier.emplace_back(k, placed);
+        } else {
+          slot->second = std::min(slot->second, placed);
+        }
       }
     }
     s.stat(name(), "prefetches", static_cast<double>(fetches.size()));
@@ -117,7 +126,7 @@ class Schedule : public Pass {
     s.stat(name(), "anchors moved earlier", static_cast<double>(earlier));
     s.stat(name(), "anchors held back by the budget", static_cast<double>(capped));
     if (moved == 0) return PassResult::kUnchanged;
-    if (ctx.plan) rematerialize(s, ctx);
+    runs_changed(ctx);
     return PassResult::kChanged;
   }
 
