@@ -6,9 +6,10 @@
 //
 //   hyperoffload           one pipeline run, no evaluator
 //   tierflow (no sim)      one pipeline run (reorder, multi-tier place, ...), no evaluator
-//   tierflow               the CLI's setting: the simulator in the loop (refine, and the
-//                          score of each of up to five (headroom, lead) attempts); the
-//                          `sims` counter says how many simulations that took
+//   tierflow               the CLI's setting: the simulator in the loop (the portfolio
+//                          search of planner/search.h on one thread per hardware thread,
+//                          then refine); the `sims` counter says how many simulations that
+//                          took
 //
 // Targets (the planner issue): <= 2 s at 100 k ops, <= 30 s at 1 M ops.
 #include <benchmark/benchmark.h>

@@ -2,17 +2,19 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <unordered_map>
+#include <vector>
 
 namespace tierflow {
 namespace {
 
 struct EventInfo {
-  int program;
-  int step;
-  StepKind kind;
-  uint32_t tensor;
-  uint32_t tier;
+  int program = -1;  ///< -1: no step completes the event
+  int step = -1;
+  StepKind kind = StepKind::kCompute;
+  uint32_t tensor = 0;
+  uint32_t tier = 0;
 };
 
 class PlanChecker {
@@ -66,7 +68,29 @@ class PlanChecker {
     return fmt::format("tensor {} '{}'", t, w_.tensors[t].name);
   }
 
+  /// The step that completes event e, or null.
+  const EventInfo* event(uint32_t e) const {
+    if (flat_) {
+      return e < flat_events_.size() && flat_events_[e].program >= 0 ? &flat_events_[e] : nullptr;
+    }
+    const auto it = events_.find(e);
+    return it == events_.end() ? nullptr : &it->second;
+  }
+
   std::optional<PlanIssue> collect_events() {
+    // Event ids index a table when they are dense enough (planner output numbers them
+    // from 0), else a hash map.
+    size_t count = 0;
+    uint32_t top = 0;
+    for (const Program& prog : p_.programs) {
+      for (const Step& s : prog.steps) {
+        if (s.event == kNoEvent) continue;
+        ++count;
+        top = std::max(top, s.event);
+      }
+    }
+    flat_ = count > 0 && top / 4 <= count;
+    if (flat_) flat_events_.resize(size_t{top} + 1);
     for (size_t pi = 0; pi < p_.programs.size(); ++pi) {
       const auto& steps = p_.programs[pi].steps;
       for (size_t si = 0; si < steps.size(); ++si) {
@@ -106,12 +130,16 @@ class PlanChecker {
                           kStepKindNames[static_cast<size_t>(s.kind)], p_.tiers[p_.device_tier]));
         }
         if (s.event != kNoEvent) {
-          auto [it, fresh] =
-              events_.emplace(s.event, EventInfo{prog, step, s.kind, s.target, s.tier});
-          if (!fresh) {
+          if (const EventInfo* other = event(s.event)) {
             return at(prog, step,
                       fmt::format("event {} is already completed by program {} step {}", s.event,
-                                  it->second.program, it->second.step));
+                                  other->program, other->step));
+          }
+          const EventInfo info{prog, step, s.kind, s.target, s.tier};
+          if (flat_) {
+            flat_events_[s.event] = info;
+          } else {
+            events_.emplace(s.event, info);
           }
         }
       }
@@ -128,7 +156,20 @@ class PlanChecker {
     std::vector<uint32_t> inflight(nt, kNoEvent);
     std::vector<bool> computed(w_.ops.size());
     std::vector<int> last_use(nt, -1);
-    std::unordered_map<uint32_t, bool> waited;
+    // Events of this program already waited on.
+    std::vector<bool> waited_flat(flat_ ? flat_events_.size() : 0);
+    std::unordered_map<uint32_t, bool> waited_sparse;
+    auto waited = [&](uint32_t e) -> bool {
+      if (flat_) return waited_flat[e];
+      return waited_sparse[e];
+    };
+    auto mark_waited = [&](uint32_t e) {
+      if (flat_) {
+        waited_flat[e] = true;
+      } else {
+        waited_sparse[e] = true;
+      }
+    };
     for (size_t t = 0; t < nt; ++t) {
       if (w_.tensors[t].origin == kExternal) {
         valid[t] = uint64_t{1} << p_.home[t];
@@ -147,18 +188,18 @@ class PlanChecker {
       const int step = static_cast<int>(si);
       // Waits complete before the step starts.
       for (uint32_t e : s.wait) {
-        auto it = events_.find(e);
-        if (it == events_.end())
+        const EventInfo* found = event(e);
+        if (found == nullptr)
           return at(prog, step, fmt::format("waits on event {}, which no step completes", e));
-        const EventInfo& ev = it->second;
+        const EventInfo& ev = *found;
         if (ev.program == prog && ev.step >= step) {
           return at(prog, step,
                     fmt::format("waits on event {}, which step {} completes later: the "
                                 "program would wait forever",
                                 e, ev.step));
         }
-        if (ev.program != prog || waited[e]) continue;
-        waited[e] = true;
+        if (ev.program != prog || waited(e)) continue;
+        mark_waited(e);
         if (inflight[ev.tensor] == e) inflight[ev.tensor] = kNoEvent;
         valid[ev.tensor] |= ev.kind == StepKind::kStore ? uint64_t{1} << ev.tier : dev;
       }
@@ -182,7 +223,7 @@ class PlanChecker {
                                       "prefetch it first, or do not detach it earlier",
                                       op.name, tensor_name(t), p_.tiers[p_.device_tier]), static_cast<int>(t));
               }
-              if (inflight[t] != kNoEvent && events_.at(inflight[t]).kind == StepKind::kPrefetch) {
+              if (inflight[t] != kNoEvent && event(inflight[t])->kind == StepKind::kPrefetch) {
                 return at(prog, step,
                           fmt::format("op '{}' may start before the prefetch of {} lands: "
                                       "wait on event {}",
@@ -292,6 +333,8 @@ class PlanChecker {
 
   const Plan& p_;
   const Workload& w_;
+  bool flat_ = false;
+  std::vector<EventInfo> flat_events_;  ///< by event id (flat_)
   std::unordered_map<uint32_t, EventInfo> events_;
 };
 

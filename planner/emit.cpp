@@ -27,41 +27,62 @@ Emitted emit_plan(const PlanState& s, std::string_view policy) {
     return plan_tier[topo_tier];
   };
 
+  // Runs by the slot of their release and of their prefetch, each in tensor order (two
+  // counting sorts).
   struct Ref {
     uint32_t tensor;
     uint32_t run;
   };
-  std::vector<std::vector<Ref>> releases(n + 1), fetches(n + 1);
+  std::vector<uint32_t> release_at(n + 2, 0), fetch_at(n + 2, 0);
   for (uint32_t t = 0; t < s.tensors.size(); ++t) {
     const Residency& r = s.tensors[t];
     if (r.home_off_device) p.home[t] = tier_of(r.tier);
-    for (uint32_t k = 0; k < r.runs.size(); ++k) {
-      const Run& run = r.runs[k];
+    for (const Run& run : r.runs) {
       if (run.fetched || run.store) tier_of(r.tier);
       if (run.fetched) {
         TF_ASSERT(run.alloc <= run.first && run.first < n, "prefetch of {} after its use", t);
-        fetches[run.alloc].push_back({t, k});
+        ++fetch_at[run.alloc + 1];
       }
       if (run.release != kNone) {
         TF_ASSERT(run.release <= n, "release of {} past the end", t);
-        releases[run.release].push_back({t, k});
+        ++release_at[run.release + 1];
+      }
+    }
+  }
+  for (uint32_t j = 0; j <= n; ++j) {
+    release_at[j + 1] += release_at[j];
+    fetch_at[j + 1] += fetch_at[j];
+  }
+  std::vector<Ref> releases(release_at[n + 1]), fetches(fetch_at[n + 1]);
+  {
+    std::vector<uint32_t> rel_fill(release_at.begin(), release_at.end() - 1);
+    std::vector<uint32_t> fetch_fill(fetch_at.begin(), fetch_at.end() - 1);
+    for (uint32_t t = 0; t < s.tensors.size(); ++t) {
+      const auto& runs = s.tensors[t].runs;
+      for (uint32_t k = 0; k < runs.size(); ++k) {
+        if (runs[k].fetched) fetches[fetch_fill[runs[k].alloc]++] = {t, k};
+        if (runs[k].release != kNone) releases[rel_fill[runs[k].release]++] = {t, k};
       }
     }
   }
 
   // Prefetches of one slot queue on the copy engines in the order they are issued: the one
   // needed soonest first (ties by tensor).
-  for (auto& list : fetches) {
-    std::stable_sort(list.begin(), list.end(), [&](const Ref& a, const Ref& b) {
-      return s.tensors[a.tensor].runs[a.run].first < s.tensors[b.tensor].runs[b.run].first;
-    });
+  for (uint32_t j = 0; j <= n; ++j) {
+    std::stable_sort(fetches.begin() + fetch_at[j], fetches.begin() + fetch_at[j + 1],
+                     [&](const Ref& a, const Ref& b) {
+                       return s.tensors[a.tensor].runs[a.run].first <
+                              s.tensors[b.tensor].runs[b.run].first;
+                     });
   }
 
   Program program;
+  program.steps.reserve(n + fetches.size() + 2 * releases.size());
   std::vector<std::vector<uint32_t>> compute_waits(n + 1), fetch_waits(n + 1);
   uint32_t event = 0;
   for (uint32_t j = 0; j <= n; ++j) {
-    for (const Ref& ref : releases[j]) {
+    for (uint32_t x = release_at[j]; x < release_at[j + 1]; ++x) {
+      const Ref& ref = releases[x];
       const Residency& r = s.tensors[ref.tensor];
       const Run& run = r.runs[ref.run];
       std::vector<uint32_t> wait;
@@ -79,12 +100,12 @@ Emitted emit_plan(const PlanState& s, std::string_view policy) {
       }
       program.steps.push_back(Step{StepKind::kDetach, ref.tensor, 0, kNoEvent, std::move(wait)});
     }
-    for (const Ref& ref : fetches[j]) {
+    for (uint32_t x = fetch_at[j]; x < fetch_at[j + 1]; ++x) {
+      const Ref& ref = fetches[x];
       const Residency& r = s.tensors[ref.tensor];
       const Run& run = r.runs[ref.run];
-      std::vector<uint32_t> wait = fetch_waits[j];
       program.steps.push_back(
-          Step{StepKind::kPrefetch, ref.tensor, plan_tier[r.tier], event, std::move(wait)});
+          Step{StepKind::kPrefetch, ref.tensor, plan_tier[r.tier], event, fetch_waits[j]});
       out.event_run.emplace_back(ref.tensor, ref.run);
       compute_waits[run.first].push_back(event++);
     }
@@ -97,8 +118,10 @@ Emitted emit_plan(const PlanState& s, std::string_view policy) {
   }
   out.events_per_program = event;
 
+  p.programs.reserve(s.target.devices);
   for (uint32_t d = 0; d < s.target.devices; ++d) {
-    Program copy = program;
+    // The last device takes the program itself, the others a copy.
+    Program copy = d + 1 == s.target.devices ? std::move(program) : program;
     copy.device = d;
     const uint32_t offset = d * event;
     if (offset > 0) {

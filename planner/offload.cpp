@@ -21,43 +21,65 @@ ProfileTree::ProfileTree(const std::vector<uint64_t>& levels)
   for (size_t i = cap - 1; i >= 1; --i) max_[i] = std::max(max_[2 * i], max_[2 * i + 1]);
 }
 
+// Bottom-up: a node's max_ is the max of its children's plus its own lazy_ (the adds that
+// cover it whole), so a position's value is its leaf plus the lazy_ of its ancestors.
 void ProfileTree::add(uint32_t from, uint32_t to, int64_t delta) {
   if (from > to || size_ == 0) return;
   to = std::min(to, size_ - 1);
   if (from > to) return;
-  const auto cap = static_cast<uint32_t>(max_.size() / 2);
-  add(1, 0, cap - 1, from, to, delta);
-}
-
-void ProfileTree::add(size_t node, uint32_t lo, uint32_t hi, uint32_t from, uint32_t to,
-                      int64_t delta) {
-  if (to < lo || hi < from) return;
-  if (from <= lo && hi <= to) {
-    max_[node] += delta;
-    lazy_[node] += delta;
-    return;
+  const size_t cap = max_.size() / 2;
+  size_t l = cap + from;
+  size_t r = cap + to + 1;
+  const size_t l0 = l;
+  const size_t r0 = r - 1;
+  for (; l < r; l >>= 1, r >>= 1) {
+    if ((l & 1) != 0) {
+      max_[l] += delta;
+      lazy_[l++] += delta;
+    }
+    if ((r & 1) != 0) {
+      max_[--r] += delta;
+      lazy_[r] += delta;
+    }
   }
-  const uint32_t mid = lo + (hi - lo) / 2;
-  add(2 * node, lo, mid, from, to, delta);
-  add(2 * node + 1, mid + 1, hi, from, to, delta);
-  max_[node] = std::max(max_[2 * node], max_[2 * node + 1]) + lazy_[node];
+  for (size_t p : {l0, r0}) {
+    while (p > 1) {
+      p >>= 1;
+      max_[p] = std::max(max_[2 * p], max_[2 * p + 1]) + lazy_[p];
+    }
+  }
 }
 
 uint64_t ProfileTree::max(uint32_t from, uint32_t to) const {
   if (from > to || size_ == 0) return 0;
   to = std::min(to, size_ - 1);
   if (from > to) return 0;
-  const auto cap = static_cast<uint32_t>(max_.size() / 2);
-  return static_cast<uint64_t>(std::max<int64_t>(0, max(1, 0, cap - 1, from, to)));
-}
-
-int64_t ProfileTree::max(size_t node, uint32_t lo, uint32_t hi, uint32_t from,
-                         uint32_t to) const {
-  if (to < lo || hi < from) return INT64_MIN / 2;
-  if (from <= lo && hi <= to) return max_[node];
-  const uint32_t mid = lo + (hi - lo) / 2;
-  return std::max(max(2 * node, lo, mid, from, to), max(2 * node + 1, mid + 1, hi, from, to)) +
-         lazy_[node];
+  // The nodes covering [from, to], climbing from the leaves: those taken on the left all
+  // lie under node l - 1 after each climb, those on the right under node r, so each side
+  // adds the lazy_ of that one ancestor per level; then the lazy_ above, to the root.
+  constexpr int64_t kNothing = INT64_MIN / 4;
+  const size_t cap = max_.size() / 2;
+  size_t l = cap + from;
+  size_t r = cap + to + 1;
+  int64_t left = kNothing;
+  int64_t right = kNothing;
+  while (l < r) {
+    if ((l & 1) != 0) left = std::max(left, max_[l++]);
+    if ((r & 1) != 0) right = std::max(right, max_[--r]);
+    l >>= 1;
+    r >>= 1;
+    left += lazy_[l - 1];
+    right += lazy_[r];
+  }
+  for (size_t p = l - 1; p > 1;) {
+    p >>= 1;
+    left += lazy_[p];
+  }
+  for (size_t p = r; p > 1;) {
+    p >>= 1;
+    right += lazy_[p];
+  }
+  return static_cast<uint64_t>(std::max<int64_t>(0, std::max(left, right)));
 }
 
 uint32_t ProfileTree::last_above(uint32_t from, uint32_t to, uint64_t threshold) const {
@@ -154,7 +176,10 @@ Applied try_apply(PlanState& s, ProfileTree& tree, Candidate& c, uint64_t target
   const auto delta = delta_of(s, c.tensor, c.runs);
   bool helps = false;
   for (const auto& [span, d] : delta) {
-    if (d < 0 && tree.max(span.from, span.to) > target) helps = true;
+    if (d < 0 && tree.max(span.from, span.to) > target) {
+      helps = true;
+      break;
+    }
   }
   if (!helps) return Applied::kNoGain;
   Residency& r = s.tensors[c.tensor];

@@ -26,9 +26,6 @@ class ProfileTree {
   [[nodiscard]] uint32_t size() const { return size_; }
 
  private:
-  void add(size_t node, uint32_t lo, uint32_t hi, uint32_t from, uint32_t to, int64_t delta);
-  [[nodiscard]] int64_t max(size_t node, uint32_t lo, uint32_t hi, uint32_t from,
-                            uint32_t to) const;
   [[nodiscard]] uint32_t last_above(size_t node, uint32_t lo, uint32_t hi, uint32_t from,
                                     uint32_t to, int64_t threshold) const;
   uint32_t size_ = 0;

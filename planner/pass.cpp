@@ -184,9 +184,10 @@ Pipeline Pipeline::parse(std::string_view text, std::string_view source) {
   return p;
 }
 
-std::string Pipeline::str() const {
+std::string Pipeline::str(size_t first, size_t last) const {
   std::string out;
-  for (const auto& pass : passes_) {
+  for (size_t i = first; i < std::min(last, passes_.size()); ++i) {
+    const auto& pass = passes_[i];
     if (!out.empty()) out += ',';
     out += pass->name();
     if (pass->written.empty()) continue;
@@ -200,24 +201,28 @@ std::string Pipeline::str() const {
   return out;
 }
 
-PassResult Pipeline::run(PlanState& s, PassContext& ctx) const {
+PassResult Pipeline::run(PlanState& s, PassContext& ctx, size_t first, size_t last) const {
   PassResult overall = PassResult::kUnchanged;
-  for (const auto& pass : passes_) {
+  for (size_t i = first; i < std::min(last, passes_.size()); ++i) {
+    const auto& pass = passes_[i];
     const PassResult r = pass->run(s, ctx);
     if (r == PassResult::kFailed) {
       ctx.failure = fmt::format("{}: {}", pass->name(), ctx.failure);
       return r;
     }
     if (r == PassResult::kChanged) overall = PassResult::kChanged;
-    if (ctx.verify_each && ctx.plan && pass->name() != "verify") {
-      if (auto issue = verify_plan(*ctx.plan, s.w)) {
+    if (ctx.verify_each && ctx.materialized && pass->name() != "verify") {
+      if (auto issue = verify_plan(current_plan(s, ctx), s.w)) {
         ctx.failure = fmt::format("{}: the plan breaks a rule after this pass: program {} step "
                                   "{}: {}",
                                   pass->name(), issue->program, issue->step, issue->message);
         return PassResult::kFailed;
       }
     }
-    if (ctx.after_pass) ctx.after_pass(pass->name(), s);
+    if (ctx.after_pass) {
+      if (ctx.materialized) current_plan(s, ctx);  // printed as steps from `insert` on
+      ctx.after_pass(pass->name(), s);
+    }
   }
   return overall;
 }

@@ -40,6 +40,9 @@ class PlanEvaluator {
  public:
   virtual ~PlanEvaluator() = default;
   virtual Evaluation evaluate(const Plan& plan) = 0;
+  /// Whether `evaluate` may be called from several threads at once (the tierflow policy
+  /// then scores plans on the threads that make them).
+  [[nodiscard]] virtual bool thread_safe() const { return false; }
 };
 
 struct PassContext {
@@ -48,15 +51,30 @@ struct PassContext {
   /// Called after each pass that ran (for --print-after-all / --print-after=PASS).
   std::function<void(std::string_view pass, const PlanState&)> after_pass;
   std::string failure;  ///< why the pass that failed failed
-  /// The plan last materialized by `insert` (and refined after); empty until then.
+  /// `insert` has run: from then on the plan follows the runs.
+  bool materialized = false;
+  /// The plan as last emitted from the runs; read it through current_plan(), which emits
+  /// it again when a pass has changed the runs since (it is emptied then).
   std::optional<Plan> plan;
   /// Per event of program 0 of `plan`: the tensor and run it moves.
   std::vector<std::pair<uint32_t, uint32_t>> event_run;
   uint32_t events_per_program = 0;
+  /// The evaluator's score of `plan` when already known (cleared when the plan is emitted
+  /// again), so that it is not simulated twice.
+  std::optional<Evaluation> evaluation;
+  /// Bytes of prefetches at which the plan can no longer win (set by the tierflow policy's
+  /// search from the best plan so far). A pass that only adds prefetches may give up once
+  /// it has planned this many, before the next op it plans for: it fails with `gave_up`.
+  uint64_t fetch_limit = UINT64_MAX;
+  bool gave_up = false;  ///< a pass stopped at fetch_limit (its failure says where)
 };
 
-/// Emits the plan again after a pass changed runs that `insert` already materialized.
+/// Emits the plan from the runs now.
 void rematerialize(PlanState& s, PassContext& ctx);
+/// A pass changed the runs: once `insert` has run, the plan is emitted again when next read.
+void runs_changed(PassContext& ctx);
+/// The plan as the runs now stand (emitted when it is not up to date).
+const Plan& current_plan(PlanState& s, PassContext& ctx);
 
 /// The `key=value` options of one pass in a pipeline, as written.
 class PassOptions {
@@ -114,10 +132,14 @@ class Pipeline {
   /// the fault.
   static Pipeline parse(std::string_view text, std::string_view source = "--pipeline");
   /// Prints back in the form it was written (no spaces).
-  [[nodiscard]] std::string str() const;
+  [[nodiscard]] std::string str() const { return str(0, passes_.size()); }
+  /// Passes [first, last) as they print.
+  [[nodiscard]] std::string str(size_t first, size_t last) const;
   /// Runs the passes in order; stops at the first that fails (its reason in ctx.failure,
   /// prefixed with the pass name).
-  PassResult run(PlanState& s, PassContext& ctx) const;
+  PassResult run(PlanState& s, PassContext& ctx) const { return run(s, ctx, 0, passes_.size()); }
+  /// Runs passes [first, last) only.
+  PassResult run(PlanState& s, PassContext& ctx, size_t first, size_t last) const;
   [[nodiscard]] const std::vector<std::unique_ptr<Pass>>& passes() const { return passes_; }
 
  private:

@@ -5,7 +5,8 @@
 #include <algorithm>
 
 #include "core/units.h"
-#include "planner/offload.h"
+#include "planner/outcome.h"
+#include "planner/search.h"
 
 namespace tierflow::planner {
 namespace {
@@ -49,192 +50,15 @@ constexpr std::string_view kPortfolio[] = {
     "place,liveness,reactive,insert,verify",
 };
 
-/// FNV-1a over the steps of program 0 and the homes: equal plans, equal prints.
-uint64_t fingerprint(const Plan& p) {
-  uint64_t h = 1469598103934665603ULL;
-  auto mix = [&](uint64_t v) {
-    h ^= v;
-    h *= 1099511628211ULL;
-  };
-  for (uint32_t x : p.home) mix(x);
-  if (!p.programs.empty()) {
-    for (const Step& st : p.programs.front().steps) {
-      mix(static_cast<uint64_t>(st.kind));
-      mix(st.target);
-      mix(st.tier);
-      mix(st.event);
-      for (uint32_t e : st.wait) mix(e);
-      mix(UINT64_MAX);
-    }
-  }
-  return h;
-}
-
-/// Bytes program 0 prefetches.
-uint64_t fetched_bytes(const Plan& p, const Workload& w) {
-  uint64_t total = 0;
-  if (p.programs.empty()) return 0;
-  for (const Step& st : p.programs.front().steps) {
-    if (st.kind == StepKind::kPrefetch) total += w.tensors[st.target].bytes;
-  }
-  return total;
-}
-
-struct Attempt {
-  PlanOutcome out;
-  bool better_than(const Attempt& o) const {
-    if (out.ok != o.out.ok) return out.ok;
-    if (!out.evaluation || !o.out.evaluation) return false;
-    if (out.evaluation->ok != o.out.evaluation->ok) return out.evaluation->ok;
-    if (out.evaluation->makespan_ps != o.out.evaluation->makespan_ps) {
-      return out.evaluation->makespan_ps < o.out.evaluation->makespan_ps;
-    }
-    return out.evaluation->device_peak < o.out.evaluation->device_peak;
-  }
-};
-
-std::vector<OffloadInfo> offloads_of(const PlanState& s, const PassContext& ctx,
-                                     const std::optional<Evaluation>& ev) {
-  const Costs& c = *s.costs;
-  const uint32_t n = s.positions();
-  std::vector<OffloadInfo> out;
-  std::vector<int64_t> exposed(s.tensors.size(), 0);
-  if (ev && ctx.events_per_program > 0) {
-    for (size_t e = 0; e < ev->exposed_by_event.size(); ++e) {
-      const auto& [t, k] = ctx.event_run[e % ctx.events_per_program];
-      exposed[t] += ev->exposed_by_event[e];
-    }
-  }
-  for (uint32_t t = 0; t < s.tensors.size(); ++t) {
-    const Residency& r = s.tensors[t];
-    OffloadInfo info;
-    info.tensor = t;
-    info.bytes = s.w.tensors[t].bytes;
-    info.tier = r.tier;
-    for (const Run& run : r.runs) {
-      if (run.fetched) {
-        ++info.fetches;
-        info.transfer_ps += c.fetch_ps(r.tier, info.bytes);
-      }
-      if (run.store) {
-        ++info.stores;
-        info.transfer_ps += c.store_ps(r.tier, info.bytes);
-      }
-    }
-    if (info.fetches == 0 && info.stores == 0 && !r.home_off_device) continue;
-    int64_t on = 0;
-    for (const Span& sp : occupancy(r.runs, n)) on += c.span_ps(sp.from, std::min(sp.to + 1, n));
-    const uint32_t born = s.liveness->born[t];
-    const int64_t life = born == kNone ? c.start_ps[n] : c.span_ps(born, n);
-    info.gap_ps = std::max<int64_t>(0, life - on);
-    info.exposed_ps = exposed[t];
-    out.push_back(info);
-  }
-  std::stable_sort(out.begin(), out.end(), [](const OffloadInfo& a, const OffloadInfo& b) {
-    return a.bytes * std::max<uint32_t>(1, a.fetches) > b.bytes * std::max<uint32_t>(1, b.fetches);
-  });
-  return out;
-}
-
-/// Decides before scoring whether a plan is worth simulating; a reason means no.
-using Gate = std::function<std::string(const Plan&, const PlanOutcome&)>;
-
-/// One pipeline run at one budget, scored unless the gate says why not.
-PlanOutcome run_once(const Workload& w, const hw::Topology& t, const PlanRequest& req,
-                     const std::string& pipeline_text, uint64_t budget, const Gate& gate = {}) {
-  PlanOutcome out;
-  const Pipeline pipeline = Pipeline::parse(pipeline_text);
-  out.pipeline = pipeline.str();
-  Target target = req.target;
-  target.budget = budget;
-  out.budget = budget;
-  PlanState s(w, t, target);
-  s.policy = req.pipeline.empty() ? req.policy : "custom";
-  s.pins = req.pins;
-  PassContext ctx;
-  ctx.evaluator = req.evaluator;
-  ctx.verify_each = req.verify_each;
-  if (req.after_pass) {
-    ctx.after_pass = [&](std::string_view pass, const PlanState& st) {
-      req.after_pass(pass, st, ctx.plan);
-    };
-  }
-  s.ensure_costs();
-  s.ensure_liveness();
-  reset_resident(s);
-  out.resident_peak = ProfileTree(memory_profile(s)).max();
-  const PassResult r = pipeline.run(s, ctx);
-  out.bounds = lower_bounds(s);
-  out.stats = s.stats;
-  out.notes = s.notes;
-  out.estimated_compute_ps = s.costs->start_ps.back();
-  if (r == PassResult::kFailed) {
-    out.ok = false;
-    out.infeasible = s.infeasible;
-    out.reason = ctx.failure;
-    return out;
-  }
-  if (!ctx.plan) rematerialize(s, ctx);
-  out.estimated_peak = ProfileTree(memory_profile(s)).max();
-  if (gate) out.skipped = gate(*ctx.plan, out);
-  if (req.evaluator != nullptr && out.skipped.empty()) {
-    out.evaluation = req.evaluator->evaluate(*ctx.plan);
-  }
-  out.offloads = offloads_of(s, ctx, out.evaluation);
-  out.plan = std::move(ctx.plan);
-  out.ok = true;
-  return out;
-}
-
 /// The policy's pipeline at one budget; tierflow scores its portfolio and refines the best.
 PlanOutcome plan_at(const Workload& w, const hw::Topology& t, const PlanRequest& req,
                     uint64_t budget) {
-  if (!req.pipeline.empty()) return run_once(w, t, req, req.pipeline, budget);
+  if (!req.pipeline.empty()) return run_pipeline(w, t, req, req.pipeline, budget);
   const Policy* p = find_policy(req.policy);
   if (req.policy != "tierflow" || req.evaluator == nullptr) {
-    return run_once(w, t, req, std::string(p->pipeline), budget);
+    return run_pipeline(w, t, req, p->pipeline, budget);
   }
-  std::optional<Attempt> best;
-  std::vector<std::string> tried;
-  std::vector<uint64_t> seen;  // fingerprints of the plans already scored
-  // A plan is not simulated when it repeats one already scored, or when its own copies
-  // alone (bytes fetched over the ingress bound) take longer than the best makespan so far.
-  const Gate gate = [&](const Plan& plan, const PlanOutcome& o) -> std::string {
-    const uint64_t f = fingerprint(plan);
-    if (std::find(seen.begin(), seen.end(), f) != seen.end()) return "same plan as before";
-    seen.push_back(f);
-    if (!best || !best->out.evaluation || !best->out.evaluation->ok || o.bounds.ingress <= 0) {
-      return "";
-    }
-    const double copies = static_cast<double>(fetched_bytes(plan, w)) / o.bounds.ingress * 1e12;
-    if (std::max(copies, static_cast<double>(o.bounds.compute_ps)) >=
-        static_cast<double>(best->out.evaluation->makespan_ps)) {
-      return fmt::format("its copies alone take {}", to_string_approx(Duration{static_cast<int64_t>(copies)}));
-    }
-    return "";
-  };
-  for (std::string_view text : kPortfolio) {
-    Attempt a{run_once(w, t, req, std::string(text), budget, gate)};
-    if (!a.out.skipped.empty()) {
-      tried.push_back(fmt::format("{} (not simulated: {})", text, a.out.skipped));
-      continue;
-    }
-    tried.push_back(a.out.ok && a.out.evaluation && a.out.evaluation->ok
-                        ? fmt::format("{} ({})", text,
-                                      to_string_approx(Duration{a.out.evaluation->makespan_ps}))
-                        : fmt::format("{} (does not fit)", text));
-    if (!best || a.better_than(*best)) best = std::move(a);
-    // Nothing to choose between when everything fits.
-    if (best->out.ok && best->out.offloads.empty()) break;
-  }
-  if (best->out.ok && !best->out.offloads.empty()) {
-    std::string text = best->out.pipeline;
-    text.replace(text.rfind(",verify"), 7, ",refine,verify");
-    Attempt refined{run_once(w, t, req, text, budget)};
-    if (refined.better_than(*best)) best = std::move(refined);
-  }
-  for (const std::string& x : tried) best->out.notes.push_back("tierflow tried " + x);
-  return std::move(best->out);
+  return search_portfolio(w, t, req, kPortfolio, budget);
 }
 
 }  // namespace

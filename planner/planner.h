@@ -35,6 +35,9 @@ struct PlanRequest {
   std::vector<std::pair<TensorKind, uint32_t>> pins;
   double max_overhead = -1;  ///< >= 0: minimise the budget within this makespan overhead
   PlanEvaluator* evaluator = nullptr;
+  /// Threads the tierflow policy runs its pipelines on; 0: one per hardware thread. The
+  /// plan is the same whatever the number.
+  unsigned threads = 0;
   bool verify_each = false;
   std::function<void(std::string_view pass, const PlanState&, const std::optional<Plan>&)>
       after_pass;
@@ -63,7 +66,6 @@ struct PlanOutcome {
   uint64_t estimated_peak = 0;
   int64_t estimated_compute_ps = 0;
   std::optional<Evaluation> evaluation;
-  std::string skipped;  ///< why the plan was not scored (tierflow's search), or empty
   std::vector<Stat> stats;
   std::vector<std::string> notes;
   std::vector<OffloadInfo> offloads;  ///< largest first

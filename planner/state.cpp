@@ -10,13 +10,31 @@
 
 namespace tierflow::planner {
 
+namespace {
+
+/// Index of `bytes` in `sizes`, or kNone.
+uint32_t size_index(const std::vector<uint64_t>& sizes, uint64_t bytes) {
+  const auto it = std::lower_bound(sizes.begin(), sizes.end(), bytes);
+  return it != sizes.end() && *it == bytes ? static_cast<uint32_t>(it - sizes.begin()) : kNone;
+}
+
+}  // namespace
+
 int64_t Costs::fetch_ps(uint32_t tier, uint64_t bytes) const {
   TF_ASSERT(tier < routes.size() && routes[tier].in != nullptr, "no route from tier {}", tier);
+  if (tier < fetch_by_size.size() && !fetch_by_size[tier].empty()) {
+    const uint32_t i = size_index(sizes, bytes);
+    if (i != kNone) return fetch_by_size[tier][i];
+  }
   return hw::transfer_time_alone(*routes[tier].in, Bytes{bytes}).ps;
 }
 
 int64_t Costs::store_ps(uint32_t tier, uint64_t bytes) const {
   TF_ASSERT(tier < routes.size() && routes[tier].out != nullptr, "no route to tier {}", tier);
+  if (tier < store_by_size.size() && !store_by_size[tier].empty()) {
+    const uint32_t i = size_index(sizes, bytes);
+    if (i != kNone) return store_by_size[tier][i];
+  }
   return hw::transfer_time_alone(*routes[tier].out, Bytes{bytes}).ps;
 }
 
@@ -69,7 +87,20 @@ const Costs& PlanState::ensure_costs() {
     if (i == target.device_tier) continue;
     c.routes[i] = {topo.route(i, target.device_tier), topo.route(target.device_tier, i)};
   }
-  costs = std::move(c);
+  for (const Tensor& x : w.tensors) c.sizes.push_back(x.bytes);
+  std::sort(c.sizes.begin(), c.sizes.end());
+  c.sizes.erase(std::unique(c.sizes.begin(), c.sizes.end()), c.sizes.end());
+  c.fetch_by_size.resize(topo.tiers.size());
+  c.store_by_size.resize(topo.tiers.size());
+  for (size_t i = 0; i < topo.tiers.size(); ++i) {
+    const Costs::Route& r = c.routes[i];
+    if (r.in == nullptr || r.out == nullptr) continue;
+    for (uint64_t bytes : c.sizes) {
+      c.fetch_by_size[i].push_back(hw::transfer_time_alone(*r.in, Bytes{bytes}).ps);
+      c.store_by_size[i].push_back(hw::transfer_time_alone(*r.out, Bytes{bytes}).ps);
+    }
+  }
+  costs = std::make_shared<const Costs>(std::move(c));
   return *costs;
 }
 
@@ -96,7 +127,7 @@ const Liveness& PlanState::ensure_liveness() {
     const TensorKind k = w.tensors[t].kind;
     l.persists[t] = l.born[t] != kNone && (k == TensorKind::kOutput || k == TensorKind::kKv);
   }
-  liveness = std::move(l);
+  liveness = std::make_shared<const Liveness>(std::move(l));
   return *liveness;
 }
 

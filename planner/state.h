@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -77,6 +78,10 @@ struct Costs {
   std::vector<Route> routes;
   [[nodiscard]] int64_t fetch_ps(uint32_t tier, uint64_t bytes) const;
   [[nodiscard]] int64_t store_ps(uint32_t tier, uint64_t bytes) const;
+  /// The fetch and store times above for every tensor size of the workload (`sizes`,
+  /// ascending), per tier: looked up instead of computed again.
+  std::vector<uint64_t> sizes;
+  std::vector<std::vector<int64_t>> fetch_by_size, store_by_size;
   /// Estimated time between slot a and slot b (b >= a).
   [[nodiscard]] int64_t span_ps(uint32_t a, uint32_t b) const { return start_ps[b] - start_ps[a]; }
 };
@@ -118,8 +123,10 @@ struct PlanState {
   /// Offload tiers, fastest route into the device tier first.
   std::vector<uint32_t> offload_tiers;
 
-  std::optional<Costs> costs;        ///< analysis: valid until `order` changes
-  std::optional<Liveness> liveness;  ///< analysis: valid until `order` changes
+  /// Analyses: valid until `order` changes. Shared, never modified once computed: copies
+  /// of a state (the tierflow policy runs several pipelines from one) share them.
+  std::shared_ptr<const Costs> costs;
+  std::shared_ptr<const Liveness> liveness;
   /// User pins by tensor kind: a topology tier (homed there, always offloaded), or the
   /// device tier (never offloaded).
   std::vector<std::pair<TensorKind, uint32_t>> pins;

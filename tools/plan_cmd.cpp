@@ -87,6 +87,7 @@ struct PlanCliOptions {
   std::string device, timeline, print_after, reproducer = "tierflow-reproducer.json";
   std::vector<std::string> pins, sets;
   uint32_t devices = 0;
+  unsigned threads = 0;
   bool explain = false, stats = false, print_after_all = false, verify_each = false;
 };
 
@@ -195,6 +196,7 @@ int run_plan(const PlanCliOptions& o) {
   if (!o.max_overhead.empty()) req.max_overhead = parse_overhead(o.max_overhead);
   req.pins = parse_pins(o.pins, topo);
   req.verify_each = o.verify_each;
+  req.threads = o.threads;
   if (o.print_after_all || !o.print_after.empty()) {
     req.after_pass = [&](std::string_view pass, const planner::PlanState& s,
                          const std::optional<Plan>& plan) {
@@ -258,6 +260,9 @@ void add_plan_commands(CLI::App& app) {
   plan->add_option("--device", o->device, "device class (default: the first)");
   plan->add_option("--devices", o->devices, "programs (default: every device of the class)");
   plan->add_option("--set", o->sets, "override a topology field: PATH=VALUE (repeatable)");
+  plan->add_option("--threads", o->threads,
+                   "threads for the tierflow policy's pipelines (default: one per hardware "
+                   "thread; the plan does not depend on it)");
   plan->add_option("-o,--output", o->output, "write the plan JSON here");
   plan->add_option("--timeline", o->timeline, "write the simulated plan's Chrome trace here");
   plan->add_flag("--explain", o->explain, "list the largest offloaded tensors and why; warnings");

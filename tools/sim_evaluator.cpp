@@ -17,16 +17,16 @@ planner::Evaluation SimEvaluator::evaluate(const Plan& plan) {
   sim::SimOptions o;
   o.keep_transfers = true;
   o.live_top = 0;
-  last_ = sim::simulate(plan, w_, t_, o);
+  const sim::SimResult r = sim::simulate(plan, w_, t_, o);
   ++runs_;
   planner::Evaluation e;
-  if (last_.error) {
+  if (r.error) {
     e.ok = false;
-    e.error = last_.error->message;
+    e.error = r.error->message;
     return e;
   }
-  e.makespan_ps = last_.makespan;
-  e.device_peak = device_peak(last_, t_, plan);
+  e.makespan_ps = r.makespan;
+  e.device_peak = device_peak(r, t_, plan);
   uint32_t events = 0;
   for (const Program& p : plan.programs) {
     for (const Step& s : p.steps) {
@@ -34,7 +34,7 @@ planner::Evaluation SimEvaluator::evaluate(const Plan& plan) {
     }
   }
   e.exposed_by_event.assign(events, 0);
-  for (const sim::TransferRecord& tr : last_.transfers) {
+  for (const sim::TransferRecord& tr : r.transfers) {
     if (tr.event < events) e.exposed_by_event[tr.event] += tr.exposed;
   }
   return e;

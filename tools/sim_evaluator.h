@@ -2,6 +2,8 @@
 // through it without linking the simulator.
 #pragma once
 
+#include <atomic>
+
 #include "core/workload.h"
 #include "hw_models/topology.h"
 #include "planner/pass.h"
@@ -9,19 +11,18 @@
 
 namespace tierflow::cli {
 
+/// Thread-safe: the planner may score several plans at once.
 class SimEvaluator : public planner::PlanEvaluator {
  public:
   SimEvaluator(const Workload& w, const hw::Topology& t) : w_(w), t_(t) {}
   planner::Evaluation evaluate(const Plan& plan) override;
-  /// The full result of the last evaluation.
-  [[nodiscard]] const sim::SimResult& last() const { return last_; }
-  [[nodiscard]] uint64_t runs() const { return runs_; }
+  [[nodiscard]] bool thread_safe() const override { return true; }
+  [[nodiscard]] uint64_t runs() const { return runs_.load(); }
 
  private:
   const Workload& w_;
   const hw::Topology& t_;
-  sim::SimResult last_;
-  uint64_t runs_ = 0;
+  std::atomic<uint64_t> runs_{0};
 };
 
 /// The device-tier peak of a simulation: the largest over the programs' device tiers.

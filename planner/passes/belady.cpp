@@ -23,7 +23,9 @@
 // External tensors nothing reads are homed off the device.
 // `warm=true` (default) starts with the tensors read first homed on the device, as many as
 // fit (each stored once, when first evicted after a use; one evicted unread is homed off
-// the device instead); `warm=false` starts cold.
+// the device instead); `warm=false` starts cold. Gives up before an op once the context's
+// fetch limit is reached (anchored fetches are never dropped, so the plan copies at least
+// that much).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -149,6 +151,7 @@ class Belady : public Pass {
     std::vector<int64_t> slot_time(n + 1, 0);
     int64_t link = 0, egress = 0;
     uint64_t fetches = 0, evictions = 0, stores = 0;
+    uint64_t fetched = 0;  // bytes of the anchored fetches (never dropped later)
     int64_t wait_store = 0, stall = 0;
     uint32_t t_scan = 0;  // position of the next read that may be missing
     size_t k_scan = 0;    // index into reads[t_scan]
@@ -258,11 +261,18 @@ class Belady : public Pass {
       wait_store += start - std::max(link, now);
       link = start + c.fetch_ps(r.tier, s.w.tensors[p.tensor].bytes);
       st[p.tensor].landed = link;
+      fetched += s.w.tensors[p.tensor].bytes;
       pending.reset();
     };
 
     int64_t now = 0;
     for (uint32_t i = 0; i < n; ++i) {
+      if (fetched >= ctx.fetch_limit) {
+        ctx.gave_up = true;
+        ctx.failure = fmt::format("gave up at op {}: {} fetched, enough to lose", s.order[i],
+                                  to_string_approx(Bytes{fetched}));
+        return PassResult::kFailed;
+      }
       slot_time[i] = now;
       const int64_t op_ps = c.op_ps[s.order[i]];
       // Fetches go on the link in the order of their reads: what op i reads, then what comes

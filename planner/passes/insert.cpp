@@ -1,6 +1,7 @@
 // insert: materializes the runs as plan steps (planner/emit.h): a store and detach after
 // the last use before each gap, a prefetch before the next use, the consumer waiting on
-// the prefetch's event.
+// the prefetch's event. From here on the plan follows the runs; it is emitted when read
+// (current_plan), so passes that move steps after this one do not emit it each time.
 #include "planner/emit.h"
 #include "planner/pass.h"
 
@@ -14,13 +15,18 @@ class Insert : public Pass {
   PassResult run(PlanState& s, PassContext& ctx) override {
     s.ensure_costs();
     s.ensure_liveness();
-    rematerialize(s, ctx);
+    ctx.materialized = true;
+    runs_changed(ctx);
+    // The steps emit_plan makes per program: a prefetch per fetched run, a detach per
+    // release, and a store before it when the run stores.
     size_t steps = 0;
-    if (!ctx.plan->programs.empty()) {
-      for (const Step& st : ctx.plan->programs.front().steps) {
-        if (st.kind != StepKind::kCompute) ++steps;
+    for (const Residency& r : s.tensors) {
+      for (const Run& run : r.runs) {
+        if (run.fetched) ++steps;
+        if (run.release != kNone) steps += run.store ? 2 : 1;
       }
     }
+    if (s.target.devices == 0) steps = 0;
     s.stat(name(), "cache steps per program", static_cast<double>(steps));
     return PassResult::kChanged;
   }
@@ -33,6 +39,18 @@ void rematerialize(PlanState& s, PassContext& ctx) {
   ctx.plan = std::move(e.plan);
   ctx.event_run = std::move(e.event_run);
   ctx.events_per_program = e.events_per_program;
+  ctx.evaluation.reset();
+}
+
+void runs_changed(PassContext& ctx) {
+  if (!ctx.materialized) return;
+  ctx.plan.reset();
+  ctx.evaluation.reset();
+}
+
+const Plan& current_plan(PlanState& s, PassContext& ctx) {
+  if (!ctx.plan) rematerialize(s, ctx);
+  return *ctx.plan;
 }
 
 std::unique_ptr<Pass> make_insert(PassOptions&) { return std::make_unique<Insert>(); }

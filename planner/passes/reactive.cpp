@@ -18,10 +18,12 @@
 // fetched, and pages only the rest; `warm=true` starts with the external tensors used first
 // homed on the device (no cold fetches), each stored once when first evicted; `ahead=K`
 // (with furthest) also fetches what the next K ops read, evicting only tensors used later
-// than the one fetched.
+// than the one fetched. Gives up before an op once the context's fetch limit is reached.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
+#include <optional>
 #include <set>
 
 #include "planner/offload.h"
@@ -38,6 +40,84 @@ struct ReactiveOptions {
   double keep = 0.0;      ///< fraction of the budget for the most used tensors, never moved
   bool warm = false;      ///< start with the tensors used first on the device
   uint32_t ahead = 0;     ///< furthest mode: also fetch what the next ops read
+};
+
+/// The look-ahead's work list (furthest mode): the uses within positions (j, j + ahead] of
+/// the external tensors the pass may fetch early, those not on the device, in position
+/// then operand order. Kept up to date as tensors arrive and leave, so that a step visits
+/// these only instead of every use ahead.
+class AheadList {
+ public:
+  /// `at[k]`..`at[k + 1]`: the indices of position k's uses; `of[x]`: the tensor of use x.
+  AheadList(std::vector<uint32_t> at, std::vector<uint32_t> of, size_t tensors, uint32_t ahead)
+      : at_(std::move(at)), of_(std::move(of)), ahead_(ahead) {
+    const auto n = static_cast<uint32_t>(at_.size() - 1);
+    pos_.resize(of_.size());
+    for (uint32_t k = 0; k < n; ++k) {
+      for (uint32_t x = at_[k]; x < at_[k + 1]; ++x) pos_[x] = k;
+    }
+    first_.assign(tensors + 1, 0);
+    for (uint32_t t : of_) ++first_[t + 1];
+    for (size_t t = 0; t < tensors; ++t) first_[t + 1] += first_[t];
+    uses_.resize(of_.size());
+    std::vector<uint32_t> fill(first_.begin(), first_.end() - 1);
+    for (uint32_t x = 0; x < of_.size(); ++x) uses_[fill[of_[x]]++] = x;
+    bits_.assign(of_.size() / 64 + 1, 0);
+  }
+
+  /// Moves the window to positions (j, j + ahead]; `absent(t)`: t is not on the device.
+  template <class Absent>
+  void advance(uint32_t j, const Absent& absent) {
+    const auto n = static_cast<uint32_t>(at_.size() - 1);
+    const uint32_t lo = at_[std::min(n, j + 1)];
+    const uint32_t hi = at_[std::min<uint64_t>(n, uint64_t{j} + 1 + ahead_)];
+    for (uint32_t x = lo_; x < std::min(lo, hi_); ++x) clear(x);
+    for (uint32_t x = std::max(hi_, lo); x < hi; ++x) {
+      if (absent(of_[x])) set(x);
+    }
+    lo_ = lo;
+    hi_ = hi;
+  }
+  /// Tensor t arrived on the device (its uses leave the list) or left it (they join).
+  void arrived(uint32_t t) { update(t, false); }
+  void left(uint32_t t) { update(t, true); }
+
+  /// The first listed use after x (kNone: from the start), or kNone.
+  [[nodiscard]] uint32_t next(uint32_t x) const {
+    uint32_t from = x == kNone ? lo_ : x + 1;
+    while (from < hi_) {
+      const uint64_t word = bits_[from / 64] >> (from % 64);
+      if (word != 0) {
+        const auto found = from + static_cast<uint32_t>(std::countr_zero(word));
+        return found < hi_ ? found : kNone;
+      }
+      from = (from / 64 + 1) * 64;
+    }
+    return kNone;
+  }
+  [[nodiscard]] uint32_t tensor(uint32_t x) const { return of_[x]; }
+  [[nodiscard]] uint32_t position(uint32_t x) const { return pos_[x]; }
+
+ private:
+  void set(uint32_t x) { bits_[x / 64] |= uint64_t{1} << (x % 64); }
+  void clear(uint32_t x) { bits_[x / 64] &= ~(uint64_t{1} << (x % 64)); }
+  void update(uint32_t t, bool join) {
+    const auto begin = uses_.begin() + first_[t];
+    const auto end = uses_.begin() + first_[t + 1];
+    for (auto it = std::lower_bound(begin, end, lo_); it != end && *it < hi_; ++it) {
+      if (join) {
+        set(*it);
+      } else {
+        clear(*it);
+      }
+    }
+  }
+
+  std::vector<uint32_t> at_, of_, pos_;
+  std::vector<uint32_t> first_, uses_;  ///< per tensor, its use indices (ascending)
+  uint32_t ahead_ = 0;
+  uint32_t lo_ = 0, hi_ = 0;    ///< the window as use indices [lo_, hi_)
+  std::vector<uint64_t> bits_;  ///< per use index: listed
 };
 
 class Reactive : public Pass {
@@ -61,6 +141,7 @@ class Reactive : public Pass {
       bool dirty = false;
       uint32_t used = 0;  ///< position of the last use so far
       size_t next = 0;    ///< index of the next use in l.uses
+      bool ahead = false;  ///< fetched ahead and not read yet (the fetch may be dropped)
     };
     std::vector<Live> st(s.w.tensors.size());
     // Kept: the most used external tensors, up to `keep` of the budget, stay homed on the
@@ -163,10 +244,44 @@ class Reactive : public Pass {
         lru.emplace(key[t], t);
       }
     }
-    uint64_t fetches = 0, evictions = 0;
+    // What the look-ahead may fetch: per position, the external tensors it reads or
+    // updates that this pass manages, in operand order.
+    std::optional<AheadList> ahead;
+    if (o_.furthest && o_.ahead > 0) {
+      std::vector<uint32_t> at(n + 1, 0), of;
+      for (uint32_t k = 0; k < n; ++k) {
+        const Op& op = s.w.ops[s.order[k]];
+        for (const auto* list : {&op.inputs, &op.updates}) {
+          for (uint32_t t : *list) {
+            if (managed(t) && l.born[t] == kNone) of.push_back(t);
+          }
+        }
+        at[k + 1] = static_cast<uint32_t>(of.size());
+      }
+      ahead.emplace(std::move(at), std::move(of), s.w.tensors.size(), o_.ahead);
+    }
+    auto arrived = [&](uint32_t t) {
+      st[t].resident = true;
+      if (ahead) ahead->arrived(t);
+    };
+    auto left = [&](uint32_t t) {
+      st[t].resident = false;
+      if (ahead) ahead->left(t);
+    };
+    // `fetched`: bytes of the fetches the plan surely makes (a fetch made ahead counts once
+    // read: until then a later eviction may drop it), what fetch_limit is held against.
+    uint64_t fetches = 0, evictions = 0, fetched = 0;
+    std::vector<uint32_t> mine, touched;
     for (uint32_t j = 0; j < n; ++j) {
+      if (fetched >= ctx.fetch_limit) {
+        ctx.gave_up = true;
+        ctx.failure = fmt::format("gave up at op {}: {} fetched, enough to lose", s.order[j],
+                                  to_string_approx(Bytes{fetched}));
+        return PassResult::kFailed;
+      }
+      if (ahead) ahead->advance(j, [&](uint32_t t) { return !st[t].resident; });
       const Op& op = s.w.ops[s.order[j]];
-      std::vector<uint32_t> mine;
+      mine.clear();
       for (const auto* list : {&op.inputs, &op.updates}) mine.insert(mine.end(), list->begin(), list->end());
       uint64_t need = op.workspace;
       for (uint32_t t : op.outputs) {
@@ -184,8 +299,8 @@ class Reactive : public Pass {
         if (victim == lru.end()) break;
         const uint32_t t = victim->second;
         lru.erase(victim);
-        evict(s, st[t].dirty, t, j, l);
-        st[t].resident = false;
+        if (evict(s, st[t].dirty, t, j, l)) st[t].ahead = false;
+        left(t);
         st[t].dirty = false;
         used -= s.w.tensors[t].bytes;
         ++evictions;
@@ -208,11 +323,16 @@ class Reactive : public Pass {
           r.last = j;
           r.fetched = true;
           s.tensors[t].runs.push_back(r);
-          st[t].resident = true;
+          arrived(t);
           used += s.w.tensors[t].bytes;
           ++fetches;
+          fetched += s.w.tensors[t].bytes;
         } else {
           lru.erase({key[t], t});
+          if (st[t].ahead) {
+            st[t].ahead = false;
+            fetched += s.w.tensors[t].bytes;
+          }
         }
         st[t].used = j;
         s.tensors[t].runs.back().last = j;
@@ -232,44 +352,39 @@ class Reactive : public Pass {
       // Look-ahead (furthest mode): fetch now what the next `ahead` ops read, evicting
       // only tensors used later than the one fetched, so no eviction is regretted sooner
       // than the fetch would have been made anyway.
-      if (o_.furthest && o_.ahead > 0) {
-        for (uint32_t k = j + 1; k < std::min(n, j + 1 + o_.ahead); ++k) {
-          const Op& later = s.w.ops[s.order[k]];
-          for (const auto* list : {&later.inputs, &later.updates}) {
-            for (uint32_t t : *list) {
-              if (!managed(t) || st[t].resident || l.born[t] != kNone) continue;
-              const uint64_t bytes = s.w.tensors[t].bytes;
-              while (used + bytes + fixed[j] > budget && !lru.empty()) {
-                const auto [vkey, victim] = *lru.begin();
-                if (vkey >= -static_cast<int64_t>(k) ||
-                    std::find(mine.begin(), mine.end(), victim) != mine.end()) {
-                  break;  // used no later than t, or by this op
-                }
-                lru.erase(lru.begin());
-                evict(s, st[victim].dirty, victim, j, l);
-                st[victim].resident = false;
-                st[victim].dirty = false;
-                used -= s.w.tensors[victim].bytes;
-                ++evictions;
-              }
-              if (used + bytes + fixed[j] > budget) continue;
-              Run r;
-              r.alloc = j;
-              r.first = k;
-              r.last = k;
-              r.fetched = true;
-              s.tensors[t].runs.push_back(r);
-              st[t].resident = true;
-              used += bytes;
-              ++fetches;
-              key[t] = evict_key(t, j);
-              lru.emplace(key[t], t);
-            }
+      for (uint32_t x = ahead ? ahead->next(kNone) : kNone; x != kNone; x = ahead->next(x)) {
+        const uint32_t k = ahead->position(x);
+        const uint32_t t = ahead->tensor(x);
+        const uint64_t bytes = s.w.tensors[t].bytes;
+        while (used + bytes + fixed[j] > budget && !lru.empty()) {
+          const auto [vkey, victim] = *lru.begin();
+          if (vkey >= -static_cast<int64_t>(k) ||
+              std::find(mine.begin(), mine.end(), victim) != mine.end()) {
+            break;  // used no later than t, or by this op
           }
+          lru.erase(lru.begin());
+          if (evict(s, st[victim].dirty, victim, j, l)) st[victim].ahead = false;
+          left(victim);
+          st[victim].dirty = false;
+          used -= s.w.tensors[victim].bytes;
+          ++evictions;
         }
+        if (used + bytes + fixed[j] > budget) continue;
+        Run r;
+        r.alloc = j;
+        r.first = k;
+        r.last = k;
+        r.fetched = true;
+        s.tensors[t].runs.push_back(r);
+        arrived(t);
+        used += bytes;
+        ++fetches;
+        st[t].ahead = true;
+        key[t] = evict_key(t, j);
+        lru.emplace(key[t], t);
       }
       // Free what is dead; the rest becomes evictable.
-      std::vector<uint32_t> touched = mine;
+      touched.assign(mine.begin(), mine.end());
       touched.insert(touched.end(), op.outputs.begin(), op.outputs.end());
       for (uint32_t t : touched) {
         if (!managed(t) || !st[t].resident) continue;
@@ -281,7 +396,7 @@ class Reactive : public Pass {
         }
         if (dead && (produced || !st[t].dirty)) {
           s.tensors[t].runs.back().release = j + 1;
-          st[t].resident = false;
+          left(t);
           used -= s.w.tensors[t].bytes;
           continue;
         }
@@ -311,13 +426,13 @@ class Reactive : public Pass {
   /// right after its last use instead: nothing uses it in between, so the evictions and
   /// fetches stay the same, and the room it leaves is where `schedule` can start the
   /// fetches that replace it early. Its store (if any) is counted until it is estimated to
-  /// land, at most until j.
-  void evict(PlanState& s, bool dirty, uint32_t t, uint32_t j, const Liveness& l) const {
+  /// land, at most until j. Returns whether it dropped a fetch (the plan copies less).
+  bool evict(PlanState& s, bool dirty, uint32_t t, uint32_t j, const Liveness& l) const {
     auto& runs = s.tensors[t].runs;
     if (runs.back().fetched && runs.back().first >= j) {
       // Fetched ahead and not read yet: that fetch is not made at all.
       runs.pop_back();
-      return;
+      return true;
     }
     Run& r = runs.back();
     r.release = o_.furthest && r.last < j ? r.last + 1 : j;
@@ -327,6 +442,7 @@ class Reactive : public Pass {
                  ? std::min(store_hold(s, s.tensors[t].tier, s.w.tensors[t].bytes, r.release),
                             j - r.release)
                  : 0;
+    return false;
   }
 
   ReactiveOptions o_;

@@ -1,7 +1,8 @@
-// refine: the simulator in the loop. Scores the plan through the PlanEvaluator, then moves
-// each prefetch whose consumer waited on it earlier by `margin` times the exposed time
-// (in estimated time), as far as the budget and the tensor's previous release allow, and
-// scores again; keeps the better plan, for up to `iterations` rounds.
+// refine: the simulator in the loop. Scores the plan through the PlanEvaluator (or takes the
+// score the context already holds for it), then moves each prefetch whose consumer waited
+// on it earlier by `margin` times the exposed time (in estimated time), as far as the
+// budget and the tensor's previous release allow, and scores again; keeps the better plan,
+// for up to `iterations` rounds, and leaves its score in the context.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -23,13 +24,15 @@ class Refine : public Pass {
   [[nodiscard]] std::string_view name() const override { return "refine"; }
 
   PassResult run(PlanState& s, PassContext& ctx) override {
-    if (ctx.evaluator == nullptr || !ctx.plan) {
+    if (ctx.evaluator == nullptr || !ctx.materialized) {
       s.stat(name(), "skipped: no evaluator", 1);
       return PassResult::kUnchanged;
     }
     const Costs& c = s.ensure_costs();
-    Evaluation best = ctx.evaluator->evaluate(*ctx.plan);
+    const Plan& plan = current_plan(s, ctx);
+    Evaluation best = ctx.evaluation ? *ctx.evaluation : ctx.evaluator->evaluate(plan);
     s.stat(name(), "evaluations", 1);
+    ctx.evaluation = best;
     if (!best.ok) return PassResult::kUnchanged;
     bool changed = false;
     for (uint32_t round = 0; round < o_.iterations; ++round) {
@@ -48,9 +51,13 @@ class Refine : public Pass {
         const auto need = static_cast<int64_t>(static_cast<double>(exposed) * o_.margin);
         uint32_t want = slot_ahead(c, run.alloc, need, floor);
         const uint64_t bytes = s.w.tensors[t].bytes;
-        while (want < run.alloc && s.target.budget > 0 &&
-               tree.max(want, run.alloc - 1) + bytes > s.target.budget) {
-          ++want;
+        // The earliest slot from `want` on after which the budget has room for the tensor
+        // at every position up to its current one.
+        if (want < run.alloc && s.target.budget > 0) {
+          const uint32_t full = bytes > s.target.budget
+                                    ? run.alloc - 1
+                                    : tree.last_above(want, run.alloc - 1, s.target.budget - bytes);
+          if (full != kNone) want = full + 1;
         }
         if (want >= run.alloc) continue;
         tree.add(want, run.alloc - 1, static_cast<int64_t>(bytes));
@@ -64,10 +71,12 @@ class Refine : public Pass {
       if (!next.ok || next.makespan_ps >= best.makespan_ps) {
         for (size_t t = 0; t < s.tensors.size(); ++t) s.tensors[t].runs = std::move(saved[t]);
         rematerialize(s, ctx);
+        ctx.evaluation = best;
         break;
       }
       s.stat(name(), "prefetches moved earlier", static_cast<double>(moved));
       best = next;
+      ctx.evaluation = best;
       changed = true;
     }
     s.stat(name(), "simulated makespan ms", static_cast<double>(best.makespan_ps) / 1e9);

@@ -64,7 +64,7 @@ class Schedule : public Pass {
     s.stat(name(), "store holds lengthened", static_cast<double>(held));
     if (fetches.empty()) {
       if (held == 0) return PassResult::kUnchanged;
-      if (ctx.plan) rematerialize(s, ctx);
+      runs_changed(ctx);
       return PassResult::kChanged;
     }
     std::sort(fetches.begin(), fetches.end(), [](const Fetch& a, const Fetch& b) {
@@ -75,14 +75,16 @@ class Schedule : public Pass {
     // Per link direction (or the tier's read port when the route has no link): the start
     // of the earliest copy placed on it so far.
     std::map<uint64_t, int64_t> frontier;
-    auto keys = [&](uint32_t tier) {
-      std::vector<uint64_t> out;
+    // Per tier, the keys of its route into the device.
+    std::vector<std::vector<uint64_t>> keys(s.topo.tiers.size());
+    for (const Fetch& f : fetches) {
+      const uint32_t tier = s.tensors[f.tensor].tier;
+      if (!keys[tier].empty()) continue;
       for (const hw::Hop& h : c.routes[tier].in->hops) {
-        out.push_back(uint64_t{h.link} * 2 + (h.forward ? 1 : 0));
+        keys[tier].push_back(uint64_t{h.link} * 2 + (h.forward ? 1 : 0));
       }
-      out.push_back((uint64_t{1} << 40) + tier);
-      return out;
-    };
+      keys[tier].push_back((uint64_t{1} << 40) + tier);
+    }
     // The slot each prefetch wants from the link, latest deadline first.
     std::vector<uint32_t> wanted(fetches.size());
     for (size_t i = 0; i < fetches.size(); ++i) {
@@ -92,7 +94,7 @@ class Schedule : public Pass {
       const auto dur = static_cast<int64_t>(
           static_cast<double>(c.fetch_ps(r.tier, s.w.tensors[f.tensor].bytes)) * o_.preferred);
       int64_t end = f.deadline;
-      const auto route = keys(r.tier);
+      const std::vector<uint64_t>& route = keys[r.tier];
       for (uint64_t k : route) {
         auto it = frontier.find(k);
         if (it != frontier.end()) end = std::min(end, it->second);
@@ -160,7 +162,7 @@ class Schedule : public Pass {
     s.stat(name(), "anchors moved earlier", static_cast<double>(earlier));
     s.stat(name(), "anchors held back by the budget", static_cast<double>(capped));
     if (moved == 0 && held == 0) return PassResult::kUnchanged;
-    if (ctx.plan) rematerialize(s, ctx);
+    runs_changed(ctx);
     return PassResult::kChanged;
   }
 

@@ -14,10 +14,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <queue>
+#include <map>
 
 #include "planner/offload.h"
 #include "planner/pass.h"
+#include "planner/rescored_queue.h"
 
 namespace tierflow::planner {
 namespace {
@@ -50,31 +51,42 @@ class Select : public Pass {
     // Phase 1: hideable gaps, score scaled by link load (lazy re-scoring).
     const int64_t horizon = std::max<int64_t>(1, c.start_ps.back());
     std::vector<int64_t> load(s.topo.tiers.size(), 0);
-    auto effective = [&](const Candidate& k) {
-      const int64_t after = load[s.tensors[k.tensor].tier] + k.transfer_ps;
-      return after <= horizon ? k.score
-                              : k.score * static_cast<double>(horizon) / static_cast<double>(after);
-    };
     std::vector<Candidate> pool;
     for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
       if (!eligible(s, t)) continue;
       auto k = candidate(s, t, /*all_gaps=*/false, o_.lead);
       if (k && k->freed_ps > 0) pool.push_back(std::move(*k));
     }
-    using Entry = std::pair<double, uint32_t>;  // (score, index into pool)
-    auto later = [](const Entry& a, const Entry& b) {
-      return a.first != b.first ? a.first < b.first : a.second > b.second;
+    // Best effective score first, re-scored as the links get busier (planner/rescored_queue.h).
+    // Candidates on one tier with the same score and copy time always score alike: one group.
+    struct Group {
+      uint32_t tier;
+      double score;
+      int64_t transfer_ps;
+      auto operator<=>(const Group&) const = default;
     };
-    std::priority_queue<Entry, std::vector<Entry>, decltype(later)> heap(later);
-    for (uint32_t i = 0; i < pool.size(); ++i) heap.emplace(pool[i].score, i);
-    while (!heap.empty() && tree.max() > target) {
-      const auto [score, i] = heap.top();
-      heap.pop();
-      const double now = effective(pool[i]);
-      if (now < score && !heap.empty() && now < heap.top().first) {
-        heap.emplace(now, i);  // the link got busier since it was scored
-        continue;
+    std::vector<Group> groups;
+    std::vector<uint32_t> group(pool.size());
+    std::vector<double> score(pool.size());
+    {
+      std::map<Group, uint32_t> index;
+      for (uint32_t i = 0; i < pool.size(); ++i) {
+        const Group g{s.tensors[pool[i].tensor].tier, pool[i].score, pool[i].transfer_ps};
+        const auto [it, fresh] = index.try_emplace(g, static_cast<uint32_t>(groups.size()));
+        if (fresh) groups.push_back(g);
+        group[i] = it->second;
+        score[i] = pool[i].score;
       }
+    }
+    RescoredQueue queue(group, score);
+    auto now = [&](uint32_t g) {
+      const Group& k = groups[g];
+      const int64_t after = load[k.tier] + k.transfer_ps;
+      return after <= horizon ? k.score
+                              : k.score * static_cast<double>(horizon) / static_cast<double>(after);
+    };
+    while (!queue.empty() && tree.max() > target) {
+      const uint32_t i = queue.pop(now);
       const uint32_t t = pool[i].tensor;
       Applied a = try_apply(s, tree, pool[i], target, name());
       // Its tier is full: the next tier with room, candidate rebuilt for that route.

@@ -16,8 +16,7 @@ class Verify : public Pass {
   PassResult run(PlanState& s, PassContext& ctx) override {
     s.ensure_costs();
     s.ensure_liveness();
-    if (!ctx.plan) rematerialize(s, ctx);
-    if (auto issue = verify_plan(*ctx.plan, s.w)) {
+    if (auto issue = verify_plan(current_plan(s, ctx), s.w)) {
       ctx.failure = fmt::format("program {} step {}: {}", issue->program, issue->step,
                                 issue->message);
       return PassResult::kFailed;

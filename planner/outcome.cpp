@@ -1,0 +1,153 @@
+#include "planner/outcome.h"
+
+#include <algorithm>
+
+#include "planner/offload.h"
+
+namespace tierflow::planner {
+
+uint64_t fingerprint(const Plan& p) {
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](uint64_t v) {
+    h ^= v;
+    h *= 1099511628211ULL;
+  };
+  for (uint32_t x : p.home) mix(x);
+  if (!p.programs.empty()) {
+    for (const Step& st : p.programs.front().steps) {
+      mix(static_cast<uint64_t>(st.kind));
+      mix(st.target);
+      mix(st.tier);
+      mix(st.event);
+      for (uint32_t e : st.wait) mix(e);
+      mix(UINT64_MAX);
+    }
+  }
+  return h;
+}
+
+bool better_than(const PlanOutcome& a, const PlanOutcome& b) {
+  if (a.ok != b.ok) return a.ok;
+  if (!a.evaluation || !b.evaluation) return false;
+  if (a.evaluation->ok != b.evaluation->ok) return a.evaluation->ok;
+  if (a.evaluation->makespan_ps != b.evaluation->makespan_ps) {
+    return a.evaluation->makespan_ps < b.evaluation->makespan_ps;
+  }
+  return a.evaluation->device_peak < b.evaluation->device_peak;
+}
+
+bool moves_anything(const PlanState& s) {
+  for (const Residency& r : s.tensors) {
+    if (r.home_off_device) return true;
+    for (const Run& run : r.runs) {
+      if (run.fetched || run.store) return true;
+    }
+  }
+  return false;
+}
+
+std::vector<OffloadInfo> offloads_of(const PlanState& s, const PassContext& ctx,
+                                     const std::optional<Evaluation>& ev) {
+  const Costs& c = *s.costs;
+  const uint32_t n = s.positions();
+  std::vector<OffloadInfo> out;
+  std::vector<int64_t> exposed(s.tensors.size(), 0);
+  if (ev && ctx.events_per_program > 0) {
+    for (size_t e = 0; e < ev->exposed_by_event.size(); ++e) {
+      const auto& [t, k] = ctx.event_run[e % ctx.events_per_program];
+      exposed[t] += ev->exposed_by_event[e];
+    }
+  }
+  for (uint32_t t = 0; t < s.tensors.size(); ++t) {
+    const Residency& r = s.tensors[t];
+    OffloadInfo info;
+    info.tensor = t;
+    info.bytes = s.w.tensors[t].bytes;
+    info.tier = r.tier;
+    for (const Run& run : r.runs) {
+      if (run.fetched) {
+        ++info.fetches;
+        info.transfer_ps += c.fetch_ps(r.tier, info.bytes);
+      }
+      if (run.store) {
+        ++info.stores;
+        info.transfer_ps += c.store_ps(r.tier, info.bytes);
+      }
+    }
+    if (info.fetches == 0 && info.stores == 0 && !r.home_off_device) continue;
+    int64_t on = 0;
+    for (const Span& sp : occupancy(r.runs, n)) on += c.span_ps(sp.from, std::min(sp.to + 1, n));
+    const uint32_t born = s.liveness->born[t];
+    const int64_t life = born == kNone ? c.start_ps[n] : c.span_ps(born, n);
+    info.gap_ps = std::max<int64_t>(0, life - on);
+    info.exposed_ps = exposed[t];
+    out.push_back(info);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const OffloadInfo& a, const OffloadInfo& b) {
+    return a.bytes * std::max<uint32_t>(1, a.fetches) > b.bytes * std::max<uint32_t>(1, b.fetches);
+  });
+  return out;
+}
+
+PlanState initial_state(const Workload& w, const hw::Topology& t, const PlanRequest& req,
+                        uint64_t budget) {
+  Target target = req.target;
+  target.budget = budget;
+  PlanState s(w, t, target);
+  s.policy = req.pipeline.empty() ? req.policy : "custom";
+  s.pins = req.pins;
+  s.ensure_costs();
+  s.ensure_liveness();
+  reset_resident(s);
+  return s;
+}
+
+PassContext context_for(const PlanRequest& req) {
+  PassContext ctx;
+  ctx.evaluator = req.evaluator;
+  ctx.verify_each = req.verify_each;
+  return ctx;
+}
+
+bool conclude(PlanOutcome& out, PlanState& s, PassContext& ctx, PassResult r) {
+  out.stats = s.stats;
+  out.notes = s.notes;
+  out.estimated_compute_ps = s.costs->start_ps.back();
+  if (r == PassResult::kFailed) {
+    out.ok = false;
+    out.infeasible = s.infeasible;
+    out.reason = ctx.failure;
+    return false;
+  }
+  current_plan(s, ctx);
+  out.estimated_peak = ProfileTree(memory_profile(s)).max();
+  out.ok = true;
+  return true;
+}
+
+PlanOutcome run_pipeline(const Workload& w, const hw::Topology& t, const PlanRequest& req,
+                         std::string_view pipeline_text, uint64_t budget) {
+  PlanOutcome out;
+  const Pipeline pipeline = Pipeline::parse(pipeline_text);
+  out.pipeline = pipeline.str();
+  out.budget = budget;
+  PlanState s = initial_state(w, t, req, budget);
+  PassContext ctx = context_for(req);
+  if (req.after_pass) {
+    ctx.after_pass = [&](std::string_view pass, const PlanState& st) {
+      req.after_pass(pass, st, ctx.plan);
+    };
+  }
+  out.resident_peak = ProfileTree(memory_profile(s)).max();
+  const PassResult r = pipeline.run(s, ctx);
+  out.bounds = lower_bounds(s);
+  if (!conclude(out, s, ctx, r)) return out;
+  if (req.evaluator != nullptr) {
+    out.evaluation = ctx.evaluation ? *ctx.evaluation : req.evaluator->evaluate(*ctx.plan);
+  }
+  out.offloads = offloads_of(s, ctx, out.evaluation);
+  out.plan = std::move(ctx.plan);
+  return out;
+}
+
+}  // namespace tierflow::planner

@@ -1,0 +1,534 @@
+#include "planner/search.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "core/diagnostics.h"
+#include "core/units.h"
+#include "planner/offload.h"
+#include "planner/outcome.h"
+
+namespace tierflow::planner {
+namespace {
+
+/// Same decisions, same plan: the order and every tensor's residency.
+bool same_state(const PlanState& a, const PlanState& b) {
+  if (a.order != b.order || a.tier_used != b.tier_used || a.infeasible != b.infeasible) {
+    return false;
+  }
+  for (size_t t = 0; t < a.tensors.size(); ++t) {
+    const Residency& x = a.tensors[t];
+    const Residency& y = b.tensors[t];
+    if (x.tier != y.tier || x.home_off_device != y.home_off_device || x.pinned != y.pinned ||
+        x.runs.size() != y.runs.size()) {
+      return false;
+    }
+    for (size_t k = 0; k < x.runs.size(); ++k) {
+      const Run& p = x.runs[k];
+      const Run& q = y.runs[k];
+      if (p.alloc != q.alloc || p.first != q.first || p.last != q.last || p.release != q.release ||
+          p.fetched != q.fetched || p.store != q.store || p.hold != q.hold) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+bool is_prefix_pass(std::string_view name) {
+  return name == "reorder" || name == "place" || name == "liveness";
+}
+
+/// Passes that only materialize, schedule and check the runs: they never change which
+/// runs are fetched, so the copies a plan will make are known before them.
+bool is_materializing_pass(std::string_view name) {
+  return name == "insert" || name == "schedule" || name == "verify";
+}
+
+/// Bytes the runs prefetch (one prefetch step per fetched run once emitted).
+uint64_t fetched_bytes(const PlanState& s) {
+  uint64_t total = 0;
+  for (uint32_t t = 0; t < s.tensors.size(); ++t) {
+    for (const Run& run : s.tensors[t].runs) {
+      if (run.fetched) total += s.w.tensors[t].bytes;
+    }
+  }
+  return total;
+}
+
+/// Whether copies of `fetched` bytes alone (at the ingress bound), or the compute, take at
+/// least `best`.
+bool rules_out(uint64_t fetched, double ingress, int64_t compute_ps, int64_t best) {
+  const double copies = static_cast<double>(fetched) / ingress * 1e12;
+  return std::max(copies, static_cast<double>(compute_ps)) >= static_cast<double>(best);
+}
+
+/// Runs the portfolio; see search.h.
+class Search {
+ public:
+  Search(const Workload& w, const hw::Topology& t, const PlanRequest& req,
+         std::span<const std::string_view> portfolio, uint64_t budget)
+      : w_(w), t_(t), req_(req), budget_(budget), base_(initial_state(w, t, req, budget)) {
+    // --print-after: every pass of every pipeline, in order, as the pipelines are written:
+    // nothing shared, skipped or stopped early, on one thread.
+    share_ = !req.after_pass;
+    resident_peak_ = ProfileTree(memory_profile(base_)).max();
+    for (std::string_view text : portfolio) {
+      Entry e{text, Pipeline::parse(text), 0, 0, 0, {}};
+      const auto& passes = e.pipeline.passes();
+      while (share_ && e.split < passes.size() && is_prefix_pass(passes[e.split]->name())) {
+        ++e.split;
+      }
+      e.emit = passes.size();
+      while (e.emit > e.split && is_materializing_pass(passes[e.emit - 1]->name())) --e.emit;
+      const std::string prefix = e.pipeline.str(0, e.split);
+      e.suffix = e.pipeline.str(e.split, passes.size());
+      size_t p = 0;
+      while (p < prefixes_.size() && prefixes_[p]->text != prefix) ++p;
+      if (p == prefixes_.size()) {
+        auto fresh = std::make_unique<Prefix>();
+        fresh->text = prefix;
+        if (!prefix.empty()) fresh->pipeline.emplace(Pipeline::parse(prefix));
+        prefixes_.push_back(std::move(fresh));
+      }
+      e.prefix = static_cast<uint32_t>(p);
+      entries_.push_back(std::move(e));
+    }
+    const unsigned hardware = std::max(1U, std::thread::hardware_concurrency());
+    const unsigned wanted = req.threads == 0 ? hardware : req.threads;
+    workers_ = share_ ? std::min<size_t>(wanted, entries_.size()) : 1;
+    ahead_ = 2 * workers_ + 2;
+  }
+
+  PlanOutcome run();
+
+ private:
+  struct Prefix {
+    std::string text;
+    std::optional<Pipeline> pipeline;  ///< none: the prefix is empty
+    std::once_flag once;
+    std::optional<PlanState> state;
+    PassResult result = PassResult::kUnchanged;
+    std::string failure;
+    uint32_t same_as = 0;  ///< the first prefix that ends in an equal state (itself if none)
+    std::once_flag bounds_once;
+    Bounds bounds;  ///< computed when first needed, for the first of equal prefixes only
+  };
+  struct Entry {
+    std::string_view text;
+    Pipeline pipeline;
+    size_t split = 0;  ///< passes [0, split) are the prefix
+    size_t emit = 0;   ///< passes [emit, end) only materialize: the gate can rule before them
+    uint32_t prefix = 0;
+    std::string suffix;
+  };
+  /// What the gate needs of an entry; a repeat has its original's.
+  struct Facts {
+    /// The passes before `emit` ran: `fetched` is what they planned when they ended,
+    /// failed or gave up (prefetches are only added, so giving up never hides a count
+    /// below the limit).
+    bool counted = false;
+    uint64_t fetched = 0;
+    double ingress = 0;  ///< the bounds the copies are measured against
+    int64_t compute_ps = 0;
+    bool ok = false;  ///< the whole pipeline succeeded (false when not run to the end)
+    uint64_t fingerprint = 0;
+  };
+  struct Trial {
+    size_t entry = 0;
+    std::optional<PlanState> state;
+    PassContext ctx;
+    PlanOutcome out;
+    Facts facts;
+    std::optional<size_t> same_as;  ///< repeats this earlier entry: not run
+    bool stopped = false;  ///< given up, or the gate surely rules it out: not run past `emit`
+    /// Not run past `emit` yet: the gate likely rules it out (by a plan not merged yet);
+    /// the rest runs at its turn if not.
+    bool deferred = false;
+    PassResult result = PassResult::kUnchanged;  ///< of the passes run so far
+    bool moves = false;
+    std::exception_ptr error;
+  };
+
+  Prefix& prefix(uint32_t p);
+  /// The lower bounds for prefix p's state (the order only matters).
+  const Bounds& bounds(uint32_t p);
+  /// Runs entry i up to `emit` and, unless the gate rules it out or likely will, on to the
+  /// end, scoring its plan when the evaluator is thread-safe and the plan is new.
+  std::unique_ptr<Trial> run_entry(size_t i);
+  /// Runs the passes from `emit` on and concludes the trial.
+  void complete(Trial& trial);
+  /// Why the gate rules out a plan by its copies alone, or empty. Call with m_ held.
+  std::string copies_gate(const Facts& f) const;
+  /// The fewest fetched bytes the gate rules out now, for the bounds `f` holds.
+  uint64_t fetch_limit(const Facts& f);
+  /// Takes entries in order until stopped.
+  void worker(size_t k);
+  /// The best trial's outcome, refined.
+  PlanOutcome finish(std::unique_ptr<Trial> best);
+
+  const Workload& w_;
+  const hw::Topology& t_;
+  const PlanRequest& req_;
+  uint64_t budget_;
+  PlanState base_;
+  bool share_ = true;  ///< false when printing after passes
+  uint64_t resident_peak_ = 0;
+  std::vector<std::unique_ptr<Prefix>> prefixes_;
+  std::vector<Entry> entries_;
+  size_t workers_ = 1;
+  size_t ahead_ = 1;  ///< workers run at most this many entries beyond the merged ones
+
+  // Shared with the workers, under m_. The gate only gets stricter as entries are merged
+  // (the best only gets better, `seen_` only grows), so what it rules out for a worker it
+  // rules out at the entry's turn.
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Trial>> done_;
+  size_t next_ = 0;    ///< the next entry a worker takes
+  size_t merged_ = 0;  ///< entries merged so far
+  bool stop_ = false;
+  std::vector<uint64_t> seen_;  ///< fingerprints of the plans scored or ruled out as repeats
+  std::optional<int64_t> best_makespan_;
+  /// The shortest makespan scored so far, merged or not: what the gate will likely use.
+  std::optional<int64_t> likely_best_;
+};
+
+Search::Prefix& Search::prefix(uint32_t p) {
+  Prefix& x = *prefixes_[p];
+  std::call_once(x.once, [&] {
+    PlanState s = base_;
+    PassContext ctx = context_for(req_);
+    x.result = x.pipeline ? x.pipeline->run(s, ctx) : PassResult::kUnchanged;
+    x.failure = ctx.failure;
+    x.state.emplace(std::move(s));
+    x.same_as = p;
+    for (uint32_t q = 0; q < p && x.result != PassResult::kFailed; ++q) {
+      const Prefix& y = prefix(q);
+      if (y.same_as == q && y.result != PassResult::kFailed && same_state(*y.state, *x.state)) {
+        x.same_as = q;
+        break;
+      }
+    }
+  });
+  return x;
+}
+
+const Bounds& Search::bounds(uint32_t p) {
+  Prefix& x = *prefixes_[prefix(p).same_as];
+  std::call_once(x.bounds_once, [&] { x.bounds = lower_bounds(*x.state); });
+  return x.bounds;
+}
+
+std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
+  auto trial = std::make_unique<Trial>();
+  trial->entry = i;
+  const Entry& e = entries_[i];
+  const Prefix& p = prefix(e.prefix);
+  PlanOutcome& out = trial->out;
+  out.pipeline = e.pipeline.str();
+  out.budget = budget_;
+  out.resident_peak = resident_peak_;
+  if (p.result == PassResult::kFailed) {
+    out.bounds = bounds(e.prefix);
+    PlanState s = *p.state;
+    PassContext ctx;
+    ctx.failure = p.failure;
+    conclude(out, s, ctx, PassResult::kFailed);
+    return trial;
+  }
+  for (size_t j = 0; j < i; ++j) {
+    const Entry& o = entries_[j];
+    if (o.suffix == e.suffix && prefix(o.prefix).same_as == p.same_as) {
+      trial->same_as = j;
+      return trial;
+    }
+  }
+  trial->state.emplace(*p.state);
+  PlanState& s = *trial->state;
+  PassContext& ctx = trial->ctx;
+  ctx = context_for(req_);
+  if (req_.after_pass) {
+    ctx.after_pass = [this, c = &ctx](std::string_view pass, const PlanState& st) {
+      req_.after_pass(pass, st, c->plan);
+    };
+  }
+  Facts& f = trial->facts;
+  // A pass that reorders changes the bounds: no limit for it. When passes are printed,
+  // every pipeline runs to its end.
+  bool reorders = !share_;
+  for (size_t k = e.split; k < e.emit; ++k) {
+    reorders |= e.pipeline.passes()[k]->name() == "reorder";
+  }
+  bool scored = false;
+  {
+    const std::lock_guard lock(m_);
+    scored = best_makespan_.has_value();
+  }
+  if (!reorders && scored) {
+    f.ingress = bounds(e.prefix).ingress;
+    f.compute_ps = bounds(e.prefix).compute_ps;
+    ctx.fetch_limit = fetch_limit(f);
+  }
+  trial->result = e.pipeline.run(s, ctx, e.split, e.emit);
+  ctx.fetch_limit = UINT64_MAX;
+  out.bounds = s.order == p.state->order ? bounds(e.prefix) : lower_bounds(s);
+  f.counted = true;
+  f.fetched = fetched_bytes(s);
+  f.ingress = out.bounds.ingress;
+  f.compute_ps = out.bounds.compute_ps;
+  bool surely = ctx.gave_up;
+  bool likely = false;
+  if (!surely && trial->result != PassResult::kFailed) {
+    const std::lock_guard lock(m_);
+    surely = !copies_gate(f).empty();
+    likely = likely_best_ && f.ingress > 0 &&
+             rules_out(f.fetched, f.ingress, f.compute_ps, *likely_best_);
+  }
+  if (surely && share_) {
+    trial->stopped = true;
+    trial->state.reset();
+    return trial;
+  }
+  if (likely && share_) {
+    trial->deferred = true;
+    return trial;
+  }
+  complete(*trial);
+  if (f.ok && req_.evaluator->thread_safe() && workers_ > 1) {
+    bool repeat = false;
+    {
+      const std::lock_guard lock(m_);
+      repeat = std::find(seen_.begin(), seen_.end(), f.fingerprint) != seen_.end();
+    }
+    if (!repeat) {
+      ctx.evaluation = req_.evaluator->evaluate(*ctx.plan);
+      if (ctx.evaluation->ok) {
+        const std::lock_guard lock(m_);
+        if (!likely_best_ || ctx.evaluation->makespan_ps < *likely_best_) {
+          likely_best_ = ctx.evaluation->makespan_ps;
+        }
+      }
+    }
+  }
+  return trial;
+}
+
+void Search::complete(Trial& trial) {
+  const Entry& e = entries_[trial.entry];
+  PlanState& s = *trial.state;
+  PassContext& ctx = trial.ctx;
+  trial.deferred = false;
+  if (trial.result != PassResult::kFailed) {
+    const PassResult rest = e.pipeline.run(s, ctx, e.emit, e.pipeline.passes().size());
+    if (rest == PassResult::kFailed || rest == PassResult::kChanged) trial.result = rest;
+    if (s.order != prefix(e.prefix).state->order) trial.out.bounds = lower_bounds(s);
+  }
+  if (!conclude(trial.out, s, ctx, trial.result)) return;
+  trial.facts.ok = true;
+  trial.facts.fingerprint = fingerprint(*ctx.plan);
+  trial.moves = moves_anything(s);
+}
+
+std::string Search::copies_gate(const Facts& f) const {
+  if (!f.counted || !best_makespan_ || f.ingress <= 0 ||
+      !rules_out(f.fetched, f.ingress, f.compute_ps, *best_makespan_)) {
+    return "";
+  }
+  return fmt::format("its copies alone would take at least {}, the best so far",
+                     to_string_approx(Duration{*best_makespan_}));
+}
+
+uint64_t Search::fetch_limit(const Facts& f) {
+  const std::lock_guard lock(m_);
+  if (!best_makespan_ || f.ingress <= 0) return UINT64_MAX;
+  if (!rules_out(UINT64_MAX, f.ingress, f.compute_ps, *best_makespan_)) return UINT64_MAX;
+  uint64_t lo = 0, hi = UINT64_MAX;  // rules_out(hi) holds: find the least such
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    if (rules_out(mid, f.ingress, f.compute_ps, *best_makespan_)) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return lo;
+}
+
+void Search::worker(size_t k) {
+  // Worker k starts with prefix k: the first entries all wait for prefix 0, and the
+  // other prefixes are needed soon after. A failure shows again where an entry needs it.
+  if (k < prefixes_.size()) {
+    try {
+      (void)prefix(static_cast<uint32_t>(k));
+    } catch (...) {
+    }
+  }
+  while (true) {
+    size_t i = 0;
+    {
+      std::unique_lock lock(m_);
+      cv_.wait(lock,
+               [&] { return stop_ || (next_ < entries_.size() && next_ < merged_ + ahead_); });
+      if (stop_) return;
+      i = next_++;
+    }
+    std::unique_ptr<Trial> trial;
+    try {
+      trial = run_entry(i);
+    } catch (...) {
+      trial = std::make_unique<Trial>();
+      trial->error = std::current_exception();
+    }
+    const std::lock_guard lock(m_);
+    done_[i] = std::move(trial);
+    cv_.notify_all();
+  }
+}
+
+PlanOutcome Search::run() {
+  done_.resize(entries_.size());
+  std::vector<std::thread> pool;
+  if (workers_ > 1) {
+    for (size_t k = 0; k < workers_; ++k) pool.emplace_back([this, k] { worker(k); });
+  }
+  // Stops and joins the workers however the merge ends.
+  struct Joiner {
+    Search* s;
+    std::vector<std::thread>& pool;
+    ~Joiner() {
+      {
+        const std::lock_guard lock(s->m_);
+        s->stop_ = true;
+      }
+      s->cv_.notify_all();
+      for (std::thread& th : pool) th.join();
+    }
+  } joiner{this, pool};
+
+  // The entries in portfolio order, as one thread would take them: the gate (copies
+  // alone, then a repeated plan), then the score; the best so far is kept.
+  std::unique_ptr<Trial> best;
+  std::vector<std::string> tried;
+  std::vector<Facts> facts(entries_.size());
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    std::unique_ptr<Trial> a;
+    if (pool.empty()) {
+      a = run_entry(i);
+    } else {
+      std::unique_lock lock(m_);
+      cv_.wait(lock, [&] { return done_[i] != nullptr; });
+      a = std::move(done_[i]);
+    }
+    if (a->error) std::rethrow_exception(a->error);
+    const std::string_view text = entries_[i].text;
+    std::string skipped;
+    {
+      const std::lock_guard lock(m_);
+      skipped = copies_gate(a->same_as ? facts[*a->same_as] : a->facts);
+    }
+    if (skipped.empty() && a->deferred) complete(*a);
+    facts[i] = a->same_as ? facts[*a->same_as] : a->facts;
+    const Facts& f = facts[i];
+    if (skipped.empty() && f.ok) {
+      const std::lock_guard lock(m_);
+      if (std::find(seen_.begin(), seen_.end(), f.fingerprint) != seen_.end()) {
+        skipped = "same plan as before";
+      } else {
+        seen_.push_back(f.fingerprint);
+      }
+    }
+    TF_ASSERT(!a->stopped || !skipped.empty(), "entry {} stopped early yet passes the gate", i);
+    if (!skipped.empty()) {
+      tried.push_back(fmt::format("{} (not simulated: {})", text, skipped));
+    } else {
+      // A repeat that passes the gate repeats a failure (a successful original's plan is
+      // in seen_ by now).
+      TF_ASSERT(!a->same_as || !f.ok, "entry {} repeats a plan not yet seen", i);
+      if (f.ok) {
+        if (!a->ctx.evaluation) a->ctx.evaluation = req_.evaluator->evaluate(*a->ctx.plan);
+        a->out.evaluation = a->ctx.evaluation;
+      }
+      const bool scored = f.ok && a->out.evaluation && a->out.evaluation->ok;
+      tried.push_back(scored
+                          ? fmt::format("{} ({})", text,
+                                        to_string_approx(Duration{a->out.evaluation->makespan_ps}))
+                          : fmt::format("{} (does not fit)", text));
+      if (!a->same_as && (!best || better_than(a->out, best->out))) {
+        best = std::move(a);
+        if (best->out.ok && best->out.evaluation && best->out.evaluation->ok) {
+          const std::lock_guard lock(m_);
+          best_makespan_ = best->out.evaluation->makespan_ps;
+          if (!likely_best_ || *best_makespan_ < *likely_best_) likely_best_ = best_makespan_;
+        }
+      }
+      // Nothing to choose between when everything fits.
+      if (best->out.ok && !best->moves) break;
+    }
+    const std::lock_guard lock(m_);
+    merged_ = i + 1;
+    cv_.notify_all();
+  }
+  PlanOutcome out = finish(std::move(best));
+  for (const std::string& x : tried) out.notes.push_back("tierflow tried " + x);
+  return out;
+}
+
+PlanOutcome Search::finish(std::unique_ptr<Trial> best) {
+  auto final_outcome = [&](Trial& t) {
+    PlanOutcome out = std::move(t.out);
+    if (!out.ok) return out;
+    out.offloads = offloads_of(*t.state, t.ctx, out.evaluation);
+    out.plan = std::move(t.ctx.plan);
+    return out;
+  };
+  const size_t at = best->out.pipeline.rfind(",verify");
+  if (!best->out.ok || !best->moves || at == std::string::npos) return final_outcome(*best);
+  std::string text = best->out.pipeline;
+  text.replace(at, 7, ",refine,verify");
+  if (share_ && at + 7 == best->out.pipeline.size()) {
+    // The refined pipeline repeats the best one up to its last pass, verify, which changes
+    // nothing: go on from the best's state with refine and verify. Refine keeps a change
+    // only when it scores better, and leaves the state as it was otherwise.
+    PlanState& s = *best->state;
+    PassContext& ctx = best->ctx;
+    const PassResult r = Pipeline::parse("refine,verify").run(s, ctx);
+    if (r == PassResult::kUnchanged) return final_outcome(*best);
+    if (r == PassResult::kChanged) {
+      PlanOutcome refined;
+      refined.pipeline = Pipeline::parse(text).str();
+      refined.budget = best->out.budget;
+      refined.bounds = best->out.bounds;
+      refined.resident_peak = best->out.resident_peak;
+      conclude(refined, s, ctx, r);
+      refined.evaluation = ctx.evaluation ? *ctx.evaluation : req_.evaluator->evaluate(*ctx.plan);
+      TF_ASSERT(better_than(refined, best->out), "refine kept a plan that scores no better");
+      refined.offloads = offloads_of(s, ctx, refined.evaluation);
+      refined.plan = std::move(ctx.plan);
+      return refined;
+    }
+    // The refined plan breaks a rule: both pipelines again from the start.
+    PlanOutcome again = run_pipeline(w_, t_, req_, text, budget_);
+    PlanOutcome original = run_pipeline(w_, t_, req_, best->out.pipeline, budget_);
+    return better_than(again, original) ? std::move(again) : std::move(original);
+  }
+  PlanOutcome refined = run_pipeline(w_, t_, req_, text, budget_);
+  if (better_than(refined, best->out)) return refined;
+  return final_outcome(*best);
+}
+
+}  // namespace
+PlanOutcome search_portfolio(const Workload& w, const hw::Topology& t, const PlanRequest& req,
+                             std::span<const std::string_view> portfolio, uint64_t budget) {
+  Search search(w, t, req, portfolio, budget);
+  return search.run();
+}
+
+}  // namespace tierflow::planner

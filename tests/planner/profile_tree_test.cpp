@@ -1,0 +1,67 @@
+// ProfileTree against a plain array on seeded random range adds (levels stay non-negative,
+// as byte counts do): range max, whole max, argmax and last_above must agree.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "planner/offload.h"
+
+using namespace tierflow::planner;
+
+TEST_CASE("ProfileTree agrees with a plain array") {
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    CAPTURE(seed);
+    std::mt19937_64 rng(seed);
+    const auto n = static_cast<uint32_t>(1 + rng() % 70);
+    std::vector<int64_t> plain(n);
+    for (auto& x : plain) x = static_cast<int64_t>(rng() % 50);
+    std::vector<uint64_t> levels(plain.begin(), plain.end());
+    ProfileTree tree(levels);
+    auto pick = [&] {
+      auto a = static_cast<uint32_t>(rng() % (n + 2));
+      auto b = static_cast<uint32_t>(rng() % (n + 2));
+      if (a > b) std::swap(a, b);
+      return std::pair{a, b};
+    };
+    for (int step = 0; step < 300; ++step) {
+      const auto [from, to] = pick();
+      const uint32_t last = std::min(to, n - 1);
+      switch (rng() % 4) {
+        case 0: {  // add, never below zero
+          int64_t delta = static_cast<int64_t>(rng() % 40) - 15;
+          if (from <= last) {
+            const int64_t low = *std::min_element(plain.begin() + from, plain.begin() + last + 1);
+            delta = std::max(delta, -low);
+            for (uint32_t i = from; i <= last; ++i) plain[i] += delta;
+          }
+          tree.add(from, to, delta);
+          break;
+        }
+        case 1: {
+          int64_t want = 0;
+          for (uint32_t i = from; i <= last && from <= last; ++i) want = std::max(want, plain[i]);
+          CHECK(tree.max(from, to) == static_cast<uint64_t>(want));
+          break;
+        }
+        case 2: {
+          const auto threshold = static_cast<uint64_t>(rng() % 60);
+          uint32_t want = kNone;
+          for (uint32_t i = from; i <= last && from <= last; ++i) {
+            if (plain[i] > static_cast<int64_t>(threshold)) want = i;
+          }
+          CHECK(tree.last_above(from, to, threshold) == want);
+          break;
+        }
+        default: {
+          const auto top = std::max_element(plain.begin(), plain.end());
+          CHECK(tree.max() == static_cast<uint64_t>(*top));
+          CHECK(tree.argmax() == static_cast<uint32_t>(top - plain.begin()));
+          break;
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,154 @@
+// The tierflow policy's search (planner/search.h) on seeded random graphs, with the
+// simulator as its evaluator: the same plan, score, counters and notes whatever the number
+// of threads, and never a longer simulated makespan than the baseline policies, whose
+// pipelines are in its portfolio (the gate only skips plans that cannot beat the best).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "hw_models/loader.h"
+#include "planner/outcome.h"
+#include "planner/pass.h"
+#include "planner/planner.h"
+#include "planner/print.h"
+#include "tests/support/plan_builders.h"
+#include "tools/sim_evaluator.h"
+
+using namespace tierflow;
+using namespace tierflow::planner;
+
+namespace {
+
+const std::string kSource = TIERFLOW_SOURCE_DIR;
+
+std::string notes_of(const PlanOutcome& o) {
+  std::string out;
+  for (const std::string& n : o.notes) out += n + "\n";
+  for (const Stat& s : o.stats) out += s.pass + " " + s.name + " " + std::to_string(s.value) + "\n";
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the tierflow search: same result on any number of threads, no worse than baselines") {
+  const hw::Topology topo = hw::load_topology(
+      kSource + "/tests/fixtures/unit_hw.yaml",
+      hw::LoadOptions{{"tiers.hbm.capacity=64MiB", "tiers.ddr.capacity=64MiB"}, false});
+  size_t compared = 0;
+  for (uint64_t seed = 1; seed <= 24; ++seed) {
+    CAPTURE(seed);
+    testing::RandomWorkloadOptions wo;
+    wo.ops = 40 + static_cast<uint32_t>(seed % 25);
+    const Workload w = testing::random_workload(seed, wo);
+    PlanRequest req;
+    req.target.device_tier = *topo.tier_index("hbm");
+    req.target.budget = uint64_t{1} << 40;
+    req.policy = "resident";
+    const PlanOutcome free = make_plan(w, topo, req);
+    REQUIRE(free.ok);
+    // A budget between the residency bound and the resident peak, so that plans offload.
+    req.target.budget =
+        std::max(free.bounds.residency + free.bounds.residency / 4, free.resident_peak / 2);
+    req.policy = "tierflow";
+
+    std::optional<PlanOutcome> first;
+    for (unsigned threads : {1U, 2U, 5U}) {
+      CAPTURE(threads);
+      cli::SimEvaluator eval(w, topo);
+      PlanRequest r = req;
+      r.evaluator = &eval;
+      r.threads = threads;
+      PlanOutcome out = make_plan(w, topo, r);
+      if (!first) {
+        first = std::move(out);
+        continue;
+      }
+      REQUIRE(out.ok == first->ok);
+      CHECK(out.reason == first->reason);
+      CHECK(out.pipeline == first->pipeline);
+      CHECK(notes_of(out) == notes_of(*first));
+      if (!out.ok) continue;
+      CHECK(plan_text(*out.plan, w) == plan_text(*first->plan, w));
+      REQUIRE(out.evaluation.has_value());
+      CHECK(out.evaluation->makespan_ps == first->evaluation->makespan_ps);
+    }
+    if (!first->ok || !first->evaluation || !first->evaluation->ok) continue;
+    for (const char* baseline : {"reactive", "layerwise", "distance", "hyperoffload"}) {
+      CAPTURE(baseline);
+      cli::SimEvaluator eval(w, topo);
+      PlanRequest r = req;
+      r.policy = baseline;
+      r.evaluator = &eval;
+      const PlanOutcome b = make_plan(w, topo, r);
+      if (!b.ok || !b.evaluation || !b.evaluation->ok) continue;
+      CHECK(first->evaluation->makespan_ps <= b.evaluation->makespan_ps);
+      ++compared;
+    }
+  }
+  CHECK(compared >= 30);  // enough baselines that ran, or the comparison proves little
+}
+
+// PassContext::fetch_limit lets a selection pass give up once its plan surely copies that
+// many bytes, and the search then skips the plan unscored: a pass that gave up must have
+// planned at least the limit in fetches that stay in the plan (reactive's look-ahead may
+// drop a fetch it made ahead, so those count only once read), and one that did not give
+// up may have planned less.
+TEST_CASE("a selection pass gives up at the fetch limit only with that much surely fetched") {
+  const hw::Topology topo = hw::load_topology(
+      kSource + "/tests/fixtures/unit_hw.yaml",
+      hw::LoadOptions{{"tiers.hbm.capacity=64MiB", "tiers.ddr.capacity=64MiB"}, false});
+  auto fetched_bytes = [](const PlanState& s) {
+    uint64_t total = 0;
+    for (uint32_t t = 0; t < s.tensors.size(); ++t) {
+      for (const Run& run : s.tensors[t].runs) {
+        if (run.fetched) total += s.w.tensors[t].bytes;
+      }
+    }
+    return total;
+  };
+  size_t gave_up = 0, ran = 0;
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    CAPTURE(seed);
+    testing::RandomWorkloadOptions wo;
+    wo.ops = 40 + static_cast<uint32_t>(seed % 25);
+    const Workload w = testing::random_workload(seed, wo);
+    PlanRequest req;
+    req.target.device_tier = *topo.tier_index("hbm");
+    req.target.budget = uint64_t{1} << 40;
+    req.policy = "resident";
+    const PlanOutcome free = make_plan(w, topo, req);
+    REQUIRE(free.ok);
+    const uint64_t budget =
+        std::max(free.bounds.residency + free.bounds.residency / 4, free.resident_peak / 2);
+    for (const char* pass : {"reactive{evict=furthest,warm=true,ahead=32}",
+                             "reactive{evict=furthest,warm=true,ahead=4}", "reactive", "belady"}) {
+      CAPTURE(pass);
+      const Pipeline p = Pipeline::parse(std::string("place{multi=true},liveness,") + pass);
+      PlanState whole = initial_state(w, topo, req, budget);
+      PassContext ctx;
+      if (p.run(whole, ctx) == PassResult::kFailed) continue;
+      const uint64_t all = fetched_bytes(whole);
+      if (all == 0) continue;
+      ++ran;
+      for (uint64_t limit : {uint64_t{1}, all / 4, all / 2, all - 1, all, all + 1}) {
+        CAPTURE(limit);
+        PlanState s = initial_state(w, topo, req, budget);
+        PassContext c;
+        c.fetch_limit = limit;
+        const PassResult r = p.run(s, c);
+        if (c.gave_up) {
+          CHECK(r == PassResult::kFailed);
+          CHECK(fetched_bytes(s) >= limit);
+          CHECK(all >= limit);
+          ++gave_up;
+        } else {
+          REQUIRE(r != PassResult::kFailed);
+          CHECK(fetched_bytes(s) == all);  // the limit changes nothing when not reached
+        }
+      }
+    }
+  }
+  CHECK(ran >= 20);
+  CHECK(gave_up >= 20);  // the limit is reached often enough for the checks to mean much
+}
