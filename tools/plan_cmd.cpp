@@ -51,6 +51,12 @@ planner::Target make_target(const hw::Topology& topo, const std::string& device,
   }
   const hw::Device& dev = topo.devices[t.device_class];
   t.device_tier = *topo.tier_index(dev.local_tier);
+  if (devices > static_cast<uint32_t>(std::max(1, dev.count))) {
+    throw InputError::at(SourcePos{"--devices"},
+                         "{} programs, but the topology has {} '{}' device{} (raise it with "
+                         "--set devices.{}.count=N)",
+                         devices, dev.count, dev.id, dev.count == 1 ? "" : "s", dev.id);
+  }
   t.devices = devices == 0 ? static_cast<uint32_t>(std::max(1, dev.count)) : devices;
   return t;
 }

@@ -42,6 +42,9 @@ struct ReplayCliOptions {
   std::string compute = "timed";  ///< cuda: timed or gemm
   int device = 0;                 ///< cuda: device ordinal
   bool json = false;
+  // Parsed and checked by the command's callback.
+  double scale = 0;           ///< --time-scale; 0: auto
+  uint64_t memory_bytes = 0;  ///< --memory-limit, or the CPU backend's default
 };
 
 /// The CPU backend's memory limit when --memory-limit is not given.
@@ -300,28 +303,27 @@ int run_replay(const ReplayCliOptions& o) {
     scale = 1;  // the GPU runs in real time; the callback refused any other scale
   } else if (o.copy == "native") {
     scale = 1;  // native copies run in real time; the callback refused any other scale
-  } else if (o.time_scale == "auto") {
+  } else if (o.scale == 0) {
     const double ps = s.error || s.makespan <= 0 ? double(kPsPerUs) : double(s.makespan);
     scale = std::clamp(kAutoRealPs / ps, 1.0, 1e6);
     scale = std::exp2(std::round(std::log2(scale)));  // a round number to read
   } else {
-    scale = std::stod(o.time_scale);
+    scale = o.scale;
   }
   std::unique_ptr<replay::Backend> backend;
   if (o.backend == "cuda") {
 #ifdef TIERFLOW_HAVE_CUDA
     replay::CudaBackendOptions co;
     co.device = o.device;
-    co.memory_limit = o.memory_limit.empty() ? 0 : parse_bytes(o.memory_limit).value.value;
+    co.memory_limit = o.memory_limit.empty() ? 0 : o.memory_bytes;
     co.compute =
         o.compute == "gemm" ? replay::CudaComputeKind::kGemm : replay::CudaComputeKind::kTimed;
     backend = std::make_unique<replay::CudaBackend>(co);
 #endif
   } else {
-    const auto limit = parse_bytes(o.memory_limit.empty() ? kCpuMemoryLimit : o.memory_limit);
     replay::CpuBackendOptions bo;
     bo.time_scale = scale;
-    bo.memory_limit = limit.value.value;
+    bo.memory_limit = o.memory_bytes;
     bo.copy = o.copy == "native" ? replay::CopyMode::kNative : replay::CopyMode::kPaced;
     backend = std::make_unique<replay::CpuBackend>(bo);
   }
@@ -435,6 +437,8 @@ void add_replay_command(CLI::App& app) {
       throw CLI::ValidationError("--memory-limit",
                                  "expected a size such as 512MiB, got '" + o->memory_limit + "'");
     }
+    o->scale = scale;
+    o->memory_bytes = limit.value.value;
 #ifdef TIERFLOW_HAVE_CUDA
     if (o->backend == "cuda") {
       if (scale != 0 && scale != 1) {

@@ -168,6 +168,11 @@ check plan-ok 0 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w
 contains plan-pipeline "$tmp/out" "pipeline  place,liveness,select,insert,schedule,verify"
 contains plan-explain "$tmp/out" "largest offloaded tensors:"
 contains plan-stats "$tmp/out" "select     offloaded tensors"
+check plan-too-many-devices 2 "$tf" plan --hw configs/hw/gh200.yaml --workload "$tmp/w7.json" --devices 2 \
+  --policy resident -o "$tmp/p-dev.json"
+contains plan-too-many-devices-msg "$tmp/err" "--devices: 2 programs, but the topology has 1 'hopper' device"
+check plan-more-devices 0 "$tf" plan --hw configs/hw/gh200.yaml --set devices.hopper.count=2 \
+  --workload "$tmp/w7.json" --devices 2 --policy resident -o "$tmp/p-dev.json"
 check plan-verify 0 "$tf" plan verify "$tmp/p7.json"
 # Calibrate: this machine's memcpy threads as a topology; a plan made on it replays with
 # native copies (real sizes, real speed).
