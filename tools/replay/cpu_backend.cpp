@@ -41,14 +41,15 @@ void CpuBackend::start(const BackendSetup& setup) {
     }
     arenas_[a].alloc = ArenaAllocator(size);
   }
-  groups_.resize(setup.engine_groups.size());
   sharing_ = std::make_unique<std::atomic<int>[]>(setup.engine_groups.size());
-  for (const EngineGroupSpec& g : setup.engine_groups) link_bandwidth_.push_back(g.bandwidth);
+  std::vector<int> counts;
   uint32_t engines = 1;  // one more for routes that cross no link
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    groups_[g].idle = setup.engine_groups[g].engines;
-    engines += uint32_t(setup.engine_groups[g].engines);
+  for (const EngineGroupSpec& g : setup.engine_groups) {
+    link_bandwidth_.push_back(g.bandwidth);
+    counts.push_back(g.engines);
+    engines += uint32_t(g.engines);
   }
+  queues_ = EngineQueues::numbered(counts);
   engines = std::min(engines, std::max<uint32_t>(1, options_.max_copy_threads));
   started_ = true;
   t0_ = Clock::now();  // before any thread reads it
@@ -106,28 +107,16 @@ ArenaStats CpuBackend::arena_stats(ArenaId arena) const {
 }
 
 void CpuBackend::start_ready(std::vector<uint32_t>& started) {
-  bool again = true;
-  while (again) {
-    again = false;
-    for (Group& g : groups_) {
-      if (g.queue.empty() || g.idle == 0) continue;
-      const uint32_t x = g.queue.front();
-      Job& job = jobs_[x];
-      const bool ready = std::all_of(
-          job.req.engines.begin(), job.req.engines.end(),
-          [&](uint32_t e) { return groups_[e].idle > 0 && groups_[e].queue.front() == x; });
-      if (!ready) continue;
-      for (uint32_t e : job.req.engines) {
-        --groups_[e].idle;
-        groups_[e].queue.pop_front();
-      }
-      job.started = true;
-      job.real_start = Clock::now();
-      job.start = now();
-      started.push_back(x);
-      again = true;
-    }
-  }
+  queues_.start_ready(
+      [&](uint32_t x) { return std::span<const uint32_t>(jobs_[x].req.engines); },
+      [&](uint32_t x, std::vector<uint32_t> held) {
+        Job& job = jobs_[x];
+        job.held = std::move(held);
+        job.started = true;
+        job.real_start = Clock::now();
+        job.start = now();
+        started.push_back(x);
+      });
 }
 
 void CpuBackend::copy(const CopyRequest& r, Completion done) {
@@ -143,7 +132,7 @@ void CpuBackend::copy(const CopyRequest& r, Completion done) {
       job.start = now();
       started.push_back(x);
     } else {
-      for (uint32_t e : r.engines) groups_.at(e).queue.push_back(x);
+      queues_.enqueue(x, r.engines);
       start_ready(started);
     }
     ready_.insert(ready_.end(), started.begin(), started.end());
@@ -242,7 +231,7 @@ void CpuBackend::copy_worker() {
     Completion done;
     {
       const std::lock_guard lock(copy_m_);
-      for (uint32_t e : job->req.engines) ++groups_[e].idle;
+      queues_.release(job->req.engines, job->held);
       start_ready(started);
       ready_.insert(ready_.end(), started.begin(), started.end());
       done = std::move(job->done);

@@ -39,6 +39,7 @@
 
 #include "tools/replay/arena_allocator.h"
 #include "tools/replay/backend.h"
+#include "tools/replay/engine_queues.h"
 
 namespace tierflow::replay {
 
@@ -88,10 +89,7 @@ class CpuBackend final : public Backend {
     Time start = 0;
     Clock::time_point real_start;
     bool started = false;
-  };
-  struct Group {
-    int idle = 1;
-    std::deque<uint32_t> queue;  ///< jobs, FIFO
+    std::vector<uint32_t> held;  ///< engines, one per group of the route
   };
   struct ComputeEngine {
     std::mutex m;
@@ -121,10 +119,10 @@ class CpuBackend final : public Backend {
   std::vector<Arena> arenas_;
   mutable std::mutex alloc_m_;  // guards arenas_' allocators
 
-  std::mutex copy_m_;  // guards jobs_, groups_, ready_, stopping_
+  std::mutex copy_m_;  // guards jobs_, queues_, ready_, stopping_
   std::condition_variable copy_cv_;
   std::deque<Job> jobs_;  ///< stable addresses; never shrinks during a run
-  std::vector<Group> groups_;
+  EngineQueues queues_;
   std::unique_ptr<std::atomic<int>[]> sharing_;  ///< per group: transfers moving bytes
   std::vector<double> link_bandwidth_;           ///< per group, bytes per plan second
   std::deque<uint32_t> ready_;                   ///< started jobs waiting for a copy thread

@@ -107,15 +107,14 @@ void CudaBackend::Impl::start(const BackendSetup& setup) {
   TF_CUDA(cudaMalloc(&warm_device_, kWarmBytes));
   TF_CUDA(cudaHostAlloc(&warm_host_, kWarmBytes, cudaHostAllocDefault));
 
-  groups_.resize(setup.engine_groups.size());
-  for (size_t g = 0; g < groups_.size(); ++g) {
+  std::vector<std::vector<uint32_t>> lanes(setup.engine_groups.size());
+  for (size_t g = 0; g < lanes.size(); ++g) {
     for (int e = 0; e < setup.engine_groups[g].engines; ++e) {
-      groups_[g].idle.push_back(static_cast<uint32_t>(engines_.size()));
+      lanes[g].push_back(static_cast<uint32_t>(engines_.size()));
       make_lane(engines_.emplace_back());
     }
-    // Engines are taken from the back: the first engine of a group is used first.
-    std::reverse(groups_[g].idle.begin(), groups_[g].idle.end());
   }
+  queues_ = EngineQueues(std::move(lanes));
 
   const bool gemm = o_.compute == CudaComputeKind::kGemm;
   const size_t operand = size_t(o_.gemm_max_dim) * o_.gemm_max_dim * sizeof(float);

@@ -22,6 +22,7 @@
 #include "tools/replay/arena_allocator.h"
 #include "tools/replay/backend.h"
 #include "tools/replay/cuda_backend.h"
+#include "tools/replay/engine_queues.h"
 
 namespace tierflow::replay {
 
@@ -66,10 +67,6 @@ class CudaBackend::Impl {
     Completion done;
     std::vector<uint32_t> held;   ///< engine lanes, one per group of the route
     uint32_t spare = UINT32_MAX;  ///< the spare lane of a route without engines
-  };
-  struct Group {
-    std::vector<uint32_t> idle;  ///< lanes of idle engines
-    std::deque<uint32_t> queue;  ///< jobs, FIFO
   };
   struct Program {
     Lane lane;
@@ -143,7 +140,7 @@ class CudaBackend::Impl {
   std::condition_variable work_cv_;     // the poller: new outstanding work or stopping
   std::condition_variable drained_cv_;  // stop(): nothing left unfinished
   std::deque<Job> jobs_;                ///< stable addresses; never shrinks during a run
-  std::vector<Group> groups_;
+  EngineQueues queues_;  ///< engines: their lanes in engines_
   std::vector<Lane> spares_;  ///< lanes of routes without engines
   std::vector<uint32_t> spare_idle_;
   std::map<uint64_t, Pending> outstanding_;  ///< by issue order

@@ -29,26 +29,12 @@ cudaDataType gemm_type(const std::string& dtype, bool has_bf16) {
 }  // namespace
 
 void CudaBackend::Impl::start_ready() {
-  bool again = true;
-  while (again) {
-    again = false;
-    for (Group& g : groups_) {
-      if (g.queue.empty() || g.idle.empty()) continue;
-      const uint32_t x = g.queue.front();
-      Job& job = jobs_[x];
-      const bool ready = std::all_of(
-          job.req.engines.begin(), job.req.engines.end(),
-          [&](uint32_t e) { return !groups_[e].idle.empty() && groups_[e].queue.front() == x; });
-      if (!ready) continue;
-      for (uint32_t e : job.req.engines) {
-        job.held.push_back(groups_[e].idle.back());
-        groups_[e].idle.pop_back();
-        groups_[e].queue.pop_front();
-      }
-      issue_copy(x);
-      again = true;
-    }
-  }
+  queues_.start_ready(
+      [&](uint32_t x) { return std::span<const uint32_t>(jobs_[x].req.engines); },
+      [&](uint32_t x, std::vector<uint32_t> held) {
+        jobs_[x].held = std::move(held);
+        issue_copy(x);
+      });
 }
 
 void CudaBackend::Impl::issue_copy(uint32_t x) {
@@ -97,7 +83,7 @@ void CudaBackend::Impl::copy(const CopyRequest& r, Completion done) {
     if (r.engines.empty()) {
       issue_copy(x);
     } else {
-      for (uint32_t e : r.engines) groups_.at(e).queue.push_back(x);
+      queues_.enqueue(x, r.engines);
       start_ready();
     }
   }
@@ -239,9 +225,7 @@ void CudaBackend::Impl::poll() {
         Pending& p = it->second;
         if (p.is_copy) {
           Job& job = jobs_[p.index];
-          for (size_t i = 0; i < job.held.size(); ++i) {
-            groups_[job.req.engines[i]].idle.push_back(job.held[i]);
-          }
+          queues_.release(job.req.engines, job.held);
           if (job.held.empty()) spare_idle_.push_back(job.spare);
         } else {
           programs_[p.index].busy = false;
