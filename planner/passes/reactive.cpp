@@ -24,7 +24,9 @@
 #include <algorithm>
 #include <bit>
 #include <optional>
-#include <set>
+#include <span>
+#include <utility>
+#include <vector>
 
 #include "planner/offload.h"
 #include "core/diagnostics.h"
@@ -40,6 +42,93 @@ struct ReactiveOptions {
   double keep = 0.0;      ///< fraction of the budget for the most used tensors, never moved
   bool warm = false;      ///< start with the tensors used first on the device
   uint32_t ahead = 0;     ///< furthest mode: also fetch what the next ops read
+};
+
+/// The evictable tensors, least (key, tensor) first, as a binary heap: a removed tensor's
+/// entry is dropped when it surfaces (an entry is current while its tensor is in the queue
+/// and was last inserted with it). Each tensor is in the queue at most once, so the order
+/// is a strict one: that of a sorted set of (key, tensor).
+class EvictionQueue {
+ public:
+  explicit EvictionQueue(size_t tensors)
+      : in_(tensors, false), key_(tensors, 0), version_(tensors, 0) {}
+  [[nodiscard]] bool empty() const { return live_ == 0; }
+  /// Makes t evictable with `key` (again: its key is then `key`).
+  void insert(int64_t key, uint32_t t) {
+    if (in_[t] && key_[t] == key) return;
+    if (!in_[t]) ++live_;
+    in_[t] = true;
+    key_[t] = key;
+    push(Entry{key, t, ++version_[t]});
+  }
+  void erase(uint32_t t) {
+    if (!in_[t]) return;
+    in_[t] = false;
+    --live_;
+  }
+  /// The least entry (the queue is not empty).
+  [[nodiscard]] std::pair<int64_t, uint32_t> top() {
+    drop_stale();
+    return {heap_.front().key, heap_.front().tensor};
+  }
+  /// Removes and returns the least entry whose tensor is not in `skip`; none when every
+  /// tensor left is.
+  std::optional<uint32_t> take_least_not_in(std::span<const uint32_t> skip) {
+    std::optional<uint32_t> out;
+    skipped_.clear();
+    while (!out && live_ > skipped_.size()) {
+      drop_stale();
+      const Entry e = heap_.front();
+      std::pop_heap(heap_.begin(), heap_.end(), Later{});
+      heap_.pop_back();
+      if (std::find(skip.begin(), skip.end(), e.tensor) != skip.end()) {
+        skipped_.push_back(e);
+      } else {
+        in_[e.tensor] = false;
+        --live_;
+        out = e.tensor;
+      }
+    }
+    for (const Entry& e : skipped_) push(e);
+    return out;
+  }
+
+ private:
+  struct Entry {
+    int64_t key;
+    uint32_t tensor;
+    uint32_t version;
+  };
+  struct Later {  // heap order: the least (key, tensor) on top
+    bool operator()(const Entry& a, const Entry& b) const {
+      return a.key != b.key ? a.key > b.key : a.tensor > b.tensor;
+    }
+  };
+  [[nodiscard]] bool current(const Entry& e) const {
+    return in_[e.tensor] && version_[e.tensor] == e.version;
+  }
+  void push(const Entry& e) {
+    heap_.push_back(e);
+    std::push_heap(heap_.begin(), heap_.end(), Later{});
+  }
+  /// Pops stale entries off the top; rebuilds the heap when they outnumber the live ones.
+  void drop_stale() {
+    if (heap_.size() > 2 * live_ + 64) {
+      std::erase_if(heap_, [&](const Entry& e) { return !current(e); });
+      std::make_heap(heap_.begin(), heap_.end(), Later{});
+    }
+    while (!current(heap_.front())) {
+      std::pop_heap(heap_.begin(), heap_.end(), Later{});
+      heap_.pop_back();
+    }
+  }
+
+  std::vector<Entry> heap_;
+  std::vector<bool> in_;
+  std::vector<int64_t> key_;
+  std::vector<uint32_t> version_;
+  size_t live_ = 0;
+  std::vector<Entry> skipped_;
 };
 
 /// The look-ahead's work list (furthest mode): the uses within positions (j, j + ahead] of
@@ -181,7 +270,7 @@ class Reactive : public Pass {
     // Pinned and produced tensors keep their runs; their bytes are tracked here too.
     // Evictable tensors, the first evicted first: (last use, tensor) for least recently
     // used; (-next use, tensor) for furthest next use.
-    std::set<std::pair<int64_t, uint32_t>> lru;
+    EvictionQueue lru(s.w.tensors.size());
     std::vector<int64_t> key(s.w.tensors.size(), 0);
     auto evict_key = [&](uint32_t t, uint32_t j) -> int64_t {
       if (!o_.furthest) return j;
@@ -241,7 +330,7 @@ class Reactive : public Pass {
         st[t].dirty = true;  // the device holds the only copy
         used += bytes;
         key[t] = evict_key(t, 0);
-        lru.emplace(key[t], t);
+        lru.insert(key[t], t);
       }
     }
     // What the look-ahead may fetch: per position, the external tensors it reads or
@@ -291,14 +380,9 @@ class Reactive : public Pass {
         if (managed(t) && !st[t].resident) need += s.w.tensors[t].bytes;
       }
       while (used + need + fixed[j] > budget && !lru.empty()) {
-        auto victim = lru.begin();
-        while (victim != lru.end() &&
-               std::find(mine.begin(), mine.end(), victim->second) != mine.end()) {
-          ++victim;
-        }
-        if (victim == lru.end()) break;
-        const uint32_t t = victim->second;
-        lru.erase(victim);
+        const std::optional<uint32_t> victim = lru.take_least_not_in(mine);
+        if (!victim) break;
+        const uint32_t t = *victim;
         if (evict(s, st[t].dirty, t, j, l)) st[t].ahead = false;
         left(t);
         st[t].dirty = false;
@@ -328,7 +412,7 @@ class Reactive : public Pass {
           ++fetches;
           fetched += s.w.tensors[t].bytes;
         } else {
-          lru.erase({key[t], t});
+          lru.erase(t);
           if (st[t].ahead) {
             st[t].ahead = false;
             fetched += s.w.tensors[t].bytes;
@@ -357,12 +441,12 @@ class Reactive : public Pass {
         const uint32_t t = ahead->tensor(x);
         const uint64_t bytes = s.w.tensors[t].bytes;
         while (used + bytes + fixed[j] > budget && !lru.empty()) {
-          const auto [vkey, victim] = *lru.begin();
+          const auto [vkey, victim] = lru.top();
           if (vkey >= -static_cast<int64_t>(k) ||
               std::find(mine.begin(), mine.end(), victim) != mine.end()) {
             break;  // used no later than t, or by this op
           }
-          lru.erase(lru.begin());
+          lru.erase(victim);
           if (evict(s, st[victim].dirty, victim, j, l)) st[victim].ahead = false;
           left(victim);
           st[victim].dirty = false;
@@ -381,7 +465,7 @@ class Reactive : public Pass {
         ++fetches;
         st[t].ahead = true;
         key[t] = evict_key(t, j);
-        lru.emplace(key[t], t);
+        lru.insert(key[t], t);
       }
       // Free what is dead; the rest becomes evictable.
       touched.assign(mine.begin(), mine.end());
@@ -402,7 +486,7 @@ class Reactive : public Pass {
         }
         if (s.tensors[t].tier != kNone) {
           key[t] = evict_key(t, j);
-          lru.emplace(key[t], t);
+          lru.insert(key[t], t);
         }
       }
     }
