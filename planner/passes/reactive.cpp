@@ -360,6 +360,21 @@ class Reactive : public Pass {
     // `fetched`: bytes of the fetches the plan surely makes (a fetch made ahead counts once
     // read: until then a later eviction may drop it), what fetch_limit is held against.
     uint64_t fetches = 0, evictions = 0, fetched = 0;
+    // Fetches t in slot j for its use at position k.
+    auto fetch = [&](uint32_t t, uint32_t j, uint32_t k) {
+      s.tensors[t].runs.push_back(Run{j, k, k, kNone, /*fetched=*/true});
+      arrived(t);
+      used += s.w.tensors[t].bytes;
+      ++fetches;
+    };
+    // Evicts t (out of the evictable set) for the room op j needs.
+    auto evict_for = [&](uint32_t t, uint32_t j) {
+      if (evict(s, st[t].dirty, t, j, l)) st[t].ahead = false;
+      left(t);
+      st[t].dirty = false;
+      used -= s.w.tensors[t].bytes;
+      ++evictions;
+    };
     std::vector<uint32_t> mine, touched;
     for (uint32_t j = 0; j < n; ++j) {
       if (fetched >= ctx.fetch_limit) {
@@ -382,12 +397,7 @@ class Reactive : public Pass {
       while (used + need + fixed[j] > budget && !lru.empty()) {
         const std::optional<uint32_t> victim = lru.take_least_not_in(mine);
         if (!victim) break;
-        const uint32_t t = *victim;
-        if (evict(s, st[t].dirty, t, j, l)) st[t].ahead = false;
-        left(t);
-        st[t].dirty = false;
-        used -= s.w.tensors[t].bytes;
-        ++evictions;
+        evict_for(*victim, j);
       }
       if (used + need + fixed[j] > budget) {
         ctx.failure = fmt::format(
@@ -401,15 +411,7 @@ class Reactive : public Pass {
       for (uint32_t t : mine) {
         if (!managed(t)) continue;
         if (!st[t].resident) {
-          Run r;
-          r.alloc = j;
-          r.first = j;
-          r.last = j;
-          r.fetched = true;
-          s.tensors[t].runs.push_back(r);
-          arrived(t);
-          used += s.w.tensors[t].bytes;
-          ++fetches;
+          fetch(t, j, j);
           fetched += s.w.tensors[t].bytes;
         } else {
           lru.erase(t);
@@ -447,22 +449,10 @@ class Reactive : public Pass {
             break;  // used no later than t, or by this op
           }
           lru.erase(victim);
-          if (evict(s, st[victim].dirty, victim, j, l)) st[victim].ahead = false;
-          left(victim);
-          st[victim].dirty = false;
-          used -= s.w.tensors[victim].bytes;
-          ++evictions;
+          evict_for(victim, j);
         }
         if (used + bytes + fixed[j] > budget) continue;
-        Run r;
-        r.alloc = j;
-        r.first = k;
-        r.last = k;
-        r.fetched = true;
-        s.tensors[t].runs.push_back(r);
-        arrived(t);
-        used += bytes;
-        ++fetches;
+        fetch(t, j, k);
         st[t].ahead = true;
         key[t] = evict_key(t, j);
         lru.insert(key[t], t);

@@ -29,27 +29,42 @@ std::string notes_of(const PlanOutcome& o) {
   return out;
 }
 
+/// The unit topology with 64 MiB of HBM and of DDR.
+hw::Topology small_topology() {
+  return hw::load_topology(
+      kSource + "/tests/fixtures/unit_hw.yaml",
+      hw::LoadOptions{{"tiers.hbm.capacity=64MiB", "tiers.ddr.capacity=64MiB"}, false});
+}
+
+/// Seeded random workload `seed` and a request at a budget between its residency bound and
+/// its resident peak, so that plans offload.
+struct Offloading {
+  Workload w;
+  PlanRequest req;
+};
+Offloading offloading(uint64_t seed, const hw::Topology& topo) {
+  testing::RandomWorkloadOptions wo;
+  wo.ops = 40 + static_cast<uint32_t>(seed % 25);
+  Offloading o{testing::random_workload(seed, wo), {}};
+  o.req.target.device_tier = *topo.tier_index("hbm");
+  o.req.target.budget = uint64_t{1} << 40;
+  o.req.policy = "resident";
+  const PlanOutcome free = make_plan(o.w, topo, o.req);
+  REQUIRE(free.ok);
+  o.req.target.budget =
+      std::max(free.bounds.residency + free.bounds.residency / 4, free.resident_peak / 2);
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("the tierflow search: same result on any number of threads, no worse than baselines") {
-  const hw::Topology topo = hw::load_topology(
-      kSource + "/tests/fixtures/unit_hw.yaml",
-      hw::LoadOptions{{"tiers.hbm.capacity=64MiB", "tiers.ddr.capacity=64MiB"}, false});
+  const hw::Topology topo = small_topology();
   size_t compared = 0;
   for (uint64_t seed = 1; seed <= 24; ++seed) {
     CAPTURE(seed);
-    testing::RandomWorkloadOptions wo;
-    wo.ops = 40 + static_cast<uint32_t>(seed % 25);
-    const Workload w = testing::random_workload(seed, wo);
-    PlanRequest req;
-    req.target.device_tier = *topo.tier_index("hbm");
-    req.target.budget = uint64_t{1} << 40;
-    req.policy = "resident";
-    const PlanOutcome free = make_plan(w, topo, req);
-    REQUIRE(free.ok);
-    // A budget between the residency bound and the resident peak, so that plans offload.
-    req.target.budget =
-        std::max(free.bounds.residency + free.bounds.residency / 4, free.resident_peak / 2);
+    const auto [w, offload] = offloading(seed, topo);
+    PlanRequest req = offload;
     req.policy = "tierflow";
 
     std::optional<PlanOutcome> first;
@@ -95,9 +110,7 @@ TEST_CASE("the tierflow search: same result on any number of threads, no worse t
 // drop a fetch it made ahead, so those count only once read), and one that did not give
 // up may have planned less.
 TEST_CASE("a selection pass gives up at the fetch limit only with that much surely fetched") {
-  const hw::Topology topo = hw::load_topology(
-      kSource + "/tests/fixtures/unit_hw.yaml",
-      hw::LoadOptions{{"tiers.hbm.capacity=64MiB", "tiers.ddr.capacity=64MiB"}, false});
+  const hw::Topology topo = small_topology();
   auto fetched_bytes = [](const PlanState& s) {
     uint64_t total = 0;
     for (uint32_t t = 0; t < s.tensors.size(); ++t) {
@@ -110,17 +123,8 @@ TEST_CASE("a selection pass gives up at the fetch limit only with that much sure
   size_t gave_up = 0, ran = 0;
   for (uint64_t seed = 1; seed <= 16; ++seed) {
     CAPTURE(seed);
-    testing::RandomWorkloadOptions wo;
-    wo.ops = 40 + static_cast<uint32_t>(seed % 25);
-    const Workload w = testing::random_workload(seed, wo);
-    PlanRequest req;
-    req.target.device_tier = *topo.tier_index("hbm");
-    req.target.budget = uint64_t{1} << 40;
-    req.policy = "resident";
-    const PlanOutcome free = make_plan(w, topo, req);
-    REQUIRE(free.ok);
-    const uint64_t budget =
-        std::max(free.bounds.residency + free.bounds.residency / 4, free.resident_peak / 2);
+    const auto [w, req] = offloading(seed, topo);
+    const uint64_t budget = req.target.budget;
     for (const char* pass : {"reactive{evict=furthest,warm=true,ahead=32}",
                              "reactive{evict=furthest,warm=true,ahead=4}", "reactive", "belady"}) {
       CAPTURE(pass);
