@@ -3,11 +3,10 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 
 #include "core/io.h"
+#include "core/json_reader.h"
 #include "core/plan_json.h"
 #include "core/sha256.h"
 #include "core/table.h"
@@ -24,11 +23,7 @@ namespace tierflow::cli {
 
 namespace fs = std::filesystem;
 
-std::string file_sha256(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return sha256_hex(bytes);
-}
+std::string file_sha256(const std::string& path) { return sha256_hex(FileText(path).view()); }
 
 uint64_t parse_budget(const std::string& text, std::string_view flag) {
   const auto r = parse_bytes(text);
@@ -175,18 +170,21 @@ std::string stats_text(const planner::PlanOutcome& o) {
   return out;
 }
 
-void write_reproducer(const PlanCliOptions& o, const planner::PlanOutcome& out) {
+void write_reproducer(const PlanCliOptions& o, const planner::PlanOutcome& out,
+                      const std::string& workload_sha256) {
   const std::string text = fmt::format(
       "{{\n  \"format\": \"tierflow.reproducer/1\",\n  \"workload\": \"{}\",\n  \"workload_sha256\": "
       "\"{}\",\n  \"topology\": \"{}\",\n  \"pipeline\": \"{}\",\n  \"budget\": {},\n  \"failure\": "
       "\"{}\"\n}}\n",
-      o.workload, file_sha256(o.workload), o.hw, out.pipeline, out.budget, out.reason);
+      o.workload, workload_sha256, o.hw, out.pipeline, out.budget, out.reason);
   write_file_atomic(o.reproducer, text);
 }
 
 int run_plan(const PlanCliOptions& o) {
   const hw::Topology topo = hw::load_topology(o.hw, hw::LoadOptions{o.sets, false});
-  const Workload w = read_workload(o.workload);
+  // The text stays mapped: the plan and the reproducer name the SHA-256 of what was read.
+  const FileText workload_text(o.workload);
+  const Workload w = read_workload_text(workload_text.view(), o.workload);
   planner::PlanRequest req;
   if (planner::find_policy(o.policy) == nullptr) {
     std::vector<std::string_view> names;
@@ -218,7 +216,7 @@ int run_plan(const PlanCliOptions& o) {
     std::fflush(stdout);
     fmt::print(stderr, "error: {}: {}\n", o.workload, out.reason);
     if (!out.infeasible) {
-      write_reproducer(o, out);
+      write_reproducer(o, out, sha256_hex(workload_text.view()));
       fmt::print(stderr, "note: reproducer written to {}\n", o.reproducer);
       return static_cast<int>(ExitCode::kInternal);
     }
@@ -229,7 +227,7 @@ int run_plan(const PlanCliOptions& o) {
   if (!o.output.empty()) {
     Plan plan = *out.plan;
     const fs::path dir = fs::absolute(o.output).parent_path();
-    plan.workload_ref = {fs::relative(fs::absolute(o.workload), dir).string(), file_sha256(o.workload)};
+    plan.workload_ref = {fs::relative(fs::absolute(o.workload), dir).string(), sha256_hex(workload_text.view())};
     plan.topology_ref = {fs::relative(fs::absolute(o.hw), dir).string(), file_sha256(o.hw)};
     plan.meta["pipeline"] = fmt::format("\"{}\"", out.pipeline);
     plan.meta["budget"] = std::to_string(out.budget);
