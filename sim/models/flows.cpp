@@ -55,6 +55,7 @@ uint32_t FlowNetwork::add_resource(double capacity) {
   res_mark_.push_back(0);
   filling_.emplace_back();
   res_scratch_.resize(capacity_.size() + 1);
+  settled_.resize(capacity_.size() + 1);
   return static_cast<uint32_t>(capacity_.size() - 1);
 }
 
@@ -239,8 +240,10 @@ void FlowNetwork::fill(const Component& c) {
   std::fill(tree + leaf_base_ + leaf, tree + 2 * leaf_base_, kDone);
   for (size_t i = leaf_base_; i-- > 1;) tree[i] = std::min(tree[2 * i], tree[2 * i + 1]);
   uint32_t* const frozen = frozen_.data();
+  uint32_t* const settled = settled_.data();
   double* const rate = rate_.data();
   const uint32_t* const route_base = route_.data();
+  size_t n_settled = 0;
   // Once every flow is frozen the entries left could only be dropped.
   size_t unfrozen_flows = c.flows;
   while (unfrozen_flows > 0) {
@@ -251,7 +254,9 @@ void FlowNetwork::fill(const Component& c) {
     const auto at = static_cast<uint32_t>(top);
     const Filling& x = st[entry(r)];
     if (x.unfrozen == 0) {
+      // Its flows all froze elsewhere, so its load is final (summed after the loop).
       set_leaf(at, kDone);
+      settled[n_settled++] = r;
       continue;
     }
     const double current = x.left / x.unfrozen;
@@ -266,15 +271,22 @@ void FlowNetwork::fill(const Component& c) {
     // Rounding can leave a hair below zero; a flow always gets some bandwidth.
     const double share = std::max(current, capacity_[r] * 1e-12);
     // Its unfrozen flows freeze at the share (listed once each, also when a route crosses
-    // the resource twice).
+    // the resource twice). Then every flow on it has its rate, so its load is final: the
+    // sum load() takes, term by term in the same order (no frozen rate is below zero, so
+    // its max(0, rate) adds the same).
     size_t n_frozen = 0;
+    double sum = 0;
     for (uint32_t f : res_flows_[r]) {
-      const uint64_t open = mask_if(rate[f] < 0);
-      rate[f] = std::bit_cast<double>((std::bit_cast<uint64_t>(share) & open) |
-                                      (std::bit_cast<uint64_t>(rate[f]) & ~open));
+      const double before = rate[f];
+      const uint64_t open = mask_if(before < 0);
+      const double after = std::bit_cast<double>((std::bit_cast<uint64_t>(share) & open) |
+                                                 (std::bit_cast<uint64_t>(before) & ~open));
+      rate[f] = after;
+      sum += after;
       frozen[n_frozen] = f;
       n_frozen += open & 1;
     }
+    stats_[r].peak_rate = std::max(stats_[r].peak_rate, sum);
     unfrozen_flows -= n_frozen;
     if (unfrozen_flows == 0) break;  // nothing reads what their resources have left
     // They take the share from their resources; the padding of a short route takes it
@@ -293,6 +305,17 @@ void FlowNetwork::fill(const Component& c) {
         for (uint32_t j = 0; j < rt.hops; ++j) take(hop[j]);
       }
     }
+  }
+  // The entries never surfaced have every flow frozen too. Resources without flows keep
+  // their peak (a load of 0 never raises it).
+  for (size_t i = 0; i < c.busy; ++i) {
+    const Share key = tree[leaf_base_ + i];
+    settled[n_settled] = static_cast<uint32_t>(key >> 32);
+    n_settled += key != kDone ? 1 : 0;
+  }
+  for (size_t i = 0; i < n_settled; ++i) {
+    const uint32_t q = settled[i];
+    stats_[q].peak_rate = std::max(stats_[q].peak_rate, load(q));
   }
 }
 
@@ -314,6 +337,13 @@ void FlowNetwork::solve(Time now) {
   } else if (c.flows > 1) {
     fill(c);
   }
+  if (c.flows <= 1) {
+    // With two or more flows, filling has set the peak rates.
+    for (size_t i = 0; i < c.resources; ++i) {
+      const uint32_t r = cres[i];
+      stats_[r].peak_rate = std::max(stats_[r].peak_rate, load(r));
+    }
+  }
   const double* const old_rate = old_rate_.data();
   changed_flows_.resize(c.flows + 1);
   uint32_t* const changed = changed_flows_.data();
@@ -324,10 +354,6 @@ void FlowNetwork::solve(Time now) {
     n_changed += rate[f] != old_rate[i] ? 1 : 0;
   }
   changed_flows_.resize(n_changed);
-  for (size_t i = 0; i < c.resources; ++i) {
-    const uint32_t r = cres[i];
-    stats_[r].peak_rate = std::max(stats_[r].peak_rate, load(r));
-  }
 }
 
 Time FlowNetwork::completion(uint32_t flow) const {

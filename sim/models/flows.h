@@ -102,7 +102,8 @@ class FlowNetwork {
   /// Lists the component of the dirty resources, drains its flows to `now` and unfreezes
   /// them (rate -1, the rate before in old_rate_).
   Component grow_component(Time now);
-  /// Sets the rates of the component's flows (two or more) by progressive filling.
+  /// Sets the rates of the component's flows (two or more) by progressive filling, and
+  /// the peak rates of its resources with flows.
   void fill(const Component& c);
   /// Gives leaf `leaf` of the winner tree the entry `key` and updates its ancestors.
   void set_leaf(uint32_t leaf, Share key);
@@ -135,6 +136,7 @@ class FlowNetwork {
   std::vector<uint32_t> flow_scratch_;  ///< room for every flow, plus one
   std::vector<double> old_rate_;        ///< rates before the solve, by component index
   std::vector<uint32_t> frozen_;        ///< flows one saturation freezes, room for all plus one
+  std::vector<uint32_t> settled_;       ///< resources whose flows froze elsewhere, room for all
   std::vector<Share> tree_;             ///< winner tree: node i holds the lesser of 2i and 2i + 1
   size_t leaf_base_ = 1;                ///< index of the first leaf
   std::vector<uint32_t> changed_flows_;
