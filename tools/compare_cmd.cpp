@@ -37,6 +37,7 @@ struct CompareOptions {
   std::vector<std::string> policies, pins, sets;
   int64_t context = 4096, tokens = 8;
   uint32_t devices = 1;
+  unsigned threads = 0;  ///< the tierflow policy's threads; 0: one per hardware thread
   bool json = false, csv = false;
 };
 
@@ -118,6 +119,7 @@ int run_compare(const CompareOptions& o) {
     req.policy = name;
     req.target = target;
     req.pins = pins;
+    req.threads = o.threads;
     SimEvaluator eval(w, topo);
     req.evaluator = &eval;
     Row row{name, planner::make_plan(w, topo, req), {}};
@@ -323,6 +325,9 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--device", o->device, "device class (default: the first)");
   cmd->add_option("--devices", o->devices, "programs, one per device (default 1)");
   cmd->add_option("--set", o->sets, "override a topology field: PATH=VALUE (repeatable)");
+  cmd->add_option("--threads", o->threads,
+                  "threads for the tierflow policy's pipelines (default: one per hardware "
+                  "thread; the results do not depend on it)");
   cmd->add_option("--timeline", o->timeline, "write the best plan's Chrome trace here");
   cmd->add_option("--plans", o->plans_dir, "write each policy's plan (workload inline) here");
   cmd->add_flag("--json", o->json, "print JSON");
