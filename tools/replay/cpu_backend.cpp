@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 
 #include "core/diagnostics.h"
@@ -41,7 +42,6 @@ void CpuBackend::start(const BackendSetup& setup) {
     }
     arenas_[a].alloc = ArenaAllocator(size);
   }
-  sharing_ = std::make_unique<std::atomic<int>[]>(setup.engine_groups.size());
   std::vector<int> counts;
   uint32_t engines = 1;  // one more for routes that cross no link
   for (const EngineGroupSpec& g : setup.engine_groups) {
@@ -178,19 +178,22 @@ void CpuBackend::run_copy(Job& job) {
   }
   const std::byte* src = bytes > 0 ? arenas_[r.src.arena].memory.get() + r.src.offset : nullptr;
   std::byte* dst = bytes > 0 ? arenas_[r.dst.arena].memory.get() + r.dst.offset : nullptr;
-  for (uint32_t g : r.engines) sharing_[g].fetch_add(1);
-  // Fluid pacing: in slices, the transfer moves at the route's bottleneck or at an equal
-  // share of each link direction it crosses, whichever is lower; bytes are copied as they
-  // are due.
+  {
+    const std::lock_guard lock(pace_m_);
+    moving_.push_back(&job);
+    share_rates();
+  }
+  // Fluid pacing: in slices, the transfer moves at its max-min fair rate (set again as
+  // others start and end); bytes are copied as they are due.
   const double ps_per_real_ns = 1000.0 / options_.time_scale;
   double moved = 0;  // logical bytes
   uint64_t copied = 0;
   Clock::time_point last = active;
   while (moved < total) {
-    double rate = r.bandwidth;  // bytes per plan second
-    for (uint32_t g : r.engines) {
-      const int n = std::max(1, sharing_[g].load());
-      if (link_bandwidth_[g] > 0) rate = std::min(rate, link_bandwidth_[g] / n);
+    double rate = 0;  // bytes per plan second
+    {
+      const std::lock_guard lock(pace_m_);
+      rate = job.rate;
     }
     const double left_ns = (total - moved) / rate * double(kPsPerS) / 1000.0 / ps_per_real_ns;
     if (left_ns > kSliceNs) {
@@ -212,7 +215,55 @@ void CpuBackend::run_copy(Job& job) {
     copy_chunks(dst + copied, src + copied, due - copied);
     copied = due;
   }
-  for (uint32_t g : r.engines) sharing_[g].fetch_sub(1);
+  const std::lock_guard lock(pace_m_);
+  moving_.erase(std::find(moving_.begin(), moving_.end(), &job));
+  share_rates();
+}
+
+void CpuBackend::share_rates() {
+  // Progressive filling: raise every open transfer's rate together until one reaches its
+  // route's cap or a link direction is full; those freeze; repeat.
+  const size_t n = moving_.size();
+  std::vector<double> left = link_bandwidth_;
+  std::vector<uint32_t> open_on(left.size(), 0);
+  auto limited = [&](uint32_t g) { return link_bandwidth_[g] > 0; };
+  for (const Job* j : moving_) {
+    for (uint32_t g : j->req.engines) open_on[g] += limited(g) ? 1U : 0U;
+  }
+  std::vector<bool> frozen(n, false);
+  std::vector<size_t> just;
+  size_t open = n;
+  double level = 0;
+  while (open > 0) {
+    double next = std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < n; ++i) {
+      if (!frozen[i]) next = std::min(next, moving_[i]->req.bandwidth);
+    }
+    for (size_t g = 0; g < left.size(); ++g) {
+      if (open_on[g] > 0) next = std::min(next, level + std::max(0.0, left[g]) / open_on[g]);
+    }
+    for (size_t g = 0; g < left.size(); ++g) left[g] -= (next - level) * open_on[g];
+    level = next;
+    // Every open transfer at its cap or on a full link freezes at this level; the counts
+    // drop after the pass, so a link that filled freezes all its transfers.
+    just.clear();
+    for (size_t i = 0; i < n; ++i) {
+      if (frozen[i]) continue;
+      const Job& j = *moving_[i];
+      bool full = j.req.bandwidth <= level;
+      for (uint32_t g : j.req.engines) {
+        full = full || (open_on[g] > 0 && left[g] <= link_bandwidth_[g] * 1e-9);
+      }
+      if (full) just.push_back(i);
+    }
+    TF_ASSERT(!just.empty(), "max-min sharing made no progress at {} B/s", level);
+    for (size_t i : just) {
+      frozen[i] = true;
+      moving_[i]->rate = level;
+      for (uint32_t g : moving_[i]->req.engines) open_on[g] -= limited(g) ? 1U : 0U;
+    }
+    open -= just.size();
+  }
 }
 
 void CpuBackend::copy_worker() {

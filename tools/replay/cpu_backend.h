@@ -14,10 +14,12 @@
 //                memcpy in chunks as fast as this machine goes, at time scale 1 and real
 //                sizes only, which measures the machine (`tierflow calibrate` writes the
 //                topology that predicts it).
-//   rate         (paced) the route's bottleneck bandwidth, or an equal share of each link direction
-//                the transfer crosses among the transfers moving bytes through it, whichever
-//                is lower: an approximation of the simulator's max-min sharing that does not
-//                hand a share one transfer cannot use to the others, nor share tier ports.
+//   rate         (paced) max-min fair among the transfers moving bytes, as the simulator
+//                shares: each is capped by its route's bottleneck bandwidth and shares every
+//                link direction it crosses; a share one transfer cannot use (held back on
+//                another link or by its cap) goes to the others. Set again whenever a
+//                transfer starts or ends moving bytes. Tier ports are not shared here (the
+//                route's cap stands for them).
 //   compute      one thread per program; a step waits (sleeping, then spinning on a steady
 //                clock for the last stretch) until its duration has passed since it was
 //                handed over, so the hand-off is part of the step as launch overhead is
@@ -90,6 +92,7 @@ class CpuBackend final : public Backend {
     Clock::time_point real_start;
     bool started = false;
     std::vector<uint32_t> held;  ///< engines, one per group of the route
+    double rate = 0;             ///< paced: bytes per plan second while moving (pace_m_)
   };
   struct ComputeEngine {
     std::mutex m;
@@ -111,6 +114,8 @@ class CpuBackend final : public Backend {
   void copy_worker();
   void compute_worker(ComputeEngine& e);
   void run_copy(Job& job);
+  /// Sets the max-min fair rates of the paced transfers moving bytes. Needs pace_m_.
+  void share_rates();
   /// Copies `n` bytes in chunks of at most `chunk_bytes`.
   void copy_chunks(std::byte* dst, const std::byte* src, uint64_t n) const;
 
@@ -123,8 +128,9 @@ class CpuBackend final : public Backend {
   std::condition_variable copy_cv_;
   std::deque<Job> jobs_;  ///< stable addresses; never shrinks during a run
   EngineQueues queues_;
-  std::unique_ptr<std::atomic<int>[]> sharing_;  ///< per group: transfers moving bytes
-  std::vector<double> link_bandwidth_;           ///< per group, bytes per plan second
+  std::mutex pace_m_;             // guards moving_ and the jobs' rates
+  std::vector<Job*> moving_;      ///< paced transfers moving bytes
+  std::vector<double> link_bandwidth_;  ///< per group, bytes per plan second
   std::deque<uint32_t> ready_;                   ///< started jobs waiting for a copy thread
   uint32_t unfinished_ = 0;
   bool stopping_ = false;
