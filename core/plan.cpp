@@ -68,18 +68,21 @@ class PlanChecker {
     return fmt::format("tensor {} '{}'", t, w_.tensors[t].name);
   }
 
+  /// Index of event e in events_, or kNoEvent when no step completes it.
+  uint32_t slot(uint32_t e) const {
+    if (flat_) return e < events_.size() && events_[e].program >= 0 ? e : kNoEvent;
+    const auto it = slot_of_.find(e);
+    return it == slot_of_.end() ? kNoEvent : it->second;
+  }
   /// The step that completes event e, or null.
   const EventInfo* event(uint32_t e) const {
-    if (flat_) {
-      return e < flat_events_.size() && flat_events_[e].program >= 0 ? &flat_events_[e] : nullptr;
-    }
-    const auto it = events_.find(e);
-    return it == events_.end() ? nullptr : &it->second;
+    const uint32_t i = slot(e);
+    return i == kNoEvent ? nullptr : &events_[i];
   }
 
   std::optional<PlanIssue> collect_events() {
-    // Event ids index a table when they are dense enough (planner output numbers them
-    // from 0), else a hash map.
+    // Event ids index events_ when they are dense enough (planner output numbers them
+    // from 0); else a hash map gives each its index.
     size_t count = 0;
     uint32_t top = 0;
     for (const Program& prog : p_.programs) {
@@ -90,7 +93,7 @@ class PlanChecker {
       }
     }
     flat_ = count > 0 && top / 4 <= count;
-    if (flat_) flat_events_.resize(size_t{top} + 1);
+    if (flat_) events_.resize(size_t{top} + 1);
     for (size_t pi = 0; pi < p_.programs.size(); ++pi) {
       const auto& steps = p_.programs[pi].steps;
       for (size_t si = 0; si < steps.size(); ++si) {
@@ -137,9 +140,10 @@ class PlanChecker {
           }
           const EventInfo info{prog, step, s.kind, s.target, s.tier};
           if (flat_) {
-            flat_events_[s.event] = info;
+            events_[s.event] = info;
           } else {
-            events_.emplace(s.event, info);
+            slot_of_.emplace(s.event, static_cast<uint32_t>(events_.size()));
+            events_.push_back(info);
           }
         }
       }
@@ -156,20 +160,7 @@ class PlanChecker {
     std::vector<uint32_t> inflight(nt, kNoEvent);
     std::vector<bool> computed(w_.ops.size());
     std::vector<int> last_use(nt, -1);
-    // Events of this program already waited on.
-    std::vector<bool> waited_flat(flat_ ? flat_events_.size() : 0);
-    std::unordered_map<uint32_t, bool> waited_sparse;
-    auto waited = [&](uint32_t e) -> bool {
-      if (flat_) return waited_flat[e];
-      return waited_sparse[e];
-    };
-    auto mark_waited = [&](uint32_t e) {
-      if (flat_) {
-        waited_flat[e] = true;
-      } else {
-        waited_sparse[e] = true;
-      }
-    };
+    std::vector<bool> waited(events_.size());  // by slot: already waited on here
     for (size_t t = 0; t < nt; ++t) {
       if (w_.tensors[t].origin == kExternal) {
         valid[t] = uint64_t{1} << p_.home[t];
@@ -188,18 +179,18 @@ class PlanChecker {
       const int step = static_cast<int>(si);
       // Waits complete before the step starts.
       for (uint32_t e : s.wait) {
-        const EventInfo* found = event(e);
-        if (found == nullptr)
+        const uint32_t i = slot(e);
+        if (i == kNoEvent)
           return at(prog, step, fmt::format("waits on event {}, which no step completes", e));
-        const EventInfo& ev = *found;
+        const EventInfo& ev = events_[i];
         if (ev.program == prog && ev.step >= step) {
           return at(prog, step,
                     fmt::format("waits on event {}, which step {} completes later: the "
                                 "program would wait forever",
                                 e, ev.step));
         }
-        if (ev.program != prog || waited(e)) continue;
-        mark_waited(e);
+        if (ev.program != prog || waited[i]) continue;
+        waited[i] = true;
         if (inflight[ev.tensor] == e) inflight[ev.tensor] = kNoEvent;
         valid[ev.tensor] |= ev.kind == StepKind::kStore ? uint64_t{1} << ev.tier : dev;
       }
@@ -333,9 +324,9 @@ class PlanChecker {
 
   const Plan& p_;
   const Workload& w_;
-  bool flat_ = false;
-  std::vector<EventInfo> flat_events_;  ///< by event id (flat_)
-  std::unordered_map<uint32_t, EventInfo> events_;
+  bool flat_ = false;  ///< events_ is indexed by event id
+  std::vector<EventInfo> events_;
+  std::unordered_map<uint32_t, uint32_t> slot_of_;  ///< event id -> index (not flat_)
 };
 
 }  // namespace

@@ -82,6 +82,15 @@ uint64_t ProfileTree::max(uint32_t from, uint32_t to) const {
   return static_cast<uint64_t>(std::max<int64_t>(0, std::max(left, right)));
 }
 
+uint32_t ProfileTree::earliest_room(uint32_t want, uint32_t was, uint64_t bytes,
+                                   uint64_t budget) const {
+  if (want >= was || budget == 0) return want;
+  if (bytes > budget) return was;
+  // Just after the last position in [want, was - 1] that has no room for the tensor.
+  const uint32_t full = last_above(want, was - 1, budget - bytes);
+  return full == kNone ? want : full + 1;
+}
+
 uint32_t ProfileTree::last_above(uint32_t from, uint32_t to, uint64_t threshold) const {
   if (from > to || size_ == 0) return kNone;
   to = std::min(to, size_ - 1);

@@ -23,6 +23,11 @@ class ProfileTree {
   [[nodiscard]] uint32_t argmax() const;
   /// The last position in [from, to] whose value exceeds `threshold`, or kNone.
   [[nodiscard]] uint32_t last_above(uint32_t from, uint32_t to, uint64_t threshold) const;
+  /// Moving an allocation of `bytes` earlier, from slot `was` toward `want` (< was), under
+  /// `budget` (0: none): the earliest slot in [want, was] from which every position up to
+  /// was - 1 has room for it (`was` when none has).
+  [[nodiscard]] uint32_t earliest_room(uint32_t want, uint32_t was, uint64_t bytes,
+                                       uint64_t budget) const;
   [[nodiscard]] uint32_t size() const { return size_; }
 
  private:

@@ -36,6 +36,24 @@ bool better_than(const PlanOutcome& a, const PlanOutcome& b) {
   return a.evaluation->device_peak < b.evaluation->device_peak;
 }
 
+void report(PlanOutcome& out, PlanState& s, PassContext& ctx, PlanEvaluator* evaluator) {
+  if (evaluator != nullptr && !out.evaluation) {
+    out.evaluation = ctx.evaluation ? *ctx.evaluation : evaluator->evaluate(current_plan(s, ctx));
+  }
+  out.offloads = offloads_of(s, ctx, out.evaluation);
+  out.plan = std::move(ctx.plan);
+}
+
+uint64_t fetched_bytes(const PlanState& s) {
+  uint64_t total = 0;
+  for (uint32_t t = 0; t < s.tensors.size(); ++t) {
+    for (const Run& run : s.tensors[t].runs) {
+      if (run.fetched) total += s.w.tensors[t].bytes;
+    }
+  }
+  return total;
+}
+
 bool moves_anything(const PlanState& s) {
   for (const Residency& r : s.tensors) {
     if (r.home_off_device) return true;
@@ -141,12 +159,7 @@ PlanOutcome run_pipeline(const Workload& w, const hw::Topology& t, const PlanReq
   out.resident_peak = ProfileTree(memory_profile(s)).max();
   const PassResult r = pipeline.run(s, ctx);
   out.bounds = lower_bounds(s);
-  if (!conclude(out, s, ctx, r)) return out;
-  if (req.evaluator != nullptr) {
-    out.evaluation = ctx.evaluation ? *ctx.evaluation : req.evaluator->evaluate(*ctx.plan);
-  }
-  out.offloads = offloads_of(s, ctx, out.evaluation);
-  out.plan = std::move(ctx.plan);
+  if (conclude(out, s, ctx, r)) report(out, s, ctx, req.evaluator);
   return out;
 }
 

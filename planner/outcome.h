@@ -31,6 +31,10 @@ PassContext context_for(const PlanRequest& req);
 /// estimated peak of its plan (emitted when no pass did). Returns whether it succeeded.
 bool conclude(PlanOutcome& out, PlanState& s, PassContext& ctx, PassResult r);
 
+/// Completes a concluded outcome: its score (the context's, or the evaluator's when given
+/// and the outcome has none yet), the offloaded tensors, and the plan, moved out of `ctx`.
+void report(PlanOutcome& out, PlanState& s, PassContext& ctx, PlanEvaluator* evaluator);
+
 /// The offloaded tensors, largest first, with the exposed time the evaluation measured.
 std::vector<OffloadInfo> offloads_of(const PlanState& s, const PassContext& ctx,
                                      const std::optional<Evaluation>& ev);
@@ -41,6 +45,9 @@ bool better_than(const PlanOutcome& a, const PlanOutcome& b);
 
 /// FNV-1a over the steps of program 0 and the homes.
 uint64_t fingerprint(const Plan& p);
+
+/// Bytes the runs prefetch (one prefetch step per fetched run once emitted).
+uint64_t fetched_bytes(const PlanState& s);
 
 /// Whether anything leaves the device (what offloads_of() would list).
 bool moves_anything(const PlanState& s);

@@ -52,17 +52,6 @@ bool is_materializing_pass(std::string_view name) {
   return name == "insert" || name == "schedule" || name == "verify";
 }
 
-/// Bytes the runs prefetch (one prefetch step per fetched run once emitted).
-uint64_t fetched_bytes(const PlanState& s) {
-  uint64_t total = 0;
-  for (uint32_t t = 0; t < s.tensors.size(); ++t) {
-    for (const Run& run : s.tensors[t].runs) {
-      if (run.fetched) total += s.w.tensors[t].bytes;
-    }
-  }
-  return total;
-}
-
 /// Whether copies of `fetched` bytes alone (at the ingress bound), or the compute, take at
 /// least `best`.
 bool rules_out(uint64_t fetched, double ingress, int64_t compute_ps, int64_t best) {
@@ -484,9 +473,7 @@ PlanOutcome Search::run() {
 PlanOutcome Search::finish(std::unique_ptr<Trial> best) {
   auto final_outcome = [&](Trial& t) {
     PlanOutcome out = std::move(t.out);
-    if (!out.ok) return out;
-    out.offloads = offloads_of(*t.state, t.ctx, out.evaluation);
-    out.plan = std::move(t.ctx.plan);
+    if (out.ok) report(out, *t.state, t.ctx, nullptr);
     return out;
   };
   const size_t at = best->out.pipeline.rfind(",verify");
@@ -508,10 +495,8 @@ PlanOutcome Search::finish(std::unique_ptr<Trial> best) {
       refined.bounds = best->out.bounds;
       refined.resident_peak = best->out.resident_peak;
       conclude(refined, s, ctx, r);
-      refined.evaluation = ctx.evaluation ? *ctx.evaluation : req_.evaluator->evaluate(*ctx.plan);
+      report(refined, s, ctx, req_.evaluator);
       TF_ASSERT(better_than(refined, best->out), "refine kept a plan that scores no better");
-      refined.offloads = offloads_of(s, ctx, refined.evaluation);
-      refined.plan = std::move(ctx.plan);
       return refined;
     }
     // The refined plan breaks a rule: both pipelines again from the start.

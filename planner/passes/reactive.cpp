@@ -271,7 +271,6 @@ class Reactive : public Pass {
     // Evictable tensors, the first evicted first: (last use, tensor) for least recently
     // used; (-next use, tensor) for furthest next use.
     EvictionQueue lru(s.w.tensors.size());
-    std::vector<int64_t> key(s.w.tensors.size(), 0);
     auto evict_key = [&](uint32_t t, uint32_t j) -> int64_t {
       if (!o_.furthest) return j;
       const auto& u = l.uses[t];
@@ -329,8 +328,7 @@ class Reactive : public Pass {
         st[t].resident = true;
         st[t].dirty = true;  // the device holds the only copy
         used += bytes;
-        key[t] = evict_key(t, 0);
-        lru.insert(key[t], t);
+        lru.insert(evict_key(t, 0), t);
       }
     }
     // What the look-ahead may fetch: per position, the external tensors it reads or
@@ -367,8 +365,9 @@ class Reactive : public Pass {
       used += s.w.tensors[t].bytes;
       ++fetches;
     };
-    // Evicts t (out of the evictable set) for the room op j needs.
+    // Evicts t for the room op j needs.
     auto evict_for = [&](uint32_t t, uint32_t j) {
+      lru.erase(t);
       if (evict(s, st[t].dirty, t, j, l)) st[t].ahead = false;
       left(t);
       st[t].dirty = false;
@@ -448,14 +447,12 @@ class Reactive : public Pass {
               std::find(mine.begin(), mine.end(), victim) != mine.end()) {
             break;  // used no later than t, or by this op
           }
-          lru.erase(victim);
           evict_for(victim, j);
         }
         if (used + bytes + fixed[j] > budget) continue;
         fetch(t, j, k);
         st[t].ahead = true;
-        key[t] = evict_key(t, j);
-        lru.insert(key[t], t);
+        lru.insert(evict_key(t, j), t);
       }
       // Free what is dead; the rest becomes evictable.
       touched.assign(mine.begin(), mine.end());
@@ -475,8 +472,7 @@ class Reactive : public Pass {
           continue;
         }
         if (s.tensors[t].tier != kNone) {
-          key[t] = evict_key(t, j);
-          lru.insert(key[t], t);
+          lru.insert(evict_key(t, j), t);
         }
       }
     }

@@ -51,14 +51,8 @@ class Refine : public Pass {
         const auto need = static_cast<int64_t>(static_cast<double>(exposed) * o_.margin);
         uint32_t want = slot_ahead(c, run.alloc, need, floor);
         const uint64_t bytes = s.w.tensors[t].bytes;
-        // The earliest slot from `want` on after which the budget has room for the tensor
-        // at every position up to its current one.
-        if (want < run.alloc && s.target.budget > 0) {
-          const uint32_t full = bytes > s.target.budget
-                                    ? run.alloc - 1
-                                    : tree.last_above(want, run.alloc - 1, s.target.budget - bytes);
-          if (full != kNone) want = full + 1;
-        }
+        // The earliest slot from `want` on the budget allows.
+        want = tree.earliest_room(want, run.alloc, bytes, s.target.budget);
         if (want >= run.alloc) continue;
         tree.add(want, run.alloc - 1, static_cast<int64_t>(bytes));
         run.alloc = want;

@@ -127,12 +127,9 @@ class Schedule : public Pass {
       const uint64_t bytes = s.w.tensors[fetches[i].tensor].bytes;
       const uint32_t was = run.alloc;
       uint32_t want = wanted[i];
-      if (want < was && budget > 0) {
-        // The earliest slot in [want, was] the budget allows: just after the last position
-        // in [want, was - 1] that has no room for the tensor.
-        const uint32_t full =
-            bytes > budget ? was - 1 : tree.last_above(want, was - 1, budget - bytes);
-        const uint32_t lo = full == kNone ? want : full + 1;
+      if (want < was) {
+        // The earliest slot in [want, was] the budget allows.
+        const uint32_t lo = tree.earliest_room(want, was, bytes, budget);
         if (lo > want) ++capped;
         want = lo;
       }

@@ -111,15 +111,6 @@ TEST_CASE("the tierflow search: same result on any number of threads, no worse t
 // up may have planned less.
 TEST_CASE("a selection pass gives up at the fetch limit only with that much surely fetched") {
   const hw::Topology topo = small_topology();
-  auto fetched_bytes = [](const PlanState& s) {
-    uint64_t total = 0;
-    for (uint32_t t = 0; t < s.tensors.size(); ++t) {
-      for (const Run& run : s.tensors[t].runs) {
-        if (run.fetched) total += s.w.tensors[t].bytes;
-      }
-    }
-    return total;
-  };
   size_t gave_up = 0, ran = 0;
   for (uint64_t seed = 1; seed <= 16; ++seed) {
     CAPTURE(seed);

@@ -10,6 +10,9 @@
 #include <random>
 #include <vector>
 
+#include "core/max_min.h"
+
+using namespace tierflow;
 using namespace tierflow::sim;
 
 namespace {
@@ -19,39 +22,6 @@ constexpr Time kNs = 1000;     // ps
 
 bool contains(const std::vector<uint32_t>& v, uint32_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
-}
-
-/// Progressive filling written plainly: while some flow is unfrozen, the resource with
-/// the least fair share (capacity left over the crossings of unfrozen flows) saturates and
-/// its unfrozen flows freeze at that share. Quadratic; only for checking the solver.
-std::vector<double> reference_rates(const std::vector<double>& capacity,
-                                    const std::vector<std::vector<uint32_t>>& routes) {
-  std::vector<double> left = capacity;
-  std::vector<double> unfrozen(capacity.size(), 0);
-  for (const auto& route : routes) {
-    for (uint32_t r : route) unfrozen[r] += 1;
-  }
-  std::vector<double> rate(routes.size(), -1);
-  for (size_t frozen = 0; frozen < routes.size();) {
-    size_t best = capacity.size();
-    for (size_t r = 0; r < capacity.size(); ++r) {
-      if (unfrozen[r] > 0 &&
-          (best == capacity.size() || left[r] / unfrozen[r] < left[best] / unfrozen[best])) {
-        best = r;
-      }
-    }
-    const double share = left[best] / unfrozen[best];
-    for (size_t f = 0; f < routes.size(); ++f) {
-      if (rate[f] >= 0 || !contains(routes[f], static_cast<uint32_t>(best))) continue;
-      rate[f] = share;
-      ++frozen;
-      for (uint32_t r : routes[f]) {
-        left[r] -= share;
-        unfrozen[r] -= 1;
-      }
-    }
-  }
-  return rate;
 }
 
 }  // namespace
@@ -337,10 +307,10 @@ TEST_CASE("seeded random networks: rates match plain progressive filling, peaks 
   // Random networks (seeds printed on failure): 2 to 40 resources of 0.1 to 100 GB/s
   // (some equal, so shares tie), routes of one to six hops that may cross a resource
   // twice, flows started and finished between solves. After every solve each rate must
-  // match the plain progressive filling above to 1e-9 relative (the two order their
-  // floating-point operations differently), changed_flows() must list exactly the flows
-  // whose rate changed, and each resource's peak rate must be exactly the highest load()
-  // seen after a solve.
+  // match the plain progressive filling of core/max_min.h to 1e-9 relative (the two order
+  // their floating-point operations differently), changed_flows() must list exactly the
+  // flows whose rate changed, and each resource's peak rate must be exactly the highest
+  // load() seen after a solve.
   for (uint64_t seed = 1; seed <= 60; ++seed) {
     CAPTURE(seed);
     std::mt19937_64 rng(seed);
@@ -379,7 +349,7 @@ TEST_CASE("seeded random networks: rates match plain progressive filling, peaks 
       std::vector<std::vector<uint32_t>> live_routes;
       live_routes.reserve(live.size());
       for (uint32_t f : live) live_routes.push_back(routes[f]);
-      const std::vector<double> expected = reference_rates(capacity, live_routes);
+      const std::vector<double> expected = max_min_rates(capacity, live_routes);
       size_t changed = 0;
       for (size_t i = 0; i < live.size(); ++i) {
         const uint32_t f = live[i];

@@ -74,6 +74,14 @@ SizeSample summarize(uint64_t bytes, std::vector<double> seconds) {
   return s;
 }
 
+SizeSample measure(uint64_t bytes, int repeats, const std::function<double()>& run) {
+  (void)run();
+  std::vector<double> t;
+  t.reserve(size_t(std::max(0, repeats)));
+  for (int i = 0; i < repeats; ++i) t.push_back(run());
+  return summarize(bytes, std::move(t));
+}
+
 int engines_of(const std::vector<double>& concurrent) {
   int engines = 1;
   for (size_t k = 1; k < concurrent.size(); ++k) {
@@ -307,10 +315,8 @@ Calibration calibrate_cpu(const CalibrateOptions& o) {
     d.from = ends.first;
     d.to = ends.second;
     for (uint64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 2) {
-      (void)probe.copies(bytes, {group});  // warm-up
-      std::vector<double> t;
-      for (int r = 0; r < o.repeats; ++r) t.push_back(probe.copies(bytes, {group}));
-      const SizeSample s = summarize(bytes, t);
+      const SizeSample s =
+          measure(bytes, o.repeats, [&] { return probe.copies(bytes, {group}); });
       d.sweep.push_back(s);
       say(o, fmt::format("{} -> {}: {} in {} ({:.2f} GB/s)", d.from, d.to,
                          to_string_approx(Bytes{bytes}), to_string_approx(seconds_to(s.seconds)),

@@ -95,6 +95,8 @@ struct CalibrateOptions {
 
 /// The median of `seconds` (at least one) and its spread, as a sample of `bytes`.
 SizeSample summarize(uint64_t bytes, std::vector<double> seconds);
+/// One warm-up, then summarize() of `repeats` runs of `run` (seconds each).
+SizeSample measure(uint64_t bytes, int repeats, const std::function<double()>& run);
 /// `engines` of the glossary: the largest k whose aggregate still gains 10% over k - 1.
 int engines_of(const std::vector<double>& concurrent);
 /// Now, UTC, ISO 8601.

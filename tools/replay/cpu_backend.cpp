@@ -6,10 +6,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <new>
 
 #include "core/diagnostics.h"
+#include "core/max_min.h"
 #include "core/units.h"
 
 namespace tierflow::replay {
@@ -221,49 +221,26 @@ void CpuBackend::run_copy(Job& job) {
 }
 
 void CpuBackend::share_rates() {
-  // Progressive filling: raise every open transfer's rate together until one reaches its
-  // route's cap or a link direction is full; those freeze; repeat.
-  const size_t n = moving_.size();
-  std::vector<double> left = link_bandwidth_;
-  std::vector<uint32_t> open_on(left.size(), 0);
-  auto limited = [&](uint32_t g) { return link_bandwidth_[g] > 0; };
+  // Resources: the link directions with a bandwidth, then one per transfer for its route's
+  // own cap (tier ports and the like).
+  std::vector<double> capacity;
+  std::vector<uint32_t> index(link_bandwidth_.size(), UINT32_MAX);
+  for (size_t g = 0; g < link_bandwidth_.size(); ++g) {
+    if (link_bandwidth_[g] <= 0) continue;
+    index[g] = static_cast<uint32_t>(capacity.size());
+    capacity.push_back(link_bandwidth_[g]);
+  }
+  std::vector<std::vector<uint32_t>> routes;
   for (const Job* j : moving_) {
-    for (uint32_t g : j->req.engines) open_on[g] += limited(g) ? 1U : 0U;
+    std::vector<uint32_t>& route = routes.emplace_back();
+    for (uint32_t g : j->req.engines) {
+      if (index[g] != UINT32_MAX) route.push_back(index[g]);
+    }
+    route.push_back(static_cast<uint32_t>(capacity.size()));
+    capacity.push_back(j->req.bandwidth);
   }
-  std::vector<bool> frozen(n, false);
-  std::vector<size_t> just;
-  size_t open = n;
-  double level = 0;
-  while (open > 0) {
-    double next = std::numeric_limits<double>::infinity();
-    for (size_t i = 0; i < n; ++i) {
-      if (!frozen[i]) next = std::min(next, moving_[i]->req.bandwidth);
-    }
-    for (size_t g = 0; g < left.size(); ++g) {
-      if (open_on[g] > 0) next = std::min(next, level + std::max(0.0, left[g]) / open_on[g]);
-    }
-    for (size_t g = 0; g < left.size(); ++g) left[g] -= (next - level) * open_on[g];
-    level = next;
-    // Every open transfer at its cap or on a full link freezes at this level; the counts
-    // drop after the pass, so a link that filled freezes all its transfers.
-    just.clear();
-    for (size_t i = 0; i < n; ++i) {
-      if (frozen[i]) continue;
-      const Job& j = *moving_[i];
-      bool full = j.req.bandwidth <= level;
-      for (uint32_t g : j.req.engines) {
-        full = full || (open_on[g] > 0 && left[g] <= link_bandwidth_[g] * 1e-9);
-      }
-      if (full) just.push_back(i);
-    }
-    TF_ASSERT(!just.empty(), "max-min sharing made no progress at {} B/s", level);
-    for (size_t i : just) {
-      frozen[i] = true;
-      moving_[i]->rate = level;
-      for (uint32_t g : moving_[i]->req.engines) open_on[g] -= limited(g) ? 1U : 0U;
-    }
-    open -= just.size();
-  }
+  const std::vector<double> rates = max_min_rates(capacity, routes);
+  for (size_t i = 0; i < moving_.size(); ++i) moving_[i]->rate = rates[i];
 }
 
 void CpuBackend::copy_worker() {

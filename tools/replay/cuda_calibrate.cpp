@@ -118,15 +118,6 @@ double elapsed(cudaEvent_t a, cudaEvent_t b) {
   return double(ms) / 1e3;
 }
 
-/// One warm-up, then the median and spread of `repeats` runs of `run` (seconds each).
-SizeSample measure(uint64_t bytes, int repeats, const std::function<double()>& run) {
-  (void)run();
-  std::vector<double> t;
-  t.reserve(size_t(repeats));
-  for (int i = 0; i < repeats; ++i) t.push_back(run());
-  return summarize(bytes, std::move(t));
-}
-
 std::string rate(double bytes_per_s) {
   return fmt::format("{:.2f} GB/s", bytes_per_s / 1e9);
 }
