@@ -19,11 +19,10 @@ constexpr uint32_t kShortRoute = 4;
 /// each waiting for the one before.
 constexpr uint32_t kPadHop = UINT32_MAX;
 
-// Bits of a double that compare as unsigned integers the way the doubles compare (for
-// the non-NaN values a share takes), with -0 below +0.
-uint64_t ordered_bits(double x) {
-  const auto u = std::bit_cast<uint64_t>(x);
-  return (u >> 63) != 0 ? ~u : u | (uint64_t{1} << 63);
+// Whether two ordered_bits values both stand for a zero (-0 and +0, adjacent there).
+bool both_zero(uint64_t a, uint64_t b) {
+  constexpr uint64_t kMinusZero = ~(uint64_t{1} << 63);
+  return a - kMinusZero <= 1 && b - kMinusZero <= 1;
 }
 
 // All ones if `c`, else zero. The compiler does not see through the result, so a select
@@ -37,11 +36,13 @@ uint64_t mask_if(bool c) {
   return m;
 }
 
-// Whether two ordered_bits values both stand for a zero (-0 and +0, adjacent there).
-bool both_zero(uint64_t a, uint64_t b) {
-  constexpr uint64_t kMinusZero = ~(uint64_t{1} << 63);
-  return a - kMinusZero <= 1 && b - kMinusZero <= 1;
+// Bits of a double that compare as unsigned integers the way the doubles compare (for
+// the non-NaN values a share takes), with -0 below +0.
+uint64_t ordered_bits(double x) {
+  const auto u = std::bit_cast<uint64_t>(x);
+  return (u >> 63) != 0 ? ~u : u | (uint64_t{1} << 63);
 }
+
 
 }  // namespace
 
@@ -52,10 +53,14 @@ uint32_t FlowNetwork::add_resource(double capacity) {
   res_flows_.emplace_back();
   last_change_.push_back(0);
   stats_.emplace_back();
-  res_mark_.push_back(0);
+  group_.push_back(kNone);
+  group_pos_.push_back(0);
+  seen_.push_back(0);
+  seen_by_.push_back(0);
+  emptied_at_.push_back(0);
   filling_.emplace_back();
-  res_scratch_.resize(capacity_.size() + 1);
-  settled_.resize(capacity_.size() + 1);
+  res_scratch_.resize(capacity_.size());
+  settled_.resize(capacity_.size());
   return static_cast<uint32_t>(capacity_.size() - 1);
 }
 
@@ -67,11 +72,51 @@ void FlowNetwork::touch(uint32_t r, Time now) {
     stats_[r].flow_ps += static_cast<double>(n) * static_cast<double>(dt);
   }
   last_change_[r] = now;
-  if (res_mark_[entry(r)] != epoch_ + 1) {
-    // Marked with the next epoch so one solve() lists it once.
-    res_mark_[entry(r)] = epoch_ + 1;
-    dirty_.push_back(r);
+}
+
+uint32_t FlowNetwork::new_group() {
+  uint32_t g;
+  if (free_groups_.empty()) {
+    g = static_cast<uint32_t>(groups_.size());
+    groups_.emplace_back();
+  } else {
+    g = free_groups_.back();
+    free_groups_.pop_back();
   }
+  // A group freed since the last solve may still be listed as dirty; it stays listed.
+  groups_[g].res.clear();
+  groups_[g].flows = 0;
+  return g;
+}
+
+void FlowNetwork::mark_dirty(uint32_t g) {
+  if (!groups_[g].dirty) {
+    groups_[g].dirty = true;
+    dirty_groups_.push_back(g);
+  }
+}
+
+void FlowNetwork::join(uint32_t r, uint32_t g) {
+  group_[r] = g;
+  group_pos_[r] = static_cast<uint32_t>(groups_[g].res.size());
+  groups_[g].res.push_back(r);
+}
+
+void FlowNetwork::leave(uint32_t r) {
+  std::vector<uint32_t>& list = groups_[group_[r]].res;
+  const uint32_t last = list.back();
+  list[group_pos_[r]] = last;
+  group_pos_[last] = group_pos_[r];
+  list.pop_back();
+  group_[r] = kNone;
+}
+
+void FlowNetwork::merge(uint32_t from, uint32_t to) {
+  for (uint32_t r : groups_[from].res) join(r, to);
+  groups_[to].flows += groups_[from].flows;
+  groups_[from].res.clear();
+  groups_[from].flows = 0;
+  free_groups_.push_back(from);
 }
 
 uint32_t FlowNetwork::start(std::span<const uint32_t> resources, double bytes, Time now) {
@@ -83,11 +128,11 @@ uint32_t FlowNetwork::start(std::span<const uint32_t> resources, double bytes, T
     remaining_.push_back(0);
     rate_.push_back(0);
     updated_.push_back(0);
-    flow_mark_.push_back(0);
+    frozen_at_.push_back(0);
+    flow_seen_.push_back(0);
+    flow_seen_by_.push_back(0);
     live_.push_back(0);
-    flow_scratch_.resize(routes_.size() + 1);
-    frozen_.resize(routes_.size() + 1);
-    old_rate_.resize(routes_.size());
+    frozen_.resize(routes_.size());
   } else {
     id = free_flows_.back();
     free_flows_.pop_back();
@@ -108,93 +153,208 @@ uint32_t FlowNetwork::start(std::span<const uint32_t> resources, double bytes, T
   rate_[id] = 0;
   updated_[id] = now;
   live_[id] = 1;
+  // The flow joins the largest group its resources are in; the others merge into it.
+  uint32_t g = kNone;
+  for (uint32_t r : resources) {
+    const uint32_t h = group_[r];
+    if (h != kNone && (g == kNone || groups_[h].res.size() > groups_[g].res.size())) g = h;
+  }
+  if (g == kNone) g = new_group();
+  for (uint32_t r : resources) {
+    const uint32_t h = group_[r];
+    if (h != kNone && h != g) merge(h, g);
+  }
   for (uint32_t r : resources) {
     touch(r, now);
+    if (group_[r] == kNone) join(r, g);
     res_flows_[r].push_back(id);
     stats_[r].bytes += bytes;
   }
+  groups_[g].flows += 1;
+  mark_dirty(g);
   return id;
 }
 
 void FlowNetwork::finish(uint32_t flow, Time now) {
   TF_ASSERT(live_[flow] != 0, "finish of flow {} that is not running", flow);
-  for (uint32_t r : route(flow)) {
+  const std::span<const uint32_t> hops = route(flow);
+  const uint32_t g = group_[hops[0]];
+  size_t still_busy = 0;
+  for (uint32_t r : hops) {
     touch(r, now);
     auto& list = res_flows_[r];
     list.erase(std::find(list.begin(), list.end(), flow));
+    if (list.empty()) {
+      if (group_[r] != kNone) leave(r);
+      if (emptied_at_[r] != epoch_ + 1) {
+        emptied_at_[r] = epoch_ + 1;  // listed once before the next solve
+        emptied_.push_back(r);
+      }
+    }
   }
+  for (uint32_t r : hops) still_busy += res_flows_[r].empty() ? 0U : 1U;
   live_[flow] = 0;
   rate_[flow] = 0;
   remaining_[flow] = 0;
   free_flows_.push_back(flow);
+  Group& gr = groups_[g];
+  gr.flows -= 1;
+  mark_dirty(g);
+  if (gr.res.empty()) {
+    free_groups_.push_back(g);
+  } else if (still_busy >= 2) {
+    // The resources it joined may now be apart: split() searches from them.
+    for (uint32_t r : hops) {
+      if (!res_flows_[r].empty()) cut_.push_back(r);
+    }
+  }
 }
 
-void FlowNetwork::drain(uint32_t f, Time now) {
-  if (now > updated_[f] && rate_[f] > 0) {
-    remaining_[f] = std::max(
-        0.0, remaining_[f] - rate_[f] * static_cast<double>(now - updated_[f]) * 1e-12);
+void FlowNetwork::drain(uint32_t f, double rate, Time now) {
+  if (now > updated_[f] && rate > 0) {
+    remaining_[f] =
+        std::max(0.0, remaining_[f] - rate * static_cast<double>(now - updated_[f]) * 1e-12);
   }
   updated_[f] = now;
 }
 
-FlowNetwork::Component FlowNetwork::grow_component(Time now) {
-  const uint64_t epoch = ++epoch_;  // dirty resources already carry this mark
-  // Resources -> their flows -> those flows' resources, in the order they are first
-  // reached. The resources reached and the flows reached are each taken in that order,
-  // whichever list is advanced first, so both are walked in turn, each to its end, until
-  // neither grows. Appends are unconditional writes into scratch with room for everything
-  // that advance the count only for a new item: the branches they replace would go either
-  // way at random. Short routes take their padding too (spares, marked as listed).
-  uint32_t* const cres = res_scratch_.data();
-  uint32_t* const cflows = flow_scratch_.data();
-  size_t n_res = dirty_.size();
-  std::copy(dirty_.begin(), dirty_.end(), cres);
-  dirty_.clear();
-  double* const old_rate = old_rate_.data();
-  uint64_t* const flow_mark = flow_mark_.data();
-  uint64_t* const res_mark = res_mark_.data();
-  std::fill(res_mark, res_mark + kSpares, epoch);
-  double* const rate = rate_.data();
-  const uint32_t* const route_base = route_.data();
-  size_t n_flows = 0;
-  // Marks never exceed the epoch, so an item is new when its mark is below it.
-  const auto add_flow = [&](uint32_t f) {
-    const bool fresh = flow_mark[f] < epoch;
-    flow_mark[f] = epoch;
-    cflows[n_flows] = f;
-    n_flows += fresh ? 1 : 0;
+void FlowNetwork::split() {
+  if (cut_.empty()) return;
+  // The resources to search from, once each, those of one group together (in the order
+  // the finishes listed them).
+  ++search_;
+  size_t n = 0;
+  for (uint32_t r : cut_) {
+    if (group_[r] == kNone || seen_[r] == search_) continue;
+    seen_[r] = search_;
+    cut_[n++] = r;
+  }
+  cut_.resize(n);
+  std::stable_sort(cut_.begin(), cut_.end(),
+                   [&](uint32_t a, uint32_t b) { return group_[a] < group_[b]; });
+  for (size_t i = 0; i < cut_.size();) {
+    size_t j = i + 1;
+    while (j < cut_.size() && group_[cut_[j]] == group_[cut_[i]]) ++j;
+    if (j - i >= 2) search_apart({cut_.data() + i, j - i});
+    i = j;
+  }
+  cut_.clear();
+}
+
+void FlowNetwork::search_apart(std::span<const uint32_t> sources) {
+  // One breadth-first search from each source, taking turns one resource at a time.
+  // Searches that reach each other's resources or flows are connected (union-find). A
+  // search set that runs out of resources to expand before meeting the others has found
+  // a whole component; once at most one set can still grow, the rest is the old group.
+  // Every part of a split holds a source (the group was connected with the finished
+  // flows), so the cost is that of the parts that split off, plus as much again for
+  // each search that grows alongside them.
+  const uint32_t g = group_[sources[0]];
+  const auto k = static_cast<uint32_t>(sources.size());
+  ++search_;
+  if (search_res_.size() < k) {
+    search_res_.resize(k);
+    search_flows_.resize(k);
+  }
+  search_head_.assign(k, 0);
+  search_parent_.resize(k);
+  search_open_.assign(k, 1);
+  for (uint32_t i = 0; i < k; ++i) {
+    search_res_[i].assign(1, sources[i]);
+    search_flows_[i].clear();
+    search_parent_[i] = i;
+    seen_[sources[i]] = search_;
+    seen_by_[sources[i]] = i;
+  }
+  const auto find = [&](uint32_t i) {
+    while (search_parent_[i] != i) i = search_parent_[i] = search_parent_[search_parent_[i]];
+    return i;
   };
-  const auto add_res = [&](uint32_t q) {
-    const bool fresh = res_mark[entry(q)] < epoch;
-    res_mark[entry(q)] = epoch;
-    cres[n_res] = q;
-    n_res += fresh ? 1 : 0;
+  uint32_t open = k;  // sets that can still grow
+  uint32_t sets = k;
+  const auto unite = [&](uint32_t a, uint32_t b) {
+    a = find(a);
+    b = find(b);
+    if (a == b) return;
+    if (b < a) std::swap(a, b);
+    // (Both can still grow: a set that cannot has no edge left to another.)
+    const uint32_t before = (search_open_[a] > 0 ? 1U : 0U) + (search_open_[b] > 0 ? 1U : 0U);
+    search_parent_[b] = a;
+    search_open_[a] += search_open_[b];
+    open -= before - (search_open_[a] > 0 ? 1U : 0U);
+    --sets;
   };
-  size_t busy = 0;
-  size_t ri = 0;
-  size_t fi = 0;
-  while (ri < n_res) {
-    for (; ri < n_res; ++ri) {
-      const std::vector<uint32_t>& list = res_flows_[cres[ri]];
-      if (list.empty()) continue;
-      ++busy;
-      for (uint32_t f : list) add_flow(f);
-    }
-    for (; fi < n_flows; ++fi) {
-      const uint32_t f = cflows[fi];
-      drain(f, now);
-      old_rate[fi] = rate[f];
-      rate[f] = -1;  // unfrozen
-      const Route rt = routes_[f];
-      const uint32_t* const hop = route_base + rt.begin;
-      if (rt.hops <= kShortRoute) {
-        for (uint32_t j = 0; j < kShortRoute; ++j) add_res(hop[j]);
-      } else {
-        for (uint32_t j = 0; j < rt.hops; ++j) add_res(hop[j]);
+  while (open > 1) {
+    for (uint32_t i = 0; i < k && open > 1; ++i) {
+      std::vector<uint32_t>& reached = search_res_[i];
+      if (search_head_[i] == reached.size()) continue;
+      const uint32_t r = reached[search_head_[i]++];
+      for (uint32_t f : res_flows_[r]) {
+        if (flow_seen_[f] == search_) {
+          unite(i, flow_seen_by_[f]);
+          if (sets == 1) return;  // all connected: nothing split
+          continue;
+        }
+        flow_seen_[f] = search_;
+        flow_seen_by_[f] = i;
+        search_flows_[i].push_back(f);
+        for (uint32_t q : route(f)) {
+          if (seen_[q] == search_) {
+            unite(i, seen_by_[q]);
+            continue;
+          }
+          seen_[q] = search_;
+          seen_by_[q] = i;
+          reached.push_back(q);
+        }
+        if (sets == 1) return;
       }
+      if (search_head_[i] == reached.size() && --search_open_[find(i)] == 0) --open;
     }
   }
-  return {n_res, n_flows, busy};
+  if (sets == 1) return;
+  // The sets that ran out are components of their own; the one that can still grow (or,
+  // if none can, the first source's) stays in the old group.
+  uint32_t stays = find(0);
+  for (uint32_t i = 0; i < k; ++i) {
+    if (search_parent_[i] == i && search_open_[i] > 0) stays = i;
+  }
+  for (uint32_t root = 0; root < k; ++root) {
+    if (search_parent_[root] != root || root == stays) continue;
+    const uint32_t h = new_group();
+    for (uint32_t i = 0; i < k; ++i) {
+      if (find(i) != root) continue;
+      for (uint32_t r : search_res_[i]) {
+        leave(r);
+        join(r, h);
+      }
+      groups_[h].flows += search_flows_[i].size();
+      groups_[g].flows -= search_flows_[i].size();
+    }
+    mark_dirty(h);
+  }
+}
+
+FlowNetwork::Component FlowNetwork::gather() {
+  ++epoch_;
+  uint32_t* const cres = res_scratch_.data();
+  size_t n = 0;
+  size_t flows = 0;
+  for (uint32_t g : dirty_groups_) {
+    Group& gr = groups_[g];
+    gr.dirty = false;
+    std::copy(gr.res.begin(), gr.res.end(), cres + n);
+    n += gr.res.size();
+    flows += gr.flows;
+  }
+  dirty_groups_.clear();
+  const size_t busy = n;
+  // Those that have flows again are listed with their group.
+  for (uint32_t r : emptied_) {
+    if (group_[r] == kNone) cres[n++] = r;
+  }
+  emptied_.clear();
+  return {n, flows, busy};
 }
 
 void FlowNetwork::set_leaf(uint32_t leaf, Share key) {
@@ -211,7 +371,7 @@ void FlowNetwork::set_leaf(uint32_t leaf, Share key) {
   }
 }
 
-void FlowNetwork::fill(const Component& c) {
+void FlowNetwork::fill(const Component& c, Time now) {
   // Progressive filling: the resource with the smallest fair share saturates first.
   // Freezing a flow at the smallest share never lowers another resource's share, so an
   // entry whose share is out of date simply takes the current one when it surfaces.
@@ -224,25 +384,27 @@ void FlowNetwork::fill(const Component& c) {
   leaf_base_ = std::bit_ceil(std::max(c.busy, size_t{1}));
   tree_.resize(2 * leaf_base_);
   Share* const tree = tree_.data();
-  uint32_t leaf = 0;
-  for (size_t i = 0; i < c.resources; ++i) {
-    const uint32_t r = cres[i];
-    const size_t n = res_flows_[r].size();
+  for (uint32_t leaf = 0; leaf < c.busy; ++leaf) {
+    const uint32_t r = cres[leaf];
     Filling& x = st[entry(r)];
     x.left = capacity_[r];
-    x.unfrozen = static_cast<double>(n);
-    if (n > 0) {
-      tree[leaf_base_ + leaf] =
-          Share{ordered_bits(x.left / x.unfrozen)} << 64 | (uint64_t{r} << 32 | leaf);
-      ++leaf;
-    }
+    x.unfrozen = static_cast<double>(res_flows_[r].size());
+    tree[leaf_base_ + leaf] =
+        Share{ordered_bits(x.left / x.unfrozen)} << 64 | (uint64_t{r} << 32 | leaf);
   }
-  std::fill(tree + leaf_base_ + leaf, tree + 2 * leaf_base_, kDone);
+  std::fill(tree + leaf_base_ + c.busy, tree + 2 * leaf_base_, kDone);
   for (size_t i = leaf_base_; i-- > 1;) tree[i] = std::min(tree[2 * i], tree[2 * i + 1]);
   uint32_t* const frozen = frozen_.data();
   uint32_t* const settled = settled_.data();
   double* const rate = rate_.data();
+  uint64_t* const frozen_at = frozen_at_.data();
+  old_rate_.resize(c.flows + 1);
+  double* const old_rate = old_rate_.data();
+  const uint64_t epoch = epoch_;
   const uint32_t* const route_base = route_.data();
+  changed_flows_.resize(c.flows + 1);
+  uint32_t* const changed = changed_flows_.data();
+  size_t n_changed = 0;
   size_t n_settled = 0;
   // Once every flow is frozen the entries left could only be dropped.
   size_t unfrozen_flows = c.flows;
@@ -271,24 +433,27 @@ void FlowNetwork::fill(const Component& c) {
     // Rounding can leave a hair below zero; a flow always gets some bandwidth.
     const double share = std::max(current, capacity_[r] * 1e-12);
     // Its unfrozen flows freeze at the share (listed once each, also when a route crosses
-    // the resource twice). Then every flow on it has its rate, so its load is final: the
-    // sum load() takes, term by term in the same order (no frozen rate is below zero, so
-    // its max(0, rate) adds the same).
+    // the resource twice), their bytes drained to now at the rate they had. Then every
+    // flow on it has its rate, so its load is final: the sum load() takes, term by term
+    // in the same order.
     size_t n_frozen = 0;
     double sum = 0;
     for (uint32_t f : res_flows_[r]) {
       const double before = rate[f];
-      const uint64_t open = mask_if(before < 0);
+      const uint64_t open = mask_if(frozen_at[f] != epoch);
       const double after = std::bit_cast<double>((std::bit_cast<uint64_t>(share) & open) |
                                                  (std::bit_cast<uint64_t>(before) & ~open));
+      frozen_at[f] = epoch;
       rate[f] = after;
       sum += after;
       frozen[n_frozen] = f;
       n_frozen += open & 1;
+      changed[n_changed] = f;
+      old_rate[n_changed] = before;
+      n_changed += open & (before != share ? 1 : 0);
     }
     stats_[r].peak_rate = std::max(stats_[r].peak_rate, sum);
     unfrozen_flows -= n_frozen;
-    if (unfrozen_flows == 0) break;  // nothing reads what their resources have left
     // They take the share from their resources; the padding of a short route takes it
     // from a spare.
     const auto take = [&](uint32_t q) {
@@ -306,6 +471,9 @@ void FlowNetwork::fill(const Component& c) {
       }
     }
   }
+  changed_flows_.resize(n_changed);
+  // A flow whose rate changed has moved bytes at the old rate until now.
+  for (size_t i = 0; i < n_changed; ++i) drain(changed[i], old_rate[i], now);
   // The entries never surfaced have every flow frozen too. Resources without flows keep
   // their peak (a load of 0 never raises it).
   for (size_t i = 0; i < c.busy; ++i) {
@@ -313,29 +481,41 @@ void FlowNetwork::fill(const Component& c) {
     settled[n_settled] = static_cast<uint32_t>(key >> 32);
     n_settled += key != kDone ? 1 : 0;
   }
+  // Their load is capacity - left, give or take the rounding of either sum (far below
+  // capacity * 1e-6): only a load that may raise the peak is summed.
   for (size_t i = 0; i < n_settled; ++i) {
     const uint32_t q = settled[i];
-    stats_[q].peak_rate = std::max(stats_[q].peak_rate, load(q));
+    const double cap = capacity_[q];
+    if (cap - st[entry(q)].left + cap * 1e-6 >= stats_[q].peak_rate) {
+      stats_[q].peak_rate = std::max(stats_[q].peak_rate, load(q));
+    }
   }
 }
 
 void FlowNetwork::solve(Time now) {
-  const Component c = grow_component(now);
+  split();
+  const Component c = gather();
   const uint32_t* const cres = res_scratch_.data();
-  const uint32_t* const cflows = flow_scratch_.data();
   comp_res_.assign(cres, cres + c.resources);
-  double* const rate = rate_.data();
+  changed_flows_.clear();
   if (c.flows == 1) {
-    // A flow alone: filling saturates first the resource that offers it the least share
-    // (capacity over the times its route crosses the resource), and the flow takes that
-    // share (far above the floor of capacity * 1e-12).
+    // A flow alone (its resources are the busy ones): filling saturates first the
+    // resource that offers it the least share (capacity over the times its route crosses
+    // the resource), and the flow takes that share (far above the floor of
+    // capacity * 1e-12).
+    const uint32_t f = res_flows_[cres[0]][0];
     double least = std::numeric_limits<double>::infinity();
-    for (uint32_t q : route(cflows[0])) {
+    for (uint32_t q : route(f)) {
       least = std::min(least, capacity_[q] / static_cast<double>(res_flows_[q].size()));
     }
-    rate[cflows[0]] = least;
+    frozen_at_[f] = epoch_;
+    if (rate_[f] != least) {
+      changed_flows_.push_back(f);
+      drain(f, rate_[f], now);
+    }
+    rate_[f] = least;
   } else if (c.flows > 1) {
-    fill(c);
+    fill(c, now);
   }
   if (c.flows <= 1) {
     // With two or more flows, filling has set the peak rates.
@@ -344,16 +524,6 @@ void FlowNetwork::solve(Time now) {
       stats_[r].peak_rate = std::max(stats_[r].peak_rate, load(r));
     }
   }
-  const double* const old_rate = old_rate_.data();
-  changed_flows_.resize(c.flows + 1);
-  uint32_t* const changed = changed_flows_.data();
-  size_t n_changed = 0;
-  for (size_t i = 0; i < c.flows; ++i) {
-    const uint32_t f = cflows[i];
-    changed[n_changed] = f;
-    n_changed += rate[f] != old_rate[i] ? 1 : 0;
-  }
-  changed_flows_.resize(n_changed);
 }
 
 Time FlowNetwork::completion(uint32_t flow) const {

@@ -11,7 +11,10 @@
 //               repeat.
 //   component   the resources and flows connected through shared resources; a start or
 //               finish changes rates only inside its component, so only that is re-solved.
-//   dirty       a resource whose flow set changed since the last solve().
+//               Components are kept as flows start and finish: a start joins the
+//               components its route touches; a finish may split its component, which a
+//               search from the finished flow's resources settles at the next solve().
+//   dirty       a component whose flow set changed since the last solve().
 //
 // Rates change only at solve(). Between solves a flow's bytes drain linearly, so its
 // completion time is now + remaining / rate, rounded up to a whole picosecond:
@@ -50,12 +53,13 @@ class FlowNetwork {
   /// Removes a flow whose last byte landed at `now`.
   void finish(uint32_t flow, Time now);
 
-  /// Re-solves the components of the dirty resources. Afterwards changed_flows() lists
-  /// the flows whose rate changed and changed_resources() the resources re-solved.
+  /// Re-solves the dirty components. Afterwards changed_flows() lists the flows whose
+  /// rate changed, in the order progressive filling froze them, and changed_resources()
+  /// the resources re-solved and those left without flows.
   void solve(Time now);
   [[nodiscard]] const std::vector<uint32_t>& changed_flows() const { return changed_flows_; }
   [[nodiscard]] const std::vector<uint32_t>& changed_resources() const { return comp_res_; }
-  [[nodiscard]] bool dirty() const { return !dirty_.empty(); }
+  [[nodiscard]] bool dirty() const { return !dirty_groups_.empty() || !emptied_.empty(); }
 
   [[nodiscard]] double rate(uint32_t flow) const { return rate_[flow]; }
   /// Time at which the flow's last byte lands if rates stay as they are.
@@ -79,6 +83,12 @@ class FlowNetwork {
     double left = 0;      ///< capacity not given to frozen flows
     double unfrozen = 0;  ///< flows not frozen yet (a double: it divides `left`)
   };
+  /// A connected component: its resources with flows, and how many flows it has.
+  struct Group {
+    std::vector<uint32_t> res;
+    size_t flows = 0;
+    bool dirty = false;  ///< listed in dirty_groups_
+  };
   /// An entry of progressive filling: the bits of a resource's fair share when it was
   /// set (ordered like the doubles), the resource index for ties (deterministic), then
   /// its leaf in the winner tree; one integer compare orders two entries.
@@ -88,9 +98,11 @@ class FlowNetwork {
   /// Spare entries at the start of the per-resource solve arrays, which the padding of
   /// short routes reaches (see kPadHop in flows.cpp).
   static constexpr uint32_t kSpares = 8;
+  static constexpr uint32_t kNone = UINT32_MAX;
   /// Index of resource `r` in the per-resource solve arrays.
   static uint32_t entry(uint32_t r) { return r + kSpares; }
-  /// The component a solve works on, listed in res_scratch_ and flow_scratch_.
+  /// What one solve works on: the resources of its dirty components (listed in
+  /// res_scratch_, those with flows first) and how many flows they have.
   struct Component {
     size_t resources = 0;
     size_t flows = 0;
@@ -98,13 +110,26 @@ class FlowNetwork {
   };
 
   void touch(uint32_t r, Time now);
-  void drain(uint32_t f, Time now);
-  /// Lists the component of the dirty resources, drains its flows to `now` and unfreezes
-  /// them (rate -1, the rate before in old_rate_).
-  Component grow_component(Time now);
+  /// Takes from flow `f` the bytes it moved at `rate` since it was last drained.
+  void drain(uint32_t f, double rate, Time now);
+  uint32_t new_group();
+  void mark_dirty(uint32_t g);
+  /// Moves the resources of group `from` into group `to`.
+  void merge(uint32_t from, uint32_t to);
+  /// Puts resource `r` (in no group) into group `g`.
+  void join(uint32_t r, uint32_t g);
+  /// Takes resource `r` out of its group.
+  void leave(uint32_t r);
+  /// Splits the groups that the finishes since the last solve disconnected.
+  void split();
+  /// Searches from `sources` (two or more resources of one group) and moves each part
+  /// they turn out to be apart in into a group of its own.
+  void search_apart(std::span<const uint32_t> sources);
+  /// Lists the resources of the dirty groups and the resources left without flows.
+  Component gather();
   /// Sets the rates of the component's flows (two or more) by progressive filling, and
-  /// the peak rates of its resources with flows.
-  void fill(const Component& c);
+  /// the peak rates of its resources with flows; lists the flows whose rate changed.
+  void fill(const Component& c, Time now);
   /// Gives leaf `leaf` of the winner tree the entry `key` and updates its ancestors.
   void set_leaf(uint32_t leaf, Share key);
   [[nodiscard]] std::span<const uint32_t> route(uint32_t f) const {
@@ -116,26 +141,42 @@ class FlowNetwork {
   std::vector<std::vector<uint32_t>> res_flows_;  ///< flows crossing it, in start order
   std::vector<Time> last_change_;
   std::vector<ResourceStats> stats_;
+  std::vector<uint32_t> group_;      ///< its group while it has flows, else kNone
+  std::vector<uint32_t> group_pos_;  ///< its index in its group's list
+  std::vector<uint64_t> seen_;       ///< search epoch of split() and of the emptied list
+  std::vector<uint32_t> seen_by_;    ///< which search of split() reached it
+  std::vector<uint64_t> emptied_at_;  ///< the solve that lists it as left without flows
   // Solve state, at entry(r), after the spares that the padding of short routes reaches.
-  std::vector<uint64_t> res_mark_ = std::vector<uint64_t>(kSpares);  ///< search epoch
   std::vector<Filling> filling_ = std::vector<Filling>(kSpares);
   // Per flow.
   std::vector<Route> routes_;
   std::vector<uint32_t> route_;    ///< routes, short ones padded to four hops
   std::vector<double> remaining_;  ///< bytes left at `updated_`
-  std::vector<double> rate_;       ///< bytes/s; -1 while a solve has not frozen it
+  std::vector<double> rate_;       ///< bytes/s
   std::vector<Time> updated_;
-  std::vector<uint64_t> flow_mark_;
+  std::vector<uint64_t> frozen_at_;  ///< the solve that last froze it
+  std::vector<uint64_t> flow_seen_;  ///< search epoch of split()
+  std::vector<uint32_t> flow_seen_by_;
   std::vector<uint8_t> live_;
   std::vector<uint32_t> free_flows_;
-  std::vector<uint32_t> dirty_;
-  uint64_t epoch_ = 0;
-  // Scratch of the last solve.
+  // Components.
+  std::vector<Group> groups_;
+  std::vector<uint32_t> free_groups_;
+  std::vector<uint32_t> dirty_groups_;
+  std::vector<uint32_t> emptied_;  ///< resources left without flows since the last solve
+  std::vector<uint32_t> cut_;      ///< resources a finish may have disconnected
+  uint64_t epoch_ = 0;             ///< solves so far
+  uint64_t search_ = 0;            ///< epochs of split() and of the emptied list
+  // Scratch.
+  std::vector<std::vector<uint32_t>> search_res_;    ///< by search of split(): resources reached
+  std::vector<std::vector<uint32_t>> search_flows_;  ///< and flows reached
+  std::vector<uint32_t> search_head_;    ///< next resource to expand
+  std::vector<uint32_t> search_parent_;  ///< union-find of searches that met
+  std::vector<uint32_t> search_open_;    ///< by root: its searches with resources to expand
   std::vector<uint32_t> comp_res_;
-  std::vector<uint32_t> res_scratch_;   ///< room for every resource, plus one
-  std::vector<uint32_t> flow_scratch_;  ///< room for every flow, plus one
-  std::vector<double> old_rate_;        ///< rates before the solve, by component index
-  std::vector<uint32_t> frozen_;        ///< flows one saturation freezes, room for all plus one
+  std::vector<uint32_t> res_scratch_;   ///< room for every resource
+  std::vector<uint32_t> frozen_;        ///< flows one saturation freezes, room for all
+  std::vector<double> old_rate_;        ///< rates before the solve, as changed_flows_
   std::vector<uint32_t> settled_;       ///< resources whose flows froze elsewhere, room for all
   std::vector<Share> tree_;             ///< winner tree: node i holds the lesser of 2i and 2i + 1
   size_t leaf_base_ = 1;                ///< index of the first leaf

@@ -303,18 +303,46 @@ TEST_CASE("peak rates of resources that saturate, run dry elsewhere, or never su
   CHECK(net.stats(r3, 1 * kNs).peak_rate == 4 * kGBps);
 }
 
-TEST_CASE("seeded random networks: rates match plain progressive filling, peaks the loads") {
-  // Random networks (seeds printed on failure): 2 to 40 resources of 0.1 to 100 GB/s
-  // (some equal, so shares tie), routes of one to six hops that may cross a resource
-  // twice, flows started and finished between solves. After every solve each rate must
-  // match the plain progressive filling of core/max_min.h to 1e-9 relative (the two order
-  // their floating-point operations differently), changed_flows() must list exactly the
-  // flows whose rate changed, and each resource's peak rate must be exactly the highest
-  // load() seen after a solve.
+namespace {
+
+/// The resources connected to `from` through the routes of `live` flows, sorted.
+std::vector<uint32_t> component_of(const std::vector<uint32_t>& from, size_t n_res,
+                                   const std::vector<uint32_t>& live,
+                                   const std::vector<std::vector<uint32_t>>& routes) {
+  std::vector<std::vector<uint32_t>> flows_on(n_res);
+  for (uint32_t f : live) {
+    for (uint32_t r : routes[f]) flows_on[r].push_back(f);
+  }
+  std::vector<char> seen(n_res, 0);
+  std::vector<uint32_t> todo = from;
+  std::vector<uint32_t> out;
+  while (!todo.empty()) {
+    const uint32_t r = todo.back();
+    todo.pop_back();
+    if (seen[r] != 0) continue;
+    seen[r] = 1;
+    out.push_back(r);
+    for (uint32_t f : flows_on[r]) {
+      for (uint32_t q : routes[f]) todo.push_back(q);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// Random networks (seeds printed on failure) of `res_lo` to `res_hi` resources of 0.1 to
+/// 100 GB/s (some equal, so shares tie) and routes of one to `hops` hops that may cross a
+/// resource twice, with flows started and finished between solves. After every solve each
+/// rate must match the plain progressive filling of core/max_min.h to 1e-9 relative (the
+/// two order their floating-point operations differently), changed_flows() must list
+/// exactly the flows whose rate changed, changed_resources() exactly the component of the
+/// resources that flows started or finished on, and each resource's peak rate must be
+/// exactly the highest load() seen after a solve.
+void check_random_networks(size_t res_lo, size_t res_hi, size_t hops, size_t first_flows) {
   for (uint64_t seed = 1; seed <= 60; ++seed) {
     CAPTURE(seed);
     std::mt19937_64 rng(seed);
-    const size_t n_res = 2 + rng() % 39;
+    const size_t n_res = res_lo + rng() % (res_hi - res_lo + 1);
     std::vector<double> capacity;
     FlowNetwork net;
     for (size_t r = 0; r < n_res; ++r) {
@@ -328,24 +356,31 @@ TEST_CASE("seeded random networks: rates match plain progressive filling, peaks 
     Time now = 0;
     for (int step = 0; step < 25; ++step) {
       now += static_cast<Time>(1 + rng() % 1000) * kNs;
+      std::vector<uint32_t> touched;
       for (size_t i = rng() % 3; i > 0 && !live.empty(); --i) {
         const size_t k = rng() % live.size();
         net.finish(live[k], now);
+        touched.insert(touched.end(), routes[live[k]].begin(), routes[live[k]].end());
         live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
       }
-      for (size_t i = step == 0 ? 30 : rng() % 5; i > 0; --i) {
+      for (size_t i = step == 0 ? first_flows : rng() % 5; i > 0; --i) {
         std::vector<uint32_t> route;
-        for (size_t h = 1 + rng() % 6; h > 0; --h) {
+        for (size_t h = 1 + rng() % hops; h > 0; --h) {
           route.push_back(static_cast<uint32_t>(rng() % n_res));
         }
         const uint32_t f = net.start(route, 1e9, now);
         if (routes.size() <= f) routes.resize(f + 1);
         routes[f] = route;
         live.push_back(f);
+        touched.insert(touched.end(), route.begin(), route.end());
       }
       std::vector<double> before(routes.size(), 0);
       for (uint32_t f : live) before[f] = net.rate(f);
+      CHECK(net.dirty() == !touched.empty());
       net.solve(now);
+      std::vector<uint32_t> solved = net.changed_resources();
+      std::sort(solved.begin(), solved.end());
+      CHECK(solved == component_of(touched, n_res, live, routes));
       std::vector<std::vector<uint32_t>> live_routes;
       live_routes.reserve(live.size());
       for (uint32_t f : live) live_routes.push_back(routes[f]);
@@ -367,4 +402,55 @@ TEST_CASE("seeded random networks: rates match plain progressive filling, peaks 
       }
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("seeded random networks: rates match plain progressive filling, peaks the loads") {
+  check_random_networks(2, 40, 6, 30);
+}
+
+TEST_CASE("seeded sparse networks: components split and join as flows finish and start") {
+  // Many resources and routes of one or two hops: flows start and finish in components
+  // of a few resources, which a finish often splits.
+  check_random_networks(20, 120, 2, 40);
+}
+
+TEST_CASE("a finish that splits a component leaves each part to be re-solved alone") {
+  // System: R0 (1 GB/s) carries A and B; R1 (2 GB/s) carries B and C.
+  // Progressive filling: shares R0 1/2 = 0.5, R1 2/2 = 1 -> R0 saturates: A = B = 0.5;
+  //   then R1 (2 - 0.5)/1 = 1.5 -> C = 1.5.
+  // B finishes at 10 ns: R0 and R1 are now apart; both were B's, so both are re-solved:
+  //   A = 1, C = 2. A finishes at 20 ns: only R0 is re-solved; C keeps its rate.
+  FlowNetwork net;
+  const uint32_t r0 = net.add_resource(1 * kGBps);
+  const uint32_t r1 = net.add_resource(2 * kGBps);
+  const uint32_t a = net.start(std::vector<uint32_t>{r0}, 1000, 0);
+  const uint32_t b = net.start(std::vector<uint32_t>{r0, r1}, 1000, 0);
+  const uint32_t c = net.start(std::vector<uint32_t>{r1}, 100000, 0);
+  net.solve(0);
+  CHECK(net.rate(a) == 0.5 * kGBps);
+  CHECK(net.rate(b) == 0.5 * kGBps);
+  CHECK(net.rate(c) == 1.5 * kGBps);
+  CHECK(net.changed_flows() == std::vector<uint32_t>{a, b, c});  // in the order they froze
+  net.finish(b, 10 * kNs);
+  net.solve(10 * kNs);
+  CHECK(net.rate(a) == 1 * kGBps);
+  CHECK(net.rate(c) == 2 * kGBps);
+  std::vector<uint32_t> solved = net.changed_resources();
+  std::sort(solved.begin(), solved.end());
+  CHECK(solved == std::vector<uint32_t>{r0, r1});
+  net.finish(a, 20 * kNs);
+  net.solve(20 * kNs);
+  CHECK(net.changed_resources() == std::vector<uint32_t>{r0});
+  CHECK(net.changed_flows().empty());
+  CHECK(net.rate(c) == 2 * kGBps);
+  // A flow over both joins them again: D and C share R1, 1 GB/s each.
+  const uint32_t d = net.start(std::vector<uint32_t>{r0, r1}, 1000, 30 * kNs);
+  net.solve(30 * kNs);
+  solved = net.changed_resources();
+  std::sort(solved.begin(), solved.end());
+  CHECK(solved == std::vector<uint32_t>{r0, r1});
+  CHECK(net.rate(d) == 1 * kGBps);
+  CHECK(net.rate(c) == 1 * kGBps);
 }
