@@ -132,7 +132,7 @@ uint32_t FlowNetwork::start(std::span<const uint32_t> resources, double bytes, T
     flow_seen_.push_back(0);
     flow_seen_by_.push_back(0);
     live_.push_back(0);
-    frozen_.resize(routes_.size());
+    frozen_.resize(routes_.size() + 1);
   } else {
     id = free_flows_.back();
     free_flows_.pop_back();
@@ -433,9 +433,9 @@ void FlowNetwork::fill(const Component& c, Time now) {
     // Rounding can leave a hair below zero; a flow always gets some bandwidth.
     const double share = std::max(current, capacity_[r] * 1e-12);
     // Its unfrozen flows freeze at the share (listed once each, also when a route crosses
-    // the resource twice), their bytes drained to now at the rate they had. Then every
-    // flow on it has its rate, so its load is final: the sum load() takes, term by term
-    // in the same order.
+    // the resource twice; those whose rate changes are listed with the rate they had).
+    // Then every flow on it has its rate, so its load is final: the sum load() takes,
+    // term by term in the same order.
     size_t n_frozen = 0;
     double sum = 0;
     for (uint32_t f : res_flows_[r]) {

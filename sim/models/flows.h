@@ -143,7 +143,7 @@ class FlowNetwork {
   std::vector<ResourceStats> stats_;
   std::vector<uint32_t> group_;      ///< its group while it has flows, else kNone
   std::vector<uint32_t> group_pos_;  ///< its index in its group's list
-  std::vector<uint64_t> seen_;       ///< search epoch of split() and of the emptied list
+  std::vector<uint64_t> seen_;       ///< search epoch of split()
   std::vector<uint32_t> seen_by_;    ///< which search of split() reached it
   std::vector<uint64_t> emptied_at_;  ///< the solve that lists it as left without flows
   // Solve state, at entry(r), after the spares that the padding of short routes reaches.
@@ -166,7 +166,7 @@ class FlowNetwork {
   std::vector<uint32_t> emptied_;  ///< resources left without flows since the last solve
   std::vector<uint32_t> cut_;      ///< resources a finish may have disconnected
   uint64_t epoch_ = 0;             ///< solves so far
-  uint64_t search_ = 0;            ///< epochs of split() and of the emptied list
+  uint64_t search_ = 0;            ///< epochs of split()'s searches
   // Scratch.
   std::vector<std::vector<uint32_t>> search_res_;    ///< by search of split(): resources reached
   std::vector<std::vector<uint32_t>> search_flows_;  ///< and flows reached
@@ -175,8 +175,8 @@ class FlowNetwork {
   std::vector<uint32_t> search_open_;    ///< by root: its searches with resources to expand
   std::vector<uint32_t> comp_res_;
   std::vector<uint32_t> res_scratch_;   ///< room for every resource
-  std::vector<uint32_t> frozen_;        ///< flows one saturation freezes, room for all
-  std::vector<double> old_rate_;        ///< rates before the solve, as changed_flows_
+  std::vector<uint32_t> frozen_;        ///< flows one saturation freezes, room for all plus one
+  std::vector<double> old_rate_;        ///< by index in changed_flows_: the rate before
   std::vector<uint32_t> settled_;       ///< resources whose flows froze elsewhere, room for all
   std::vector<Share> tree_;             ///< winner tree: node i holds the lesser of 2i and 2i + 1
   size_t leaf_base_ = 1;                ///< index of the first leaf
