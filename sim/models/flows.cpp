@@ -220,8 +220,7 @@ void FlowNetwork::drain(uint32_t f, double rate, Time now) {
 
 void FlowNetwork::split() {
   if (cut_.empty()) return;
-  // The resources to search from, once each, those of one group together (in the order
-  // the finishes listed them).
+  // The resources to search from, once each, those of one group together.
   ++search_;
   size_t n = 0;
   for (uint32_t r : cut_) {
@@ -230,8 +229,12 @@ void FlowNetwork::split() {
     cut_[n++] = r;
   }
   cut_.resize(n);
-  std::stable_sort(cut_.begin(), cut_.end(),
-                   [&](uint32_t a, uint32_t b) { return group_[a] < group_[b]; });
+  // Within a group, the resources with the fewest flows search first: a search from a
+  // hub (a pool's port, say) would walk all its flows before the others had a turn.
+  std::stable_sort(cut_.begin(), cut_.end(), [&](uint32_t a, uint32_t b) {
+    if (group_[a] != group_[b]) return group_[a] < group_[b];
+    return res_flows_[a].size() < res_flows_[b].size();
+  });
   for (size_t i = 0; i < cut_.size();) {
     size_t j = i + 1;
     while (j < cut_.size() && group_[cut_[j]] == group_[cut_[i]]) ++j;
