@@ -19,10 +19,11 @@ constexpr uint32_t kShortRoute = 4;
 /// each waiting for the one before.
 constexpr uint32_t kPadHop = UINT32_MAX;
 
-// Whether two ordered_bits values both stand for a zero (-0 and +0, adjacent there).
-bool both_zero(uint64_t a, uint64_t b) {
-  constexpr uint64_t kMinusZero = ~(uint64_t{1} << 63);
-  return a - kMinusZero <= 1 && b - kMinusZero <= 1;
+// Bits of a double that compare as unsigned integers the way the doubles compare (for
+// the non-NaN values a share takes), with -0 below +0.
+uint64_t ordered_bits(double x) {
+  const auto u = std::bit_cast<uint64_t>(x);
+  return (u >> 63) != 0 ? ~u : u | (uint64_t{1} << 63);
 }
 
 // All ones if `c`, else zero. The compiler does not see through the result, so a select
@@ -36,13 +37,11 @@ uint64_t mask_if(bool c) {
   return m;
 }
 
-// Bits of a double that compare as unsigned integers the way the doubles compare (for
-// the non-NaN values a share takes), with -0 below +0.
-uint64_t ordered_bits(double x) {
-  const auto u = std::bit_cast<uint64_t>(x);
-  return (u >> 63) != 0 ? ~u : u | (uint64_t{1} << 63);
+// Whether two ordered_bits values both stand for a zero (-0 and +0, adjacent there).
+bool both_zero(uint64_t a, uint64_t b) {
+  constexpr uint64_t kMinusZero = ~(uint64_t{1} << 63);
+  return a - kMinusZero <= 1 && b - kMinusZero <= 1;
 }
-
 
 }  // namespace
 
@@ -179,7 +178,6 @@ void FlowNetwork::finish(uint32_t flow, Time now) {
   TF_ASSERT(live_[flow] != 0, "finish of flow {} that is not running", flow);
   const std::span<const uint32_t> hops = route(flow);
   const uint32_t g = group_[hops[0]];
-  size_t still_busy = 0;
   for (uint32_t r : hops) {
     touch(r, now);
     auto& list = res_flows_[r];
@@ -192,7 +190,6 @@ void FlowNetwork::finish(uint32_t flow, Time now) {
       }
     }
   }
-  for (uint32_t r : hops) still_busy += res_flows_[r].empty() ? 0U : 1U;
   live_[flow] = 0;
   rate_[flow] = 0;
   remaining_[flow] = 0;
@@ -202,8 +199,9 @@ void FlowNetwork::finish(uint32_t flow, Time now) {
   mark_dirty(g);
   if (gr.res.empty()) {
     free_groups_.push_back(g);
-  } else if (still_busy >= 2) {
-    // The resources it joined may now be apart: split() searches from them.
+  } else {
+    // The resources it joined that still carry flows may now be apart: split() searches
+    // from them (it skips a group with one such resource).
     for (uint32_t r : hops) {
       if (!res_flows_[r].empty()) cut_.push_back(r);
     }
@@ -257,14 +255,13 @@ void FlowNetwork::search_apart(std::span<const uint32_t> sources) {
   ++search_;
   if (search_res_.size() < k) {
     search_res_.resize(k);
-    search_flows_.resize(k);
   }
   search_head_.assign(k, 0);
   search_parent_.resize(k);
   search_open_.assign(k, 1);
+  search_flows_.assign(k, 0);
   for (uint32_t i = 0; i < k; ++i) {
     search_res_[i].assign(1, sources[i]);
-    search_flows_[i].clear();
     search_parent_[i] = i;
     seen_[sources[i]] = search_;
     seen_by_[sources[i]] = i;
@@ -300,7 +297,7 @@ void FlowNetwork::search_apart(std::span<const uint32_t> sources) {
         }
         flow_seen_[f] = search_;
         flow_seen_by_[f] = i;
-        search_flows_[i].push_back(f);
+        ++search_flows_[i];
         for (uint32_t q : route(f)) {
           if (seen_[q] == search_) {
             unite(i, seen_by_[q]);
@@ -331,8 +328,8 @@ void FlowNetwork::search_apart(std::span<const uint32_t> sources) {
         leave(r);
         join(r, h);
       }
-      groups_[h].flows += search_flows_[i].size();
-      groups_[g].flows -= search_flows_[i].size();
+      groups_[h].flows += search_flows_[i];
+      groups_[g].flows -= search_flows_[i];
     }
     mark_dirty(h);
   }
@@ -511,7 +508,6 @@ void FlowNetwork::solve(Time now) {
     for (uint32_t q : route(f)) {
       least = std::min(least, capacity_[q] / static_cast<double>(res_flows_[q].size()));
     }
-    frozen_at_[f] = epoch_;
     if (rate_[f] != least) {
       changed_flows_.push_back(f);
       drain(f, rate_[f], now);

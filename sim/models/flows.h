@@ -154,7 +154,7 @@ class FlowNetwork {
   std::vector<double> remaining_;  ///< bytes left at `updated_`
   std::vector<double> rate_;       ///< bytes/s
   std::vector<Time> updated_;
-  std::vector<uint64_t> frozen_at_;  ///< the solve that last froze it
+  std::vector<uint64_t> frozen_at_;  ///< the solve whose filling last froze it
   std::vector<uint64_t> flow_seen_;  ///< search epoch of split()
   std::vector<uint32_t> flow_seen_by_;
   std::vector<uint8_t> live_;
@@ -169,7 +169,7 @@ class FlowNetwork {
   uint64_t search_ = 0;            ///< epochs of split()'s searches
   // Scratch.
   std::vector<std::vector<uint32_t>> search_res_;    ///< by search of split(): resources reached
-  std::vector<std::vector<uint32_t>> search_flows_;  ///< and flows reached
+  std::vector<uint32_t> search_flows_;  ///< by search of split(): flows reached
   std::vector<uint32_t> search_head_;    ///< next resource to expand
   std::vector<uint32_t> search_parent_;  ///< union-find of searches that met
   std::vector<uint32_t> search_open_;    ///< by root: its searches with resources to expand
