@@ -37,10 +37,20 @@ uint64_t mask_if(bool c) {
   return m;
 }
 
-// Whether two ordered_bits values both stand for a zero (-0 and +0, adjacent there).
-bool both_zero(uint64_t a, uint64_t b) {
-  constexpr uint64_t kMinusZero = ~(uint64_t{1} << 63);
-  return a - kMinusZero <= 1 && b - kMinusZero <= 1;
+// Gives node `i` of a winner tree (node j holds the lesser of 2j and 2j + 1; leaves from
+// some power of two on) the entry `key`, updates its ancestors and returns the least
+// entry. The least of the siblings on the way up does not depend on the key: only the
+// last compare waits for it (the key comes from a division).
+uint64_t set_leaf(uint64_t* tree, size_t i, uint64_t key) {
+  tree[i] = key;
+  uint64_t others = ~uint64_t{0};
+  while (i > 1) {
+    const uint64_t sibling = tree[i ^ 1];
+    others = sibling < others ? sibling : others;
+    i >>= 1;
+    tree[i] = others < key ? others : key;
+  }
+  return others < key ? others : key;
 }
 
 }  // namespace
@@ -58,6 +68,9 @@ uint32_t FlowNetwork::add_resource(double capacity) {
   seen_by_.push_back(0);
   emptied_at_.push_back(0);
   filling_.emplace_back();
+  near_mark_.push_back(0);
+  near_tag_.push_back(0);
+  leaf_.push_back(0);
   res_scratch_.resize(capacity_.size());
   settled_.resize(capacity_.size());
   return static_cast<uint32_t>(capacity_.size() - 1);
@@ -168,6 +181,9 @@ uint32_t FlowNetwork::start(std::span<const uint32_t> resources, double bytes, T
     if (group_[r] == kNone) join(r, g);
     res_flows_[r].push_back(id);
     stats_[r].bytes += bytes;
+    while (reciprocal_.size() <= res_flows_[r].size()) {
+      reciprocal_.push_back(1.0 / static_cast<double>(reciprocal_.size()));
+    }
   }
   groups_[g].flows += 1;
   mark_dirty(g);
@@ -229,17 +245,84 @@ void FlowNetwork::split() {
   cut_.resize(n);
   // Within a group, the resources with the fewest flows search first: a search from a
   // hub (a pool's port, say) would walk all its flows before the others had a turn.
-  std::stable_sort(cut_.begin(), cut_.end(), [&](uint32_t a, uint32_t b) {
+  // (A stable insertion sort: a finish lists a few resources, and stable_sort would
+  // allocate its buffer at every solve.)
+  const auto before = [&](uint32_t a, uint32_t b) {
     if (group_[a] != group_[b]) return group_[a] < group_[b];
     return res_flows_[a].size() < res_flows_[b].size();
-  });
+  };
+  if (n <= 32) {
+    for (size_t i = 1; i < n; ++i) {
+      const uint32_t v = cut_[i];
+      size_t j = i;
+      for (; j > 0 && before(v, cut_[j - 1]); --j) cut_[j] = cut_[j - 1];
+      cut_[j] = v;
+    }
+  } else {
+    std::stable_sort(cut_.begin(), cut_.end(), before);
+  }
   for (size_t i = 0; i < cut_.size();) {
     size_t j = i + 1;
     while (j < cut_.size() && group_[cut_[j]] == group_[cut_[i]]) ++j;
-    if (j - i >= 2) search_apart({cut_.data() + i, j - i});
+    const std::span<const uint32_t> sources{cut_.data() + i, j - i};
+    if (sources.size() >= 2 && !joined_nearby(sources)) search_apart(sources);
     i = j;
   }
   cut_.clear();
+}
+
+bool FlowNetwork::joined_nearby(std::span<const uint32_t> sources) {
+  // Source i reaches itself and the resources of the flows on it (all connected to it);
+  // two sources whose reaches share a resource are connected. Bits mark the sources that
+  // reach a resource (the padding of short routes marks a spare, which is left out). A
+  // hub's reach is its whole list of flows, which the search would not walk: sources
+  // with many flows go to the search.
+  constexpr size_t kMaxFlows = 64;
+  const size_t k = sources.size();
+  if (k > 64) return false;
+  size_t flows = 0;
+  for (uint32_t s : sources) flows += res_flows_[s].size();
+  if (flows > kMaxFlows) return false;
+  ++search_;
+  const uint64_t pass = search_;
+  uint64_t* const mark = near_mark_.data();
+  uint64_t* const tag = near_tag_.data();
+  const uint32_t* const route_base = route_.data();
+  const auto reach = [&](uint32_t source, auto&& visit) {
+    visit(entry(source));
+    for (uint32_t f : res_flows_[source]) {
+      const uint32_t* const hop = route_base + routes_[f].begin;
+      const uint32_t hops = routes_[f].hops;
+      if (hops <= kShortRoute) {
+        for (uint32_t j = 0; j < kShortRoute; ++j) visit(entry(hop[j]));
+      } else {
+        for (uint32_t j = 0; j < hops; ++j) visit(entry(hop[j]));
+      }
+    }
+  };
+  for (size_t i = 0; i < k; ++i) {
+    const uint64_t bit = uint64_t{1} << i;
+    reach(sources[i], [&](uint32_t e) {
+      mark[e] = (mark[e] & mask_if(tag[e] == pass)) | bit;
+      tag[e] = pass;
+    });
+  }
+  // near[i]: the sources whose reach meets source i's (i among them).
+  uint64_t near[64];
+  near[0] = 0;  // (k >= 2: every entry below k is set; this tells the compiler)
+  for (size_t i = 0; i < k; ++i) {
+    uint64_t m = 0;
+    reach(sources[i], [&](uint32_t e) { m |= mark[e] & mask_if(e >= kSpares); });
+    near[i] = m;
+  }
+  uint64_t joined = near[0];
+  for (uint64_t before = 0; joined != before;) {
+    before = joined;
+    for (uint64_t rest = joined; rest != 0; rest &= rest - 1) {
+      joined |= near[std::countr_zero(rest)];
+    }
+  }
+  return joined == (k == 64 ? ~uint64_t{0} : (uint64_t{1} << k) - 1);
 }
 
 void FlowNetwork::search_apart(std::span<const uint32_t> sources) {
@@ -357,43 +440,48 @@ FlowNetwork::Component FlowNetwork::gather() {
   return {n, flows, busy};
 }
 
-void FlowNetwork::set_leaf(uint32_t leaf, Share key) {
-  // Walk to the root keeping the lesser of each pair; no branch depends on the keys.
-  size_t i = leaf_base_ + leaf;
-  Share v = key;
-  Share* const tree = tree_.data();
-  tree[i] = v;
-  while (i > 1) {
-    const Share sibling = tree[i ^ 1];
-    v = sibling < v ? sibling : v;
-    i >>= 1;
-    tree[i] = v;
-  }
-}
-
 void FlowNetwork::fill(const Component& c, Time now) {
   // Progressive filling: the resource with the smallest fair share saturates first.
   // Freezing a flow at the smallest share never lowers another resource's share, so an
   // entry whose share is out of date simply takes the current one when it surfaces.
-  // (An entry whose share is current is the same as one set again: nothing else changed,
+  // (An entry whose key is current is the same as one set again: nothing else changed,
   // so it would surface next.) The entries sit in the leaves of a winner tree, which
   // gives the least in the same order as any priority queue would (keys are unique), at
   // a fixed cost per update.
+  //
+  // A key is the share's bits with the lowest ones replaced by the resource index (7
+  // bits for 128 resources). Shares closer than 2^-45 of their value (2^-40 with 4,096
+  // resources) so count as equal and saturate in index order, as exactly equal ones do:
+  // a rate can differ from the exact max-min one by about that fraction (a picosecond in
+  // 35 seconds of transfer). The first keys multiply the capacity by 1 / n from a table
+  // instead of dividing; a key that lands a step off is re-keyed when it surfaces, like
+  // any out-of-date entry.
   const uint32_t* const cres = res_scratch_.data();
   Filling* const st = filling_.data();
-  leaf_base_ = std::bit_ceil(std::max(c.busy, size_t{1}));
-  tree_.resize(2 * leaf_base_);
-  Share* const tree = tree_.data();
-  for (uint32_t leaf = 0; leaf < c.busy; ++leaf) {
-    const uint32_t r = cres[leaf];
-    Filling& x = st[entry(r)];
-    x.left = capacity_[r];
-    x.unfrozen = static_cast<double>(res_flows_[r].size());
-    tree[leaf_base_ + leaf] =
-        Share{ordered_bits(x.left / x.unfrozen)} << 64 | (uint64_t{r} << 32 | leaf);
+  const Key low = std::bit_ceil(std::max(resources(), size_t{2})) - 1;
+  const double* const reciprocal = reciprocal_.data();
+  uint32_t* const leaf_of = leaf_.data();
+  const size_t base = std::bit_ceil(std::max(c.busy, size_t{1}));  // the first leaf
+  tree_.resize(2 * base);
+  Key* const tree = tree_.data();
+  {
+    // (Locals, so that the loop does not reload them after every store.)
+    Key* const leaves = tree + base;
+    const std::vector<uint32_t>* const flows_on = res_flows_.data();
+    const double* const capacity = capacity_.data();
+    const auto busy = static_cast<uint32_t>(c.busy);
+    for (uint32_t leaf = 0; leaf < busy; ++leaf) {
+      const uint32_t r = cres[leaf];
+      Filling& x = st[entry(r)];
+      const auto n = static_cast<uint32_t>(flows_on[r].size());
+      x.left = capacity[r];
+      x.unfrozen = n;
+      leaves[leaf] = (ordered_bits(x.left * reciprocal[n]) & ~low) | r;
+      leaf_of[r] = leaf;
+    }
   }
-  std::fill(tree + leaf_base_ + c.busy, tree + 2 * leaf_base_, kDone);
-  for (size_t i = leaf_base_; i-- > 1;) tree[i] = std::min(tree[2 * i], tree[2 * i + 1]);
+  std::fill(tree + base + c.busy, tree + 2 * base, kDone);
+  for (size_t i = base; i-- > 1;) tree[i] = std::min(tree[2 * i], tree[2 * i + 1]);
   uint32_t* const frozen = frozen_.data();
   uint32_t* const settled = settled_.data();
   double* const rate = rate_.data();
@@ -408,28 +496,24 @@ void FlowNetwork::fill(const Component& c, Time now) {
   size_t n_settled = 0;
   // Once every flow is frozen the entries left could only be dropped.
   size_t unfrozen_flows = c.flows;
+  Key top = tree[1];
   while (unfrozen_flows > 0) {
-    const Share top = tree[1];
     // A resource with an unfrozen flow keeps its entry until it saturates.
     TF_ASSERT(top != kDone, "{} flows left unfrozen", unfrozen_flows);
-    const auto r = static_cast<uint32_t>(top >> 32);
-    const auto at = static_cast<uint32_t>(top);
+    const auto r = static_cast<uint32_t>(top & low);
     const Filling& x = st[entry(r)];
-    if (x.unfrozen == 0) {
-      // Its flows all froze elsewhere, so its load is final (summed after the loop).
-      set_leaf(at, kDone);
-      settled[n_settled++] = r;
-      continue;
-    }
+    // The entry either leaves the tree (its flows all froze elsewhere: dry, its load is
+    // summed after the loop; or its key is current: it saturates) or takes its current
+    // share. One branch, after the tree is updated: the outcome is close to random.
     const double current = x.left / x.unfrozen;
-    const uint64_t key = ordered_bits(current);
-    const auto queued = static_cast<uint64_t>(top >> 64);
-    if (key != queued && !both_zero(key, queued)) {
-      // Out of date (the doubles differ): it takes its current share.
-      set_leaf(at, Share{key} << 64 | (top & ~uint64_t{0}));
-      continue;
-    }
-    set_leaf(at, kDone);
+    const Key key = (ordered_bits(current) & ~low) | r;
+    const bool dry = x.unfrozen < 0.5;  // (a whole number)
+    const bool saturates = !dry && key == top;
+    const uint64_t gone = mask_if(dry || saturates);
+    top = set_leaf(tree, base + leaf_of[r], (gone & kDone) | (~gone & key));
+    settled[n_settled] = r;
+    n_settled += dry ? 1 : 0;
+    if (!saturates) continue;
     // Rounding can leave a hair below zero; a flow always gets some bandwidth.
     const double share = std::max(current, capacity_[r] * 1e-12);
     // Its unfrozen flows freeze at the share (listed once each, also when a route crosses
@@ -450,7 +534,10 @@ void FlowNetwork::fill(const Component& c, Time now) {
       n_frozen += open & 1;
       changed[n_changed] = f;
       old_rate[n_changed] = before;
-      n_changed += open & (before != share ? 1 : 0);
+      // (Bits compared: a rate is never -0 or NaN, and an integer compare has no
+      // unordered case to test.)
+      const bool moved = std::bit_cast<uint64_t>(before) != std::bit_cast<uint64_t>(share);
+      n_changed += open & (moved ? 1 : 0);
     }
     stats_[r].peak_rate = std::max(stats_[r].peak_rate, sum);
     unfrozen_flows -= n_frozen;
@@ -462,12 +549,13 @@ void FlowNetwork::fill(const Component& c, Time now) {
       y.unfrozen -= 1;
     };
     for (size_t i = 0; i < n_frozen; ++i) {
-      const Route rt = routes_[frozen[i]];
+      const Route& rt = routes_[frozen[i]];
       const uint32_t* const hop = route_base + rt.begin;
-      if (rt.hops <= kShortRoute) {
+      const uint32_t hops = rt.hops;  // (read once: a copy of the Route went through the stack)
+      if (hops <= kShortRoute) {
         for (uint32_t j = 0; j < kShortRoute; ++j) take(hop[j]);
       } else {
-        for (uint32_t j = 0; j < rt.hops; ++j) take(hop[j]);
+        for (uint32_t j = 0; j < hops; ++j) take(hop[j]);
       }
     }
   }
@@ -477,8 +565,8 @@ void FlowNetwork::fill(const Component& c, Time now) {
   // The entries never surfaced have every flow frozen too. Resources without flows keep
   // their peak (a load of 0 never raises it).
   for (size_t i = 0; i < c.busy; ++i) {
-    const Share key = tree[leaf_base_ + i];
-    settled[n_settled] = static_cast<uint32_t>(key >> 32);
+    const Key key = tree[base + i];
+    settled[n_settled] = static_cast<uint32_t>(key & low);
     n_settled += key != kDone ? 1 : 0;
   }
   // Their load is capacity - left, give or take the rounding of either sum (far below

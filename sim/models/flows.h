@@ -8,7 +8,8 @@
 //   max-min     rates such that no flow can go faster without slowing a flow that is not
 //               faster than it; found by progressive filling: raise every unfrozen flow's
 //               rate together until some resource is full, freeze the flows crossing it,
-//               repeat.
+//               repeat. (Shares closer than about 2^-45 of their value count as equal:
+//               see fill().)
 //   component   the resources and flows connected through shared resources; a start or
 //               finish changes rates only inside its component, so only that is re-solved.
 //               Components are kept as flows start and finish: a start joins the
@@ -90,11 +91,11 @@ class FlowNetwork {
     bool dirty = false;  ///< listed in dirty_groups_
   };
   /// An entry of progressive filling: the bits of a resource's fair share when it was
-  /// set (ordered like the doubles), the resource index for ties (deterministic), then
-  /// its leaf in the winner tree; one integer compare orders two entries.
-  __extension__ using Share = unsigned __int128;
+  /// set (ordered like the doubles), with the lowest bits replaced by the resource index
+  /// (for ties and to find the resource); one integer compare orders two entries.
+  using Key = uint64_t;
   /// A leaf with no entry (above every share).
-  static constexpr Share kDone = ~Share{0};
+  static constexpr Key kDone = ~Key{0};
   /// Spare entries at the start of the per-resource solve arrays, which the padding of
   /// short routes reaches (see kPadHop in flows.cpp).
   static constexpr uint32_t kSpares = 8;
@@ -125,13 +126,15 @@ class FlowNetwork {
   /// Searches from `sources` (two or more resources of one group) and moves each part
   /// they turn out to be apart in into a group of its own.
   void search_apart(std::span<const uint32_t> sources);
+  /// Whether `sources` (two to 64 resources) are connected through the resources that
+  /// the flows on each of them cross: the common case after a finish in a dense
+  /// component, settled without branching on every resource.
+  bool joined_nearby(std::span<const uint32_t> sources);
   /// Lists the resources of the dirty groups and the resources left without flows.
   Component gather();
   /// Sets the rates of the component's flows (two or more) by progressive filling, and
   /// the peak rates of its resources with flows; lists the flows whose rate changed.
   void fill(const Component& c, Time now);
-  /// Gives leaf `leaf` of the winner tree the entry `key` and updates its ancestors.
-  void set_leaf(uint32_t leaf, Share key);
   [[nodiscard]] std::span<const uint32_t> route(uint32_t f) const {
     return {route_.data() + routes_[f].begin, routes_[f].hops};
   }
@@ -145,6 +148,10 @@ class FlowNetwork {
   std::vector<uint32_t> group_pos_;  ///< its index in its group's list
   std::vector<uint64_t> seen_;       ///< search epoch of split()
   std::vector<uint32_t> seen_by_;    ///< which search of split() reached it
+  // By entry(r), for joined_nearby(): the sources whose flows reach it, valid in the pass
+  // its tag names.
+  std::vector<uint64_t> near_mark_ = std::vector<uint64_t>(kSpares);
+  std::vector<uint64_t> near_tag_ = std::vector<uint64_t>(kSpares);
   std::vector<uint64_t> emptied_at_;  ///< the solve that lists it as left without flows
   // Solve state, at entry(r), after the spares that the padding of short routes reaches.
   std::vector<Filling> filling_ = std::vector<Filling>(kSpares);
@@ -178,8 +185,9 @@ class FlowNetwork {
   std::vector<uint32_t> frozen_;        ///< flows one saturation freezes, room for all plus one
   std::vector<double> old_rate_;        ///< by index in changed_flows_: the rate before
   std::vector<uint32_t> settled_;       ///< resources whose flows froze elsewhere, room for all
-  std::vector<Share> tree_;             ///< winner tree: node i holds the lesser of 2i and 2i + 1
-  size_t leaf_base_ = 1;                ///< index of the first leaf
+  std::vector<Key> tree_;               ///< winner tree of filling's entries
+  std::vector<uint32_t> leaf_;          ///< by resource: its leaf in the tree while filling
+  std::vector<double> reciprocal_ = {0.0};  ///< 1 / n, for n up to the most flows on a resource
   std::vector<uint32_t> changed_flows_;
 };
 

@@ -228,6 +228,34 @@ TEST_CASE("equal shares: the lower resource index saturates first, the other at 
   CHECK(net.stats(r1, 0).peak_rate == 2 * kGBps);
 }
 
+TEST_CASE("shares closer than the keys resolve saturate in index order, within 1e-13 of exact") {
+  // System: 128 resources (the keys keep the share's bits but the lowest 7, which hold
+  // the index: shares closer than 2^-45 of their value count as equal). R0 has
+  // 2 GB/s x (1 + 2^-50) and carries A and B; R1 has 2 GB/s and carries B and C.
+  // Exact filling: R1's share (1 GB/s) is the smaller: B = C = 1; R0 then has
+  //   1 x (1 + 2^-49) left for A.
+  // Here the shares tie and R0 (the lower index) saturates first: A = B = 1 x (1 + 2^-50);
+  //   R1 has 2 - B left for C = 1 x (1 - 2^-50). Every rate is within 2^-49 of the exact
+  //   one and both resources are exactly full.
+  const double eps = std::ldexp(1.0, -50);
+  FlowNetwork net;
+  const uint32_t r0 = net.add_resource(2 * kGBps * (1 + eps));
+  const uint32_t r1 = net.add_resource(2 * kGBps);
+  for (int i = 2; i < 128; ++i) net.add_resource(1 * kGBps);
+  const uint32_t a = net.start(std::vector<uint32_t>{r0}, 1000, 0);
+  const uint32_t b = net.start(std::vector<uint32_t>{r0, r1}, 1000, 0);
+  const uint32_t c = net.start(std::vector<uint32_t>{r1}, 1000, 0);
+  net.solve(0);
+  CHECK(net.rate(a) == net.rate(b));
+  CHECK(net.rate(b) == 1 * kGBps * (1 + eps));
+  CHECK(net.rate(c) == 2 * kGBps - net.rate(b));
+  CHECK(std::abs(net.rate(a) - 1 * kGBps * (1 + 2 * eps)) <= 1e-13 * kGBps);
+  CHECK(std::abs(net.rate(b) - 1 * kGBps) <= 1e-13 * kGBps);
+  CHECK(std::abs(net.rate(c) - 1 * kGBps) <= 1e-13 * kGBps);
+  CHECK(net.load(r0) == net.capacity(r0));
+  CHECK(net.load(r1) == net.capacity(r1));
+}
+
 TEST_CASE("a route that crosses a resource twice takes its share there twice") {
   // System: R (3 GB/s); A crosses R twice, B once: three crossings.
   // Progressive filling: R's share 3/3 = 1 per crossing: A = B = 1 GB/s, and R carries
