@@ -19,6 +19,17 @@ constexpr uint32_t kShortRoute = 4;
 /// each waiting for the one before.
 constexpr uint32_t kPadHop = UINT32_MAX;
 
+// Calls visit(q) for every hop q stored for a route of `hops` hops from `hop` on: a short
+// route in kShortRoute steps, its padding included (entry() takes that to a spare).
+template <class Visit>
+void for_stored_hops(const uint32_t* hop, uint32_t hops, Visit&& visit) {
+  if (hops <= kShortRoute) {
+    for (uint32_t j = 0; j < kShortRoute; ++j) visit(hop[j]);
+  } else {
+    for (uint32_t j = 0; j < hops; ++j) visit(hop[j]);
+  }
+}
+
 // Bits of a double that compare as unsigned integers the way the doubles compare (for
 // the non-NaN values a share takes), with -0 below +0.
 uint64_t ordered_bits(double x) {
@@ -291,13 +302,8 @@ bool FlowNetwork::joined_nearby(std::span<const uint32_t> sources) {
   const auto reach = [&](uint32_t source, auto&& visit) {
     visit(entry(source));
     for (uint32_t f : res_flows_[source]) {
-      const uint32_t* const hop = route_base + routes_[f].begin;
-      const uint32_t hops = routes_[f].hops;
-      if (hops <= kShortRoute) {
-        for (uint32_t j = 0; j < kShortRoute; ++j) visit(entry(hop[j]));
-      } else {
-        for (uint32_t j = 0; j < hops; ++j) visit(entry(hop[j]));
-      }
+      for_stored_hops(route_base + routes_[f].begin, routes_[f].hops,
+                      [&](uint32_t q) { visit(entry(q)); });
     }
   };
   for (size_t i = 0; i < k; ++i) {
@@ -549,14 +555,9 @@ void FlowNetwork::fill(const Component& c, Time now) {
       y.unfrozen -= 1;
     };
     for (size_t i = 0; i < n_frozen; ++i) {
+      // (The Route's fields read one by one: a copy of it went through the stack.)
       const Route& rt = routes_[frozen[i]];
-      const uint32_t* const hop = route_base + rt.begin;
-      const uint32_t hops = rt.hops;  // (read once: a copy of the Route went through the stack)
-      if (hops <= kShortRoute) {
-        for (uint32_t j = 0; j < kShortRoute; ++j) take(hop[j]);
-      } else {
-        for (uint32_t j = 0; j < hops; ++j) take(hop[j]);
-      }
+      for_stored_hops(route_base + rt.begin, rt.hops, take);
     }
   }
   changed_flows_.resize(n_changed);
