@@ -20,7 +20,7 @@
 
 #include "hw_models/loader.h"
 #include "planner/planner.h"
-#include "tools/sim_evaluator.h"
+#include "tools/study/sim_evaluator.h"
 #include "traces/arch_loader.h"
 #include "traces/generate.h"
 
@@ -67,7 +67,7 @@ void run_plan(benchmark::State& state, const std::string& policy, Mode mode) {
   planner::PlanOutcome out;
   uint64_t sims = 0;
   for (auto _ : state) {
-    cli::SimEvaluator eval(w, t);
+    study::SimEvaluator eval(w, t);
     planner::PlanRequest r = req;
     if (mode == Mode::kSimulator) r.evaluator = &eval;
     out = planner::make_plan(w, t, r);

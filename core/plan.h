@@ -46,6 +46,9 @@ struct Program {
 struct Reference {
   std::string file;    ///< as written in the plan (relative to the plan's folder)
   std::string sha256;  ///< of the referenced file's bytes; empty = not checked
+  /// Topology only: the `--set PATH=VALUE` overrides the plan was made with, applied in
+  /// order after loading the file (sim and replay apply them before their own).
+  std::vector<std::string> sets;
 };
 
 struct Plan {

@@ -135,7 +135,7 @@ class PlanReader {
     bool has_inline = false;
     bool seen[3] = {};
     const std::vector<std::string> keys =
-        inline_target != nullptr ? kRefKeys : std::vector<std::string>{"file", "sha256"};
+        inline_target != nullptr ? kRefKeys : std::vector<std::string>{"file", "sha256", "set"};
     while (r_.next_key(key)) {
       const size_t k = index(key, keys);
       if (k < keys.size()) {
@@ -155,6 +155,15 @@ class PlanReader {
       } else if (k == 2 && inline_target != nullptr) {
         *inline_target = read_workload_from(r_);
         has_inline = true;
+      } else if (k == 2) {
+        r_.begin_array("set");
+        while (r_.next_item()) {
+          const size_t v = r_.offset();
+          ref.sets.push_back(r_.read_string("set"));
+          if (ref.sets.back().find('=') == std::string::npos) {
+            r_.fail_at(v, "set: '{}' is not PATH=VALUE", ref.sets.back());
+          }
+        }
       } else {
         r_.fail_at(r_.key_offset(), "unknown key '{}' in {}{}", key, what, did_you_mean(key, keys));
       }
@@ -344,6 +353,14 @@ void append_ref(std::string& out, const Reference& ref) {
   if (!ref.sha256.empty()) {
     out += ", \"sha256\": ";
     append_json_string(out, ref.sha256);
+  }
+  if (!ref.sets.empty()) {
+    out += ", \"set\": [";
+    for (size_t i = 0; i < ref.sets.size(); ++i) {
+      if (i > 0) out += ", ";
+      append_json_string(out, ref.sets[i]);
+    }
+    out += ']';
   }
   out += '}';
 }

@@ -585,6 +585,7 @@ void Simulator::dispatch(const Event& ev) {
         if (!mem_waiters_[st.dev_slot].empty()) freed_slots_.push_back(st.dev_slot);
       }
       rec_.compute(int(ev.data), st.op_start, q_.now(), s.target, uint32_t(st.next - 1));
+      if (o_.op_end != nullptr && ev.data == 0) (*o_.op_end)[s.target] = q_.now();
       advance(ev.data);
       break;
     }
@@ -852,6 +853,7 @@ SimResult Simulator::run() {
 
 SimResult simulate(const Plan& plan, const Workload& w, const hw::Topology& t,
                    const SimOptions& options) {
+  if (options.op_end != nullptr) options.op_end->assign(w.ops.size(), -1);
   Simulator sim(plan, w, t, options);
   return sim.run();
 }

@@ -48,6 +48,9 @@ struct SimOptions {
   Timeline* timeline = nullptr;  ///< streamed while simulating when set
   bool keep_transfers = true;    ///< fill SimResult::transfers
   size_t live_top = 10;          ///< largest live tensors listed per tier at its peak
+  /// When set, sized to the workload's ops by simulate(): the end of each op's compute
+  /// step in program 0 (-1 where it did not run), e.g. for per-token decode times.
+  std::vector<Time>* op_end = nullptr;
 };
 
 /// Why a plan cannot run (core/plan.h), shared with the replayer.

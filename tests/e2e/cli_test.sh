@@ -231,7 +231,7 @@ cmp -s "$tmp/c1.json" "$tmp/c2.json" && passes=$((passes + 1)) ||
   { echo "FAIL compare is not deterministic"; fails=$((fails + 1)); }
 contains compare-json-format "$tmp/c1.json" '"format": "tierflow.compare/1"'
 check compare-csv 0 "$tf" compare --workload "$tmp/w7.json" --budget 300MiB --csv --policies resident,tierflow
-contains compare-csv-head "$tmp/out" "policy,status,makespan_ps"
+contains compare-csv-head "$tmp/out" "topology,hw,sets,workload"
 check compare-bad-policy 2 "$tf" compare --workload "$tmp/w7.json" --policies tierflw
 check compare-too-many-devices 2 "$tf" compare --hw configs/hw/gh200.yaml --workload "$tmp/w7.json" --devices 3
 contains compare-too-many-devices-msg "$tmp/err" "--devices: 3 programs, but the topology has 1 'hopper' device"

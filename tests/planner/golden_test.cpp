@@ -16,7 +16,7 @@
 #include "planner/planner.h"
 #include "planner/print.h"
 #include "sim/simulator.h"
-#include "tools/sim_evaluator.h"
+#include "tools/study/sim_evaluator.h"
 
 using namespace tierflow;
 using namespace tierflow::planner;
@@ -170,7 +170,7 @@ std::string run_golden(const std::string& header) {
     req.pins.emplace_back(static_cast<TensorKind>(k - kTensorKindNames.begin()),
                           static_cast<uint32_t>(*topo.tier_index(pin.substr(eq + 1))));
   }
-  cli::SimEvaluator eval(w, topo);
+  study::SimEvaluator eval(w, topo);
   if (header_value(header, "evaluator") == "sim") req.evaluator = &eval;
   const PlanOutcome out = make_plan(w, topo, req);
   if (!out.ok) return fmt::format("failed: {}\n", out.reason);

@@ -12,7 +12,7 @@
 #include "planner/planner.h"
 #include "planner/print.h"
 #include "sim/simulator.h"
-#include "tools/sim_evaluator.h"
+#include "tools/study/sim_evaluator.h"
 #include "tests/support/plan_builders.h"
 
 using namespace tierflow;
@@ -118,7 +118,7 @@ TEST_CASE("property: every policy on seeded random graphs") {
       CHECK(out.estimated_peak <= budget);
       const sim::SimResult r = sim::simulate(*out.plan, w, topo);
       REQUIRE_MESSAGE(!r.error, r.error->message);
-      const uint64_t peak = cli::device_peak(r, topo, *out.plan);
+      const uint64_t peak = study::device_peak(r, topo, *out.plan);
       CHECK(peak <= budget);
       CHECK(peak >= out.bounds.residency);
       CHECK(r.makespan >= out.bounds.makespan_ps);
@@ -145,7 +145,7 @@ TEST_CASE("property: paging pipelines and the scored portfolio on seeded random 
     testing::RandomWorkloadOptions wo;
     wo.ops = 30 + static_cast<uint32_t>(seed % 20);
     const Workload w = testing::random_workload(seed, wo);
-    cli::SimEvaluator eval(w, topo);
+    study::SimEvaluator eval(w, topo);
     for (const std::string pipeline :
          {"place,liveness,belady,insert,verify", "place,liveness,belady{warm=false},insert,verify",
           "reorder,place{multi=true},liveness,belady,insert,schedule,verify",
@@ -171,7 +171,7 @@ TEST_CASE("property: paging pipelines and the scored portfolio on seeded random 
       CHECK(out.estimated_peak <= budget);
       const sim::SimResult r = sim::simulate(*out.plan, w, topo);
       REQUIRE_MESSAGE(!r.error, r.error->message);
-      CHECK(cli::device_peak(r, topo, *out.plan) <= budget);
+      CHECK(study::device_peak(r, topo, *out.plan) <= budget);
       CHECK(r.makespan >= out.bounds.makespan_ps);
       ++planned;
       if (transfers(*out.plan) > 0) ++offloaded;

@@ -13,7 +13,7 @@
 #include "planner/planner.h"
 #include "planner/print.h"
 #include "tests/support/plan_builders.h"
-#include "tools/sim_evaluator.h"
+#include "tools/study/sim_evaluator.h"
 
 using namespace tierflow;
 using namespace tierflow::planner;
@@ -70,7 +70,7 @@ TEST_CASE("the tierflow search: same result on any number of threads, no worse t
     std::optional<PlanOutcome> first;
     for (unsigned threads : {1U, 2U, 5U}) {
       CAPTURE(threads);
-      cli::SimEvaluator eval(w, topo);
+      study::SimEvaluator eval(w, topo);
       PlanRequest r = req;
       r.evaluator = &eval;
       r.threads = threads;
@@ -91,7 +91,7 @@ TEST_CASE("the tierflow search: same result on any number of threads, no worse t
     if (!first->ok || !first->evaluation || !first->evaluation->ok) continue;
     for (const char* baseline : {"reactive", "layerwise", "distance", "hyperoffload"}) {
       CAPTURE(baseline);
-      cli::SimEvaluator eval(w, topo);
+      study::SimEvaluator eval(w, topo);
       PlanRequest r = req;
       r.policy = baseline;
       r.evaluator = &eval;

@@ -9,7 +9,7 @@
 #include "planner/pass.h"
 #include "sim/simulator.h"
 
-namespace tierflow::cli {
+namespace tierflow::study {
 
 /// Thread-safe: the planner may score several plans at once.
 class SimEvaluator : public planner::PlanEvaluator {
@@ -28,4 +28,4 @@ class SimEvaluator : public planner::PlanEvaluator {
 /// The device-tier peak of a simulation: the largest over the programs' device tiers.
 uint64_t device_peak(const sim::SimResult& r, const hw::Topology& t, const Plan& plan);
 
-}  // namespace tierflow::cli
+}  // namespace tierflow::study

@@ -8,14 +8,15 @@
 #include <exception>
 
 #include "core/diagnostics.h"
-#include "tools/calibrate_cmd.h"
-#include "tools/cli_common.h"
-#include "tools/hw_cmd.h"
-#include "tools/compare_cmd.h"
-#include "tools/plan_cmd.h"
-#include "tools/replay_cmd.h"
-#include "tools/sim_cmd.h"
-#include "tools/trace_cmd.h"
+#include "tools/cli/calibrate_cmd.h"
+#include "tools/cli/common.h"
+#include "tools/cli/hw_cmd.h"
+#include "tools/cli/compare_cmd.h"
+#include "tools/cli/plan_cmd.h"
+#include "tools/cli/replay_cmd.h"
+#include "tools/cli/sim_cmd.h"
+#include "tools/cli/trace_cmd.h"
+#include "tools/cli/whatif_cmd.h"
 
 #ifndef TIERFLOW_VERSION
 #define TIERFLOW_VERSION "unknown"
@@ -40,6 +41,7 @@ int run(int argc, char** argv) {
   add_plan_commands(app);
   add_sim_command(app);
   add_compare_command(app);
+  add_whatif_command(app);
   add_replay_command(app);
   add_calibrate_command(app);
   try {

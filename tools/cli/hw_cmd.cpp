@@ -1,4 +1,4 @@
-#include "tools/hw_cmd.h"
+#include "tools/cli/hw_cmd.h"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include "hw_models/describe.h"
 #include "hw_models/loader.h"
 #include "hw_models/show.h"
-#include "tools/cli_common.h"
+#include "tools/cli/common.h"
 
 namespace tierflow::cli {
 namespace {

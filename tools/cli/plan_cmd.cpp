@@ -1,4 +1,4 @@
-#include "tools/plan_cmd.h"
+#include "tools/cli/plan_cmd.h"
 
 #include <fmt/format.h>
 
@@ -16,70 +16,13 @@
 #include "planner/planner.h"
 #include "planner/print.h"
 #include "sim/timeline.h"
-#include "tools/cli_common.h"
-#include "tools/sim_evaluator.h"
+#include "tools/cli/common.h"
+#include "tools/study/sim_evaluator.h"
+#include "tools/study/target.h"
 
 namespace tierflow::cli {
 
 namespace fs = std::filesystem;
-
-std::string file_sha256(const std::string& path) { return sha256_hex(FileText(path).view()); }
-
-uint64_t parse_budget(const std::string& text, std::string_view flag) {
-  const auto r = parse_bytes(text);
-  if (!r.ok()) throw InputError::at(SourcePos{std::string(flag)}, "{}", r.error);
-  return r.value.value;
-}
-
-planner::Target make_target(const hw::Topology& topo, const std::string& device, uint32_t devices,
-                            std::string_view source) {
-  planner::Target t;
-  if (!device.empty()) {
-    const auto d = topo.device_index(device);
-    if (!d) {
-      std::vector<std::string> ids;
-      for (const auto& dv : topo.devices) ids.push_back(dv.id);
-      throw InputError::at(SourcePos{std::string(source)}, "no device '{}' in the topology{}",
-                           device, did_you_mean(device, ids));
-    }
-    t.device_class = *d;
-  }
-  const hw::Device& dev = topo.devices[t.device_class];
-  t.device_tier = *topo.tier_index(dev.local_tier);
-  if (devices > static_cast<uint32_t>(std::max(1, dev.count))) {
-    throw InputError::at(SourcePos{"--devices"},
-                         "{} programs, but the topology has {} '{}' device{} (raise it with "
-                         "--set devices.{}.count=N)",
-                         devices, dev.count, dev.id, dev.count == 1 ? "" : "s", dev.id);
-  }
-  t.devices = devices == 0 ? static_cast<uint32_t>(std::max(1, dev.count)) : devices;
-  return t;
-}
-
-std::vector<std::pair<TensorKind, uint32_t>> parse_pins(const std::vector<std::string>& pins,
-                                                        const hw::Topology& topo) {
-  std::vector<std::pair<TensorKind, uint32_t>> out;
-  for (const std::string& p : pins) {
-    const auto eq = p.find('=');
-    const SourcePos at{"--pin"};
-    if (eq == std::string::npos) throw InputError::at(at, "'{}' is not KIND=TIER", p);
-    const std::string kind = p.substr(0, eq), tier = p.substr(eq + 1);
-    const auto* k = std::find(kTensorKindNames.begin(), kTensorKindNames.end(), kind);
-    if (k == kTensorKindNames.end()) {
-      throw InputError::at(at, "unknown tensor kind '{}'{}", kind,
-                           did_you_mean(kind, std::span<const std::string_view>(kTensorKindNames)));
-    }
-    const auto ti = topo.tier_index(tier);
-    if (!ti) {
-      std::vector<std::string> ids;
-      for (const auto& tr : topo.tiers) ids.push_back(tr.id);
-      throw InputError::at(at, "no tier '{}' in the topology{}", tier, did_you_mean(tier, ids));
-    }
-    out.emplace_back(static_cast<TensorKind>(k - kTensorKindNames.begin()),
-                     static_cast<uint32_t>(*ti));
-  }
-  return out;
-}
 
 namespace {
 
@@ -186,19 +129,14 @@ int run_plan(const PlanCliOptions& o) {
   const FileText workload_text(o.workload);
   const Workload w = read_workload_text(workload_text.view(), o.workload);
   planner::PlanRequest req;
-  if (planner::find_policy(o.policy) == nullptr) {
-    std::vector<std::string_view> names;
-    for (const auto& p : planner::policies()) names.push_back(p.name);
-    throw InputError::at(SourcePos{"--policy"}, "unknown policy '{}'{}", o.policy,
-                         did_you_mean(o.policy, names));
-  }
+  study::check_policy(o.policy, "--policy");
   req.policy = o.policy;
   req.pipeline = o.pipeline;
   if (!o.pipeline.empty()) (void)planner::Pipeline::parse(o.pipeline);  // errors before work
-  req.target = make_target(topo, o.device, o.devices, "--device");
-  if (!o.budget.empty()) req.target.budget = parse_budget(o.budget, "--budget");
+  req.target = study::make_target(topo, o.device, o.devices, "--device");
+  if (!o.budget.empty()) req.target.budget = study::parse_budget(o.budget, "--budget");
   if (!o.max_overhead.empty()) req.max_overhead = parse_overhead(o.max_overhead);
-  req.pins = parse_pins(o.pins, topo);
+  req.pins = study::parse_pins(o.pins, topo);
   req.verify_each = o.verify_each;
   req.threads = o.threads;
   if (o.print_after_all || !o.print_after.empty()) {
@@ -208,9 +146,10 @@ int run_plan(const PlanCliOptions& o) {
       fmt::print("// after {}\n{}", pass, plan ? planner::plan_text(*plan, w) : planner::runs_text(s));
     };
   }
-  SimEvaluator eval(w, topo);
+  study::SimEvaluator eval(w, topo);
   req.evaluator = &eval;
   const planner::PlanOutcome out = planner::make_plan(w, topo, req);
+  if (!o.sets.empty()) fmt::print("overrides {}\n", fmt::join(o.sets, " "));
   fmt::print("{}", summary(out, w));
   if (!out.ok) {
     std::fflush(stdout);
@@ -228,7 +167,8 @@ int run_plan(const PlanCliOptions& o) {
     Plan plan = *out.plan;
     const fs::path dir = fs::absolute(o.output).parent_path();
     plan.workload_ref = {fs::relative(fs::absolute(o.workload), dir).string(), sha256_hex(workload_text.view())};
-    plan.topology_ref = {fs::relative(fs::absolute(o.hw), dir).string(), file_sha256(o.hw)};
+    plan.topology_ref = {fs::relative(fs::absolute(o.hw), dir).string(),
+                         sha256_hex(FileText(o.hw).view()), o.sets};
     plan.meta["pipeline"] = fmt::format("\"{}\"", out.pipeline);
     plan.meta["budget"] = std::to_string(out.budget);
     write_file_atomic(o.output, write_plan(plan, nullptr));

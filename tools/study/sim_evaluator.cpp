@@ -1,8 +1,8 @@
-#include "tools/sim_evaluator.h"
+#include "tools/study/sim_evaluator.h"
 
 #include <algorithm>
 
-namespace tierflow::cli {
+namespace tierflow::study {
 
 uint64_t device_peak(const sim::SimResult& r, const hw::Topology& t, const Plan& plan) {
   const auto dev = t.tier_index(plan.tiers[plan.device_tier]);
@@ -40,4 +40,4 @@ planner::Evaluation SimEvaluator::evaluate(const Plan& plan) {
   return e;
 }
 
-}  // namespace tierflow::cli
+}  // namespace tierflow::study

@@ -1,4 +1,4 @@
-#include "tools/calibrate_cmd.h"
+#include "tools/cli/calibrate_cmd.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -10,7 +10,7 @@
 #include "core/io.h"
 #include "core/units.h"
 #include "hw_models/loader.h"
-#include "tools/cli_common.h"
+#include "tools/cli/common.h"
 #include "tools/replay/calibration.h"
 #if defined(TIERFLOW_HAVE_CUDA)
 #include "tools/replay/cuda_backend.h"

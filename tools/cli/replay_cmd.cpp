@@ -1,4 +1,4 @@
-#include "tools/replay_cmd.h"
+#include "tools/cli/replay_cmd.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -15,7 +15,8 @@
 #include "hw_models/loader.h"
 #include "sim/simulator.h"
 #include "sim/timeline.h"
-#include "tools/cli_common.h"
+#include "tools/cli/common.h"
+#include "tools/cli/flags.h"
 #include "tools/replay/cpu_backend.h"
 #include "tools/replay/executor.h"
 #ifdef TIERFLOW_HAVE_CUDA
@@ -286,14 +287,7 @@ void write_timeline(const std::string& path, const LoadedPlan& lp, const ReplayR
 
 int run_replay(const ReplayCliOptions& o) {
   const LoadedPlan lp = read_plan(o.plan, /*verify=*/false);
-  std::string hw_file = o.hw;
-  if (hw_file.empty()) {
-    if (lp.plan.topology_ref.file.empty()) {
-      throw InputError(SourcePos{o.plan}, "the plan names no topology file: give one with --hw");
-    }
-    hw_file = (std::filesystem::path(o.plan).parent_path() / lp.plan.topology_ref.file).string();
-  }
-  const hw::Topology topo = hw::load_topology(hw_file, hw::LoadOptions{o.sets, false});
+  const hw::Topology topo = plan_topology(lp.plan, o.plan, o.hw, o.sets);
 
   sim::SimOptions so;
   const sim::SimResult s = sim::simulate(lp.plan, lp.workload, topo, so);

@@ -1,4 +1,4 @@
-#include "tools/sim_cmd.h"
+#include "tools/cli/sim_cmd.h"
 
 #include <fmt/format.h>
 
@@ -12,7 +12,8 @@
 #include "sim/report.h"
 #include "sim/simulator.h"
 #include "sim/timeline.h"
-#include "tools/cli_common.h"
+#include "tools/cli/common.h"
+#include "tools/cli/flags.h"
 
 namespace tierflow::cli {
 namespace {
@@ -33,15 +34,7 @@ struct SimCliOptions {
 int run_sim(const SimCliOptions& o) {
   // Rules are checked by the simulator, which also says when a broken step is reached.
   const LoadedPlan lp = read_plan(o.plan, /*verify=*/false);
-  std::string hw_file = o.hw;
-  if (hw_file.empty()) {
-    if (lp.plan.topology_ref.file.empty()) {
-      throw InputError(SourcePos{o.plan},
-                       "the plan names no topology file: give one with --hw");
-    }
-    hw_file = (std::filesystem::path(o.plan).parent_path() / lp.plan.topology_ref.file).string();
-  }
-  const hw::Topology topo = hw::load_topology(hw_file, hw::LoadOptions{o.sets, false});
+  const hw::Topology topo = plan_topology(lp.plan, o.plan, o.hw, o.sets);
 
   std::unique_ptr<sim::Timeline> tl;
   if (!o.timeline.empty()) tl = std::make_unique<sim::Timeline>(o.timeline);

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# End-to-end tests of `tierflow whatif`, request metrics, `--set` recorded in plans and the
+# study rows behind `compare --csv`.
+# Usage: whatif_test.sh TIERFLOW_BINARY   (run from the repository root)
+set -u
+tf=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+passes=0
+
+check() {  # check NAME EXPECTED_RC COMMAND...
+  local name=$1 want=$2
+  shift 2
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" != "$want" ]; then
+    echo "FAIL $name: exit $rc, expected $want"; sed 's/^/  stderr: /' "$tmp/err" | head -5
+    fails=$((fails + 1)); return 1
+  fi
+  passes=$((passes + 1))
+}
+contains() {  # contains NAME FILE TEXT
+  if grep -qF -- "$3" "$2"; then passes=$((passes + 1)); else
+    echo "FAIL $1: '$3' not found in output"; sed 's/^/  /' "$2" | head -20; fails=$((fails + 1)); fi
+}
+ok() {  # ok NAME COMMAND...: the command succeeds
+  if "${@:2}"; then passes=$((passes + 1)); else echo "FAIL $1"; fails=$((fails + 1)); fi
+}
+
+hw=configs/hw/h100-sxm-8gpu.yaml
+small=(--hw $hw --model llama-3-8b --layers 4 --batch 2 --context 1024 --tokens 2 --policy hyperoffload --threads 1)
+
+# min-memory: an answer, its plan, the binding constraint and the probes.
+check min-memory 0 "$tf" whatif "${small[@]}" --question min-memory --max-overhead 5%
+contains min-memory-answer "$tmp/out" "answer     "
+contains min-memory-binding "$tmp/out" "binding    below"
+contains min-memory-probes "$tmp/out" "probes:"
+check min-memory-json 0 "$tf" whatif "${small[@]}" --question min-memory --max-overhead 5% --json -o "$tmp/m1.json"
+ok min-memory-json-parses python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["format"] == "tierflow.whatif/1"
+a = d["answers"][0]
+assert a["found"] and a["answer_number"] > 0
+assert a["plan"]["status"] == "ok" and a["plan"]["latency_s"] * 1e12 <= a["limit_ps"]
+assert a["plan"]["device_peak_gib"] * 2**30 <= a["answer_number"]
+assert any(not p["pass"] for p in a["probes"])' "$tmp/m1.json"
+# Same inputs, byte-identical answers.
+check min-memory-again 0 "$tf" whatif "${small[@]}" --question min-memory --max-overhead 5% --json -o "$tmp/m2.json"
+cmp -s "$tmp/m1.json" "$tmp/m2.json" && passes=$((passes + 1)) || { echo "FAIL whatif is not deterministic"; fails=$((fails + 1)); }
+# The plan that achieves it, written and simulated again.
+check min-memory-plan 0 "$tf" whatif "${small[@]}" --question min-memory --max-overhead 5% --plan-out "$tmp/answer.json"
+check min-memory-plan-sim 0 "$tf" sim --plan "$tmp/answer.json"
+
+# --vary: a table of answers per value (a grid of two axes: four rows).
+check vary 0 "$tf" whatif "${small[@]}" --question min-memory --vary batch=1,4 --vary context=512,2048
+ok vary-rows test "$(grep -cE '^ +[14] +(512|2048) ' "$tmp/out")" = 4
+check vary-bad-field 2 "$tf" whatif "${small[@]}" --vary bacth=1,2
+contains vary-bad-field-hint "$tmp/err" "did you mean 'batch'"
+
+# max-batch without a target: the largest that fits without offload.
+check max-batch 0 "$tf" whatif "${small[@]}" --set tiers.hbm.capacity=4GiB --question max-batch --json -o "$tmp/b.json"
+ok max-batch-next-fails python3 -c '
+import json, sys
+a = json.load(open(sys.argv[1]))["answers"][0]
+n = a["answer_number"]
+assert a["found"] and n >= 1
+assert ("batch %d" % (n + 1)) in a["binding"], a["binding"]' "$tmp/b.json"
+# max-context with a TPOT target on a request.
+check max-context-request 0 "$tf" whatif --hw $hw --model llama-3-8b --layers 4 --batch 2 --prompt 512 --generate 4 \
+  --policy hyperoffload --question max-context --max-tpot 5
+contains max-context-decode-note "$tmp/out" "decode     decode of 3 tokens simulated whole"
+
+# upgrade: a ranked table with the --set of each upgrade.
+check upgrade 0 "$tf" whatif "${small[@]}" --budget 1GiB --question upgrade
+contains upgrade-pcie "$tmp/out" "links.gpu-pcie.bandwidth="
+contains upgrade-answer "$tmp/out" "answer     worth most: link 'gpu-pcie' bandwidth"
+
+check bad-question 2 "$tf" whatif --question fastest
+
+# Request metrics in compare: TTFT/TPOT behind a latency column.
+check compare-request 0 "$tf" compare --hw $hw --model llama-3-8b --layers 2 --batch 4 --prompt 128 --generate 3 \
+  --policies resident,hyperoffload --csv
+ok compare-request-row python3 -c '
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 2
+for r in rows:
+    assert r["phase"] == "request" and r["prompt"] == "128" and r["generate"] == "3"
+    ttft, tpot, thr = float(r["ttft_ms"]), float(r["tpot_ms"]), float(r["throughput_tokens_per_s"])
+    lat = float(r["latency_s"])
+    assert abs(thr - 4 * 3 / lat) < 1e-6 * thr
+    assert abs(lat - (ttft / 1e3 + 2 * tpot / 1e3)) < 1e-9 * lat' "$tmp/out"
+# compare takes the generator flags.
+check compare-gen-flags 0 "$tf" compare --hw $hw --model llama-3-8b --layers 2 --batch 4 --context 512 --tokens 2 --policies resident
+contains compare-gen-flags-batch "$tmp/out" "llama-3-8b decode, batch 4, 2 tokens from a 512-token context"
+# compare --csv: the study's stable columns, whatever the topology.
+check compare-csv-h100 0 "$tf" compare --hw $hw --model llama-3-8b --layers 2 --tokens 2 --policies resident --csv
+head -1 "$tmp/out" >"$tmp/h1"
+check compare-csv-gh200 0 "$tf" compare --hw configs/hw/gh200.yaml --model llama-3-8b --layers 2 --tokens 2 --policies resident --csv
+head -1 "$tmp/out" >"$tmp/h2"
+cmp -s "$tmp/h1" "$tmp/h2" && passes=$((passes + 1)) || { echo "FAIL compare --csv header depends on the topology"; fails=$((fails + 1)); }
+contains compare-csv-inputs "$tmp/h1" "topology,hw,sets,workload,model"
+
+# A plan made with --set simulates the same without repeating the --set.
+"$tf" trace gen --model llama-3-8b --layers 4 --phase decode --context 1024 --tokens 2 -o "$tmp/w.json" 2>/dev/null
+slow=(--set links.gpu-pcie.bandwidth=8GB/s --set tiers.hbm.capacity=3GiB)
+check plan-set 0 "$tf" plan --hw $hw "${slow[@]}" --workload "$tmp/w.json" --devices 1 --policy hyperoffload -o "$tmp/p.json"
+contains plan-set-shown "$tmp/out" "overrides links.gpu-pcie.bandwidth=8GB/s tiers.hbm.capacity=3GiB"
+contains plan-set-recorded "$tmp/p.json" '"set": ["links.gpu-pcie.bandwidth=8GB/s", "tiers.hbm.capacity=3GiB"]'
+check sim-recorded 0 "$tf" sim --plan "$tmp/p.json" --json -o "$tmp/s1.json"
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); del p["topology"]["set"]; json.dump(p, open(sys.argv[2], "w"))' "$tmp/p.json" "$tmp/p-noset.json"
+check sim-explicit 0 "$tf" sim --plan "$tmp/p-noset.json" "${slow[@]}" --json -o "$tmp/s2.json"
+check sim-without 0 "$tf" sim --plan "$tmp/p-noset.json" --on-full wait --json -o "$tmp/s3.json"
+ok sim-recorded-equals-explicit python3 -c '
+import json, sys
+m = [json.load(open(f))["makespan_ps"] for f in sys.argv[1:]]
+assert m[0] == m[1], m
+assert m[2] != m[0], m' "$tmp/s1.json" "$tmp/s2.json" "$tmp/s3.json"
+
+echo "$passes passed, $fails failed"
+[ "$fails" = 0 ]

@@ -1,0 +1,208 @@
+// The study layer: scenarios, trials, rows and the what-if searches.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/diagnostics.h"
+#include "tools/study/row.h"
+#include "tools/study/study.h"
+#include "tools/study/whatif.h"
+
+using namespace tierflow;
+using namespace tierflow::study;
+
+namespace {
+
+const std::string kSource = TIERFLOW_SOURCE_DIR;
+
+/// A small decode: the first 4 layers of Llama-3-8B, batch 2, 1024 cached tokens, 2 steps,
+/// on one H100 of the 8-GPU server, planned by hyperoffload (fast and deterministic).
+Scenario small_decode() {
+  Scenario s;
+  s.hw = kSource + "/configs/hw/h100-sxm-8gpu.yaml";
+  s.workload.model = "llama-3-8b";
+  s.workload.gen.phase = traces::Phase::kDecode;
+  s.workload.gen.layers = 4;
+  s.workload.gen.batch = 2;
+  s.workload.gen.context = 1024;
+  s.workload.gen.tokens = 2;
+  s.policy = "hyperoffload";
+  s.threads = 1;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("set_field: generator, request, target and topology fields; unknown names suggest") {
+  Scenario s;
+  set_field(s, "batch", "32", "--vary");
+  set_field(s, "prompt", "512", "--vary");
+  set_field(s, "generate", "64", "--vary");
+  set_field(s, "budget", "40GiB", "--vary");
+  set_field(s, "tiers.hbm.capacity", "96GB", "--vary");
+  set_field(s, "model.layers", "2", "--vary");
+  CHECK(s.workload.gen.batch == 32);
+  REQUIRE(s.request);
+  CHECK(s.request->prompt == 512);
+  CHECK(s.request->generate == 64);
+  CHECK(s.budget == uint64_t{40} << 30);
+  CHECK(s.sets == std::vector<std::string>{"tiers.hbm.capacity=96GB"});
+  CHECK(s.workload.model_sets == std::vector<std::string>{"layers=2"});
+  CHECK(get_field(s, "tiers.hbm.capacity") == "96GB");
+  CHECK(get_field(s, "batch") == "32");
+  try {
+    set_field(s, "bacth", "4", "--vary");
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("did you mean 'batch'") != std::string::npos);
+  }
+  CHECK_THROWS_AS(set_field(s, "batch", "0", "--vary"), InputError);
+  CHECK_THROWS_AS(set_field(s, "batch", "4x", "--vary"), InputError);
+  CHECK_THROWS_AS(parse_axis("batch=1,,2", "--vary"), InputError);
+  const Axis a = parse_axis("context=1024,2048", "--vary");
+  CHECK(a.values.size() == 2);
+  const auto grid = expand_grid(s, {parse_axis("batch=1,2", "--vary"), a});
+  REQUIRE(grid.size() == 4);
+  // The first axis varies slowest.
+  CHECK(grid[1].second == std::vector<std::string>{"1", "2048"});
+  CHECK(grid[2].first.workload.gen.batch == 2);
+}
+
+TEST_CASE("rows: the column set is pinned, and the same scenario gives the same row bytes") {
+  // tests/study/golden/columns.txt: one column name a line. TIERFLOW_UPDATE_GOLDEN=1
+  // rewrites it; a change there is a change of the sweep database's schema.
+  std::string names;
+  for (const Column& c : columns()) names += c.name + "\n";
+  const std::string path = kSource + "/tests/study/golden/columns.txt";
+  if (std::getenv("TIERFLOW_UPDATE_GOLDEN") != nullptr) std::ofstream(path) << names;
+  std::ifstream in(path);
+  std::stringstream want;
+  want << in.rdbuf();
+  CHECK(names == want.str());
+
+  Study a, b;
+  const Trial ta = a.run(small_decode());
+  const Trial tb = b.run(small_decode());
+  REQUIRE(ta.ok);
+  const std::string ra = rows_csv({row_of(ta)}), rb = rows_csv({row_of(tb)});
+  CHECK(ra == rb);
+  CHECK(rows_jsonl({row_of(ta)}) == rows_jsonl({row_of(tb)}));
+  const Row r = row_of(ta);
+  CHECK(std::get<std::string>(r.at("status")) == "ok");
+  CHECK(std::get<int64_t>(r.at("batch")) == 2);
+  CHECK(std::get<double>(r.at("makespan_s")) > 0);
+  // A decode step: TPOT is the makespan per token.
+  CHECK(std::get<double>(r.at("tpot_ms")) ==
+        doctest::Approx(std::get<double>(r.at("makespan_s")) * 1e3 / 2));
+  CHECK(std::holds_alternative<std::monostate>(r.at("ttft_ms")));
+}
+
+TEST_CASE("request: TTFT is the prefill, throughput as FlexGen defines it") {
+  Scenario s = small_decode();
+  s.request = Request{256, 5};
+  Study study;
+  const Trial t = study.run(s);
+  REQUIRE(t.ok);
+  REQUIRE(t.request);
+  REQUIRE(t.phases.size() == 2);
+  const RequestMetrics& m = *t.request;
+  CHECK(m.ttft_ps == t.phases[0].makespan_ps);
+  CHECK(m.decode_ps == t.phases[1].makespan_ps);
+  CHECK(t.phases[1].tokens == 4);  // G - 1 decode steps after the prefill's token
+  CHECK(!m.extrapolated);
+  CHECK(m.tpot_ms == doctest::Approx(static_cast<double>(m.decode_ps) * 1e-9 / 4));
+  CHECK(m.throughput_tokens_per_s ==
+        doctest::Approx(2.0 * 5 / (static_cast<double>(m.ttft_ps + m.decode_ps) * 1e-12)));
+}
+
+TEST_CASE("request: a long decode is extrapolated only when shown steady, and close to whole") {
+  Scenario s = small_decode();
+  s.request = Request{512, 41};  // 40 decode steps: two 8-token windows
+  Study study;
+  const Trial t = study.run(s);
+  REQUIRE(t.ok);
+  REQUIRE(t.request);
+  CHECK(t.request->extrapolated);
+  CHECK(t.request->decode_note.find("extrapolated") != std::string::npos);
+  // The same 40 steps simulated whole.
+  Scenario whole = s;
+  whole.request.reset();
+  whole.workload.gen.context = 512;
+  whole.workload.gen.tokens = 40;
+  const Trial w = study.run(whole);
+  REQUIRE(w.ok);
+  const double rel = std::abs(static_cast<double>(t.request->decode_ps - w.latency_ps())) /
+                     static_cast<double>(w.latency_ps());
+  CHECK(rel < 0.01);
+}
+
+TEST_CASE("whatif min-memory equals the smallest passing budget of a brute-force scan") {
+  Scenario s = small_decode();
+  Study study;
+  WhatIfOptions o;
+  o.max_overhead = 0.05;
+  const Answer a = whatif(study, s, o);
+  REQUIRE(a.found);
+  // Every budget of the scan, at the search's resolution, from the residency bound up.
+  const Trial fastest = study.unlimited_trial(s);
+  const uint64_t lo = fastest.main().outcome.bounds.residency;
+  const uint64_t hi = fastest.main().device_peak;
+  const uint64_t step = std::max<uint64_t>(uint64_t{64} << 20, hi / 200);
+  uint64_t smallest = 0;
+  for (uint64_t b = lo; b <= hi + step; b += step) {
+    Scenario p = s;
+    p.budget = b;
+    const Trial t = study.run(p);
+    if (t.ok && t.latency_ps() <= a.limit_ps) {
+      smallest = b;
+      break;
+    }
+  }
+  REQUIRE(smallest > 0);
+  const auto answer = static_cast<uint64_t>(a.number);
+  CHECK(answer + step >= smallest);
+  CHECK(answer <= smallest + step);
+  // The answer's own plan meets the limit within its budget.
+  REQUIRE(a.trial);
+  CHECK(a.trial->latency_ps() <= a.limit_ps);
+  CHECK(a.trial->main().device_peak <= answer);
+  // Its ceiling does not matter: a device with twice the memory gives the same answer.
+  Scenario big = s;
+  big.sets.push_back("tiers.hbm.capacity=160GB");
+  const Answer b = whatif(study, big, o);
+  CHECK(b.number == a.number);
+}
+
+TEST_CASE("whatif max-batch: the answer passes, the next batch does not") {
+  Scenario s = small_decode();
+  s.sets.push_back("tiers.hbm.capacity=4GiB");
+  Study study;
+  WhatIfOptions o;
+  o.question = Question::kMaxBatch;
+  const Answer a = whatif(study, s, o);  // no target: fits without offload
+  REQUIRE(a.found);
+  REQUIRE(a.trial);
+  CHECK(a.trial->ok);
+  Scenario next = s;
+  next.policy = "resident";
+  next.workload.gen.batch = a.number + 1;
+  CHECK_FALSE(study.run(next).ok);
+  CHECK(a.binding.find("batch " + std::to_string(a.number + 1)) != std::string::npos);
+}
+
+TEST_CASE("whatif upgrade: ranked by the gain at 2x, the best one names its --set") {
+  Scenario s = small_decode();
+  s.budget = uint64_t{1} << 30;  // offload: PCIe carries the weights
+  Study study;
+  WhatIfOptions o;
+  o.question = Question::kUpgrade;
+  const Answer a = whatif(study, s, o);
+  REQUIRE(a.found);
+  REQUIRE(a.upgrades.size() >= 2);
+  for (size_t i = 1; i < a.upgrades.size(); ++i) CHECK(a.upgrades[i - 1].gain[1] >= a.upgrades[i].gain[1]);
+  CHECK(a.upgrades.front().gain[1] > 0.05);
+  CHECK(a.upgrades.front().set.find('=') != std::string::npos);
+}

@@ -1,0 +1,236 @@
+#include "tools/cli/compare_cmd.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <memory>
+
+#include "core/io.h"
+#include "core/plan_json.h"
+#include "core/table.h"
+#include "core/units.h"
+#include "core/workload_json.h"
+#include "hw_models/loader.h"
+#include "planner/planner.h"
+#include "sim/report.h"
+#include "sim/timeline.h"
+#include "tools/cli/common.h"
+#include "tools/cli/flags.h"
+#include "tools/study/row.h"
+#include "tools/study/study.h"
+#include "tools/study/target.h"
+
+namespace tierflow::cli {
+namespace {
+
+struct CompareOptions {
+  ScenarioFlags f;
+  std::string timeline, output, plans_dir;
+  std::vector<std::string> policies;
+  bool json = false, csv = false;
+};
+
+std::string ratio(double a, double b) { return b > 0 ? fmt::format("{:.3f}", a / b) : "-"; }
+
+int run_compare(const CompareOptions& o) {
+  const study::Scenario base = to_scenario(o.f);
+  study::Study study;
+  const auto topo_ptr = study.topology(base);
+  const hw::Topology& topo = *topo_ptr;
+  const planner::Target target = study::make_target(topo, base.device, base.devices, "--device");
+  const std::string scenario = study::describe_workload(base);
+
+  std::vector<std::string> names = o.policies;
+  if (names.empty()) {
+    for (const auto& p : planner::policies()) names.emplace_back(p.name);
+  }
+  for (const std::string& name : names) study::check_policy(name, "--policies");
+  // The resident reference: no offload, on a device with room for everything.
+  const sim::Time reference = study.unlimited_latency(base);
+
+  std::vector<study::Trial> trials;
+  for (const std::string& name : names) {
+    if (!o.json && !o.csv) fmt::print(stderr, "planning {} ...\n", name);
+    study::Scenario s = base;
+    s.policy = name;
+    trials.push_back(study.run(s));
+    const study::Trial& t = trials.back();
+    if (!o.plans_dir.empty() && t.main().outcome.ok) {
+      std::filesystem::create_directories(o.plans_dir);
+      write_file_atomic(o.plans_dir + "/" + name + ".json",
+                        write_plan(study::plan_for_file(t, t.main(), o.plans_dir + "/" + name + ".json"), t.main().workload.get()));
+    }
+  }
+
+  const study::Trial* best = nullptr;
+  for (const study::Trial& t : trials) {
+    if (!t.ok) continue;
+    if (best == nullptr || t.latency_ps() < best->latency_ps() ||
+        (t.latency_ps() == best->latency_ps() && t.main().device_peak < best->main().device_peak)) {
+      best = &t;
+    }
+  }
+
+  struct Row {
+    std::string policy;
+    const planner::PlanOutcome& out;
+    const study::PhaseResult& p;
+    const study::Trial& t;
+  };
+  std::vector<Row> rows;
+  for (size_t i = 0; i < trials.size(); ++i) {
+    rows.push_back({names[i], trials[i].main().outcome, trials[i].main(), trials[i]});
+  }
+  std::set<std::string> tier_cols, link_cols;
+  for (const Row& r : rows) {
+    for (const auto& [k, v] : r.p.tier_peak) tier_cols.insert(k);
+    for (const auto& [k, v] : r.p.link_bytes) link_cols.insert(k);
+  }
+  std::string text;
+  const planner::Bounds b = rows.empty() ? planner::Bounds{} : rows.front().out.bounds;
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["format"] = "tierflow.compare/1";
+    j["scenario"] = scenario;
+    j["topology"] = topo.name;
+    j["sets"] = base.sets;
+    j["budget"] = rows.empty() ? 0 : rows.front().out.budget;
+    j["resident_reference_ps"] = reference;
+    j["bounds"] = {{"residency", b.residency}, {"makespan_ps", b.makespan_ps},
+                   {"compute_ps", b.compute_ps}, {"traffic_bytes", b.traffic_bytes},
+                   {"ingress_bytes_per_s", b.ingress}};
+    for (const Row& r : rows) {
+      nlohmann::ordered_json x;
+      x["policy"] = r.policy;
+      x["ok"] = r.t.ok;
+      if (!r.t.ok) x["reason"] = r.t.reason;
+      if (r.t.ok) {
+        x["makespan_ps"] = r.t.latency_ps();
+        x["device_peak"] = r.p.device_peak;
+        x["exposed_ps"] = r.p.exposed_ps;
+        x["bytes_moved"] = r.p.moved_bytes;
+        x["busiest_link"] = r.p.busiest_link;
+        x["busiest_link_bytes"] = r.p.busiest_link_bytes;
+        nlohmann::ordered_json tiers = nlohmann::ordered_json::array();
+        for (const auto& t : r.p.sim->tiers) tiers.push_back({{"tier", t.name}, {"peak", t.peak}});
+        x["tiers"] = tiers;
+        nlohmann::ordered_json links = nlohmann::ordered_json::array();
+        for (const auto& [name, bytes] : r.p.link_bytes) {
+          links.push_back({{"link", name}, {"bytes", bytes}});
+        }
+        x["links"] = links;
+      }
+      j["policies"].push_back(x);
+    }
+    j["best"] = best == nullptr ? "" : best->scenario.policy;
+    text = j.dump(2) + "\n";
+  } else if (o.csv) {
+    std::vector<study::Row> out;
+    for (const study::Trial& t : trials) out.push_back(study::row_of(t));
+    text = study::rows_csv(out);
+  } else {
+    text += fmt::format("scenario   {}\ntopology   {} ({} program{} on '{}')\n", scenario, topo.name,
+                        target.devices, target.devices == 1 ? "" : "s",
+                        topo.tiers[target.device_tier].id);
+    if (!base.sets.empty()) text += fmt::format("overrides  {}\n", fmt::join(base.sets, " "));
+    if (!rows.empty()) {
+      text += fmt::format("budget     {} per device; resident needs {}\n",
+                          to_string_approx(Bytes{rows.front().out.budget}),
+                          to_string_approx(Bytes{rows.front().out.resident_peak}));
+    }
+    text += fmt::format("bounds     {}residency {}, makespan {} (compute {}, traffic {})\n",
+                        base.request ? "of the decode: " : "",
+                        to_string_approx(Bytes{b.residency}), to_string_approx(Duration{b.makespan_ps}),
+                        to_string_approx(Duration{b.compute_ps}), to_string_approx(Bytes{b.traffic_bytes}));
+    text += fmt::format("resident with unlimited memory: {}\n\n", to_string_approx(Duration{reference}));
+    Table t({"policy", base.request ? "latency" : "makespan", "vs resident", "x bound", "device peak", "x residency",
+             "exposed", "moved", "busiest link", "busy"},
+            {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
+             Table::Align::kRight, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
+             Table::Align::kLeft, Table::Align::kRight});
+    for (const Row& r : rows) {
+      if (!r.t.ok) {
+        t.add_row({r.policy, std::string(r.t.infeasible ? "does not fit" : "failed"), "", "", "", "", "", "", "", ""});
+        continue;
+      }
+      t.add_row({r.policy, to_string_approx(Duration{r.t.latency_ps()}),
+                 ratio(static_cast<double>(r.t.latency_ps()), static_cast<double>(reference)),
+                 ratio(static_cast<double>(r.p.makespan_ps), static_cast<double>(b.makespan_ps)),
+                 to_string_approx(Bytes{r.p.device_peak}),
+                 ratio(static_cast<double>(r.p.device_peak), static_cast<double>(b.residency)),
+                 to_string_approx(Duration{r.p.exposed_ps}),
+                 to_string_approx(Bytes{static_cast<uint64_t>(r.p.moved_bytes)}), r.p.busiest_link,
+                 fmt::format("{:.0f}%", 100 * r.p.busiest_link_busy)});
+    }
+    text += t.render();
+    // Memory per tier and traffic per link direction.
+    std::vector<std::string> heads = {"policy"};
+    std::vector<Table::Align> align = {Table::Align::kLeft};
+    for (const auto& c : tier_cols) {
+      heads.push_back("peak " + c);
+      align.push_back(Table::Align::kRight);
+    }
+    for (const auto& c : link_cols) {
+      heads.push_back(c);
+      align.push_back(Table::Align::kRight);
+    }
+    Table m(heads, align);
+    for (const Row& r : rows) {
+      if (!r.t.ok) continue;
+      std::vector<std::string> cells = {r.policy};
+      for (const auto& c : tier_cols) {
+        cells.push_back(r.p.tier_peak.count(c) != 0 ? to_string_approx(Bytes{r.p.tier_peak.at(c)}) : "-");
+      }
+      for (const auto& c : link_cols) {
+        cells.push_back(r.p.link_bytes.count(c) != 0
+                            ? to_string_approx(Bytes{static_cast<uint64_t>(r.p.link_bytes.at(c))})
+                            : "-");
+      }
+      m.add_row(std::move(cells));
+    }
+    if (!m.empty()) text += "\nmemory per tier (largest instance) and bytes per link direction:\n" + m.render();
+    for (const Row& r : rows) {
+      if (!r.t.ok) text += fmt::format("\n{}: {}", r.policy, r.t.reason);
+    }
+    if (best != nullptr) text += fmt::format("\nbest: {}\n", best->scenario.policy);
+  }
+  write_file_atomic(o.output.empty() ? "-" : o.output, text);
+
+  if (!o.timeline.empty() && best != nullptr) {
+    sim::Timeline tl(o.timeline);
+    sim::SimOptions so;
+    so.timeline = &tl;
+    so.live_top = 0;
+    (void)sim::simulate(*best->main().outcome.plan, *best->main().workload, topo, so);
+    tl.finish();
+    if (!o.json && !o.csv) fmt::print(stderr, "timeline of the best plan ({}): {}\n", best->scenario.policy, o.timeline);
+  }
+  return static_cast<int>(best == nullptr ? ExitCode::kInfeasible : ExitCode::kOk);
+}
+
+}  // namespace
+
+void add_compare_command(CLI::App& app) {
+  auto o = std::make_shared<CompareOptions>();
+  o->f.gen.gen.context = 4096;
+  o->f.gen.gen.tokens = 8;
+  CLI::App* cmd = app.add_subcommand(
+      "compare", "every policy side by side: makespan, memory, traffic, gap to the bounds");
+  add_target_flags(cmd, o->f);
+  add_workload_flags(cmd, o->f);
+  cmd->add_option("--policies", o->policies, "policies to compare (default: all)")->delimiter(',');
+  cmd->add_option("--timeline", o->timeline, "write the best plan's Chrome trace here");
+  cmd->add_option("--plans", o->plans_dir, "write each policy's plan (workload inline) here");
+  cmd->add_flag("--json", o->json, "print JSON");
+  cmd->add_flag("--csv", o->csv, "print one row per policy with the study's stable columns");
+  cmd->add_option("-o,--output", o->output, "write the table here instead of stdout");
+  cmd->callback([o] {
+    if (o->json && o->csv) throw CLI::ValidationError("--json and --csv exclude each other");
+    throw CommandResult(run_compare(*o));
+  });
+}
+
+}  // namespace tierflow::cli

@@ -1,0 +1,128 @@
+#include "tools/cli/flags.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "core/diagnostics.h"
+#include "core/kinds.h"
+#include "hw_models/loader.h"
+#include "tools/study/target.h"
+
+namespace tierflow::cli {
+namespace {
+
+template <size_t N>
+std::vector<std::string> words(const std::array<std::string_view, N>& a) {
+  return {a.begin(), a.end()};
+}
+
+}  // namespace
+
+traces::GenOptions GenFlags::options() const {
+  traces::GenOptions g = gen;
+  g.phase = static_cast<traces::Phase>(*index_of(traces::kPhaseNames, phase));
+  g.weight_dtype = static_cast<Dtype>(*index_of(kDtypeNames, weight_dtype));
+  g.kv_dtype = static_cast<Dtype>(*index_of(kDtypeNames, kv_dtype));
+  g.act_dtype = static_cast<Dtype>(*index_of(kDtypeNames, act_dtype));
+  g.routing = static_cast<traces::Routing>(*index_of(traces::kRoutingNames, routing));
+  return g;
+}
+
+void add_gen_flags(CLI::App* cmd, GenFlags& f) {
+  cmd->add_option("--phase", f.phase, "prefill, decode or train")
+      ->check(CLI::IsMember(words(traces::kPhaseNames)))
+      ->capture_default_str();
+  cmd->add_option("--batch", f.gen.batch, "sequences")->capture_default_str();
+  cmd->add_option("--seq", f.gen.seq, "prefill/training tokens per sequence")->capture_default_str();
+  cmd->add_option("--context", f.gen.context, "decode: tokens already cached")->capture_default_str();
+  cmd->add_option("--tokens", f.gen.tokens, "decode: tokens to generate")->capture_default_str();
+  cmd->add_option("--tp", f.gen.tp, "tensor-parallel degree (the workload is one shard)")
+      ->capture_default_str();
+  for (auto [flag, target, what] : {std::tuple{"--weight-dtype", &f.weight_dtype, "weights"},
+                                    {"--kv-dtype", &f.kv_dtype, "KV cache"},
+                                    {"--act-dtype", &f.act_dtype, "activations"}}) {
+    cmd->add_option(flag, *target, fmt::format("element type of the {}", what))
+        ->check(CLI::IsMember(words(kDtypeNames)))
+        ->capture_default_str();
+  }
+  cmd->add_option("--kv-block", f.gen.kv_block, "tokens per KV-cache block tensor")->capture_default_str();
+  cmd->add_flag("--checkpoint", f.gen.checkpoint, "training: activation checkpointing per layer");
+  cmd->add_option("--routing", f.routing,
+                  "MoE: 'expected' distinct-expert count or a 'seeded' random router")
+      ->check(CLI::IsMember(words(traces::kRoutingNames)))
+      ->capture_default_str();
+  cmd->add_option("--seed", f.gen.seed, "seed of the seeded router")->capture_default_str();
+  cmd->add_option("--layers", f.gen.layers, "generate only the first N layers (0 = all)")
+      ->capture_default_str();
+}
+
+void add_target_flags(CLI::App* cmd, ScenarioFlags& f) {
+  cmd->add_option("--hw", f.hw, "topology YAML (default: configs/hw/h100-sxm-8gpu.yaml)");
+  cmd->add_option("--set", f.sets, "override a topology field: PATH=VALUE (repeatable)");
+  cmd->add_option("--device", f.device, "device class (default: the first)");
+  cmd->add_option("--devices", f.devices, "programs, one per device")->capture_default_str();
+  cmd->add_option("--budget", f.budget, "device bytes per device (default: its capacity)");
+  cmd->add_option("--pin", f.pins, "KIND=TIER: home every tensor of a kind there (repeatable)");
+  cmd->add_option("--threads", f.threads,
+                  "threads for the tierflow policy's pipelines (default: one per hardware "
+                  "thread; the results do not depend on it)");
+}
+
+void add_workload_flags(CLI::App* cmd, ScenarioFlags& f) {
+  auto* file = cmd->add_option("--workload", f.workload, "workload JSON instead of generating one");
+  auto* model = cmd->add_option("--model", f.model,
+                                "a shipped model (configs/models/NAME.yaml) or a model YAML "
+                                "(default llama-3-70b)");
+  auto* hf = cmd->add_option("--hf-config", f.hf_config, "a Hugging Face config.json");
+  file->excludes(model)->excludes(hf);
+  model->excludes(hf);
+  cmd->add_option("--model-set", f.model_sets, "override a model field: KEY=VALUE (repeatable)");
+  add_gen_flags(cmd, f.gen);
+  cmd->add_option("--prompt", f.prompt,
+                  "request: prompt tokens; with --generate, plans prefill and decode and "
+                  "reports TTFT, TPOT and throughput");
+  cmd->add_option("--generate", f.generate, "request: tokens generated per sequence");
+}
+
+study::Scenario to_scenario(const ScenarioFlags& f) {
+  study::Scenario s;
+  s.hw = f.hw;
+  s.sets = f.sets;
+  s.device = f.device;
+  s.devices = f.devices;
+  if (!f.budget.empty()) s.budget = study::parse_budget(f.budget, "--budget");
+  s.pins = f.pins;
+  s.policy = f.policy;
+  s.threads = f.threads;
+  s.workload.file = f.workload;
+  s.workload.model = f.model;
+  s.workload.hf_config = f.hf_config;
+  s.workload.model_sets = f.model_sets;
+  s.workload.gen = f.gen.options();
+  if ((f.prompt > 0) != (f.generate > 0)) {
+    throw CLI::ValidationError("--prompt and --generate go together (a request)");
+  }
+  if (f.prompt < 0 || f.generate < 0) throw CLI::ValidationError("--prompt and --generate must be >= 1");
+  if (f.prompt > 0) s.request = study::Request{f.prompt, f.generate};
+  if (s.request && !f.workload.empty()) {
+    throw CLI::ValidationError("a request (--prompt/--generate) is generated from --model or --hf-config, not --workload");
+  }
+  return s;
+}
+
+hw::Topology plan_topology(const Plan& plan, const std::string& plan_path, const std::string& hw,
+                           const std::vector<std::string>& sets) {
+  std::string file = hw;
+  if (file.empty()) {
+    if (plan.topology_ref.file.empty()) {
+      throw InputError(SourcePos{plan_path}, "the plan names no topology file: give one with --hw");
+    }
+    file = (std::filesystem::path(plan_path).parent_path() / plan.topology_ref.file).string();
+  }
+  std::vector<std::string> all = plan.topology_ref.sets;
+  all.insert(all.end(), sets.begin(), sets.end());
+  return hw::load_topology(file, hw::LoadOptions{all, false});
+}
+
+}  // namespace tierflow::cli

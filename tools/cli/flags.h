@@ -1,0 +1,66 @@
+// The flags several subcommands share, declared once: the target (--hw, --set, --device,
+// --devices, --budget, --pin, --policy, --threads), the workload source with the
+// generator's parameters (--workload | --model | --hf-config, --phase, --batch, ...) and
+// the request shape (--prompt, --generate). Each command sets its defaults in the struct
+// before adding the flags; to_scenario() turns what was parsed into a study::Scenario.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "core/plan.h"
+#include "hw_models/topology.h"
+#include "tools/study/scenario.h"
+#include "traces/generate.h"
+
+namespace tierflow::cli {
+
+/// Generator parameters as flags (trace gen, compare, whatif).
+struct GenFlags {
+  traces::GenOptions gen;
+  std::string phase = "decode";
+  std::string weight_dtype = "bf16", kv_dtype = "bf16", act_dtype = "bf16";
+  std::string routing = "expected";
+
+  /// The options with the words parsed (CLI11 checked them already).
+  [[nodiscard]] traces::GenOptions options() const;
+};
+
+/// Adds --phase, --batch, --seq, --context, --tokens, --tp, the dtypes, --kv-block,
+/// --checkpoint, --routing, --seed, --layers.
+void add_gen_flags(CLI::App* cmd, GenFlags& f);
+
+struct ScenarioFlags {
+  std::string hw;
+  std::vector<std::string> sets;
+  std::string device;
+  uint32_t devices = 1;
+  std::string budget;
+  std::vector<std::string> pins;
+  std::string policy = "tierflow";
+  unsigned threads = 0;
+
+  std::string workload, model, hf_config;
+  std::vector<std::string> model_sets;
+  GenFlags gen;
+  int64_t prompt = 0, generate = 0;
+};
+
+/// --hw, --set, --device, --devices, --budget, --pin, --threads.
+void add_target_flags(CLI::App* cmd, ScenarioFlags& f);
+/// --workload | --model | --hf-config, --model-set, the generator flags, --prompt and
+/// --generate.
+void add_workload_flags(CLI::App* cmd, ScenarioFlags& f);
+
+/// Checks the combination (one workload source; --prompt with --generate) and builds the
+/// scenario. Throws CLI::ValidationError or InputError.
+study::Scenario to_scenario(const ScenarioFlags& f);
+
+/// The topology a plan runs on: `hw` if given, else the file the plan names (relative to
+/// the plan's folder); the overrides recorded in the plan, then `sets`.
+hw::Topology plan_topology(const Plan& plan, const std::string& plan_path, const std::string& hw,
+                           const std::vector<std::string>& sets);
+
+}  // namespace tierflow::cli

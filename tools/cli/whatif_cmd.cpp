@@ -1,0 +1,291 @@
+#include "tools/cli/whatif_cmd.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "core/io.h"
+#include "core/plan_json.h"
+#include "core/table.h"
+#include "core/units.h"
+#include "tools/cli/common.h"
+#include "tools/cli/flags.h"
+#include "tools/study/row.h"
+#include "tools/study/target.h"
+#include "tools/study/whatif.h"
+
+namespace tierflow::cli {
+namespace {
+
+struct WhatIfCliOptions {
+  ScenarioFlags f;
+  std::string question = "min-memory";
+  std::string max_overhead = "1%";
+  double min_throughput = 0, max_tpot = 0;
+  std::vector<std::string> vary;
+  std::string output, plan_out;
+  bool json = false, quiet = false;
+};
+
+double parse_fraction(const std::string& text, std::string_view flag) {
+  std::string t = text;
+  double scale = 1;
+  if (!t.empty() && t.back() == '%') {
+    t.pop_back();
+    scale = 0.01;
+  }
+  try {
+    size_t used = 0;
+    const double x = std::stod(t, &used);
+    if (used == t.size() && x >= 0) return x * scale;
+  } catch (const std::exception&) {
+  }
+  throw InputError::at(SourcePos{std::string(flag)}, "'{}' is not a fraction or a percentage", text);
+}
+
+std::string question_text(const study::WhatIfOptions& w) {
+  switch (w.question) {
+    case study::Question::kMinMemory:
+      return fmt::format("least device memory within {:g}% of the fastest possible", 100 * w.max_overhead);
+    case study::Question::kMaxBatch:
+    case study::Question::kMaxContext: {
+      std::string target;
+      if (w.min_throughput > 0) target += fmt::format(" with at least {:g} tokens/s", w.min_throughput);
+      if (w.max_tpot_ms > 0) target += fmt::format("{} TPOT at most {:g} ms", target.empty() ? " with" : " and", w.max_tpot_ms);
+      if (target.empty()) target = " that fits without offload";
+      return fmt::format("largest {}{}", w.question == study::Question::kMaxBatch ? "batch" : "context", target);
+    }
+    case study::Question::kUpgrade:
+      return "which upgrade of a link or tier shortens the latency most (+25%, 2x)";
+  }
+  return "";
+}
+
+std::string trial_line(const study::Trial& t) {
+  const study::PhaseResult& p = t.main();
+  const auto& b = p.outcome.bounds;
+  std::string s = fmt::format("{}: latency {}", t.scenario.policy, to_string_approx(Duration{t.latency_ps()}));
+  if (t.request) {
+    s += fmt::format(" (TTFT {:.1f} ms, TPOT {:.2f} ms, {:.1f} tokens/s)", 1e-9 * static_cast<double>(t.request->ttft_ps),
+                     t.request->tpot_ms, t.request->throughput_tokens_per_s);
+  }
+  s += fmt::format(", makespan {:.3f} x bound, device peak {} ({:.3f} x residency bound)",
+                   b.makespan_ps > 0 ? static_cast<double>(p.makespan_ps) / static_cast<double>(b.makespan_ps) : 0.0,
+                   to_string_approx(Bytes{p.device_peak}),
+                   b.residency > 0 ? static_cast<double>(p.device_peak) / static_cast<double>(b.residency) : 0.0);
+  return s;
+}
+
+std::string answer_text(const study::Answer& a, const study::WhatIfOptions& w) {
+  std::string out;
+  if (a.question == study::Question::kUpgrade) {
+    if (!a.found) return fmt::format("answer     none: {}\n", a.binding);
+    out += fmt::format("baseline   {}\nbinding    {}\n", trial_line(*a.trial), a.binding);
+    Table t({"upgrade", "+25%", "2x", "set (2x)"},
+            {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight, Table::Align::kLeft});
+    for (const auto& u : a.upgrades) {
+      t.add_row({u.what, fmt::format("{:+.1f}%", -100 * u.gain[0]), fmt::format("{:+.1f}%", -100 * u.gain[1]), u.set});
+    }
+    out += "\nlatency change per upgrade, best first:\n" + t.render();
+    out += fmt::format("\nanswer     {}\n", a.note);
+    return out;
+  }
+  if (!a.found) {
+    out += fmt::format("answer     none: {}\n", a.binding);
+    if (!a.note.empty()) out += fmt::format("note       {}\n", a.note);
+    return out;
+  }
+  if (a.question == study::Question::kMinMemory) {
+    out += fmt::format("fastest    {} (resident on unlimited memory); limit {} (+{:g}%)\n",
+                       to_string_approx(Duration{a.fastest_ps}), to_string_approx(Duration{a.limit_ps}),
+                       100 * w.max_overhead);
+  }
+  out += fmt::format("answer     {} (resolution {})\n", a.value, a.resolution);
+  if (!a.note.empty()) out += fmt::format("note       {}\n", a.note);
+  out += fmt::format("plan       {}\n", trial_line(*a.trial));
+  if (a.trial->request) out += fmt::format("decode     {}\n", a.trial->request->decode_note);
+  out += fmt::format("binding    {}\n", a.binding);
+  return out;
+}
+
+std::string probes_text(const study::Answer& a) {
+  if (a.probes.empty()) return "";
+  Table t({"probe", "value", "result", "latency", "device peak", "why not"},
+          {Table::Align::kRight, Table::Align::kRight, Table::Align::kLeft, Table::Align::kRight,
+           Table::Align::kRight, Table::Align::kLeft});
+  for (size_t i = 0; i < a.probes.size(); ++i) {
+    const auto& p = a.probes[i];
+    t.add_row({std::to_string(i + 1), p.value, p.pass ? "pass" : "fail",
+               p.latency_ps > 0 ? to_string_approx(Duration{p.latency_ps}) : "-",
+               p.device_peak > 0 ? to_string_approx(Bytes{p.device_peak}) : "-", p.why});
+  }
+  return "\nprobes:\n" + t.render();
+}
+
+nlohmann::ordered_json answer_json(const study::Answer& a) {
+  nlohmann::ordered_json j;
+  j["found"] = a.found;
+  j["answer"] = a.value;
+  if (a.question != study::Question::kUpgrade) j["answer_number"] = a.number;
+  j["resolution"] = a.resolution;
+  j["binding"] = a.binding;
+  j["note"] = a.note;
+  if (a.question == study::Question::kMinMemory) {
+    j["fastest_ps"] = a.fastest_ps;
+    j["limit_ps"] = a.limit_ps;
+  }
+  if (a.trial) {
+    const study::Row row = study::row_of(*a.trial);
+    nlohmann::ordered_json r;
+    for (size_t i = 0; i < row.cells.size(); ++i) {
+      const auto& c = row.cells[i];
+      const std::string& name = study::columns()[i].name;
+      if (std::holds_alternative<std::monostate>(c)) r[name] = nullptr;
+      else if (const auto* s = std::get_if<std::string>(&c)) r[name] = *s;
+      else if (const auto* b = std::get_if<bool>(&c)) r[name] = *b;
+      else if (const auto* n = std::get_if<int64_t>(&c)) r[name] = *n;
+      else r[name] = std::get<double>(c);
+    }
+    j["plan"] = r;
+    if (a.trial->request) j["decode_note"] = a.trial->request->decode_note;
+  }
+  nlohmann::ordered_json probes = nlohmann::ordered_json::array();
+  for (const auto& p : a.probes) {
+    probes.push_back({{"value", p.value}, {"pass", p.pass}, {"latency_ps", p.latency_ps},
+                      {"device_peak", p.device_peak}, {"why", p.why}});
+  }
+  j["probes"] = probes;
+  nlohmann::ordered_json ups = nlohmann::ordered_json::array();
+  for (const auto& u : a.upgrades) {
+    ups.push_back({{"upgrade", u.what}, {"set_2x", u.set}, {"latency_ps_125", u.latency_ps[0]},
+                   {"latency_ps_2x", u.latency_ps[1]}, {"gain_125", u.gain[0]}, {"gain_2x", u.gain[1]}});
+  }
+  if (a.question == study::Question::kUpgrade) j["upgrades"] = ups;
+  return j;
+}
+
+int run_whatif(const WhatIfCliOptions& o) {
+  const study::Scenario base = to_scenario(o.f);
+  study::WhatIfOptions w;
+  w.question = static_cast<study::Question>(*index_of(study::kQuestionNames, o.question));
+  w.max_overhead = parse_fraction(o.max_overhead, "--max-overhead");
+  w.min_throughput = o.min_throughput;
+  w.max_tpot_ms = o.max_tpot;
+  const bool tty = !o.quiet && isatty(fileno(stderr)) != 0;
+  if (tty) w.progress = [](const std::string& line) { fmt::print(stderr, "\r\033[K{}", line); };
+  std::vector<study::Axis> axes;
+  for (const std::string& v : o.vary) axes.push_back(study::parse_axis(v, "--vary"));
+  const auto grid = study::expand_grid(base, axes);
+
+  study::Study study;
+  const auto topo = study.topology(base);
+  std::vector<study::Answer> answers;
+  for (const auto& [s, values] : grid) {
+    answers.push_back(study::whatif(study, s, w));
+  }
+  if (tty) fmt::print(stderr, "\r\033[K");
+
+  std::string text;
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["format"] = "tierflow.whatif/1";
+    j["question"] = o.question;
+    j["question_text"] = question_text(w);
+    j["topology"] = topo->name;
+    j["sets"] = base.sets;
+    j["workload"] = study::describe_workload(base);
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < answers.size(); ++i) {
+      nlohmann::ordered_json x = answer_json(answers[i]);
+      nlohmann::ordered_json at;
+      for (size_t k = 0; k < axes.size(); ++k) at[axes[k].path] = grid[i].second[k];
+      if (!axes.empty()) x["vary"] = at;
+      list.push_back(x);
+    }
+    j["answers"] = list;
+    text = j.dump(2) + "\n";
+  } else {
+    text += fmt::format("question   {}\nworkload   {}\ntopology   {} ({} program{} on '{}')\n",
+                        question_text(w), study::describe_workload(base), topo->name, base.devices,
+                        base.devices == 1 ? "" : "s",
+                        topo->tiers[study::make_target(*topo, base.device, base.devices, "--device").device_tier].id);
+    if (!base.sets.empty()) text += fmt::format("overrides  {}\n", fmt::join(base.sets, " "));
+    text += fmt::format("policy     {}\n", base.policy);
+    if (axes.empty()) {
+      text += answer_text(answers.front(), w);
+      text += probes_text(answers.front());
+    } else {
+      std::vector<std::string> heads;
+      std::vector<Table::Align> align;
+      for (const auto& ax : axes) {
+        heads.push_back(ax.path);
+        align.push_back(Table::Align::kRight);
+      }
+      for (const char* h : {"answer", "latency", "device peak", "binding"}) {
+        heads.emplace_back(h);
+        align.push_back(std::string_view(h) == "binding" ? Table::Align::kLeft : Table::Align::kRight);
+      }
+      Table t(heads, align);
+      for (size_t i = 0; i < answers.size(); ++i) {
+        const auto& a = answers[i];
+        std::vector<std::string> cells = grid[i].second;
+        cells.push_back(a.found ? a.value : "none");
+        cells.push_back(a.trial && a.trial->ok ? to_string_approx(Duration{a.trial->latency_ps()}) : "-");
+        cells.push_back(a.trial && a.trial->ok ? to_string_approx(Bytes{a.trial->main().device_peak}) : "-");
+        cells.push_back(a.binding);
+        t.add_row(std::move(cells));
+      }
+      text += "\n" + t.render();
+    }
+  }
+  write_file_atomic(o.output.empty() ? "-" : o.output, text);
+  if (!o.plan_out.empty()) {
+    const study::Answer& a = answers.front();
+    if (!a.trial || !a.trial->main().outcome.ok) {
+      throw InputError::at(SourcePos{"--plan-out"}, "no plan to write: the question has no answer");
+    }
+    write_file_atomic(o.plan_out, write_plan(study::plan_for_file(*a.trial, a.trial->main(), o.plan_out),
+                                             a.trial->main().workload.get()));
+  }
+  bool any = false;
+  for (const auto& a : answers) any = any || a.found;
+  return static_cast<int>(any ? ExitCode::kOk : ExitCode::kInfeasible);
+}
+
+}  // namespace
+
+void add_whatif_command(CLI::App& app) {
+  auto o = std::make_shared<WhatIfCliOptions>();
+  // The default question: Llama-3-70B decode, batch 16, 32k context, on one H100.
+  o->f.gen.gen.batch = 16;
+  o->f.gen.gen.context = 32768;
+  o->f.gen.gen.tokens = 8;
+  CLI::App* cmd = app.add_subcommand(
+      "whatif", "capacity questions answered by search: min-memory, max-batch, max-context, upgrade");
+  cmd->add_option("--question", o->question, "min-memory, max-batch, max-context or upgrade")
+      ->check(CLI::IsMember(std::vector<std::string>(study::kQuestionNames.begin(), study::kQuestionNames.end())))
+      ->capture_default_str();
+  cmd->add_option("--max-overhead", o->max_overhead,
+                  "min-memory: latency within this of the fastest possible, e.g. 1%")
+      ->capture_default_str();
+  cmd->add_option("--min-throughput", o->min_throughput,
+                  "max-batch/max-context: tokens/s at least (a request: generation throughput)");
+  cmd->add_option("--max-tpot", o->max_tpot, "max-batch/max-context: TPOT at most, in ms");
+  cmd->add_option("--vary", o->vary,
+                  "PATH=V1,V2,...: answer for each value of a topology or generator field "
+                  "(repeatable: a grid)");
+  cmd->add_option("--policy", o->f.policy, "planning policy (default tierflow)");
+  add_target_flags(cmd, o->f);
+  add_workload_flags(cmd, o->f);
+  cmd->add_option("--plan-out", o->plan_out, "write the plan that achieves the answer here");
+  cmd->add_flag("--json", o->json, "print JSON (tierflow.whatif/1)");
+  cmd->add_flag("--quiet", o->quiet, "no progress on the terminal");
+  cmd->add_option("-o,--output", o->output, "write the answer here instead of stdout");
+  cmd->callback([o] { throw CommandResult(run_whatif(*o)); });
+}
+
+}  // namespace tierflow::cli

@@ -1,0 +1,251 @@
+#include "tools/study/row.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <functional>
+
+#include "core/diagnostics.h"
+#include "core/json_reader.h"
+#include "core/table.h"
+#include "core/units.h"
+
+namespace tierflow::study {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+double seconds(int64_t ps) { return static_cast<double>(ps) * 1e-12; }
+double gib(double bytes) { return bytes / kGiB; }
+Cell ratio(double a, double b) { return b > 0 ? Cell{a / b} : Cell{}; }
+
+struct Def {
+  std::string name;
+  std::string_view description;
+  std::function<Cell(const Trial&)> get;
+};
+
+/// A metric of the main phase, null when its simulation did not run.
+template <class F>
+std::function<Cell(const Trial&)> metric(F f) {
+  return [f](const Trial& t) -> Cell { return t.main().ok() ? Cell{f(t.main())} : Cell{}; };
+}
+
+std::vector<Def> make_defs() {
+  std::vector<Def> d;
+  auto in = [&](std::string name, std::string_view what) {
+    d.push_back({name, what, [name](const Trial& t) -> Cell {
+                   const std::string v = get_field(t.scenario, name);
+                   if (v.empty()) return Cell{};
+                   int64_t i = 0;
+                   const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), i);
+                   if (ec == std::errc() && end == v.data() + v.size()) return Cell{i};
+                   return Cell{v};
+                 }});
+  };
+  d.push_back({"topology", "topology name", [](const Trial& t) { return Cell{t.topology}; }});
+  d.push_back({"hw", "topology file", [](const Trial& t) {
+                 return Cell{t.scenario.hw.empty() ? default_topology() : t.scenario.hw};
+               }});
+  d.push_back({"sets", "topology overrides, ';'-separated", [](const Trial& t) {
+                 return Cell{fmt::format("{}", fmt::join(t.scenario.sets, ";"))};
+               }});
+  d.push_back({"workload", "what was planned", [](const Trial& t) {
+                 return Cell{describe_workload(t.scenario)};
+               }});
+  d.push_back({"model", "model name, model YAML or HF config.json (empty for a workload file)",
+               [](const Trial& t) -> Cell {
+                 const WorkloadSource& w = t.scenario.workload;
+                 if (!w.file.empty()) return Cell{};
+                 return Cell{!w.hf_config.empty() ? w.hf_config
+                             : w.model.empty()    ? std::string(kDefaultModel)
+                                                  : w.model};
+               }});
+  d.push_back({"model_sets", "model overrides, ';'-separated", [](const Trial& t) {
+                 return Cell{fmt::format("{}", fmt::join(t.scenario.workload.model_sets, ";"))};
+               }});
+  d.push_back({"phase", "prefill, decode, train, or request", [](const Trial& t) {
+                 return Cell{t.scenario.request ? std::string("request")
+                                                : get_field(t.scenario, "phase")};
+               }});
+  in("batch", "sequences");
+  in("seq", "prefill or training tokens per sequence (step phases)");
+  in("context", "decode: tokens cached before the first step");
+  in("tokens", "decode: steps planned");
+  in("prompt", "request: prompt tokens");
+  in("generate", "request: generated tokens");
+  in("tp", "tensor-parallel degree");
+  in("weight_dtype", "weight element type");
+  in("kv_dtype", "KV-cache element type");
+  in("device", "device class (empty: the first)");
+  in("devices", "programs, one per device");
+  in("policy", "planning policy");
+  d.push_back({"pins", "KIND=TIER pins, ';'-separated", [](const Trial& t) {
+                 return Cell{fmt::format("{}", fmt::join(t.scenario.pins, ";"))};
+               }});
+  d.push_back({"device_tier", "tier the devices compute from",
+               [](const Trial& t) { return Cell{t.device_tier}; }});
+  d.push_back({"budget_gib", "device bytes per program the plan was made for",
+               [](const Trial& t) { return Cell{gib(static_cast<double>(t.budget))}; }});
+  d.push_back({"status", "ok, infeasible (does not fit) or failed", [](const Trial& t) {
+                 return Cell{std::string(t.ok ? "ok" : t.infeasible ? "infeasible" : "failed")};
+               }});
+  d.push_back({"reason", "why not ok", [](const Trial& t) { return Cell{t.reason}; }});
+  d.push_back({"pipeline", "the main phase's pipeline as run",
+               [](const Trial& t) { return Cell{t.main().outcome.pipeline}; }});
+  d.push_back({"makespan_s", "simulated makespan of the main phase (the step, or the first decode)",
+               metric([](const PhaseResult& p) { return seconds(p.makespan_ps); })});
+  d.push_back({"latency_s", "the step's makespan, or a request's TTFT + decode time",
+               [](const Trial& t) -> Cell { return t.ok ? Cell{seconds(t.latency_ps())} : Cell{}; }});
+  d.push_back({"ttft_ms", "request: time to first token (the prefill)", [](const Trial& t) -> Cell {
+                 return t.request ? Cell{1e3 * seconds(t.request->ttft_ps)} : Cell{};
+               }});
+  d.push_back({"tpot_ms", "request: decode time per output token; decode step: makespan / tokens",
+               [](const Trial& t) -> Cell {
+                 if (t.request) return t.request->tpot_ms > 0 ? Cell{t.request->tpot_ms} : Cell{};
+                 const PhaseResult& p = t.main();
+                 if (!p.ok() || p.tokens == 0) return Cell{};
+                 return Cell{1e3 * seconds(p.makespan_ps) / static_cast<double>(p.tokens)};
+               }});
+  d.push_back({"decode_tokens_per_s", "batch x decode tokens / decode time",
+               [](const Trial& t) -> Cell {
+                 if (t.request) {
+                   return t.request->decode_tokens_per_s > 0 ? Cell{t.request->decode_tokens_per_s} : Cell{};
+                 }
+                 const PhaseResult& p = t.main();
+                 if (!p.ok() || p.tokens == 0) return Cell{};
+                 return Cell{static_cast<double>(t.scenario.workload.gen.batch * p.tokens) /
+                             seconds(p.makespan_ps)};
+               }});
+  d.push_back({"throughput_tokens_per_s",
+               "request: batch x generated tokens / (TTFT + decode time), as FlexGen defines it",
+               [](const Trial& t) -> Cell {
+                 return t.request ? Cell{t.request->throughput_tokens_per_s} : Cell{};
+               }});
+  d.push_back({"decode_extrapolated", "request: decode extrapolated from two steady windows",
+               [](const Trial& t) -> Cell { return t.request ? Cell{t.request->extrapolated} : Cell{}; }});
+  d.push_back({"device_peak_gib", "simulated device-tier peak, largest over the programs",
+               metric([](const PhaseResult& p) { return gib(static_cast<double>(p.device_peak)); })});
+  d.push_back({"residency_bound_gib", "lower bound on the device peak",
+               [](const Trial& t) { return Cell{gib(static_cast<double>(t.main().outcome.bounds.residency))}; }});
+  d.push_back({"makespan_bound_s", "lower bound on the makespan",
+               [](const Trial& t) { return Cell{seconds(t.main().outcome.bounds.makespan_ps)}; }});
+  d.push_back({"compute_s", "compute time of the main phase (its makespan with unlimited memory)",
+               [](const Trial& t) { return Cell{seconds(t.main().outcome.bounds.compute_ps)}; }});
+  d.push_back({"makespan_over_bound", "makespan / makespan bound", [](const Trial& t) -> Cell {
+                 const PhaseResult& p = t.main();
+                 if (!p.ok()) return Cell{};
+                 return ratio(static_cast<double>(p.makespan_ps), static_cast<double>(p.outcome.bounds.makespan_ps));
+               }});
+  d.push_back({"peak_over_residency_bound", "device peak / residency bound", [](const Trial& t) -> Cell {
+                 const PhaseResult& p = t.main();
+                 if (!p.ok()) return Cell{};
+                 return ratio(static_cast<double>(p.device_peak), static_cast<double>(p.outcome.bounds.residency));
+               }});
+  d.push_back({"exposed_s", "time compute waited on transfers",
+               metric([](const PhaseResult& p) { return seconds(p.exposed_ps); })});
+  d.push_back({"moved_gib", "bytes prefetched and stored",
+               metric([](const PhaseResult& p) { return gib(p.moved_bytes); })});
+  d.push_back({"busiest_link", "link direction with the most bytes",
+               metric([](const PhaseResult& p) { return p.busiest_link; })});
+  d.push_back({"busiest_link_busy", "its busy fraction of the makespan",
+               metric([](const PhaseResult& p) { return p.busiest_link_busy; })});
+  d.push_back({"binding", "what limits the plan: a tier's capacity, a link, or compute",
+               [](const Trial& t) { return Cell{t.main().binding}; }});
+  for (size_t k = 0; k < hw::kTierKindNames.size(); ++k) {
+    d.push_back({fmt::format("peak_{}_gib", hw::kTierKindNames[k]),
+                 "simulated peak of the tiers of this kind (largest instance)",
+                 metric([k](const PhaseResult& p) {
+                   return gib(static_cast<double>(p.peak_by_tier_kind[k]));
+                 })});
+  }
+  for (size_t k = 0; k < hw::kLinkKindNames.size(); ++k) {
+    d.push_back({fmt::format("{}_gib", hw::kLinkKindNames[k]),
+                 "bytes over the links of this kind, both directions, all instances",
+                 metric([k](const PhaseResult& p) { return gib(p.bytes_by_link_kind[k]); })});
+  }
+  return d;
+}
+
+const std::vector<Def>& defs() {
+  static const std::vector<Def> d = make_defs();
+  return d;
+}
+
+}  // namespace
+
+const std::vector<Column>& columns() {
+  static const std::vector<Column> c = [] {
+    std::vector<Column> out;
+    for (const Def& d : defs()) out.push_back({d.name, d.description});
+    return out;
+  }();
+  return c;
+}
+
+const Cell& Row::at(std::string_view column) const {
+  const auto& defs_ = defs();
+  for (size_t i = 0; i < defs_.size(); ++i) {
+    if (defs_[i].name == column) return cells[i];
+  }
+  assert_fail("column", __FILE__, __LINE__, fmt::format("no column '{}'", column));
+}
+
+Row row_of(const Trial& t) {
+  Row r;
+  for (const Def& d : defs()) r.cells.push_back(d.get(t));
+  return r;
+}
+
+std::string cell_text(const Cell& c) {
+  return std::visit(
+      [](const auto& v) -> std::string {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::monostate>) return "";
+        else if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
+        else if constexpr (std::is_same_v<T, std::string>) return v;
+        else return fmt::format("{}", v);
+      },
+      c);
+}
+
+std::string rows_csv(const std::vector<Row>& rows) {
+  std::string out;
+  for (const Def& d : defs()) out += (out.empty() ? "" : ",") + d.name;
+  out += '\n';
+  for (const Row& r : rows) {
+    for (size_t i = 0; i < r.cells.size(); ++i) {
+      if (i > 0) out += ',';
+      out += csv_field(cell_text(r.cells[i]));
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+std::string rows_jsonl(const std::vector<Row>& rows) {
+  std::string out;
+  for (const Row& r : rows) {
+    out += '{';
+    for (size_t i = 0; i < r.cells.size(); ++i) {
+      if (i > 0) out += ", ";
+      append_json_string(out, defs()[i].name);
+      out += ": ";
+      const Cell& c = r.cells[i];
+      if (std::holds_alternative<std::monostate>(c)) {
+        out += "null";
+      } else if (const auto* s = std::get_if<std::string>(&c)) {
+        append_json_string(out, *s);
+      } else if (const auto* x = std::get_if<double>(&c); x != nullptr && !std::isfinite(*x)) {
+        out += "null";
+      } else {
+        out += cell_text(c);
+      }
+    }
+    out += "}\n";
+  }
+  return out;
+}
+
+}  // namespace tierflow::study

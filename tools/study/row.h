@@ -1,0 +1,44 @@
+// A Row is a trial flattened: every input and every metric under a stable column name
+// with its unit in the name (`makespan_s`, `tpot_ms`, `device_peak_gib`). The column set
+// does not depend on the topology or the workload: per-tier peaks are per tier kind
+// (`peak_hbm_gib`, ...) and link traffic per link kind (`pcie_gib`, ...), so rows of
+// any study stack into one table. compare prints rows; sweep stores them; the Python API
+// returns them as a data frame.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "tools/study/study.h"
+
+namespace tierflow::study {
+
+/// An empty cell (a metric that does not apply, e.g. TPOT of a training step) is null.
+using Cell = std::variant<std::monostate, int64_t, double, std::string, bool>;
+
+struct Column {
+  std::string name;
+  std::string_view description;
+};
+
+/// The columns, in order. Stable: a golden test pins them.
+const std::vector<Column>& columns();
+
+struct Row {
+  std::vector<Cell> cells;  ///< one per column
+  [[nodiscard]] const Cell& at(std::string_view column) const;
+};
+
+Row row_of(const Trial& t);
+
+/// The header line and one line per row; RFC 4180 quoting; doubles in shortest form.
+std::string rows_csv(const std::vector<Row>& rows);
+/// One JSON object per line (JSON Lines), keys in column order.
+std::string rows_jsonl(const std::vector<Row>& rows);
+/// A cell as text: "" for null, shortest round-trip form for doubles.
+std::string cell_text(const Cell& c);
+
+}  // namespace tierflow::study

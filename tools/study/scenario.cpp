@@ -1,0 +1,247 @@
+#include "tools/study/scenario.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdlib>
+
+#include "core/diagnostics.h"
+#include "core/kinds.h"
+#include "core/units.h"
+
+#ifndef TIERFLOW_CONFIG_DIR
+#define TIERFLOW_CONFIG_DIR "configs"
+#endif
+
+namespace tierflow::study {
+
+std::string config_dir() {
+  const char* env = std::getenv("TIERFLOW_CONFIG_DIR");
+  return env != nullptr && *env != '\0' ? std::string(env) : std::string(TIERFLOW_CONFIG_DIR);
+}
+
+std::string default_topology() { return config_dir() + "/hw/h100-sxm-8gpu.yaml"; }
+
+namespace {
+
+// Topology paths start with one of these (hw_models/loader.h, LoadOptions::overrides).
+constexpr std::string_view kTopologyRoots[] = {"system.", "devices.", "tiers.", "switches.",
+                                               "links."};
+
+int64_t parse_int(std::string_view path, std::string_view text, const SourcePos& at, int64_t lo) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    throw InputError::at(at, "{}: '{}' is not an integer", path, text);
+  }
+  if (v < lo) throw InputError::at(at, "{}: {} is below {}", path, v, lo);
+  return v;
+}
+
+template <size_t N>
+size_t parse_word(std::string_view path, std::string_view text,
+                  const std::array<std::string_view, N>& names, const SourcePos& at) {
+  const auto i = index_of(names, text);
+  if (!i) {
+    throw InputError::at(at, "{}: '{}' is not one of {}{}", path, text, fmt::join(names, ", "),
+                         did_you_mean(text, std::span<const std::string_view>(names)));
+  }
+  return *i;
+}
+
+bool parse_bool(std::string_view path, std::string_view text, const SourcePos& at) {
+  if (text == "true" || text == "1") return true;
+  if (text == "false" || text == "0") return false;
+  throw InputError::at(at, "{}: '{}' is not true or false", path, text);
+}
+
+Request& request_of(Scenario& s) {
+  if (!s.request) s.request = Request{};
+  return *s.request;
+}
+
+}  // namespace
+
+const std::vector<std::string_view>& field_names() {
+  static const std::vector<std::string_view> names = {
+      "batch",        "seq",      "context",   "tokens",   "prompt",    "generate",
+      "tp",           "kv_block", "layers",    "phase",    "weight_dtype", "kv_dtype",
+      "act_dtype",    "routing",  "seed",      "checkpoint", "model",   "hf_config",
+      "workload",     "budget",   "policy",    "device",   "devices"};
+  return names;
+}
+
+void set_field(Scenario& s, std::string_view path, std::string_view value,
+               std::string_view source) {
+  const SourcePos at{std::string(source)};
+  for (std::string_view root : kTopologyRoots) {
+    if (path.starts_with(root) || path == "name" || path == "description") {
+      s.sets.push_back(fmt::format("{}={}", path, value));
+      return;
+    }
+  }
+  if (path.starts_with("model.")) {
+    s.workload.model_sets.push_back(fmt::format("{}={}", path.substr(6), value));
+    return;
+  }
+  traces::GenOptions& g = s.workload.gen;
+  const std::string v(value);
+  if (path == "batch") {
+    g.batch = parse_int(path, value, at, 1);
+  } else if (path == "seq") {
+    g.seq = parse_int(path, value, at, 1);
+  } else if (path == "context") {
+    g.context = parse_int(path, value, at, 0);
+  } else if (path == "tokens") {
+    g.tokens = parse_int(path, value, at, 1);
+  } else if (path == "prompt") {
+    request_of(s).prompt = parse_int(path, value, at, 1);
+  } else if (path == "generate") {
+    request_of(s).generate = parse_int(path, value, at, 1);
+  } else if (path == "tp") {
+    g.tp = static_cast<int>(parse_int(path, value, at, 1));
+  } else if (path == "kv_block") {
+    g.kv_block = parse_int(path, value, at, 1);
+  } else if (path == "layers") {
+    g.layers = static_cast<int>(parse_int(path, value, at, 0));
+  } else if (path == "seed") {
+    g.seed = static_cast<uint64_t>(parse_int(path, value, at, 0));
+  } else if (path == "phase") {
+    g.phase = static_cast<traces::Phase>(parse_word(path, value, traces::kPhaseNames, at));
+  } else if (path == "routing") {
+    g.routing = static_cast<traces::Routing>(parse_word(path, value, traces::kRoutingNames, at));
+  } else if (path == "weight_dtype") {
+    g.weight_dtype = static_cast<Dtype>(parse_word(path, value, kDtypeNames, at));
+  } else if (path == "kv_dtype") {
+    g.kv_dtype = static_cast<Dtype>(parse_word(path, value, kDtypeNames, at));
+  } else if (path == "act_dtype") {
+    g.act_dtype = static_cast<Dtype>(parse_word(path, value, kDtypeNames, at));
+  } else if (path == "checkpoint") {
+    g.checkpoint = parse_bool(path, value, at);
+  } else if (path == "model") {
+    s.workload.model = v;
+    s.workload.hf_config.clear();
+    s.workload.file.clear();
+  } else if (path == "hf_config") {
+    s.workload.hf_config = v;
+    s.workload.model.clear();
+    s.workload.file.clear();
+  } else if (path == "workload") {
+    s.workload.file = v;
+  } else if (path == "budget") {
+    const auto b = parse_bytes(value);
+    if (!b.ok()) throw InputError::at(at, "budget: {}", b.error);
+    s.budget = b.value.value;
+  } else if (path == "policy") {
+    s.policy = v;
+  } else if (path == "device") {
+    s.device = v;
+  } else if (path == "devices") {
+    s.devices = static_cast<uint32_t>(parse_int(path, value, at, 1));
+  } else {
+    throw InputError::at(at, "unknown field '{}' (a topology path such as tiers.ID.capacity, "
+                         "model.KEY, or one of: {}){}",
+                         path, fmt::join(field_names(), ", "),
+                         did_you_mean(path, std::span<const std::string_view>(field_names())));
+  }
+}
+
+std::string get_field(const Scenario& s, std::string_view path) {
+  const traces::GenOptions& g = s.workload.gen;
+  if (path == "batch") return std::to_string(g.batch);
+  if (path == "seq") return std::to_string(g.seq);
+  if (path == "context") return std::to_string(g.context);
+  if (path == "tokens") return std::to_string(g.tokens);
+  if (path == "prompt") return s.request ? std::to_string(s.request->prompt) : "";
+  if (path == "generate") return s.request ? std::to_string(s.request->generate) : "";
+  if (path == "tp") return std::to_string(g.tp);
+  if (path == "kv_block") return std::to_string(g.kv_block);
+  if (path == "layers") return std::to_string(g.layers);
+  if (path == "seed") return std::to_string(g.seed);
+  if (path == "phase") return std::string(traces::kPhaseNames[static_cast<size_t>(g.phase)]);
+  if (path == "routing") return std::string(traces::kRoutingNames[static_cast<size_t>(g.routing)]);
+  if (path == "weight_dtype") return std::string(name_of(g.weight_dtype));
+  if (path == "kv_dtype") return std::string(name_of(g.kv_dtype));
+  if (path == "act_dtype") return std::string(name_of(g.act_dtype));
+  if (path == "checkpoint") return g.checkpoint ? "true" : "false";
+  if (path == "model") return s.workload.model;
+  if (path == "hf_config") return s.workload.hf_config;
+  if (path == "workload") return s.workload.file;
+  if (path == "budget") return s.budget == 0 ? "" : to_string(Bytes{s.budget});
+  if (path == "policy") return s.policy;
+  if (path == "device") return s.device;
+  if (path == "devices") return std::to_string(s.devices);
+  // The last override of a topology or model path.
+  const bool model = path.starts_with("model.");
+  const std::string prefix = fmt::format("{}=", model ? path.substr(6) : path);
+  const auto& list = model ? s.workload.model_sets : s.sets;
+  for (auto it = list.rbegin(); it != list.rend(); ++it) {
+    if (it->starts_with(prefix)) return it->substr(prefix.size());
+  }
+  return "";
+}
+
+Axis parse_axis(std::string_view text, std::string_view source) {
+  const auto eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == text.size()) {
+    throw InputError::at(SourcePos{std::string(source)}, "'{}' is not PATH=V1,V2,...", text);
+  }
+  Axis a{std::string(text.substr(0, eq)), {}};
+  std::string_view rest = text.substr(eq + 1);
+  while (true) {
+    const auto comma = rest.find(',');
+    const std::string_view v = rest.substr(0, comma);
+    if (v.empty()) throw InputError::at(SourcePos{std::string(source)}, "'{}': an empty value", text);
+    a.values.emplace_back(v);
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  // Checks the path and every value now, before any work.
+  Scenario probe;
+  for (const std::string& v : a.values) set_field(probe, a.path, v, source);
+  return a;
+}
+
+std::vector<std::pair<Scenario, std::vector<std::string>>> expand_grid(const Scenario& base,
+                                                                       const std::vector<Axis>& axes) {
+  std::vector<std::pair<Scenario, std::vector<std::string>>> out = {{base, {}}};
+  for (const Axis& a : axes) {
+    std::vector<std::pair<Scenario, std::vector<std::string>>> next;
+    for (const auto& [s, values] : out) {
+      for (const std::string& v : a.values) {
+        auto point = std::pair{s, values};
+        set_field(point.first, a.path, v, "--vary");
+        point.second.push_back(v);
+        next.push_back(std::move(point));
+      }
+    }
+    out = std::move(next);
+  }
+  return out;
+}
+
+std::string describe_workload(const Scenario& s) {
+  const WorkloadSource& w = s.workload;
+  if (!w.file.empty()) return w.file;
+  const std::string model = !w.hf_config.empty() ? w.hf_config
+                            : w.model.empty()    ? std::string(kDefaultModel)
+                                                 : w.model;
+  const traces::GenOptions& g = w.gen;
+  if (s.request) {
+    return fmt::format("{}, batch {}: prefill of {} tokens, then {} generated", model, g.batch,
+                       s.request->prompt, s.request->generate);
+  }
+  switch (g.phase) {
+    case traces::Phase::kPrefill:
+      return fmt::format("{} prefill, batch {}, {} tokens", model, g.batch, g.seq);
+    case traces::Phase::kTrain:
+      return fmt::format("{} training step, batch {}, {} tokens{}", model, g.batch, g.seq,
+                         g.checkpoint ? ", checkpointed" : "");
+    case traces::Phase::kDecode:
+      break;
+  }
+  return fmt::format("{} decode, batch {}, {} token{} from a {}-token context", model, g.batch,
+                     g.tokens, g.tokens == 1 ? "" : "s", g.context);
+}
+
+}  // namespace tierflow::study

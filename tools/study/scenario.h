@@ -1,0 +1,93 @@
+// What one study point is: a topology with its overrides, a workload source with its
+// generator parameters, an optional request shape, the device target, budget and policy
+// (ARCHITECTURE §9). compare, whatif, sweep and the Python API build scenarios; a Study
+// turns them into trials (tools/study/study.h).
+//
+// Glossary
+//   scenario   every input of one plan-and-simulate: nothing else changes the answer.
+//   field      a scenario input named by a path, for --vary and sweeps: a topology path
+//              (`tiers.hbm.capacity`, `links.gpu-pcie.bandwidth`, `devices.h100.count`)
+//              becomes a `--set` override; `model.KEY` overrides a model field; plain
+//              names are generator, request and target fields (`batch`, `context`,
+//              `prompt`, `generate`, `budget`, `policy`, ...; field_names() lists them).
+//   request    `batch` sequences, each with a `prompt` of P tokens, then `generate` G
+//              tokens: a prefill of P tokens (its last logits give the first token) and
+//              G - 1 decode steps at contexts P .. P + G - 2.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "traces/generate.h"
+
+namespace tierflow::study {
+
+/// The folder holding hw/ and models/: $TIERFLOW_CONFIG_DIR, else the source tree's configs/.
+std::string config_dir();
+
+/// The shipped topology every command defaults to: an 8-GPU H100 SXM server.
+std::string default_topology();
+inline constexpr std::string_view kDefaultModel = "llama-3-70b";
+
+/// Where the workload comes from: a file, or generated from a model.
+struct WorkloadSource {
+  std::string file;       ///< a workload JSON (tierflow.workload/1); when set, no generation
+  std::string model;      ///< a shipped model name or a model YAML (default kDefaultModel)
+  std::string hf_config;  ///< a Hugging Face config.json instead of `model`
+  std::vector<std::string> model_sets;  ///< KEY=VALUE overrides of the model's fields
+  traces::GenOptions gen;               ///< phase, batch, seq, context, tokens, tp, dtypes
+};
+
+/// Prefill of `prompt` tokens, then `generate` tokens, for `gen.batch` sequences.
+struct Request {
+  int64_t prompt = 0;
+  int64_t generate = 0;
+};
+
+struct Scenario {
+  std::string hw;                 ///< topology YAML; empty: default_topology()
+  std::vector<std::string> sets;  ///< topology overrides, PATH=VALUE, applied in order
+  WorkloadSource workload;
+  std::optional<Request> request;  ///< set: plan prefill and decode of one request
+  std::string device;              ///< device class id; empty: the first
+  uint32_t devices = 1;            ///< programs, one per device
+  uint64_t budget = 0;             ///< device bytes per program; 0: the device tier's capacity
+  std::string policy = "tierflow";
+  std::vector<std::string> pins;  ///< KIND=TIER
+  unsigned threads = 0;           ///< the tierflow policy's threads; 0: one per hardware thread
+};
+
+/// The names set_field() takes besides topology (`tiers.`, `links.`, ...) and `model.` paths.
+const std::vector<std::string_view>& field_names();
+
+/// Sets the field `path` to `value` (--vary, sweep axes). Throws InputError at `source`
+/// for an unknown field (with "did you mean") or a value it cannot take. Topology paths
+/// are appended to `sets` and checked when the topology loads.
+void set_field(Scenario& s, std::string_view path, std::string_view value, std::string_view source);
+
+/// The value of a plain field as set_field() reads it back (e.g. "16", "32GiB"); empty
+/// for topology and model paths that the scenario does not override.
+std::string get_field(const Scenario& s, std::string_view path);
+
+/// One axis of a grid: a field and its values (--vary PATH=V1,V2,...; sweep axes).
+struct Axis {
+  std::string path;
+  std::vector<std::string> values;
+};
+
+/// "PATH=V1,V2,..." as an axis; InputError at `source` when malformed.
+Axis parse_axis(std::string_view text, std::string_view source);
+
+/// The cartesian product of `axes` applied to `base`, the first axis slowest; each point
+/// with the values it took, in axis order.
+std::vector<std::pair<Scenario, std::vector<std::string>>> expand_grid(const Scenario& base,
+                                                                       const std::vector<Axis>& axes);
+
+/// One line saying what the workload is: "llama-3-70b decode, batch 16, 8 tokens from a
+/// 32768-token context", the file's path, or the request.
+std::string describe_workload(const Scenario& s);
+
+}  // namespace tierflow::study

@@ -1,0 +1,335 @@
+#include "tools/study/study.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+
+#include "core/diagnostics.h"
+#include "core/io.h"
+#include "core/json_reader.h"
+#include "core/sha256.h"
+#include "core/units.h"
+#include "core/workload_json.h"
+#include "hw_models/loader.h"
+#include "tools/study/sim_evaluator.h"
+#include "tools/study/target.h"
+#include "traces/arch_loader.h"
+#include "traces/hf_import.h"
+
+namespace tierflow::study {
+namespace {
+
+constexpr uint64_t kUnlimited = uint64_t{1} << 60;  // 1 EiB: "no limit" for a device tier
+
+std::string gen_key(const WorkloadSource& src, const traces::GenOptions& g) {
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", src.model, src.hf_config,
+                     fmt::join(src.model_sets, ";"), static_cast<int>(g.phase), g.batch, g.seq,
+                     g.context, g.tokens, g.tp, static_cast<int>(g.weight_dtype),
+                     static_cast<int>(g.kv_dtype), static_cast<int>(g.act_dtype), g.kv_block,
+                     g.checkpoint, static_cast<int>(g.routing), g.seed, g.layers);
+}
+
+/// The token of a generated decode op ("t12.L3.qkv" -> 12), or -1.
+int64_t token_of(std::string_view name) {
+  if (name.size() < 3 || name[0] != 't') return -1;
+  int64_t t = 0;
+  const auto [end, ec] = std::from_chars(name.data() + 1, name.data() + name.size(), t);
+  if (ec != std::errc() || end == name.data() + name.size() || *end != '.') return -1;
+  return t;
+}
+
+/// Per-token durations after the first (its warm start), and whether they are steady.
+struct Steady {
+  bool steady = false;
+  double mean_ps = 0;
+  double spread = 0;  ///< (max - min) / mean
+};
+
+Steady steady_of(const std::vector<int64_t>& ends) {
+  Steady s;
+  if (ends.size() < 3) return s;
+  double lo = 1e300, hi = 0, sum = 0;
+  for (size_t i = 1; i < ends.size(); ++i) {
+    const auto d = static_cast<double>(ends[i] - ends[i - 1]);
+    lo = std::min(lo, d);
+    hi = std::max(hi, d);
+    sum += d;
+  }
+  s.mean_ps = sum / static_cast<double>(ends.size() - 1);
+  s.spread = s.mean_ps > 0 ? (hi - lo) / s.mean_ps : 1;
+  s.steady = s.spread <= kSteadySpread;
+  return s;
+}
+
+}  // namespace
+
+std::string without_instance(const std::string& name) {
+  const auto open = name.find('[');
+  const auto close = name.find(']', open);
+  if (open == std::string::npos || close == std::string::npos) return name;
+  return name.substr(0, open) + name.substr(close + 1);
+}
+
+std::string PhaseResult::why() const {
+  if (!outcome.ok) return outcome.reason;
+  if (sim && sim->error) return sim->error->message;
+  return "";
+}
+
+Plan plan_for_file(const Trial& t, const PhaseResult& p, const std::string& path) {
+  namespace fs = std::filesystem;
+  Plan plan = *p.outcome.plan;
+  const std::string hw = t.scenario.hw.empty() ? default_topology() : t.scenario.hw;
+  const fs::path dir = fs::absolute(path).parent_path();
+  plan.topology_ref = {fs::relative(fs::absolute(hw), dir).string(), sha256_hex(FileText(hw).view()),
+                       t.scenario.sets};
+  plan.meta["pipeline"] = fmt::format("\"{}\"", p.outcome.pipeline);
+  plan.meta["budget"] = std::to_string(p.outcome.budget);
+  return plan;
+}
+
+int64_t Trial::latency_ps() const {
+  if (request) return request->ttft_ps + request->decode_ps;
+  return phases.empty() ? 0 : phases.front().makespan_ps;
+}
+
+std::shared_ptr<const hw::Topology> Study::topology(const Scenario& s) {
+  const std::string hw = s.hw.empty() ? default_topology() : s.hw;
+  const std::string key = fmt::format("{}\n{}", hw, fmt::join(s.sets, "\n"));
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = topologies_.find(key); it != topologies_.end()) return it->second;
+  }
+  auto t = std::make_shared<const hw::Topology>(hw::load_topology(hw, hw::LoadOptions{s.sets, false}));
+  std::lock_guard lock(mu_);
+  return topologies_.emplace(key, std::move(t)).first->second;
+}
+
+std::shared_ptr<const Workload> Study::workload(const Scenario& s, const traces::GenOptions& g) {
+  const WorkloadSource& src = s.workload;
+  const std::string key = src.file.empty() ? gen_key(src, g) : "file:" + src.file;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = workloads_.find(key); it != workloads_.end()) return it->second;
+  }
+  std::shared_ptr<const Workload> w;
+  if (!src.file.empty()) {
+    w = std::make_shared<const Workload>(read_workload(src.file));
+  } else {
+    const traces::Arch arch =
+        !src.hf_config.empty()
+            ? traces::import_hf_config(src.hf_config)
+            : traces::load_arch(
+                  traces::find_arch(src.model.empty() ? std::string(kDefaultModel) : src.model,
+                                    config_dir()),
+                  src.model_sets);
+    w = std::make_shared<const Workload>(traces::generate(arch, g));
+  }
+  std::lock_guard lock(mu_);
+  return workloads_.emplace(key, std::move(w)).first->second;
+}
+
+void summarize(PhaseResult& p, const hw::Topology& topo, size_t device_tier) {
+  const sim::SimResult& r = *p.sim;
+  p.makespan_ps = r.makespan;
+  for (const sim::TierResult& t : r.tiers) {
+    if (t.tier == device_tier) p.device_peak = std::max(p.device_peak, t.peak);
+    uint64_t& peak = p.tier_peak[topo.tiers[t.tier].id];
+    peak = std::max(peak, t.peak);
+    uint64_t& by_kind = p.peak_by_tier_kind[static_cast<size_t>(topo.tiers[t.tier].kind)];
+    by_kind = std::max(by_kind, t.peak);
+  }
+  for (const sim::TransferRecord& t : r.transfers) {
+    p.exposed_ps += t.exposed;
+    p.moved_bytes += static_cast<double>(t.bytes);
+  }
+  const sim::LinkResult* busiest_port = nullptr;
+  double busiest_fraction = -1;
+  for (const sim::LinkResult& l : r.links) {
+    const double busy =
+        r.makespan > 0 ? static_cast<double>(l.busy_ps) / static_cast<double>(r.makespan) : 0;
+    // Utilization, not busy time: every transfer crosses the device tier's write port, so
+    // its busy time is the union of all of them whatever limits their rate.
+    const double used = r.makespan > 0 && l.capacity > 0
+                            ? l.bytes / (l.capacity * static_cast<double>(r.makespan) * 1e-12)
+                            : 0;
+    if (used > busiest_fraction) {
+      busiest_fraction = used;
+      busiest_port = &l;
+    }
+    if (l.kind != sim::ResourceKind::kLink) continue;
+    p.link_bytes[without_instance(l.name)] += l.bytes;
+    p.bytes_by_link_kind[static_cast<size_t>(topo.links[l.index].kind)] += l.bytes;
+    if (l.bytes > p.busiest_link_bytes) {
+      p.busiest_link = l.name;
+      p.busiest_link_bytes = l.bytes;
+      p.busiest_link_busy = busy;
+    }
+  }
+  // Exposed transfers beyond 1% of the makespan: the busiest resource they cross limits
+  // the plan; else compute does.
+  if (busiest_port != nullptr && p.exposed_ps * 100 > p.makespan_ps) {
+    p.binding = fmt::format("{} '{}' ({:.0f}% used)",
+                            busiest_port->kind == sim::ResourceKind::kLink ? "link" : "tier port",
+                            without_instance(busiest_port->name), 100 * busiest_fraction);
+  } else {
+    p.binding = "compute (transfers hidden)";
+  }
+}
+
+PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
+                             std::shared_ptr<const Workload> w, std::string phase) {
+  PhaseResult p;
+  p.phase = std::move(phase);
+  p.workload = std::move(w);
+  planner::PlanRequest req;
+  req.policy = s.policy;
+  req.target = make_target(topo, s.device, s.devices, "--device");
+  req.target.budget = s.budget;
+  req.pins = parse_pins(s.pins, topo);
+  req.threads = s.threads;
+  SimEvaluator eval(*p.workload, topo);
+  req.evaluator = &eval;
+  p.outcome = planner::make_plan(*p.workload, topo, req);
+  if (!p.outcome.ok) {
+    if (p.outcome.infeasible) {
+      p.binding = fmt::format("tier '{}' capacity (budget {})", topo.tiers[req.target.device_tier].id,
+                              to_string_approx(Bytes{p.outcome.budget}));
+    }
+    return p;
+  }
+  sim::SimOptions so;
+  so.live_top = 0;
+  std::vector<sim::Time> op_end;
+  so.op_end = &op_end;
+  p.sim = sim::simulate(*p.outcome.plan, *p.workload, topo, so);
+  if (p.sim->error) return p;
+  summarize(p, topo, req.target.device_tier);
+  // Decode tokens ("t12.L3.qkv"): each ends with its last op.
+  for (size_t i = 0; i < op_end.size(); ++i) {
+    const int64_t t = token_of(p.workload->ops[i].name);
+    if (t < 0 || op_end[i] < 0) continue;
+    const auto k = static_cast<size_t>(t);
+    if (k >= p.token_end_ps.size()) p.token_end_ps.resize(k + 1, 0);
+    p.token_end_ps[k] = std::max(p.token_end_ps[k], op_end[i]);
+  }
+  p.tokens = static_cast<int64_t>(p.token_end_ps.size());
+  return p;
+}
+
+Trial Study::run(const Scenario& s) {
+  Trial t;
+  t.scenario = s;
+  check_policy(s.policy, "--policy");
+  const auto topo = topology(s);
+  t.topology = topo->name;
+  const planner::Target target = make_target(*topo, s.device, s.devices, "--device");
+  t.device_tier = topo->tiers[target.device_tier].id;
+  t.budget = s.budget != 0 ? s.budget : topo->tiers[target.device_tier].capacity.value;
+
+  auto conclude = [&t] {
+    t.ok = true;
+    for (const PhaseResult& p : t.phases) {
+      if (p.ok()) continue;
+      t.ok = false;
+      t.infeasible = p.outcome.infeasible;
+      t.reason = fmt::format("{}: {}", p.phase, p.why());
+      break;
+    }
+  };
+
+  if (!s.request) {
+    t.phases.push_back(run_phase(s, *topo, workload(s, s.workload.gen), "step"));
+    conclude();
+    return t;
+  }
+
+  const Request& r = *s.request;
+  if (r.prompt < 1 || r.generate < 1) {
+    throw InputError::at(SourcePos{"--prompt"}, "a request needs --prompt P >= 1 and --generate G >= 1");
+  }
+  if (!s.workload.file.empty()) {
+    throw InputError::at(SourcePos{"--prompt"},
+                         "a request is generated from a model: give --model or --hf-config, not a workload file");
+  }
+  traces::GenOptions g = s.workload.gen;
+  g.phase = traces::Phase::kPrefill;
+  g.seq = r.prompt;
+  t.phases.push_back(run_phase(s, *topo, workload(s, g), "prefill"));
+  RequestMetrics m;
+  const int64_t n = r.generate - 1;  // decode steps after the prefill's token
+  std::optional<double> extrapolated_ps;
+  if (n > 0) {
+    g.phase = traces::Phase::kDecode;
+    g.context = r.prompt;
+    g.tokens = n <= kDecodeWhole ? n : kDecodeWindow;
+    t.phases.push_back(run_phase(s, *topo, workload(s, g), "decode"));
+    if (n > kDecodeWhole && t.phases.back().ok()) {
+      g.context = r.prompt + n - kDecodeWindow;
+      PhaseResult last = run_phase(s, *topo, workload(s, g), "decode (last window)");
+      const Steady a = steady_of(t.phases.back().token_end_ps);
+      const Steady b = last.ok() ? steady_of(last.token_end_ps) : Steady{};
+      if (a.steady && b.steady) {
+        // Tokens k .. n-1 at contexts P+k .. P+n-1, each at the per-token time linear in
+        // context through the windows' steady means (at their middle contexts).
+        const double c1 = static_cast<double>(r.prompt) + kDecodeWindow / 2.0;
+        const double c2 = static_cast<double>(r.prompt + n - kDecodeWindow) + kDecodeWindow / 2.0;
+        const double mid = static_cast<double>(r.prompt) + static_cast<double>(kDecodeWindow + n - 1) / 2.0;
+        const double per_token = a.mean_ps + (b.mean_ps - a.mean_ps) * (mid - c1) / (c2 - c1);
+        extrapolated_ps = static_cast<double>(t.phases.back().makespan_ps) +
+                          static_cast<double>(n - kDecodeWindow) * per_token;
+        m.extrapolated = true;
+        m.decode_note = fmt::format(
+            "decode of {} tokens extrapolated from two {}-token windows (contexts {} and {}): "
+            "per-token time steady within {:.2f}% and {:.2f}%, linear in context between",
+            n, kDecodeWindow, r.prompt, r.prompt + n - kDecodeWindow, 100 * a.spread, 100 * b.spread);
+        t.phases.push_back(std::move(last));
+      } else {
+        m.decode_note = fmt::format(
+            "decode of {} tokens simulated whole: the per-token time is not steady in a {}-token "
+            "window (spread {:.2f}%, {:.2f}%; limit {:.0f}%)",
+            n, kDecodeWindow, 100 * a.spread, 100 * b.spread, 100 * kSteadySpread);
+        g.context = r.prompt;
+        g.tokens = n;
+        t.phases.back() = run_phase(s, *topo, workload(s, g), "decode");
+      }
+    } else {
+      m.decode_note = fmt::format("decode of {} token{} simulated whole", n, n == 1 ? "" : "s");
+    }
+  } else {
+    m.decode_note = "one token: the prefill's, no decode step";
+  }
+  conclude();
+  if (t.ok) {
+    m.ttft_ps = t.phases.front().makespan_ps;
+    if (n > 0) {
+      m.decode_ps = extrapolated_ps ? static_cast<int64_t>(*extrapolated_ps) : t.phases[1].makespan_ps;
+      const double decode_s = static_cast<double>(m.decode_ps) * 1e-12;
+      m.tpot_ms = 1e3 * decode_s / static_cast<double>(n);
+      m.decode_tokens_per_s = static_cast<double>(g.batch * n) / decode_s;
+    }
+    m.throughput_tokens_per_s = static_cast<double>(g.batch * r.generate) /
+                                (static_cast<double>(m.ttft_ps + m.decode_ps) * 1e-12);
+    t.request = m;
+  }
+  return t;
+}
+
+int64_t Study::unlimited_latency(const Scenario& s) { return unlimited_trial(s).latency_ps(); }
+
+Trial Study::unlimited_trial(const Scenario& s) {
+  Scenario r = s;
+  r.policy = "resident";
+  r.budget = kUnlimited;
+  const auto topo = topology(s);
+  const planner::Target target = make_target(*topo, s.device, s.devices, "--device");
+  r.sets.push_back(fmt::format("tiers.{}.capacity={}", topo->tiers[target.device_tier].id,
+                               to_string(Bytes{kUnlimited})));
+  Trial t = run(r);
+  if (!t.ok) throw std::runtime_error("the resident plan with unlimited memory failed: " + t.reason);
+  return t;
+}
+
+}  // namespace tierflow::study

@@ -1,0 +1,137 @@
+// A Study turns scenarios into trials: it loads topologies and generates workloads once
+// (cached by their inputs, shared by every trial that needs them), plans each phase with
+// the simulator in the loop and simulates the plan (ARCHITECTURE §9).
+//
+// Glossary
+//   trial      one scenario planned and simulated: one phase for a workload step, two
+//              (prefill, decode) for a request, with the request metrics.
+//   phase      one planned workload of a trial: "step", "prefill" or "decode".
+//   window     decode of a long request is simulated on windows of kDecodeWindow tokens
+//              at the first and last contexts when its per-token time is shown steady
+//              (periodic) in both; the tokens between are extrapolated linearly in
+//              context. Otherwise every decode token is simulated.
+//   binding    what limits a plan: the device tier's capacity when it does not fit, the
+//              busiest link or tier port when transfers are exposed, else compute.
+//
+// TTFT is the prefill's makespan; TPOT the decode time per generated token after the
+// first; decode tokens/s = batch x (G - 1) / decode time; generation throughput
+// (FlexGen, ZeRO-Inference) = batch x G / (prefill + decode time).
+#pragma once
+
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/workload.h"
+#include "hw_models/topology.h"
+#include "planner/planner.h"
+#include "sim/simulator.h"
+#include "tools/study/scenario.h"
+
+namespace tierflow::study {
+
+inline constexpr int64_t kDecodeWindow = 8;
+/// Decode steps simulated whole up to this many; windows beyond, when steady.
+inline constexpr int64_t kDecodeWhole = 16;
+/// Steady: the per-token times after a window's first token spread by at most this.
+inline constexpr double kSteadySpread = 0.02;
+
+/// What one planned and simulated workload gives.
+struct PhaseResult {
+  std::string phase;  ///< "step", "prefill" or "decode"
+  std::shared_ptr<const Workload> workload;
+  planner::PlanOutcome outcome;
+  std::optional<sim::SimResult> sim;  ///< when the plan was made
+  int64_t tokens = 0;                 ///< decode steps this phase simulated
+
+  // Derived from the simulation (zero when it did not run).
+  int64_t makespan_ps = 0;
+  int64_t exposed_ps = 0;
+  uint64_t device_peak = 0;
+  double moved_bytes = 0;
+  std::string busiest_link;  ///< link direction with the most bytes, instances apart
+  double busiest_link_bytes = 0;
+  double busiest_link_busy = 0;  ///< its busy fraction of the makespan
+  std::map<std::string, uint64_t> tier_peak;  ///< per tier id, the largest instance
+  std::map<std::string, double> link_bytes;   ///< per link direction, instances summed
+  std::array<uint64_t, hw::kTierKindNames.size()> peak_by_tier_kind{};  ///< largest instance
+  std::array<double, hw::kLinkKindNames.size()> bytes_by_link_kind{};    ///< both directions
+  std::string binding;                        ///< see the glossary
+  std::vector<int64_t> token_end_ps;          ///< decode: end of each token's last op
+
+  /// The plan was made and its simulation ran without error.
+  [[nodiscard]] bool ok() const { return outcome.ok && sim && !sim->error; }
+  /// Why not ok(): the planner's reason or the simulator's error.
+  [[nodiscard]] std::string why() const;
+};
+
+/// Request-level metrics (scenario.request).
+struct RequestMetrics {
+  int64_t ttft_ps = 0;
+  int64_t decode_ps = 0;  ///< G - 1 decode steps, extrapolated when `extrapolated`
+  double tpot_ms = 0;     ///< 0 when G == 1
+  double decode_tokens_per_s = 0;
+  double throughput_tokens_per_s = 0;  ///< batch x G / (TTFT + decode)
+  bool extrapolated = false;
+  std::string decode_note;  ///< how decode was simulated
+};
+
+struct Trial {
+  Scenario scenario;
+  std::string topology;  ///< its name
+  std::string device_tier;
+  uint64_t budget = 0;  ///< as planned
+  std::vector<PhaseResult> phases;
+  std::optional<RequestMetrics> request;
+  bool ok = false;
+  bool infeasible = false;  ///< a phase does not fit (exit 1), as opposed to a failure
+  std::string reason;
+
+  /// The makespan of a step, or TTFT + decode time of a request.
+  [[nodiscard]] int64_t latency_ps() const;
+  /// The phase whose plan a trial reports: the step, or a request's (first) decode.
+  [[nodiscard]] const PhaseResult& main() const { return phases.size() > 1 ? phases[1] : phases[0]; }
+};
+
+class Study {
+ public:
+  /// The topology of `s` (file + overrides), loaded once per distinct input.
+  std::shared_ptr<const hw::Topology> topology(const Scenario& s);
+  /// The workload of `s` with `g` as its generator options, generated or read once.
+  std::shared_ptr<const Workload> workload(const Scenario& s, const traces::GenOptions& g);
+
+  /// Plans and simulates `s`. Bad input throws InputError; "does not fit" is a result.
+  Trial run(const Scenario& s);
+
+  /// Plans and simulates one workload under `s`'s target on `topo`.
+  PhaseResult run_phase(const Scenario& s, const hw::Topology& topo,
+                        std::shared_ptr<const Workload> w, std::string phase);
+
+  /// The makespan of the resident plan on a device with unlimited memory (no transfers):
+  /// the fastest any plan can be; per phase for a request, summed as latency_ps() is.
+  int64_t unlimited_latency(const Scenario& s);
+  /// That resident trial on unlimited memory (its peaks say what everything needs).
+  Trial unlimited_trial(const Scenario& s);
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const hw::Topology>> topologies_;
+  std::map<std::string, std::shared_ptr<const Workload>> workloads_;
+};
+
+/// A phase's plan as written to `path`: the topology it was made on (file relative to the
+/// plan's folder, SHA-256, and the scenario's overrides, so that `sim` and `replay`
+/// rebuild it) and the pipeline and budget in `meta`. The workload is left to the writer.
+Plan plan_for_file(const Trial& t, const PhaseResult& p, const std::string& path);
+
+/// Metrics of a phase from its simulation (the derived fields of PhaseResult).
+void summarize(PhaseResult& p, const hw::Topology& topo, size_t device_tier);
+
+/// "gpu-pcie[3] rc->hbm" -> "gpu-pcie rc->hbm": instances summed.
+std::string without_instance(const std::string& name);
+
+}  // namespace tierflow::study

@@ -1,0 +1,33 @@
+// The planner's target and pins from a scenario's words: the device class and its tier,
+// the programs, the budget, KIND=TIER pins and the policy name, each checked against the
+// topology with the flag or field it came from named in the error.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/workload.h"
+#include "hw_models/topology.h"
+#include "planner/state.h"
+
+namespace tierflow::study {
+
+/// Bytes with a unit ("40GiB"); InputError at `source` otherwise.
+uint64_t parse_budget(const std::string& text, std::string_view source);
+
+/// The device class (id, or the first), its device tier and the number of programs (0 =
+/// every device of the class); budget 0 (the tier's capacity).
+planner::Target make_target(const hw::Topology& topo, const std::string& device, uint32_t devices,
+                            std::string_view source);
+
+/// KIND=TIER pins, tiers as topology indices.
+std::vector<std::pair<TensorKind, uint32_t>> parse_pins(const std::vector<std::string>& pins,
+                                                        const hw::Topology& topo);
+
+/// Throws InputError at `source` unless `name` is a policy, with the nearest one.
+void check_policy(const std::string& name, std::string_view source);
+
+}  // namespace tierflow::study

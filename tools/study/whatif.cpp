@@ -1,0 +1,330 @@
+#include "tools/study/whatif.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "core/diagnostics.h"
+#include "core/units.h"
+#include "tools/study/target.h"
+
+namespace tierflow::study {
+namespace {
+
+constexpr uint64_t kMinResolution = uint64_t{64} << 20;  // 64 MiB
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+std::string pct(double x) { return fmt::format("{:+.1f}%", 100 * x); }
+
+/// The device tier of `s` on its topology.
+const hw::Tier& device_tier(Study& study, const Scenario& s) {
+  const auto topo = study.topology(s);
+  const planner::Target t = make_target(*topo, s.device, s.devices, "--device");
+  return topo->tiers[t.device_tier];
+}
+
+Probe probe_of(const std::string& value, const Trial& t, bool pass, std::string why) {
+  Probe p;
+  p.value = value;
+  p.pass = pass;
+  p.latency_ps = t.ok ? t.latency_ps() : 0;
+  p.device_peak = 0;
+  for (const PhaseResult& ph : t.phases) p.device_peak = std::max(p.device_peak, ph.device_peak);
+  p.why = pass ? "" : std::move(why);
+  return p;
+}
+
+Answer min_memory(Study& study, const Scenario& s, const WhatIfOptions& o) {
+  Answer a;
+  a.question = Question::kMinMemory;
+  const hw::Tier& tier = device_tier(study, s);
+  const std::string tier_id = tier.id;
+  const uint64_t capacity = tier.capacity.value;
+  const Trial fastest = study.unlimited_trial(s);
+  a.fastest_ps = fastest.latency_ps();
+  a.limit_ps = static_cast<int64_t>(static_cast<double>(a.fastest_ps) * (1.0 + o.max_overhead));
+  uint64_t lo = 0, hi = 0;  // lo fails (or is below every plan), hi passes
+  for (const PhaseResult& p : fastest.phases) {
+    lo = std::max(lo, p.outcome.bounds.residency);
+    hi = std::max(hi, p.device_peak);
+  }
+  lo = lo > 0 ? lo - 1 : 0;
+  std::map<uint64_t, Trial> done;
+  auto probe = [&](uint64_t budget) -> const Trial& {
+    if (auto it = done.find(budget); it != done.end()) return it->second;
+    Scenario p = s;
+    p.budget = budget;
+    if (budget > capacity) {
+      p.sets.push_back(fmt::format("tiers.{}.capacity={}", tier_id, to_string(Bytes{budget})));
+    }
+    Trial t = study.run(p);
+    const bool pass = t.ok && t.latency_ps() <= a.limit_ps;
+    std::string why = !t.ok ? t.reason
+                            : fmt::format("latency {} over the limit {} ({})",
+                                          to_string_approx(Duration{t.latency_ps()}),
+                                          to_string_approx(Duration{a.limit_ps}),
+                                          t.main().binding);
+    a.probes.push_back(probe_of(to_string_approx(Bytes{budget}), t, pass, why));
+    if (o.progress) {
+      o.progress(fmt::format("probe {}: {} {}", a.probes.size(), to_string_approx(Bytes{budget}),
+                             pass ? "meets the limit" : "does not"));
+    }
+    return done.emplace(budget, std::move(t)).first->second;
+  };
+  auto passes = [&](uint64_t b) {
+    const Trial& t = probe(b);
+    return t.ok && t.latency_ps() <= a.limit_ps;
+  };
+  if (!passes(hi)) {
+    a.found = false;
+    a.binding = a.probes.back().why;
+    a.note = fmt::format("the plan at the resident peak ({}) is not within the overhead",
+                         to_string_approx(Bytes{hi}));
+    return a;
+  }
+  const uint64_t step = std::max(kMinResolution, static_cast<uint64_t>(static_cast<double>(hi) * o.resolution));
+  a.resolution = to_string_approx(Bytes{step});
+  while (hi - lo > step) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    mid = std::max(lo + 1, mid / kMiB * kMiB);  // whole MiB, as a user would write it
+    if (passes(mid)) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  a.found = true;
+  a.number = static_cast<int64_t>(hi);
+  a.value = to_string_approx(Bytes{hi});
+  a.trial = done.at(hi);
+  if (auto it = done.find(lo); it != done.end()) {
+    a.binding = fmt::format("below {} of '{}': {}", a.value, tier_id, a.probes.empty() ? "" :
+                            std::find_if(a.probes.begin(), a.probes.end(), [&](const Probe& p) {
+                              return p.value == to_string_approx(Bytes{lo});
+                            })->why);
+  } else {
+    a.binding = fmt::format("the residency bound: no plan needs less than {} on '{}'",
+                            to_string_approx(Bytes{lo + 1}), tier_id);
+  }
+  if (hi > capacity) {
+    a.note = fmt::format("more than the device's {} of '{}' ({:.2f}x): this is what the model "
+                         "would need",
+                         to_string_approx(Bytes{capacity}), tier_id,
+                         static_cast<double>(hi) / static_cast<double>(capacity));
+  } else {
+    a.note = fmt::format("fits the device's {} of '{}' ({:.0f}% of it)",
+                         to_string_approx(Bytes{capacity}), tier_id,
+                         100.0 * static_cast<double>(hi) / static_cast<double>(capacity));
+  }
+  return a;
+}
+
+Answer max_value(Study& study, const Scenario& s, const WhatIfOptions& o) {
+  Answer a;
+  a.question = o.question;
+  const bool batch = o.question == Question::kMaxBatch;
+  const std::string field = batch ? "batch" : s.request ? "prompt" : "context";
+  const bool target = o.min_throughput > 0 || o.max_tpot_ms > 0;
+  Scenario base = s;
+  if (!target) base.policy = "resident";
+  const int64_t step = batch ? 1 : std::max<int64_t>(1, s.workload.gen.kv_block);
+  const int64_t cap = batch ? 65536 : int64_t{1} << 22;
+  a.resolution = batch ? "1" : fmt::format("{} tokens (a KV block)", step);
+  std::map<int64_t, Trial> done;
+  auto passes = [&](int64_t v) {
+    auto it = done.find(v);
+    if (it == done.end()) {
+      Scenario p = base;
+      set_field(p, field, std::to_string(v), "--question");
+      it = done.emplace(v, study.run(p)).first;
+    }
+    const Trial& t = it->second;
+    bool pass = t.ok;
+    std::string why = t.reason;
+    if (pass && o.min_throughput > 0 && throughput_of(t) < o.min_throughput) {
+      pass = false;
+      why = fmt::format("{:.1f} tokens/s below {:.1f} ({})", throughput_of(t), o.min_throughput,
+                        t.main().binding);
+    }
+    if (pass && o.max_tpot_ms > 0 && tpot_ms_of(t) > o.max_tpot_ms) {
+      pass = false;
+      why = fmt::format("TPOT {:.2f} ms above {:.2f} ms ({})", tpot_ms_of(t), o.max_tpot_ms,
+                        t.main().binding);
+    }
+    if (a.probes.empty() || a.probes.back().value != fmt::format("{} {}", field, v)) {
+      a.probes.push_back(probe_of(fmt::format("{} {}", field, v), t, pass, why));
+      if (o.progress) o.progress(fmt::format("probe {}: {} {}", a.probes.size(), a.probes.back().value, pass ? "passes" : "fails"));
+    }
+    return pass;
+  };
+  const int64_t v0 = std::max<int64_t>(step, std::stoll(get_field(s, field).empty() ? "1" : get_field(s, field)));
+  int64_t lo = 0, hi = 0;  // lo passes (0: none yet), hi fails (0: none yet)
+  if (passes(v0)) {
+    lo = v0;
+    for (int64_t v = v0 * 2; v <= cap; v *= 2) {
+      if (!passes(v)) {
+        hi = v;
+        break;
+      }
+      lo = v;
+    }
+    if (hi == 0) {
+      a.found = true;
+      a.number = lo;
+      a.value = std::to_string(lo);
+      a.trial = done.at(lo);
+      a.binding = fmt::format("none up to {}, the search's cap", cap);
+      return a;
+    }
+  } else {
+    hi = v0;
+  }
+  while (hi - lo > step) {
+    int64_t mid = lo + (hi - lo) / 2;
+    mid = std::max(lo + step, mid / step * step);
+    if (mid >= hi) break;
+    if (passes(mid)) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  const auto failed = std::find_if(a.probes.begin(), a.probes.end(), [&](const Probe& p) {
+    return p.value == fmt::format("{} {}", field, hi);
+  });
+  a.binding = fmt::format("at {} {}: {}", field, hi, failed == a.probes.end() ? "" : failed->why);
+  if (!target) a.note = "no target given: the largest that fits without offload (policy resident)";
+  if (lo == 0) {
+    a.found = false;
+    return a;
+  }
+  a.found = true;
+  a.number = lo;
+  a.value = std::to_string(lo);
+  a.trial = done.at(lo);
+  return a;
+}
+
+Answer upgrade(Study& study, const Scenario& s, const WhatIfOptions& o) {
+  Answer a;
+  a.question = Question::kUpgrade;
+  Trial base = study.run(s);
+  if (!base.ok) {
+    a.found = false;
+    a.binding = base.reason;
+    a.trial = std::move(base);
+    return a;
+  }
+  const auto topo = study.topology(s);
+  const PhaseResult& m = base.main();
+  // (what, path, value now, is bandwidth)
+  struct Knob {
+    std::string what, path;
+    double now;
+    bool bandwidth;
+  };
+  std::vector<Knob> knobs;
+  auto add = [&](Knob k) {
+    for (const Knob& x : knobs) {
+      if (x.path == k.path) return;
+    }
+    knobs.push_back(std::move(k));
+  };
+  for (const sim::LinkResult& l : m.sim->links) {
+    if (l.bytes <= 0) continue;
+    if (l.kind == sim::ResourceKind::kLink) {
+      const hw::Link& link = topo->links[l.index];
+      const bool reverse = !l.forward && link.bandwidth_reverse.bytes_per_s > 0;
+      add({fmt::format("link '{}' bandwidth{}", link.id, reverse ? " (reverse)" : ""),
+           fmt::format("links.{}.{}", link.id, reverse ? "bandwidth_reverse" : "bandwidth"),
+           reverse ? link.bandwidth_reverse.bytes_per_s : link.bandwidth.bytes_per_s, true});
+    } else {
+      const hw::Tier& tier = topo->tiers[l.index];
+      const bool read = l.kind == sim::ResourceKind::kTierRead;
+      add({fmt::format("tier '{}' {} bandwidth", tier.id, read ? "read" : "write"),
+           fmt::format("tiers.{}.{}_bandwidth", tier.id, read ? "read" : "write"),
+           read ? tier.read_bandwidth.bytes_per_s : tier.write_bandwidth.bytes_per_s, true});
+    }
+  }
+  const hw::Tier& dev = device_tier(study, s);
+  add({fmt::format("tier '{}' capacity", dev.id), fmt::format("tiers.{}.capacity", dev.id),
+       static_cast<double>(dev.capacity.value), false});
+  const double base_ps = static_cast<double>(base.latency_ps());
+  for (const Knob& k : knobs) {
+    Upgrade u;
+    u.what = k.what;
+    for (int i = 0; i < 2; ++i) {
+      const double f = i == 0 ? 1.25 : 2.0;
+      Scenario p = s;
+      const std::string value = k.bandwidth ? to_string(Bandwidth{k.now * f})
+                                            : to_string(Bytes{static_cast<uint64_t>(k.now * f)});
+      p.sets.push_back(fmt::format("{}={}", k.path, value));
+      if (!k.bandwidth && s.budget != 0) p.budget = static_cast<uint64_t>(static_cast<double>(s.budget) * f);
+      if (i == 1) u.set = p.sets.back();
+      const Trial t = study.run(p);
+      u.latency_ps[static_cast<size_t>(i)] = t.ok ? t.latency_ps() : 0;
+      u.gain[static_cast<size_t>(i)] = t.ok ? (base_ps - static_cast<double>(t.latency_ps())) / base_ps : 0;
+      if (o.progress) o.progress(fmt::format("{} x{}: {}", k.what, f, t.ok ? pct(-u.gain[static_cast<size_t>(i)]) : "failed"));
+    }
+    a.upgrades.push_back(std::move(u));
+  }
+  std::stable_sort(a.upgrades.begin(), a.upgrades.end(), [](const Upgrade& x, const Upgrade& y) {
+    if (x.gain[1] != y.gain[1]) return x.gain[1] > y.gain[1];
+    return x.gain[0] > y.gain[0];
+  });
+  a.found = true;
+  a.binding = m.binding;
+  if (!a.upgrades.empty()) {
+    a.value = a.upgrades.front().what;
+    a.note = a.upgrades.front().gain[1] > 0.001
+                 ? fmt::format("worth most: {} (2x: {} latency)", a.upgrades.front().what,
+                               pct(-a.upgrades.front().gain[1]))
+                 : "no single upgrade shortens the latency: compute binds";
+  }
+  a.trial = std::move(base);
+  return a;
+}
+
+}  // namespace
+
+double throughput_of(const Trial& t) {
+  if (!t.ok) return 0;
+  if (t.request) return t.request->throughput_tokens_per_s;
+  const PhaseResult& p = t.main();
+  const auto& g = t.scenario.workload.gen;
+  const double s = static_cast<double>(p.makespan_ps) * 1e-12;
+  if (s <= 0) return 0;
+  if (g.phase == traces::Phase::kDecode) return static_cast<double>(g.batch * g.tokens) / s;
+  return static_cast<double>(g.batch * g.seq) / s;
+}
+
+double tpot_ms_of(const Trial& t) {
+  if (!t.ok) return 0;
+  if (t.request) return t.request->tpot_ms;
+  const auto& g = t.scenario.workload.gen;
+  if (g.phase != traces::Phase::kDecode || g.tokens == 0) return 0;
+  return static_cast<double>(t.main().makespan_ps) * 1e-9 / static_cast<double>(g.tokens);
+}
+
+Answer whatif(Study& study, const Scenario& s, const WhatIfOptions& o) {
+  check_policy(s.policy, "--policy");
+  if (!s.workload.file.empty() &&
+      (o.question == Question::kMaxBatch || o.question == Question::kMaxContext)) {
+    throw InputError::at(SourcePos{"--question"},
+                         "{} regenerates the workload: give --model or --hf-config, not --workload",
+                         kQuestionNames[static_cast<size_t>(o.question)]);
+  }
+  switch (o.question) {
+    case Question::kMinMemory:
+      return min_memory(study, s, o);
+    case Question::kMaxBatch:
+    case Question::kMaxContext:
+      return max_value(study, s, o);
+    case Question::kUpgrade:
+      return upgrade(study, s, o);
+  }
+  return {};
+}
+
+}  // namespace tierflow::study
