@@ -98,11 +98,11 @@ Answer min_memory(Study& study, const Scenario& s, const WhatIfOptions& o) {
   a.number = static_cast<int64_t>(hi);
   a.value = to_string_approx(Bytes{hi});
   a.trial = done.at(hi);
-  if (auto it = done.find(lo); it != done.end()) {
-    a.binding = fmt::format("below {} of '{}': {}", a.value, tier_id, a.probes.empty() ? "" :
-                            std::find_if(a.probes.begin(), a.probes.end(), [&](const Probe& p) {
-                              return p.value == to_string_approx(Bytes{lo});
-                            })->why);
+  if (done.count(lo) != 0) {
+    const std::string at = to_string_approx(Bytes{lo});
+    const auto failed = std::find_if(a.probes.begin(), a.probes.end(),
+                                     [&](const Probe& p) { return p.value == at; });
+    a.binding = fmt::format("below {} of '{}': {}", a.value, tier_id, failed->why);
   } else {
     a.binding = fmt::format("the residency bound: no plan needs less than {} on '{}'",
                             to_string_approx(Bytes{lo + 1}), tier_id);
