@@ -3,27 +3,8 @@
 # Usage: cli_test.sh TIERFLOW_BINARY   (run from the repository root)
 set -u
 tf=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-passes=0
-
-check() {  # check NAME EXPECTED_RC COMMAND...
-  local name=$1 want=$2
-  shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  if [ "$rc" != "$want" ]; then
-    echo "FAIL $name: exit $rc, expected $want"; sed 's/^/  stderr: /' "$tmp/err" | head -5
-    fails=$((fails + 1)); return 1
-  fi
-  passes=$((passes + 1))
-}
-
-contains() {  # contains NAME FILE TEXT: FILE holds TEXT literally
-  if grep -qF -- "$3" "$2"; then passes=$((passes + 1)); else
-    echo "FAIL $1: '$3' not found in output"; fails=$((fails + 1)); fi
-}
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 # Every shipped topology validates, with every number cited.
 check validate-shipped 0 "$tf" hw validate --require-sources configs/hw/*.yaml
@@ -236,5 +217,4 @@ check compare-bad-policy 2 "$tf" compare --workload "$tmp/w7.json" --policies ti
 check compare-too-many-devices 2 "$tf" compare --hw configs/hw/gh200.yaml --workload "$tmp/w7.json" --devices 3
 contains compare-too-many-devices-msg "$tmp/err" "--devices: 3 programs, but the topology has 1 'hopper' device"
 
-echo "$passes passed, $fails failed"
-[ "$fails" = 0 ]
+finish

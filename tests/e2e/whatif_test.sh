@@ -4,29 +4,8 @@
 # Usage: whatif_test.sh TIERFLOW_BINARY   (run from the repository root)
 set -u
 tf=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-passes=0
-
-check() {  # check NAME EXPECTED_RC COMMAND...
-  local name=$1 want=$2
-  shift 2
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  if [ "$rc" != "$want" ]; then
-    echo "FAIL $name: exit $rc, expected $want"; sed 's/^/  stderr: /' "$tmp/err" | head -5
-    fails=$((fails + 1)); return 1
-  fi
-  passes=$((passes + 1))
-}
-contains() {  # contains NAME FILE TEXT
-  if grep -qF -- "$3" "$2"; then passes=$((passes + 1)); else
-    echo "FAIL $1: '$3' not found in output"; sed 's/^/  /' "$2" | head -20; fails=$((fails + 1)); fi
-}
-ok() {  # ok NAME COMMAND...: the command succeeds
-  if "${@:2}"; then passes=$((passes + 1)); else echo "FAIL $1"; fails=$((fails + 1)); fi
-}
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 hw=configs/hw/h100-sxm-8gpu.yaml
 small=(--hw $hw --model llama-3-8b --layers 4 --batch 2 --context 1024 --tokens 2 --policy hyperoffload --threads 1)
@@ -119,5 +98,4 @@ m = [json.load(open(f))["makespan_ps"] for f in sys.argv[1:]]
 assert m[0] == m[1], m
 assert m[2] != m[0], m' "$tmp/s1.json" "$tmp/s2.json" "$tmp/s3.json"
 
-echo "$passes passed, $fails failed"
-[ "$fails" = 0 ]
+finish

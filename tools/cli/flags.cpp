@@ -111,6 +111,22 @@ study::Scenario to_scenario(const ScenarioFlags& f) {
   return s;
 }
 
+double parse_fraction(const std::string& text, std::string_view flag) {
+  std::string t = text;
+  double scale = 1;
+  if (!t.empty() && t.back() == '%') {
+    t.pop_back();
+    scale = 0.01;
+  }
+  try {
+    size_t used = 0;
+    const double x = std::stod(t, &used);
+    if (used == t.size() && x >= 0) return x * scale;
+  } catch (const std::exception&) {
+  }
+  throw InputError::at(SourcePos{std::string(flag)}, "'{}' is not a fraction or a percentage", text);
+}
+
 hw::Topology plan_topology(const Plan& plan, const std::string& plan_path, const std::string& hw,
                            const std::vector<std::string>& sets) {
   std::string file = hw;

@@ -58,6 +58,9 @@ void add_workload_flags(CLI::App* cmd, ScenarioFlags& f);
 /// scenario. Throws CLI::ValidationError or InputError.
 study::Scenario to_scenario(const ScenarioFlags& f);
 
+/// "1%" or "0.01" as a fraction >= 0; InputError at `flag` otherwise.
+double parse_fraction(const std::string& text, std::string_view flag);
+
 /// The topology a plan runs on: `hw` if given, else the file the plan names (relative to
 /// the plan's folder); the overrides recorded in the plan, then `sets`.
 hw::Topology plan_topology(const Plan& plan, const std::string& plan_path, const std::string& hw,

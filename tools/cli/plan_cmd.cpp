@@ -17,6 +17,7 @@
 #include "planner/print.h"
 #include "sim/timeline.h"
 #include "tools/cli/common.h"
+#include "tools/cli/flags.h"
 #include "tools/study/sim_evaluator.h"
 #include "tools/study/target.h"
 
@@ -27,30 +28,11 @@ namespace fs = std::filesystem;
 namespace {
 
 struct PlanCliOptions {
-  std::string hw, workload, policy = "tierflow", pipeline, budget, max_overhead, output;
-  std::string device, timeline, print_after, reproducer = "tierflow-reproducer.json";
-  std::vector<std::string> pins, sets;
-  uint32_t devices = 0;
-  unsigned threads = 0;
+  ScenarioFlags f;  ///< the target flags (--hw, --set, --device, --devices, --budget, --pin, --threads)
+  std::string workload, policy = "tierflow", pipeline, max_overhead, output;
+  std::string timeline, print_after, reproducer = "tierflow-reproducer.json";
   bool explain = false, stats = false, print_after_all = false, verify_each = false;
 };
-
-double parse_overhead(const std::string& text) {
-  std::string t = text;
-  double scale = 1;
-  if (!t.empty() && t.back() == '%') {
-    t.pop_back();
-    scale = 0.01;
-  }
-  try {
-    size_t used = 0;
-    const double x = std::stod(t, &used);
-    if (used == t.size() && x >= 0) return x * scale;
-  } catch (const std::exception&) {
-  }
-  throw InputError::at(SourcePos{"--max-overhead"}, "'{}' is not a fraction or a percentage",
-                       text);
-}
 
 std::string summary(const planner::PlanOutcome& o, const Workload& w) {
   std::string out;
@@ -119,12 +101,12 @@ void write_reproducer(const PlanCliOptions& o, const planner::PlanOutcome& out,
       "{{\n  \"format\": \"tierflow.reproducer/1\",\n  \"workload\": \"{}\",\n  \"workload_sha256\": "
       "\"{}\",\n  \"topology\": \"{}\",\n  \"pipeline\": \"{}\",\n  \"budget\": {},\n  \"failure\": "
       "\"{}\"\n}}\n",
-      o.workload, workload_sha256, o.hw, out.pipeline, out.budget, out.reason);
+      o.workload, workload_sha256, o.f.hw, out.pipeline, out.budget, out.reason);
   write_file_atomic(o.reproducer, text);
 }
 
 int run_plan(const PlanCliOptions& o) {
-  const hw::Topology topo = hw::load_topology(o.hw, hw::LoadOptions{o.sets, false});
+  const hw::Topology topo = hw::load_topology(o.f.hw, hw::LoadOptions{o.f.sets, false});
   // The text stays mapped: the plan and the reproducer name the SHA-256 of what was read.
   const FileText workload_text(o.workload);
   const Workload w = read_workload_text(workload_text.view(), o.workload);
@@ -133,12 +115,12 @@ int run_plan(const PlanCliOptions& o) {
   req.policy = o.policy;
   req.pipeline = o.pipeline;
   if (!o.pipeline.empty()) (void)planner::Pipeline::parse(o.pipeline);  // errors before work
-  req.target = study::make_target(topo, o.device, o.devices, "--device");
-  if (!o.budget.empty()) req.target.budget = study::parse_budget(o.budget, "--budget");
-  if (!o.max_overhead.empty()) req.max_overhead = parse_overhead(o.max_overhead);
-  req.pins = study::parse_pins(o.pins, topo);
+  req.target = study::make_target(topo, o.f.device, o.f.devices, "--device");
+  if (!o.f.budget.empty()) req.target.budget = study::parse_budget(o.f.budget, "--budget");
+  if (!o.max_overhead.empty()) req.max_overhead = parse_fraction(o.max_overhead, "--max-overhead");
+  req.pins = study::parse_pins(o.f.pins, topo);
   req.verify_each = o.verify_each;
-  req.threads = o.threads;
+  req.threads = o.f.threads;
   if (o.print_after_all || !o.print_after.empty()) {
     req.after_pass = [&](std::string_view pass, const planner::PlanState& s,
                          const std::optional<Plan>& plan) {
@@ -149,7 +131,7 @@ int run_plan(const PlanCliOptions& o) {
   study::SimEvaluator eval(w, topo);
   req.evaluator = &eval;
   const planner::PlanOutcome out = planner::make_plan(w, topo, req);
-  if (!o.sets.empty()) fmt::print("overrides {}\n", fmt::join(o.sets, " "));
+  if (!o.f.sets.empty()) fmt::print("overrides {}\n", fmt::join(o.f.sets, " "));
   fmt::print("{}", summary(out, w));
   if (!out.ok) {
     std::fflush(stdout);
@@ -167,8 +149,8 @@ int run_plan(const PlanCliOptions& o) {
     Plan plan = *out.plan;
     const fs::path dir = fs::absolute(o.output).parent_path();
     plan.workload_ref = {fs::relative(fs::absolute(o.workload), dir).string(), sha256_hex(workload_text.view())};
-    plan.topology_ref = {fs::relative(fs::absolute(o.hw), dir).string(),
-                         sha256_hex(FileText(o.hw).view()), o.sets};
+    plan.topology_ref = {fs::relative(fs::absolute(o.f.hw), dir).string(),
+                         sha256_hex(FileText(o.f.hw).view()), o.f.sets};
     plan.meta["pipeline"] = fmt::format("\"{}\"", out.pipeline);
     plan.meta["budget"] = std::to_string(out.budget);
     write_file_atomic(o.output, write_plan(plan, nullptr));
@@ -190,23 +172,16 @@ void add_plan_commands(CLI::App& app) {
   CLI::App* plan = app.add_subcommand(
       "plan", "make a plan (--hw, --workload, --policy) or check one (plan verify FILE)");
   plan->require_subcommand(0, 1);
-  plan->add_option("--hw", o->hw, "topology YAML");
+  o->f.devices = 0;  // every device of the class
+  add_target_flags(plan, o->f);
   plan->add_option("--workload", o->workload, "workload JSON (tierflow.workload/1)");
   std::string names;
   for (const auto& p : planner::policies()) names += fmt::format("{}{}", names.empty() ? "" : ", ", p.name);
   plan->add_option("--policy", o->policy, fmt::format("one of: {} (default tierflow)", names));
   plan->add_option("--pipeline", o->pipeline,
                    "passes to run instead of the policy's, e.g. place,liveness,select,insert,verify");
-  plan->add_option("--budget", o->budget, "device bytes per device (default: the device tier's capacity)");
   plan->add_option("--max-overhead", o->max_overhead,
                    "minimise device memory with the makespan within this overhead, e.g. 1%");
-  plan->add_option("--pin", o->pins, "KIND=TIER: home every tensor of a kind there (repeatable)");
-  plan->add_option("--device", o->device, "device class (default: the first)");
-  plan->add_option("--devices", o->devices, "programs (default: every device of the class)");
-  plan->add_option("--set", o->sets, "override a topology field: PATH=VALUE (repeatable)");
-  plan->add_option("--threads", o->threads,
-                   "threads for the tierflow policy's pipelines (default: one per hardware "
-                   "thread; the plan does not depend on it)");
   plan->add_option("-o,--output", o->output, "write the plan JSON here");
   plan->add_option("--timeline", o->timeline, "write the simulated plan's Chrome trace here");
   plan->add_flag("--explain", o->explain, "list the largest offloaded tensors and why; warnings");
@@ -218,10 +193,10 @@ void add_plan_commands(CLI::App& app) {
                    "where to write the reproducer when a pass fails (default tierflow-reproducer.json)");
   plan->callback([o, plan] {
     if (!plan->get_subcommands().empty()) return;
-    if (o->hw.empty() || o->workload.empty()) {
+    if (o->f.hw.empty() || o->workload.empty()) {
       throw CLI::ValidationError("plan needs --hw and --workload (or: plan verify FILE)");
     }
-    if (!o->budget.empty() && !o->max_overhead.empty()) {
+    if (!o->f.budget.empty() && !o->max_overhead.empty()) {
       throw CLI::ValidationError("--budget and --max-overhead exclude each other");
     }
     throw CommandResult(run_plan(*o));

@@ -31,22 +31,6 @@ struct WhatIfCliOptions {
   bool json = false, quiet = false;
 };
 
-double parse_fraction(const std::string& text, std::string_view flag) {
-  std::string t = text;
-  double scale = 1;
-  if (!t.empty() && t.back() == '%') {
-    t.pop_back();
-    scale = 0.01;
-  }
-  try {
-    size_t used = 0;
-    const double x = std::stod(t, &used);
-    if (used == t.size() && x >= 0) return x * scale;
-  } catch (const std::exception&) {
-  }
-  throw InputError::at(SourcePos{std::string(flag)}, "'{}' is not a fraction or a percentage", text);
-}
-
 std::string question_text(const study::WhatIfOptions& w) {
   switch (w.question) {
     case study::Question::kMinMemory:
