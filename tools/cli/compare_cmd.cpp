@@ -4,7 +4,6 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
-#include <map>
 #include <set>
 #include <memory>
 
@@ -12,10 +11,7 @@
 #include "core/plan_json.h"
 #include "core/table.h"
 #include "core/units.h"
-#include "core/workload_json.h"
-#include "hw_models/loader.h"
 #include "planner/planner.h"
-#include "sim/report.h"
 #include "sim/timeline.h"
 #include "tools/cli/common.h"
 #include "tools/cli/flags.h"
@@ -74,35 +70,33 @@ int run_compare(const CompareOptions& o) {
     }
   }
 
-  struct Row {
-    std::string policy;
-    const planner::PlanOutcome& out;
-    const study::PhaseResult& p;
+  // One line of the tables per policy: its trial and the phase it reports.
+  struct Line {
+    const std::string& policy;
     const study::Trial& t;
+    const study::PhaseResult& p;
   };
-  std::vector<Row> rows;
-  for (size_t i = 0; i < trials.size(); ++i) {
-    rows.push_back({names[i], trials[i].main().outcome, trials[i].main(), trials[i]});
-  }
+  std::vector<Line> rows;
+  for (size_t i = 0; i < trials.size(); ++i) rows.push_back({names[i], trials[i], trials[i].main()});
   std::set<std::string> tier_cols, link_cols;
-  for (const Row& r : rows) {
+  for (const Line& r : rows) {
     for (const auto& [k, v] : r.p.tier_peak) tier_cols.insert(k);
     for (const auto& [k, v] : r.p.link_bytes) link_cols.insert(k);
   }
   std::string text;
-  const planner::Bounds b = rows.empty() ? planner::Bounds{} : rows.front().out.bounds;
+  const planner::Bounds b = rows.empty() ? planner::Bounds{} : rows.front().p.outcome.bounds;
   if (o.json) {
     nlohmann::ordered_json j;
     j["format"] = "tierflow.compare/1";
     j["scenario"] = scenario;
     j["topology"] = topo.name;
     j["sets"] = base.sets;
-    j["budget"] = rows.empty() ? 0 : rows.front().out.budget;
+    j["budget"] = rows.empty() ? 0 : rows.front().p.outcome.budget;
     j["resident_reference_ps"] = reference;
     j["bounds"] = {{"residency", b.residency}, {"makespan_ps", b.makespan_ps},
                    {"compute_ps", b.compute_ps}, {"traffic_bytes", b.traffic_bytes},
                    {"ingress_bytes_per_s", b.ingress}};
-    for (const Row& r : rows) {
+    for (const Line& r : rows) {
       nlohmann::ordered_json x;
       x["policy"] = r.policy;
       x["ok"] = r.t.ok;
@@ -138,8 +132,8 @@ int run_compare(const CompareOptions& o) {
     if (!base.sets.empty()) text += fmt::format("overrides  {}\n", fmt::join(base.sets, " "));
     if (!rows.empty()) {
       text += fmt::format("budget     {} per device; resident needs {}\n",
-                          to_string_approx(Bytes{rows.front().out.budget}),
-                          to_string_approx(Bytes{rows.front().out.resident_peak}));
+                          to_string_approx(Bytes{rows.front().p.outcome.budget}),
+                          to_string_approx(Bytes{rows.front().p.outcome.resident_peak}));
     }
     text += fmt::format("bounds     {}residency {}, makespan {} (compute {}, traffic {})\n",
                         base.request ? "of the decode: " : "",
@@ -151,7 +145,7 @@ int run_compare(const CompareOptions& o) {
             {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
              Table::Align::kRight, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
              Table::Align::kLeft, Table::Align::kRight});
-    for (const Row& r : rows) {
+    for (const Line& r : rows) {
       if (!r.t.ok) {
         t.add_row({r.policy, std::string(r.t.infeasible ? "does not fit" : "failed"), "", "", "", "", "", "", "", ""});
         continue;
@@ -178,7 +172,7 @@ int run_compare(const CompareOptions& o) {
       align.push_back(Table::Align::kRight);
     }
     Table m(heads, align);
-    for (const Row& r : rows) {
+    for (const Line& r : rows) {
       if (!r.t.ok) continue;
       std::vector<std::string> cells = {r.policy};
       for (const auto& c : tier_cols) {
@@ -192,7 +186,7 @@ int run_compare(const CompareOptions& o) {
       m.add_row(std::move(cells));
     }
     if (!m.empty()) text += "\nmemory per tier (largest instance) and bytes per link direction:\n" + m.render();
-    for (const Row& r : rows) {
+    for (const Line& r : rows) {
       if (!r.t.ok) text += fmt::format("\n{}: {}", r.policy, r.t.reason);
     }
     if (best != nullptr) text += fmt::format("\nbest: {}\n", best->scenario.policy);
