@@ -112,7 +112,8 @@ class Study {
                         std::shared_ptr<const Workload> w, std::string phase);
 
   /// The makespan of the resident plan on a device with unlimited memory (no transfers):
-  /// the fastest any plan can be; per phase for a request, summed as latency_ps() is.
+  /// the fastest any plan can be; per phase for a request, summed as latency_ps() is. 0
+  /// when even that plan cannot run (e.g. an op the device has no rate for).
   int64_t unlimited_latency(const Scenario& s);
   /// That resident trial on unlimited memory (its peaks say what everything needs).
   Trial unlimited_trial(const Scenario& s);

@@ -42,6 +42,10 @@ Answer min_memory(Study& study, const Scenario& s, const WhatIfOptions& o) {
   const std::string tier_id = tier.id;
   const uint64_t capacity = tier.capacity.value;
   const Trial fastest = study.unlimited_trial(s);
+  if (!fastest.ok) {
+    a.binding = "even the resident plan on unlimited memory fails: " + fastest.reason;
+    return a;
+  }
   a.fastest_ps = fastest.latency_ps();
   a.limit_ps = static_cast<int64_t>(static_cast<double>(a.fastest_ps) * (1.0 + o.max_overhead));
   uint64_t lo = 0, hi = 0;  // lo fails (or is below every plan), hi passes
