@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -43,21 +44,42 @@ std::vector<uint32_t> coarser(const std::vector<uint32_t>& cuts, size_t group) {
   return out;
 }
 
+/// Per tensor: whether the user's pins home it on a tier other than the device tier (the
+/// last pin of its kind wins, as `place` applies them in order). Such a tensor starts off
+/// the device in every plan that honours the pins.
+std::vector<bool> pinned_off_device(const PlanState& s) {
+  std::vector<bool> off(s.w.tensors.size(), false);
+  for (uint32_t t = 0; t < off.size(); ++t) {
+    for (const auto& [kind, tier] : s.pins) {
+      if (s.w.tensors[t].kind == kind) off[t] = tier != s.target.device_tier;
+    }
+  }
+  return off;
+}
+
 /// Bytes fetched by Belady's MIN paging of the external tensors, relaxed so that it is a
 /// lower bound for any plan: every byte is a page (tensors partly evictable), a cache of
-/// the whole budget (other tensors take no room), and the best warm start (the bytes used
-/// soonest already on the device). An op's tensors are all on the device while it runs.
-/// Evicting the bytes used furthest in the future is optimal for same-size pages, so no
-/// plan, which moves whole tensors, fetches fewer bytes.
+/// the whole budget (other tensors take no room; 0 = unlimited), and the best warm start
+/// (the bytes used soonest already on the device) among the tensors that may start there:
+/// those pinned off the device start on their home tier, so each is fetched at least once.
+/// An op's tensors are all on the device while it runs. Evicting the bytes used furthest
+/// in the future is optimal for same-size pages from any start, and the soonest-used bytes
+/// are the best start among those allowed, so no plan, which moves whole tensors, fetches
+/// fewer bytes.
 uint64_t paging_traffic(const PlanState& s, uint64_t budget) {
   const Liveness& l = *s.liveness;
   const size_t nt = s.w.tensors.size();
+  if (budget == 0) budget = std::numeric_limits<uint64_t>::max();
   auto paged = [&](uint32_t t) { return l.born[t] == kNone && !l.uses[t].empty(); };
-  uint64_t total = 0;
+  const std::vector<bool> cold = pinned_off_device(s);
+  uint64_t total = 0, cold_total = 0;
   for (uint32_t t = 0; t < nt; ++t) {
-    if (paged(t)) total += s.w.tensors[t].bytes;
+    if (!paged(t)) continue;
+    total += s.w.tensors[t].bytes;
+    if (cold[t]) cold_total += s.w.tensors[t].bytes;
   }
-  if (total <= budget) return 0;
+  // All fit: nothing is evicted, so only the cold tensors are fetched, once each.
+  if (total <= budget) return cold_total;
   std::vector<uint64_t> resident(nt, 0);
   std::vector<size_t> next(nt, 0);  // index into uses of the next use
   auto next_use = [&](uint32_t t) -> uint32_t {
@@ -66,10 +88,10 @@ uint64_t paging_traffic(const PlanState& s, uint64_t budget) {
   // Resident tensors (but those of the op running) by next use, furthest first.
   std::set<std::pair<uint32_t, uint32_t>, std::greater<>> cache;
   uint64_t used = 0;
-  // Warm start: the tensors used soonest, in order of first use.
+  // Warm start: the tensors used soonest, in order of first use, but the cold ones.
   std::vector<uint32_t> first;
   for (uint32_t t = 0; t < nt; ++t) {
-    if (paged(t)) first.push_back(t);
+    if (paged(t) && !cold[t]) first.push_back(t);
   }
   std::stable_sort(first.begin(), first.end(),
                    [&](uint32_t a, uint32_t b) { return l.uses[a].front() < l.uses[b].front(); });
@@ -217,6 +239,9 @@ Bounds lower_bounds(PlanState& s) {
       b.traffic_bytes = std::max(b.traffic_bytes,
                                  window_traffic(s, coarser(passes, group), s.target.budget, seen));
     }
+  }
+  if (s.positions() > 0) {
+    // Without a budget only the tensors pinned off the device must move.
     s.ensure_liveness();
     b.traffic_bytes = std::max(b.traffic_bytes, paging_traffic(s, s.target.budget));
   }

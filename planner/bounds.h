@@ -11,7 +11,9 @@
 //              MIN paging of the external tensors byte by byte (tensors partly evictable)
 //              with the whole budget as cache, each op's tensors on the device together,
 //              and the best warm start (no plan fetches fewer bytes); the largest of these
-//              is kept.
+//              is kept. Tensors the user pins to another tier (`--pin weight=ddr`) are
+//              homed there, so they take no part in the warm start: each one used is
+//              fetched at least once, with or without a budget.
 //   ingress    an upper bound on the bytes per second the device tier can receive from
 //              all offload tiers together: per last link crossed, the smaller of its
 //              bandwidth and the sum of the routes through it; at most the tier's write
