@@ -47,40 +47,124 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-template <class Str>
-std::string nearest_impl(std::string_view word, std::span<const Str> candidates) {
-  std::string best;
-  int best_d = 1 << 30;
-  const std::string lw = lower(word);
-  for (const auto& c : candidates) {
-    std::string_view cv(c);
-    int d = lower(cv) == lw ? 0 : edit_distance(word, cv);
-    // Strictly-less keeps the first of equally close candidates: declaration order.
-    if (d < best_d) {
-      best_d = d;
-      best = std::string(cv);
+/// `s` cut at '-', '_', '.' and ' ', empty pieces dropped.
+std::vector<std::string_view> components(std::string_view s) {
+  std::vector<std::string_view> out;
+  size_t from = 0;
+  for (size_t i = 0; i <= s.size(); ++i) {
+    if (i == s.size() || s[i] == '-' || s[i] == '_' || s[i] == '.' || s[i] == ' ') {
+      if (i > from) out.push_back(s.substr(from, i - from));
+      from = i + 1;
     }
   }
-  const int limit = std::max(1, static_cast<int>(word.size()) / 3);
-  return best_d <= limit ? best : std::string();
+  return out;
+}
+
+/// The edit distance a typo of `word` may have.
+int typo_limit(std::string_view word) {
+  return std::max(1, static_cast<int>(word.size()) / 3);
+}
+
+/// How `word` (lower case) relates to `candidate` (lower case), lower is closer; kNoMatch
+/// when it does not. Ranks 0..2 follow `suggestions`' order after the typo rule.
+constexpr int kNoMatch = -1;
+int partial_rank(std::string_view word, std::string_view candidate) {
+  constexpr size_t kMinPart = 3;
+  const std::vector<std::string_view> mine = components(word);
+  const std::vector<std::string_view> theirs = components(candidate);
+  const auto has = [&](std::string_view part) {
+    return std::find(theirs.begin(), theirs.end(), part) != theirs.end();
+  };
+  if (!mine.empty() && std::all_of(mine.begin(), mine.end(), has)) return 0;
+  // One inside the other, making at least half of it ('link' in 'nvlink'; 'node' is too
+  // little of 'supernode' to mean it).
+  const std::string_view shorter = word.size() <= candidate.size() ? word : candidate;
+  const std::string_view longer = word.size() <= candidate.size() ? candidate : word;
+  if (shorter.size() >= kMinPart && shorter.size() * 2 >= longer.size() &&
+      longer.find(shorter) != std::string_view::npos) {
+    return 1;
+  }
+  for (std::string_view m : mine) {
+    if (m.size() < kMinPart) continue;
+    for (std::string_view t : theirs) {
+      if (t.size() >= kMinPart && edit_distance(m, t) <= typo_limit(m)) return 2;
+    }
+  }
+  return kNoMatch;
+}
+
+template <class Str>
+std::vector<std::string> suggestions_impl(std::string_view word, std::span<const Str> candidates,
+                                          size_t limit) {
+  std::vector<std::string> out;
+  if (limit == 0 || candidates.empty()) return out;
+  const std::string lw = lower(word);
+  // The whole word: a case-insensitive match, else the closest typo. Strictly-less keeps
+  // the first of equally close candidates: declaration order.
+  int best_d = 1 << 30;
+  std::string_view best;
+  for (const auto& c : candidates) {
+    const std::string_view cv(c);
+    const int d = edit_distance(lw, lower(cv));
+    if (d < best_d) {
+      best_d = d;
+      best = cv;
+    }
+  }
+  if (best_d <= typo_limit(word)) {
+    out.emplace_back(best);
+    return out;
+  }
+  // Parts of it: by rank, then declaration order.
+  std::vector<std::pair<int, size_t>> found;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const int rank = partial_rank(lw, lower(std::string_view(candidates[i])));
+    if (rank != kNoMatch) found.emplace_back(rank, i);
+  }
+  std::sort(found.begin(), found.end());
+  for (const auto& [rank, i] : found) {
+    const std::string_view cv(candidates[i]);
+    if (std::find(out.begin(), out.end(), cv) != out.end()) continue;  // listed twice
+    out.emplace_back(cv);
+    if (out.size() == limit) break;
+  }
+  return out;
+}
+
+std::string did_you_mean_text(const std::vector<std::string>& s) {
+  if (s.empty()) return {};
+  std::string list = fmt::format("'{}'", s.front());
+  for (size_t i = 1; i < s.size(); ++i) {
+    list += fmt::format("{}'{}'", i + 1 == s.size() ? " or " : ", ", s[i]);
+  }
+  return fmt::format("; did you mean {}?", list);
 }
 
 }  // namespace
 
+std::vector<std::string> suggestions(std::string_view word, std::span<const std::string> candidates,
+                                     size_t limit) {
+  return suggestions_impl(word, candidates, limit);
+}
+std::vector<std::string> suggestions(std::string_view word,
+                                     std::span<const std::string_view> candidates, size_t limit) {
+  return suggestions_impl(word, candidates, limit);
+}
+
 std::string nearest(std::string_view word, std::span<const std::string> candidates) {
-  return nearest_impl(word, candidates);
+  std::vector<std::string> s = suggestions(word, candidates, 1);
+  return s.empty() ? std::string() : s.front();
 }
 std::string nearest(std::string_view word, std::span<const std::string_view> candidates) {
-  return nearest_impl(word, candidates);
+  std::vector<std::string> s = suggestions(word, candidates, 1);
+  return s.empty() ? std::string() : s.front();
 }
 
 std::string did_you_mean(std::string_view word, std::span<const std::string> candidates) {
-  std::string n = nearest(word, candidates);
-  return n.empty() ? std::string() : fmt::format("; did you mean '{}'?", n);
+  return did_you_mean_text(suggestions(word, candidates));
 }
 std::string did_you_mean(std::string_view word, std::span<const std::string_view> candidates) {
-  std::string n = nearest(word, candidates);
-  return n.empty() ? std::string() : fmt::format("; did you mean '{}'?", n);
+  return did_you_mean_text(suggestions(word, candidates));
 }
 
 void assert_fail(const char* expr, const char* file, int line, const std::string& msg) {

@@ -57,12 +57,27 @@ class InputError : public std::runtime_error {
 /// Damerau-Levenshtein (optimal string alignment) distance.
 int edit_distance(std::string_view a, std::string_view b);
 
-/// The closest candidate to `word` if it is close enough to be a plausible typo
-/// (distance ≤ max(1, len/3), or a case-insensitive match); empty otherwise.
+/// The candidates `word` plausibly stands for, best first, at most `limit`; case does
+/// not matter. A match, or else the closest plausible typo (edit distance ≤ max(1, len/3);
+/// the first declared wins ties), comes alone. Otherwise, in this order and
+/// each in declaration order: candidates with every component of `word` among theirs
+/// (components are split at '-', '_', '.' and ' ': `pcie` and `pcie-gpu` for `gpu-pcie`);
+/// candidates that contain `word` or that `word` contains, the part at least 3 characters
+/// and half the whole (`link` for `nvlink`, not `node` for `supernode`); candidates with a
+/// component that is a plausible typo of one of `word`'s (3 characters or more: `pcei` for
+/// `gpu-pcie`). Empty when nothing fits.
+std::vector<std::string> suggestions(std::string_view word, std::span<const std::string> candidates,
+                                     size_t limit = 3);
+std::vector<std::string> suggestions(std::string_view word,
+                                     std::span<const std::string_view> candidates,
+                                     size_t limit = 3);
+
+/// The best of `suggestions`; empty when there is none.
 std::string nearest(std::string_view word, std::span<const std::string> candidates);
 std::string nearest(std::string_view word, std::span<const std::string_view> candidates);
 
-/// "; did you mean 'x'?" when `nearest` finds one, else "".
+/// "; did you mean 'x'?", "; did you mean 'x' or 'y'?" or "; did you mean 'x', 'y' or
+/// 'z'?" for the (up to three) `suggestions`, else "".
 std::string did_you_mean(std::string_view word, std::span<const std::string> candidates);
 std::string did_you_mean(std::string_view word, std::span<const std::string_view> candidates);
 

@@ -1,9 +1,12 @@
 #include "planner/planner.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 
+#include "core/diagnostics.h"
 #include "core/units.h"
 #include "planner/outcome.h"
 #include "planner/search.h"
@@ -83,6 +86,42 @@ const Policy* find_policy(std::string_view name) {
     if (p.name == name) return &p;
   }
   return nullptr;
+}
+
+std::string unknown_policy_hint(std::string_view name) {
+  std::vector<std::string_view> names;
+  for (const Policy& p : policies()) names.push_back(p.name);
+  std::string hint = did_you_mean(name, names);  // typos, 'hyper-offload' among them
+  if (!hint.empty()) return hint;
+  // Other systems by the name users know them by, each with the policy that stands for
+  // its strategy (ARCHITECTURE §8).
+  struct Alias {
+    std::string_view key;  ///< lower case, '-' between words
+    std::string_view system;
+    std::string_view policy;
+  };
+  static constexpr Alias kAliases[] = {
+      {"flexgen", "FlexGen", "layerwise"},
+      {"deepspeed", "DeepSpeed", "layerwise"},
+      {"zero", "ZeRO", "layerwise"},
+      {"zero-inference", "ZeRO-Inference", "layerwise"},
+      {"zero-offload", "ZeRO-Offload", "layerwise"},
+      {"mindspore", "MindSpore", "distance"},
+      {"lru", "LRU eviction", "reactive"},
+      {"vllm", "vLLM", "reactive"},
+      {"uvm", "UVM (unified memory)", "reactive"},
+  };
+  std::string key(name);
+  for (char& c : key) {
+    c = c == '_' || c == ' ' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  for (const Alias& a : kAliases) {
+    if (a.key == key) {
+      return fmt::format("; {} is closest to policy '{}': {}", a.system, a.policy,
+                         find_policy(a.policy)->summary);
+    }
+  }
+  return fmt::format("; the policies are {}", fmt::join(names, ", "));
 }
 
 PlanOutcome make_plan(const Workload& w, const hw::Topology& t, const PlanRequest& req) {

@@ -28,6 +28,14 @@ struct Policy {
 const std::vector<Policy>& policies();
 const Policy* find_policy(std::string_view name);
 
+/// The text to append to "unknown policy 'NAME'": "; did you mean 'X'?" for the
+/// policies `did_you_mean` finds (`hyper-offload` among them); else, for another system's
+/// name (FlexGen, DeepSpeed, ZeRO, ZeRO-Inference, ZeRO-Offload, MindSpore, LRU, vLLM,
+/// UVM; any case, '_' or ' ' for '-'), the policy that stands for its strategy,
+/// "; FlexGen is closest to policy 'layerwise': <its summary>"; else "; the policies are
+/// resident, reactive, ...". Never empty.
+std::string unknown_policy_hint(std::string_view name);
+
 struct PlanRequest {
   std::string policy = "tierflow";
   std::string pipeline;  ///< overrides the policy's pipeline when set

@@ -27,6 +27,34 @@ TEST_CASE("nearest suggests only plausible typos, first declared wins ties") {
   CHECK(nearest("aa", tie) == "ab");
 }
 
+TEST_CASE("did you mean lists candidates that hold the word as a component or a part") {
+  // The link ids of configs/hw/h100-sxm-8gpu.yaml.
+  const std::vector<std::string> links = {"gpu-pcie", "nvlink", "nvme-link"};
+  CHECK(did_you_mean("pcie", links) == "; did you mean 'gpu-pcie'?");      // a component
+  CHECK(did_you_mean("PCIe", links) == "; did you mean 'gpu-pcie'?");      // in any case
+  CHECK(did_you_mean("pcie-gpu", links) == "; did you mean 'gpu-pcie'?");  // components swapped
+  CHECK(did_you_mean("pcei", links) == "; did you mean 'gpu-pcie'?");      // a component's typo
+  // A component outranks a substring: 'nvme-link' has 'link', 'nvlink' only contains it.
+  CHECK(did_you_mean("link", links) == "; did you mean 'nvme-link' or 'nvlink'?");
+  CHECK(did_you_mean("gpu-pcie-x16", links) == "; did you mean 'gpu-pcie'?");  // contains one
+  // A typo of the whole word still comes alone, and nothing fits 'ssd'.
+  CHECK(did_you_mean("nvlnk", links) == "; did you mean 'nvlink'?");
+  CHECK(did_you_mean("ssd", links).empty());
+  // More than three: the first three of the best rank, in declaration order.
+  const std::vector<std::string_view> many = {"a-pcie", "b-pcie", "xpciex", "c-pcie", "d-pcie"};
+  CHECK(suggestions("pcie", many) == std::vector<std::string>{"a-pcie", "b-pcie", "c-pcie"});
+  CHECK(did_you_mean("pcie", many) == "; did you mean 'a-pcie', 'b-pcie' or 'c-pcie'?");
+  CHECK(suggestions("pcie", many, /*limit=*/5) ==
+        std::vector<std::string>{"a-pcie", "b-pcie", "c-pcie", "d-pcie", "xpciex"});
+  CHECK(nearest("pcie", many) == "a-pcie");
+  // Parts shorter than three characters, or less than half the word they are in, suggest
+  // nothing ('rc' is in 'src', 'node' in 'supernode').
+  const std::vector<std::string> short_ids = {"rc", "hbm"};
+  CHECK(did_you_mean("src-link", short_ids).empty());
+  const std::vector<std::string> scopes = {"device", "socket", "host", "supernode"};
+  CHECK(did_you_mean("node", scopes).empty());
+}
+
 TEST_CASE("InputError carries its position and prints file:line:col") {
   InputError e = InputError::at(SourcePos{"x.yaml", 3, 7}, "bad {}", "thing");
   CHECK(std::string(e.what()) == "x.yaml:3:7: bad thing");

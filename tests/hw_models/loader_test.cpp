@@ -86,3 +86,19 @@ TEST_CASE("show --json reports base units and is stable") {
   CHECK(show_json(t).dump() == j.dump());
   CHECK(show_text(t) == show_text(load_topology(config("h100-sxm-8gpu.yaml"))));
 }
+
+TEST_CASE("--set on an unknown id suggests the ids it is a part of") {
+  // The links of this file are gpu-pcie, nvlink and nvme-link.
+  const std::string h100 = config("h100-sxm-8gpu.yaml");
+  CHECK_THROWS_WITH_AS(
+      load_topology(h100, LoadOptions{{"links.pcie.bandwidth=10GB/s"}, false}),
+      "--set:1:7: --set 'links.pcie.bandwidth': no link with id 'pcie'; did you mean "
+      "'gpu-pcie'?",
+      InputError);
+  CHECK_THROWS_WITH_AS(
+      load_topology(h100,
+                    LoadOptions{{"tiers.hbm.capacity=1TB", "links.link.bandwidth=1GB/s"}, false}),
+      "--set:2:7: --set 'links.link.bandwidth': no link with id 'link'; did you mean "
+      "'nvme-link' or 'nvlink'?",
+      InputError);
+}

@@ -104,6 +104,34 @@ TEST_CASE("pipeline errors name the column and the nearest name") {
   CHECK(error_of("") == "--pipeline:1:1: empty pipeline");
 }
 
+TEST_CASE("unknown policy hints: the nearest name, another system's closest policy, the list") {
+  CHECK(unknown_policy_hint("hyperofload") == "; did you mean 'hyperoffload'?");
+  CHECK(unknown_policy_hint("Hyper-Offload") == "; did you mean 'hyperoffload'?");
+  CHECK(unknown_policy_hint("LAYERWISE") == "; did you mean 'layerwise'?");
+  const std::string layerwise =
+      "is closest to policy 'layerwise': stream every weight, the next layer's during this one "
+      "(DeepSpeed ZeRO style)";
+  CHECK(unknown_policy_hint("flexgen") == "; FlexGen " + layerwise);
+  CHECK(unknown_policy_hint("FlexGen") == "; FlexGen " + layerwise);
+  CHECK(unknown_policy_hint("DeepSpeed") == "; DeepSpeed " + layerwise);
+  CHECK(unknown_policy_hint("zero") == "; ZeRO " + layerwise);
+  CHECK(unknown_policy_hint("ZeRO-Inference") == "; ZeRO-Inference " + layerwise);
+  CHECK(unknown_policy_hint("zero_offload") == "; ZeRO-Offload " + layerwise);
+  CHECK(unknown_policy_hint("MindSpore") ==
+        "; MindSpore is closest to policy 'distance': op-count distances for select, prefetch "
+        "and release (MindSpore's strategy)");
+  for (const auto& [name, system] : {std::pair{"lru", "LRU eviction"}, std::pair{"vLLM", "vLLM"},
+                                     std::pair{"UVM", "UVM (unified memory)"}}) {
+    CAPTURE(name);
+    CHECK(unknown_policy_hint(name) ==
+          fmt::format("; {} is closest to policy 'reactive': fetch on a miss, evict least "
+                      "recently used (a runtime without look-ahead)",
+                      system));
+  }
+  CHECK(unknown_policy_hint("greedy") ==
+        "; the policies are resident, reactive, layerwise, distance, hyperoffload, tierflow");
+}
+
 TEST_CASE("property: every policy on seeded random graphs") {
   const hw::Topology topo = roomy_unit_hw();
   Target target;
