@@ -57,6 +57,9 @@ contains upgrade-pcie "$tmp/out" "links.gpu-pcie.bandwidth="
 contains upgrade-answer "$tmp/out" "answer     worth most: link 'gpu-pcie' bandwidth"
 
 check bad-question 2 "$tf" whatif --question fastest
+# Other systems' names point at the policy that stands for them.
+check policy-flexgen 2 "$tf" whatif --policy flexgen
+contains policy-flexgen-hint "$tmp/err" "closest to policy 'layerwise'"
 
 # Request metrics in compare: TTFT/TPOT behind a latency column.
 check compare-request 0 "$tf" compare --hw $hw --model llama-3-8b --layers 2 --batch 4 --prompt 128 --generate 3 \

@@ -68,10 +68,8 @@ std::vector<std::pair<TensorKind, uint32_t>> parse_pins(const std::vector<std::s
 
 void check_policy(const std::string& name, std::string_view source) {
   if (planner::find_policy(name) != nullptr) return;
-  std::vector<std::string_view> names;
-  for (const auto& p : planner::policies()) names.push_back(p.name);
   throw InputError::at(SourcePos{std::string(source)}, "unknown policy '{}'{}", name,
-                       did_you_mean(name, names));
+                       planner::unknown_policy_hint(name));
 }
 
 }  // namespace tierflow::study
