@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 #include "core/diagnostics.h"
 #include "core/units.h"
@@ -146,23 +147,56 @@ PlanOutcome make_plan(const Workload& w, const hw::Topology& t, const PlanReques
         to_string_approx(Duration{full.bounds.compute_ps}));
     return full;
   }
-  uint64_t lo = full.bounds.residency;
-  uint64_t hi = std::min(budget, full.evaluation->device_peak);
+  // Bisection on the budget between `lo`, below which no probe met the overhead (at
+  // first the residency bound: nothing fits below it), and `hi`, the least budget whose
+  // plan did (`best`). `hi` is only ever a budget that was planned: a plan's peak below its
+  // budget says nothing of a plan made for that peak. Before the bisection, the peak the
+  // full budget's plan reached, or the resident peak if lower, is tried: it does not depend
+  // on the full budget (the ceiling), so neither does the answer, and where everything
+  // must stay on the device (steady-state decode) it is the answer. Midpoints are
+  // geometric (the ends may be orders of magnitude apart) and the search goes on until the
+  // ends are within 0.5% of `hi`: about ten plans, however far apart they start.
+  auto meets = [&](const PlanOutcome& o) {
+    return o.ok && o.evaluation && o.evaluation->ok && o.evaluation->makespan_ps <= limit;
+  };
+  uint64_t lo = std::max<uint64_t>(1, full.bounds.residency);
+  uint64_t hi = budget;
   PlanOutcome best = std::move(full);
-  for (int round = 0; round < 12 && lo + lo / 200 < hi; ++round) {
-    const uint64_t mid = lo + (hi - lo) / 2;
-    PlanOutcome o = plan_at(w, t, req, mid);
-    if (o.ok && o.evaluation && o.evaluation->ok && o.evaluation->makespan_ps <= limit) {
-      hi = std::min(mid, o.evaluation->device_peak);
+  uint32_t plans = 1;
+  bool lo_tried = false;
+  const uint64_t top = std::min({budget, best.evaluation->device_peak, best.resident_peak});
+  if (top > lo && top < hi) {
+    PlanOutcome o = plan_at(w, t, req, top);
+    ++plans;
+    if (meets(o)) {
+      hi = top;
       best = std::move(o);
     } else {
-      lo = mid + 1;
+      lo = top;
+      lo_tried = true;
+    }
+  }
+  while (hi > lo && hi - lo > std::max<uint64_t>(1, hi / 200)) {
+    const auto geometric =
+        static_cast<uint64_t>(std::sqrt(static_cast<double>(lo) * static_cast<double>(hi)));
+    const uint64_t mid = std::clamp(geometric, lo + 1, hi - 1);
+    PlanOutcome o = plan_at(w, t, req, mid);
+    ++plans;
+    if (meets(o)) {
+      hi = mid;
+      best = std::move(o);
+    } else {
+      lo = mid;
+      lo_tried = true;
     }
   }
   best.notes.push_back(fmt::format(
-      "max-overhead {}: budget {} keeps the makespan within {} (compute {} x {})",
+      "max-overhead {}: budget {} keeps the makespan within {} (compute {} x {}); {} plans, "
+      "{} {}",
       req.max_overhead, to_string_approx(Bytes{best.budget}), to_string_approx(Duration{limit}),
-      to_string_approx(Duration{best.bounds.compute_ps}), 1.0 + req.max_overhead));
+      to_string_approx(Duration{best.bounds.compute_ps}), 1.0 + req.max_overhead, plans,
+      lo_tried ? "the highest budget that does not:" : "the residency bound:",
+      to_string_approx(Bytes{lo})));
   return best;
 }
 

@@ -306,6 +306,60 @@ TEST_CASE("the paging bound starts tensors pinned off the device on their tier")
   }
 }
 
+TEST_CASE("max-overhead finds the same least budget under any ceiling") {
+  // Two decode tokens through four layers: op i of a token reads the 4 B activation before
+  // it and its layer's 32 B weight, 10 FLOP (10 ns). Everything resident peaks at 140 B
+  // (the weights' 128 B and three 4 B tensors); a copy takes over
+  // 150 ns (ddr and pcie latency, DMA setup), more than the 1% of the 80 ns compute, so
+  // the least budget within the overhead is the resident peak, whatever the ceiling. (The
+  // search once took its upper end from the full budget's peak without planning at it:
+  // every budget it planned lay below 140 B, and it returned the ceiling.)
+  Workload w;
+  w.name = "steady-decode";
+  uint32_t wt[4];
+  for (int k = 0; k < 4; ++k) {
+    wt[k] = w.add_tensor({fmt::format("w{}", k), 32, TensorKind::kWeight});
+  }
+  uint32_t a = w.add_tensor({"x", 4, TensorKind::kInput});
+  for (int i = 0; i < 8; ++i) {
+    const TensorKind kind = i == 7 ? TensorKind::kOutput : TensorKind::kActivation;
+    const uint32_t out = w.add_tensor({fmt::format("a{}", i), 4, kind});
+    Op op{fmt::format("op{}", i), OpKind::kElementwise, Dtype::kBf16, 10, 0, {a, wt[i % 4]}};
+    op.outputs = {out};
+    op.layer = i % 4;
+    w.add_op(std::move(op));
+    a = out;
+  }
+  const hw::Topology topo = roomy_unit_hw();
+  cli::SimEvaluator eval(w, topo);
+  PlanRequest req;
+  req.target.device_tier = *topo.tier_index("hbm");
+  req.evaluator = &eval;
+  req.max_overhead = 0.01;
+  std::vector<uint64_t> answers;
+  for (const uint64_t ceiling : {uint64_t{1} << 10, uint64_t{1} << 20}) {
+    CAPTURE(ceiling);
+    req.target.budget = ceiling;
+    const PlanOutcome out = make_plan(w, topo, req);
+    REQUIRE_MESSAGE(out.ok, out.reason);
+    REQUIRE(out.evaluation);
+    const auto limit = static_cast<int64_t>(static_cast<double>(out.bounds.compute_ps) * 1.01);
+    CHECK(out.evaluation->makespan_ps <= limit);
+    CHECK(out.resident_peak == 140);
+    CHECK(out.budget == out.resident_peak);
+    CHECK(out.evaluation->device_peak <= out.budget);
+    answers.push_back(out.budget);
+    // The least: one byte less (the resolution at this size) exceeds the overhead.
+    PlanRequest below = req;
+    below.max_overhead = -1;
+    below.target.budget = out.budget - 1;
+    const PlanOutcome less = make_plan(w, topo, below);
+    CHECK_FALSE((less.ok && less.evaluation && less.evaluation->ok &&
+                 less.evaluation->makespan_ps <= limit));
+  }
+  CHECK(answers[0] == answers[1]);
+}
+
 TEST_CASE("infeasible budgets are results with a reason") {
   const hw::Topology topo = roomy_unit_hw();
   const Workload w = testing::random_workload(7);
