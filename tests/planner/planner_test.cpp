@@ -331,7 +331,7 @@ TEST_CASE("max-overhead finds the same least budget under any ceiling") {
     a = out;
   }
   const hw::Topology topo = roomy_unit_hw();
-  cli::SimEvaluator eval(w, topo);
+  study::SimEvaluator eval(w, topo);
   PlanRequest req;
   req.target.device_tier = *topo.tier_index("hbm");
   req.evaluator = &eval;
