@@ -74,6 +74,9 @@ for r in rows:
     lat = float(r["latency_s"])
     assert abs(thr - 4 * 3 / lat) < 1e-6 * thr
     assert abs(lat - (ttft / 1e3 + 2 * tpot / 1e3)) < 1e-9 * lat' "$tmp/out"
+# The unlimited-memory reference on a supernode (384 HBM instances still sum in 64 bits).
+check compare-cm384 0 "$tf" compare --hw configs/hw/cloudmatrix384.yaml --model llama-3-8b --layers 2 --tokens 2 --policies resident
+contains compare-cm384-reference "$tmp/out" "resident with unlimited memory:"
 # compare takes the generator flags.
 check compare-gen-flags 0 "$tf" compare --hw $hw --model llama-3-8b --layers 2 --batch 4 --context 512 --tokens 2 --policies resident
 contains compare-gen-flags-batch "$tmp/out" "llama-3-8b decode, batch 4, 2 tokens from a 512-token context"

@@ -21,7 +21,10 @@
 namespace tierflow::study {
 namespace {
 
-constexpr uint64_t kUnlimited = uint64_t{1} << 60;  // 1 EiB: "no limit" for a device tier
+// "No limit" for a device tier: 1 PiB per device, the largest tensor the format allows,
+// and small enough that a supernode's instances still sum in 64 bits (CloudMatrix384:
+// 384 of them).
+constexpr uint64_t kUnlimited = kMaxTensorBytes;
 
 std::string gen_key(const WorkloadSource& src, const traces::GenOptions& g) {
   return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", src.model, src.hf_config,
@@ -235,7 +238,8 @@ Trial Study::run(const Scenario& s) {
       if (p.ok()) continue;
       t.ok = false;
       t.infeasible = p.outcome.infeasible;
-      t.reason = fmt::format("{}: {}", p.phase, p.why());
+      // A request names the phase that failed; a step's reason is the planner's own.
+      t.reason = t.scenario.request ? fmt::format("{}: {}", p.phase, p.why()) : p.why();
       break;
     }
   };
