@@ -127,6 +127,12 @@ double parse_fraction(const std::string& text, std::string_view flag) {
   throw InputError::at(SourcePos{std::string(flag)}, "'{}' is not a fraction or a percentage", text);
 }
 
+void add_plan_topology_flags(CLI::App* cmd, std::string& hw, std::vector<std::string>& sets) {
+  cmd->add_option("--hw", hw, "topology YAML (default: the file the plan references)");
+  cmd->add_option("--set", sets,
+                  "override a topology field: PATH=VALUE (repeatable; after those the plan records)");
+}
+
 hw::Topology plan_topology(const Plan& plan, const std::string& plan_path, const std::string& hw,
                            const std::vector<std::string>& sets) {
   std::string file = hw;

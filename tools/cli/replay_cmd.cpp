@@ -373,8 +373,7 @@ void add_replay_command(CLI::App& app) {
                   "measures the machine; plan on a `tierflow calibrate` topology)")
       ->check(CLI::IsMember({"paced", "native"}));
   cmd->add_option("--plan", o->plan, "plan JSON (tierflow.plan/1)")->required();
-  cmd->add_option("--hw", o->hw, "topology YAML (default: the file the plan references)");
-  cmd->add_option("--set", o->sets, "override a topology field: PATH=VALUE (repeatable)");
+  add_plan_topology_flags(cmd, o->hw, o->sets);
   cmd->add_option("--timeline", o->timeline, "write the measured timeline as a Chrome trace");
   cmd->add_option("--time-scale", o->time_scale,
                   "real seconds per plan second, or auto (the run takes about 1 s, at least "

@@ -134,11 +134,11 @@ std::shared_ptr<const Workload> Study::workload(const Scenario& s, const traces:
   return workloads_.emplace(key, std::move(w)).first->second;
 }
 
-void summarize(PhaseResult& p, const hw::Topology& topo, size_t device_tier) {
+void summarize(PhaseResult& p, const hw::Topology& topo) {
   const sim::SimResult& r = *p.sim;
   p.makespan_ps = r.makespan;
+  p.device_peak = device_peak(r, topo, *p.outcome.plan);
   for (const sim::TierResult& t : r.tiers) {
-    if (t.tier == device_tier) p.device_peak = std::max(p.device_peak, t.peak);
     uint64_t& peak = p.tier_peak[topo.tiers[t.tier].id];
     peak = std::max(peak, t.peak);
     uint64_t& by_kind = p.peak_by_tier_kind[static_cast<size_t>(topo.tiers[t.tier].kind)];
@@ -209,7 +209,7 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
   so.op_end = &op_end;
   p.sim = sim::simulate(*p.outcome.plan, *p.workload, topo, so);
   if (p.sim->error) return p;
-  summarize(p, topo, req.target.device_tier);
+  summarize(p, topo);
   // Decode tokens ("t12.L3.qkv"): each ends with its last op.
   for (size_t i = 0; i < op_end.size(); ++i) {
     const int64_t t = token_of(p.workload->ops[i].name);

@@ -130,7 +130,7 @@ class Study {
 Plan plan_for_file(const Trial& t, const PhaseResult& p, const std::string& path);
 
 /// Metrics of a phase from its simulation (the derived fields of PhaseResult).
-void summarize(PhaseResult& p, const hw::Topology& topo, size_t device_tier);
+void summarize(PhaseResult& p, const hw::Topology& topo);
 
 /// "gpu-pcie[3] rc->hbm" -> "gpu-pcie rc->hbm": instances summed.
 std::string without_instance(const std::string& name);

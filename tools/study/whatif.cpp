@@ -18,7 +18,7 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 std::string pct(double x) { return fmt::format("{:+.1f}%", 100 * x); }
 
 /// The device tier of `s` on its topology.
-const hw::Tier& device_tier(Study& study, const Scenario& s) {
+hw::Tier device_tier(Study& study, const Scenario& s) {
   const auto topo = study.topology(s);
   const planner::Target t = make_target(*topo, s.device, s.devices, "--device");
   return topo->tiers[t.device_tier];
@@ -38,8 +38,8 @@ Probe probe_of(const std::string& value, const Trial& t, bool pass, std::string 
 Answer min_memory(Study& study, const Scenario& s, const WhatIfOptions& o) {
   Answer a;
   a.question = Question::kMinMemory;
-  const hw::Tier& tier = device_tier(study, s);
-  const std::string tier_id = tier.id;
+  const hw::Tier tier = device_tier(study, s);
+  const std::string& tier_id = tier.id;
   const uint64_t capacity = tier.capacity.value;
   const Trial fastest = study.unlimited_trial(s);
   if (!fastest.ok) {
@@ -54,9 +54,11 @@ Answer min_memory(Study& study, const Scenario& s, const WhatIfOptions& o) {
     hi = std::max(hi, p.device_peak);
   }
   lo = lo > 0 ? lo - 1 : 0;
+  // Each budget is planned once; its probe says whether it passed and why not.
   std::map<uint64_t, Trial> done;
-  auto probe = [&](uint64_t budget) -> const Trial& {
-    if (auto it = done.find(budget); it != done.end()) return it->second;
+  std::map<uint64_t, size_t> probe_at;
+  auto passes = [&](uint64_t budget) {
+    if (auto it = probe_at.find(budget); it != probe_at.end()) return a.probes[it->second].pass;
     Scenario p = s;
     p.budget = budget;
     if (budget > capacity) {
@@ -69,16 +71,14 @@ Answer min_memory(Study& study, const Scenario& s, const WhatIfOptions& o) {
                                           to_string_approx(Duration{t.latency_ps()}),
                                           to_string_approx(Duration{a.limit_ps}),
                                           t.main().binding);
+    probe_at[budget] = a.probes.size();
     a.probes.push_back(probe_of(to_string_approx(Bytes{budget}), t, pass, why));
     if (o.progress) {
       o.progress(fmt::format("probe {}: {} {}", a.probes.size(), to_string_approx(Bytes{budget}),
                              pass ? "meets the limit" : "does not"));
     }
-    return done.emplace(budget, std::move(t)).first->second;
-  };
-  auto passes = [&](uint64_t b) {
-    const Trial& t = probe(b);
-    return t.ok && t.latency_ps() <= a.limit_ps;
+    done.emplace(budget, std::move(t));
+    return pass;
   };
   if (!passes(hi)) {
     a.found = false;
@@ -102,11 +102,8 @@ Answer min_memory(Study& study, const Scenario& s, const WhatIfOptions& o) {
   a.number = static_cast<int64_t>(hi);
   a.value = to_string_approx(Bytes{hi});
   a.trial = done.at(hi);
-  if (done.count(lo) != 0) {
-    const std::string at = to_string_approx(Bytes{lo});
-    const auto failed = std::find_if(a.probes.begin(), a.probes.end(),
-                                     [&](const Probe& p) { return p.value == at; });
-    a.binding = fmt::format("below {} of '{}': {}", a.value, tier_id, failed->why);
+  if (auto it = probe_at.find(lo); it != probe_at.end()) {
+    a.binding = fmt::format("below {} of '{}': {}", a.value, tier_id, a.probes[it->second].why);
   } else {
     a.binding = fmt::format("the residency bound: no plan needs less than {} on '{}'",
                             to_string_approx(Bytes{lo + 1}), tier_id);
@@ -135,15 +132,14 @@ Answer max_value(Study& study, const Scenario& s, const WhatIfOptions& o) {
   const int64_t step = batch ? 1 : std::max<int64_t>(1, s.workload.gen.kv_block);
   const int64_t cap = batch ? 65536 : int64_t{1} << 22;
   a.resolution = batch ? "1" : fmt::format("{} tokens (a KV block)", step);
+  // Each value is planned once; its probe says whether it passed and why not.
   std::map<int64_t, Trial> done;
+  std::map<int64_t, size_t> probe_at;
   auto passes = [&](int64_t v) {
-    auto it = done.find(v);
-    if (it == done.end()) {
-      Scenario p = base;
-      set_field(p, field, std::to_string(v), "--question");
-      it = done.emplace(v, study.run(p)).first;
-    }
-    const Trial& t = it->second;
+    if (auto it = probe_at.find(v); it != probe_at.end()) return a.probes[it->second].pass;
+    Scenario p = base;
+    set_field(p, field, std::to_string(v), "--question");
+    Trial t = study.run(p);
     bool pass = t.ok;
     std::string why = t.reason;
     if (pass && o.min_throughput > 0 && throughput_of(t) < o.min_throughput) {
@@ -156,13 +152,17 @@ Answer max_value(Study& study, const Scenario& s, const WhatIfOptions& o) {
       why = fmt::format("TPOT {:.2f} ms above {:.2f} ms ({})", tpot_ms_of(t), o.max_tpot_ms,
                         t.main().binding);
     }
-    if (a.probes.empty() || a.probes.back().value != fmt::format("{} {}", field, v)) {
-      a.probes.push_back(probe_of(fmt::format("{} {}", field, v), t, pass, why));
-      if (o.progress) o.progress(fmt::format("probe {}: {} {}", a.probes.size(), a.probes.back().value, pass ? "passes" : "fails"));
+    probe_at[v] = a.probes.size();
+    a.probes.push_back(probe_of(fmt::format("{} {}", field, v), t, pass, why));
+    if (o.progress) {
+      o.progress(fmt::format("probe {}: {} {}", a.probes.size(), a.probes.back().value,
+                             pass ? "passes" : "fails"));
     }
+    done.emplace(v, std::move(t));
     return pass;
   };
-  const int64_t v0 = std::max<int64_t>(step, std::stoll(get_field(s, field).empty() ? "1" : get_field(s, field)));
+  const int64_t now = batch ? s.workload.gen.batch : s.request ? s.request->prompt : s.workload.gen.context;
+  const int64_t v0 = std::max(step, now);
   int64_t lo = 0, hi = 0;  // lo passes (0: none yet), hi fails (0: none yet)
   if (passes(v0)) {
     lo = v0;
@@ -194,10 +194,9 @@ Answer max_value(Study& study, const Scenario& s, const WhatIfOptions& o) {
       hi = mid;
     }
   }
-  const auto failed = std::find_if(a.probes.begin(), a.probes.end(), [&](const Probe& p) {
-    return p.value == fmt::format("{} {}", field, hi);
-  });
-  a.binding = fmt::format("at {} {}: {}", field, hi, failed == a.probes.end() ? "" : failed->why);
+  const auto failed = probe_at.find(hi);
+  a.binding = fmt::format("at {} {}: {}", field, hi,
+                          failed == probe_at.end() ? "" : a.probes[failed->second].why);
   if (!target) a.note = "no target given: the largest that fits without offload (policy resident)";
   if (lo == 0) {
     a.found = false;
@@ -251,7 +250,7 @@ Answer upgrade(Study& study, const Scenario& s, const WhatIfOptions& o) {
            read ? tier.read_bandwidth.bytes_per_s : tier.write_bandwidth.bytes_per_s, true});
     }
   }
-  const hw::Tier& dev = device_tier(study, s);
+  const hw::Tier dev = device_tier(study, s);
   add({fmt::format("tier '{}' capacity", dev.id), fmt::format("tiers.{}.capacity", dev.id),
        static_cast<double>(dev.capacity.value), false});
   const double base_ps = static_cast<double>(base.latency_ps());
