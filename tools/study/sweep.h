@@ -1,0 +1,119 @@
+// A sweep: a spec's axes over scenario fields, every point planned and simulated on all
+// cores, each point's row committed to a SQLite database the moment it finishes
+// (tools/study/result_db.h), so that a rerun resumes and shards of one spec merge
+// (ARCHITECTURE §9, §11; docs/sweeps.md).
+//
+// Glossary
+//   spec      a YAML file: `base` (the scenario every point starts from, any field that
+//             --vary and set_field() take) and `axes`, a list of groups.
+//   group     one item of `axes`: a mapping of one path to its values (an axis, crossed
+//             with the other groups) or of several paths with equally many values
+//             (zipped: they advance together). The first group varies slowest.
+//   point     one scenario of the grid, numbered from 0 in grid order; its number is its
+//             identity in the database and decides its shard.
+//   shard     `--shard I/N` (0 <= I < N): the points whose number is I modulo N.
+//   sweep id  SHA-256 over every point's inputs and the bytes of the files they read:
+//             a database holds the rows of one sweep id; merge refuses mixed ids.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/diagnostics.h"
+#include "tools/study/scenario.h"
+
+namespace tierflow::study {
+
+class ResultDb;
+
+/// One item of a spec's `axes`: a single axis, or several zipped ones of equal length.
+struct AxisGroup {
+  std::vector<Axis> axes;
+  SourcePos pos;
+};
+
+struct SweepSpec {
+  std::string file;  ///< where it was read from; positions name it
+  std::string name;  ///< `name:`, default the file's stem
+  std::string description;
+  Scenario base;
+  std::vector<AxisGroup> groups;
+
+  /// Every axis path in group order (the database's axis columns).
+  [[nodiscard]] std::vector<std::string> axis_paths() const;
+  /// Number of points: the product of the groups' lengths.
+  [[nodiscard]] int64_t size() const;
+};
+
+/// Reads a spec and validates it whole before anything runs: YAML syntax, keys (with
+/// "did you mean"), every axis value, every topology with the overrides its points use,
+/// every model and policy. Throws InputError at file:line:col. Relative paths in the
+/// spec (hw, model YAML, hf_config, workload) are taken from the spec's folder; a bare
+/// name such as `h100-sxm-8gpu` is a shipped topology.
+SweepSpec load_sweep_spec(const std::string& path);
+/// The same from text; `name` stands for the file in positions, relative paths are taken
+/// from `dir`.
+SweepSpec parse_sweep_spec(const std::string& text, const std::string& name,
+                           const std::string& dir = ".");
+
+struct SweepPoint {
+  int64_t index = 0;  ///< in grid order over the whole spec, shards apart
+  Scenario scenario;
+  std::vector<std::string> values;  ///< one per axis path, as the spec wrote it
+};
+
+/// The points of the spec, first group slowest.
+std::vector<SweepPoint> sweep_points(const SweepSpec& spec);
+
+/// See the glossary. Reads the topology, model and workload files the points use.
+std::string sweep_id(const SweepSpec& spec);
+
+struct Shard {
+  int64_t index = 0;
+  int64_t count = 1;
+  [[nodiscard]] bool holds(int64_t point) const { return point % count == index; }
+  [[nodiscard]] std::string text() const;  ///< "I/N"
+};
+/// "I/N" with 0 <= I < N; InputError at `source` otherwise.
+Shard parse_shard(std::string_view text, std::string_view source = "--shard");
+
+/// Exit class of a point, as the CLI's exit codes: 0 ok, 1 infeasible (does not fit),
+/// 2 bad input, 3 internal error.
+struct SweepProgress {
+  int64_t total = 0;    ///< points of the shard
+  int64_t done = 0;     ///< recorded, this run and before
+  int64_t ok = 0;
+  int64_t infeasible = 0;
+  int64_t failed = 0;
+  double elapsed_s = 0;  ///< this run
+  int64_t ran = 0;       ///< points this run finished
+};
+
+struct SweepOptions {
+  unsigned jobs = 0;  ///< concurrent points; 0: one per hardware thread
+  Shard shard;
+  bool retry_failed = false;  ///< rerun points recorded as failed (exit class 2 or 3)
+  /// Told after each point (from the thread that records it).
+  std::function<void(const SweepProgress&)> progress;
+};
+
+struct SweepSummary {
+  int64_t points = 0;   ///< in the shard
+  int64_t skipped = 0;  ///< already recorded before this run
+  int64_t ran = 0;
+  int64_t ok = 0;
+  int64_t infeasible = 0;
+  int64_t failed = 0;  ///< over the whole database, this run and before
+  double seconds = 0;
+};
+
+/// Runs the points of `o.shard` that `db` has not recorded (and, with retry_failed, those
+/// recorded as failed), `o.jobs` at a time, committing each row as it finishes. Points
+/// that share a workload run next to each other so it is generated once. A point that
+/// throws is recorded with its error and exit class; nothing is retried silently.
+SweepSummary run_sweep(const SweepSpec& spec, ResultDb& db, const SweepOptions& o);
+
+}  // namespace tierflow::study
