@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config
   libyaml-cpp-dev libboost-graph-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-  doctest-dev libbenchmark-dev
+  doctest-dev libbenchmark-dev libsqlite3-dev
   python3
 )
 

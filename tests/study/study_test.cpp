@@ -72,10 +72,12 @@ TEST_CASE("set_field: generator, request, target and topology fields; unknown na
 }
 
 TEST_CASE("rows: the column set is pinned, and the same scenario gives the same row bytes") {
-  // tests/study/golden/columns.txt: one column name a line. TIERFLOW_UPDATE_GOLDEN=1
+  // tests/study/golden/columns.txt: one column a line, its name and type. TIERFLOW_UPDATE_GOLDEN=1
   // rewrites it; a change there is a change of the sweep database's schema.
   std::string names;
-  for (const Column& c : columns()) names += c.name + "\n";
+  for (const Column& c : columns()) {
+    names += c.name + " " + std::string(kCellTypeNames[static_cast<size_t>(c.type)]) + "\n";
+  }
   const std::string path = kSource + "/tests/study/golden/columns.txt";
   if (std::getenv("TIERFLOW_UPDATE_GOLDEN") != nullptr) std::ofstream(path) << names;
   std::ifstream in(path);
@@ -98,6 +100,27 @@ TEST_CASE("rows: the column set is pinned, and the same scenario gives the same 
   CHECK(std::get<double>(r.at("tpot_ms")) ==
         doctest::Approx(std::get<double>(r.at("makespan_s")) * 1e3 / 2));
   CHECK(std::holds_alternative<std::monostate>(r.at("ttft_ms")));
+  // Every cell holds its column's type (sweep databases store and read them back by it).
+  auto same_type = [](const Cell& c, CellType t) {
+    switch (t) {
+      case CellType::kInteger: return std::holds_alternative<int64_t>(c);
+      case CellType::kReal: return std::holds_alternative<double>(c);
+      case CellType::kText: return std::holds_alternative<std::string>(c);
+      case CellType::kBool: return std::holds_alternative<bool>(c);
+    }
+    return false;
+  };
+  Scenario req = small_decode();
+  req.request = Request{64, 3};
+  const Row rq = row_of(a.run(req));
+  for (const Row* row : {&r, &rq}) {
+    for (size_t i = 0; i < columns().size(); ++i) {
+      const Cell& c = row->cells[i];
+      if (std::holds_alternative<std::monostate>(c)) continue;
+      CAPTURE(columns()[i].name);
+      CHECK(same_type(c, columns()[i].type));
+    }
+  }
 }
 
 TEST_CASE("request: TTFT is the prefill, throughput as FlexGen defines it") {

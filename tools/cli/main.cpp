@@ -16,6 +16,7 @@
 #include "tools/cli/replay_cmd.h"
 #include "tools/cli/sim_cmd.h"
 #include "tools/cli/trace_cmd.h"
+#include "tools/cli/sweep_cmd.h"
 #include "tools/cli/whatif_cmd.h"
 
 #ifndef TIERFLOW_VERSION
@@ -42,6 +43,7 @@ int run(int argc, char** argv) {
   add_sim_command(app);
   add_compare_command(app);
   add_whatif_command(app);
+  add_sweep_command(app);
   add_replay_command(app);
   add_calibrate_command(app);
   try {

@@ -30,6 +30,12 @@ struct sqlite3;
 
 namespace tierflow::study {
 
+struct MergeSummary {
+  int64_t points = 0;  ///< of the whole spec
+  int64_t rows = 0;    ///< in the merged database
+  std::vector<std::string> shards;  ///< as each input recorded it
+};
+
 class ResultDb {
  public:
   /// Opens `path` for `spec`'s shard `shard`, creating it when missing. An existing
@@ -59,16 +65,12 @@ class ResultDb {
   [[nodiscard]] const std::string& path() const { return path_; }
 
  private:
+  friend MergeSummary merge_results(const std::string& out, const std::vector<std::string>& inputs);
   ResultDb(std::string path, sqlite3* db);
   std::string path_;
   sqlite3* db_ = nullptr;
-  std::vector<std::string> axes_;
-};
-
-struct MergeSummary {
-  int64_t points = 0;  ///< of the whole spec
-  int64_t rows = 0;    ///< in the merged database
-  std::vector<std::string> shards;  ///< as each input recorded it
+  /// Per axis column: the index of its value in SweepPoint::values, and its type.
+  std::vector<std::pair<size_t, CellType>> axis_slots_;
 };
 
 /// Joins shard databases into a new database `out` (written to a temporary file and

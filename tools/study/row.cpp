@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <algorithm>
 #include <functional>
 
 #include "core/diagnostics.h"
@@ -175,10 +176,26 @@ const std::vector<Def>& defs() {
 
 }  // namespace
 
+/// A column's type, by name: the inputs and words are text, counts integer, flags boolean,
+/// every measure real.
+CellType type_of(std::string_view name) {
+  static constexpr std::string_view kText[] = {
+      "topology",    "hw",     "sets",     "workload", "model",    "model_sets",   "phase",
+      "weight_dtype", "kv_dtype", "device", "policy",   "pins",     "device_tier",  "status",
+      "reason",      "pipeline", "busiest_link", "binding"};
+  static constexpr std::string_view kInteger[] = {"batch", "seq",      "context", "tokens",
+                                                  "prompt", "generate", "tp",      "devices"};
+  static constexpr std::string_view kBool[] = {"decode_extrapolated"};
+  if (std::ranges::find(kText, name) != std::end(kText)) return CellType::kText;
+  if (std::ranges::find(kInteger, name) != std::end(kInteger)) return CellType::kInteger;
+  if (std::ranges::find(kBool, name) != std::end(kBool)) return CellType::kBool;
+  return CellType::kReal;
+}
+
 const std::vector<Column>& columns() {
   static const std::vector<Column> c = [] {
     std::vector<Column> out;
-    for (const Def& d : defs()) out.push_back({d.name, d.description});
+    for (const Def& d : defs()) out.push_back({d.name, d.description, type_of(d.name)});
     return out;
   }();
   return c;
@@ -210,29 +227,29 @@ std::string cell_text(const Cell& c) {
       c);
 }
 
-std::string rows_csv(const std::vector<Row>& rows) {
+std::string csv_of(const std::vector<std::string>& names, const std::vector<std::vector<Cell>>& rows) {
   std::string out;
-  for (const Def& d : defs()) out += (out.empty() ? "" : ",") + d.name;
+  for (size_t i = 0; i < names.size(); ++i) out += (i > 0 ? "," : "") + csv_field(names[i]);
   out += '\n';
-  for (const Row& r : rows) {
-    for (size_t i = 0; i < r.cells.size(); ++i) {
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size(); ++i) {
       if (i > 0) out += ',';
-      out += csv_field(cell_text(r.cells[i]));
+      out += csv_field(cell_text(r[i]));
     }
     out += '\n';
   }
   return out;
 }
 
-std::string rows_jsonl(const std::vector<Row>& rows) {
+std::string jsonl_of(const std::vector<std::string>& names, const std::vector<std::vector<Cell>>& rows) {
   std::string out;
-  for (const Row& r : rows) {
+  for (const auto& r : rows) {
     out += '{';
-    for (size_t i = 0; i < r.cells.size(); ++i) {
+    for (size_t i = 0; i < r.size(); ++i) {
       if (i > 0) out += ", ";
-      append_json_string(out, defs()[i].name);
+      append_json_string(out, names[i]);
       out += ": ";
-      const Cell& c = r.cells[i];
+      const Cell& c = r[i];
       if (std::holds_alternative<std::monostate>(c)) {
         out += "null";
       } else if (const auto* s = std::get_if<std::string>(&c)) {
@@ -247,5 +264,26 @@ std::string rows_jsonl(const std::vector<Row>& rows) {
   }
   return out;
 }
+
+namespace {
+
+std::vector<std::string> column_names() {
+  std::vector<std::string> names;
+  for (const Column& c : columns()) names.push_back(c.name);
+  return names;
+}
+
+std::vector<std::vector<Cell>> cells_of(const std::vector<Row>& rows) {
+  std::vector<std::vector<Cell>> out;
+  out.reserve(rows.size());
+  for (const Row& r : rows) out.push_back(r.cells);
+  return out;
+}
+
+}  // namespace
+
+std::string rows_csv(const std::vector<Row>& rows) { return csv_of(column_names(), cells_of(rows)); }
+
+std::string rows_jsonl(const std::vector<Row>& rows) { return jsonl_of(column_names(), cells_of(rows)); }
 
 }  // namespace tierflow::study

@@ -6,6 +6,7 @@
 // returns them as a data frame.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -19,9 +20,15 @@ namespace tierflow::study {
 /// An empty cell (a metric that does not apply, e.g. TPOT of a training step) is null.
 using Cell = std::variant<std::monostate, int64_t, double, std::string, bool>;
 
+/// What a column holds (its SQLite type in sweep databases: INTEGER, REAL, TEXT, BOOLEAN).
+enum class CellType { kInteger, kReal, kText, kBool };
+inline constexpr std::array<std::string_view, 4> kCellTypeNames = {"INTEGER", "REAL", "TEXT",
+                                                                   "BOOLEAN"};
+
 struct Column {
   std::string name;
   std::string_view description;
+  CellType type = CellType::kReal;
 };
 
 /// The columns, in order. Stable: a golden test pins them.
@@ -40,5 +47,11 @@ std::string rows_csv(const std::vector<Row>& rows);
 std::string rows_jsonl(const std::vector<Row>& rows);
 /// A cell as text: "" for null, shortest round-trip form for doubles.
 std::string cell_text(const Cell& c);
+
+/// Any table of cells as CSV (a header of `names`, then one line per row) or JSON Lines
+/// (keys in column order; a non-finite double is null): rows_csv and rows_jsonl for
+/// study rows, table_csv and table_jsonl (result_db.h) for sweep results.
+std::string csv_of(const std::vector<std::string>& names, const std::vector<std::vector<Cell>>& rows);
+std::string jsonl_of(const std::vector<std::string>& names, const std::vector<std::vector<Cell>>& rows);
 
 }  // namespace tierflow::study

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 
@@ -67,7 +68,8 @@ const std::vector<std::string_view>& field_names() {
       "batch",        "seq",      "context",   "tokens",   "prompt",    "generate",
       "tp",           "kv_block", "layers",    "phase",    "weight_dtype", "kv_dtype",
       "act_dtype",    "routing",  "seed",      "checkpoint", "model",   "hf_config",
-      "workload",     "budget",   "policy",    "device",   "devices"};
+      "workload",     "hw",       "budget",    "policy",   "device",    "devices",
+      "pins"};
   return names;
 }
 
@@ -128,6 +130,8 @@ void set_field(Scenario& s, std::string_view path, std::string_view value,
     s.workload.file.clear();
   } else if (path == "workload") {
     s.workload.file = v;
+  } else if (path == "hw") {
+    s.hw = v;
   } else if (path == "budget") {
     const auto b = parse_bytes(value);
     if (!b.ok()) throw InputError::at(at, "budget: {}", b.error);
@@ -138,12 +142,36 @@ void set_field(Scenario& s, std::string_view path, std::string_view value,
     s.device = v;
   } else if (path == "devices") {
     s.devices = static_cast<uint32_t>(parse_int(path, value, at, 1));
+  } else if (path == "pins") {
+    // KIND=TIER pins, ';'-separated as the study row writes them; empty: none.
+    s.pins.clear();
+    for (std::string_view rest = value; !rest.empty();) {
+      const auto semi = rest.find(';');
+      const std::string_view pin = rest.substr(0, semi);
+      if (pin.find('=') == std::string_view::npos) {
+        throw InputError::at(at, "pins: '{}' is not KIND=TIER", pin);
+      }
+      s.pins.emplace_back(pin);
+      rest = semi == std::string_view::npos ? std::string_view{} : rest.substr(semi + 1);
+    }
   } else {
-    throw InputError::at(at, "unknown field '{}' (a topology path such as tiers.ID.capacity, "
-                         "model.KEY, or one of: {}){}",
-                         path, fmt::join(field_names(), ", "),
-                         did_you_mean(path, std::span<const std::string_view>(field_names())));
+    check_field(path, source);
   }
+}
+
+void check_field(std::string_view path, std::string_view source) {
+  for (std::string_view root : kTopologyRoots) {
+    if (path.starts_with(root)) return;
+  }
+  if (path == "name" || path == "description" || path.starts_with("model.") ||
+      std::ranges::find(field_names(), path) != field_names().end()) {
+    return;
+  }
+  throw InputError::at(SourcePos{std::string(source)},
+                       "unknown field '{}' (a topology path such as tiers.ID.capacity, "
+                       "model.KEY, or one of: {}){}",
+                       path, fmt::join(field_names(), ", "),
+                       did_you_mean(path, std::span<const std::string_view>(field_names())));
 }
 
 std::string get_field(const Scenario& s, std::string_view path) {
@@ -167,6 +195,8 @@ std::string get_field(const Scenario& s, std::string_view path) {
   if (path == "model") return s.workload.model;
   if (path == "hf_config") return s.workload.hf_config;
   if (path == "workload") return s.workload.file;
+  if (path == "hw") return s.hw;
+  if (path == "pins") return fmt::format("{}", fmt::join(s.pins, ";"));
   if (path == "budget") return s.budget == 0 ? "" : to_string(Bytes{s.budget});
   if (path == "policy") return s.policy;
   if (path == "device") return s.device;

@@ -68,6 +68,9 @@ const std::vector<std::string_view>& field_names();
 /// are appended to `sets` and checked when the topology loads.
 void set_field(Scenario& s, std::string_view path, std::string_view value, std::string_view source);
 
+/// Throws InputError at `source` unless set_field() knows `path` (with "did you mean").
+void check_field(std::string_view path, std::string_view source);
+
 /// The value of a plain field as set_field() reads it back (e.g. "16", "32GiB"); empty
 /// for topology and model paths that the scenario does not override.
 std::string get_field(const Scenario& s, std::string_view path);

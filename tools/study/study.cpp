@@ -131,7 +131,20 @@ std::shared_ptr<const Workload> Study::workload(const Scenario& s, const traces:
     w = std::make_shared<const Workload>(traces::generate(arch, g));
   }
   std::lock_guard lock(mu_);
-  return workloads_.emplace(key, std::move(w)).first->second;
+  const auto [it, added] = workloads_.emplace(key, std::move(w));
+  if (added) {
+    workload_order_.push_back(key);
+    while (workload_limit_ != 0 && workload_order_.size() > workload_limit_) {
+      workloads_.erase(workload_order_.front());
+      workload_order_.pop_front();
+    }
+  }
+  return it->second;
+}
+
+void Study::limit_workloads(size_t n) {
+  std::lock_guard lock(mu_);
+  workload_limit_ = n;
 }
 
 void summarize(PhaseResult& p, const hw::Topology& topo) {

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <array>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -103,6 +104,9 @@ class Study {
   std::shared_ptr<const hw::Topology> topology(const Scenario& s);
   /// The workload of `s` with `g` as its generator options, generated or read once.
   std::shared_ptr<const Workload> workload(const Scenario& s, const traces::GenOptions& g);
+  /// Keeps at most `n` workloads cached (0, the default: all), dropping the oldest; a
+  /// trial still running keeps its own alive. Sweeps bound their memory with it.
+  void limit_workloads(size_t n);
 
   /// Plans and simulates `s`. Bad input throws InputError; "does not fit" is a result.
   Trial run(const Scenario& s);
@@ -122,6 +126,8 @@ class Study {
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<const hw::Topology>> topologies_;
   std::map<std::string, std::shared_ptr<const Workload>> workloads_;
+  std::deque<std::string> workload_order_;  ///< cached keys, oldest first
+  size_t workload_limit_ = 0;
 };
 
 /// A phase's plan as written to `path`: the topology it was made on (file relative to the

@@ -33,12 +33,15 @@ class ResultDb;
 struct AxisGroup {
   std::vector<Axis> axes;
   SourcePos pos;
+  std::vector<std::vector<SourcePos>> value_pos;  ///< per axis, per value (errors point there)
 };
 
 struct SweepSpec {
   std::string file;  ///< where it was read from; positions name it
+  std::string dir;   ///< relative file values (hw, model YAML, hf_config, workload) start here
   std::string name;  ///< `name:`, default the file's stem
   std::string description;
+  std::string text;  ///< the spec as written (kept in result databases)
   Scenario base;
   std::vector<AxisGroup> groups;
 

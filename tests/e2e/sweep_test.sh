@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# End-to-end tests of `tierflow sweep`: results in SQLite, byte-identical exports, resume
+# after kill -9 at several moments (no lost or duplicate row), shards merged equal to the
+# unsharded sweep, failed points recorded and retried only when asked, and databases
+# that refuse another spec or shard.
+# Usage: sweep_test.sh TIERFLOW_BINARY   (run from the repository root)
+set -u
+tf=$1
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+small=tests/e2e/sweep/small.yaml
+kill_spec=tests/e2e/sweep/kill.yaml
+
+rows() {  # rows DB: "ROWS DISTINCT_POINTS" of the results table
+  python3 -c '
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+print(*c.execute("SELECT count(*), count(DISTINCT point) FROM results").fetchone())' "$1"
+}
+same() {  # same NAME FILE1 FILE2: byte-identical
+  if cmp -s "$2" "$3"; then passes=$((passes + 1)); else
+    echo "FAIL $1: $2 and $3 differ"; diff "$2" "$3" | head -5; fails=$((fails + 1)); fi
+}
+
+# A whole sweep, its exports, and a rerun that finds everything recorded.
+check dry-run 0 "$tf" sweep "$small" --dry-run --shard 1/3
+contains dry-run-count "$tmp/out" "36 points, shard 1/3 holds 12"
+contains dry-run-zipped "$tmp/out" "batch (zipped): 1, 8"
+check full 0 "$tf" sweep "$small" -o "$tmp/full.db" --jobs 2 --csv "$tmp/full-run.csv" --jsonl "$tmp/full.jsonl"
+contains full-summary "$tmp/out" "ran 36 (0 already recorded)"
+contains full-outcomes "$tmp/out" "30 ok, 6 infeasible, 0 failed"
+ok full-rows test "$(rows "$tmp/full.db")" = "36 36"
+check full-export 0 "$tf" sweep export "$tmp/full.db"
+cp "$tmp/out" "$tmp/full.csv"
+same full-export-equals-run-csv "$tmp/full.csv" "$tmp/full-run.csv"
+ok full-csv-lines test "$(wc -l <"$tmp/full.csv")" = 37
+ok full-header python3 -c '
+import csv, sys
+head = next(csv.reader(open(sys.argv[1])))
+assert head[:3] == ["point", "links.gpu-pcie.bandwidth", "exit_class"], head[:3]
+for c in ("batch", "context", "policy", "makespan_s", "device_peak_gib", "status", "pcie_gib"):
+    assert c in head, c' "$tmp/full.csv"
+ok full-jsonl python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 36
+assert [r["point"] for r in rows] == list(range(36))
+# zipped: batch 1 goes with context 512, batch 8 with 2048
+assert {(r["batch"], r["context"]) for r in rows} == {(1, 512), (8, 2048)}
+assert all(isinstance(r["makespan_s"], float) for r in rows if r["status"] == "ok")
+assert {r["status"] for r in rows if r["policy"] == "resident"} == {"infeasible"}
+assert all(r["exit_class"] == (0 if r["status"] == "ok" else 1) for r in rows)' "$tmp/full.jsonl"
+check rerun 0 "$tf" sweep "$small" -o "$tmp/full.db" --jobs 2
+contains rerun-skips "$tmp/out" "ran 0 (36 already recorded)"
+ok rerun-rows test "$(rows "$tmp/full.db")" = "36 36"
+# Same inputs, byte-identical results, whatever the number of jobs.
+check one-job 0 "$tf" sweep "$small" -o "$tmp/one.db" --jobs 1
+check one-job-export 0 "$tf" sweep export "$tmp/one.db" --csv "$tmp/one.csv"
+same one-job-equals-two "$tmp/full.csv" "$tmp/one.csv"
+
+# kill -9 at several moments: before the first row, and after about a quarter, half and
+# three quarters of the rows; each rerun resumes. No row is lost or duplicated and the
+# results equal an uninterrupted sweep's.
+check kill-reference 0 "$tf" sweep "$kill_spec" -o "$tmp/kill-ref.db" --jobs 2
+check kill-reference-export 0 "$tf" sweep export "$tmp/kill-ref.db" --csv "$tmp/kill-ref.csv"
+killed=0
+for at in 0 12 24 36; do
+  "$tf" sweep "$kill_spec" -o "$tmp/kill.db" --jobs 2 --quiet >"$tmp/kill-out" 2>&1 &
+  pid=$!
+  if [ "$at" -gt 0 ]; then
+    # Wait (bounded) until the database holds at least $at rows.
+    for _ in $(seq 1 3000); do
+      n=$(python3 -c '
+import sqlite3, sys
+try:
+    print(sqlite3.connect(sys.argv[1], timeout=5).execute("SELECT count(*) FROM results").fetchone()[0])
+except sqlite3.Error:
+    print(0)' "$tmp/kill.db" 2>/dev/null || echo 0)
+      [ "${n:-0}" -ge "$at" ] && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.01
+    done
+  fi
+  if kill -9 "$pid" 2>/dev/null; then killed=$((killed + 1)); fi
+  wait "$pid" 2>/dev/null
+  if [ -e "$tmp/kill.db" ]; then
+    ok "kill-at-$at-integrity" test "$(python3 -c '
+import sqlite3, sys
+print(sqlite3.connect(sys.argv[1]).execute("PRAGMA integrity_check").fetchone()[0])' "$tmp/kill.db")" = ok
+    read -r n distinct <<<"$(rows "$tmp/kill.db")"
+    ok "kill-at-$at-no-duplicate" test "$n" = "$distinct"
+    echo "killed at >= $at rows: $n rows recorded"
+  fi
+done
+ok kill-happened test "$killed" -ge 3
+check kill-resume 0 "$tf" sweep "$kill_spec" -o "$tmp/kill.db" --jobs 2
+ok kill-resume-rows test "$(rows "$tmp/kill.db")" = "48 48"
+check kill-export 0 "$tf" sweep export "$tmp/kill.db" --csv "$tmp/kill.csv"
+same kill-equals-uninterrupted "$tmp/kill-ref.csv" "$tmp/kill.csv"
+
+# Shards: each runs its own points; merged they equal the unsharded sweep row for row.
+for i in 0 1 2; do
+  check "shard-$i" 0 "$tf" sweep "$small" --shard "$i/3" -o "$tmp/shard-$i.db" --jobs 1
+  contains "shard-$i-count" "$tmp/out" "12 points in shard $i/3 of 36"
+done
+check merge 0 "$tf" sweep merge -o "$tmp/merged.db" "$tmp/shard-2.db" "$tmp/shard-0.db" "$tmp/shard-1.db"
+contains merge-summary "$tmp/out" "36 of 36 points"
+check merge-export 0 "$tf" sweep export "$tmp/merged.db" --csv "$tmp/merged.csv"
+same merged-equals-unsharded "$tmp/full.csv" "$tmp/merged.csv"
+# Merging two of three shards works and says what is missing.
+check merge-partial 0 "$tf" sweep merge -o "$tmp/partial.db" "$tmp/shard-0.db" "$tmp/shard-1.db"
+contains merge-partial-warns "$tmp/err" "12 points are missing"
+# A merged database resumes as the whole sweep: the missing shard's points run.
+check merge-partial-resume 0 "$tf" sweep "$small" -o "$tmp/partial.db" --jobs 2
+contains merge-partial-resume-ran "$tmp/out" "ran 12 (24 already recorded)"
+# Refusals: another spec's shard, a shard run into another shard's database, another spec.
+check other-spec 2 "$tf" sweep tests/e2e/sweep/failing.yaml -o "$tmp/other.db" --quiet
+check merge-other-spec 2 "$tf" sweep merge -o "$tmp/bad.db" "$tmp/shard-0.db" "$tmp/other.db"
+contains merge-other-spec-why "$tmp/err" "is a shard of another sweep ('e2e-failing'"
+ok merge-other-spec-no-output test ! -e "$tmp/bad.db"
+check wrong-shard 2 "$tf" sweep "$small" --shard 1/3 -o "$tmp/shard-0.db"
+contains wrong-shard-why "$tmp/err" "holds shard 0/3 of this sweep, not 1/3"
+check wrong-spec 2 "$tf" sweep "$small" -o "$tmp/other.db"
+contains wrong-spec-why "$tmp/err" "holds the results of another sweep"
+check bad-shard 2 "$tf" sweep "$small" --shard 3/3 -o "$tmp/x.db"
+contains bad-shard-why "$tmp/err" "a shard is I/N with 0 <= I < N"
+check export-not-a-db 2 "$tf" sweep export "$small"
+contains export-not-a-db-why "$tmp/err" "not a tierflow sweep database"
+
+# A point that fails is recorded with its error and exit class, not retried silently.
+check failing 2 "$tf" sweep tests/e2e/sweep/failing.yaml -o "$tmp/failing.db" --jobs 2
+contains failing-summary "$tmp/out" "1 ok, 0 infeasible, 1 failed"
+contains failing-error "$tmp/err" "1 point failed"
+check failing-export 0 "$tf" sweep export "$tmp/failing.db" --jsonl -
+ok failing-row python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+bad = [r for r in rows if r["status"] == "failed"]
+assert len(bad) == 1 and bad[0]["exit_class"] == 2 and bad[0]["tp"] == 3, bad
+assert "does not divide" in bad[0]["reason"], bad[0]["reason"]' "$tmp/out"
+check failing-rerun 2 "$tf" sweep tests/e2e/sweep/failing.yaml -o "$tmp/failing.db"
+contains failing-rerun-skips "$tmp/out" "ran 0 (2 already recorded)"
+check failing-retry 2 "$tf" sweep tests/e2e/sweep/failing.yaml -o "$tmp/failing.db" --retry-failed
+contains failing-retry-ran "$tmp/out" "ran 1 (1 already recorded)"
+ok failing-retry-rows test "$(rows "$tmp/failing.db")" = "2 2"
+
+# The shipped example specs are valid.
+for spec in configs/sweeps/*.yaml; do
+  check "example-$(basename "$spec" .yaml)" 0 "$tf" sweep "$spec" --dry-run
+done
+finish

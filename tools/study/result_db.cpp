@@ -1,0 +1,421 @@
+#include "tools/study/result_db.h"
+
+#include <fmt/format.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <ctime>
+#include <filesystem>
+#include <set>
+
+#include "core/diagnostics.h"
+
+#ifndef TIERFLOW_VERSION
+#define TIERFLOW_VERSION "0.1.0"
+#endif
+
+namespace tierflow::study {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kFormat = "tierflow.sweep/1";
+
+/// An SQL identifier, double-quoted (axis paths hold dots and dashes).
+std::string ident(std::string_view name) {
+  std::string out = "\"";
+  for (char c : name) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + '"';
+}
+
+/// A failed SQLite call: the database file is named, as the user chose it.
+[[noreturn]] void fail(sqlite3* db, const std::string& path, std::string_view what) {
+  throw InputError::at(SourcePos{path}, "{}: {}", what, db != nullptr ? sqlite3_errmsg(db) : "out of memory");
+}
+
+class Statement {
+ public:
+  Statement(sqlite3* db, const std::string& path, const std::string& sql) : db_(db), path_(path) {
+    if (sqlite3_prepare_v2(db, sql.c_str(), static_cast<int>(sql.size()), &st_, nullptr) != SQLITE_OK) {
+      fail(db, path, "cannot prepare a query");
+    }
+  }
+  ~Statement() { sqlite3_finalize(st_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  void bind(int i, const Cell& c) {
+    int rc = SQLITE_OK;
+    if (const auto* v = std::get_if<int64_t>(&c)) {
+      rc = sqlite3_bind_int64(st_, i, *v);
+    } else if (const auto* d = std::get_if<double>(&c)) {
+      rc = sqlite3_bind_double(st_, i, *d);
+    } else if (const auto* s = std::get_if<std::string>(&c)) {
+      rc = sqlite3_bind_text(st_, i, s->data(), static_cast<int>(s->size()), SQLITE_TRANSIENT);
+    } else if (const auto* b = std::get_if<bool>(&c)) {
+      rc = sqlite3_bind_int(st_, i, *b ? 1 : 0);
+    } else {
+      rc = sqlite3_bind_null(st_, i);
+    }
+    if (rc != SQLITE_OK) fail(db_, path_, "cannot bind a value");
+  }
+  /// Steps once: true while a row is there.
+  bool step() {
+    const int rc = sqlite3_step(st_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    fail(db_, path_, "query failed");
+  }
+  [[nodiscard]] std::string text(int i) const {
+    const auto* t = sqlite3_column_text(st_, i);
+    return t == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(t));
+  }
+  [[nodiscard]] int64_t integer(int i) const { return sqlite3_column_int64(st_, i); }
+  /// A column as the cell of its declared type.
+  [[nodiscard]] Cell cell(int i, CellType type) const {
+    if (sqlite3_column_type(st_, i) == SQLITE_NULL) return Cell{};
+    switch (type) {
+      case CellType::kInteger: return Cell{sqlite3_column_int64(st_, i)};
+      case CellType::kReal: return Cell{sqlite3_column_double(st_, i)};
+      case CellType::kBool: return Cell{sqlite3_column_int64(st_, i) != 0};
+      case CellType::kText: break;
+    }
+    return Cell{text(i)};
+  }
+
+ private:
+  sqlite3* db_;
+  const std::string& path_;
+  sqlite3_stmt* st_ = nullptr;
+};
+
+void exec(sqlite3* db, const std::string& path, const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    const std::string msg = err != nullptr ? err : sqlite3_errmsg(db);
+    sqlite3_free(err);
+    throw InputError::at(SourcePos{path}, "{}", msg);
+  }
+}
+
+sqlite3* open_db(const std::string& path, int flags) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, flags, nullptr) != SQLITE_OK) {
+    const std::string msg = db != nullptr ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    throw InputError::at(SourcePos{path}, "cannot open the results database: {}", msg);
+  }
+  // Waits out a reader (export) holding the file for a moment instead of failing.
+  sqlite3_busy_timeout(db, 10000);
+  return db;
+}
+
+/// The type of an axis column: integer or real when every value reads as one, else text.
+CellType axis_type(const std::vector<std::string>& values) {
+  bool integer = true, real = true;
+  for (const std::string& v : values) {
+    int64_t i = 0;
+    double d = 0;
+    const auto [ie, iec] = std::from_chars(v.data(), v.data() + v.size(), i);
+    integer = integer && iec == std::errc() && ie == v.data() + v.size();
+    const auto [de, dec] = std::from_chars(v.data(), v.data() + v.size(), d);
+    real = real && dec == std::errc() && de == v.data() + v.size();
+  }
+  return integer ? CellType::kInteger : real ? CellType::kReal : CellType::kText;
+}
+
+/// Axis paths that are not already study columns (`batch`, `policy` are; a topology path
+/// or `layers` is not), with their types.
+std::vector<std::pair<std::string, CellType>> axis_columns(const SweepSpec& spec) {
+  std::set<std::string> row;
+  for (const Column& c : columns()) row.insert(c.name);
+  std::vector<std::pair<std::string, CellType>> out;
+  for (const AxisGroup& g : spec.groups) {
+    for (const Axis& a : g.axes) {
+      if (!row.contains(a.path)) out.emplace_back(a.path, axis_type(a.values));
+    }
+  }
+  return out;
+}
+
+std::string schema_sql(const std::vector<std::pair<std::string, CellType>>& axes) {
+  std::string sql = "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);\n";
+  sql += "CREATE TABLE results(point INTEGER PRIMARY KEY";
+  for (const auto& [name, type] : axes) {
+    sql += fmt::format(", {} {}", ident(name), kCellTypeNames[static_cast<size_t>(type)]);
+  }
+  sql += ", exit_class INTEGER NOT NULL";
+  for (const Column& c : columns()) {
+    sql += fmt::format(", {} {}", ident(c.name), kCellTypeNames[static_cast<size_t>(c.type)]);
+  }
+  sql += ");\nCREATE TABLE timing(point INTEGER PRIMARY KEY, wall_s REAL, finished TEXT);\n";
+  return sql;
+}
+
+/// The declared type of a results column back as a CellType.
+CellType type_of_decl(std::string_view decl) {
+  for (size_t i = 0; i < kCellTypeNames.size(); ++i) {
+    if (decl == kCellTypeNames[i]) return static_cast<CellType>(i);
+  }
+  return CellType::kText;
+}
+
+std::string meta_of(sqlite3* db, const std::string& path, std::string_view key) {
+  Statement st(db, path, "SELECT value FROM meta WHERE key = ?1");
+  st.bind(1, Cell{std::string(key)});
+  return st.step() ? st.text(0) : std::string();
+}
+
+/// Throws unless `db` is a tierflow sweep database.
+void expect_sweep(sqlite3* db, const std::string& path) {
+  bool ok = false;
+  std::string why;
+  try {
+    Statement st(db, path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('meta', 'results')");
+    ok = st.step() && st.integer(0) == 2 && meta_of(db, path, "format") == kFormat;
+  } catch (const InputError&) {
+    why = fmt::format(": {}", sqlite3_errmsg(db));
+  }
+  if (!ok) throw InputError::at(SourcePos{path}, "not a tierflow sweep database ({}){}", kFormat, why);
+}
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                     tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+}  // namespace
+
+ResultDb::ResultDb(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
+
+ResultDb::ResultDb(ResultDb&& o) noexcept
+    : path_(std::move(o.path_)), db_(std::exchange(o.db_, nullptr)), axis_slots_(std::move(o.axis_slots_)) {}
+
+ResultDb& ResultDb::operator=(ResultDb&& o) noexcept {
+  if (this != &o) {
+    sqlite3_close(db_);
+    path_ = std::move(o.path_);
+    db_ = std::exchange(o.db_, nullptr);
+    axis_slots_ = std::move(o.axis_slots_);
+  }
+  return *this;
+}
+
+ResultDb::~ResultDb() { sqlite3_close(db_); }
+
+ResultDb ResultDb::for_sweep(const std::string& path, const SweepSpec& spec, const Shard& shard) {
+  const bool exists = path != ":memory:" && fs::exists(path);
+  ResultDb r(path, open_db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX));
+  // A rollback journal with a full sync per commit: a kill at any moment keeps every
+  // committed row, and the file alone is the whole database after each commit.
+  exec(r.db_, path, "PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL;");
+  const std::string id = sweep_id(spec);
+  const std::vector<std::string> paths = spec.axis_paths();
+  for (const auto& [name, type] : axis_columns(spec)) {
+    const auto i = static_cast<size_t>(std::ranges::find(paths, name) - paths.begin());
+    r.axis_slots_.emplace_back(i, type);
+  }
+  if (exists) {
+    expect_sweep(r.db_, path);
+    const std::string have = meta_of(r.db_, path, "sweep_id");
+    if (have != id) {
+      throw InputError::at(SourcePos{path},
+                           "holds the results of another sweep (id {}, spec '{}'), not of '{}' (id {}): "
+                           "give a new -o, or remove it to start over",
+                           have.substr(0, 12), meta_of(r.db_, path, "name"), spec.name, id.substr(0, 12));
+    }
+    const std::string s = meta_of(r.db_, path, "shard");
+    if (s != shard.text() && !(s == "merged" && shard.count == 1)) {
+      throw InputError::at(SourcePos{path}, "holds shard {} of this sweep, not {}", s, shard.text());
+    }
+    return r;
+  }
+  exec(r.db_, path, "BEGIN IMMEDIATE;" + schema_sql(axis_columns(spec)));
+  const std::vector<std::pair<std::string, std::string>> meta = {
+      {"format", std::string(kFormat)},
+      {"sweep_id", id},
+      {"name", spec.name},
+      {"description", spec.description},
+      {"spec_file", spec.file},
+      {"spec", spec.text},
+      {"shard", shard.text()},
+      {"points", std::to_string(spec.size())},
+      {"axes", fmt::format("{}", fmt::join(spec.axis_paths(), "\n"))},
+      {"tierflow_version", TIERFLOW_VERSION},
+  };
+  for (const auto& [k, v] : meta) {
+    Statement ins(r.db_, path, "INSERT INTO meta(key, value) VALUES (?1, ?2)");
+    ins.bind(1, Cell{k});
+    ins.bind(2, Cell{v});
+    ins.step();
+  }
+  exec(r.db_, path, "COMMIT;");
+  return r;
+}
+
+ResultDb ResultDb::open(const std::string& path) {
+  if (!fs::exists(path)) throw InputError::at(SourcePos{path}, "no such results database");
+  ResultDb r(path, open_db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX));
+  expect_sweep(r.db_, path);
+  return r;
+}
+
+std::string ResultDb::meta(std::string_view key) const { return meta_of(db_, path_, key); }
+
+std::map<int64_t, int> ResultDb::recorded() const {
+  std::map<int64_t, int> out;
+  Statement st(db_, path_, "SELECT point, exit_class FROM results");
+  while (st.step()) out.emplace(st.integer(0), static_cast<int>(st.integer(1)));
+  return out;
+}
+
+void ResultDb::record(const SweepPoint& p, const Row& row, int exit_class, double wall_s) {
+  std::string sql = "INSERT OR REPLACE INTO results VALUES (?";
+  const size_t n = 2 + axis_slots_.size() + row.cells.size();
+  for (size_t i = 1; i < n; ++i) sql += ", ?";
+  sql += ")";
+  exec(db_, path_, "BEGIN IMMEDIATE");
+  try {
+    Statement st(db_, path_, sql);
+    int k = 1;
+    st.bind(k++, Cell{p.index});
+    // The values the point took on the axes that are not study columns.
+    for (const auto& [i, type] : axis_slots_) {
+      const std::string& v = p.values.at(i);
+      if (type == CellType::kInteger) st.bind(k++, Cell{std::stoll(v)});
+      else if (type == CellType::kReal) st.bind(k++, Cell{std::stod(v)});
+      else st.bind(k++, Cell{v});
+    }
+    st.bind(k++, Cell{int64_t{exit_class}});
+    for (const Cell& c : row.cells) st.bind(k++, c);
+    st.step();
+    Statement t(db_, path_, "INSERT OR REPLACE INTO timing VALUES (?1, ?2, ?3)");
+    t.bind(1, Cell{p.index});
+    t.bind(2, Cell{wall_s});
+    t.bind(3, Cell{now_utc()});
+    t.step();
+    exec(db_, path_, "COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+ResultDb::Table ResultDb::table() const {
+  Table t;
+  std::vector<CellType> types;
+  {
+    Statement info(db_, path_, "PRAGMA table_info(results)");
+    while (info.step()) {
+      t.columns.push_back(info.text(1));
+      types.push_back(type_of_decl(info.text(2)));
+    }
+  }
+  Statement st(db_, path_, "SELECT * FROM results ORDER BY point");
+  while (st.step()) {
+    std::vector<Cell> row;
+    row.reserve(types.size());
+    for (size_t i = 0; i < types.size(); ++i) row.push_back(st.cell(static_cast<int>(i), types[i]));
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+MergeSummary merge_results(const std::string& out, const std::vector<std::string>& inputs) {
+  if (inputs.empty()) throw InputError::at(SourcePos{"sweep merge"}, "no shard databases to merge");
+  MergeSummary sum;
+  // The first input fixes the sweep and the schema; every other must match both.
+  std::string id, schema, name, points;
+  std::vector<std::string> columns;
+  for (const std::string& in : inputs) {
+    const ResultDb db = ResultDb::open(in);
+    const std::string this_id = db.meta("sweep_id");
+    std::string sql;
+    {
+      Statement st(db.db_, in, "SELECT sql FROM sqlite_master WHERE type = 'table' ORDER BY name");
+      while (st.step()) sql += st.text(0) + ";\n";
+    }
+    if (id.empty()) {
+      id = this_id;
+      schema = sql;
+      name = db.meta("name");
+      points = db.meta("points");
+      columns = db.table().columns;
+    } else if (this_id != id) {
+      throw InputError::at(SourcePos{in}, "is a shard of another sweep ('{}', id {}) than {} ('{}', id {})",
+                           db.meta("name"), this_id.substr(0, 12), inputs.front(), name, id.substr(0, 12));
+    } else if (sql != schema) {
+      throw InputError::at(SourcePos{in}, "has other columns than {} (written by another tierflow version?)",
+                           inputs.front());
+    }
+    sum.shards.push_back(db.meta("shard"));
+  }
+
+  const std::string temp = fmt::format("{}.tmp.{}", out, ::getpid());
+  fs::remove(temp);
+  try {
+    ResultDb db(temp, open_db(temp, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE));
+    exec(db.db_, temp, "PRAGMA journal_mode=DELETE; BEGIN IMMEDIATE;" + schema + "COMMIT;");
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      const std::string& in = inputs[k];
+      {
+        Statement at(db.db_, temp, "ATTACH DATABASE ?1 AS src");
+        at.bind(1, Cell{in});
+        at.step();
+      }
+      exec(db.db_, temp, "BEGIN IMMEDIATE;");
+      if (k == 0) exec(db.db_, temp, "INSERT INTO meta SELECT * FROM src.meta");
+      // A point in two shards must have the same row in both.
+      std::string differs;
+      for (size_t i = 1; i < columns.size(); ++i) {
+        differs += fmt::format("{}a.{} IS NOT b.{}", differs.empty() ? "" : " OR ", ident(columns[i]),
+                               ident(columns[i]));
+      }
+      {
+        Statement st(db.db_, temp, fmt::format("SELECT a.point FROM results a JOIN src.results b "
+                                               "USING (point) WHERE {} LIMIT 1", differs));
+        if (st.step()) {
+          throw InputError::at(SourcePos{in}, "point {} differs from the same point in an earlier input",
+                               st.integer(0));
+        }
+      }
+      exec(db.db_, temp,
+           "INSERT OR IGNORE INTO results SELECT * FROM src.results;"
+           "INSERT OR IGNORE INTO timing SELECT * FROM src.timing;");
+      exec(db.db_, temp, "COMMIT; DETACH DATABASE src;");
+    }
+    {
+      Statement st(db.db_, temp, "INSERT OR REPLACE INTO meta(key, value) VALUES ('shard', 'merged'), ('shards', ?1)");
+      st.bind(1, Cell{fmt::format("{}", fmt::join(sum.shards, " "))});
+      st.step();
+    }
+    Statement n(db.db_, temp, "SELECT count(*) FROM results");
+    n.step();
+    sum.rows = n.integer(0);
+  } catch (...) {
+    fs::remove(temp);
+    throw;
+  }
+  std::error_code ec;
+  fs::rename(temp, out, ec);
+  if (ec) {
+    fs::remove(temp);
+    throw InputError::at(SourcePos{out}, "cannot write the merged database: {}", ec.message());
+  }
+  sum.points = std::stoll(points);
+  return sum;
+}
+
+std::string table_csv(const ResultDb::Table& t) { return csv_of(t.columns, t.rows); }
+
+std::string table_jsonl(const ResultDb::Table& t) { return jsonl_of(t.columns, t.rows); }
+
+}  // namespace tierflow::study

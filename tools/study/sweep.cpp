@@ -1,0 +1,493 @@
+#include "tools/study/sweep.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "core/io.h"
+#include "core/json_reader.h"
+#include "core/sha256.h"
+#include "core/yaml_input.h"
+#include "hw_models/loader.h"
+#include "planner/planner.h"
+#include "tools/study/result_db.h"
+#include "tools/study/study.h"
+#include "tools/study/target.h"
+#include "traces/arch_loader.h"
+#include "traces/hf_import.h"
+
+namespace tierflow::study {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kSpecKeys[] = {"name", "description", "base", "axes"};
+
+/// Fields whose value is a file: relative paths are taken from the spec's folder.
+bool is_file_field(std::string_view path, std::string_view value) {
+  if (path == "hw" || path == "hf_config" || path == "workload") return true;
+  // A model is a shipped name or a model YAML.
+  return path == "model" && (value.find('/') != std::string_view::npos || value.ends_with(".yaml"));
+}
+
+/// A value as set_field() takes it: file fields resolved against the spec's folder, a bare
+/// topology name (`h100-sxm-8gpu`) as the shipped file.
+std::string resolve(std::string_view path, const std::string& value, const std::string& dir) {
+  if (!is_file_field(path, value) || value.empty()) return value;
+  if (path == "hw" && value.find('/') == std::string::npos && !value.ends_with(".yaml")) {
+    return config_dir() + "/hw/" + value + ".yaml";
+  }
+  const fs::path p(value);
+  if (p.is_absolute()) return value;
+  return (fs::path(dir) / p).lexically_normal().string();
+}
+
+/// The text of a scalar value node; null is the empty value (e.g. no pins).
+std::string scalar_text(const YAML::Node& n, const std::string& file, std::string_view what) {
+  if (n.IsNull()) return "";
+  if (!n.IsScalar()) {
+    throw InputError::at(schema::pos_of(n, file), "{} must be a single value, not {}", what,
+                         schema::node_kind(n));
+  }
+  return n.Scalar();
+}
+
+/// set_field() with its error moved to the spec's position.
+void set_at(Scenario& s, const std::string& path, const std::string& value, const SourcePos& at) {
+  try {
+    set_field(s, path, value, at.file);
+  } catch (const InputError& e) {
+    throw InputError(at, e.message());
+  }
+}
+
+/// Fields that change what the topology, target or pins resolve to.
+bool is_topology_field(std::string_view path) {
+  constexpr std::string_view kRoots[] = {"system.", "devices.", "tiers.", "switches.", "links."};
+  for (std::string_view r : kRoots) {
+    if (path.starts_with(r)) return true;
+  }
+  return path == "hw" || path == "device" || path == "devices" || path == "pins" ||
+         path == "name" || path == "description";
+}
+
+bool is_model_field(std::string_view path) {
+  return path == "model" || path == "hf_config" || path.starts_with("model.");
+}
+
+/// An error from loading a point's inputs, for a message at the spec's position: an
+/// override's own position (`--set:1:7`) says nothing there; a file's does.
+std::string cause(const InputError& e) {
+  return e.pos().file.starts_with("--") || e.pos().file.empty() ? e.message() : e.what();
+}
+
+/// Loads what a scenario's topology and target need; throws InputError.
+void check_topology(const Scenario& s) {
+  const std::string hw = s.hw.empty() ? default_topology() : s.hw;
+  const hw::Topology topo = hw::load_topology(hw, hw::LoadOptions{s.sets, false});
+  make_target(topo, s.device, s.devices, "devices");
+  parse_pins(s.pins, topo);
+}
+
+void check_model(const Scenario& s) {
+  const WorkloadSource& w = s.workload;
+  if (!w.file.empty()) {
+    if (!fs::exists(w.file)) throw InputError::at(SourcePos{w.file}, "no such workload file");
+    return;
+  }
+  if (!w.hf_config.empty()) {
+    traces::import_hf_config(w.hf_config);
+    return;
+  }
+  traces::load_arch(traces::find_arch(w.model.empty() ? std::string(kDefaultModel) : w.model,
+                                      config_dir()),
+                    w.model_sets);
+}
+
+std::string topology_key(const Scenario& s) {
+  return fmt::format("{}\n{}\n{}\n{}\n{}", s.hw, fmt::join(s.sets, "\n"), s.device, s.devices,
+                     fmt::join(s.pins, ";"));
+}
+
+std::string model_key(const Scenario& s) {
+  return fmt::format("{}\n{}\n{}\n{}", s.workload.model, s.workload.hf_config,
+                     fmt::join(s.workload.model_sets, "\n"), s.workload.file);
+}
+
+/// Every input of a scenario, one per line: equal keys, equal trials.
+std::string scenario_key(const Scenario& s) {
+  std::string k = fmt::format("hw={}\n", s.hw.empty() ? default_topology() : s.hw);
+  for (const std::string& set : s.sets) k += "set " + set + "\n";
+  for (const std::string& m : s.workload.model_sets) k += "model." + m + "\n";
+  for (std::string_view f : field_names()) k += fmt::format("{}={}\n", f, get_field(s, f));
+  k += fmt::format("request={}\n", s.request.has_value());
+  return k;
+}
+
+/// What decides a point's workloads: points with equal keys share them.
+std::string workload_key(const Scenario& s) {
+  std::string k = model_key(s);
+  constexpr std::string_view kGen[] = {"batch", "seq",  "context", "tokens", "prompt", "generate",
+                                       "tp",    "kv_block", "layers", "phase", "weight_dtype",
+                                       "kv_dtype", "act_dtype", "routing", "seed", "checkpoint"};
+  for (std::string_view f : kGen) k += "|" + get_field(s, f);
+  return k;
+}
+
+/// Checks every distinct topology and model the points use, each once; an error names the
+/// point and sits at the value of the axis most likely at fault.
+void check_points(const SweepSpec& spec, const std::vector<SweepPoint>& points) {
+  // Each axis value alone on the base first: most mistakes sit in one value.
+  for (const AxisGroup& g : spec.groups) {
+    for (size_t k = 0; k < g.axes.size(); ++k) {
+      const Axis& a = g.axes[k];
+      const bool topo = is_topology_field(a.path), model = is_model_field(a.path);
+      if (!topo && !model) continue;
+      for (size_t i = 0; i < a.values.size(); ++i) {
+        Scenario s = spec.base;
+        set_field(s, a.path, resolve(a.path, a.values[i], spec.dir), spec.file);
+        try {
+          if (topo) check_topology(s);
+          if (model) check_model(s);
+        } catch (const InputError& e) {
+          // Some errors name the path already ("--set 'links.x.bandwidth': ...").
+          const std::string why = cause(e);
+          throw InputError::at(g.value_pos[k][i], "{}{}",
+                               why.find(a.path) == std::string::npos ? a.path + ": " : "", why);
+        }
+      }
+    }
+  }
+  std::set<std::string> topologies, models;
+  for (const SweepPoint& p : points) {
+    const Scenario& s = p.scenario;
+    try {
+      if (topologies.insert(topology_key(s)).second) check_topology(s);
+      if (models.insert(model_key(s)).second) check_model(s);
+      check_policy(s.policy, "policy");
+      if (s.request && !s.workload.file.empty()) {
+        throw InputError::at(SourcePos{"prompt"},
+                             "a request is generated from a model: give model or hf_config, not a workload file");
+      }
+    } catch (const InputError& e) {
+      std::vector<std::string> values;
+      const auto paths = spec.axis_paths();
+      for (size_t i = 0; i < paths.size(); ++i) values.push_back(paths[i] + "=" + p.values[i]);
+      throw InputError::at(spec.groups.empty() ? SourcePos{spec.file} : spec.groups.front().pos,
+                           "point {} ({}): {}", p.index, fmt::join(values, ", "), cause(e));
+    }
+  }
+}
+
+/// The files a spec's points read, each once, in a stable order.
+std::vector<std::string> files_of(const std::vector<SweepPoint>& points) {
+  std::set<std::string> files;
+  for (const SweepPoint& p : points) {
+    const Scenario& s = p.scenario;
+    files.insert(s.hw.empty() ? default_topology() : s.hw);
+    const WorkloadSource& w = s.workload;
+    if (!w.file.empty()) files.insert(w.file);
+    else if (!w.hf_config.empty()) files.insert(w.hf_config);
+    else files.insert(traces::find_arch(w.model.empty() ? std::string(kDefaultModel) : w.model, config_dir()));
+  }
+  return {files.begin(), files.end()};
+}
+
+/// A trial that threw: its row carries the scenario and the error.
+Trial failed_trial(const Scenario& s, std::string reason) {
+  Trial t;
+  t.scenario = s;
+  t.phases.emplace_back();
+  t.reason = std::move(reason);
+  return t;
+}
+
+}  // namespace
+
+std::vector<std::string> SweepSpec::axis_paths() const {
+  std::vector<std::string> out;
+  for (const AxisGroup& g : groups) {
+    for (const Axis& a : g.axes) out.push_back(a.path);
+  }
+  return out;
+}
+
+int64_t SweepSpec::size() const {
+  int64_t n = 1;
+  for (const AxisGroup& g : groups) n *= static_cast<int64_t>(g.axes.front().values.size());
+  return n;
+}
+
+std::string Shard::text() const { return fmt::format("{}/{}", index, count); }
+
+Shard parse_shard(std::string_view text, std::string_view source) {
+  const SourcePos at{std::string(source)};
+  const auto slash = text.find('/');
+  Shard s;
+  auto number = [&](std::string_view t, int64_t& out) {
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), out);
+    return ec == std::errc() && end == t.data() + t.size();
+  };
+  if (slash == std::string_view::npos || !number(text.substr(0, slash), s.index) ||
+      !number(text.substr(slash + 1), s.count)) {
+    throw InputError::at(at, "'{}' is not I/N (shard I of N, counting from 0)", text);
+  }
+  if (s.count < 1 || s.index < 0 || s.index >= s.count) {
+    throw InputError::at(at, "'{}': a shard is I/N with 0 <= I < N (e.g. 0/4 .. 3/4)", text);
+  }
+  return s;
+}
+
+SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, const std::string& dir) {
+  const YAML::Node root = schema::load_yaml_text(text, name);
+  schema::expect_map(root, name, "a sweep spec");
+  SweepSpec spec;
+  spec.file = name;
+  spec.text = text;
+  spec.name = fs::path(name).stem().string();
+  bool has_axes = false;
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    const YAML::Node key_node = it->first;
+    const SourcePos key_pos = schema::pos_of(key_node, name);
+    const std::string key = key_node.Scalar();
+    if (std::ranges::find(kSpecKeys, key) == std::end(kSpecKeys)) {
+      throw InputError::at(key_pos, "unknown key '{}' in a sweep spec (keys: name, description, base, axes){}",
+                           key, did_you_mean(key, std::span<const std::string_view>(kSpecKeys)));
+    }
+    const YAML::Node v = it->second;
+    if (key == "name") {
+      spec.name = scalar_text(v, name, "name");
+    } else if (key == "description") {
+      spec.description = scalar_text(v, name, "description");
+    } else if (key == "base") {
+      schema::expect_map(v, name, "base");
+      for (auto f = v.begin(); f != v.end(); ++f) {
+        const YAML::Node field = f->first, val = f->second;
+        const std::string path = field.Scalar();
+        const SourcePos at = schema::pos_of(val, name);
+        std::string value;
+        if (val.IsSequence()) {
+          if (path != "pins") {
+            throw InputError::at(at, "base '{}' takes one value; vary it under axes", path);
+          }
+          std::vector<std::string> pins;
+          for (const YAML::Node& p : val) pins.push_back(scalar_text(p, name, "a pin"));
+          value = fmt::format("{}", fmt::join(pins, ";"));
+        } else {
+          value = scalar_text(val, name, "a base value");
+        }
+        set_at(spec.base, path, resolve(path, value, dir), schema::pos_of(field, name));
+      }
+    } else {
+      has_axes = true;
+      schema::expect_list(v, name, "axes");
+      for (const YAML::Node& item : v) {
+        AxisGroup g;
+        g.pos = schema::pos_of(item, name);
+        schema::expect_map(item, name, "an axis (PATH: [values], or several PATHs zipped)");
+        for (auto a = item.begin(); a != item.end(); ++a) {
+          const YAML::Node axis_key = a->first, vals = a->second;
+          Axis axis{axis_key.Scalar(), {}};
+          const SourcePos at = schema::pos_of(axis_key, name);
+          if (axis.path == "policy" && vals.IsScalar() && vals.Scalar() == "all") {
+            for (const planner::Policy& p : planner::policies()) axis.values.emplace_back(p.name);
+          } else if (vals.IsSequence()) {
+            for (const YAML::Node& x : vals) axis.values.push_back(scalar_text(x, name, "an axis value"));
+          } else {
+            throw InputError::at(at, "axis '{}' needs a list of values ([v1, v2, ...]){}", axis.path,
+                                 axis.path == "policy" ? " or 'all'" : "");
+          }
+          if (axis.values.empty()) throw InputError::at(at, "axis '{}' has no values", axis.path);
+          try {
+            check_field(axis.path, name);
+          } catch (const InputError& e) {
+            throw InputError(at, e.message());
+          }
+          for (const std::string& p : spec.axis_paths()) {
+            if (p == axis.path) throw InputError::at(at, "axis '{}' appears twice", axis.path);
+          }
+          for (const Axis& other : g.axes) {
+            if (other.path == axis.path) throw InputError::at(at, "axis '{}' appears twice", axis.path);
+          }
+          // Each value as set_field() reads it, at its own position.
+          std::vector<SourcePos> value_pos;
+          for (size_t i = 0; i < axis.values.size(); ++i) {
+            value_pos.push_back(vals.IsSequence() ? schema::pos_of(vals[i], name) : at);
+            Scenario probe = spec.base;
+            set_at(probe, axis.path, resolve(axis.path, axis.values[i], dir), value_pos.back());
+            if (axis.path == "policy") {
+              try {
+                check_policy(axis.values[i], "policy");
+              } catch (const InputError& e) {
+                throw InputError(value_pos.back(), e.message());
+              }
+            }
+          }
+          g.value_pos.push_back(std::move(value_pos));
+          if (!g.axes.empty() && g.axes.front().values.size() != axis.values.size()) {
+            throw InputError::at(at, "zipped axes advance together: '{}' has {} values, '{}' has {}",
+                                 axis.path, axis.values.size(), g.axes.front().path,
+                                 g.axes.front().values.size());
+          }
+          g.axes.push_back(std::move(axis));
+        }
+        if (g.axes.empty()) throw InputError::at(g.pos, "an empty axis");
+        spec.groups.push_back(std::move(g));
+      }
+    }
+  }
+  if (!has_axes) {
+    throw InputError::at(schema::pos_of(root, name), "a sweep spec needs 'axes' (a list of PATH: [values])");
+  }
+  // Axis values stay as written (the axis columns); file values resolve when points are made.
+  spec.dir = dir;
+  check_points(spec, sweep_points(spec));
+  return spec;
+}
+
+SweepSpec load_sweep_spec(const std::string& path) {
+  const FileText text(path);
+  const std::string dir = fs::path(path).parent_path().string();
+  return parse_sweep_spec(std::string(text.view()), path, dir.empty() ? "." : dir);
+}
+
+std::vector<SweepPoint> sweep_points(const SweepSpec& spec) {
+  std::vector<SweepPoint> out = {SweepPoint{0, spec.base, {}}};
+  for (const AxisGroup& g : spec.groups) {
+    std::vector<SweepPoint> next;
+    next.reserve(out.size() * g.axes.front().values.size());
+    for (const SweepPoint& p : out) {
+      for (size_t i = 0; i < g.axes.front().values.size(); ++i) {
+        SweepPoint q = p;
+        for (const Axis& a : g.axes) {
+          set_field(q.scenario, a.path, resolve(a.path, a.values[i], spec.dir), spec.file);
+          q.values.push_back(a.values[i]);
+        }
+        next.push_back(std::move(q));
+      }
+    }
+    out = std::move(next);
+  }
+  for (size_t i = 0; i < out.size(); ++i) out[i].index = static_cast<int64_t>(i);
+  return out;
+}
+
+std::string sweep_id(const SweepSpec& spec) {
+  const std::vector<SweepPoint> points = sweep_points(spec);
+  std::string all = "tierflow.sweep/1\n";
+  for (const std::string& p : spec.axis_paths()) all += "axis " + p + "\n";
+  for (const SweepPoint& p : points) all += fmt::format("point {}\n{}", p.index, scenario_key(p.scenario));
+  for (const std::string& f : files_of(points)) {
+    all += fmt::format("file {} {}\n", f, sha256_hex(FileText(f).view()));
+  }
+  return sha256_hex(all);
+}
+
+SweepSummary run_sweep(const SweepSpec& spec, ResultDb& db, const SweepOptions& o) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const std::vector<SweepPoint> points = sweep_points(spec);
+  const std::map<int64_t, int> before = db.recorded();
+
+  SweepSummary sum;
+  SweepProgress prog;
+  std::vector<const SweepPoint*> todo;
+  for (const SweepPoint& p : points) {
+    if (!o.shard.holds(p.index)) continue;
+    ++sum.points;
+    const auto it = before.find(p.index);
+    if (it != before.end() && (it->second <= 1 || !o.retry_failed)) {
+      ++sum.skipped;
+      (it->second == 0 ? prog.ok : it->second == 1 ? prog.infeasible : prog.failed) += 1;
+      continue;
+    }
+    todo.push_back(&p);
+  }
+  prog.total = sum.points;
+  prog.done = sum.skipped;
+
+  // Points that share a workload run next to each other, in grid order of their first.
+  std::map<std::string, size_t> first;
+  std::vector<std::pair<size_t, const SweepPoint*>> order;
+  for (const SweepPoint* p : todo) {
+    const size_t f = first.try_emplace(workload_key(p->scenario), first.size()).first->second;
+    order.emplace_back(f, p);
+  }
+  std::ranges::stable_sort(order, {}, &std::pair<size_t, const SweepPoint*>::first);
+
+  const unsigned hw_threads = std::max(1u, std::thread::hardware_concurrency());
+  unsigned jobs = o.jobs == 0 ? hw_threads : o.jobs;
+  jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(order.size(), 1)));
+  Study study;
+  // Each running point holds its workloads; a few more stay cached for the next points.
+  study.limit_workloads(2 * static_cast<size_t>(jobs) + 2);
+  const unsigned plan_threads = std::max(1u, hw_threads / jobs);
+
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  std::exception_ptr fatal;  // a database error stops the sweep
+  auto worker = [&] {
+    while (true) {
+      {
+        std::lock_guard lock(mu);
+        if (fatal) return;
+      }
+      const size_t i = next.fetch_add(1);
+      if (i >= order.size()) return;
+      const SweepPoint& p = *order[i].second;
+      Scenario s = p.scenario;
+      s.threads = plan_threads;
+      const auto t0 = Clock::now();
+      Trial t;
+      int exit_class = 0;
+      try {
+        t = study.run(s);
+        exit_class = t.ok ? 0 : t.infeasible ? 1 : 3;
+      } catch (const InputError& e) {
+        t = failed_trial(p.scenario, e.what());
+        exit_class = 2;
+      } catch (const std::exception& e) {
+        t = failed_trial(p.scenario, fmt::format("internal error: {}", e.what()));
+        exit_class = 3;
+      }
+      const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+      const Row row = row_of(t);
+      std::lock_guard lock(mu);
+      if (fatal) return;
+      try {
+        db.record(p, row, exit_class, wall);
+      } catch (...) {
+        fatal = std::current_exception();
+        return;
+      }
+      ++sum.ran;
+      ++prog.ran;
+      ++prog.done;
+      (exit_class == 0 ? prog.ok : exit_class == 1 ? prog.infeasible : prog.failed) += 1;
+      prog.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+      if (o.progress) o.progress(prog);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned j = 1; j < jobs; ++j) threads.emplace_back(worker);
+  worker();
+  for (std::thread& th : threads) th.join();
+  if (fatal) std::rethrow_exception(fatal);
+
+  sum.ok = prog.ok;
+  sum.infeasible = prog.infeasible;
+  sum.failed = prog.failed;
+  sum.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return sum;
+}
+
+}  // namespace tierflow::study
