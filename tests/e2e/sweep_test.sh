@@ -53,6 +53,9 @@ assert all(r["exit_class"] == (0 if r["status"] == "ok" else 1) for r in rows)' 
 check rerun 0 "$tf" sweep "$small" -o "$tmp/full.db" --jobs 2
 contains rerun-skips "$tmp/out" "ran 0 (36 already recorded)"
 ok rerun-rows test "$(rows "$tmp/full.db")" = "36 36"
+# Started from another folder it is the same sweep: it resumes, nothing runs.
+check rerun-elsewhere 0 bash -c 'cd tests/e2e && "$1" sweep sweep/small.yaml -o "$2"' _ "$(realpath "$tf")" "$tmp/full.db"
+contains rerun-elsewhere-skips "$tmp/out" "ran 0 (36 already recorded)"
 # Same inputs, byte-identical results, whatever the number of jobs.
 check one-job 0 "$tf" sweep "$small" -o "$tmp/one.db" --jobs 1
 check one-job-export 0 "$tf" sweep export "$tmp/one.db" --csv "$tmp/one.csv"

@@ -46,9 +46,9 @@ std::string resolve(std::string_view path, const std::string& value, const std::
   if (path == "hw" && value.find('/') == std::string::npos && !value.ends_with(".yaml")) {
     return config_dir() + "/hw/" + value + ".yaml";
   }
+  // Absolute: the same point wherever the sweep is started from.
   const fs::path p(value);
-  if (p.is_absolute()) return value;
-  return (fs::path(dir) / p).lexically_normal().string();
+  return fs::absolute(p.is_absolute() ? p : fs::path(dir) / p).lexically_normal().string();
 }
 
 /// The text of a scalar value node; null is the empty value (e.g. no pins).
@@ -186,20 +186,6 @@ void check_points(const SweepSpec& spec, const std::vector<SweepPoint>& points) 
                            "point {} ({}): {}", p.index, fmt::join(values, ", "), cause(e));
     }
   }
-}
-
-/// The files a spec's points read, each once, in a stable order.
-std::vector<std::string> files_of(const std::vector<SweepPoint>& points) {
-  std::set<std::string> files;
-  for (const SweepPoint& p : points) {
-    const Scenario& s = p.scenario;
-    files.insert(s.hw.empty() ? default_topology() : s.hw);
-    const WorkloadSource& w = s.workload;
-    if (!w.file.empty()) files.insert(w.file);
-    else if (!w.hf_config.empty()) files.insert(w.hf_config);
-    else files.insert(traces::find_arch(w.model.empty() ? std::string(kDefaultModel) : w.model, config_dir()));
-  }
-  return {files.begin(), files.end()};
 }
 
 /// A trial that threw: its row carries the scenario and the error.
@@ -382,12 +368,29 @@ std::vector<SweepPoint> sweep_points(const SweepSpec& spec) {
 }
 
 std::string sweep_id(const SweepSpec& spec) {
-  const std::vector<SweepPoint> points = sweep_points(spec);
+  // Files stand in by their bytes, not their paths: a spec run from another folder, or a
+  // shard run on another machine, has the same id; an edited topology or model has another.
+  std::map<std::string, std::string> hashes;
+  auto hash = [&](const std::string& path) -> const std::string& {
+    auto it = hashes.find(path);
+    if (it == hashes.end()) it = hashes.emplace(path, "sha256:" + sha256_hex(FileText(path).view())).first;
+    return it->second;
+  };
   std::string all = "tierflow.sweep/1\n";
   for (const std::string& p : spec.axis_paths()) all += "axis " + p + "\n";
-  for (const SweepPoint& p : points) all += fmt::format("point {}\n{}", p.index, scenario_key(p.scenario));
-  for (const std::string& f : files_of(points)) {
-    all += fmt::format("file {} {}\n", f, sha256_hex(FileText(f).view()));
+  for (const SweepPoint& p : sweep_points(spec)) {
+    Scenario s = p.scenario;
+    s.hw = hash(s.hw.empty() ? default_topology() : s.hw);
+    WorkloadSource& w = s.workload;
+    if (!w.file.empty()) {
+      w.file = hash(w.file);
+    } else if (!w.hf_config.empty()) {
+      w.hf_config = hash(w.hf_config);
+    } else {
+      const std::string model = w.model.empty() ? std::string(kDefaultModel) : w.model;
+      w.model = hash(traces::find_arch(model, config_dir()));
+    }
+    all += fmt::format("point {}\n{}", p.index, scenario_key(s));
   }
   return sha256_hex(all);
 }
