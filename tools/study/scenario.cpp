@@ -76,11 +76,9 @@ const std::vector<std::string_view>& field_names() {
 void set_field(Scenario& s, std::string_view path, std::string_view value,
                std::string_view source) {
   const SourcePos at{std::string(source)};
-  for (std::string_view root : kTopologyRoots) {
-    if (path.starts_with(root) || path == "name" || path == "description") {
-      s.sets.push_back(fmt::format("{}={}", path, value));
-      return;
-    }
+  if (is_topology_path(path)) {
+    s.sets.push_back(fmt::format("{}={}", path, value));
+    return;
   }
   if (path.starts_with("model.")) {
     s.workload.model_sets.push_back(fmt::format("{}={}", path.substr(6), value));
@@ -159,11 +157,15 @@ void set_field(Scenario& s, std::string_view path, std::string_view value,
   }
 }
 
-void check_field(std::string_view path, std::string_view source) {
+bool is_topology_path(std::string_view path) {
   for (std::string_view root : kTopologyRoots) {
-    if (path.starts_with(root)) return;
+    if (path.starts_with(root)) return true;
   }
-  if (path == "name" || path == "description" || path.starts_with("model.") ||
+  return path == "name" || path == "description";
+}
+
+void check_field(std::string_view path, std::string_view source) {
+  if (is_topology_path(path) || path.starts_with("model.") ||
       std::ranges::find(field_names(), path) != field_names().end()) {
     return;
   }

@@ -68,6 +68,10 @@ const std::vector<std::string_view>& field_names();
 /// are appended to `sets` and checked when the topology loads.
 void set_field(Scenario& s, std::string_view path, std::string_view value, std::string_view source);
 
+/// A topology path (`tiers.hbm.capacity`, `links.X.bandwidth`, `name`): set_field() makes
+/// it a `--set` override.
+bool is_topology_path(std::string_view path);
+
 /// Throws InputError at `source` unless set_field() knows `path` (with "did you mean").
 void check_field(std::string_view path, std::string_view source);
 

@@ -72,12 +72,8 @@ void set_at(Scenario& s, const std::string& path, const std::string& value, cons
 
 /// Fields that change what the topology, target or pins resolve to.
 bool is_topology_field(std::string_view path) {
-  constexpr std::string_view kRoots[] = {"system.", "devices.", "tiers.", "switches.", "links."};
-  for (std::string_view r : kRoots) {
-    if (path.starts_with(r)) return true;
-  }
-  return path == "hw" || path == "device" || path == "devices" || path == "pins" ||
-         path == "name" || path == "description";
+  return is_topology_path(path) || path == "hw" || path == "device" || path == "devices" ||
+         path == "pins";
 }
 
 bool is_model_field(std::string_view path) {
