@@ -2,11 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <filesystem>
-
 #include "core/diagnostics.h"
 #include "core/kinds.h"
-#include "hw_models/loader.h"
 #include "tools/study/target.h"
 
 namespace tierflow::cli {
@@ -111,40 +108,10 @@ study::Scenario to_scenario(const ScenarioFlags& f) {
   return s;
 }
 
-double parse_fraction(const std::string& text, std::string_view flag) {
-  std::string t = text;
-  double scale = 1;
-  if (!t.empty() && t.back() == '%') {
-    t.pop_back();
-    scale = 0.01;
-  }
-  try {
-    size_t used = 0;
-    const double x = std::stod(t, &used);
-    if (used == t.size() && x >= 0) return x * scale;
-  } catch (const std::exception&) {
-  }
-  throw InputError::at(SourcePos{std::string(flag)}, "'{}' is not a fraction or a percentage", text);
-}
-
 void add_plan_topology_flags(CLI::App* cmd, std::string& hw, std::vector<std::string>& sets) {
   cmd->add_option("--hw", hw, "topology YAML (default: the file the plan references)");
   cmd->add_option("--set", sets,
                   "override a topology field: PATH=VALUE (repeatable; after those the plan records)");
-}
-
-hw::Topology plan_topology(const Plan& plan, const std::string& plan_path, const std::string& hw,
-                           const std::vector<std::string>& sets) {
-  std::string file = hw;
-  if (file.empty()) {
-    if (plan.topology_ref.file.empty()) {
-      throw InputError(SourcePos{plan_path}, "the plan names no topology file: give one with --hw");
-    }
-    file = (std::filesystem::path(plan_path).parent_path() / plan.topology_ref.file).string();
-  }
-  std::vector<std::string> all = plan.topology_ref.sets;
-  all.insert(all.end(), sets.begin(), sets.end());
-  return hw::load_topology(file, hw::LoadOptions{all, false});
 }
 
 }  // namespace tierflow::cli

@@ -58,15 +58,7 @@ void add_workload_flags(CLI::App* cmd, ScenarioFlags& f);
 /// scenario. Throws CLI::ValidationError or InputError.
 study::Scenario to_scenario(const ScenarioFlags& f);
 
-/// "1%" or "0.01" as a fraction >= 0; InputError at `flag` otherwise.
-double parse_fraction(const std::string& text, std::string_view flag);
-
-/// --hw and --set of the commands that run a plan (sim, replay): see plan_topology().
+/// --hw and --set of the commands that run a plan (sim, replay): see study::plan_topology().
 void add_plan_topology_flags(CLI::App* cmd, std::string& hw, std::vector<std::string>& sets);
-
-/// The topology a plan runs on: `hw` if given, else the file the plan names (relative to
-/// the plan's folder); the overrides recorded in the plan, then `sets`.
-hw::Topology plan_topology(const Plan& plan, const std::string& plan_path, const std::string& hw,
-                           const std::vector<std::string>& sets);
 
 }  // namespace tierflow::cli

@@ -117,7 +117,9 @@ int run_plan(const PlanCliOptions& o) {
   if (!o.pipeline.empty()) (void)planner::Pipeline::parse(o.pipeline);  // errors before work
   req.target = study::make_target(topo, o.f.device, o.f.devices, "--device");
   if (!o.f.budget.empty()) req.target.budget = study::parse_budget(o.f.budget, "--budget");
-  if (!o.max_overhead.empty()) req.max_overhead = parse_fraction(o.max_overhead, "--max-overhead");
+  if (!o.max_overhead.empty()) {
+    req.max_overhead = study::parse_fraction(o.max_overhead, "--max-overhead");
+  }
   req.pins = study::parse_pins(o.f.pins, topo);
   req.verify_each = o.verify_each;
   req.threads = o.f.threads;

@@ -19,6 +19,7 @@
 #include "tools/cli/flags.h"
 #include "tools/replay/cpu_backend.h"
 #include "tools/replay/executor.h"
+#include "tools/study/study.h"
 #ifdef TIERFLOW_HAVE_CUDA
 #include "tools/replay/cuda_backend.h"
 #endif
@@ -287,7 +288,7 @@ void write_timeline(const std::string& path, const LoadedPlan& lp, const ReplayR
 
 int run_replay(const ReplayCliOptions& o) {
   const LoadedPlan lp = read_plan(o.plan, /*verify=*/false);
-  const hw::Topology topo = plan_topology(lp.plan, o.plan, o.hw, o.sets);
+  const hw::Topology topo = study::plan_topology(lp.plan, o.plan, o.hw, o.sets);
 
   sim::SimOptions so;
   const sim::SimResult s = sim::simulate(lp.plan, lp.workload, topo, so);

@@ -14,6 +14,7 @@
 #include "sim/timeline.h"
 #include "tools/cli/common.h"
 #include "tools/cli/flags.h"
+#include "tools/study/study.h"
 
 namespace tierflow::cli {
 namespace {
@@ -34,7 +35,7 @@ struct SimCliOptions {
 int run_sim(const SimCliOptions& o) {
   // Rules are checked by the simulator, which also says when a broken step is reached.
   const LoadedPlan lp = read_plan(o.plan, /*verify=*/false);
-  const hw::Topology topo = plan_topology(lp.plan, o.plan, o.hw, o.sets);
+  const hw::Topology topo = study::plan_topology(lp.plan, o.plan, o.hw, o.sets);
 
   std::unique_ptr<sim::Timeline> tl;
   if (!o.timeline.empty()) tl = std::make_unique<sim::Timeline>(o.timeline);

@@ -1,7 +1,6 @@
 #include "tools/cli/whatif_cmd.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -14,9 +13,9 @@
 #include "core/units.h"
 #include "tools/cli/common.h"
 #include "tools/cli/flags.h"
-#include "tools/study/row.h"
 #include "tools/study/target.h"
 #include "tools/study/whatif.h"
+#include "tools/study/whatif_json.h"
 
 namespace tierflow::cli {
 namespace {
@@ -30,24 +29,6 @@ struct WhatIfCliOptions {
   std::string output, plan_out;
   bool json = false, quiet = false;
 };
-
-std::string question_text(const study::WhatIfOptions& w) {
-  switch (w.question) {
-    case study::Question::kMinMemory:
-      return fmt::format("least device memory within {:g}% of the fastest possible", 100 * w.max_overhead);
-    case study::Question::kMaxBatch:
-    case study::Question::kMaxContext: {
-      std::string target;
-      if (w.min_throughput > 0) target += fmt::format(" with at least {:g} tokens/s", w.min_throughput);
-      if (w.max_tpot_ms > 0) target += fmt::format("{} TPOT at most {:g} ms", target.empty() ? " with" : " and", w.max_tpot_ms);
-      if (target.empty()) target = " that fits without offload";
-      return fmt::format("largest {}{}", w.question == study::Question::kMaxBatch ? "batch" : "context", target);
-    }
-    case study::Question::kUpgrade:
-      return "which upgrade of a link or tier shortens the latency most (+25%, 2x)";
-  }
-  return "";
-}
 
 std::string trial_line(const study::Trial& t) {
   const study::PhaseResult& p = t.main();
@@ -110,53 +91,11 @@ std::string probes_text(const study::Answer& a) {
   return "\nprobes:\n" + t.render();
 }
 
-nlohmann::ordered_json answer_json(const study::Answer& a) {
-  nlohmann::ordered_json j;
-  j["found"] = a.found;
-  j["answer"] = a.value;
-  if (a.question != study::Question::kUpgrade) j["answer_number"] = a.number;
-  j["resolution"] = a.resolution;
-  j["binding"] = a.binding;
-  j["note"] = a.note;
-  if (a.question == study::Question::kMinMemory) {
-    j["fastest_ps"] = a.fastest_ps;
-    j["limit_ps"] = a.limit_ps;
-  }
-  if (a.trial) {
-    const study::Row row = study::row_of(*a.trial);
-    nlohmann::ordered_json r;
-    for (size_t i = 0; i < row.cells.size(); ++i) {
-      const auto& c = row.cells[i];
-      const std::string& name = study::columns()[i].name;
-      if (std::holds_alternative<std::monostate>(c)) r[name] = nullptr;
-      else if (const auto* s = std::get_if<std::string>(&c)) r[name] = *s;
-      else if (const auto* b = std::get_if<bool>(&c)) r[name] = *b;
-      else if (const auto* n = std::get_if<int64_t>(&c)) r[name] = *n;
-      else r[name] = std::get<double>(c);
-    }
-    j["plan"] = r;
-    if (a.trial->request) j["decode_note"] = a.trial->request->decode_note;
-  }
-  nlohmann::ordered_json probes = nlohmann::ordered_json::array();
-  for (const auto& p : a.probes) {
-    probes.push_back({{"value", p.value}, {"pass", p.pass}, {"latency_ps", p.latency_ps},
-                      {"device_peak", p.device_peak}, {"why", p.why}});
-  }
-  j["probes"] = probes;
-  nlohmann::ordered_json ups = nlohmann::ordered_json::array();
-  for (const auto& u : a.upgrades) {
-    ups.push_back({{"upgrade", u.what}, {"set_2x", u.set}, {"latency_ps_125", u.latency_ps[0]},
-                   {"latency_ps_2x", u.latency_ps[1]}, {"gain_125", u.gain[0]}, {"gain_2x", u.gain[1]}});
-  }
-  if (a.question == study::Question::kUpgrade) j["upgrades"] = ups;
-  return j;
-}
-
 int run_whatif(const WhatIfCliOptions& o) {
   const study::Scenario base = to_scenario(o.f);
   study::WhatIfOptions w;
   w.question = static_cast<study::Question>(*index_of(study::kQuestionNames, o.question));
-  w.max_overhead = parse_fraction(o.max_overhead, "--max-overhead");
+  w.max_overhead = study::parse_fraction(o.max_overhead, "--max-overhead");
   w.min_throughput = o.min_throughput;
   w.max_tpot_ms = o.max_tpot;
   const bool tty = !o.quiet && isatty(fileno(stderr)) != 0;
@@ -175,26 +114,12 @@ int run_whatif(const WhatIfCliOptions& o) {
 
   std::string text;
   if (o.json) {
-    nlohmann::ordered_json j;
-    j["format"] = "tierflow.whatif/1";
-    j["question"] = o.question;
-    j["question_text"] = question_text(w);
-    j["topology"] = topo->name;
-    j["sets"] = base.sets;
-    j["workload"] = study::describe_workload(base);
-    nlohmann::ordered_json list = nlohmann::ordered_json::array();
-    for (size_t i = 0; i < answers.size(); ++i) {
-      nlohmann::ordered_json x = answer_json(answers[i]);
-      nlohmann::ordered_json at;
-      for (size_t k = 0; k < axes.size(); ++k) at[axes[k].path] = grid[i].second[k];
-      if (!axes.empty()) x["vary"] = at;
-      list.push_back(x);
-    }
-    j["answers"] = list;
-    text = j.dump(2) + "\n";
+    std::vector<std::vector<std::string>> values;
+    for (const auto& point : grid) values.push_back(point.second);
+    text = study::whatif_json(w, base, *topo, axes, values, answers).dump(2) + "\n";
   } else {
     text += fmt::format("question   {}\nworkload   {}\ntopology   {} ({} program{} on '{}')\n",
-                        question_text(w), study::describe_workload(base), topo->name, base.devices,
+                        study::question_text(w), study::describe_workload(base), topo->name, base.devices,
                         base.devices == 1 ? "" : "s",
                         topo->tiers[study::make_target(*topo, base.device, base.devices, "--device").device_tier].id);
     if (!base.sets.empty()) text += fmt::format("overrides  {}\n", fmt::join(base.sets, " "));

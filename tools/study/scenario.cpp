@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <filesystem>
 
 #include "core/diagnostics.h"
 #include "core/kinds.h"
@@ -22,6 +23,26 @@ std::string config_dir() {
 }
 
 std::string default_topology() { return config_dir() + "/hw/h100-sxm-8gpu.yaml"; }
+
+std::vector<std::string> shipped_topology_names() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(config_dir() + "/hw", ec)) {
+    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string find_topology(const std::string& name, std::string_view source) {
+  if (name.find('/') != std::string::npos || name.ends_with(".yaml")) return name;
+  const std::vector<std::string> names = shipped_topology_names();
+  if (std::find(names.begin(), names.end(), name) != names.end()) {
+    return config_dir() + "/hw/" + name + ".yaml";
+  }
+  throw InputError::at(SourcePos{std::string(source)}, "unknown topology '{}' (shipped: {}){}",
+                       name, fmt::join(names, ", "), did_you_mean(name, names));
+}
 
 namespace {
 

@@ -32,6 +32,13 @@ std::string config_dir();
 std::string default_topology();
 inline constexpr std::string_view kDefaultModel = "llama-3-70b";
 
+/// Names of the shipped topologies: the stems of config_dir()/hw/*.yaml, sorted.
+std::vector<std::string> shipped_topology_names();
+/// The file for `name`: a path (anything with '/' or ending in .yaml) as is, else a shipped
+/// topology (`h100-sxm-8gpu`); an unknown name is an InputError at `source` naming the
+/// shipped ones, with the nearest.
+std::string find_topology(const std::string& name, std::string_view source);
+
 /// Where the workload comes from: a file, or generated from a model.
 struct WorkloadSource {
   std::string file;       ///< a workload JSON (tierflow.workload/1); when set, no generation

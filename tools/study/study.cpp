@@ -93,6 +93,20 @@ Plan plan_for_file(const Trial& t, const PhaseResult& p, const std::string& path
   return plan;
 }
 
+hw::Topology plan_topology(const Plan& plan, const std::string& plan_path, const std::string& hw,
+                           const std::vector<std::string>& sets) {
+  std::string file = hw;
+  if (file.empty()) {
+    if (plan.topology_ref.file.empty()) {
+      throw InputError(SourcePos{plan_path}, "the plan names no topology file: give one with --hw");
+    }
+    file = (std::filesystem::path(plan_path).parent_path() / plan.topology_ref.file).string();
+  }
+  std::vector<std::string> all = plan.topology_ref.sets;
+  all.insert(all.end(), sets.begin(), sets.end());
+  return hw::load_topology(file, hw::LoadOptions{all, false});
+}
+
 int64_t Trial::latency_ps() const {
   if (request) return request->ttft_ps + request->decode_ps;
   return phases.empty() ? 0 : phases.front().makespan_ps;

@@ -135,6 +135,12 @@ class Study {
 /// rebuild it) and the pipeline and budget in `meta`. The workload is left to the writer.
 Plan plan_for_file(const Trial& t, const PhaseResult& p, const std::string& path);
 
+/// The topology a plan file runs on: `hw` if given, else the file the plan names (relative
+/// to the folder of `plan_path`); the overrides recorded in the plan, then `sets`. The
+/// inverse of plan_for_file(), for `sim`, `replay` and the Python API.
+hw::Topology plan_topology(const Plan& plan, const std::string& plan_path, const std::string& hw,
+                           const std::vector<std::string>& sets);
+
 /// Metrics of a phase from its simulation (the derived fields of PhaseResult).
 void summarize(PhaseResult& p, const hw::Topology& topo);
 

@@ -16,6 +16,23 @@ uint64_t parse_budget(const std::string& text, std::string_view flag) {
   return r.value.value;
 }
 
+double parse_fraction(const std::string& text, std::string_view source) {
+  std::string t = text;
+  double scale = 1;
+  if (!t.empty() && t.back() == '%') {
+    t.pop_back();
+    scale = 0.01;
+  }
+  try {
+    size_t used = 0;
+    const double x = std::stod(t, &used);
+    if (used == t.size() && x >= 0) return x * scale;
+  } catch (const std::exception&) {
+  }
+  throw InputError::at(SourcePos{std::string(source)}, "'{}' is not a fraction or a percentage",
+                       text);
+}
+
 planner::Target make_target(const hw::Topology& topo, const std::string& device, uint32_t devices,
                             std::string_view source) {
   planner::Target t;

@@ -18,6 +18,9 @@ namespace tierflow::study {
 /// Bytes with a unit ("40GiB"); InputError at `source` otherwise.
 uint64_t parse_budget(const std::string& text, std::string_view source);
 
+/// "1%" or "0.01" as a fraction >= 0 (--max-overhead); InputError at `source` otherwise.
+double parse_fraction(const std::string& text, std::string_view source);
+
 /// The device class (id, or the first), its device tier and the number of programs (0 =
 /// every device of the class); budget 0 (the tier's capacity).
 planner::Target make_target(const hw::Topology& topo, const std::string& device, uint32_t devices,
