@@ -9,6 +9,8 @@ packages=(
   libyaml-cpp-dev libboost-graph-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   doctest-dev libbenchmark-dev libsqlite3-dev
   python3
+  # The Python API (tools/python): the binding, and pandas for the tables it returns.
+  pybind11-dev python3-dev python3-pandas python3-setuptools
 )
 
 # shellcheck source=scripts/apt.sh

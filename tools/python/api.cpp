@@ -1,0 +1,250 @@
+// The Python API's calls over the study layer (api.h): scenarios from fields, plans,
+// simulations, what-if answers, compare and sweep tables.
+#include "tools/python/api.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "core/diagnostics.h"
+#include "core/plan_json.h"
+#include "core/workload_json.h"
+#include "hw_models/loader.h"
+#include "planner/pass.h"
+#include "sim/report.h"
+#include "sim/simulator.h"
+#include "sim/timeline.h"
+#include "tools/study/row.h"
+#include "tools/study/sim_evaluator.h"
+#include "tools/study/target.h"
+#include "tools/study/whatif_json.h"
+
+namespace tierflow::python {
+namespace {
+
+std::vector<std::string> row_column_types() {
+  std::vector<std::string> out;
+  for (const study::Column& c : study::columns()) {
+    out.emplace_back(study::kCellTypeNames[static_cast<size_t>(c.type)]);
+  }
+  return out;
+}
+
+std::vector<std::string> row_column_names() {
+  std::vector<std::string> out;
+  for (const study::Column& c : study::columns()) out.push_back(c.name);
+  return out;
+}
+
+SimulationHandle run_simulation(std::shared_ptr<const Plan> plan, std::shared_ptr<const Workload> w,
+                                std::shared_ptr<const hw::Topology> topo, std::string name,
+                                const SimRequest& r) {
+  // The timeline file is opened first: a path that cannot be written fails before the run.
+  std::unique_ptr<sim::Timeline> tl;
+  if (!r.timeline.empty()) tl = std::make_unique<sim::Timeline>(r.timeline);
+  sim::SimOptions so;
+  so.on_full = r.wait_when_full ? sim::OnFull::kWait : sim::OnFull::kFail;
+  so.timeline = tl.get();
+  SimulationHandle s{std::move(plan), std::move(w), std::move(topo), std::move(name), {}};
+  s.phase.phase = "step";
+  s.phase.workload = s.workload;
+  s.phase.sim = sim::simulate(*s.plan, *s.workload, *s.topology, so);
+  if (tl) tl->finish();
+  if (!s.phase.sim->error) {
+    // summarize() reads the plan from the outcome; it is held in `plan` after that.
+    s.phase.outcome.ok = true;
+    s.phase.outcome.plan = *s.plan;
+    study::summarize(s.phase, *s.topology);
+    s.phase.outcome.plan.reset();
+  }
+  return s;
+}
+
+}  // namespace
+
+study::Scenario scenario_of(const Fields& fields, std::string_view source) {
+  study::Scenario s;
+  for (const auto& [path, value] : fields) {
+    if (path == "hw") {
+      s.hw = study::find_topology(value, "hw");
+    } else if (path == "set") {
+      if (value.find('=') == std::string::npos) {
+        throw InputError::at(SourcePos{"set"}, "'{}' is not PATH=VALUE", value);
+      }
+      s.sets.push_back(value);
+    } else if (path == "threads") {
+      unsigned n = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec != std::errc() || end != value.data() + value.size()) {
+        throw InputError::at(SourcePos{"threads"}, "'{}' is not a count of threads", value);
+      }
+      s.threads = n;
+    } else {
+      study::set_field(s, path, value, source);
+    }
+  }
+  return s;
+}
+
+TopologyHandle load_topology(const std::string& name, const std::vector<std::string>& sets) {
+  TopologyHandle t;
+  t.file = name.empty() ? study::default_topology() : study::find_topology(name, "path");
+  t.sets = sets;
+  t.topology =
+      std::make_shared<const hw::Topology>(hw::load_topology(t.file, hw::LoadOptions{sets, false}));
+  return t;
+}
+
+WorkloadHandle generate(const Fields& fields) {
+  const study::Scenario s = scenario_of(fields, "tierflow.generate");
+  study::Study study;
+  return {study.workload(s, s.workload.gen), study::describe_workload(s)};
+}
+
+WorkloadHandle load_workload(const std::string& path) {
+  return {std::make_shared<const Workload>(read_workload(path)), path};
+}
+
+PlanHandle make_plan(const TopologyHandle& t, const WorkloadHandle& w, const PlanOptions& o) {
+  const hw::Topology& topo = *t.topology;
+  planner::PlanRequest req;
+  study::check_policy(o.policy, "policy");
+  req.policy = o.policy;
+  req.pipeline = o.pipeline;
+  if (!o.pipeline.empty())
+    (void)planner::Pipeline::parse(o.pipeline, "pipeline");  // errors before work
+  req.target = study::make_target(topo, o.device, o.devices, "device");
+  if (!o.budget.empty() && !o.max_overhead.empty()) {
+    throw InputError::at(SourcePos{"max_overhead"}, "budget and max_overhead exclude each other");
+  }
+  if (!o.budget.empty()) req.target.budget = study::parse_budget(o.budget, "budget");
+  if (!o.max_overhead.empty())
+    req.max_overhead = study::parse_fraction(o.max_overhead, "max_overhead");
+  req.pins = study::parse_pins(o.pins, topo);
+  req.verify_each = o.verify_each;
+  req.threads = o.threads;
+  study::SimEvaluator eval(*w.workload, topo);
+  req.evaluator = &eval;
+  PlanHandle p{planner::make_plan(*w.workload, topo, req), nullptr, t, w};
+  if (p.outcome.plan) {
+    p.plan = std::make_shared<const Plan>(std::move(*p.outcome.plan));
+    p.outcome.plan.reset();
+  }
+  return p;
+}
+
+std::string plan_json(const PlanHandle& p, const std::string& path) {
+  if (!p.plan) {
+    throw InputError::at(SourcePos{path}, "no plan to write: {}", p.outcome.reason);
+  }
+  // plan_for_file() names the topology relative to the plan's folder, as `tierflow plan -o`.
+  study::Trial t;
+  t.scenario.hw = p.topology.file;
+  t.scenario.sets = p.topology.sets;
+  study::PhaseResult ph;
+  ph.outcome.pipeline = p.outcome.pipeline;
+  ph.outcome.budget = p.outcome.budget;
+  ph.outcome.plan = *p.plan;
+  return write_plan(study::plan_for_file(t, ph, path), p.workload.workload.get());
+}
+
+SimulationHandle simulate(const PlanHandle& p, const TopologyHandle* topology,
+                          const SimRequest& r) {
+  if (!p.plan) throw InputError::at(SourcePos{"plan"}, "no plan was made: {}", p.outcome.reason);
+  return run_simulation(p.plan, p.workload.workload,
+                        topology != nullptr ? topology->topology : p.topology.topology,
+                        p.plan->name, r);
+}
+
+SimulationHandle simulate_file(const std::string& path, const std::string& hw,
+                               const std::vector<std::string>& sets, const SimRequest& r) {
+  LoadedPlan lp = read_plan(path);
+  const std::string file = hw.empty() ? hw : study::find_topology(hw, "topology");
+  auto topo = std::make_shared<const hw::Topology>(study::plan_topology(lp.plan, path, file, sets));
+  return run_simulation(std::make_shared<const Plan>(std::move(lp.plan)),
+                        std::make_shared<const Workload>(std::move(lp.workload)), std::move(topo),
+                        path, r);
+}
+
+nlohmann::ordered_json report_json(const SimulationHandle& s, bool with_transfers) {
+  const sim::ReportContext ctx{*s.plan, *s.workload, *s.topology, s.plan_name};
+  return nlohmann::ordered_json::parse(sim::report_json(*s.phase.sim, ctx, with_transfers));
+}
+
+std::string report_text(const SimulationHandle& s) {
+  const sim::ReportContext ctx{*s.plan, *s.workload, *s.topology, s.plan_name};
+  return sim::report_table(*s.phase.sim, ctx);
+}
+
+nlohmann::ordered_json whatif(const Fields& fields, const WhatIfRequest& r) {
+  const study::Scenario base = scenario_of(fields, "tierflow.whatif");
+  study::WhatIfOptions w;
+  w.question = r.question;
+  w.max_overhead = study::parse_fraction(r.max_overhead, "max_overhead");
+  w.min_throughput = r.min_throughput;
+  w.max_tpot_ms = r.max_tpot_ms;
+  const auto grid = study::expand_grid(base, r.vary);
+  study::Study study;
+  const auto topo = study.topology(base);
+  std::vector<study::Answer> answers;
+  std::vector<std::vector<std::string>> values;
+  for (const auto& [s, v] : grid) {
+    answers.push_back(study::whatif(study, s, w));
+    values.push_back(v);
+  }
+  return study::whatif_json(w, base, *topo, r.vary, values, answers);
+}
+
+Table compare(const Fields& fields, const std::vector<std::string>& policies) {
+  const study::Scenario base = scenario_of(fields, "tierflow.compare");
+  std::vector<std::string> names = policies;
+  if (names.empty()) {
+    for (const planner::Policy& p : planner::policies()) names.emplace_back(p.name);
+  }
+  for (const std::string& name : names) study::check_policy(name, "policies");
+  study::Study study;
+  Table t{row_column_names(), row_column_types(), {}};
+  for (const std::string& name : names) {
+    study::Scenario s = base;
+    s.policy = name;
+    t.rows.push_back(study::row_of(study.run(s)).cells);
+  }
+  return t;
+}
+
+SweepResult sweep(const SweepRequest& r) {
+  const study::SweepSpec spec = r.path.empty() ? study::parse_sweep_spec(r.text, r.name, r.dir)
+                                               : study::load_sweep_spec(r.path);
+  const study::Shard shard = study::parse_shard(r.shard, "shard");
+  study::ResultDb db = study::ResultDb::for_sweep(r.db, spec, shard);
+  study::SweepOptions so;
+  so.jobs = r.jobs;
+  so.shard = shard;
+  so.retry_failed = r.retry_failed;
+  SweepResult out;
+  out.summary = study::run_sweep(spec, db, so);
+  study::ResultDb::Table table = db.table();
+  // The types of the study columns and of point and exit_class are known; an axis column's
+  // type is what its cells hold.
+  const std::vector<std::string> names = row_column_names(), types = row_column_types();
+  for (const std::string& c : table.columns) {
+    const auto it = std::find(names.begin(), names.end(), c);
+    if (it != names.end()) {
+      out.table.types.push_back(types[static_cast<size_t>(it - names.begin())]);
+    } else if (c == "point" || c == "exit_class") {
+      out.table.types.emplace_back(
+          study::kCellTypeNames[static_cast<size_t>(study::CellType::kInteger)]);
+    } else {
+      out.table.types.emplace_back();
+    }
+  }
+  out.table.columns = std::move(table.columns);
+  out.table.rows = std::move(table.rows);
+  out.name = spec.name;
+  out.sweep_id = db.meta("sweep_id");
+  out.db = r.db;
+  return out;
+}
+
+}  // namespace tierflow::python

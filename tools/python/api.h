@@ -1,0 +1,150 @@
+// The C++ side of the Python API (docs/python.md): each call of `import tierflow` as a
+// function of plain C++ values over the study layer, free of Python types so that the
+// binding (module.cpp) runs it with the interpreter lock released.
+//
+// Glossary
+//   handle    what a Python object holds: a loaded topology, a workload, a plan outcome or a
+//             simulation, with what it came from (file, overrides, description).
+//   fields    scenario fields as (path, value text) pairs, applied in order with
+//             study::set_field (`batch`, `policy`, `tiers.hbm.capacity`, `model.layers`);
+//             besides those, `hw` (a path or a shipped name), `set` (a topology
+//             override PATH=VALUE) and `threads`.
+//   source    the name errors carry for input that has no file: the Python function
+//             ("tierflow.whatif") or argument ("budget").
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/plan.h"
+#include "core/workload.h"
+#include "hw_models/topology.h"
+#include "planner/planner.h"
+#include "tools/study/result_db.h"
+#include "tools/study/scenario.h"
+#include "tools/study/study.h"
+#include "tools/study/sweep.h"
+#include "tools/study/whatif.h"
+
+namespace tierflow::python {
+
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+struct TopologyHandle {
+  std::shared_ptr<const hw::Topology> topology;
+  std::string file;               ///< the YAML it was read from
+  std::vector<std::string> sets;  ///< PATH=VALUE overrides applied
+};
+
+struct WorkloadHandle {
+  std::shared_ptr<const Workload> workload;
+  std::string description;  ///< "llama-3-8b decode, batch 1, ..." or the file read
+};
+
+struct PlanOptions {
+  std::string policy = "tierflow";
+  std::string pipeline;           ///< passes instead of the policy's
+  std::string device;             ///< device class; empty: the first
+  uint32_t devices = 1;           ///< programs; 0: every device of the class
+  std::string budget;             ///< bytes with a unit; empty: the device tier's capacity
+  std::string max_overhead;       ///< "1%" or "0.01"; empty: budget mode
+  std::vector<std::string> pins;  ///< KIND=TIER
+  unsigned threads = 0;
+  bool verify_each = false;
+};
+
+struct PlanHandle {
+  planner::PlanOutcome outcome;      ///< its `plan` moved to `plan`
+  std::shared_ptr<const Plan> plan;  ///< null when no plan was made
+  TopologyHandle topology;
+  WorkloadHandle workload;
+};
+
+struct SimRequest {
+  bool wait_when_full = false;  ///< --on-full wait: a full tier stalls instead of failing
+  std::string timeline;         ///< Chrome trace to write; empty: none
+};
+
+struct SimulationHandle {
+  std::shared_ptr<const Plan> plan;
+  std::shared_ptr<const Workload> workload;
+  std::shared_ptr<const hw::Topology> topology;
+  std::string plan_name;     ///< the file read, or the plan's name
+  study::PhaseResult phase;  ///< `sim` set; the derived metrics when it ran without error
+};
+
+struct WhatIfRequest {
+  study::Question question = study::Question::kMinMemory;
+  std::string max_overhead = "1%";
+  double min_throughput = 0;
+  double max_tpot_ms = 0;
+  std::vector<study::Axis> vary;
+};
+
+struct Table {
+  std::vector<std::string> columns;
+  std::vector<std::string> types;  ///< per column: a kCellTypeNames word, or "" (see the cells)
+  std::vector<std::vector<study::Cell>> rows;
+};
+
+struct SweepRequest {
+  std::string path;  ///< a spec file, or else
+  std::string text;  ///< the spec's text, named `name`, relative paths from `dir`
+  std::string name = "<spec>";
+  std::string dir = ".";
+  std::string db = ":memory:";
+  unsigned jobs = 0;
+  std::string shard = "0/1";
+  bool retry_failed = false;
+};
+
+struct SweepResult {
+  Table table;
+  study::SweepSummary summary;
+  std::string name;
+  std::string sweep_id;
+  std::string db;
+};
+
+/// A scenario from fields (see the glossary); InputError at `source` for a bad one.
+study::Scenario scenario_of(const Fields& fields, std::string_view source);
+
+/// `name` a path or a shipped topology name; empty: the default topology.
+TopologyHandle load_topology(const std::string& name, const std::vector<std::string>& sets);
+
+/// The workload of the scenario `fields` describe (model or hf_config or workload file,
+/// generator fields, model.KEY overrides).
+WorkloadHandle generate(const Fields& fields);
+WorkloadHandle load_workload(const std::string& path);
+
+/// Plans `w` on `t` with the simulator in the loop. "Does not fit" is a result.
+PlanHandle make_plan(const TopologyHandle& t, const WorkloadHandle& w, const PlanOptions& o);
+/// The plan's JSON as `tierflow plan -o PATH` would write it for the folder of `path`,
+/// with the workload inline. InputError when no plan was made.
+std::string plan_json(const PlanHandle& p, const std::string& path);
+
+/// Simulates a plan that plan() made, on its own topology or `topology`.
+SimulationHandle simulate(const PlanHandle& p, const TopologyHandle* topology, const SimRequest& r);
+/// Simulates a plan file on `hw` (empty: the topology the plan names) with `sets` after the
+/// plan's own overrides. A plan that breaks a rule is an InputError at its JSON position.
+SimulationHandle simulate_file(const std::string& path, const std::string& hw,
+                               const std::vector<std::string>& sets, const SimRequest& r);
+/// The simulator's report (tierflow.report/1), or its table for people.
+nlohmann::ordered_json report_json(const SimulationHandle& s, bool with_transfers);
+std::string report_text(const SimulationHandle& s);
+
+/// The `tierflow whatif --json` document (tierflow.whatif/1) for the scenario of `fields`.
+nlohmann::ordered_json whatif(const Fields& fields, const WhatIfRequest& r);
+
+/// One study row per policy (all of planner::policies() when `policies` is empty).
+Table compare(const Fields& fields, const std::vector<std::string>& policies);
+
+/// Runs the spec's points (those not yet in `db`) and returns the results table.
+SweepResult sweep(const SweepRequest& r);
+
+}  // namespace tierflow::python

@@ -1,0 +1,330 @@
+"""tierflow for notebooks: plan and score how LLM tensors move across a memory hierarchy.
+
+    import tierflow
+    topo = tierflow.load_topology("h100-sxm-8gpu")
+    w = tierflow.generate("llama-3-8b", batch=4, context=4096, tokens=8)
+    p = tierflow.plan(topo, w, budget="8GiB")
+    s = tierflow.simulate(p)
+    s.makespan_s, s.device_peak
+
+Every function takes the CLI's defaults as keyword arguments. Bad input raises
+tierflow.InputError, a ValueError with .file, .line, .col and .message whose text is
+"FILE:LINE:COL: message"; "does not fit" is a result, not an exception (Plan.ok is False and
+Plan.infeasible True; a what-if answer has found False; a study row has status
+'infeasible'). Any other failure inside tierflow raises RuntimeError. Tables (compare,
+sweep, columns) are pandas DataFrames. The reference is docs/python.md.
+"""
+
+import json
+import os
+
+from . import _tierflow
+from ._tierflow import InputError, Plan, Simulation, Topology, Workload
+
+__version__ = _tierflow.__version__
+
+# They are tierflow's: tracebacks and reprs name them so.
+for _cls in (InputError, Plan, Simulation, Topology, Workload):
+    _cls.__module__ = __name__
+del _cls
+
+__all__ = [
+    "InputError", "Topology", "Workload", "Plan", "Simulation",
+    "load_topology", "generate", "load_workload", "plan", "simulate", "whatif", "compare",
+    "sweep", "columns", "policies", "topologies", "models",
+]
+
+# An installed package carries the shipped configs (hw/, models/) beside itself and points
+# TIERFLOW_CONFIG_DIR there unless it is set; the build tree's module reads them from the
+# source tree.
+_BUNDLED_CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
+if os.path.isdir(_BUNDLED_CONFIGS) and not os.environ.get("TIERFLOW_CONFIG_DIR"):
+    os.environ["TIERFLOW_CONFIG_DIR"] = _BUNDLED_CONFIGS
+
+# The whatif and compare commands' defaults (tierflow whatif --help, tierflow compare --help).
+_WHATIF_DEFAULTS = {"batch": 16, "context": 32768, "tokens": 8}
+_COMPARE_DEFAULTS = {"context": 4096, "tokens": 8}
+
+
+def _input_error(source, message):
+    """A tierflow.InputError for input that has no file position (an argument)."""
+    err = InputError(f"{source}: {message}")
+    err.file, err.line, err.col, err.message = source, None, None, message
+    return err
+
+
+def _text(value, name):
+    """A field value as the scenario fields read it: words, integers, quantities."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, str)):
+        return str(value)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise TypeError(f"{name}: expected a str, int, float or bool, not {type(value).__name__}")
+
+
+def _bytes(value, name):
+    """Bytes: an int is a count of bytes, a str carries its unit ("40GiB")."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        raise TypeError(f"{name}: expected bytes as an int or a str such as '40GiB'")
+    if isinstance(value, int):
+        return f"{value}B"
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"{name}: expected bytes as an int or a str such as '40GiB', not {type(value).__name__}")
+
+
+def _fraction(value, name):
+    """A fraction: 0.01 or "1%"."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise TypeError(f"{name}: expected a fraction such as 0.01 or '1%'")
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _strings(values, name):
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"{name}: expected a list of strings, not one string")
+    return [_text(v, name) for v in values]
+
+
+def _topology(topology, overrides=()):
+    """A Topology from a Topology, a path or a shipped name (None: the default), with
+    `overrides` after its own."""
+    if isinstance(topology, Topology):
+        if not overrides:
+            return topology
+        return load_topology(topology.file, set=list(topology.sets) + list(overrides))
+    return load_topology(topology, set=overrides)
+
+
+def _scenario_fields(defaults, fields, hw, sets, model_set):
+    """(path, value) pairs for the study's scenario: the defaults, then `fields` in order."""
+    out = []
+    if hw is not None:
+        if isinstance(hw, Topology):
+            out.append(("hw", hw.file))
+            out.extend(("set", s) for s in hw.sets)
+        else:
+            out.append(("hw", _text(hw, "hw")))
+    out.extend(("set", s) for s in _strings(sets, "set"))
+    for item in _strings(model_set, "model_set"):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise _input_error("model_set", f"'{item}' is not KEY=VALUE")
+        out.append((f"model.{key}", value))
+    merged = dict(defaults)
+    merged.update(fields)
+    for path, value in merged.items():
+        if value is None:
+            continue
+        if path == "budget":
+            out.append((path, _bytes(value, path)))
+        elif path == "pins":
+            out.append((path, ";".join(_strings(value, path))))
+        else:
+            out.append((path, _text(value, path)))
+    return out
+
+
+def _axes(vary):
+    """--vary axes: {PATH: [V1, V2]} or ["PATH=V1,V2", ...]."""
+    if vary is None:
+        return []
+    if isinstance(vary, dict):
+        return [f"{path}=" + ",".join(_text(v, path) for v in values) for path, values in vary.items()]
+    return _strings(vary, "vary")
+
+
+def _dtype(kind, values):
+    """The pandas dtype of a column: from its declared type, else from its cells."""
+    if not kind:
+        present = [v for v in values if v is not None]
+        if present and all(isinstance(v, bool) for v in present):
+            kind = "BOOLEAN"
+        elif present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+            kind = "INTEGER"
+        elif present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+            kind = "REAL"
+        else:
+            kind = "TEXT"
+    return {"INTEGER": "Int64", "REAL": "float64", "BOOLEAN": "boolean", "TEXT": object}[kind]
+
+
+def _frame(table):
+    """A DataFrame of (names, types, rows): integers and booleans as pandas' nullable
+    Int64 and boolean, reals as float64 (NaN for null), text as str or None."""
+    import pandas as pd
+
+    names, types, rows = table
+    data = {}
+    for i, (name, kind) in enumerate(zip(names, types)):
+        values = [row[i] for row in rows]
+        data[name] = pd.Series(values, dtype=_dtype(kind, values))
+    return pd.DataFrame(data, columns=names)
+
+
+def load_topology(path=None, set=()):
+    """Loads a topology: a YAML path or a shipped name ("h100-sxm-8gpu"; None: the
+    default, h100-sxm-8gpu) with PATH=VALUE overrides (`tierflow hw show --set`)."""
+    name = "" if path is None else _text(path, "path")
+    return _tierflow.load_topology(name, _strings(set, "set"))
+
+
+def generate(model="llama-3-70b", phase="decode", batch=1, seq=2048, context=4096, tokens=1, tp=1,
+             layers=0, weight_dtype="bf16", kv_dtype="bf16", act_dtype="bf16", kv_block=256,
+             checkpoint=False, routing="expected", seed=1, hf_config=None, model_set=()):
+    """Generates the operator graph of one step (`tierflow trace gen`): a shipped model
+    name or a model YAML, or a Hugging Face config.json as `hf_config`; `model_set` holds
+    KEY=VALUE overrides of the model's fields."""
+    fields = [("hf_config", _text(hf_config, "hf_config")) if hf_config is not None
+              else ("model", _text(model, "model"))]
+    for item in _strings(model_set, "model_set"):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise _input_error("model_set", f"'{item}' is not KEY=VALUE")
+        fields.append((f"model.{key}", value))
+    for name, value in (("phase", phase), ("batch", batch), ("seq", seq), ("context", context),
+                        ("tokens", tokens), ("tp", tp), ("layers", layers),
+                        ("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype),
+                        ("act_dtype", act_dtype), ("kv_block", kv_block),
+                        ("checkpoint", checkpoint), ("routing", routing), ("seed", seed)):
+        fields.append((name, _text(value, name)))
+    return _tierflow.generate(fields)
+
+
+def load_workload(path):
+    """Reads and verifies a workload JSON (tierflow.workload/1)."""
+    return _tierflow.load_workload(_text(path, "path"))
+
+
+def plan(topology, workload, policy="tierflow", budget=None, pins=(), devices=1, max_overhead=None,
+         device=None, pipeline=None, threads=0, verify_each=False):
+    """Plans a workload on a topology with the simulator in the loop (`tierflow plan`).
+
+    topology: a Topology, a YAML path or a shipped name. workload: a Workload or a JSON path.
+    budget: device bytes per program ("40GiB" or an int); max_overhead instead minimises
+    the budget with the makespan within that of the fastest (0.01 or "1%"). pins:
+    ["weight=ddr", ...]. devices: programs, one per device (0: every device of the class).
+    Returns a Plan; when it does not fit, Plan.ok is False and Plan.infeasible True.
+    """
+    o = _tierflow.PlanOptions()
+    o.policy = _text(policy, "policy")
+    o.pipeline = "" if pipeline is None else _text(pipeline, "pipeline")
+    o.device = "" if device is None else _text(device, "device")
+    o.devices = devices
+    o.budget = _bytes(budget, "budget")
+    o.max_overhead = _fraction(max_overhead, "max_overhead")
+    o.pins = _strings(pins, "pins")
+    o.threads = threads
+    o.verify_each = verify_each
+    if not isinstance(workload, Workload):
+        workload = load_workload(workload)
+    return _tierflow.plan(_topology(topology), workload, o)
+
+
+def simulate(plan, topology=None, set=(), on_full="fail", timeline=None):
+    """Simulates a plan (`tierflow sim`): a Plan from plan(), or a plan JSON path.
+
+    topology: run it on this Topology, YAML path or shipped name instead of the plan's own;
+    set: overrides applied after the plan's. on_full: "fail" (a full tier is an error) or
+    "wait" (a memory stall). timeline: write the Chrome trace (Perfetto) there.
+    Returns a Simulation; a plan that cannot run gives ok False and the error.
+    """
+    if on_full not in ("fail", "wait"):
+        raise _input_error("on_full", f"'{on_full}' is not 'fail' or 'wait'")
+    wait = on_full == "wait"
+    out = "" if timeline is None else _text(timeline, "timeline")
+    overrides = _strings(set, "set")
+    if isinstance(plan, Plan):
+        topo = None
+        if topology is not None or overrides:
+            topo = _topology(plan.topology if topology is None else topology, overrides)
+        return _tierflow.simulate(plan, topo, wait, out)
+    if isinstance(topology, Topology):
+        overrides = list(topology.sets) + overrides
+        topology = topology.file
+    hw = "" if topology is None else _text(topology, "topology")
+    return _tierflow.simulate_file(_text(plan, "plan"), hw, overrides, wait, out)
+
+
+def whatif(question="min-memory", max_overhead="1%", min_throughput=None, max_tpot=None, vary=None,
+           hw=None, set=(), model_set=(), **fields):
+    """Answers a capacity question by search (`tierflow whatif --json`): min-memory,
+    max-batch, max-context or upgrade. Returns the tierflow.whatif/1 document as a dict.
+
+    The scenario: `hw` (a Topology, YAML path or shipped name), `set` (topology overrides
+    PATH=VALUE), `model_set` (model overrides KEY=VALUE) and any scenario field as a keyword
+    (model, phase, batch, context, tokens, prompt, generate, budget, policy, layers, ...;
+    tierflow.columns() and docs/python.md list them; `**{"tiers.hbm.capacity": "8GB"}`
+    works too), starting from the command's defaults: batch 16, context 32768, tokens 8.
+    vary: {PATH: [V1, V2, ...]} answers for every point of the grid.
+    """
+    return _tierflow.whatif(_scenario_fields(_WHATIF_DEFAULTS, fields, hw, set, model_set),
+                            _text(question, "question"), _fraction(max_overhead, "max_overhead") or "1%",
+                            float(min_throughput or 0), float(max_tpot or 0), _axes(vary))
+
+
+def compare(policies=None, hw=None, set=(), model_set=(), **fields):
+    """Every policy (or those named) on one scenario (`tierflow compare --csv`): a DataFrame
+    with one study row per policy, columns as tierflow.columns(). The scenario as for
+    whatif(), from the command's defaults: context 4096, tokens 8."""
+    names = [] if policies is None else _strings(policies, "policies")
+    return _frame(_tierflow.compare(_scenario_fields(_COMPARE_DEFAULTS, fields, hw, set, model_set), names))
+
+
+def sweep(spec, db=None, jobs=0, shard=None, retry_failed=False):
+    """Runs a sweep (`tierflow sweep`) and returns its results table as a DataFrame: point,
+    the axes that are not study columns, exit_class, then the study columns.
+
+    spec: a path to a sweep YAML, the YAML text itself (any text with a line break), or a
+    dict of the same shape (base, axes, name, description). db: a SQLite file to record
+    into (a rerun resumes it; see docs/sweeps.md), None to keep it in memory. jobs: points
+    at once (0: one per hardware thread). shard: "I/N" or (I, N). The DataFrame's
+    attrs["sweep"] holds name, sweep_id, points, ran, ok, infeasible, failed, seconds.
+    """
+    r = _tierflow.SweepRequest()
+    if isinstance(spec, dict):
+        r.text = json.dumps(spec, indent=2)
+        r.name = "<dict>"
+        r.dir = os.getcwd()
+    elif isinstance(spec, str) and "\n" in spec:
+        r.text = spec
+        r.dir = os.getcwd()
+    else:
+        r.path = _text(spec, "spec")
+    r.db = ":memory:" if db is None else _text(db, "db")
+    r.jobs = jobs
+    if shard is not None:
+        r.shard = f"{shard[0]}/{shard[1]}" if isinstance(shard, tuple) else _text(shard, "shard")
+    r.retry_failed = retry_failed
+    table, summary = _tierflow.sweep(r)
+    frame = _frame(table)
+    frame.attrs["sweep"] = summary
+    return frame
+
+
+def columns():
+    """The study row's columns as a DataFrame: name, type and description."""
+    import pandas as pd
+
+    return pd.DataFrame(_tierflow.columns(), columns=["name", "type", "description"])
+
+
+def policies():
+    """The planning policies: a list of dicts with name, pipeline and summary."""
+    return _tierflow.policies()
+
+
+def topologies():
+    """Names of the shipped topologies (configs/hw)."""
+    return _tierflow.topologies()
+
+
+def models():
+    """Names of the shipped models (configs/models)."""
+    return _tierflow.models()
