@@ -1,0 +1,349 @@
+"""The Python API (`import tierflow`, tools/python): one test per function, checked against
+the `tierflow` CLI on the same input, and bad input raised as tierflow.InputError with its
+file:line:col.
+
+Run by CTest (python/api) with PYTHONPATH at the build tree's python/ folder and
+TIERFLOW_BIN at the CLI of the same build.
+"""
+
+import csv
+import io
+import json
+import math
+import os
+import subprocess
+import threading
+import time
+
+import pandas as pd
+import pytest
+
+import tierflow
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+H100 = os.path.join(ROOT, "configs", "hw", "h100-sxm-8gpu.yaml")
+
+# A small decode step: two layers of Llama-3-8B, four sequences, four tokens.
+SMALL = {"model": "llama-3-8b", "layers": 2, "batch": 4, "context": 1024, "tokens": 4}
+SMALL_FLAGS = ["--model", "llama-3-8b", "--layers", "2", "--batch", "4", "--context", "1024",
+               "--tokens", "4"]
+
+
+@pytest.fixture(scope="session")
+def cli():
+    """Runs the tierflow CLI of the build the module came from; returns stdout."""
+    binary = os.environ.get("TIERFLOW_BIN") or os.path.join(
+        os.path.dirname(tierflow.__file__), "..", "..", "tools", "tierflow")
+    assert os.access(binary, os.X_OK), f"no tierflow CLI at {binary} (set TIERFLOW_BIN)"
+
+    def run(*args, cwd=ROOT):
+        result = subprocess.run([binary] + list(args), capture_output=True, text=True, cwd=cwd,
+                                timeout=300)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def small_workload():
+    return tierflow.generate(**SMALL)
+
+
+def expected_error(fixture):
+    """(line, col, message) of a fixture's `# expect-error@COL: MESSAGE` marker."""
+    marker = "# expect-error@"
+    with open(fixture, encoding="utf-8") as f:
+        for number, text in enumerate(f, start=1):
+            if marker in text:
+                col, _, message = text.split(marker, 1)[1].partition(": ")
+                return number, int(col), message.rstrip("\n")
+    raise AssertionError(f"{fixture} has no {marker} marker")
+
+
+def test_load_topology(cli):
+    t = tierflow.load_topology("h100-sxm-8gpu")
+    assert t.name == "h100-sxm-8gpu"
+    assert os.path.samefile(t.file, H100)
+    assert t.show() == cli("hw", "show", H100)
+    assert t.to_dict() == json.loads(cli("hw", "show", H100, "--json"))
+    assert [x["id"] for x in t.tiers] == ["hbm", "ddr", "ssd"]
+    assert t.devices[0]["count"] == 8 and t.links[0]["id"] == "gpu-pcie"
+    # The default, a path and overrides.
+    assert tierflow.load_topology().name == "h100-sxm-8gpu"
+    cut = tierflow.load_topology(H100, set=["tiers.hbm.capacity=8GB"])
+    assert cut.sets == ["tiers.hbm.capacity=8GB"]
+    assert cut.tiers[0]["capacity_bytes"] == 8 * 10**9
+    assert cut.show() == cli("hw", "show", H100, "--set", "tiers.hbm.capacity=8GB")
+    assert "h100-sxm-8gpu" in tierflow.topologies() and "llama-3-8b" in tierflow.models()
+
+
+@pytest.mark.parametrize("name", ["01-yaml-unclosed-flow-seq", "09-unknown-key-tier", "22-missing-unit",
+                                  "39-dangling-endpoint"])
+def test_load_topology_errors(name):
+    fixture = os.path.join(ROOT, "tests", "errors", name + ".yaml")
+    line, col, message = expected_error(fixture)
+    with pytest.raises(tierflow.InputError) as caught:
+        tierflow.load_topology(fixture)
+    e = caught.value
+    assert isinstance(e, ValueError)
+    assert (e.file, e.line, e.col, e.message) == (fixture, line, col, message)
+    assert str(e) == f"{fixture}:{line}:{col}: {message}"
+
+
+def test_input_errors_of_arguments():
+    with pytest.raises(tierflow.InputError) as caught:
+        tierflow.load_topology("h100-sxm-8gp")
+    e = caught.value
+    assert e.file == "path" and e.line is None and e.col is None
+    assert "unknown topology 'h100-sxm-8gp'" in e.message and "did you mean 'h100-sxm-8gpu'" in e.message
+    assert str(e) == "path: " + e.message
+    with pytest.raises(tierflow.InputError, match=r"^--set:1:7: --set 'tiers.hmb.capacity': no tier with id 'hmb'"):
+        tierflow.load_topology(H100, set=["tiers.hmb.capacity=8GB"])
+    with pytest.raises(tierflow.InputError, match="unknown model 'llama-3-9b'"):
+        tierflow.generate("llama-3-9b")
+    with pytest.raises(tierflow.InputError, match="batch: 0 is below 1"):
+        tierflow.generate("llama-3-8b", batch=0)
+    with pytest.raises(tierflow.InputError, match="did you mean 'bf16'"):
+        tierflow.generate("llama-3-8b", weight_dtype="bf61")
+    with pytest.raises(tierflow.InputError, match="unknown field 'bacth'.*did you mean 'batch'"):
+        tierflow.compare(bacth=4)
+    with pytest.raises(tierflow.InputError, match="unknown question 'min-mem'"):
+        tierflow.whatif("min-mem")
+    with pytest.raises(TypeError):
+        tierflow.plan(H100, "w.json", budget=[1])
+
+
+def test_generate(cli, small_workload, tmp_path):
+    w = small_workload
+    assert w.description == "llama-3-8b decode, batch 4, 4 tokens from a 1024-token context"
+    assert w.num_ops > 0 and w.num_tensors > 0
+    out = tmp_path / "w.json"
+    cli("trace", "gen", *SMALL_FLAGS, "-o", str(out))
+    assert w.to_json() == out.read_text()
+    assert w.info() == json.loads(cli("trace", "info", str(out), "--json"))
+    assert w.info_text(top=3) == cli("trace", "info", str(out), "--top", "3")
+    saved = tmp_path / "saved.json"
+    w.save(saved)
+    assert saved.read_text() == out.read_text()
+    # Generator options and model overrides reach the generator.
+    prefill = tierflow.generate("llama-3-8b", phase="prefill", seq=64, layers=2)
+    assert prefill.info()["ops"] < w.info()["ops"]
+    assert tierflow.generate("llama-3-8b", model_set=["layers=1"]).num_ops < w.num_ops
+
+
+def test_load_workload(small_workload, tmp_path):
+    path = tmp_path / "w.json"
+    small_workload.save(path)
+    w = tierflow.load_workload(path)
+    assert w.to_json() == small_workload.to_json()
+    assert w.description == str(path)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{\n  "format": "tierflow.workload/1",\n  "tensors": 7\n}\n')
+    with pytest.raises(tierflow.InputError) as caught:
+        tierflow.load_workload(bad)
+    assert caught.value.file == str(bad) and caught.value.line == 3
+
+
+def test_plan(cli, small_workload, tmp_path):
+    t = tierflow.load_topology("h100-sxm-8gpu")
+    p = tierflow.plan(t, small_workload, budget="2GiB")
+    assert p.ok and not p.infeasible and p.reason == ""
+    assert p.budget == 2 * 2**30
+    assert p.bounds["residency"] <= p.simulated["device_peak"] <= p.budget
+    assert p.bounds["makespan_ps"] <= p.simulated["makespan_ps"]
+    assert p.num_programs == 1 and p.num_steps > small_workload.num_ops
+    assert p.offloads and p.offloads[0]["tier"] == "ddr"
+    assert p.workload.description == small_workload.description and p.topology.name == t.name
+    lines = p.text().splitlines()
+    assert len([x for x in lines if not x.startswith("home ")]) == p.num_steps
+    assert "home L0.wqkv ddr" in lines
+    # Bytes as an int, a topology by name, a workload by path: the same plan.
+    wfile = tmp_path / "w.json"
+    small_workload.save(wfile)
+    same = tierflow.plan("h100-sxm-8gpu", str(wfile), budget=2 * 2**30)
+    assert same.to_json() == p.to_json()
+    # Saved, the plan is one the CLI verifies and simulates to the same score.
+    path = tmp_path / "plan.json"
+    p.save(path)
+    assert cli("plan", "verify", str(path)).startswith("ok: ")
+    report = json.loads(cli("sim", "--plan", str(path), "--json"))
+    assert report["makespan_ps"] == p.simulated["makespan_ps"]
+    # The CLI's plan of the same workload file and budget is the same plan.
+    cli_plan = tmp_path / "cli_plan.json"
+    cli("plan", "--hw", H100, "--workload", str(wfile), "--budget", "2GiB", "--devices", "1",
+        "-o", str(cli_plan))
+    assert json.loads(cli_plan.read_text())["programs"] == json.loads(path.read_text())["programs"]
+    # Other policies, pins and the max-overhead mode.
+    resident = tierflow.plan(t, small_workload, policy="resident")
+    assert resident.ok and resident.offloads == []
+    pinned = tierflow.plan(t, small_workload, pins=["weight=ddr"])
+    assert pinned.ok and all(o["tier"] == "ddr" for o in pinned.offloads)
+    lean = tierflow.plan(t, small_workload, max_overhead="5%")
+    assert lean.ok and lean.simulated["makespan_ps"] <= 1.05 * resident.simulated["makespan_ps"] + 1
+    with pytest.raises(tierflow.InputError, match="budget and max_overhead exclude each other"):
+        tierflow.plan(t, small_workload, budget="2GiB", max_overhead=0.01)
+    with pytest.raises(tierflow.InputError, match="unknown policy 'tierflo'"):
+        tierflow.plan(t, small_workload, policy="tierflo")
+
+
+def test_plan_infeasible(small_workload):
+    p = tierflow.plan("h100-sxm-8gpu", small_workload, budget="64MiB")
+    assert not p.ok and p.infeasible and p.reason
+    assert p.num_programs == 0
+    with pytest.raises(tierflow.InputError, match="no plan was made"):
+        tierflow.simulate(p)
+    with pytest.raises(tierflow.InputError, match="no plan to write"):
+        p.to_json()
+
+
+def test_simulate(cli, small_workload, tmp_path):
+    p = tierflow.plan("h100-sxm-8gpu", small_workload, budget="2GiB")
+    timeline = tmp_path / "timeline.json"
+    s = tierflow.simulate(p, timeline=timeline)
+    assert s.ok and s.error is None
+    assert s.makespan_ps == p.simulated["makespan_ps"]
+    assert s.makespan_s == pytest.approx(s.makespan_ps * 1e-12)
+    assert s.device_peak == p.simulated["device_peak"] == s.tier_peaks["hbm"]
+    assert 0 < s.exposed_ps < s.makespan_ps and s.exposed_s == pytest.approx(s.exposed_ps * 1e-12)
+    assert s.link_bytes["gpu-pcie rc->hbm"] > 0 and s.moved_bytes > 0
+    assert s.busiest_link.startswith("gpu-pcie") and s.binding
+    assert "traceEvents" in json.loads(timeline.read_text())
+    # The report is the CLI's on the same plan file.
+    path = tmp_path / "plan.json"
+    p.save(path)
+    from_file = tierflow.simulate(str(path))
+    assert from_file.report(transfers=True) == json.loads(cli("sim", "--plan", str(path), "--json"))
+    assert from_file.report_text() == cli("sim", "--plan", str(path))
+    assert from_file.makespan_ps == s.makespan_ps
+    # Another topology: twice the PCIe bandwidth moves the same bytes sooner.
+    faster = tierflow.simulate(p, set=["links.gpu-pcie.bandwidth=128GB/s"])
+    assert faster.makespan_ps < s.makespan_ps and faster.moved_bytes == s.moved_bytes
+    assert tierflow.simulate(str(path), set=["links.gpu-pcie.bandwidth=128GB/s"]).makespan_ps == faster.makespan_ps
+    # A plan that does not fit the tier it runs on is a result, not an exception.
+    small = tierflow.simulate(p, set=["tiers.hbm.capacity=1GB"])
+    assert not small.ok and small.error_kind == "capacity" and small.makespan_s is None
+    with pytest.raises(tierflow.InputError, match="on_full"):
+        tierflow.simulate(p, on_full="stall")
+
+
+def test_whatif(cli):
+    answer = tierflow.whatif(**SMALL)
+    assert answer["format"] == "tierflow.whatif/1" and answer["question"] == "min-memory"
+    assert answer == json.loads(cli("whatif", "--json", *SMALL_FLAGS))
+    (a,) = answer["answers"]
+    assert a["found"] and a["plan"]["status"] == "ok" and a["probes"]
+    grid = tierflow.whatif("max-batch", vary={"links.gpu-pcie.bandwidth": ["32GB/s", "64GB/s"]},
+                           max_tpot=2.0, **SMALL)
+    assert grid == json.loads(cli("whatif", "--json", "--question", "max-batch", "--max-tpot", "2",
+                                  "--vary", "links.gpu-pcie.bandwidth=32GB/s,64GB/s", *SMALL_FLAGS))
+    assert [x["vary"] for x in grid["answers"]] == [{"links.gpu-pcie.bandwidth": "32GB/s"},
+                                                    {"links.gpu-pcie.bandwidth": "64GB/s"}]
+
+
+def test_compare(cli):
+    fields = dict(SMALL, budget="2GiB")
+    frame = tierflow.compare(**fields)
+    names = [p["name"] for p in tierflow.policies()]
+    assert list(frame["policy"]) == names
+    assert list(frame.columns) == list(tierflow.columns()["name"])
+    assert str(frame["batch"].dtype) == "Int64" and str(frame["makespan_s"].dtype) == "float64"
+    assert str(frame["decode_extrapolated"].dtype) == "boolean" and frame["policy"].dtype == object
+    # Cell for cell the CLI's study rows.
+    text = cli("compare", "--csv", *SMALL_FLAGS, "--budget", "2GiB")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert len(rows) == len(frame)
+    for i, row in enumerate(rows):
+        for name, value in row.items():
+            cell = frame[name].iloc[i]
+            if value == "":
+                assert pd.isna(cell) or cell == "", (name, cell)
+            elif frame[name].dtype == object:
+                assert cell == value, name
+            else:
+                assert float(cell) == float(value) if value not in ("true", "false") else \
+                    bool(cell) == (value == "true"), name
+    # Selected policies and a request.
+    two = tierflow.compare(["resident", "tierflow"], model="llama-3-8b", layers=2, prompt=64, generate=3)
+    assert list(two["policy"]) == ["resident", "tierflow"]
+    assert list(two["phase"]) == ["request", "request"] and two["ttft_ms"].notna().all()
+
+
+SPEC = {
+    "name": "api-test",
+    "base": {"hw": "h100-sxm-8gpu", "model": "llama-3-8b", "layers": 2, "phase": "decode",
+             "context": 1024, "tokens": 4, "tiers.hbm.capacity": "2GB"},
+    "axes": [{"batch": [1, 4]}, {"links.gpu-pcie.bandwidth": ["32GB/s", "64GB/s"]}],
+}
+
+
+def test_sweep(cli, tmp_path):
+    frame = tierflow.sweep(SPEC, jobs=2)
+    assert list(frame.columns[:3]) == ["point", "links.gpu-pcie.bandwidth", "exit_class"]
+    assert list(frame.columns[3:]) == list(tierflow.columns()["name"])
+    assert list(frame["point"]) == [0, 1, 2, 3]
+    assert list(frame["batch"]) == [1, 1, 4, 4]
+    assert list(frame["links.gpu-pcie.bandwidth"]) == ["32GB/s", "64GB/s"] * 2
+    assert (frame["status"] == "ok").all() and (frame["exit_class"] == 0).all()
+    summary = frame.attrs["sweep"]
+    assert (summary["name"], summary["points"], summary["ran"], summary["ok"]) == ("api-test", 4, 4, 4)
+    # The same spec as a file through the CLI gives the same rows.
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(json.dumps(SPEC, indent=2))
+    db = tmp_path / "cli.db"
+    cli("sweep", str(spec_file), "-o", str(db), "--jobs", "2", "--quiet")
+    lines = cli("sweep", "export", str(db), "--jsonl", "-").splitlines()
+    expected = [json.loads(line) for line in lines]
+    got = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+           for r in frame.astype(object).where(frame.notna(), None).to_dict("records")]
+    assert got == expected
+    # Recorded into a database, a rerun resumes: nothing runs again, the table is the same.
+    path = tmp_path / "api.db"
+    first = tierflow.sweep(str(spec_file), db=path, jobs=2)
+    again = tierflow.sweep(spec_file, db=path)
+    assert again.attrs["sweep"]["ran"] == 0 and again.attrs["sweep"]["skipped"] == 4
+    pd.testing.assert_frame_equal(first, again)
+    # YAML text, and one shard of two.
+    text = "base: {model: llama-3-8b, layers: 2, tokens: 2, context: 512}\naxes:\n  - batch: [1, 2, 3]\n"
+    half = tierflow.sweep(text, shard=(1, 2), jobs=1)
+    assert list(half["point"]) == [1] and list(half["batch"]) == [2]
+
+
+def test_sweep_errors(tmp_path):
+    fixture = os.path.join(ROOT, "tests", "errors", "sweep", "02-unknown-field.yaml")
+    line, col, message = expected_error(fixture)
+    with pytest.raises(tierflow.InputError) as caught:
+        tierflow.sweep(fixture)
+    assert (caught.value.file, caught.value.line, caught.value.col) == (fixture, line, col)
+    assert str(caught.value) == f"{fixture}:{line}:{col}: {message}"
+    with pytest.raises(tierflow.InputError) as caught:
+        tierflow.sweep("base: {model: llama-3-8b}\naxes:\n  - batch: [1, two]\n")
+    assert (caught.value.file, caught.value.line, caught.value.col) == ("<spec>", 3, 16)
+    with pytest.raises(tierflow.InputError, match="shard"):
+        tierflow.sweep(SPEC, shard="2/2")
+
+
+def test_long_calls_release_the_interpreter():
+    """While plan() runs on another thread, this one keeps running Python."""
+    topology = tierflow.load_topology("h100-sxm-8gpu")
+    workload = tierflow.generate("llama-3-70b", batch=16, context=8192, tokens=8)
+    spans = []
+
+    def work():
+        for _ in range(3):
+            start = time.monotonic()
+            tierflow.plan(topology, workload, budget="40GiB")
+            spans.append((start, time.monotonic()))
+
+    thread = threading.Thread(target=work)
+    ticks = []
+    thread.start()
+    while thread.is_alive():
+        ticks.append(time.monotonic())
+    thread.join()
+    assert sum(end - start for start, end in spans) > 0.2, "the calls are too short to tell"
+    # A call that held the lock would leave no tick inside its span (the margins cover the
+    # moments the worker runs Python around the call).
+    inside = [t for t in ticks if any(start + 0.01 < t < end - 0.01 for start, end in spans)]
+    assert len(inside) > 100
