@@ -41,10 +41,15 @@ bool is_file_field(std::string_view path, std::string_view value) {
 
 /// A value as set_field() takes it: file fields resolved against the spec's folder, a bare
 /// topology name (`h100-sxm-8gpu`) as the shipped file.
-std::string resolve(std::string_view path, const std::string& value, const std::string& dir) {
+std::string resolve(std::string_view path, const std::string& value, const std::string& dir,
+                    const SourcePos& at) {
   if (!is_file_field(path, value) || value.empty()) return value;
   if (path == "hw" && value.find('/') == std::string::npos && !value.ends_with(".yaml")) {
-    return config_dir() + "/hw/" + value + ".yaml";
+    try {
+      return find_topology(value, "hw");
+    } catch (const InputError& e) {
+      throw InputError(at, e.message());
+    }
   }
   // Absolute: the same point wherever the sweep is started from.
   const fs::path p(value);
@@ -150,7 +155,7 @@ void check_points(const SweepSpec& spec, const std::vector<SweepPoint>& points) 
       if (!topo && !model) continue;
       for (size_t i = 0; i < a.values.size(); ++i) {
         Scenario s = spec.base;
-        set_field(s, a.path, resolve(a.path, a.values[i], spec.dir), spec.file);
+        set_field(s, a.path, resolve(a.path, a.values[i], spec.dir, g.value_pos[k][i]), spec.file);
         try {
           if (topo) check_topology(s);
           if (model) check_model(s);
@@ -267,7 +272,7 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
         } else {
           value = scalar_text(val, name, "a base value");
         }
-        set_at(spec.base, path, resolve(path, value, dir), schema::pos_of(field, name));
+        set_at(spec.base, path, resolve(path, value, dir, at), schema::pos_of(field, name));
       }
     } else {
       has_axes = true;
@@ -305,7 +310,8 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
           for (size_t i = 0; i < axis.values.size(); ++i) {
             value_pos.push_back(vals.IsSequence() ? schema::pos_of(vals[i], name) : at);
             Scenario probe = spec.base;
-            set_at(probe, axis.path, resolve(axis.path, axis.values[i], dir), value_pos.back());
+            set_at(probe, axis.path, resolve(axis.path, axis.values[i], dir, value_pos.back()),
+                   value_pos.back());
             if (axis.path == "policy") {
               try {
                 check_policy(axis.values[i], "policy");
@@ -351,7 +357,7 @@ std::vector<SweepPoint> sweep_points(const SweepSpec& spec) {
       for (size_t i = 0; i < g.axes.front().values.size(); ++i) {
         SweepPoint q = p;
         for (const Axis& a : g.axes) {
-          set_field(q.scenario, a.path, resolve(a.path, a.values[i], spec.dir), spec.file);
+          set_field(q.scenario, a.path, resolve(a.path, a.values[i], spec.dir, g.pos), spec.file);
           q.values.push_back(a.values[i]);
         }
         next.push_back(std::move(q));
