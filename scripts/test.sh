@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the whole test suite (unit, golden, bad-input and CLI tests)
-# through CTest.
+# through CTest. scripts/setup-test.sh adds what only tests use: a single-node Slurm for the
+# job-array sweep test (skipped, with the reason, where its daemons cannot start).
 #   TIERFLOW_SANITIZE=1  build and test under AddressSanitizer + UndefinedBehaviorSanitizer
 #   TIERFLOW_WERROR=1    treat compiler warnings as errors (CI does)
 # The sanitizer run skips the pure-Python tests (label 'python'): they run no C++.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/setup-test.sh
 bash scripts/setup-python.sh
 sanitize=${TIERFLOW_SANITIZE:-0}
 werror=${TIERFLOW_WERROR:-0}
