@@ -125,6 +125,15 @@ check wrong-shard 2 "$tf" sweep "$small" --shard 1/3 -o "$tmp/shard-0.db"
 contains wrong-shard-why "$tmp/err" "holds shard 0/3 of this sweep, not 1/3"
 check wrong-spec 2 "$tf" sweep "$small" -o "$tmp/other.db"
 contains wrong-spec-why "$tmp/err" "holds the results of another sweep"
+# A sweep killed before its first commit leaves an empty file: it starts over. A file that
+# is not a sweep database is left alone.
+: >"$tmp/empty.db"
+check empty-file-starts 0 "$tf" sweep "$small" -o "$tmp/empty.db" --jobs 2
+contains empty-file-ran "$tmp/out" "ran 36 (0 already recorded)"
+echo "my notes" >"$tmp/notes.db"
+check not-a-db 2 "$tf" sweep "$small" -o "$tmp/notes.db"
+contains not-a-db-why "$tmp/err" "not a tierflow sweep database"
+ok not-a-db-untouched test "$(cat "$tmp/notes.db")" = "my notes"
 check bad-shard 2 "$tf" sweep "$small" --shard 3/3 -o "$tmp/x.db"
 contains bad-shard-why "$tmp/err" "a shard is I/N with 0 <= I < N"
 check export-not-a-db 2 "$tf" sweep export "$small"

@@ -212,8 +212,18 @@ ResultDb& ResultDb::operator=(ResultDb&& o) noexcept {
 ResultDb::~ResultDb() { sqlite3_close(db_); }
 
 ResultDb ResultDb::for_sweep(const std::string& path, const SweepSpec& spec, const Shard& shard) {
-  const bool exists = path != ":memory:" && fs::exists(path);
   ResultDb r(path, open_db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX));
+  // The schema and meta are one transaction: a sweep killed before it committed left an
+  // empty database (or an empty file), which starts over like a new one.
+  const bool exists = [&] {
+    try {
+      Statement st(r.db_, path, "SELECT count(*) FROM sqlite_master");
+      return st.step() && st.integer(0) > 0;
+    } catch (const InputError&) {
+      throw InputError::at(SourcePos{path}, "not a tierflow sweep database ({}): {}; give another -o",
+                           kFormat, sqlite3_errmsg(r.db_));
+    }
+  }();
   // A rollback journal with a full sync per commit: a kill at any moment keeps every
   // committed row, and the file alone is the whole database after each commit.
   exec(r.db_, path, "PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL;");
