@@ -32,33 +32,9 @@ if ! command -v -- "$bin" >/dev/null; then
   exit 3
 fi
 
-marker='# expect-error@'
-explicit='# expect-error-at: '
-
-# Only the first occurrence on a line counts; -F keeps the pattern literal.
-n_marker=$(grep -cF -- "$marker" "$fixture")
-n_explicit=$(grep -cF -- "$explicit" "$fixture")
-if (( n_marker + n_explicit != 1 )); then
-  echo "$fixture: expected exactly one '$marker' or '$explicit' line, found $((n_marker + n_explicit))" >&2
-  exit 3
-fi
-
-if (( n_marker == 1 )); then
-  hit=$(grep -nF -- "$marker" "$fixture")
-  line=${hit%%:*}
-  rest=${hit#*"$marker"}          # "COL: MESSAGE"
-  col=${rest%%:*}
-  msg=${rest#*: }
-  if [[ ! $col =~ ^[1-9][0-9]*$ || $rest != "$col: "* ]]; then
-    echo "$fixture:$line: malformed marker; write '$marker""COL: MESSAGE'" >&2
-    exit 3
-  fi
-  expected="error: $fixture:$line:$col: $msg"
-else
-  hit=$(grep -F -- "$explicit" "$fixture")
-  expected="error: ${hit#*"$explicit"}"
-fi
-expected=${expected%$'\r'}
+# shellcheck source=tests/errors/expect_error.sh
+source "$(dirname "${BASH_SOURCE[0]}")/expect_error.sh"
+expected=$(marker_expectation "$fixture") || exit 3
 
 # ARGS: the words after `# args:` on a comment line of its own (at most one such line).
 args=()
@@ -73,6 +49,4 @@ if [[ -n $args_line ]]; then
   read -r -a args <<<"$args_line"
 fi
 
-# shellcheck source=tests/errors/expect_error.sh
-source "$(dirname "${BASH_SOURCE[0]}")/expect_error.sh"
 expect_error "$fixture" "$expected" "$bin" hw validate --require-sources "${args[@]}" "$fixture"

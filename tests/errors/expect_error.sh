@@ -1,5 +1,6 @@
-# Sourced by check.sh and check_json.sh: runs a command that must fail on bad input and
-# compares what it printed with the one expected error line.
+# Sourced by the fixture checkers (check.sh, check_json.sh, sweep/check_sweep.sh): runs a
+# command that must fail on bad input and compares what it printed with the one expected
+# error line; reads that line from a YAML fixture's marker.
 #
 # expect_error FIXTURE EXPECTED COMMAND...
 #   passes (returns 0, prints nothing) when COMMAND exits 2, prints nothing on stdout and
@@ -44,4 +45,37 @@ expect_error() {
   fi
   rm -rf "$tmp"
   return $fail
+}
+
+# marker_expectation FIXTURE: prints the one error line a YAML fixture declares, from either
+#   - a trailing marker `# expect-error@COL: MESSAGE` (LINE = the marker's line), or
+#   - a comment `# expect-error-at: POS: MESSAGE` (an error positioned elsewhere, e.g. at
+#     a --set), giving the whole text after `error: `.
+# Exactly one of them must appear, exactly once; otherwise it says why and returns 3.
+marker_expectation() {
+  local fixture=$1 marker='# expect-error@' explicit='# expect-error-at: '
+  local n_marker n_explicit hit line rest col msg expected
+  # Only the first occurrence on a line counts; -F keeps the pattern literal.
+  n_marker=$(grep -cF -- "$marker" "$fixture")
+  n_explicit=$(grep -cF -- "$explicit" "$fixture")
+  if (( n_marker + n_explicit != 1 )); then
+    echo "$fixture: expected exactly one '$marker' or '$explicit' line, found $((n_marker + n_explicit))" >&2
+    return 3
+  fi
+  if (( n_marker == 1 )); then
+    hit=$(grep -nF -- "$marker" "$fixture")
+    line=${hit%%:*}
+    rest=${hit#*"$marker"}          # "COL: MESSAGE"
+    col=${rest%%:*}
+    msg=${rest#*: }
+    if [[ ! $col =~ ^[1-9][0-9]*$ || $rest != "$col: "* ]]; then
+      echo "$fixture:$line: malformed marker; write '$marker""COL: MESSAGE'" >&2
+      return 3
+    fi
+    expected="error: $fixture:$line:$col: $msg"
+  else
+    hit=$(grep -F -- "$explicit" "$fixture")
+    expected="error: ${hit#*"$explicit"}"
+  fi
+  printf '%s\n' "${expected%$'\r'}"
 }

@@ -11,22 +11,9 @@ if [[ $# -ne 2 ]]; then
 fi
 bin=$1
 fixture=$2
-marker='# expect-error@'
-explicit='# expect-error-at: '
-if [[ $(grep -cF -- "$marker" "$fixture") -eq 1 ]]; then
-  hit=$(grep -nF -- "$marker" "$fixture")
-  line=${hit%%:*}
-  rest=${hit#*"$marker"}
-  expected="error: $fixture:$line:${rest%%:*}: ${rest#*: }"
-elif [[ $(grep -cF -- "$explicit" "$fixture") -eq 1 ]]; then
-  hit=$(grep -F -- "$explicit" "$fixture")
-  expected="error: ${hit#*"$explicit"}"
-else
-  echo "$fixture: expected exactly one '$marker' or '$explicit' line" >&2
-  exit 3
-fi
 # shellcheck source=tests/errors/expect_error.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../expect_error.sh"
+expected=$(marker_expectation "$fixture") || exit 3
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 expect_error "$fixture" "$expected" "$bin" sweep "$fixture" -o "$out/results.db" --quiet || exit 1
