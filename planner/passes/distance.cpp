@@ -28,9 +28,27 @@ class Distance : public Pass {
     s.ensure_costs();
     const Liveness& l = s.ensure_liveness();
     const uint64_t budget = s.target.budget;
-    if (budget == 0) return PassResult::kUnchanged;
+    // Pinned tensors homed off the device are fetched `prefetch` ops ahead, as the
+    // strategy fetches the tensors it offloads itself.
+    const uint32_t n = s.positions();
+    bool led = false;
+    for (Residency& r : s.tensors) {
+      if (!r.pinned) continue;
+      uint32_t floor = 0;
+      for (Run& run : r.runs) {
+        if (run.fetched) {
+          const uint32_t alloc =
+              std::max(floor, run.first > o_.prefetch ? run.first - o_.prefetch : 0);
+          led |= alloc != run.alloc;
+          run.alloc = alloc;
+        }
+        floor = run.release == kNone ? n : run.release;
+      }
+    }
+    const PassResult unchanged = led ? PassResult::kChanged : PassResult::kUnchanged;
+    if (budget == 0) return unchanged;
     ProfileTree tree(memory_profile(s));
-    if (tree.max() <= budget) return PassResult::kUnchanged;
+    if (tree.max() <= budget) return unchanged;
 
     std::vector<std::pair<uint32_t, Candidate>> pool;  // (longest gap in ops, candidate)
     for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
@@ -71,7 +89,7 @@ class Distance : public Pass {
       ctx.failure = "does not fit: " + infeasible_reason(s, tree, budget);
       return PassResult::kFailed;
     }
-    return applied > 0 ? PassResult::kChanged : PassResult::kUnchanged;
+    return applied > 0 ? PassResult::kChanged : unchanged;
   }
 
  private:

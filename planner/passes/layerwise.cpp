@@ -21,9 +21,13 @@ class Layerwise : public Pass {
     s.ensure_costs();
     const Liveness& l = s.ensure_liveness();
     const uint64_t budget = s.target.budget;
-    if (budget == 0) return PassResult::kUnchanged;
     ProfileTree tree(memory_profile(s));
-    if (tree.max() <= budget) return PassResult::kUnchanged;
+    // Weights pinned off the device are streamed whether or not the rest fits; the others
+    // only when the resident plan does not fit.
+    const bool stream_all = budget != 0 && tree.max() > budget;
+    auto pinned_off = [&](uint32_t t) {
+      return s.tensors[t].pinned && s.tensors[t].home_off_device;
+    };
 
     const uint32_t n = s.positions();
     std::vector<uint32_t> visit(n, 0), visit_start;
@@ -35,8 +39,10 @@ class Layerwise : public Pass {
     uint64_t moved = 0;
     for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
       Residency& r = s.tensors[t];
-      if (s.w.tensors[t].kind != TensorKind::kWeight || l.born[t] != kNone || r.pinned ||
-          r.tier == kNone) {
+      // A weight pinned off the device is streamed from its pinned tier; one pinned to the
+      // device stays there.
+      if (s.w.tensors[t].kind != TensorKind::kWeight || l.born[t] != kNone ||
+          r.tier == kNone || !(pinned_off(t) || (stream_all && !r.pinned))) {
         continue;
       }
       const auto& u = l.uses[t];
@@ -58,7 +64,7 @@ class Layerwise : public Pass {
       ++moved;
     }
     s.stat(name(), "weights streamed", static_cast<double>(moved));
-    if (tree.max() > budget) {
+    if (budget != 0 && tree.max() > budget) {
       s.infeasible = true;
       ctx.failure = "does not fit with every weight streamed: " +
                     infeasible_reason(s, tree, budget);

@@ -131,6 +131,10 @@ class Place : public Pass {
         r.tier = tier;
         // Homed off the device: externals are fetched for each use that is far enough
         // from the previous one; produced tensors leave at every gap that hides a copy.
+        // Each prefetch starts with no lead (allocated at its first use): how far ahead it
+        // may start depends on the budget the other tensors leave, which the policy's own
+        // passes decide (schedule, layerwise, distance). A lead of a copy time here would,
+        // on a slow tier, keep many tensors on the device at once before any pass runs.
         const auto& uses = s.liveness->uses[t];
         const bool external = s.liveness->born[t] == kNone;
         std::vector<uint32_t> gaps;
@@ -139,7 +143,7 @@ class Place : public Pass {
         }
         if (!external && gaps.empty()) continue;
         r.home_off_device = external;
-        r.runs = split_runs(s, t, gaps, SplitOptions{external, tier});
+        r.runs = split_runs(s, t, gaps, SplitOptions{.home_off_device = external, .tier = tier, .lead_ops = 0});
         s.tier_used[tier] += s.w.tensors[t].bytes;
         s.stat("place", "pinned tensors offloaded", 1);
       }
