@@ -44,15 +44,14 @@ std::vector<uint32_t> coarser(const std::vector<uint32_t>& cuts, size_t group) {
   return out;
 }
 
-/// Per tensor: whether the user's pins home it on a tier other than the device tier (the
-/// last pin of its kind wins, as `place` applies them in order). Such a tensor starts off
-/// the device in every plan that honours the pins.
+/// Per tensor: whether the user's pins home it on a tier other than the device tier. Such a
+/// tensor starts off the device in every plan that honours the pins.
 std::vector<bool> pinned_off_device(const PlanState& s) {
+  const std::vector<uint32_t> tier =
+      s.pin_tier.size() == s.w.tensors.size() ? s.pin_tier : pinned_tiers(s.w, s.pins);
   std::vector<bool> off(s.w.tensors.size(), false);
   for (uint32_t t = 0; t < off.size(); ++t) {
-    for (const auto& [kind, tier] : s.pins) {
-      if (s.w.tensors[t].kind == kind) off[t] = tier != s.target.device_tier;
-    }
+    off[t] = tier[t] != kNone && tier[t] != s.target.device_tier;
   }
   return off;
 }

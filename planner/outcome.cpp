@@ -113,7 +113,7 @@ PlanState initial_state(const Workload& w, const hw::Topology& t, const PlanRequ
   target.budget = budget;
   PlanState s(w, t, target);
   s.policy = req.pipeline.empty() ? req.policy : "custom";
-  s.pins = req.pins;
+  s.set_pins(req.pins);
   s.ensure_costs();
   s.ensure_liveness();
   reset_resident(s);
@@ -130,6 +130,13 @@ PassContext context_for(const PlanRequest& req) {
 bool conclude(PlanOutcome& out, PlanState& s, PassContext& ctx, PassResult r) {
   out.stats = s.stats;
   out.notes = s.notes;
+  if (!s.pins.empty()) {
+    std::vector<std::string> ids;
+    for (const hw::Tier& t : s.topo.tiers) ids.push_back(t.id);
+    for (const std::string& line : describe_pins(s.w, s.pins, ids)) {
+      out.notes.push_back("pin " + line);
+    }
+  }
   out.estimated_compute_ps = s.costs->start_ps.back();
   if (r == PassResult::kFailed) {
     out.ok = false;

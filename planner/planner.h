@@ -40,7 +40,7 @@ struct PlanRequest {
   std::string policy = "tierflow";
   std::string pipeline;  ///< overrides the policy's pipeline when set
   Target target;
-  std::vector<std::pair<TensorKind, uint32_t>> pins;
+  std::vector<Pin> pins;     ///< planner/pins.h
   double max_overhead = -1;  ///< >= 0: minimise the budget within this makespan overhead
   PlanEvaluator* evaluator = nullptr;
   /// Threads the tierflow policy runs its pipelines on; 0: one per hardware thread. The

@@ -33,6 +33,7 @@
 #include "core/plan.h"
 #include "core/workload.h"
 #include "hw_models/topology.h"
+#include "planner/pins.h"
 
 namespace tierflow::planner {
 
@@ -127,9 +128,14 @@ struct PlanState {
   /// of a state (the tierflow policy runs several pipelines from one) share them.
   std::shared_ptr<const Costs> costs;
   std::shared_ptr<const Liveness> liveness;
-  /// User pins by tensor kind: a topology tier (homed there, always offloaded), or the
-  /// device tier (never offloaded).
-  std::vector<std::pair<TensorKind, uint32_t>> pins;
+  /// User pins (planner/pins.h) and, per tensor, the tier they home it on (kNone: the
+  /// policy's choice). Set both with set_pins().
+  std::vector<Pin> pins;
+  std::vector<uint32_t> pin_tier;
+  void set_pins(std::vector<Pin> p) {
+    pin_tier = pinned_tiers(w, p);
+    pins = std::move(p);
+  }
   std::vector<Stat> stats;
   bool infeasible = false;  ///< a pass found the target cannot be met (not a bug)
   std::vector<std::string> notes;  ///< what the passes decided and why, for --explain

@@ -122,31 +122,32 @@ class Place : public Pass {
 
  private:
   static void apply_pins(PlanState& s) {
-    for (const auto& [kind, tier] : s.pins) {
-      for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
-        if (s.w.tensors[t].kind != kind) continue;
-        Residency& r = s.tensors[t];
-        r.pinned = true;
-        if (tier == s.target.device_tier) continue;
-        r.tier = tier;
-        // Homed off the device: externals are fetched for each use that is far enough
-        // from the previous one; produced tensors leave at every gap that hides a copy.
-        // Each prefetch starts with no lead (allocated at its first use): how far ahead it
-        // may start depends on the budget the other tensors leave, which the policy's own
-        // passes decide (schedule, layerwise, distance). A lead of a copy time here would,
-        // on a slow tier, keep many tensors on the device at once before any pass runs.
-        const auto& uses = s.liveness->uses[t];
-        const bool external = s.liveness->born[t] == kNone;
-        std::vector<uint32_t> gaps;
-        for (uint32_t g = 0; g + 1 < uses.size(); ++g) {
-          if (uses[g + 1] > uses[g] + 1) gaps.push_back(g);
-        }
-        if (!external && gaps.empty()) continue;
-        r.home_off_device = external;
-        r.runs = split_runs(s, t, gaps, SplitOptions{.home_off_device = external, .tier = tier, .lead_ops = 0});
-        s.tier_used[tier] += s.w.tensors[t].bytes;
-        s.stat("place", "pinned tensors offloaded", 1);
+    if (s.pin_tier.size() != s.w.tensors.size()) s.pin_tier = pinned_tiers(s.w, s.pins);
+    for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
+      const uint32_t tier = s.pin_tier[t];
+      if (tier == kNone) continue;
+      Residency& r = s.tensors[t];
+      r.pinned = true;
+      if (tier == s.target.device_tier) continue;
+      r.tier = tier;
+      // Homed off the device: externals are fetched for each use that is far enough
+      // from the previous one; produced tensors leave at every gap that hides a copy.
+      // Each prefetch starts with no lead (allocated at its first use): how far ahead it
+      // may start depends on the budget the other tensors leave, which the policy's own
+      // passes decide (schedule, layerwise, distance). A lead of a copy time here would,
+      // on a slow tier, keep many tensors on the device at once before any pass runs.
+      const auto& uses = s.liveness->uses[t];
+      const bool external = s.liveness->born[t] == kNone;
+      std::vector<uint32_t> gaps;
+      for (uint32_t g = 0; g + 1 < uses.size(); ++g) {
+        if (uses[g + 1] > uses[g] + 1) gaps.push_back(g);
       }
+      if (!external && gaps.empty()) continue;
+      r.home_off_device = external;
+      r.runs = split_runs(s, t, gaps,
+                          SplitOptions{.home_off_device = external, .tier = tier, .lead_ops = 0});
+      s.tier_used[tier] += s.w.tensors[t].bytes;
+      s.stat("place", "pinned tensors offloaded", 1);
     }
   }
 

@@ -17,6 +17,7 @@
 #include "planner/print.h"
 #include "sim/simulator.h"
 #include "tools/study/sim_evaluator.h"
+#include "tools/study/target.h"
 
 using namespace tierflow;
 using namespace tierflow::planner;
@@ -165,10 +166,7 @@ std::string run_golden(const std::string& header) {
   req.target.budget = parse_bytes(header_value(header, "budget")).value.value;
   const std::string pin = header_value(header, "pin");
   if (!pin.empty()) {
-    const auto eq = pin.find('=');
-    const auto* k = std::find(kTensorKindNames.begin(), kTensorKindNames.end(), pin.substr(0, eq));
-    req.pins.emplace_back(static_cast<TensorKind>(k - kTensorKindNames.begin()),
-                          static_cast<uint32_t>(*topo.tier_index(pin.substr(eq + 1))));
+    req.pins = study::parse_pins({pin}, topo);
   }
   study::SimEvaluator eval(w, topo);
   if (header_value(header, "evaluator") == "sim") req.evaluator = &eval;

@@ -288,7 +288,7 @@ TEST_CASE("the paging bound starts tensors pinned off the device on their tier")
     // Pinned tensors are streamed by `place` itself, fetched for each use; `schedule`
     // moves the prefetches late enough for the budget.
     req.pipeline = "place,liveness,insert,schedule,verify";
-    req.pins = {{TensorKind::kWeight, static_cast<uint32_t>(*topo.tier_index("ddr"))}};
+    req.pins = {{TensorKind::kWeight, {{static_cast<uint32_t>(*topo.tier_index("ddr")), 1.0}}}};
     const PlanOutcome out = make_plan(w, topo, req);
     REQUIRE_MESSAGE(out.ok, out.reason);
     CHECK(out.bounds.traffic_bytes == pinned);

@@ -34,7 +34,7 @@ Outcome plan_at(const Workload& w, std::string_view policy, std::string_view tie
   req.policy = std::string(policy);
   req.target.device_tier = *topo.tier_index("hbm");
   req.target.budget = budget;
-  req.pins = {{TensorKind::kWeight, static_cast<uint32_t>(*topo.tier_index(tier))}};
+  req.pins = {{TensorKind::kWeight, {{static_cast<uint32_t>(*topo.tier_index(tier)), 1.0}}}};
   req.threads = 1;
   study::SimEvaluator eval(w, topo);
   req.evaluator = &eval;

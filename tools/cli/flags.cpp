@@ -60,7 +60,9 @@ void add_target_flags(CLI::App* cmd, ScenarioFlags& f) {
   cmd->add_option("--device", f.device, "device class (default: the first)");
   cmd->add_option("--devices", f.devices, "programs, one per device")->capture_default_str();
   cmd->add_option("--budget", f.budget, "device bytes per device (default: its capacity)");
-  cmd->add_option("--pin", f.pins, "KIND=TIER: home every tensor of a kind there (repeatable)");
+  cmd->add_option("--pin", f.pins,
+                  "KIND=TIER[:FRACTION][,TIER:FRACTION...]: home a kind's tensors (or those "
+                  "fractions of its bytes) there, e.g. weight=ddr:0.4 (repeatable)");
   cmd->add_option("--threads", f.threads,
                   "threads for the tierflow policy's pipelines (default: one per hardware "
                   "thread; the results do not depend on it)");

@@ -58,27 +58,65 @@ planner::Target make_target(const hw::Topology& topo, const std::string& device,
   return t;
 }
 
-std::vector<std::pair<TensorKind, uint32_t>> parse_pins(const std::vector<std::string>& pins,
-                                                        const hw::Topology& topo) {
-  std::vector<std::pair<TensorKind, uint32_t>> out;
+std::vector<planner::Pin> parse_pins(const std::vector<std::string>& pins,
+                                     const hw::Topology& topo) {
+  std::vector<planner::Pin> out;
+  const SourcePos at{"--pin"};
   for (const std::string& p : pins) {
     const auto eq = p.find('=');
-    const SourcePos at{"--pin"};
-    if (eq == std::string::npos) throw InputError::at(at, "'{}' is not KIND=TIER", p);
-    const std::string kind = p.substr(0, eq), tier = p.substr(eq + 1);
+    if (eq == std::string::npos) {
+      throw InputError::at(at, "'{}' is not KIND=TIER[:FRACTION][,TIER:FRACTION...]", p);
+    }
+    const std::string kind = p.substr(0, eq);
     const auto* k = std::find(kTensorKindNames.begin(), kTensorKindNames.end(), kind);
     if (k == kTensorKindNames.end()) {
       throw InputError::at(at, "unknown tensor kind '{}'{}", kind,
                            did_you_mean(kind, std::span<const std::string_view>(kTensorKindNames)));
     }
-    const auto ti = topo.tier_index(tier);
-    if (!ti) {
-      std::vector<std::string> ids;
-      for (const auto& tr : topo.tiers) ids.push_back(tr.id);
-      throw InputError::at(at, "no tier '{}' in the topology{}", tier, did_you_mean(tier, ids));
+    planner::Pin pin{static_cast<TensorKind>(k - kTensorKindNames.begin()), {}};
+    // Shares are separated by ',' or '+' ('+' where ',' separates values, as in --vary).
+    std::string_view rest = std::string_view(p).substr(eq + 1);
+    double sum = 0;
+    while (true) {
+      const auto sep = rest.find_first_of(",+");
+      const std::string share(rest.substr(0, sep));
+      const auto colon = share.find(':');
+      const std::string tier = share.substr(0, colon);
+      const auto ti = topo.tier_index(tier);
+      if (!ti) {
+        std::vector<std::string> ids;
+        for (const auto& tr : topo.tiers) ids.push_back(tr.id);
+        throw InputError::at(at, "'{}': no tier '{}' in the topology{}", p, tier,
+                             did_you_mean(tier, ids));
+      }
+      double fraction = 1.0;
+      if (colon != std::string::npos) {
+        fraction = parse_fraction(share.substr(colon + 1), "--pin");
+        if (!(fraction > 0 && fraction <= 1)) {
+          throw InputError::at(at, "'{}': the fraction of '{}' must be in (0, 1] (or 0-100%)", p,
+                               tier);
+        }
+      }
+      for (const planner::PinShare& s : pin.shares) {
+        if (s.tier == *ti) throw InputError::at(at, "'{}': tier '{}' appears twice", p, tier);
+      }
+      pin.shares.push_back({static_cast<uint32_t>(*ti), fraction});
+      sum += fraction;
+      if (sep == std::string_view::npos) break;
+      rest = rest.substr(sep + 1);
     }
-    out.emplace_back(static_cast<TensorKind>(k - kTensorKindNames.begin()),
-                     static_cast<uint32_t>(*ti));
+    // Every share of a split pin names its fraction: "hbm,ddr" says nothing of the split.
+    if (pin.shares.size() > 1 &&
+        static_cast<size_t>(std::count(p.begin(), p.end(), ':')) != pin.shares.size()) {
+      throw InputError::at(at,
+                           "'{}': give every tier of a split pin its fraction, e.g. "
+                           "{}=hbm:0.2,ddr:0.8",
+                           p, kind);
+    }
+    if (sum > 1 + 1e-9) {
+      throw InputError::at(at, "'{}': the fractions add up to {:g}, more than 1", p, sum);
+    }
+    out.push_back(std::move(pin));
   }
   return out;
 }

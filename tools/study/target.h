@@ -26,9 +26,10 @@ double parse_fraction(const std::string& text, std::string_view source);
 planner::Target make_target(const hw::Topology& topo, const std::string& device, uint32_t devices,
                             std::string_view source);
 
-/// KIND=TIER pins, tiers as topology indices.
-std::vector<std::pair<TensorKind, uint32_t>> parse_pins(const std::vector<std::string>& pins,
-                                                        const hw::Topology& topo);
+/// `KIND=TIER[:FRACTION][,TIER:FRACTION...]` pins (planner/pins.h; ',' or '+' between
+/// shares), tiers as topology indices. InputError at `--pin` for a bad one.
+std::vector<planner::Pin> parse_pins(const std::vector<std::string>& pins,
+                                     const hw::Topology& topo);
 
 /// Throws InputError at `source` unless `name` is a policy, with the nearest one.
 void check_policy(const std::string& name, std::string_view source);
