@@ -161,6 +161,7 @@ struct Spec {
   std::string def;  ///< default as text; applied before the user's values are read
   std::string desc;
   int min_int = 1;      ///< for kInt
+  bool zero_bytes = false;  ///< for sizes: 0 is a value (a reserve of none), not an error
   size_t min_refs = 1;  ///< for kRefList
   size_t max_refs = 64;
 };
@@ -170,10 +171,10 @@ namespace detail {
 
 template <class T>
 T parse_as(const Input& in, std::string_view key, const Spec& spec) {
-  // Sizes and rates of zero make no physical sense anywhere in a topology.
+  // Sizes and rates of zero make no physical sense anywhere in a topology (but a reserve).
   if constexpr (std::is_same_v<T, Bytes>) {
     Bytes v = parse_bytes_input(in, key);
-    if (v.value == 0) throw_not_positive(in, key);
+    if (v.value == 0 && !spec.zero_bytes) throw_not_positive(in, key);
     return v;
   } else if constexpr (std::is_same_v<T, Bandwidth>) {
     Bandwidth v = parse_bandwidth_input(in, key);

@@ -199,6 +199,14 @@ class Validator {
                            "{}: local_tier '{}' must be a 'per: device' tier, it is 'per: {}'",
                            what, d.local_tier, kScopeNames[static_cast<size_t>(t_.tiers[*ti].per)]);
     }
+    const Tier& local = t_.tiers[*ti];
+    if (d.reserved.value >= local.capacity.value) {
+      throw InputError::at(d.origins.pos_of("reserved"),
+                           "{}: reserved {} leaves nothing of local_tier '{}' ({}) to plans; "
+                           "lower it (--set devices.{}.reserved=0B)",
+                           what, to_string(d.reserved), d.local_tier, to_string(local.capacity),
+                           d.id);
+    }
     if (d.count % t_.system.hosts != 0) {
       throw InputError::at(d.origins.pos_of("count"),
                            "{}: count {} does not divide evenly over {} hosts", what, d.count,

@@ -91,6 +91,12 @@ const Schema<Device>& device_schema() {
     }
     r.fields.push_back(declare("launch_overhead", &Device::launch_overhead,
                                Spec{.def = "0ns", .desc = "fixed cost added to every op"}));
+    r.fields.push_back(
+        declare("reserved", &Device::reserved,
+                Spec{.def = "0B",
+                     .desc = "bytes of each device's local tier that plans cannot use (runtime "
+                             "context, libraries' workspaces, communication buffers)",
+                     .zero_bytes = true}));
     return r;
   }();
   return kSchema;

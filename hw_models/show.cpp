@@ -84,22 +84,27 @@ std::string show_text(const Topology& t, const ShowOptions& options) {
                      t.system.sockets_per_host == 1 ? "" : "s", t.sockets(), t.total_devices());
 
   out += "devices\n";
-  Table dev({"id", "count", "per host", "local", "peak (dense)", "launch"},
-            {kL, kR, kR, kL, kL, kR});
+  Table dev({"id", "count", "per host", "local", "reserved", "peak (dense)", "launch"},
+            {kL, kR, kR, kL, kR, kL, kR});
   for (const auto& d : t.devices) {
     dev.add_row({d.id, std::to_string(d.count), std::to_string(d.count / t.system.hosts),
-                 d.local_tier, peaks_text(d), to_string(d.launch_overhead)});
+                 d.local_tier, to_string(d.reserved), peaks_text(d), to_string(d.launch_overhead)});
   }
   out += dev.render() + "\n";
 
   out += "tiers\n";
-  Table tiers({"id", "kind", "per", "inst", "capacity", "total", "read", "write", "latency",
-               "write lat", "attach"},
-              {kL, kL, kL, kR, kR, kR, kR, kR, kR, kR, kL});
-  for (const auto& x : t.tiers) {
+  Table tiers({"id", "kind", "per", "inst", "capacity", "usable", "total", "read", "write",
+               "latency", "write lat", "attach"},
+              {kL, kL, kL, kR, kR, kR, kR, kR, kR, kR, kR, kL});
+  for (size_t i = 0; i < t.tiers.size(); ++i) {
+    const Tier& x = t.tiers[i];
     const int n = t.instances(x.per);
+    // Usable: what plans get of one instance, after the devices' reserve; approximate,
+    // since a capacity in decimal units less a binary reserve rarely prints exactly.
     tiers.add_row({x.id, std::string(kTierKindNames[static_cast<size_t>(x.kind)]),
                    scope_name(x.per), std::to_string(n), to_string(x.capacity),
+                   t.usable(i) == x.capacity.value ? to_string(x.capacity)
+                                                   : to_string_approx(Bytes{t.usable(i)}),
                    to_string(Bytes{x.capacity.value * static_cast<uint64_t>(n)}),
                    to_string(x.read_bandwidth), to_string(x.write_bandwidth), to_string(x.latency),
                    to_string(x.write_latency), x.attach.empty() ? "-" : x.attach});
@@ -201,15 +206,18 @@ json show_json(const Topology& t) {
                             {"peak_flop_per_s", peak},
                             {"compute_efficiency", ce},
                             {"memory_efficiency", me},
-                            {"launch_overhead_ps", d.launch_overhead.ps}});
+                            {"launch_overhead_ps", d.launch_overhead.ps},
+                            {"reserved_bytes", d.reserved.value}});
   }
-  for (const auto& x : t.tiers) {
+  for (size_t i = 0; i < t.tiers.size(); ++i) {
+    const Tier& x = t.tiers[i];
     j["tiers"].push_back(
         {{"id", x.id},
          {"kind", kTierKindNames[static_cast<size_t>(x.kind)]},
          {"per", scope_name(x.per)},
          {"instances", t.instances(x.per)},
          {"capacity_bytes", x.capacity.value},
+         {"usable_bytes", t.usable(i)},
          {"total_bytes", x.capacity.value * static_cast<uint64_t>(t.instances(x.per))},
          {"read_bytes_per_s", x.read_bandwidth.bytes_per_s},
          {"write_bytes_per_s", x.write_bandwidth.bytes_per_s},

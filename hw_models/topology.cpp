@@ -1,5 +1,7 @@
 #include "hw_models/topology.h"
 
+#include <algorithm>
+
 #include "core/diagnostics.h"
 
 namespace tierflow::hw {
@@ -28,6 +30,15 @@ int Topology::total_devices() const {
   int n = 0;
   for (const auto& d : devices) n += d.count;
   return n;
+}
+
+uint64_t Topology::usable(size_t tier) const {
+  uint64_t reserved = 0;
+  for (const Device& d : devices) {
+    if (d.local_tier == tiers[tier].id) reserved = std::max(reserved, d.reserved.value);
+  }
+  const uint64_t capacity = tiers[tier].capacity.value;
+  return capacity > reserved ? capacity - reserved : 0;
 }
 
 int Topology::instances(Scope s) const {

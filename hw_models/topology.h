@@ -64,6 +64,9 @@ struct Device {
   double default_compute_eff = 1.0;
   double default_memory_eff = 1.0;
   Duration launch_overhead;
+  /// Bytes of each device's local tier that programs cannot use: the runtime's context,
+  /// libraries' workspaces, communication buffers.
+  Bytes reserved;
   schema::Origins origins;
 
   /// Fraction of peak reached by ops of `kind`.
@@ -185,6 +188,9 @@ struct Topology {
   /// devices are spread evenly over hosts, then over the sockets of each host.
   [[nodiscard]] int instance_of(Scope scope, size_t device, int index) const;
   [[nodiscard]] std::optional<size_t> tier_index(std::string_view id) const;
+  /// Bytes of one instance of tier `tier` that plans may use: its capacity less the largest
+  /// `reserved` of the devices computing from it (the capacity for other tiers).
+  [[nodiscard]] uint64_t usable(size_t tier) const;
   [[nodiscard]] std::optional<size_t> device_index(std::string_view id) const;
   [[nodiscard]] std::optional<size_t> link_index(std::string_view id) const;
   [[nodiscard]] std::optional<size_t> switch_index(std::string_view id) const;

@@ -127,7 +127,7 @@ std::string unknown_policy_hint(std::string_view name) {
 
 PlanOutcome make_plan(const Workload& w, const hw::Topology& t, const PlanRequest& req) {
   uint64_t budget = req.target.budget;
-  if (budget == 0) budget = t.tiers[req.target.device_tier].capacity.value;
+  if (budget == 0) budget = t.usable(req.target.device_tier);
   PlanOutcome full = plan_at(w, t, req, budget);
   if (req.max_overhead < 0 || !full.ok || !full.evaluation || !full.evaluation->ok) return full;
 

@@ -187,7 +187,7 @@ bool Simulator::setup() {
   }
   std::vector<uint64_t> capacity(fabric_.tier_slots());
   for (uint32_t s = 0; s < capacity.size(); ++s) {
-    capacity[s] = t_.tiers[fabric_.slot_tier(s).first].capacity.value;
+    capacity[s] = t_.usable(fabric_.slot_tier(s).first);
   }
   ledger_ = std::make_unique<MemoryLedger>(std::move(capacity));
   static_by_kind_.assign(fabric_.tier_slots(), std::vector<uint64_t>(kTensorKindNames.size() + 1));

@@ -18,6 +18,15 @@ for tier in ssd ddr; do
     contains "$tier-$policy-simulated" "$tmp/out" "simulated makespan"
   done
 done
+# Usable memory: the budget is the capacity less the device's 1 GiB reserve (96GB = 89.4GiB),
+# and the simulator holds a plan to it: a bigger reserve makes the same plan overflow.
+check usable 0 "$tf" plan --workload "$tmp/w.json" --hw $hw --set tiers.hbm.capacity=96GB \
+  --policy hyperoffload --devices 1 --threads 1 -o "$tmp/p96.json"
+contains usable-budget "$tmp/out" "budget    88.4GiB per device"
+check usable-sim 0 "$tf" sim --plan "$tmp/p96.json"
+check usable-sim-reserve 1 "$tf" sim --plan "$tmp/p96.json" --set devices.h100.reserved=3GiB
+contains usable-sim-reserve-msg "$tmp/err" "of 86.4GiB is free"
+
 # The same at 1 GB/s (slower still, and it still fits).
 check ssd-1gbs 0 "$tf" plan --workload "$tmp/w.json" --hw $hw --set tiers.hbm.capacity=96GB \
   --set tiers.ssd.read_bandwidth=1GB/s --pin weight=ssd --policy tierflow --devices 1 --threads 1

@@ -39,7 +39,7 @@ check vary-bad-field 2 "$tf" whatif "${small[@]}" --vary bacth=1,2
 contains vary-bad-field-hint "$tmp/err" "did you mean 'batch'"
 
 # max-batch without a target: the largest that fits without offload.
-check max-batch 0 "$tf" whatif "${small[@]}" --set tiers.hbm.capacity=4GiB --question max-batch --json -o "$tmp/b.json"
+check max-batch 0 "$tf" whatif "${small[@]}" --set tiers.hbm.capacity=5GiB --question max-batch --json -o "$tmp/b.json"
 ok max-batch-next-fails python3 -c '
 import json, sys
 a = json.load(open(sys.argv[1]))["answers"][0]

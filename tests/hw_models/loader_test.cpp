@@ -82,9 +82,35 @@ TEST_CASE("show --json reports base units and is stable") {
   const Topology t = load_topology(config("h100-sxm-8gpu.yaml"));
   const auto j = show_json(t);
   CHECK(j["system"]["devices"] == 8);
-  CHECK(j["tiers"][0]["capacity_bytes"] == 80'000'000'000ULL);
+  // The H100's HBM as the device exposes it (81,559 MiB), less the 1 GiB reserve.
+  CHECK(j["tiers"][0]["capacity_bytes"] == 81'559ULL << 20);
+  CHECK(j["tiers"][0]["usable_bytes"] == (81'559ULL << 20) - (1ULL << 30));
+  CHECK(j["devices"][0]["reserved_bytes"] == 1ULL << 30);
   CHECK(show_json(t).dump() == j.dump());
   CHECK(show_text(t) == show_text(load_topology(config("h100-sxm-8gpu.yaml"))));
+}
+
+TEST_CASE("usable memory: a tier's capacity less its devices' reserve") {
+  const std::string h100 = config("h100-sxm-8gpu.yaml");
+  const Topology t = load_topology(h100);
+  const size_t hbm = *t.tier_index("hbm"), ddr = *t.tier_index("ddr");
+  CHECK(t.usable(hbm) == (81'559ULL << 20) - (1ULL << 30));
+  CHECK(t.usable(ddr) == t.tiers[ddr].capacity.value);  // no device computes from DDR
+  // Overrides apply to both; a reserve of 0B gives the whole tier.
+  const Topology none = load_topology(h100, LoadOptions{{"devices.h100.reserved=0B"}, false});
+  CHECK(none.usable(hbm) == 81'559ULL << 20);
+  const Topology big = load_topology(
+      h100, LoadOptions{{"tiers.hbm.capacity=96GB", "devices.h100.reserved=2GiB"}, false});
+  CHECK(big.usable(hbm) == 96'000'000'000ULL - (2ULL << 30));
+  CHECK(show_text(big).find(" 87.4GiB ") != std::string::npos);  // 96GB = 89.4GiB, less 2GiB
+  // A reserve that leaves nothing is an error at the value, with the way out.
+  CHECK_THROWS_WITH_AS(
+      load_topology(h100, LoadOptions{{"tiers.hbm.capacity=1GB"}, false}),
+      doctest::Contains("device 'h100': reserved 1GiB leaves nothing of local_tier 'hbm' (1GB) "
+                        "to plans; lower it (--set devices.h100.reserved=0B)"),
+      InputError);
+  CHECK_THROWS_WITH_AS(load_topology(h100, LoadOptions{{"devices.h100.reserved=-1GiB"}, false}),
+                       doctest::Contains("reserved"), InputError);
 }
 
 TEST_CASE("--set on an unknown id suggests the ids it is a part of") {

@@ -222,7 +222,7 @@ def test_simulate(cli, small_workload, tmp_path):
     assert faster.makespan_ps < s.makespan_ps and faster.moved_bytes == s.moved_bytes
     assert tierflow.simulate(str(path), set=["links.gpu-pcie.bandwidth=128GB/s"]).makespan_ps == faster.makespan_ps
     # A plan that does not fit the tier it runs on is a result, not an exception.
-    small = tierflow.simulate(p, set=["tiers.hbm.capacity=1GB"])
+    small = tierflow.simulate(p, set=["tiers.hbm.capacity=1GB", "devices.h100.reserved=0B"])
     assert not small.ok and small.error_kind == "capacity" and small.makespan_s is None
     with pytest.raises(tierflow.InputError, match="on_full"):
         tierflow.simulate(p, on_full="stall")
@@ -273,7 +273,7 @@ def test_compare(cli):
 SPEC = {
     "name": "api-test",
     "base": {"hw": "h100-sxm-8gpu", "model": "llama-3-8b", "layers": 2, "phase": "decode",
-             "context": 1024, "tokens": 4, "tiers.hbm.capacity": "2GB"},
+             "context": 1024, "tokens": 4, "tiers.hbm.capacity": "2GB", "devices.h100.reserved": "0B"},
     "axes": [{"batch": [1, 4]}, {"links.gpu-pcie.bandwidth": ["32GB/s", "64GB/s"]}],
 }
 

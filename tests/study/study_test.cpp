@@ -201,7 +201,7 @@ TEST_CASE("whatif min-memory equals the smallest passing budget of a brute-force
 
 TEST_CASE("whatif max-batch: the answer passes, the next batch does not") {
   Scenario s = small_decode();
-  s.sets.push_back("tiers.hbm.capacity=4GiB");
+  s.sets.push_back("tiers.hbm.capacity=5GiB");  // 4GiB usable: the H100 reserves 1GiB
   Study study;
   WhatIfOptions o;
   o.question = Question::kMaxBatch;

@@ -105,7 +105,7 @@ std::optional<ReplayError> build_layout(const Plan& plan, const Workload& w, con
 
   // Arenas: one device arena per program, then every host tier instance a program uses.
   const size_t nt = plan.tiers.size();
-  const uint64_t tier_capacity = dev.capacity.value;
+  const uint64_t tier_capacity = t.usable(out.dev_tier);
   out.budget = std::min(plan_budget(plan).value_or(tier_capacity), tier_capacity);
   uint64_t max_workspace = 0;
   for (const Op& o : w.ops) max_workspace = std::max(max_workspace, o.workspace);

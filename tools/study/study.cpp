@@ -257,7 +257,7 @@ Trial Study::run(const Scenario& s) {
   t.topology = topo->name;
   const planner::Target target = make_target(*topo, s.device, s.devices, "--device");
   t.device_tier = topo->tiers[target.device_tier].id;
-  t.budget = s.budget != 0 ? s.budget : topo->tiers[target.device_tier].capacity.value;
+  t.budget = s.budget != 0 ? s.budget : topo->usable(target.device_tier);
 
   auto conclude = [&t] {
     t.ok = true;

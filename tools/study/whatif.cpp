@@ -18,10 +18,19 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 std::string pct(double x) { return fmt::format("{:+.1f}%", 100 * x); }
 
 /// The device tier of `s` on its topology.
-hw::Tier device_tier(Study& study, const Scenario& s) {
+/// The scenario's device tier and the bytes of it plans may use (its capacity less the
+/// device's `reserved`).
+struct DeviceTier {
+  hw::Tier tier;
+  uint64_t usable = 0;
+  uint64_t reserved = 0;
+};
+
+DeviceTier device_tier(Study& study, const Scenario& s) {
   const auto topo = study.topology(s);
   const planner::Target t = make_target(*topo, s.device, s.devices, "--device");
-  return topo->tiers[t.device_tier];
+  const uint64_t usable = topo->usable(t.device_tier);
+  return {topo->tiers[t.device_tier], usable, topo->tiers[t.device_tier].capacity.value - usable};
 }
 
 Probe probe_of(const std::string& value, const Trial& t, bool pass, std::string why) {
@@ -38,9 +47,9 @@ Probe probe_of(const std::string& value, const Trial& t, bool pass, std::string 
 Answer min_memory(Study& study, const Scenario& s, const WhatIfOptions& o) {
   Answer a;
   a.question = Question::kMinMemory;
-  const hw::Tier tier = device_tier(study, s);
-  const std::string& tier_id = tier.id;
-  const uint64_t capacity = tier.capacity.value;
+  const DeviceTier dev = device_tier(study, s);
+  const std::string& tier_id = dev.tier.id;
+  const uint64_t capacity = dev.usable;
   const Trial fastest = study.unlimited_trial(s);
   if (!fastest.ok) {
     a.binding = "even the resident plan on unlimited memory fails: " + fastest.reason;
@@ -62,7 +71,9 @@ Answer min_memory(Study& study, const Scenario& s, const WhatIfOptions& o) {
     Scenario p = s;
     p.budget = budget;
     if (budget > capacity) {
-      p.sets.push_back(fmt::format("tiers.{}.capacity={}", tier_id, to_string(Bytes{budget})));
+      // A bigger device: its reserve stays, so the tier holds the budget and the reserve.
+      p.sets.push_back(
+          fmt::format("tiers.{}.capacity={}", tier_id, to_string(Bytes{budget + dev.reserved})));
     }
     Trial t = study.run(p);
     const bool pass = t.ok && t.latency_ps() <= a.limit_ps;
@@ -109,12 +120,13 @@ Answer min_memory(Study& study, const Scenario& s, const WhatIfOptions& o) {
                             to_string_approx(Bytes{lo + 1}), tier_id);
   }
   if (hi > capacity) {
-    a.note = fmt::format("more than the device's {} of '{}' ({:.2f}x): this is what the model "
-                         "would need",
-                         to_string_approx(Bytes{capacity}), tier_id,
-                         static_cast<double>(hi) / static_cast<double>(capacity));
+    a.note = fmt::format(
+        "more than the device's usable {} of '{}' ({:.2f}x): this is what the model "
+        "would need",
+        to_string_approx(Bytes{capacity}), tier_id,
+        static_cast<double>(hi) / static_cast<double>(capacity));
   } else {
-    a.note = fmt::format("fits the device's {} of '{}' ({:.0f}% of it)",
+    a.note = fmt::format("fits the device's usable {} of '{}' ({:.0f}% of it)",
                          to_string_approx(Bytes{capacity}), tier_id,
                          100.0 * static_cast<double>(hi) / static_cast<double>(capacity));
   }
@@ -250,7 +262,7 @@ Answer upgrade(Study& study, const Scenario& s, const WhatIfOptions& o) {
            read ? tier.read_bandwidth.bytes_per_s : tier.write_bandwidth.bytes_per_s, true});
     }
   }
-  const hw::Tier dev = device_tier(study, s);
+  const hw::Tier dev = device_tier(study, s).tier;
   add({fmt::format("tier '{}' capacity", dev.id), fmt::format("tiers.{}.capacity", dev.id),
        static_cast<double>(dev.capacity.value), false});
   const double base_ps = static_cast<double>(base.latency_ps());
