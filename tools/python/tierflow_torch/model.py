@@ -139,18 +139,27 @@ class Model:
                              "with")
 
     def release_weights(self):
-        """Moves the model's own parameters and buffers to the meta device: from here on
-        the runtime's copies are the only ones, and any read that bypasses them fails."""
+        """Moves the model's own parameters and buffers to the meta device and frees their
+        memory: from here on the runtime's copies are the only ones, and a read that
+        bypasses them fails."""
         torch = self.torch
-        modules = list(self.gm.modules()) + list(self.traced.model.modules())
-        for m in modules:
-            for k, p in list(m._parameters.items()):
-                if p is not None and p.device.type != "meta":
-                    m._parameters[k] = torch.nn.Parameter(p.detach().to("meta"),
-                                                          requires_grad=p.requires_grad)
-            for k, b in list(m._buffers.items()):
-                if b is not None and b.device.type != "meta":
-                    m._buffers[k] = b.detach().to("meta")
+        originals = []
+        for m in list(self.gm.modules()) + list(self.traced.model.modules()):
+            for table in (m._parameters, m._buffers):
+                for k, t in list(table.items()):
+                    if t is None or t.device.type == "meta":
+                        continue
+                    originals.append(t)
+                    meta = t.detach().to("meta")
+                    table[k] = torch.nn.Parameter(meta, requires_grad=t.requires_grad) \
+                        if isinstance(t, torch.nn.Parameter) else meta
+        # Other references to the originals (the recorder's, the reference run's) keep the
+        # objects, not the memory.
+        for t in originals:
+            if t.numel() > 0:
+                t.storage().resize_(0)
+        self.values = None
+        self.param_of_tid = {}
 
 
 def load_model(source, workload_meta=None):

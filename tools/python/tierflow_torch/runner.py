@@ -119,7 +119,6 @@ def run(plan_path, source, device="cpu", check=False, sim_report=None, tierflow=
         reference = run_reference(model, backend.device)
         t_reference = clock() - t1
     model.release_weights()
-    model.values = None
 
     executor = Executor(model, plan, memory, backend)
     measured = {}
