@@ -273,7 +273,16 @@ class Executor:
             if island.roots:
                 self.islands[op.id] = island
         for tid in op.outputs:
-            self.mem.produce(tid, produced[tid].detach(), step)
+            self.produce(tid, produced[tid].detach(), step)
+
+    def produce(self, tid, tensor, step):
+        """An output onto the device; its real size must be the workload's, which is what
+        the tracked bytes count."""
+        real = tensor.numel() * tensor.element_size()
+        if real != self.wl.tensors[tid].bytes:
+            raise InternalError(f"'{self.wl.tensors[tid].name}' has {real} bytes, the "
+                                f"workload says {self.wl.tensors[tid].bytes}")
+        self.mem.produce(tid, tensor, step)
 
     def forward_compute(self, node, sub, ctx):
         """Runs forward op `sub` of fx node `node`; returns {tensor id: tensor} of the
@@ -527,7 +536,7 @@ class Executor:
                                         f"'{self.wl.tensors[v[0]].name}'")
                 g = self.wl.grad[v]
                 if g in op.outputs:
-                    self.mem.produce(g, c, step)
+                    self.produce(g, c, step)
                 else:
                     self.grad_value(v, ctx, for_update=True).add_(c)
         if not retain:
@@ -543,7 +552,7 @@ class Executor:
         with torch.enable_grad():
             loss = loss_fn(torch, leaf, labels)
             (g,) = torch.autograd.grad(loss, [leaf])
-        self.mem.produce(self.wl.grad[targets[0]], g, step)
+        self.produce(self.wl.grad[targets[0]], g, step)
         self.loss = loss.detach()
 
     # -- the optimizer --------------------------------------------------------------------

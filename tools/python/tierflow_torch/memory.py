@@ -47,6 +47,9 @@ class CpuBackend:
     def initial(self, value, on_device):
         return layout_copy(self.torch, value)
 
+    def begin(self, start):
+        pass
+
     def compute_waits(self, events):
         pass
 
@@ -83,7 +86,12 @@ class CudaBackend:
         self.h2d = torch.cuda.Stream(self.device)
         self.d2h = torch.cuda.Stream(self.device)
         self.anchor = None  # event after the latest compute step
-        self.last_copy = []  # the latest event on each copy stream, joined at the end
+        self.last_copy = {}  # copy stream -> its latest event, joined at the end
+
+    def begin(self, start):
+        """The run starts at event `start` (recorded on the compute stream): the first
+        cache steps, issued before any compute step, wait for it."""
+        self.anchor = start
 
     def _issue(self, stream, waits):
         if self.anchor is not None:
@@ -102,7 +110,7 @@ class CudaBackend:
         dev.record_stream(self.compute)
         done = torch.cuda.Event()
         done.record(self.h2d)
-        self.last_copy = [done] + self.last_copy[-1:]
+        self.last_copy["h2d"] = done
         return dev, done
 
     def to_host(self, dev, waits):
@@ -115,7 +123,7 @@ class CudaBackend:
         dev.record_stream(self.d2h)
         done = torch.cuda.Event()
         done.record(self.d2h)
-        self.last_copy = self.last_copy[:1] + [done]
+        self.last_copy["d2h"] = done
         return host, done
 
     def initial(self, value, on_device):
@@ -138,7 +146,7 @@ class CudaBackend:
 
     def join(self):
         """The compute stream waits for every copy issued so far."""
-        for e in self.last_copy:
+        for e in self.last_copy.values():
             self.compute.wait_event(e)
 
     def synchronize(self):
@@ -303,6 +311,9 @@ class Memory:
             if event is None or event not in self.waited:
                 raise PlanError(step, f"reads '{self.names[tid]}' before waiting on the "
                                 f"event of step {by.index} that prefetches it", self.workload)
+            # The plan's rule lets any earlier step wait on the prefetch (a store, say, on
+            # its own stream): compute waits for the copy itself before its first read.
+            self.backend.compute_waits([self.events[event][0]])
             del self.pending[tid]
         return self.dev[tid]
 

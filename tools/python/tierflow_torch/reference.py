@@ -24,8 +24,13 @@ def run_reference(model, device):
     inputs = [t.to(device) for t in model.traced.inputs]
     result = {}
     if not model.train:
-        with torch.no_grad():
-            result["outputs"] = [t.cpu() for t in model_outputs(model, torch, inputs)]
+        # nn.MultiheadAttention takes a fused native path when no gradient is recorded; with
+        # one recorded it runs torch.nn.functional.multi_head_attention_forward, which is
+        # what torch_export's five attention ops stand for and what the runtime computes.
+        # (On CPU both paths give the same bits; on a GPU they need not.)
+        mha = any(isinstance(m, torch.nn.MultiheadAttention) for m in net.modules())
+        with torch.enable_grad() if mha else torch.no_grad():
+            result["outputs"] = [t.detach().cpu() for t in model_outputs(model, torch, inputs)]
         return result
     params = [model.param_of_tid[t] for t in sorted(model.param_of_tid)]
     for p in params:

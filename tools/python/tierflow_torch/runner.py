@@ -98,19 +98,28 @@ def run(plan_path, source, device="cpu", check=False, sim_report=None, tierflow=
     if device not in ("cpu", "cuda"):
         raise InputError(f"device {device!r}: cpu or cuda")
     backend = CudaBackend(torch) if device == "cuda" else CpuBackend(torch)
+    if backend.name == "cuda":
+        # Exact equality with the un-offloaded run needs the same kernels to give the same
+        # bits: no autotuned or nondeterministic cuDNN algorithms.
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
     memory = Memory(torch, backend, plan.workload, plan)
     wl = model.wl
     state_of = {}
     for _, (p_tid, states) in wl.optimizer.items():
         for s in states:
             state_of[s] = p_tid
+    resized = []
     for t in wl.tensors:
         if t.origin != "external":
             continue
         if t.kind == "optimizer_state":
+            # As torch.optim.AdamW makes them: zeros like the weight (its dtype).
             value = torch.zeros_like(model.values[state_of[t.id]])
         else:
             value = model.values[t.id]
+        if value.numel() * value.element_size() != t.bytes:
+            resized.append(t.name)
         memory.place_external(t.id, value)
 
     reference, t_reference = None, None
@@ -128,6 +137,7 @@ def run(plan_path, source, device="cpu", check=False, sim_report=None, tierflow=
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record(backend.compute)
+        backend.begin(start)
     t2 = clock()
     executor.run()
     if backend.name == "cuda":
@@ -174,6 +184,11 @@ def run(plan_path, source, device="cpu", check=False, sim_report=None, tierflow=
     }
     if sim_note:
         report["notes"].append(sim_note)
+    if resized:
+        report["notes"].append(
+            f"{len(resized)} external tensors (e.g. '{resized[0]}') have another size in torch "
+            "than in the workload (AdamW keeps a bf16 weight's state in bf16, the workload "
+            "in fp32); the tracked bytes are the workload's")
     if measured:
         report["measured"] = measured
     if executor.loss is not None:
