@@ -223,3 +223,28 @@ def test_model_must_match_workload(tierflow_cli, llama_workload, tmp_path):
                        "model's export"):
         tierflow_torch.run(plan, {"hf_config": LLAMA, "seq": SEQ + 1},
                            tierflow=tierflow_cli.binary)
+
+
+def test_cuda_path_bookkeeping(tierflow_cli, exports, tmp_path):
+    """The CUDA path's bookkeeping on a stand-in for torch.cuda (cuda_stand_in.py: streams
+    and events that count their calls, tensors on the CPU). Not a GPU test: it checks that
+    every prefetch records its event on the host-to-device stream and marks its tensor for
+    the compute stream, every store the same on the device-to-host stream, every compute
+    step records the anchor event, and the results still equal the un-offloaded run."""
+    workload = exports.path("--hf-config", LLAMA, "--seq", str(SEQ), "--train")
+    plan = make_plan(tierflow_cli, workload, "tierflow", "600KiB", tmp_path / "plan.json",
+                     INT8_RATE)
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "python",
+                                                          "cuda_stand_in.py"),
+                             plan, json.dumps({"hf_config": LLAMA}), tierflow_cli.binary],
+                            capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    steps, calls = summary["steps"], summary["calls"]
+    assert summary["ok"] and summary["device"] == "cuda"
+    assert steps["prefetch"] > 0 and steps["store"] > 0
+    assert calls["event on h2d"] == calls["record_stream compute"] == steps["prefetch"]
+    assert calls["event on d2h"] == calls["record_stream d2h"] == steps["store"]
+    assert calls["event on compute"] == steps["compute"] + 2  # one per step, start and end
+    assert calls["h2d waits"] >= steps["prefetch"]  # each at least on its anchor
+    assert calls["d2h waits"] >= steps["store"]
