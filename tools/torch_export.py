@@ -164,6 +164,17 @@ class Workload:
         self._tensor_names = set()
         self._op_names = set()
         self.version = {}  # tensor id -> number of in-place updates so far
+        # What add_training_step derived, for tools/python/tierflow_torch, which executes
+        # the backward ops: value -> needs a gradient; value -> its gradient tensor;
+        # backward op id -> (forward op id or None for the loss, "dgrad" | "wgrad" | "bwd" |
+        # "loss", the values whose gradients it creates or adds to); a value that took its
+        # consumer's gradient tensor without an op -> (that forward op id, the output value);
+        # optimizer op id -> (weight tensor id, state tensor ids).
+        self.requires = {}
+        self.grad = {}
+        self.backward = {}
+        self.grad_alias = {}
+        self.optimizer = {}
 
     @staticmethod
     def _unique(name, used):
@@ -369,6 +380,11 @@ def make_recorder(torch, fx):
                 self.param_names.setdefault(id(b), name)
             self.moe_paths = moe_paths
             self.outputs = []
+            # For tools/python/tierflow_torch, which runs the graph again with a plan:
+            # the ops each node emitted (ids, in order) and the values of nodes that
+            # produced no tensor (sizes, dtypes, devices), which it does not recompute.
+            self.node_ops = {}
+            self.consts = {}
 
         # -- helpers ---------------------------------------------------------------
 
@@ -495,8 +511,12 @@ def make_recorder(torch, fx):
 
         def run_node(self, n):
             args, kwargs = self.fetch_args_kwargs_from_env(n)
+            first = len(self.wl.ops)
             result = getattr(self, n.op)(n.target, args, kwargs)
             self.refs[n] = self.record(n, args, kwargs, result)
+            self.node_ops[n] = list(range(first, len(self.wl.ops)))
+            if not tensor_leaves(result, []):
+                self.consts[n] = result
             return result
 
         def record(self, n, args, kwargs, result):
@@ -919,11 +939,13 @@ def add_training_step(wl, logits_tids, label_tid, master_weights):
     def needs(v):
         return v is not None and requires.get(v, False)
 
-    def emit(name, kind, dtype, flops, inputs, targets, layer):
-        """A backward op reading `inputs` and adding to the gradients of the values
-        `targets`: the first contribution to a gradient creates it, later ones update it."""
+    def emit(name, kind, dtype, flops, inputs, targets, layer, of=None, part="bwd"):
+        """A backward op of forward op `of` reading `inputs` and adding to the gradients of
+        the values `targets`: the first contribution to a gradient creates it, later ones
+        update it."""
         outs, updates, new = [], [], []
-        for v in _dedup(targets):
+        targets = _dedup(targets)
+        for v in targets:
             if v in grad:
                 updates.append(grad[v])
             else:
@@ -936,16 +958,17 @@ def add_training_step(wl, logits_tids, label_tid, master_weights):
         inputs = _dedup(inputs)
         nbytes = wl.bytes_of([i for i in inputs if i not in updates]) + \
             sum(o[3] for o in outs) + 2 * wl.bytes_of(updates)
-        _, tids = wl.add_op(name, kind, dtype, int(flops), nbytes, inputs, outs, updates,
-                            layer=layer)
+        bop, tids = wl.add_op(name, kind, dtype, int(flops), nbytes, inputs, outs, updates,
+                              layer=layer)
         for v, g in zip(new, tids):
             grad[v] = g
+        wl.backward[bop.id] = (of, part, targets)
 
     # The loss: cross-entropy of the logits against the labels, which yields the logits'
     # gradient directly.
     numel = sum(wl.tensors[t].numel for t in logits_tids)
     emit("loss", "elementwise", "fp32", LOSS_FLOPS_PER_LOGIT * numel,
-         list(logits_tids) + [label_tid], [wl.val(t) for t in logits_tids], -1)
+         list(logits_tids) + [label_tid], [wl.val(t) for t in logits_tids], -1, part="loss")
 
     for op in reversed(fwd_ops):
         gouts = [grad[v] for v in op.out_vals if v in grad]
@@ -958,15 +981,17 @@ def add_training_step(wl, logits_tids, label_tid, master_weights):
         rule = bw.get("rule")
         vals = {v[0]: v for v in op.in_vals}
         gy = gouts[0]
+        of = op.id
         if rule == "linear":  # x W^T (+ b), and convolutions
             x, w = vals.get(bw["x"]), vals.get(bw["w"])
             b = vals.get(bw["b"]) if bw["b"] is not None else None
             if needs(x):
-                emit(f"{op.name}.dgrad", kind, dtype, 2 * bw["mkn"], [gy, bw["w"]], [x], layer)
+                emit(f"{op.name}.dgrad", kind, dtype, 2 * bw["mkn"], [gy, bw["w"]], [x], layer,
+                     of, "dgrad")
             if needs(w) or needs(b):
                 flops = (2 * bw["mkn"] if needs(w) else 0) + (bw["mn"] if needs(b) else 0)
                 emit(f"{op.name}.wgrad", kind, dtype, flops, [gy, bw["x"]],
-                     [v for v in (w, b) if needs(v)], layer)
+                     [v for v in (w, b) if needs(v)], layer, of, "wgrad")
         elif rule == "matmul":  # A B: dA = dY B^T, dB = A^T dY, each the forward's FLOPs
             operands = bw["operands"]
             targets = [vals[t] for t in operands if needs(vals.get(t))]
@@ -974,12 +999,12 @@ def add_training_step(wl, logits_tids, label_tid, master_weights):
             if bw.get("add") is not None and needs(vals.get(bw["add"])):
                 targets.append(vals[bw["add"]])
                 flops += wl.tensors[gy].numel
-            emit(f"{op.name}.bwd", kind, dtype, flops, [gy] + operands, targets, layer)
+            emit(f"{op.name}.bwd", kind, dtype, flops, [gy] + operands, targets, layer, of)
         elif rule == "embedding":  # scatter-add of the output gradient's rows
             if needs(vals.get(bw["w"])):
                 emit(f"{op.name}.wgrad", "embedding", dtype,
                      sum(wl.tensors[g].numel for g in gouts), gouts + [bw["ids"]],
-                     [vals[bw["w"]]], layer)
+                     [vals[bw["w"]]], layer, of, "wgrad")
         elif rule in ("add", "identity"):
             # The gradient passes through: an operand without a gradient yet takes the
             # output's; one with a gradient, a broadcast one (summed over the broadcast
@@ -994,17 +1019,18 @@ def add_training_step(wl, logits_tids, label_tid, master_weights):
                 if v not in grad and not negate and numel == wl.tensors[gy].numel and \
                         len(gouts) == 1:
                     grad[v] = gy
+                    wl.grad_alias[v] = (op.id, [o for o in op.out_vals if o in grad][0])
                 else:
                     work.append(v)
                     flops += wl.tensors[gy].numel
             if work:
-                emit(f"{op.name}.bwd", "elementwise", dtype, flops, gouts, work, layer)
+                emit(f"{op.name}.bwd", "elementwise", dtype, flops, gouts, work, layer, of)
         elif rule == "copy":
-            emit(f"{op.name}.bwd", "elementwise", dtype, 0, gouts, need, layer)
+            emit(f"{op.name}.bwd", "elementwise", dtype, 0, gouts, need, layer, of)
         else:  # generic: reads the output gradients and the op's inputs, 2x the FLOPs
             saved = [v[0] for v in op.in_vals if v not in op.out_vals]
             emit(f"{op.name}.bwd", kind, dtype, BACKWARD_FACTOR * op.flops, gouts + saved,
-                 need, layer)
+                 need, layer, of)
 
     # AdamW, one op per parameter tensor that got a gradient.
     for p in list(wl.tensors):
@@ -1016,9 +1042,13 @@ def add_training_step(wl, logits_tids, label_tid, master_weights):
                   for what in (("adam_m", "adam_v", "master") if master_weights
                                else ("adam_m", "adam_v"))]
         updated = [p.id] + states
-        wl.add_op(f"adamw.{p.name}", "optimizer", "fp32", ADAMW_FLOPS_PER_ELEMENT * p.numel,
-                  wl.tensors[g].bytes + 2 * wl.bytes_of(updated), [g], [], updates=updated,
-                  layer=p.layer)
+        aop, _ = wl.add_op(f"adamw.{p.name}", "optimizer", "fp32",
+                           ADAMW_FLOPS_PER_ELEMENT * p.numel,
+                           wl.tensors[g].bytes + 2 * wl.bytes_of(updated), [g], [],
+                           updates=updated, layer=p.layer)
+        wl.optimizer[aop.id] = (p.id, states)
+    wl.requires = requires
+    wl.grad = grad
 
 
 # ---------------------------------------------------------------------------------------
@@ -1355,7 +1385,21 @@ def moe_block_paths(model, torch):
                   if isinstance(getattr(m, "experts", None), torch.nn.ModuleList))
 
 
-def export(args):
+class Traced:
+    """A traced model and the workload recorded from it (see trace)."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+def trace(args):
+    """Builds, traces and runs the model that `args` (parse_args) names and records its
+    workload. Returns a Traced with: torch, model, gm (the fx GraphModule), inputs (the
+    sample inputs in placeholder order), recorder (node -> tensor refs, node -> op ids,
+    parameter -> tensor id), wl (the Workload), output_tids, label_tid (None unless
+    --train), info, stem and doc (the tierflow.workload/1 document). The graph and the
+    names are the ones the exported file has, so a plan made for that file refers to them
+    (tools/python/tierflow_torch runs it)."""
     warnings.filterwarnings(os.environ.get("TORCH_EXPORT_WARNINGS", "ignore"))
     import torch
     import torch.fx as fx
@@ -1384,6 +1428,7 @@ def export(args):
             wl.tensors[t].kind = "output"
 
     phase = "train" if args.train else ("prefill" if args.hf_config else "forward")
+    label = None
     if args.train:
         # int64 labels: one per token (causal LM), one per image (classifier)
         count = args.batch * (args.seq if args.hf_config else 1)
@@ -1416,7 +1461,12 @@ def export(args):
     problems = check_workload(doc)
     if problems:
         raise InternalError("the workload breaks the format rules: " + "; ".join(problems[:3]))
-    return doc
+    return Traced(torch=torch, model=model, gm=gm, inputs=inputs, recorder=rec, wl=wl,
+                  output_tids=output_tids, label_tid=label, info=info, stem=stem, doc=doc)
+
+
+def export(args):
+    return trace(args).doc
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,0 +1,250 @@
+"""The PyTorch runtime (tools/python/tierflow_torch) on CPU: plans made by the tierflow CLI
+for models exported by tools/torch_export.py run on those models with the device memory
+tracked. Checked against independent sources: the un-offloaded model's outputs (exact
+equality, same dtype), the plan file's own order of cache steps, and the device-tier peak
+of `tierflow sim --json` on the same plan.
+
+Run by CTest as python/torch_runtime, with TIERFLOW_BIN at the build's CLI; without a CLI
+(TIERFLOW_BIN unset and no build/test or build/release in this tree) the tests skip.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, config_path
+
+sys.path.insert(0, os.path.join(ROOT, "tools", "python"))
+
+import tierflow_torch  # noqa: E402
+from tierflow_torch.runner import find_tierflow  # noqa: E402
+
+H100 = os.path.join(ROOT, "configs", "hw", "h100-sxm-8gpu.yaml")
+# The exported Llama computes its masks and positions in integer types, which the shipped
+# topologies give no rate for (those ops have no FLOPs; the rate only has to exist).
+INT8_RATE = ["--set", "devices.h100.peak.int8=1979TFLOP/s"]
+LLAMA = config_path("llama")
+SEQ = 8
+
+
+@pytest.fixture(scope="session")
+def tierflow_cli():
+    binary = find_tierflow()
+    if binary is None:
+        pytest.skip("no tierflow CLI: set TIERFLOW_BIN or build build/test/tools/tierflow")
+
+    def run(*args):
+        result = subprocess.run([binary] + list(args), capture_output=True, text=True,
+                                cwd=ROOT, timeout=600)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    run.binary = binary
+    return run
+
+
+def make_plan(cli, workload, policy, budget, out, extra=()):
+    cli("plan", "--hw", H100, *extra, "--workload", workload, "--devices", "1", "--budget",
+        budget, "--policy", policy, "-o", str(out))
+    return str(out)
+
+
+def sim_peak(cli, plan_path):
+    """The simulator's device-tier peak (tiers[] of the report, docs/cli.md)."""
+    with open(plan_path, encoding="utf-8") as f:
+        device_tier = json.load(f)["device_tier"]
+    report = json.loads(cli("sim", "--plan", plan_path, "--json"))
+    peaks = [t["peak"] for t in report["tiers"] if t["tier"] == device_tier]
+    assert peaks, report["tiers"]
+    return peaks[0]
+
+
+def plan_cache_steps(plan_path):
+    with open(plan_path, encoding="utf-8") as f:
+        steps = json.load(f)["programs"][0]["steps"]
+    order = []
+    for i, s in enumerate(steps):
+        for kind in ("prefetch", "store", "detach"):
+            if kind in s:
+                order.append([i, kind, s[kind]])
+    return order
+
+
+def weight_bytes(workload):
+    with open(workload, encoding="utf-8") as f:
+        return sum(t["bytes"] for t in json.load(f)["tensors"] if t["kind"] == "weight")
+
+
+def check_report(report, plan_path, cli):
+    assert report["check"]["ok"], json.dumps(report["check"], indent=1)[:3000]
+    for row in report["check"]["outputs"]:
+        assert row["equal"], row
+    assert report["executed_cache_steps"] == plan_cache_steps(plan_path)
+    assert report["cache_steps_in_plan_order"]
+    peak = sim_peak(cli, plan_path)
+    assert report["device_bytes"]["predicted_peak"] == peak
+    assert 0 < report["device_bytes"]["tracked_peak"] <= peak
+    assert report["steps"]["executed"] == sum(report["steps"][k] for k in
+                                              ("compute", "prefetch", "store", "detach"))
+
+
+@pytest.fixture(scope="session")
+def llama_workload(exports):
+    return exports.path("--hf-config", LLAMA, "--seq", str(SEQ))
+
+
+# Budgets below the weights (185 KiB): layerwise streams every layer's weights and needs
+# about 172 KiB; tierflow fits 128 KiB.
+@pytest.mark.parametrize("policy, budget", [("layerwise", "180KiB"), ("tierflow", "128KiB")])
+def test_llama_prefill(tierflow_cli, llama_workload, tmp_path, policy, budget):
+    plan = make_plan(tierflow_cli, llama_workload, policy, budget, tmp_path / "plan.json",
+                     INT8_RATE)
+    assert int(budget[:-3]) * 1024 < weight_bytes(llama_workload)
+    report = tierflow_torch.run(plan, {"hf_config": LLAMA, "seq": SEQ}, check=True,
+                                tierflow=tierflow_cli.binary)
+    check_report(report, plan, tierflow_cli)
+    assert report["steps"]["prefetch"] > 0  # weights do move
+    out = report["check"]["outputs"][0]
+    assert out["dtype"] == "bfloat16" and out["shape"] == [1, SEQ, 128]
+
+
+def test_cli_json(tierflow_cli, llama_workload, tmp_path):
+    plan = make_plan(tierflow_cli, llama_workload, "tierflow", "128KiB", tmp_path / "plan.json",
+                     INT8_RATE)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools", "python"),
+               TIERFLOW_BIN=tierflow_cli.binary)
+    result = subprocess.run([sys.executable, "-m", "tierflow_torch", "run", "--plan", plan,
+                             "--hf-config", LLAMA, "--check", "--json"], capture_output=True,
+                            text=True, env=env, cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["format"] == "tierflow.torch_run/1" and report["ok"]
+    assert report["device"] == "cpu" and report["policy"] == "tierflow"
+    check_report(report, plan, tierflow_cli)
+    text = subprocess.run([sys.executable, "-m", "tierflow_torch", "run", "--plan", plan,
+                           "--hf-config", LLAMA, "--check"], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=600)
+    assert text.returncode == 0, text.stderr
+    assert "cache steps in plan order: yes" in text.stdout
+    assert "within the prediction" in text.stdout and "check        ok" in text.stdout
+
+
+def test_vit_training_step(tierflow_cli, exports, tmp_path):
+    """ViT-B/16 (224 x 224, batch 1) training step planned into 64 MiB: weights, gradients,
+    optimizer state and saved activations all move. Loss, every updated weight and every
+    AdamW state must equal the un-offloaded step's (autograd + torch.optim.AdamW)."""
+    workload = exports.path("--torchvision", "vit_b_16", "--batch", "1", "--train")
+    plan = make_plan(tierflow_cli, workload, "tierflow", "64MiB", tmp_path / "plan.json")
+    with open(workload, encoding="utf-8") as f:
+        kinds = [t["kind"] for t in json.load(f)["tensors"]]
+    moved = {kinds[s[2]] for s in plan_cache_steps(plan) if s[1] == "prefetch"}
+    assert {"weight", "activation", "optimizer_state"} <= moved, moved
+    report = tierflow_torch.run(plan, {"torchvision": "vit_b_16"}, check=True,
+                                tierflow=tierflow_cli.binary)
+    check_report(report, plan, tierflow_cli)
+    check = report["check"]
+    assert check["loss"]["equal"]
+    assert check["weights"]["equal"] == check["weights"]["of"] == 152
+    assert check["optimizer_states"]["equal"] == check["optimizer_states"]["of"] == 304
+    assert report["phase"] == "train"
+
+
+# -- errors -------------------------------------------------------------------------------
+
+def broken_plan(plan_path, out, edit):
+    with open(plan_path, encoding="utf-8") as f:
+        doc = json.load(f)
+    with open(doc["workload"]["file"] if os.path.isabs(doc["workload"]["file"]) else
+              os.path.join(os.path.dirname(plan_path), doc["workload"]["file"]),
+              encoding="utf-8") as f:
+        workload = json.load(f)
+    doc["workload"] = {"inline": workload}  # the hand edit changes no workload byte
+    message = edit(doc["programs"][0]["steps"], workload)
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(doc, f)
+    return str(out), message
+
+
+def test_input_detached_before_use(tierflow_cli, llama_workload, tmp_path):
+    plan = make_plan(tierflow_cli, llama_workload, "layerwise", "180KiB",
+                     tmp_path / "plan.json", INT8_RATE)
+
+    def edit(steps, workload):
+        # Detach q_proj's input (the normed activation) just before q_proj computes.
+        op = [o for o in workload["ops"] if o["name"] == "model.layers.0.self_attn.q_proj"][0]
+        i = [k for k, s in enumerate(steps) if s.get("compute") == op["id"]][0]
+        steps.insert(i, {"detach": op["inputs"][0]})
+        return (f"step {i + 1} (compute 'model.layers.0.self_attn.q_proj'): "
+                f"'model.layers.0.input_layernorm' (an input of "
+                f"'model.layers.0.self_attn.q_proj') is not on the device; step {i} "
+                "detached it")
+
+    bad, message = broken_plan(plan, tmp_path / "bad.json", edit)
+    with pytest.raises(tierflow_torch.PlanError) as e:
+        tierflow_torch.run(bad, {"hf_config": LLAMA, "seq": SEQ}, tierflow=tierflow_cli.binary)
+    assert str(e.value) == message
+    # The CLI: exit 2 and the same message on one line.
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools", "python"))
+    result = subprocess.run([sys.executable, "-m", "tierflow_torch", "run", "--plan", bad,
+                             "--hf-config", LLAMA], capture_output=True, text=True, env=env,
+                            cwd=ROOT, timeout=600)
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"error: {message}"
+
+
+def test_prefetch_not_waited(tierflow_cli, llama_workload, tmp_path):
+    plan = make_plan(tierflow_cli, llama_workload, "layerwise", "180KiB",
+                     tmp_path / "plan.json", INT8_RATE)
+
+    def edit(steps, workload):
+        # The first compute step that waits on a prefetch no longer waits.
+        i = [k for k, s in enumerate(steps) if "compute" in s and s.get("wait")][0]
+        event = steps[i]["wait"][0]
+        del steps[i]["wait"]
+        j = [k for k, s in enumerate(steps) if s.get("event") == event][0]
+        name = workload["ops"][steps[i]["compute"]]["name"]
+        tensor = workload["tensors"][steps[j]["prefetch"]]["name"]
+        return (f"step {i} (compute '{name}'): reads '{tensor}' before waiting on the event "
+                f"of step {j} that prefetches it")
+
+    bad, message = broken_plan(plan, tmp_path / "bad.json", edit)
+    with pytest.raises(tierflow_torch.PlanError) as e:
+        tierflow_torch.run(bad, {"hf_config": LLAMA, "seq": SEQ}, tierflow=tierflow_cli.binary)
+    assert str(e.value) == message
+
+
+def test_model_must_match_workload(tierflow_cli, llama_workload, tmp_path):
+    plan = make_plan(tierflow_cli, llama_workload, "tierflow", "128KiB", tmp_path / "plan.json",
+                     INT8_RATE)
+    with pytest.raises(tierflow_torch.InputError, match="the plan's workload is not this "
+                       "model's export"):
+        tierflow_torch.run(plan, {"hf_config": LLAMA, "seq": SEQ + 1},
+                           tierflow=tierflow_cli.binary)
+
+
+def test_cuda_path_bookkeeping(tierflow_cli, exports, tmp_path):
+    """The CUDA path's bookkeeping on a stand-in for torch.cuda (cuda_stand_in.py: streams
+    and events that count their calls, tensors on the CPU). Not a GPU test: it checks that
+    every prefetch records its event on the host-to-device stream and marks its tensor for
+    the compute stream, every store the same on the device-to-host stream, every compute
+    step records the anchor event, and the results still equal the un-offloaded run."""
+    workload = exports.path("--hf-config", LLAMA, "--seq", str(SEQ), "--train")
+    plan = make_plan(tierflow_cli, workload, "tierflow", "600KiB", tmp_path / "plan.json",
+                     INT8_RATE)
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "python",
+                                                          "cuda_stand_in.py"),
+                             plan, json.dumps({"hf_config": LLAMA}), tierflow_cli.binary],
+                            capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    steps, calls = summary["steps"], summary["calls"]
+    assert summary["ok"] and summary["device"] == "cuda"
+    assert steps["prefetch"] > 0 and steps["store"] > 0
+    assert calls["event on h2d"] == calls["record_stream compute"] == steps["prefetch"]
+    assert calls["event on d2h"] == calls["record_stream d2h"] == steps["store"]
+    assert calls["event on compute"] == steps["compute"] + 2  # one per step, start and end
+    assert calls["h2d waits"] >= steps["prefetch"]  # each at least on its anchor
+    assert calls["d2h waits"] >= steps["store"]

@@ -1,0 +1,92 @@
+"""python -m tierflow_torch run --plan PLAN.json (--hf-config CONFIG.json --seq S --batch B |
+--torchvision vit_b_16 --batch B [--train]) [--device cpu|cuda] [--check] [--json]
+
+Exit status: 0 ok (with --check: every check passed), 1 a check failed, 2 bad input or a
+plan that cannot run (one line `error: ...` naming the step), 3 internal error.
+"""
+
+import argparse
+import json
+import sys
+
+from .errors import InputError, PlanError
+
+EXIT_CHECK = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise InputError(message)
+
+
+def parse_args(argv):
+    p = Parser(prog="python -m tierflow_torch",
+               description="Run a tierflow plan on the PyTorch model its workload was "
+                           "exported from (docs/torch_runtime.md).")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="execute a plan on the model")
+    r.error = p.error
+    r.add_argument("--plan", required=True, metavar="PLAN.json", help="tierflow.plan/1 file")
+    src = r.add_mutually_exclusive_group(required=True)
+    src.add_argument("--hf-config", metavar="CONFIG.json",
+                     help="Hugging Face config.json the workload was exported from")
+    src.add_argument("--torchvision", metavar="NAME", help="torchvision model, e.g. vit_b_16")
+    r.add_argument("--batch", type=int, help="batch size (default: the workload's)")
+    r.add_argument("--seq", type=int, help="tokens per sequence (default: the workload's)")
+    r.add_argument("--image-size", type=int, help="image side (default: the workload's)")
+    r.add_argument("--dtype", choices=("bf16", "fp16", "fp32"),
+                   help="parameter type (default: the workload's)")
+    r.add_argument("--train", action="store_true", default=None,
+                   help="a training step (default: when the workload's phase is train)")
+    r.add_argument("--seed", type=int, default=0,
+                   help="seed of the weights and inputs, as given to torch_export.py")
+    r.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="cpu: functional run with the device memory tracked (default); "
+                        "cuda: one GPU, copies on side streams")
+    r.add_argument("--check", action="store_true",
+                   help="compare with the un-offloaded model (exact equality) and the tracked "
+                        "peak with the simulator's; exit 1 when a check fails")
+    r.add_argument("--sim-report", metavar="REPORT.json",
+                   help="`tierflow sim --plan PLAN --json` output to compare with (default: "
+                        "run tierflow sim)")
+    r.add_argument("--tierflow", metavar="BIN", help="the tierflow CLI (default: "
+                   "$TIERFLOW_BIN, PATH, then this tree's build/)")
+    r.add_argument("--json", action="store_true", help="print the report as JSON")
+    r.add_argument("-o", "--output", metavar="FILE", help="write the report here")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    from .executor import InternalError
+    from .runner import run, text
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+        for flag in ("batch", "seq", "image_size"):
+            if getattr(args, flag) is not None and getattr(args, flag) < 1:
+                raise InputError(f"--{flag.replace('_', '-')} must be at least 1")
+        source = {"hf_config": args.hf_config, "torchvision": args.torchvision,
+                  "batch": args.batch, "seq": args.seq, "image_size": args.image_size,
+                  "dtype": args.dtype, "train": args.train, "seed": args.seed}
+        report = run(args.plan, source, device=args.device, check=args.check,
+                     sim_report=args.sim_report, tierflow=args.tierflow)
+    except (InputError, PlanError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except InternalError as e:
+        print(f"error: internal: {e}", file=sys.stderr)
+        return EXIT_INTERNAL
+    out = json.dumps(report, indent=1) + "\n" if args.json else text(report)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(out)
+    else:
+        sys.stdout.write(out)
+    if args.check and not report.get("ok"):
+        return EXIT_CHECK
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
