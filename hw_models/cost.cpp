@@ -22,7 +22,9 @@ std::optional<Duration> roofline_time(const Topology& t, size_t device, OpKind k
   TF_ASSERT(device < t.devices.size(), "device index {} out of range", device);
   const Device& d = t.devices[device];
   const FlopRate peak = d.peak[static_cast<size_t>(dtype)];
-  if (peak.flop_per_s <= 0.0) return std::nullopt;
+  // An op with no FLOPs (an index range, a comparison making a mask) is timed by its bytes
+  // alone: its dtype needs no peak rate.
+  if (peak.flop_per_s <= 0.0 && flops > 0.0) return std::nullopt;
   const Tier& local = t.tiers[*t.tier_index(d.local_tier)];
   Duration compute{0};
   if (flops > 0.0) {

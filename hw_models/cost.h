@@ -17,8 +17,9 @@ namespace tierflow::hw {
 /// Time to move `bytes` over `route` with nothing else on it, rounded up to 1 ps.
 Duration transfer_time_alone(const Route& route, Bytes bytes);
 
-/// Roofline time of one op on device class `device`; nullopt when the device has no
-/// peak rate for `dtype` (an unsupported dtype is the caller's input error to report).
+/// Roofline time of one op on device class `device`; nullopt when the op has FLOPs and the
+/// device has no peak rate for `dtype` (an unsupported dtype is the caller's input error to
+/// report). An op without FLOPs is timed by its bytes whatever its dtype.
 std::optional<Duration> roofline_time(const Topology& t, size_t device, OpKind kind, Dtype dtype,
                                       double flops, Bytes bytes);
 

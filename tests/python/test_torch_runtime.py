@@ -25,7 +25,6 @@ from tierflow_torch.runner import find_tierflow  # noqa: E402
 H100 = os.path.join(ROOT, "configs", "hw", "h100-sxm-8gpu.yaml")
 # The exported Llama computes its masks and positions in integer types, which the shipped
 # topologies give no rate for (those ops have no FLOPs; the rate only has to exist).
-INT8_RATE = ["--set", "devices.h100.peak.int8=1979TFLOP/s"]
 LLAMA = config_path("llama")
 SEQ = 8
 
@@ -100,8 +99,7 @@ def llama_workload(exports):
 # about 172 KiB; tierflow fits 128 KiB.
 @pytest.mark.parametrize("policy, budget", [("layerwise", "180KiB"), ("tierflow", "128KiB")])
 def test_llama_prefill(tierflow_cli, llama_workload, tmp_path, policy, budget):
-    plan = make_plan(tierflow_cli, llama_workload, policy, budget, tmp_path / "plan.json",
-                     INT8_RATE)
+    plan = make_plan(tierflow_cli, llama_workload, policy, budget, tmp_path / "plan.json")
     assert int(budget[:-3]) * 1024 < weight_bytes(llama_workload)
     report = tierflow_torch.run(plan, {"hf_config": LLAMA, "seq": SEQ}, check=True,
                                 tierflow=tierflow_cli.binary)
@@ -112,8 +110,7 @@ def test_llama_prefill(tierflow_cli, llama_workload, tmp_path, policy, budget):
 
 
 def test_cli_json(tierflow_cli, llama_workload, tmp_path):
-    plan = make_plan(tierflow_cli, llama_workload, "tierflow", "128KiB", tmp_path / "plan.json",
-                     INT8_RATE)
+    plan = make_plan(tierflow_cli, llama_workload, "tierflow", "128KiB", tmp_path / "plan.json")
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools", "python"),
                TIERFLOW_BIN=tierflow_cli.binary)
     result = subprocess.run([sys.executable, "-m", "tierflow_torch", "run", "--plan", plan,
@@ -170,7 +167,7 @@ def broken_plan(plan_path, out, edit):
 
 def test_input_detached_before_use(tierflow_cli, llama_workload, tmp_path):
     plan = make_plan(tierflow_cli, llama_workload, "layerwise", "180KiB",
-                     tmp_path / "plan.json", INT8_RATE)
+                     tmp_path / "plan.json")
 
     def edit(steps, workload):
         # Detach q_proj's input (the normed activation) just before q_proj computes.
@@ -197,7 +194,7 @@ def test_input_detached_before_use(tierflow_cli, llama_workload, tmp_path):
 
 def test_prefetch_not_waited(tierflow_cli, llama_workload, tmp_path):
     plan = make_plan(tierflow_cli, llama_workload, "layerwise", "180KiB",
-                     tmp_path / "plan.json", INT8_RATE)
+                     tmp_path / "plan.json")
 
     def edit(steps, workload):
         # The first compute step that waits on a prefetch no longer waits.
@@ -217,8 +214,7 @@ def test_prefetch_not_waited(tierflow_cli, llama_workload, tmp_path):
 
 
 def test_model_must_match_workload(tierflow_cli, llama_workload, tmp_path):
-    plan = make_plan(tierflow_cli, llama_workload, "tierflow", "128KiB", tmp_path / "plan.json",
-                     INT8_RATE)
+    plan = make_plan(tierflow_cli, llama_workload, "tierflow", "128KiB", tmp_path / "plan.json")
     with pytest.raises(tierflow_torch.InputError, match="the plan's workload is not this "
                        "model's export"):
         tierflow_torch.run(plan, {"hf_config": LLAMA, "seq": SEQ + 1},
@@ -232,8 +228,7 @@ def test_cuda_path_bookkeeping(tierflow_cli, exports, tmp_path):
     the compute stream, every store the same on the device-to-host stream, every compute
     step records the anchor event, and the results still equal the un-offloaded run."""
     workload = exports.path("--hf-config", LLAMA, "--seq", str(SEQ), "--train")
-    plan = make_plan(tierflow_cli, workload, "tierflow", "600KiB", tmp_path / "plan.json",
-                     INT8_RATE)
+    plan = make_plan(tierflow_cli, workload, "tierflow", "600KiB", tmp_path / "plan.json")
     result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "python",
                                                           "cuda_stand_in.py"),
                              plan, json.dumps({"hf_config": LLAMA}), tierflow_cli.binary],
