@@ -192,6 +192,8 @@ TEST_CASE("roofline op time: the larger of compute and memory time, plus launch 
   CHECK(roofline_time(t, 0, OpKind::kElementwise, Dtype::kBf16, 10, Bytes{400})->ps == 110 * kNs);
   // no fp32 peak declared: the cost is unknown, not zero
   CHECK_FALSE(roofline_time(t, 0, OpKind::kMatmul, Dtype::kFp32, 100, Bytes{0}).has_value());
+  // ...but an op with no FLOPs (an int8 mask) is timed by its bytes: 400 B -> 100 ns + 10 ns
+  CHECK(roofline_time(t, 0, OpKind::kElementwise, Dtype::kInt8, 0, Bytes{400})->ps == 110 * kNs);
 }
 
 TEST_CASE("devices spread evenly over hosts and sockets") {
