@@ -216,6 +216,35 @@ Bounds lower_bounds(PlanState& s) {
     double total = 0;
     for (const auto& [key, v] : by_hop) total += v;
     if (total > 0) b.ingress = std::min(b.ingress, total);
+
+    // Pinned off the device: each used tensor crosses its tier's path at least once.
+    const std::vector<bool> cold = pinned_off_device(s);
+    const std::vector<uint32_t> home =
+        s.pin_tier.size() == s.w.tensors.size() ? s.pin_tier : pinned_tiers(s.w, s.pins);
+    s.ensure_liveness();
+    std::vector<uint64_t> cold_bytes(s.topo.tiers.size(), 0);
+    for (uint32_t t = 0; t < cold.size(); ++t) {
+      if (cold[t] && !s.liveness->uses[t].empty() && s.liveness->born[t] == kNone) {
+        cold_bytes[home[t]] += s.w.tensors[t].bytes;
+      }
+    }
+    for (uint32_t tier = 0; tier < cold_bytes.size(); ++tier) {
+      if (cold_bytes[tier] == 0 || c.routes[tier].in == nullptr) continue;
+      double rate = share(s.topo.tiers[tier].read_bandwidth.bytes_per_s, s.topo.tiers[tier].per);
+      for (const hw::Hop& h : c.routes[tier].in->hops) {
+        const hw::Link& link = s.topo.links[h.link];
+        rate = std::min(rate, share(link.effective(h.forward).bytes_per_s, link.per));
+      }
+      if (rate <= 0) continue;
+      const auto ps =
+          static_cast<int64_t>(std::floor(static_cast<double>(cold_bytes[tier]) / rate * 1e12));
+      if (ps > b.pinned_ps) {
+        b.pinned_ps = ps;
+        b.pinned_bytes = cold_bytes[tier];
+        b.pinned_tier = tier;
+        b.pinned_rate = rate;
+      }
+    }
   }
 
   if (s.target.budget > 0 && s.positions() > 0) {
@@ -248,7 +277,7 @@ Bounds lower_bounds(PlanState& s) {
     b.traffic_ps = static_cast<int64_t>(
         std::floor(static_cast<double>(b.traffic_bytes) / b.ingress * 1e12));
   }
-  b.makespan_ps = std::max(b.compute_ps, b.traffic_ps);
+  b.makespan_ps = std::max({b.compute_ps, b.traffic_ps, b.pinned_ps});
   return b;
 }
 

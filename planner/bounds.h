@@ -20,7 +20,10 @@
 //              bandwidth; and at most this program's share of the offload tiers' read
 //              ports and route links when programs share them (a pool and its fabric
 //              link, a socket's DDR).
-//   makespan   max(compute on the one engine, traffic / ingress).
+//   pinned     tensors pinned off the device cross their tier's read port (and route) at
+//              least once: per tier, their bytes over this program's share of the
+//              narrowest of its read port and route links; the slowest tier is kept.
+//   makespan   max(compute on the one engine, traffic / ingress, pinned).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +39,10 @@ struct Bounds {
   uint64_t traffic_bytes = 0;
   double ingress = 0;  ///< bytes/s; 0 = no offload tier
   int64_t traffic_ps = 0;
+  uint64_t pinned_bytes = 0;     ///< used tensors pinned to `pinned_tier`, off the device
+  uint32_t pinned_tier = kNone;  ///< the tier whose pinned bytes take longest to read
+  double pinned_rate = 0;        ///< bytes/s: this program's share of that tier's path
+  int64_t pinned_ps = 0;
   int64_t makespan_ps = 0;
 };
 

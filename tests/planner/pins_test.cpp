@@ -175,6 +175,9 @@ TEST_CASE("every policy honours partial pins: homes as dealt, device shares neve
     for (uint32_t t = 0; t < w.tensors.size(); ++t)
       cold += dealt[t] == ddr ? w.tensors[t].bytes : 0;
     CHECK(out.bounds.traffic_bytes >= cold);
+    CHECK(out.bounds.pinned_bytes == cold);
+    CHECK(out.bounds.pinned_tier == ddr);
+    CHECK(out.bounds.makespan_ps >= out.bounds.pinned_ps);
   }
   CHECK(planned >= 5);
 }

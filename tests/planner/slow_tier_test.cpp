@@ -22,6 +22,8 @@ struct Outcome {
   bool ok = false;
   std::string reason;
   int64_t makespan = 0;
+  int64_t bound = 0;  ///< the makespan lower bound
+  int64_t pinned_bound = 0;
   uint64_t peak = 0;
 };
 
@@ -49,6 +51,8 @@ Outcome plan_at(const Workload& w, std::string_view policy, std::string_view tie
   }
   o.ok = true;
   o.makespan = r.makespan;
+  o.bound = out.bounds.makespan_ps;
+  o.pinned_bound = out.bounds.pinned_ps;
   o.peak = study::device_peak(r, topo, *out.plan);
   return o;
 }
@@ -85,6 +89,9 @@ TEST_CASE("property: a plan that fits with a fast home tier fits with a slow one
         REQUIRE_MESSAGE(slow.ok, slow.reason);
         CHECK(slow.peak <= budget);
         CHECK(slow.makespan >= fast.makespan);
+        // The bound counts the pinned weights' read from the slow tier, and holds.
+        CHECK(slow.makespan >= slow.bound);
+        CHECK(slow.pinned_bound > 0);
         ++checked;
       }
     }

@@ -93,9 +93,10 @@ int run_compare(const CompareOptions& o) {
     j["sets"] = base.sets;
     j["budget"] = rows.empty() ? 0 : rows.front().p.outcome.budget;
     j["resident_reference_ps"] = reference;
-    j["bounds"] = {{"residency", b.residency}, {"makespan_ps", b.makespan_ps},
-                   {"compute_ps", b.compute_ps}, {"traffic_bytes", b.traffic_bytes},
-                   {"ingress_bytes_per_s", b.ingress}};
+    j["bounds"] = {{"residency", b.residency},         {"makespan_ps", b.makespan_ps},
+                   {"compute_ps", b.compute_ps},       {"traffic_bytes", b.traffic_bytes},
+                   {"ingress_bytes_per_s", b.ingress}, {"pinned_bytes", b.pinned_bytes},
+                   {"pinned_ps", b.pinned_ps}};
     for (const Line& r : rows) {
       nlohmann::ordered_json x;
       x["policy"] = r.policy;

@@ -34,17 +34,22 @@ struct PlanCliOptions {
   bool explain = false, stats = false, print_after_all = false, verify_each = false;
 };
 
-std::string summary(const planner::PlanOutcome& o, const Workload& w) {
+std::string summary(const planner::PlanOutcome& o, const Workload& w, const hw::Topology& topo) {
   std::string out;
   out += fmt::format("pipeline  {}\n", o.pipeline);
   out += fmt::format("budget    {} per device\n", to_string_approx(Bytes{o.budget}));
   const auto& b = o.bounds;
-  out += fmt::format("bounds    residency {} (op '{}'), makespan {} (compute {}, traffic {} "
-                     "at {:.1f} GB/s)\n",
-                     to_string_approx(Bytes{b.residency}), w.ops.empty() ? "" : w.ops[b.residency_op].name,
-                     to_string_approx(Duration{b.makespan_ps}),
-                     to_string_approx(Duration{b.compute_ps}),
-                     to_string_approx(Bytes{b.traffic_bytes}), b.ingress / 1e9);
+  const std::string pinned = b.pinned_ps > 0
+                                 ? fmt::format(", pinned {} from '{}' at {:.1f} GB/s",
+                                               to_string_approx(Bytes{b.pinned_bytes}),
+                                               topo.tiers[b.pinned_tier].id, b.pinned_rate / 1e9)
+                                 : "";
+  out += fmt::format(
+      "bounds    residency {} (op '{}'), makespan {} (compute {}, traffic {} "
+      "at {:.1f} GB/s{})\n",
+      to_string_approx(Bytes{b.residency}), w.ops.empty() ? "" : w.ops[b.residency_op].name,
+      to_string_approx(Duration{b.makespan_ps}), to_string_approx(Duration{b.compute_ps}),
+      to_string_approx(Bytes{b.traffic_bytes}), b.ingress / 1e9, pinned);
   if (!o.ok) return out;
   out += fmt::format("estimate  peak {} (resident would need {})\n",
                      to_string_approx(Bytes{o.estimated_peak}),
@@ -134,7 +139,7 @@ int run_plan(const PlanCliOptions& o) {
   req.evaluator = &eval;
   const planner::PlanOutcome out = planner::make_plan(w, topo, req);
   if (!o.f.sets.empty()) fmt::print("overrides {}\n", fmt::join(o.f.sets, " "));
-  fmt::print("{}", summary(out, w));
+  fmt::print("{}", summary(out, w, topo));
   if (!out.ok) {
     std::fflush(stdout);
     fmt::print(stderr, "error: {}: {}\n", o.workload, out.reason);

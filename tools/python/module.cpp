@@ -84,6 +84,8 @@ py::dict bounds_dict(const PlanHandle& p) {
   d["compute_ps"] = b.compute_ps;
   d["traffic_bytes"] = b.traffic_bytes;
   d["traffic_ps"] = b.traffic_ps;
+  d["pinned_bytes"] = b.pinned_bytes;
+  d["pinned_ps"] = b.pinned_ps;
   d["ingress_bytes_per_s"] = b.ingress;
   return d;
 }
