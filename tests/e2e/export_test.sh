@@ -4,7 +4,7 @@
 # their documented exit codes (docs/cli.md).
 # Usage: export_test.sh TIERFLOW_BINARY   (run from the repository root)
 set -u
-tf=$1
+tf=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")  # absolute: one check runs elsewhere
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
@@ -67,6 +67,10 @@ check plan-json-inline-verify 0 "$tf" plan verify "$tmp/inline.json"
 # The canonical form is a fixed point.
 check plan-json-fixed-point 0 "$tf" export --plan "$tmp/a.plan-json" --format plan-json -o "$tmp/c.plan-json"
 same plan-json-fixed-point-same "$tmp/a.plan-json" "$tmp/c.plan-json"
+# A plan in the working folder, written to standard output.
+(cd "$tmp" && "$tf" export --plan p.json --format plan-json -o - >"$tmp/cwd.json" 2>"$tmp/err") &&
+  passes=$((passes + 1)) || { echo "FAIL plan-json from the working folder"; cat "$tmp/err"; fails=$((fails + 1)); }
+same plan-json-cwd "$tmp/cwd.json" "$tmp/a.plan-json"
 # --set is recorded, so that the exported plan simulates as the export did.
 check plan-json-set 0 "$tf" export --plan tests/fixtures/plans/tiny.json --set tiers.hbm.capacity=4KiB \
   --format plan-json -o "$tmp/tiny.json"

@@ -13,7 +13,7 @@ namespace tierflow::exporter {
 
 std::string plan_json(const ExportInput& in, const std::string& out) {
   namespace fs = std::filesystem;
-  const fs::path plan_dir = fs::absolute(fs::path(in.plan_file).parent_path());
+  const fs::path plan_dir = fs::absolute(in.plan_file).parent_path();
   const fs::path out_dir = out == "-" ? fs::current_path() : fs::absolute(out).parent_path();
   // A path the plan gives relative to its own folder, relative to OUT's folder instead.
   const auto rebase = [&](const std::string& file) {
