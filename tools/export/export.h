@@ -12,10 +12,11 @@
 //   streamed   a format whose output is produced while simulating (chrome: the timeline
 //              streams to OUT); its writer only completes the file.
 //
-// Adding a format: write `void write_x(const ExportInput&, const std::string& out)` in
-// its own file pair under tools/export/, add one row to the table in registry.cpp, and
-// document it in docs/formats.md. The writer writes OUT atomically (core/io.h), the same
-// bytes for the same inputs, and throws InputError for what the user can fix.
+// Adding a format: declare `void write_x(const ExportInput&, const std::string& out)` in
+// writers.h, define it in its own .cpp under tools/export/ (listed in its CMakeLists.txt),
+// add one row to the table in registry.cpp, and document it in docs/formats.md. The
+// writer writes OUT atomically (core/io.h), the same bytes for the same inputs, and throws
+// InputError for what the user can fix.
 #pragma once
 
 #include <optional>
