@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages that only the test suite needs: a single-node Slurm and
-# MUNGE for tests/e2e/slurm_sweep_test.sh, which starts its own daemons in a temp folder.
+# MUNGE for tests/e2e/slurm_sweep_test.sh, which starts its own daemons in a temp folder, and
+# Python's protobuf for tests/export/chakra_decode_test.py, which decodes Chakra traces with
+# Debian's /usr/bin/python3.
 # Safe to run again: it skips apt when every package is already installed.
 #
 # The packages' maintainer scripts would start the system's munge, slurmctld and slurmd
@@ -13,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(slurm-wlm munge)
+packages=(slurm-wlm munge python3-protobuf)
 
 # shellcheck source=scripts/apt.sh
 source scripts/apt.sh

@@ -8,6 +8,8 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libyaml-cpp-dev libboost-graph-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   doctest-dev libbenchmark-dev libsqlite3-dev
+  # Chakra execution traces (tools/export/chakra): the schema compiler and runtime.
+  protobuf-compiler libprotobuf-dev
   python3
   # The Python API (tools/python): the binding, and pandas for the tables it returns.
   pybind11-dev python3-dev python3-pandas python3-setuptools

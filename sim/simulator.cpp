@@ -94,6 +94,10 @@ class Simulator {
     }
   }
   void finish(SimResult& r);
+  /// The caller's record of step `step` of program `p`, or null when not recording.
+  StepTime* step_time(uint32_t p, size_t step) const {
+    return o_.step_times == nullptr ? nullptr : &(*o_.step_times)[p][step];
+  }
   std::string largest_live(uint32_t slot) const;
   std::string tensor_name(uint32_t t) const {
     return fmt::format("tensor {} '{}'", t, w_.tensors[t].name);
@@ -405,6 +409,10 @@ bool Simulator::try_issue(uint32_t p, size_t step) {
     case StepKind::kCompute:
       TF_ASSERT(false, "try_issue of a compute step");
   }
+  if (StepTime* at = step_time(p, step)) {
+    at->start = now;
+    if (s.kind == StepKind::kDetach) at->end = now;
+  }
   ++steps_;
   return true;
 }
@@ -471,6 +479,7 @@ void Simulator::advance(uint32_t p) {
     }
     st.busy = true;
     st.op_start = now;
+    if (StepTime* at = step_time(p, st.next)) at->start = now;
     q_.schedule(now + op_time(p, s.target), kComputeDone, p);
     ++st.next;
     ++steps_;
@@ -545,6 +554,7 @@ bool Simulator::try_start(uint32_t x) {
 void Simulator::complete_transfer(uint32_t x) {
   Transfer& tr = transfers_[x];
   tr.rec.end = q_.now();
+  if (StepTime* at = step_time(tr.rec.program, tr.rec.step)) at->end = q_.now();
   for (uint32_t g : tr.path->engines) ++engines_[g].free;
   for (uint32_t g : tr.path->engines) {
     while (!engines_[g].queue.empty() && try_start(engines_[g].queue.front())) {
@@ -585,6 +595,7 @@ void Simulator::dispatch(const Event& ev) {
         if (!mem_waiters_[st.dev_slot].empty()) freed_slots_.push_back(st.dev_slot);
       }
       rec_.compute(int(ev.data), st.op_start, q_.now(), s.target, uint32_t(st.next - 1));
+      if (StepTime* at = step_time(ev.data, st.next - 1)) at->end = q_.now();
       if (o_.op_end != nullptr && ev.data == 0) (*o_.op_end)[s.target] = q_.now();
       advance(ev.data);
       break;
@@ -854,6 +865,12 @@ SimResult Simulator::run() {
 SimResult simulate(const Plan& plan, const Workload& w, const hw::Topology& t,
                    const SimOptions& options) {
   if (options.op_end != nullptr) options.op_end->assign(w.ops.size(), -1);
+  if (options.step_times != nullptr) {
+    options.step_times->assign(plan.programs.size(), {});
+    for (size_t p = 0; p < plan.programs.size(); ++p) {
+      (*options.step_times)[p].assign(plan.programs[p].steps.size(), StepTime{});
+    }
+  }
   Simulator sim(plan, w, t, options);
   return sim.run();
 }

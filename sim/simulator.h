@@ -43,6 +43,12 @@ class Timeline;
 
 enum class OnFull { kFail, kWait };
 
+/// When one plan step ran, in picoseconds; -1 where it did not run (see SimOptions).
+struct StepTime {
+  Time start = -1;
+  Time end = -1;
+};
+
 struct SimOptions {
   OnFull on_full = OnFull::kFail;
   Timeline* timeline = nullptr;  ///< streamed while simulating when set
@@ -51,6 +57,10 @@ struct SimOptions {
   /// When set, sized to the workload's ops by simulate(): the end of each op's compute
   /// step in program 0 (-1 where it did not run), e.g. for per-token decode times.
   std::vector<Time>* op_end = nullptr;
+  /// When set, sized per program and step by simulate(): a compute step's start and end;
+  /// a cache step's issue (start) and, for a prefetch or store, when its last byte landed
+  /// (end; a detach ends when it issues). Exporters join it with SimResult::transfers.
+  std::vector<std::vector<StepTime>>* step_times = nullptr;
 };
 
 /// Why a plan cannot run (core/plan.h), shared with the replayer.

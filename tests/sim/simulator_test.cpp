@@ -659,3 +659,32 @@ TEST_CASE("two runs of the same plan give identical results") {
     CHECK(r1.transfers[i].exposed == r2.transfers[i].exposed);
   }
 }
+
+TEST_CASE("step times: when each step of the single-prefetch plan ran") {
+  // The plan of "a single prefetch" above, recorded per step:
+  //   0 prefetch x  issued 0, last byte at 219 ns
+  //   1 norm        219 ns -> 389 ns
+  //   2 detach x    389 ns (its anchor, norm, has finished)
+  //   3 detach y    389 ns
+  Workload w;
+  const uint32_t x = w.add_tensor({"x", 64, TensorKind::kInput});
+  const uint32_t y = w.add_tensor({"y", 64, TensorKind::kActivation});
+  w.add_op(norm("norm", {x}, {y}));
+  const Plan p = make_plan({kDdr, kHbm},
+                           {Program{0, {prefetch(x, 1), compute(0, {1}), detach(x), detach(y)}}});
+  std::vector<std::vector<StepTime>> times{{StepTime{7, 7}}};  // stale: simulate() resizes
+  SimOptions o;
+  o.step_times = &times;
+  const SimResult r = simulate(p, w, unit_hw(), o);
+  require_ok(r);
+  REQUIRE(times.size() == 1);
+  REQUIRE(times[0].size() == 4);
+  CHECK(times[0][0].start == 0);
+  CHECK(times[0][0].end == 219 * kNs);
+  CHECK(times[0][1].start == 219 * kNs);
+  CHECK(times[0][1].end == 389 * kNs);
+  for (size_t i : {size_t{2}, size_t{3}}) {
+    CHECK(times[0][i].start == 389 * kNs);
+    CHECK(times[0][i].end == 389 * kNs);
+  }
+}

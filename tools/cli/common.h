@@ -2,7 +2,10 @@
 // errors are printed.
 #pragma once
 
+#include <string>
+
 #include "core/diagnostics.h"
+#include "core/plan.h"
 
 namespace tierflow::cli {
 
@@ -14,5 +17,11 @@ struct CommandResult {
 
 /// Prints "error: FILE:LINE:COL: message" to standard error.
 void print_error(const InputError& e);
+
+/// Prints why simulating the plan in `plan_file` stopped: a broken plan rule as the
+/// verifier's message at the step's JSON position, anything else as
+/// "error: PLAN: program P step S: message", each with the simulated time it was reached.
+/// Returns the exit code: 1 for a tier over capacity, else 2.
+int print_run_error(const std::string& plan_file, const RunError& e);
 
 }  // namespace tierflow::cli

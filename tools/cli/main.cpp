@@ -12,6 +12,7 @@
 #include "tools/cli/common.h"
 #include "tools/cli/hw_cmd.h"
 #include "tools/cli/compare_cmd.h"
+#include "tools/cli/export_cmd.h"
 #include "tools/cli/plan_cmd.h"
 #include "tools/cli/replay_cmd.h"
 #include "tools/cli/sim_cmd.h"
@@ -43,6 +44,7 @@ int run(int argc, char** argv) {
   add_sim_command(app);
   add_compare_command(app);
   add_whatif_command(app);
+  add_export_command(app);
   add_sweep_command(app);
   add_replay_command(app);
   add_calibrate_command(app);

@@ -54,26 +54,7 @@ int run_sim(const SimCliOptions& o) {
   if (!o.transfers.empty()) write_file_atomic(o.transfers, sim::transfers_csv(r, ctx));
 
   if (!r.error) return static_cast<int>(ExitCode::kOk);
-  const sim::SimError& e = *r.error;
-  const std::string when =
-      e.time >= 0 ? fmt::format(" (reached at {})", to_string_approx(Duration{e.time})) : "";
-  if (e.kind == sim::SimError::Kind::kPlanRule) {
-    // The verifier's message at the step's JSON position.
-    try {
-      (void)read_plan(o.plan, /*verify=*/true);
-    } catch (const InputError& positioned) {
-      print_error(InputError(positioned.pos(), positioned.message() + when));
-      return static_cast<int>(ExitCode::kBadInput);
-    }
-  }
-  std::string where;
-  if (e.program >= 0) where += fmt::format("program {}", e.program);
-  if (e.step >= 0) where += fmt::format(" step {}", e.step);
-  std::fflush(stdout);
-  fmt::print(stderr, "error: {}: {}{}{}{}\n", o.plan, where, where.empty() ? "" : ": ", e.message,
-             when);
-  return static_cast<int>(e.kind == sim::SimError::Kind::kCapacity ? ExitCode::kInfeasible
-                                                                   : ExitCode::kBadInput);
+  return print_run_error(o.plan, *r.error);
 }
 
 }  // namespace

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# End-to-end tests of `tierflow export`: every format on a generated model plan, the same
+# bytes twice, the report formats equal to what `tierflow sim` writes, and bad inputs with
+# their documented exit codes (docs/cli.md).
+# Usage: export_test.sh TIERFLOW_BINARY   (run from the repository root)
+set -u
+tf=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")  # absolute: one check runs elsewhere
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+same() {  # same NAME FILE_A FILE_B: byte-identical
+  if cmp -s "$2" "$3"; then passes=$((passes + 1)); else
+    echo "FAIL $1: $2 and $3 differ"; fails=$((fails + 1)); fi
+}
+
+# A two-layer Llama-2-7B decode planned under a budget that forces prefetches and stores.
+check gen 0 "$tf" trace gen --model llama-2-7b --phase decode --context 512 --tokens 2 --layers 2 \
+  -o "$tmp/w.json"
+check plan 0 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w.json" --devices 1 \
+  --budget 300MiB --policy hyperoffload -o "$tmp/p.json"
+plan=$tmp/p.json
+
+check list 0 "$tf" export --list-formats
+for f in chakra csv chrome plan-json report-json report-csv; do contains "list-$f" "$tmp/out" "$f"; done
+
+# Every file format, twice: the same bytes; no temporary file left behind.
+for f in csv chrome plan-json report-json report-csv; do
+  check "export-$f" 0 "$tf" export --plan "$plan" --format "$f" -o "$tmp/a.$f"
+  check "export-$f-again" 0 "$tf" export --plan "$plan" --format "$f" -o "$tmp/b.$f"
+  same "deterministic-$f" "$tmp/a.$f" "$tmp/b.$f"
+done
+ls "$tmp" | grep -q '\.tmp\.' && { echo "FAIL temporary file left behind"; fails=$((fails + 1)); }
+
+# The report formats join sim's: the same bytes as sim --json, --csv and --timeline.
+check sim-json 0 "$tf" sim --plan "$plan" --json -o "$tmp/sim.json" --timeline "$tmp/sim-tl.json"
+check sim-csv 0 "$tf" sim --plan "$plan" --csv -o "$tmp/sim.csv"
+same chrome-is-sim-timeline "$tmp/a.chrome" "$tmp/sim-tl.json"
+same report-json-is-sim-json "$tmp/a.report-json" "$tmp/sim.json"
+same report-csv-is-sim-csv "$tmp/a.report-csv" "$tmp/sim.csv"
+
+# csv: the pinned header; one row per step; `-o -` is standard output.
+head -1 "$tmp/a.csv" >"$tmp/header.csv"
+paste -sd, tests/export/golden/steps_columns.txt >"$tmp/header-golden.csv"
+same csv-header "$tmp/header.csv" "$tmp/header-golden.csv"
+steps=$(python3 -c 'import json,sys; print(sum(len(p["steps"]) for p in json.load(open(sys.argv[1]))["programs"]))' "$plan")
+[ "$(($(wc -l <"$tmp/a.csv") - 1))" = "$steps" ] && passes=$((passes + 1)) ||
+  { echo "FAIL csv rows: $(wc -l <"$tmp/a.csv") lines for $steps steps"; fails=$((fails + 1)); }
+check csv-stdout 0 "$tf" export --plan "$plan" --format csv -o -
+same csv-stdout-same "$tmp/out" "$tmp/a.csv"
+# The tiny plan's rows, as the unit test's golden holds them.
+check csv-tiny 0 "$tf" export --plan tests/fixtures/plans/tiny.json --set tiers.hbm.capacity=4KiB \
+  --format csv -o -
+same csv-tiny-golden "$tmp/out" tests/export/golden/tiny_steps.csv
+
+# plan-json: canonical, verifies, simulates like the input; written elsewhere, its
+# references still resolve; --inline-workload embeds the workload.
+mkdir -p "$tmp/elsewhere/deeper"
+check plan-json-elsewhere 0 "$tf" export --plan "$plan" --format plan-json -o "$tmp/elsewhere/deeper/p.json"
+check plan-json-verify 0 "$tf" plan verify "$tmp/elsewhere/deeper/p.json"
+check plan-json-sim 0 "$tf" sim --plan "$tmp/elsewhere/deeper/p.json" --csv
+grep -v '^run,[^,]*,plan' "$tmp/out" >"$tmp/sim-moved.csv"
+grep -v '^run,[^,]*,plan' "$tmp/sim.csv" >"$tmp/sim-orig.csv"
+same plan-json-simulates-the-same "$tmp/sim-moved.csv" "$tmp/sim-orig.csv"
+check plan-json-inline 0 "$tf" export --plan "$plan" --format plan-json --inline-workload -o "$tmp/inline.json"
+contains plan-json-inline-has-workload "$tmp/inline.json" '"workload": {"inline": {'
+check plan-json-inline-verify 0 "$tf" plan verify "$tmp/inline.json"
+# The canonical form is a fixed point.
+check plan-json-fixed-point 0 "$tf" export --plan "$tmp/a.plan-json" --format plan-json -o "$tmp/c.plan-json"
+same plan-json-fixed-point-same "$tmp/a.plan-json" "$tmp/c.plan-json"
+# A plan in the working folder, written to standard output.
+(cd "$tmp" && "$tf" export --plan p.json --format plan-json -o - >"$tmp/cwd.json" 2>"$tmp/err") &&
+  passes=$((passes + 1)) || { echo "FAIL plan-json from the working folder"; cat "$tmp/err"; fails=$((fails + 1)); }
+same plan-json-cwd "$tmp/cwd.json" "$tmp/a.plan-json"
+# --set is recorded, so that the exported plan simulates as the export did.
+check plan-json-set 0 "$tf" export --plan tests/fixtures/plans/tiny.json --set tiers.hbm.capacity=4KiB \
+  --format plan-json -o "$tmp/tiny.json"
+contains plan-json-set-recorded "$tmp/tiny.json" '"set": ["tiers.hbm.capacity=4KiB"]'
+check plan-json-set-sim 0 "$tf" sim --plan "$tmp/tiny.json"
+
+# chakra: a folder of STEM.PROGRAM.et, the same bytes twice.
+check chakra 0 "$tf" export --plan "$plan" --format chakra -o "$tmp/et1"
+check chakra-again 0 "$tf" export --plan "$plan" --format chakra -o "$tmp/et2"
+[ "$(ls "$tmp/et1")" = "p.0.et" ] && passes=$((passes + 1)) ||
+  { echo "FAIL chakra files: $(ls "$tmp/et1")"; fails=$((fails + 1)); }
+same chakra-deterministic "$tmp/et1/p.0.et" "$tmp/et2/p.0.et"
+check chakra-stem 0 "$tf" export --plan "$plan" --format chakra -o "$tmp/et1" --stem llama
+[ -f "$tmp/et1/llama.0.et" ] && passes=$((passes + 1)) || { echo "FAIL --stem"; fails=$((fails + 1)); }
+
+# Bad input: exit 2 with the reason; nothing written.
+check unknown-format 2 "$tf" export --plan "$plan" --format chakr -o "$tmp/x"
+contains unknown-format-msg "$tmp/err" "error: --format: unknown format 'chakr'; did you mean 'chakra'?"
+check unknown-format-far 2 "$tf" export --plan "$plan" --format json -o "$tmp/x"
+contains unknown-format-far-msg "$tmp/err" "did you mean"
+check missing-o 2 "$tf" export --plan "$plan" --format csv
+contains missing-o-msg "$tmp/err" "-o is required"
+check missing-plan 2 "$tf" export --format csv -o "$tmp/x.csv"
+check missing-format 2 "$tf" export --plan "$plan" -o "$tmp/x.csv"
+check chakra-stdout 2 "$tf" export --plan "$plan" --format chakra -o -
+contains chakra-stdout-msg "$tmp/err" "writes a folder"
+check chakra-onto-file 2 "$tf" export --plan "$plan" --format chakra -o "$tmp/a.csv"
+contains chakra-onto-file-msg "$tmp/err" "is a file, but format 'chakra' writes a folder"
+check csv-onto-folder 2 "$tf" export --plan "$plan" --format csv -o "$tmp/et1"
+contains csv-onto-folder-msg "$tmp/err" "is a folder, but format 'csv' writes one file"
+check unwritable 2 "$tf" export --plan "$plan" --format csv -o "$tmp/no-such-folder/x.csv"
+contains unwritable-msg "$tmp/err" "error: $tmp/no-such-folder/x.csv"
+check bad-stem 2 "$tf" export --plan "$plan" --format chakra -o "$tmp/et3" --stem a/b
+contains bad-stem-msg "$tmp/err" "error: --stem:"
+check missing-plan-file 2 "$tf" export --plan "$tmp/none.json" --format csv -o "$tmp/x.csv"
+check bad-set 2 "$tf" export --plan "$plan" --set tiers.hbm.capacty=1GB --format csv -o "$tmp/x.csv"
+contains bad-set-msg "$tmp/err" "did you mean 'capacity'?"
+# A broken plan rule: the verifier's message at the step's JSON position (plan-json verifies
+# when reading; the simulated formats report when the step is reached, as sim does).
+bad=tests/errors/plan/01-compute-without-wait.json
+fix=(--hw tests/fixtures/unit_hw.yaml --set tiers.hbm.capacity=4KiB --set tiers.ddr.capacity=1MiB)
+check rule-csv 2 "$tf" export --plan "$bad" "${fix[@]}" --format csv -o "$tmp/x.csv"
+contains rule-csv-msg "$tmp/err" "01-compute-without-wait.json:29:7: program 0 step 2"
+check rule-plan-json 2 "$tf" export --plan "$bad" "${fix[@]}" --format plan-json -o "$tmp/x.json"
+contains rule-plan-json-msg "$tmp/err" "01-compute-without-wait.json:29:7: program 0 step 2"
+# Infeasible: the fixture's 128-byte HBM cannot hold the plan: exit 1, as sim; no output.
+check infeasible 1 "$tf" export --plan tests/fixtures/plans/tiny.json --format chrome -o "$tmp/x.json"
+contains infeasible-msg "$tmp/err" "'hbm[0]' is full before the step starts"
+for x in x x.csv x.json et3; do
+  [ ! -e "$tmp/$x" ] && passes=$((passes + 1)) || { echo "FAIL $x written on error"; fails=$((fails + 1)); }
+done
+ls "$tmp" | grep -q '\.tmp\.' && { echo "FAIL temporary file left behind"; fails=$((fails + 1)); }
+
+finish

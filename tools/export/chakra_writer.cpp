@@ -1,0 +1,201 @@
+// chakra: one Chakra execution trace per program, for ASTRA-sim (docs/formats.md
+// "Chakra execution traces" has the mapping and what it loses).
+//
+//   plan step              Chakra node (id = the step's index in its program)
+//   compute (collective)   COMP_NODE (COMM_COLL_NODE, ALL_REDUCE of the op's inputs)
+//   prefetch / store       MEM_LOAD_NODE / MEM_STORE_NODE
+//   detach                 none: its waits pass to the next prefetch or store of its tensor
+//   wait on an event       data_deps += the node of the step completing it
+//   program order          ctrl_deps: compute on the previous compute, cache on its anchor
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "core/diagnostics.h"
+#include "core/io.h"
+#include "tools/export/chakra/chakra_et.pb.h"
+#include "tools/export/step_table.h"
+#include "tools/export/writers.h"
+
+namespace tierflow::exporter {
+namespace {
+
+namespace pb = ::tierflow::chakra;
+
+/// The schema version the traces declare (tools/export/chakra/chakra_et.proto).
+constexpr std::string_view kChakraVersion = "0.0.4";
+
+/// Appends `m` as Chakra frames it: its byte count as a varint, then its bytes,
+/// serialized deterministically.
+void append_delimited(std::string& out, const google::protobuf::MessageLite& m) {
+  std::string body;
+  {
+    google::protobuf::io::StringOutputStream stream(&body);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    TF_ASSERT(m.SerializeToCodedStream(&coded), "cannot serialize a Chakra message");
+  }
+  uint64_t n = body.size();
+  while (n >= 0x80) {
+    out += static_cast<char>((n & 0x7f) | 0x80);
+    n >>= 7;
+  }
+  out += static_cast<char>(n);
+  out += body;
+}
+
+void attr_int(pb::AttributeProto* a, std::string_view name, int64_t v) {
+  a->set_name(std::string(name));
+  a->set_int64_val(v);
+}
+void attr_uint(pb::AttributeProto* a, std::string_view name, uint64_t v) {
+  a->set_name(std::string(name));
+  a->set_uint64_val(v);
+}
+void attr_text(pb::AttributeProto* a, std::string_view name, std::string_view v) {
+  a->set_name(std::string(name));
+  a->set_string_val(std::string(v));
+}
+void attr_bool(pb::AttributeProto* a, std::string_view name, bool v) {
+  a->set_name(std::string(name));
+  a->set_bool_val(v);
+}
+
+/// Picoseconds as whole microseconds, rounded to the nearest (Chakra's time unit).
+uint64_t micros(int64_t ps) {
+  return static_cast<uint64_t>((std::max<int64_t>(ps, 0) + 500'000) / 1'000'000);
+}
+
+/// FLOPs as Chakra's integer `num_ops`, rounded and clamped to int64.
+int64_t ops_count(double flops) {
+  if (!(flops > 0)) return 0;
+  if (flops >= 9.2e18) return std::numeric_limits<int64_t>::max();
+  return std::llround(flops);
+}
+
+/// Simulated times of a node: Chakra's microsecond fields and the exact picoseconds.
+void set_times(pb::Node& n, const StepRow& r) {
+  if (r.start_ps < 0 || r.end_ps < 0) return;
+  n.set_start_time_micros(micros(r.start_ps));
+  n.set_duration_micros(micros(r.end_ps - r.start_ps));
+  attr_uint(n.add_attr(), "start_ps", static_cast<uint64_t>(r.start_ps));
+  attr_uint(n.add_attr(), "duration_ps", static_cast<uint64_t>(r.end_ps - r.start_ps));
+}
+
+void set_deps(pb::Node& n, const std::set<uint64_t>& ctrl, const std::set<uint64_t>& data) {
+  for (uint64_t d : ctrl) n.add_ctrl_deps(d);
+  for (uint64_t d : data) n.add_data_deps(d);
+}
+
+}  // namespace
+
+std::string chakra_stem(const ExportInput& in) {
+  if (!in.options.stem.empty()) return in.options.stem;
+  return std::filesystem::path(in.plan_file).stem().string();
+}
+
+std::string chakra_trace(const ExportInput& in, size_t program) {
+  const Program& prog = in.plan.programs[program];
+  const auto producers = event_producers(in.plan);
+  std::string out;
+
+  pb::GlobalMetadata meta;
+  meta.set_version(std::string(kChakraVersion));
+  attr_text(meta.add_attr(), "producer", "tierflow export");
+  attr_text(meta.add_attr(), "plan", in.plan.name);
+  attr_uint(meta.add_attr(), "program", program);
+  attr_uint(meta.add_attr(), "device", prog.device);
+  attr_text(meta.add_attr(), "topology", in.topology.name);
+  attr_uint(meta.add_attr(), "makespan_ps", static_cast<uint64_t>(in.sim->makespan));
+  append_delimited(out, meta);
+
+  // Data deps a detach leaves to the next prefetch or store of its tensor.
+  std::map<uint32_t, std::set<uint64_t>> carried;
+  int last_compute = -1;
+  for (const StepRow& r : step_rows(in, program)) {
+    const Step& s = *r.step;
+    std::set<uint64_t> ctrl, data;
+    std::vector<std::string> cross;  // waits on other programs' events
+    for (uint32_t e : s.wait) {
+      const auto [p, i] = producers.at(e);
+      if (p == program) {
+        data.insert(i);
+      } else {
+        cross.push_back(fmt::format("event {}: program {} step {}", e, p, i));
+      }
+    }
+    if (s.kind == StepKind::kDetach) {
+      carried[s.target].insert(data.begin(), data.end());
+      continue;
+    }
+
+    pb::Node n;
+    n.set_id(r.index);
+    attr_bool(n.add_attr(), "is_cpu_op", false);
+    if (s.kind == StepKind::kCompute) {
+      const Op& op = in.workload.ops[s.target];
+      n.set_name(op.name);
+      if (last_compute >= 0) ctrl.insert(static_cast<uint64_t>(last_compute));
+      last_compute = static_cast<int>(r.index);
+      attr_int(n.add_attr(), "num_ops", ops_count(op.flops));
+      attr_uint(n.add_attr(), "tensor_size", op.bytes);
+      attr_text(n.add_attr(), "op_kind", name_of(op.kind));
+      attr_int(n.add_attr(), "layer", op.layer);
+      if (op.kind == OpKind::kCollective) {
+        n.set_type(pb::COMM_COLL_NODE);
+        uint64_t message = 0;
+        for (uint32_t t : op.inputs) message += in.workload.tensors[t].bytes;
+        attr_int(n.add_attr(), "comm_type", pb::ALL_REDUCE);
+        attr_int(n.add_attr(), "comm_size", static_cast<int64_t>(message));
+        attr_int(n.add_attr(), "collective_bytes", static_cast<int64_t>(op.collective_bytes));
+      } else {
+        n.set_type(pb::COMP_NODE);
+      }
+    } else {
+      const Tensor& t = in.workload.tensors[s.target];
+      const bool prefetch = s.kind == StepKind::kPrefetch;
+      n.set_type(prefetch ? pb::MEM_LOAD_NODE : pb::MEM_STORE_NODE);
+      n.set_name(fmt::format("{} {}", kStepKindNames[static_cast<size_t>(s.kind)], t.name));
+      if (r.anchor >= 0) ctrl.insert(static_cast<uint64_t>(r.anchor));
+      if (auto it = carried.find(s.target); it != carried.end()) {
+        data.insert(it->second.begin(), it->second.end());
+        carried.erase(it);
+      }
+      attr_uint(n.add_attr(), "tensor_size", t.bytes);
+      attr_text(n.add_attr(), "tensor_name", t.name);
+      attr_text(n.add_attr(), "tensor_kind", kTensorKindNames[static_cast<size_t>(t.kind)]);
+      attr_text(n.add_attr(), "src_tier", r.from_tier);
+      attr_text(n.add_attr(), "dst_tier", r.to_tier);
+      attr_text(n.add_attr(), "route", fmt::format("{}", fmt::join(r.route, ",")));
+      attr_int(n.add_attr(), "event", s.event);
+      if (r.queue_ps >= 0) attr_uint(n.add_attr(), "queue_ps", static_cast<uint64_t>(r.queue_ps));
+    }
+    set_times(n, r);
+    if (!cross.empty()) {
+      pb::AttributeProto* a = n.add_attr();
+      a->set_name("cross_program_waits");
+      for (const std::string& c : cross) a->mutable_string_list()->add_values(c);
+    }
+    set_deps(n, ctrl, data);
+    append_delimited(out, n);
+  }
+  return out;
+}
+
+void write_chakra(const ExportInput& in, const std::string& out) {
+  const std::string stem = chakra_stem(in);
+  TF_ASSERT(!stem.empty(), "empty Chakra file stem for '{}'", in.plan_file);
+  for (size_t p = 0; p < in.plan.programs.size(); ++p) {
+    const auto path = std::filesystem::path(out) / fmt::format("{}.{}.et", stem, p);
+    write_file_atomic(path.string(), chakra_trace(in, p));
+  }
+}
+
+}  // namespace tierflow::exporter
