@@ -69,8 +69,9 @@ const Format& find_format(std::string_view name) {
   }
   std::vector<std::string_view> names;
   for (const Format& f : kFormats) names.push_back(f.name);
-  throw InputError::at(SourcePos{"--format"}, "unknown format '{}'{} (tierflow export --list-formats lists them)",
-                       name, did_you_mean(name, names));
+  throw InputError::at(SourcePos{"--format"},
+                       "unknown format '{}'{} (tierflow export --list-formats lists them)", name,
+                       did_you_mean(name, names));
 }
 
 std::string formats_table() {
