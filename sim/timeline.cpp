@@ -141,7 +141,10 @@ char* write_ids(char* p, uint32_t pid, uint32_t track) {
 Timeline::Timeline(const std::string& path) : out_(path) {
   chunk_.resize(kChunkBytes + kEventRoom * 16);
   writing_.resize(chunk_.size());
-  put(R"({"displayTimeUnit":"ns","traceEvents":[)"
+  // `ts` and `dur` are microseconds whatever displayTimeUnit says (it only sets how times
+  // are shown); otherData, shown as the trace's metadata, says so for readers of the file.
+  put(R"({"displayTimeUnit":"ns","otherData":{"ts_unit":"us","dur_unit":"us",)"
+      R"("ts_decimals":6,"ts_exact_from":"integer picoseconds"},"traceEvents":[)"
       "\n");
   writer_ = std::thread([this] { write_loop(); });
 }
@@ -253,12 +256,29 @@ void Timeline::slice(TrackId track, int64_t start_ps, int64_t end_ps, std::strin
 }
 
 SeriesId Timeline::series(ProcessId pid, std::string_view name) {
+  return series(pid, name, {});
+}
+
+SeriesId Timeline::series(ProcessId pid, std::string_view name,
+                          std::span<const std::string_view> keys) {
   TF_ASSERT(pid >= 1 && pid <= series_of_.size(), "unknown timeline process {}", pid);
+  // Keys are kept as they are written: `"key":`.
+  std::vector<std::string> rendered;
+  for (const std::string_view key : keys) {
+    std::string text;
+    append_json_text(text, key);
+    rendered.push_back(text + ':');
+  }
   auto& by_name = series_of_[pid - 1];
   const auto it = by_name.find(name);
-  if (it != by_name.end()) return it->second;
+  if (it != by_name.end()) {
+    TF_ASSERT(series_[it->second].keys == rendered, "counter '{}' asked for with other keys", name);
+    return it->second;
+  }
   const auto id = static_cast<SeriesId>(series_.size());
-  series_.push_back(Series{pid, std::string(name)});
+  const size_t values = std::max<size_t>(1, rendered.size());
+  series_.push_back(
+      Series{pid, std::string(name), std::move(rendered), std::vector<double>(values)});
   by_name.emplace(std::string(name), id);
   return id;
 }
@@ -270,10 +290,11 @@ void Timeline::counter(ProcessId pid, std::string_view name, int64_t t_ps, doubl
 void Timeline::counter(SeriesId id, int64_t t_ps, double value) {
   TF_ASSERT(id < series_.size(), "unknown counter series {}", id);
   Series& s = series_[id];
+  TF_ASSERT(s.keys.empty(), "counter '{}' has keys: sample it with one value per key", s.name);
   TF_ASSERT(std::isfinite(value), "counter '{}' sample is not finite", s.name);
-  if (s.written && s.last == value) return;
+  if (s.written && s.last[0] == value) return;
   s.written = true;
-  s.last = value;
+  s.last[0] = value;
   begin_event('C');
   put(R"(,"pid":)");
   put_uint(s.pid);
@@ -281,6 +302,33 @@ void Timeline::counter(SeriesId id, int64_t t_ps, double value) {
   put_string("name", s.name);
   put(R"(,"args":{"value":)");
   put_double(value);
+  put("}");
+  end_event();
+}
+
+void Timeline::counter(SeriesId id, int64_t t_ps, std::span<const double> values) {
+  TF_ASSERT(id < series_.size(), "unknown counter series {}", id);
+  Series& s = series_[id];
+  TF_ASSERT(!s.keys.empty() && values.size() == s.keys.size(),
+            "counter '{}' has {} keys, sampled with {} values", s.name, s.keys.size(),
+            values.size());
+  for (const double v : values) {
+    TF_ASSERT(std::isfinite(v), "counter '{}' sample is not finite", s.name);
+  }
+  if (s.written && std::equal(values.begin(), values.end(), s.last.begin())) return;
+  s.written = true;
+  std::copy(values.begin(), values.end(), s.last.begin());
+  begin_event('C');
+  put(R"(,"pid":)");
+  put_uint(s.pid);
+  put_time("ts", t_ps);
+  put_string("name", s.name);
+  put(R"(,"args":{)");
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) put(",");
+    put(s.keys[i]);
+    put_double(values[i]);
+  }
   put("}");
   end_event();
 }
@@ -345,7 +393,9 @@ void Timeline::put_int(int64_t v) {
   advance(std::to_chars(p, p + 24, v).ptr);
 }
 
-void Timeline::put_uint(uint64_t v) { advance(write_uint(room(24), v)); }
+void Timeline::put_uint(uint64_t v) {
+  advance(write_uint(room(24), v));
+}
 
 void Timeline::put_double(double v) {
   char* p = room(32);
@@ -360,7 +410,9 @@ void Timeline::put_double(double v) {
   }
 }
 
-void Timeline::put_ids(ProcessId pid, TrackId track) { advance(write_ids(room(40), pid, track)); }
+void Timeline::put_ids(ProcessId pid, TrackId track) {
+  advance(write_ids(room(40), pid, track));
+}
 
 void Timeline::put_time(std::string_view key, int64_t ps) {
   advance(write_time(room(key.size() + 32), key, ps));
