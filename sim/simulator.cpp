@@ -49,6 +49,9 @@ struct ProgramState {
   Time since = 0;
   uint32_t wait_event = kNone;
   Time wait_since = 0;
+  /// When the compute step began waiting on wait_event, for the recorder's waits:
+  /// wait_since restarts each time the program is woken while the event is still due.
+  Time wait_begin = 0;
   uint64_t woken = 0;                ///< wake stamp, to run a program once per wake-up
   std::vector<uint32_t> pending;     ///< cache steps whose anchor finished, not yet issued
   std::vector<uint16_t> pending_on;  ///< per tensor: cache steps of it in `pending`
@@ -359,6 +362,7 @@ bool Simulator::wait_ready(uint32_t p, const Step& s, bool compute) {
     events_[d].waiters.push_back(p);
     if (compute) {
       block(st, Cause::kTransfer);
+      if (st.wait_event != d) st.wait_begin = q_.now();
       st.wait_event = d;
       st.wait_since = q_.now();
     }
@@ -581,7 +585,7 @@ void Simulator::complete_transfer(uint32_t x) {
     ProgramState& st = progs_[p];
     if (st.wait_event != tr.dense_event) continue;
     tr.rec.exposed += q_.now() - st.wait_since;  // its compute step waited for this one
-    if (rec_.on()) rec_.waited(int(p), uint32_t(st.next), x, st.wait_since, q_.now());
+    if (rec_.on()) rec_.waited(int(p), uint32_t(st.next), x, st.wait_begin, q_.now());
     st.wait_event = kNone;
   }
   wake(waiters);
