@@ -14,6 +14,7 @@
 #include "tools/cli/compare_cmd.h"
 #include "tools/cli/plan_cmd.h"
 #include "tools/cli/replay_cmd.h"
+#include "tools/cli/report_cmd.h"
 #include "tools/cli/sim_cmd.h"
 #include "tools/cli/trace_cmd.h"
 #include "tools/cli/sweep_cmd.h"
@@ -44,6 +45,7 @@ int run(int argc, char** argv) {
   add_compare_command(app);
   add_whatif_command(app);
   add_sweep_command(app);
+  add_report_command(app);
   add_replay_command(app);
   add_calibrate_command(app);
   try {
