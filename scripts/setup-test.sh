@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages that only the test suite needs: a single-node Slurm and
-# MUNGE for tests/e2e/slurm_sweep_test.sh, which starts its own daemons in a temp folder.
+# MUNGE for tests/e2e/slurm_sweep_test.sh, which starts its own daemons in a temp folder;
+# Chromium (with the fonts it recommends) and the Python Imaging Library for
+# tests/e2e/report_browser_test.sh, which opens a `tierflow report` page headless and checks
+# its screenshot.
 # Safe to run again: it skips apt when every package is already installed.
 #
 # The packages' maintainer scripts would start the system's munge, slurmctld and slurmd
@@ -13,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(slurm-wlm munge)
+packages=(slurm-wlm munge chromium fonts-liberation python3-pil)
 
 # shellcheck source=scripts/apt.sh
 source scripts/apt.sh
