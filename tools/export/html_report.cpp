@@ -230,6 +230,7 @@ std::string run_section(const ReportRun& r, size_t index, const ReportOptions& o
 
 std::string comparison(const std::vector<ReportRun>& runs) {
   std::vector<Figures> fig;
+  fig.reserve(runs.size());
   for (const ReportRun& r : runs) fig.push_back(figures(r));
   std::optional<Time> best;
   for (const ReportRun& r : runs) {
