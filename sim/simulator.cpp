@@ -210,7 +210,7 @@ bool Simulator::setup() {
     capacity[s] = t_.tiers[fabric_.slot_tier(s).first].capacity.value;
   }
   ledger_ = std::make_unique<MemoryLedger>(std::move(capacity));
-  static_by_kind_.assign(fabric_.tier_slots(), std::vector<uint64_t>(kTensorKindNames.size() + 1));
+  static_by_kind_.assign(fabric_.tier_slots(), std::vector<uint64_t>(kKindSlots));
   mem_waiters_.resize(fabric_.tier_slots());
   slot_changed_.assign(fabric_.tier_slots(), 0);
   engines_.resize(fabric_.engines().size());
@@ -782,7 +782,7 @@ void Simulator::finish(SimResult& r) {
     std::vector<LiveTensor> live;
     for (const Allocation& a : ledger_->live_at_peak(s)) {
       const bool ws = (a.what & kWorkspaceBit) != 0;
-      tr.peak_by_kind[ws ? kTensorKindNames.size() : size_t(w_.tensors[a.what].kind)] += a.bytes;
+      tr.peak_by_kind[ws ? kWorkspaceKind : size_t(w_.tensors[a.what].kind)] += a.bytes;
       live.push_back(LiveTensor{a.program, a.what, a.bytes, false});
     }
     tr.live_count = live.size();

@@ -102,7 +102,7 @@ struct TierResult {
   Time peak_time = 0;
   double average = 0;
   uint64_t final_level = 0;
-  std::vector<uint64_t> peak_by_kind;  ///< bytes at the peak per TensorKind (+1: workspace)
+  std::vector<uint64_t> peak_by_kind;  ///< bytes at the peak per kind slot (sim/series.h)
   std::vector<LiveTensor> largest;     ///< largest live allocations at the peak
   size_t live_count = 0;
 };

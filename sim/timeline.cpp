@@ -13,6 +13,7 @@
 
 #include "core/diagnostics.h"
 #include "core/json_reader.h"
+#include "core/utf8.h"
 
 namespace tierflow::sim {
 namespace {
@@ -20,48 +21,10 @@ namespace {
 constexpr int64_t kPsPerUs = 1'000'000;
 // Integers above 2^53 are not exact as JavaScript numbers, which chrome://tracing uses.
 constexpr uint64_t kMaxFlowId = uint64_t{1} << 53;
-constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD in UTF-8
 // Formatted bytes handed to the writer at a time (a little more: whole events).
 constexpr size_t kChunkBytes = size_t{1} << 20;
 // Room asked for ahead of an event's fixed parts; names and arguments ask for their own.
 constexpr size_t kEventRoom = 256;
-
-// Length of the well-formed UTF-8 sequence starting at s[i] (Unicode table 3-7: no
-// overlong forms, no surrogates, nothing above U+10FFFF), or 0 where there is none.
-size_t utf8_length(std::string_view s, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned lead = byte(i);
-  if (lead < 0x80) return 1;
-  size_t n = 0;
-  unsigned lo = 0x80;  // range of the second byte; later ones are always 80..BF
-  unsigned hi = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    n = 2;
-  } else if (lead == 0xE0) {
-    n = 3;
-    lo = 0xA0;
-  } else if (lead == 0xED) {
-    n = 3;
-    hi = 0x9F;
-  } else if (lead >= 0xE1 && lead <= 0xEF) {
-    n = 3;
-  } else if (lead == 0xF0) {
-    n = 4;
-    lo = 0x90;
-  } else if (lead == 0xF4) {
-    n = 4;
-    hi = 0x8F;
-  } else if (lead >= 0xF1 && lead <= 0xF3) {
-    n = 4;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size() || byte(i + 1) < lo || byte(i + 1) > hi) return 0;
-  for (size_t k = 2; k < n; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
-  }
-  return n;
-}
 
 // Appends `s` as a JSON string. Names come from user files, so bytes that are not UTF-8
 // become U+FFFD: a viewer rejects the whole file over one bad string.
@@ -76,24 +39,11 @@ void append_json_text(std::string& out, std::string_view s) {
     out += '"';
     return;
   }
-  size_t i = 0;
-  while (i < s.size() && utf8_length(s, i) != 0) i += utf8_length(s, i);
-  if (i == s.size()) {
+  if (is_utf8(s)) {
     append_json_string(out, s);
-    return;
+  } else {
+    append_json_string(out, repair_utf8(s));
   }
-  std::string repaired(s.substr(0, i));
-  while (i < s.size()) {
-    const size_t n = utf8_length(s, i);
-    if (n == 0) {
-      repaired += kReplacementChar;
-      ++i;
-    } else {
-      repaired += s.substr(i, n);
-      i += n;
-    }
-  }
-  append_json_string(out, repaired);
 }
 
 // True when `s` is printable ASCII with nothing to escape (every name tierflow generates).

@@ -65,13 +65,6 @@ svg .bar-title{font-size:13px;font-weight:600;fill:#1d2733}
 footer{color:var(--muted);font-size:12px;padding:16px 32px;border-top:1px solid var(--line)}
 )";
 
-std::string bytes(uint64_t b) {
-  return to_string_approx(Bytes{b});
-}
-std::string duration(Time ps) {
-  return to_string_approx(Duration{ps});
-}
-
 // A meta value as text: strings without their quotes, anything else as written.
 std::optional<std::string> meta_text(const Meta& meta, const std::string& key) {
   const auto it = meta.find(key);
@@ -124,7 +117,7 @@ std::string error_box(const ReportRun& r) {
   if (e.program >= 0) where += fmt::format("program {}", e.program);
   if (e.step >= 0) where += fmt::format(" step {}", e.step);
   const std::string when =
-      e.time >= 0 ? fmt::format(" at {}", duration(e.time)) : " before it began";
+      e.time >= 0 ? fmt::format(" at {}", time_text(e.time)) : " before it began";
   return fmt::format(
       R"(<div class="error" role="alert"><strong>The simulation stopped{}: {}</strong>{}{}{}. )"
       R"(The plots show the run up to that point.</div>)",
@@ -136,11 +129,11 @@ std::string summary(const ReportRun& r, const Figures& f) {
   const Plan& p = r.plan.plan;
   const Workload& w = r.plan.workload;
   std::string out = R"(<div class="cards">)";
-  out += card(r.result.error ? "stopped" : duration(r.result.makespan), "makespan");
-  out += card(bytes(f.device_peak), fmt::format("device peak ({})", p.tiers[p.device_tier]));
-  out += card(duration(f.stall_transfer), "waiting for transfers (all devices)");
-  out += card(duration(f.stall_memory), "waiting for memory (all devices)");
-  out += card(bytes(f.moved), "moved by prefetches and stores");
+  out += card(r.result.error ? "stopped" : time_text(r.result.makespan), "makespan");
+  out += card(bytes_text(f.device_peak), fmt::format("device peak ({})", p.tiers[p.device_tier]));
+  out += card(time_text(f.stall_transfer), "waiting for transfers (all devices)");
+  out += card(time_text(f.stall_memory), "waiting for memory (all devices)");
+  out += card(bytes_text(f.moved), "moved by prefetches and stores");
   out += "</div>\n<table class=\"facts\">\n";
   const auto row = [&](std::string_view k, const std::string& v) {
     out += fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", k, v);
@@ -167,7 +160,7 @@ std::string summary(const ReportRun& r, const Figures& f) {
   if (auto pipe = meta_text(p.meta, "pipeline"))
     policy += " <code>" + escape_html(*pipe) + "</code>";
   if (auto budget = meta_number(p.meta, "budget")) {
-    policy += fmt::format("; budget {} per device", bytes(static_cast<uint64_t>(*budget)));
+    policy += fmt::format("; budget {} per device", bytes_text(static_cast<uint64_t>(*budget)));
   }
   row("policy", policy);
   row("devices",
@@ -175,25 +168,25 @@ std::string summary(const ReportRun& r, const Figures& f) {
                   p.programs.size() == 1 ? "" : "s", escape_html(p.tiers[p.device_tier])));
   std::string bounds;
   if (auto b = meta_number(p.meta, "bounds_makespan_ps")) {
-    bounds += fmt::format("makespan &ge; {}", duration(static_cast<Time>(*b)));
+    bounds += fmt::format("makespan &ge; {}", time_text(static_cast<Time>(*b)));
     if (*b > 0 && !r.result.error) {
       bounds += fmt::format(" (gap {:.3f}&times;)", static_cast<double>(r.result.makespan) / *b);
     }
   }
   if (auto b = meta_number(p.meta, "bounds_compute_ps")) {
     bounds +=
-        fmt::format("{}compute {}", bounds.empty() ? "" : ", ", duration(static_cast<Time>(*b)));
+        fmt::format("{}compute {}", bounds.empty() ? "" : ", ", time_text(static_cast<Time>(*b)));
   }
   if (auto b = meta_number(p.meta, "bounds_residency")) {
     bounds += fmt::format("{}residency &ge; {}", bounds.empty() ? "" : ", ",
-                          bytes(static_cast<uint64_t>(*b)));
+                          bytes_text(static_cast<uint64_t>(*b)));
     if (*b > 0) {
       bounds += fmt::format(" (peak {:.3f}&times;)", static_cast<double>(f.device_peak) / *b);
     }
   }
   if (auto b = meta_number(p.meta, "bounds_traffic_bytes")) {
     bounds += fmt::format("{}traffic &ge; {}", bounds.empty() ? "" : ", ",
-                          bytes(static_cast<uint64_t>(*b)));
+                          bytes_text(static_cast<uint64_t>(*b)));
   }
   row("bounds", bounds.empty() ? "<span class=\"note\">not recorded in the plan</span>" : bounds);
   const double span = static_cast<double>(std::max<Time>(r.result.makespan, 1)) *
@@ -201,8 +194,8 @@ std::string summary(const ReportRun& r, const Figures& f) {
   row("stalls",
       fmt::format("{} waiting for transfers ({:.1f}% of device time), {} waiting for "
                   "memory ({:.1f}%); compute busy {:.1f}%",
-                  duration(f.stall_transfer), 100 * static_cast<double>(f.stall_transfer) / span,
-                  duration(f.stall_memory), 100 * static_cast<double>(f.stall_memory) / span,
+                  time_text(f.stall_transfer), 100 * static_cast<double>(f.stall_transfer) / span,
+                  time_text(f.stall_memory), 100 * static_cast<double>(f.stall_memory) / span,
                   100 * static_cast<double>(f.compute) / span));
   out += "</table>\n";
   return out;
@@ -250,7 +243,7 @@ std::string comparison(const std::vector<ReportRun>& runs) {
     const std::string policy = meta_text(r.plan.plan.meta, "policy").value_or("-");
     const bool ok = !r.result.error;
     const std::string make =
-        ok ? duration(r.result.makespan)
+        ok ? time_text(r.result.makespan)
            : fmt::format("stopped ({})", sim::error_kind_name(r.result.error->kind));
     const std::string vs =
         ok && best && *best > 0
@@ -262,16 +255,17 @@ std::string comparison(const std::vector<ReportRun>& runs) {
         "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
         "<td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
         i + 1, escape_html(r.plan.plan.name), escape_html(policy), escape_html(make), vs,
-        bytes(f.device_peak), bytes(f.moved), duration(f.stall_transfer), duration(f.stall_memory));
+        bytes_text(f.device_peak), bytes_text(f.moved), time_text(f.stall_transfer),
+        time_text(f.stall_memory));
     labels.push_back(policy == "-" ? r.plan.plan.name : policy);
     make_v.push_back(ok ? static_cast<double>(r.result.makespan) : 0);
     make_t.push_back(make);
     peak_v.push_back(static_cast<double>(f.device_peak));
-    peak_t.push_back(bytes(f.device_peak));
+    peak_t.push_back(bytes_text(f.device_peak));
     moved_v.push_back(static_cast<double>(f.moved));
-    moved_t.push_back(bytes(f.moved));
+    moved_t.push_back(bytes_text(f.moved));
     stall_v.push_back(static_cast<double>(f.stall_transfer + f.stall_memory));
-    stall_t.push_back(duration(f.stall_transfer + f.stall_memory));
+    stall_t.push_back(time_text(f.stall_transfer + f.stall_memory));
   }
   // Bars are named by policy, or by plan where two plans share one.
   std::vector<std::string> sorted = labels;

@@ -31,13 +31,6 @@ constexpr std::string_view kWaitMemoryColor = "#ff9f1c";
 constexpr std::string_view kRateColor = "#2f6f9f";
 constexpr std::string_view kRateFill = "#2f6f9f33";
 
-std::string bytes(uint64_t b) {
-  return to_string_approx(Bytes{b});
-}
-std::string duration(Time ps) {
-  return to_string_approx(Duration{ps});
-}
-
 // "12.5 GB/s" in the unit that suits `bytes_per_s`.
 std::string rate(double bytes_per_s) {
   const Unit u = rate_unit(bytes_per_s);
@@ -145,6 +138,13 @@ std::string device_list(std::vector<uint32_t> d) {
 
 }  // namespace
 
+std::string bytes_text(uint64_t b) {
+  return to_string_approx(Bytes{b});
+}
+std::string time_text(Time ps) {
+  return to_string_approx(Duration{ps});
+}
+
 RunView make_view(const ReportRun& r, const ReportOptions& o, std::string id) {
   RunView v;
   v.id = std::move(id);
@@ -243,8 +243,8 @@ std::string activity_section(const ReportRun& r, const RunView& v, const std::ve
         const auto s = size_t(state[b]);
         svg.rect(xs[b], y, xs[e] - xs[b], kBar, kStateColor[s],
                  fmt::format("dev {}: {} from {} to {}", programs[p].device, kStateName[s],
-                             duration(v.buckets.start(b)),
-                             duration(std::min(v.buckets.start(e), v.end))));
+                             time_text(v.buckets.start(b)),
+                             time_text(std::min(v.buckets.start(e), v.end))));
       }
       b = e;
     }
@@ -269,7 +269,7 @@ std::string activity_section(const ReportRun& r, const RunView& v, const std::ve
     const double y = f.top + kRow * static_cast<double>(w.program) + kMark - 1;
     svg.raw(fmt::format(R"(<path class="mark-wait" d="M{:.1f} {:.1f}l-4 -6h8z"><title>)", x, y));
     svg.raw(escape_html(
-        fmt::format("wait #{}: {} at {}", i + 1, duration(w.end - w.start), duration(w.start))));
+        fmt::format("wait #{}: {} at {}", i + 1, time_text(w.end - w.start), time_text(w.start))));
     svg.raw("</title></path>");
   }
   std::string body = svg.finish();
@@ -334,17 +334,17 @@ std::string memory_section(const ReportRun& r, const RunView& v, const ReportOpt
         most = std::max(most, ks.bytes[b][k]);
       }
       svg.area(band_path(xs, above, below), kind_color(k),
-               fmt::format("{}: up to {}", sim::kKindSlotNames[k], bytes(most)));
+               fmt::format("{}: up to {}", sim::kKindSlotNames[k], bytes_text(most)));
       below = std::move(above);
     }
-    if (cap_on_scale) svg.limit(cap, "capacity " + bytes(ts.capacity));
-    if (budget_line) svg.limit(static_cast<double>(v.budget), "budget " + bytes(v.budget));
-    std::string head = fmt::format("peak {}", bytes(peak));
-    if (tr != nullptr) head += fmt::format(" at {}", duration(tr->peak_time));
+    if (cap_on_scale) svg.limit(cap, "capacity " + bytes_text(ts.capacity));
+    if (budget_line) svg.limit(static_cast<double>(v.budget), "budget " + bytes_text(v.budget));
+    std::string head = fmt::format("peak {}", bytes_text(peak));
+    if (tr != nullptr) head += fmt::format(" at {}", time_text(tr->peak_time));
     head += fmt::format(", {:.1f}% of its {}{}", 100 * static_cast<double>(peak) / cap,
-                        bytes(ts.capacity), cap_on_scale ? "" : " (off scale)");
+                        bytes_text(ts.capacity), cap_on_scale ? "" : " (off scale)");
     if (ts.tier == v.device_tier && v.budget > 0) {
-      head += fmt::format("; budget {}", bytes(v.budget));
+      head += fmt::format("; budget {}", bytes_text(v.budget));
     }
     plots += plot_box(ts.name, head, same_as(r.series.tiers, groups[g]), svg.finish());
   }
@@ -398,9 +398,10 @@ std::string links_section(const ReportRun& r, const RunView& v, const ReportOpti
     std::string head = fmt::format("peak {}", rate(peak));
     for (const sim::LinkResult& lr : r.result.links) {
       if (lr.name != ls.name) continue;
-      head = fmt::format(
-          "{} moved, busy {:.1f}% of the time, peak {}", bytes(static_cast<uint64_t>(lr.bytes)),
-          100 * static_cast<double>(lr.busy_ps) / static_cast<double>(v.end), rate(peak));
+      head = fmt::format("{} moved, busy {:.1f}% of the time, peak {}",
+                         bytes_text(static_cast<uint64_t>(lr.bytes)),
+                         100 * static_cast<double>(lr.busy_ps) / static_cast<double>(v.end),
+                         rate(peak));
     }
     body += plot_box(ls.name, head, same_as(links, groups[g]), svg.finish());
   }
@@ -424,7 +425,8 @@ std::string waits_section(const ReportRun& r, const RunView& v, const std::vecto
   std::string body = fmt::format(
       R"(<p>{} wait{}: {} waiting for transfers, {} waiting for memory, summed over devices. )"
       R"(The longest first; equal waits on several devices share a row.</p>)",
-      waits.size(), waits.size() == 1 ? "" : "s", duration(transfer_total), duration(memory_total));
+      waits.size(), waits.size() == 1 ? "" : "s", time_text(transfer_total),
+      time_text(memory_total));
   body +=
       "<table class=\"waits\"><thead><tr><th>#</th><th>devices</th><th>step (op)</th>"
       "<th>waited for</th><th>at</th><th class=\"num\">waited</th><th>tensor</th>"
@@ -468,26 +470,27 @@ std::string waits_section(const ReportRun& r, const RunView& v, const std::vecto
       const std::string& dev_tier = r.plan.plan.tiers[r.plan.plan.device_tier];
       cause = "memory";
       tensor = "outputs and workspace";
-      size = bytes(need);
+      size = bytes_text(need);
       route = fmt::format("room on {}", dev_tier);
     } else {
       const sim::TransferRecord& tr = r.result.transfers[x.transfer];
       cause = std::string(kStepKindNames[size_t(tr.kind)]);
       tensor = tr.tensor < w.tensors.size() ? w.tensors[tr.tensor].name : "?";
-      size = bytes(tr.bytes);
+      size = bytes_text(tr.bytes);
       const hw::Route* rt = t.route(tr.from, tr.to);
       route = rt != nullptr ? hw::describe_route(t, *rt)
                             : fmt::format("{} -> {}", t.tiers[tr.from].id, t.tiers[tr.to].id);
-      transfer = duration(tr.end - tr.issue);
-      queued = duration(tr.start - tr.issue);
+      transfer = time_text(tr.end - tr.issue);
+      queued = time_text(tr.start - tr.issue);
     }
     body += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"cause-{}\">{}</td><td>{}</td>"
         "<td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td>"
         "<td class=\"num\">{}</td><td class=\"num\">{}</td></tr>\n",
         rows + 1, device_list(devices), escape_html(op),
-        x.transfer == kNoTransfer ? "memory" : "transfer", escape_html(cause), duration(x.start),
-        duration(x.end - x.start), escape_html(tensor), size, escape_html(route), transfer, queued);
+        x.transfer == kNoTransfer ? "memory" : "transfer", escape_html(cause), time_text(x.start),
+        time_text(x.end - x.start), escape_html(tensor), size, escape_html(route), transfer,
+        queued);
   }
   body += "</tbody></table>\n";
   return section(v, "waits", "Exposed waits, longest first", body);

@@ -16,6 +16,10 @@ namespace tierflow::exporter {
 
 inline constexpr uint32_t kNoTransfer = UINT32_MAX;
 
+/// Sizes and times as the page prints them: "74.5GiB", "8.395ms" (core/units.h).
+std::string bytes_text(uint64_t b);
+std::string time_text(Time ps);
+
 /// What the plots of one run share: the time window and its buckets.
 struct RunView {
   std::string id;  ///< prefix of the run's HTML ids ("run1")
