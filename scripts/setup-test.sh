@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages that only the test suite needs: a single-node Slurm and
-# MUNGE for tests/e2e/slurm_sweep_test.sh, which starts its own daemons in a temp folder, and
+# MUNGE for tests/e2e/slurm_sweep_test.sh, which starts its own daemons in a temp folder;
 # Python's protobuf for tests/export/chakra_decode_test.py, which decodes Chakra traces with
-# Debian's /usr/bin/python3.
+# Debian's /usr/bin/python3; Chromium (with the fonts it recommends) and the Python Imaging
+# Library for tests/e2e/report_browser_test.sh, which opens a `tierflow report` page headless
+# and checks its screenshot.
 # Safe to run again: it skips apt when every package is already installed.
 #
 # The packages' maintainer scripts would start the system's munge, slurmctld and slurmd
@@ -15,7 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(slurm-wlm munge python3-protobuf)
+packages=(slurm-wlm munge python3-protobuf chromium fonts-liberation python3-pil)
 
 # shellcheck source=scripts/apt.sh
 source scripts/apt.sh

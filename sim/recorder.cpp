@@ -2,10 +2,23 @@
 
 #include <fmt/format.h>
 
+#include <numeric>
+#include <tuple>
+
+#include "core/diagnostics.h"
+
 namespace tierflow::sim {
 
-Recorder::Recorder(Timeline* tl, const Fabric& fabric, const Workload& w, const Plan& plan)
-    : tl_(tl), fabric_(fabric), w_(w), plan_(plan) {
+namespace {
+
+inline constexpr uint32_t kNone = UINT32_MAX;
+
+}  // namespace
+
+Recorder::Recorder(Timeline* tl, SimSeries* series, const Fabric& fabric, const Workload& w,
+                   const Plan& plan)
+    : tl_(tl), sink_(series), fabric_(fabric), w_(w), plan_(plan) {
+  if (sink_ != nullptr) sink_link_.assign(fabric.resources().size(), kNone);
   if (tl_ == nullptr) return;
   const size_t n = plan.programs.size();
   device_pid_.resize(n);
@@ -30,12 +43,84 @@ Recorder::Recorder(Timeline* tl, const Fabric& fabric, const Workload& w, const 
   link_lanes_.resize(fabric.resources().size());
   link_tracks_.resize(fabric.resources().size());
   // Counter names are built once: counters are sampled on the hot path.
-  for (uint32_t s = 0; s < fabric.tier_slots(); ++s) {
-    level_series_.push_back(tl_->series(memory_pid_, fmt::format("{} bytes", fabric.slot_name(s))));
-  }
   for (const ResourceInfo& r : fabric.resources()) {
     rate_series_.push_back(tl_->series(links_pid_, fmt::format("{} GB/s", r.name)));
   }
+}
+
+void Recorder::begin(const std::vector<size_t>& tier_map) {
+  const uint32_t slots = fabric_.tier_slots();
+  kinds_mask_.assign(slots, 0);
+  held_.assign(slots, {});
+  sunk_.assign(slots, {});
+  const auto bit = [](size_t kind) { return uint32_t{1} << kind; };
+  const auto tensor_bit = [&](uint32_t t) {
+    return t < w_.tensors.size() ? bit(size_t(w_.tensors[t].kind)) : 0;
+  };
+  const size_t device_tier = tier_map[plan_.device_tier];
+  for (const Program& prog : plan_.programs) {
+    const int dev = static_cast<int>(prog.device);
+    const uint32_t dev_slot = fabric_.tier_slot(device_tier, dev);
+    for (uint32_t t = 0; t < w_.tensors.size(); ++t) {
+      if (w_.tensors[t].origin != kExternal) continue;
+      const uint32_t home = plan_.home[t];
+      kinds_mask_[home == plan_.device_tier ? dev_slot : fabric_.tier_slot(tier_map[home], dev)] |=
+          tensor_bit(t);
+    }
+    for (const Step& s : prog.steps) {
+      switch (s.kind) {
+        case StepKind::kCompute: {
+          if (s.target >= w_.ops.size()) break;
+          const Op& op = w_.ops[s.target];
+          for (uint32_t t : op.outputs) kinds_mask_[dev_slot] |= tensor_bit(t);
+          if (op.workspace > 0) kinds_mask_[dev_slot] |= bit(kWorkspaceKind);
+          break;
+        }
+        case StepKind::kPrefetch:
+          kinds_mask_[dev_slot] |= tensor_bit(s.target);
+          break;
+        case StepKind::kStore:
+          if (s.tier < tier_map.size()) {
+            kinds_mask_[fabric_.tier_slot(tier_map[s.tier], dev)] |= tensor_bit(s.target);
+          }
+          break;
+        case StepKind::kDetach:
+          break;
+      }
+    }
+  }
+  std::vector<std::string_view> keys;
+  if (tl_ != nullptr) {
+    level_series_.assign(slots, 0);
+    kind_series_.assign(slots, 0);
+  }
+  if (sink_ != nullptr) sink_tier_.assign(slots, kNone);
+  for (uint32_t s = 0; s < slots; ++s) {
+    if (kinds_mask_[s] == 0) continue;  // the plan never touches this instance
+    const std::string name = fabric_.slot_name(s);
+    if (tl_ != nullptr) {
+      keys.clear();
+      for (size_t k = 0; k < kKindSlots; ++k) {
+        if ((kinds_mask_[s] & bit(k)) != 0) keys.push_back(kKindSlotNames[k]);
+      }
+      level_series_[s] = tl_->series(memory_pid_, fmt::format("{} bytes", name));
+      kind_series_[s] = tl_->series(memory_pid_, fmt::format("{} bytes by kind", name), keys);
+    }
+    if (sink_ != nullptr) {
+      sink_tier_[s] = static_cast<uint32_t>(sink_->tiers.size());
+      TierSeries& ts = sink_->tiers.emplace_back();
+      ts.name = name;
+      std::tie(ts.tier, ts.instance) = fabric_.slot_tier(s);
+      ts.capacity = fabric_.topology().usable(ts.tier);
+      ts.kinds = kinds_mask_[s];
+    }
+  }
+}
+
+void Recorder::held(uint32_t slot, uint32_t what, uint64_t bytes, bool add) {
+  uint64_t& level = held_[slot][kind_of(what)];
+  TF_ASSERT(add || level >= bytes, "slot {} releases more bytes of a kind than it holds", slot);
+  level = add ? level + bytes : level - bytes;
 }
 
 TrackId Recorder::copy_track(int program, uint32_t lane) {
@@ -59,6 +144,7 @@ TrackId Recorder::link_track(uint32_t resource, uint32_t lane) {
 }
 
 void Recorder::compute(int program, Time start, Time end, uint32_t op, uint32_t step) {
+  if (sink_ != nullptr) sink_->compute.push_back({uint32_t(program), step, op, start, end});
   if (tl_ == nullptr) return;
   const Op& o = w_.ops[op];
   const Arg args[] = {{"op", uint64_t{op}}, {"step", uint64_t{step}}, {"kind", name_of(o.kind)},
@@ -71,11 +157,19 @@ void Recorder::compute(int program, Time start, Time end, uint32_t op, uint32_t 
   arrows_[size_t(program)].clear();
 }
 
-void Recorder::stall(int program, Time start, Time end, bool memory, std::string_view why) {
+void Recorder::stall(int program, uint32_t step, Time start, Time end, bool memory,
+                     std::string_view why) {
+  if (sink_ != nullptr) sink_->stalls.push_back({uint32_t(program), step, start, end, memory});
   if (tl_ == nullptr) return;
   const Arg args[] = {{"cause", why}};
   tl_->slice(compute_[size_t(program)], start, end, memory ? "wait: memory" : "wait: transfer",
              "stall", args);
+}
+
+void Recorder::waited(int program, uint32_t step, uint32_t transfer, Time start, Time end) {
+  if (sink_ != nullptr && end > start) {
+    sink_->waits.push_back({uint32_t(program), step, transfer, start, end});
+  }
 }
 
 uint32_t Recorder::transfer_start(int program, const Path& path) {
@@ -131,20 +225,61 @@ void Recorder::arrow(TrackId from, Time from_ps, uint64_t id, int program) {
 }
 
 void Recorder::tier_level(uint32_t slot, Time t, uint64_t bytes) {
-  if (tl_ == nullptr) return;
-  tl_->counter(level_series_[slot], t, static_cast<double>(bytes));
+  if (slot >= kinds_mask_.size() || kinds_mask_[slot] == 0) return;
+  const std::array<uint64_t, kKindSlots>& held = held_[slot];
+  TF_ASSERT(std::accumulate(held.begin(), held.end(), uint64_t{0}) == bytes,
+            "'{}' holds {} bytes, its kinds add up to another number", fabric_.slot_name(slot),
+            bytes);
+  const uint32_t mask = kinds_mask_[slot];
+  if (tl_ != nullptr) {
+    tl_->counter(level_series_[slot], t, static_cast<double>(bytes));
+    values_.clear();
+    for (size_t k = 0; k < kKindSlots; ++k) {
+      if ((mask >> k & 1) != 0) values_.push_back(static_cast<double>(held[k]));
+    }
+    tl_->counter(kind_series_[slot], t, values_);
+  }
+  if (sink_ != nullptr) {
+    std::array<uint64_t, kKindSlots>& sunk = sunk_[slot];
+    TierSeries& ts = sink_->tiers[sink_tier_[slot]];
+    for (size_t k = 0; k < kKindSlots; ++k) {
+      if (held[k] == sunk[k]) continue;
+      sunk[k] = held[k];
+      ts.changes.push_back({t, held[k], uint32_t(k)});
+    }
+  }
 }
 
 void Recorder::link_rate(uint32_t resource, Time t, double bytes_per_s) {
-  if (tl_ == nullptr) return;
-  if (fabric_.resources()[resource].kind != ResourceKind::kLink) return;
-  tl_->counter(rate_series_[resource], t, bytes_per_s * 1e-9);
+  const ResourceInfo& r = fabric_.resources()[resource];
+  if (r.kind != ResourceKind::kLink) return;
+  if (tl_ != nullptr) tl_->counter(rate_series_[resource], t, bytes_per_s * 1e-9);
+  if (sink_ == nullptr) return;
+  uint32_t& index = sink_link_[resource];
+  if (index == kNone) {
+    index = static_cast<uint32_t>(sink_->links.size());
+    LinkSeries& ls = sink_->links.emplace_back();
+    ls.name = r.name;
+    ls.resource = resource;
+    ls.link = r.index;
+    ls.instance = r.instance;
+    ls.forward = r.forward;
+  }
+  std::vector<RateChange>& changes = sink_->links[index].changes;
+  if (changes.empty() ? bytes_per_s != 0 : changes.back().bytes_per_s != bytes_per_s) {
+    changes.push_back({t, bytes_per_s});
+  }
 }
 
 void Recorder::error(int program, Time t, std::string_view message) {
   if (tl_ == nullptr) return;
   const Arg args[] = {{"message", message}};
   tl_->instant(compute_[size_t(program)], t, "error", args);
+}
+
+void Recorder::finish(const FlowNetwork& net) {
+  if (sink_ == nullptr) return;
+  for (LinkSeries& ls : sink_->links) ls.capacity = net.capacity(ls.resource);
 }
 
 }  // namespace tierflow::sim

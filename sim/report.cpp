@@ -8,6 +8,7 @@
 #include "core/table.h"
 #include "core/units.h"
 #include "sim/models/ledger.h"
+#include "sim/series.h"
 
 namespace tierflow::sim {
 namespace {
@@ -43,7 +44,7 @@ std::string live_name(const LiveTensor& l, const Workload& w) {
 }
 
 std::string_view kind_name(size_t k) {
-  return k < kTensorKindNames.size() ? kTensorKindNames[k] : std::string_view("workspace");
+  return kKindSlotNames[k];
 }
 
 void json_str(std::string& out, std::string_view s) {

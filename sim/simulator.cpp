@@ -49,6 +49,9 @@ struct ProgramState {
   Time since = 0;
   uint32_t wait_event = kNone;
   Time wait_since = 0;
+  /// When the compute step began waiting on wait_event, for the recorder's waits:
+  /// wait_since restarts each time the program is woken while the event is still due.
+  Time wait_begin = 0;
   uint64_t woken = 0;                ///< wake stamp, to run a program once per wake-up
   std::vector<uint32_t> pending;     ///< cache steps whose anchor finished, not yet issued
   std::vector<uint16_t> pending_on;  ///< per tensor: cache steps of it in `pending`
@@ -63,7 +66,12 @@ struct ProgramState {
 class Simulator {
  public:
   Simulator(const Plan& plan, const Workload& w, const hw::Topology& t, const SimOptions& o)
-      : plan_(plan), w_(w), t_(t), o_(o), fabric_(t, net_), rec_(o.timeline, fabric_, w, plan) {}
+      : plan_(plan),
+        w_(w),
+        t_(t),
+        o_(o),
+        fabric_(t, net_),
+        rec_(o.timeline, o.series, fabric_, w, plan) {}
 
   SimResult run();
 
@@ -87,6 +95,18 @@ class Simulator {
   void fail(SimError::Kind kind, int program, int step, int tensor, std::string message);
   Time op_time(uint32_t p, uint32_t op);
   void wake_memory();
+  /// The ledger's allocate and release, telling the recorder what the bytes are.
+  uint32_t allocate(uint32_t slot, uint64_t bytes, uint32_t what, uint32_t p, Time now) {
+    if (rec_.on()) rec_.held(slot, what, bytes, /*add=*/true);
+    return ledger_->allocate(slot, bytes, what, p, now);
+  }
+  void release(uint32_t record, Time now) {
+    if (rec_.on()) {
+      const Allocation& a = ledger_->record(record);
+      rec_.held(a.slot, a.what, a.bytes, /*add=*/false);
+    }
+    ledger_->release(record, now);
+  }
   void touch_slot(uint32_t s) {
     if (rec_.on() && !slot_changed_[s]) {
       slot_changed_[s] = 1;
@@ -194,7 +214,7 @@ bool Simulator::setup() {
     capacity[s] = t_.usable(fabric_.slot_tier(s).first);
   }
   ledger_ = std::make_unique<MemoryLedger>(std::move(capacity));
-  static_by_kind_.assign(fabric_.tier_slots(), std::vector<uint64_t>(kTensorKindNames.size() + 1));
+  static_by_kind_.assign(fabric_.tier_slots(), std::vector<uint64_t>(kKindSlots));
   mem_waiters_.resize(fabric_.tier_slots());
   slot_changed_.assign(fabric_.tier_slots(), 0);
   engines_.resize(fabric_.engines().size());
@@ -255,6 +275,7 @@ bool Simulator::setup() {
       ++next;
     }
   }
+  if (rec_.on()) rec_.begin(tier_map_);
   // Home copies present from time zero.
   for (uint32_t p = 0; p < progs_.size(); ++p) {
     ProgramState& st = progs_[p];
@@ -275,10 +296,11 @@ bool Simulator::setup() {
                            largest_live(st.dev_slot)));
           return false;
         }
-        st.dev_rec[t] = ledger_->allocate(st.dev_slot, x.bytes, t, p, 0);
+        st.dev_rec[t] = allocate(st.dev_slot, x.bytes, t, p, 0);
       } else {
         const uint32_t slot = fabric_.tier_slot(tier_map_[home], st.device);
         ledger_->add_static(slot, x.bytes);
+        if (rec_.on()) rec_.held(slot, t, x.bytes, /*add=*/true);
         static_by_kind_[slot][size_t(x.kind)] += x.bytes;
         st.copies[t] |= uint64_t{1} << home;
       }
@@ -294,7 +316,6 @@ bool Simulator::setup() {
                        to_string_approx(Bytes{x.capacity}), largest_live(s)));
       return false;
     }
-    rec_.tier_level(s, 0, x.level);
   }
   return true;
 }
@@ -329,8 +350,10 @@ void Simulator::unblock(ProgramState& st) {
   const Time d = q_.now() - st.since;
   if (d > 0) {
     (st.cause == Cause::kMemory ? st.res.stall_memory_ps : st.res.stall_transfer_ps) += d;
-    rec_.stall(int(&st - progs_.data()), st.since, q_.now(), st.cause == Cause::kMemory,
-               st.cause == Cause::kMemory ? "memory" : "transfer");
+    if (rec_.on()) {
+      rec_.stall(int(&st - progs_.data()), uint32_t(st.next), st.since, q_.now(),
+                 st.cause == Cause::kMemory, st.cause == Cause::kMemory ? "memory" : "transfer");
+    }
   }
   st.cause = Cause::kNone;
 }
@@ -343,6 +366,7 @@ bool Simulator::wait_ready(uint32_t p, const Step& s, bool compute) {
     events_[d].waiters.push_back(p);
     if (compute) {
       block(st, Cause::kTransfer);
+      if (st.wait_event != d) st.wait_begin = q_.now();
       st.wait_event = d;
       st.wait_since = q_.now();
     }
@@ -381,7 +405,7 @@ bool Simulator::try_issue(uint32_t p, size_t step) {
     case StepKind::kPrefetch: {
       const uint64_t bytes = w_.tensors[s.target].bytes;
       if (!reserve(p, st.dev_slot, bytes, step)) return false;
-      st.dev_rec[s.target] = ledger_->allocate(st.dev_slot, bytes, s.target, p, now);
+      st.dev_rec[s.target] = allocate(st.dev_slot, bytes, s.target, p, now);
       touch_slot(st.dev_slot);
       issue_transfer(p, s, step);
       break;
@@ -392,7 +416,7 @@ bool Simulator::try_issue(uint32_t p, size_t step) {
         const uint32_t slot = fabric_.tier_slot(tier_map_[s.tier], st.device);
         const uint64_t bytes = w_.tensors[s.target].bytes;
         if (!reserve(p, slot, bytes, step)) return false;
-        ledger_->allocate(slot, bytes, s.target, p, now);
+        allocate(slot, bytes, s.target, p, now);
         touch_slot(slot);
         st.copies[s.target] |= bit;
       }
@@ -400,7 +424,7 @@ bool Simulator::try_issue(uint32_t p, size_t step) {
       break;
     }
     case StepKind::kDetach: {
-      ledger_->release(st.dev_rec[s.target], now);
+      release(st.dev_rec[s.target], now);
       st.dev_rec[s.target] = kNoRecord;
       touch_slot(st.dev_slot);
       if (!mem_waiters_[st.dev_slot].empty()) freed_slots_.push_back(st.dev_slot);
@@ -462,13 +486,13 @@ void Simulator::advance(uint32_t p) {
     if (!reserve(p, st.dev_slot, need, st.next)) return;
     unblock(st);
     for (uint32_t t : op.outputs) {
-      st.dev_rec[t] = ledger_->allocate(st.dev_slot, w_.tensors[t].bytes, t, p, now);
+      st.dev_rec[t] = allocate(st.dev_slot, w_.tensors[t].bytes, t, p, now);
     }
     if (op.workspace > 0) {
-      st.workspace = ledger_->allocate(st.dev_slot, op.workspace, s.target | kWorkspaceBit, p, now);
+      st.workspace = allocate(st.dev_slot, op.workspace, s.target | kWorkspaceBit, p, now);
     }
     if (need > 0) touch_slot(st.dev_slot);
-    if (rec_.on()) {
+    if (rec_.drawing()) {
       for (uint32_t e : s.wait) {
         Transfer& x = transfers_[events_[dense_event(e)].transfer];
         if (x.rec.kind == StepKind::kPrefetch && x.rec.program == p && !x.arrowed) {
@@ -546,7 +570,7 @@ bool Simulator::try_start(uint32_t x) {
     engines_[g].queue.pop_front();
   }
   tr.rec.start = q_.now();
-  if (rec_.on()) tr.lanes = rec_.transfer_start(int(tr.rec.program), *tr.path);
+  if (rec_.drawing()) tr.lanes = rec_.transfer_start(int(tr.rec.program), *tr.path);
   q_.schedule(q_.now() + tr.path->setup, kSetupDone, x);
   return true;
 }
@@ -560,7 +584,7 @@ void Simulator::complete_transfer(uint32_t x) {
     while (!engines_[g].queue.empty() && try_start(engines_[g].queue.front())) {
     }
   }
-  if (rec_.on()) tr.track = rec_.transfer_end(tr.lanes, tr.rec);
+  if (rec_.drawing()) tr.track = rec_.transfer_end(tr.lanes, tr.rec);
   ProgramState& owner = progs_[tr.rec.program];
   owner.res.end = std::max(owner.res.end, q_.now());
   EventState& ev = events_[tr.dense_event];
@@ -571,6 +595,7 @@ void Simulator::complete_transfer(uint32_t x) {
     ProgramState& st = progs_[p];
     if (st.wait_event != tr.dense_event) continue;
     tr.rec.exposed += q_.now() - st.wait_since;  // its compute step waited for this one
+    if (rec_.on()) rec_.waited(int(p), uint32_t(st.next), x, st.wait_begin, q_.now());
     st.wait_event = kNone;
   }
   wake(waiters);
@@ -589,12 +614,14 @@ void Simulator::dispatch(const Event& ev) {
       // Nothing issues while the op runs: the step before `next` is the one that ended.
       const Step& s = st.prog->steps[st.next - 1];
       if (st.workspace != kNoRecord) {
-        ledger_->release(st.workspace, q_.now());
+        release(st.workspace, q_.now());
         st.workspace = kNoRecord;
         touch_slot(st.dev_slot);
         if (!mem_waiters_[st.dev_slot].empty()) freed_slots_.push_back(st.dev_slot);
       }
-      rec_.compute(int(ev.data), st.op_start, q_.now(), s.target, uint32_t(st.next - 1));
+      if (rec_.on()) {
+        rec_.compute(int(ev.data), st.op_start, q_.now(), s.target, uint32_t(st.next - 1));
+      }
       if (StepTime* at = step_time(ev.data, st.next - 1)) at->end = q_.now();
       if (o_.op_end != nullptr && ev.data == 0) (*o_.op_end)[s.target] = q_.now();
       advance(ev.data);
@@ -672,6 +699,15 @@ void Simulator::start_programs() {
   for (uint32_t p = 0; p < progs_.size() && !error_; ++p) advance(p);
   wake_memory();
   if (net_.dirty()) resolve();
+  // Levels at time 0: the home copies and what the first steps allocated (sampled here,
+  // not at the first event's time, which may be much later).
+  if (rec_.on()) {
+    for (uint32_t s = 0; s < ledger_->slots(); ++s) {
+      rec_.tier_level(s, 0, ledger_->stats(s).level);
+      slot_changed_[s] = 0;
+    }
+    changed_slots_.clear();
+  }
 }
 
 std::string Simulator::largest_live(uint32_t slot) const {
@@ -757,7 +793,7 @@ void Simulator::finish(SimResult& r) {
     std::vector<LiveTensor> live;
     for (const Allocation& a : ledger_->live_at_peak(s)) {
       const bool ws = (a.what & kWorkspaceBit) != 0;
-      tr.peak_by_kind[ws ? kTensorKindNames.size() : size_t(w_.tensors[a.what].kind)] += a.bytes;
+      tr.peak_by_kind[ws ? kWorkspaceKind : size_t(w_.tensors[a.what].kind)] += a.bytes;
       live.push_back(LiveTensor{a.program, a.what, a.bytes, false});
     }
     tr.live_count = live.size();
@@ -857,6 +893,7 @@ SimResult Simulator::run() {
   }
   r.error = error_;
   if (ledger_) finish(r);
+  if (rec_.on()) rec_.finish(net_);
   return r;
 }
 

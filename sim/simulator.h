@@ -40,6 +40,7 @@
 namespace tierflow::sim {
 
 class Timeline;
+struct SimSeries;
 
 enum class OnFull { kFail, kWait };
 
@@ -52,8 +53,11 @@ struct StepTime {
 struct SimOptions {
   OnFull on_full = OnFull::kFail;
   Timeline* timeline = nullptr;  ///< streamed while simulating when set
-  bool keep_transfers = true;    ///< fill SimResult::transfers
-  size_t live_top = 10;          ///< largest live tensors listed per tier at its peak
+  /// Filled while simulating when set: memory by kind, link rates, compute and stall
+  /// intervals over time (sim/series.h), e.g. for `tierflow report`. Pass it empty.
+  SimSeries* series = nullptr;
+  bool keep_transfers = true;  ///< fill SimResult::transfers
+  size_t live_top = 10;        ///< largest live tensors listed per tier at its peak
   /// When set, sized to the workload's ops by simulate(): the end of each op's compute
   /// step in program 0 (-1 where it did not run), e.g. for per-token decode times.
   std::vector<Time>* op_end = nullptr;
@@ -108,7 +112,7 @@ struct TierResult {
   Time peak_time = 0;
   double average = 0;
   uint64_t final_level = 0;
-  std::vector<uint64_t> peak_by_kind;  ///< bytes at the peak per TensorKind (+1: workspace)
+  std::vector<uint64_t> peak_by_kind;  ///< bytes at the peak per kind slot (sim/series.h)
   std::vector<LiveTensor> largest;     ///< largest live allocations at the peak
   size_t live_count = 0;
 };

@@ -13,6 +13,7 @@
 
 #include "core/diagnostics.h"
 #include "core/json_reader.h"
+#include "core/utf8.h"
 
 namespace tierflow::sim {
 namespace {
@@ -20,48 +21,10 @@ namespace {
 constexpr int64_t kPsPerUs = 1'000'000;
 // Integers above 2^53 are not exact as JavaScript numbers, which chrome://tracing uses.
 constexpr uint64_t kMaxFlowId = uint64_t{1} << 53;
-constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD in UTF-8
 // Formatted bytes handed to the writer at a time (a little more: whole events).
 constexpr size_t kChunkBytes = size_t{1} << 20;
 // Room asked for ahead of an event's fixed parts; names and arguments ask for their own.
 constexpr size_t kEventRoom = 256;
-
-// Length of the well-formed UTF-8 sequence starting at s[i] (Unicode table 3-7: no
-// overlong forms, no surrogates, nothing above U+10FFFF), or 0 where there is none.
-size_t utf8_length(std::string_view s, size_t i) {
-  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned lead = byte(i);
-  if (lead < 0x80) return 1;
-  size_t n = 0;
-  unsigned lo = 0x80;  // range of the second byte; later ones are always 80..BF
-  unsigned hi = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    n = 2;
-  } else if (lead == 0xE0) {
-    n = 3;
-    lo = 0xA0;
-  } else if (lead == 0xED) {
-    n = 3;
-    hi = 0x9F;
-  } else if (lead >= 0xE1 && lead <= 0xEF) {
-    n = 3;
-  } else if (lead == 0xF0) {
-    n = 4;
-    lo = 0x90;
-  } else if (lead == 0xF4) {
-    n = 4;
-    hi = 0x8F;
-  } else if (lead >= 0xF1 && lead <= 0xF3) {
-    n = 4;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size() || byte(i + 1) < lo || byte(i + 1) > hi) return 0;
-  for (size_t k = 2; k < n; ++k) {
-    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
-  }
-  return n;
-}
 
 // Appends `s` as a JSON string. Names come from user files, so bytes that are not UTF-8
 // become U+FFFD: a viewer rejects the whole file over one bad string.
@@ -76,24 +39,11 @@ void append_json_text(std::string& out, std::string_view s) {
     out += '"';
     return;
   }
-  size_t i = 0;
-  while (i < s.size() && utf8_length(s, i) != 0) i += utf8_length(s, i);
-  if (i == s.size()) {
+  if (is_utf8(s)) {
     append_json_string(out, s);
-    return;
+  } else {
+    append_json_string(out, repair_utf8(s));
   }
-  std::string repaired(s.substr(0, i));
-  while (i < s.size()) {
-    const size_t n = utf8_length(s, i);
-    if (n == 0) {
-      repaired += kReplacementChar;
-      ++i;
-    } else {
-      repaired += s.substr(i, n);
-      i += n;
-    }
-  }
-  append_json_string(out, repaired);
 }
 
 // True when `s` is printable ASCII with nothing to escape (every name tierflow generates).
@@ -141,7 +91,10 @@ char* write_ids(char* p, uint32_t pid, uint32_t track) {
 Timeline::Timeline(const std::string& path) : out_(path) {
   chunk_.resize(kChunkBytes + kEventRoom * 16);
   writing_.resize(chunk_.size());
-  put(R"({"displayTimeUnit":"ns","traceEvents":[)"
+  // `ts` and `dur` are microseconds whatever displayTimeUnit says (it only sets how times
+  // are shown); otherData, shown as the trace's metadata, says so for readers of the file.
+  put(R"({"displayTimeUnit":"ns","otherData":{"ts_unit":"us","dur_unit":"us",)"
+      R"("ts_decimals":6,"ts_exact_from":"integer picoseconds"},"traceEvents":[)"
       "\n");
   writer_ = std::thread([this] { write_loop(); });
 }
@@ -253,12 +206,29 @@ void Timeline::slice(TrackId track, int64_t start_ps, int64_t end_ps, std::strin
 }
 
 SeriesId Timeline::series(ProcessId pid, std::string_view name) {
+  return series(pid, name, {});
+}
+
+SeriesId Timeline::series(ProcessId pid, std::string_view name,
+                          std::span<const std::string_view> keys) {
   TF_ASSERT(pid >= 1 && pid <= series_of_.size(), "unknown timeline process {}", pid);
+  // Keys are kept as they are written: `"key":`.
+  std::vector<std::string> rendered;
+  for (const std::string_view key : keys) {
+    std::string text;
+    append_json_text(text, key);
+    rendered.push_back(text + ':');
+  }
   auto& by_name = series_of_[pid - 1];
   const auto it = by_name.find(name);
-  if (it != by_name.end()) return it->second;
+  if (it != by_name.end()) {
+    TF_ASSERT(series_[it->second].keys == rendered, "counter '{}' asked for with other keys", name);
+    return it->second;
+  }
   const auto id = static_cast<SeriesId>(series_.size());
-  series_.push_back(Series{pid, std::string(name)});
+  const size_t values = std::max<size_t>(1, rendered.size());
+  series_.push_back(
+      Series{pid, std::string(name), std::move(rendered), std::vector<double>(values)});
   by_name.emplace(std::string(name), id);
   return id;
 }
@@ -270,10 +240,11 @@ void Timeline::counter(ProcessId pid, std::string_view name, int64_t t_ps, doubl
 void Timeline::counter(SeriesId id, int64_t t_ps, double value) {
   TF_ASSERT(id < series_.size(), "unknown counter series {}", id);
   Series& s = series_[id];
+  TF_ASSERT(s.keys.empty(), "counter '{}' has keys: sample it with one value per key", s.name);
   TF_ASSERT(std::isfinite(value), "counter '{}' sample is not finite", s.name);
-  if (s.written && s.last == value) return;
+  if (s.written && s.last[0] == value) return;
   s.written = true;
-  s.last = value;
+  s.last[0] = value;
   begin_event('C');
   put(R"(,"pid":)");
   put_uint(s.pid);
@@ -281,6 +252,33 @@ void Timeline::counter(SeriesId id, int64_t t_ps, double value) {
   put_string("name", s.name);
   put(R"(,"args":{"value":)");
   put_double(value);
+  put("}");
+  end_event();
+}
+
+void Timeline::counter(SeriesId id, int64_t t_ps, std::span<const double> values) {
+  TF_ASSERT(id < series_.size(), "unknown counter series {}", id);
+  Series& s = series_[id];
+  TF_ASSERT(!s.keys.empty() && values.size() == s.keys.size(),
+            "counter '{}' has {} keys, sampled with {} values", s.name, s.keys.size(),
+            values.size());
+  for (const double v : values) {
+    TF_ASSERT(std::isfinite(v), "counter '{}' sample is not finite", s.name);
+  }
+  if (s.written && std::equal(values.begin(), values.end(), s.last.begin())) return;
+  s.written = true;
+  std::copy(values.begin(), values.end(), s.last.begin());
+  begin_event('C');
+  put(R"(,"pid":)");
+  put_uint(s.pid);
+  put_time("ts", t_ps);
+  put_string("name", s.name);
+  put(R"(,"args":{)");
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) put(",");
+    put(s.keys[i]);
+    put_double(values[i]);
+  }
   put("}");
   end_event();
 }
@@ -345,7 +343,9 @@ void Timeline::put_int(int64_t v) {
   advance(std::to_chars(p, p + 24, v).ptr);
 }
 
-void Timeline::put_uint(uint64_t v) { advance(write_uint(room(24), v)); }
+void Timeline::put_uint(uint64_t v) {
+  advance(write_uint(room(24), v));
+}
 
 void Timeline::put_double(double v) {
   char* p = room(32);
@@ -360,7 +360,9 @@ void Timeline::put_double(double v) {
   }
 }
 
-void Timeline::put_ids(ProcessId pid, TrackId track) { advance(write_ids(room(40), pid, track)); }
+void Timeline::put_ids(ProcessId pid, TrackId track) {
+  advance(write_ids(room(40), pid, track));
+}
 
 void Timeline::put_time(std::string_view key, int64_t ps) {
   advance(write_time(room(key.size() + 32), key, ps));

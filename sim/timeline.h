@@ -9,21 +9,26 @@
 //            transfers at once draws them on two lanes so that they never overlap on one
 //            track (viewers only nest slices, they cannot show partial overlaps).
 //   slice    an interval on a track ("X", a complete event): a kernel, a transfer.
-//   counter  a sampled value of a named series in a process ("C"): bytes resident.
+//   counter  a sampled value of a named series in a process ("C"): bytes resident. A
+//            series may hold several values under fixed keys (bytes per tensor kind):
+//            chrome://tracing stacks them; Perfetto draws one track per key, "NAME KEY".
 //   flow     an arrow from one slice to another ("s" then "f", same id/cat/name): a
 //            transfer that feeds a kernel. Each end binds to the slice that is open on its
 //            track at its time (see Timeline::flow).
 //
-// Times are integer picoseconds; `ts`/`dur` are microseconds printed exactly from the
-// integer (6 decimals), so no precision is lost to floating point. A few lines of output
-// (one event per line):
+// Times are integer picoseconds; `ts`/`dur` are microseconds, as the format defines them,
+// printed exactly from the integer (6 decimals), so no precision is lost to floating point.
+// `displayTimeUnit` only chooses how viewers show times ("ns": sub-microsecond steps stay
+// readable); `otherData` (the viewer's metadata) states the unit of `ts`. A few lines of
+// output (one event per line):
 //
-//   {"displayTimeUnit":"ns","traceEvents":[
+//   {"displayTimeUnit":"ns","otherData":{"ts_unit":"us",...},"traceEvents":[
 //   {"ph":"M","pid":1,"name":"process_name","args":{"name":"gpu0"}},
 //   {"ph":"M","pid":1,"tid":65536,"name":"thread_name","args":{"name":"h2d lane 0"}},
 //   {"ph":"X","pid":1,"tid":65536,"ts":0.000000,"dur":1.500000,"name":"w0","cat":"transfer"},
 //   {"ph":"X","pid":1,"tid":65537,"ts":1.500000,"dur":1.250001,"name":"mm","cat":"compute"},
 //   {"ph":"C","pid":1,"ts":1.500000,"name":"hbm bytes","args":{"value":4096}},
+//   {"ph":"C","pid":1,"ts":1.500000,"name":"hbm by kind","args":{"weight":4096,"kv":0}},
 //   {"ph":"s","id":7,"pid":1,"tid":65536,"ts":0.000000,"name":"w0","cat":"flow"},
 //   {"ph":"f","bp":"e","id":7,"pid":1,"tid":65537,"ts":1.500000,"name":"w0","cat":"flow"},
 //   {"ph":"i","s":"t","pid":1,"tid":65537,"ts":2.750001,"name":"oom"}
@@ -90,8 +95,15 @@ class Timeline {
   /// The series `name` of process `pid`, for the sampling call below (no look-up by name
   /// on each sample). Writes nothing; the same pid and name give the same series.
   SeriesId series(ProcessId pid, std::string_view name);
+  /// A series of several values, one per key of `keys` (in that order in every sample):
+  /// a stacked counter. Writes nothing; the same pid and name give the same series, which
+  /// must have the same keys.
+  SeriesId series(ProcessId pid, std::string_view name, std::span<const std::string_view> keys);
   /// A sample of `series`, as counter() above.
   void counter(SeriesId series, int64_t t_ps, double value);
+  /// A sample of a series with keys: one value per key. Values all equal to the series'
+  /// previous ones are not written.
+  void counter(SeriesId series, int64_t t_ps, std::span<const double> values);
   /// An arrow from the slice open on `from_track` at `from_ps` to the slice open on
   /// `to_track` at `to_ps`. Perfetto binds each end to the innermost slice most recently
   /// started on that track at or before the time, and the viewers break ties of equal
@@ -149,11 +161,12 @@ class Timeline {
   bool closing_ = false;
   std::thread writer_;
   std::vector<ProcessId> track_pid_;  ///< process of each track, by track - kFirstTrack
-  /// Counter series: the last value written of each, to skip repeats.
+  /// Counter series: the last values written of each, to skip repeats.
   struct Series {
     ProcessId pid = 0;
     std::string name;
-    double last = 0;
+    std::vector<std::string> keys;  ///< empty: one value, under the key "value"
+    std::vector<double> last;       ///< one per key (one when keys is empty)
     bool written = false;
   };
   std::vector<Series> series_;

@@ -59,6 +59,8 @@ class MemoryLedger {
   void release(uint32_t record, Time now);
 
   [[nodiscard]] const SlotStats& stats(uint32_t slot) const { return slots_[slot]; }
+  /// An allocation record (from allocate(), not yet released).
+  [[nodiscard]] const Allocation& record(uint32_t id) const { return pool_[id]; }
   /// Time-weighted mean level over [0, end].
   [[nodiscard]] double average(uint32_t slot, Time end) const;
   /// Dynamic allocations live at the slot's peak (the static bytes are not listed).

@@ -37,7 +37,11 @@ std::string read_all(const std::string& path) {
 json events_of(const std::string& text) {
   const json doc = json::parse(text);  // throws (fails the test) on invalid JSON
   REQUIRE(doc.is_object());
+  // Viewers read ts in microseconds whatever displayTimeUnit says; the metadata says so.
   CHECK(doc.at("displayTimeUnit") == "ns");
+  CHECK(doc.at("otherData").at("ts_unit") == "us");
+  CHECK(doc.at("otherData").at("dur_unit") == "us");
+  CHECK(doc.at("otherData").at("ts_exact_from") == "integer picoseconds");
   REQUIRE(doc.at("traceEvents").is_array());
   return doc.at("traceEvents");
 }
@@ -161,6 +165,38 @@ TEST_CASE("Timeline: slices, counters, instants and args") {
   CHECK(instants[0].at("args").at("needed") == -3);
   CHECK(instants[0].at("args").at("ratio") == 0.25);
   CHECK(instants[0].at("tid") == slices[2].at("tid"));
+}
+
+TEST_CASE("Timeline: a counter with keys writes one value per key, stacked") {
+  ScratchDir dir("stacked");
+  const std::string path = dir.file("t.json");
+  {
+    Timeline t(path);
+    const ProcessId mem = t.process("memory", 0);
+    const std::string_view keys[] = {"weight", "kv", "workspace"};
+    const SeriesId s = t.series(mem, "hbm[0] bytes by kind", keys);
+    CHECK(t.series(mem, "hbm[0] bytes by kind", keys) == s);  // the same series
+    const double v0[] = {0, 0, 0};
+    const double v1[] = {4096, 512, 0};
+    const double v2[] = {4096, 512, 64};
+    t.counter(s, 0, v0);
+    t.counter(s, 1'000'000, v1);
+    t.counter(s, 1'500'000, v1);  // unchanged: skipped
+    t.counter(s, 2'000'000, v2);
+    t.finish();
+  }
+  const std::string text = read_all(path);
+  // Keys in the order given, every key in every sample (chrome://tracing stacks series
+  // in key order and needs each in every sample).
+  CHECK(
+      text.find(
+          R"("ts":1.000000,"name":"hbm[0] bytes by kind","args":{"weight":4096,"kv":512,"workspace":0}})") !=
+      std::string::npos);
+  const auto samples = select(events_of(text), "C", "hbm[0] bytes by kind");
+  REQUIRE(samples.size() == 3);
+  CHECK(samples[0].at("args").size() == 3);
+  CHECK(samples[2].at("ts") == 2.0);
+  CHECK(samples[2].at("args").at("workspace") == 64);
 }
 
 TEST_CASE("Timeline: flows are s/f pairs with one id, cat and name, bound to enclosing slices") {

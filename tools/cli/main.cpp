@@ -15,6 +15,7 @@
 #include "tools/cli/export_cmd.h"
 #include "tools/cli/plan_cmd.h"
 #include "tools/cli/replay_cmd.h"
+#include "tools/cli/report_cmd.h"
 #include "tools/cli/sim_cmd.h"
 #include "tools/cli/trace_cmd.h"
 #include "tools/cli/sweep_cmd.h"
@@ -46,6 +47,7 @@ int run(int argc, char** argv) {
   add_whatif_command(app);
   add_export_command(app);
   add_sweep_command(app);
+  add_report_command(app);
   add_replay_command(app);
   add_calibrate_command(app);
   try {
