@@ -47,20 +47,20 @@ bool is_utf8(std::string_view s) {
   return true;
 }
 
+size_t append_repaired(std::string& out, std::string_view s, size_t i) {
+  const size_t n = utf8_length(s, i);
+  if (n == 0) {
+    out += kReplacementChar;
+    return 1;
+  }
+  out += s.substr(i, n);
+  return n;
+}
+
 std::string repair_utf8(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    const size_t n = utf8_length(s, i);
-    if (n == 0) {
-      out += kReplacementChar;
-      ++i;
-    } else {
-      out += s.substr(i, n);
-      i += n;
-    }
-  }
+  for (size_t i = 0; i < s.size();) i += append_repaired(out, s, i);
   return out;
 }
 

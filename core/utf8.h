@@ -23,6 +23,10 @@ size_t utf8_length(std::string_view s, size_t i);
 /// Whether all of `s` is well-formed UTF-8.
 bool is_utf8(std::string_view s);
 
+/// Appends the sequence starting at s[i] to `out`, or U+FFFD where none starts there;
+/// returns the bytes of `s` it consumed (at least 1).
+size_t append_repaired(std::string& out, std::string_view s, size_t i);
+
 /// `s` with every byte that does not start a well-formed sequence replaced by U+FFFD.
 std::string repair_utf8(std::string_view s);
 

@@ -44,14 +44,7 @@ std::string escape_html(std::string_view s) {
     const char c = s[i];
     const auto u = static_cast<unsigned char>(c);
     if (u >= 0x80) {
-      const size_t n = utf8_length(s, i);
-      if (n == 0) {
-        out += kReplacementChar;
-        ++i;
-      } else {
-        out += s.substr(i, n);
-        i += n;
-      }
+      i += append_repaired(out, s, i);
       continue;
     }
     switch (c) {
