@@ -63,6 +63,9 @@ struct Residency {
   bool home_off_device = false;  ///< external tensor homed on `tier`
   bool pinned = false;           ///< placed by the user: select may not undo it
   std::vector<Run> runs;         ///< empty: never on the device (unused)
+  /// A pinned external that select fetched once and keeps: select may split it again at its
+  /// gaps (never undo its tier).
+  bool pin_kept = false;
 };
 
 /// Per-op and per-tensor estimates on the target (ARCHITECTURE §8: raw facts, then

@@ -11,6 +11,10 @@
 // the profile still does not fit, splits at every gap, exposed or not, with each fetch right
 // before its use (the least memory per offload), best score first.
 // A tensor is offloaded only if it lowers some position that is over the target.
+// Weights the user pinned off the device arrive from `place` fetched for every use; select
+// first merges each one's runs into one (fetched once, kept to its last use) and then
+// treats its gaps like any other candidate's, so that pinned weights stay on the device
+// across tokens where the budget has room instead of being read again from their tier.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -42,11 +46,13 @@ class Select : public Pass {
     if (s.target.budget == 0) return PassResult::kUnchanged;
     const Costs& c = s.ensure_costs();
     s.ensure_liveness();
+    const size_t kept = keep_pinned(s);
+    if (kept > 0) s.stat(name(), "pinned tensors fetched once", static_cast<double>(kept));
     ProfileTree tree(memory_profile(s));
     const auto target = static_cast<uint64_t>(static_cast<double>(s.target.budget) *
                                               std::max(0.0, 1.0 - o_.headroom));
     s.stat(name(), "resident peak bytes", static_cast<double>(tree.max()));
-    if (tree.max() <= target) return PassResult::kUnchanged;
+    if (tree.max() <= target) return kept > 0 ? PassResult::kChanged : PassResult::kUnchanged;
 
     // Phase 1: hideable gaps, score scaled by link load (lazy re-scoring).
     const int64_t horizon = std::max<int64_t>(1, c.start_ps.back());
@@ -90,7 +96,8 @@ class Select : public Pass {
       const uint32_t t = pool[i].tensor;
       Applied a = try_apply(s, tree, pool[i], target, name());
       // Its tier is full: the next tier with room, candidate rebuilt for that route.
-      for (size_t k = 0; a == Applied::kNoRoom && k < s.offload_tiers.size(); ++k) {
+      for (size_t k = 0;
+           a == Applied::kNoRoom && !s.tensors[t].pinned && k < s.offload_tiers.size(); ++k) {
         const uint32_t other = s.offload_tiers[k];
         if (other == s.tensors[t].tier ||
             s.tier_used[other] + s.w.tensors[t].bytes > s.tier_room[other]) {
@@ -129,10 +136,29 @@ class Select : public Pass {
   }
 
  private:
+  /// Merges the runs of every external tensor pinned off the device into one. Returns how
+  /// many were merged.
+  size_t keep_pinned(PlanState& s) const {
+    size_t n = 0;
+    for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
+      Residency& r = s.tensors[t];
+      if (!r.pinned || !r.home_off_device || r.runs.size() < 2 || s.liveness->born[t] != kNone) {
+        continue;
+      }
+      r.runs = split_runs(
+          s, t, {}, SplitOptions{.home_off_device = true, .tier = r.tier, .preferred = o_.lead});
+      r.pin_kept = true;
+      ++n;
+    }
+    return n;
+  }
+
   [[nodiscard]] bool eligible(const PlanState& s, uint32_t t, bool again = false) const {
     const Residency& r = s.tensors[t];
-    if (r.tier == kNone || r.pinned || s.w.tensors[t].bytes < o_.min_bytes) return false;
-    return again || (r.runs.size() <= 1 && !r.home_off_device);
+    if (r.tier == kNone || (r.pinned && !r.pin_kept) || s.w.tensors[t].bytes < o_.min_bytes) {
+      return false;
+    }
+    return again || (r.runs.size() <= 1 && (!r.home_off_device || r.pin_kept));
   }
 
   /// Offloading t at its hideable gaps (or every gap that has ops in it).
@@ -168,7 +194,7 @@ class Select : public Pass {
     if (!external && gaps.empty() && !spill) return std::nullopt;
     // An external tensor's first fetch happens before its first use, and a modified one
     // is written back after its last: in phase 1 only when the ops before (after) hide it.
-    if (external && !all_gaps && !u.empty()) {
+    if (external && !all_gaps && !u.empty() && !s.tensors[t].pin_kept) {
       if (static_cast<double>(c.span_ps(0, u.front())) <
           static_cast<double>(fetch) * o_.preferred) {
         return std::nullopt;

@@ -25,6 +25,7 @@ struct Outcome {
   int64_t bound = 0;  ///< the makespan lower bound
   int64_t pinned_bound = 0;
   uint64_t peak = 0;
+  uint64_t weight_fetch_bytes = 0;  ///< bytes of weight prefetches in the plan
 };
 
 Outcome plan_at(const Workload& w, std::string_view policy, std::string_view tier,
@@ -54,6 +55,13 @@ Outcome plan_at(const Workload& w, std::string_view policy, std::string_view tie
   o.bound = out.bounds.makespan_ps;
   o.pinned_bound = out.bounds.pinned_ps;
   o.peak = study::device_peak(r, topo, *out.plan);
+  for (const Program& p : out.plan->programs) {
+    for (const Step& st : p.steps) {
+      if (st.kind == StepKind::kPrefetch && w.tensors[st.target].kind == TensorKind::kWeight) {
+        o.weight_fetch_bytes += w.tensors[st.target].bytes;
+      }
+    }
+  }
   return o;
 }
 
@@ -97,4 +105,34 @@ TEST_CASE("property: a plan that fits with a fast home tier fits with a slow one
     }
   }
   CHECK(checked >= 50);
+}
+
+TEST_CASE("pinned weights stay on the device across tokens where the budget has room") {
+  // Weights pinned to a slow tier are read from it once when the device can hold them
+  // (select merges their runs), and only the part that does not fit is read per token.
+  traces::GenOptions g;
+  g.phase = traces::Phase::kDecode;
+  g.batch = 16;
+  g.context = 1024;
+  g.tokens = 4;
+  g.layers = 4;
+  const Workload w =
+      traces::generate(traces::load_arch(kSource + "/configs/models/llama-3-8b.yaml"), g);
+  uint64_t weights = 0;
+  for (const Tensor& t : w.tensors) {
+    if (t.kind == TensorKind::kWeight) weights += t.bytes;
+  }
+  for (const std::string policy : {"hyperoffload", "tierflow"}) {
+    CAPTURE(policy);
+    const Outcome roomy = plan_at(w, policy, "ssd", "4GB/s", uint64_t{12} << 30);
+    REQUIRE_MESSAGE(roomy.ok, roomy.reason);
+    CHECK(roomy.weight_fetch_bytes == weights);
+    // Half the weights' room: some weights are read again each token, but far fewer than
+    // all of them (4 tokens would read 4x the weights).
+    const Outcome tight = plan_at(w, policy, "ssd", "4GB/s", weights / 2 + (uint64_t{1} << 30));
+    REQUIRE_MESSAGE(tight.ok, tight.reason);
+    CHECK(tight.weight_fetch_bytes > weights);
+    CHECK(tight.weight_fetch_bytes < 3 * weights);
+    CHECK(tight.makespan > roomy.makespan);
+  }
 }
