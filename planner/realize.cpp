@@ -64,8 +64,14 @@ class ProgramRealizer {
   ProgramRealizer(const Workload& pw, const Workload& rw, const Plan& out,
                   const std::vector<uint32_t>& op_map, const std::vector<uint32_t>& tensor_map,
                   const std::vector<bool>& is_new, uint32_t& next_event, RoutingStats& stats)
-      : pw_(pw), rw_(rw), out_(out), op_map_(op_map), tensor_map_(tensor_map),
-        is_new_(is_new), next_event_(next_event), stats_(stats) {
+      : pw_(pw),
+        rw_(rw),
+        out_(out),
+        op_map_(op_map),
+        tensor_map_(tensor_map),
+        is_new_(is_new),
+        next_event_(next_event),
+        stats_(stats) {
     const size_t nt = rw.tensors.size();
     resident_.assign(nt, false);
     inflight_.assign(nt, kNoEvent);
@@ -115,8 +121,9 @@ class ProgramRealizer {
  private:
   // Per group: hits keep their places, misses fill the unpicked places in expert order,
   // more misses follow the last place (or the router when the plan has none there).
-  void assign_places(const Program& in,
-                     const std::map<std::string, std::vector<uint32_t>, std::less<>>& realized_groups) {
+  void assign_places(
+      const Program& in,
+      const std::map<std::string, std::vector<uint32_t>, std::less<>>& realized_groups) {
     assign_.assign(in.steps.size(), kNone);
     extra_after_.assign(in.steps.size(), {});
     std::map<std::string, std::vector<size_t>, std::less<>> places;
@@ -153,7 +160,8 @@ class ProgramRealizer {
       } else {
         // No planned expert of this group: the misses run once the router has picked.
         const auto router = rw_ops.find(prefix + "router");
-        if (router == rw_ops.end()) throw mismatch("has routed experts without a router op", prefix);
+        if (router == rw_ops.end())
+          throw mismatch("has routed experts without a router op", prefix);
         const auto at = step_of_op.find(op_of_realized(router->second));
         if (at == step_of_op.end()) throw mismatch("computes a router the plan does not", prefix);
         after = at->second;
@@ -412,8 +420,9 @@ RealizedPlan realize_routing(const Plan& plan, const Workload& pw, const Workloa
     p.programs.push_back(r.run(prog, realized_groups));
   }
   if (const auto issue = verify_plan(p, rw)) {
-    throw std::logic_error(fmt::format("realize_routing made a plan that does not verify: program {} step {}: {}",
-                                       issue->program, issue->step, issue->message));
+    throw std::logic_error(
+        fmt::format("realize_routing made a plan that does not verify: program {} step {}: {}",
+                    issue->program, issue->step, issue->message));
   }
   return out;
 }

@@ -35,7 +35,6 @@ DemandTotals demand_totals(const SimResult& r, const Plan& plan) {
   return d;
 }
 
-
 std::string dur(Time ps) {
   return to_string_approx(Duration{ps});
 }
@@ -210,7 +209,8 @@ std::string report_json(const SimResult& r, const ReportContext& c, bool with_tr
   fmt::format_to(out, ",\n  \"makespan_ps\": {},\n  \"steps\": {},\n  \"events\": {},\n",
                  r.makespan, r.steps, r.events);
   if (const DemandTotals d = demand_totals(r, c.plan); d.any) {
-    fmt::format_to(out, "  \"routing_misses\": {{\"count\": {}, \"bytes\": {}, \"exposed_ps\": {}}},\n",
+    fmt::format_to(out,
+                   "  \"routing_misses\": {{\"count\": {}, \"bytes\": {}, \"exposed_ps\": {}}},\n",
                    d.count, d.bytes, d.exposed);
   }
   o += "  \"error\": ";

@@ -1,12 +1,13 @@
 // realize_routing (planner/realize.h): a plan made on the planned routing, run on a
 // realized one. Hand-built one-layer MoE workloads; every realized plan must verify.
+#include "planner/realize.h"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
 
 #include "core/diagnostics.h"
 #include "core/plan_json.h"
-#include "planner/realize.h"
 
 using namespace tierflow;
 using tierflow::planner::realize_routing;
@@ -24,7 +25,8 @@ Workload moe(const std::vector<int>& experts) {
   const uint32_t rw = w.add_tensor({"L0.router.w", 256, TensorKind::kWeight});
   std::vector<uint32_t> ew;
   for (int e = 0; e < 3; ++e) {
-    ew.push_back(w.add_tensor({"L0.expert" + std::to_string(e) + ".w", kExpertBytes, TensorKind::kWeight}));
+    ew.push_back(
+        w.add_tensor({"L0.expert" + std::to_string(e) + ".w", kExpertBytes, TensorKind::kWeight}));
   }
   const uint32_t probs = w.add_tensor({"L0.router.probs", 16, TensorKind::kActivation});
   w.add_op({"L0.router", OpKind::kRouter, Dtype::kBf16, 100, 300, {x, rw}, {probs}});
@@ -32,8 +34,13 @@ Workload moe(const std::vector<int>& experts) {
   for (int e : experts) {
     const uint32_t out =
         w.add_tensor({"L0.expert" + std::to_string(e) + ".out", 64, TensorKind::kActivation});
-    w.add_op({"L0.expert" + std::to_string(e), OpKind::kExpert, Dtype::kBf16, 1000,
-              kExpertBytes + 128, {x, ew[static_cast<size_t>(e)]}, {out}});
+    w.add_op({"L0.expert" + std::to_string(e),
+              OpKind::kExpert,
+              Dtype::kBf16,
+              1000,
+              kExpertBytes + 128,
+              {x, ew[static_cast<size_t>(e)]},
+              {out}});
     parts.push_back(out);
   }
   const uint32_t y = w.add_tensor({"y", 64, TensorKind::kOutput});
@@ -70,7 +77,8 @@ Plan plan_for(const Workload& w, const std::vector<int>& experts) {
   Program prog;
   uint32_t ev = 0;
   for (int e : experts) {
-    prog.steps.push_back({StepKind::kPrefetch, tensor(w, "L0.expert" + std::to_string(e) + ".w"), 1, ev++, {}});
+    prog.steps.push_back(
+        {StepKind::kPrefetch, tensor(w, "L0.expert" + std::to_string(e) + ".w"), 1, ev++, {}});
   }
   prog.steps.push_back({StepKind::kCompute, op(w, "L0.router"), 0, kNoEvent, {}});
   ev = 0;
@@ -81,7 +89,8 @@ Plan plan_for(const Workload& w, const std::vector<int>& experts) {
   }
   prog.steps.push_back({StepKind::kCompute, op(w, "L0.moe_combine"), 0, kNoEvent, {}});
   for (int e : experts) {
-    prog.steps.push_back({StepKind::kDetach, tensor(w, "L0.expert" + std::to_string(e) + ".out"), 0, kNoEvent, {}});
+    prog.steps.push_back(
+        {StepKind::kDetach, tensor(w, "L0.expert" + std::to_string(e) + ".out"), 0, kNoEvent, {}});
   }
   p.programs.push_back(std::move(prog));
   REQUIRE_FALSE(verify_plan(p, w).has_value());
@@ -100,7 +109,8 @@ size_t compute_at(const Plan& p, const Workload& w, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("planned {0,1}, realized {1,2}: one hit, one miss fetched on demand, one wasted prefetch") {
+TEST_CASE(
+    "planned {0,1}, realized {1,2}: one hit, one miss fetched on demand, one wasted prefetch") {
   const Workload planned = moe({0, 1});
   const Workload realized = moe({1, 2});
   const auto r = realize_routing(plan_for(planned, {0, 1}), planned, realized);

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <set>
 #include <memory>
+#include <set>
 
 #include "core/io.h"
 #include "core/plan_json.h"
@@ -57,7 +57,8 @@ int run_compare(const CompareOptions& o) {
     if (!o.plans_dir.empty() && t.main().outcome.ok) {
       std::filesystem::create_directories(o.plans_dir);
       const std::string path = o.plans_dir + "/" + file + ".json";
-      write_file_atomic(path, write_plan(study::plan_for_file(t, t.main(), path), t.main().workload.get()));
+      write_file_atomic(
+          path, write_plan(study::plan_for_file(t, t.main(), path), t.main().workload.get()));
     }
     trials.push_back(std::move(t));
     labels.push_back(std::move(label));
@@ -77,7 +78,8 @@ int run_compare(const CompareOptions& o) {
     s.realistic_routing = false;
     keep(study.run(s), name + " oracle", name + "-oracle", true);
   }
-  const bool any_realized = std::ranges::any_of(trials, [](const study::Trial& t) { return t.main().realized; });
+  const bool any_realized =
+      std::ranges::any_of(trials, [](const study::Trial& t) { return t.main().realized; });
 
   // The best plan a runtime can run: oracle rows know the future.
   const study::Trial* best = nullptr;
@@ -97,7 +99,8 @@ int run_compare(const CompareOptions& o) {
     const study::PhaseResult& p;
   };
   std::vector<Line> rows;
-  for (size_t i = 0; i < trials.size(); ++i) rows.push_back({labels[i], trials[i], trials[i].main()});
+  for (size_t i = 0; i < trials.size(); ++i)
+    rows.push_back({labels[i], trials[i], trials[i].main()});
   std::set<std::string> tier_cols, link_cols;
   for (const Line& r : rows) {
     for (const auto& [k, v] : r.p.tier_peak) tier_cols.insert(k);
@@ -168,12 +171,15 @@ int run_compare(const CompareOptions& o) {
                         to_string_approx(Bytes{b.residency}), to_string_approx(Duration{b.makespan_ps}),
                         to_string_approx(Duration{b.compute_ps}), to_string_approx(Bytes{b.traffic_bytes}));
     text += fmt::format("resident with unlimited memory: {}\n\n", to_string_approx(Duration{reference}));
-    std::vector<std::string> cols = {"policy", base.request ? "latency" : "makespan", "vs resident", "x bound",
-                                      "device peak", "x residency", "exposed", "moved", "busiest link", "busy"};
-    std::vector<Table::Align> col_align = {Table::Align::kLeft,  Table::Align::kRight, Table::Align::kRight,
-                                        Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
-                                        Table::Align::kRight, Table::Align::kRight, Table::Align::kLeft,
-                                        Table::Align::kRight};
+    std::vector<std::string> cols = {"policy",       base.request ? "latency" : "makespan",
+                                     "vs resident",  "x bound",
+                                     "device peak",  "x residency",
+                                     "exposed",      "moved",
+                                     "busiest link", "busy"};
+    std::vector<Table::Align> col_align = {
+        Table::Align::kLeft,  Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
+        Table::Align::kRight, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
+        Table::Align::kLeft,  Table::Align::kRight};
     if (any_realized) {
       for (const char* h : {"misses", "miss bytes", "miss stall", "wasted"}) {
         cols.emplace_back(h);
@@ -189,14 +195,16 @@ int run_compare(const CompareOptions& o) {
         t.add_row(std::move(cells));
         continue;
       }
-      cells = {r.policy, to_string_approx(Duration{r.t.latency_ps()}),
-                 ratio(static_cast<double>(r.t.latency_ps()), static_cast<double>(reference)),
-                 ratio(static_cast<double>(r.p.makespan_ps), static_cast<double>(b.makespan_ps)),
-                 to_string_approx(Bytes{r.p.device_peak}),
-                 ratio(static_cast<double>(r.p.device_peak), static_cast<double>(b.residency)),
-                 to_string_approx(Duration{r.p.exposed_ps}),
-                 to_string_approx(Bytes{static_cast<uint64_t>(r.p.moved_bytes)}), r.p.busiest_link,
-                 fmt::format("{:.0f}%", 100 * r.p.busiest_link_busy)};
+      cells = {r.policy,
+               to_string_approx(Duration{r.t.latency_ps()}),
+               ratio(static_cast<double>(r.t.latency_ps()), static_cast<double>(reference)),
+               ratio(static_cast<double>(r.p.makespan_ps), static_cast<double>(b.makespan_ps)),
+               to_string_approx(Bytes{r.p.device_peak}),
+               ratio(static_cast<double>(r.p.device_peak), static_cast<double>(b.residency)),
+               to_string_approx(Duration{r.p.exposed_ps}),
+               to_string_approx(Bytes{static_cast<uint64_t>(r.p.moved_bytes)}),
+               r.p.busiest_link,
+               fmt::format("{:.0f}%", 100 * r.p.busiest_link_busy)};
       if (any_realized && r.p.realized) {
         cells.push_back(std::to_string(r.p.routing.misses));
         cells.push_back(to_string_approx(Bytes{r.p.routing.miss_bytes}));
@@ -238,8 +246,9 @@ int run_compare(const CompareOptions& o) {
       if (!r.t.ok) text += fmt::format("\n{}: {}", r.policy, r.t.reason);
     }
     if (any_realized) {
-      text += "\nrealistic: planned on the expected routing, run on the seeded one (--seed); misses "
-              "fetched on demand on the critical path. oracle: the plan sees the routing that runs.\n";
+      text +=
+          "\nrealistic: planned on the expected routing, run on the seeded one (--seed); misses "
+          "fetched on demand on the critical path. oracle: the plan sees the routing that runs.\n";
     }
     if (best != nullptr) text += fmt::format("\nbest: {}\n", best->scenario.policy);
   }

@@ -213,7 +213,7 @@ std::string get_field(const Scenario& s, std::string_view path) {
   if (path == "seed") return std::to_string(g.seed);
   if (path == "phase") return std::string(traces::kPhaseNames[static_cast<size_t>(g.phase)]);
   if (path == "routing") {
-    return s.realistic_routing                       ? "realistic"
+    return s.realistic_routing                     ? "realistic"
            : g.routing == traces::Routing::kSeeded ? "oracle"
                                                    : "expected";
   }
