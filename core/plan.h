@@ -35,6 +35,9 @@ struct Step {
   uint32_t tier = 0;    ///< prefetch: source tier; store: destination tier (index into Plan::tiers)
   uint32_t event = kNoEvent;  ///< event this prefetch/store completes
   std::vector<uint32_t> wait;
+  /// Prefetch only: an on-demand fetch of a tensor the plan did not foresee (an MoE
+  /// expert the realized routing picked, planner/realize.h); counted as a miss.
+  bool demand = false;
 };
 
 struct Program {

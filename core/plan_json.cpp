@@ -17,8 +17,8 @@ const std::vector<std::string> kTopKeys = {"format", "name",        "meta", "wor
                                            "tiers",  "device_tier", "home", "programs"};
 const std::vector<std::string> kRefKeys = {"file", "sha256", "inline"};
 const std::vector<std::string> kProgramKeys = {"device", "steps"};
-const std::vector<std::string> kStepKeys = {"compute", "prefetch", "store", "detach",
-                                            "from",    "to",       "event", "wait"};
+const std::vector<std::string> kStepKeys = {"compute", "prefetch", "store", "detach", "from",
+                                            "to",      "event",    "wait",  "demand"};
 
 class PlanReader {
  public:
@@ -250,7 +250,8 @@ class PlanReader {
     size_t tier_at = 0;
     std::string_view tier_key;
     size_t tier_key_at = 0;
-    bool seen[8] = {};
+    bool seen[9] = {};
+    size_t demand_at = 0;
     while (r_.next_key(key)) {
       const size_t k = index(key, kStepKeys);
       if (k < kStepKeys.size()) {
@@ -284,6 +285,9 @@ class PlanReader {
         r_.begin_array("wait");
         while (r_.next_item())
           s.wait.push_back(static_cast<uint32_t>(r_.read_uint("an event", UINT32_MAX - 1)));
+      } else if (k == 8) {
+        demand_at = r_.key_offset();
+        s.demand = r_.read_bool("demand");
       } else {
         r_.fail_at(r_.key_offset(), "unknown key '{}' in a step{}", key,
                    did_you_mean(key, kStepKeys));
@@ -301,6 +305,9 @@ class PlanReader {
                    kStepKindNames[static_cast<size_t>(s.kind)], tier_key);
       }
       r_.fail_at(obj, "a {} step needs '{}'", kStepKindNames[static_cast<size_t>(s.kind)], need);
+    }
+    if (s.demand && s.kind != StepKind::kPrefetch) {
+      r_.fail_at(demand_at, "only a prefetch step takes 'demand'");
     }
     if (!need.empty()) {
       // Resolved once `tiers` is known (it may come later in the file).
@@ -416,6 +423,7 @@ std::string write_plan(const Plan& p, const Workload* inline_workload) {
         out += s.kind == StepKind::kPrefetch ? ", \"from\": " : ", \"to\": ";
         append_json_string(out, p.tiers[s.tier]);
         out += fmt::format(", \"event\": {}", s.event);
+        if (s.demand) out += ", \"demand\": true";
       }
       if (!s.wait.empty()) out += fmt::format(", \"wait\": [{}]", fmt::join(s.wait, ", "));
       out += '}';

@@ -13,6 +13,28 @@
 namespace tierflow::sim {
 namespace {
 
+/// The plan's demand prefetches (routing misses, planner/realize.h) as they ran.
+struct DemandTotals {
+  bool any = false;  ///< the plan has demand steps
+  uint64_t count = 0;
+  uint64_t bytes = 0;
+  Time exposed = 0;
+};
+
+DemandTotals demand_totals(const SimResult& r, const Plan& plan) {
+  DemandTotals d;
+  for (const Program& p : plan.programs) {
+    for (const Step& s : p.steps) d.any = d.any || s.demand;
+  }
+  for (const TransferRecord& x : r.transfers) {
+    if (!plan.programs[x.program].steps[x.step].demand) continue;
+    ++d.count;
+    d.bytes += x.bytes;
+    d.exposed += x.exposed;
+  }
+  return d;
+}
+
 std::string dur(Time ps) {
   return to_string_approx(Duration{ps});
 }
@@ -163,6 +185,12 @@ std::string report_table(const SimResult& r, const ReportContext& c) {
                    exposed.size(), dur(total));
     out += ex.render();
   }
+  if (const DemandTotals d = demand_totals(r, c.plan); d.any) {
+    fmt::format_to(std::back_inserter(out),
+                   "\nrouting misses (demand prefetches of experts the plan did not foresee): {}, "
+                   "{}, {} exposed\n",
+                   d.count, bytes(d.bytes), dur(d.exposed));
+  }
   if (r.error) {
     const SimError& e = *r.error;
     fmt::format_to(std::back_inserter(out), "\nerror ({}){}: {}\n", error_kind_name(e.kind),
@@ -180,6 +208,11 @@ std::string report_json(const SimResult& r, const ReportContext& c, bool with_tr
   json_str(o, c.topology.name);
   fmt::format_to(out, ",\n  \"makespan_ps\": {},\n  \"steps\": {},\n  \"events\": {},\n",
                  r.makespan, r.steps, r.events);
+  if (const DemandTotals d = demand_totals(r, c.plan); d.any) {
+    fmt::format_to(out,
+                   "  \"routing_misses\": {{\"count\": {}, \"bytes\": {}, \"exposed_ps\": {}}},\n",
+                   d.count, d.bytes, d.exposed);
+  }
   o += "  \"error\": ";
   if (r.error) {
     const SimError& e = *r.error;

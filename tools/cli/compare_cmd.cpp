@@ -3,9 +3,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
-#include <set>
 #include <memory>
+#include <set>
 
 #include "core/io.h"
 #include "core/plan_json.h"
@@ -47,23 +48,44 @@ int run_compare(const CompareOptions& o) {
   // The resident reference: no offload, on a device with room for everything.
   const sim::Time reference = study.unlimited_latency(base);
 
+  // Realistic routing on an MoE workload: each policy twice, realistic and oracle (the plan
+  // sees the routing that runs: the upper bound), so that the cost of no foresight shows.
   std::vector<study::Trial> trials;
+  std::vector<std::string> labels, files;
+  std::vector<bool> oracle;
+  auto keep = [&](study::Trial t, std::string label, std::string file, bool is_oracle) {
+    if (!o.plans_dir.empty() && t.main().outcome.ok) {
+      std::filesystem::create_directories(o.plans_dir);
+      const std::string path = o.plans_dir + "/" + file + ".json";
+      write_file_atomic(
+          path, write_plan(study::plan_for_file(t, t.main(), path), t.main().workload.get()));
+    }
+    trials.push_back(std::move(t));
+    labels.push_back(std::move(label));
+    files.push_back(std::move(file));
+    oracle.push_back(is_oracle);
+  };
   for (const std::string& name : names) {
     if (!o.json && !o.csv) fmt::print(stderr, "planning {} ...\n", name);
     study::Scenario s = base;
     s.policy = name;
-    trials.push_back(study.run(s));
-    const study::Trial& t = trials.back();
-    if (!o.plans_dir.empty() && t.main().outcome.ok) {
-      std::filesystem::create_directories(o.plans_dir);
-      write_file_atomic(o.plans_dir + "/" + name + ".json",
-                        write_plan(study::plan_for_file(t, t.main(), o.plans_dir + "/" + name + ".json"), t.main().workload.get()));
+    study::Trial t = study.run(s);
+    if (!base.realistic_routing || !t.main().realized) {
+      keep(std::move(t), name, name, false);
+      continue;
     }
+    keep(std::move(t), name + " realistic", name, false);
+    s.realistic_routing = false;
+    keep(study.run(s), name + " oracle", name + "-oracle", true);
   }
+  const bool any_realized =
+      std::ranges::any_of(trials, [](const study::Trial& t) { return t.main().realized; });
 
+  // The best plan a runtime can run: oracle rows know the future.
   const study::Trial* best = nullptr;
-  for (const study::Trial& t : trials) {
-    if (!t.ok) continue;
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const study::Trial& t = trials[i];
+    if (!t.ok || oracle[i]) continue;
     if (best == nullptr || t.latency_ps() < best->latency_ps() ||
         (t.latency_ps() == best->latency_ps() && t.main().device_peak < best->main().device_peak)) {
       best = &t;
@@ -77,7 +99,8 @@ int run_compare(const CompareOptions& o) {
     const study::PhaseResult& p;
   };
   std::vector<Line> rows;
-  for (size_t i = 0; i < trials.size(); ++i) rows.push_back({names[i], trials[i], trials[i].main()});
+  for (size_t i = 0; i < trials.size(); ++i)
+    rows.push_back({labels[i], trials[i], trials[i].main()});
   std::set<std::string> tier_cols, link_cols;
   for (const Line& r : rows) {
     for (const auto& [k, v] : r.p.tier_peak) tier_cols.insert(k);
@@ -99,7 +122,8 @@ int run_compare(const CompareOptions& o) {
                    {"pinned_ps", b.pinned_ps}};
     for (const Line& r : rows) {
       nlohmann::ordered_json x;
-      x["policy"] = r.policy;
+      x["policy"] = r.t.scenario.policy;
+      if (any_realized) x["routing"] = study::get_field(r.t.scenario, "routing");
       x["ok"] = r.t.ok;
       if (!r.t.ok) x["reason"] = r.t.reason;
       if (r.t.ok) {
@@ -109,6 +133,12 @@ int run_compare(const CompareOptions& o) {
         x["bytes_moved"] = r.p.moved_bytes;
         x["busiest_link"] = r.p.busiest_link;
         x["busiest_link_bytes"] = r.p.busiest_link_bytes;
+        if (r.p.realized) {
+          x["routing_misses"] = r.p.routing.misses;
+          x["miss_bytes"] = r.p.routing.miss_bytes;
+          x["miss_stall_ps"] = r.p.miss_exposed_ps;
+          x["wasted_prefetch_bytes"] = r.p.routing.wasted_bytes;
+        }
         nlohmann::ordered_json tiers = nlohmann::ordered_json::array();
         for (const auto& t : r.p.sim->tiers) tiers.push_back({{"tier", t.name}, {"peak", t.peak}});
         x["tiers"] = tiers;
@@ -141,24 +171,49 @@ int run_compare(const CompareOptions& o) {
                         to_string_approx(Bytes{b.residency}), to_string_approx(Duration{b.makespan_ps}),
                         to_string_approx(Duration{b.compute_ps}), to_string_approx(Bytes{b.traffic_bytes}));
     text += fmt::format("resident with unlimited memory: {}\n\n", to_string_approx(Duration{reference}));
-    Table t({"policy", base.request ? "latency" : "makespan", "vs resident", "x bound", "device peak", "x residency",
-             "exposed", "moved", "busiest link", "busy"},
-            {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
-             Table::Align::kRight, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
-             Table::Align::kLeft, Table::Align::kRight});
+    std::vector<std::string> cols = {"policy",       base.request ? "latency" : "makespan",
+                                     "vs resident",  "x bound",
+                                     "device peak",  "x residency",
+                                     "exposed",      "moved",
+                                     "busiest link", "busy"};
+    std::vector<Table::Align> col_align = {
+        Table::Align::kLeft,  Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
+        Table::Align::kRight, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
+        Table::Align::kLeft,  Table::Align::kRight};
+    if (any_realized) {
+      for (const char* h : {"misses", "miss bytes", "miss stall", "wasted"}) {
+        cols.emplace_back(h);
+        col_align.push_back(Table::Align::kRight);
+      }
+    }
+    Table t(cols, col_align);
     for (const Line& r : rows) {
+      std::vector<std::string> cells;
       if (!r.t.ok) {
-        t.add_row({r.policy, std::string(r.t.infeasible ? "does not fit" : "failed"), "", "", "", "", "", "", "", ""});
+        cells = {r.policy, std::string(r.t.infeasible ? "does not fit" : "failed")};
+        cells.resize(cols.size());
+        t.add_row(std::move(cells));
         continue;
       }
-      t.add_row({r.policy, to_string_approx(Duration{r.t.latency_ps()}),
-                 ratio(static_cast<double>(r.t.latency_ps()), static_cast<double>(reference)),
-                 ratio(static_cast<double>(r.p.makespan_ps), static_cast<double>(b.makespan_ps)),
-                 to_string_approx(Bytes{r.p.device_peak}),
-                 ratio(static_cast<double>(r.p.device_peak), static_cast<double>(b.residency)),
-                 to_string_approx(Duration{r.p.exposed_ps}),
-                 to_string_approx(Bytes{static_cast<uint64_t>(r.p.moved_bytes)}), r.p.busiest_link,
-                 fmt::format("{:.0f}%", 100 * r.p.busiest_link_busy)});
+      cells = {r.policy,
+               to_string_approx(Duration{r.t.latency_ps()}),
+               ratio(static_cast<double>(r.t.latency_ps()), static_cast<double>(reference)),
+               ratio(static_cast<double>(r.p.makespan_ps), static_cast<double>(b.makespan_ps)),
+               to_string_approx(Bytes{r.p.device_peak}),
+               ratio(static_cast<double>(r.p.device_peak), static_cast<double>(b.residency)),
+               to_string_approx(Duration{r.p.exposed_ps}),
+               to_string_approx(Bytes{static_cast<uint64_t>(r.p.moved_bytes)}),
+               r.p.busiest_link,
+               fmt::format("{:.0f}%", 100 * r.p.busiest_link_busy)};
+      if (any_realized && r.p.realized) {
+        cells.push_back(std::to_string(r.p.routing.misses));
+        cells.push_back(to_string_approx(Bytes{r.p.routing.miss_bytes}));
+        cells.push_back(to_string_approx(Duration{r.p.miss_exposed_ps}));
+        cells.push_back(to_string_approx(Bytes{r.p.routing.wasted_bytes}));
+      } else if (any_realized) {
+        cells.resize(cols.size(), "-");
+      }
+      t.add_row(std::move(cells));
     }
     text += t.render();
     // Memory per tier and traffic per link direction.
@@ -189,6 +244,11 @@ int run_compare(const CompareOptions& o) {
     if (!m.empty()) text += "\nmemory per tier (largest instance) and bytes per link direction:\n" + m.render();
     for (const Line& r : rows) {
       if (!r.t.ok) text += fmt::format("\n{}: {}", r.policy, r.t.reason);
+    }
+    if (any_realized) {
+      text +=
+          "\nrealistic: planned on the expected routing, run on the seeded one (--seed); misses "
+          "fetched on demand on the critical path. oracle: the plan sees the routing that runs.\n";
     }
     if (best != nullptr) text += fmt::format("\nbest: {}\n", best->scenario.policy);
   }

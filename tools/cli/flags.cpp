@@ -22,11 +22,13 @@ traces::GenOptions GenFlags::options() const {
   g.weight_dtype = static_cast<Dtype>(*index_of(kDtypeNames, weight_dtype));
   g.kv_dtype = static_cast<Dtype>(*index_of(kDtypeNames, kv_dtype));
   g.act_dtype = static_cast<Dtype>(*index_of(kDtypeNames, act_dtype));
-  g.routing = static_cast<traces::Routing>(*index_of(traces::kRoutingNames, routing));
+  // Study commands also take oracle and realistic (study::set_field); both run the seeded
+  // routing.
+  g.routing = routing == "expected" ? traces::Routing::kExpected : traces::Routing::kSeeded;
   return g;
 }
 
-void add_gen_flags(CLI::App* cmd, GenFlags& f) {
+void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
   cmd->add_option("--phase", f.phase, "prefill, decode or train")
       ->check(CLI::IsMember(words(traces::kPhaseNames)))
       ->capture_default_str();
@@ -45,10 +47,19 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f) {
   }
   cmd->add_option("--kv-block", f.gen.kv_block, "tokens per KV-cache block tensor")->capture_default_str();
   cmd->add_flag("--checkpoint", f.gen.checkpoint, "training: activation checkpointing per layer");
-  cmd->add_option("--routing", f.routing,
-                  "MoE: 'expected' distinct-expert count or a 'seeded' random router")
-      ->check(CLI::IsMember(words(traces::kRoutingNames)))
-      ->capture_default_str();
+  if (routing_modes) {
+    cmd->add_option("--routing", f.routing,
+                    "MoE: 'expected' distinct-expert count; 'oracle' (or 'seeded'): plan and run "
+                    "the seeded router; 'realistic': plan on expected, run the seeded router, "
+                    "misses fetched on demand")
+        ->check(CLI::IsMember(words(study::kRoutingModeNames)))
+        ->capture_default_str();
+  } else {
+    cmd->add_option("--routing", f.routing,
+                    "MoE: 'expected' distinct-expert count or a 'seeded' random router")
+        ->check(CLI::IsMember(words(traces::kRoutingNames)))
+        ->capture_default_str();
+  }
   cmd->add_option("--seed", f.gen.seed, "seed of the seeded router")->capture_default_str();
   cmd->add_option("--layers", f.gen.layers, "generate only the first N layers (0 = all)")
       ->capture_default_str();
@@ -77,7 +88,7 @@ void add_workload_flags(CLI::App* cmd, ScenarioFlags& f) {
   file->excludes(model)->excludes(hf);
   model->excludes(hf);
   cmd->add_option("--model-set", f.model_sets, "override a model field: KEY=VALUE (repeatable)");
-  add_gen_flags(cmd, f.gen);
+  add_gen_flags(cmd, f.gen, /*routing_modes=*/true);
   cmd->add_option("--prompt", f.prompt,
                   "request: prompt tokens; with --generate, plans prefill and decode and "
                   "reports TTFT, TPOT and throughput");
@@ -99,6 +110,7 @@ study::Scenario to_scenario(const ScenarioFlags& f) {
   s.workload.hf_config = f.hf_config;
   s.workload.model_sets = f.model_sets;
   s.workload.gen = f.gen.options();
+  study::set_field(s, "routing", f.gen.routing, "--routing");
   if ((f.prompt > 0) != (f.generate > 0)) {
     throw CLI::ValidationError("--prompt and --generate go together (a request)");
   }

@@ -30,7 +30,8 @@ struct GenFlags {
 
 /// Adds --phase, --batch, --seq, --context, --tokens, --tp, the dtypes, --kv-block,
 /// --checkpoint, --routing, --seed, --layers.
-void add_gen_flags(CLI::App* cmd, GenFlags& f);
+/// `routing_modes`: --routing takes the study's oracle and realistic too (study commands).
+void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes = false);
 
 struct ScenarioFlags {
   std::string hw;

@@ -79,6 +79,7 @@ std::vector<Def> make_defs() {
   in("tp", "tensor-parallel degree");
   in("weight_dtype", "weight element type");
   in("kv_dtype", "KV-cache element type");
+  in("routing", "MoE routing: expected, oracle (the plan sees the routing that runs) or realistic");
   in("device", "device class (empty: the first)");
   in("devices", "programs, one per device");
   in("policy", "planning policy");
@@ -148,6 +149,26 @@ std::vector<Def> make_defs() {
                metric([](const PhaseResult& p) { return seconds(p.exposed_ps); })});
   d.push_back({"moved_gib", "bytes prefetched and stored",
                metric([](const PhaseResult& p) { return gib(p.moved_bytes); })});
+  // Realistic routing only (null otherwise): the realized plan's on-demand expert fetches.
+  auto realized = [](auto f) {
+    return [f](const Trial& t) -> Cell {
+      const PhaseResult& p = t.main();
+      return p.ok() && p.realized ? Cell{f(p)} : Cell{};
+    };
+  };
+  d.push_back(
+      {"routing_misses", "realistic routing: experts fetched on demand (all programs)",
+       realized([](const PhaseResult& p) { return static_cast<int64_t>(p.routing.misses); })});
+  d.push_back(
+      {"miss_gib", "realistic routing: bytes fetched on demand", realized([](const PhaseResult& p) {
+         return gib(static_cast<double>(p.routing.miss_bytes));
+       })});
+  d.push_back({"miss_stall_s", "realistic routing: time compute waited on demand fetches",
+               realized([](const PhaseResult& p) { return seconds(p.miss_exposed_ps); })});
+  d.push_back({"wasted_prefetch_gib", "realistic routing: prefetched bytes no op read",
+               realized([](const PhaseResult& p) {
+                 return gib(static_cast<double>(p.routing.wasted_bytes));
+               })});
   d.push_back({"busiest_link", "link direction with the most bytes",
                metric([](const PhaseResult& p) { return p.busiest_link; })});
   d.push_back({"busiest_link_busy", "its busy fraction of the makespan",
@@ -180,11 +201,11 @@ const std::vector<Def>& defs() {
 /// every measure real.
 CellType type_of(std::string_view name) {
   static constexpr std::string_view kText[] = {
-      "topology",    "hw",     "sets",     "workload", "model",    "model_sets",   "phase",
-      "weight_dtype", "kv_dtype", "device", "policy",   "pins",     "device_tier",  "status",
-      "reason",      "pipeline", "busiest_link", "binding"};
-  static constexpr std::string_view kInteger[] = {"batch", "seq",      "context", "tokens",
-                                                  "prompt", "generate", "tp",      "devices"};
+      "topology",     "hw",       "sets",     "workload",     "model",  "model_sets", "phase",
+      "weight_dtype", "kv_dtype", "routing",  "device",       "policy", "pins",       "device_tier",
+      "status",       "reason",   "pipeline", "busiest_link", "binding"};
+  static constexpr std::string_view kInteger[] = {
+      "batch", "seq", "context", "tokens", "prompt", "generate", "tp", "devices", "routing_misses"};
   static constexpr std::string_view kBool[] = {"decode_extrapolated"};
   if (std::ranges::find(kText, name) != std::end(kText)) return CellType::kText;
   if (std::ranges::find(kInteger, name) != std::end(kInteger)) return CellType::kInteger;

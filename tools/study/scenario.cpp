@@ -130,7 +130,9 @@ void set_field(Scenario& s, std::string_view path, std::string_view value,
   } else if (path == "phase") {
     g.phase = static_cast<traces::Phase>(parse_word(path, value, traces::kPhaseNames, at));
   } else if (path == "routing") {
-    g.routing = static_cast<traces::Routing>(parse_word(path, value, traces::kRoutingNames, at));
+    const size_t mode = parse_word(path, value, kRoutingModeNames, at);
+    g.routing = mode == 0 ? traces::Routing::kExpected : traces::Routing::kSeeded;
+    s.realistic_routing = mode == 2;
   } else if (path == "weight_dtype") {
     g.weight_dtype = static_cast<Dtype>(parse_word(path, value, kDtypeNames, at));
   } else if (path == "kv_dtype") {
@@ -210,7 +212,11 @@ std::string get_field(const Scenario& s, std::string_view path) {
   if (path == "layers") return std::to_string(g.layers);
   if (path == "seed") return std::to_string(g.seed);
   if (path == "phase") return std::string(traces::kPhaseNames[static_cast<size_t>(g.phase)]);
-  if (path == "routing") return std::string(traces::kRoutingNames[static_cast<size_t>(g.routing)]);
+  if (path == "routing") {
+    return s.realistic_routing                     ? "realistic"
+           : g.routing == traces::Routing::kSeeded ? "oracle"
+                                                   : "expected";
+  }
   if (path == "weight_dtype") return std::string(name_of(g.weight_dtype));
   if (path == "kv_dtype") return std::string(name_of(g.kv_dtype));
   if (path == "act_dtype") return std::string(name_of(g.act_dtype));

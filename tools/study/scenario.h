@@ -15,6 +15,7 @@
 //              G - 1 decode steps at contexts P .. P + G - 2.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -65,7 +66,16 @@ struct Scenario {
   std::string policy = "tierflow";
   std::vector<std::string> pins;  ///< KIND=TIER
   unsigned threads = 0;           ///< the tierflow policy's threads; 0: one per hardware thread
+  /// MoE routing without foresight (`routing=realistic`): plan on the expected routing,
+  /// then run the plan on the seeded routing (`gen.seed`) with misses fetched on demand
+  /// (planner/realize.h). `gen.routing` is then kSeeded, the routing that runs.
+  bool realistic_routing = false;
 };
+
+/// The values of the `routing` field: `expected`, `oracle` (the plan sees the seeded
+/// routing that runs; `seeded` is read as `oracle`) and `realistic`.
+inline constexpr std::array<std::string_view, 4> kRoutingModeNames = {"expected", "oracle",
+                                                                      "realistic", "seeded"};
 
 /// The names set_field() takes besides topology (`tiers.`, `links.`, ...) and `model.` paths.
 const std::vector<std::string_view>& field_names();

@@ -172,6 +172,7 @@ void summarize(PhaseResult& p, const hw::Topology& topo) {
     by_kind = std::max(by_kind, t.peak);
   }
   for (const sim::TransferRecord& t : r.transfers) {
+    if (p.outcome.plan->programs[t.program].steps[t.step].demand) p.miss_exposed_ps += t.exposed;
     p.exposed_ps += t.exposed;
     p.moved_bytes += static_cast<double>(t.bytes);
   }
@@ -210,7 +211,8 @@ void summarize(PhaseResult& p, const hw::Topology& topo) {
 }
 
 PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
-                             std::shared_ptr<const Workload> w, std::string phase) {
+                             std::shared_ptr<const Workload> w, std::string phase,
+                             std::shared_ptr<const Workload> planned) {
   PhaseResult p;
   p.phase = std::move(phase);
   p.workload = std::move(w);
@@ -220,9 +222,28 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
   req.target.budget = s.budget;
   req.pins = parse_pins(s.pins, topo);
   req.threads = s.threads;
-  SimEvaluator eval(*p.workload, topo);
+  const Workload& plan_w = planned ? *planned : *p.workload;
+  if (planned) {
+    // Room for the one demand copy a realized plan holds beyond the planned one.
+    const uint64_t budget = s.budget != 0 ? s.budget : topo.usable(req.target.device_tier);
+    const uint64_t reserve = planner::demand_reserve(*p.workload);
+    if (reserve >= budget) {
+      throw InputError::at(SourcePos{"--routing"},
+                           "realistic routing needs room for an expert ({}) on top of the plan: "
+                           "the budget is {}",
+                           to_string_approx(Bytes{reserve}), to_string_approx(Bytes{budget}));
+    }
+    req.target.budget = budget - reserve;
+  }
+  SimEvaluator eval(plan_w, topo);
   req.evaluator = &eval;
-  p.outcome = planner::make_plan(*p.workload, topo, req);
+  p.outcome = planner::make_plan(plan_w, topo, req);
+  if (p.outcome.ok && planned) {
+    planner::RealizedPlan r = planner::realize_routing(*p.outcome.plan, plan_w, *p.workload);
+    p.outcome.plan = std::move(r.plan);
+    p.routing = r.stats;
+    p.realized = true;
+  }
   if (!p.outcome.ok) {
     if (p.outcome.infeasible) {
       p.binding = fmt::format("tier '{}' capacity (budget {})", topo.tiers[req.target.device_tier].id,
@@ -271,8 +292,25 @@ Trial Study::run(const Scenario& s) {
     }
   };
 
+  // Realistic routing: each phase is planned on its expected-routing twin (MoE only).
+  auto planned_for = [&](traces::GenOptions g) -> std::shared_ptr<const Workload> {
+    if (!s.realistic_routing || !s.workload.file.empty()) return nullptr;
+    g.routing = traces::Routing::kExpected;
+    auto w = workload(s, g);
+    return planner::has_routed_experts(*w) ? w : nullptr;
+  };
+  auto phase = [&](traces::GenOptions g, std::string name) {
+    if (s.realistic_routing) g.routing = traces::Routing::kSeeded;
+    return run_phase(s, *topo, workload(s, g), std::move(name), planned_for(g));
+  };
+
   if (!s.request) {
-    t.phases.push_back(run_phase(s, *topo, workload(s, s.workload.gen), "step"));
+    if (s.realistic_routing && !s.workload.file.empty()) {
+      throw InputError::at(SourcePos{"--routing"},
+                           "realistic routing generates the planned and the realized workload: "
+                           "give --model or --hf-config, not a workload file");
+    }
+    t.phases.push_back(phase(s.workload.gen, "step"));
     conclude();
     return t;
   }
@@ -288,7 +326,7 @@ Trial Study::run(const Scenario& s) {
   traces::GenOptions g = s.workload.gen;
   g.phase = traces::Phase::kPrefill;
   g.seq = r.prompt;
-  t.phases.push_back(run_phase(s, *topo, workload(s, g), "prefill"));
+  t.phases.push_back(phase(g, "prefill"));
   RequestMetrics m;
   const int64_t n = r.generate - 1;  // decode steps after the prefill's token
   std::optional<double> extrapolated_ps;
@@ -296,10 +334,10 @@ Trial Study::run(const Scenario& s) {
     g.phase = traces::Phase::kDecode;
     g.context = r.prompt;
     g.tokens = n <= kDecodeWhole ? n : kDecodeWindow;
-    t.phases.push_back(run_phase(s, *topo, workload(s, g), "decode"));
+    t.phases.push_back(phase(g, "decode"));
     if (n > kDecodeWhole && t.phases.back().ok()) {
       g.context = r.prompt + n - kDecodeWindow;
-      PhaseResult last = run_phase(s, *topo, workload(s, g), "decode (last window)");
+      PhaseResult last = phase(g, "decode (last window)");
       const Steady a = steady_of(t.phases.back().token_end_ps);
       const Steady b = last.ok() ? steady_of(last.token_end_ps) : Steady{};
       if (a.steady && b.steady) {
@@ -324,7 +362,7 @@ Trial Study::run(const Scenario& s) {
             n, kDecodeWindow, 100 * a.spread, 100 * b.spread, 100 * kSteadySpread);
         g.context = r.prompt;
         g.tokens = n;
-        t.phases.back() = run_phase(s, *topo, workload(s, g), "decode");
+        t.phases.back() = phase(g, "decode");
       }
     } else {
       m.decode_note = fmt::format("decode of {} token{} simulated whole", n, n == 1 ? "" : "s");

@@ -30,6 +30,7 @@
 #include "core/workload.h"
 #include "hw_models/topology.h"
 #include "planner/planner.h"
+#include "planner/realize.h"
 #include "sim/simulator.h"
 #include "tools/study/scenario.h"
 
@@ -63,6 +64,10 @@ struct PhaseResult {
   std::array<double, hw::kLinkKindNames.size()> bytes_by_link_kind{};    ///< both directions
   std::string binding;                        ///< see the glossary
   std::vector<int64_t> token_end_ps;          ///< decode: end of each token's last op
+  /// Realistic routing: planned on the expected routing, run on `workload` (seeded).
+  bool realized = false;
+  planner::RoutingStats routing;  ///< when `realized`
+  int64_t miss_exposed_ps = 0;    ///< time compute waited on demand prefetches
 
   /// The plan was made and its simulation ran without error.
   [[nodiscard]] bool ok() const { return outcome.ok && sim && !sim->error; }
@@ -111,9 +116,12 @@ class Study {
   /// Plans and simulates `s`. Bad input throws InputError; "does not fit" is a result.
   Trial run(const Scenario& s);
 
-  /// Plans and simulates one workload under `s`'s target on `topo`.
+  /// Plans and simulates one workload under `s`'s target on `topo`. With `planned` (the
+  /// same step with expected routing), plans on it for the budget less
+  /// planner::demand_reserve() and runs the realized plan on `w` (planner/realize.h).
   PhaseResult run_phase(const Scenario& s, const hw::Topology& topo,
-                        std::shared_ptr<const Workload> w, std::string phase);
+                        std::shared_ptr<const Workload> w, std::string phase,
+                        std::shared_ptr<const Workload> planned = nullptr);
 
   /// The makespan of the resident plan on a device with unlimited memory (no transfers):
   /// the fastest any plan can be; per phase for a request, summed as latency_ps() is. 0

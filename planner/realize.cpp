@@ -1,0 +1,430 @@
+#include "planner/realize.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/diagnostics.h"
+
+namespace tierflow::planner {
+namespace {
+
+constexpr uint32_t kNone = UINT32_MAX;
+constexpr std::string_view kExpertWord = "expert";
+
+/// "t3.L7.expert5" -> "t3.L7." for a routed expert op; nullopt for any other op (the
+/// shared expert, "t3.L7.shared_expert", has no number).
+std::optional<std::string_view> group_of(const Op& op) {
+  if (op.kind != OpKind::kExpert) return std::nullopt;
+  const std::string_view n = op.name;
+  size_t d = n.size();
+  while (d > 0 && n[d - 1] >= '0' && n[d - 1] <= '9') --d;
+  if (d == n.size() || d < kExpertWord.size()) return std::nullopt;
+  if (n.substr(d - kExpertWord.size(), kExpertWord.size()) != kExpertWord) return std::nullopt;
+  const std::string_view prefix = n.substr(0, d - kExpertWord.size());
+  if (!prefix.empty() && prefix.back() != '.') return std::nullopt;
+  return prefix;
+}
+
+uint32_t weight_of(const Workload& w, const Op& op) {
+  for (uint32_t t : op.inputs) {
+    if (w.tensors[t].kind == TensorKind::kWeight) return t;
+  }
+  return kNone;
+}
+
+bool reads(const Op& op, uint32_t t) {
+  return std::ranges::find(op.inputs, t) != op.inputs.end() ||
+         std::ranges::find(op.updates, t) != op.updates.end();
+}
+
+Step detach_step(uint32_t t) {
+  Step s;
+  s.kind = StepKind::kDetach;
+  s.target = t;
+  return s;
+}
+
+InputError mismatch(std::string_view what, std::string_view name) {
+  return InputError::at(SourcePos{"--routing"},
+                        "the realized workload {} '{}': only the routed experts may differ "
+                        "between the planned and the realized routing",
+                        what, name);
+}
+
+/// Rewrites one program; shares the plan-wide event counter and statistics.
+class ProgramRealizer {
+ public:
+  ProgramRealizer(const Workload& pw, const Workload& rw, const Plan& out,
+                  const std::vector<uint32_t>& op_map, const std::vector<uint32_t>& tensor_map,
+                  const std::vector<bool>& is_new, uint32_t& next_event, RoutingStats& stats)
+      : pw_(pw),
+        rw_(rw),
+        out_(out),
+        op_map_(op_map),
+        tensor_map_(tensor_map),
+        is_new_(is_new),
+        next_event_(next_event),
+        stats_(stats) {
+    const size_t nt = rw.tensors.size();
+    resident_.assign(nt, false);
+    inflight_.assign(nt, kNoEvent);
+    inflight_prefetch_.assign(nt, false);
+    fetched_.assign(nt, false);
+    used_.assign(nt, false);
+    readers_left_.assign(nt, 0);
+    for (size_t t = 0; t < nt; ++t) {
+      if (rw.tensors[t].origin == kExternal) resident_[t] = out.home[t] == out.device_tier;
+    }
+    for (const Op& op : rw.ops) {
+      for (const auto* list : {&op.inputs, &op.updates}) {
+        for (uint32_t t : *list) ++readers_left_[t];
+      }
+    }
+  }
+
+  Program run(const Program& in,
+              const std::map<std::string, std::vector<uint32_t>, std::less<>>& realized_groups) {
+    assign_places(in, realized_groups);
+    out_prog_.device = in.device;
+    for (size_t i = 0; i < in.steps.size(); ++i) {
+      const Step& s = in.steps[i];
+      if (s.kind == StepKind::kCompute) {
+        if (group_of(pw_.ops[s.target])) {
+          if (assign_[i] != kNone) {
+            emit_expert(assign_[i], s.wait);
+          } else {
+            keep_for_next(s.wait);
+          }
+        } else {
+          Step c = s;
+          c.target = op_map_[s.target];
+          emit_compute(std::move(c));
+        }
+        for (uint32_t r : extra_after_[i]) emit_expert(r, {});
+        continue;
+      }
+      emit_cache(s);
+    }
+    for (size_t t = 0; t < resident_.size(); ++t) {
+      if (resident_[t]) count_if_wasted(static_cast<uint32_t>(t));
+    }
+    return std::move(out_prog_);
+  }
+
+ private:
+  // Per group: hits keep their places, misses fill the unpicked places in expert order,
+  // more misses follow the last place (or the router when the plan has none there).
+  void assign_places(
+      const Program& in,
+      const std::map<std::string, std::vector<uint32_t>, std::less<>>& realized_groups) {
+    assign_.assign(in.steps.size(), kNone);
+    extra_after_.assign(in.steps.size(), {});
+    std::map<std::string, std::vector<size_t>, std::less<>> places;
+    std::unordered_map<uint32_t, size_t> step_of_op;
+    for (size_t i = 0; i < in.steps.size(); ++i) {
+      if (in.steps[i].kind != StepKind::kCompute) continue;
+      step_of_op[in.steps[i].target] = i;
+      if (auto g = group_of(pw_.ops[in.steps[i].target])) places[std::string(*g)].push_back(i);
+    }
+    std::unordered_map<std::string_view, uint32_t> rw_ops;
+    for (uint32_t o = 0; o < rw_.ops.size(); ++o) rw_ops.emplace(rw_.ops[o].name, o);
+    for (const auto& [prefix, realized] : realized_groups) {
+      std::vector<uint32_t> misses;
+      auto it = places.find(prefix);
+      std::vector<size_t> where = it == places.end() ? std::vector<size_t>{} : it->second;
+      for (uint32_t r : realized) {
+        bool hit = false;
+        for (size_t i : where) {
+          if (pw_.ops[in.steps[i].target].name == rw_.ops[r].name) {
+            assign_[i] = r;
+            hit = true;
+          }
+        }
+        if (!hit) misses.push_back(r);
+      }
+      size_t m = 0;
+      for (size_t i : where) {
+        if (assign_[i] == kNone && m < misses.size()) assign_[i] = misses[m++];
+      }
+      if (m == misses.size()) continue;
+      size_t after = 0;
+      if (!where.empty()) {
+        after = where.back();
+      } else {
+        // No planned expert of this group: the misses run once the router has picked.
+        const auto router = rw_ops.find(prefix + "router");
+        if (router == rw_ops.end())
+          throw mismatch("has routed experts without a router op", prefix);
+        const auto at = step_of_op.find(op_of_realized(router->second));
+        if (at == step_of_op.end()) throw mismatch("computes a router the plan does not", prefix);
+        after = at->second;
+      }
+      for (; m < misses.size(); ++m) extra_after_[after].push_back(misses[m]);
+    }
+  }
+
+  uint32_t op_of_realized(uint32_t r) const {
+    for (uint32_t o = 0; o < op_map_.size(); ++o) {
+      if (op_map_[o] == r) return o;
+    }
+    return kNone;
+  }
+
+  // Waits of a dropped compute step: prefetches stay in flight (a later reader or detach
+  // waits on them); any other event is waited on by the next compute step.
+  void keep_for_next(const std::vector<uint32_t>& waits) {
+    for (uint32_t e : waits) {
+      if (!is_prefetch_event(e)) carried_.push_back(e);
+    }
+  }
+
+  bool is_prefetch_event(uint32_t e) const {
+    const auto it = event_tensor_.find(e);
+    return it != event_tensor_.end() && it->second.second;
+  }
+
+  void wait_for(Step& s, uint32_t t, bool prefetch_only) {
+    if (inflight_[t] == kNoEvent || (prefetch_only && !inflight_prefetch_[t])) return;
+    if (std::ranges::find(s.wait, inflight_[t]) == s.wait.end()) s.wait.push_back(inflight_[t]);
+  }
+
+  void emit(Step s) {
+    std::erase_if(s.wait, [this](uint32_t e) { return dropped_.contains(e); });
+    for (uint32_t e : s.wait) {
+      const auto it = event_tensor_.find(e);
+      if (it == event_tensor_.end()) continue;
+      const uint32_t t = it->second.first;
+      if (inflight_[t] == e) inflight_[t] = kNoEvent;
+    }
+    if (s.kind == StepKind::kPrefetch || s.kind == StepKind::kStore) {
+      event_tensor_[s.event] = {s.target, s.kind == StepKind::kPrefetch};
+      inflight_[s.target] = s.event;
+      inflight_prefetch_[s.target] = s.kind == StepKind::kPrefetch;
+    }
+    out_prog_.steps.push_back(std::move(s));
+  }
+
+  void emit_compute(Step c) {
+    const Op& op = rw_.ops[c.target];
+    c.wait.insert(c.wait.end(), carried_.begin(), carried_.end());
+    carried_.clear();
+    for (const auto* list : {&op.inputs, &op.updates}) {
+      for (uint32_t t : *list) wait_for(c, t, /*prefetch_only=*/list == &op.inputs);
+    }
+    emit(std::move(c));
+    std::vector<uint32_t> done;
+    for (const auto* list : {&op.inputs, &op.updates}) {
+      for (uint32_t t : *list) {
+        used_[t] = true;
+        if (--readers_left_[t] == 0 && is_new_[t]) done.push_back(t);
+      }
+    }
+    for (uint32_t t : op.outputs) {
+      resident_[t] = true;
+      fetched_[t] = false;
+      if (readers_left_[t] == 0 && is_new_[t]) done.push_back(t);
+    }
+    // The realized experts' outputs the plan never saw: released after their last reader.
+    for (uint32_t t : done) {
+      if (rw_.tensors[t].kind == TensorKind::kOutput || !resident_[t]) continue;
+      emit(detach_step(t));
+      resident_[t] = false;
+    }
+  }
+
+  void emit_expert(uint32_t r, const std::vector<uint32_t>& planned_waits) {
+    const Op& op = rw_.ops[r];
+    ++stats_.expert_ops;
+    Step c;
+    c.target = r;
+    for (uint32_t e : planned_waits) {
+      const auto it = event_tensor_.find(e);
+      // The prefetch of a weight this op does not read stays in flight: its reader or its
+      // detach waits on it.
+      if (it != event_tensor_.end() && it->second.second && !reads(op, it->second.first)) continue;
+      c.wait.push_back(e);
+    }
+    const uint32_t w = weight_of(rw_, op);
+    const bool miss = w != kNone && !resident_[w];
+    if (miss) {
+      const uint32_t ev = next_event_++;
+      Step fetch;
+      fetch.kind = StepKind::kPrefetch;
+      fetch.target = w;
+      fetch.tier = out_.home[w];
+      fetch.event = ev;
+      fetch.demand = true;
+      emit(std::move(fetch));
+      resident_[w] = true;
+      fetched_[w] = false;
+      ++stats_.misses;
+      stats_.miss_bytes += rw_.tensors[w].bytes;
+      c.wait.push_back(ev);
+    } else {
+      ++stats_.hits;
+    }
+    emit_compute(std::move(c));
+    if (miss) {
+      emit(detach_step(w));
+      resident_[w] = false;
+    }
+  }
+
+  void count_if_wasted(uint32_t t) {
+    if (fetched_[t] && !used_[t]) {
+      ++stats_.wasted;
+      stats_.wasted_bytes += rw_.tensors[t].bytes;
+    }
+    fetched_[t] = false;
+  }
+
+  void emit_cache(const Step& s) {
+    const uint32_t t = tensor_map_[s.target];
+    Step c = s;
+    c.target = t;
+    // A step on a planned expert output the realized routing lacks, or one the realized
+    // residency makes moot, is dropped; so are the waits on its event.
+    const bool keep = t != kNone && (s.kind == StepKind::kPrefetch ? !resident_[t] : resident_[t]);
+    if (!keep) {
+      if (s.event != kNoEvent) dropped_.insert(s.event);
+      return;
+    }
+    switch (s.kind) {
+      case StepKind::kPrefetch:
+        emit(std::move(c));
+        resident_[t] = true;
+        fetched_[t] = true;
+        used_[t] = false;
+        break;
+      case StepKind::kStore:
+        wait_for(c, t, /*prefetch_only=*/false);
+        emit(std::move(c));
+        break;
+      case StepKind::kDetach:
+        wait_for(c, t, /*prefetch_only=*/false);
+        count_if_wasted(t);
+        emit(std::move(c));
+        resident_[t] = false;
+        break;
+      case StepKind::kCompute:
+        break;
+    }
+  }
+
+  const Workload& pw_;
+  const Workload& rw_;
+  const Plan& out_;
+  const std::vector<uint32_t>& op_map_;
+  const std::vector<uint32_t>& tensor_map_;
+  const std::vector<bool>& is_new_;
+  uint32_t& next_event_;
+  RoutingStats& stats_;
+
+  Program out_prog_;
+  std::vector<uint32_t> assign_;
+  std::vector<std::vector<uint32_t>> extra_after_;
+  std::vector<bool> resident_, inflight_prefetch_, fetched_, used_;
+  std::vector<uint32_t> inflight_;
+  std::vector<uint32_t> readers_left_;
+  std::vector<uint32_t> carried_;
+  std::unordered_map<uint32_t, std::pair<uint32_t, bool>> event_tensor_;  ///< -> tensor, prefetch
+  std::unordered_set<uint32_t> dropped_;
+};
+
+}  // namespace
+
+bool has_routed_experts(const Workload& w) {
+  return std::ranges::any_of(w.ops, [](const Op& op) { return group_of(op).has_value(); });
+}
+
+uint64_t demand_reserve(const Workload& w) {
+  uint64_t most = 0;
+  for (const Op& op : w.ops) {
+    if (!group_of(op)) continue;
+    if (const uint32_t t = weight_of(w, op); t != kNone) most = std::max(most, w.tensors[t].bytes);
+  }
+  return most;
+}
+
+RealizedPlan realize_routing(const Plan& plan, const Workload& pw, const Workload& rw) {
+  if (plan.home.size() != pw.tensors.size()) {
+    throw std::logic_error("realize_routing: the plan is not over the planned workload");
+  }
+  std::unordered_map<std::string_view, uint32_t> r_ops, r_tensors, p_ops;
+  for (uint32_t i = 0; i < rw.ops.size(); ++i) r_ops.emplace(rw.ops[i].name, i);
+  for (uint32_t i = 0; i < rw.tensors.size(); ++i) r_tensors.emplace(rw.tensors[i].name, i);
+  for (uint32_t i = 0; i < pw.ops.size(); ++i) p_ops.emplace(pw.ops[i].name, i);
+
+  std::vector<uint32_t> op_map(pw.ops.size(), kNone), tensor_map(pw.tensors.size(), kNone);
+  std::vector<bool> is_new(rw.tensors.size(), true);
+  for (uint32_t i = 0; i < pw.tensors.size(); ++i) {
+    const auto it = r_tensors.find(pw.tensors[i].name);
+    if (it == r_tensors.end()) {
+      if (pw.tensors[i].origin == kExternal || !group_of(pw.ops[pw.tensors[i].origin])) {
+        throw mismatch("lacks the tensor", pw.tensors[i].name);
+      }
+      continue;
+    }
+    tensor_map[i] = it->second;
+    is_new[it->second] = false;
+  }
+  for (uint32_t i = 0; i < pw.ops.size(); ++i) {
+    if (group_of(pw.ops[i])) continue;
+    const auto it = r_ops.find(pw.ops[i].name);
+    if (it == r_ops.end()) throw mismatch("lacks the op", pw.ops[i].name);
+    op_map[i] = it->second;
+  }
+  std::map<std::string, std::vector<uint32_t>, std::less<>> realized_groups;
+  for (uint32_t i = 0; i < rw.ops.size(); ++i) {
+    if (auto g = group_of(rw.ops[i])) {
+      realized_groups[std::string(*g)].push_back(i);
+    } else if (!p_ops.contains(rw.ops[i].name)) {
+      throw mismatch("has an op the plan does not know", rw.ops[i].name);
+    }
+  }
+  for (uint32_t t = 0; t < rw.tensors.size(); ++t) {
+    if (!is_new[t]) continue;
+    const Tensor& x = rw.tensors[t];
+    if (x.origin == kExternal || !group_of(rw.ops[x.origin])) {
+      throw mismatch("has a tensor the plan does not know", x.name);
+    }
+  }
+
+  RealizedPlan out;
+  Plan& p = out.plan;
+  p.name = plan.name;
+  p.meta = plan.meta;
+  p.meta["routing"] = "\"realistic\"";
+  p.topology_ref = plan.topology_ref;
+  p.tiers = plan.tiers;
+  p.device_tier = plan.device_tier;
+  p.home.assign(rw.tensors.size(), plan.device_tier);
+  for (uint32_t i = 0; i < pw.tensors.size(); ++i) {
+    if (tensor_map[i] != kNone) p.home[tensor_map[i]] = plan.home[i];
+  }
+  uint32_t next_event = 0;
+  for (const Program& prog : plan.programs) {
+    for (const Step& s : prog.steps) {
+      if (s.event != kNoEvent) next_event = std::max(next_event, s.event + 1);
+    }
+  }
+  for (const Program& prog : plan.programs) {
+    ProgramRealizer r(pw, rw, p, op_map, tensor_map, is_new, next_event, out.stats);
+    p.programs.push_back(r.run(prog, realized_groups));
+  }
+  if (const auto issue = verify_plan(p, rw)) {
+    throw std::logic_error(
+        fmt::format("realize_routing made a plan that does not verify: program {} step {}: {}",
+                    issue->program, issue->step, issue->message));
+  }
+  return out;
+}
+
+}  // namespace tierflow::planner

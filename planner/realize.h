@@ -1,0 +1,65 @@
+// MoE routing without foresight: a plan made on the routing a runtime can know (the
+// expected distribution) turned into the plan a runtime would run once the router has
+// picked its experts (a realized, seeded routing).
+//
+// Glossary
+//   planned    the workload the plan was made on (W_e): expected routing.
+//   realized   the workload that runs (W_r): the same generator options with seeded routing.
+//              Every op and tensor but the routed experts' ops and outputs has the same
+//              name in both.
+//   group      the routed expert ops of one MoE layer in one pass: the ops named
+//              PREFIX + "expert" + N that share PREFIX (e.g. "t3.L7.").
+//   hit        a realized expert whose weight is resident on the device when its op runs.
+//   miss       one that is not: a demand prefetch (`demand: true`) is inserted right before
+//              its op, which waits on it (the copy is on the critical path), and a detach
+//              right after it.
+//   wasted     a prefetched copy that no compute step reads before it is released (or the
+//              program ends): traffic spent on an expert the router did not pick.
+//
+// Per group, the realized ops take the planned ops' places in the program: a hit keeps its
+// own place (with the waits and cache steps the plan gave it); the misses fill the places
+// of planned experts that were not picked, in expert order; misses beyond those follow the
+// group's last place; places left over are dropped. Every cache step of the plan is kept
+// (a prefetch of an expert that is not picked is wasted traffic, not undone); steps on
+// planned expert outputs that the realized workload lacks are dropped, and the realized
+// experts' new outputs are detached after their last reader.
+//
+// Memory: at most one demand copy is resident at a time (its detach issues, with the next
+// demand prefetch, when its op ends), so a plan made for a budget of B - demand_reserve()
+// never holds more than B (with the planner's own estimate of its peak).
+#pragma once
+
+#include <cstdint>
+
+#include "core/plan.h"
+#include "core/workload.h"
+
+namespace tierflow::planner {
+
+struct RoutingStats {
+  uint64_t expert_ops = 0;    ///< realized routed expert ops, over all programs
+  uint64_t hits = 0;          ///< of those, with the weight resident when the op runs
+  uint64_t misses = 0;        ///< demand prefetches inserted
+  uint64_t miss_bytes = 0;    ///< their bytes
+  uint64_t wasted = 0;        ///< prefetched copies released (or left) unread
+  uint64_t wasted_bytes = 0;  ///< their bytes
+};
+
+struct RealizedPlan {
+  Plan plan;  ///< over the realized workload; verifies
+  RoutingStats stats;
+};
+
+/// Whether `w` has routed expert ops (a group, see the glossary).
+bool has_routed_experts(const Workload& w);
+
+/// The device bytes a realized plan may need beyond the planned one: the largest routed
+/// expert weight of `w` (0 without routed experts).
+uint64_t demand_reserve(const Workload& w);
+
+/// `plan` (made on `planned`) turned into a plan for `realized` (see the glossary).
+/// Throws InputError when the workloads differ in more than the routed experts; a
+/// realized plan that does not verify is a bug (std::logic_error).
+RealizedPlan realize_routing(const Plan& plan, const Workload& planned, const Workload& realized);
+
+}  // namespace tierflow::planner
