@@ -31,6 +31,16 @@
 #                       checkpointing, all 32 layers: compute-bound) on one H100 at its
 #                       capacity; then
 #                       --max-overhead 1% against resident on an H100 with room for all
+#   llama70b-nvme       Llama-3-70B decode at batch 96 (context 512, 4 tokens), one H100, every
+#                       weight homed on the socket's NVMe (--pin weight=ssd): the
+#                       ZeRO-Inference shape
+#   gh200-lpddr         Llama-3-70B decode, 8 tokens from a 4,096-token context, on GH200 with
+#                       40% of the weight bytes homed on Grace's LPDDR5X
+#                       (--pin weight=lpddr:0.4); ~141 GB of weights beyond 96 GB of HBM
+#   mixtral-24gb        Mixtral-8x7B decode, 8 tokens, seeded routing, on one 24 GB RTX 4090
+#                       (PCIe Gen4 x16) with 128 GB of DDR5
+#   llama70b-int4-48gb  Llama-3-70B decode with int4 weights (~35 GB), batch 8, 8 tokens from
+#                       a 4,096-token context, on one 48 GB L40S (PCIe Gen4 x16)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -130,12 +140,42 @@ llama8b_train() {
     --set tiers.hbm.capacity=2TB
 }
 
-all=(llama70b-decode llama8b-prefill mixtral-decode deepseek-decode cm384-pool llama8b-train)
+llama70b_nvme() {
+  local a=(--hw "$hw"/h100-sxm-8gpu.yaml --workload "$dir/w.json" --devices 1 --pin weight=ssd)
+  gen --model llama-3-70b --phase decode --batch 96 --context 512 --tokens 4
+  compare "${a[@]}"
+  plan tierflow.txt "${a[@]}"
+}
+
+gh200_lpddr() {
+  local a=(--hw "$hw"/gh200.yaml --workload "$dir/w.json" --devices 1 --pin weight=lpddr:0.4)
+  gen --model llama-3-70b --phase decode --context 4096 --tokens 8
+  compare "${a[@]}"
+  plan tierflow.txt "${a[@]}"
+}
+
+mixtral_24gb() {
+  local a=(--hw "$hw"/rtx4090-workstation.yaml --workload "$dir/w.json" --devices 1)
+  gen --model mixtral-8x7b --phase decode --context 4096 --tokens 8 --routing seeded --seed 1
+  compare "${a[@]}"
+  plan tierflow.txt "${a[@]}"
+}
+
+llama70b_int4_48gb() {
+  local a=(--hw "$hw"/l40s-server.yaml --workload "$dir/w.json" --devices 1)
+  gen --model llama-3-70b --phase decode --batch 16 --context 4096 --tokens 8 --weight-dtype int4
+  compare "${a[@]}"
+  plan tierflow.txt "${a[@]}"
+}
+
+all=(llama70b-decode llama8b-prefill mixtral-decode deepseek-decode cm384-pool llama8b-train
+  llama70b-nvme gh200-lpddr mixtral-24gb llama70b-int4-48gb)
 names=("$@")
 [ ${#names[@]} -eq 0 ] && names=("${all[@]}")
 for n in "${names[@]}"; do
   case $n in
-    llama70b-decode | llama8b-prefill | mixtral-decode | deepseek-decode | cm384-pool | llama8b-train)
+    llama70b-decode | llama8b-prefill | mixtral-decode | deepseek-decode | cm384-pool | llama8b-train | \
+      llama70b-nvme | gh200-lpddr | mixtral-24gb | llama70b-int4-48gb)
       scenario "$n" "${n//-/_}" ;;
     *)
       echo "error: unknown scenario '$n' (known: ${all[*]})" >&2
