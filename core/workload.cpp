@@ -366,4 +366,16 @@ WorkloadTotals totals(const Workload& w) {
   return t;
 }
 
+std::optional<Dtype> dequantized_dtype(const Workload& w, const Op& op) {
+  const int op_bits = kDtypeBits[static_cast<size_t>(op.dtype)];
+  std::optional<Dtype> narrowest;
+  for (uint32_t t : op.inputs) {
+    const Tensor& x = w.tensors[t];
+    const int bits = kDtypeBits[static_cast<size_t>(x.dtype)];
+    if (x.kind != TensorKind::kWeight || bits > 8 || bits >= op_bits) continue;
+    if (!narrowest || bits < kDtypeBits[static_cast<size_t>(*narrowest)]) narrowest = x.dtype;
+  }
+  return narrowest;
+}
+
 }  // namespace tierflow

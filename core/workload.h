@@ -126,6 +126,11 @@ struct WorkloadTotals {
 };
 WorkloadTotals totals(const Workload& w);
 
+/// The dtype an op dequantizes its weights from (weight-only quantization): the narrowest
+/// dtype of 8 bits or fewer among its `weight` inputs that is narrower than the op's own
+/// dtype; nullopt when it reads no such weight (an op computing in fp8 on fp8 weights).
+std::optional<Dtype> dequantized_dtype(const Workload& w, const Op& op);
+
 /// Ops topologically sorted by their tensor dependencies using Boost.Graph; nullopt when
 /// the dependencies have a cycle (then `cycle` lists op ids along one cycle).
 std::optional<std::vector<uint32_t>> topological_order(const Workload& w,

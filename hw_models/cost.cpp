@@ -18,7 +18,7 @@ Duration transfer_time_alone(const Route& route, Bytes bytes) {
 }
 
 std::optional<Duration> roofline_time(const Topology& t, size_t device, OpKind kind, Dtype dtype,
-                                      double flops, Bytes bytes) {
+                                      double flops, Bytes bytes, std::optional<Dtype> dequant) {
   TF_ASSERT(device < t.devices.size(), "device index {} out of range", device);
   const Device& d = t.devices[device];
   const FlopRate peak = d.peak[static_cast<size_t>(dtype)];
@@ -28,7 +28,9 @@ std::optional<Duration> roofline_time(const Topology& t, size_t device, OpKind k
   const Tier& local = t.tiers[*t.tier_index(d.local_tier)];
   Duration compute{0};
   if (flops > 0.0) {
-    compute = compute_time(flops, FlopRate{peak.flop_per_s * d.compute_efficiency(kind)});
+    const double dequant_eff = dequant ? d.dequant_efficiency(*dequant) : 1.0;
+    compute =
+        compute_time(flops, FlopRate{peak.flop_per_s * d.compute_efficiency(kind) * dequant_eff});
   }
   Duration memory{0};
   if (bytes.value > 0) {
@@ -39,8 +41,9 @@ std::optional<Duration> roofline_time(const Topology& t, size_t device, OpKind k
 }
 
 std::optional<Duration> op_time(const Topology& t, size_t device, size_t device_tier, OpKind kind,
-                                Dtype dtype, double flops, Bytes bytes, Bytes collective) {
-  auto d = roofline_time(t, device, kind, dtype, flops, bytes);
+                                Dtype dtype, double flops, Bytes bytes, Bytes collective,
+                                std::optional<Dtype> dequant) {
+  auto d = roofline_time(t, device, kind, dtype, flops, bytes, dequant);
   if (!d || collective.value == 0) return d;
   // Collectives cross the scale-up fabric: the device tier's peer route, alone.
   if (const Route* peer = t.route(device_tier, device_tier)) {
@@ -48,6 +51,13 @@ std::optional<Duration> op_time(const Topology& t, size_t device, size_t device_
                                 t.devices[device].launch_overhead.ps);
   }
   return d;
+}
+
+std::optional<Duration> op_time(const Topology& t, size_t device, size_t device_tier,
+                                const Workload& w, uint32_t op) {
+  const Op& o = w.ops[op];
+  return op_time(t, device, device_tier, o.kind, o.dtype, o.flops, Bytes{o.bytes},
+                 Bytes{o.collective_bytes}, dequantized_dtype(w, o));
 }
 
 }  // namespace tierflow::hw

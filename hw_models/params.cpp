@@ -89,6 +89,16 @@ const Schema<Device>& device_schema() {
           Spec{.desc = fmt::format("fraction of local-tier read bandwidth reached by {} ops",
                                    kOpKindNames[i])}));
     }
+    for (Dtype d : {Dtype::kFp8, Dtype::kInt8, Dtype::kFp4, Dtype::kInt4}) {
+      const std::string_view name = name_of(d);
+      r.fields.push_back(declare_at(
+          fmt::format("dequant_efficiency.{}", name), &Device::dequant_eff, static_cast<size_t>(d),
+          Spec{.desc = fmt::format("fraction of the compute rate (peak x compute_efficiency) "
+                                   "that ops reach when they dequantize {} weights on the fly "
+                                   "(weight-only quantization); absent = 1: the dequantization "
+                                   "hides behind the matrix math",
+                                   name)}));
+    }
     r.fields.push_back(declare("launch_overhead", &Device::launch_overhead,
                                Spec{.def = "0ns", .desc = "fixed cost added to every op"}));
     r.fields.push_back(

@@ -16,6 +16,21 @@ double Device::memory_efficiency(OpKind kind) const {
   return e > 0.0 ? e : default_memory_eff;
 }
 
+double Device::dequant_efficiency(Dtype weights) const {
+  const double e = dequant_eff[static_cast<size_t>(weights)];
+  return e > 0.0 ? e : 1.0;
+}
+
+std::string Device::peak_dtypes() const {
+  std::string out;
+  for (size_t i = 0; i < peak.size(); ++i) {
+    if (peak[i].flop_per_s <= 0.0) continue;
+    if (!out.empty()) out += ", ";
+    out += kDtypeNames[i];
+  }
+  return out.empty() ? "none" : out;
+}
+
 Bandwidth Link::peak(bool forward) const {
   if (!forward && bandwidth_reverse.bytes_per_s > 0.0) return bandwidth_reverse;
   return bandwidth;

@@ -61,6 +61,10 @@ struct Device {
   std::array<FlopRate, kDtypeNames.size()> peak{};        ///< 0 = not supported
   std::array<double, kOpKindNames.size()> compute_eff{};  ///< 0 = use default_compute_eff
   std::array<double, kOpKindNames.size()> memory_eff{};   ///< 0 = use default_memory_eff
+  /// Per weight dtype: fraction of the compute rate reached by ops that dequantize weights
+  /// of that dtype on the fly (weight-only quantization); 0 = 1 (the dequantization hides
+  /// behind the matrix math).
+  std::array<double, kDtypeNames.size()> dequant_eff{};
   double default_compute_eff = 1.0;
   double default_memory_eff = 1.0;
   Duration launch_overhead;
@@ -73,6 +77,10 @@ struct Device {
   [[nodiscard]] double compute_efficiency(OpKind kind) const;
   /// Fraction of local-tier bandwidth reached by ops of `kind`.
   [[nodiscard]] double memory_efficiency(OpKind kind) const;
+  /// Fraction of the compute rate kept by ops dequantizing `weights` on the fly.
+  [[nodiscard]] double dequant_efficiency(Dtype weights) const;
+  /// The dtypes with a peak rate, comma-separated ("fp32, bf16, fp16, fp8"), for messages.
+  [[nodiscard]] std::string peak_dtypes() const;
 };
 
 struct Tier {

@@ -69,13 +69,13 @@ const Costs& PlanState::ensure_costs() {
   c.op_ps.resize(w.ops.size());
   for (uint32_t o = 0; o < w.ops.size(); ++o) {
     const Op& op = w.ops[o];
-    const auto d = hw::op_time(topo, target.device_class, target.device_tier, op.kind, op.dtype,
-                               op.flops, Bytes{op.bytes}, Bytes{op.collective_bytes});
+    const auto d = hw::op_time(topo, target.device_class, target.device_tier, w, o);
     if (!d) {
+      const hw::Device& dev = topo.devices[target.device_class];
       throw InputError::at(SourcePos{"--workload"},
-                               "op {} '{}' computes in {}, which device '{}' has no peak rate for",
-                               o, op.name, kDtypeNames[static_cast<size_t>(op.dtype)],
-                               topo.devices[target.device_class].id);
+                           "op {} '{}' computes in {}, which device '{}' has no peak rate for "
+                           "(it has: {})",
+                           o, op.name, name_of(op.dtype), dev.id, dev.peak_dtypes());
     }
     c.op_ps[o] = d->ps;
   }

@@ -327,12 +327,13 @@ Time Simulator::op_time(uint32_t p, uint32_t op) {
   Time& slot = cache[op];
   if (slot >= 0) return slot;
   const Op& o = w_.ops[op];
-  const auto roof = hw::op_time(t_, cls, dev_tier_, o.kind, o.dtype, o.flops, Bytes{o.bytes},
-                                Bytes{o.collective_bytes});
+  const auto roof = hw::op_time(t_, cls, dev_tier_, w_, op);
   if (!roof) {
     fail(SimError::Kind::kTopology, int(p), -1, -1,
-         fmt::format("op {} '{}' computes in {}, which device '{}' has no peak rate for", op,
-                     o.name, name_of(o.dtype), t_.devices[cls].id));
+         fmt::format("op {} '{}' computes in {}, which device '{}' has no peak rate for (it "
+                     "has: {})",
+                     op, o.name, name_of(o.dtype), t_.devices[cls].id,
+                     t_.devices[cls].peak_dtypes()));
     return slot = 0;
   }
   return slot = roof->ps;

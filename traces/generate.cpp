@@ -9,6 +9,7 @@
 #include "core/diagnostics.h"
 #include "core/json_reader.h"
 #include "traces/layer_builder.h"
+#include "traces/quant.h"
 
 namespace tierflow::traces {
 
@@ -50,6 +51,26 @@ void check_options(const Arch& a, const GenOptions& o) {
       (o.weight_dtype == Dtype::kInt4 || o.weight_dtype == Dtype::kFp4)) {
     bad("--weight-dtype", "training with 4-bit weights is not modelled");
   }
+  if (o.compute_dtype && *o.compute_dtype != o.act_dtype && *o.compute_dtype != o.weight_dtype) {
+    bad("--compute-dtype",
+        fmt::format("--compute-dtype {} is neither the activation dtype ({}) nor the weight "
+                    "dtype ({})",
+                    name_of(*o.compute_dtype), name_of(o.act_dtype), name_of(o.weight_dtype)));
+  }
+  if (o.compute_dtype && *o.compute_dtype == o.weight_dtype && *o.compute_dtype != o.act_dtype &&
+      !is_quantized(o.weight_dtype)) {
+    bad("--compute-dtype",
+        fmt::format("--compute-dtype {}: weights of {} bits are not quantized; matmuls "
+                    "compute in the activation dtype ({})",
+                    name_of(*o.compute_dtype), kDtypeBits[static_cast<size_t>(o.weight_dtype)],
+                    name_of(o.act_dtype)));
+  }
+  if (o.quant_group < -1) bad("--quant-group", "--quant-group must be 0 (per channel) or more");
+  if (o.quant_zeros && (o.weight_dtype == Dtype::kFp8 || o.weight_dtype == Dtype::kFp4)) {
+    bad("--quant-zeros", fmt::format("{} weights are scaled only; zero points are for int4 and "
+                                     "int8",
+                                     name_of(o.weight_dtype)));
+  }
 }
 
 Meta make_meta(const Arch& a, const GenOptions& o) {
@@ -66,6 +87,13 @@ Meta make_meta(const Arch& a, const GenOptions& o) {
   m["weight_dtype"] = str(name_of(o.weight_dtype));
   m["kv_dtype"] = str(name_of(o.kv_dtype));
   m["act_dtype"] = str(name_of(o.act_dtype));
+  const std::optional<QuantScheme> q = quant_scheme(o);
+  if (q || o.compute_dtype) m["compute_dtype"] = str(name_of(compute_dtype(o)));
+  if (q) {
+    m["quant_group"] = std::to_string(q->group);
+    m["quant_scale_dtype"] = str(name_of(q->scale));
+    m["quant_zeros"] = q->zeros ? "true" : "false";
+  }
   if (o.phase == Phase::kDecode) {
     m["context"] = std::to_string(o.context);
     m["tokens"] = std::to_string(o.tokens);

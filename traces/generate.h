@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/workload.h"
@@ -34,6 +35,11 @@ struct GenOptions {
   Dtype weight_dtype = Dtype::kBf16;
   Dtype kv_dtype = Dtype::kBf16;
   Dtype act_dtype = Dtype::kBf16;
+  /// Arithmetic of matmuls on quantized weights (traces/quant.h): the activation dtype when
+  /// unset, or the weight dtype (fp8 weights computed on fp8 tensor cores).
+  std::optional<Dtype> compute_dtype;
+  int64_t quant_group = -1;  ///< inputs per scale; 0 = per channel; -1 = the dtype's default
+  bool quant_zeros = false;  ///< asymmetric quantization: a zero point per group (AWQ)
   int64_t kv_block = 256;   ///< tokens per KV block tensor
   bool checkpoint = false;  ///< training: keep only layer inputs, recompute in backward
   Routing routing = Routing::kExpected;

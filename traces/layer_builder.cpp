@@ -12,6 +12,7 @@ namespace tierflow::traces {
 LayerBuilder::LayerBuilder(const Arch& a, const GenOptions& o)
     : a_(a),
       o_(o),
+      quant_(quant_scheme(o)),
       nh_(a.heads / o.tp),
       nkv_(a.kv_heads % o.tp == 0 ? a.kv_heads / o.tp : 1),
       h_(a.hidden),
@@ -32,15 +33,36 @@ double LayerBuilder::norm_params() const {
   return a_.norm == NormKind::kLayerNorm ? 2.0 * static_cast<double>(h_) : static_cast<double>(h_);
 }
 
-Dtype LayerBuilder::compute_dtype() const {
-  // 8-bit weights run on the 8-bit units; 4-bit weights are dequantized to the activation type.
-  return o_.weight_dtype == Dtype::kFp8 || o_.weight_dtype == Dtype::kInt8 ? o_.weight_dtype
-                                                                           : o_.act_dtype;
+Dtype LayerBuilder::matmul_dtype(const std::vector<uint32_t>& inputs) const {
+  // Quantized weights are dequantized to the activation dtype inside the kernel (AWQ, GPTQ,
+  // Marlin) unless --compute-dtype asks for the weight dtype's own units (fp8).
+  for (uint32_t t : inputs) {
+    const Tensor& x = w_.tensors[t];
+    if (x.kind == TensorKind::kWeight && is_quantized(x.dtype)) return compute_dtype(o_);
+  }
+  return o_.act_dtype;
+}
+
+uint32_t LayerBuilder::linear_weight(const std::string& name,
+                                     std::initializer_list<Matrix> matrices, double extra,
+                                     int layer) {
+  if (!quant_) {
+    double params = extra;
+    for (const Matrix& m : matrices) params += m.count * m.inputs * m.outputs;
+    return weight(name, params, layer);
+  }
+  uint64_t bytes = bytes_of(extra, o_.act_dtype);
+  for (const Matrix& m : matrices) {
+    bytes += static_cast<uint64_t>(m.count) * quant_->matrix_bytes(m.inputs, m.outputs);
+  }
+  return w_.add_tensor(Tensor{name, bytes, TensorKind::kWeight, o_.weight_dtype, kExternal, layer});
 }
 
 uint32_t LayerBuilder::weight(const std::string& name, double params, int layer) {
-  return w_.add_tensor(Tensor{name, bytes_of(params, o_.weight_dtype), TensorKind::kWeight,
-                              o_.weight_dtype, kExternal, layer});
+  // AWQ and GPTQ quantize the decoder blocks' linear layers only: embeddings, the LM head,
+  // norms and MoE routers stay in 16 bits.
+  const Dtype d = quant_ ? o_.act_dtype : o_.weight_dtype;
+  return w_.add_tensor(Tensor{name, bytes_of(params, d), TensorKind::kWeight, d, kExternal, layer});
 }
 
 uint32_t LayerBuilder::act(const std::string& name, double elements, int layer, TensorKind kind) {
@@ -65,7 +87,7 @@ uint32_t LayerBuilder::op(const std::string& name, OpKind kind, double flops,
     for (uint32_t t : updates) traffic += 2 * w_.tensors[t].bytes;
   }
   const Dtype dtype = kind == OpKind::kMatmul || kind == OpKind::kExpert || kind == OpKind::kRouter
-                          ? compute_dtype()
+                          ? matmul_dtype(inputs)
                           : o_.act_dtype;
   const uint32_t id = w_.add_op(Op{name, kind, dtype, flops, traffic, std::move(inputs),
                                    std::move(outputs), std::move(updates), 0, layer, collective});
@@ -93,38 +115,42 @@ void LayerBuilder::declare_weights(int layers) {
       const double qr = a_.q_lora_rank;
       const double kvr = a_.kv_lora_rank;
       // q: down-projection, its norm and up-projection (or one projection without q_lora).
-      lw.wq = weight(p + "wq", qr > 0 ? h * qr + qr + qr * nh * qk : h * nh * qk, l);
-      lw.wkv_a = weight(p + "wkv_a", h * (kvr + a_.qk_rope_head_dim) + kvr, l);
-      lw.wkv_b = weight(p + "wkv_b", kvr * nh * (a_.qk_nope_head_dim + a_.v_head_dim), l);
-      lw.wo = weight(p + "wo", nh * a_.v_head_dim * h, l);
+      lw.wq = qr > 0 ? linear_weight(p + "wq", {{h, qr}, {qr, nh * qk}}, qr, l)
+                     : linear_weight(p + "wq", {{h, nh * qk}}, 0, l);
+      lw.wkv_a = linear_weight(p + "wkv_a", {{h, kvr + a_.qk_rope_head_dim}}, kvr, l);
+      lw.wkv_b =
+          linear_weight(p + "wkv_b", {{kvr, nh * (a_.qk_nope_head_dim + a_.v_head_dim)}}, 0, l);
+      lw.wo = linear_weight(p + "wo", {{nh * a_.v_head_dim, h}}, 0, l);
     } else {
       const double qkv_out = static_cast<double>((nh_ + 2 * nkv_) * a_.head_dim);
-      lw.wqkv = weight(
-          p + "wqkv",
-          h * qkv_out + (a_.qkv_bias ? qkv_out : 0) + (a_.qk_norm ? 2.0 * a_.head_dim : 0), l);
-      lw.wo = weight(p + "wo", nh * a_.head_dim * h + (a_.o_bias ? h : 0), l);
+      lw.wqkv =
+          linear_weight(p + "wqkv", {{h, qkv_out}},
+                        (a_.qkv_bias ? qkv_out : 0) + (a_.qk_norm ? 2.0 * a_.head_dim : 0), l);
+      lw.wo = linear_weight(p + "wo", {{nh * a_.head_dim, h}}, a_.o_bias ? h : 0, l);
     }
     lw.mlp_norm = weight(p + "mlp_norm.w", norm_params(), l);
     if (a_.is_moe_layer(l)) {
       lw.router = weight(p + "router.w", h * a_.experts + (a_.router_bias ? a_.experts : 0), l);
+      // Gate and up (h -> I_e each), then down (I_e -> h).
+      const double mi = static_cast<double>(moe_inter_);
       for (int x = 0; x < a_.experts; ++x) {
-        lw.experts.push_back(weight(fmt::format("{}expert{}.w", p, x),
-                                    3.0 * h * static_cast<double>(moe_inter_), l));
+        lw.experts.push_back(
+            linear_weight(fmt::format("{}expert{}.w", p, x), {{h, 2.0 * mi}, {mi, h}}, 0, l));
       }
       if (a_.shared_experts > 0) {
-        lw.shared = weight(p + "shared.w",
-                           a_.shared_experts * 3.0 * h * static_cast<double>(shared_inter_) +
-                               (a_.shared_expert_gate ? h : 0),
-                           l);
+        const double si = static_cast<double>(shared_inter_);
+        const double n = a_.shared_experts;
+        lw.shared = linear_weight(p + "shared.w", {{h, 2.0 * si, n}, {si, h, n}},
+                                  a_.shared_expert_gate ? h : 0, l);
       }
     } else if (a_.mlp == MlpKind::kGated) {
       const double i = static_cast<double>(inter_);
-      lw.w_up = weight(p + "w_gate_up", 2.0 * h * i + (a_.mlp_bias ? 2.0 * i : 0), l);
-      lw.w_down = weight(p + "w_down", i * h + (a_.mlp_bias ? h : 0), l);
+      lw.w_up = linear_weight(p + "w_gate_up", {{h, 2.0 * i}}, a_.mlp_bias ? 2.0 * i : 0, l);
+      lw.w_down = linear_weight(p + "w_down", {{i, h}}, a_.mlp_bias ? h : 0, l);
     } else {
       const double i = static_cast<double>(inter_);
-      lw.w_up = weight(p + "w_fc1", h * i + (a_.mlp_bias ? i : 0), l);
-      lw.w_down = weight(p + "w_fc2", i * h + (a_.mlp_bias ? h : 0), l);
+      lw.w_up = linear_weight(p + "w_fc1", {{h, i}}, a_.mlp_bias ? i : 0, l);
+      lw.w_down = linear_weight(p + "w_fc2", {{i, h}}, a_.mlp_bias ? h : 0, l);
     }
   }
   final_norm_w_ = weight("final_norm.w", norm_params(), -1);
@@ -149,7 +175,7 @@ uint32_t LayerBuilder::embed(const std::string& prefix, uint32_t token_ids, int6
   const double rows = static_cast<double>(tokens * h_);
   const uint32_t x = act(prefix + "x.embed", rows, -1);
   // A lookup reads one row per token (plus the position row for learned positions).
-  const auto read = bytes_of(rows * (a_.learned_positions > 0 ? 2 : 1), o_.weight_dtype);
+  const auto read = bytes_of(rows * (a_.learned_positions > 0 ? 2 : 1), w_.tensors[embed_w_].dtype);
   embed_op_ = op(prefix + "embed", OpKind::kEmbedding, 0, {token_ids, embed_w_}, {x}, {}, -1,
                  static_cast<int64_t>(read + w_.tensors[x].bytes + w_.tensors[token_ids].bytes));
   if (a_.project_in_out == 0) return x;

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "core/workload.h"
 #include "traces/arch.h"
 #include "traces/generate.h"
+#include "traces/quant.h"
 
 namespace tierflow::traces {
 
@@ -60,6 +63,17 @@ class LayerBuilder {
     int64_t filled;  ///< tokens per sequence written so far
   };
 
+  /// `count` matrices of `inputs` x `outputs` elements of one linear layer.
+  struct Matrix {
+    double inputs = 0, outputs = 0, count = 1;
+  };
+  /// A weight of the transformer blocks' linear layers: its matrices quantized as quant_
+  /// says, plus `extra` parameters (biases, norms between them) in the activation dtype;
+  /// without quantization, all in the weight dtype.
+  uint32_t linear_weight(const std::string& name, std::initializer_list<Matrix> matrices,
+                         double extra, int layer);
+  /// A weight that quantization leaves alone (embeddings, LM head, norms, router): in the
+  /// weight dtype, or the activation dtype when the linear layers are quantized.
   uint32_t weight(const std::string& name, double params, int layer);
   uint32_t act(const std::string& name, double elements, int layer,
                TensorKind kind = TensorKind::kActivation);
@@ -74,7 +88,9 @@ class LayerBuilder {
   /// Tokens each routed expert receives this pass (length E; zero = untouched).
   std::vector<int64_t> route(int64_t tokens);
   double norm_params() const;
-  Dtype compute_dtype() const;
+  /// The arithmetic of a matmul-like op reading `inputs`: compute_dtype(o_) when one of them
+  /// is a quantized weight, else the activation dtype.
+  Dtype matmul_dtype(const std::vector<uint32_t>& inputs) const;
   void backward_op(uint32_t f);
   /// The gradient of tensor t: appended to `outputs` when new, to `updates` when it exists.
   void grad_target(uint32_t t, std::vector<uint32_t>& outputs, std::vector<uint32_t>& updates);
@@ -82,6 +98,7 @@ class LayerBuilder {
 
   const Arch& a_;
   const GenOptions& o_;
+  std::optional<QuantScheme> quant_;
   Workload w_;
   // Per-device sizes.
   int64_t nh_, nkv_, h_, inter_, moe_inter_, shared_inter_, vocab_;

@@ -63,10 +63,30 @@ Summary summarize(const Workload& w, int top) {
     s.collective_bytes += op.collective_bytes;
     for (uint32_t t : op.inputs) read[t] = true;
   }
+  // Quantized weights (traces/quant.h) carry scales (and zeros) per group: count elements
+  // at the bits per element the meta's scheme gives, exact up to rounding and to the biases
+  // kept in 16 bits.
+  const auto group = meta_number(w, "quant_group");
+  auto scale_dtype = Dtype::kFp16;
+  if (auto it = w.meta.find("quant_scale_dtype"); it != w.meta.end() && it->second.size() > 2) {
+    if (auto d =
+            index_of(kDtypeNames, std::string_view(it->second).substr(1, it->second.size() - 2))) {
+      scale_dtype = static_cast<Dtype>(*d);
+    }
+  }
+  const auto zeros = w.meta.find("quant_zeros");
+  const bool has_zeros = zeros != w.meta.end() && zeros->second == "true";
+  auto weight_elements = [&](const Tensor& t) {
+    const double bits = kDtypeBits[static_cast<size_t>(t.dtype)];
+    if (!group || *group <= 0 || bits > 8) return elements(t);
+    const double per =
+        bits + (kDtypeBits[static_cast<size_t>(scale_dtype)] + (has_zeros ? bits : 0.0)) / *group;
+    return static_cast<double>(t.bytes) * 8.0 / per;
+  };
   for (size_t i = 0; i < w.tensors.size(); ++i) {
     if (w.tensors[i].kind != TensorKind::kWeight) continue;
-    s.params += elements(w.tensors[i]);
-    if (read[i]) s.params_read += elements(w.tensors[i]);
+    s.params += weight_elements(w.tensors[i]);
+    if (read[i]) s.params_read += weight_elements(w.tensors[i]);
   }
   // KV per token: KV blocks hold batch x kv_block tokens each.
   const auto batch = meta_number(w, "batch");

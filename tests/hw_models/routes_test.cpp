@@ -196,6 +196,22 @@ TEST_CASE("roofline op time: the larger of compute and memory time, plus launch 
   CHECK(roofline_time(t, 0, OpKind::kElementwise, Dtype::kInt8, 0, Bytes{400})->ps == 110 * kNs);
 }
 
+TEST_CASE("roofline op time: dequantizing weights slows the compute term, not the memory term") {
+  const Topology t = unit_hw({"devices.dev.dequant_efficiency.int4=0.25"});
+  // matmul at 0.5 x 0.25 of 1 FLOP/ns: 100 FLOP -> 800 ns, + 10 ns launch
+  CHECK(roofline_time(t, 0, OpKind::kMatmul, Dtype::kBf16, 100, Bytes{0}, Dtype::kInt4)->ps ==
+        810 * kNs);
+  // int8 declares no entry: efficiency 1, the same 200 ns + 10 ns as without dequantization
+  CHECK(roofline_time(t, 0, OpKind::kMatmul, Dtype::kBf16, 100, Bytes{0}, Dtype::kInt8)->ps ==
+        210 * kNs);
+  // memory-bound: max(10 FLOP -> 80 ns, 800 B at 4 B/ns -> 200 ns) + 10 ns, as without
+  CHECK(roofline_time(t, 0, OpKind::kMatmul, Dtype::kBf16, 10, Bytes{800}, Dtype::kInt4)->ps ==
+        210 * kNs);
+  // a fraction outside (0, 1] is bad input
+  CHECK_THROWS_AS(unit_hw({"devices.dev.dequant_efficiency.int4=1.5"}), InputError);
+  CHECK(unit_hw().devices[0].peak_dtypes() == "bf16, fp8");
+}
+
 TEST_CASE("devices spread evenly over hosts and sockets") {
   const Topology t = unit_hw();  // 4 devices, 1 host, 2 sockets
   CHECK(t.instance_of(Scope::kSocket, 0, 0) == 0);

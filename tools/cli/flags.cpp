@@ -22,6 +22,8 @@ traces::GenOptions GenFlags::options() const {
   g.weight_dtype = static_cast<Dtype>(*index_of(kDtypeNames, weight_dtype));
   g.kv_dtype = static_cast<Dtype>(*index_of(kDtypeNames, kv_dtype));
   g.act_dtype = static_cast<Dtype>(*index_of(kDtypeNames, act_dtype));
+  if (!compute_dtype.empty())
+    g.compute_dtype = static_cast<Dtype>(*index_of(kDtypeNames, compute_dtype));
   // Study commands also take oracle and realistic (study::set_field); both run the seeded
   // routing.
   g.routing = routing == "expected" ? traces::Routing::kExpected : traces::Routing::kSeeded;
@@ -45,6 +47,16 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
         ->check(CLI::IsMember(words(kDtypeNames)))
         ->capture_default_str();
   }
+  cmd->add_option("--compute-dtype", f.compute_dtype,
+                  "arithmetic of matmuls on quantized weights: the activation dtype (default) "
+                  "or the weight dtype (fp8 weights on fp8 tensor cores)")
+      ->check(CLI::IsMember(words(kDtypeNames)));
+  cmd->add_option("--quant-group", f.gen.quant_group,
+                  "quantized weights: input elements per scale, 0 = per output channel (default "
+                  "128 for int4/int8/fp4, per channel for fp8)");
+  cmd->add_flag("--quant-zeros", f.gen.quant_zeros,
+                "quantized int4/int8 weights: asymmetric, a zero point per group (AWQ); default "
+                "symmetric (GPTQ sym)");
   cmd->add_option("--kv-block", f.gen.kv_block, "tokens per KV-cache block tensor")->capture_default_str();
   cmd->add_flag("--checkpoint", f.gen.checkpoint, "training: activation checkpointing per layer");
   if (routing_modes) {

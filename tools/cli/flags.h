@@ -22,14 +22,15 @@ struct GenFlags {
   traces::GenOptions gen;
   std::string phase = "decode";
   std::string weight_dtype = "bf16", kv_dtype = "bf16", act_dtype = "bf16";
+  std::string compute_dtype;  ///< empty: the activation dtype
   std::string routing = "expected";
 
   /// The options with the words parsed (CLI11 checked them already).
   [[nodiscard]] traces::GenOptions options() const;
 };
 
-/// Adds --phase, --batch, --seq, --context, --tokens, --tp, the dtypes, --kv-block,
-/// --checkpoint, --routing, --seed, --layers.
+/// Adds --phase, --batch, --seq, --context, --tokens, --tp, the dtypes, --compute-dtype,
+/// --quant-group, --quant-zeros, --kv-block, --checkpoint, --routing, --seed, --layers.
 /// `routing_modes`: --routing takes the study's oracle and realistic too (study commands).
 void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes = false);
 

@@ -376,10 +376,11 @@ void Executor::advance(uint32_t p) {
     const Op& op = w_.ops[s.target];
     const auto duration = layout_.op_time[layout_.device_class[p]][s.target];
     if (!duration) {
-      fail(
-          ReplayError::Kind::kTopology, int(p), int(st.next), -1,
-          fmt::format("op {} '{}' computes in {}, which device '{}' has no peak rate for", s.target,
-                      op.name, name_of(op.dtype), t_.devices[layout_.device_class[p]].id));
+      fail(ReplayError::Kind::kTopology, int(p), int(st.next), -1,
+           fmt::format("op {} '{}' computes in {}, which device '{}' has no peak rate for (it "
+                       "has: {})",
+                       s.target, op.name, name_of(op.dtype), t_.devices[layout_.device_class[p]].id,
+                       t_.devices[layout_.device_class[p]].peak_dtypes()));
       return;
     }
     const ArenaId dev = layout_.arena_of[p][plan_.device_tier];

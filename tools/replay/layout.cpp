@@ -225,9 +225,8 @@ std::optional<ReplayError> build_layout(const Plan& plan, const Workload& w, con
   for (size_t p = 0; p < np; ++p) {
     auto& times = out.op_time[out.device_class[p]];
     if (!times.empty()) continue;
-    for (const Op& o : w.ops) {
-      const auto d = hw::op_time(t, out.device_class[p], out.dev_tier, o.kind, o.dtype, o.flops,
-                                 Bytes{o.bytes}, Bytes{o.collective_bytes});
+    for (uint32_t o = 0; o < w.ops.size(); ++o) {
+      const auto d = hw::op_time(t, out.device_class[p], out.dev_tier, w, o);
       times.push_back(d ? std::optional<Time>(d->ps) : std::nullopt);
     }
   }

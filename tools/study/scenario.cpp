@@ -86,11 +86,11 @@ Request& request_of(Scenario& s) {
 
 const std::vector<std::string_view>& field_names() {
   static const std::vector<std::string_view> names = {
-      "batch",        "seq",      "context",   "tokens",   "prompt",    "generate",
-      "tp",           "kv_block", "layers",    "phase",    "weight_dtype", "kv_dtype",
-      "act_dtype",    "routing",  "seed",      "checkpoint", "model",   "hf_config",
-      "workload",     "hw",       "budget",    "policy",   "device",    "devices",
-      "pins"};
+      "batch",      "seq",           "context",     "tokens",      "prompt",       "generate",
+      "tp",         "kv_block",      "layers",      "phase",       "weight_dtype", "kv_dtype",
+      "act_dtype",  "compute_dtype", "quant_group", "quant_zeros", "routing",      "seed",
+      "checkpoint", "model",         "hf_config",   "workload",    "hw",           "budget",
+      "policy",     "device",        "devices",     "pins"};
   return names;
 }
 
@@ -139,6 +139,16 @@ void set_field(Scenario& s, std::string_view path, std::string_view value,
     g.kv_dtype = static_cast<Dtype>(parse_word(path, value, kDtypeNames, at));
   } else if (path == "act_dtype") {
     g.act_dtype = static_cast<Dtype>(parse_word(path, value, kDtypeNames, at));
+  } else if (path == "compute_dtype") {
+    // Empty: the activation dtype (what get_field prints for the default).
+    g.compute_dtype.reset();
+    if (!value.empty())
+      g.compute_dtype = static_cast<Dtype>(parse_word(path, value, kDtypeNames, at));
+  } else if (path == "quant_group") {
+    // Empty: the weight dtype's default group.
+    g.quant_group = value.empty() ? -1 : parse_int(path, value, at, 0);
+  } else if (path == "quant_zeros") {
+    g.quant_zeros = parse_bool(path, value, at);
   } else if (path == "checkpoint") {
     g.checkpoint = parse_bool(path, value, at);
   } else if (path == "model") {
@@ -220,6 +230,9 @@ std::string get_field(const Scenario& s, std::string_view path) {
   if (path == "weight_dtype") return std::string(name_of(g.weight_dtype));
   if (path == "kv_dtype") return std::string(name_of(g.kv_dtype));
   if (path == "act_dtype") return std::string(name_of(g.act_dtype));
+  if (path == "compute_dtype") return g.compute_dtype ? std::string(name_of(*g.compute_dtype)) : "";
+  if (path == "quant_group") return g.quant_group < 0 ? "" : std::to_string(g.quant_group);
+  if (path == "quant_zeros") return g.quant_zeros ? "true" : "false";
   if (path == "checkpoint") return g.checkpoint ? "true" : "false";
   if (path == "model") return s.workload.model;
   if (path == "hf_config") return s.workload.hf_config;

@@ -137,9 +137,11 @@ std::string scenario_key(const Scenario& s) {
 /// What decides a point's workloads: points with equal keys share them.
 std::string workload_key(const Scenario& s) {
   std::string k = model_key(s);
-  constexpr std::string_view kGen[] = {"batch", "seq",  "context", "tokens", "prompt", "generate",
-                                       "tp",    "kv_block", "layers", "phase", "weight_dtype",
-                                       "kv_dtype", "act_dtype", "routing", "seed", "checkpoint"};
+  constexpr std::string_view kGen[] = {"batch",     "seq",           "context",      "tokens",
+                                       "prompt",    "generate",      "tp",           "kv_block",
+                                       "layers",    "phase",         "weight_dtype", "kv_dtype",
+                                       "act_dtype", "compute_dtype", "quant_group",  "quant_zeros",
+                                       "routing",   "seed",          "checkpoint"};
   for (std::string_view f : kGen) k += "|" + get_field(s, f);
   return k;
 }
