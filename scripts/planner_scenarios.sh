@@ -39,8 +39,9 @@
 #                       (--pin weight=lpddr:0.4); ~141 GB of weights beyond 96 GB of HBM
 #   mixtral-24gb        Mixtral-8x7B decode, 8 tokens, on one 24 GB RTX 4090 (PCIe Gen4 x16)
 #                       with 128 GB of DDR5; realistic routing against the oracle
-#   llama70b-int4-48gb  Llama-3-70B decode with int4 weights (~35 GB), batch 16, 8 tokens from
-#                       a 4,096-token context, on one 48 GB L40S (PCIe Gen4 x16)
+#   llama70b-int4-48gb  Llama-3-70B decode with int4 weights (~37 GB with their scales; the
+#                       embeddings stay bf16), batch 16, 8 tokens from a 4,096-token context,
+#                       on one 48 GB L40S (PCIe Gen4 x16)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
