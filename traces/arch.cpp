@@ -42,6 +42,9 @@ namespace tierflow::traces {
 //   qwen2          as llama with q, k, v biases (n_h·d + 2·n_kv·d), no o bias.
 //   qwen2_moe      qwen2 attention; MoE layers (i+1) % step == 0: E·3·h·I_e + h·E +
 //                  one shared expert 3·h·I_s + its sigmoid gate h; other layers 3·h·I.
+//   qwen3          as llama (attention_bias on q, k, v, o) with per-head q/k RMSNorms (2·d).
+//   phi3           as mistral: q, k, v fused in one matrix and gate and up in another hold
+//                  the same parameters, no biases; the window applies to every layer.
 //   qwen3_moe      attention with attention_bias on q, k, v, o and per-head q/k RMSNorms
 //                  (2·d); MoE layers E·3·h·I_e + h·E, no shared expert.
 //   deepseek_v2/3  MLA; first_k_dense_replace layers 3·h·I, the rest MoE with

@@ -13,9 +13,9 @@
 namespace tierflow::traces {
 
 /// The Hugging Face `model_type`s whose graphs tierflow builds (Arch::family).
-inline constexpr std::array<std::string_view, 9> kFamilyNames = {
-    "llama",     "mistral",     "mixtral",     "qwen2", "qwen2_moe",
-    "qwen3_moe", "deepseek_v2", "deepseek_v3", "opt"};
+inline constexpr std::array<std::string_view, 11> kFamilyNames = {
+    "llama",     "mistral",     "mixtral",     "qwen2", "qwen2_moe", "qwen3",
+    "qwen3_moe", "deepseek_v2", "deepseek_v3", "opt",   "phi3"};
 
 /// Every Arch field a model file may set, declared once.
 const schema::Schema<Arch>& arch_schema();

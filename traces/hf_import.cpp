@@ -104,6 +104,11 @@ constexpr std::string_view kWindowGraph[] = {"sliding_window"};
 constexpr std::string_view kMixtralGraph[] = {"num_local_experts", "num_experts_per_tok"};
 constexpr std::string_view kQwen2MoeGraph[] = {"qkv_bias", "shared_expert_intermediate_size"};
 constexpr std::string_view kQwen3MoeGraph[] = {"attention_bias"};
+/// Phi-3: dropout rates, and the pre-extension context that long-rope scaling starts from;
+/// partial_rotary_factor (Phi-4-mini) rotates part of each head, which no weight depends on.
+constexpr std::string_view kPhi3Inert[] = {"embd_pdrop", "resid_pdrop",
+                                           "original_max_position_embeddings",
+                                           "partial_rotary_factor"};
 constexpr std::string_view kDeepseekV2Graph[] = {"mlp_bias"};
 /// The MTP module: Hugging Face does not build it and a decode step does not run it.
 constexpr std::string_view kDeepseekV3Inert[] = {"num_nextn_predict_layers"};
@@ -392,6 +397,26 @@ void build_qwen3_moe(const Config& c, Arch& a) {
   read_qwen_moe(c, a);
 }
 
+/// Qwen3 (dense): Qwen2's layout with per-head q/k RMSNorms, no q/k/v bias by default and an
+/// explicit head_dim.
+void build_qwen3(const Config& c, Arch& a) {
+  read_gqa(c, a);
+  read_dense(c, a);
+  read_qwen_window(c);
+  a.qkv_bias = a.o_bias = c.flag("attention_bias", false);
+  c.origin(a, "qkv_bias", "attention_bias");
+  a.qk_norm = true;  // Qwen3Attention: RMSNorm over head_dim on q and on k
+}
+
+/// Phi-3: Llama's weights with q, k, v fused into one projection and gate and up into
+/// another (the same parameters, no biases); a sliding window, when set, applies to every
+/// layer as in Mistral.
+void build_phi3(const Config& c, Arch& a) {
+  read_gqa(c, a);
+  read_dense(c, a);
+  c.count_into(a, &Arch::sliding_window, "sliding_window", "sliding_window", 0);
+}
+
 void build_deepseek(const Config& c, Arch& a, bool v3) {
   a.attention = AttentionKind::kMla;
   read_dense(c, a);
@@ -476,6 +501,8 @@ const std::vector<Family>& families() {
       {"qwen2", {kGqaGraph, kQwenWindow}, {kRotaryInert, kQwenInert}, build_qwen2},
       {"qwen2_moe", {kGqaGraph, kQwenWindow, kQwenMoeGraph, kQwen2MoeGraph},
        {kRotaryInert, kQwenInert, kRouterInert}, build_qwen2_moe},
+      {"qwen3", {kGqaGraph, kQwenWindow, kQwen3MoeGraph}, {kRotaryInert, kQwenInert},
+       build_qwen3},
       {"qwen3_moe", {kGqaGraph, kQwenWindow, kQwenMoeGraph, kQwen3MoeGraph},
        {kRotaryInert, kQwenInert, kRouterInert}, build_qwen3_moe},
       {"deepseek_v2", {kDeepseekGraph, kDeepseekV2Graph}, {kRotaryInert, kDeepseekInert},
@@ -483,6 +510,7 @@ const std::vector<Family>& families() {
       {"deepseek_v3", {kDeepseekGraph}, {kRotaryInert, kDeepseekInert, kDeepseekV3Inert},
        [](const Config& c, Arch& a) { build_deepseek(c, a, /*v3=*/true); }},
       {"opt", {kOptGraph}, {kOptInert}, build_opt},
+      {"phi3", {kGqaGraph, kWindowGraph}, {kRotaryInert, kPhi3Inert}, build_phi3},
   };
   // clang-format on
   return kFamilies;

@@ -7,8 +7,8 @@
 // structure tierflow does not model (Qwen sliding-window layers, OPT post-norm,
 // non-empty mlp_only_layers, ...) are errors that say so, never silently ignored.
 //
-// Supported model_type: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3_moe,
-// deepseek_v2, deepseek_v3, opt (traces/arch_params.h kFamilyNames).
+// Supported model_type: llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe,
+// deepseek_v2, deepseek_v3, opt, phi3 (traces/arch_params.h kFamilyNames).
 #pragma once
 
 #include <string>

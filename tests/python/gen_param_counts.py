@@ -92,6 +92,17 @@ MODELS = [
         "num_attention_heads": 16, "num_key_value_heads": 16, "vocab_size": 151936,
         "max_position_embeddings": 8192, "rope_theta": 1000000.0, "rms_norm_eps": 1e-06,
         "decoder_sparse_step": 1, "tie_word_embeddings": False}},
+    {"name": "phi-3-mini-4k", "shipped": None, "config": {
+        "model_type": "phi3", "hidden_size": 3072, "intermediate_size": 8192,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+        "vocab_size": 32064, "max_position_embeddings": 4096,
+        "original_max_position_embeddings": 4096, "sliding_window": 2047,
+        "rope_theta": 10000.0, "rms_norm_eps": 1e-05, "tie_word_embeddings": False}},
+    {"name": "qwen3-8b", "shipped": None, "config": {
+        "model_type": "qwen3", "hidden_size": 4096, "intermediate_size": 12288,
+        "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "head_dim": 128, "vocab_size": 151936, "max_position_embeddings": 40960,
+        "rope_theta": 1000000, "rms_norm_eps": 1e-06, "tie_word_embeddings": False}},
     {"name": "qwen3-30b-a3b", "shipped": None, "config": {
         "model_type": "qwen3_moe", "hidden_size": 2048, "intermediate_size": 6144,
         "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,

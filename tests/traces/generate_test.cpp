@@ -70,8 +70,8 @@ TEST_CASE("weight tensors hold exactly the architecture's parameters, KV bytes m
 }
 
 TEST_CASE("every Hugging Face family's generated weights match its parameter count") {
-  for (const char* family : {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3_moe",
-                             "deepseek_v2", "deepseek_v3", "opt"}) {
+  for (const char* family : {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3",
+                             "qwen3_moe", "deepseek_v2", "deepseek_v3", "opt", "phi3"}) {
     CAPTURE(std::string(family));
     const Arch a = import_hf_config(std::string(TIERFLOW_SOURCE_DIR) + "/tests/fixtures/hf/" +
                                     family + ".json");

@@ -91,6 +91,53 @@ TEST_CASE("qwen3_moe: per-head q/k norms, head_dim wider than hidden / heads") {
   CHECK(p.active == 22'368.0);
 }
 
+TEST_CASE("qwen3: dense, per-head q/k norms, explicit head_dim, no biases") {
+  // h 32, L 2, n_h 4, n_kv 2, d 16, I 48, V 50, untied.
+  // attention 32·64 + 2·32·32 + 64·32 = 6,144 + q/k norms 2·16 = 6,176
+  // MLP 3·32·48 = 4,608; norms 64; layer 10,848; ×2 = 21,696
+  // embedding 1,600 + head 1,600 + final norm 32 -> 24,928
+  const Arch a = import_hf_config(fixture("qwen3.json"));
+  CHECK(a.family == "qwen3");
+  CHECK(a.qk_norm);
+  CHECK_FALSE(a.qkv_bias);
+  CHECK(a.head_dim == 16);
+  CHECK(count_params(a).total == 24'928.0);
+  // KV per token: 2 (K and V) · n_kv 2 · d 16 · 2 B · L 2 = 256 B.
+  CHECK(kv_bytes_per_token(a, Dtype::kBf16) == 256);
+}
+
+TEST_CASE("qwen3: Qwen3-8B against its model card (8.2B, 6.95B without embeddings)") {
+  // transformers 4.47.1 (the newest on Debian's torch 1.13) has no Qwen3 class, so the count
+  // is by hand: attention 4096·4096 + 2·4096·1024 + 4096·4096 + q/k norms 2·128
+  // = 41,943,296; MLP 3·4096·12288 = 150,994,944; norms 8,192; layer 192,946,432; ×36
+  // = 6,946,071,552 + final norm 4,096 = 6,946,075,648 (the card's 6.95B); embedding and
+  // head 2·151,936·4,096 = 1,244,659,712; total 8,190,735,360 (the card's 8.2B).
+  const std::string cfg = R"({"model_type": "qwen3", "hidden_size": 4096,
+ "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32,
+ "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+ "max_position_embeddings": 40960, "rope_theta": 1000000, "rms_norm_eps": 1e-06,
+ "tie_word_embeddings": false, "use_sliding_window": false, "sliding_window": null,
+ "max_window_layers": 36})";
+  const ParamCount p = count_params(import_hf_config_text(cfg, "qwen3-8b.json"));
+  CHECK(p.total == 8'190'735'360.0);
+  CHECK(p.total - p.embedding - p.lm_head == 6'946'075'648.0);
+  // KV per token: 2 · 8 · 128 · 2 B · 36 = 147,456 B (144 KiB).
+  CHECK(kv_bytes_per_token(import_hf_config_text(cfg, "qwen3-8b.json"), Dtype::kBf16) == 147'456);
+}
+
+TEST_CASE("phi3: fused qkv and gate_up (Llama's parameters), sliding window on every layer") {
+  // h 64, L 2, n_h 4, n_kv 4, d 16 (absent: 64 / 4), I 96, V 100, untied.
+  // qkv 64·(64 + 2·64) = 12,288; o 64·64 = 4,096; MLP 3·64·96 = 18,432; norms 128
+  // layer 34,944; ×2 = 69,888; embedding 6,400 + head 6,400 + final norm 64 -> 82,752
+  const Arch a = import_hf_config(fixture("phi3.json"));
+  CHECK(a.family == "phi3");
+  CHECK(a.head_dim == 16);
+  CHECK(a.sliding_window == 48);
+  CHECK(count_params(a).total == 82'752.0);
+  // KV per token: 2 · 4 · 16 · 2 B · 2 = 512 B; a sequence keeps at most the window's 48.
+  CHECK(kv_bytes_per_token(a, Dtype::kBf16) == 512);
+}
+
 TEST_CASE("deepseek_v2: MLA without query compression, two shared experts") {
   // h 32, n_h 2, nope 8, rope 4, v 8, kv_r 8, q_r none:
   //   q 32·2·12 = 768; kv_a 32·12 + norm 8 = 392; kv_b 8·2·16 = 256; o 2·8·32 = 512
@@ -156,8 +203,8 @@ TEST_CASE("import errors: unknown field, unknown model_type, bad JSON") {
   CHECK_THROWS_WITH_AS(import_hf_config(fixture("bad_model_type.json")),
                        doctest::Contains("bad_model_type.json:3:3: unsupported model_type "
                                          "'lama': tierflow imports llama, mistral, mixtral, "
-                                         "qwen2, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, "
-                                         "opt; did you mean 'llama'?"),
+                                         "qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2, "
+                                         "deepseek_v3, opt, phi3; did you mean 'llama'?"),
                        InputError);
   // The comma after 64 (line 3) is missing: reported at the key that follows, line 4.
   CHECK_THROWS_WITH_AS(import_hf_config(fixture("bad_syntax.json")),
