@@ -65,17 +65,21 @@ Outcome plan_at(const Workload& w, std::string_view policy, std::string_view tie
   return o;
 }
 
-}  // namespace
-
-TEST_CASE("property: a plan that fits with a fast home tier fits with a slow one") {
+/// Llama-3-8B decode, four layers, batch 16 from a 1,024-token context.
+Workload llama8b_decode(int64_t tokens) {
   traces::GenOptions g;
   g.phase = traces::Phase::kDecode;
   g.batch = 16;
   g.context = 1024;
-  g.tokens = 2;
+  g.tokens = tokens;
   g.layers = 4;
-  const Workload w =
-      traces::generate(traces::load_arch(kSource + "/configs/models/llama-3-8b.yaml"), g);
+  return traces::generate(traces::load_arch(kSource + "/configs/models/llama-3-8b.yaml"), g);
+}
+
+}  // namespace
+
+TEST_CASE("property: a plan that fits with a fast home tier fits with a slow one") {
+  const Workload w = llama8b_decode(2);
   // Four layers and the embeddings (~3.8 GB of weights) in 3 GiB: every policy but
   // `resident` must stream more than the pinned weights' first fetch.
   const uint64_t budget = uint64_t{3} << 30;
@@ -110,14 +114,7 @@ TEST_CASE("property: a plan that fits with a fast home tier fits with a slow one
 TEST_CASE("pinned weights stay on the device across tokens where the budget has room") {
   // Weights pinned to a slow tier are read from it once when the device can hold them
   // (select merges their runs), and only the part that does not fit is read per token.
-  traces::GenOptions g;
-  g.phase = traces::Phase::kDecode;
-  g.batch = 16;
-  g.context = 1024;
-  g.tokens = 4;
-  g.layers = 4;
-  const Workload w =
-      traces::generate(traces::load_arch(kSource + "/configs/models/llama-3-8b.yaml"), g);
+  const Workload w = llama8b_decode(4);
   uint64_t weights = 0;
   for (const Tensor& t : w.tensors) {
     if (t.kind == TensorKind::kWeight) weights += t.bytes;
