@@ -162,7 +162,8 @@ check calibrate-cpu 0 "$tf" calibrate --backend cpu -o "$tmp/cal.yaml" --max-siz
 contains calibrate-report "$tmp/out" "wrote $tmp/cal.yaml"
 contains calibrate-fit "$tmp/out" "ddr -> hbm: latency"
 check calibrate-valid 0 "$tf" hw validate --require-sources "$tmp/cal.yaml"
-# int4 blocks; the embeddings stay bf16, so a vocabulary of 8,000 keeps them at 62.5 MiB.
+# int4 keeps the layer small; the embedding and LM head stay bf16, so a 8000-token
+# vocabulary keeps them at 62.5 MiB each, within the 64 MiB device.
 check calibrate-gen 0 "$tf" trace gen --model llama-2-7b --phase decode --context 256 --tokens 2 --layers 1 \
   --weight-dtype int4 --set vocab=8000 -o "$tmp/w1.json"
 check calibrate-plan 0 "$tf" plan --hw "$tmp/cal.yaml" --workload "$tmp/w1.json" --policy hyperoffload -o "$tmp/pc.json"

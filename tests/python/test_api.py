@@ -131,6 +131,18 @@ def test_generate(cli, small_workload, tmp_path):
     prefill = tierflow.generate("llama-3-8b", phase="prefill", seq=64, layers=2)
     assert prefill.info()["ops"] < w.info()["ops"]
     assert tierflow.generate("llama-3-8b", model_set=["layers=1"]).num_ops < w.num_ops
+    # Quantization options: the same workload as the flags give.
+    q = tierflow.generate("llama-3-8b", layers=1, weight_dtype="int4", quant_group=64,
+                          quant_zeros=True)
+    qout = tmp_path / "q.json"
+    cli("trace", "gen", "--model", "llama-3-8b", "--layers", "1", "--weight-dtype", "int4",
+        "--quant-group", "64", "--quant-zeros", "-o", str(qout))
+    assert q.to_json() == qout.read_text()
+    f8 = json.loads(tierflow.generate("llama-3-8b", layers=1, weight_dtype="fp8",
+                                      compute_dtype="fp8").to_json())
+    assert f8["meta"]["compute_dtype"] == "fp8"
+    with pytest.raises(tierflow.InputError, match="--compute-dtype fp8 is neither"):
+        tierflow.generate("llama-3-8b", weight_dtype="int4", compute_dtype="fp8")
 
 
 def test_load_workload(small_workload, tmp_path):
