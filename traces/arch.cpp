@@ -217,8 +217,8 @@ double decode_flops_per_token(const Arch& a, int64_t context) {
     const double cd = static_cast<double>(a.attended(l, context));
     if (a.attention == AttentionKind::kMla) {
       // Absorbed MLA: scores over the latent plus rope key, then values from the latent.
-      attn += 2.0 * nh * cd * (a.kv_lora_rank + a.qk_rope_head_dim) +
-              2.0 * nh * cd * a.kv_lora_rank;
+      attn +=
+          2.0 * nh * cd * (a.kv_lora_rank + a.qk_rope_head_dim) + 2.0 * nh * cd * a.kv_lora_rank;
     } else {
       attn += 4.0 * cd * nh * a.head_dim;  // QK^T and AV
     }

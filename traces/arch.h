@@ -63,8 +63,8 @@ struct Arch {
   int full_attention_every = 0;  ///< with sliding_window: layer i is full-attention (global) when
                                  ///< (i + 1) % n == 0, the others slide; 0 = every layer slides
                                  ///< (Mistral). Gemma-2, gpt-oss 2; Gemma-3 6; Llama-4 4.
-  bool post_norms = false;      ///< extra RMSNorms after attention and after the MLP (Gemma-2/3:
-                                ///< four norms per block)
+  bool post_norms = false;       ///< extra RMSNorms after attention and after the MLP (Gemma-2/3:
+                                 ///< four norms per block)
   bool attention_sinks = false;  ///< one learned sink logit per query head and layer (gpt-oss)
   bool attn_softcap = false;     ///< tanh softcapping of attention logits (Gemma-2)
   bool final_softcap = false;    ///< tanh softcapping of the final logits (Gemma-2)

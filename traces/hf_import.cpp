@@ -31,7 +31,7 @@ using KeyList = std::vector<std::pair<std::string, SourcePos>>;
 /// exactly where it is.
 struct ConfigKeys {
   KeyList top;
-  KeyList text;   ///< empty when there is no text_config object
+  KeyList text;        ///< empty when there is no text_config object
   SourcePos text_pos;  ///< where text_config's object starts
 };
 
@@ -523,8 +523,9 @@ void build_phi3(const Config& c, Arch& a) {
   read_dense(c, a);
   c.count_into(a, &Arch::sliding_window, "sliding_window", "sliding_window", 0);
   if (c.flag("attention_bias", false)) {
-    c.fail("attention_bias", "attention_bias: true is not modelled for phi3 (its projections "
-                             "have no bias)");
+    c.fail("attention_bias",
+           "attention_bias: true is not modelled for phi3 (its projections "
+           "have no bias)");
   }
 }
 
@@ -575,8 +576,8 @@ void build_gpt_oss(const Config& c, Arch& a) {
   a.attention_sinks = true;
   c.count_into(a, &Arch::moe_intermediate, "moe_intermediate", "intermediate_size");
   c.count_into(a, &Arch::experts, "experts", "num_local_experts");
-  const char* kkey = c.get("num_experts_per_tok") != nullptr ? "num_experts_per_tok"
-                                                             : "experts_per_token";
+  const char* kkey =
+      c.get("num_experts_per_tok") != nullptr ? "num_experts_per_tok" : "experts_per_token";
   c.count_into(a, &Arch::experts_per_token, "experts_per_token", kkey);
   if (c.get("num_experts_per_tok") != nullptr && c.get("experts_per_token") != nullptr &&
       c.count("experts_per_token") != a.experts_per_token) {
@@ -830,8 +831,8 @@ std::string line_col(const SourcePos& p) {
 }
 
 /// The wrappers around a text model: their text_config is imported.
-constexpr std::pair<std::string_view, std::string_view> kWrappers[] = {
-    {"gemma3", "gemma3_text"}, {"llama4", "llama4_text"}};
+constexpr std::pair<std::string_view, std::string_view> kWrappers[] = {{"gemma3", "gemma3_text"},
+                                                                       {"llama4", "llama4_text"}};
 
 }  // namespace
 
@@ -898,8 +899,10 @@ Arch import_hf_config_text(const std::string& text, const std::string& name,
     obj = ck.text_pos;
     const auto inner = model_type(*j, key_pos, obj);
     if (inner.first != wrapper->second) {
-      throw InputError::at(inner.second, "text_config of a '{}' config must have model_type '{}', "
-                           "got '{}'", type, wrapper->second, inner.first);
+      throw InputError::at(inner.second,
+                           "text_config of a '{}' config must have model_type '{}', "
+                           "got '{}'",
+                           type, wrapper->second, inner.first);
     }
     type = inner.first;
     type_pos = inner.second;

@@ -118,8 +118,8 @@ void LayerBuilder::declare_weights(int layers) {
         return 3.0 * h * width + (a_.mlp_bias ? 2.0 * width + h : 0);
       };
       for (int x = 0; x < a_.experts; ++x) {
-        lw.experts.push_back(weight(fmt::format("{}expert{}.w", p, x),
-                                    expert(static_cast<double>(moe_inter_)), l));
+        lw.experts.push_back(
+            weight(fmt::format("{}expert{}.w", p, x), expert(static_cast<double>(moe_inter_)), l));
       }
       if (a_.shared_experts > 0) {
         lw.shared = weight(p + "shared.w",

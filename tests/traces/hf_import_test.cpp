@@ -343,8 +343,9 @@ TEST_CASE("mistral: Mistral-7B-v0.1, a 4096-token window on every layer") {
   CHECK(kv_bytes_at(a, Dtype::kBf16, 8192) == kv_bytes_at(a, Dtype::kBf16, 4096));
 }
 
-TEST_CASE("llama4: Llama-4-Scout-17B-16E (multimodal wrapper), MoE with shared expert, "
-          "chunked attention") {
+TEST_CASE(
+    "llama4: Llama-4-Scout-17B-16E (multimodal wrapper), MoE with shared expert, "
+    "chunked attention") {
   // text_config: h 5120, L 48, n_h 40, n_kv 8, d 128, V 202048, 16 experts of width 8192,
   // top-1, one shared expert of width 8192, interleave_moe_layer_step 1 (every layer MoE,
   // so intermediate_size_mlp 16384 is unused).
@@ -465,11 +466,11 @@ TEST_CASE("import errors: wrappers and per-layer patterns") {
       "c.json:1:42: text_config of a 'llama4' config must have model_type 'llama4_text', got "
       "'llama'",
       InputError);
-  CHECK_THROWS_WITH_AS(
-      import_hf_config_text(R"({"model_type": "gemma3", "vision_tower_x": 1,
+  CHECK_THROWS_WITH_AS(import_hf_config_text(R"({"model_type": "gemma3", "vision_tower_x": 1,
  "text_config": {"model_type": "gemma3_text"}})",
-                            "c.json"),
-      doctest::Contains("c.json:1:26: unknown field 'vision_tower_x'"), InputError);
+                                             "c.json"),
+                       doctest::Contains("c.json:1:26: unknown field 'vision_tower_x'"),
+                       InputError);
   // A pattern that is not "every n-th layer global".
   const std::string gpt = R"({"model_type": "gpt_oss", "hidden_size": 64,
  "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 4,
