@@ -227,6 +227,45 @@ TEST_CASE("import errors: features that change the graph and are not modelled") 
       InputError);
 }
 
+TEST_CASE("gemma2 (small): four norms per block, tied head, a softcap that is null") {
+  // h 32, L 2, n_h 2, n_kv 1, d 16, I 64, V 50, tied.
+  // attention 32·32 + 2·32·16 + 32·32 = 3,072; MLP 3·32·64 = 6,144; norms 4·32 = 128
+  // layer 9,344; ×2 = 18,688; embedding 1,600 (tied) + final 32 -> 20,320
+  const Arch a = import_hf_config(fixture("gemma2_small.json"));
+  CHECK(count_params(a).total == 20'320.0);
+  CHECK(a.attn_softcap);
+  CHECK_FALSE(a.final_softcap);  // written as null
+}
+
+TEST_CASE("gpt_oss (small): biases, sinks, biased experts and router") {
+  // h 32, L 2, n_h 4, n_kv 2, d 8, 4 experts of width 16, top-2, V 50, untied.
+  // attention 3·1,024 (q, k+v, o) + biases 32 + 32 + 32 + sinks 4 = 3,172
+  // expert 3·32·16 + 2·16 + 32 = 1,600; ×4 = 6,400; router 32·4 + 4 = 132; norms 64
+  // layer 9,768; ×2 = 19,536; embedding 1,600 + head 1,600 + final 32 -> 22,768
+  // active: each layer − 2 experts (3,200) -> 16,368
+  const ParamCount p = count("gpt_oss_small.json");
+  CHECK(p.total == 22'768.0);
+  CHECK(p.active == 16'368.0);
+}
+
+TEST_CASE("llama4 (small): dense and MoE layers interleaved, shared expert") {
+  // h 32, L 4, n_h 2, n_kv 1, d 16, V 50; step 2: layers 1, 3 MoE.
+  // attention 3,072; dense layers: MLP 3·32·64 = 6,144 + norms 64 -> 9,280
+  // MoE layers: 4 experts of 3·32·16 = 1,536 -> 6,144, router 128, shared 1,536 -> 7,808
+  //   + norms 64 -> 10,944
+  // total 2·9,280 + 2·10,944 + embedding 1,600 + head 1,600 + final 32 = 43,680
+  // active: each MoE layer − 3 experts (4,608) -> 34,464
+  const Arch a = import_hf_config(fixture("llama4_small.json"));
+  CHECK_FALSE(a.is_moe_layer(0));
+  CHECK(a.is_moe_layer(1));
+  const ParamCount p = count_params(a);
+  CHECK(p.total == 43'680.0);
+  CHECK(p.active == 34'464.0);
+  // Chunk 8 on layers 0-2, layer 3 global (no_rope_layer_interval 4, the default).
+  CHECK(a.sliding_window == 8);
+  CHECK(a.full_attention_every == 4);
+}
+
 // ---- released configs of the families in use now ----
 //
 // Counts are derived by hand from the architecture (formulas in traces/arch.cpp) and
