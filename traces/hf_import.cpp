@@ -825,6 +825,31 @@ std::optional<std::string_view> feature_of(std::string_view key) {
   return std::nullopt;
 }
 
+/// Levenshtein distance, for telling a typo of a count-changing key from an unknown key.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+/// The count-changing key `key` plausibly misspells (edit distance at most a third of its
+/// length, at least 1), or nullopt.
+std::optional<std::string_view> misspelt_feature(std::string_view key) {
+  for (const auto& [k, what] : kFeatureKeys) {
+    if (edit_distance(key, k) <= std::max<size_t>(1, k.size() / 3)) return k;
+  }
+  return std::nullopt;
+}
+
 /// "LINE:COL" of a position, or "" when it has none.
 std::string line_col(const SourcePos& p) {
   return p.line > 0 ? fmt::format("{}:{}", p.line, p.col) : std::string();
@@ -924,11 +949,11 @@ Arch import_hf_config_text(const std::string& text, const std::string& name,
   const std::vector<std::string> known = c.known_keys();
   std::vector<std::pair<std::string, SourcePos>> fatal;
   for (const auto& u : unknown) {
-    if (opts.lenient && !feature_of(u.first)) {
+    if (opts.lenient && !feature_of(u.first) && !misspelt_feature(u.first)) {
       if (opts.warnings != nullptr) {
         opts.warnings->push_back(fmt::format(
             "{}: warning: unknown field '{}' in config.json for model_type '{}' ignored "
-            "(--lenient: no modelled family reads it as changing counts){}",
+            "(--lenient: it is not a field known to change counts){}",
             u.second.str(), u.first, type, did_you_mean(u.first, known)));
       }
       continue;
@@ -938,11 +963,16 @@ Arch import_hf_config_text(const std::string& text, const std::string& name,
   // What a key would change, or the nearest known key.
   auto hint = [&](const std::string& key) {
     if (const auto feature = feature_of(key)) return fmt::format("would change: {}", *feature);
+    if (const auto like = misspelt_feature(key)) {
+      return fmt::format("did you mean '{}'? it would change: {}", *like, *feature_of(*like));
+    }
     const std::string dym = did_you_mean(key, known);
     return dym.empty() ? std::string() : dym.substr(2);  // without the leading "; "
   };
   const std::string lenient_note =
-      opts.lenient ? "" : " (--lenient skips those no family reads as changing counts)";
+      opts.lenient ? ""
+                   : " (--lenient skips those that neither are nor look like a field that "
+                     "changes counts)";
   if (fatal.size() == 1) {
     const auto& [key, p] = fatal.front();
     const std::string h = hint(key);

@@ -473,27 +473,36 @@ TEST_CASE("unknown fields: all listed at once; --lenient warns for those that ch
       import_hf_config_text(text, "c.json"),
       "c.json:3:27: 3 unknown fields in config.json for model_type 'qwen3': 'frobnicate' at "
       "3:27, 'attn_logit_softcapping' at 3:44 (would change: attention logit softcapping "
-      "(FLOPs)), 'num_key_value_head' at 4:2 (did you mean 'num_key_value_heads'?); tierflow "
-      "does not know whether they change the graph (--lenient skips those no family reads as "
-      "changing counts)",
+      "(FLOPs)), 'num_key_value_head' at 4:2 (did you mean 'num_key_value_heads'? it would "
+      "change: KV heads (attention parameters, KV bytes)); tierflow does not know whether they "
+      "change the graph (--lenient skips those that neither are nor look like a field that "
+      "changes counts)",
       InputError);
+  // Lenient: the softcap (it would change FLOPs) and the misspelt KV heads stay errors.
   std::vector<std::string> warnings;
-  // Lenient: the softcap stays an error (it would change FLOPs), the others are warnings.
   CHECK_THROWS_WITH_AS(import_hf_config_text(text, "c.json", {true, &warnings}),
-                       "c.json:3:44: unknown field 'attn_logit_softcapping' in config.json for "
-                       "model_type 'qwen3'; tierflow does not know whether it changes the "
-                       "graph; would change: attention logit softcapping (FLOPs)",
+                       doctest::Contains("c.json:3:44: 2 unknown fields in config.json for "
+                                         "model_type 'qwen3': 'attn_logit_softcapping' at 3:44"),
                        InputError);
   std::string ok = text;
   ok.replace(ok.find("\"attn_logit_softcapping\": 50.0,"), 31, "");
+  ok.replace(ok.find("\"num_key_value_head\": 2"), 23, "\"use_cache\": true");
   warnings.clear();
   const Arch a = import_hf_config_text(ok, "c.json", {true, &warnings});
   CHECK(a.family == "qwen3");
-  REQUIRE(warnings.size() == 2);
+  CHECK(count_params(a).total == count_params(import_hf_config_text(
+                                                  R"({"model_type": "qwen3", "hidden_size": 64,
+ "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 100,
+ "intermediate_size": 96})",
+                                                  "d.json"))
+                                     .total);
+  REQUIRE(warnings.size() == 1);
   CHECK(warnings[0] ==
         "c.json:3:27: warning: unknown field 'frobnicate' in config.json for model_type "
-        "'qwen3' ignored (--lenient: no modelled family reads it as changing counts)");
-  CHECK(warnings[1].find("'num_key_value_head'") != std::string::npos);
+        "'qwen3' ignored (--lenient: it is not a field known to change counts)");
+  // Without --lenient the same text is an error naming the field.
+  CHECK_THROWS_WITH_AS(import_hf_config_text(ok, "c.json"),
+                       doctest::Contains("c.json:3:27: unknown field 'frobnicate'"), InputError);
 }
 
 TEST_CASE("import errors: wrappers and per-layer patterns") {
