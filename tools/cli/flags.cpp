@@ -78,8 +78,8 @@ void add_workload_flags(CLI::App* cmd, ScenarioFlags& f) {
   file->excludes(model)->excludes(hf);
   model->excludes(hf);
   cmd->add_flag("--lenient", f.lenient,
-                "with --hf-config: warn about unknown config.json fields that no modelled "
-                "family reads as changing counts, instead of failing")
+                "with --hf-config: warn about unknown config.json fields instead of failing, "
+                "except those that are (or look like) fields known to change counts")
       ->needs(hf);
   cmd->add_option("--model-set", f.model_sets, "override a model field: KEY=VALUE (repeatable)");
   add_gen_flags(cmd, f.gen);

@@ -84,8 +84,8 @@ void add_trace_commands(CLI::App& app) {
   model->excludes(hf);
   hf->excludes(model);
   gen->add_flag("--lenient", o->lenient,
-                "with --hf-config: warn about unknown config.json fields that no modelled "
-                "family reads as changing counts, instead of failing")
+                "with --hf-config: warn about unknown config.json fields instead of failing, "
+                "except those that are (or look like) fields known to change counts")
       ->needs(hf);
   add_gen_flags(gen, o->gen);
   gen->add_option("--set", o->sets, "override a model field: KEY=VALUE (repeatable)")
