@@ -16,13 +16,14 @@ namespace tierflow::traces {
 // S shared_experts; norm(n) = n for RMSNorm (weight), 2n for LayerNorm (weight + bias).
 //
 //   total  = embedding + projections + lm_head + final_norm + sum over layers of
-//            (attention + 2·norm(h) + (is_moe_layer ? moe : dense_mlp))
+//            (attention + (post_norms ? 4 : 2)·norm(h) + (is_moe_layer ? moe : dense_mlp))
 //   embedding   = V·e + learned_positions·h          e = project_in_out or h
 //   projections = 2·e·h if project_in_out else 0    (project_in e->h, project_out h->e)
 //   lm_head     = 0 if tied_embeddings else V·e
 //   final_norm  = norm(h)
 //   attention (GQA) = h·n_h·d (q) + 2·h·n_kv·d (k, v) + n_h·d·h (o)
 //                     + qkv_bias·(n_h·d + 2·n_kv·d) + o_bias·h + qk_norm·2·norm(d)
+//                     + attention_sinks·n_h
 //   attention (MLA) = q + h·(kv_r + d_rope) + norm(kv_r)   (kv_a_proj_with_mqa, kv_a_layernorm)
 //                     + kv_r·n_h·(d_nope + d_v)             (kv_b_proj)
 //                     + n_h·d_v·h                           (o_proj)
@@ -32,6 +33,7 @@ namespace tierflow::traces {
 //           plain = 2·h·w + mlp_bias·(w + h)        (fc1, fc2)
 //   dense_mlp = mlp(I)
 //   moe = E·mlp(I_e) + h·E (router) + router_bias·E + S·mlp(I_s) + shared_expert_gate·h
+//         (mlp_bias puts biases on the experts too: gpt-oss)
 //   active = total - (E - k)·mlp(I_e) per MoE layer (router, bias, shared experts count)
 //
 // Per family, with the flags each one sets (as the importer sets them):
@@ -42,14 +44,21 @@ namespace tierflow::traces {
 //   qwen2          as llama with q, k, v biases (n_h·d + 2·n_kv·d), no o bias.
 //   qwen2_moe      qwen2 attention; MoE layers (i+1) % step == 0: E·3·h·I_e + h·E +
 //                  one shared expert 3·h·I_s + its sigmoid gate h; other layers 3·h·I.
-//   qwen3          as llama (attention_bias on q, k, v, o) with per-head q/k RMSNorms (2·d).
-//   phi3           as mistral: q, k, v fused in one matrix and gate and up in another hold
-//                  the same parameters, no biases; the window applies to every layer.
 //   qwen3_moe      attention with attention_bias on q, k, v, o and per-head q/k RMSNorms
 //                  (2·d); MoE layers E·3·h·I_e + h·E, no shared expert.
 //   deepseek_v2/3  MLA; first_k_dense_replace layers 3·h·I, the rest MoE with
 //                  E·3·h·I_e + h·E + S·3·h·I_e (one MLP of width S·I_e); V3 adds the
 //                  router's e_score_correction_bias (E). The MTP module is not built.
+//   qwen3          qwen3_moe attention, every layer a dense MLP 3·h·I.
+//   phi3           llama with fused qkv_proj and gate_up_proj (same counts), no biases.
+//   gemma2/gemma3  llama attention (gemma3 adds q/k RMSNorms 2·d), four norms per block
+//                  (input, post-attention, pre- and post-feedforward: 4h), tied head. The
+//                  embedding is scaled by sqrt(h) (no parameter).
+//   gpt_oss        attention with biases on q, k, v, o plus one sink logit per head (n_h);
+//                  every layer MoE: E experts 3·h·I_e + 2·I_e + h (biases), router h·E + E.
+//   llama4         llama attention (its q/k norm is an L2 norm without weights); MoE layers
+//                  (interleave_moe_layer_step) E·3·h·I_e + h·E + one shared expert 3·h·I_e,
+//                  the other layers a dense MLP 3·h·intermediate_size_mlp.
 //   opt            GQA with kv = heads, plain, layernorm, biases everywhere (4h on
 //                  q,k,v,o; I + h on fc1, fc2), tied head, learned positions
 //                  max_position_embeddings + 2, final LayerNorm 2h.
@@ -90,6 +99,7 @@ int64_t attention_params(const Arch& a) {
   if (a.qkv_bias) p += nh * d + 2 * nkv * d;
   if (a.o_bias) p += h;
   if (a.qk_norm) p += 2 * norm_params(a, d);
+  if (a.attention_sinks) p += nh;
   return p;
 }
 
@@ -104,11 +114,20 @@ bool Arch::is_moe_layer(int layer) const {
          layer % moe_layer_freq == moe_layer_offset;
 }
 
+bool Arch::is_sliding_layer(int layer) const {
+  return sliding_window > 0 &&
+         (full_attention_every == 0 || (layer + 1) % full_attention_every != 0);
+}
+
+int64_t Arch::attended(int layer, int64_t context) const {
+  return is_sliding_layer(layer) ? std::min<int64_t>(context, sliding_window) : context;
+}
+
 ParamCount count_params(const Arch& a) {
   const int64_t h = a.hidden;
   const int64_t e = embed_width(a);
   const int64_t attention = attention_params(a);
-  const int64_t norms = 2 * norm_params(a, h);
+  const int64_t norms = (a.post_norms ? 4 : 2) * norm_params(a, h);
   const int64_t dense = a.intermediate > 0 ? mlp_params(a, a.intermediate) : 0;
   const int64_t expert = a.experts > 0 ? mlp_params(a, a.moe_intermediate) : 0;
   int64_t moe = 0;
@@ -155,15 +174,33 @@ ParamCount count_params(const Arch& a) {
   return c;
 }
 
-uint64_t kv_bytes_per_token(const Arch& a, Dtype kv) {
-  // Elements one token adds to one layer's cache.
-  const uint64_t per_layer =
-      a.attention == AttentionKind::kMla
-          ? static_cast<uint64_t>(a.kv_lora_rank) + static_cast<uint64_t>(a.qk_rope_head_dim)
-          : 2 * static_cast<uint64_t>(a.kv_heads) * static_cast<uint64_t>(a.head_dim);
+namespace {
+
+/// Elements one token adds to one layer's cache.
+uint64_t kv_elements_per_layer(const Arch& a) {
+  return a.attention == AttentionKind::kMla
+             ? static_cast<uint64_t>(a.kv_lora_rank) + static_cast<uint64_t>(a.qk_rope_head_dim)
+             : 2 * static_cast<uint64_t>(a.kv_heads) * static_cast<uint64_t>(a.head_dim);
+}
+
+/// Bytes of `elements` of `kv`: sub-byte types pack two elements per byte; a final half byte
+/// rounds up.
+uint64_t kv_bytes(uint64_t elements, Dtype kv) {
   const auto bits = static_cast<uint64_t>(kDtypeBits[static_cast<size_t>(kv)]);
-  // Sub-byte types pack two elements per byte; round a final half byte up.
-  return (per_layer * static_cast<uint64_t>(a.layers) * bits + 7) / 8;
+  return (elements * bits + 7) / 8;
+}
+
+}  // namespace
+
+uint64_t kv_bytes_per_token(const Arch& a, Dtype kv) {
+  return kv_bytes(kv_elements_per_layer(a) * static_cast<uint64_t>(a.layers), kv);
+}
+
+uint64_t kv_bytes_at(const Arch& a, Dtype kv, int64_t context) {
+  TF_ASSERT(context >= 0, "negative context {}", context);
+  uint64_t tokens = 0;  // tokens kept, summed over layers
+  for (int l = 0; l < a.layers; ++l) tokens += static_cast<uint64_t>(a.attended(l, context));
+  return kv_bytes(kv_elements_per_layer(a) * tokens, kv);
 }
 
 double decode_flops_per_token(const Arch& a, int64_t context) {
@@ -171,18 +208,21 @@ double decode_flops_per_token(const Arch& a, int64_t context) {
   const ParamCount p = count_params(a);
   // Lookup tables cost no FLOPs; the LM head is charged explicitly below, tied or not.
   const double nonembed = p.active - p.embedding - p.lm_head;
-  const double head = 2.0 * static_cast<double>(embed_width(a)) * a.vocab;
-  // A sliding window caps how many past tokens each layer attends to.
-  const int64_t c = a.sliding_window > 0 ? std::min<int64_t>(context, a.sliding_window) : context;
-  const double cd = static_cast<double>(c);
+  const double head = 2.0 * static_cast<double>(embed_width(a)) * a.vocab +
+                      (a.final_softcap ? kSoftcapFlops * a.vocab : 0.0);
   const double nh = a.heads;
   double attn = 0;
-  if (a.attention == AttentionKind::kMla) {
-    // Absorbed MLA: scores over the latent plus rope key, then values from the latent.
-    attn = a.layers *
-           (2.0 * nh * cd * (a.kv_lora_rank + a.qk_rope_head_dim) + 2.0 * nh * cd * a.kv_lora_rank);
-  } else {
-    attn = 4.0 * a.layers * cd * nh * a.head_dim;  // QK^T and AV
+  for (int l = 0; l < a.layers; ++l) {
+    // A sliding window caps how many past tokens a layer attends to.
+    const double cd = static_cast<double>(a.attended(l, context));
+    if (a.attention == AttentionKind::kMla) {
+      // Absorbed MLA: scores over the latent plus rope key, then values from the latent.
+      attn +=
+          2.0 * nh * cd * (a.kv_lora_rank + a.qk_rope_head_dim) + 2.0 * nh * cd * a.kv_lora_rank;
+    } else {
+      attn += 4.0 * cd * nh * a.head_dim;  // QK^T and AV
+    }
+    if (a.attn_softcap) attn += kSoftcapFlops * nh * cd;
   }
   return 2.0 * nonembed + head + attn;
 }

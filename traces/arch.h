@@ -36,8 +36,7 @@ inline constexpr std::array<std::string_view, 2> kNormKindNames = {"rmsnorm", "l
 struct Arch {
   std::string name;  ///< e.g. llama-3-70b
   std::string description;
-  std::string family;  ///< llama, mistral, mixtral, qwen2, qwen2_moe, qwen3_moe, deepseek_v2,
-                       ///< deepseek_v3, opt
+  std::string family;  ///< a Hugging Face model_type (kFamilyNames in arch_params.h)
   std::string source;  ///< citation key for this architecture's numbers
   std::map<std::string, std::string> sources;  ///< citation key -> text (from the file)
 
@@ -53,14 +52,22 @@ struct Arch {
   NormKind norm = NormKind::kRmsNorm;
   bool qkv_bias = false;         ///< Q, K, V projections carry biases (OPT, Qwen2)
   bool o_bias = false;           ///< output projection carries a bias (OPT)
-  bool mlp_bias = false;         ///< MLP matrices carry biases (OPT)
+  bool mlp_bias = false;         ///< MLP matrices carry biases (OPT; gpt-oss routed experts)
   bool qk_norm = false;          ///< per-head RMSNorm on q and k (Qwen3)
   bool tied_embeddings = false;  ///< LM head shares the input embedding (OPT)
   int learned_positions = 0;     ///< rows of a learned position embedding (OPT: 2050), 0 = rotary
   int project_in_out = 0;        ///< OPT-350m style word_embed_proj_dim; 0 = none
-  int sliding_window = 0;        ///< every layer attends to at most this many past tokens; 0 = full
-                                 ///< (Mistral-7B-v0.1: 4096). Weights and KV bytes per token are
-                                 ///< unchanged; the KV a sequence keeps is capped at the window.
+  int sliding_window = 0;  ///< a sliding layer attends to at most this many past tokens; 0 = full
+                           ///< (Mistral-7B-v0.1: 4096). Weights and KV bytes per token are
+                           ///< unchanged; the KV a sequence keeps is capped at the window.
+  int full_attention_every = 0;  ///< with sliding_window: layer i is full-attention (global) when
+                                 ///< (i + 1) % n == 0, the others slide; 0 = every layer slides
+                                 ///< (Mistral). Gemma-2, gpt-oss 2; Gemma-3 6; Llama-4 4.
+  bool post_norms = false;       ///< extra RMSNorms after attention and after the MLP (Gemma-2/3:
+                                 ///< four norms per block)
+  bool attention_sinks = false;  ///< one learned sink logit per query head and layer (gpt-oss)
+  bool attn_softcap = false;     ///< tanh softcapping of attention logits (Gemma-2)
+  bool final_softcap = false;    ///< tanh softcapping of the final logits (Gemma-2)
 
   // Mixture of experts (experts == 0: dense model).
   int experts = 0;              ///< E routed experts per MoE layer
@@ -89,6 +96,11 @@ struct Arch {
   /// DeepSeek: offset 0 (freq 1 in every released model); Qwen-MoE decoder_sparse_step s:
   /// freq s, offset s-1 (layer i is sparse when (i+1) % s == 0).
   [[nodiscard]] bool is_moe_layer(int layer) const;
+  /// sliding_window > 0 and the layer is not a full-attention one (see full_attention_every).
+  [[nodiscard]] bool is_sliding_layer(int layer) const;
+  /// Past tokens `layer` keeps and attends to at `context` tokens: min(context, window) on a
+  /// sliding layer, else context.
+  [[nodiscard]] int64_t attended(int layer, int64_t context) const;
 };
 
 /// Parameter counts, in parameters (not bytes).
@@ -101,7 +113,7 @@ struct ParamCount {
   double dense_mlp_per_layer = 0;  ///< 0 if no dense layer
   double moe_per_layer = 0;        ///< all experts, router, shared experts; 0 if dense
   double expert = 0;               ///< one routed expert
-  double norms_per_layer = 0;      ///< the two per-block norms (input and post-attention)
+  double norms_per_layer = 0;      ///< the per-block norms (two; four with post_norms)
   double final_norm = 0;           ///< the norm after the last block
   double projections = 0;          ///< project_in + project_out (project_in_out > 0 only)
 };
@@ -114,9 +126,19 @@ ParamCount count_params(const Arch& a);
 /// GQA 2·n_kv·d_h·b·L; MLA (kv_lora_rank + qk_rope_head_dim)·b·L.
 uint64_t kv_bytes_per_token(const Arch& a, Dtype kv);
 
+/// KV-cache bytes one sequence holds at `context` tokens: each layer's per-token bytes times
+/// the tokens it keeps (Arch::attended: a sliding layer keeps at most its window).
+uint64_t kv_bytes_at(const Arch& a, Dtype kv, int64_t context);
+
+/// FLOPs of one tanh softcap, cap·tanh(x / cap), per element: a division, the tanh (counted
+/// as one) and a multiplication.
+inline constexpr double kSoftcapFlops = 3.0;
+
 /// The explicit decode formula of the model reference: FLOPs for one token at context c:
 /// 2·N_active_nonembed + 2·h·V + attention (GQA 4·L·c·n_h·d_h; MLA absorbed
-/// L·(2·n_h·c·(kv_r + d_rope) + 2·n_h·c·kv_r)).
+/// L·(2·n_h·c·(kv_r + d_rope) + 2·n_h·c·kv_r)), where a sliding layer's c is capped at the
+/// window; softcapping adds kSoftcapFlops per attention logit (n_h·c per layer) and per final
+/// logit (V).
 double decode_flops_per_token(const Arch& a, int64_t context);
 
 /// E·(1 − (1 − k/E)^B): expected distinct routed experts a batch of B tokens touches.

@@ -205,8 +205,8 @@ void check_moe(const Arch& a) {
   if (a.shared_experts == 0 && a.shared_expert_gate) {
     fail(a, "shared_expert_gate", "'shared_expert_gate' needs 'shared_experts' > 0");
   }
-  if (a.mlp_bias) {
-    fail(a, "mlp_bias", "MLP biases are not modelled for MoE models (no modelled family has them)");
+  if (a.mlp_bias && a.mlp != MlpKind::kGated) {
+    fail(a, "mlp_bias", "MLP biases on plain (fc1, fc2) experts are not modelled");
   }
   if (a.moe_layer_offset >= a.moe_layer_freq) {
     fail(a, "moe_layer_offset",
@@ -241,6 +241,16 @@ void resolve_arch(Arch& a) {
     fail(a, "intermediate",
          "every layer is MoE, so 'intermediate' is unused (the expert width is "
          "'moe_intermediate'); remove it");
+  }
+  if (a.full_attention_every > 0 && a.sliding_window == 0) {
+    fail(a, "full_attention_every",
+         "'full_attention_every' needs 'sliding_window' > 0 (without a window every layer is "
+         "full attention)");
+  }
+  if (a.full_attention_every == 1) {
+    fail(a, "full_attention_every",
+         "full_attention_every 1 makes every layer full attention; remove 'sliding_window' "
+         "instead");
   }
   if (a.project_in_out == a.hidden) {
     fail(a, "project_in_out", "project_in_out equal to hidden means no projection; remove it");

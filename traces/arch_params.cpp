@@ -101,8 +101,21 @@ const Schema<Arch>& arch_schema() {
                         count0("embedding width when it differs from hidden (OPT "
                                "word_embed_proj_dim); adds project_in and project_out")));
     f.push_back(declare("sliding_window", &Arch::sliding_window,
-                        count0("every layer attends to at most this many past tokens; 0 = "
-                               "full attention")));
+                        count0("a sliding layer attends to (and keeps KV for) at most this "
+                               "many past tokens; 0 = full attention on every layer")));
+    f.push_back(declare("full_attention_every", &Arch::full_attention_every,
+                        count0("with sliding_window: layer i attends to the full context when "
+                               "(i + 1) % n == 0, the others slide (Gemma-2 2, Gemma-3 6); "
+                               "0 = every layer slides")));
+    f.push_back(declare_flag("post_norms", &Arch::post_norms,
+                             "RMSNorms after attention and after the MLP too (Gemma-2/3: four "
+                             "per block)"));
+    f.push_back(declare_flag("attention_sinks", &Arch::attention_sinks,
+                             "one learned sink logit per query head and layer (gpt-oss)"));
+    f.push_back(declare_flag("attn_softcap", &Arch::attn_softcap,
+                             "tanh softcapping of the attention logits (Gemma-2)"));
+    f.push_back(declare_flag("final_softcap", &Arch::final_softcap,
+                             "tanh softcapping of the final logits (Gemma-2)"));
     // Mixture of experts.
     f.push_back(declare("experts", &Arch::experts, count0("E: routed experts per MoE layer")));
     f.push_back(declare("experts_per_token", &Arch::experts_per_token,

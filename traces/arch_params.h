@@ -13,9 +13,10 @@
 namespace tierflow::traces {
 
 /// The Hugging Face `model_type`s whose graphs tierflow builds (Arch::family).
-inline constexpr std::array<std::string_view, 11> kFamilyNames = {
-    "llama",     "mistral",     "mixtral",     "qwen2", "qwen2_moe", "qwen3",
-    "qwen3_moe", "deepseek_v2", "deepseek_v3", "opt",   "phi3"};
+inline constexpr std::array<std::string_view, 15> kFamilyNames = {
+    "llama",     "mistral",     "mixtral",     "qwen2",   "qwen2_moe",
+    "qwen3_moe", "deepseek_v2", "deepseek_v3", "opt",     "qwen3",
+    "phi3",      "gemma2",      "gemma3_text", "gpt_oss", "llama4_text"};
 
 /// Every Arch field a model file may set, declared once.
 const schema::Schema<Arch>& arch_schema();

@@ -123,25 +123,35 @@ void LayerBuilder::declare_weights(int layers) {
       lw.wo = linear_weight(p + "wo", {{nh * a_.v_head_dim, h}}, 0, l);
     } else {
       const double qkv_out = static_cast<double>((nh_ + 2 * nkv_) * a_.head_dim);
-      lw.wqkv =
-          linear_weight(p + "wqkv", {{h, qkv_out}},
-                        (a_.qkv_bias ? qkv_out : 0) + (a_.qk_norm ? 2.0 * a_.head_dim : 0), l);
+      // Biases, q/k norms and the per-head sink logits travel with the projection.
+      lw.wqkv = linear_weight(p + "wqkv", {{h, qkv_out}},
+                              (a_.qkv_bias ? qkv_out : 0) + (a_.qk_norm ? 2.0 * a_.head_dim : 0) +
+                                  (a_.attention_sinks ? nh : 0),
+                              l);
       lw.wo = linear_weight(p + "wo", {{nh * a_.head_dim, h}}, a_.o_bias ? h : 0, l);
     }
     lw.mlp_norm = weight(p + "mlp_norm.w", norm_params(), l);
+    if (a_.post_norms) {
+      lw.post_attn_norm = weight(p + "post_attn_norm.w", norm_params(), l);
+      lw.post_mlp_norm = weight(p + "post_mlp_norm.w", norm_params(), l);
+    }
     if (a_.is_moe_layer(l)) {
       lw.router = weight(p + "router.w", h * a_.experts + (a_.router_bias ? a_.experts : 0), l);
-      // Gate and up (h -> I_e each), then down (I_e -> h).
+      // Gate and up (h -> I_e each), then down (I_e -> h); with mlp_bias (gpt-oss) their
+      // biases too.
       const double mi = static_cast<double>(moe_inter_);
       for (int x = 0; x < a_.experts; ++x) {
-        lw.experts.push_back(
-            linear_weight(fmt::format("{}expert{}.w", p, x), {{h, 2.0 * mi}, {mi, h}}, 0, l));
+        lw.experts.push_back(linear_weight(fmt::format("{}expert{}.w", p, x),
+                                           {{h, 2.0 * mi}, {mi, h}},
+                                           a_.mlp_bias ? 2.0 * mi + h : 0, l));
       }
       if (a_.shared_experts > 0) {
         const double si = static_cast<double>(shared_inter_);
         const double n = a_.shared_experts;
         lw.shared = linear_weight(p + "shared.w", {{h, 2.0 * si, n}, {si, h, n}},
-                                  a_.shared_expert_gate ? h : 0, l);
+                                  (a_.mlp_bias ? n * (2.0 * si + h) : 0) +
+                                      (a_.shared_expert_gate ? h : 0),
+                                  l);
       }
     } else if (a_.mlp == MlpKind::kGated) {
       const double i = static_cast<double>(inter_);
@@ -161,12 +171,14 @@ void LayerBuilder::declare_weights(int layers) {
 void LayerBuilder::declare_past_kv(int layers, int64_t context) {
   kv_.assign(static_cast<size_t>(layers), {});
   for (int l = 0; l < layers; ++l) {
-    for (int64_t done = 0, k = 0; done < context; done += o_.kv_block, ++k) {
+    // A sliding layer keeps only the last `window` tokens.
+    const int64_t kept = a_.attended(l, context);
+    for (int64_t done = 0, k = 0; done < kept; done += o_.kv_block, ++k) {
       const uint32_t t =
           w_.add_tensor(Tensor{fmt::format("L{}.kv{}", l, k),
                                static_cast<uint64_t>(o_.batch * o_.kv_block) * kv_token_bytes_,
                                TensorKind::kKv, o_.kv_dtype, kExternal, l});
-      kv_[static_cast<size_t>(l)].push_back(KvBlock{t, std::min(o_.kv_block, context - done)});
+      kv_[static_cast<size_t>(l)].push_back(KvBlock{t, std::min(o_.kv_block, kept - done)});
     }
   }
 }
@@ -211,11 +223,13 @@ uint32_t LayerBuilder::layer(int l, uint32_t x, int64_t tokens, const Pass& pass
   const double th = static_cast<double>(tokens * h_);
   uint32_t xn = norm(p + "attn_norm", x, lw.attn_norm, tokens, l);
   uint32_t o = allreduce(p + "attn_allreduce", attention_block(l, xn, tokens, pass), tokens, l);
+  if (a_.post_norms) o = norm(p + "post_attn_norm", o, lw.post_attn_norm, tokens, l);
   uint32_t x2 = act(p + "x.attn_residual", th, l);
   op(p + "attn_residual", OpKind::kElementwise, th, {x, o}, {x2}, {}, l);
   uint32_t x2n = norm(p + "mlp_norm", x2, lw.mlp_norm, tokens, l);
   uint32_t m = a_.is_moe_layer(l) ? moe_block(l, x2n, tokens, p) : mlp_block(l, x2n, tokens, p);
   m = allreduce(p + "mlp_allreduce", m, tokens, l);
+  if (a_.post_norms) m = norm(p + "post_mlp_norm", m, lw.post_mlp_norm, tokens, l);
   uint32_t out = act(p + "x.out", th, l);
   op(p + "mlp_residual", OpKind::kElementwise, th, {x2, m}, {out}, {}, l);
   return out;
@@ -254,23 +268,46 @@ uint32_t LayerBuilder::attention_block(int l, uint32_t xn, int64_t tokens, const
   uint64_t kv_written = 0;
   if (pass.write_kv) {
     auto& blocks = kv_[static_cast<size_t>(l)];
-    // Append pass.seq tokens per sequence: fill the last block, then open new ones.
-    for (int64_t left = pass.seq; left > 0;) {
-      if (blocks.empty() || blocks.back().filled == o_.kv_block) {
-        const uint32_t b =
-            w_.add_tensor(Tensor{fmt::format("L{}.kv{}", l, blocks.size()),
-                                 static_cast<uint64_t>(o_.batch * o_.kv_block) * kv_token_bytes_,
-                                 TensorKind::kKv, o_.kv_dtype, kExternal, l});
-        blocks.push_back(KvBlock{b, 0});
-        qkv_out.push_back(b);
-      } else if (std::find(qkv_out.begin(), qkv_out.end(), blocks.back().tensor) == qkv_out.end()) {
-        qkv_upd.push_back(blocks.back().tensor);
+    auto update = [&](uint32_t b) {
+      if (std::find(qkv_out.begin(), qkv_out.end(), b) == qkv_out.end() &&
+          std::find(qkv_upd.begin(), qkv_upd.end(), b) == qkv_upd.end()) {
+        qkv_upd.push_back(b);
       }
-      const int64_t n = std::min(left, o_.kv_block - blocks.back().filled);
-      blocks.back().filled += n;
+    };
+    // A sliding layer keeps its last `cap` tokens in a ring of slots: of the new tokens
+    // only the last min(seq, cap) are stored.
+    const int64_t cap = a_.is_sliding_layer(l) ? a_.sliding_window : INT64_MAX;
+    int64_t stored = 0;
+    for (const KvBlock& b : blocks) stored += b.filled;
+    const int64_t keep = std::min(pass.seq, cap);
+    int64_t pos = pass.past + pass.seq - keep;  // position of the first token stored
+    for (int64_t left = keep; left > 0;) {
+      int64_t n = 0;
+      if (stored < cap) {
+        // Append: fill the last block, then open new ones.
+        if (blocks.empty() || blocks.back().filled == o_.kv_block) {
+          const uint32_t b =
+              w_.add_tensor(Tensor{fmt::format("L{}.kv{}", l, blocks.size()),
+                                   static_cast<uint64_t>(o_.batch * o_.kv_block) * kv_token_bytes_,
+                                   TensorKind::kKv, o_.kv_dtype, kExternal, l});
+          blocks.push_back(KvBlock{b, 0});
+          qkv_out.push_back(b);
+        } else {
+          update(blocks.back().tensor);
+        }
+        n = std::min({left, o_.kv_block - blocks.back().filled, cap - stored});
+        blocks.back().filled += n;
+        stored += n;
+      } else {
+        // Full window: overwrite the oldest slot, pos % cap.
+        const int64_t slot = pos % cap;
+        update(blocks[static_cast<size_t>(slot / o_.kv_block)].tensor);
+        n = std::min({left, o_.kv_block - slot % o_.kv_block, cap - slot});
+      }
       left -= n;
+      pos += n;
     }
-    kv_written = static_cast<uint64_t>(o_.batch * pass.seq) * kv_token_bytes_;
+    kv_written = static_cast<uint64_t>(o_.batch * keep) * kv_token_bytes_;
     for (const KvBlock& b : blocks) attn_in.push_back(b.tensor);
   } else {
     const uint32_t kv = act(p + "kv", t * kv_elems, l);
@@ -287,7 +324,8 @@ uint32_t LayerBuilder::attention_block(int l, uint32_t xn, int64_t tokens, const
   const double b = static_cast<double>(o_.batch);
   const double s = static_cast<double>(pass.seq);
   // Query-key pairs: the token at position i attends min(i, window) positions.
-  auto attended = [win = static_cast<double>(a_.sliding_window)](double n) {
+  const double window = a_.is_sliding_layer(l) ? static_cast<double>(a_.sliding_window) : 0.0;
+  auto attended = [win = window](double n) {
     if (win <= 0 || n <= win) return n * (n + 1) / 2;
     return win * (win + 1) / 2 + (n - win) * win;
   };
@@ -305,10 +343,10 @@ uint32_t LayerBuilder::attention_block(int l, uint32_t xn, int64_t tokens, const
   } else {
     attn_flops = pairs * 2 * nh * (dqk + dv);
   }
+  if (a_.attn_softcap) attn_flops += kSoftcapFlops * pairs * nh;
   if (mla) attn_in.push_back(lw.wkv_b);
   const uint32_t ao = act(p + "attn.out", t * nh * dv, l);
-  const double cached_tokens =
-      a_.sliding_window > 0 ? std::min(past + s, static_cast<double>(a_.sliding_window)) : past + s;
+  const double cached_tokens = window > 0 ? std::min(past + s, window) : past + s;
   uint64_t attn_bytes = w_.tensors[q].bytes + w_.tensors[ao].bytes;
   attn_bytes += pass.write_kv ? static_cast<uint64_t>(b * cached_tokens) * kv_token_bytes_
                               : w_.tensors[attn_in[1]].bytes;
@@ -414,7 +452,10 @@ uint32_t LayerBuilder::head(uint32_t x, int64_t tokens, const std::string& prefi
   const uint32_t logits =
       act(prefix + "logits", t * static_cast<double>(vocab_), -1,
           o_.phase == Phase::kTrain ? TensorKind::kActivation : TensorKind::kOutput);
-  op(prefix + "lm_head", OpKind::kMatmul, 2.0 * t * width * static_cast<double>(vocab_),
+  // Softcapping (Gemma-2) is folded into the head: a tanh per logit.
+  op(prefix + "lm_head", OpKind::kMatmul,
+     2.0 * t * width * static_cast<double>(vocab_) +
+         (a_.final_softcap ? kSoftcapFlops * t * static_cast<double>(vocab_) : 0.0),
      {xn, lm_head_w_}, {logits}, {}, -1);
   return logits;
 }

@@ -54,6 +54,7 @@ class LayerBuilder {
  private:
   struct LayerWeights {
     uint32_t attn_norm = 0, wq = 0, wkv_a = 0, wkv_b = 0, wqkv = 0, wo = 0, mlp_norm = 0;
+    uint32_t post_attn_norm = 0, post_mlp_norm = 0;  // post_norms only
     uint32_t w_up = 0, w_down = 0;  // dense: gate/up (or fc1) and down (or fc2)
     uint32_t router = 0, shared = 0;
     std::vector<uint32_t> experts;

@@ -218,3 +218,71 @@ TEST_CASE("find_arch: shipped names, paths, and suggestions") {
   CHECK_THROWS_WITH_AS(find_arch("mixtral-8x7", configs()),
                        doctest::Contains("did you mean 'mixtral-8x7b'?"), InputError);
 }
+
+TEST_CASE("a model file expresses the per-layer attention of Gemma-2 and gpt-oss") {
+  // Gemma-2-9B written as a model file: the same facts as its imported config.json.
+  const std::string gemma = R"(tierflow: model/1
+name: gemma-2-9b
+family: gemma2
+hidden: 3584
+layers: 42
+heads: 16
+kv_heads: 8
+head_dim: 256
+vocab: 256000
+intermediate: 14336
+tied_embeddings: true
+post_norms: true
+attn_softcap: true
+final_softcap: true
+sliding_window: 4096
+full_attention_every: 2
+)";
+  const Arch a = load_arch_text(gemma, "gemma.yaml");
+  CHECK(count_params(a).total == 9'241'705'984.0);
+  CHECK(a.is_sliding_layer(0));
+  CHECK_FALSE(a.is_sliding_layer(1));
+  // 21 layers at 8,192 tokens and 21 at 4,096, 8,192 B per layer and token.
+  CHECK(kv_bytes_at(a, Dtype::kBf16, 8192) == 8192ULL * (21 * 8192 + 21 * 4096));
+  // Without full_attention_every every layer slides (Mistral).
+  const Arch all = load_arch_text(gemma, "gemma.yaml", {"full_attention_every=0"});
+  CHECK(kv_bytes_at(all, Dtype::kBf16, 8192) == 8192ULL * 42 * 4096);
+  // fp4 KV packs two elements per byte: a quarter of the bf16 bytes.
+  CHECK(kv_bytes_at(a, Dtype::kFp4, 8192) == kv_bytes_at(a, Dtype::kBf16, 8192) / 4);
+  CHECK_THROWS_WITH_AS(load_arch_text(gemma, "gemma.yaml", {"sliding_window=0"}),
+                       doctest::Contains("'full_attention_every' needs 'sliding_window' > 0"),
+                       InputError);
+  CHECK_THROWS_WITH_AS(load_arch_text(gemma, "gemma.yaml", {"full_attention_every=1"}),
+                       doctest::Contains("full_attention_every 1 makes every layer full"),
+                       InputError);
+  // gpt-oss-20b: biased experts (mlp_bias), biased router, attention sinks.
+  const std::string oss = R"(tierflow: model/1
+name: gpt-oss-20b
+family: gpt_oss
+hidden: 2880
+layers: 24
+heads: 64
+kv_heads: 8
+head_dim: 64
+vocab: 201088
+qkv_bias: true
+o_bias: true
+mlp_bias: true
+attention_sinks: true
+experts: 32
+experts_per_token: 4
+moe_intermediate: 2880
+router_bias: true
+sliding_window: 128
+full_attention_every: 2
+)";
+  const ParamCount p = count_params(load_arch_text(oss, "oss.yaml"));
+  CHECK(p.total == 20'914'757'184.0);
+  CHECK(p.active - p.embedding == 3'608'307'264.0);
+}
+
+TEST_CASE("kv_bytes_at without a window is the per-token figure times the context") {
+  const Arch a = shipped("llama-3-70b");
+  CHECK(kv_bytes_at(a, Dtype::kBf16, 8192) == 327'680ULL * 8192);
+  CHECK(kv_bytes_at(a, Dtype::kBf16, 0) == 0);
+}

@@ -70,8 +70,9 @@ TEST_CASE("weight tensors hold exactly the architecture's parameters, KV bytes m
 }
 
 TEST_CASE("every Hugging Face family's generated weights match its parameter count") {
-  for (const char* family : {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3",
-                             "qwen3_moe", "deepseek_v2", "deepseek_v3", "opt", "phi3"}) {
+  for (const char* family :
+       {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3_moe", "deepseek_v2",
+        "deepseek_v3", "opt", "gemma2_small", "gpt_oss_small", "llama4_small"}) {
     CAPTURE(std::string(family));
     const Arch a = import_hf_config(std::string(TIERFLOW_SOURCE_DIR) + "/tests/fixtures/hf/" +
                                     family + ".json");
@@ -85,6 +86,79 @@ TEST_CASE("every Hugging Face family's generated weights match its parameter cou
       CHECK(weight_params(w) == count_params(a).total);
     }
   }
+}
+
+TEST_CASE("released configs of the newer families: weights, KV and decode FLOPs agree") {
+  for (const char* name : {"qwen3-8b", "gemma-2-9b", "gemma-3-27b-it", "phi-3-mini-4k-instruct",
+                           "mistral-7b-v0.1", "llama-4-scout-17b-16e", "gpt-oss-20b"}) {
+    CAPTURE(std::string(name));
+    const Arch a = import_hf_config(std::string(TIERFLOW_SOURCE_DIR) +
+                                    "/tests/fixtures/hf/released/" + name + ".json");
+    // One token at context 8192 (it attends 8193 positions, itself included; a sliding
+    // layer at most its window).
+    const Workload w = generate(a, decode(8192, 1));
+    REQUIRE_FALSE(verify_workload(w).has_value());
+    CHECK(weight_params(w) == count_params(a).total);
+    const double want = decode_flops_per_token(a, 8193);
+    CHECK(std::abs(flops(w) - want) / want < 0.02);
+    // The KV blocks the step holds: each layer's kept tokens rounded up to whole blocks of
+    // 256 tokens.
+    uint64_t kv = 0;
+    uint64_t want_kv = 0;
+    for (const Tensor& t : w.tensors) {
+      if (t.kind == TensorKind::kKv) kv += t.bytes;
+    }
+    const uint64_t per_layer_token =
+        kv_bytes_per_token(a, Dtype::kBf16) / static_cast<uint64_t>(a.layers);
+    for (int l = 0; l < a.layers; ++l) {
+      want_kv += (static_cast<uint64_t>(a.attended(l, 8193)) + 255) / 256 * 256 * per_layer_token;
+    }
+    CHECK(kv == want_kv);
+  }
+}
+
+TEST_CASE("a sliding layer keeps its window in a ring of KV blocks") {
+  // Two layers: layer 0 slides over 8 tokens, layer 1 is global.
+  Arch a;
+  a.name = "ring";
+  a.family = "gemma2";
+  a.hidden = 32;
+  a.layers = 2;
+  a.heads = 2;
+  a.kv_heads = 1;
+  a.head_dim = 16;
+  a.vocab = 50;
+  a.intermediate = 64;
+  a.sliding_window = 8;
+  a.full_attention_every = 2;
+  a.post_norms = true;
+  a.attn_softcap = true;
+  GenOptions o = decode(20, 3);
+  o.kv_block = 4;
+  const Workload w = generate(a, o);
+  REQUIRE_FALSE(verify_workload(w).has_value());
+  std::map<int, int> blocks;
+  for (const Tensor& t : w.tensors) {
+    if (t.kind == TensorKind::kKv) ++blocks[t.layer];
+  }
+  // Layer 0: 8 tokens in 2 blocks, overwritten in turn; layer 1: 20 + 3 tokens, 6 blocks.
+  CHECK(blocks[0] == 2);
+  CHECK(blocks[1] == 6);
+  // Step 0 writes position 20 into slot 20 % 8 = 4, the first token of block 1; step 2
+  // writes position 22 into slot 6, block 1 again.
+  std::map<std::string, const Op*> ops;
+  for (const Op& op : w.ops) ops[op.name] = &op;
+  const Op& q0 = *ops.at("t0.L0.qkv");
+  REQUIRE(q0.updates.size() == 1);
+  CHECK(w.tensors[q0.updates[0]].name == "L0.kv1");
+  // The sliding layer attends 8 positions: 8 pairs of 2 heads × (16 + 16) × 2 FLOPs plus
+  // the softcap, 3 FLOPs per logit.
+  CHECK(ops.at("t2.L0.attention")->flops == 8 * 2 * 2 * 32 + 3.0 * 8 * 2);
+  // The global layer attends 23 positions at step 2.
+  CHECK(ops.at("t2.L1.attention")->flops == 23 * 2 * 2 * 32 + 3.0 * 23 * 2);
+  // Gemma's extra norms are ops of their own.
+  CHECK(ops.count("t0.L1.post_attn_norm") == 1);
+  CHECK(ops.count("t0.L1.post_mlp_norm") == 1);
 }
 
 TEST_CASE("decode FLOPs per token are within 2% of the reference's explicit formula") {

@@ -5,6 +5,7 @@
 #include "core/diagnostics.h"
 #include "core/kinds.h"
 #include "tools/study/target.h"
+#include "traces/hf_import.h"
 
 namespace tierflow::cli {
 namespace {
@@ -99,6 +100,10 @@ void add_workload_flags(CLI::App* cmd, ScenarioFlags& f) {
   auto* hf = cmd->add_option("--hf-config", f.hf_config, "a Hugging Face config.json");
   file->excludes(model)->excludes(hf);
   model->excludes(hf);
+  cmd->add_flag("--lenient", f.lenient,
+                "with --hf-config: warn about unknown config.json fields instead of failing, "
+                "except those that are (or look like) fields known to change counts")
+      ->needs(hf);
   cmd->add_option("--model-set", f.model_sets, "override a model field: KEY=VALUE (repeatable)");
   add_gen_flags(cmd, f.gen, /*routing_modes=*/true);
   cmd->add_option("--prompt", f.prompt,
@@ -106,6 +111,18 @@ void add_workload_flags(CLI::App* cmd, ScenarioFlags& f) {
                   "reports TTFT, TPOT and throughput");
   cmd->add_option("--generate", f.generate, "request: tokens generated per sequence");
 }
+
+namespace {
+
+/// --lenient: the importer's warnings, once, before the command runs (the study imports
+/// again without printing them).
+void print_hf_warnings(const std::string& hf_config) {
+  std::vector<std::string> warnings;
+  traces::import_hf_config(hf_config, {true, &warnings});
+  for (const std::string& w : warnings) fmt::print(stderr, "{}\n", w);
+}
+
+}  // namespace
 
 study::Scenario to_scenario(const ScenarioFlags& f) {
   study::Scenario s;
@@ -120,6 +137,8 @@ study::Scenario to_scenario(const ScenarioFlags& f) {
   s.workload.file = f.workload;
   s.workload.model = f.model;
   s.workload.hf_config = f.hf_config;
+  s.workload.hf_lenient = f.lenient;
+  if (f.lenient) print_hf_warnings(f.hf_config);
   s.workload.model_sets = f.model_sets;
   s.workload.gen = f.gen.options();
   study::set_field(s, "routing", f.gen.routing, "--routing");

@@ -45,6 +45,7 @@ struct ScenarioFlags {
   unsigned threads = 0;
 
   std::string workload, model, hf_config;
+  bool lenient = false;  ///< --lenient (with --hf-config)
   std::vector<std::string> model_sets;
   GenFlags gen;
   int64_t prompt = 0, generate = 0;

@@ -21,6 +21,7 @@ namespace {
 struct TraceOptions {
   std::string model;
   std::string hf_config;
+  bool lenient = false;
   GenFlags gen;
   std::vector<std::string> sets;
   std::string output;
@@ -32,7 +33,9 @@ struct TraceOptions {
 int run_gen(TraceOptions& o) {
   traces::Arch arch;
   if (!o.hf_config.empty()) {
-    arch = traces::import_hf_config(o.hf_config);
+    std::vector<std::string> warnings;
+    arch = traces::import_hf_config(o.hf_config, {o.lenient, &warnings});
+    for (const std::string& w : warnings) fmt::print(stderr, "{}\n", w);
   } else {
     arch = traces::load_arch(traces::find_arch(o.model, study::config_dir()), o.sets);
   }
@@ -80,6 +83,10 @@ void add_trace_commands(CLI::App& app) {
   auto* hf = gen->add_option("--hf-config", o->hf_config, "a Hugging Face config.json");
   model->excludes(hf);
   hf->excludes(model);
+  gen->add_flag("--lenient", o->lenient,
+                "with --hf-config: warn about unknown config.json fields instead of failing, "
+                "except those that are (or look like) fields known to change counts")
+      ->needs(hf);
   add_gen_flags(gen, o->gen);
   gen->add_option("--set", o->sets, "override a model field: KEY=VALUE (repeatable)")
       ->type_name("KEY=VALUE")

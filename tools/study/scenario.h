@@ -45,6 +45,7 @@ struct WorkloadSource {
   std::string file;       ///< a workload JSON (tierflow.workload/1); when set, no generation
   std::string model;      ///< a shipped model name or a model YAML (default kDefaultModel)
   std::string hf_config;  ///< a Hugging Face config.json instead of `model`
+  bool hf_lenient = false;  ///< --lenient: unknown keys that change no count are warnings
   std::vector<std::string> model_sets;  ///< KEY=VALUE overrides of the model's fields
   traces::GenOptions gen;               ///< phase, batch, seq, context, tokens, tp, dtypes
 };

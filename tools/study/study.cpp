@@ -139,7 +139,7 @@ std::shared_ptr<const Workload> Study::workload(const Scenario& s, const traces:
   } else {
     const traces::Arch arch =
         !src.hf_config.empty()
-            ? traces::import_hf_config(src.hf_config)
+            ? traces::import_hf_config(src.hf_config, {src.hf_lenient, nullptr})
             : traces::load_arch(
                   traces::find_arch(src.model.empty() ? std::string(kDefaultModel) : src.model,
                                     config_dir()),

@@ -106,7 +106,7 @@ void check_model(const Scenario& s) {
     return;
   }
   if (!w.hf_config.empty()) {
-    traces::import_hf_config(w.hf_config);
+    traces::import_hf_config(w.hf_config, {w.hf_lenient, nullptr});
     return;
   }
   traces::load_arch(traces::find_arch(w.model.empty() ? std::string(kDefaultModel) : w.model,
