@@ -127,14 +127,13 @@ class ProgramRealizer {
     assign_.assign(in.steps.size(), kNone);
     extra_after_.assign(in.steps.size(), {});
     std::map<std::string, std::vector<size_t>, std::less<>> places;
-    std::unordered_map<uint32_t, size_t> step_of_op;
+    // Non-expert ops have the same names in both workloads: the router by its planned name.
+    std::unordered_map<std::string_view, size_t> step_of_name;
     for (size_t i = 0; i < in.steps.size(); ++i) {
       if (in.steps[i].kind != StepKind::kCompute) continue;
-      step_of_op[in.steps[i].target] = i;
+      step_of_name[pw_.ops[in.steps[i].target].name] = i;
       if (auto g = group_of(pw_.ops[in.steps[i].target])) places[std::string(*g)].push_back(i);
     }
-    std::unordered_map<std::string_view, uint32_t> rw_ops;
-    for (uint32_t o = 0; o < rw_.ops.size(); ++o) rw_ops.emplace(rw_.ops[o].name, o);
     for (const auto& [prefix, realized] : realized_groups) {
       std::vector<uint32_t> misses;
       auto it = places.find(prefix);
@@ -159,22 +158,14 @@ class ProgramRealizer {
         after = where.back();
       } else {
         // No planned expert of this group: the misses run once the router has picked.
-        const auto router = rw_ops.find(prefix + "router");
-        if (router == rw_ops.end())
-          throw mismatch("has routed experts without a router op", prefix);
-        const auto at = step_of_op.find(op_of_realized(router->second));
-        if (at == step_of_op.end()) throw mismatch("computes a router the plan does not", prefix);
+        const auto at = step_of_name.find(prefix + "router");
+        if (at == step_of_name.end()) {
+          throw mismatch("has routed experts whose router the plan does not compute", prefix);
+        }
         after = at->second;
       }
       for (; m < misses.size(); ++m) extra_after_[after].push_back(misses[m]);
     }
-  }
-
-  uint32_t op_of_realized(uint32_t r) const {
-    for (uint32_t o = 0; o < op_map_.size(); ++o) {
-      if (op_map_[o] == r) return o;
-    }
-    return kNone;
   }
 
   // Waits of a dropped compute step: prefetches stay in flight (a later reader or detach
