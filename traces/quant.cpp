@@ -8,10 +8,9 @@ namespace tierflow::traces {
 
 uint64_t QuantScheme::matrix_bytes(double inputs, double outputs) const {
   const double groups = group > 0 ? std::ceil(inputs / static_cast<double>(group)) : 1.0;
-  const double bits = kDtypeBits[static_cast<size_t>(weights)];
-  uint64_t bytes = bytes_of(inputs * outputs, weights) + bytes_of(groups * outputs, scale);
-  if (zeros) bytes += static_cast<uint64_t>(std::ceil(groups * outputs * bits / 8.0));
-  return bytes;
+  // Zero points are packed at the weights' width.
+  return bytes_of(inputs * outputs, weights) + bytes_of(groups * outputs, scale) +
+         (zeros ? bytes_of(groups * outputs, weights) : 0);
 }
 
 bool is_quantized(Dtype d) {
