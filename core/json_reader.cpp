@@ -10,7 +10,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/utf8.h"
+
 namespace tierflow {
+
+namespace {
+/// A byte a string holds as it is, with nothing to check: printable ASCII but '"' and '\\'.
+bool plain(char c) {
+  const auto b = static_cast<unsigned char>(c);
+  return b >= 0x20 && b < 0x80 && c != '"' && c != '\\';
+}
+}  // namespace
 
 JsonReader::JsonReader(std::string_view text, std::string file)
     : text_(text), file_(std::move(file)) {
@@ -137,9 +147,9 @@ bool JsonReader::next_key(std::string_view& key) {
   if (i_ >= text_.size() || text_[i_] != '"') unexpected("a key in double quotes");
   key_at_ = i_;
   // Keys almost never hold escapes: take them straight from the text up to the first '"'
-  // when no backslash comes before it.
+  // when only printable ASCII comes before it.
   size_t close = i_ + 1;
-  while (close < text_.size() && text_[close] != '"' && text_[close] != '\\') ++close;
+  while (close < text_.size() && plain(text_[close])) ++close;
   if (close < text_.size() && text_[close] == '"') {
     key = text_.substr(i_ + 1, close - i_ - 1);
     i_ = close + 1;
@@ -212,10 +222,7 @@ std::string_view JsonReader::read_string_view(std::string_view what) {
   if (peek() != Kind::kString) unexpected(fmt::format("a string for {}", what));
   // Fast path: no escape and no control character before the closing quote.
   size_t k = i_ + 1;
-  while (k < text_.size() && text_[k] != '"' && text_[k] != '\\' &&
-         static_cast<unsigned char>(text_[k]) >= 0x20) {
-    ++k;
-  }
+  while (k < text_.size() && plain(text_[k])) ++k;
   if (k < text_.size() && text_[k] == '"') {
     const std::string_view out = text_.substr(i_ + 1, k - i_ - 1);
     i_ = k + 1;
@@ -231,13 +238,21 @@ std::string_view JsonReader::decode_string() {
   out.clear();
   while (true) {
     const size_t run = i_;
-    while (i_ < text_.size() && text_[i_] != '"' && text_[i_] != '\\' &&
-           static_cast<unsigned char>(text_[i_]) >= 0x20) {
-      ++i_;
-    }
+    while (i_ < text_.size() && plain(text_[i_])) ++i_;
     out.append(text_.substr(run, i_ - run));
     if (i_ >= text_.size()) fail_at(start, "malformed JSON: this string is never closed");
     const char c = text_[i_];
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      // RFC 8259 §8.1: JSON text is UTF-8; a name that is not would corrupt every output.
+      const size_t n = utf8_length(text_, i_);
+      if (n == 0) {
+        fail_at(i_, "malformed JSON: byte 0x{:02X} in a string is not well-formed UTF-8",
+                static_cast<unsigned char>(c));
+      }
+      out.append(text_.substr(i_, n));
+      i_ += n;
+      continue;
+    }
     if (c == '"') {
       ++i_;
       return out;
@@ -282,6 +297,7 @@ std::string_view JsonReader::decode_string() {
           }
           return v;
         };
+        const size_t escape = i_ - 2;
         uint32_t cp = hex4(i_);
         i_ += 4;
         if (cp >= 0xD800 && cp < 0xDC00 && i_ + 6 <= text_.size() && text_[i_] == '\\' &&
@@ -291,6 +307,9 @@ std::string_view JsonReader::decode_string() {
             cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             i_ += 6;
           }
+        }
+        if (cp >= 0xD800 && cp < 0xE000) {
+          fail_at(escape, "malformed JSON: \\u{:04X} is half of a surrogate pair", cp);
         }
         append_utf8(out, cp);
         break;

@@ -149,7 +149,11 @@ class Cursor {
   bool str(std::string_view& v) {
     if (p_ == end_ || *p_ != '"') return false;
     const char* q = p_ + 1;
-    while (q < end_ && *q != '"' && *q != '\\' && static_cast<unsigned char>(*q) >= 0x20) ++q;
+    // Printable ASCII only; anything else goes to the general reader, which checks it.
+    while (q < end_ && *q != '"' && *q != '\\' && static_cast<unsigned char>(*q) >= 0x20 &&
+           static_cast<unsigned char>(*q) < 0x80) {
+      ++q;
+    }
     if (q == end_ || *q != '"') return false;
     v = std::string_view(p_ + 1, static_cast<size_t>(q - p_ - 1));
     p_ = q + 1;

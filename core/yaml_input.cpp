@@ -1,5 +1,9 @@
 #include "core/yaml_input.h"
 
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -69,16 +73,61 @@ std::optional<SourcePos> unclosed_bracket(const std::string& text, char open,
   return stack.back();
 }
 
+/// Where a document starts, and where its first node is; nothing else.
+class FirstEvent : public YAML::EventHandler {
+ public:
+  YAML::Mark start = YAML::Mark::null_mark();
+  YAML::Mark node = YAML::Mark::null_mark();
+
+  void OnDocumentStart(const YAML::Mark& mark) override { start = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t /*anchor*/) override { first(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t /*anchor*/) override { first(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string& /*tag*/, YAML::anchor_t /*anchor*/,
+                const std::string& /*value*/) override {
+    first(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string& /*tag*/,
+                       YAML::anchor_t /*anchor*/, YAML::EmitterStyle::value /*style*/) override {
+    first(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string& /*tag*/, YAML::anchor_t /*anchor*/,
+                  YAML::EmitterStyle::value /*style*/) override {
+    first(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void first(const YAML::Mark& mark) {
+    if (node.is_null()) node = mark;
+  }
+};
+
 }  // namespace
 
 YAML::Node load_yaml_text(const std::string& text, const std::string& name) {
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(text);
-    if (docs.size() > 1) {
-      throw InputError(pos_of(docs[1], name),
-                       "a file holds one YAML document; remove the second one (after '---')");
+    YAML::Node doc = YAML::Load(text);
+    // Is there a second document? Not YAML::LoadAll: yaml-cpp 0.7 reads a token that cannot
+    // start a node (a ',' at the start of a line) as an empty document without consuming
+    // it, so LoadAll never returns. Two documents at most are read here.
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    FirstEvent first;
+    FirstEvent second;
+    if (parser.HandleNextDocument(first) && parser.HandleNextDocument(second)) {
+      const YAML::Mark& m = second.node.is_null() ? second.start : second.node;
+      const SourcePos pos{name, m.line + 1, m.column + 1};
+      const auto at = static_cast<size_t>(std::max(m.pos, 0));
+      if (text.compare(static_cast<size_t>(std::max(second.start.pos, 0)), 3, "---") == 0) {
+        throw InputError(pos,
+                         "a file holds one YAML document; remove the second one (after '---')");
+      }
+      throw InputError::at(pos, "malformed YAML: '{}' cannot start a key, a value or a list item",
+                           at < text.size() ? text.substr(at, 1) : std::string("end of file"));
     }
-    return docs.empty() ? YAML::Node() : docs.front();
+    return doc;
   } catch (const YAML::ParserException& e) {
     SourcePos pos{name, e.mark.line + 1, e.mark.column + 1};
     std::string msg = "malformed YAML: " + e.msg;

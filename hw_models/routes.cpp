@@ -4,7 +4,9 @@
 
 // GCC 12 reports a false -Wmaybe-uninitialized inside Boost.Graph's edge iterator
 // (a boost::optional member) once it is inlined here at -O2.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/dijkstra_shortest_paths.hpp>
 #include <boost/graph/filtered_graph.hpp>

@@ -213,7 +213,10 @@ Arch import_hf_config_text(const std::string& text, const std::string& name,
     return std::pair{mt->get<std::string>(), type_pos};
   };
   const auto top_pos = positions(ck.top);
-  auto [type, type_pos] = model_type(whole, top_pos, top);
+  // Named, not a structured binding: lambdas below capture them (clang 14 cannot).
+  auto type_and_pos = model_type(whole, top_pos, top);
+  auto& type = type_and_pos.first;
+  auto& type_pos = type_and_pos.second;
 
   // A multimodal wrapper: its text_config is the model; the outer keys must be its own.
   const Json* j = &whole;

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of tests/fuzz with Debian's clang (ASan + UBSan) and fuzzes
+# each loader for SECONDS (default 60, CI's smoke run) on JOBS processes (default 1).
+#   scripts/fuzz.sh [SECONDS] [TARGET ...]     targets: topology workload plan hf_config
+# The corpus grows in build/fuzz/corpus/TARGET across runs (seeded from the shipped files,
+# the bad-input fixtures and tests/fuzz/seeds); a finding is written to
+# build/fuzz/artifacts/TARGET/ and the script exits 1 naming it. Every file in
+# tests/fuzz/regressions/TARGET (the reproducers of fixed findings) is run first.
+# FUZZ_KEEP_GOING=1 (long unattended runs) keeps fuzzing after a finding (libFuzzer's fork
+# mode), collecting every one. Each target's executions and corpus size are printed, and
+# appended to build/fuzz/runs.tsv (target, seconds, jobs, executions, corpus files, result).
+# FUZZ_BUILD_DIR (default build/fuzz) is where it builds, keeps the corpus and writes logs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(topology workload plan hf_config)
+jobs=${FUZZ_JOBS:-1}
+
+bash scripts/setup.sh >/dev/null
+# shellcheck source=scripts/apt.sh
+source scripts/apt.sh
+apt_install_missing fuzz clang libclang-rt-14-dev
+
+dir=${FUZZ_BUILD_DIR:-build/fuzz}
+CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DTIERFLOW_FUZZ=ON \
+  -DTIERFLOW_WERROR="${TIERFLOW_WERROR:-OFF}" >/dev/null
+cmake --build "$dir" --target $(printf 'fuzz_%s ' "${targets[@]}")
+
+# The seeds of each target: files of its format in the repository.
+seeds() {
+  case $1 in
+    topology) ls configs/hw/*.yaml tests/errors/*.yaml tests/fixtures/*.yaml ;;
+    workload) ls tests/errors/workload/*.json tests/fuzz/seeds/workload/*.json ;;
+    plan) ls tests/errors/plan/*.json tests/fixtures/plans/*.json tests/fuzz/seeds/plan/*.json ;;
+    hf_config) ls tests/fixtures/hf/*.json tests/fixtures/hf/released/*.json tests/errors/hf/*.json \
+      tests/python/configs/*.json ;;
+  esac
+}
+
+# A dictionary of the keys and words the seeds use, so that mutations speak the format.
+dictionary() {
+  local t=$1
+  if [ "$t" = topology ]; then
+    seeds "$t" | xargs cat | grep -oE '[A-Za-z_][A-Za-z0-9_-]*:' | sort -u | sed 's/.*/"&"/'
+  else
+    seeds "$t" | xargs cat | grep -oE '"[A-Za-z_][A-Za-z0-9_./-]{0,40}"' | sort -u
+  fi
+}
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+status=0
+for t in "${targets[@]}"; do
+  corpus=$dir/corpus/$t
+  artifacts=$dir/artifacts/$t
+  mkdir -p "$corpus" "$artifacts"
+  seeds "$t" | while read -r f; do cp -n "$f" "$corpus/seed-$(basename "$f")"; done
+  dictionary "$t" >"$dir/$t.dict"
+  bin=$dir/tests/fuzz/fuzz_$t
+  regressions=()
+  if [ -d "tests/fuzz/regressions/$t" ]; then
+    mapfile -t regressions < <(find "tests/fuzz/regressions/$t" -type f | sort)
+  fi
+  if [ ${#regressions[@]} -gt 0 ]; then
+    echo "== fuzz_$t: ${#regressions[@]} regression inputs"
+    "$bin" -timeout=10 -rss_limit_mb=4096 "${regressions[@]}" >"$dir/$t.regressions.log" 2>&1 || {
+      tail -40 "$dir/$t.regressions.log"
+      echo "fuzz_$t: a regression input fails again (log: $dir/$t.regressions.log)"
+      status=1
+      continue
+    }
+  fi
+  echo "== fuzz_$t: ${seconds}s on $jobs process(es)"
+  log=$dir/$t.log
+  result=ok
+  found_before=$(find "$artifacts" -type f | wc -l)
+  # -max_len covers the largest seed; -timeout flags an input that takes over 10 s (a hang).
+  # With several jobs libFuzzer runs workers that write fuzz-N.log in the current folder.
+  parallel=()
+  if [ "${FUZZ_KEEP_GOING:-0}" = 1 ]; then
+    parallel=(-fork="$jobs" -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
+  elif [ "$jobs" -gt 1 ]; then
+    parallel=(-jobs="$jobs" -workers="$jobs")
+  fi
+  (cd "$dir" && "tests/fuzz/fuzz_$t" "corpus/$t" -dict="$t.dict" -max_total_time="$seconds" \
+    -timeout=10 -rss_limit_mb=4096 -max_len=65536 -artifact_prefix="artifacts/$t/" \
+    -print_final_stats=1 "${parallel[@]}" >"$t.log" 2>&1) || result=finding
+  if [ "$jobs" -gt 1 ]; then cat "$dir"/fuzz-*.log >>"$log" 2>/dev/null; rm -f "$dir"/fuzz-*.log; fi
+  # Executions: the final statistics of each worker, or in fork mode the last status line.
+  execs=$(grep -aoE 'stat::number_of_executed_units: *[0-9]+' "$log" | awk '{s += $2} END {print s + 0}')
+  if [ "$execs" = 0 ]; then
+    execs=$(grep -aoE '^#[0-9]+' "$log" | tail -1 | tr -d '#')
+    execs=${execs:-0}
+  fi
+  if [ "$(find "$artifacts" -type f | wc -l)" -gt "$found_before" ]; then result=finding; fi
+  files=$(find "$corpus" -type f | wc -l)
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$seconds" "$jobs" "$execs" "$files" "$result" >>"$dir/runs.tsv"
+  echo "fuzz_$t: $execs executions, corpus $files files, $result"
+  if [ "$result" != ok ]; then
+    grep -aE 'ERROR|SUMMARY|fuzz property failed|Test unit written' "$log" | head -20
+    echo "fuzz_$t: finding in $artifacts (log: $log)"
+    status=1
+  fi
+done
+exit $status
