@@ -16,11 +16,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/stepper.h"
 #include "sim/kernel/event_queue.h"
 
 namespace tierflow::sim {
 
-inline constexpr uint32_t kWorkspaceBit = 0x8000'0000U;  ///< `what` of a workspace: op | bit
+using tierflow::kWorkspaceBit;  ///< `what` of a workspace: op | bit (core/stepper.h)
 inline constexpr uint32_t kNoRecord = UINT32_MAX;
 
 struct Allocation {

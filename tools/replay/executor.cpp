@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/diagnostics.h"
+#include "core/stepper.h"
 #include "hw_models/cost.h"
 
 namespace tierflow::replay {
@@ -19,16 +20,13 @@ struct EventState {
   Time end = 0;
 };
 
+/// What the executor keeps of a program beside its stepper cursor.
 struct ProgramState {
   const Program* prog = nullptr;
-  size_t next = 0;
-  bool busy = false;          ///< a compute step runs
   bool compute_done = false;  ///< its completion arrived and is not yet handled
   size_t compute_step = 0;
-  bool reached = false;  ///< steps[next], a compute step, has been reached
+  bool reached = false;  ///< the next compute step has been reached
   std::optional<Block> workspace;
-  std::vector<uint32_t> pending;             ///< cache steps whose anchor ended, not yet issued
-  std::vector<uint32_t> pending_on;          ///< per tensor: its cache steps in `pending`
   std::vector<std::optional<Block>> dev;     ///< per tensor: the device copy
   std::vector<std::optional<Block>> copies;  ///< [tensor * tiers + tier]: other copies
   uint32_t in_flight = 0;                    ///< transfers and compute steps running
@@ -42,29 +40,47 @@ struct ProgramState {
 class Executor {
  public:
   Executor(const Plan& plan, const Workload& w, const hw::Topology& t, Backend& b)
-      : plan_(plan), w_(w), t_(t), backend_(b) {}
+      : plan_(plan), w_(w), t_(t), backend_(b), stepper_(plan, w, *this) {}
 
   ReplayResult run();
 
  private:
+  friend class stepper::Stepper<Executor>;
+  // The stepper's driver (core/stepper.h): the §6 rules on a real backend, under m_.
+  /// Whether the waited events completed; a compute step is reached (timed) the first time.
+  bool ready(uint32_t p, size_t step, const Step& s, bool compute);
+  /// Strict, as the simulator's --on-full fail: never kWait; logical bytes per arena.
+  stepper::Fit reserve(uint32_t p, size_t step, uint32_t tier, uint64_t bytes);
+  /// A block of the arena; false when its free ranges cannot hold it (fragmentation).
+  bool allocate(uint32_t p, size_t step, uint32_t tier, uint32_t what, uint64_t bytes);
+  /// Returns a device copy's or a workspace's block to its arena.
+  void release(uint32_t p, uint32_t tier, uint32_t what);
+  /// Hands the copy to the backend on the path's engines; its completion ends the event.
+  bool transfer(uint32_t p, size_t step, const Step& s);
+  void compute_ready(uint32_t /*p*/, size_t /*step*/) {}
+  /// Hands the op to the backend, after checking the device can compute its dtype.
+  bool compute(uint32_t p, size_t step, const Step& s, uint64_t need);
+  /// Numbers the step in issue order; a detach ends when it issues.
+  void issued(uint32_t p, size_t step, const Step& s);
+  /// Nothing: the plan was verified whole before the threads started.
+  void finished(uint32_t /*p*/) {}
+  /// Any program's error stops them all.
+  [[nodiscard]] bool halted() const { return error_.has_value(); }
+
   bool prepare();
   bool place_home_copies();
   void program_main(uint32_t p);
   void advance(uint32_t p);
-  void finish_compute(uint32_t p);
-  void retry_pending(uint32_t p);
-  bool try_issue(uint32_t p, size_t step);
   void issue_copy(uint32_t p, size_t step, const ReplayPath& path, const Block& src,
                   const Block& dst);
   [[nodiscard]] uint32_t first_undone(const Step& s) const;
-  std::optional<Block> allocate(uint32_t p, size_t step, ArenaId a, uint64_t bytes);
-  void release(const Block& b);
+  std::optional<Block> allocate_block(uint32_t p, size_t step, ArenaId a, uint64_t bytes);
+  void release_block(const Block& b);
   void check_stuck(uint32_t p);
   void fail(ReplayError::Kind kind, int program, int step, int tensor, std::string message);
   [[nodiscard]] std::string largest_live(ArenaId a) const;
-  [[nodiscard]] std::string tensor_name(uint32_t t) const {
-    return fmt::format("tensor {} '{}'", t, w_.tensors[t].name);
-  }
+  /// The home copies of external tensors that arena `a` holds, as largest_live() lists.
+  [[nodiscard]] std::string statics_named(ArenaId a) const;
   [[nodiscard]] Time now() const { return backend_.now() - origin_; }
   [[nodiscard]] uint32_t dense(uint32_t event) const { return event_index_.at(event); }
   std::optional<Block>& copy_of(uint32_t p, uint32_t t, uint32_t tier) {
@@ -75,6 +91,7 @@ class Executor {
   const Workload& w_;
   const hw::Topology& t_;
   Backend& backend_;
+  stepper::Stepper<Executor> stepper_;
   Layout layout_;
   Time origin_ = 0;
   bool started_ = false;
@@ -88,7 +105,6 @@ class Executor {
   std::unordered_map<uint32_t, uint32_t> event_index_;
   std::vector<EventState> events_;
   std::vector<uint64_t> level_;  ///< logical bytes per arena
-  uint64_t steps_ = 0;
 };
 
 void Executor::fail(ReplayError::Kind kind, int program, int step, int tensor,
@@ -130,7 +146,7 @@ bool Executor::prepare() {
   for (size_t p = 0; p < progs_.size(); ++p) {
     ProgramState& st = progs_[p];
     st.prog = &plan_.programs[p];
-    st.pending_on.assign(w_.tensors.size(), 0);
+    stepper_.start(uint32_t(p), st.prog->steps.size());
     st.dev.resize(w_.tensors.size());
     st.copies.resize(w_.tensors.size() * plan_.tiers.size());
     st.rec.device = int(st.prog->device);
@@ -157,10 +173,7 @@ bool Executor::place_home_copies() {
     const ArenaSpec& spec = layout_.setup.arenas[a];
     if (statics[a] > spec.capacity) {
       fail(ReplayError::Kind::kCapacity, -1, -1, -1,
-           fmt::format("'{}' is over capacity before the step starts: the home copies take {} "
-                       "of {}",
-                       spec.name, to_string_approx(Bytes{statics[a]}),
-                       to_string_approx(Bytes{spec.capacity})));
+           run_errors::home_over_capacity(spec.name, statics[a], spec.capacity, statics_named(a)));
       return false;
     }
   }
@@ -174,35 +187,57 @@ bool Executor::place_home_copies() {
       if (home == plan_.device_tier && level_[a] + x.bytes > layout_.setup.arenas[a].capacity) {
         const ArenaSpec& spec = layout_.setup.arenas[a];
         fail(ReplayError::Kind::kCapacity, int(p), -1, int(t),
-             fmt::format("'{}' is full before the step starts: the device-resident {} ({}) does "
-                         "not fit in the {} left of {}; live: {}",
-                         spec.name, tensor_name(t), to_string_approx(Bytes{x.bytes}),
-                         to_string_approx(Bytes{spec.capacity - level_[a]}),
-                         to_string_approx(Bytes{spec.capacity}), largest_live(a)));
+             run_errors::home_does_not_fit(spec.name, w_, t, level_[a], spec.capacity,
+                                           largest_live(a)));
         return false;
       }
-      auto b = allocate(p, 0, a, x.bytes);
+      auto b = allocate_block(p, 0, a, x.bytes);
       if (!b) return false;
       (home == plan_.device_tier ? st.dev[t] : copy_of(p, t, home)) = b;
+      stepper_.add_copy(p, t, home);
     }
   }
   return true;
 }
 
-std::optional<Block> Executor::allocate(uint32_t p, size_t step, ArenaId a, uint64_t bytes) {
+stepper::Fit Executor::reserve(uint32_t p, size_t step, uint32_t tier, uint64_t bytes) {
+  const ArenaId a = layout_.arena_of[p][tier];
+  const ArenaSpec& spec = layout_.setup.arenas[a];
+  if (level_[a] <= spec.capacity && bytes <= spec.capacity - level_[a]) return stepper::Fit::kFits;
+  const Step& s = progs_[p].prog->steps[step];
+  fail(ReplayError::Kind::kCapacity, int(p), int(step),
+       s.kind == StepKind::kCompute ? -1 : int(s.target),
+       run_errors::over_capacity(spec.name, s.kind, step, bytes, level_[a], spec.capacity,
+                                 largest_live(a)));
+  return stepper::Fit::kFailed;
+}
+
+bool Executor::allocate(uint32_t p, size_t step, uint32_t tier, uint32_t what, uint64_t bytes) {
+  ProgramState& st = progs_[p];
+  auto b = allocate_block(p, step, layout_.arena_of[p][tier], bytes);
+  if (!b) return false;
+  if ((what & kWorkspaceBit) != 0) {
+    st.workspace = b;
+  } else if (tier == plan_.device_tier) {
+    st.dev[what] = b;
+  } else {
+    copy_of(p, what, tier) = b;
+  }
+  return true;
+}
+
+void Executor::release(uint32_t p, uint32_t /*tier*/, uint32_t what) {
+  ProgramState& st = progs_[p];
+  std::optional<Block>& b = (what & kWorkspaceBit) != 0 ? st.workspace : st.dev[what];
+  if (b) release_block(*b);
+  b.reset();
+}
+
+/// Allocates `bytes` in arena `a`, which reserve() found room for (or, for the home
+/// copies, place_home_copies() did); false when the arena's free ranges cannot hold them.
+std::optional<Block> Executor::allocate_block(uint32_t p, size_t step, ArenaId a, uint64_t bytes) {
   const ArenaSpec& spec = layout_.setup.arenas[a];
   const Step* s = step < progs_[p].prog->steps.size() ? &progs_[p].prog->steps[step] : nullptr;
-  if (level_[a] > spec.capacity || bytes > spec.capacity - level_[a]) {
-    fail(ReplayError::Kind::kCapacity, int(p), int(step),
-         s == nullptr || s->kind == StepKind::kCompute ? -1 : int(s->target),
-         fmt::format("'{}' is over capacity: {} step {} needs {}, {} of {} is free; largest "
-                     "live: {}",
-                     spec.name, s ? kStepKindNames[size_t(s->kind)] : "setup", step,
-                     to_string_approx(Bytes{bytes}),
-                     to_string_approx(Bytes{spec.capacity - std::min(spec.capacity, level_[a])}),
-                     to_string_approx(Bytes{spec.capacity}), largest_live(a)));
-    return std::nullopt;
-  }
   auto b = backend_.allocate(a, layout_.scaled(bytes), bytes);
   if (!b) {
     fail(ReplayError::Kind::kCapacity, int(p), int(step),
@@ -216,7 +251,7 @@ std::optional<Block> Executor::allocate(uint32_t p, size_t step, ArenaId a, uint
   return b;
 }
 
-void Executor::release(const Block& b) {
+void Executor::release_block(const Block& b) {
   level_[b.arena] -= b.logical;
   backend_.free(b);
 }
@@ -263,172 +298,90 @@ void Executor::issue_copy(uint32_t p, size_t step, const ReplayPath& path, const
   });
 }
 
-bool Executor::try_issue(uint32_t p, size_t step) {
+bool Executor::ready(uint32_t p, size_t step, const Step& s, bool compute) {
   ProgramState& st = progs_[p];
-  const Step& s = st.prog->steps[step];
-  if (first_undone(s) != kNoEvent) return false;
-  const uint32_t t = s.target;
-  const ArenaId dev = layout_.arena_of[p][plan_.device_tier];
-  StepRecord& rec = st.rec.steps[step];
-  const auto no_route = [&](size_t from, size_t to) {
-    fail(ReplayError::Kind::kTopology, int(p), int(step), int(t),
-         fmt::format("'{}' has no route from '{}' to '{}' for the {} of {}", t_.name,
-                     t_.tiers[from].id, t_.tiers[to].id, kStepKindNames[size_t(s.kind)],
-                     tensor_name(t)));
-  };
-  const Time issued = now();
-  switch (s.kind) {
-    case StepKind::kPrefetch: {
-      const auto& path = layout_.fetch[p][s.tier];
-      if (!path) {
-        no_route(layout_.tier_map[s.tier], layout_.dev_tier);
-        return false;
-      }
-      auto dst = allocate(p, step, dev, w_.tensors[t].bytes);
-      if (!dst) return false;
-      st.dev[t] = dst;
-      const std::optional<Block>& src = copy_of(p, t, s.tier);
-      issue_copy(p, step, *path, src.value_or(Block{}), *dst);
-      break;
-    }
-    case StepKind::kStore: {
-      const auto& path = layout_.store[p][s.tier];
-      if (!path) {
-        no_route(layout_.dev_tier, layout_.tier_map[s.tier]);
-        return false;
-      }
-      std::optional<Block>& dst = copy_of(p, t, s.tier);
-      if (!dst) {
-        dst = allocate(p, step, layout_.arena_of[p][s.tier], w_.tensors[t].bytes);
-        if (!dst) return false;
-      }
-      issue_copy(p, step, *path, st.dev[t].value_or(Block{}), *dst);
-      break;
-    }
-    case StepKind::kDetach:
-      if (st.dev[t]) release(*st.dev[t]);
-      st.dev[t].reset();
-      rec.start = rec.end = issued;
-      st.rec.end = std::max(st.rec.end, issued);
-      break;
-    case StepKind::kCompute:
-      TF_ASSERT(false, "try_issue of a compute step");
+  if (compute && !st.reached) {
+    st.reached = true;
+    st.rec.steps[step].issue = now();
   }
-  rec.ran = true;
-  rec.issue = issued;
-  rec.seq = ++st.seq;
-  ++steps_;
+  return first_undone(s) == kNoEvent;
+}
+
+bool Executor::transfer(uint32_t p, size_t step, const Step& s) {
+  ProgramState& st = progs_[p];
+  const uint32_t t = s.target;
+  const bool prefetch = s.kind == StepKind::kPrefetch;
+  const auto& path = (prefetch ? layout_.fetch : layout_.store)[p][s.tier];
+  if (!path) {
+    const size_t from = prefetch ? layout_.tier_map[s.tier] : layout_.dev_tier;
+    const size_t to = prefetch ? layout_.dev_tier : layout_.tier_map[s.tier];
+    fail(ReplayError::Kind::kTopology, int(p), int(step), int(t),
+         run_errors::no_route(t_.name, t_.tiers[from].id, t_.tiers[to].id, s.kind, w_, t));
+    return false;
+  }
+  st.rec.steps[step].issue = now();
+  const Block src = (prefetch ? copy_of(p, t, s.tier) : st.dev[t]).value_or(Block{});
+  const Block dst = (prefetch ? st.dev[t] : copy_of(p, t, s.tier)).value_or(Block{});
+  issue_copy(p, step, *path, src, dst);
   return true;
 }
 
-void Executor::retry_pending(uint32_t p) {
+void Executor::issued(uint32_t p, size_t step, const Step& s) {
   ProgramState& st = progs_[p];
-  // Steps on one tensor issue in program order; steps on different tensors need not.
-  std::vector<uint32_t> blocked;
-  size_t keep = 0;
-  for (size_t i = 0; i < st.pending.size(); ++i) {
-    const uint32_t step = st.pending[i];
-    const uint32_t t = st.prog->steps[step].target;
-    const bool behind = std::find(blocked.begin(), blocked.end(), t) != blocked.end();
-    if (!error_ && !behind && try_issue(p, step)) {
-      --st.pending_on[t];
-      continue;
-    }
-    if (!behind) blocked.push_back(t);
-    st.pending[keep++] = step;
+  StepRecord& rec = st.rec.steps[step];
+  if (s.kind == StepKind::kDetach) {
+    rec.issue = rec.start = rec.end = now();
+    st.rec.end = std::max(st.rec.end, rec.end);
   }
-  st.pending.resize(keep);
+  rec.ran = true;
+  rec.seq = ++st.seq;
 }
 
-void Executor::finish_compute(uint32_t p) {
+bool Executor::compute(uint32_t p, size_t step, const Step& s, uint64_t /*need*/) {
   ProgramState& st = progs_[p];
-  st.compute_done = false;
-  st.busy = false;
-  if (st.workspace) release(*st.workspace);
-  st.workspace.reset();
+  const Op& op = w_.ops[s.target];
+  const auto duration = layout_.op_time[layout_.device_class[p]][s.target];
+  if (!duration) {
+    const hw::Device& device = t_.devices[layout_.device_class[p]];
+    fail(ReplayError::Kind::kTopology, int(p), int(step), -1,
+         run_errors::no_peak(w_, s.target, device.id, device.peak_dtypes()));
+    return false;
+  }
+  StepRecord& rec = st.rec.steps[step];
+  rec.waited = now() - rec.issue;
+  rec.ran = true;
+  rec.seq = ++st.seq;
+  st.rec.waited_ps += rec.waited;
+  st.reached = false;
+  st.compute_step = step;
+  ++st.in_flight;
+  ++in_flight_;
+  const ComputeWork work{*duration, op.flops, op.bytes, std::string(name_of(op.dtype)),
+                         std::string(name_of(op.kind))};
+  backend_.compute(p, work, [this, p, step](Time start, Time end) {
+    const std::lock_guard lock(m_);
+    ProgramState& owner = progs_[p];
+    StepRecord& r = owner.rec.steps[step];
+    r.start = start - origin_;
+    r.end = end - origin_;
+    owner.rec.compute_ps += r.end - r.start;
+    owner.rec.end = std::max(owner.rec.end, r.end);
+    owner.compute_done = true;
+    --owner.in_flight;
+    --in_flight_;
+    ++gen_;
+    cv_.notify_all();
+  });
+  return true;
 }
 
 void Executor::advance(uint32_t p) {
   ProgramState& st = progs_[p];
-  if (st.compute_done) finish_compute(p);
-  if (error_) return;
-  retry_pending(p);
-  const std::vector<Step>& steps = st.prog->steps;
-  while (!error_ && !st.busy && st.next < steps.size()) {
-    const Step& s = steps[st.next];
-    StepRecord& rec = st.rec.steps[st.next];
-    if (s.kind != StepKind::kCompute) {
-      // A cache step whose anchor ended: issue it now, or keep it pending without holding
-      // back the steps after it.
-      if (st.pending_on[s.target] > 0 || !try_issue(p, st.next)) {
-        if (error_) return;
-        st.pending.push_back(uint32_t(st.next));
-        ++st.pending_on[s.target];
-      }
-      ++st.next;
-      continue;
-    }
-    if (!st.reached) {
-      st.reached = true;
-      rec.issue = now();
-    }
-    if (first_undone(s) != kNoEvent) return;
-    const Op& op = w_.ops[s.target];
-    const auto duration = layout_.op_time[layout_.device_class[p]][s.target];
-    if (!duration) {
-      fail(ReplayError::Kind::kTopology, int(p), int(st.next), -1,
-           fmt::format("op {} '{}' computes in {}, which device '{}' has no peak rate for (it "
-                       "has: {})",
-                       s.target, op.name, name_of(op.dtype), t_.devices[layout_.device_class[p]].id,
-                       t_.devices[layout_.device_class[p]].peak_dtypes()));
-      return;
-    }
-    const ArenaId dev = layout_.arena_of[p][plan_.device_tier];
-    uint64_t need = op.workspace;
-    for (uint32_t t : op.outputs) need += w_.tensors[t].bytes;
-    const ArenaSpec& spec = layout_.setup.arenas[dev];
-    if (level_[dev] > spec.capacity || need > spec.capacity - level_[dev]) {
-      (void)allocate(p, st.next, dev, need);  // reports the overflow
-      return;
-    }
-    for (uint32_t t : op.outputs) {
-      st.dev[t] = allocate(p, st.next, dev, w_.tensors[t].bytes);
-      if (!st.dev[t]) return;
-    }
-    if (op.workspace > 0) {
-      st.workspace = allocate(p, st.next, dev, op.workspace);
-      if (!st.workspace) return;
-    }
-    const Time handed = now();
-    rec.waited = handed - rec.issue;
-    rec.ran = true;
-    rec.seq = ++st.seq;
-    st.rec.waited_ps += rec.waited;
-    st.busy = true;
-    st.reached = false;
-    st.compute_step = st.next;
-    ++st.in_flight;
-    ++in_flight_;
-    ++steps_;
-    const size_t step = st.next++;
-    const ComputeWork work{*duration, op.flops, op.bytes, std::string(name_of(op.dtype)),
-                           std::string(name_of(op.kind))};
-    backend_.compute(p, work, [this, p, step](Time start, Time end) {
-      const std::lock_guard lock(m_);
-      ProgramState& owner = progs_[p];
-      StepRecord& r = owner.rec.steps[step];
-      r.start = start - origin_;
-      r.end = end - origin_;
-      owner.rec.compute_ps += r.end - r.start;
-      owner.rec.end = std::max(owner.rec.end, r.end);
-      owner.compute_done = true;
-      --owner.in_flight;
-      --in_flight_;
-      ++gen_;
-      cv_.notify_all();
-    });
-    return;
+  if (st.compute_done) {
+    st.compute_done = false;
+    stepper_.end_compute(p);
   }
+  stepper_.advance(p);
 }
 
 void Executor::check_stuck(uint32_t p) {
@@ -442,21 +395,13 @@ void Executor::check_stuck(uint32_t p) {
   for (uint32_t q = 0; q < progs_.size(); ++q) {
     const ProgramState& st = progs_[q];
     if (st.finished) continue;
-    const size_t step = st.pending.empty() ? st.next : st.pending.front();
+    const size_t step = stepper_.cursor(q).blocked_step();
     if (step >= st.prog->steps.size()) continue;
     const Step& s = st.prog->steps[step];
-    const uint32_t undone = first_undone(s);
-    const std::string why =
-        undone == kNoEvent
-            ? std::string("cannot issue although its events completed")
-            : fmt::format(
-                  "waits on event {}, which never completes: the step completing it is "
-                  "itself blocked",
-                  undone);
     fail(ReplayError::Kind::kDeadlock, int(q), int(step),
          s.kind == StepKind::kCompute ? -1 : int(s.target),
-         fmt::format("program {} is stuck at its {} step {}: it {}", q,
-                     kStepKindNames[size_t(s.kind)], step, why));
+         run_errors::stuck(q, s, step, first_undone(s),
+                           "cannot issue although its events completed"));
     return;
   }
 }
@@ -467,7 +412,7 @@ void Executor::program_main(uint32_t p) {
   while (true) {
     advance(p);
     st.seen = gen_;
-    const bool all_issued = st.next >= st.prog->steps.size() && st.pending.empty() && !st.busy;
+    const bool all_issued = stepper_.cursor(p).all_issued();
     if ((error_ || all_issued) && st.in_flight == 0 && !st.compute_done) break;
     check_stuck(p);
     if (error_ && st.in_flight == 0 && !st.compute_done) break;
@@ -476,24 +421,22 @@ void Executor::program_main(uint32_t p) {
     cv_.wait(lock, [&] { return gen_ != g; });
     st.waiting = false;
   }
-  if (st.compute_done) finish_compute(p);
+  if (st.compute_done) {
+    st.compute_done = false;
+    stepper_.end_compute(p);
+  }
   st.finished = true;
   ++gen_;
   cv_.notify_all();
 }
 
 std::string Executor::largest_live(ArenaId a) const {
-  struct Item {
-    uint64_t bytes;
-    std::string name;
-    uint32_t program;
-  };
-  std::vector<Item> live;
+  std::vector<run_errors::LiveItem> live;
   for (uint32_t p = 0; p < progs_.size(); ++p) {
     const ProgramState& st = progs_[p];
     for (uint32_t t = 0; t < w_.tensors.size(); ++t) {
       const auto add = [&](const std::optional<Block>& b) {
-        if (b && b->arena == a) live.push_back({b->logical, w_.tensors[t].name, p});
+        if (b && b->arena == a) live.push_back({b->logical, t, p});
       };
       add(st.dev[t]);
       for (uint32_t h = 0; h < plan_.tiers.size(); ++h) {
@@ -501,22 +444,25 @@ std::string Executor::largest_live(ArenaId a) const {
       }
     }
     if (st.workspace && st.workspace->arena == a) {
-      live.push_back({st.workspace->logical,
-                      fmt::format("workspace of op {}", st.prog->steps[st.compute_step].target),
-                      p});
+      live.push_back(
+          {st.workspace->logical, st.prog->steps[st.compute_step].target | kWorkspaceBit, p});
     }
   }
-  std::stable_sort(live.begin(), live.end(),
-                   [](const Item& x, const Item& y) { return x.bytes > y.bytes; });
-  std::string out;
-  for (size_t i = 0; i < live.size() && i < 5; ++i) {
-    if (!out.empty()) out += ", ";
-    out += live[i].name.starts_with("workspace") ? live[i].name : fmt::format("'{}'", live[i].name);
-    if (progs_.size() > 1) out += fmt::format(" of program {}", live[i].program);
-    out += fmt::format(" ({})", to_string_approx(Bytes{live[i].bytes}));
+  return run_errors::largest_live(std::move(live), w_, progs_.size() > 1);
+}
+
+std::string Executor::statics_named(ArenaId a) const {
+  std::vector<run_errors::LiveItem> live;
+  for (uint32_t p = 0; p < progs_.size(); ++p) {
+    for (uint32_t t = 0; t < w_.tensors.size(); ++t) {
+      const uint32_t home = plan_.home[t];
+      if (w_.tensors[t].origin == kExternal && home != plan_.device_tier &&
+          layout_.arena_of[p][home] == a) {
+        live.push_back({w_.tensors[t].bytes, t, p});
+      }
+    }
   }
-  if (live.size() > 5) out += fmt::format(" and {} more", live.size() - 5);
-  return out.empty() ? "nothing" : out;
+  return run_errors::largest_live(std::move(live), w_, progs_.size() > 1);
 }
 
 ReplayResult Executor::run() {
@@ -534,7 +480,7 @@ ReplayResult Executor::run() {
   r.error = error_;
   r.shift = layout_.shift;
   r.budget = layout_.budget;
-  r.steps = steps_;
+  r.steps = stepper_.steps();
   for (ProgramState& st : progs_) {
     r.makespan = std::max(r.makespan, st.rec.end);
     r.programs.push_back(std::move(st.rec));

@@ -1,0 +1,269 @@
+// The simulator's state before the first event (setup: tiers, programs, events, home
+// copies) and its results after the last (finish: per device, tier instance and link).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <tuple>
+
+#include "sim/engine.h"
+
+namespace tierflow::sim::detail {
+
+bool Simulator::setup() {
+  const PlanCheck check = verify_plan_programs(plan_, w_);
+  if (check.global) {
+    error_ = SimError{SimError::Kind::kPlanRule, -1, -1,
+                      check.global->tensor,      -1, check.global->message};
+    return false;
+  }
+  issues_ = check.programs;
+  for (const std::string& id : plan_.tiers) {
+    const auto ti = t_.tier_index(id);
+    if (!ti) {
+      std::vector<std::string> ids;
+      for (const hw::Tier& x : t_.tiers) ids.push_back(x.id);
+      error_ = SimError{SimError::Kind::kTopology,
+                        -1,
+                        -1,
+                        -1,
+                        -1,
+                        fmt::format("the plan's tier '{}' is not in topology '{}'{}", id, t_.name,
+                                    did_you_mean(id, ids))};
+      return false;
+    }
+    tier_map_.push_back(*ti);
+  }
+  dev_tier_ = tier_map_[plan_.device_tier];
+  if (t_.tiers[dev_tier_].per != hw::Scope::kDevice) {
+    error_ = SimError{SimError::Kind::kTopology,
+                      -1,
+                      -1,
+                      -1,
+                      -1,
+                      fmt::format("the plan's device tier '{}' is not a per-device tier in '{}'",
+                                  t_.tiers[dev_tier_].id, t_.name)};
+    return false;
+  }
+  std::vector<uint64_t> capacity(fabric_.tier_slots());
+  for (uint32_t s = 0; s < capacity.size(); ++s) {
+    capacity[s] = t_.usable(fabric_.slot_tier(s).first);
+  }
+  ledger_ = std::make_unique<MemoryLedger>(std::move(capacity));
+  static_by_kind_.assign(fabric_.tier_slots(), std::vector<uint64_t>(kKindSlots));
+  mem_waiters_.resize(fabric_.tier_slots());
+  slot_changed_.assign(fabric_.tier_slots(), 0);
+  engines_.resize(fabric_.engines().size());
+  for (size_t g = 0; g < engines_.size(); ++g) engines_[g].free = fabric_.engines()[g].capacity;
+  op_time_.resize(t_.devices.size());
+
+  std::vector<bool> used(size_t(fabric_.devices()));
+  progs_.resize(plan_.programs.size());
+  for (size_t p = 0; p < plan_.programs.size(); ++p) {
+    const Program& prog = plan_.programs[p];
+    if (prog.device >= uint32_t(fabric_.devices()) || used[prog.device]) {
+      error_ = SimError{SimError::Kind::kTopology,
+                        int(p),
+                        -1,
+                        -1,
+                        -1,
+                        prog.device >= uint32_t(fabric_.devices())
+                            ? fmt::format("program {} runs on device {}, but '{}' has {} devices",
+                                          p, prog.device, t_.name, fabric_.devices())
+                            : fmt::format("program {} runs on device {}, which another program "
+                                          "already uses",
+                                          p, prog.device)};
+      return false;
+    }
+    used[prog.device] = true;
+    ProgramState& st = progs_[p];
+    st.prog = &prog;
+    st.device = int(prog.device);
+    st.res.device = st.device;
+    size_t end = prog.steps.size();
+    if (issues_[p] && issues_[p]->step >= 0) end = size_t(issues_[p]->step);
+    stepper_.start(uint32_t(p), end);
+    st.dev_slot = fabric_.tier_slot(dev_tier_, st.device);
+    st.dev_rec.assign(w_.tensors.size(), kNoRecord);
+  }
+  // Events: dense numbering in plan order.
+  uint32_t max_id = 0;
+  for (const Program& prog : plan_.programs) {
+    for (const Step& s : prog.steps) {
+      if (s.event != kNoEvent) {
+        max_id = std::max(max_id, s.event);
+        events_.emplace_back();
+      }
+    }
+  }
+  const bool table = size_t{max_id} < 4 * events_.size() + 1024;
+  if (table) event_table_.assign(size_t{max_id} + 1, kNone);
+  uint32_t next = 0;
+  for (const Program& prog : plan_.programs) {
+    for (const Step& s : prog.steps) {
+      if (s.event == kNoEvent) continue;
+      if (!table) {
+        event_map_.emplace(s.event, next);
+      } else if (event_table_[s.event] == kNone) {
+        event_table_[s.event] = next;
+      }
+      ++next;
+    }
+  }
+  if (rec_.on()) rec_.begin(tier_map_);
+  // Home copies present from time zero.
+  for (uint32_t p = 0; p < progs_.size(); ++p) {
+    ProgramState& st = progs_[p];
+    for (uint32_t t = 0; t < w_.tensors.size(); ++t) {
+      const Tensor& x = w_.tensors[t];
+      if (x.origin != kExternal) continue;
+      const uint32_t home = plan_.home[t];
+      if (home == plan_.device_tier) {
+        if (!ledger_->fits(st.dev_slot, x.bytes)) {
+          const SlotStats& room = ledger_->stats(st.dev_slot);
+          fail(SimError::Kind::kCapacity, int(p), -1, int(t),
+               run_errors::home_does_not_fit(fabric_.slot_name(st.dev_slot), w_, t, room.level,
+                                             room.capacity, largest_live(st.dev_slot)));
+          return false;
+        }
+        st.dev_rec[t] = ledger_allocate(st.dev_slot, x.bytes, t, p, 0);
+      } else {
+        const uint32_t slot = fabric_.tier_slot(tier_map_[home], st.device);
+        ledger_->add_static(slot, x.bytes);
+        if (rec_.on()) rec_.held(slot, t, x.bytes, /*add=*/true);
+        static_by_kind_[slot][size_t(x.kind)] += x.bytes;
+      }
+      stepper_.add_copy(p, t, home);
+    }
+  }
+  for (uint32_t s = 0; s < ledger_->slots(); ++s) {
+    const SlotStats& x = ledger_->stats(s);
+    if (x.level > x.capacity) {
+      fail(SimError::Kind::kCapacity, -1, -1, -1,
+           run_errors::home_over_capacity(fabric_.slot_name(s), x.level, x.capacity,
+                                          largest_live(s)));
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string Simulator::largest_live(uint32_t slot) const {
+  std::vector<run_errors::LiveItem> live;
+  for (const Allocation& a : ledger_->live_now(slot)) live.push_back({a.bytes, a.what, a.program});
+  // Home copies in this instance.
+  for (uint32_t p = 0; p < progs_.size(); ++p) {
+    for (uint32_t t = 0; t < w_.tensors.size(); ++t) {
+      const Tensor& x = w_.tensors[t];
+      if (x.origin == kExternal && plan_.home[t] != plan_.device_tier &&
+          fabric_.tier_slot(tier_map_[plan_.home[t]], progs_[p].device) == slot) {
+        live.push_back({x.bytes, t, p});
+      }
+    }
+  }
+  return run_errors::largest_live(std::move(live), w_, progs_.size() > 1);
+}
+
+void Simulator::finish(SimResult& r) {
+  const Time end = q_.now();
+  r.events = events_processed_;
+  r.steps = stepper_.steps();
+  r.solves = solves_;
+  for (ProgramState& st : progs_) {
+    r.makespan = std::max(r.makespan, st.res.end);
+    r.devices.push_back(st.res);
+  }
+  // Tiers: every instance that held bytes.
+  std::vector<uint32_t> by_size(w_.tensors.size());
+  for (uint32_t t = 0; t < by_size.size(); ++t) by_size[t] = t;
+  std::stable_sort(by_size.begin(), by_size.end(), [this](uint32_t a, uint32_t b) {
+    return w_.tensors[a].bytes > w_.tensors[b].bytes;
+  });
+  // Home copies by plan tier, largest first, at most live_top each: what a program can
+  // list for the instance its home tier maps to.
+  std::vector<std::vector<uint32_t>> homed(plan_.tiers.size());
+  for (uint32_t t : by_size) {
+    const uint32_t h = plan_.home[t];
+    if (w_.tensors[t].origin == kExternal && h != plan_.device_tier &&
+        homed[h].size() < o_.live_top) {
+      homed[h].push_back(t);
+    }
+  }
+  // Per program, the instance of each plan tier.
+  std::vector<std::vector<uint32_t>> slot_of(progs_.size());
+  for (uint32_t p = 0; p < progs_.size(); ++p) {
+    for (size_t h = 0; h < plan_.tiers.size(); ++h) {
+      slot_of[p].push_back(fabric_.tier_slot(tier_map_[h], progs_[p].device));
+    }
+  }
+  for (uint32_t s = 0; s < ledger_->slots(); ++s) {
+    const SlotStats& x = ledger_->stats(s);
+    if (x.peak == 0) continue;
+    TierResult tr;
+    tr.name = fabric_.slot_name(s);
+    std::tie(tr.tier, tr.instance) = fabric_.slot_tier(s);
+    tr.capacity = x.capacity;
+    tr.peak = x.peak;
+    tr.peak_time = x.peak_time;
+    tr.average = ledger_->average(s, std::max(end, r.makespan));
+    tr.final_level = x.level;
+    tr.peak_by_kind = static_by_kind_[s];
+    std::vector<LiveTensor> live;
+    for (const Allocation& a : ledger_->live_at_peak(s)) {
+      const bool ws = (a.what & kWorkspaceBit) != 0;
+      tr.peak_by_kind[ws ? kWorkspaceKind : size_t(w_.tensors[a.what].kind)] += a.bytes;
+      live.push_back(LiveTensor{a.program, a.what, a.bytes, false});
+    }
+    tr.live_count = live.size();
+    // Home copies: the largest few of each program whose instance this is (the largest
+    // few of each of its plan tiers on this instance hold them; the list is cut below).
+    for (uint32_t p = 0; p < progs_.size(); ++p) {
+      for (size_t h = 0; h < homed.size(); ++h) {
+        if (slot_of[p][h] != s) continue;
+        for (uint32_t t : homed[h]) live.push_back(LiveTensor{p, t, w_.tensors[t].bytes, true});
+      }
+    }
+    std::stable_sort(live.begin(), live.end(), [](const LiveTensor& a, const LiveTensor& b) {
+      return a.bytes != b.bytes ? a.bytes > b.bytes
+                                : std::tie(a.program, a.what) < std::tie(b.program, b.what);
+    });
+    if (live.size() > o_.live_top) live.resize(o_.live_top);
+    tr.largest = std::move(live);
+    r.tiers.push_back(std::move(tr));
+  }
+  // Resources that carried bytes.
+  std::vector<uint64_t> count(fabric_.resources().size());
+  std::vector<Time> queue(count.size()), max_queue(count.size());
+  for (const Transfer& x : transfers_) {
+    for (uint32_t res : x.path->resources) {
+      ++count[res];
+      queue[res] += x.rec.start - x.rec.issue;
+      max_queue[res] = std::max(max_queue[res], x.rec.start - x.rec.issue);
+    }
+  }
+  for (uint32_t res = 0; res < fabric_.resources().size(); ++res) {
+    const ResourceStats st = net_.stats(res, end);
+    if (st.bytes <= 0) continue;
+    const ResourceInfo& info = fabric_.resources()[res];
+    LinkResult lr;
+    lr.name = info.name;
+    lr.kind = info.kind;
+    lr.index = info.index;
+    lr.instance = info.instance;
+    lr.forward = info.forward;
+    lr.capacity = net_.capacity(res);
+    lr.bytes = st.bytes;
+    lr.busy_ps = st.busy_ps;
+    lr.mean_concurrency = st.busy_ps > 0 ? st.flow_ps / double(st.busy_ps) : 0;
+    lr.peak_rate = st.peak_rate;
+    lr.transfers = count[res];
+    lr.queue_ps = queue[res];
+    lr.max_queue_ps = max_queue[res];
+    r.links.push_back(std::move(lr));
+  }
+  if (o_.keep_transfers) {
+    r.transfers.reserve(transfers_.size());
+    for (const Transfer& x : transfers_) r.transfers.push_back(x.rec);
+  }
+}
+
+}  // namespace tierflow::sim::detail
