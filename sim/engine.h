@@ -51,9 +51,8 @@ struct ProgramState {
   Cause cause = Cause::kNone;
   Time since = 0;
   uint32_t wait_event = kNone;
-  Time wait_since = 0;
-  /// When the compute step began waiting on wait_event, for the recorder's waits:
-  /// wait_since restarts each time the program is woken while the event is still due.
+  /// When the compute step began waiting on wait_event: its transfer's exposed time and
+  /// the recorder's wait run from here, however often the program is woken meanwhile.
   Time wait_begin = 0;
   uint64_t woken = 0;  ///< wake stamp, to run a program once per wake-up
   uint32_t dev_slot = 0;

@@ -61,9 +61,9 @@ bool Simulator::ready(uint32_t p, size_t /*step*/, const Step& s, bool compute) 
     events_[d].waiters.push_back(p);
     if (compute) {
       block(st, Cause::kTransfer);
+      // Woken again while the same event is due, it keeps waiting from when it began.
       if (st.wait_event != d) st.wait_begin = q_.now();
       st.wait_event = d;
-      st.wait_since = q_.now();
     }
     return false;
   }
@@ -219,7 +219,7 @@ void Simulator::complete_transfer(uint32_t x) {
   for (uint32_t p : waiters) {
     ProgramState& st = progs_[p];
     if (st.wait_event != tr.dense_event) continue;
-    tr.rec.exposed += q_.now() - st.wait_since;  // its compute step waited for this one
+    tr.rec.exposed += q_.now() - st.wait_begin;  // its compute step waited for this one
     if (rec_.on()) rec_.waited(int(p), uint32_t(next_step(p)), x, st.wait_begin, q_.now());
     st.wait_event = kNone;
   }
