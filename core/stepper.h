@@ -227,6 +227,19 @@ class Stepper {
 
 }  // namespace stepper
 
+/// Calls f(p, t, home) for each program p and external tensor t, programs first: the home
+/// copies present from time 0 (the device copy where home is the device tier). Stops, and
+/// returns false, when f returns false.
+template <class F>
+bool for_each_home_copy(const Plan& plan, const Workload& w, F&& f) {
+  for (uint32_t p = 0; p < plan.programs.size(); ++p) {
+    for (uint32_t t = 0; t < w.tensors.size(); ++t) {
+      if (w.tensors[t].origin == kExternal && !f(p, t, plan.home[t])) return false;
+    }
+  }
+  return true;
+}
+
 /// The errors running a plan reports, worded once (the simulator's and replayer's).
 namespace run_errors {
 

@@ -111,30 +111,28 @@ bool Simulator::setup() {
   }
   if (rec_.on()) rec_.begin(tier_map_);
   // Home copies present from time zero.
-  for (uint32_t p = 0; p < progs_.size(); ++p) {
+  const bool placed = for_each_home_copy(plan_, w_, [&](uint32_t p, uint32_t t, uint32_t home) {
     ProgramState& st = progs_[p];
-    for (uint32_t t = 0; t < w_.tensors.size(); ++t) {
-      const Tensor& x = w_.tensors[t];
-      if (x.origin != kExternal) continue;
-      const uint32_t home = plan_.home[t];
-      if (home == plan_.device_tier) {
-        if (!ledger_->fits(st.dev_slot, x.bytes)) {
-          const SlotStats& room = ledger_->stats(st.dev_slot);
-          fail(SimError::Kind::kCapacity, int(p), -1, int(t),
-               run_errors::home_does_not_fit(fabric_.slot_name(st.dev_slot), w_, t, room.level,
-                                             room.capacity, largest_live(st.dev_slot)));
-          return false;
-        }
-        st.dev_rec[t] = ledger_allocate(st.dev_slot, x.bytes, t, p, 0);
-      } else {
-        const uint32_t slot = fabric_.tier_slot(tier_map_[home], st.device);
-        ledger_->add_static(slot, x.bytes);
-        if (rec_.on()) rec_.held(slot, t, x.bytes, /*add=*/true);
-        static_by_kind_[slot][size_t(x.kind)] += x.bytes;
+    const Tensor& x = w_.tensors[t];
+    if (home == plan_.device_tier) {
+      if (!ledger_->fits(st.dev_slot, x.bytes)) {
+        const SlotStats& room = ledger_->stats(st.dev_slot);
+        fail(SimError::Kind::kCapacity, int(p), -1, int(t),
+             run_errors::home_does_not_fit(fabric_.slot_name(st.dev_slot), w_, t, room.level,
+                                           room.capacity, largest_live(st.dev_slot)));
+        return false;
       }
-      stepper_.add_copy(p, t, home);
+      st.dev_rec[t] = ledger_allocate(st.dev_slot, x.bytes, t, p, 0);
+    } else {
+      const uint32_t slot = fabric_.tier_slot(tier_map_[home], st.device);
+      ledger_->add_static(slot, x.bytes);
+      if (rec_.on()) rec_.held(slot, t, x.bytes, /*add=*/true);
+      static_by_kind_[slot][size_t(x.kind)] += x.bytes;
     }
-  }
+    stepper_.add_copy(p, t, home);
+    return true;
+  });
+  if (!placed) return false;
   for (uint32_t s = 0; s < ledger_->slots(); ++s) {
     const SlotStats& x = ledger_->stats(s);
     if (x.level > x.capacity) {
@@ -151,15 +149,12 @@ std::string Simulator::largest_live(uint32_t slot) const {
   std::vector<run_errors::LiveItem> live;
   for (const Allocation& a : ledger_->live_now(slot)) live.push_back({a.bytes, a.what, a.program});
   // Home copies in this instance.
-  for (uint32_t p = 0; p < progs_.size(); ++p) {
-    for (uint32_t t = 0; t < w_.tensors.size(); ++t) {
-      const Tensor& x = w_.tensors[t];
-      if (x.origin == kExternal && plan_.home[t] != plan_.device_tier &&
-          fabric_.tier_slot(tier_map_[plan_.home[t]], progs_[p].device) == slot) {
-        live.push_back({x.bytes, t, p});
-      }
+  for_each_home_copy(plan_, w_, [&](uint32_t p, uint32_t t, uint32_t home) {
+    if (home != plan_.device_tier && slot_of(p, home) == slot) {
+      live.push_back({w_.tensors[t].bytes, t, p});
     }
-  }
+    return true;
+  });
   return run_errors::largest_live(std::move(live), w_, progs_.size() > 1);
 }
 

@@ -162,13 +162,10 @@ bool Executor::place_home_copies() {
   // Host tiers first: the simulator counts home copies as present before anything else and
   // reports an instance they overflow as a whole.
   std::vector<uint64_t> statics(level_.size());
-  for (uint32_t p = 0; p < progs_.size(); ++p) {
-    for (uint32_t t = 0; t < w_.tensors.size(); ++t) {
-      const uint32_t home = plan_.home[t];
-      if (w_.tensors[t].origin != kExternal || home == plan_.device_tier) continue;
-      statics[layout_.arena_of[p][home]] += w_.tensors[t].bytes;
-    }
-  }
+  for_each_home_copy(plan_, w_, [&](uint32_t p, uint32_t t, uint32_t home) {
+    if (home != plan_.device_tier) statics[layout_.arena_of[p][home]] += w_.tensors[t].bytes;
+    return true;
+  });
   for (ArenaId a = 0; a < statics.size(); ++a) {
     const ArenaSpec& spec = layout_.setup.arenas[a];
     if (statics[a] > spec.capacity) {
@@ -177,27 +174,23 @@ bool Executor::place_home_copies() {
       return false;
     }
   }
-  for (uint32_t p = 0; p < progs_.size(); ++p) {
+  return for_each_home_copy(plan_, w_, [&](uint32_t p, uint32_t t, uint32_t home) {
     ProgramState& st = progs_[p];
-    for (uint32_t t = 0; t < w_.tensors.size(); ++t) {
-      const Tensor& x = w_.tensors[t];
-      if (x.origin != kExternal) continue;
-      const uint32_t home = plan_.home[t];
-      const ArenaId a = layout_.arena_of[p][home];
-      if (home == plan_.device_tier && level_[a] + x.bytes > layout_.setup.arenas[a].capacity) {
-        const ArenaSpec& spec = layout_.setup.arenas[a];
-        fail(ReplayError::Kind::kCapacity, int(p), -1, int(t),
-             run_errors::home_does_not_fit(spec.name, w_, t, level_[a], spec.capacity,
-                                           largest_live(a)));
-        return false;
-      }
-      auto b = allocate_block(p, 0, a, x.bytes);
-      if (!b) return false;
-      (home == plan_.device_tier ? st.dev[t] : copy_of(p, t, home)) = b;
-      stepper_.add_copy(p, t, home);
+    const uint64_t bytes = w_.tensors[t].bytes;
+    const ArenaId a = layout_.arena_of[p][home];
+    const ArenaSpec& spec = layout_.setup.arenas[a];
+    if (home == plan_.device_tier && level_[a] + bytes > spec.capacity) {
+      fail(ReplayError::Kind::kCapacity, int(p), -1, int(t),
+           run_errors::home_does_not_fit(spec.name, w_, t, level_[a], spec.capacity,
+                                         largest_live(a)));
+      return false;
     }
-  }
-  return true;
+    auto b = allocate_block(p, 0, a, bytes);
+    if (!b) return false;
+    (home == plan_.device_tier ? st.dev[t] : copy_of(p, t, home)) = b;
+    stepper_.add_copy(p, t, home);
+    return true;
+  });
 }
 
 stepper::Fit Executor::reserve(uint32_t p, size_t step, uint32_t tier, uint64_t bytes) {
@@ -453,15 +446,12 @@ std::string Executor::largest_live(ArenaId a) const {
 
 std::string Executor::statics_named(ArenaId a) const {
   std::vector<run_errors::LiveItem> live;
-  for (uint32_t p = 0; p < progs_.size(); ++p) {
-    for (uint32_t t = 0; t < w_.tensors.size(); ++t) {
-      const uint32_t home = plan_.home[t];
-      if (w_.tensors[t].origin == kExternal && home != plan_.device_tier &&
-          layout_.arena_of[p][home] == a) {
-        live.push_back({w_.tensors[t].bytes, t, p});
-      }
+  for_each_home_copy(plan_, w_, [&](uint32_t p, uint32_t t, uint32_t home) {
+    if (home != plan_.device_tier && layout_.arena_of[p][home] == a) {
+      live.push_back({w_.tensors[t].bytes, t, p});
     }
-  }
+    return true;
+  });
   return run_errors::largest_live(std::move(live), w_, progs_.size() > 1);
 }
 
