@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/json_reader.h"
+#include "core/json_writer.h"
 #include "core/sha256.h"
 #include "core/workload_json.h"
 

@@ -3,7 +3,7 @@
 #include <charconv>
 #include <string>
 
-#include "core/json_reader.h"
+#include "core/json_writer.h"
 #include "core/workload_json.h"
 
 namespace tierflow {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "core/json_reader.h"
+#include "core/json_writer.h"
 #include "core/table.h"
 #include "core/units.h"
 #include "sim/models/ledger.h"

@@ -7,7 +7,7 @@
 #include <random>
 
 #include "core/diagnostics.h"
-#include "core/json_reader.h"
+#include "core/json_writer.h"
 #include "traces/layer_builder.h"
 #include "traces/quant.h"
 

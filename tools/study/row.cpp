@@ -8,7 +8,7 @@
 #include <functional>
 
 #include "core/diagnostics.h"
-#include "core/json_reader.h"
+#include "core/json_writer.h"
 #include "core/table.h"
 #include "core/units.h"
 
