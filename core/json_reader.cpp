@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/json_writer.h"
 #include "core/utf8.h"
 
 namespace tierflow {
@@ -536,44 +537,6 @@ FileText::FileText(const std::string& path) {
 
 FileText::~FileText() {
   if (map_ != nullptr) ::munmap(map_, size_);
-}
-
-void append_json_string(std::string& out, std::string_view s) {
-  out += '"';
-  // Fast path: nothing to escape (every name tierflow generates).
-  if (std::none_of(s.begin(), s.end(), [](char c) {
-        return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20;
-      })) {
-    out += s;
-    out += '"';
-    return;
-  }
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
 }
 
 }  // namespace tierflow

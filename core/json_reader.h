@@ -123,7 +123,4 @@ class FileText {
   std::string_view view_;
 };
 
-/// Appends `s` to `out` as a JSON string literal.
-void append_json_string(std::string& out, std::string_view s);
-
 }  // namespace tierflow

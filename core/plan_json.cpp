@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/json_reader.h"
+#include "core/json_writer.h"
 #include "core/sha256.h"
 #include "core/workload_json.h"
 
@@ -354,22 +355,16 @@ class PlanReader {
   std::vector<PendingTier> pending_tiers_;
 };
 
-void append_ref(std::string& out, const Reference& ref) {
-  out += "{\"file\": ";
-  append_json_string(out, ref.file);
-  if (!ref.sha256.empty()) {
-    out += ", \"sha256\": ";
-    append_json_string(out, ref.sha256);
-  }
+void write_ref(JsonWriter& w, const Reference& ref) {
+  w.begin_object();
+  w.key("file").string(ref.file);
+  if (!ref.sha256.empty()) w.key("sha256").string(ref.sha256);
   if (!ref.sets.empty()) {
-    out += ", \"set\": [";
-    for (size_t i = 0; i < ref.sets.size(); ++i) {
-      if (i > 0) out += ", ";
-      append_json_string(out, ref.sets[i]);
-    }
-    out += ']';
+    w.key("set").begin_array();
+    for (const std::string& s : ref.sets) w.string(s);
+    w.end_array();
   }
-  out += '}';
+  w.end_object();
 }
 
 }  // namespace
@@ -385,52 +380,51 @@ LoadedPlan read_plan(const std::string& path, bool verify) {
 }
 
 std::string write_plan(const Plan& p, const Workload* inline_workload) {
-  std::string out = fmt::format("{{\n  \"format\": \"{}\",\n  \"name\": ", kPlanFormat);
-  append_json_string(out, p.name);
-  out += ",\n  \"meta\": ";
-  append_meta(out, p.meta);
-  out += ",\n  \"workload\": ";
+  std::string out;
+  JsonWriter w(out);
+  w.begin_object(JsonLayout::kLines);
+  w.key("format").string(kPlanFormat);
+  w.key("name").string(p.name);
+  w.key("meta");
+  write_meta(w, p.meta);
+  w.key("workload");
   if (inline_workload != nullptr) {
-    out += "{\"inline\": ";
-    out += write_workload_embedded(*inline_workload, 2);
-    out += '}';
+    w.begin_object().key("inline").raw(write_workload_embedded(*inline_workload, 2)).end_object();
   } else {
-    append_ref(out, p.workload_ref);
+    write_ref(w, p.workload_ref);
   }
-  out += ",\n  \"topology\": ";
-  append_ref(out, p.topology_ref);
-  out += ",\n  \"tiers\": [";
-  for (size_t i = 0; i < p.tiers.size(); ++i) {
-    if (i > 0) out += ", ";
-    append_json_string(out, p.tiers[i]);
-  }
-  out += "],\n  \"device_tier\": ";
-  append_json_string(out, p.tiers[p.device_tier]);
-  out += ",\n  \"home\": [";
-  for (size_t i = 0; i < p.home.size(); ++i) {
-    out += i % 16 == 0 ? (i == 0 ? "\n    " : ",\n    ") : ", ";
-    append_json_string(out, p.tiers[p.home[i]]);
-  }
-  out += p.home.empty() ? "],\n  \"programs\": [" : "\n  ],\n  \"programs\": [";
-  for (size_t pi = 0; pi < p.programs.size(); ++pi) {
-    const Program& prog = p.programs[pi];
-    out += fmt::format("{}\n    {{\"device\": {}, \"steps\": [", pi == 0 ? "" : ",", prog.device);
-    for (size_t si = 0; si < prog.steps.size(); ++si) {
-      const Step& s = prog.steps[si];
-      out += fmt::format("{}\n      {{\"{}\": {}", si == 0 ? "" : ",",
-                         kStepKindNames[static_cast<size_t>(s.kind)], s.target);
+  w.key("topology");
+  write_ref(w, p.topology_ref);
+  w.key("tiers").begin_array();
+  for (const std::string& t : p.tiers) w.string(t);
+  w.end_array();
+  w.key("device_tier").string(p.tiers[p.device_tier]);
+  w.key("home").begin_array(JsonLayout::kLines, /*per_line=*/16);
+  for (const uint32_t h : p.home) w.string(p.tiers[h]);
+  w.end_array();
+  w.key("programs").begin_array(JsonLayout::kLines);
+  for (const Program& prog : p.programs) {
+    w.begin_object().key("device").integer(prog.device);
+    w.key("steps").begin_array(JsonLayout::kLines);
+    for (const Step& s : prog.steps) {
+      w.begin_object().key(kStepKindNames[static_cast<size_t>(s.kind)]).integer(s.target);
       if (s.kind == StepKind::kPrefetch || s.kind == StepKind::kStore) {
-        out += s.kind == StepKind::kPrefetch ? ", \"from\": " : ", \"to\": ";
-        append_json_string(out, p.tiers[s.tier]);
-        out += fmt::format(", \"event\": {}", s.event);
-        if (s.demand) out += ", \"demand\": true";
+        w.key(s.kind == StepKind::kPrefetch ? "from" : "to").string(p.tiers[s.tier]);
+        w.key("event").integer(s.event);
+        if (s.demand) w.key("demand").boolean(true);
       }
-      if (!s.wait.empty()) out += fmt::format(", \"wait\": [{}]", fmt::join(s.wait, ", "));
-      out += '}';
+      if (!s.wait.empty()) {
+        w.key("wait").begin_array();
+        for (const uint32_t e : s.wait) w.integer(e);
+        w.end_array();
+      }
+      w.end_object();
     }
-    out += prog.steps.empty() ? "]}" : "\n    ]}";
+    w.end_array().end_object();
   }
-  out += p.programs.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  w.end_array();
+  w.end_object();
+  out += '\n';
   return out;
 }
 

@@ -28,10 +28,11 @@ Workload read_workload_text(std::string_view text, const std::string& name,
                             const WorkloadReadOptions& options = {});
 
 class JsonReader;
+class JsonWriter;
 /// Reads a `meta` object (string, number or boolean values; duplicate keys are errors).
 void read_meta(JsonReader& r, Meta& meta);
-/// Appends a `meta` object, keys sorted.
-void append_meta(std::string& out, const Meta& meta);
+/// Writes a `meta` object (spaced), keys sorted, as the next value of `w`.
+void write_meta(JsonWriter& w, const Meta& meta);
 
 /// Reads one workload object at the reader's position (e.g. inside a plan), verified.
 Workload read_workload_from(JsonReader& r);

@@ -1,9 +1,10 @@
 // Writing workloads as JSON, in the layout that core/workload_layout.h describes; reading
-// them is core/workload_json.cpp.
+// them is core/workload_json.cpp. The tensor and op loops append directly (a million ops are
+// written in one pass): names go through the one escaping function of core/json_writer.h.
 #include <charconv>
 #include <string>
 
-#include "core/json_reader.h"
+#include "core/json_writer.h"
 #include "core/workload_json.h"
 
 namespace tierflow {
@@ -36,17 +37,11 @@ void append_ids(std::string& out, const std::vector<uint32_t>& ids) {
 
 }  // namespace
 
-void append_meta(std::string& out, const Meta& meta) {
-  out += '{';
-  bool first = true;
-  for (const auto& [k, v] : meta) {
-    out += first ? "" : ", ";
-    first = false;
-    append_json_string(out, k);
-    out += ": ";
-    out += v;
-  }
-  out += '}';
+void write_meta(JsonWriter& w, const Meta& meta) {
+  w.begin_object();
+  // The values are JSON text already (strings quoted).
+  for (const auto& [k, v] : meta) w.key(k).raw(v);
+  w.end_object();
 }
 
 std::string write_workload(const Workload& w) {
@@ -63,7 +58,8 @@ std::string write_workload(const Workload& w) {
   out += "\",\n  \"name\": ";
   append_json_string(out, w.name);
   out += ",\n  \"meta\": ";
-  append_meta(out, w.meta);
+  JsonWriter meta(out);
+  write_meta(meta, w.meta);
   out += ",\n  \"tensors\": [";
   for (size_t i = 0; i < w.tensors.size(); ++i) {
     const Tensor& t = w.tensors[i];

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/diagnostics.h"
+#include "core/json_writer.h"
 
 namespace tierflow::planner {
 
@@ -13,7 +14,7 @@ Emitted emit_plan(const PlanState& s, std::string_view policy) {
   Emitted out;
   Plan& p = out.plan;
   p.name = fmt::format("{}.{}", s.w.name, policy);
-  p.meta["policy"] = fmt::format("\"{}\"", policy);
+  p.meta["policy"] = json_string(policy);
   p.tiers.push_back(s.topo.tiers[s.target.device_tier].id);
   p.device_tier = 0;
   p.home.assign(s.w.tensors.size(), 0);

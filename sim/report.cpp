@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "core/json_reader.h"
+#include "core/json_writer.h"
 #include "core/table.h"
 #include "core/units.h"
 #include "sim/models/ledger.h"
@@ -67,10 +67,6 @@ std::string live_name(const LiveTensor& l, const Workload& w) {
 
 std::string_view kind_name(size_t k) {
   return kKindSlotNames[k];
-}
-
-void json_str(std::string& out, std::string_view s) {
-  append_json_string(out, s);
 }
 
 }  // namespace
@@ -201,107 +197,102 @@ std::string report_table(const SimResult& r, const ReportContext& c) {
 
 std::string report_json(const SimResult& r, const ReportContext& c, bool with_transfers) {
   std::string o;
-  auto out = std::back_inserter(o);
-  o += "{\n  \"format\": \"tierflow.report/1\",\n  \"plan\": ";
-  json_str(o, c.plan.name);
-  o += ",\n  \"topology\": ";
-  json_str(o, c.topology.name);
-  fmt::format_to(out, ",\n  \"makespan_ps\": {},\n  \"steps\": {},\n  \"events\": {},\n",
-                 r.makespan, r.steps, r.events);
+  JsonWriter w(o);
+  w.begin_object(JsonLayout::kLines);
+  w.key("format").string("tierflow.report/1");
+  w.key("plan").string(c.plan.name);
+  w.key("topology").string(c.topology.name);
+  w.key("makespan_ps").integer(r.makespan);
+  w.key("steps").integer(r.steps);
+  w.key("events").integer(r.events);
   if (const DemandTotals d = demand_totals(r, c.plan); d.any) {
-    fmt::format_to(out,
-                   "  \"routing_misses\": {{\"count\": {}, \"bytes\": {}, \"exposed_ps\": {}}},\n",
-                   d.count, d.bytes, d.exposed);
+    w.key("routing_misses").begin_object();
+    w.key("count").integer(d.count).key("bytes").integer(d.bytes);
+    w.key("exposed_ps").integer(d.exposed);
+    w.end_object();
   }
-  o += "  \"error\": ";
+  w.key("error");
   if (r.error) {
     const SimError& e = *r.error;
-    o += "{\"kind\": ";
-    json_str(o, error_kind_name(e.kind));
-    fmt::format_to(out, ", \"program\": {}, \"step\": {}, \"tensor\": {}, \"time_ps\": {}, ",
-                   e.program, e.step, e.tensor, e.time);
-    o += "\"message\": ";
-    json_str(o, e.message);
-    o += "}";
+    w.begin_object();
+    w.key("kind").string(error_kind_name(e.kind));
+    w.key("program").integer(e.program).key("step").integer(e.step);
+    w.key("tensor").integer(e.tensor).key("time_ps").integer(e.time);
+    w.key("message").string(e.message);
+    w.end_object();
   } else {
-    o += "null";
+    w.null();
   }
-  o += ",\n  \"devices\": [";
-  for (size_t i = 0; i < r.devices.size(); ++i) {
-    const DeviceResult& d = r.devices[i];
-    fmt::format_to(out,
-                   "{}\n    {{\"device\": {}, \"compute_ps\": {}, \"stall_transfer_ps\": {}, "
-                   "\"stall_memory_ps\": {}, \"compute_end_ps\": {}, \"end_ps\": {}, \"ops\": {}, "
-                   "\"transfers\": {}, \"bytes_in\": {}, \"bytes_out\": {}}}",
-                   i ? "," : "", d.device, d.compute_ps, d.stall_transfer_ps, d.stall_memory_ps,
-                   d.compute_end, d.end, d.ops, d.transfers, d.bytes_in, d.bytes_out);
+  // The lists close on a line of their own even when empty.
+  w.key("devices").begin_array(JsonLayout::kLinesAlwaysBreak);
+  for (const DeviceResult& d : r.devices) {
+    w.begin_object();
+    w.key("device").integer(d.device).key("compute_ps").integer(d.compute_ps);
+    w.key("stall_transfer_ps").integer(d.stall_transfer_ps);
+    w.key("stall_memory_ps").integer(d.stall_memory_ps);
+    w.key("compute_end_ps").integer(d.compute_end).key("end_ps").integer(d.end);
+    w.key("ops").integer(d.ops).key("transfers").integer(d.transfers);
+    w.key("bytes_in").integer(d.bytes_in).key("bytes_out").integer(d.bytes_out);
+    w.end_object();
   }
-  o += "\n  ],\n  \"tiers\": [";
-  for (size_t i = 0; i < r.tiers.size(); ++i) {
-    const TierResult& t = r.tiers[i];
-    o += i ? ",\n    {\"name\": " : "\n    {\"name\": ";
-    json_str(o, t.name);
-    o += ", \"tier\": ";
-    json_str(o, c.topology.tiers[t.tier].id);
-    fmt::format_to(
-        out,
-        ", \"instance\": {}, \"capacity\": {}, \"peak\": {}, "
-        "\"peak_time_ps\": {}, \"average\": {:.0f}, \"final\": {}, \"live_at_peak\": {}, "
-        "\"peak_by_kind\": {{",
-        t.instance, t.capacity, t.peak, t.peak_time, t.average, t.final_level, t.live_count);
-    bool first = true;
+  w.end_array();
+  w.key("tiers").begin_array(JsonLayout::kLinesAlwaysBreak);
+  for (const TierResult& t : r.tiers) {
+    w.begin_object();
+    w.key("name").string(t.name).key("tier").string(c.topology.tiers[t.tier].id);
+    w.key("instance").integer(t.instance).key("capacity").integer(t.capacity);
+    w.key("peak").integer(t.peak).key("peak_time_ps").integer(t.peak_time);
+    w.key("average").fixed(t.average, /*decimals=*/0).key("final").integer(t.final_level);
+    w.key("live_at_peak").integer(t.live_count);
+    w.key("peak_by_kind").begin_object();
     for (size_t k = 0; k < t.peak_by_kind.size(); ++k) {
-      if (t.peak_by_kind[k] == 0) continue;
-      fmt::format_to(out, "{}\"{}\": {}", first ? "" : ", ", kind_name(k), t.peak_by_kind[k]);
-      first = false;
+      if (t.peak_by_kind[k] != 0) w.key(kind_name(k)).integer(t.peak_by_kind[k]);
     }
-    o += "}, \"largest\": [";
-    for (size_t j = 0; j < t.largest.size(); ++j) {
-      const LiveTensor& l = t.largest[j];
-      fmt::format_to(out, "{}{{\"program\": {}, ", j ? ", " : "", l.program);
+    w.end_object();
+    w.key("largest").begin_array();
+    for (const LiveTensor& l : t.largest) {
+      w.begin_object().key("program").integer(l.program);
       if (l.what & kWorkspaceBit) {
-        fmt::format_to(out, "\"workspace_of_op\": {}", l.what & ~kWorkspaceBit);
+        w.key("workspace_of_op").integer(l.what & ~kWorkspaceBit);
       } else {
-        fmt::format_to(out, "\"tensor\": {}, \"name\": ", l.what);
-        json_str(o, c.workload.tensors[l.what].name);
+        w.key("tensor").integer(l.what).key("name").string(c.workload.tensors[l.what].name);
       }
-      fmt::format_to(out, ", \"bytes\": {}, \"home_copy\": {}}}", l.bytes, l.is_static);
+      w.key("bytes").integer(l.bytes).key("home_copy").boolean(l.is_static);
+      w.end_object();
     }
-    o += "]}";
+    w.end_array();
+    w.end_object();
   }
-  o += "\n  ],\n  \"resources\": [";
-  for (size_t i = 0; i < r.links.size(); ++i) {
-    const LinkResult& l = r.links[i];
-    o += i ? ",\n    {\"name\": " : "\n    {\"name\": ";
-    json_str(o, l.name);
-    fmt::format_to(out,
-                   ", \"kind\": \"{}\", \"capacity\": {}, \"bytes\": {:.0f}, \"busy_ps\": {}, "
-                   "\"mean_flows\": {}, \"peak_rate\": {}, \"transfers\": {}, \"queued_ps\": {}, "
-                   "\"max_queued_ps\": {}}}",
-                   resource_kind(l.kind), l.capacity, l.bytes, l.busy_ps, l.mean_concurrency,
-                   l.peak_rate, l.transfers, l.queue_ps, l.max_queue_ps);
+  w.end_array();
+  w.key("resources").begin_array(JsonLayout::kLinesAlwaysBreak);
+  for (const LinkResult& l : r.links) {
+    w.begin_object();
+    w.key("name").string(l.name).key("kind").string(resource_kind(l.kind));
+    w.key("capacity").number(l.capacity).key("bytes").fixed(l.bytes, /*decimals=*/0);
+    w.key("busy_ps").integer(l.busy_ps).key("mean_flows").number(l.mean_concurrency);
+    w.key("peak_rate").number(l.peak_rate).key("transfers").integer(l.transfers);
+    w.key("queued_ps").integer(l.queue_ps).key("max_queued_ps").integer(l.max_queue_ps);
+    w.end_object();
   }
-  o += "\n  ]";
+  w.end_array();
   if (with_transfers) {
-    o += ",\n  \"transfers\": [";
-    for (size_t i = 0; i < r.transfers.size(); ++i) {
-      const TransferRecord& x = r.transfers[i];
-      fmt::format_to(out,
-                     "{}\n    {{\"program\": {}, \"step\": {}, \"kind\": \"{}\", \"tensor\": {}, "
-                     "\"event\": {}, \"bytes\": {}, \"from\": ",
-                     i ? "," : "", x.program, x.step, kStepKindNames[size_t(x.kind)], x.tensor,
-                     x.event, x.bytes);
-      json_str(o, c.topology.tiers[x.from].id);
-      o += ", \"to\": ";
-      json_str(o, c.topology.tiers[x.to].id);
-      fmt::format_to(out,
-                     ", \"issue_ps\": {}, \"start_ps\": {}, \"active_ps\": {}, \"end_ps\": {}, "
-                     "\"exposed_ps\": {}}}",
-                     x.issue, x.start, x.active, x.end, x.exposed);
+    w.key("transfers").begin_array(JsonLayout::kLinesAlwaysBreak);
+    for (const TransferRecord& x : r.transfers) {
+      w.begin_object();
+      w.key("program").integer(x.program).key("step").integer(x.step);
+      w.key("kind").string(kStepKindNames[size_t(x.kind)]).key("tensor").integer(x.tensor);
+      w.key("event").integer(x.event).key("bytes").integer(x.bytes);
+      w.key("from").string(c.topology.tiers[x.from].id);
+      w.key("to").string(c.topology.tiers[x.to].id);
+      w.key("issue_ps").integer(x.issue).key("start_ps").integer(x.start);
+      w.key("active_ps").integer(x.active).key("end_ps").integer(x.end);
+      w.key("exposed_ps").integer(x.exposed);
+      w.end_object();
     }
-    o += "\n  ]";
+    w.end_array();
   }
-  o += "\n}\n";
+  w.end_object();
+  o += '\n';
   return o;
 }
 

@@ -12,8 +12,7 @@
 #include <variant>
 
 #include "core/diagnostics.h"
-#include "core/json_reader.h"
-#include "core/utf8.h"
+#include "core/json_writer.h"
 
 namespace tierflow::sim {
 namespace {
@@ -25,26 +24,6 @@ constexpr uint64_t kMaxFlowId = uint64_t{1} << 53;
 constexpr size_t kChunkBytes = size_t{1} << 20;
 // Room asked for ahead of an event's fixed parts; names and arguments ask for their own.
 constexpr size_t kEventRoom = 256;
-
-// Appends `s` as a JSON string. Names come from user files, so bytes that are not UTF-8
-// become U+FFFD: a viewer rejects the whole file over one bad string.
-void append_json_text(std::string& out, std::string_view s) {
-  // Fast path: printable ASCII with nothing to escape (every name tierflow generates).
-  if (std::all_of(s.begin(), s.end(), [](char c) {
-        const auto u = static_cast<unsigned char>(c);
-        return u >= 0x20 && u < 0x80 && c != '"' && c != '\\';
-      })) {
-    out += '"';
-    out += s;
-    out += '"';
-    return;
-  }
-  if (is_utf8(s)) {
-    append_json_string(out, s);
-  } else {
-    append_json_string(out, repair_utf8(s));
-  }
-}
 
 // True when `s` is printable ASCII with nothing to escape (every name tierflow generates).
 bool plain_text(std::string_view s) {
@@ -152,7 +131,7 @@ ProcessId Timeline::process(std::string_view name, int sort_index) {
   put_string("name", "process_name");
   put(R"(,"args":{"name":)");
   std::string text;
-  append_json_text(text, name);
+  append_json_string(text, name);
   put(text);
   put("}");
   end_event();
@@ -176,7 +155,7 @@ TrackId Timeline::track(ProcessId pid, std::string_view name, int sort_index) {
   put_string("name", "thread_name");
   put(R"(,"args":{"name":)");
   std::string text;
-  append_json_text(text, name);
+  append_json_string(text, name);
   put(text);
   put("}");
   end_event();
@@ -216,7 +195,7 @@ SeriesId Timeline::series(ProcessId pid, std::string_view name,
   std::vector<std::string> rendered;
   for (const std::string_view key : keys) {
     std::string text;
-    append_json_text(text, key);
+    append_json_string(text, key);
     rendered.push_back(text + ':');
   }
   auto& by_name = series_of_[pid - 1];
@@ -381,9 +360,9 @@ void Timeline::put_string(std::string_view key, std::string_view value) {
     return;
   }
   std::string text = ",";
-  append_json_text(text, key);
+  append_json_string(text, key);
   text += ':';
-  append_json_text(text, value);
+  append_json_string(text, value);
   put(text);
 }
 
@@ -403,7 +382,7 @@ void Timeline::put_args(std::span<const Arg> args) {
       advance(p);
     } else {
       text.clear();
-      append_json_text(text, arg.key);
+      append_json_string(text, arg.key);
       text += ':';
       put(text);
     }
@@ -412,7 +391,7 @@ void Timeline::put_args(std::span<const Arg> args) {
           using V = std::decay_t<decltype(v)>;
           if constexpr (std::is_same_v<V, std::string_view>) {
             text.clear();
-            append_json_text(text, v);
+            append_json_string(text, v);
             put(text);
           } else if constexpr (std::is_same_v<V, double>) {
             TF_ASSERT(std::isfinite(v), "argument '{}' is not finite", arg.key);

@@ -7,7 +7,7 @@
 #include <random>
 
 #include "core/diagnostics.h"
-#include "core/json_reader.h"
+#include "core/json_writer.h"
 #include "traces/layer_builder.h"
 #include "traces/quant.h"
 
@@ -75,23 +75,18 @@ void check_options(const Arch& a, const GenOptions& o) {
 
 Meta make_meta(const Arch& a, const GenOptions& o) {
   Meta m;
-  auto str = [](std::string_view s) {
-    std::string out;
-    append_json_string(out, s);
-    return out;
-  };
-  m["model"] = str(a.name);
-  m["phase"] = str(kPhaseNames[static_cast<size_t>(o.phase)]);
+  m["model"] = json_string(a.name);
+  m["phase"] = json_string(kPhaseNames[static_cast<size_t>(o.phase)]);
   m["batch"] = std::to_string(o.batch);
   m["tp"] = std::to_string(o.tp);
-  m["weight_dtype"] = str(name_of(o.weight_dtype));
-  m["kv_dtype"] = str(name_of(o.kv_dtype));
-  m["act_dtype"] = str(name_of(o.act_dtype));
+  m["weight_dtype"] = json_string(name_of(o.weight_dtype));
+  m["kv_dtype"] = json_string(name_of(o.kv_dtype));
+  m["act_dtype"] = json_string(name_of(o.act_dtype));
   const std::optional<QuantScheme> q = quant_scheme(o);
-  if (q || o.compute_dtype) m["compute_dtype"] = str(name_of(compute_dtype(o)));
+  if (q || o.compute_dtype) m["compute_dtype"] = json_string(name_of(compute_dtype(o)));
   if (q) {
     m["quant_group"] = std::to_string(q->group);
-    m["quant_scale_dtype"] = str(name_of(q->scale));
+    m["quant_scale_dtype"] = json_string(name_of(q->scale));
     m["quant_zeros"] = q->zeros ? "true" : "false";
   }
   if (o.phase == Phase::kDecode) {
@@ -104,7 +99,7 @@ Meta make_meta(const Arch& a, const GenOptions& o) {
   if (o.phase == Phase::kPrefill) m["kv_block"] = std::to_string(o.kv_block);
   if (o.phase == Phase::kTrain) m["checkpoint"] = o.checkpoint ? "true" : "false";
   if (a.experts > 0) {
-    m["routing"] = str(kRoutingNames[static_cast<size_t>(o.routing)]);
+    m["routing"] = json_string(kRoutingNames[static_cast<size_t>(o.routing)]);
     if (o.routing == Routing::kSeeded) m["seed"] = std::to_string(o.seed);
   }
   if (o.layers != 0) m["layers"] = std::to_string(o.layers);

@@ -7,6 +7,7 @@
 
 #include "core/io.h"
 #include "core/json_reader.h"
+#include "core/json_writer.h"
 #include "core/plan_json.h"
 #include "core/sha256.h"
 #include "core/table.h"
@@ -15,6 +16,7 @@
 #include "hw_models/loader.h"
 #include "planner/planner.h"
 #include "planner/print.h"
+#include "planner/reproducer.h"
 #include "sim/timeline.h"
 #include "tools/cli/common.h"
 #include "tools/cli/flags.h"
@@ -102,12 +104,13 @@ std::string stats_text(const planner::PlanOutcome& o) {
 
 void write_reproducer(const PlanCliOptions& o, const planner::PlanOutcome& out,
                       const std::string& workload_sha256) {
-  const std::string text = fmt::format(
-      "{{\n  \"format\": \"tierflow.reproducer/1\",\n  \"workload\": \"{}\",\n  \"workload_sha256\": "
-      "\"{}\",\n  \"topology\": \"{}\",\n  \"pipeline\": \"{}\",\n  \"budget\": {},\n  \"failure\": "
-      "\"{}\"\n}}\n",
-      o.workload, workload_sha256, o.f.hw, out.pipeline, out.budget, out.reason);
-  write_file_atomic(o.reproducer, text);
+  const planner::Reproducer r{.workload = o.workload,
+                              .workload_sha256 = workload_sha256,
+                              .topology = o.f.hw,
+                              .pipeline = out.pipeline,
+                              .budget = out.budget,
+                              .failure = out.reason};
+  write_file_atomic(o.reproducer, planner::reproducer_json(r));
 }
 
 int run_plan(const PlanCliOptions& o) {
@@ -158,7 +161,7 @@ int run_plan(const PlanCliOptions& o) {
     plan.workload_ref = {fs::relative(fs::absolute(o.workload), dir).string(), sha256_hex(workload_text.view())};
     plan.topology_ref = {fs::relative(fs::absolute(o.f.hw), dir).string(),
                          sha256_hex(FileText(o.f.hw).view()), o.f.sets};
-    plan.meta["pipeline"] = fmt::format("\"{}\"", out.pipeline);
+    plan.meta["pipeline"] = json_string(out.pipeline);
     plan.meta["budget"] = std::to_string(out.budget);
     write_file_atomic(o.output, write_plan(plan, nullptr));
   }

@@ -8,7 +8,7 @@
 #include <functional>
 
 #include "core/diagnostics.h"
-#include "core/json_reader.h"
+#include "core/json_writer.h"
 #include "core/table.h"
 #include "core/units.h"
 
@@ -264,24 +264,35 @@ std::string csv_of(const std::vector<std::string>& names, const std::vector<std:
 
 std::string jsonl_of(const std::vector<std::string>& names, const std::vector<std::vector<Cell>>& rows) {
   std::string out;
+  JsonWriter w(out);
   for (const auto& r : rows) {
-    out += '{';
+    w.begin_object();
     for (size_t i = 0; i < r.size(); ++i) {
-      if (i > 0) out += ", ";
-      append_json_string(out, names[i]);
-      out += ": ";
-      const Cell& c = r[i];
-      if (std::holds_alternative<std::monostate>(c)) {
-        out += "null";
-      } else if (const auto* s = std::get_if<std::string>(&c)) {
-        append_json_string(out, *s);
-      } else if (const auto* x = std::get_if<double>(&c); x != nullptr && !std::isfinite(*x)) {
-        out += "null";
-      } else {
-        out += cell_text(c);
-      }
+      w.key(names[i]);
+      std::visit(
+          [&w](const auto& v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, std::monostate>) {
+              w.null();
+            } else if constexpr (std::is_same_v<T, std::string>) {
+              w.string(v);
+            } else if constexpr (std::is_same_v<T, bool>) {
+              w.boolean(v);
+            } else if constexpr (std::is_same_v<T, double>) {
+              // JSON has no infinity or NaN.
+              if (std::isfinite(v)) {
+                w.number(v);
+              } else {
+                w.null();
+              }
+            } else {
+              w.integer(v);
+            }
+          },
+          r[i]);
     }
-    out += "}\n";
+    w.end_object();
+    out += '\n';
   }
   return out;
 }

@@ -9,6 +9,7 @@
 #include "core/diagnostics.h"
 #include "core/io.h"
 #include "core/json_reader.h"
+#include "core/json_writer.h"
 #include "core/sha256.h"
 #include "core/units.h"
 #include "core/workload_json.h"
@@ -90,7 +91,7 @@ Plan plan_for_file(const Trial& t, const PhaseResult& p, const std::string& path
   const fs::path dir = fs::absolute(path).parent_path();
   plan.topology_ref = {fs::relative(fs::absolute(hw), dir).string(), sha256_hex(FileText(hw).view()),
                        t.scenario.sets};
-  plan.meta["pipeline"] = fmt::format("\"{}\"", p.outcome.pipeline);
+  plan.meta["pipeline"] = json_string(p.outcome.pipeline);
   plan.meta["budget"] = std::to_string(p.outcome.budget);
   return plan;
 }
