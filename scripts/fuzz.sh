@@ -8,7 +8,8 @@
 # tests/fuzz/regressions/TARGET (the reproducers of fixed findings) is run first.
 # FUZZ_KEEP_GOING=1 (long unattended runs) keeps fuzzing after a finding (libFuzzer's fork
 # mode), collecting every one. Each target's executions and corpus size are printed, and
-# appended to build/fuzz/runs.tsv (target, seconds, jobs, executions, corpus files, result).
+# appended to build/fuzz/runs.tsv (target, wall seconds, CPU seconds, jobs, executions,
+# corpus files, result).
 # FUZZ_BUILD_DIR (default build/fuzz) is where it builds, keeps the corpus and writes logs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -86,7 +87,15 @@ for t in "${targets[@]}"; do
   fi
   (cd "$dir" && "tests/fuzz/fuzz_$t" "corpus/$t" -dict="$t.dict" -max_total_time="$seconds" \
     -timeout=10 -rss_limit_mb=4096 -max_len=65536 -artifact_prefix="artifacts/$t/" \
-    -print_final_stats=1 "${parallel[@]}" >"$t.log" 2>&1) || result=finding
+    -print_final_stats=1 "${parallel[@]}" >"$t.log" 2>&1
+    rc=$?
+    times >"$t.times"
+    exit $rc) || result=finding
+  # CPU seconds of the fuzzer and its workers: the children line of the subshell's times.
+  cpu=$(awk 'NR == 2 {
+      n = split($1 " " $2, f, " "); s = 0
+      for (i = 1; i <= n; i++) { split(f[i], ms, /[ms]/); s += ms[1] * 60 + ms[2] }
+      printf "%.0f", s }' "$dir/$t.times")
   if [ "$jobs" -gt 1 ]; then cat "$dir"/fuzz-*.log >>"$log" 2>/dev/null; rm -f "$dir"/fuzz-*.log; fi
   # Executions: the final statistics of each worker, or in fork mode the last status line.
   execs=$(grep -aoE 'stat::number_of_executed_units: *[0-9]+' "$log" | awk '{s += $2} END {print s + 0}')
@@ -96,8 +105,9 @@ for t in "${targets[@]}"; do
   fi
   if [ "$(find "$artifacts" -type f | wc -l)" -gt "$found_before" ]; then result=finding; fi
   files=$(find "$corpus" -type f | wc -l)
-  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$seconds" "$jobs" "$execs" "$files" "$result" >>"$dir/runs.tsv"
-  echo "fuzz_$t: $execs executions, corpus $files files, $result"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$seconds" "$cpu" "$jobs" "$execs" "$files" "$result" \
+    >>"$dir/runs.tsv"
+  echo "fuzz_$t: $execs executions in $cpu CPU seconds, corpus $files files, $result"
   if [ "$result" != ok ]; then
     grep -aE 'ERROR|SUMMARY|fuzz property failed|Test unit written' "$log" | head -20
     echo "fuzz_$t: finding in $artifacts (log: $log)"
