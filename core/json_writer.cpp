@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
 #include <iterator>
 
 #include "core/diagnostics.h"
@@ -121,6 +122,28 @@ JsonWriter& JsonWriter::unsigned_integer(uint64_t v) {
 JsonWriter& JsonWriter::number(double v) {
   before_value();
   append_json_double(out_, v);
+  return *this;
+}
+
+JsonWriter& JsonWriter::real(double v) {
+  before_value();
+  const size_t at = out_.size();
+  append_json_double(out_, v);
+  if (out_.find('e', at) != std::string::npos) return *this;
+  if (std::fabs(v) >= 1e15) {
+    // 16 digits before the point (fmt writes fixed notation below 1e16): d.ddde+15.
+    std::string digits;
+    for (size_t i = at; i < out_.size(); ++i) {
+      if (out_[i] >= '0' && out_[i] <= '9') digits += out_[i];
+    }
+    while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+    out_.resize(v < 0 ? at + 1 : at);
+    out_ += digits[0];
+    if (digits.size() > 1) out_.append(".").append(digits, 1);
+    out_ += "e+15";
+    return *this;
+  }
+  if (out_.find('.', at) == std::string::npos) out_ += ".0";
   return *this;
 }
 

@@ -77,6 +77,10 @@ class JsonWriter {
   }
   /// Shortest round trip, as fmt's "{}" (append_json_double); `v` finite.
   JsonWriter& number(double v);
+  /// As number(), with ".0" after an integral value (`3.0`), so that a reader that tells
+  /// integers from floating-point numbers (Python's) reads it back as one, and scientific
+  /// notation from 1e15 on (`1.979e+15`) instead of from 1e16; `v` finite.
+  JsonWriter& real(double v);
   /// Fixed notation with `decimals` digits after the point, as fmt's "{:.Nf}"; `v` finite.
   JsonWriter& fixed(double v, int decimals);
   JsonWriter& boolean(bool v);

@@ -1,11 +1,15 @@
-// Unit tests for core/json_writer: escaping, numbers, and the three layouts.
+// Unit tests for core/json_writer: escaping, numbers, and the three layouts; and
+// core/json_tree: nlohmann::json trees through the same writer.
 #include "core/json_writer.h"
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "core/json_reader.h"
+#include "core/json_tree.h"
 #include "core/utf8.h"
 
 namespace tierflow {
@@ -111,6 +115,60 @@ TEST_CASE("JsonWriter: JSON Lines are documents one after another") {
     out += '\n';
   }
   CHECK(out == "{\"i\": 0}\n{\"i\": 1}\n");
+}
+
+TEST_CASE("JsonWriter::real keeps a decimal point on integral values") {
+  std::string out;
+  JsonWriter w(out);
+  w.begin_array().real(3.0).real(0.25).real(-2.0).real(1e20).real(199290224704.0).end_array();
+  CHECK(out == "[3.0, 0.25, -2.0, 1e+20, 199290224704.0]");
+  out.clear();
+  w.begin_array().real(1.979e15).real(-1e15).real(1234567890123456.5).real(999999999999999.0);
+  w.end_array();
+  CHECK(out == "[1.979e+15, -1e+15, 1.2345678901234565e+15, 999999999999999.0]");
+}
+
+TEST_CASE("json_text: the layout nlohmann's dump(2) gives, through the one writer") {
+  // The command outputs built as trees read the same as before they went through
+  // JsonWriter: one member a line, two spaces a level, empty containers closed at once.
+  nlohmann::json j = nlohmann::json::object();
+  j["name"] = "h100 \"sxm\"\tserver\n\xc3\xa9";
+  j["count"] = 8;
+  j["negative"] = -3;
+  j["big"] = uint64_t{18446744073709551615ULL};
+  j["ratio"] = 0.25;
+  j["whole"] = 3.0;
+  j["bytes"] = 199290224704.0;
+  j["tiny"] = 1.5e-7;
+  j["rate"] = 1.979e15;
+  j["rates"] = {1e15, 9.99e15, 1e16, 2.5e-5, 123456.789};
+  j["flag"] = true;
+  j["none"] = nullptr;
+  j["empty_list"] = nlohmann::json::array();
+  j["empty_map"] = nlohmann::json::object();
+  j["list"] = {1, 2.5, "x", nlohmann::json::array({nlohmann::json::object({{"a", 1}})})};
+  j["nested"]["deeper"]["value"] = "\x01";
+  CHECK(json_text(j) == j.dump(2) + "\n");
+  // Ordered trees keep their members in insertion order.
+  nlohmann::ordered_json o;
+  o["z"] = 1;
+  o["a"] = {{"y", 2.0}, {"b", nlohmann::ordered_json::array()}};
+  CHECK(json_text(o) == o.dump(2) + "\n");
+  CHECK(json_text(o).find("\"z\"") < json_text(o).find("\"a\""));
+  CHECK(json_text(nlohmann::json::array()) == "[]\n");
+  CHECK(json_text(nlohmann::json(7)) == "7\n");
+}
+
+TEST_CASE("json_text: no infinity or NaN in JSON, and bad UTF-8 repaired instead of thrown") {
+  nlohmann::json j;
+  j["inf"] = std::numeric_limits<double>::infinity();
+  j["nan"] = std::nan("");
+  j["bad"] = std::string(
+      "a\xff"
+      "b");
+  CHECK(json_text(j) ==
+        "{\n  \"bad\": \"a\xef\xbf\xbd"
+        "b\",\n  \"inf\": null,\n  \"nan\": null\n}\n");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "core/io.h"
+#include "core/json_tree.h"
 #include "core/units.h"
 #include "hw_models/loader.h"
 #include "tools/cli/common.h"
@@ -115,7 +116,7 @@ std::string report_json(const replay::Calibration& c, const std::string& file) {
   j["compute"] = {{"flops_per_s", flops},
                   {"memory_bandwidth_bytes_per_s", c.compute.memory_bandwidth},
                   {"launch_overhead_s", c.compute.launch_overhead}};
-  return j.dump(2) + "\n";
+  return json_text(j);
 }
 
 int run_calibrate(const CalibrateCliOptions& o) {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/io.h"
+#include "core/json_tree.h"
 #include "core/plan_json.h"
 #include "core/table.h"
 #include "core/units.h"
@@ -151,7 +152,7 @@ int run_compare(const CompareOptions& o) {
       j["policies"].push_back(x);
     }
     j["best"] = best == nullptr ? "" : best->scenario.policy;
-    text = j.dump(2) + "\n";
+    text = json_text(j);
   } else if (o.csv) {
     std::vector<study::Row> out;
     for (const study::Trial& t : trials) out.push_back(study::row_of(t));

@@ -7,6 +7,7 @@
 
 #include "core/diagnostics.h"
 #include "core/io.h"
+#include "core/json_tree.h"
 #include "hw_models/describe.h"
 #include "hw_models/loader.h"
 #include "hw_models/show.h"
@@ -56,7 +57,7 @@ int run_validate(const HwOptions& o) {
 int run_show(const HwOptions& o) {
   const hw::Topology t = hw::load_topology(o.files.front(), hw::LoadOptions{o.sets, false});
   const std::string text =
-      o.json ? hw::show_json(t).dump(2) + "\n" : hw::show_text(t, hw::ShowOptions{o.all_routes});
+      o.json ? json_text(hw::show_json(t)) : hw::show_text(t, hw::ShowOptions{o.all_routes});
   write_file_atomic(o.output, text);
   return 0;
 }

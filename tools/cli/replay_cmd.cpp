@@ -11,6 +11,7 @@
 #include <queue>
 
 #include "core/io.h"
+#include "core/json_tree.h"
 #include "core/plan_json.h"
 #include "hw_models/loader.h"
 #include "sim/simulator.h"
@@ -229,7 +230,7 @@ std::string report_json(const LoadedPlan& lp, const hw::Topology& topo, const Re
   j["measured_steps"] = steps;
   if (s.error) j["simulation_error"] = s.error->message;
   if (r.error) j["error"] = r.error->message;
-  return j.dump(2) + "\n";
+  return json_text(j);
 }
 
 /// The measured timeline in the simulator's trace format: a process per device with a

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "core/io.h"
+#include "core/json_tree.h"
 #include "core/workload_json.h"
 #include "tools/cli/common.h"
 #include "tools/cli/flags.h"
@@ -50,8 +51,7 @@ int run_gen(TraceOptions& o) {
 int run_info(const TraceOptions& o) {
   const Workload w = read_workload(o.file);
   const traces::InfoOptions io{o.top};
-  const std::string text =
-      o.json ? traces::info_json(w, io).dump(2) + "\n" : traces::info_text(w, io);
+  const std::string text = o.json ? json_text(traces::info_json(w, io)) : traces::info_text(w, io);
   write_file_atomic(o.output.empty() ? "-" : o.output, text);
   return 0;
 }

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "core/io.h"
+#include "core/json_tree.h"
 #include "core/plan_json.h"
 #include "core/table.h"
 #include "core/units.h"
@@ -116,7 +117,7 @@ int run_whatif(const WhatIfCliOptions& o) {
   if (o.json) {
     std::vector<std::vector<std::string>> values;
     for (const auto& point : grid) values.push_back(point.second);
-    text = study::whatif_json(w, base, *topo, axes, values, answers).dump(2) + "\n";
+    text = json_text(study::whatif_json(w, base, *topo, axes, values, answers));
   } else {
     text += fmt::format("question   {}\nworkload   {}\ntopology   {} ({} program{} on '{}')\n",
                         study::question_text(w), study::describe_workload(base), topo->name, base.devices,
