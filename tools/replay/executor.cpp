@@ -46,22 +46,35 @@ class Executor {
 
  private:
   friend class stepper::Stepper<Executor>;
-  // The stepper's driver (core/stepper.h): the §6 rules on a real backend, under m_.
+  // The stepper's driver (core/stepper.h): the §6 rules on a real backend, under m_, in
+  // the order a step meets them.
   /// Whether the waited events completed; a compute step is reached (timed) the first time.
-  bool ready(uint32_t p, size_t step, const Step& s, bool compute);
+  bool ready(uint32_t p, size_t step, const Step& s, bool compute) {
+    ProgramState& st = progs_[p];
+    if (compute && !st.reached) {
+      st.reached = true;
+      st.rec.steps[step].issue = now();
+    }
+    return first_undone(s) == kNoEvent;
+  }
+  void compute_ready(uint32_t /*p*/, size_t /*step*/) {}
   /// Strict, as the simulator's --on-full fail: never kWait; logical bytes per arena.
   stepper::Fit reserve(uint32_t p, size_t step, uint32_t tier, uint64_t bytes);
   /// A block of the arena; false when its free ranges cannot hold it (fragmentation).
   bool allocate(uint32_t p, size_t step, uint32_t tier, uint32_t what, uint64_t bytes);
-  /// Returns a device copy's or a workspace's block to its arena.
-  void release(uint32_t p, uint32_t tier, uint32_t what);
-  /// Hands the copy to the backend on the path's engines; its completion ends the event.
-  bool transfer(uint32_t p, size_t step, const Step& s);
-  void compute_ready(uint32_t /*p*/, size_t /*step*/) {}
   /// Hands the op to the backend, after checking the device can compute its dtype.
   bool compute(uint32_t p, size_t step, const Step& s, uint64_t need);
+  /// Hands the copy to the backend on the path's engines; its completion ends the event.
+  bool transfer(uint32_t p, size_t step, const Step& s);
   /// Numbers the step in issue order; a detach ends when it issues.
   void issued(uint32_t p, size_t step, const Step& s);
+  /// Returns a device copy's or a workspace's block to its arena.
+  void release(uint32_t p, uint32_t /*tier*/, uint32_t what) {
+    ProgramState& st = progs_[p];
+    std::optional<Block>& b = (what & kWorkspaceBit) != 0 ? st.workspace : st.dev[what];
+    if (b) release_block(*b);
+    b.reset();
+  }
   /// Nothing: the plan was verified whole before the threads started.
   void finished(uint32_t /*p*/) {}
   /// Any program's error stops them all.
@@ -219,13 +232,6 @@ bool Executor::allocate(uint32_t p, size_t step, uint32_t tier, uint32_t what, u
   return true;
 }
 
-void Executor::release(uint32_t p, uint32_t /*tier*/, uint32_t what) {
-  ProgramState& st = progs_[p];
-  std::optional<Block>& b = (what & kWorkspaceBit) != 0 ? st.workspace : st.dev[what];
-  if (b) release_block(*b);
-  b.reset();
-}
-
 /// Allocates `bytes` in arena `a`, which reserve() found room for (or, for the home
 /// copies, place_home_copies() did); false when the arena's free ranges cannot hold them.
 std::optional<Block> Executor::allocate_block(uint32_t p, size_t step, ArenaId a, uint64_t bytes) {
@@ -289,15 +295,6 @@ void Executor::issue_copy(uint32_t p, size_t step, const ReplayPath& path, const
     ++gen_;
     cv_.notify_all();
   });
-}
-
-bool Executor::ready(uint32_t p, size_t step, const Step& s, bool compute) {
-  ProgramState& st = progs_[p];
-  if (compute && !st.reached) {
-    st.reached = true;
-    st.rec.steps[step].issue = now();
-  }
-  return first_undone(s) == kNoEvent;
 }
 
 bool Executor::transfer(uint32_t p, size_t step, const Step& s) {
