@@ -58,7 +58,7 @@ std::vector<bool> pinned_off_device(const PlanState& s) {
 
 /// Bytes fetched by Belady's MIN paging of the external tensors, relaxed so that it is a
 /// lower bound for any plan: every byte is a page (tensors partly evictable), a cache of
-/// the whole budget (other tensors take no room; 0 = unlimited), and the best warm start
+/// the whole budget (other tensors take no room), and the best warm start
 /// (the bytes used soonest already on the device) among the tensors that may start there:
 /// those pinned off the device start on their home tier, so each is fetched at least once.
 /// An op's tensors are all on the device while it runs. Evicting the bytes used furthest
@@ -68,7 +68,6 @@ std::vector<bool> pinned_off_device(const PlanState& s) {
 uint64_t paging_traffic(const PlanState& s, uint64_t budget) {
   const Liveness& l = *s.liveness;
   const size_t nt = s.w.tensors.size();
-  if (budget == 0) budget = std::numeric_limits<uint64_t>::max();
   auto paged = [&](uint32_t t) { return l.born[t] == kNone && !l.uses[t].empty(); };
   const std::vector<bool> cold = pinned_off_device(s);
   uint64_t total = 0, cold_total = 0;
@@ -247,7 +246,7 @@ Bounds lower_bounds(PlanState& s) {
     }
   }
 
-  if (s.target.budget > 0 && s.positions() > 0) {
+  if (s.positions() > 0) {
     // Windows: halvings of the whole order, and passes through the layers (a cut where
     // the layer index drops: each decode token, forward and backward) grouped by powers
     // of two.
@@ -269,7 +268,7 @@ Bounds lower_bounds(PlanState& s) {
     }
   }
   if (s.positions() > 0) {
-    // Without a budget only the tensors pinned off the device must move.
+    // Where everything fits, only the tensors pinned off the device must move.
     s.ensure_liveness();
     b.traffic_bytes = std::max(b.traffic_bytes, paging_traffic(s, s.target.budget));
   }

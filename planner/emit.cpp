@@ -6,6 +6,7 @@
 
 #include "core/diagnostics.h"
 #include "core/json_writer.h"
+#include "planner/state.h"
 
 namespace tierflow::planner {
 
@@ -134,6 +135,31 @@ Emitted emit_plan(const PlanState& s, std::string_view policy) {
     p.programs.push_back(std::move(copy));
   }
   return out;
+}
+
+void EmittedPlan::start() {
+  started_ = true;
+  runs_changed();
+}
+
+void EmittedPlan::runs_changed() {
+  if (!started_) return;
+  plan_.reset();
+  evaluation_.reset();
+}
+
+const Plan& EmittedPlan::plan(const PlanState& s) {
+  if (!plan_) emit(s);
+  return *plan_;
+}
+
+const Plan& EmittedPlan::emit(const PlanState& s) {
+  Emitted e = emit_plan(s, s.policy);
+  plan_ = std::move(e.plan);
+  event_run_ = std::move(e.event_run);
+  events_per_program_ = e.events_per_program;
+  evaluation_.reset();
+  return *plan_;
 }
 
 }  // namespace tierflow::planner

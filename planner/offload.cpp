@@ -84,7 +84,7 @@ uint64_t ProfileTree::max(uint32_t from, uint32_t to) const {
 
 uint32_t ProfileTree::earliest_room(uint32_t want, uint32_t was, uint64_t bytes,
                                    uint64_t budget) const {
-  if (want >= was || budget == 0) return want;
+  if (want >= was) return want;
   if (bytes > budget) return was;
   // Just after the last position in [want, was - 1] that has no room for the tensor.
   const uint32_t full = last_above(want, was - 1, budget - bytes);
@@ -240,6 +240,36 @@ std::string infeasible_reason(const PlanState& s, const ProfileTree& tree, uint6
       "{} needed on the device at op {} '{}' (position {}), budget {}; largest live there: {}",
       to_string_approx(Bytes{peak}), op, s.positions() == 0 ? "" : s.w.ops[op].name, at,
       to_string_approx(Bytes{budget}), names.empty() ? "none" : names);
+}
+
+Fitting begin_fitting(PlanState& s) {
+  const Costs& c = s.ensure_costs();
+  const Liveness& l = s.ensure_liveness();
+  return Fitting{c, l, ProfileTree(memory_profile(s)), s.target.budget};
+}
+
+PassResult end_fitting(PlanState& s, PassContext& ctx, const ProfileTree& tree, PassResult done,
+                       std::string_view what) {
+  if (tree.max() <= s.target.budget) return done;
+  s.infeasible = true;
+  ctx.failure = fmt::format("{}: {}", what, infeasible_reason(s, tree, s.target.budget));
+  return PassResult::kFailed;
+}
+
+std::vector<uint64_t> fixed_profile(const PlanState& s, const std::vector<bool>& paged) {
+  const uint32_t n = s.positions();
+  std::vector<int64_t> diff(n + 2, 0);
+  for (uint32_t t = 0; t < s.tensors.size(); ++t) {
+    if (paged[t]) continue;
+    for (const Span& sp : occupancy(s.tensors[t].runs, n)) {
+      diff[sp.from] += static_cast<int64_t>(s.w.tensors[t].bytes);
+      diff[sp.to + 1] -= static_cast<int64_t>(s.w.tensors[t].bytes);
+    }
+  }
+  std::vector<uint64_t> out(n + 1, 0);
+  int64_t level = 0;
+  for (uint32_t i = 0; i <= n; ++i) out[i] = static_cast<uint64_t>(level += diff[i]);
+  return out;
 }
 
 }  // namespace tierflow::planner

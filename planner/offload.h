@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/pass.h"
 #include "planner/state.h"
 
 namespace tierflow::planner {
@@ -24,7 +25,7 @@ class ProfileTree {
   /// The last position in [from, to] whose value exceeds `threshold`, or kNone.
   [[nodiscard]] uint32_t last_above(uint32_t from, uint32_t to, uint64_t threshold) const;
   /// Moving an allocation of `bytes` earlier, from slot `was` toward `want` (< was), under
-  /// `budget` (0: none): the earliest slot in [want, was] from which every position up to
+  /// `budget`: the earliest slot in [want, was] from which every position up to
   /// was - 1 has room for it (`was` when none has).
   [[nodiscard]] uint32_t earliest_room(uint32_t want, uint32_t was, uint64_t bytes,
                                        uint64_t budget) const;
@@ -80,5 +81,25 @@ size_t apply_until_fits(PlanState& s, ProfileTree& tree, std::vector<Candidate>&
 /// Why the profile does not fit: the position at its peak, the bytes there and the
 /// largest tensors live there.
 std::string infeasible_reason(const PlanState& s, const ProfileTree& tree, uint64_t budget);
+
+/// What a pass that fits the runs under the budget starts from: the analyses computed,
+/// and the estimated device profile of the runs as they now stand.
+struct Fitting {
+  const Costs& costs;
+  const Liveness& liveness;
+  ProfileTree tree;
+  uint64_t budget;  ///< the target's
+  [[nodiscard]] bool fits() const { return tree.max() <= budget; }
+};
+Fitting begin_fitting(PlanState& s);
+
+/// How such a pass ends: when `tree` is over the budget, kFailed with the target
+/// infeasible and "WHAT: <infeasible_reason>" as the failure; else `done`.
+PassResult end_fitting(PlanState& s, PassContext& ctx, const ProfileTree& tree, PassResult done,
+                       std::string_view what = "does not fit");
+
+/// Per position (positions + 1 entries, the last 0), the device bytes of the runs of the
+/// tensors `paged` says no to: what a paging pass leaves as it is.
+std::vector<uint64_t> fixed_profile(const PlanState& s, const std::vector<bool>& paged);
 
 }  // namespace tierflow::planner

@@ -36,12 +36,13 @@ bool better_than(const PlanOutcome& a, const PlanOutcome& b) {
   return a.evaluation->device_peak < b.evaluation->device_peak;
 }
 
-void report(PlanOutcome& out, PlanState& s, PassContext& ctx, PlanEvaluator* evaluator) {
+void report(PlanOutcome& out, PlanState& s, PlanEvaluator* evaluator) {
   if (evaluator != nullptr && !out.evaluation) {
-    out.evaluation = ctx.evaluation ? *ctx.evaluation : evaluator->evaluate(current_plan(s, ctx));
+    out.evaluation =
+        s.emitted.evaluation() ? *s.emitted.evaluation() : evaluator->evaluate(s.plan());
   }
-  out.offloads = offloads_of(s, ctx, out.evaluation);
-  out.plan = std::move(ctx.plan);
+  out.offloads = offloads_of(s, out.evaluation);
+  out.plan = s.emitted.take();
 }
 
 uint64_t fetched_bytes(const PlanState& s) {
@@ -64,15 +65,15 @@ bool moves_anything(const PlanState& s) {
   return false;
 }
 
-std::vector<OffloadInfo> offloads_of(const PlanState& s, const PassContext& ctx,
-                                     const std::optional<Evaluation>& ev) {
+std::vector<OffloadInfo> offloads_of(const PlanState& s, const std::optional<Evaluation>& ev) {
   const Costs& c = *s.costs;
   const uint32_t n = s.positions();
   std::vector<OffloadInfo> out;
   std::vector<int64_t> exposed(s.tensors.size(), 0);
-  if (ev && ctx.events_per_program > 0) {
+  const uint32_t per = s.emitted.events_per_program();
+  if (ev && per > 0) {
     for (size_t e = 0; e < ev->exposed_by_event.size(); ++e) {
-      const auto& [t, k] = ctx.event_run[e % ctx.events_per_program];
+      const auto& [t, k] = s.emitted.event_run()[e % per];
       exposed[t] += ev->exposed_by_event[e];
     }
   }
@@ -124,6 +125,7 @@ PassContext context_for(const PlanRequest& req) {
   PassContext ctx;
   ctx.evaluator = req.evaluator;
   ctx.verify_each = req.verify_each;
+  ctx.after_pass = req.after_pass;
   return ctx;
 }
 
@@ -144,7 +146,7 @@ bool conclude(PlanOutcome& out, PlanState& s, PassContext& ctx, PassResult r) {
     out.reason = ctx.failure;
     return false;
   }
-  current_plan(s, ctx);
+  s.plan();
   out.estimated_peak = ProfileTree(memory_profile(s)).max();
   out.ok = true;
   return true;
@@ -158,15 +160,10 @@ PlanOutcome run_pipeline(const Workload& w, const hw::Topology& t, const PlanReq
   out.budget = budget;
   PlanState s = initial_state(w, t, req, budget);
   PassContext ctx = context_for(req);
-  if (req.after_pass) {
-    ctx.after_pass = [&](std::string_view pass, const PlanState& st) {
-      req.after_pass(pass, st, ctx.plan);
-    };
-  }
   out.resident_peak = ProfileTree(memory_profile(s)).max();
   const PassResult r = pipeline.run(s, ctx);
   out.bounds = lower_bounds(s);
-  if (conclude(out, s, ctx, r)) report(out, s, ctx, req.evaluator);
+  if (conclude(out, s, ctx, r)) report(out, s, req.evaluator);
   return out;
 }
 

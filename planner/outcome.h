@@ -24,20 +24,20 @@ PlanOutcome run_pipeline(const Workload& w, const hw::Topology& t, const PlanReq
 /// every tensor resident.
 PlanState initial_state(const Workload& w, const hw::Topology& t, const PlanRequest& req,
                         uint64_t budget);
-/// A context with the request's evaluator and --verify-each.
+/// A context with the request's evaluator, --verify-each and --print-after.
 PassContext context_for(const PlanRequest& req);
 
 /// Fills what a finished pipeline run reports: counters, notes and the failure, or the
 /// estimated peak of its plan (emitted when no pass did). Returns whether it succeeded.
 bool conclude(PlanOutcome& out, PlanState& s, PassContext& ctx, PassResult r);
 
-/// Completes a concluded outcome: its score (the context's, or the evaluator's when given
-/// and the outcome has none yet), the offloaded tensors, and the plan, moved out of `ctx`.
-void report(PlanOutcome& out, PlanState& s, PassContext& ctx, PlanEvaluator* evaluator);
+/// Completes a concluded outcome: its score (the one kept with the emitted plan, or the
+/// evaluator's when given and the outcome has none yet), the offloaded tensors, and the
+/// plan, moved out of `s.emitted`.
+void report(PlanOutcome& out, PlanState& s, PlanEvaluator* evaluator);
 
 /// The offloaded tensors, largest first, with the exposed time the evaluation measured.
-std::vector<OffloadInfo> offloads_of(const PlanState& s, const PassContext& ctx,
-                                     const std::optional<Evaluation>& ev);
+std::vector<OffloadInfo> offloads_of(const PlanState& s, const std::optional<Evaluation>& ev);
 
 /// Whether `a` is a better outcome than `b`: it succeeded, its plan ran, a shorter
 /// makespan, then a lower device peak.

@@ -100,6 +100,14 @@ void PassOptions::finish() {
   }
 }
 
+bool gives_up(PassContext& ctx, const PlanState& s, uint32_t i, uint64_t fetched) {
+  if (fetched < ctx.limits.fetch_bytes) return false;
+  ctx.limits.gave_up = true;
+  ctx.failure = fmt::format("gave up at op {}: {} fetched, enough to lose", s.order[i],
+                            to_string_approx(Bytes{fetched}));
+  return true;
+}
+
 const std::vector<PassInfo>& registered_passes() {
   static const std::vector<PassInfo> passes = {
       {"place", "home tier per tensor: the offload tier each may go to, and user pins",
@@ -211,8 +219,8 @@ PassResult Pipeline::run(PlanState& s, PassContext& ctx, size_t first, size_t la
       return r;
     }
     if (r == PassResult::kChanged) overall = PassResult::kChanged;
-    if (ctx.verify_each && ctx.materialized && pass->name() != "verify") {
-      if (auto issue = verify_plan(current_plan(s, ctx), s.w)) {
+    if (ctx.verify_each && s.emitted.started() && pass->name() != "verify") {
+      if (auto issue = verify_plan(s.plan(), s.w)) {
         ctx.failure = fmt::format("{}: the plan breaks a rule after this pass: program {} step "
                                   "{}: {}",
                                   pass->name(), issue->program, issue->step, issue->message);
@@ -220,7 +228,7 @@ PassResult Pipeline::run(PlanState& s, PassContext& ctx, size_t first, size_t la
       }
     }
     if (ctx.after_pass) {
-      if (ctx.materialized) current_plan(s, ctx);  // printed as steps from `insert` on
+      if (s.emitted.started()) s.plan();  // printed as steps from `insert` on
       ctx.after_pass(pass->name(), s);
     }
   }

@@ -26,16 +26,6 @@ namespace tierflow::planner {
 
 enum class PassResult { kUnchanged, kChanged, kFailed };
 
-/// What scoring a plan says: the makespan, the device peak, and per plan event how long
-/// compute waited for it (the exposed time of that transfer).
-struct Evaluation {
-  bool ok = true;
-  std::string error;
-  int64_t makespan_ps = 0;
-  uint64_t device_peak = 0;  ///< largest over the programs' device tiers
-  std::vector<int64_t> exposed_by_event;
-};
-
 class PlanEvaluator {
  public:
   virtual ~PlanEvaluator() = default;
@@ -45,36 +35,27 @@ class PlanEvaluator {
   [[nodiscard]] virtual bool thread_safe() const { return false; }
 };
 
+/// Where the tierflow policy's search lets a pass stop early (planner/search.h).
+struct SearchLimits {
+  /// Bytes of prefetches at which the plan can no longer win (set from the best plan so
+  /// far). A pass that only adds prefetches may give up once it has planned this many,
+  /// before the next op it plans for (gives_up()): it fails with `gave_up` set.
+  uint64_t fetch_bytes = UINT64_MAX;
+  bool gave_up = false;  ///< a pass stopped at fetch_bytes (its failure says where)
+};
+
 struct PassContext {
   PlanEvaluator* evaluator = nullptr;
   bool verify_each = false;
   /// Called after each pass that ran (for --print-after-all / --print-after=PASS).
   std::function<void(std::string_view pass, const PlanState&)> after_pass;
   std::string failure;  ///< why the pass that failed failed
-  /// `insert` has run: from then on the plan follows the runs.
-  bool materialized = false;
-  /// The plan as last emitted from the runs; read it through current_plan(), which emits
-  /// it again when a pass has changed the runs since (it is emptied then).
-  std::optional<Plan> plan;
-  /// Per event of program 0 of `plan`: the tensor and run it moves.
-  std::vector<std::pair<uint32_t, uint32_t>> event_run;
-  uint32_t events_per_program = 0;
-  /// The evaluator's score of `plan` when already known (cleared when the plan is emitted
-  /// again), so that it is not simulated twice.
-  std::optional<Evaluation> evaluation;
-  /// Bytes of prefetches at which the plan can no longer win (set by the tierflow policy's
-  /// search from the best plan so far). A pass that only adds prefetches may give up once
-  /// it has planned this many, before the next op it plans for: it fails with `gave_up`.
-  uint64_t fetch_limit = UINT64_MAX;
-  bool gave_up = false;  ///< a pass stopped at fetch_limit (its failure says where)
+  SearchLimits limits;
 };
 
-/// Emits the plan from the runs now.
-void rematerialize(PlanState& s, PassContext& ctx);
-/// A pass changed the runs: once `insert` has run, the plan is emitted again when next read.
-void runs_changed(PassContext& ctx);
-/// The plan as the runs now stand (emitted when it is not up to date).
-const Plan& current_plan(PlanState& s, PassContext& ctx);
+/// For a pass that only adds prefetches, before it plans for position i with `fetched`
+/// bytes planned: whether it gives up there (ctx.limits); if so ctx.failure says where.
+bool gives_up(PassContext& ctx, const PlanState& s, uint32_t i, uint64_t fetched);
 
 /// The `key=value` options of one pass in a pipeline, as written.
 class PassOptions {

@@ -18,37 +18,54 @@ namespace {
 constexpr std::string_view kTierflowPipeline =
     "reorder,place{multi=true},liveness,select,insert,schedule,refine,verify";
 
-/// What the tierflow policy scores with the simulator: its own selection at several
-/// headrooms and prefetch leads, the budget's room given to the latest or the soonest
-/// prefetch first; Belady paging (evict the furthest next use) from a warm start with
-/// look-ahead prefetching, the fewest fetches where reuse is irregular (MoE experts), by
-/// op count (`reactive`, one look-ahead of 512 ops: shorter ones never did better on the
-/// scenario set) and in estimated time as the link frees (`belady`); the
-/// baselines' selections scheduled on multi-tier placement; and the other policies as they
-/// are. Plans that repeat one already scored, or whose copies alone take longer than the
-/// best so far, are not simulated. The best is then refined.
-constexpr std::string_view kPortfolio[] = {
-    "reorder,place{multi=true},liveness,select,insert,schedule,verify",
-    "reorder,place{multi=true},liveness,select{lead=0},insert,schedule,verify",
-    "reorder,place{multi=true},liveness,select{lead=0},insert,schedule{room=soonest},verify",
-    "reorder,place{multi=true},liveness,select{headroom=0.02,lead=0},insert,schedule,verify",
-    "reorder,place{multi=true},liveness,select{headroom=0.05},insert,schedule,verify",
-    "reorder,place{multi=true},liveness,select{headroom=0.1},insert,schedule,verify",
-    "reorder{mode=hoist},place{multi=true},liveness,select,insert,schedule,verify",
-    "reorder{mode=hoist},place{multi=true},liveness,select{lead=0},insert,schedule,verify",
-    "reorder{mode=hoist},place{multi=true},liveness,select{preferred=1.5},insert,"
-    "schedule{preferred=1.5},verify",
-    "reorder,place{multi=true},liveness,distance,insert,schedule,verify",
-    "reorder,place{multi=true},liveness,layerwise,insert,schedule,verify",
-    "reorder,place{multi=true},liveness,reactive{evict=furthest,warm=true},insert,schedule,verify",
-    "reorder,place{multi=true},liveness,reactive{evict=furthest,warm=true,ahead=512},insert,"
-    "schedule,verify",
-    "reorder,place{multi=true},liveness,reactive{evict=furthest,keep=0.8},insert,schedule,verify",
-    "reorder,place{multi=true},liveness,belady,insert,verify",
-    "place,liveness,select,insert,schedule,verify",
-    "place,liveness,distance{select=16,prefetch=4,release=0},insert,verify",
-    "place,liveness,layerwise{ahead=1},insert,verify",
-    "place,liveness,reactive,insert,verify",
+/// What the tierflow policy scores with the simulator (planner/search.h): its own selection
+/// at several headrooms and prefetch leads, the budget's room given to the latest or the
+/// soonest prefetch first; Belady paging (evict the furthest next use) from a warm start
+/// with look-ahead prefetching, the fewest fetches where reuse is irregular (MoE experts),
+/// by op count (`reactive`, one look-ahead of 512 ops: shorter ones never did better on the
+/// scenario set) and in estimated time as the link frees (`belady`); the baselines'
+/// selections scheduled on multi-tier placement; and the other policies as they are. Plans
+/// that repeat one already scored, or whose copies alone take longer than the best so far,
+/// are not simulated. The best is then refined.
+constexpr PortfolioEntry kPortfolio[] = {
+    {"reorder,place{multi=true},liveness,select,insert,schedule,verify",
+     "own selection, prefetches one copy time ahead, the latest-needed given room first"},
+    {"reorder,place{multi=true},liveness,select{lead=0},insert,schedule,verify",
+     "own selection assuming fetches right before use (the least memory per offload)"},
+    {"reorder,place{multi=true},liveness,select{lead=0},insert,schedule{room=soonest},verify",
+     "the same, the budget's room to the soonest-needed prefetch first"},
+    {"reorder,place{multi=true},liveness,select{headroom=0.02,lead=0},insert,schedule,verify",
+     "own selection leaving 2% of the budget for the schedule to prefetch into"},
+    {"reorder,place{multi=true},liveness,select{headroom=0.05},insert,schedule,verify",
+     "own selection leaving 5% of the budget free"},
+    {"reorder,place{multi=true},liveness,select{headroom=0.1},insert,schedule,verify",
+     "own selection leaving 10% of the budget free"},
+    {"reorder{mode=hoist},place{multi=true},liveness,select,insert,schedule,verify",
+     "optimizer updates hoisted to right after their inputs, then own selection"},
+    {"reorder{mode=hoist},place{multi=true},liveness,select{lead=0},insert,schedule,verify",
+     "hoisted, selection assuming fetches right before use"},
+    {"reorder{mode=hoist},place{multi=true},liveness,select{preferred=1.5},insert,"
+     "schedule{preferred=1.5},verify",
+     "hoisted, only gaps that hide a copy 1.5 times over, prefetches landing that early"},
+    {"reorder,place{multi=true},liveness,distance,insert,schedule,verify",
+     "the distance baseline's selection, scheduled on multi-tier placement"},
+    {"reorder,place{multi=true},liveness,layerwise,insert,schedule,verify",
+     "the layerwise baseline's streaming, scheduled on multi-tier placement"},
+    {"reorder,place{multi=true},liveness,reactive{evict=furthest,warm=true},insert,schedule,"
+     "verify",
+     "paging by op count: evict the furthest next use, warm start"},
+    {"reorder,place{multi=true},liveness,reactive{evict=furthest,warm=true,ahead=512},insert,"
+     "schedule,verify",
+     "the same with a 512-op look-ahead fetching what comes next (MoE experts)"},
+    {"reorder,place{multi=true},liveness,reactive{evict=furthest,keep=0.8},insert,schedule,"
+     "verify",
+     "the most used tensors kept in 80% of the budget, the rest paged furthest-first"},
+    {"reorder,place{multi=true},liveness,belady,insert,verify",
+     "Belady paging in estimated time, prefetching as the link frees"},
+    {"place,liveness,select,insert,schedule,verify", "hyperoffload as it is"},
+    {"place,liveness,distance{select=16,prefetch=4,release=0},insert,verify", "distance as it is"},
+    {"place,liveness,layerwise{ahead=1},insert,verify", "layerwise as it is"},
+    {"place,liveness,reactive,insert,verify", "reactive as it is"},
 };
 
 /// The policy's pipeline at one budget; tierflow scores its portfolio and refines the best.
@@ -63,6 +80,10 @@ PlanOutcome plan_at(const Workload& w, const hw::Topology& t, const PlanRequest&
 }
 
 }  // namespace
+
+std::span<const PortfolioEntry> tierflow_portfolio() {
+  return kPortfolio;
+}
 
 const std::vector<Policy>& policies() {
   static const std::vector<Policy> list = {
@@ -126,8 +147,7 @@ std::string unknown_policy_hint(std::string_view name) {
 }
 
 PlanOutcome make_plan(const Workload& w, const hw::Topology& t, const PlanRequest& req) {
-  uint64_t budget = req.target.budget;
-  if (budget == 0) budget = t.usable(req.target.device_tier);
+  const uint64_t budget = resolved(t, req.target).budget;
   PlanOutcome full = plan_at(w, t, req, budget);
   if (req.max_overhead < 0 || !full.ok || !full.evaluation || !full.evaluation->ok) return full;
 

@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,15 @@ struct Policy {
 };
 const std::vector<Policy>& policies();
 const Policy* find_policy(std::string_view name);
+
+/// One pipeline of the tierflow policy's portfolio (planner/search.h) and what it tries.
+struct PortfolioEntry {
+  std::string_view pipeline;
+  std::string_view tries;
+};
+/// The tierflow policy's portfolio, in the order it is tried (the first of equal plans
+/// wins).
+std::span<const PortfolioEntry> tierflow_portfolio();
 
 /// The text to append to "unknown policy 'NAME'": "; did you mean 'X'?" for the
 /// policies `did_you_mean` finds (`hyper-offload` among them); else, for another system's
@@ -47,8 +57,19 @@ struct PlanRequest {
   /// plan is the same whatever the number.
   unsigned threads = 0;
   bool verify_each = false;
-  std::function<void(std::string_view pass, const PlanState&, const std::optional<Plan>&)>
-      after_pass;
+  /// Called after each pass (--print-after); the state's emitted.last() is its plan from
+  /// `insert` on.
+  std::function<void(std::string_view pass, const PlanState&)> after_pass;
+};
+
+/// How one pipeline of the portfolio fared, for --explain.
+struct PortfolioTrial {
+  std::string pipeline;
+  std::string tries;  ///< what it tries (the portfolio table's words)
+  /// The simulated makespan, "does not fit", or "skipped: WHY" (not simulated: the plan
+  /// repeats an earlier one, or its copies alone take at least the best makespan so far).
+  std::string result;
+  bool best = false;  ///< the plan kept (before refine)
 };
 
 /// One offloaded tensor, for --explain.
@@ -77,6 +98,7 @@ struct PlanOutcome {
   std::vector<Stat> stats;
   std::vector<std::string> notes;
   std::vector<OffloadInfo> offloads;  ///< largest first
+  std::vector<PortfolioTrial> portfolio;  ///< the tierflow policy's: each pipeline tried
   uint64_t resident_peak = 0;         ///< the estimated peak with nothing offloaded
 };
 

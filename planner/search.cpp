@@ -63,14 +63,14 @@ bool rules_out(uint64_t fetched, double ingress, int64_t compute_ps, int64_t bes
 class Search {
  public:
   Search(const Workload& w, const hw::Topology& t, const PlanRequest& req,
-         std::span<const std::string_view> portfolio, uint64_t budget)
+         std::span<const PortfolioEntry> portfolio, uint64_t budget)
       : w_(w), t_(t), req_(req), budget_(budget), base_(initial_state(w, t, req, budget)) {
     // --print-after: every pass of every pipeline, in order, as the pipelines are written:
     // nothing shared, skipped or stopped early, on one thread.
     share_ = !req.after_pass;
     resident_peak_ = ProfileTree(memory_profile(base_)).max();
-    for (std::string_view text : portfolio) {
-      Entry e{text, Pipeline::parse(text), 0, 0, 0, {}};
+    for (const PortfolioEntry& pe : portfolio) {
+      Entry e{pe.pipeline, pe.tries, Pipeline::parse(pe.pipeline), 0, 0, 0, {}};
       const auto& passes = e.pipeline.passes();
       while (share_ && e.split < passes.size() && is_prefix_pass(passes[e.split]->name())) {
         ++e.split;
@@ -112,6 +112,7 @@ class Search {
   };
   struct Entry {
     std::string_view text;
+    std::string_view tries;
     Pipeline pipeline;
     size_t split = 0;  ///< passes [0, split) are the prefix
     size_t emit = 0;   ///< passes [emit, end) only materialize: the gate can rule before them
@@ -185,6 +186,7 @@ class Search {
   size_t merged_ = 0;  ///< entries merged so far
   bool stop_ = false;
   std::vector<uint64_t> seen_;  ///< fingerprints of the plans scored or ruled out as repeats
+  std::vector<size_t> seen_entry_;  ///< per fingerprint in seen_, the entry that made it
   std::optional<int64_t> best_makespan_;
   /// The shortest makespan scored so far, merged or not: what the gate will likely use.
   std::optional<int64_t> likely_best_;
@@ -244,11 +246,6 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
   PlanState& s = *trial->state;
   PassContext& ctx = trial->ctx;
   ctx = context_for(req_);
-  if (req_.after_pass) {
-    ctx.after_pass = [this, c = &ctx](std::string_view pass, const PlanState& st) {
-      req_.after_pass(pass, st, c->plan);
-    };
-  }
   Facts& f = trial->facts;
   // A pass that reorders changes the bounds: no limit for it. When passes are printed,
   // every pipeline runs to its end.
@@ -264,16 +261,16 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
   if (!reorders && scored) {
     f.ingress = bounds(e.prefix).ingress;
     f.compute_ps = bounds(e.prefix).compute_ps;
-    ctx.fetch_limit = fetch_limit(f);
+    ctx.limits.fetch_bytes = fetch_limit(f);
   }
   trial->result = e.pipeline.run(s, ctx, e.split, e.emit);
-  ctx.fetch_limit = UINT64_MAX;
+  ctx.limits.fetch_bytes = UINT64_MAX;
   out.bounds = s.order == p.state->order ? bounds(e.prefix) : lower_bounds(s);
   f.counted = true;
   f.fetched = fetched_bytes(s);
   f.ingress = out.bounds.ingress;
   f.compute_ps = out.bounds.compute_ps;
-  bool surely = ctx.gave_up;
+  bool surely = ctx.limits.gave_up;
   bool likely = false;
   if (!surely && trial->result != PassResult::kFailed) {
     const std::lock_guard lock(m_);
@@ -298,12 +295,11 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
       repeat = std::find(seen_.begin(), seen_.end(), f.fingerprint) != seen_.end();
     }
     if (!repeat) {
-      ctx.evaluation = req_.evaluator->evaluate(*ctx.plan);
-      if (ctx.evaluation->ok) {
+      s.emitted.set_evaluation(req_.evaluator->evaluate(s.plan()));
+      const Evaluation& ev = *s.emitted.evaluation();
+      if (ev.ok) {
         const std::lock_guard lock(m_);
-        if (!likely_best_ || ctx.evaluation->makespan_ps < *likely_best_) {
-          likely_best_ = ctx.evaluation->makespan_ps;
-        }
+        if (!likely_best_ || ev.makespan_ps < *likely_best_) likely_best_ = ev.makespan_ps;
       }
     }
   }
@@ -322,7 +318,7 @@ void Search::complete(Trial& trial) {
   }
   if (!conclude(trial.out, s, ctx, trial.result)) return;
   trial.facts.ok = true;
-  trial.facts.fingerprint = fingerprint(*ctx.plan);
+  trial.facts.fingerprint = fingerprint(s.plan());
   trial.moves = moves_anything(s);
 }
 
@@ -331,8 +327,7 @@ std::string Search::copies_gate(const Facts& f) const {
       !rules_out(f.fetched, f.ingress, f.compute_ps, *best_makespan_)) {
     return "";
   }
-  return fmt::format("its copies alone would take at least {}, the best so far",
-                     to_string_approx(Duration{*best_makespan_}));
+  return fmt::format("copies alone take >= {}", to_string_approx(Duration{*best_makespan_}));
 }
 
 uint64_t Search::fetch_limit(const Facts& f) {
@@ -405,7 +400,7 @@ PlanOutcome Search::run() {
   // The entries in portfolio order, as one thread would take them: the gate (copies
   // alone, then a repeated plan), then the score; the best so far is kept.
   std::unique_ptr<Trial> best;
-  std::vector<std::string> tried;
+  std::vector<PortfolioTrial> tried;
   std::vector<Facts> facts(entries_.size());
   for (size_t i = 0; i < entries_.size(); ++i) {
     std::unique_ptr<Trial> a;
@@ -428,28 +423,32 @@ PlanOutcome Search::run() {
     const Facts& f = facts[i];
     if (skipped.empty() && f.ok) {
       const std::lock_guard lock(m_);
-      if (std::find(seen_.begin(), seen_.end(), f.fingerprint) != seen_.end()) {
-        skipped = "same plan as before";
+      const auto it = std::find(seen_.begin(), seen_.end(), f.fingerprint);
+      if (it != seen_.end()) {
+        skipped = fmt::format("same plan as #{}",
+                              seen_entry_[static_cast<size_t>(it - seen_.begin())] + 1);
       } else {
         seen_.push_back(f.fingerprint);
+        seen_entry_.push_back(i);
       }
     }
     TF_ASSERT(!a->stopped || !skipped.empty(), "entry {} stopped early yet passes the gate", i);
+    tried.push_back(PortfolioTrial{std::string(text), std::string(entries_[i].tries), "", false});
     if (!skipped.empty()) {
-      tried.push_back(fmt::format("{} (not simulated: {})", text, skipped));
+      tried.back().result = "skipped: " + skipped;
     } else {
       // A repeat that passes the gate repeats a failure (a successful original's plan is
       // in seen_ by now).
       TF_ASSERT(!a->same_as || !f.ok, "entry {} repeats a plan not yet seen", i);
       if (f.ok) {
-        if (!a->ctx.evaluation) a->ctx.evaluation = req_.evaluator->evaluate(*a->ctx.plan);
-        a->out.evaluation = a->ctx.evaluation;
+        EmittedPlan& emitted = a->state->emitted;
+        if (!emitted.evaluation())
+          emitted.set_evaluation(req_.evaluator->evaluate(a->state->plan()));
+        a->out.evaluation = emitted.evaluation();
       }
       const bool scored = f.ok && a->out.evaluation && a->out.evaluation->ok;
-      tried.push_back(scored
-                          ? fmt::format("{} ({})", text,
-                                        to_string_approx(Duration{a->out.evaluation->makespan_ps}))
-                          : fmt::format("{} (does not fit)", text));
+      tried.back().result =
+          scored ? to_string_approx(Duration{a->out.evaluation->makespan_ps}) : "does not fit";
       if (!a->same_as && (!best || better_than(a->out, best->out))) {
         best = std::move(a);
         if (best->out.ok && best->out.evaluation && best->out.evaluation->ok) {
@@ -465,15 +464,16 @@ PlanOutcome Search::run() {
     merged_ = i + 1;
     cv_.notify_all();
   }
+  if (best) tried[best->entry].best = true;
   PlanOutcome out = finish(std::move(best));
-  for (const std::string& x : tried) out.notes.push_back("tierflow tried " + x);
+  out.portfolio = std::move(tried);
   return out;
 }
 
 PlanOutcome Search::finish(std::unique_ptr<Trial> best) {
   auto final_outcome = [&](Trial& t) {
     PlanOutcome out = std::move(t.out);
-    if (out.ok) report(out, *t.state, t.ctx, nullptr);
+    if (out.ok) report(out, *t.state, nullptr);
     return out;
   };
   const size_t at = best->out.pipeline.rfind(",verify");
@@ -495,7 +495,7 @@ PlanOutcome Search::finish(std::unique_ptr<Trial> best) {
       refined.bounds = best->out.bounds;
       refined.resident_peak = best->out.resident_peak;
       conclude(refined, s, ctx, r);
-      report(refined, s, ctx, req_.evaluator);
+      report(refined, s, req_.evaluator);
       TF_ASSERT(better_than(refined, best->out), "refine kept a plan that scores no better");
       return refined;
     }
@@ -511,7 +511,7 @@ PlanOutcome Search::finish(std::unique_ptr<Trial> best) {
 
 }  // namespace
 PlanOutcome search_portfolio(const Workload& w, const hw::Topology& t, const PlanRequest& req,
-                             std::span<const std::string_view> portfolio, uint64_t budget) {
+                             std::span<const PortfolioEntry> portfolio, uint64_t budget) {
   Search search(w, t, req, portfolio, budget);
   return search.run();
 }

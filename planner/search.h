@@ -17,7 +17,7 @@
 //              take at least the best makespan so far; not when it repeats a plan already
 //              scored. The copies rule applies as soon as the selection ends, so such a
 //              pipeline is not materialized, and inside a selection pass that honours
-//              PassContext::fetch_limit, which stops once it has planned that much.
+//              PassContext::limits (SearchLimits), which stops once it has planned that much.
 //   trial      one portfolio pipeline's run: its state, context and outcome, kept while it
 //              may still be the best, so that the search refines the best from where its
 //              pipeline stopped instead of running it again.
@@ -43,9 +43,9 @@
 namespace tierflow::planner {
 
 /// The tierflow policy at `budget`: every pipeline of `portfolio`, the plans the gate lets
-/// through scored with req.evaluator (required), the best kept and refined. Its notes list
-/// what was tried and why plans were not scored.
+/// through scored with req.evaluator (required), the best kept and refined. Its `portfolio`
+/// lists what was tried and why plans were not scored.
 PlanOutcome search_portfolio(const Workload& w, const hw::Topology& t, const PlanRequest& req,
-                             std::span<const std::string_view> portfolio, uint64_t budget);
+                             std::span<const PortfolioEntry> portfolio, uint64_t budget);
 
 }  // namespace tierflow::planner

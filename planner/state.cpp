@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/diagnostics.h"
+#include "core/stepper.h"
 #include "hw_models/cost.h"
 
 namespace tierflow::planner {
@@ -38,8 +39,13 @@ int64_t Costs::store_ps(uint32_t tier, uint64_t bytes) const {
   return hw::transfer_time_alone(*routes[tier].out, Bytes{bytes}).ps;
 }
 
+Target resolved(const hw::Topology& t, Target target) {
+  if (target.budget == 0) target.budget = t.usable(target.device_tier);
+  return target;
+}
+
 PlanState::PlanState(const Workload& work, const hw::Topology& t, Target tgt)
-    : w(work), topo(t), target(tgt) {
+    : w(work), topo(t), target(resolved(t, tgt)) {
   order.resize(w.ops.size());
   std::iota(order.begin(), order.end(), 0U);
   tensors.resize(w.tensors.size());
@@ -68,14 +74,11 @@ const Costs& PlanState::ensure_costs() {
   Costs c;
   c.op_ps.resize(w.ops.size());
   for (uint32_t o = 0; o < w.ops.size(); ++o) {
-    const Op& op = w.ops[o];
     const auto d = hw::op_time(topo, target.device_class, target.device_tier, w, o);
     if (!d) {
       const hw::Device& dev = topo.devices[target.device_class];
-      throw InputError::at(SourcePos{"--workload"},
-                           "op {} '{}' computes in {}, which device '{}' has no peak rate for "
-                           "(it has: {})",
-                           o, op.name, name_of(op.dtype), dev.id, dev.peak_dtypes());
+      throw InputError::at(SourcePos{"--workload"}, "{}",
+                           run_errors::no_peak(w, o, dev.id, dev.peak_dtypes()));
     }
     c.op_ps[o] = d->ps;
   }

@@ -33,6 +33,7 @@
 #include "core/plan.h"
 #include "core/workload.h"
 #include "hw_models/topology.h"
+#include "planner/emit.h"
 #include "planner/pins.h"
 
 namespace tierflow::planner {
@@ -44,8 +45,15 @@ struct Target {
   size_t device_class = 0;   ///< index into Topology::devices
   uint32_t devices = 1;      ///< programs (the same program on each device)
   size_t device_tier = 0;    ///< topology tier the programs compute from
-  uint64_t budget = 0;       ///< device-tier bytes a program may use; 0 = unlimited
+  /// Device-tier bytes a program may use. A request may leave it 0, which stands for the
+  /// device tier's usable capacity; resolved() turns that into bytes, and a PlanState's
+  /// target is always resolved, so that no pass gives 0 a meaning of its own.
+  uint64_t budget = 0;
 };
+
+/// `target` with its budget resolved: 0 becomes the device tier's usable capacity (the
+/// one place a budget of 0 is read).
+Target resolved(const hw::Topology& t, Target target);
 
 struct Run {
   uint32_t alloc = 0;    ///< slot of the prefetch (fetched runs) or the producer's position
@@ -113,7 +121,7 @@ struct PlanState {
 
   const Workload& w;
   const hw::Topology& topo;
-  Target target;
+  Target target;                  ///< resolved (its budget is bytes, never "the capacity")
   std::string policy = "custom";  ///< written into the plan's meta
 
   std::vector<uint32_t> order;  ///< position -> op
@@ -139,6 +147,10 @@ struct PlanState {
     pin_tier = pinned_tiers(w, p);
     pins = std::move(p);
   }
+  /// The plan the runs emit, once `insert` has run, and its score (planner/emit.h).
+  EmittedPlan emitted;
+  /// The plan as the runs now stand (emitted when stale).
+  const Plan& plan() { return emitted.plan(*this); }
   std::vector<Stat> stats;
   bool infeasible = false;  ///< a pass found the target cannot be met (not a bug)
   std::vector<std::string> notes;  ///< what the passes decided and why, for --explain

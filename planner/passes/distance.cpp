@@ -26,8 +26,7 @@ class Distance : public Pass {
 
   PassResult run(PlanState& s, PassContext& ctx) override {
     s.ensure_costs();
-    const Liveness& l = s.ensure_liveness();
-    const uint64_t budget = s.target.budget;
+    s.ensure_liveness();
     // Pinned tensors homed off the device are fetched `prefetch` ops ahead, as the
     // strategy fetches the tensors it offloads itself.
     const uint32_t n = s.positions();
@@ -46,9 +45,11 @@ class Distance : public Pass {
       }
     }
     const PassResult unchanged = led ? PassResult::kChanged : PassResult::kUnchanged;
-    if (budget == 0) return unchanged;
-    ProfileTree tree(memory_profile(s));
-    if (tree.max() <= budget) return unchanged;
+    Fitting f = begin_fitting(s);
+    if (f.fits()) return unchanged;
+    const Liveness& l = f.liveness;
+    ProfileTree& tree = f.tree;
+    const uint64_t budget = f.budget;
 
     std::vector<std::pair<uint32_t, Candidate>> pool;  // (longest gap in ops, candidate)
     for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
@@ -84,12 +85,7 @@ class Distance : public Pass {
       if (try_apply(s, tree, c, budget, name()) == Applied::kYes) ++applied;
     }
     s.stat(name(), "candidates", static_cast<double>(pool.size()));
-    if (tree.max() > budget) {
-      s.infeasible = true;
-      ctx.failure = "does not fit: " + infeasible_reason(s, tree, budget);
-      return PassResult::kFailed;
-    }
-    return applied > 0 ? PassResult::kChanged : unchanged;
+    return end_fitting(s, ctx, tree, applied > 0 ? PassResult::kChanged : unchanged);
   }
 
  private:

@@ -1,8 +1,8 @@
 // insert: materializes the runs as plan steps (planner/emit.h): a store and detach after
 // the last use before each gap, a prefetch before the next use, the consumer waiting on
 // the prefetch's event. From here on the plan follows the runs; it is emitted when read
-// (current_plan), so passes that move steps after this one do not emit it each time.
-#include "planner/emit.h"
+// (EmittedPlan in planner/emit.h), so passes that move steps after this one do not emit
+// it each time.
 #include "planner/pass.h"
 
 namespace tierflow::planner {
@@ -12,11 +12,10 @@ class Insert : public Pass {
  public:
   [[nodiscard]] std::string_view name() const override { return "insert"; }
 
-  PassResult run(PlanState& s, PassContext& ctx) override {
+  PassResult run(PlanState& s, PassContext&) override {
     s.ensure_costs();
     s.ensure_liveness();
-    ctx.materialized = true;
-    runs_changed(ctx);
+    s.emitted.start();
     // The steps emit_plan makes per program: a prefetch per fetched run, a detach per
     // release, and a store before it when the run stores.
     size_t steps = 0;
@@ -33,25 +32,6 @@ class Insert : public Pass {
 };
 
 }  // namespace
-
-void rematerialize(PlanState& s, PassContext& ctx) {
-  Emitted e = emit_plan(s, s.policy);
-  ctx.plan = std::move(e.plan);
-  ctx.event_run = std::move(e.event_run);
-  ctx.events_per_program = e.events_per_program;
-  ctx.evaluation.reset();
-}
-
-void runs_changed(PassContext& ctx) {
-  if (!ctx.materialized) return;
-  ctx.plan.reset();
-  ctx.evaluation.reset();
-}
-
-const Plan& current_plan(PlanState& s, PassContext& ctx) {
-  if (!ctx.plan) rematerialize(s, ctx);
-  return *ctx.plan;
-}
 
 std::unique_ptr<Pass> make_insert(PassOptions&) { return std::make_unique<Insert>(); }
 

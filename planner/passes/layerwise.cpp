@@ -18,13 +18,12 @@ class Layerwise : public Pass {
   [[nodiscard]] std::string_view name() const override { return "layerwise"; }
 
   PassResult run(PlanState& s, PassContext& ctx) override {
-    s.ensure_costs();
-    const Liveness& l = s.ensure_liveness();
-    const uint64_t budget = s.target.budget;
-    ProfileTree tree(memory_profile(s));
+    Fitting f = begin_fitting(s);
+    const Liveness& l = f.liveness;
+    ProfileTree& tree = f.tree;
     // Weights pinned off the device are streamed whether or not the rest fits; the others
     // only when the resident plan does not fit.
-    const bool stream_all = budget != 0 && tree.max() > budget;
+    const bool stream_all = !f.fits();
     auto pinned_off = [&](uint32_t t) {
       return s.tensors[t].pinned && s.tensors[t].home_off_device;
     };
@@ -64,13 +63,8 @@ class Layerwise : public Pass {
       ++moved;
     }
     s.stat(name(), "weights streamed", static_cast<double>(moved));
-    if (budget != 0 && tree.max() > budget) {
-      s.infeasible = true;
-      ctx.failure = "does not fit with every weight streamed: " +
-                    infeasible_reason(s, tree, budget);
-      return PassResult::kFailed;
-    }
-    return moved > 0 ? PassResult::kChanged : PassResult::kUnchanged;
+    return end_fitting(s, ctx, tree, moved > 0 ? PassResult::kChanged : PassResult::kUnchanged,
+                       "does not fit with every weight streamed");
   }
 
  private:

@@ -209,296 +209,189 @@ class AheadList {
   std::vector<uint64_t> bits_;  ///< per use index: listed
 };
 
-class Reactive : public Pass {
+/// One run of the pass over a state: the device as a runtime sees it, op by op.
+class ReactivePager {
  public:
-  explicit Reactive(ReactiveOptions o) : o_(o) {}
-  [[nodiscard]] std::string_view name() const override { return "reactive"; }
+  ReactivePager(PlanState& s, PassContext& ctx, const ReactiveOptions& o)
+      : s_(s),
+        ctx_(ctx),
+        o_(o),
+        l_(*s.liveness),
+        n_(s.positions()),
+        budget_(static_cast<uint64_t>(static_cast<double>(s.target.budget) *
+                                      std::max(0.0, 1.0 - o.headroom))),
+        st_(s.w.tensors.size()),
+        kept_(s.w.tensors.size(), false),
+        warm_(s.w.tensors.size(), false),
+        lru_(s.w.tensors.size()) {}
 
-  PassResult run(PlanState& s, PassContext& ctx) override {
-    s.ensure_costs();
-    const Liveness& l = s.ensure_liveness();
-    if (s.target.budget == 0) return PassResult::kUnchanged;
-    {
-      const ProfileTree tree(memory_profile(s));
-      if (tree.max() <= s.target.budget) return PassResult::kUnchanged;
+  PassResult run() {
+    if (o_.keep > 0) keep_most_used();
+    if (!home_off_device()) return PassResult::kFailed;
+    // Pinned and kept tensors keep their runs; their bytes count as fixed.
+    std::vector<bool> mine(s_.w.tensors.size());
+    for (uint32_t t = 0; t < s_.w.tensors.size(); ++t) mine[t] = managed(t);
+    fixed_ = fixed_profile(s_, mine);
+    if (o_.warm) warm_start();
+    if (o_.furthest && o_.ahead > 0) make_ahead_list();
+    for (uint32_t j = 0; j < n_; ++j) {
+      if (gives_up(ctx_, s_, j, fetched_)) return PassResult::kFailed;
+      if (!step(j)) return PassResult::kFailed;
     }
-    const auto budget = static_cast<uint64_t>(static_cast<double>(s.target.budget) *
-                                              std::max(0.0, 1.0 - o_.headroom));
-    const uint32_t n = s.positions();
-    struct Live {
-      bool resident = false;
-      bool dirty = false;
-      uint32_t used = 0;  ///< position of the last use so far
-      size_t next = 0;    ///< index of the next use in l.uses
-      bool ahead = false;  ///< fetched ahead and not read yet (the fetch may be dropped)
-    };
-    std::vector<Live> st(s.w.tensors.size());
-    // Kept: the most used external tensors, up to `keep` of the budget, stay homed on the
-    // device and never move (ties: smaller first, then tensor id).
-    std::vector<bool> kept(s.w.tensors.size(), false);
-    if (o_.keep > 0) {
-      std::vector<uint32_t> order;
-      for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
-        if (l.born[t] == kNone && !s.tensors[t].pinned && !l.uses[t].empty()) order.push_back(t);
-      }
-      std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-        if (l.uses[a].size() != l.uses[b].size()) return l.uses[a].size() > l.uses[b].size();
-        return s.w.tensors[a].bytes < s.w.tensors[b].bytes;
-      });
-      const auto room = static_cast<uint64_t>(static_cast<double>(budget) * o_.keep);
-      uint64_t held = 0;
-      for (uint32_t t : order) {
-        if (held + s.w.tensors[t].bytes > room) continue;
-        held += s.w.tensors[t].bytes;
-        kept[t] = true;
-      }
-    }
-    for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
-      Residency& r = s.tensors[t];
-      if (r.pinned || kept[t]) continue;
-      if (l.born[t] == kNone && r.tier == kNone && !l.uses[t].empty()) {
-        ctx.failure = fmt::format("tensor '{}' has no offload tier with room",
-                                  s.w.tensors[t].name);
-        s.infeasible = true;
-        return PassResult::kFailed;
-      }
-      if (l.born[t] == kNone && r.tier != kNone) {
-        r.home_off_device = true;
-        r.runs.clear();
-      }
-    }
-    // Pinned and produced tensors keep their runs; their bytes are tracked here too.
-    // Evictable tensors, the first evicted first: (last use, tensor) for least recently
-    // used; (-next use, tensor) for furthest next use.
-    EvictionQueue lru(s.w.tensors.size());
-    auto evict_key = [&](uint32_t t, uint32_t j) -> int64_t {
-      if (!o_.furthest) return j;
-      const auto& u = l.uses[t];
-      const size_t next = st[t].next;
-      return next < u.size() ? -static_cast<int64_t>(u[next]) : INT64_MIN;
-    };
-    uint64_t used = 0;
-    std::vector<bool> warm(s.w.tensors.size(), false);
-    auto managed = [&](uint32_t t) {
-      return !s.tensors[t].pinned &&
-             (s.tensors[t].home_off_device || l.born[t] != kNone || warm[t]);
-    };
-    std::vector<uint64_t> fixed(n + 1, 0);  // bytes of runs this pass does not manage
-    {
-      std::vector<int64_t> diff(n + 2, 0);
-      for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
-        if (managed(t)) continue;
-        for (const Span& sp : occupancy(s.tensors[t].runs, n)) {
-          diff[sp.from] += static_cast<int64_t>(s.w.tensors[t].bytes);
-          diff[sp.to + 1] -= static_cast<int64_t>(s.w.tensors[t].bytes);
-        }
-      }
-      int64_t level = 0;
-      for (uint32_t i = 0; i <= n; ++i) fixed[i] = static_cast<uint64_t>(level += diff[i]);
-    }
-    if (o_.warm) {
-      // Warm start: the external tensors used first stay homed on the device, as many as
-      // leave room for the largest op and what this pass does not manage; evicting one
-      // the first time stores it (the reverse direction of the link is otherwise idle).
-      uint64_t fixed_max = 0, op_max = 0;
-      for (uint32_t i = 0; i < n; ++i) {
-        fixed_max = std::max(fixed_max, fixed[i]);
-        const Op& op = s.w.ops[s.order[i]];
-        uint64_t need = op.workspace;
-        for (const auto* list : {&op.inputs, &op.updates, &op.outputs}) {
-          for (uint32_t t : *list) need += s.w.tensors[t].bytes;
-        }
-        op_max = std::max(op_max, need);
-      }
-      const uint64_t room = budget > fixed_max + op_max ? budget - fixed_max - op_max : 0;
-      std::vector<uint32_t> order;
-      for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
-        if (s.tensors[t].home_off_device && !l.uses[t].empty()) order.push_back(t);
-      }
-      std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-        return l.uses[a].front() < l.uses[b].front();
-      });
-      for (uint32_t t : order) {
-        const uint64_t bytes = s.w.tensors[t].bytes;
-        if (used + bytes > room) break;
-        warm[t] = true;
-        Residency& r = s.tensors[t];
-        r.home_off_device = false;
-        r.runs = {Run{0, l.uses[t].front(), l.uses[t].front(), kNone}};
-        st[t].resident = true;
-        st[t].dirty = true;  // the device holds the only copy
-        used += bytes;
-        lru.insert(evict_key(t, 0), t);
-      }
-    }
-    // What the look-ahead may fetch: per position, the external tensors it reads or
-    // updates that this pass manages, in operand order.
-    std::optional<AheadList> ahead;
-    if (o_.furthest && o_.ahead > 0) {
-      std::vector<uint32_t> at(n + 1, 0), of;
-      for (uint32_t k = 0; k < n; ++k) {
-        const Op& op = s.w.ops[s.order[k]];
-        for (const auto* list : {&op.inputs, &op.updates}) {
-          for (uint32_t t : *list) {
-            if (managed(t) && l.born[t] == kNone) of.push_back(t);
-          }
-        }
-        at[k + 1] = static_cast<uint32_t>(of.size());
-      }
-      ahead.emplace(std::move(at), std::move(of), s.w.tensors.size(), o_.ahead);
-    }
-    auto arrived = [&](uint32_t t) {
-      st[t].resident = true;
-      if (ahead) ahead->arrived(t);
-    };
-    auto left = [&](uint32_t t) {
-      st[t].resident = false;
-      if (ahead) ahead->left(t);
-    };
-    // `fetched`: bytes of the fetches the plan surely makes (a fetch made ahead counts once
-    // read: until then a later eviction may drop it), what fetch_limit is held against.
-    uint64_t fetches = 0, evictions = 0, fetched = 0;
-    // Fetches t in slot j for its use at position k.
-    auto fetch = [&](uint32_t t, uint32_t j, uint32_t k) {
-      s.tensors[t].runs.push_back(Run{j, k, k, kNone, /*fetched=*/true});
-      arrived(t);
-      used += s.w.tensors[t].bytes;
-      ++fetches;
-    };
-    // Evicts t for the room op j needs.
-    auto evict_for = [&](uint32_t t, uint32_t j) {
-      lru.erase(t);
-      if (evict(s, st[t].dirty, t, j, l)) st[t].ahead = false;
-      left(t);
-      st[t].dirty = false;
-      used -= s.w.tensors[t].bytes;
-      ++evictions;
-    };
-    std::vector<uint32_t> mine, touched;
-    for (uint32_t j = 0; j < n; ++j) {
-      if (fetched >= ctx.fetch_limit) {
-        ctx.gave_up = true;
-        ctx.failure = fmt::format("gave up at op {}: {} fetched, enough to lose", s.order[j],
-                                  to_string_approx(Bytes{fetched}));
-        return PassResult::kFailed;
-      }
-      if (ahead) ahead->advance(j, [&](uint32_t t) { return !st[t].resident; });
-      const Op& op = s.w.ops[s.order[j]];
-      mine.clear();
-      for (const auto* list : {&op.inputs, &op.updates}) mine.insert(mine.end(), list->begin(), list->end());
-      uint64_t need = op.workspace;
-      for (uint32_t t : op.outputs) {
-        if (managed(t)) need += s.w.tensors[t].bytes;
-      }
-      for (uint32_t t : mine) {
-        if (managed(t) && !st[t].resident) need += s.w.tensors[t].bytes;
-      }
-      while (used + need + fixed[j] > budget && !lru.empty()) {
-        const std::optional<uint32_t> victim = lru.take_least_not_in(mine);
-        if (!victim) break;
-        evict_for(*victim, j);
-      }
-      if (used + need + fixed[j] > budget) {
-        ctx.failure = fmt::format(
-            "does not fit: op {} '{}' needs {} more with {} on the device it cannot evict, "
-            "budget {}",
-            s.order[j], op.name, to_string_approx(Bytes{need}),
-            to_string_approx(Bytes{used + fixed[j]}), to_string_approx(Bytes{budget}));
-        s.infeasible = true;
-        return PassResult::kFailed;
-      }
-      for (uint32_t t : mine) {
-        if (!managed(t)) continue;
-        if (!st[t].resident) {
-          fetch(t, j, j);
-          fetched += s.w.tensors[t].bytes;
-        } else {
-          lru.erase(t);
-          if (st[t].ahead) {
-            st[t].ahead = false;
-            fetched += s.w.tensors[t].bytes;
-          }
-        }
-        st[t].used = j;
-        s.tensors[t].runs.back().last = j;
-        ++st[t].next;
-      }
-      for (uint32_t t : op.updates) st[t].dirty = true;
-      for (uint32_t t : op.outputs) {
-        if (!managed(t)) continue;
-        Run r;
-        r.alloc = j;
-        r.first = j;
-        r.last = j;
-        s.tensors[t].runs = {r};
-        st[t] = Live{true, true, j, 0};
-        used += s.w.tensors[t].bytes;
-      }
-      // Look-ahead (furthest mode): fetch now what the next `ahead` ops read, evicting
-      // only tensors used later than the one fetched, so no eviction is regretted sooner
-      // than the fetch would have been made anyway.
-      for (uint32_t x = ahead ? ahead->next(kNone) : kNone; x != kNone; x = ahead->next(x)) {
-        const uint32_t k = ahead->position(x);
-        const uint32_t t = ahead->tensor(x);
-        const uint64_t bytes = s.w.tensors[t].bytes;
-        while (used + bytes + fixed[j] > budget && !lru.empty()) {
-          const auto [vkey, victim] = lru.top();
-          if (vkey >= -static_cast<int64_t>(k) ||
-              std::find(mine.begin(), mine.end(), victim) != mine.end()) {
-            break;  // used no later than t, or by this op
-          }
-          evict_for(victim, j);
-        }
-        if (used + bytes + fixed[j] > budget) continue;
-        fetch(t, j, k);
-        st[t].ahead = true;
-        lru.insert(evict_key(t, j), t);
-      }
-      // Free what is dead; the rest becomes evictable.
-      touched.assign(mine.begin(), mine.end());
-      touched.insert(touched.end(), op.outputs.begin(), op.outputs.end());
-      for (uint32_t t : touched) {
-        if (!managed(t) || !st[t].resident) continue;
-        const bool dead = st[t].next >= l.uses[t].size();
-        const bool produced = l.born[t] != kNone;
-        if (dead && l.persists[t]) {
-          s.tensors[t].runs.back().release = kNone;
-          continue;
-        }
-        if (dead && (produced || !st[t].dirty)) {
-          s.tensors[t].runs.back().release = j + 1;
-          left(t);
-          used -= s.w.tensors[t].bytes;
-          continue;
-        }
-        if (s.tensors[t].tier != kNone) {
-          lru.insert(evict_key(t, j), t);
-        }
-      }
-    }
-    // External tensors still resident at the end are released; modified ones stored home.
-    for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
-      if (!managed(t) || !st[t].resident) continue;
-      Run& r = s.tensors[t].runs.back();
-      if (r.release != kNone) continue;
-      if (l.persists[t] || warm[t]) continue;  // kept where they are homed
-      r.release = n;
-      r.store = st[t].dirty && l.born[t] == kNone;
-    }
-    s.stat(name(), "fetches", static_cast<double>(fetches));
-    s.stat(name(), "evictions", static_cast<double>(evictions));
+    finish();
+    s_.stat("reactive", "fetches", static_cast<double>(fetches_));
+    s_.stat("reactive", "evictions", static_cast<double>(evictions_));
     return PassResult::kChanged;
   }
 
  private:
+  struct Live {
+    bool resident = false;
+    bool dirty = false;
+    uint32_t used = 0;   ///< position of the last use so far
+    size_t next = 0;     ///< index of the next use in l.uses
+    bool ahead = false;  ///< fetched ahead and not read yet (the fetch may be dropped)
+  };
+
+  [[nodiscard]] uint64_t bytes(uint32_t t) const { return s_.w.tensors[t].bytes; }
+  /// Whether this pass decides t's runs.
+  [[nodiscard]] bool managed(uint32_t t) const {
+    return !s_.tensors[t].pinned &&
+           (s_.tensors[t].home_off_device || l_.born[t] != kNone || warm_[t]);
+  }
+  /// Evictable tensors, the first evicted first: (last use, tensor) for least recently
+  /// used; (-next use, tensor) for furthest next use.
+  [[nodiscard]] int64_t evict_key(uint32_t t, uint32_t j) const {
+    if (!o_.furthest) return j;
+    const auto& u = l_.uses[t];
+    const size_t next = st_[t].next;
+    return next < u.size() ? -static_cast<int64_t>(u[next]) : INT64_MIN;
+  }
+
+  /// Kept: the most used external tensors, up to `keep` of the budget, stay homed on the
+  /// device and never move (ties: smaller first, then tensor id).
+  void keep_most_used() {
+    std::vector<uint32_t> order;
+    for (uint32_t t = 0; t < s_.w.tensors.size(); ++t) {
+      if (l_.born[t] == kNone && !s_.tensors[t].pinned && !l_.uses[t].empty()) order.push_back(t);
+    }
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      if (l_.uses[a].size() != l_.uses[b].size()) return l_.uses[a].size() > l_.uses[b].size();
+      return bytes(a) < bytes(b);
+    });
+    const auto room = static_cast<uint64_t>(static_cast<double>(budget_) * o_.keep);
+    uint64_t held = 0;
+    for (uint32_t t : order) {
+      if (held + bytes(t) > room) continue;
+      held += bytes(t);
+      kept_[t] = true;
+    }
+  }
+
+  /// Every external tensor not kept or pinned starts on its offload tier; false (the
+  /// target infeasible) when one has none.
+  bool home_off_device() {
+    for (uint32_t t = 0; t < s_.w.tensors.size(); ++t) {
+      Residency& r = s_.tensors[t];
+      if (r.pinned || kept_[t]) continue;
+      if (l_.born[t] == kNone && r.tier == kNone && !l_.uses[t].empty()) {
+        ctx_.failure =
+            fmt::format("tensor '{}' has no offload tier with room", s_.w.tensors[t].name);
+        s_.infeasible = true;
+        return false;
+      }
+      if (l_.born[t] == kNone && r.tier != kNone) {
+        r.home_off_device = true;
+        r.runs.clear();
+      }
+    }
+    return true;
+  }
+
+  /// Warm start: the external tensors used first stay homed on the device, as many as
+  /// leave room for the largest op and what this pass does not manage; evicting one the
+  /// first time stores it (the reverse direction of the link is otherwise idle).
+  void warm_start() {
+    uint64_t fixed_max = 0, op_max = 0;
+    for (uint32_t i = 0; i < n_; ++i) {
+      fixed_max = std::max(fixed_max, fixed_[i]);
+      const Op& op = s_.w.ops[s_.order[i]];
+      uint64_t need = op.workspace;
+      for (const auto* list : {&op.inputs, &op.updates, &op.outputs}) {
+        for (uint32_t t : *list) need += bytes(t);
+      }
+      op_max = std::max(op_max, need);
+    }
+    const uint64_t room = budget_ > fixed_max + op_max ? budget_ - fixed_max - op_max : 0;
+    std::vector<uint32_t> order;
+    for (uint32_t t = 0; t < s_.w.tensors.size(); ++t) {
+      if (s_.tensors[t].home_off_device && !l_.uses[t].empty()) order.push_back(t);
+    }
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return l_.uses[a].front() < l_.uses[b].front();
+    });
+    for (uint32_t t : order) {
+      if (used_ + bytes(t) > room) break;
+      warm_[t] = true;
+      Residency& r = s_.tensors[t];
+      r.home_off_device = false;
+      r.runs = {Run{0, l_.uses[t].front(), l_.uses[t].front(), kNone}};
+      st_[t].resident = true;
+      st_[t].dirty = true;  // the device holds the only copy
+      used_ += bytes(t);
+      lru_.insert(evict_key(t, 0), t);
+    }
+  }
+
+  /// What the look-ahead may fetch: per position, the external tensors it reads or updates
+  /// that this pass manages, in operand order.
+  void make_ahead_list() {
+    std::vector<uint32_t> at(n_ + 1, 0), of;
+    for (uint32_t k = 0; k < n_; ++k) {
+      const Op& op = s_.w.ops[s_.order[k]];
+      for (const auto* list : {&op.inputs, &op.updates}) {
+        for (uint32_t t : *list) {
+          if (managed(t) && l_.born[t] == kNone) of.push_back(t);
+        }
+      }
+      at[k + 1] = static_cast<uint32_t>(of.size());
+    }
+    ahead_.emplace(std::move(at), std::move(of), s_.w.tensors.size(), o_.ahead);
+  }
+
+  void arrived(uint32_t t) {
+    st_[t].resident = true;
+    if (ahead_) ahead_->arrived(t);
+  }
+  void left(uint32_t t) {
+    st_[t].resident = false;
+    if (ahead_) ahead_->left(t);
+  }
+  /// Fetches t in slot j for its use at position k.
+  void fetch(uint32_t t, uint32_t j, uint32_t k) {
+    s_.tensors[t].runs.push_back(Run{j, k, k, kNone, /*fetched=*/true});
+    arrived(t);
+    used_ += bytes(t);
+    ++fetches_;
+  }
+  /// Evicts t for the room op j needs.
+  void evict_for(uint32_t t, uint32_t j) {
+    lru_.erase(t);
+    if (release(st_[t].dirty, t, j)) st_[t].ahead = false;
+    left(t);
+    st_[t].dirty = false;
+    used_ -= bytes(t);
+    ++evictions_;
+  }
+
   /// Releases t's current run for the room the op at position j needs, or drops it when it
   /// was fetched ahead and not read yet. Furthest mode (an offline planner) releases it
   /// right after its last use instead: nothing uses it in between, so the evictions and
   /// fetches stay the same, and the room it leaves is where `schedule` can start the
   /// fetches that replace it early. Its store (if any) is counted until it is estimated to
   /// land, at most until j. Returns whether it dropped a fetch (the plan copies less).
-  bool evict(PlanState& s, bool dirty, uint32_t t, uint32_t j, const Liveness& l) const {
-    auto& runs = s.tensors[t].runs;
+  bool release(bool dirty, uint32_t t, uint32_t j) {
+    auto& runs = s_.tensors[t].runs;
     if (runs.back().fetched && runs.back().first >= j) {
       // Fetched ahead and not read yet: that fetch is not made at all.
       runs.pop_back();
@@ -506,15 +399,172 @@ class Reactive : public Pass {
     }
     Run& r = runs.back();
     r.release = o_.furthest && r.last < j ? r.last + 1 : j;
-    const bool needed_later = !l.uses[t].empty() && l.uses[t].back() >= j;
-    r.store = dirty && (needed_later || l.born[t] == kNone || l.persists[t]);
+    const bool needed_later = !l_.uses[t].empty() && l_.uses[t].back() >= j;
+    r.store = dirty && (needed_later || l_.born[t] == kNone || l_.persists[t]);
     r.hold = r.store && r.release < j
-                 ? std::min(store_hold(s, s.tensors[t].tier, s.w.tensors[t].bytes, r.release),
-                            j - r.release)
+                 ? std::min(store_hold(s_, s_.tensors[t].tier, bytes(t), r.release), j - r.release)
                  : 0;
     return false;
   }
 
+  /// Op j: room for what it needs, its missing inputs fetched, its outputs placed, the
+  /// look-ahead's fetches, then what is dead freed. False when the op cannot fit.
+  bool step(uint32_t j) {
+    if (ahead_) ahead_->advance(j, [&](uint32_t t) { return !st_[t].resident; });
+    const Op& op = s_.w.ops[s_.order[j]];
+    mine_.clear();
+    for (const auto* list : {&op.inputs, &op.updates}) {
+      mine_.insert(mine_.end(), list->begin(), list->end());
+    }
+    if (!make_room(j, op)) return false;
+    read_inputs(j);
+    for (uint32_t t : op.updates) st_[t].dirty = true;
+    for (uint32_t t : op.outputs) {
+      if (!managed(t)) continue;
+      Run r;
+      r.alloc = j;
+      r.first = j;
+      r.last = j;
+      s_.tensors[t].runs = {r};
+      st_[t] = Live{true, true, j, 0};
+      used_ += bytes(t);
+    }
+    if (ahead_) look_ahead(j);
+    free_dead(j, op);
+    return true;
+  }
+
+  /// Evicts until op j's missing inputs, outputs and workspace fit.
+  bool make_room(uint32_t j, const Op& op) {
+    uint64_t need = op.workspace;
+    for (uint32_t t : op.outputs) {
+      if (managed(t)) need += bytes(t);
+    }
+    for (uint32_t t : mine_) {
+      if (managed(t) && !st_[t].resident) need += bytes(t);
+    }
+    while (used_ + need + fixed_[j] > budget_ && !lru_.empty()) {
+      const std::optional<uint32_t> victim = lru_.take_least_not_in(mine_);
+      if (!victim) break;
+      evict_for(*victim, j);
+    }
+    if (used_ + need + fixed_[j] <= budget_) return true;
+    ctx_.failure = fmt::format(
+        "does not fit: op {} '{}' needs {} more with {} on the device it cannot evict, "
+        "budget {}",
+        s_.order[j], op.name, to_string_approx(Bytes{need}),
+        to_string_approx(Bytes{used_ + fixed_[j]}), to_string_approx(Bytes{budget_}));
+    s_.infeasible = true;
+    return false;
+  }
+
+  /// Op j's inputs: fetched when missing; a fetch made ahead counts once read.
+  void read_inputs(uint32_t j) {
+    for (uint32_t t : mine_) {
+      if (!managed(t)) continue;
+      if (!st_[t].resident) {
+        fetch(t, j, j);
+        fetched_ += bytes(t);
+      } else {
+        lru_.erase(t);
+        if (st_[t].ahead) {
+          st_[t].ahead = false;
+          fetched_ += bytes(t);
+        }
+      }
+      st_[t].used = j;
+      s_.tensors[t].runs.back().last = j;
+      ++st_[t].next;
+    }
+  }
+
+  /// Look-ahead (furthest mode): fetch now what the next `ahead` ops read, evicting only
+  /// tensors used later than the one fetched, so no eviction is regretted sooner than the
+  /// fetch would have been made anyway.
+  void look_ahead(uint32_t j) {
+    for (uint32_t x = ahead_->next(kNone); x != kNone; x = ahead_->next(x)) {
+      const uint32_t k = ahead_->position(x);
+      const uint32_t t = ahead_->tensor(x);
+      while (used_ + bytes(t) + fixed_[j] > budget_ && !lru_.empty()) {
+        const auto [vkey, victim] = lru_.top();
+        if (vkey >= -static_cast<int64_t>(k) ||
+            std::find(mine_.begin(), mine_.end(), victim) != mine_.end()) {
+          break;  // used no later than t, or by this op
+        }
+        evict_for(victim, j);
+      }
+      if (used_ + bytes(t) + fixed_[j] > budget_) continue;
+      fetch(t, j, k);
+      st_[t].ahead = true;
+      lru_.insert(evict_key(t, j), t);
+    }
+  }
+
+  /// Frees what op j leaves dead; the rest of what it touched becomes evictable.
+  void free_dead(uint32_t j, const Op& op) {
+    touched_.assign(mine_.begin(), mine_.end());
+    touched_.insert(touched_.end(), op.outputs.begin(), op.outputs.end());
+    for (uint32_t t : touched_) {
+      if (!managed(t) || !st_[t].resident) continue;
+      const bool dead = st_[t].next >= l_.uses[t].size();
+      const bool produced = l_.born[t] != kNone;
+      if (dead && l_.persists[t]) {
+        s_.tensors[t].runs.back().release = kNone;
+        continue;
+      }
+      if (dead && (produced || !st_[t].dirty)) {
+        s_.tensors[t].runs.back().release = j + 1;
+        left(t);
+        used_ -= bytes(t);
+        continue;
+      }
+      if (s_.tensors[t].tier != kNone) lru_.insert(evict_key(t, j), t);
+    }
+  }
+
+  /// External tensors still resident at the end are released; modified ones stored home.
+  void finish() {
+    for (uint32_t t = 0; t < s_.w.tensors.size(); ++t) {
+      if (!managed(t) || !st_[t].resident) continue;
+      Run& r = s_.tensors[t].runs.back();
+      if (r.release != kNone) continue;
+      if (l_.persists[t] || warm_[t]) continue;  // kept where they are homed
+      r.release = n_;
+      r.store = st_[t].dirty && l_.born[t] == kNone;
+    }
+  }
+
+  PlanState& s_;
+  PassContext& ctx_;
+  const ReactiveOptions& o_;
+  const Liveness& l_;
+  uint32_t n_;
+  uint64_t budget_;  ///< the target's less the headroom
+  std::vector<Live> st_;
+  std::vector<bool> kept_;
+  std::vector<bool> warm_;
+  std::vector<uint64_t> fixed_;  ///< per position: bytes of runs this pass does not manage
+  EvictionQueue lru_;
+  std::optional<AheadList> ahead_;
+  uint64_t used_ = 0;
+  /// Bytes of the fetches the plan surely makes (a fetch made ahead counts once read:
+  /// until then a later eviction may drop it), what the search's limit is held against.
+  uint64_t fetched_ = 0;
+  uint64_t fetches_ = 0, evictions_ = 0;
+  std::vector<uint32_t> mine_, touched_;  ///< op j's inputs and updates; and its outputs
+};
+
+class Reactive : public Pass {
+ public:
+  explicit Reactive(ReactiveOptions o) : o_(o) {}
+  [[nodiscard]] std::string_view name() const override { return "reactive"; }
+
+  PassResult run(PlanState& s, PassContext& ctx) override {
+    if (begin_fitting(s).fits()) return PassResult::kUnchanged;
+    return ReactivePager(s, ctx, o_).run();
+  }
+
+ private:
   ReactiveOptions o_;
 };
 
@@ -522,12 +572,7 @@ class Reactive : public Pass {
 
 std::unique_ptr<Pass> make_reactive(PassOptions& o) {
   ReactiveOptions r;
-  const std::string evict = o.text("evict", "lru");
-  if (evict != "lru" && evict != "furthest") {
-    throw InputError::at(SourcePos{"--pipeline"}, "option 'evict' of pass 'reactive': '{}' is "
-                         "not lru or furthest", evict);
-  }
-  r.furthest = evict == "furthest";
+  r.furthest = o.choice("evict", {"lru", "furthest"}) == "furthest";
   r.headroom = o.number("headroom", 0.0);
   r.keep = o.number("keep", 0.0);
   r.warm = o.flag("warm", false);

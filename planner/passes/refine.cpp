@@ -24,15 +24,16 @@ class Refine : public Pass {
   [[nodiscard]] std::string_view name() const override { return "refine"; }
 
   PassResult run(PlanState& s, PassContext& ctx) override {
-    if (ctx.evaluator == nullptr || !ctx.materialized) {
+    if (ctx.evaluator == nullptr || !s.emitted.started()) {
       s.stat(name(), "skipped: no evaluator", 1);
       return PassResult::kUnchanged;
     }
     const Costs& c = s.ensure_costs();
-    const Plan& plan = current_plan(s, ctx);
-    Evaluation best = ctx.evaluation ? *ctx.evaluation : ctx.evaluator->evaluate(plan);
+    const Plan& plan = s.plan();
+    Evaluation best =
+        s.emitted.evaluation() ? *s.emitted.evaluation() : ctx.evaluator->evaluate(plan);
     s.stat(name(), "evaluations", 1);
-    ctx.evaluation = best;
+    s.emitted.set_evaluation(best);
     if (!best.ok) return PassResult::kUnchanged;
     bool changed = false;
     for (uint32_t round = 0; round < o_.iterations; ++round) {
@@ -40,11 +41,12 @@ class Refine : public Pass {
       for (size_t t = 0; t < s.tensors.size(); ++t) saved[t] = s.tensors[t].runs;
       ProfileTree tree(memory_profile(s));
       uint64_t moved = 0;
-      const uint32_t per = std::max<uint32_t>(1, ctx.events_per_program);
+      const uint32_t per = std::max<uint32_t>(1, s.emitted.events_per_program());
+      const auto& event_run = s.emitted.event_run();
       for (size_t e = 0; e < best.exposed_by_event.size(); ++e) {
         const int64_t exposed = best.exposed_by_event[e];
-        if (exposed <= 0 || e % per >= ctx.event_run.size()) continue;
-        const auto [t, k] = ctx.event_run[e % per];
+        if (exposed <= 0 || e % per >= event_run.size()) continue;
+        const auto [t, k] = event_run[e % per];
         Run& run = s.tensors[t].runs[k];
         if (!run.fetched) continue;
         const uint32_t floor = k == 0 ? 0 : s.tensors[t].runs[k - 1].release;
@@ -59,18 +61,17 @@ class Refine : public Pass {
         ++moved;
       }
       if (moved == 0) break;
-      rematerialize(s, ctx);
-      const Evaluation next = ctx.evaluator->evaluate(*ctx.plan);
+      const Evaluation next = ctx.evaluator->evaluate(s.emitted.emit(s));
       s.stat(name(), "evaluations", 1);
       if (!next.ok || next.makespan_ps >= best.makespan_ps) {
         for (size_t t = 0; t < s.tensors.size(); ++t) s.tensors[t].runs = std::move(saved[t]);
-        rematerialize(s, ctx);
-        ctx.evaluation = best;
+        s.emitted.emit(s);
+        s.emitted.set_evaluation(best);
         break;
       }
       s.stat(name(), "prefetches moved earlier", static_cast<double>(moved));
       best = next;
-      ctx.evaluation = best;
+      s.emitted.set_evaluation(best);
       changed = true;
     }
     s.stat(name(), "simulated makespan ms", static_cast<double>(best.makespan_ps) / 1e9);

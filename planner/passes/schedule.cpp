@@ -43,7 +43,7 @@ class Schedule : public Pass {
   explicit Schedule(ScheduleOptions o) : o_(o) {}
   [[nodiscard]] std::string_view name() const override { return "schedule"; }
 
-  PassResult run(PlanState& s, PassContext& ctx) override {
+  PassResult run(PlanState& s, PassContext&) override {
     const Costs& c = s.ensure_costs();
     s.ensure_liveness();
     struct Fetch {
@@ -64,7 +64,7 @@ class Schedule : public Pass {
     s.stat(name(), "store holds lengthened", static_cast<double>(held));
     if (fetches.empty()) {
       if (held == 0) return PassResult::kUnchanged;
-      runs_changed(ctx);
+      s.emitted.runs_changed();
       return PassResult::kChanged;
     }
     std::sort(fetches.begin(), fetches.end(), [](const Fetch& a, const Fetch& b) {
@@ -159,7 +159,7 @@ class Schedule : public Pass {
     s.stat(name(), "anchors moved earlier", static_cast<double>(earlier));
     s.stat(name(), "anchors held back by the budget", static_cast<double>(capped));
     if (moved == 0 && held == 0) return PassResult::kUnchanged;
-    runs_changed(ctx);
+    s.emitted.runs_changed();
     return PassResult::kChanged;
   }
 
@@ -245,7 +245,7 @@ class Schedule : public Pass {
       // without room for them.
       const uint32_t from = st.release + run.hold;
       uint32_t to = st.release + want - 1;
-      if (budget > 0 && tree.max(from, to) + bytes > budget) {
+      if (tree.max(from, to) + bytes > budget) {
         uint32_t x = from;
         while (x <= to && tree.max(x, x) + bytes <= budget) ++x;
         if (x == from) continue;

@@ -43,12 +43,13 @@ class Select : public Pass {
   [[nodiscard]] std::string_view name() const override { return "select"; }
 
   PassResult run(PlanState& s, PassContext& ctx) override {
-    if (s.target.budget == 0) return PassResult::kUnchanged;
-    const Costs& c = s.ensure_costs();
+    s.ensure_costs();
     s.ensure_liveness();
     const size_t kept = keep_pinned(s);
     if (kept > 0) s.stat(name(), "pinned tensors fetched once", static_cast<double>(kept));
-    ProfileTree tree(memory_profile(s));
+    Fitting f = begin_fitting(s);
+    const Costs& c = f.costs;
+    ProfileTree& tree = f.tree;
     const auto target = static_cast<uint64_t>(static_cast<double>(s.target.budget) *
                                               std::max(0.0, 1.0 - o_.headroom));
     s.stat(name(), "resident peak bytes", static_cast<double>(tree.max()));
@@ -127,12 +128,7 @@ class Select : public Pass {
       s.stat(name(), "offloads with exposed copies", static_cast<double>(n));
     }
     s.stat(name(), "estimated peak bytes", static_cast<double>(tree.max()));
-    if (tree.max() > s.target.budget) {
-      s.infeasible = true;
-      ctx.failure = "does not fit: " + infeasible_reason(s, tree, s.target.budget);
-      return PassResult::kFailed;
-    }
-    return PassResult::kChanged;
+    return end_fitting(s, ctx, tree, PassResult::kChanged);
   }
 
  private:

@@ -16,18 +16,14 @@ class Verify : public Pass {
   PassResult run(PlanState& s, PassContext& ctx) override {
     s.ensure_costs();
     s.ensure_liveness();
-    if (auto issue = verify_plan(current_plan(s, ctx), s.w)) {
+    if (auto issue = verify_plan(s.plan(), s.w)) {
       ctx.failure = fmt::format("program {} step {}: {}", issue->program, issue->step,
                                 issue->message);
       return PassResult::kFailed;
     }
-    if (s.target.budget > 0) {
-      const ProfileTree tree(memory_profile(s));
-      if (tree.max() > s.target.budget) {
-        ctx.failure = "does not fit: " + infeasible_reason(s, tree, s.target.budget);
-        s.infeasible = true;
-        return PassResult::kFailed;
-      }
+    if (end_fitting(s, ctx, ProfileTree(memory_profile(s)), PassResult::kUnchanged) ==
+        PassResult::kFailed) {
+      return PassResult::kFailed;
     }
     std::vector<uint64_t> held(s.topo.tiers.size(), 0);
     for (uint32_t t = 0; t < s.tensors.size(); ++t) {

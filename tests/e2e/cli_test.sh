@@ -149,6 +149,12 @@ check plan-ok 0 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w
 contains plan-pipeline "$tmp/out" "pipeline  place,liveness,select,insert,schedule,verify"
 contains plan-explain "$tmp/out" "largest offloaded tensors:"
 contains plan-stats "$tmp/out" "select     offloaded tensors"
+# The tierflow policy's --explain prints its portfolio: every pipeline tried, the best marked.
+check plan-portfolio 0 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w7.json" \
+  --devices 1 --budget 300MiB --explain --threads 1 -o "$tmp/p7t.json"
+contains plan-portfolio-table "$tmp/out" "tierflow portfolio: "
+contains plan-portfolio-first "$tmp/out" "reorder,place{multi=true},liveness,select,insert,schedule,verify"
+ok plan-portfolio-one-best test "$(grep -cE '^ +\*[0-9]+  ' "$tmp/out")" = 1
 check plan-too-many-devices 2 "$tf" plan --hw configs/hw/gh200.yaml --workload "$tmp/w7.json" --devices 2 \
   --policy resident -o "$tmp/p-dev.json"
 contains plan-too-many-devices-msg "$tmp/err" "--devices: 2 programs, but the topology has 1 'hopper' device"

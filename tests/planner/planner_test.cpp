@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <tuple>
@@ -83,6 +84,27 @@ TEST_CASE("pipelines print back as written") {
   }
   for (const Policy& p : policies()) {
     CHECK(Pipeline::parse(p.pipeline).str() == p.pipeline);
+  }
+}
+
+TEST_CASE("the tierflow portfolio: pipelines that print back as written, each said once") {
+  const auto table = tierflow_portfolio();
+  CHECK(table.size() >= 10);
+  for (size_t i = 0; i < table.size(); ++i) {
+    CAPTURE(table[i].pipeline);
+    CHECK(Pipeline::parse(table[i].pipeline).str() == table[i].pipeline);
+    CHECK(!table[i].tries.empty());
+    for (size_t j = 0; j < i; ++j) {
+      CHECK(table[j].pipeline != table[i].pipeline);
+      CHECK(table[j].tries != table[i].tries);
+    }
+  }
+  // Every other policy's pipeline is tried as it is.
+  for (const Policy& p : policies()) {
+    if (p.name == "tierflow" || p.name == "resident") continue;
+    CAPTURE(p.name);
+    CHECK(std::any_of(table.begin(), table.end(),
+                      [&](const PortfolioEntry& e) { return e.pipeline == p.pipeline; }));
   }
 }
 

@@ -25,6 +25,9 @@ const std::string kSource = TIERFLOW_SOURCE_DIR;
 std::string notes_of(const PlanOutcome& o) {
   std::string out;
   for (const std::string& n : o.notes) out += n + "\n";
+  for (const PortfolioTrial& t : o.portfolio) {
+    out += t.pipeline + " " + t.result + (t.best ? " best" : "") + "\n";
+  }
   for (const Stat& s : o.stats) out += s.pass + " " + s.name + " " + std::to_string(s.value) + "\n";
   return out;
 }
@@ -88,6 +91,23 @@ TEST_CASE("the tierflow search: same result on any number of threads, no worse t
       REQUIRE(out.evaluation.has_value());
       CHECK(out.evaluation->makespan_ps == first->evaluation->makespan_ps);
     }
+    // The portfolio as --explain prints it: the table's pipelines in order, each with a
+    // result, one of them the best.
+    const auto table = tierflow_portfolio();
+    REQUIRE(!first->portfolio.empty());
+    REQUIRE(first->portfolio.size() <= table.size());
+    size_t best = 0;
+    for (size_t i = 0; i < first->portfolio.size(); ++i) {
+      const PortfolioTrial& t = first->portfolio[i];
+      CHECK(t.pipeline == table[i].pipeline);
+      CHECK(t.tries == table[i].tries);
+      CHECK(!t.result.empty());
+      if (t.best) {
+        ++best;
+        CHECK(t.result.rfind("skipped", 0) != 0);  // the best was simulated
+      }
+    }
+    CHECK(best == 1);
     if (!first->ok || !first->evaluation || !first->evaluation->ok) continue;
     for (const char* baseline : {"reactive", "layerwise", "distance", "hyperoffload"}) {
       CAPTURE(baseline);
@@ -104,7 +124,7 @@ TEST_CASE("the tierflow search: same result on any number of threads, no worse t
   CHECK(compared >= 30);  // enough baselines that ran, or the comparison proves little
 }
 
-// PassContext::fetch_limit lets a selection pass give up once its plan surely copies that
+// SearchLimits::fetch_bytes lets a selection pass give up once its plan surely copies that
 // many bytes, and the search then skips the plan unscored: a pass that gave up must have
 // planned at least the limit in fetches that stay in the plan (reactive's look-ahead may
 // drop a fetch it made ahead, so those count only once read), and one that did not give
@@ -130,9 +150,9 @@ TEST_CASE("a selection pass gives up at the fetch limit only with that much sure
         CAPTURE(limit);
         PlanState s = initial_state(w, topo, req, budget);
         PassContext c;
-        c.fetch_limit = limit;
+        c.limits.fetch_bytes = limit;
         const PassResult r = p.run(s, c);
-        if (c.gave_up) {
+        if (c.limits.gave_up) {
           CHECK(r == PassResult::kFailed);
           CHECK(fetched_bytes(s) >= limit);
           CHECK(all >= limit);

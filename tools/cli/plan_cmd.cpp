@@ -70,6 +70,25 @@ std::string summary(const planner::PlanOutcome& o, const Workload& w, const hw::
   return out;
 }
 
+/// The tierflow policy's portfolio as tried: per pipeline, its number (the best marked *),
+/// how it fared and what it tries, then the pipeline as --pipeline takes it.
+std::string portfolio_text(const planner::PlanOutcome& o) {
+  if (o.portfolio.empty()) return "";
+  std::string out = fmt::format(
+      "\ntierflow portfolio: {} of {} pipelines tried, the best (*) then refined; skipped: not "
+      "simulated (a repeated plan, or copies alone at least as long as the best so far)\n",
+      o.portfolio.size(), planner::tierflow_portfolio().size());
+  size_t width = 0;
+  for (const planner::PortfolioTrial& p : o.portfolio) width = std::max(width, p.result.size());
+  for (size_t i = 0; i < o.portfolio.size(); ++i) {
+    const planner::PortfolioTrial& p = o.portfolio[i];
+    const std::string number = fmt::format("{}{}", p.best ? "*" : "", i + 1);
+    out += fmt::format("  {:>3}  {:<{}}  {}\n", number, p.result, width, p.tries);
+    out += fmt::format("  {:>3}  {:<{}}  {}\n", "", "", width, p.pipeline);
+  }
+  return out;
+}
+
 std::string explain(const planner::PlanOutcome& o, const Workload& w, const hw::Topology& topo) {
   std::string out = "\nlargest offloaded tensors:\n";
   Table t({"tensor", "bytes", "tier", "fetches", "stores", "off device", "copy time", "exposed",
@@ -92,6 +111,7 @@ std::string explain(const planner::PlanOutcome& o, const Workload& w, const hw::
     if (o.offloads.size() > 15) out += fmt::format("  ... and {} more\n", o.offloads.size() - 15);
   }
   for (const std::string& n : o.notes) out += fmt::format("note: {}\n", n);
+  out += portfolio_text(o);
   for (const std::string& warn : planner::plan_warnings(o)) out += fmt::format("warning: {}\n", warn);
   return out;
 }
@@ -132,9 +152,9 @@ int run_plan(const PlanCliOptions& o) {
   req.verify_each = o.verify_each;
   req.threads = o.f.threads;
   if (o.print_after_all || !o.print_after.empty()) {
-    req.after_pass = [&](std::string_view pass, const planner::PlanState& s,
-                         const std::optional<Plan>& plan) {
+    req.after_pass = [&](std::string_view pass, const planner::PlanState& s) {
       if (!o.print_after_all && pass != o.print_after) return;
+      const std::optional<Plan>& plan = s.emitted.last();
       fmt::print("// after {}\n{}", pass, plan ? planner::plan_text(*plan, w) : planner::runs_text(s));
     };
   }

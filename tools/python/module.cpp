@@ -226,6 +226,22 @@ void bind_classes(py::module_& m) {
       .def_property_readonly("offloads", &offloads_list,
                              "offloaded tensors, largest first (as --explain)")
       .def_property_readonly("notes", [](const PlanHandle& p) { return p.outcome.notes; })
+      .def_property_readonly(
+          "portfolio",
+          [](const PlanHandle& p) {
+            py::list out;
+            for (const planner::PortfolioTrial& t : p.outcome.portfolio) {
+              py::dict d;
+              d["pipeline"] = t.pipeline;
+              d["tries"] = t.tries;
+              d["result"] = t.result;
+              d["best"] = t.best;
+              out.append(std::move(d));
+            }
+            return out;
+          },
+          "the tierflow policy's portfolio as tried: pipeline, tries, result, best (as "
+          "--explain)")
       .def_property_readonly("warnings",
                              [](const PlanHandle& p) { return planner::plan_warnings(p.outcome); })
       .def_property_readonly(

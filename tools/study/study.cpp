@@ -228,7 +228,7 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
   const Workload& plan_w = planned ? *planned : *p.workload;
   if (planned) {
     // Room for the one demand copy a realized plan holds beyond the planned one.
-    const uint64_t budget = s.budget != 0 ? s.budget : topo.usable(req.target.device_tier);
+    const uint64_t budget = planner::resolved(topo, req.target).budget;
     const uint64_t reserve = planner::demand_reserve(*p.workload);
     if (reserve >= budget) {
       throw InputError::at(SourcePos{"--routing"},
@@ -279,9 +279,10 @@ Trial Study::run(const Scenario& s) {
   check_policy(s.policy, "--policy");
   const auto topo = topology(s);
   t.topology = topo->name;
-  const planner::Target target = make_target(*topo, s.device, s.devices, "--device");
+  planner::Target target = make_target(*topo, s.device, s.devices, "--device");
+  target.budget = s.budget;
   t.device_tier = topo->tiers[target.device_tier].id;
-  t.budget = s.budget != 0 ? s.budget : topo->usable(target.device_tier);
+  t.budget = planner::resolved(*topo, target).budget;
 
   auto conclude = [&t] {
     t.ok = true;
