@@ -167,6 +167,10 @@ def test_plan(cli, small_workload, tmp_path):
     assert p.bounds["makespan_ps"] <= p.simulated["makespan_ps"]
     assert p.num_programs == 1 and p.num_steps > small_workload.num_ops
     assert p.offloads and p.offloads[0]["tier"] == "ddr"
+    # The tierflow policy's portfolio as tried (what --explain prints), one of them the best.
+    assert p.portfolio and [x["best"] for x in p.portfolio].count(True) == 1
+    assert all(x["pipeline"] and x["tries"] and x["result"] for x in p.portfolio)
+    assert any(x["pipeline"] == p.pipeline.replace(",refine,", ",") for x in p.portfolio if x["best"])
     assert p.workload.description == small_workload.description and p.topology.name == t.name
     lines = p.text().splitlines()
     assert len([x for x in lines if not x.startswith("home ")]) == p.num_steps
@@ -189,7 +193,7 @@ def test_plan(cli, small_workload, tmp_path):
     assert json.loads(cli_plan.read_text())["programs"] == json.loads(path.read_text())["programs"]
     # Other policies, pins and the max-overhead mode.
     resident = tierflow.plan(t, small_workload, policy="resident")
-    assert resident.ok and resident.offloads == []
+    assert resident.ok and resident.offloads == [] and resident.portfolio == []
     pinned = tierflow.plan(t, small_workload, pins=["weight=ddr"])
     assert pinned.ok and all(o["tier"] == "ddr" for o in pinned.offloads)
     lean = tierflow.plan(t, small_workload, max_overhead="5%")
