@@ -1,6 +1,7 @@
 // Writing workloads as JSON, in the layout that core/workload_layout.h describes; reading
 // them is core/workload_json.cpp. The tensor and op loops append directly (a million ops are
-// written in one pass): names go through the one escaping function of core/json_writer.h.
+// written in one pass): names and numbers go through the JSON writer's own functions
+// (core/json_writer.h: append_json_string, append_json_double).
 #include <charconv>
 #include <string>
 
@@ -15,13 +16,6 @@ namespace {
 template <class Int>
 void append_int(std::string& out, Int v) {
   char buf[24];
-  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, p);
-}
-
-/// The shortest text that reads back to the same double.
-void append_double(std::string& out, double v) {
-  char buf[32];
   auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
   out.append(buf, p);
 }
@@ -97,7 +91,7 @@ std::string write_workload(const Workload& w) {
     out += "\", \"dtype\": \"";
     out += name_of(op.dtype);
     out += "\", \"flops\": ";
-    append_double(out, op.flops);
+    append_json_double(out, op.flops);
     out += ", \"bytes\": ";
     append_int(out, op.bytes);
     out += ", \"inputs\": ";
