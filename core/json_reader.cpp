@@ -321,6 +321,33 @@ std::string_view JsonReader::decode_string() {
   }
 }
 
+namespace {
+
+/// Whether `t` is a number as JSON's grammar writes it: -?(0|[1-9][0-9]*)(.[0-9]+)?
+/// ([eE][+-]?[0-9]+)? (std::from_chars also takes "6.", "1.e5" and "1e").
+bool json_number(std::string_view t) {
+  size_t k = 0;
+  auto digits = [&] {
+    const size_t from = k;
+    while (k < t.size() && t[k] >= '0' && t[k] <= '9') ++k;
+    return k > from;
+  };
+  if (k < t.size() && t[k] == '-') ++k;
+  if (!digits()) return false;
+  if (k < t.size() && t[k] == '.') {
+    ++k;
+    if (!digits()) return false;
+  }
+  if (k < t.size() && (t[k] == 'e' || t[k] == 'E')) {
+    ++k;
+    if (k < t.size() && (t[k] == '+' || t[k] == '-')) ++k;
+    if (!digits()) return false;
+  }
+  return k == t.size();
+}
+
+}  // namespace
+
 std::string_view JsonReader::number_token() {
   skip_ws();
   const size_t start = i_;
@@ -336,6 +363,12 @@ std::string_view JsonReader::number_token() {
   const size_t digits = !t.empty() && t[0] == '-' ? 1 : 0;
   if (t.size() > digits + 1 && t[digits] == '0' && t[digits + 1] >= '0' && t[digits + 1] <= '9') {
     fail_at(start, "malformed JSON: numbers have no leading zeros, got {}", t);
+  }
+  if (!t.empty() && !json_number(t)) {
+    fail_at(start,
+            "malformed JSON: {} is not a number (JSON needs digits before and after a '.', "
+            "and after an 'e')",
+            t);
   }
   return t;
 }

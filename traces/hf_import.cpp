@@ -191,8 +191,25 @@ Arch import_hf_config_text(const std::string& text, const std::string& name,
   JsonReader r(text, name);
   const SourcePos top = r.pos();
   const ConfigKeys ck = config_keys(r);
-  // The text is valid JSON by now; nlohmann gives convenient access to the values.
-  const Json whole = Json::parse(text);
+  // The text is valid JSON by now; nlohmann gives convenient access to the values. Should
+  // the two readers ever disagree, nlohmann's complaint is an input error, not a crash.
+  Json whole;
+  try {
+    whole = Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    SourcePos at = top;
+    at.line = 1;
+    at.col = 1;
+    for (size_t k = 0; k + 1 < e.byte && k < text.size(); ++k) {
+      if (text[k] == '\n') {
+        ++at.line;
+        at.col = 1;
+      } else {
+        ++at.col;
+      }
+    }
+    throw InputError::at(at, "malformed JSON: {}", e.what());
+  }
   const std::vector<std::string> supported = hf_model_types();
   // Every key must be read or known to be inert; a duplicate would hide a value.
   auto positions = [](const KeyList& keys) {

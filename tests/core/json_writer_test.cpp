@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "core/diagnostics.h"
 #include "core/json_reader.h"
 #include "core/json_tree.h"
 #include "core/utf8.h"
@@ -32,6 +33,33 @@ TEST_CASE("append_json_string: UTF-8 kept, bytes that are not UTF-8 become U+FFF
   const std::string text = json_string("x\xED\xA0\x80y\\");
   JsonReader r(text, "test");
   CHECK(r.read_string("s") == "x" + fffd + fffd + fffd + "y\\");
+}
+
+TEST_CASE("JsonReader: numbers as JSON's grammar writes them, and what it writes reads back") {
+  auto reads = [](const std::string& text) {
+    try {
+      JsonReader r(text, "test");
+      (void)r.read_number("x");
+      return true;
+    } catch (const InputError&) {
+      return false;
+    }
+  };
+  for (const char* ok : {"0", "-0", "6", "6.5", "-6.25e+3", "1E5", "1e-07", "0.5", "123456789"}) {
+    CAPTURE(ok);
+    CHECK(reads(ok));
+  }
+  // std::from_chars takes the first three; JSON does not (nor does nlohmann, which the
+  // Hugging Face importer reads with after JsonReader has checked the text).
+  for (const char* bad : {"6.", "1.e5", "4e", "1e+", "-", "01", "-01.5", "1.5.2"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(reads(bad));
+  }
+  for (const double v : {3.0, 0.25, 1e20, 1e-7, 1.979e15}) {
+    std::string out;
+    append_json_double(out, v);
+    CHECK(reads(out));
+  }
 }
 
 TEST_CASE("append_json_double: shortest round trip as fmt's {} writes it") {
