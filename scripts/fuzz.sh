@@ -7,7 +7,9 @@
 # build/fuzz/artifacts/TARGET/ and the script exits 1 naming it. Every file in
 # tests/fuzz/regressions/TARGET (the reproducers of fixed findings) is run first.
 # FUZZ_KEEP_GOING=1 (long unattended runs) keeps fuzzing after a finding (libFuzzer's fork
-# mode), collecting every one. Each target's executions and corpus size are printed, and
+# mode), collecting every one. FUZZ_CPU_SECONDS=N stops a target once the fuzzer and its
+# workers have used N CPU seconds (SECONDS, wall time, still bounds it): CPU-hour targets
+# met on a machine that does other work meanwhile. Each target's executions and corpus size are printed, and
 # appended to build/fuzz/runs.tsv (target, wall seconds, CPU seconds, jobs, executions,
 # corpus files, result).
 # FUZZ_BUILD_DIR (default build/fuzz) is where it builds, keeps the corpus and writes logs.
@@ -18,6 +20,30 @@ shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(topology workload plan hf_config)
 jobs=${FUZZ_JOBS:-1}
+cpu_budget=${FUZZ_CPU_SECONDS:-0}
+
+# Process $1 and its descendants, parents first (libFuzzer's fork mode runs each worker
+# under sh).
+tree_pids() {
+  local pids=("$1") p
+  while [ ${#pids[@]} -gt 0 ]; do
+    p=${pids[0]}
+    pids=("${pids[@]:1}")
+    [ -e "/proc/$p/stat" ] && echo "$p"
+    # shellcheck disable=SC2207
+    pids+=($(cat /proc/"$p"/task/*/children 2>/dev/null || true))
+  done
+}
+
+# CPU seconds used so far by process $1 and its descendants: each live process's own time
+# and that of the children it has reaped.
+tree_cpu() {
+  local tick p
+  tick=$(getconf CLK_TCK)
+  for p in $(tree_pids "$1"); do
+    awk '{print $14 + $15 + $16 + $17}' "/proc/$p/stat" 2>/dev/null || true
+  done | awk -v tick="$tick" '{s += $1} END {printf "%d", s / tick}'
+}
 
 bash scripts/setup.sh >/dev/null
 # shellcheck source=scripts/apt.sh
@@ -85,22 +111,51 @@ for t in "${targets[@]}"; do
   elif [ "$jobs" -gt 1 ]; then
     parallel=(-jobs="$jobs" -workers="$jobs")
   fi
-  (cd "$dir" && "tests/fuzz/fuzz_$t" "corpus/$t" -dict="$t.dict" -max_total_time="$seconds" \
-    -timeout=10 -rss_limit_mb=4096 -max_len=65536 -artifact_prefix="artifacts/$t/" \
-    -print_final_stats=1 "${parallel[@]}" >"$t.log" 2>&1
+  rm -f "$dir/$t.budget-reached"
+  (cd "$dir" || exit 1
+    "tests/fuzz/fuzz_$t" "corpus/$t" -dict="$t.dict" -max_total_time="$seconds" \
+      -timeout=10 -rss_limit_mb=4096 -max_len=65536 -artifact_prefix="artifacts/$t/" \
+      -print_final_stats=1 "${parallel[@]}" >"$t.log" 2>&1 &
+    fuzzer=$!
+    if [ "$cpu_budget" -gt 0 ]; then
+      # Stops the fuzzer and its workers once they have used the budget, noting the CPU
+      # seconds used (a worker stopped this way is never reaped by the fuzzer, so the
+      # shell's accounting would miss it). SIGTERM: a shell starts background jobs with
+      # SIGINT ignored.
+      while kill -0 "$fuzzer" 2>/dev/null; do
+        used=$(tree_cpu "$fuzzer")
+        if [ "$used" -ge "$cpu_budget" ]; then
+          echo "$used" >"$t.budget-reached"
+          # shellcheck disable=SC2046
+          kill -TERM $(tree_pids "$fuzzer" | tac) 2>/dev/null
+          break
+        fi
+        sleep 5
+      done &
+    fi
+    wait "$fuzzer"
     rc=$?
+    wait
     times >"$t.times"
+    # Stopped at the budget with nothing found: a run that ended as planned.
+    if [ -e "$t.budget-reached" ] && ! grep -qaE 'ERROR: libFuzzer|ERROR: AddressSanitizer|runtime error|fuzz property failed' "$t.log"; then
+      rc=0
+    fi
     exit $rc) || result=finding
   # CPU seconds of the fuzzer and its workers: the children line of the subshell's times.
   cpu=$(awk 'NR == 2 {
       n = split($1 " " $2, f, " "); s = 0
       for (i = 1; i <= n; i++) { split(f[i], ms, /[ms]/); s += ms[1] * 60 + ms[2] }
       printf "%.0f", s }' "$dir/$t.times")
+  if [ -s "$dir/$t.budget-reached" ] && [ "$(cat "$dir/$t.budget-reached")" -gt "$cpu" ]; then
+    cpu=$(cat "$dir/$t.budget-reached")
+  fi
   if [ "$jobs" -gt 1 ]; then cat "$dir"/fuzz-*.log >>"$log" 2>/dev/null; rm -f "$dir"/fuzz-*.log; fi
   # Executions: the final statistics of each worker, or in fork mode the last status line.
-  execs=$(grep -aoE 'stat::number_of_executed_units: *[0-9]+' "$log" | awk '{s += $2} END {print s + 0}')
+  execs=$( (grep -aoE 'stat::number_of_executed_units: *[0-9]+' "$log" || true) |
+    awk '{s += $2} END {print s + 0}')
   if [ "$execs" = 0 ]; then
-    execs=$(grep -aoE '^#[0-9]+' "$log" | tail -1 | tr -d '#')
+    execs=$( (grep -aoE '^#[0-9]+' "$log" || true) | tail -1 | tr -d '#')
     execs=${execs:-0}
   fi
   if [ "$(find "$artifacts" -type f | wc -l)" -gt "$found_before" ]; then result=finding; fi
