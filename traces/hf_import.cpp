@@ -197,17 +197,7 @@ Arch import_hf_config_text(const std::string& text, const std::string& name,
   try {
     whole = Json::parse(text);
   } catch (const Json::parse_error& e) {
-    SourcePos at = top;
-    at.line = 1;
-    at.col = 1;
-    for (size_t k = 0; k + 1 < e.byte && k < text.size(); ++k) {
-      if (text[k] == '\n') {
-        ++at.line;
-        at.col = 1;
-      } else {
-        ++at.col;
-      }
-    }
+    const SourcePos at = r.pos_at(std::min<size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size()));
     throw InputError::at(at, "malformed JSON: {}", e.what());
   }
   const std::vector<std::string> supported = hf_model_types();
