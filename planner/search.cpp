@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -185,8 +186,8 @@ class Search {
   size_t next_ = 0;    ///< the next entry a worker takes
   size_t merged_ = 0;  ///< entries merged so far
   bool stop_ = false;
-  std::vector<uint64_t> seen_;  ///< fingerprints of the plans scored or ruled out as repeats
-  std::vector<size_t> seen_entry_;  ///< per fingerprint in seen_, the entry that made it
+  /// Fingerprints of the plans scored or ruled out as repeats, each with the entry that made it.
+  std::map<uint64_t, size_t> seen_;
   std::optional<int64_t> best_makespan_;
   /// The shortest makespan scored so far, merged or not: what the gate will likely use.
   std::optional<int64_t> likely_best_;
@@ -292,7 +293,7 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
     bool repeat = false;
     {
       const std::lock_guard lock(m_);
-      repeat = std::find(seen_.begin(), seen_.end(), f.fingerprint) != seen_.end();
+      repeat = seen_.contains(f.fingerprint);
     }
     if (!repeat) {
       s.emitted.set_evaluation(req_.evaluator->evaluate(s.plan()));
@@ -423,14 +424,8 @@ PlanOutcome Search::run() {
     const Facts& f = facts[i];
     if (skipped.empty() && f.ok) {
       const std::lock_guard lock(m_);
-      const auto it = std::find(seen_.begin(), seen_.end(), f.fingerprint);
-      if (it != seen_.end()) {
-        skipped = fmt::format("same plan as #{}",
-                              seen_entry_[static_cast<size_t>(it - seen_.begin())] + 1);
-      } else {
-        seen_.push_back(f.fingerprint);
-        seen_entry_.push_back(i);
-      }
+      const auto [it, added] = seen_.emplace(f.fingerprint, i);
+      if (!added) skipped = fmt::format("same plan as #{}", it->second + 1);
     }
     TF_ASSERT(!a->stopped || !skipped.empty(), "entry {} stopped early yet passes the gate", i);
     tried.push_back(PortfolioTrial{std::string(text), std::string(entries_[i].tries), "", false});
