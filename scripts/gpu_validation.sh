@@ -1,0 +1,348 @@
+#!/usr/bin/env bash
+# The simulator against a real GPU (docs/validation.md, "CUDA"), in one unattended run:
+#   env        the GPU, driver, CUDA, tierflow and Python versions (env.txt)
+#   tests      the CUDA backend's unit tests (tierflow_tests, cases of tests/replay/cuda_*)
+#   calibrate  `tierflow calibrate --backend cuda`: gpu.yaml and the measurements
+#   replay     three workloads planned on gpu.yaml and replayed RUNS times with --compute
+#              timed and --compute gemm: measured against simulated makespan, per-transfer
+#              error, exposed wait, device peak (summary.md)
+#   torch      a Hugging Face model built from a config (random bf16 weights) run by
+#              tierflow_torch on the GPU with a device budget below its weights
+#
+#   scripts/gpu_validation.sh                run every step
+#   scripts/gpu_validation.sh bundle DIR     make DIR: the CUDA build's binaries with the
+#                                            libraries they need that a GPU host may lack
+#
+# Environment:
+#   TIERFLOW_BUNDLE  a bundle made by `bundle` (its bin/tierflow and bin/tierflow_tests);
+#                    otherwise TIERFLOW_BIN and TIERFLOW_TESTS, default build/gpu/..., built
+#                    when missing (Release, CUDA on, sm_90):
+#                    cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
+#                      -DTIERFLOW_CUDA=ON -DTIERFLOW_CUDA_ARCHITECTURES=90 -DTIERFLOW_PYTHON=OFF
+#   OUT_DIR   where results go (default build/gpu-validation); OUT_DIR.tar.gz holds them all
+#   RUNS      replays per plan and compute mode (default 5)
+#   STEPS     the steps to run (default "env tests calibrate replay torch")
+#   BACKEND   cuda (default); cpu rehearses the sequence on a machine without a GPU (paced
+#             copies, sizes divided to fit 2 GiB, timed compute only, no CUDA tests, the
+#             torch step on the CPU)
+#   PYTHON    the interpreter with torch and transformers for the torch step (default
+#             python3); the step is skipped, saying why, when it cannot import them
+#
+# Workloads (host tiers pinned; budgets are the device bytes each plan may use):
+#   weights  Llama-3-70B, 4 layers, int8 weights (embeddings and head bf16), decode 2 tokens
+#            from a 4,096-token context: 7.2 GiB of weights streamed through a 3 GiB budget
+#   kv       Llama-3-8B, 4 layers, batch 8, decode 2 tokens from a 32,768-token context in
+#            1,024-token KV blocks: 4.1 GiB of KV cache and 3.6 GiB of weights in 4 GiB
+#   train    Llama-2-7B, 2 layers, a training step of 4,096 tokens (AdamW): 1.4 GiB of
+#            activations, 2.7 GiB of gradients, 7.5 GiB of optimizer state in 4 GiB
+#   torch    Mistral-7B-v0.1's config cut to 4 layers (2.3 GB of bf16 weights), a 512-token
+#            forward step in a 1.5 GiB budget
+#
+# Exit status: 0 when every step ran (targets met or not: summary.md says), 1 when a step
+# failed (the rest still run; failed.txt names them), 2 bad usage or no binaries.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+root=$PWD
+
+os_name() { sed -n 's/^PRETTY_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' /etc/os-release 2>/dev/null; }
+die() {
+  echo "gpu_validation: $*" >&2
+  exit 2
+}
+
+# The Release build with the CUDA backend for sm_90 (H100, H200) in build/gpu.
+build_gpu() {
+  echo "== build build/gpu" >&2
+  cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTIERFLOW_CUDA=ON \
+    -DTIERFLOW_CUDA_ARCHITECTURES=90 -DTIERFLOW_PYTHON=OFF >/dev/null || die "cmake failed"
+  cmake --build build/gpu --target tierflow tierflow_tests || die "build failed"
+}
+
+# ---------------------------------------------------------------------------------------
+# bundle DIR: bin/ wrappers that set the library path, libexec/ the stripped binaries,
+# lib/ every library they link that is not the C/C++ runtime or CUDA's (those come from
+# the GPU host: its driver must match its CUDA runtime).
+# ---------------------------------------------------------------------------------------
+bundle() {
+  local dir=$1 build=build/gpu
+  [ -n "$dir" ] || die "usage: scripts/gpu_validation.sh bundle DIR"
+  build_gpu
+  rm -rf "$dir"
+  mkdir -p "$dir/bin" "$dir/libexec" "$dir/lib"
+  local name bin lib
+  for name in tierflow tierflow_tests; do
+    bin=$build/tools/tierflow
+    [ "$name" = tierflow_tests ] && bin=$build/tests/tierflow_tests
+    strip -o "$dir/libexec/$name" "$bin" || die "strip $bin failed"
+    for lib in $(ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'); do
+      case $(basename "$lib") in
+        libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | libgcc_s.so.* | \
+          libstdc++.so.* | libcuda.so.* | libcudart.so.* | libcublas.so.* | libcublasLt.so.*) ;;
+        *) cp -L "$lib" "$dir/lib/" ;;
+      esac
+    done
+    cat >"$dir/bin/$name" <<'EOF'
+#!/bin/sh
+# Runs the bundled binary with the bundle's libraries, then CUDA's (CUDA_HOME, default
+# /usr/local/cuda) ahead of the system's.
+here=$(cd "$(dirname "$0")/.." && pwd)
+cuda=${CUDA_HOME:-/usr/local/cuda}
+LD_LIBRARY_PATH="$here/lib:$cuda/lib64:$cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  exec "$here/libexec/$(basename "$0")" "$@"
+EOF
+    chmod +x "$dir/bin/$name"
+  done
+  {
+    echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)"
+    echo "source_dir $root"
+    echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(os_name)"
+    echo "cuda $(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+  } >"$dir/BUNDLE"
+  du -sh "$dir"
+  cat "$dir/BUNDLE"
+}
+
+if [ "${1:-}" = bundle ]; then
+  bundle "${2:-}"
+  exit 0
+fi
+[ $# -eq 0 ] || die "usage: scripts/gpu_validation.sh [bundle DIR]"
+
+backend=${BACKEND:-cuda}
+runs=${RUNS:-5}
+steps=" ${STEPS:-env tests calibrate replay torch} "
+out=${OUT_DIR:-build/gpu-validation}
+python=${PYTHON:-python3}
+case $backend in cuda | cpu) ;; *) die "BACKEND is cuda or cpu, not '$backend'" ;; esac
+
+if [ -n "${TIERFLOW_BUNDLE:-}" ]; then
+  bundle_dir=$(cd "$TIERFLOW_BUNDLE" && pwd) || die "no bundle at $TIERFLOW_BUNDLE"
+  tf=$bundle_dir/bin/tierflow
+  tests=$bundle_dir/bin/tierflow_tests
+  source_dir=$(awk '$1 == "source_dir" {print $2}' "$bundle_dir/BUNDLE")
+else
+  tf=${TIERFLOW_BIN:-build/gpu/tools/tierflow}
+  tests=${TIERFLOW_TESTS:-build/gpu/tests/tierflow_tests}
+  source_dir=$root
+  if [ ! -x "$tf" ] && [ -z "${TIERFLOW_BIN:-}" ]; then
+    build_gpu
+  fi
+fi
+[ -x "$tf" ] || die "$tf not found"
+"$tf" --version >/dev/null 2>&1 || die "$tf does not run here: $("$tf" --version 2>&1 | head -3)"
+tf=$(cd "$(dirname "$tf")" && pwd)/$(basename "$tf")
+
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+: >"$out/failed.txt"
+log=$out/log.txt
+: >"$log"
+
+# step NAME: true when NAME is among STEPS.
+step() { [[ $steps == *" $1 "* ]]; }
+failed() {
+  echo "$1" >>"$out/failed.txt"
+  echo "gpu_validation: FAILED: $1 (see $log)" >&2
+}
+# run LABEL CMD...: runs CMD with its output in the log; a failure is recorded, not fatal.
+run() {
+  local label=$1
+  shift
+  echo "== $label" | tee -a "$log" >&2
+  echo "\$ $*" >>"$log"
+  if ! "$@" >>"$log" 2>&1; then
+    failed "$label"
+    return 1
+  fi
+}
+
+if step env; then
+  {
+    echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "host: $(uname -srm); $(os_name)"
+    echo "cpus: $(nproc); memory: $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
+    if command -v nvidia-smi >/dev/null; then
+      nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max,clocks.max.sm \
+        --format=csv 2>&1
+    else
+      echo "nvidia-smi: not found"
+    fi
+    echo "nvcc: $(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+    echo "tierflow: $("$tf" --version 2>&1)"
+    [ -n "${bundle_dir:-}" ] && sed 's/^/bundle: /' "$bundle_dir/BUNDLE"
+    git rev-parse HEAD 2>/dev/null | sed 's/^/tree: /'
+    "$python" -c 'import sys, torch, transformers; print(f"python {sys.version.split()[0]}, torch {torch.__version__} (CUDA {torch.version.cuda}, available {torch.cuda.is_available()}), transformers {transformers.__version__}")' 2>&1 | tail -1
+  } >"$out/env.txt"
+  cat "$out/env.txt" >&2
+fi
+
+if step tests; then
+  if [ "$backend" != cuda ]; then
+    echo "== tests: skipped: BACKEND=$backend" | tee -a "$log" >&2
+  elif [ ! -x "$tests" ]; then
+    echo "== tests: skipped: $tests not found" | tee -a "$log" >&2
+    failed tests
+  elif [ ! -d "$source_dir/tests/fixtures" ]; then
+    echo "== tests: skipped: they read fixtures from $source_dir (ln -s $root $source_dir)" |
+      tee -a "$log" >&2
+    failed tests
+  else
+    run tests "$tests" --source-file='*cuda*'
+    grep -E '^\[doctest\] (test cases|assertions|Status)' "$log" | tail -3 >"$out/tests.txt"
+  fi
+fi
+
+hw=$out/$backend.yaml
+if step calibrate; then
+  extra=()
+  [ "$backend" = cpu ] && extra=(--device-memory 4GiB)
+  run calibrate "$tf" calibrate --backend "$backend" "${extra[@]}" -o "$hw" --json \
+    --report "$out/calibration.json" &&
+    run "hw show" sh -c "'$tf' hw show '$hw' >'$out/$backend.txt'"
+fi
+
+# The workloads of the replay step: name, budget, `trace gen` arguments.
+workloads=(
+  "weights|3GiB|--model llama-3-70b --phase decode --layers 4 --weight-dtype int8 --context 4096 --tokens 2"
+  "kv|4GiB|--model llama-3-8b --phase decode --batch 8 --layers 4 --context 32768 --tokens 2 --kv-block 1024"
+  "train|4GiB|--model llama-2-7b --phase train --layers 2 --seq 4096"
+)
+modes=(timed gemm)
+plan_sets=()
+if [ "$backend" = cpu ]; then
+  modes=(timed)
+  # A CPU's measured FLOP/s would make the training step last minutes of real time: the
+  # rehearsal plans with a GPU's compute rate (the replay's compute steps are timed waits).
+  plan_sets=(--set devices.dev.peak.bf16=20TFLOP/s)
+fi
+
+if step replay; then
+  [ -f "$hw" ] || die "$hw not found: run the calibrate step first"
+  for spec in "${workloads[@]}"; do
+    IFS='|' read -r w budget args <<<"$spec"
+    # shellcheck disable=SC2086
+    run "trace $w" "$tf" trace gen $args -o "$out/$w.json" || continue
+    run "plan $w" sh -c "'$tf' plan --hw '$hw' ${plan_sets[*]} --workload '$out/$w.json' \
+      --devices 1 --budget $budget --policy tierflow --explain -o '$out/$w.plan.json' \
+      --timeline '$out/$w.sim.trace.json' >'$out/$w.plan.txt'" || continue
+    run "sim $w" "$tf" sim --plan "$out/$w.plan.json" --json -o "$out/$w.sim.json"
+    for mode in "${modes[@]}"; do
+      for i in $(seq 1 "$runs"); do
+        flags=(--backend "$backend")
+        if [ "$backend" = cuda ]; then
+          flags+=(--compute "$mode")
+        else
+          flags+=(--copy paced --memory-limit 2GiB)
+        fi
+        # The first run of each mode also writes the measured timeline.
+        [ "$i" = 1 ] && flags+=(--timeline "$out/$w.$mode.trace.json")
+        run "replay $w $mode $i/$runs" "$tf" replay "${flags[@]}" --plan "$out/$w.plan.json" \
+          --json -o "$out/$w.$mode.replay$i.json"
+      done
+    done
+  done
+  "$python" - "$out" "$runs" "${modes[*]}" >"$out/replay.md" <<'EOF'
+import json, os, statistics, sys
+out, runs, modes = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
+ms = lambda ps: f"{ps / 1e9:.1f} ms"
+pct = lambda x: f"{100 * x:+.1f}%"
+print("| workload | compute | simulated | measured (median) | error | transfer error median | "
+      "p90 abs | exposed wait measured | simulated | device peak measured | predicted | |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+for w in ("weights", "kv", "train"):
+    for mode in modes:
+        files = [f"{out}/{w}.{mode}.replay{i}.json" for i in range(1, runs + 1)]
+        rs = [json.load(open(f)) for f in files if os.path.exists(f)]
+        rs = [r for r in rs if "error" not in r]
+        if not rs:
+            print(f"| {w} | {mode} | no replay ran | | | | | | | | | |")
+            continue
+        sim = rs[0]["makespan_ps"]["simulated"]
+        meas = statistics.median(r["makespan_ps"]["measured"] for r in rs)
+        med = statistics.median(r["transfers"]["duration_error_median"] for r in rs)
+        p90 = statistics.median(r["transfers"]["duration_error_p90_abs"] for r in rs)
+        wait = statistics.median(r["exposed_wait"]["total_ps"] for r in rs)
+        peaks = [p for r in rs for p in r["peak_device_memory"]]
+        exact = "exact" if all(p["equal"] for p in peaks) else "DIFFERS"
+        shift = max(r["size_shift"] for r in rs)
+        note = f" (sizes 1:{2 ** shift})" if shift else ""
+        print(f"| {w} | {mode} | {ms(sim)} | {ms(meas)} ({len(rs)} runs){note} | {pct(meas / sim - 1)} | "
+              f"{pct(med)} | {100 * p90:.1f}% | {ms(wait)} | {ms(rs[0]['exposed_wait']['simulated_ps'])} | "
+              f"{peaks[0]['measured']:,} B | {peaks[0]['predicted']:,} B | {exact} |")
+EOF
+  cat "$out/replay.md" >&2
+fi
+
+if step torch; then
+  device=$backend
+  if ! "$python" -c 'import torch, transformers' >/dev/null 2>&1; then
+    echo "== torch: skipped: $python cannot import torch and transformers" | tee -a "$log" >&2
+    failed torch
+  elif [ "$backend" = cuda ] && ! "$python" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then
+    echo "== torch: skipped: torch sees no CUDA device" | tee -a "$log" >&2
+    failed torch
+  else
+    "$python" - "$root/tests/fixtures/hf/released/mistral-7b-v0.1.json" "$out/mistral-4l.json" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["num_hidden_layers"] = 4
+json.dump(c, open(sys.argv[2], "w"), indent=2)
+EOF
+    run "torch export" "$python" "$root/tools/torch_export.py" --hf-config "$out/mistral-4l.json" \
+      --seq 512 -o "$out/hf.json" &&
+      run "torch plan" sh -c "'$tf' plan --hw '$hw' --workload '$out/hf.json' --devices 1 \
+        --budget 1.5GiB --policy tierflow -o '$out/hf.plan.json' >'$out/hf.plan.txt'" &&
+      run "torch sim" "$tf" sim --plan "$out/hf.plan.json" --hw "$hw" --json -o "$out/hf.sim.json" &&
+      for i in $(seq 1 "${TORCH_RUNS:-2}"); do
+        # --check: the un-offloaded model runs too, and every output must be equal.
+        run "torch run $i" env PYTHONPATH="$root/tools/python${PYTHONPATH:+:$PYTHONPATH}" \
+          "$python" -m tierflow_torch run --plan "$out/hf.plan.json" \
+          --hf-config "$out/mistral-4l.json" --seq 512 --device "$device" --check \
+          --sim-report "$out/hf.sim.json" --json -o "$out/hf.run$i.json"
+      done
+    "$python" - "$out" >"$out/torch.md" <<'EOF2'
+import glob, json, sys
+out = sys.argv[1]
+print("| run | measured makespan | simulated | tokens/s | resident run (wall) | peak allocated | "
+      "tracked peak | predicted peak | outputs equal |")
+print("|---|---|---|---|---|---|---|---|---|")
+for f in sorted(glob.glob(f"{out}/hf.run*.json")):
+    r = json.load(open(f))
+    m, t, d = r.get("measured", {}), r["timings"], r["device_bytes"]
+    ms = m.get("makespan_s")
+    ref = t.get("reference_s")
+    run = f.rsplit(".run", 1)[1].removesuffix(".json")
+    print(f"| {run} | {ms * 1e3:.1f} ms |" if ms else f"| {run} | - |", end="")
+    sim = t.get("simulated_makespan_s")
+    print(f" {sim * 1e3:.1f} ms |" if sim else " - |", end="")
+    print(f" {512 / ms:,.0f} |" if ms else " - |", end="")
+    print(f" {ref * 1e3:.1f} ms |" if ref else " - |", end="")
+    peak = m.get("peak_bytes")
+    print(f" {peak:,} B |" if peak else " - |", end="")
+    print(f" {d['tracked_peak']:,} B | {d['predicted_peak'] or 0:,} B | "
+          f"{'yes' if r.get('check', {}).get('ok') else 'NO'} |")
+EOF2
+    cat "$out/torch.md" >&2
+  fi
+fi
+
+{
+  echo "# tierflow against $(if [ "$backend" = cuda ]; then sed -n 2p "$out/env.txt" 2>/dev/null | grep -o '^NVIDIA[^,]*' || echo "a GPU"; else echo "this machine (BACKEND=cpu rehearsal)"; fi)"
+  echo
+  echo '```'
+  cat "$out/env.txt" 2>/dev/null
+  echo '```'
+  for f in tests.txt replay.md torch.md; do
+    [ -s "$out/$f" ] && { echo; echo "## ${f%.*}"; echo; cat "$out/$f"; }
+  done
+  if [ -s "$out/failed.txt" ]; then
+    echo
+    echo "## failed steps"
+    echo
+    sed 's/^/- /' "$out/failed.txt"
+  fi
+} >"$out/summary.md"
+tar -czf "$out.tar.gz" -C "$(dirname "$out")" "$(basename "$out")"
+echo "gpu_validation: $out/summary.md, all files in $out.tar.gz" >&2
+[ -s "$out/failed.txt" ] && exit 1
+exit 0
