@@ -83,10 +83,14 @@ bundle() {
     done
     cat >"$dir/bin/$name" <<'EOF'
 #!/bin/sh
-# Runs the bundled binary with the bundle's libraries, then CUDA's (CUDA_HOME, default
-# /usr/local/cuda) ahead of the system's.
+# Runs the bundled binary with the bundle's libraries, then CUDA's (CUDA_HOME; else the
+# toolkit of the nvcc on PATH; else /usr/local/cuda) ahead of the system's.
 here=$(cd "$(dirname "$0")/.." && pwd)
-cuda=${CUDA_HOME:-/usr/local/cuda}
+cuda=${CUDA_HOME:-}
+if [ -z "$cuda" ] && command -v nvcc >/dev/null 2>&1; then
+  cuda=$(dirname "$(dirname "$(command -v nvcc)")")
+fi
+cuda=${cuda:-/usr/local/cuda}
 LD_LIBRARY_PATH="$here/lib:$cuda/lib64:$cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
   exec "$here/libexec/$(basename "$0")" "$@"
 EOF
