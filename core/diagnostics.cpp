@@ -18,25 +18,48 @@ InputError::InputError(SourcePos pos, std::string message)
       pos_(std::move(pos)),
       message_(std::move(message)) {}
 
-int edit_distance(std::string_view a, std::string_view b) {
+int edit_distance(std::string_view a, std::string_view b, int bound) {
   const size_t n = a.size();
   const size_t m = b.size();
-  // Three rolling rows are enough for the optimal-string-alignment recurrence.
+  // Three rolling rows are enough for the optimal-string-alignment recurrence. A row's
+  // cells are at least the smaller of the previous row's minimum and the one before's
+  // plus 1 (its first cell grows too), so once both exceed `bound` the distance does.
   std::vector<int> prev2(m + 1), prev(m + 1), cur(m + 1);
   std::iota(prev.begin(), prev.end(), 0);
+  int prev2_min = 1 << 30;
+  int prev_min = 0;
   for (size_t i = 1; i <= n; ++i) {
+    if (prev_min > bound && prev2_min + 1 > bound) return bound + 1;
     cur[0] = static_cast<int>(i);
+    int cur_min = cur[0];
     for (size_t j = 1; j <= m; ++j) {
       const int cost = a[i - 1] == b[j - 1] ? 0 : 1;
       cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
       if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
         cur[j] = std::min(cur[j], prev2[j - 2] + 1);
       }
+      cur_min = std::min(cur_min, cur[j]);
     }
     std::swap(prev2, prev);
     std::swap(prev, cur);
+    prev2_min = prev_min;
+    prev_min = cur_min;
   }
-  return prev[m];
+  return std::min(prev[m], bound + 1);
+}
+
+namespace {
+
+/// The lengths' difference: a lower bound of their edit distance.
+size_t length_gap(std::string_view a, std::string_view b) {
+  return a.size() > b.size() ? a.size() - b.size() : b.size() - a.size();
+}
+
+}  // namespace
+
+bool within_edit_distance(std::string_view a, std::string_view b, int limit) {
+  return limit >= 0 && length_gap(a, b) <= static_cast<size_t>(limit) &&
+         edit_distance(a, b, limit) <= limit;
 }
 
 namespace {
@@ -87,7 +110,7 @@ int partial_rank(std::string_view word, std::string_view candidate) {
   for (std::string_view m : mine) {
     if (m.size() < kMinPart) continue;
     for (std::string_view t : theirs) {
-      if (t.size() >= kMinPart && edit_distance(m, t) <= typo_limit(m)) return 2;
+      if (t.size() >= kMinPart && within_edit_distance(m, t, typo_limit(m))) return 2;
     }
   }
   return kNoMatch;
@@ -100,18 +123,23 @@ std::vector<std::string> suggestions_impl(std::string_view word, std::span<const
   if (limit == 0 || candidates.empty()) return out;
   const std::string lw = lower(word);
   // The whole word: a case-insensitive match, else the closest typo. Strictly-less keeps
-  // the first of equally close candidates: declaration order.
+  // the first of equally close candidates: declaration order. A candidate whose length
+  // alone puts it beyond a typo is not measured (a long key costs no more than a short one).
+  const int typo = typo_limit(word);
   int best_d = 1 << 30;
   std::string_view best;
   for (const auto& c : candidates) {
     const std::string_view cv(c);
-    const int d = edit_distance(lw, lower(cv));
-    if (d < best_d) {
+    const int bound = std::min(typo, best_d - 1);  // closer than the best, and a typo
+    if (bound < 0) break;
+    if (length_gap(lw, cv) > static_cast<size_t>(bound)) continue;
+    const int d = edit_distance(lw, lower(cv), bound);
+    if (d <= bound) {
       best_d = d;
       best = cv;
     }
   }
-  if (best_d <= typo_limit(word)) {
+  if (best_d <= typo) {
     out.emplace_back(best);
     return out;
   }

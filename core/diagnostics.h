@@ -54,8 +54,13 @@ class InputError : public std::runtime_error {
   std::string message_;
 };
 
-/// Damerau-Levenshtein (optimal string alignment) distance.
-int edit_distance(std::string_view a, std::string_view b);
+/// Damerau-Levenshtein (optimal string alignment) distance; with a `bound`, any distance
+/// above it is returned as bound + 1 (and found sooner).
+int edit_distance(std::string_view a, std::string_view b, int bound = 1 << 29);
+
+/// Whether edit_distance(a, b) <= limit. A pair whose lengths alone differ by more is not
+/// measured, so a long word costs no more than a short one.
+bool within_edit_distance(std::string_view a, std::string_view b, int limit);
 
 /// The candidates `word` plausibly stands for, best first, at most `limit`; case does
 /// not matter. A match, or else the closest plausible typo (edit distance ≤ max(1, len/3);

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 
+#include "core/diagnostics.h"
 #include "core/json_reader.h"
 #include "core/yaml_input.h"
 #include "traces/arch_loader.h"
@@ -143,27 +144,11 @@ std::optional<std::string_view> feature_of(std::string_view key) {
   return std::nullopt;
 }
 
-/// Levenshtein distance, for telling a typo of a count-changing key from an unknown key.
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 /// The count-changing key `key` plausibly misspells (edit distance at most a third of its
 /// length, at least 1), or nullopt.
 std::optional<std::string_view> misspelt_feature(std::string_view key) {
   for (const auto& [k, what] : kFeatureKeys) {
-    if (edit_distance(key, k) <= std::max<size_t>(1, k.size() / 3)) return k;
+    if (within_edit_distance(key, k, std::max(1, static_cast<int>(k.size()) / 3))) return k;
   }
   return std::nullopt;
 }

@@ -16,6 +16,34 @@ TEST_CASE("edit distance counts insertions, deletions, substitutions and transpo
   CHECK(edit_distance("tier", "link") == 3);
 }
 
+TEST_CASE("a bounded edit distance is the distance up to the bound, bound + 1 above it") {
+  CHECK(edit_distance("num_hidden_layers", "num_hidedn_layers", 1) == 1);
+  CHECK(edit_distance("tier", "link", 2) == 3);
+  CHECK(edit_distance(std::string(500, 'x'), "vocab_size", 3) == 4);
+  CHECK_FALSE(within_edit_distance(std::string(500, 'x'), "vocab_size", 3));
+  CHECK_FALSE(within_edit_distance("a", "b", -1));
+  // Every bound, on random words of a small alphabet (many transpositions and repeats).
+  uint64_t state = 12345;
+  const auto next = [&state] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<uint32_t>(state >> 33);
+  };
+  const auto word = [&] {
+    std::string w(next() % 9, 'a');
+    for (char& c : w) c = static_cast<char>('a' + next() % 3);
+    return w;
+  };
+  for (int trial = 0; trial < 2000; ++trial) {
+    const std::string a = word(), b = word();
+    const int full = edit_distance(a, b);
+    for (int bound = 0; bound <= 9; ++bound) {
+      INFO(a, " ", b, " bound ", bound);
+      CHECK(edit_distance(a, b, bound) == std::min(full, bound + 1));
+      CHECK(within_edit_distance(a, b, bound) == (full <= bound));
+    }
+  }
+}
+
 TEST_CASE("nearest suggests only plausible typos, first declared wins ties") {
   const std::vector<std::string> keys = {"bandwidth", "latency", "duplex", "dma_setup"};
   CHECK(nearest("bandwdith", keys) == "bandwidth");
