@@ -144,6 +144,11 @@ log=$out/log.txt
 
 # step NAME: true when NAME is among STEPS.
 step() { [[ $steps == *" $1 "* ]]; }
+# A step that runs replaces its table of an earlier run in OUT_DIR; the others' stay.
+step env && rm -f "$out/env.txt"
+step tests && rm -f "$out/tests.txt"
+step replay && rm -f "$out/replay.md"
+step torch && rm -f "$out/torch.md" "$out"/hf.run*.json
 failed() {
   echo "$1" >>"$out/failed.txt"
   echo "gpu_validation: FAILED: $1 (see $log)" >&2
@@ -220,8 +225,10 @@ if [ "$backend" = cpu ]; then
   plan_sets=(--set devices.dev.peak.bf16=20TFLOP/s)
 fi
 
-if step replay; then
-  [ -f "$hw" ] || die "$hw not found: run the calibrate step first"
+if step replay && [ ! -f "$hw" ]; then
+  echo "== replay: skipped: no $hw (the calibrate step writes it)" | tee -a "$log" >&2
+  failed replay
+elif step replay; then
   for spec in "${workloads[@]}"; do
     IFS='|' read -r w budget args <<<"$spec"
     # shellcheck disable=SC2086
@@ -279,7 +286,10 @@ fi
 
 if step torch; then
   device=$backend
-  if ! "$python" -c 'import torch, transformers' >/dev/null 2>&1; then
+  if [ ! -f "$hw" ]; then
+    echo "== torch: skipped: no $hw (the calibrate step writes it)" | tee -a "$log" >&2
+    failed torch
+  elif ! "$python" -c 'import torch, transformers' >/dev/null 2>&1; then
     echo "== torch: skipped: $python cannot import torch and transformers" | tee -a "$log" >&2
     failed torch
   elif [ "$backend" = cuda ] && ! "$python" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then
