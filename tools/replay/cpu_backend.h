@@ -18,8 +18,11 @@
 //                shares: each is capped by its route's bottleneck bandwidth and shares every
 //                link direction it crosses; a share one transfer cannot use (held back on
 //                another link or by its cap) goes to the others. Set again whenever a
-//                transfer starts or ends moving bytes. Tier ports are not shared here (the
-//                route's cap stands for them).
+//                transfer starts or ends moving bytes. Simpler than the simulator's flows
+//                in two ways: tier ports are not shared (the route's cap stands for them),
+//                and the two directions of a half-duplex link are shared as two, each at
+//                the link's bandwidth, where the simulator shares one. Plans whose copies
+//                contend there run faster paced than simulated.
 //   compute      one thread per program; a step waits (sleeping, then spinning on a steady
 //                clock for the last stretch) until its duration has passed since it was
 //                handed over, so the hand-off is part of the step as launch overhead is
