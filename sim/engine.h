@@ -14,7 +14,7 @@
 
 #include "core/diagnostics.h"
 #include "core/stepper.h"
-#include "sim/models/fabric.h"
+#include "hw_models/fabric.h"
 #include "sim/models/flows.h"
 #include "sim/models/ledger.h"
 #include "sim/recorder.h"
@@ -35,7 +35,7 @@ struct EventState {
 
 struct Transfer {
   TransferRecord rec;
-  const Path* path = nullptr;
+  const hw::FabricPath* path = nullptr;
   uint32_t dense_event = 0;
   uint32_t flow = kNoFlow;
   uint64_t flow_event = 0;
@@ -69,9 +69,12 @@ class Simulator {
         w_(w),
         t_(t),
         o_(o),
-        fabric_(t, net_),
+        fabric_(t),
         rec_(o.timeline, o.series, fabric_, w, plan),
-        stepper_(plan, w, *this) {}
+        stepper_(plan, w, *this) {
+    // One flow per transfer, over the fabric's resources (the same indices).
+    for (const hw::ResourceInfo& r : fabric_.resources()) net_.add_resource(r.capacity);
+  }
 
   SimResult run();
 
@@ -150,7 +153,7 @@ class Simulator {
   const SimOptions& o_;
   EventQueue q_;
   FlowNetwork net_;
-  Fabric fabric_;
+  hw::Fabric fabric_;
   Recorder rec_;
   stepper::Stepper<Simulator> stepper_;
   std::unique_ptr<MemoryLedger> ledger_;

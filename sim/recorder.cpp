@@ -15,7 +15,7 @@ inline constexpr uint32_t kNone = UINT32_MAX;
 
 }  // namespace
 
-Recorder::Recorder(Timeline* tl, SimSeries* series, const Fabric& fabric, const Workload& w,
+Recorder::Recorder(Timeline* tl, SimSeries* series, const hw::Fabric& fabric, const Workload& w,
                    const Plan& plan)
     : tl_(tl), sink_(series), fabric_(fabric), w_(w), plan_(plan) {
   if (sink_ != nullptr) sink_link_.assign(fabric.resources().size(), kNone);
@@ -43,7 +43,7 @@ Recorder::Recorder(Timeline* tl, SimSeries* series, const Fabric& fabric, const 
   link_lanes_.resize(fabric.resources().size());
   link_tracks_.resize(fabric.resources().size());
   // Counter names are built once: counters are sampled on the hot path.
-  for (const ResourceInfo& r : fabric.resources()) {
+  for (const hw::ResourceInfo& r : fabric.resources()) {
     rate_series_.push_back(tl_->series(links_pid_, fmt::format("{} GB/s", r.name)));
   }
 }
@@ -172,7 +172,7 @@ void Recorder::waited(int program, uint32_t step, uint32_t transfer, Time start,
   }
 }
 
-uint32_t Recorder::transfer_start(int program, const Path& path) {
+uint32_t Recorder::transfer_start(int program, const hw::FabricPath& path) {
   uint32_t h;
   if (free_open_.empty()) {
     h = static_cast<uint32_t>(open_.size());
@@ -251,7 +251,7 @@ void Recorder::tier_level(uint32_t slot, Time t, uint64_t bytes) {
 }
 
 void Recorder::link_rate(uint32_t resource, Time t, double bytes_per_s) {
-  const ResourceInfo& r = fabric_.resources()[resource];
+  const hw::ResourceInfo& r = fabric_.resources()[resource];
   if (r.kind != ResourceKind::kLink) return;
   if (tl_ != nullptr) tl_->counter(rate_series_[resource], t, bytes_per_s * 1e-9);
   if (sink_ == nullptr) return;

@@ -12,7 +12,8 @@
 
 #include "core/plan.h"
 #include "core/workload.h"
-#include "sim/models/fabric.h"
+#include "hw_models/fabric.h"
+#include "sim/models/flows.h"
 #include "sim/models/ledger.h"
 #include "sim/series.h"
 #include "sim/simulator.h"
@@ -22,7 +23,7 @@ namespace tierflow::sim {
 
 class Recorder {
  public:
-  Recorder(Timeline* tl, SimSeries* series, const Fabric& fabric, const Workload& w,
+  Recorder(Timeline* tl, SimSeries* series, const hw::Fabric& fabric, const Workload& w,
            const Plan& plan);
   /// Whether anything is recorded: the simulator calls the methods below only then.
   [[nodiscard]] bool on() const { return tl_ != nullptr || sink_ != nullptr; }
@@ -43,7 +44,7 @@ class Recorder {
   /// Compute step `step` of `program` waited in [start, end] for transfer `transfer`.
   void waited(int program, uint32_t step, uint32_t transfer, Time start, Time end);
   /// Takes lanes for a transfer that starts now; returns a handle for transfer_end().
-  uint32_t transfer_start(int program, const Path& path);
+  uint32_t transfer_start(int program, const hw::FabricPath& path);
   /// Draws the finished transfer and frees its lanes; returns the device lane's track.
   TrackId transfer_end(uint32_t handle, const TransferRecord& x);
   /// An arrow from a prefetch drawn on `from` starting at `from_ps` to the compute step of
@@ -75,7 +76,7 @@ class Recorder {
 
   Timeline* tl_;
   SimSeries* sink_;
-  const Fabric& fabric_;
+  const hw::Fabric& fabric_;
   const Workload& w_;
   const Plan& plan_;
   uint32_t links_pid_ = 0;

@@ -158,7 +158,7 @@ bool Simulator::transfer(uint32_t p, size_t step, const Step& s) {
   const bool prefetch = s.kind == StepKind::kPrefetch;
   const size_t from = prefetch ? tier_map_[s.tier] : dev_tier_;
   const size_t to = prefetch ? dev_tier_ : tier_map_[s.tier];
-  const Path* path = fabric_.path(from, to, st.device);
+  const hw::FabricPath* path = fabric_.path(from, to, st.device);
   if (path == nullptr) {
     fail(SimError::Kind::kTopology, int(p), int(step), int(s.target),
          run_errors::no_route(t_.name, t_.tiers[from].id, t_.tiers[to].id, s.kind, w_, s.target));

@@ -33,11 +33,13 @@
 
 #include "core/plan.h"
 #include "core/workload.h"
+#include "hw_models/fabric.h"
 #include "hw_models/topology.h"
 #include "sim/kernel/event_queue.h"
-#include "sim/models/fabric.h"
 
 namespace tierflow::sim {
+
+using hw::ResourceKind;
 
 class Timeline;
 struct SimSeries;

@@ -238,7 +238,7 @@ void Simulator::finish(SimResult& r) {
   for (uint32_t res = 0; res < fabric_.resources().size(); ++res) {
     const ResourceStats st = net_.stats(res, end);
     if (st.bytes <= 0) continue;
-    const ResourceInfo& info = fabric_.resources()[res];
+    const hw::ResourceInfo& info = fabric_.resources()[res];
     LinkResult lr;
     lr.name = info.name;
     lr.kind = info.kind;

@@ -339,7 +339,8 @@ TEST_CASE("paced copies share links max-min fairly") {
   CpuBackend backend(o);
   BackendSetup setup;
   setup.arenas = {{"hbm[0]", 1 << 20, 1 << 20, true}, {"ddr[0]", 1 << 20, 1 << 20, false}};
-  setup.engine_groups = {{"link0", 4, 10e9}, {"link1", 4, 2e9}};
+  setup.engine_groups = {{"link0", 4}, {"link1", 4}};
+  setup.resources = {10e9, 2e9};
   setup.programs = 1;
   backend.start(setup);
   const auto src = backend.allocate(1, 4096, 4096);
@@ -362,6 +363,7 @@ TEST_CASE("paced copies share links max-min fairly") {
     r.dst = *dst;
     r.logical_bytes = static_cast<uint64_t>(copies[i].bytes);
     r.engines = copies[i].engines;
+    r.resources = copies[i].engines;  // link i is engine group i and resource i
     r.bandwidth = 100e9;  // the routes' own caps are not what limits them
     r.body = static_cast<Time>(copies[i].bytes / r.bandwidth * 1e12);
     backend.copy(r, [&, i](Time start, Time end) {
@@ -381,5 +383,81 @@ TEST_CASE("paced copies share links max-min fairly") {
     CAPTURE(copies[i].name);
     const double ms = static_cast<double>(spans[i].second - spans[i].first) / 1e9;
     CHECK(ms == doctest::Approx(expected_ms[i]).epsilon(0.15));
+  }
+}
+
+// Paced copies share what the simulator's flows share (hw_models/fabric.h): a half-duplex
+// link's two directions as one resource, and a tier's port. Each case runs two 1 MB copies
+// at once that only such a resource slows down, and checks every copy's duration against
+// the simulator's on the same plan and topology.
+//   half duplex:  a store (hbm -> ddr) and a prefetch (ddr -> hbm) over pcie at 1 GB/s
+//                 made half duplex: 0.5 GB/s each, 2 ms, where directions of their own
+//                 would give 1 ms;
+//   tier port:    two prefetches from ddr (read port 2 GB/s) over a 4 GB/s pcie: 1 GB/s
+//                 each, 1 ms, where each route's own cap would give 0.5 ms.
+// At a time scale of 100 the copies take 100 to 200 ms of real time.
+TEST_CASE("paced copies share a half-duplex link and a tier port as the simulator does") {
+  constexpr uint64_t kBytes = 1'000'000;
+  Workload w;
+  w.name = "share";
+  w.add_tensor({"a", kBytes, TensorKind::kWeight});  // 0, homed in ddr
+  w.add_tensor({"b", kBytes, TensorKind::kWeight});  // 1, homed in ddr
+  w.add_tensor({"x", 64, TensorKind::kInput});       // 2, on the device
+  w.add_tensor({"o", kBytes, TensorKind::kActivation});
+  w.add_tensor({"z", 64, TensorKind::kOutput});
+  w.add_op({"make", OpKind::kElementwise, Dtype::kBf16, 64, 128, {2}, {3}});
+  w.add_op({"use", OpKind::kElementwise, Dtype::kBf16, 64, 128, {2, 0, 1}, {4}});
+  const auto step = [](StepKind k, uint32_t target, uint32_t tier, uint32_t event,
+                       std::vector<uint32_t> wait = {}) {
+    return Step{k, target, tier, event, std::move(wait)};
+  };
+  Plan p;
+  p.name = "share";
+  p.tiers = {"hbm", "ddr"};
+  p.device_tier = 0;
+  p.home = {1, 1, 0, 1, 0};
+  struct Case {
+    const char* name;
+    std::vector<std::string> sets;
+    std::vector<Step> steps;
+    std::map<uint32_t, double> ms;  ///< step -> the copy's expected duration
+  };
+  const std::vector<Case> cases{
+      {"half duplex",
+       {"links.pcie.duplex=half"},
+       {step(StepKind::kCompute, 0, 0, kNoEvent), step(StepKind::kStore, 3, 1, 0),
+        step(StepKind::kPrefetch, 0, 1, 1), step(StepKind::kPrefetch, 1, 1, 2, {0}),
+        step(StepKind::kCompute, 1, 0, kNoEvent, {1, 2}), step(StepKind::kDetach, 3, 0, kNoEvent),
+        step(StepKind::kDetach, 0, 0, kNoEvent), step(StepKind::kDetach, 1, 0, kNoEvent)},
+       {{1, 2.0}, {2, 2.0}}},
+      {"tier port",
+       {"links.pcie.bandwidth=4GB/s"},
+       {step(StepKind::kCompute, 0, 0, kNoEvent), step(StepKind::kPrefetch, 0, 1, 1),
+        step(StepKind::kPrefetch, 1, 1, 2), step(StepKind::kCompute, 1, 0, kNoEvent, {1, 2}),
+        step(StepKind::kStore, 3, 1, 0), step(StepKind::kDetach, 3, 0, kNoEvent, {0}),
+        step(StepKind::kDetach, 0, 0, kNoEvent), step(StepKind::kDetach, 1, 0, kNoEvent)},
+       {{1, 1.0}, {2, 1.0}}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    p.programs = {Program{0, c.steps}};
+    REQUIRE_FALSE(verify_plan(p, w));
+    std::vector<std::string> sets = c.sets;
+    sets.insert(sets.end(), {"tiers.hbm.capacity=16MiB", "tiers.ddr.capacity=16MiB"});
+    const hw::Topology t = unit_hw(sets);
+    const sim::SimResult s = sim::simulate(p, w, t, {});
+    REQUIRE_FALSE(s.error);
+    const ReplayResult r = run(p, w, t, /*scale=*/100);
+    REQUIRE_FALSE(r.error);
+    for (const auto& [at, ms] : c.ms) {
+      CAPTURE(at);
+      const auto tr = std::find_if(s.transfers.begin(), s.transfers.end(),
+                                   [&](const sim::TransferRecord& x) { return x.step == at; });
+      REQUIRE(tr != s.transfers.end());
+      const StepRecord& rec = r.programs[0].steps[at];
+      // The body, bytes moving: the route's setup latency (tens of ns) is left out.
+      CHECK(double(tr->end - tr->active) / 1e9 == doctest::Approx(ms).epsilon(0.01));
+      CHECK(double(rec.end - rec.start) / 1e9 == doctest::Approx(ms).epsilon(0.15));
+    }
   }
 }

@@ -45,7 +45,6 @@ struct ArenaSpec {
 struct EngineGroupSpec {
   std::string name;  ///< "pcie[0] rc->hbm"
   int engines = 1;
-  double bandwidth = 0;  ///< achievable bytes per plan second of the link direction
 };
 
 /// A block of an arena. `bytes` is its size in the arena (size-shifted).
@@ -74,6 +73,7 @@ struct CopyRequest {
   Block dst;
   uint64_t logical_bytes = 0;
   std::vector<uint32_t> engines;  ///< engine groups on the route, in route order
+  std::vector<uint32_t> resources;  ///< resources the copy shares, in route order
   Time setup = 0;                 ///< paid after the engines are held, before the first byte
   Time body = 0;                  ///< the bytes at the route's bandwidth, alone
   double bandwidth = 0;           ///< the route's bottleneck, bytes per plan second
@@ -92,6 +92,9 @@ struct ComputeWork {
 struct BackendSetup {
   std::vector<ArenaSpec> arenas;
   std::vector<EngineGroupSpec> engine_groups;
+  /// Bytes per plan second of each resource that copies share: the tier ports and link
+  /// directions of hw_models/fabric.h that some copy crosses.
+  std::vector<double> resources;
   uint32_t programs = 0;
 };
 

@@ -138,8 +138,8 @@ class CpuProbe {
     const uint64_t arena = block_bytes * uint64_t(blocks);
     setup.arenas.push_back(ArenaSpec{"hbm", arena, arena, true});
     setup.arenas.push_back(ArenaSpec{"ddr", arena, arena, false});
-    setup.engine_groups.push_back(EngineGroupSpec{"host->device", engines, 0});
-    setup.engine_groups.push_back(EngineGroupSpec{"device->host", engines, 0});
+    setup.engine_groups.push_back(EngineGroupSpec{"host->device", engines});
+    setup.engine_groups.push_back(EngineGroupSpec{"device->host", engines});
     setup.programs = 1;
     backend_.start(setup);
     for (int i = 0; i < blocks; ++i) {

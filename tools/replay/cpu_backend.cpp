@@ -44,8 +44,8 @@ void CpuBackend::start(const BackendSetup& setup) {
   }
   std::vector<int> counts;
   uint32_t engines = 1;  // one more for routes that cross no link
+  resource_bandwidth_ = setup.resources;
   for (const EngineGroupSpec& g : setup.engine_groups) {
-    link_bandwidth_.push_back(g.bandwidth);
     counts.push_back(g.engines);
     engines += uint32_t(g.engines);
   }
@@ -221,19 +221,19 @@ void CpuBackend::run_copy(Job& job) {
 }
 
 void CpuBackend::share_rates() {
-  // Resources: the link directions with a bandwidth, then one per transfer for its route's
-  // own cap (tier ports and the like).
+  // Resources: the shared ones with a bandwidth (tier ports, link directions), then one
+  // per transfer for its route's own cap.
   std::vector<double> capacity;
-  std::vector<uint32_t> index(link_bandwidth_.size(), UINT32_MAX);
-  for (size_t g = 0; g < link_bandwidth_.size(); ++g) {
-    if (link_bandwidth_[g] <= 0) continue;
+  std::vector<uint32_t> index(resource_bandwidth_.size(), UINT32_MAX);
+  for (size_t g = 0; g < resource_bandwidth_.size(); ++g) {
+    if (resource_bandwidth_[g] <= 0) continue;
     index[g] = static_cast<uint32_t>(capacity.size());
-    capacity.push_back(link_bandwidth_[g]);
+    capacity.push_back(resource_bandwidth_[g]);
   }
   std::vector<std::vector<uint32_t>> routes;
   for (const Job* j : moving_) {
     std::vector<uint32_t>& route = routes.emplace_back();
-    for (uint32_t g : j->req.engines) {
+    for (uint32_t g : j->req.resources) {
       if (index[g] != UINT32_MAX) route.push_back(index[g]);
     }
     route.push_back(static_cast<uint32_t>(capacity.size()));

@@ -16,13 +16,10 @@
 //                topology that predicts it).
 //   rate         (paced) max-min fair among the transfers moving bytes, as the simulator
 //                shares: each is capped by its route's bottleneck bandwidth and shares every
-//                link direction it crosses; a share one transfer cannot use (held back on
-//                another link or by its cap) goes to the others. Set again whenever a
-//                transfer starts or ends moving bytes. Simpler than the simulator's flows
-//                in two ways: tier ports are not shared (the route's cap stands for them),
-//                and the two directions of a half-duplex link are shared as two, each at
-//                the link's bandwidth, where the simulator shares one. Plans whose copies
-//                contend there run faster paced than simulated.
+//                resource it crosses (tier ports, link directions, both directions of a
+//                half-duplex link as one: the simulator's, hw_models/fabric.h); a share one
+//                transfer cannot use (held back elsewhere or by its cap) goes to the others.
+//                Set again whenever a transfer starts or ends moving bytes.
 //   compute      one thread per program; a step waits (sleeping, then spinning on a steady
 //                clock for the last stretch) until its duration has passed since it was
 //                handed over, so the hand-off is part of the step as launch overhead is
@@ -133,7 +130,7 @@ class CpuBackend final : public Backend {
   EngineQueues queues_;
   std::mutex pace_m_;             // guards moving_ and the jobs' rates
   std::vector<Job*> moving_;      ///< paced transfers moving bytes
-  std::vector<double> link_bandwidth_;  ///< per group, bytes per plan second
+  std::vector<double> resource_bandwidth_;       ///< per shared resource, bytes per plan second
   std::deque<uint32_t> ready_;                   ///< started jobs waiting for a copy thread
   uint32_t unfinished_ = 0;
   bool stopping_ = false;

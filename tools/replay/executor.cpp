@@ -274,6 +274,7 @@ void Executor::issue_copy(uint32_t p, size_t step, const ReplayPath& path, const
   r.dst = dst;
   r.logical_bytes = bytes;
   r.engines = path.engines;
+  r.resources = path.resources;
   r.setup = path.route->setup.ps;
   r.body = hw::transfer_time_alone(*path.route, Bytes{bytes}).ps - r.setup;
   r.bandwidth = path.route->bandwidth.bytes_per_s;

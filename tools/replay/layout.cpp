@@ -5,18 +5,14 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
-#include <tuple>
 
 #include "core/diagnostics.h"
 #include "hw_models/cost.h"
+#include "hw_models/fabric.h"
 #include "tools/replay/arena_allocator.h"
 
 namespace tierflow::replay {
 namespace {
-
-std::string instance_name(const std::string& id, int count, int instance) {
-  return count == 1 ? id : fmt::format("{}[{}]", id, instance);
-}
 
 ReplayError topology_error(int program, std::string message) {
   return ReplayError{ReplayError::Kind::kTopology, program, -1, -1, -1, std::move(message)};
@@ -76,22 +72,15 @@ std::optional<ReplayError> build_layout(const Plan& plan, const Workload& w, con
                                           "in '{}'",
                                           dev.id, t.name));
   }
-  std::vector<size_t> classes;
-  std::vector<int> indices;
-  for (size_t c = 0; c < t.devices.size(); ++c) {
-    for (int i = 0; i < t.devices[c].count; ++i) {
-      classes.push_back(c);
-      indices.push_back(i);
-    }
-  }
+  hw::Fabric fabric(t);
   const size_t np = plan.programs.size();
-  std::vector<bool> used(classes.size());
+  std::vector<bool> used(size_t(fabric.devices()));
   for (size_t p = 0; p < np; ++p) {
     const uint32_t d = plan.programs[p].device;
-    if (d >= classes.size()) {
+    if (d >= used.size()) {
       return topology_error(int(p), fmt::format("program {} runs on device {}, but '{}' has {} "
                                                 "devices",
-                                                p, d, t.name, classes.size()));
+                                                p, d, t.name, used.size()));
     }
     if (used[d]) {
       return topology_error(int(p), fmt::format("program {} runs on device {}, which another "
@@ -99,8 +88,8 @@ std::optional<ReplayError> build_layout(const Plan& plan, const Workload& w, con
                                                 p, d));
     }
     used[d] = true;
-    out.device_class.push_back(classes[d]);
-    out.device_index.push_back(indices[d]);
+    out.device_class.push_back(fabric.device_class(int(d)));
+    out.device_index.push_back(fabric.device_index(int(d)));
   }
 
   // Arenas: one device arena per program, then every host tier instance a program uses.
@@ -114,7 +103,7 @@ std::optional<ReplayError> build_layout(const Plan& plan, const Workload& w, con
   for (size_t p = 0; p < np; ++p) {
     const int inst = t.instance_of(hw::Scope::kDevice, out.device_class[p], out.device_index[p]);
     out.arena_of[p][plan.device_tier] = ArenaId(out.setup.arenas.size());
-    out.setup.arenas.push_back(ArenaSpec{instance_name(dev.id, t.instances(dev.per), inst),
+    out.setup.arenas.push_back(ArenaSpec{hw::instance_name(dev.id, t.instances(dev.per), inst),
                                          out.budget, 0, /*device=*/true});
     ArenaNeed need;
     for (const Tensor& x : w.tensors) need.sizes.push_back(x.bytes);
@@ -133,8 +122,9 @@ std::optional<ReplayError> build_layout(const Plan& plan, const Workload& w, con
       auto [it, fresh] =
           host_arenas.try_emplace({out.tier_map[h], inst}, ArenaId(out.setup.arenas.size()));
       if (fresh) {
-        out.setup.arenas.push_back(ArenaSpec{instance_name(tier.id, t.instances(tier.per), inst),
-                                             tier.capacity.value, 0, /*device=*/false});
+        out.setup.arenas.push_back(
+            ArenaSpec{hw::instance_name(tier.id, t.instances(tier.per), inst), tier.capacity.value,
+                      0, /*device=*/false});
         needs.emplace_back();
         needs.back().limit = tier.capacity.value;
       }
@@ -184,26 +174,27 @@ std::optional<ReplayError> build_layout(const Plan& plan, const Workload& w, con
     }
   }
 
-  // Paths of the transfers the programs issue; engine groups only for the links they cross.
-  std::map<std::tuple<size_t, int, bool>, uint32_t> groups;
+  // Paths of the transfers the programs issue, over the simulator's fabric: engine groups
+  // and shared resources only for those some transfer crosses, numbered as first met.
+  std::map<uint32_t, uint32_t> groups, resources;  // the fabric's -> the setup's
   const auto make_path = [&](size_t p, size_t from, size_t to) -> std::optional<ReplayPath> {
-    const hw::Route* r = t.route(from, to);
-    if (r == nullptr) return std::nullopt;
+    const hw::FabricPath* fp =
+        fabric.path(from, to, fabric.device(out.device_class[p], out.device_index[p]));
+    if (fp == nullptr) return std::nullopt;
     ReplayPath path;
-    path.route = r;
-    for (const hw::Hop& hop : r->hops) {
-      const hw::Link& l = t.links[hop.link];
-      const int inst = t.instance_of(l.per, out.device_class[p], out.device_index[p]);
-      auto [it, fresh] = groups.try_emplace({hop.link, inst, hop.forward},
-                                            uint32_t(out.setup.engine_groups.size()));
+    path.route = fp->route;
+    for (const uint32_t g : fp->engines) {
+      const auto [it, fresh] = groups.try_emplace(g, uint32_t(out.setup.engine_groups.size()));
       if (fresh) {
-        const std::string& a = l.endpoints[hop.forward ? 0 : 1];
-        const std::string& b = l.endpoints[hop.forward ? 1 : 0];
-        out.setup.engine_groups.push_back(EngineGroupSpec{
-            fmt::format("{} {}->{}", instance_name(l.id, t.instances(l.per), inst), a, b),
-            std::max(1, l.copy_engines), l.effective(hop.forward).bytes_per_s});
+        const hw::EngineGroup& e = fabric.engines()[g];
+        out.setup.engine_groups.push_back(EngineGroupSpec{e.name, std::max(1, e.capacity)});
       }
       path.engines.push_back(it->second);
+    }
+    for (const uint32_t r : fp->resources) {
+      const auto [it, fresh] = resources.try_emplace(r, uint32_t(out.setup.resources.size()));
+      if (fresh) out.setup.resources.push_back(fabric.resources()[r].capacity);
+      path.resources.push_back(it->second);
     }
     return path;
   };

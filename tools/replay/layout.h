@@ -12,8 +12,9 @@
 //   size shift  every size is divided by 2^shift (rounded up) in the arenas; the smallest
 //               shift that brings the arenas under the backend's memory limit.
 //   path        what a prefetch or store of one program between the device tier and one
-//               plan tier needs: the engine groups of every link it crosses, the route's
-//               setup latency and bandwidth.
+//               plan tier needs: the engine groups of every link it crosses, the resources
+//               it shares (tier ports, link directions: the simulator's, hw_models/fabric.h),
+//               the route's setup latency and bandwidth.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +33,8 @@ namespace tierflow::replay {
 using ReplayError = RunError;
 
 struct ReplayPath {
-  std::vector<uint32_t> engines;  ///< engine groups, in route order
+  std::vector<uint32_t> engines;    ///< engine groups, in route order
+  std::vector<uint32_t> resources;  ///< the setup's resources, in route order
   const hw::Route* route = nullptr;
 };
 

@@ -1,11 +1,14 @@
-// The topology turned into simulation resources: one instance of every tier, link
+// The topology turned into the resources copies share: one instance of every tier, link
 // direction and copy engine group that a supernode has, and the resources each transfer
-// crosses.
+// crosses. Written once for the simulator (sim/, which makes each resource a flow) and the
+// replayer (tools/replay, whose paced copies share the same resources).
 //
 // Glossary
 //   instance     one physical copy of a tier, link or switch: a `per: device` tier has one
 //                per device, a `per: socket` tier one per CPU socket, and so on.
-//   port         a tier instance's read side or write side; each is a flow resource.
+//   port         a tier instance's read side or write side; each is a resource.
+//   resource     something with a capacity in bytes/s that copies share: a tier port, one
+//                direction of a link instance, or both directions of a half-duplex one.
 //   engine group the copy engines of one link instance in one direction: at most
 //                `copy_engines` transfers cross it at once, the rest queue in FIFO order.
 //   path         what a transfer between two tiers for one device crosses: the source read
@@ -19,9 +22,8 @@
 #include <vector>
 
 #include "hw_models/topology.h"
-#include "sim/models/flows.h"
 
-namespace tierflow::sim {
+namespace tierflow::hw {
 
 enum class ResourceKind { kTierRead, kTierWrite, kLink };
 
@@ -31,6 +33,7 @@ struct ResourceInfo {
   int instance = 0;
   bool forward = true;  ///< link direction a->b (both, for a half-duplex link)
   std::string name;     ///< "pcie[3] hbm->rc", "ddr[0] read"
+  double capacity = 0;  ///< bytes/s: the port's bandwidth or the link direction's achievable
 };
 
 struct EngineGroup {
@@ -38,25 +41,30 @@ struct EngineGroup {
   size_t link = 0;
   int instance = 0;
   bool forward = true;
-  uint32_t resource = 0;  ///< the link-direction flow resource
+  uint32_t resource = 0;  ///< the link-direction resource
+  std::string name;       ///< "pcie[0] rc->hbm"
 };
 
-struct Path {
-  std::vector<uint32_t> resources;  ///< flow resources, in route order
+struct FabricPath {
+  std::vector<uint32_t> resources;  ///< resources, in route order
   std::vector<uint32_t> engines;    ///< engine groups, in route order
   std::vector<uint32_t> links;      ///< link-direction resources only (timeline lanes)
-  Time setup = 0;
+  int64_t setup = 0;                ///< the route's setup latency, ps
+  const Route* route = nullptr;
 };
 
 class Fabric {
  public:
-  /// Creates a flow resource in `net` for every tier port and link direction instance.
-  Fabric(const hw::Topology& t, FlowNetwork& net);
+  /// A resource for every tier port and link direction instance, an engine group for every
+  /// link direction instance.
+  explicit Fabric(const Topology& t);
 
   /// Global device number -> (device class, index within the class).
   [[nodiscard]] size_t device_class(int device) const { return dev_class_[size_t(device)]; }
   [[nodiscard]] int device_index(int device) const { return dev_index_[size_t(device)]; }
   [[nodiscard]] int devices() const { return static_cast<int>(dev_class_.size()); }
+  /// The global device number of device `index` of class `cls`.
+  [[nodiscard]] int device(size_t cls, int index) const;
 
   /// Instance of tier `tier` that device `device` uses.
   [[nodiscard]] int tier_instance(size_t tier, int device) const;
@@ -71,18 +79,18 @@ class Fabric {
 
   /// The path of a transfer from tier `from` to tier `to` for `device`; nullptr when the
   /// topology has no route between them.
-  const Path* path(size_t from, size_t to, int device);
+  const FabricPath* path(size_t from, size_t to, int device);
 
   [[nodiscard]] const std::vector<ResourceInfo>& resources() const { return info_; }
   [[nodiscard]] const std::vector<EngineGroup>& engines() const { return engines_; }
-  [[nodiscard]] const hw::Topology& topology() const { return t_; }
+  [[nodiscard]] const Topology& topology() const { return t_; }
 
  private:
   uint32_t port(size_t tier, int instance, bool write) const {
     return port_base_[tier] + static_cast<uint32_t>(instance) * 2 + (write ? 1 : 0);
   }
 
-  const hw::Topology& t_;
+  const Topology& t_;
   std::vector<size_t> dev_class_;
   std::vector<int> dev_index_;
   std::vector<uint32_t> tier_base_;  ///< ledger slot of instance 0; back() = total
@@ -92,8 +100,11 @@ class Fabric {
   std::vector<uint32_t> engine_base_;
   std::vector<ResourceInfo> info_;
   std::vector<EngineGroup> engines_;
-  std::deque<Path> paths_;           ///< stable addresses
+  std::deque<FabricPath> paths_;     ///< stable addresses
   std::vector<int32_t> path_index_;  ///< [device][from * tiers + to] -> paths_, -1 unknown, -2 none
 };
 
-}  // namespace tierflow::sim
+/// "id" when a tier, link or device class has one instance, else "id[instance]".
+std::string instance_name(const std::string& id, int count, int instance);
+
+}  // namespace tierflow::hw

@@ -1,4 +1,4 @@
-#include "sim/models/fabric.h"
+#include "hw_models/fabric.h"
 
 #include <fmt/format.h>
 
@@ -6,17 +6,13 @@
 
 #include "core/diagnostics.h"
 
-namespace tierflow::sim {
-
-namespace {
+namespace tierflow::hw {
 
 std::string instance_name(const std::string& id, int count, int instance) {
   return count == 1 ? id : fmt::format("{}[{}]", id, instance);
 }
 
-}  // namespace
-
-Fabric::Fabric(const hw::Topology& t, FlowNetwork& net) : t_(t) {
+Fabric::Fabric(const Topology& t) : t_(t) {
   for (size_t c = 0; c < t.devices.size(); ++c) {
     for (int i = 0; i < t.devices[c].count; ++i) {
       dev_class_.push_back(c);
@@ -24,14 +20,14 @@ Fabric::Fabric(const hw::Topology& t, FlowNetwork& net) : t_(t) {
     }
   }
   uint32_t slots = 0;
-  for (const hw::Tier& tier : t.tiers) {
+  for (const Tier& tier : t.tiers) {
     tier_base_.push_back(slots);
     slots += static_cast<uint32_t>(t.instances(tier.per));
   }
   tier_base_.push_back(slots);
 
   for (size_t ti = 0; ti < t.tiers.size(); ++ti) {
-    const hw::Tier& tier = t.tiers[ti];
+    const Tier& tier = t.tiers[ti];
     const int n = t.instances(tier.per);
     port_base_.push_back(static_cast<uint32_t>(info_.size()));
     for (int i = 0; i < n; ++i) {
@@ -39,41 +35,48 @@ Fabric::Fabric(const hw::Topology& t, FlowNetwork& net) : t_(t) {
       for (bool write : {false, true}) {
         const double bw =
             write ? tier.write_bandwidth.bytes_per_s : tier.read_bandwidth.bytes_per_s;
-        net.add_resource(bw);
         info_.push_back(ResourceInfo{write ? ResourceKind::kTierWrite : ResourceKind::kTierRead, ti,
-                                     i, true, base + (write ? " write" : " read")});
+                                     i, true, base + (write ? " write" : " read"), bw});
       }
     }
   }
   for (size_t li = 0; li < t.links.size(); ++li) {
-    const hw::Link& l = t.links[li];
+    const Link& l = t.links[li];
     const int n = t.instances(l.per);
     link_base_.push_back(static_cast<uint32_t>(info_.size()));
     engine_base_.push_back(static_cast<uint32_t>(engines_.size()));
     for (int i = 0; i < n; ++i) {
       const std::string base = instance_name(l.id, n, i);
       const uint32_t fwd = static_cast<uint32_t>(info_.size());
-      if (l.duplex == hw::Duplex::kHalf) {
+      const auto direction = [&](bool forward) {
+        return fmt::format("{} {}->{}", base, l.endpoints[forward ? 0 : 1],
+                           l.endpoints[forward ? 1 : 0]);
+      };
+      if (l.duplex == Duplex::kHalf) {
         // Both directions share one capacity: one resource.
-        net.add_resource(l.effective(true).bytes_per_s);
         info_.push_back(
             ResourceInfo{ResourceKind::kLink, li, i, true,
-                         fmt::format("{} {}<->{}", base, l.endpoints[0], l.endpoints[1])});
+                         fmt::format("{} {}<->{}", base, l.endpoints[0], l.endpoints[1]),
+                         l.effective(true).bytes_per_s});
       } else {
         for (bool forward : {true, false}) {
-          net.add_resource(l.effective(forward).bytes_per_s);
-          info_.push_back(ResourceInfo{ResourceKind::kLink, li, i, forward,
-                                       fmt::format("{} {}->{}", base, l.endpoints[forward ? 0 : 1],
-                                                   l.endpoints[forward ? 1 : 0])});
+          info_.push_back(ResourceInfo{ResourceKind::kLink, li, i, forward, direction(forward),
+                                       l.effective(forward).bytes_per_s});
         }
       }
       for (bool forward : {true, false}) {
-        const uint32_t res = l.duplex == hw::Duplex::kHalf ? fwd : fwd + (forward ? 0U : 1U);
-        engines_.push_back(EngineGroup{l.copy_engines, li, i, forward, res});
+        const uint32_t res = l.duplex == Duplex::kHalf ? fwd : fwd + (forward ? 0U : 1U);
+        engines_.push_back(EngineGroup{l.copy_engines, li, i, forward, res, direction(forward)});
       }
     }
   }
   path_index_.assign(dev_class_.size() * t.tiers.size() * t.tiers.size(), -1);
+}
+
+int Fabric::device(size_t cls, int index) const {
+  int d = 0;
+  for (size_t c = 0; c < cls; ++c) d += t_.devices[c].count;
+  return d + index;
 }
 
 int Fabric::tier_instance(size_t tier, int device) const {
@@ -91,25 +94,26 @@ std::string Fabric::slot_name(uint32_t slot) const {
   return instance_name(t_.tiers[tier].id, t_.instances(t_.tiers[tier].per), instance);
 }
 
-const Path* Fabric::path(size_t from, size_t to, int device) {
+const FabricPath* Fabric::path(size_t from, size_t to, int device) {
   const size_t nt = t_.tiers.size();
   int32_t& slot = path_index_[(size_t(device) * nt + from) * nt + to];
   if (slot == -2) return nullptr;
   if (slot >= 0) return &paths_[size_t(slot)];
-  const hw::Route* r = t_.route(from, to);
+  const Route* r = t_.route(from, to);
   if (r == nullptr) {
     slot = -2;
     return nullptr;
   }
   const size_t cls = dev_class_[size_t(device)];
   const int idx = dev_index_[size_t(device)];
-  Path p;
+  FabricPath p;
   p.setup = r->setup.ps;
+  p.route = r;
   p.resources.push_back(port(from, tier_instance(from, device), /*write=*/false));
-  for (const hw::Hop& h : r->hops) {
-    const hw::Link& l = t_.links[h.link];
+  for (const Hop& h : r->hops) {
+    const Link& l = t_.links[h.link];
     const int inst = t_.instance_of(l.per, cls, idx);
-    const bool half = l.duplex == hw::Duplex::kHalf;
+    const bool half = l.duplex == Duplex::kHalf;
     const uint32_t res = link_base_[h.link] + static_cast<uint32_t>(inst) * (half ? 1U : 2U) +
                          (half || h.forward ? 0U : 1U);
     p.resources.push_back(res);
@@ -127,4 +131,4 @@ const Path* Fabric::path(size_t from, size_t to, int device) {
   return &paths_.back();
 }
 
-}  // namespace tierflow::sim
+}  // namespace tierflow::hw
