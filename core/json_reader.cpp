@@ -323,8 +323,9 @@ std::string_view JsonReader::decode_string() {
 
 namespace {
 
-/// Whether `t` is a number as JSON's grammar writes it: -?(0|[1-9][0-9]*)(.[0-9]+)?
-/// ([eE][+-]?[0-9]+)? (std::from_chars also takes "6.", "1.e5" and "1e").
+/// Whether `t` is a number as JSON's grammar writes it, -?[0-9]+(.[0-9]+)?([eE][+-]?[0-9]+)?
+/// (std::from_chars also takes "6.", "1.e5" and "1e"); leading zeros, which the grammar
+/// also rules out, are refused before this with their own message.
 bool json_number(std::string_view t) {
   size_t k = 0;
   auto digits = [&] {

@@ -73,12 +73,6 @@ Fabric::Fabric(const Topology& t) : t_(t) {
   path_index_.assign(dev_class_.size() * t.tiers.size() * t.tiers.size(), -1);
 }
 
-int Fabric::device(size_t cls, int index) const {
-  int d = 0;
-  for (size_t c = 0; c < cls; ++c) d += t_.devices[c].count;
-  return d + index;
-}
-
 int Fabric::tier_instance(size_t tier, int device) const {
   return t_.instance_of(t_.tiers[tier].per, dev_class_[size_t(device)], dev_index_[size_t(device)]);
 }
@@ -107,7 +101,6 @@ const FabricPath* Fabric::path(size_t from, size_t to, int device) {
   const size_t cls = dev_class_[size_t(device)];
   const int idx = dev_index_[size_t(device)];
   FabricPath p;
-  p.setup = r->setup.ps;
   p.route = r;
   p.resources.push_back(port(from, tier_instance(from, device), /*write=*/false));
   for (const Hop& h : r->hops) {

@@ -13,7 +13,7 @@
 //                `copy_engines` transfers cross it at once, the rest queue in FIFO order.
 //   path         what a transfer between two tiers for one device crosses: the source read
 //                port, each link direction, each staging tier's ports, the destination
-//                write port; its engine groups; and its setup latency.
+//                write port; its engine groups; and its route.
 #pragma once
 
 #include <cstdint>
@@ -49,8 +49,7 @@ struct FabricPath {
   std::vector<uint32_t> resources;  ///< resources, in route order
   std::vector<uint32_t> engines;    ///< engine groups, in route order
   std::vector<uint32_t> links;      ///< link-direction resources only (timeline lanes)
-  int64_t setup = 0;                ///< the route's setup latency, ps
-  const Route* route = nullptr;
+  const Route* route = nullptr;     ///< bandwidth alone, setup latency
 };
 
 class Fabric {
@@ -63,8 +62,6 @@ class Fabric {
   [[nodiscard]] size_t device_class(int device) const { return dev_class_[size_t(device)]; }
   [[nodiscard]] int device_index(int device) const { return dev_index_[size_t(device)]; }
   [[nodiscard]] int devices() const { return static_cast<int>(dev_class_.size()); }
-  /// The global device number of device `index` of class `cls`.
-  [[nodiscard]] int device(size_t cls, int index) const;
 
   /// Instance of tier `tier` that device `device` uses.
   [[nodiscard]] int tier_instance(size_t tier, int device) const;

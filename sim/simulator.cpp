@@ -196,7 +196,7 @@ bool Simulator::try_start(uint32_t x) {
   }
   tr.rec.start = q_.now();
   if (rec_.drawing()) tr.lanes = rec_.transfer_start(int(tr.rec.program), *tr.path);
-  q_.schedule(q_.now() + tr.path->setup, kSetupDone, x);
+  q_.schedule(q_.now() + tr.path->route->setup.ps, kSetupDone, x);
   return true;
 }
 

@@ -92,8 +92,8 @@ struct ComputeWork {
 struct BackendSetup {
   std::vector<ArenaSpec> arenas;
   std::vector<EngineGroupSpec> engine_groups;
-  /// Bytes per plan second of each resource that copies share: the tier ports and link
-  /// directions of hw_models/fabric.h that some copy crosses.
+  /// Bytes per plan second (> 0) of each resource that copies share: the tier ports and
+  /// link directions of hw_models/fabric.h that some copy crosses.
   std::vector<double> resources;
   uint32_t programs = 0;
 };

@@ -45,6 +45,9 @@ void CpuBackend::start(const BackendSetup& setup) {
   std::vector<int> counts;
   uint32_t engines = 1;  // one more for routes that cross no link
   resource_bandwidth_ = setup.resources;
+  for (const double bw : resource_bandwidth_) {
+    TF_ASSERT(bw > 0 && std::isfinite(bw), "shared resource bandwidth {} is not positive", bw);
+  }
   for (const EngineGroupSpec& g : setup.engine_groups) {
     counts.push_back(g.engines);
     engines += uint32_t(g.engines);
@@ -221,21 +224,12 @@ void CpuBackend::run_copy(Job& job) {
 }
 
 void CpuBackend::share_rates() {
-  // Resources: the shared ones with a bandwidth (tier ports, link directions), then one
-  // per transfer for its route's own cap.
-  std::vector<double> capacity;
-  std::vector<uint32_t> index(resource_bandwidth_.size(), UINT32_MAX);
-  for (size_t g = 0; g < resource_bandwidth_.size(); ++g) {
-    if (resource_bandwidth_[g] <= 0) continue;
-    index[g] = static_cast<uint32_t>(capacity.size());
-    capacity.push_back(resource_bandwidth_[g]);
-  }
+  // Resources: the shared ones (tier ports, link directions), then one per transfer for its
+  // route's own cap.
+  std::vector<double> capacity = resource_bandwidth_;
   std::vector<std::vector<uint32_t>> routes;
   for (const Job* j : moving_) {
-    std::vector<uint32_t>& route = routes.emplace_back();
-    for (uint32_t g : j->req.resources) {
-      if (index[g] != UINT32_MAX) route.push_back(index[g]);
-    }
+    std::vector<uint32_t>& route = routes.emplace_back(j->req.resources);
     route.push_back(static_cast<uint32_t>(capacity.size()));
     capacity.push_back(j->req.bandwidth);
   }

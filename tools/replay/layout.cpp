@@ -178,8 +178,7 @@ std::optional<ReplayError> build_layout(const Plan& plan, const Workload& w, con
   // and shared resources only for those some transfer crosses, numbered as first met.
   std::map<uint32_t, uint32_t> groups, resources;  // the fabric's -> the setup's
   const auto make_path = [&](size_t p, size_t from, size_t to) -> std::optional<ReplayPath> {
-    const hw::FabricPath* fp =
-        fabric.path(from, to, fabric.device(out.device_class[p], out.device_index[p]));
+    const hw::FabricPath* fp = fabric.path(from, to, int(plan.programs[p].device));
     if (fp == nullptr) return std::nullopt;
     ReplayPath path;
     path.route = fp->route;
@@ -187,7 +186,7 @@ std::optional<ReplayError> build_layout(const Plan& plan, const Workload& w, con
       const auto [it, fresh] = groups.try_emplace(g, uint32_t(out.setup.engine_groups.size()));
       if (fresh) {
         const hw::EngineGroup& e = fabric.engines()[g];
-        out.setup.engine_groups.push_back(EngineGroupSpec{e.name, std::max(1, e.capacity)});
+        out.setup.engine_groups.push_back(EngineGroupSpec{e.name, e.capacity});
       }
       path.engines.push_back(it->second);
     }
