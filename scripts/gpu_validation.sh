@@ -231,6 +231,7 @@ if step replay && [ ! -f "$hw" ]; then
 elif step replay; then
   for spec in "${workloads[@]}"; do
     IFS='|' read -r w budget args <<<"$spec"
+    rm -f "$out/$w.plan.json" "$out/$w".*.replay*.json  # no table row from an earlier run
     # shellcheck disable=SC2086
     run "trace $w" "$tf" trace gen $args -o "$out/$w.json" || continue
     run "plan $w" sh -c "'$tf' plan --hw '$hw' ${plan_sets[*]} --workload '$out/$w.json' \
@@ -252,53 +253,14 @@ elif step replay; then
       done
     done
   done
-  "$python" - "$out" "$runs" "${modes[*]}" >"$out/replay.md" <<'EOF'
-import json, os, statistics, sys
-out, runs, modes = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
-ms = lambda ps: f"{ps / 1e9:.1f} ms"
-pct = lambda x: f"{100 * x:+.1f}%"
-print("| workload | compute | simulated | measured (median) | error | transfer error median | "
-      "p90 abs | exposed wait measured | simulated | device peak measured | predicted | | "
-      "peak order |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-
-
-def peak_order(w):
-    """'fixed' when program order alone fixes every allocation and free (one program, no
-    cache step waits on an event): the peak must then match byte for byte. Otherwise a
-    detach that waits on a store frees when the store lands, and the peak may differ by
-    what is allocated meanwhile ('timing')."""
-    try:
-        plan = json.load(open(f"{out}/{w}.plan.json"))
-    except OSError:
-        return "-"
-    progs = plan["programs"]
-    fixed = len(progs) == 1 and not any(
-        "wait" in s and "compute" not in s for s in progs[0]["steps"])
-    return "fixed" if fixed else "timing"
-
-
-for w in ("weights", "kv", "train"):
-    for mode in modes:
-        files = [f"{out}/{w}.{mode}.replay{i}.json" for i in range(1, runs + 1)]
-        rs = [json.load(open(f)) for f in files if os.path.exists(f)]
-        rs = [r for r in rs if "error" not in r]
-        if not rs:
-            print(f"| {w} | {mode} | no replay ran | | | | | | | | | | {peak_order(w)} |")
-            continue
-        sim = rs[0]["makespan_ps"]["simulated"]
-        meas = statistics.median(r["makespan_ps"]["measured"] for r in rs)
-        med = statistics.median(r["transfers"]["duration_error_median"] for r in rs)
-        p90 = statistics.median(r["transfers"]["duration_error_p90_abs"] for r in rs)
-        wait = statistics.median(r["exposed_wait"]["total_ps"] for r in rs)
-        peaks = [p for r in rs for p in r["peak_device_memory"]]
-        exact = "exact" if all(p["equal"] for p in peaks) else "DIFFERS"
-        shift = max(r["size_shift"] for r in rs)
-        note = f" (sizes 1:{2 ** shift})" if shift else ""
-        print(f"| {w} | {mode} | {ms(sim)} | {ms(meas)} ({len(rs)} runs){note} | {pct(meas / sim - 1)} | "
-              f"{pct(med)} | {100 * p90:.1f}% | {ms(wait)} | {ms(rs[0]['exposed_wait']['simulated_ps'])} | "
-              f"{peaks[0]['measured']:,} B | {peaks[0]['predicted']:,} B | {exact} | {peak_order(w)} |")
-EOF
+  rows=()
+  for spec in "${workloads[@]}"; do
+    w=${spec%%|*}
+    for mode in "${modes[@]}"; do
+      rows+=("$w $mode|$out/$w.plan.json|$out/$w.$mode.replay")
+    done
+  done
+  "$python" scripts/replay_table.py "$runs" "${rows[@]}" >"$out/replay.md"
   cat "$out/replay.md" >&2
 fi
 

@@ -2,8 +2,8 @@
 # The simulator against this machine (docs/validation.md, "CPU"): calibrate the CPU replay
 # backend, plan transfer-heavy workloads on the calibrated topology, replay each plan
 # RUNS times with native copies (memcpy at this machine's speed), and report the median
-# measured makespan against the simulated one. Timings: run it on a quiet machine; it
-# does not belong in CI.
+# measured makespan against the simulated one (OUT_DIR/summary.md, scripts/replay_table.py).
+# Timings: run it on a quiet machine; it does not belong in CI.
 #
 #   scripts/replay_validation.sh
 #
@@ -39,35 +39,23 @@ echo "== calibrate" >&2
 "$tf" trace gen --model llama-2-7b --phase decode --layers 2 --context 16384 --tokens 4 \
   -o "$out/kv.json"
 
-summary="$out/summary.txt"
-printf '%-10s %-10s %12s %12s %9s %9s %9s %12s\n' workload policy simulated measured error \
-  xfer_med xfer_p90 peak >"$summary"
+rows=()
 for w in weights kv; do
   for policy in tierflow hyperoffload; do
     plan="$out/$w-$policy.plan.json"
+    rows+=("$w $policy|$plan|$out/$w-$policy.replay")
     echo "== plan $w $policy" >&2
+    rm -f "$plan" "$out/$w-$policy".replay*.json  # no table row from an earlier run
     if ! "$tf" plan --hw "$out/cpu.yaml" --workload "$out/$w.json" --policy "$policy" -o "$plan" \
       >"$out/$w-$policy.plan.txt"; then
-      printf '%-10s %-10s does not fit\n' "$w" "$policy" >>"$summary"
-      continue
+      continue  # the table says: no plan
     fi
     for i in $(seq 1 "$runs"); do
       echo "== replay $w $policy $i/$runs" >&2
       "$tf" replay --backend cpu --copy native --memory-limit 4GiB --plan "$plan" \
         --hw "$out/cpu.yaml" --json -o "$out/$w-$policy.replay$i.json"
     done
-    python3 - "$out" "$w" "$policy" "$runs" >>"$summary" <<'EOF'
-import json, statistics, sys
-out, w, policy, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-rs = [json.load(open(f"{out}/{w}-{policy}.replay{i}.json")) for i in range(1, runs + 1)]
-meas = statistics.median(r["makespan_ps"]["measured"] for r in rs)
-sim = rs[0]["makespan_ps"]["simulated"]
-med = statistics.median(r["transfers"]["duration_error_median"] for r in rs)
-p90 = statistics.median(r["transfers"]["duration_error_p90_abs"] for r in rs)
-peak = "exact" if all(r["peak_device_memory"][0]["equal"] for r in rs) else "differs"
-print(f"{w:<10} {policy:<10} {sim/1e9:10.1f}ms {meas/1e9:10.1f}ms {100*(meas/sim-1):+8.1f}% "
-      f"{100*med:+8.1f}% {100*p90:8.1f}% {peak:>12}")
-EOF
   done
 done
-cat "$summary"
+python3 scripts/replay_table.py "$runs" "${rows[@]}" >"$out/summary.md"
+cat "$out/summary.md"
