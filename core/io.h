@@ -1,18 +1,77 @@
-// Output files that never lose user data: written to a temporary file beside the
-// destination, flushed, then renamed over it.
+// The one door for files: every input is read through read_text_file or FileText (a
+// regular file or a pipe, never larger than the input limit), and every output is written
+// through AtomicOutput, which refuses a path that is one of the run's inputs and never
+// leaves a half-written file.
 //
 // Glossary
-//   temp file  `PATH.tmp.PID`, in the destination's directory so that the final rename
-//              stays on one file system and is atomic.
-//   commit     flush, fsync, close and rename the temp file over the destination. Until
-//              then the destination keeps its old contents (or does not exist).
+//   input limit  the largest input file a command reads: 4 GiB, or the environment's
+//                TIERFLOW_MAX_INPUT_BYTES (a byte count). docs/cli.md, "Limits".
+//   file id      a file's device and inode: `sub/../w.json`, a symbolic link and a hard
+//                link to w.json all have w.json's id.
+//   guarded      a file this process read as an input (or wrote as an output, or holds
+//                open as a database): no output may replace it.
+//   temp file    `PATH.tmp.PID`, in the destination's directory so that the final rename
+//                stays on one file system and is atomic. A temp file whose process no
+//                longer runs (a run killed with SIGKILL) is removed by the next run that
+//                writes PATH.
+//   commit       flush, fsync, close and rename the temp file over the destination. Until
+//                then the destination keeps its old contents (or does not exist).
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
 
 namespace tierflow {
+
+/// The largest input file read, in bytes: TIERFLOW_MAX_INPUT_BYTES when set to a positive
+/// integer, else 4 GiB.
+uint64_t max_input_bytes();
+
+/// Reads a whole file into memory. InputError (at the path) when it is missing, a
+/// directory, a device or anything else that is neither a regular file nor a pipe, or larger
+/// than max_input_bytes(). The file becomes guarded.
+std::string read_text_file(const std::string& path);
+
+/// A read-only view of a whole file, memory-mapped when it is a regular file (a million-op
+/// workload is ~250 MB: mapping avoids copying it); the same checks as read_text_file.
+class FileText {
+ public:
+  explicit FileText(const std::string& path);
+  ~FileText();
+  FileText(const FileText&) = delete;
+  FileText& operator=(const FileText&) = delete;
+  [[nodiscard]] std::string_view view() const { return view_; }
+
+ private:
+  void* map_ = nullptr;
+  size_t size_ = 0;
+  std::string copy_;  ///< used when the file cannot be mapped (pipes, empty files)
+  std::string_view view_;
+};
+
+/// Marks the existing file at `path` as guarded, naming it `role` in messages ("it is
+/// ROLE", e.g. "the results database of this sweep"). For inputs not read through
+/// read_text_file (SQLite databases).
+void guard_file(const std::string& path, std::string_view role = "an input of this command");
+
+/// Creates the output directory `dir` (and its parents) if needed. InputError at `flag`
+/// when it exists as something else or cannot be created.
+void make_output_dir(const std::string& dir, std::string_view flag);
+
+/// Turns guarding on for this process (the CLI does, first thing): from then on every file
+/// read is guarded. Off by default, so a long-lived host (Python) may read and rewrite a
+/// file across calls.
+void enable_output_guard();
+/// Turns guarding off and forgets every guarded file (tests that turned it on).
+void disable_output_guard();
+
+/// Throws InputError (at `path`) when `path` names a guarded file (same file id): an output
+/// that would replace one of the run's inputs. "-" is always allowed. Commands call it
+/// before long work so that a bad output path is refused at once; AtomicOutput calls it
+/// again before it writes.
+void check_output_path(const std::string& path);
 
 /// A file written piece by piece that appears at its path only when complete. "-" means
 /// standard output (written through, nothing to rename). Errors are InputError
@@ -46,6 +105,7 @@ class AtomicOutput {
   int error_ = 0;        ///< errno of the first failure
   bool failed_ = false;  ///< a write, flush or sync failed; commit() reports it
   bool committed_ = false;
+  size_t temp_slot_ = SIZE_MAX;  ///< the signal handler's record of temp_path_
 };
 
 /// Writes `content` to `path` atomically. "-" means standard output. Throws InputError

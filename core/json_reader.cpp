@@ -125,6 +125,9 @@ void JsonReader::unexpected(std::string_view expected) {
 
 void JsonReader::begin_object(std::string_view what) {
   if (peek() != Kind::kObject) unexpected(fmt::format("an object for {}", what));
+  if (started_.size() >= kMaxJsonDepth) {
+    fail_at(i_, "JSON nested deeper than {} levels", kMaxJsonDepth);
+  }
   ++i_;
   started_.push_back(false);
 }
@@ -172,6 +175,9 @@ bool JsonReader::next_key(std::string& key) {
 
 void JsonReader::begin_array(std::string_view what) {
   if (peek() != Kind::kArray) unexpected(fmt::format("an array for {}", what));
+  if (started_.size() >= kMaxJsonDepth) {
+    fail_at(i_, "JSON nested deeper than {} levels", kMaxJsonDepth);
+  }
   ++i_;
   started_.push_back(false);
 }
@@ -523,54 +529,6 @@ void JsonReader::skip_value() {
 
 void JsonReader::expect_end() {
   if (peek() != Kind::kEnd) fail_at(i_, "malformed JSON: unexpected text after the document");
-}
-
-std::string read_text_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw InputError(SourcePos{path}, "cannot read file: it is a directory");
-  }
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr)
-    throw InputError(SourcePos{path}, "cannot open file: no such file or no permission");
-  std::string out;
-  // Read in one allocation when the size is known (a million-op workload is ~250 MB).
-  const auto size = std::filesystem::file_size(path, ec);
-  if (!ec) out.reserve(size);
-  char buf[1 << 16];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) throw InputError(SourcePos{path}, "cannot read file: I/O error");
-  return out;
-}
-
-FileText::FileText(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw InputError(SourcePos{path}, "cannot read file: it is a directory");
-  }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  struct stat st {};
-  if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-    void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m != MAP_FAILED) {
-      map_ = m;
-      size_ = static_cast<size_t>(st.st_size);
-      ::madvise(map_, size_, MADV_SEQUENTIAL);
-      view_ = std::string_view(static_cast<const char*>(map_), size_);
-    }
-  }
-  if (fd >= 0) ::close(fd);
-  if (map_ == nullptr) {
-    copy_ = read_text_file(path);
-    view_ = copy_;
-  }
-}
-
-FileText::~FileText() {
-  if (map_ != nullptr) ::munmap(map_, size_);
 }
 
 }  // namespace tierflow

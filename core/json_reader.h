@@ -13,8 +13,13 @@
 #include <vector>
 
 #include "core/diagnostics.h"
+#include "core/io.h"
 
 namespace tierflow {
+
+/// The deepest nesting of objects and arrays any JSON input may have (docs/cli.md,
+/// "Limits"). Deeper documents are refused at the bracket that goes too deep.
+inline constexpr size_t kMaxJsonDepth = 256;
 
 class JsonReader {
  public:
@@ -101,26 +106,6 @@ class JsonReader {
   std::string scratch_;  ///< the last string or key that held escapes, decoded
   // One entry per open container: true once its first member has been read.
   std::vector<bool> started_;
-};
-
-/// Reads a whole file into memory; InputError if it cannot be read.
-std::string read_text_file(const std::string& path);
-
-/// A read-only view of a whole file, memory-mapped when possible (a million-op workload
-/// is ~250 MB: mapping avoids copying it). InputError if it cannot be read.
-class FileText {
- public:
-  explicit FileText(const std::string& path);
-  ~FileText();
-  FileText(const FileText&) = delete;
-  FileText& operator=(const FileText&) = delete;
-  [[nodiscard]] std::string_view view() const { return view_; }
-
- private:
-  void* map_ = nullptr;
-  size_t size_ = 0;
-  std::string copy_;  ///< used when the file cannot be mapped (pipes, empty files)
-  std::string_view view_;
 };
 
 }  // namespace tierflow

@@ -89,10 +89,11 @@ PlanCheck verify_plan_programs(const Plan& p, const Workload& w);
 
 /// Why running a plan (simulated or replayed) stopped: a broken §6 rule (found by
 /// verify_plan_programs), a tier over capacity, programs that wait on each other forever,
-/// or a plan that does not match the topology. The simulator and the replayer report the
-/// same errors in the same terms.
+/// a plan that does not match the topology, or a run that would pass the latest simulated
+/// time (kMaxSimTimePs: sizes no real machine would take weeks over). The simulator and the
+/// replayer report the same errors in the same terms.
 struct RunError {
-  enum class Kind { kPlanRule, kCapacity, kDeadlock, kTopology };
+  enum class Kind { kPlanRule, kCapacity, kDeadlock, kTopology, kTimeLimit };
   Kind kind = Kind::kPlanRule;
   int program = -1;
   int step = -1;

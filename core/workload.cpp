@@ -262,6 +262,17 @@ std::optional<WorkloadIssue> WorkloadVerifier::check_op_name(uint32_t o) {
   if (!std::isfinite(op.flops) || op.flops < 0) {
     return op_issue(o, "flops", -1, "flops must be a finite number >= 0");
   }
+  // Bounded so that no time or sum computed from them overflows (docs/cli.md, "Limits").
+  if (op.flops > kMaxOpFlops) {
+    return op_issue(o, "flops", -1,
+                    fmt::format("{:g} FLOPs is absurd for one op (limit {:g})", op.flops, kMaxOpFlops));
+  }
+  for (const auto& [field, bytes] : {std::pair{"bytes", op.bytes}, {"collective_bytes", op.collective_bytes}}) {
+    if (bytes > kMaxTensorBytes) {
+      return op_issue(o, field, -1,
+                      fmt::format("{} bytes is absurd for one op (limit 2^50 = 1PiB)", bytes));
+    }
+  }
   return std::nullopt;
 }
 

@@ -25,7 +25,11 @@ inline constexpr std::array<std::string_view, 7> kTensorKindNames = {
     "weight", "activation", "kv", "grad", "optimizer_state", "input", "output"};
 
 inline constexpr uint32_t kExternal = UINT32_MAX;  ///< origin of an external tensor
+/// The largest byte count a workload may give a tensor or an op's traffic (1 PiB), and the
+/// most FLOPs one op may do (1e21): far above any real model, low enough that the times and
+/// sums computed from them cannot overflow. docs/cli.md, "Limits".
 inline constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 50;
+inline constexpr double kMaxOpFlops = 1e21;
 
 struct Tensor {
   std::string name;

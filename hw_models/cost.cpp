@@ -9,12 +9,8 @@ namespace tierflow::hw {
 
 Duration transfer_time_alone(const Route& route, Bytes bytes) {
   if (bytes.value == 0) return route.setup;
-  const Duration body = transfer_time(bytes, route.bandwidth);
-  // Saturate rather than overflow for absurd sizes.
-  if (body.ps > std::numeric_limits<int64_t>::max() - route.setup.ps) {
-    return Duration{std::numeric_limits<int64_t>::max()};
-  }
-  return Duration{route.setup.ps + body.ps};
+  // Saturates rather than overflows for absurd sizes.
+  return Duration{saturating_add_ps(route.setup.ps, transfer_time(bytes, route.bandwidth).ps)};
 }
 
 std::optional<Duration> roofline_time(const Topology& t, size_t device, OpKind kind, Dtype dtype,
@@ -37,7 +33,7 @@ std::optional<Duration> roofline_time(const Topology& t, size_t device, OpKind k
     memory = transfer_time(bytes,
                            Bandwidth{local.read_bandwidth.bytes_per_s * d.memory_efficiency(kind)});
   }
-  return Duration{std::max(compute.ps, memory.ps) + d.launch_overhead.ps};
+  return Duration{saturating_add_ps(std::max(compute.ps, memory.ps), d.launch_overhead.ps)};
 }
 
 std::optional<Duration> op_time(const Topology& t, size_t device, size_t device_tier, OpKind kind,
@@ -47,8 +43,8 @@ std::optional<Duration> op_time(const Topology& t, size_t device, size_t device_
   if (!d || collective.value == 0) return d;
   // Collectives cross the scale-up fabric: the device tier's peer route, alone.
   if (const Route* peer = t.route(device_tier, device_tier)) {
-    d->ps = std::max(d->ps, transfer_time_alone(*peer, collective).ps +
-                                t.devices[device].launch_overhead.ps);
+    d->ps = std::max(d->ps, saturating_add_ps(transfer_time_alone(*peer, collective).ps,
+                                              t.devices[device].launch_overhead.ps));
   }
   return d;
 }

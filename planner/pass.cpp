@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cmath>
 
 #include "core/diagnostics.h"
 #include "core/units.h"
@@ -37,8 +38,9 @@ double PassOptions::number(std::string_view key, double fallback) {
   }
   double x = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
-  if (ec != std::errc() || end != text.data() + text.size() || text.empty() || x < 0) {
-    bad(key, fmt::format("'{}' is not a non-negative number", *v));
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty() || !std::isfinite(x) ||
+      x < 0) {
+    bad(key, fmt::format("'{}' is not a finite non-negative number", *v));
   }
   return x * scale;
 }

@@ -154,8 +154,7 @@ PlanOutcome make_plan(const Workload& w, const hw::Topology& t, const PlanReques
   // The unconstrained best is the resident plan with unlimited memory: one engine, no
   // transfers, so exactly the compute sum. Bisection on the budget finds the smallest
   // that keeps the simulated makespan within the overhead of it.
-  const auto limit = static_cast<int64_t>(static_cast<double>(full.bounds.compute_ps) *
-                                          (1.0 + req.max_overhead));
+  const int64_t limit = scaled_ps(full.bounds.compute_ps, 1.0 + req.max_overhead);
   if (full.evaluation->makespan_ps > limit) {
     full.ok = false;
     full.infeasible = true;

@@ -84,7 +84,19 @@ const Costs& PlanState::ensure_costs() {
   }
   c.start_ps.resize(order.size() + 1);
   c.start_ps[0] = 0;
-  for (size_t i = 0; i < order.size(); ++i) c.start_ps[i + 1] = c.start_ps[i] + c.op_ps[order[i]];
+  for (size_t i = 0; i < order.size(); ++i) {
+    c.start_ps[i + 1] = saturating_add_ps(c.start_ps[i], c.op_ps[order[i]]);
+    if (c.start_ps[i + 1] > kMaxSimTimePs) {
+      const uint32_t o = order[i];
+      throw InputError::at(SourcePos{"--workload"},
+                           "the ops alone would run past the simulator's time limit of {} on "
+                           "'{}' (op {} '{}' takes {}): the workload's FLOPs or bytes are "
+                           "implausibly large",
+                           to_string_approx(Duration{kMaxSimTimePs}),
+                           topo.devices[target.device_class].id, o, w.ops[o].name,
+                           to_string_approx(Duration{c.op_ps[o]}));
+    }
+  }
   c.routes.resize(topo.tiers.size());
   for (size_t i = 0; i < topo.tiers.size(); ++i) {
     if (i == target.device_tier) continue;

@@ -81,6 +81,8 @@ std::string_view error_kind_name(SimError::Kind k) {
       return "deadlock";
     case SimError::Kind::kTopology:
       return "topology";
+    case SimError::Kind::kTimeLimit:
+      return "time limit";
   }
   return "plan rule";
 }

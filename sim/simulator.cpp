@@ -126,7 +126,16 @@ bool Simulator::compute(uint32_t p, size_t step, const Step& s, uint64_t need) {
   }
   st.op_start = now;
   if (StepTime* at = step_time(p, step)) at->start = now;
-  q_.schedule(now + op_time(p, s.target), kComputeDone, p);
+  const Time d = op_time(p, s.target);
+  if (d > kMaxSimTimePs - now) {
+    fail(SimError::Kind::kTimeLimit, int(p), int(step), -1,
+         fmt::format("op {} ('{}') takes {}: the run would pass the simulator's time limit of {}; "
+                     "the workload's FLOPs or bytes are implausibly large for this device",
+                     s.target, w_.ops[s.target].name, to_string_approx(Duration{d}),
+                     to_string_approx(Duration{kMaxSimTimePs})));
+    return false;
+  }
+  q_.schedule(now + d, kComputeDone, p);
   return true;
 }
 
@@ -196,7 +205,14 @@ bool Simulator::try_start(uint32_t x) {
   }
   tr.rec.start = q_.now();
   if (rec_.drawing()) tr.lanes = rec_.transfer_start(int(tr.rec.program), *tr.path);
-  q_.schedule(q_.now() + tr.path->route->setup.ps, kSetupDone, x);
+  const Time setup = tr.path->route->setup.ps;
+  if (setup > kMaxSimTimePs - q_.now()) {
+    fail(SimError::Kind::kTimeLimit, int(tr.rec.program), int(tr.rec.step), int(tr.rec.tensor),
+         fmt::format("a transfer's setup of {} would end after the simulator's time limit of {}",
+                     to_string_approx(Duration{setup}), to_string_approx(Duration{kMaxSimTimePs})));
+    return true;
+  }
+  q_.schedule(q_.now() + setup, kSetupDone, x);
   return true;
 }
 
@@ -288,7 +304,16 @@ void Simulator::resolve() {
   for (uint32_t f : net_.changed_flows()) {
     Transfer& tr = transfers_[flow_owner_[f]];
     if (tr.flow_event != 0) q_.cancel(tr.flow_event - 1);
-    tr.flow_event = q_.schedule(net_.completion(f), kFlowDone, f) + 1;
+    const Time done = net_.completion(f);
+    if (done > kMaxSimTimePs) {
+      fail(SimError::Kind::kTimeLimit, int(tr.rec.program), int(tr.rec.step), int(tr.rec.tensor),
+           fmt::format("a transfer of {} would end after the simulator's time limit of {}; the "
+                       "workload's bytes are implausibly large for this fabric",
+                       to_string(Bytes{tr.rec.bytes}), to_string_approx(Duration{kMaxSimTimePs})));
+      tr.flow_event = 0;
+      continue;
+    }
+    tr.flow_event = q_.schedule(done, kFlowDone, f) + 1;
   }
   if (rec_.on()) {
     for (uint32_t r : net_.changed_resources()) rec_.link_rate(r, now, net_.load(r));

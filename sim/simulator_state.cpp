@@ -190,6 +190,17 @@ void Simulator::finish(SimResult& r) {
       slot_of[p].push_back(fabric_.tier_slot(tier_map_[h], progs_[p].device));
     }
   }
+  // Linear in programs and slots: the records live at each peak in one pass, and each
+  // program's home tiers listed under their slots.
+  const std::vector<std::vector<Allocation>> at_peak = ledger_->live_at_peak_all();
+  std::vector<std::vector<std::pair<uint32_t, size_t>>> homes_of_slot(ledger_->slots());
+  for (uint32_t p = 0; p < progs_.size(); ++p) {
+    for (size_t h = 0; h < homed.size(); ++h) {
+      if (!homed[h].empty() && slot_of[p][h] < homes_of_slot.size()) {
+        homes_of_slot[slot_of[p][h]].emplace_back(p, h);
+      }
+    }
+  }
   for (uint32_t s = 0; s < ledger_->slots(); ++s) {
     const SlotStats& x = ledger_->stats(s);
     if (x.peak == 0) continue;
@@ -203,7 +214,7 @@ void Simulator::finish(SimResult& r) {
     tr.final_level = x.level;
     tr.peak_by_kind = static_by_kind_[s];
     std::vector<LiveTensor> live;
-    for (const Allocation& a : ledger_->live_at_peak(s)) {
+    for (const Allocation& a : at_peak[s]) {
       const bool ws = (a.what & kWorkspaceBit) != 0;
       tr.peak_by_kind[ws ? kWorkspaceKind : size_t(w_.tensors[a.what].kind)] += a.bytes;
       live.push_back(LiveTensor{a.program, a.what, a.bytes, false});
@@ -211,11 +222,8 @@ void Simulator::finish(SimResult& r) {
     tr.live_count = live.size();
     // Home copies: the largest few of each program whose instance this is (the largest
     // few of each of its plan tiers on this instance hold them; the list is cut below).
-    for (uint32_t p = 0; p < progs_.size(); ++p) {
-      for (size_t h = 0; h < homed.size(); ++h) {
-        if (slot_of[p][h] != s) continue;
-        for (uint32_t t : homed[h]) live.push_back(LiveTensor{p, t, w_.tensors[t].bytes, true});
-      }
+    for (const auto& [p, h] : homes_of_slot[s]) {
+      for (uint32_t t : homed[h]) live.push_back(LiveTensor{p, t, w_.tensors[t].bytes, true});
     }
     std::stable_sort(live.begin(), live.end(), [](const LiveTensor& a, const LiveTensor& b) {
       return a.bytes != b.bytes ? a.bytes > b.bytes

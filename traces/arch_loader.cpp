@@ -225,7 +225,41 @@ void check_moe(const Arch& a) {
 
 }  // namespace
 
+void check_arch_sizes(const Arch& a) {
+  // The largest sizes (docs/cli.md, "Limits"): far above any published model, small enough
+  // that the generator's products of sizes and counts fit in 64 bits.
+  const std::initializer_list<std::pair<std::string_view, int>> widths = {
+      {"hidden", a.hidden},
+      {"heads", a.heads},
+      {"kv_heads", a.kv_heads},
+      {"head_dim", a.head_dim},
+      {"vocab", a.vocab},
+      {"intermediate", a.intermediate},
+      {"moe_intermediate", a.moe_intermediate},
+      {"shared_intermediate", a.shared_intermediate},
+      {"experts", a.experts},
+      {"experts_per_token", a.experts_per_token},
+      {"shared_experts", a.shared_experts},
+      {"q_lora_rank", a.q_lora_rank},
+      {"kv_lora_rank", a.kv_lora_rank},
+      {"qk_nope_head_dim", a.qk_nope_head_dim},
+      {"qk_rope_head_dim", a.qk_rope_head_dim},
+      {"v_head_dim", a.v_head_dim},
+      {"learned_positions", a.learned_positions},
+      {"project_in_out", a.project_in_out}};
+  if (a.layers > kMaxArchLayers) {
+    fail(a, "layers", fmt::format("layers {} is above the largest allowed, {}", a.layers,
+                                  kMaxArchLayers));
+  }
+  for (const auto& [key, value] : widths) {
+    if (value > kMaxArchWidth) {
+      fail(a, key, fmt::format("{} {} is above the largest allowed, {}", key, value, kMaxArchWidth));
+    }
+  }
+}
+
 void resolve_arch(Arch& a) {
+  check_arch_sizes(a);
   if (a.attention == AttentionKind::kMla) {
     check_mla(a);
   } else {

@@ -27,6 +27,12 @@ Arch load_arch_text(const std::string& text, const std::string& name,
 /// offending field's origin. Shared by the YAML loader and the config.json importer.
 void resolve_arch(Arch& a);
 
+/// The largest architecture sizes tierflow generates graphs for (docs/cli.md, "Limits").
+inline constexpr int kMaxArchLayers = 4096;
+inline constexpr int kMaxArchWidth = 1 << 24;
+/// InputError at the field when a size is above them; resolve_arch calls it first.
+void check_arch_sizes(const Arch& a);
+
 /// Names of the shipped models: the stems of `configs_dir`/models/*.yaml, sorted.
 std::vector<std::string> shipped_arch_names(const std::string& configs_dir);
 /// `configs_dir`/models/NAME.yaml (whether or not it exists).

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "core/checked.h"
 #include "core/diagnostics.h"
 #include "core/json_writer.h"
 #include "traces/layer_builder.h"
@@ -14,8 +15,7 @@
 namespace tierflow::traces {
 
 uint64_t bytes_of(double params, Dtype dtype) {
-  const double bits = params * kDtypeBits[static_cast<size_t>(dtype)];
-  return static_cast<uint64_t>(std::ceil(bits / 8.0));
+  return saturating_count(params * kDtypeBits[static_cast<size_t>(dtype)] / 8.0);
 }
 
 namespace {
@@ -25,6 +25,21 @@ void check_options(const Arch& a, const GenOptions& o) {
     throw InputError(SourcePos{std::string(flag)}, std::move(msg));
   };
   if (o.batch < 1) bad("--batch", "batch must be at least 1");
+  // The largest counts (docs/cli.md, "Limits"): far beyond real deployments, small enough
+  // that every product of counts and model sizes the generator forms fits in 64 bits.
+  for (auto [flag, value, max] : {std::tuple{"--batch", o.batch, kMaxBatch},
+                                  {"--seq", o.seq, kMaxSeq},
+                                  {"--context", o.context, kMaxContext},
+                                  {"--tokens", o.tokens, kMaxDecodeTokens},
+                                  {"--kv-block", o.kv_block, kMaxSeq},
+                                  {"--tp", int64_t{o.tp}, int64_t{kMaxTp}}}) {
+    if (value > max) bad(flag, fmt::format("{} {} is above the largest allowed, {}", flag, value, max));
+  }
+  if (o.phase != Phase::kDecode && o.batch * o.seq > kMaxStepTokens) {
+    bad("--seq", fmt::format("--batch {} x --seq {} is {} tokens in one step, above the largest "
+                             "allowed, {}",
+                             o.batch, o.seq, o.batch * o.seq, kMaxStepTokens));
+  }
   if (o.tp < 1) bad("--tp", "tensor-parallel degree must be at least 1");
   if (a.heads % o.tp != 0) {
     bad("--tp",
@@ -70,6 +85,34 @@ void check_options(const Arch& a, const GenOptions& o) {
     bad("--quant-zeros", fmt::format("{} weights are scaled only; zero points are for int4 and "
                                      "int8",
                                      name_of(o.weight_dtype)));
+  }
+}
+
+/// Every size the generator computed (saturated where it overflowed) must be within the
+/// workload format's limits: a bigger one comes from the model's sizes and the counts
+/// together, so the message names both.
+void check_generated_sizes(const Arch& a, const Workload& w) {
+  auto refuse = [&](std::string_view what, std::string_view name, std::string size,
+                    std::string limit) {
+    throw InputError(
+        SourcePos{"--batch"},
+        fmt::format("model '{}' at these counts gives {} '{}' of {}, above the largest allowed "
+                    "({}); lower --batch, --seq, --context or --kv-block, or the model's sizes",
+                    a.name, what, name, size, limit));
+  };
+  for (const Tensor& t : w.tensors) {
+    if (t.bytes > kMaxTensorBytes) {
+      refuse("tensor", t.name, to_string(Bytes{t.bytes}), to_string(Bytes{kMaxTensorBytes}));
+    }
+  }
+  for (const Op& op : w.ops) {
+    if (op.bytes > kMaxTensorBytes || op.collective_bytes > kMaxTensorBytes) {
+      refuse("op", op.name, to_string(Bytes{std::max(op.bytes, op.collective_bytes)}),
+             to_string(Bytes{kMaxTensorBytes}));
+    }
+    if (!(op.flops <= kMaxOpFlops)) {
+      refuse("op", op.name, fmt::format("{:g} FLOPs", op.flops), fmt::format("{:g}", kMaxOpFlops));
+    }
   }
 }
 
@@ -137,6 +180,13 @@ Workload generate(const Arch& a, const GenOptions& o) {
           x = b.layer(l, x, o.batch, Pass{1, o.context + s, true, step});
         }
         ids = b.sample(b.head(x, o.batch, step), step);
+        if (s == 0 && saturating_mul(b.workload().ops.size(), static_cast<uint64_t>(o.tokens)) >
+                          kMaxGeneratedOps) {
+          throw InputError(SourcePos{"--tokens"},
+                           fmt::format("{} decode steps of {} ops each would be above the "
+                                       "largest workload generated, {} ops",
+                                       o.tokens, b.workload().ops.size(), kMaxGeneratedOps));
+        }
         if (s == 0) {
           // Every step adds as many ops as the first, and as many tensors give or take a
           // new KV block per layer: one allocation each instead of doubling (a million
@@ -170,6 +220,7 @@ Workload generate(const Arch& a, const GenOptions& o) {
     }
   }
   Workload w = std::move(b.workload());
+  check_generated_sizes(a, w);
 #ifndef NDEBUG
   // A generator bug, not bad input. Checked in debug builds (the sanitizer CI run) and by
   // the generator tests; release builds skip the pass, and every reader verifies anyway.

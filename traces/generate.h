@@ -25,6 +25,15 @@ inline constexpr std::array<std::string_view, 3> kPhaseNames = {"prefill", "deco
 enum class Routing { kExpected, kSeeded };
 inline constexpr std::array<std::string_view, 2> kRoutingNames = {"expected", "seeded"};
 
+/// The largest counts the generator takes (docs/cli.md, "Limits").
+inline constexpr int64_t kMaxBatch = int64_t{1} << 20;         ///< sequences
+inline constexpr int64_t kMaxSeq = int64_t{1} << 24;           ///< tokens per sequence, KV block
+inline constexpr int64_t kMaxContext = int64_t{1} << 30;       ///< cached tokens
+inline constexpr int64_t kMaxDecodeTokens = int64_t{1} << 20;  ///< decode steps
+inline constexpr int64_t kMaxStepTokens = int64_t{1} << 32;    ///< batch x seq of one step
+inline constexpr int kMaxTp = 65536;
+inline constexpr uint64_t kMaxGeneratedOps = uint64_t{1} << 24;
+
 struct GenOptions {
   Phase phase = Phase::kDecode;
   int64_t batch = 1;       ///< sequences

@@ -318,6 +318,7 @@ Arch import_hf_config_text(const std::string& text, const std::string& name,
   a.sources["config"] = fmt::format("Hugging Face config.json ({})", name);
   read_common(c, a, fam->tied_default, fam->vocab_default);
   fam->build(c, a);
+  check_arch_sizes(a);
   // MoE configs carry intermediate_size even when no layer is dense; it is then unused.
   bool any_dense = false;
   for (int i = 0; i < a.layers && !any_dense; ++i) any_dense = !a.is_moe_layer(i);

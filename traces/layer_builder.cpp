@@ -5,9 +5,16 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/checked.h"
 #include "core/diagnostics.h"
 
 namespace tierflow::traces {
+
+namespace {
+/// A byte count as op()'s traffic argument (where -1 means "sum the tensors"): saturated
+/// counts stay above every limit instead of turning negative.
+int64_t op_bytes(uint64_t v) { return static_cast<int64_t>(std::min<uint64_t>(v, INT64_MAX)); }
+}  // namespace
 
 LayerBuilder::LayerBuilder(const Arch& a, const GenOptions& o)
     : a_(a),
@@ -53,7 +60,8 @@ uint32_t LayerBuilder::linear_weight(const std::string& name,
   }
   uint64_t bytes = bytes_of(extra, o_.act_dtype);
   for (const Matrix& m : matrices) {
-    bytes += static_cast<uint64_t>(m.count) * quant_->matrix_bytes(m.inputs, m.outputs);
+    bytes = saturating_add(bytes, saturating_mul(saturating_count(m.count),
+                                                 quant_->matrix_bytes(m.inputs, m.outputs)));
   }
   return w_.add_tensor(Tensor{name, bytes, TensorKind::kWeight, o_.weight_dtype, kExternal, layer});
 }
@@ -82,9 +90,9 @@ uint32_t LayerBuilder::op(const std::string& name, OpKind kind, double flops,
   if (bytes >= 0) {
     traffic = static_cast<uint64_t>(bytes);
   } else {
-    for (uint32_t t : inputs) traffic += w_.tensors[t].bytes;
-    for (uint32_t t : outputs) traffic += w_.tensors[t].bytes;
-    for (uint32_t t : updates) traffic += 2 * w_.tensors[t].bytes;
+    for (uint32_t t : inputs) traffic = saturating_add(traffic, w_.tensors[t].bytes);
+    for (uint32_t t : outputs) traffic = saturating_add(traffic, w_.tensors[t].bytes);
+    for (uint32_t t : updates) traffic = saturating_add(traffic, saturating_mul(2, w_.tensors[t].bytes));
   }
   const Dtype dtype = kind == OpKind::kMatmul || kind == OpKind::kExpert || kind == OpKind::kRouter
                           ? matmul_dtype(inputs)
@@ -176,7 +184,7 @@ void LayerBuilder::declare_past_kv(int layers, int64_t context) {
     for (int64_t done = 0, k = 0; done < kept; done += o_.kv_block, ++k) {
       const uint32_t t =
           w_.add_tensor(Tensor{fmt::format("L{}.kv{}", l, k),
-                               static_cast<uint64_t>(o_.batch * o_.kv_block) * kv_token_bytes_,
+                               saturating_mul(static_cast<uint64_t>(o_.batch * o_.kv_block), kv_token_bytes_),
                                TensorKind::kKv, o_.kv_dtype, kExternal, l});
       kv_[static_cast<size_t>(l)].push_back(KvBlock{t, std::min(o_.kv_block, kept - done)});
     }
@@ -189,7 +197,7 @@ uint32_t LayerBuilder::embed(const std::string& prefix, uint32_t token_ids, int6
   // A lookup reads one row per token (plus the position row for learned positions).
   const auto read = bytes_of(rows * (a_.learned_positions > 0 ? 2 : 1), w_.tensors[embed_w_].dtype);
   embed_op_ = op(prefix + "embed", OpKind::kEmbedding, 0, {token_ids, embed_w_}, {x}, {}, -1,
-                 static_cast<int64_t>(read + w_.tensors[x].bytes + w_.tensors[token_ids].bytes));
+                 op_bytes(saturating_add(saturating_add(read, w_.tensors[x].bytes), w_.tensors[token_ids].bytes)));
   if (a_.project_in_out == 0) return x;
   const uint32_t y = act(prefix + "x.project_in", rows, -1);
   op(prefix + "project_in", OpKind::kMatmul, 2.0 * rows * a_.project_in_out, {x, project_in_w_},
@@ -211,7 +219,7 @@ uint32_t LayerBuilder::allreduce(const std::string& name, uint32_t x, int64_t to
   const uint32_t y = act(name + ".out", static_cast<double>(tokens * h_), layer);
   // Ring all-reduce: each device sends 2 (tp - 1) / tp of the message.
   const auto sent =
-      static_cast<uint64_t>(2.0 * (tp - 1) / tp * static_cast<double>(w_.tensors[x].bytes));
+      saturating_count(2.0 * (tp - 1) / tp * static_cast<double>(w_.tensors[x].bytes));
   op(name, OpKind::kCollective, (tp - 1) / tp * static_cast<double>(tokens * h_), {x}, {y}, {},
      layer, -1, sent);
   return y;
@@ -288,7 +296,7 @@ uint32_t LayerBuilder::attention_block(int l, uint32_t xn, int64_t tokens, const
         if (blocks.empty() || blocks.back().filled == o_.kv_block) {
           const uint32_t b =
               w_.add_tensor(Tensor{fmt::format("L{}.kv{}", l, blocks.size()),
-                                   static_cast<uint64_t>(o_.batch * o_.kv_block) * kv_token_bytes_,
+                                   saturating_mul(static_cast<uint64_t>(o_.batch * o_.kv_block), kv_token_bytes_),
                                    TensorKind::kKv, o_.kv_dtype, kExternal, l});
           blocks.push_back(KvBlock{b, 0});
           qkv_out.push_back(b);
@@ -307,18 +315,21 @@ uint32_t LayerBuilder::attention_block(int l, uint32_t xn, int64_t tokens, const
       left -= n;
       pos += n;
     }
-    kv_written = static_cast<uint64_t>(o_.batch * keep) * kv_token_bytes_;
+    kv_written = saturating_mul(static_cast<uint64_t>(o_.batch * keep), kv_token_bytes_);
     for (const KvBlock& b : blocks) attn_in.push_back(b.tensor);
   } else {
     const uint32_t kv = act(p + "kv", t * kv_elems, l);
     qkv_out.push_back(kv);
     attn_in.push_back(kv);
   }
-  uint64_t qkv_bytes = w_.tensors[xn].bytes + w_.tensors[q].bytes + kv_written;
-  for (size_t i = 1; i < qkv_in.size(); ++i) qkv_bytes += w_.tensors[qkv_in[i]].bytes;
-  if (!pass.write_kv) qkv_bytes += w_.tensors[qkv_out.back()].bytes;
+  uint64_t qkv_bytes =
+      saturating_add(saturating_add(w_.tensors[xn].bytes, w_.tensors[q].bytes), kv_written);
+  for (size_t i = 1; i < qkv_in.size(); ++i) {
+    qkv_bytes = saturating_add(qkv_bytes, w_.tensors[qkv_in[i]].bytes);
+  }
+  if (!pass.write_kv) qkv_bytes = saturating_add(qkv_bytes, w_.tensors[qkv_out.back()].bytes);
   op(p + "qkv", OpKind::kMatmul, qkv_flops, qkv_in, qkv_out, qkv_upd, l,
-     static_cast<int64_t>(qkv_bytes));
+     op_bytes(qkv_bytes));
 
   // Attention over past + new tokens, causal within the new ones.
   const double b = static_cast<double>(o_.batch);
@@ -347,12 +358,13 @@ uint32_t LayerBuilder::attention_block(int l, uint32_t xn, int64_t tokens, const
   if (mla) attn_in.push_back(lw.wkv_b);
   const uint32_t ao = act(p + "attn.out", t * nh * dv, l);
   const double cached_tokens = window > 0 ? std::min(past + s, window) : past + s;
-  uint64_t attn_bytes = w_.tensors[q].bytes + w_.tensors[ao].bytes;
-  attn_bytes += pass.write_kv ? static_cast<uint64_t>(b * cached_tokens) * kv_token_bytes_
-                              : w_.tensors[attn_in[1]].bytes;
-  if (mla) attn_bytes += w_.tensors[lw.wkv_b].bytes;
+  uint64_t attn_bytes = saturating_add(w_.tensors[q].bytes, w_.tensors[ao].bytes);
+  attn_bytes = saturating_add(
+      attn_bytes, pass.write_kv ? saturating_mul(saturating_count(b * cached_tokens), kv_token_bytes_)
+                                : w_.tensors[attn_in[1]].bytes);
+  if (mla) attn_bytes = saturating_add(attn_bytes, w_.tensors[lw.wkv_b].bytes);
   op(p + "attention", OpKind::kAttention, attn_flops, attn_in, {ao}, {}, l,
-     static_cast<int64_t>(attn_bytes));
+     op_bytes(attn_bytes));
 
   const uint32_t o = act(p + "attn.o", t * static_cast<double>(h_), l);
   op(p + "o_proj", OpKind::kMatmul, 2.0 * t * nh * dv * static_cast<double>(h_), {ao, lw.wo}, {o},
@@ -422,7 +434,7 @@ uint32_t LayerBuilder::moe_block(int l, uint32_t xn, int64_t tokens, const std::
     // Gate/up, SiLU * up, down for the tokens routed here.
     op(fmt::format("{}expert{}", p, j), OpKind::kExpert,
        2.0 * n * 3.0 * h * inter + 5.0 * n * inter, {xn, lw.experts[j]}, {y}, {}, l,
-       static_cast<int64_t>(w_.tensors[lw.experts[j]].bytes + bytes_of(2.0 * n * h, o_.act_dtype)));
+       op_bytes(saturating_add(w_.tensors[lw.experts[j]].bytes, bytes_of(2.0 * n * h, o_.act_dtype))));
     parts.push_back(y);
   }
   if (a_.shared_experts > 0) {

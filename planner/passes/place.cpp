@@ -11,11 +11,13 @@
 // largest first, each goes to the channel where the bytes already preferred there would
 // take the least time to fetch, to its fastest tier.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <iterator>
 #include <numeric>
 
+#include "core/diagnostics.h"
 #include "planner/pass.h"
 
 namespace tierflow::planner {
@@ -31,17 +33,21 @@ class Place : public Pass {
   explicit Place(PlaceOptions o) : o_(std::move(o)) {}
   [[nodiscard]] std::string_view name() const override { return "place"; }
 
-  PassResult run(PlanState& s, PassContext& ctx) override {
+  PassResult run(PlanState& s, PassContext& /*ctx*/) override {
     s.ensure_costs();
     reset_resident(s);
     std::vector<uint32_t> tiers = s.offload_tiers;
     if (!o_.tier.empty()) {
       const auto forced = s.topo.tier_index(o_.tier);
       if (!forced || s.tier_room[*forced] == 0) {
-        ctx.failure = fmt::format("'{}' is not an offload tier of this topology (one with routes "
-                                  "to and from the device tier)",
-                                  o_.tier);
-        return PassResult::kFailed;
+        // The user's option names a tier the topology lacks: bad input, not a failed pass.
+        std::vector<std::string> ids;
+        for (uint32_t t : s.offload_tiers) ids.push_back(s.topo.tiers[t].id);
+        throw InputError::at(SourcePos{"--pipeline"},
+                             "option 'tier' of pass 'place': '{}' is not an offload tier of '{}' "
+                             "(one with routes to and from the device tier; offload tiers: {}){}",
+                             o_.tier, s.topo.name, ids.empty() ? "none" : fmt::format("{}", fmt::join(ids, ", ")),
+                             did_you_mean(o_.tier, ids));
       }
       tiers = {static_cast<uint32_t>(*forced)};
     }

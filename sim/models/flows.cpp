@@ -617,8 +617,9 @@ void FlowNetwork::solve(Time now) {
 Time FlowNetwork::completion(uint32_t flow) const {
   TF_ASSERT(live_[flow] != 0 && rate_[flow] > 0, "flow {} has no rate", flow);
   // remaining * 1e12 first: 64 B at 1e9 B/s is exactly 64000 ps this way, not 64000.00000000001.
+  // Saturates at INT64_MAX: the simulator refuses a completion past kMaxSimTimePs.
   const double ps = std::ceil(remaining_[flow] * 1e12 / rate_[flow]);
-  TF_ASSERT(ps < 9.2e18, "flow {} would take {} ps", flow, ps);
+  if (!(ps < 9.2e18) || static_cast<Time>(ps) > INT64_MAX - updated_[flow]) return INT64_MAX;
   return updated_[flow] + static_cast<Time>(ps);
 }
 

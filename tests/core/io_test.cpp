@@ -105,13 +105,28 @@ TEST_CASE("AtomicOutput: a directory that cannot be written throws InputError na
   CHECK_THROWS_AS(write_file_atomic(path, "x"), InputError);
 }
 
-TEST_CASE("AtomicOutput: a failed rename throws and removes the temp file") {
+TEST_CASE("AtomicOutput: a directory at the destination is refused before anything is written") {
   ScratchDir dir("rename");
-  // A non-empty directory at the destination: a file cannot be renamed over it.
   const std::string path = dir.file("taken");
   fs::create_directories(fs::path(path) / "child");
+  try {
+    AtomicOutput out(path);
+    FAIL("expected InputError");
+  } catch (const InputError& e) {
+    CHECK(e.pos().file == path);
+    CHECK(e.message().find("it is a directory") != std::string::npos);
+  }
+  CHECK(dir.entries() == std::vector<std::string>{"taken"});
+}
+
+TEST_CASE("AtomicOutput: a failed rename throws and removes the temp file") {
+  ScratchDir dir("rename");
+  // The destination becomes a non-empty directory while the output is written: a file
+  // cannot be renamed over it.
+  const std::string path = dir.file("taken");
   AtomicOutput out(path);
   out.write("data");
+  fs::create_directories(fs::path(path) / "child");
   try {
     out.commit();
     FAIL("expected InputError");
@@ -120,6 +135,48 @@ TEST_CASE("AtomicOutput: a failed rename throws and removes the temp file") {
     CHECK(e.message().find("cannot replace file") != std::string::npos);
   }
   CHECK(dir.entries() == std::vector<std::string>{"taken"});
+}
+
+TEST_CASE("inputs: devices and directories are refused, files above the limit too") {
+  CHECK_THROWS_WITH_AS(read_text_file("/dev/zero"),
+                       "/dev/zero: cannot read file: it is a character device; inputs are regular "
+                       "files or pipes",
+                       InputError);
+  ScratchDir dir("inputs");
+  CHECK_THROWS_WITH_AS(FileText(dir.file("")), doctest::Contains("it is a directory"), InputError);
+  CHECK_THROWS_WITH_AS(read_text_file(dir.file("missing")), doctest::Contains("no such file"),
+                       InputError);
+  CHECK(max_input_bytes() > 0);
+}
+
+TEST_CASE("outputs: a path that is one of the run's inputs is refused, links and dot-dot too") {
+  ScratchDir dir("guard");
+  const std::string in = dir.file("w.json");
+  write_file_atomic(in, "{}");
+  struct Guard {
+    Guard() { enable_output_guard(); }
+    ~Guard() { disable_output_guard(); }
+  } guard;
+  (void)read_text_file(in);
+  fs::create_directories(dir.file("sub"));
+  fs::create_hard_link(in, dir.file("hard.json"));
+  for (const std::string& out : {in, dir.file("sub/../w.json"), dir.file("hard.json")}) {
+    CHECK_THROWS_WITH_AS(write_file_atomic(out, "replaced"),
+                         doctest::Contains("it is an input of this command"), InputError);
+  }
+  CHECK(read_text_file(in) == "{}");
+  // A new path is fine, and then guarded itself: a second output there would replace it.
+  write_file_atomic(dir.file("plan.json"), "1");
+  CHECK_THROWS_WITH_AS(write_file_atomic(dir.file("plan.json"), "2"),
+                       doctest::Contains("an output this command already wrote"), InputError);
+}
+
+TEST_CASE("outputs: a temp file whose process is gone is removed by the next write") {
+  ScratchDir dir("stale");
+  const std::string out = dir.file("o.txt");
+  write_file_atomic(out + ".tmp.999999999", "left by a killed run");
+  write_file_atomic(out, "new");
+  CHECK(dir.entries() == std::vector<std::string>{"o.txt"});
 }
 
 TEST_CASE("write_file_atomic writes and replaces whole files") {

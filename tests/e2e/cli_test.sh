@@ -57,7 +57,7 @@ check help 0 "$tf" --help
 check no-subcommand 2 "$tf"
 check unknown-flag 2 "$tf" hw show --bogus configs/hw/gh200.yaml
 check missing-file 2 "$tf" hw validate does-not-exist.yaml
-contains missing-file-msg "$tmp/err" "error: does-not-exist.yaml: cannot open file: no such file or no permission"
+contains missing-file-msg "$tmp/err" "error: does-not-exist.yaml: cannot open file: no such file"
 # One bad file among good ones: every file is reported, exit 2.
 printf 'tierflow: hw/1\nname: x\n' >"$tmp/bad.yaml"
 check mixed 2 "$tf" hw validate configs/hw/gh200.yaml "$tmp/bad.yaml"

@@ -115,7 +115,7 @@ TEST_CASE("pipeline errors name the column and the nearest name") {
         "--pipeline:1:7: pass 'select' has no option 'min-byte'; did you mean 'min-bytes'? (it "
         "takes min-bytes, preferred, headroom, exposed, lead)");
   CHECK(error_of("schedule{preferred=soon}") ==
-        "--pipeline:1:1: option 'preferred' of pass 'schedule': 'soon' is not a non-negative "
+        "--pipeline:1:1: option 'preferred' of pass 'schedule': 'soon' is not a finite non-negative "
         "number");
   CHECK(error_of("place,,verify") == "--pipeline:1:7: expected a pass name");
   CHECK(error_of("select{lead=1") == "--pipeline:1:14: unclosed '{'");

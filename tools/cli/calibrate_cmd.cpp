@@ -4,9 +4,11 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
+#include "core/checked.h"
 #include "core/io.h"
 #include "core/json_tree.h"
 #include "core/units.h"
@@ -125,6 +127,22 @@ int run_calibrate(const CalibrateCliOptions& o) {
   co.max_bytes = size_option("--max-size", o.max_size);
   if (co.max_bytes < co.min_bytes) {
     throw CLI::ValidationError("--max-size", "must be at least --min-size");
+  }
+  if (o.concurrent < 1 || o.concurrent > 64) {
+    throw CLI::ValidationError("--concurrent", "must be between 1 and 64");
+  }
+  if (o.backend == "cpu") {
+    // Two arenas (host and device memory) of max(2, concurrent) blocks of the largest size.
+    const uint64_t need = saturating_mul(saturating_mul(2, co.max_bytes),
+                                         static_cast<uint64_t>(std::max(2, o.concurrent)));
+    const uint64_t have = replay::usable_host_memory();
+    if (have > 0 && need > have / 2) {
+      throw InputError::at(SourcePos{"--max-size"},
+                           "{} per copy needs {} of host memory for the probe's buffers, more than "
+                           "half of the {} this machine can give (MemAvailable, ulimit -v); give a "
+                           "smaller --max-size",
+                           to_string(Bytes{co.max_bytes}), to_string(Bytes{need}), to_string(Bytes{have}));
+    }
   }
   if (!o.device_memory.empty()) co.device_capacity = size_option("--device-memory", o.device_memory);
   co.repeats = o.repeats;

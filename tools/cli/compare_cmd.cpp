@@ -46,6 +46,10 @@ int run_compare(const CompareOptions& o) {
     for (const auto& p : planner::policies()) names.emplace_back(p.name);
   }
   for (const std::string& name : names) study::check_policy(name, "--policies");
+  // Output paths are checked before the planning they would come after.
+  if (!o.plans_dir.empty()) make_output_dir(o.plans_dir, "--plans");
+  check_output_path(o.output.empty() ? "-" : o.output);
+  if (!o.timeline.empty()) check_output_path(o.timeline);
   // The resident reference: no offload, on a device with room for everything.
   const sim::Time reference = study.unlimited_latency(base);
 
@@ -56,7 +60,6 @@ int run_compare(const CompareOptions& o) {
   std::vector<bool> oracle;
   auto keep = [&](study::Trial t, std::string label, std::string file, bool is_oracle) {
     if (!o.plans_dir.empty() && t.main().outcome.ok) {
-      std::filesystem::create_directories(o.plans_dir);
       const std::string path = o.plans_dir + "/" + file + ".json";
       write_file_atomic(
           path, write_plan(study::plan_for_file(t, t.main(), path), t.main().workload.get()));

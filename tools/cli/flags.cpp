@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "core/diagnostics.h"
 #include "core/kinds.h"
 #include "tools/study/target.h"
@@ -16,6 +18,22 @@ std::vector<std::string> words(const std::array<std::string_view, N>& a) {
 }
 
 }  // namespace
+
+const CLI::Validator kPositiveFinite(
+    [](std::string& text) -> std::string {
+      double v = 0;
+      size_t used = 0;
+      try {
+        v = std::stod(text, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != text.size() || !std::isfinite(v) || v <= 0) {
+        return fmt::format("must be a finite number above 0, got '{}'", text);
+      }
+      return {};
+    },
+    "> 0");
 
 traces::GenOptions GenFlags::options() const {
   traces::GenOptions g = gen;

@@ -17,6 +17,10 @@
 
 namespace tierflow::cli {
 
+/// A flag's value must be a finite number above 0 (NaN, infinities, 0 and negatives are
+/// refused with the flag named; a target such as --max-tpot 0 is never silently dropped).
+extern const CLI::Validator kPositiveFinite;
+
 /// Generator parameters as flags (trace gen, compare, whatif).
 struct GenFlags {
   traces::GenOptions gen;

@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "core/diagnostics.h"
+#include "core/io.h"
 #include "tools/cli/calibrate_cmd.h"
 #include "tools/cli/common.h"
 #include "tools/cli/hw_cmd.h"
@@ -35,6 +36,8 @@ void print_error(const InputError& e) {
 namespace {
 
 int run(int argc, char** argv) {
+  // No output of a command may replace one of its inputs (core/io.h).
+  enable_output_guard();
   CLI::App app{"tierflow: plan and score LLM tensor movement across memory tiers"};
   app.name("tierflow");
   app.set_version_flag("--version", std::string("tierflow ") + TIERFLOW_VERSION);

@@ -32,7 +32,7 @@ namespace {
 struct PlanCliOptions {
   ScenarioFlags f;  ///< the target flags (--hw, --set, --device, --devices, --budget, --pin, --threads)
   std::string workload, policy = "tierflow", pipeline, max_overhead, output;
-  std::string timeline, print_after, reproducer = "tierflow-reproducer.json";
+  std::string timeline, print_after, reproducer;
   bool explain = false, stats = false, print_after_all = false, verify_each = false;
 };
 
@@ -145,6 +145,7 @@ int run_plan(const PlanCliOptions& o) {
   if (!o.pipeline.empty()) (void)planner::Pipeline::parse(o.pipeline);  // errors before work
   req.target = study::make_target(topo, o.f.device, o.f.devices, "--device");
   if (!o.f.budget.empty()) req.target.budget = study::parse_budget(o.f.budget, "--budget");
+  study::check_budget(topo, req.target, "--budget");
   if (!o.max_overhead.empty()) {
     req.max_overhead = study::parse_fraction(o.max_overhead, "--max-overhead");
   }
@@ -167,8 +168,12 @@ int run_plan(const PlanCliOptions& o) {
     std::fflush(stdout);
     fmt::print(stderr, "error: {}: {}\n", o.workload, out.reason);
     if (!out.infeasible) {
-      write_reproducer(o, out, sha256_hex(workload_text.view()));
-      fmt::print(stderr, "note: reproducer written to {}\n", o.reproducer);
+      if (o.reproducer.empty()) {
+        fmt::print(stderr, "note: rerun with --reproducer FILE to save a reproducer of this failure\n");
+      } else {
+        write_reproducer(o, out, sha256_hex(workload_text.view()));
+        fmt::print(stderr, "note: reproducer written to {}\n", o.reproducer);
+      }
       return static_cast<int>(ExitCode::kInternal);
     }
     return static_cast<int>(ExitCode::kInfeasible);
@@ -220,7 +225,7 @@ void add_plan_commands(CLI::App& app) {
   plan->add_option("--print-after", o->print_after, "print the plan after the named pass");
   plan->add_flag("--verify-each", o->verify_each, "check the plan rules after every pass");
   plan->add_option("--reproducer", o->reproducer,
-                   "where to write the reproducer when a pass fails (default tierflow-reproducer.json)");
+                   "where to write a reproducer if a pass fails (none is written unless asked)");
   plan->callback([o, plan] {
     if (!plan->get_subcommands().empty()) return;
     if (o->f.hw.empty() || o->workload.empty()) {

@@ -18,6 +18,7 @@
 #include "sim/timeline.h"
 #include "tools/cli/common.h"
 #include "tools/cli/flags.h"
+#include "tools/replay/calibration.h"
 #include "tools/replay/cpu_backend.h"
 #include "tools/replay/executor.h"
 #include "tools/study/study.h"
@@ -317,6 +318,15 @@ int run_replay(const ReplayCliOptions& o) {
     backend = std::make_unique<replay::CudaBackend>(co);
 #endif
   } else {
+    // The arenas are allocated up to the limit: a limit above what the machine can give
+    // would fail in the allocator, after the plan was laid out.
+    if (const uint64_t have = replay::usable_host_memory(); have > 0 && o.memory_bytes > have) {
+      throw InputError::at(SourcePos{"--memory-limit"},
+                           "{} is more than the {} this machine can give (MemAvailable, ulimit -v); "
+                           "give a smaller --memory-limit (the plan's sizes are then divided by a "
+                           "power of two)",
+                           to_string(Bytes{o.memory_bytes}), to_string(Bytes{have}));
+    }
     replay::CpuBackendOptions bo;
     bo.time_scale = scale;
     bo.memory_limit = o.memory_bytes;

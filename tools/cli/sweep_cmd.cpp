@@ -89,6 +89,9 @@ int run_sweep_cmd(const SweepCliOptions& o) {
   if (o.output.empty()) throw InputError::at(SourcePos{"-o"}, "give the results database: -o RESULTS.db");
 
   study::ResultDb db = study::ResultDb::for_sweep(o.output, spec, shard);
+  // Refused now, not after the sweep: an export over the database or the spec.
+  if (!o.csv.empty()) check_output_path(o.csv);
+  if (!o.jsonl.empty()) check_output_path(o.jsonl);
   study::SweepOptions so;
   so.jobs = o.jobs;
   so.shard = shard;

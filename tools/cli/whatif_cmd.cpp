@@ -183,8 +183,10 @@ void add_whatif_command(CLI::App& app) {
                   "min-memory: latency within this of the fastest possible, e.g. 1%")
       ->capture_default_str();
   cmd->add_option("--min-throughput", o->min_throughput,
-                  "max-batch/max-context: tokens/s at least (a request: generation throughput)");
-  cmd->add_option("--max-tpot", o->max_tpot, "max-batch/max-context: TPOT at most, in ms");
+                  "max-batch/max-context: tokens/s at least (a request: generation throughput)")
+      ->check(kPositiveFinite);
+  cmd->add_option("--max-tpot", o->max_tpot, "max-batch/max-context: TPOT at most, in ms")
+      ->check(kPositiveFinite);
   cmd->add_option("--vary", o->vary,
                   "PATH=V1,V2,...: answer for each value of a topology or generator field "
                   "(repeatable: a grid)");

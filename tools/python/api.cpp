@@ -119,6 +119,7 @@ PlanHandle make_plan(const TopologyHandle& t, const WorkloadHandle& w, const Pla
     throw InputError::at(SourcePos{"max_overhead"}, "budget and max_overhead exclude each other");
   }
   if (!o.budget.empty()) req.target.budget = study::parse_budget(o.budget, "budget");
+  study::check_budget(topo, req.target, "budget");
   if (!o.max_overhead.empty())
     req.max_overhead = study::parse_fraction(o.max_overhead, "max_overhead");
   req.pins = study::parse_pins(o.pins, topo);

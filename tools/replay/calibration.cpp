@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sys/utsname.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -117,6 +118,26 @@ uint64_t physical_ram() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+}
+
+uint64_t usable_host_memory() {
+  uint64_t limit = 0;
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  uint64_t kib = 0;
+  while (in >> key >> kib) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") {
+      limit = kib * 1024;
+      break;
+    }
+  }
+  if (limit == 0) limit = physical_ram();
+  rlimit as{};
+  if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+    limit = limit == 0 ? uint64_t(as.rlim_cur) : std::min<uint64_t>(limit, uint64_t(as.rlim_cur));
+  }
+  return limit;
 }
 
 namespace {

@@ -106,6 +106,11 @@ std::string cpu_model();
 /// Bytes of physical RAM, 0 when unknown.
 uint64_t physical_ram();
 
+/// The most host memory this process can expect to allocate: the kernel's MemAvailable,
+/// lowered to the address-space limit (ulimit -v) when one is set; physical_ram() when
+/// neither is known.
+uint64_t usable_host_memory();
+
 /// Measures this machine's RAM as the CPU backend uses it: memcpy threads between two RAM
 /// arenas, and the busy-wait compute engine.
 Calibration calibrate_cpu(const CalibrateOptions& o);

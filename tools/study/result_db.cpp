@@ -1,7 +1,9 @@
 #include "tools/study/result_db.h"
 
 #include <fmt/format.h>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <set>
 
 #include "core/diagnostics.h"
+#include "core/io.h"
 
 #ifndef TIERFLOW_VERSION
 #define TIERFLOW_VERSION "0.1.0"
@@ -197,22 +200,69 @@ std::string now_utc() {
 ResultDb::ResultDb(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
 
 ResultDb::ResultDb(ResultDb&& o) noexcept
-    : path_(std::move(o.path_)), db_(std::exchange(o.db_, nullptr)), axis_slots_(std::move(o.axis_slots_)) {}
+    : path_(std::move(o.path_)),
+      db_(std::exchange(o.db_, nullptr)),
+      lock_fd_(std::exchange(o.lock_fd_, -1)),
+      axis_slots_(std::move(o.axis_slots_)) {}
 
 ResultDb& ResultDb::operator=(ResultDb&& o) noexcept {
   if (this != &o) {
     sqlite3_close(db_);
+    if (lock_fd_ >= 0) ::close(lock_fd_);
     path_ = std::move(o.path_);
     db_ = std::exchange(o.db_, nullptr);
+    lock_fd_ = std::exchange(o.lock_fd_, -1);
     axis_slots_ = std::move(o.axis_slots_);
   }
   return *this;
 }
 
-ResultDb::~ResultDb() { sqlite3_close(db_); }
+ResultDb::~ResultDb() {
+  sqlite3_close(db_);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+namespace {
+
+/// Opens (creating) the database file and takes the sweep's exclusive lock on it; the file
+/// becomes guarded, so no output of the run may replace it. InputError when another
+/// process holds the lock.
+int lock_for_writing(const std::string& path) {
+  check_output_path(path);  // an input of this run (the spec) given as -o
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int error = errno;
+    throw InputError::at(SourcePos{path}, "cannot open the results database: {}",
+                         std::generic_category().message(error));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    ::close(fd);
+    if (error == EWOULDBLOCK) {
+      throw InputError::at(SourcePos{path},
+                           "the results database is in use by another sweep; wait for it to "
+                           "finish (a rerun then resumes), or give another -o");
+    }
+    throw InputError::at(SourcePos{path}, "cannot lock the results database: {}",
+                         std::generic_category().message(error));
+  }
+  guard_file(path, "the results database of this sweep");
+  return fd;
+}
+
+}  // namespace
 
 ResultDb ResultDb::for_sweep(const std::string& path, const SweepSpec& spec, const Shard& shard) {
-  ResultDb r(path, open_db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX));
+  const int lock = lock_for_writing(path);
+  sqlite3* handle = nullptr;
+  try {
+    handle = open_db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX);
+  } catch (...) {
+    ::close(lock);
+    throw;
+  }
+  ResultDb r(path, handle);
+  r.lock_fd_ = lock;
   // The schema and meta are one transaction: a sweep killed before it committed left an
   // empty database (or an empty file), which starts over like a new one.
   const bool exists = [&] {
@@ -273,6 +323,8 @@ ResultDb ResultDb::for_sweep(const std::string& path, const SweepSpec& spec, con
 
 ResultDb ResultDb::open(const std::string& path) {
   if (!fs::exists(path)) throw InputError::at(SourcePos{path}, "no such results database");
+  // Before SQLite opens it: guarding opens and closes a descriptor of the file.
+  guard_file(path, "a results database this command reads");
   ResultDb r(path, open_db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX));
   expect_sweep(r.db_, path);
   return r;
@@ -369,6 +421,7 @@ MergeSummary merge_results(const std::string& out, const std::vector<std::string
     sum.shards.push_back(db.meta("shard"));
   }
 
+  check_output_path(out);  // `merge -o a.db a.db b.db` would replace a shard
   const std::string temp = fmt::format("{}.tmp.{}", out, ::getpid());
   fs::remove(temp);
   try {
@@ -415,6 +468,7 @@ MergeSummary merge_results(const std::string& out, const std::vector<std::string
     throw;
   }
   std::error_code ec;
+  check_output_path(out);
   fs::rename(temp, out, ec);
   if (ec) {
     fs::remove(temp);

@@ -69,6 +69,11 @@ class ResultDb {
   ResultDb(std::string path, sqlite3* db);
   std::string path_;
   sqlite3* db_ = nullptr;
+  /// A descriptor of the database file holding an exclusive flock(2) while a sweep writes
+  /// it: a second sweep on the same file is refused instead of interleaving. Closed only
+  /// after SQLite's own handle (closing a descriptor of the file drops the process's POSIX
+  /// locks, SQLite's included). -1 when none is held.
+  int lock_fd_ = -1;
   /// Per axis column: the index of its value in SweepPoint::values, and its type.
   std::vector<std::pair<size_t, CellType>> axis_slots_;
 };

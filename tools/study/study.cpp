@@ -107,7 +107,22 @@ hw::Topology plan_topology(const Plan& plan, const std::string& plan_path, const
   }
   std::vector<std::string> all = plan.topology_ref.sets;
   all.insert(all.end(), sets.begin(), sets.end());
-  return hw::load_topology(file, hw::LoadOptions{all, false});
+  const std::string text = read_text_file(file);
+  const std::string& recorded = plan.topology_ref.sha256;
+  if (!recorded.empty() && sha256_hex(text) != recorded) {
+    if (hw.empty()) {
+      // The plan's own topology was edited: simulating on it would answer another question.
+      throw InputError::at(SourcePos{plan_path},
+                           "topology '{}' has changed since the plan was made (SHA-256 differs): "
+                           "plan it again, or name it with --hw to run the plan on it as it is now",
+                           file);
+    }
+    fmt::print(stderr,
+               "warning: --hw {} is not the topology the plan was made on (SHA-256 differs from "
+               "the plan's '{}'); running the plan on it as asked\n",
+               file, plan.topology_ref.file);
+  }
+  return hw::load_topology_text(text, file, hw::LoadOptions{all, false});
 }
 
 int64_t Trial::latency_ps() const {
@@ -223,6 +238,7 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
   req.policy = s.policy;
   req.target = make_target(topo, s.device, s.devices, "--device");
   req.target.budget = s.budget;
+  check_budget(topo, req.target, "--budget");
   req.pins = parse_pins(s.pins, topo);
   req.threads = s.threads;
   const Workload& plan_w = planned ? *planned : *p.workload;
@@ -401,8 +417,11 @@ Trial Study::unlimited_trial(const Scenario& s) {
   r.budget = kUnlimited;
   const auto topo = topology(s);
   const planner::Target target = make_target(*topo, s.device, s.devices, "--device");
-  r.sets.push_back(fmt::format("tiers.{}.capacity={}", topo->tiers[target.device_tier].id,
-                               to_string(Bytes{kUnlimited})));
+  // The device's reserve stays, so the tier holds the budget and the reserve.
+  const size_t tier = target.device_tier;
+  const uint64_t reserved = topo->tiers[tier].capacity.value - topo->usable(tier);
+  r.sets.push_back(fmt::format("tiers.{}.capacity={}", topo->tiers[tier].id,
+                               to_string(Bytes{kUnlimited + reserved})));
   return run(r);
 }
 

@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "core/checked.h"
 #include "core/io.h"
 #include "core/json_reader.h"
 #include "core/sha256.h"
@@ -211,9 +212,9 @@ std::vector<std::string> SweepSpec::axis_paths() const {
 }
 
 int64_t SweepSpec::size() const {
-  int64_t n = 1;
-  for (const AxisGroup& g : groups) n *= static_cast<int64_t>(g.axes.front().values.size());
-  return n;
+  uint64_t n = 1;
+  for (const AxisGroup& g : groups) n = saturating_mul(n, g.axes.front().values.size());
+  return static_cast<int64_t>(std::min<uint64_t>(n, INT64_MAX));
 }
 
 std::string Shard::text() const { return fmt::format("{}/{}", index, count); }
@@ -337,6 +338,17 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
   }
   if (!has_axes) {
     throw InputError::at(schema::pos_of(root, name), "a sweep spec needs 'axes' (a list of PATH: [values])");
+  }
+  // Counted before any point is made: a grid's size is the product of its axes' lengths.
+  if (spec.size() > kMaxSweepPoints) {
+    std::vector<std::string> lengths;
+    for (const AxisGroup& g : spec.groups) lengths.push_back(std::to_string(g.axes.front().values.size()));
+    throw InputError::at(spec.groups.front().pos,
+                         "the grid has {} points ({}), above the largest sweep, {}; split it into "
+                         "several specs",
+                         spec.size() == INT64_MAX ? std::string("more than 9.2e18")
+                                                  : std::to_string(spec.size()),
+                         fmt::join(lengths, " x "), kMaxSweepPoints);
   }
   // Axis values stay as written (the axis columns); file values resolve when points are made.
   spec.dir = dir;

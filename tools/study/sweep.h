@@ -71,6 +71,10 @@ struct SweepPoint {
 /// The points of the spec, first group slowest.
 std::vector<SweepPoint> sweep_points(const SweepSpec& spec);
 
+/// The most points one sweep spec may have (docs/cli.md, "Limits"); every point is built
+/// before the first runs.
+inline constexpr int64_t kMaxSweepPoints = 1'000'000;
+
 /// See the glossary. Reads the topology, model and workload files the points use.
 std::string sweep_id(const SweepSpec& spec);
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/diagnostics.h"
 #include "core/units.h"
@@ -13,6 +14,10 @@ namespace tierflow::study {
 uint64_t parse_budget(const std::string& text, std::string_view flag) {
   const auto r = parse_bytes(text);
   if (!r.ok()) throw InputError::at(SourcePos{std::string(flag)}, "{}", r.error);
+  // 0 would mean "the whole device" to the planner: never what a user who wrote 0 meant.
+  if (r.value.value == 0) {
+    throw InputError::at(SourcePos{std::string(flag)}, "the budget must be more than 0 bytes");
+  }
   return r.value.value;
 }
 
@@ -23,14 +28,34 @@ double parse_fraction(const std::string& text, std::string_view source) {
     t.pop_back();
     scale = 0.01;
   }
+  double x = -1;
+  size_t used = 0;
   try {
-    size_t used = 0;
-    const double x = std::stod(t, &used);
-    if (used == t.size() && x >= 0) return x * scale;
+    x = std::stod(t, &used);
   } catch (const std::exception&) {
+    used = 0;
   }
-  throw InputError::at(SourcePos{std::string(source)}, "'{}' is not a fraction or a percentage",
-                       text);
+  if (used == 0 || used != t.size() || !std::isfinite(x) || x < 0) {
+    throw InputError::at(SourcePos{std::string(source)}, "'{}' is not a fraction or a percentage",
+                         text);
+  }
+  if (x * scale > kMaxFraction) {
+    throw InputError::at(SourcePos{std::string(source)},
+                         "'{}' is above the largest allowed, {:g} ({:g}%)", text, kMaxFraction,
+                         100 * kMaxFraction);
+  }
+  return x * scale;
+}
+
+void check_budget(const hw::Topology& topo, const planner::Target& target, std::string_view source) {
+  const uint64_t usable = topo.usable(target.device_tier);
+  if (target.budget <= usable) return;
+  // A budget is a share of the device: a bigger device is a what-if on the topology.
+  const std::string& tier = topo.tiers[target.device_tier].id;
+  throw InputError::at(SourcePos{std::string(source)},
+                       "budget {} is above the {} that tier '{}' gives a program on '{}'; to plan "
+                       "for a bigger device, raise its capacity (--set tiers.{}.capacity=...)",
+                       to_string(Bytes{target.budget}), to_string(Bytes{usable}), tier, topo.name, tier);
 }
 
 planner::Target make_target(const hw::Topology& topo, const std::string& device, uint32_t devices,

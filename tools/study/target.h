@@ -18,7 +18,15 @@ namespace tierflow::study {
 /// Bytes with a unit ("40GiB"); InputError at `source` otherwise.
 uint64_t parse_budget(const std::string& text, std::string_view source);
 
-/// "1%" or "0.01" as a fraction >= 0 (--max-overhead); InputError at `source` otherwise.
+/// InputError at `source` when the target's budget is above what its device tier gives a
+/// program (Topology::usable): a plan for a bigger device is a what-if on the topology.
+void check_budget(const hw::Topology& topo, const planner::Target& target, std::string_view source);
+
+/// The largest fraction parse_fraction takes: 100 (10000%, a plan 101 times the fastest).
+inline constexpr double kMaxFraction = 100;
+
+/// "1%" or "0.01" as a finite fraction in [0, kMaxFraction] (--max-overhead); InputError
+/// at `source` otherwise.
 double parse_fraction(const std::string& text, std::string_view source);
 
 /// The device class (id, or the first), its device tier and the number of programs (0 =

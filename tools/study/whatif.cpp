@@ -56,7 +56,7 @@ Answer min_memory(Study& study, const Scenario& s, const WhatIfOptions& o) {
     return a;
   }
   a.fastest_ps = fastest.latency_ps();
-  a.limit_ps = static_cast<int64_t>(static_cast<double>(a.fastest_ps) * (1.0 + o.max_overhead));
+  a.limit_ps = scaled_ps(a.fastest_ps, 1.0 + o.max_overhead);
   uint64_t lo = 0, hi = 0;  // lo fails (or is below every plan), hi passes
   for (const PhaseResult& p : fastest.phases) {
     lo = std::max(lo, p.outcome.bounds.residency);

@@ -1,0 +1,31 @@
+// Checked arithmetic for sizes computed from user numbers: byte counts and element counts
+// saturate at UINT64_MAX instead of wrapping, so a size too large to hold always compares
+// above the limits (kMaxTensorBytes) that the generators and importers check at the end.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+namespace tierflow {
+
+/// a * b, or UINT64_MAX when the product does not fit.
+constexpr uint64_t saturating_mul(uint64_t a, uint64_t b) {
+  uint64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+/// a + b, or UINT64_MAX when the sum does not fit.
+constexpr uint64_t saturating_add(uint64_t a, uint64_t b) {
+  uint64_t r = 0;
+  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+/// ceil(v) as a byte or element count: 0 for negative or NaN values, UINT64_MAX for values
+/// of 2^64 and more (a plain cast is undefined behaviour there).
+inline uint64_t saturating_count(double v) {
+  if (!(v > 0)) return 0;
+  const double c = std::ceil(v);
+  return c >= 18446744073709551616.0 ? UINT64_MAX : static_cast<uint64_t>(c);
+}
+
+}  // namespace tierflow
