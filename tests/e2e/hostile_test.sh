@@ -1,0 +1,548 @@
+#!/usr/bin/env bash
+# End-to-end "hostile input" tests of the tierflow CLI: crashes, endless or huge inputs
+# (/dev/zero, absurd counts, a 1e9-point sweep), values that must be refused rather than
+# answered, and outputs that would destroy an input. Every case must exit with its documented
+# code (2: bad input) naming the flag or file at fault, under a memory and time cap, without
+# writing any output, leaving a temporary file or a reproducer, or changing any input.
+# Each case gets its own copies of the fixtures, so a case that destroys a file cannot make
+# a later case pass or fail.
+# Usage: hostile_test.sh TIERFLOW_BINARY   (run from the repository root)
+#   HOSTILE_VERBOSE=1    also print "ok NAME (MILLISECONDS)" for every case that passes
+#   HOSTILE_VERBOSE=2    and the first line of its standard error
+#   HOSTILE_ONLY=REGEX   run only the cases whose name matches REGEX (grep -E)
+set -u
+tf=$(realpath "$1")
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+root=$PWD
+verbose=${HOSTILE_VERBOSE:-0}
+only=${HOSTILE_ONLY:-}
+selected() { [ -z "$only" ] || grep -qE -- "$only" <<<"$1"; }
+
+# The memory cap (virtual, in KiB) every case runs under. AddressSanitizer reserves terabytes
+# of address space for its shadow, so a sanitizer build runs uncapped.
+vmem=4000000
+if [ -n "${ASAN_OPTIONS:-}" ] || { command -v ldd >/dev/null && ldd "$tf" 2>/dev/null | grep -q libasan; }; then
+  vmem=unlimited
+fi
+
+sha() { if [ -e "$1" ]; then sha256sum <"$1" | cut -d' ' -f1; else echo absent; fi; }
+
+capped() {  # capped SECONDS COMMAND...: COMMAND under the memory cap and a time limit
+  local secs=$1
+  shift
+  # shellcheck disable=SC2016  # expanded by the inner shell
+  timeout "$secs" bash -c 'ulimit -v "$0"; exec "$@"' "$vmem" "$@"
+}
+
+started=0
+pass_case() {
+  passes=$((passes + 1))
+  if [ "$verbose" -ge 1 ]; then echo "ok $1 ($(($(date +%s%N) / 1000000 - started))ms)"; fi
+  if [ "$verbose" -ge 2 ] && [ -s "$tmp/err" ]; then sed 's/^/  stderr: /' "$tmp/err" | head -1; fi
+  return 0
+}
+fail_case() {  # fail_case NAME REASON [STDERR_FILE]
+  echo "FAIL $1: $2"
+  if [ -n "${3:-}" ] && [ -s "$3" ]; then sed 's/^/  stderr: /' "$3" | head -3; fi
+  fails=$((fails + 1))
+}
+
+leftovers() {  # leftovers: temporaries (*.tmp.*) and reproducers in $tmp (recursively) and the repository root
+  { find "$tmp" \( -name '*.tmp.*' -o -name 'tierflow-reproducer.json' \)
+    find "$root" -maxdepth 1 \( -name '*.tmp.*' -o -name 'tierflow-reproducer.json' \); } 2>/dev/null | sort
+}
+
+# hostile NAME WANT_RC NEEDLE [--out PATH]... [--in PATH]... [--cd DIR] [--timeout S] -- COMMAND...
+# Runs COMMAND (in DIR if given) under the caps and checks: the exit code is WANT_RC (never a
+# signal, 3 or a timeout); stderr holds NEEDLE (alternatives separated by '|') and no
+# std::bad_alloc; every --out PATH is absent afterwards or, if it existed, unchanged; every
+# --in PATH is unchanged; no *.tmp.* file or tierflow-reproducer.json appeared in $tmp (at
+# any depth, so DIR included when it is below $tmp) or the repository root.
+# Output in $tmp/out and $tmp/err.
+hostile() {
+  local name=$1 want=$2 needle=$3
+  shift 3
+  selected "$name" || return 0
+  started=$(($(date +%s%N) / 1000000))
+  local outs=() ins=() cd_dir="" secs=20
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do
+    case $1 in
+      --out) outs+=("$2"); shift 2 ;;
+      --in) ins+=("$2"); shift 2 ;;
+      --cd) cd_dir=$2; shift 2 ;;
+      --timeout) secs=$2; shift 2 ;;
+      *) fail_case "$name" "test bug: unknown hostile option '$1'"; return 1 ;;
+    esac
+  done
+  if [ $# -eq 0 ]; then fail_case "$name" "test bug: no '--' before the command"; return 1; fi
+  shift
+  local -a out_before=() in_before=()
+  local p i
+  for p in "${outs[@]+"${outs[@]}"}"; do out_before+=("$(sha "$p")"); done
+  for p in "${ins[@]+"${ins[@]}"}"; do in_before+=("$(sha "$p")"); done
+  local before_left
+  before_left=$(leftovers)
+
+  local rc
+  if [ -n "$cd_dir" ]; then
+    (cd "$cd_dir" && capped "$secs" "$@") >"$tmp/out" 2>"$tmp/err"
+  else
+    capped "$secs" "$@" >"$tmp/out" 2>"$tmp/err"
+  fi
+  rc=$?
+
+  local why=()
+  if [ "$rc" = 124 ]; then why+=("timed out after ${secs}s")
+  elif [ "$rc" -ge 128 ]; then why+=("killed by signal $((rc - 128)) (exit $rc)")
+  elif [ "$rc" = 3 ]; then why+=("internal error (exit 3), expected $want")
+  elif [ "$rc" != "$want" ]; then why+=("exit $rc, expected $want")
+  fi
+  if grep -q 'bad_alloc' "$tmp/err"; then why+=("std::bad_alloc on stderr"); fi
+  local found=0 alt alts
+  IFS='|' read -r -a alts <<<"$needle"
+  for alt in "${alts[@]}"; do grep -qF -- "$alt" "$tmp/err" && found=1; done
+  [ "$found" = 1 ] || why+=("stderr does not name '$needle'")
+  i=0
+  for p in "${outs[@]+"${outs[@]}"}"; do
+    local now
+    now=$(sha "$p")
+    if [ "${out_before[$i]}" = absent ] && [ "$now" != absent ]; then why+=("wrote output $p")
+    elif [ "${out_before[$i]}" != absent ] && [ "$now" != "${out_before[$i]}" ]; then
+      why+=("changed existing output $p")
+    fi
+    i=$((i + 1))
+  done
+  i=0
+  for p in "${ins[@]+"${ins[@]}"}"; do
+    [ "$(sha "$p")" = "${in_before[$i]}" ] || why+=("changed input $p")
+    i=$((i + 1))
+  done
+  local new_left
+  new_left=$(comm -13 <(echo "$before_left") <(leftovers) | grep -v '^$')
+  if [ -n "$new_left" ]; then
+    why+=("left behind: $(echo "$new_left" | tr '\n' ' ')")
+    # Remove them so that later cases are not blamed.
+    echo "$new_left" | while read -r f; do rm -rf -- "$f"; done
+  fi
+
+  if [ ${#why[@]} -eq 0 ]; then pass_case "$name"; return 0; fi
+  local joined
+  joined=$(printf '%s; ' "${why[@]}")
+  fail_case "$name" "${joined%; }" "$tmp/err"
+  return 1
+}
+
+setup() {  # setup NAME COMMAND...: a fixture step that must succeed (counted as a case)
+  local name=$1
+  shift
+  started=$(($(date +%s%N) / 1000000))
+  if capped 60 "$@" >"$tmp/out" 2>"$tmp/err"; then pass_case "setup/$name"; return 0; fi
+  fail_case "setup/$name" "exit $?" "$tmp/err"
+  return 1
+}
+
+# --------------------------------------------------------------------------------------
+# Fixtures, all generated here, in $tmp/fix; `fresh DIR` copies them into $tmp/DIR for one
+# case: w.json (a 1-layer decode workload), topo.yaml (a copy of $hw), p.json (a layerwise
+# plan of w.json on topo.yaml, both referenced by relative path), c.json (a small Hugging
+# Face llama config), tiny.yaml (a 2-point sweep spec) and r.db (its results).
+hw=configs/hw/h100-sxm-8gpu.yaml
+gen_small=(--model llama-3-8b --layers 2 --phase decode --context 128 --tokens 1)
+scen=(--model llama-3-8b --layers 2 --phase decode --context 128 --tokens 1)
+fix=$tmp/fix
+mkdir -p "$fix"
+cp "$hw" "$fix/topo.yaml"
+setup gen-workload "$tf" trace gen --model llama-3-8b --layers 1 --phase decode --context 128 --tokens 1 -o "$fix/w.json"
+setup plan "$tf" plan --hw "$fix/topo.yaml" --workload "$fix/w.json" --policy layerwise -o "$fix/p.json"
+
+# A plausible small llama-style config.json; variants override fields.
+hf() {  # hf FILE [KEY=JSONVALUE]...
+  python3 - "$@" <<'EOF'
+import json, sys
+cfg = {
+    "architectures": ["LlamaForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 256,
+    "initializer_range": 0.02, "intermediate_size": 512, "max_position_embeddings": 2048,
+    "mlp_bias": False, "model_type": "llama", "num_attention_heads": 4, "num_hidden_layers": 2,
+    "num_key_value_heads": 2, "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": None,
+    "rope_theta": 10000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "transformers_version": "4.44.0", "use_cache": True, "vocab_size": 1000,
+}
+for kv in sys.argv[2:]:
+    k, v = kv.split("=", 1)
+    cfg[k] = json.loads(v)
+json.dump(cfg, open(sys.argv[1], "w"), indent=2)
+EOF
+}
+hf "$fix/c.json"
+setup gen-hf-config "$tf" trace gen --hf-config "$fix/c.json" --phase decode --context 128 --tokens 1 -o "$tmp/hf-ok.json"
+rm -f "$tmp/hf-ok.json"
+
+cat >"$fix/tiny.yaml" <<'EOF'
+name: hostile-tiny
+base:
+  hw: h100-sxm-8gpu
+  model: llama-3-8b
+  layers: 1
+  phase: decode
+  context: 128
+  tokens: 1
+axes:
+  - policy: [resident, layerwise]
+EOF
+setup sweep-db "$tf" sweep "$fix/tiny.yaml" -o "$fix/r.db" --jobs 1 --quiet
+
+fresh() {  # fresh DIR: $tmp/DIR holding a copy of every fixture; prints the folder
+  local d=$tmp/$1
+  rm -rf "$d"
+  mkdir -p "$d"
+  cp -p "$fix"/* "$d"/
+  echo "$d"
+}
+
+# --------------------------------------------------------------------------------------
+# Crashes.
+d=$(fresh crash)
+python3 -c 'import sys; open(sys.argv[1], "w").write("{\"a\":" + "[" * 100000 + "]" * 100000 + "}")' "$d/deep.json"
+hostile crash/hf-config-nested-100000 2 deep.json --out "$d/deep-out.json" --in "$d/deep.json" -- \
+  "$tf" trace gen --hf-config "$d/deep.json" --phase decode -o "$d/deep-out.json"
+
+edit_op() {  # edit_op IN OUT KEY VALUE: set KEY of the workload's first matmul op to VALUE (JSON text)
+  python3 - "$@" <<'EOF'
+import json, sys
+src, dst, key, val = sys.argv[1:]
+w = json.load(open(src))
+op = next(o for o in w["ops"] if o["kind"] == "matmul")
+op[key] = "@@VALUE@@"
+# json.dumps cannot write 1e300 or an int64 as typed here verbatim: splice the text in.
+open(dst, "w").write(json.dumps(w, indent=1).replace('"@@VALUE@@"', val))
+EOF
+}
+edit_op "$d/w.json" "$d/w-flops.json" flops 1e300
+edit_op "$d/w.json" "$d/w-bytes.json" bytes 9223372036854775807
+hostile crash/workload-op-flops-1e300 2 w-flops.json --out "$d/p-flops.json" --in "$d/w-flops.json" -- \
+  "$tf" plan --hw "$hw" --workload "$d/w-flops.json" -o "$d/p-flops.json"
+hostile crash/workload-op-bytes-int64max 2 w-bytes.json --out "$d/p-bytes.json" --in "$d/w-bytes.json" -- \
+  "$tf" plan --hw "$hw" --workload "$d/w-bytes.json" -o "$d/p-bytes.json"
+
+# --------------------------------------------------------------------------------------
+# Endless input files: /dev/zero and /dev/urandom as every kind of input file.
+for dev in /dev/zero /dev/urandom; do
+  n=${dev#/dev/}
+  d=$(fresh "dev-$n")
+  o=$d/out
+  hostile "dev/$n/plan-workload" 2 "$dev" --out "$o.json" -- \
+    "$tf" plan --hw "$hw" --workload "$dev" -o "$o.json"
+  hostile "dev/$n/plan-hw" 2 "$dev" --out "$o.json" --in "$d/w.json" -- \
+    "$tf" plan --hw "$dev" --workload "$d/w.json" -o "$o.json"
+  hostile "dev/$n/sim-plan" 2 "$dev" --out "$o.txt" -- "$tf" sim --plan "$dev" -o "$o.txt"
+  hostile "dev/$n/sim-hw" 2 "$dev" --out "$o.txt" --in "$d/p.json" -- "$tf" sim --plan "$d/p.json" --hw "$dev" -o "$o.txt"
+  hostile "dev/$n/trace-info" 2 "$dev" --out "$o.txt" -- "$tf" trace info "$dev" -o "$o.txt"
+  hostile "dev/$n/trace-import" 2 "$dev" --out "$o.json" -- "$tf" trace import "$dev" -o "$o.json"
+  hostile "dev/$n/hw-validate" 2 "$dev" -- "$tf" hw validate "$dev"
+  hostile "dev/$n/hw-show" 2 "$dev" --out "$o.txt" -- "$tf" hw show "$dev" -o "$o.txt"
+  hostile "dev/$n/report" 2 "$dev" --out "$o.html" -- "$tf" report "$dev" -o "$o.html"
+  hostile "dev/$n/export-plan" 2 "$dev" --out "$o.csv" -- "$tf" export --plan "$dev" --format csv -o "$o.csv"
+  hostile "dev/$n/trace-gen-hf-config" 2 "$dev" --out "$o.json" -- \
+    "$tf" trace gen --hf-config "$dev" --phase decode -o "$o.json"
+  hostile "dev/$n/sweep-spec" 2 "$dev" --out "$o.db" -- "$tf" sweep "$dev" -o "$o.db" --quiet
+  hostile "dev/$n/compare-hw" 2 "$dev" --out "$o.txt" -- \
+    "$tf" compare --hw "$dev" "${scen[@]}" --policies layerwise -o "$o.txt"
+done
+
+# --------------------------------------------------------------------------------------
+# Absurd sizes: exit 2 naming the flag or file, quickly and without running out of memory.
+d=$(fresh sizes)
+g=$d/gen-out.json
+hostile gen/tokens-1e12 2 --tokens --out "$g" -- \
+  "$tf" trace gen --model llama-3-8b --layers 2 --phase decode --context 128 --tokens 1000000000000 -o "$g"
+hostile gen/context-1e15 2 --context --out "$g" -- \
+  "$tf" trace gen --model llama-3-8b --layers 2 --phase decode --context 1000000000000000 --tokens 1 -o "$g"
+hostile gen/seq-1e12-prefill 2 --seq --out "$g" -- \
+  "$tf" trace gen --model llama-3-8b --layers 2 --phase prefill --seq 1000000000000 -o "$g"
+hostile gen/tokens-20-digits 2 --tokens --out "$g" -- \
+  "$tf" trace gen --model llama-3-8b --layers 2 --phase decode --context 128 --tokens 99999999999999999999 -o "$g"
+hf "$d/c-layers.json" num_hidden_layers=1000000000
+hostile gen/hf-num-hidden-layers-1e9 2 c-layers.json --out "$g" --in "$d/c-layers.json" -- \
+  "$tf" trace gen --hf-config "$d/c-layers.json" --phase decode --context 128 --tokens 1 -o "$g"
+
+# A sweep of 10^9 points (9 crossed axes of 10 values): refused before anything runs.
+python3 - "$d/huge.yaml" <<'EOF'
+import sys
+ten = lambda xs: "[" + ", ".join(str(x) for x in xs) + "]"
+axes = {
+    "batch": ten(range(1, 11)), "tokens": ten(range(1, 11)), "context": ten(range(128, 1408, 128)),
+    "seed": ten(range(1, 11)), "layers": ten(range(1, 11)), "kv_block": ten(range(16, 176, 16)),
+    "links.gpu-pcie.bandwidth": ten(f"{x}GB/s" for x in range(16, 26)),
+    "tiers.hbm.capacity": ten(f"{x}GB" for x in range(40, 50)),
+    "tiers.ddr.capacity": ten(f"{x}GB" for x in range(500, 510)),
+}
+with open(sys.argv[1], "w") as f:
+    f.write("name: hostile-huge\nbase:\n  hw: h100-sxm-8gpu\n  model: llama-3-8b\n  phase: decode\naxes:\n")
+    for k, v in axes.items():
+        f.write(f"  - {k}: {v}\n")
+EOF
+hostile sweep/grid-1e9-points-dry-run 2 huge.yaml --out "$d/huge.db" --in "$d/huge.yaml" --timeout 10 -- \
+  "$tf" sweep "$d/huge.yaml" -o "$d/huge.db" --dry-run --quiet
+
+hostile calibrate/max-size-64GiB 2 --max-size --out "$d/me.yaml" -- \
+  "$tf" calibrate --backend cpu --max-size 64GiB -o "$d/me.yaml"
+
+# A replay memory limit above what the machine can give: refused before the arenas are
+# allocated, naming the flag.
+d=$(fresh replay-limit)
+hostile replay/memory-limit-1PiB 2 --memory-limit --out "$d/r.json" --in "$d/p.json" -- \
+  "$tf" replay --backend cpu --copy native --memory-limit 1PiB --plan "$d/p.json" -o "$d/r.json"
+
+# A pass option naming a tier the topology lacks: bad input, not a crash with a reproducer.
+d=$(fresh unknown-tier)
+hostile plan/pipeline-place-unknown-tier 2 nonexistent --cd "$d" --out "$d/p-tier.json" --in "$d/w.json" -- \
+  "$tf" plan --hw "$root/$hw" --workload "$d/w.json" \
+  --pipeline 'place{tier=nonexistent},liveness,select,insert,schedule,verify' -o "$d/p-tier.json"
+
+# --plans must be a folder that can be made.
+d=$(fresh plans-dir)
+echo "not a folder" >"$d/plans-file"
+hostile compare/plans-in-proc 2 --plans --out /proc/x -- \
+  "$tf" compare "${scen[@]}" --policies resident,layerwise --plans /proc/x
+hostile compare/plans-is-a-file 2 --plans --in "$d/plans-file" -- \
+  "$tf" compare "${scen[@]}" --policies resident,layerwise --plans "$d/plans-file"
+
+# --------------------------------------------------------------------------------------
+# Values that today give a wrong answer with exit 0; they must be refused.
+d=$(fresh wrong)
+g=$d/gen-out.json
+hostile gen/batch-1e18 2 --batch --out "$g" -- \
+  "$tf" trace gen "${gen_small[@]}" --batch 1000000000000000000 -o "$g"
+hostile gen/kv-block-int64max 2 --kv-block --out "$g" -- \
+  "$tf" trace gen "${gen_small[@]}" --kv-block 9223372036854775807 -o "$g"
+hf "$d/c-wide.json" hidden_size=2147483392 vocab_size=2147483647
+hostile gen/hf-hidden-2147483392-vocab-2147483647 2 c-wide.json --out "$g" --in "$d/c-wide.json" -- \
+  "$tf" trace gen --hf-config "$d/c-wide.json" --phase decode --context 128 --tokens 1 -o "$g"
+hostile compare/batch-1e18 2 --batch --out "$d/cmp.txt" -- \
+  "$tf" compare "${scen[@]}" --policies layerwise --batch 1000000000000000000 -o "$d/cmp.txt"
+
+pl=$d/p-bad.json
+hostile plan/budget-0B 2 --budget --out "$pl" --in "$d/w.json" -- \
+  "$tf" plan --hw "$hw" --workload "$d/w.json" --policy layerwise --budget 0B -o "$pl"
+hostile plan/budget-1PiB-above-capacity 2 --budget --out "$pl" --in "$d/w.json" -- \
+  "$tf" plan --hw "$hw" --workload "$d/w.json" --policy layerwise --budget 1PiB -o "$pl"
+for x in 1e10 inf 1e300; do
+  hostile "plan/max-overhead-$x" 2 --max-overhead --out "$pl" --in "$d/w.json" -- \
+    "$tf" plan --hw "$hw" --workload "$d/w.json" --policy layerwise --max-overhead "$x" -o "$pl"
+done
+hostile plan/pipeline-schedule-preferred-nan 2 preferred --out "$pl" --in "$d/w.json" -- \
+  "$tf" plan --hw "$hw" --workload "$d/w.json" \
+  --pipeline 'place,liveness,select,insert,schedule{preferred=nan},verify' -o "$pl"
+
+for x in 0 -5 nan; do
+  hostile "whatif/max-batch-max-tpot-$x" 2 --max-tpot --out "$d/wi.txt" -- \
+    "$tf" whatif --question max-batch "${scen[@]}" --policy layerwise --quiet "--max-tpot=$x" -o "$d/wi.txt"
+done
+hostile whatif/max-batch-min-throughput--1 2 --min-throughput --out "$d/wi.txt" -- \
+  "$tf" whatif --question max-batch "${scen[@]}" --policy layerwise --quiet --min-throughput=-1 -o "$d/wi.txt"
+
+# A plan with no programs.
+d=$(fresh empty-programs)
+python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1])); p["programs"] = []
+json.dump(p, open(sys.argv[2], "w"), indent=1)' "$d/p.json" "$d/p-empty.json"
+hostile empty-programs/sim 2 p-empty.json --out "$d/e.txt" --in "$d/p-empty.json" -- \
+  "$tf" sim --plan "$d/p-empty.json" -o "$d/e.txt"
+hostile empty-programs/plan-verify 2 p-empty.json --in "$d/p-empty.json" -- \
+  "$tf" plan verify "$d/p-empty.json"
+hostile empty-programs/export-csv 2 p-empty.json --out "$d/e.csv" --in "$d/p-empty.json" -- \
+  "$tf" export --plan "$d/p-empty.json" --format csv -o "$d/e.csv"
+hostile empty-programs/report 2 p-empty.json --out "$d/e.html" --in "$d/p-empty.json" -- \
+  "$tf" report "$d/p-empty.json" -o "$d/e.html"
+
+# A topology edited after planning: the plan records its SHA-256, so sim refuses it.
+d=$(fresh topo-changed)
+if python3 - "$d/topo.yaml" <<'EOF'
+import sys
+text = open(sys.argv[1]).read()
+old = "bandwidth: {value: 64GB/s"
+assert old in text, "no 64GB/s bandwidth in the topology"
+open(sys.argv[1], "w").write(text.replace(old, "bandwidth: {value: 32GB/s", 1))
+EOF
+then
+  hostile sim/topology-changed-after-plan 2 'topo.yaml|p.json' --out "$d/s.txt" --in "$d/p.json" --in "$d/topo.yaml" -- \
+    "$tf" sim --plan "$d/p.json" -o "$d/s.txt"
+else
+  fail_case sim/topology-changed-after-plan "test bug: could not edit the topology copy"
+fi
+
+# A 0xFF byte (never valid UTF-8) inside a free-text string value of a topology: its
+# top-level description, which `hw show` prints (and `--json` would write) as it is.
+d=$(fresh ff)
+python3 - "$hw" "$d/ff.yaml" <<'EOF'
+import re, sys
+data = open(sys.argv[1], "rb").read()
+new, n = re.subn(rb'^(description: *"?[^"\n]{3})', lambda m: m.group(1) + b"\xff", data, count=1, flags=re.M)
+assert n == 1, "no top-level description line"
+open(sys.argv[2], "wb").write(new)
+EOF
+hostile hw/0xff-in-string-validate 2 ff.yaml --in "$d/ff.yaml" -- "$tf" hw validate "$d/ff.yaml"
+hostile hw/0xff-in-string-show 2 ff.yaml --out "$d/ff.txt" --in "$d/ff.yaml" -- \
+  "$tf" hw show "$d/ff.yaml" -o "$d/ff.txt"
+hostile hw/0xff-in-string-show-json 2 ff.yaml --out "$d/ff.json" --in "$d/ff.yaml" -- \
+  "$tf" hw show --json "$d/ff.yaml" -o "$d/ff.json"
+
+# --------------------------------------------------------------------------------------
+# Never destroy a file: an output that is one of the inputs is refused, the input unchanged.
+# clobber NAME NEEDLE COMMAND...: in a fresh copy $d of the fixtures (COMMAND refers to
+# them as $d/...; the word @D@ in COMMAND is replaced by $d), every fixture must be
+# unchanged afterwards.
+clobber() {
+  local name=$1 needle=$2
+  shift 2
+  d=$(fresh "clobber-${name//\//-}")
+  mkdir -p "$d/sub"
+  ln "$d/w.json" "$d/hl.json"
+  ln -s w.json "$d/sl.json"
+  local args=() a
+  for a in "$@"; do args+=("${a//@D@/$d}"); done
+  hostile "clobber/$name" 2 "$needle" --in "$d/w.json" --in "$d/topo.yaml" --in "$d/p.json" \
+    --in "$d/c.json" --in "$d/tiny.yaml" --in "$d/r.db" -- "${args[@]}"
+}
+P=(plan --hw @D@/topo.yaml --workload @D@/w.json --policy layerwise)
+clobber plan-o-workload w.json "$tf" "${P[@]}" -o @D@/w.json
+clobber plan-o-topology topo.yaml "$tf" "${P[@]}" -o @D@/topo.yaml
+clobber plan-timeline-workload w.json "$tf" "${P[@]}" -o @D@/pt.json --timeline @D@/w.json
+clobber plan-o-dotdot-workload 'w.json' "$tf" "${P[@]}" -o @D@/sub/../w.json
+clobber plan-o-hardlink-to-workload 'hl.json|w.json' "$tf" "${P[@]}" -o @D@/hl.json
+clobber plan-o-symlink-to-workload 'sl.json|w.json' "$tf" "${P[@]}" -o @D@/sl.json
+clobber trace-import-o-self w.json "$tf" trace import @D@/w.json -o @D@/w.json
+clobber trace-info-o-self w.json "$tf" trace info @D@/w.json -o @D@/w.json
+clobber trace-gen-o-hf-config c.json \
+  "$tf" trace gen --hf-config @D@/c.json --phase decode --context 128 --tokens 1 -o @D@/c.json
+clobber hw-show-o-self topo.yaml "$tf" hw show @D@/topo.yaml -o @D@/topo.yaml
+clobber sim-o-plan p.json "$tf" sim --plan @D@/p.json -o @D@/p.json
+clobber sim-timeline-plan p.json "$tf" sim --plan @D@/p.json --timeline @D@/p.json
+clobber sim-transfers-plan p.json "$tf" sim --plan @D@/p.json --transfers @D@/p.json
+clobber sim-o-workload w.json "$tf" sim --plan @D@/p.json -o @D@/w.json
+clobber sim-o-topology topo.yaml "$tf" sim --plan @D@/p.json -o @D@/topo.yaml
+clobber export-csv-o-plan p.json "$tf" export --plan @D@/p.json --format csv -o @D@/p.json
+clobber export-plan-json-o-workload w.json "$tf" export --plan @D@/p.json --format plan-json -o @D@/w.json
+clobber report-o-plan p.json "$tf" report @D@/p.json -o @D@/p.json
+clobber report-o-workload w.json "$tf" report @D@/p.json -o @D@/w.json
+
+# The results database given as a CSV/JSONL output, or the spec as the database: refused,
+# and r.db still opens as SQLite.
+db_opens() {  # db_opens NAME DB
+  selected "$1" || return 0
+  started=$(($(date +%s%N) / 1000000))
+  : >"$tmp/err"
+  if python3 -c "import sqlite3,sys;sqlite3.connect(sys.argv[1]).execute('select count(*) from sqlite_master').fetchall()" "$2" 2>/dev/null; then
+    pass_case "$1"
+  else
+    fail_case "$1" "$(basename "$2") no longer opens as SQLite"
+  fi
+}
+clobber sweep-export-csv-db r.db "$tf" sweep export @D@/r.db --csv @D@/r.db
+db_opens clobber/sweep-export-csv-db-opens "$d/r.db"
+clobber sweep-export-jsonl-db r.db "$tf" sweep export @D@/r.db --jsonl @D@/r.db
+db_opens clobber/sweep-export-jsonl-db-opens "$d/r.db"
+clobber sweep-run-csv-db r.db "$tf" sweep @D@/tiny.yaml -o @D@/r.db --csv @D@/r.db --quiet
+db_opens clobber/sweep-run-csv-db-opens "$d/r.db"
+clobber sweep-run-jsonl-db r.db "$tf" sweep @D@/tiny.yaml -o @D@/r.db --jsonl @D@/r.db --quiet
+db_opens clobber/sweep-run-jsonl-db-opens "$d/r.db"
+clobber sweep-o-spec tiny.yaml "$tf" sweep @D@/tiny.yaml -o @D@/tiny.yaml --quiet
+
+# Two sweeps started at once on the same new database: one runs it, the other is refused
+# (exit 2 naming the database), and the database holds every point once. The race is
+# tried in six rounds, each on a new database (a racy tierflow passes all six only rarely); a
+# round where the second sweep started only after the first had finished (it resumes and
+# runs nothing) tries no race and is not counted.
+if selected sweep/concurrent-same-new-db; then
+  d=$(fresh concurrent)
+  # 24 points of about 30 ms each, so that the two runs overlap even on a loaded machine.
+  cat >"$d/conc.yaml" <<'EOF'
+name: hostile-concurrent
+base:
+  hw: h100-sxm-8gpu
+  model: llama-3-8b
+  layers: 8
+  phase: decode
+  context: 2048
+  tokens: 32
+  tiers.hbm.capacity: 3GB
+  devices.h100.reserved: 0B
+axes:
+  - batch: [1, 2, 4, 8]
+  - policy: all
+EOF
+  rows() { python3 -c "import sqlite3,sys;print(*sqlite3.connect(sys.argv[1]).execute('select count(*), count(distinct point) from results').fetchone())" "$1" 2>/dev/null; }
+  started=$(($(date +%s%N) / 1000000))
+  reason="" overlapped=0
+  for round in 1 2 3 4 5 6; do
+    db=$d/new$round.db
+    capped 60 "$tf" sweep "$d/conc.yaml" -o "$db" --jobs 1 --quiet >"$d/c1.out" 2>"$d/c1.err" &
+    pid1=$!
+    capped 60 "$tf" sweep "$d/conc.yaml" -o "$db" --jobs 1 --quiet >"$d/c2.out" 2>"$d/c2.err" &
+    pid2=$!
+    wait "$pid1"; rc1=$?
+    wait "$pid2"; rc2=$?
+    case "$rc1 $rc2" in
+      "0 2") loser=$d/c2.err ;;
+      "2 0") loser=$d/c1.err ;;
+      *) loser="" ;;
+    esac
+    if [ "$rc1 $rc2" = "0 0" ] && grep -qF 'ran 0 (24 already recorded)' "$d/c1.out" "$d/c2.out"; then
+      continue  # the second started after the first had finished, and resumed: no race tried
+    fi
+    overlapped=$((overlapped + 1))
+    if [ -z "$loser" ]; then
+      reason="round $round: exits $rc1 and $rc2, expected one 0 and one 2"
+      ran=$(cat "$d/c1.out" "$d/c2.out" | grep -c 'ran 24 (0 already recorded)')
+      [ "$ran" -lt 2 ] || reason="$reason (both ran all 24 points)"
+      loser=$d/c1.err
+    elif ! grep -qF "new$round.db" "$loser"; then
+      reason="round $round: the refused sweep does not name new$round.db"
+    elif [ "$(rows "$db")" != "24 24" ]; then
+      reason="round $round: the database holds $(rows "$db") (rows, points), expected 24 24"
+    fi
+    [ -z "$reason" ] || break
+  done
+  if [ -z "$reason" ] && [ "$overlapped" = 0 ]; then
+    reason="the two sweeps never ran at the same time in 6 rounds (the machine is too loaded?)"
+    loser=$d/c2.err
+  fi
+  if [ -z "$reason" ]; then cp "$loser" "$tmp/err"; pass_case sweep/concurrent-same-new-db; else
+    fail_case sweep/concurrent-same-new-db "$reason" "$loser"; fi
+  stray=$(leftovers)
+  if [ -n "$stray" ]; then
+    fail_case sweep/concurrent-same-new-db-leftovers "left behind: $(echo "$stray" | tr '\n' ' ')"
+    echo "$stray" | while read -r f; do rm -f -- "$f"; done
+  fi
+fi
+
+# --------------------------------------------------------------------------------------
+# A stale temporary of a dead process beside OUT is removed by the next successful write.
+dead=999999
+while kill -0 "$dead" 2>/dev/null; do dead=$((dead + 1)); done
+stale() {  # stale NAME OUT COMMAND...: COMMAND writes OUT; OUT.tmp.$dead must be gone after
+  local name=$1 out=$2
+  shift 2
+  selected "$name" || return 0
+  started=$(($(date +%s%N) / 1000000))
+  rm -f "$out"
+  echo "half-written" >"$out.tmp.$dead"
+  capped 20 "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [ "$rc" != 0 ]; then fail_case "$name" "exit $rc, expected 0" "$tmp/err"
+  elif [ ! -s "$out" ]; then fail_case "$name" "did not write $out"
+  elif [ -e "$out.tmp.$dead" ]; then fail_case "$name" "stale $(basename "$out").tmp.$dead still there"
+  else pass_case "$name"; fi
+  rm -f "$out.tmp.$dead"
+}
+d=$(fresh stale)
+stale stale-tmp/trace-gen "$d/st-w.json" "$tf" trace gen "${gen_small[@]}" -o "$d/st-w.json"
+stale stale-tmp/hw-show "$d/st-hw.txt" "$tf" hw show "$hw" -o "$d/st-hw.txt"
+stale stale-tmp/plan "$d/st-p.json" "$tf" plan --hw "$hw" --workload "$d/w.json" --policy layerwise -o "$d/st-p.json"
+stale stale-tmp/sim "$d/st-s.txt" "$tf" sim --plan "$d/p.json" -o "$d/st-s.txt"
+stale stale-tmp/sweep-export-csv "$d/st-r.csv" "$tf" sweep export "$d/r.db" --csv "$d/st-r.csv"
+
+finish
