@@ -253,12 +253,13 @@ int lock_for_writing(const std::string& path) {
 }  // namespace
 
 ResultDb ResultDb::for_sweep(const std::string& path, const SweepSpec& spec, const Shard& shard) {
-  const int lock = lock_for_writing(path);
+  // SQLite's in-memory database is no file: nothing to lock or guard.
+  const int lock = path == ":memory:" ? -1 : lock_for_writing(path);
   sqlite3* handle = nullptr;
   try {
     handle = open_db(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX);
   } catch (...) {
-    ::close(lock);
+    if (lock >= 0) ::close(lock);
     throw;
   }
   ResultDb r(path, handle);
