@@ -22,8 +22,12 @@ selected() { [ -z "$only" ] || grep -qE -- "$only" <<<"$1"; }
 # The memory cap (virtual, in KiB) every case runs under. AddressSanitizer reserves terabytes
 # of address space for its shadow, so a sanitizer build runs uncapped.
 vmem=4000000
-if [ -n "${ASAN_OPTIONS:-}" ] || { command -v ldd >/dev/null && ldd "$tf" 2>/dev/null | grep -q libasan; }; then
+# A case's time limit; a sanitizer build (unoptimized, instrumented) gets three times as long.
+case_secs=20
+# (scripts/test.sh exports ASAN_OPTIONS for every build, so the binary itself is asked.)
+if command -v ldd >/dev/null && ldd "$tf" 2>/dev/null | grep -q libasan; then
   vmem=unlimited
+  case_secs=60
 fi
 
 sha() { if [ -e "$1" ]; then sha256sum <"$1" | cut -d' ' -f1; else echo absent; fi; }
@@ -65,7 +69,7 @@ hostile() {
   shift 3
   selected "$name" || return 0
   started=$(($(date +%s%N) / 1000000))
-  local outs=() ins=() cd_dir="" secs=20
+  local outs=() ins=() cd_dir="" secs=$case_secs
   while [ $# -gt 0 ] && [ "$1" != -- ]; do
     case $1 in
       --out) outs+=("$2"); shift 2 ;;
