@@ -1,6 +1,7 @@
-// Checked arithmetic for sizes computed from user numbers: byte counts and element counts
-// saturate at UINT64_MAX instead of wrapping, so a size too large to hold always compares
-// above the limits (kMaxTensorBytes) that the generators and importers check at the end.
+// Checked arithmetic for sizes and times computed from user numbers: byte and element counts
+// saturate at UINT64_MAX, picosecond times at INT64_MAX, instead of wrapping, so a value too
+// large to hold always compares above the limits checked after it (kMaxTensorBytes,
+// kMaxSimTimePs).
 #pragma once
 
 #include <cmath>
@@ -26,6 +27,17 @@ inline uint64_t saturating_count(double v) {
   if (!(v > 0)) return 0;
   const double c = std::ceil(v);
   return c >= 18446744073709551616.0 ? UINT64_MAX : static_cast<uint64_t>(c);
+}
+
+/// a + b for non-negative picosecond counts, saturating at INT64_MAX.
+constexpr int64_t saturating_add_ps(int64_t a, int64_t b) {
+  return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+/// ps x factor (factor >= 0), saturating at INT64_MAX.
+constexpr int64_t scaled_ps(int64_t ps, double factor) {
+  const double v = static_cast<double>(ps) * factor;
+  return v >= 9.2e18 ? INT64_MAX : static_cast<int64_t>(v);
 }
 
 }  // namespace tierflow

@@ -7,6 +7,23 @@
 
 namespace tierflow {
 
+SourcePos text_position(std::string_view text, size_t offset, std::string file) {
+  int line = 1;
+  size_t line_start = 0;
+  const size_t end = std::min(offset, text.size());
+  for (size_t k = 0; k < end; ++k) {
+    if (text[k] == '\n') {
+      ++line;
+      line_start = k + 1;
+    }
+  }
+  int col = 1;
+  for (size_t k = line_start; k < end; ++k) {
+    col += (static_cast<unsigned char>(text[k]) & 0xC0U) != 0x80U ? 1 : 0;
+  }
+  return SourcePos{std::move(file), line, col};
+}
+
 std::string SourcePos::str() const {
   if (line <= 0) return file;
   if (col <= 0) return fmt::format("{}:{}", file, line);

@@ -36,6 +36,10 @@ struct SourcePos {
   [[nodiscard]] std::string str() const;
 };
 
+/// The 1-based line and column of byte `offset` of `text` (a file's whole contents), in
+/// `file`. Columns count UTF-8 code points, as editors show them.
+SourcePos text_position(std::string_view text, size_t offset, std::string file);
+
 /// Bad user input. `what()` is "file:line:col: message".
 class InputError : public std::runtime_error {
  public:

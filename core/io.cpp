@@ -44,15 +44,28 @@ std::mutex guard_mutex;
 std::vector<Guarded> guarded;  // few entries: a command reads a handful of files
 std::atomic<bool> guarding{false};
 
-void guard_fd(int fd, const std::string& path, std::string_view role) {
+/// Guards the file whose stat is `st`.
+void guard_stat(const struct stat& st, const std::string& path, std::string_view role) {
   if (!guarding.load(std::memory_order_relaxed)) return;
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) return;
   const std::lock_guard lock(guard_mutex);
   for (const Guarded& g : guarded) {
     if (g.dev == st.st_dev && g.ino == st.st_ino) return;
   }
   guarded.push_back(Guarded{st.st_dev, st.st_ino, path, std::string(role)});
+}
+
+/// Throws when the file whose stat is `st` is guarded: `path` would replace it.
+void refuse_if_guarded(const struct stat& st, const std::string& path) {
+  if (!guarding.load(std::memory_order_relaxed)) return;
+  const std::lock_guard lock(guard_mutex);
+  for (const Guarded& g : guarded) {
+    if (g.dev != st.st_dev || g.ino != st.st_ino) continue;
+    const std::string same = g.path == path ? "" : fmt::format(" ('{}' is the same file)", g.path);
+    throw InputError(SourcePos{path},
+                     fmt::format("refusing to write this output: it is {}{}; tierflow never "
+                                 "overwrites its inputs, choose another path",
+                                 g.role, same));
+  }
 }
 
 std::string file_kind(mode_t mode) {
@@ -218,7 +231,7 @@ void disable_output_guard() {
 std::string read_text_file(const std::string& path) {
   struct stat st {};
   const int fd = open_input(path, st);
-  guard_fd(fd, path, "an input of this command");
+  guard_stat(st, path, "an input of this command");
   std::string out;
   // Read in one allocation when the size is known (a million-op workload is ~250 MB).
   if (S_ISREG(st.st_mode)) out.reserve(static_cast<size_t>(st.st_size));
@@ -229,7 +242,7 @@ std::string read_text_file(const std::string& path) {
 FileText::FileText(const std::string& path) {
   struct stat st {};
   const int fd = open_input(path, st);
-  guard_fd(fd, path, "an input of this command");
+  guard_stat(st, path, "an input of this command");
   if (S_ISREG(st.st_mode) && st.st_size > 0) {
     void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
     if (m != MAP_FAILED) {
@@ -250,10 +263,8 @@ FileText::~FileText() {
 }
 
 void guard_file(const std::string& path, std::string_view role) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return;
-  guard_fd(fd, path, role);
-  ::close(fd);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) guard_stat(st, path, role);
 }
 
 void make_output_dir(const std::string& dir, std::string_view flag) {
@@ -272,16 +283,7 @@ void make_output_dir(const std::string& dir, std::string_view flag) {
 void check_output_path(const std::string& path) {
   if (path == "-" || !guarding.load(std::memory_order_relaxed)) return;
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return;  // a new file
-  const std::lock_guard lock(guard_mutex);
-  for (const Guarded& g : guarded) {
-    if (g.dev != st.st_dev || g.ino != st.st_ino) continue;
-    const std::string same = g.path == path ? "" : fmt::format(" ('{}' is the same file)", g.path);
-    throw InputError(SourcePos{path},
-                     fmt::format("refusing to write this output: it is {}{}; tierflow never "
-                                 "overwrites its inputs, choose another path",
-                                 g.role, same));
-  }
+  if (::stat(path.c_str(), &st) == 0) refuse_if_guarded(st, path);  // else a new file
 }
 
 AtomicOutput::AtomicOutput(std::string path) : path_(std::move(path)) {
@@ -291,10 +293,9 @@ AtomicOutput::AtomicOutput(std::string path) : path_(std::move(path)) {
     return;
   }
   if (path_.empty()) throw InputError(SourcePos{"(empty path)"}, "cannot write: empty output path");
-  check_output_path(path_);
-  struct stat st {};
-  if (::stat(path_.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    throw InputError(SourcePos{path_}, "cannot write: it is a directory");
+  if (struct stat st {}; ::stat(path_.c_str(), &st) == 0) {
+    refuse_if_guarded(st, path_);
+    if (S_ISDIR(st.st_mode)) throw InputError(SourcePos{path_}, "cannot write: it is a directory");
   }
   remove_stale_temps(path_);
   buffer_.reserve(kBufferBytes);
@@ -363,6 +364,9 @@ void AtomicOutput::commit() {
     error_ = errno;
     failed_ = true;
   }
+  // The file's id, which the destination takes on with the rename.
+  struct stat written {};
+  const bool have_id = ::fstat(::fileno(file_), &written) == 0;
   const bool closed = std::fclose(file_) == 0;
   file_ = nullptr;
   if (!closed && !failed_) {
@@ -370,33 +374,35 @@ void AtomicOutput::commit() {
     failed_ = true;
   }
   if (failed_) {
-    std::remove(temp_path_.c_str());
-    untrack_temp(temp_slot_);
+    remove_temp();
     throw InputError(SourcePos{path_}, fmt::format("cannot write: {}", errno_text(error_)));
   }
   // Checked again at the last moment: an input read while this output was being written.
   try {
     check_output_path(path_);
   } catch (const InputError&) {
-    std::remove(temp_path_.c_str());
-    untrack_temp(temp_slot_);
+    remove_temp();
     throw;
   }
   std::error_code ec;
   std::filesystem::rename(temp_path_, path_, ec);
-  untrack_temp(temp_slot_);
   if (ec) {
-    std::remove(temp_path_.c_str());
+    remove_temp();
     throw InputError(SourcePos{path_}, fmt::format("cannot replace file: {}", ec.message()));
   }
+  untrack_temp(temp_slot_);
   // A second output to the same path in this run would replace this one.
-  guard_file(path_, "an output this command already wrote");
+  if (have_id) guard_stat(written, path_, "an output this command already wrote");
 }
 
 void AtomicOutput::discard_temp() {
   if (temp_path_.empty() || file_ == nullptr) return;
   std::fclose(file_);
   file_ = nullptr;
+  remove_temp();
+}
+
+void AtomicOutput::remove_temp() {
   std::remove(temp_path_.c_str());
   untrack_temp(temp_slot_);
 }

@@ -51,9 +51,9 @@ class FileText {
   std::string_view view_;
 };
 
-/// Marks the existing file at `path` as guarded, naming it `role` in messages ("it is
-/// ROLE", e.g. "the results database of this sweep"). For inputs not read through
-/// read_text_file (SQLite databases).
+/// Marks the existing file at `path` as guarded (by its id: nothing is opened), naming it
+/// `role` in messages ("it is ROLE", e.g. "the results database of this sweep"). For files
+/// not read through read_text_file (SQLite databases).
 void guard_file(const std::string& path, std::string_view role = "an input of this command");
 
 /// Creates the output directory `dir` (and its parents) if needed. InputError at `flag`
@@ -97,6 +97,7 @@ class AtomicOutput {
  private:
   void drain();         ///< writes buffer_ to file_ and empties it
   void discard_temp();  ///< closes file_ and removes the temp file
+  void remove_temp();   ///< removes the (closed) temp file and forgets it for the handler
 
   std::string path_;
   std::string temp_path_;  ///< empty when writing to stdout

@@ -3,12 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
-#include <fcntl.h>
-#include <filesystem>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/json_writer.h"
 #include "core/utf8.h"
@@ -39,23 +33,7 @@ void JsonReader::seek(size_t offset) {
   started_.clear();
 }
 
-SourcePos JsonReader::pos_at(size_t offset) const {
-  int line = 1;
-  size_t line_start = 0;
-  const size_t end = std::min(offset, text_.size());
-  for (size_t k = 0; k < end; ++k) {
-    if (text_[k] == '\n') {
-      ++line;
-      line_start = k + 1;
-    }
-  }
-  // Columns count UTF-8 code points, as editors show them.
-  int col = 1;
-  for (size_t k = line_start; k < end; ++k) {
-    col += (static_cast<unsigned char>(text_[k]) & 0xC0U) != 0x80U ? 1 : 0;
-  }
-  return SourcePos{file_, line, col};
-}
+SourcePos JsonReader::pos_at(size_t offset) const { return text_position(text_, offset, file_); }
 
 JsonReader::Kind JsonReader::peek() {
   skip_ws();
@@ -123,13 +101,15 @@ void JsonReader::unexpected(std::string_view expected) {
   fail_at(i_, "expected {}, got {}", expected, got);
 }
 
-void JsonReader::begin_object(std::string_view what) {
-  if (peek() != Kind::kObject) unexpected(fmt::format("an object for {}", what));
-  if (started_.size() >= kMaxJsonDepth) {
-    fail_at(i_, "JSON nested deeper than {} levels", kMaxJsonDepth);
-  }
+void JsonReader::open_container() {
+  if (started_.size() >= kMaxJsonDepth) fail_at(i_, "JSON nested deeper than {} levels", kMaxJsonDepth);
   ++i_;
   started_.push_back(false);
+}
+
+void JsonReader::begin_object(std::string_view what) {
+  if (peek() != Kind::kObject) unexpected(fmt::format("an object for {}", what));
+  open_container();
 }
 
 bool JsonReader::next_key(std::string_view& key) {
@@ -175,11 +155,7 @@ bool JsonReader::next_key(std::string& key) {
 
 void JsonReader::begin_array(std::string_view what) {
   if (peek() != Kind::kArray) unexpected(fmt::format("an array for {}", what));
-  if (started_.size() >= kMaxJsonDepth) {
-    fail_at(i_, "JSON nested deeper than {} levels", kMaxJsonDepth);
-  }
-  ++i_;
-  started_.push_back(false);
+  open_container();
 }
 
 bool JsonReader::next_item() {

@@ -91,6 +91,8 @@ class JsonReader {
     }
   }
   [[noreturn]] void unexpected(std::string_view expected);
+  /// Consumes the '{' or '[' at i_ and opens it; refused past kMaxJsonDepth.
+  void open_container();
   std::string_view number_token();
   /// Fast path of the integer readers: a run of at most 19 digits that the general path
   /// would accept as is (no sign, fraction, exponent or leading zero). False, consuming

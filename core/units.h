@@ -37,17 +37,6 @@ struct Duration {
   constexpr auto operator<=>(const Duration&) const = default;
 };
 
-/// a + b for non-negative picosecond counts, saturating at INT64_MAX instead of wrapping.
-constexpr int64_t saturating_add_ps(int64_t a, int64_t b) {
-  return a > INT64_MAX - b ? INT64_MAX : a + b;
-}
-
-/// ps x factor (factor >= 0), saturating at INT64_MAX.
-constexpr int64_t scaled_ps(int64_t ps, double factor) {
-  const double v = static_cast<double>(ps) * factor;
-  return v >= 9.2e18 ? INT64_MAX : static_cast<int64_t>(v);
-}
-
 /// The latest simulated time (2^62 ps, about 53 days): a run that would pass it is refused
 /// as implausible input rather than let its times overflow. docs/cli.md, "Limits".
 inline constexpr int64_t kMaxSimTimePs = int64_t{1} << 62;

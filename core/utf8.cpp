@@ -37,15 +37,17 @@ size_t utf8_length(std::string_view s, size_t i) {
   return n;
 }
 
-bool is_utf8(std::string_view s) {
+size_t first_invalid_utf8(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     const size_t n = utf8_length(s, i);
-    if (n == 0) return false;
+    if (n == 0) return i;
     i += n;
   }
-  return true;
+  return std::string_view::npos;
 }
+
+bool is_utf8(std::string_view s) { return first_invalid_utf8(s) == std::string_view::npos; }
 
 size_t append_repaired(std::string& out, std::string_view s, size_t i) {
   const size_t n = utf8_length(s, i);

@@ -23,6 +23,10 @@ size_t utf8_length(std::string_view s, size_t i);
 /// Whether all of `s` is well-formed UTF-8.
 bool is_utf8(std::string_view s);
 
+/// The offset of the first byte of `s` that starts no well-formed sequence, or
+/// std::string_view::npos when all of `s` is well formed.
+size_t first_invalid_utf8(std::string_view s);
+
 /// Appends the sequence starting at s[i] to `out`, or U+FFFD where none starts there;
 /// returns the bytes of `s` it consumed (at least 1).
 size_t append_repaired(std::string& out, std::string_view s, size_t i);

@@ -221,10 +221,7 @@ std::optional<WorkloadIssue> WorkloadVerifier::check_tensor(uint32_t i) {
                         fmt::format("duplicate tensor name '{}' (also tensor {})", t.name, *other));
   }
   if (t.bytes == 0) return tensor_issue(i, "bytes", "a tensor must have at least 1 byte");
-  if (t.bytes > kMaxTensorBytes) {
-    return tensor_issue(
-        i, "bytes", fmt::format("{} bytes is absurd for one tensor (limit 2^50 = 1PiB)", t.bytes));
-  }
+  if (auto s = size_issue(t)) return tensor_issue(i, std::move(s->field), std::move(s->message));
   return std::nullopt;
 }
 
@@ -262,17 +259,7 @@ std::optional<WorkloadIssue> WorkloadVerifier::check_op_name(uint32_t o) {
   if (!std::isfinite(op.flops) || op.flops < 0) {
     return op_issue(o, "flops", -1, "flops must be a finite number >= 0");
   }
-  // Bounded so that no time or sum computed from them overflows (docs/cli.md, "Limits").
-  if (op.flops > kMaxOpFlops) {
-    return op_issue(o, "flops", -1,
-                    fmt::format("{:g} FLOPs is absurd for one op (limit {:g})", op.flops, kMaxOpFlops));
-  }
-  for (const auto& [field, bytes] : {std::pair{"bytes", op.bytes}, {"collective_bytes", op.collective_bytes}}) {
-    if (bytes > kMaxTensorBytes) {
-      return op_issue(o, field, -1,
-                      fmt::format("{} bytes is absurd for one op (limit 2^50 = 1PiB)", bytes));
-    }
-  }
+  if (auto s = size_issue(op)) return op_issue(o, std::move(s->field), -1, std::move(s->message));
   return std::nullopt;
 }
 
@@ -347,6 +334,25 @@ std::optional<WorkloadIssue> WorkloadVerifier::check_produced() const {
                           fmt::format("origin is op {}, but that op does not list tensor {} in "
                                       "its outputs",
                                       w_.tensors[i].origin, i));
+    }
+  }
+  return std::nullopt;
+}
+
+// Bounded so that no time or sum computed from them overflows (docs/cli.md, "Limits").
+std::optional<SizeIssue> size_issue(const Tensor& t) {
+  if (t.bytes <= kMaxTensorBytes) return std::nullopt;
+  return SizeIssue{"bytes", fmt::format("{} bytes is absurd for one tensor (limit 2^50 = 1PiB)", t.bytes)};
+}
+
+std::optional<SizeIssue> size_issue(const Op& op) {
+  if (!(op.flops <= kMaxOpFlops)) {  // NaN too
+    return SizeIssue{"flops", fmt::format("{:g} FLOPs is absurd for one op (limit {:g})", op.flops,
+                                          kMaxOpFlops)};
+  }
+  for (const auto& [field, bytes] : {std::pair{"bytes", op.bytes}, {"collective_bytes", op.collective_bytes}}) {
+    if (bytes > kMaxTensorBytes) {
+      return SizeIssue{field, fmt::format("{} bytes is absurd for one op (limit 2^50 = 1PiB)", bytes)};
     }
   }
   return std::nullopt;

@@ -80,6 +80,15 @@ struct WorkloadIssue {
 /// Checks every rule of the format; the first broken one, in document order.
 std::optional<WorkloadIssue> verify_workload(const Workload& w);
 
+/// A size above the format's limits (kMaxTensorBytes, kMaxOpFlops): the field and why. The
+/// verifier reports it at the field; the generators check what they built with it.
+struct SizeIssue {
+  std::string field;
+  std::string message;
+};
+std::optional<SizeIssue> size_issue(const Tensor& t);
+std::optional<SizeIssue> size_issue(const Op& op);
+
 /// The rules of verify_workload one tensor or op at a time, so that a reader can check
 /// each while it is still in cache: tensors 0, 1, 2, ... (`w` may grow between calls),
 /// then ops 0, 1, 2, ... once every tensor is in `w`, then the origins and

@@ -110,20 +110,10 @@ class FirstEvent : public YAML::EventHandler {
 YAML::Node load_yaml_text(const std::string& text, const std::string& name) {
   // YAML is Unicode text (YAML 1.2 §5.2): a byte that starts no UTF-8 sequence would be
   // carried into names and written back out as it is.
-  for (size_t i = 0, line = 1, col = 1; i < text.size();) {
-    const size_t n = utf8_length(text, i);
-    if (n == 0) {
-      throw InputError(SourcePos{name, static_cast<int>(line), static_cast<int>(col)},
-                       fmt::format("the byte 0x{:02X} is not UTF-8 text; YAML files are UTF-8",
-                                   static_cast<unsigned char>(text[i])));
-    }
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-    i += n;
+  if (const size_t bad = first_invalid_utf8(text); bad != std::string_view::npos) {
+    throw InputError(text_position(text, bad, name),
+                     fmt::format("the byte 0x{:02X} is not UTF-8 text; YAML files are UTF-8",
+                                 static_cast<unsigned char>(text[bad])));
   }
   try {
     YAML::Node doc = YAML::Load(text);

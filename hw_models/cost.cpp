@@ -1,8 +1,8 @@
 #include "hw_models/cost.h"
 
 #include <algorithm>
-#include <limits>
 
+#include "core/checked.h"
 #include "core/diagnostics.h"
 
 namespace tierflow::hw {

@@ -47,13 +47,18 @@ int Topology::total_devices() const {
   return n;
 }
 
-uint64_t Topology::usable(size_t tier) const {
-  uint64_t reserved = 0;
+uint64_t Topology::reserved(size_t tier) const {
+  uint64_t most = 0;
   for (const Device& d : devices) {
-    if (d.local_tier == tiers[tier].id) reserved = std::max(reserved, d.reserved.value);
+    if (d.local_tier == tiers[tier].id) most = std::max(most, d.reserved.value);
   }
+  return most;
+}
+
+uint64_t Topology::usable(size_t tier) const {
   const uint64_t capacity = tiers[tier].capacity.value;
-  return capacity > reserved ? capacity - reserved : 0;
+  const uint64_t kept = reserved(tier);
+  return capacity > kept ? capacity - kept : 0;
 }
 
 int Topology::instances(Scope s) const {

@@ -196,9 +196,10 @@ struct Topology {
   /// devices are spread evenly over hosts, then over the sockets of each host.
   [[nodiscard]] int instance_of(Scope scope, size_t device, int index) const;
   [[nodiscard]] std::optional<size_t> tier_index(std::string_view id) const;
-  /// Bytes of one instance of tier `tier` that plans may use: its capacity less the largest
-  /// `reserved` of the devices computing from it (the capacity for other tiers).
+  /// Bytes of one instance of tier `tier` that plans may use: its capacity less reserved().
   [[nodiscard]] uint64_t usable(size_t tier) const;
+  /// The largest `reserved` of the devices computing from tier `tier` (0 for other tiers).
+  [[nodiscard]] uint64_t reserved(size_t tier) const;
   [[nodiscard]] std::optional<size_t> device_index(std::string_view id) const;
   [[nodiscard]] std::optional<size_t> link_index(std::string_view id) const;
   [[nodiscard]] std::optional<size_t> switch_index(std::string_view id) const;

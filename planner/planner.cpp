@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "core/checked.h"
 #include "core/diagnostics.h"
 #include "core/units.h"
 #include "planner/outcome.h"

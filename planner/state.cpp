@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/checked.h"
 #include "core/diagnostics.h"
 #include "core/stepper.h"
 #include "hw_models/cost.h"

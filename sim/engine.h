@@ -114,6 +114,8 @@ class Simulator {
   void complete_transfer(uint32_t x);
   void resolve();
   void fail(SimError::Kind kind, int program, int step, int tensor, std::string message);
+  /// fail() with kTimeLimit: `what` ("a transfer of 1PiB") would end after kMaxSimTimePs.
+  void past_time_limit(int program, int step, int tensor, const std::string& what);
   Time op_time(uint32_t p, uint32_t op);
   void wake_memory();
   /// The ledger's allocate and release, telling the recorder what the bytes are.

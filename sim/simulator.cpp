@@ -17,6 +17,13 @@ void Simulator::fail(SimError::Kind kind, int program, int step, int tensor, std
   if (program >= 0) rec_.error(program, now, error_->message);
 }
 
+void Simulator::past_time_limit(int program, int step, int tensor, const std::string& what) {
+  fail(SimError::Kind::kTimeLimit, program, step, tensor,
+       fmt::format("{} would end after the simulator's time limit of {}: the workload's sizes "
+                   "are implausibly large for this topology",
+                   what, to_string_approx(Duration{kMaxSimTimePs})));
+}
+
 Time Simulator::op_time(uint32_t p, uint32_t op) {
   const size_t cls = fabric_.device_class(progs_[p].device);
   auto& cache = op_time_[cls];
@@ -128,11 +135,9 @@ bool Simulator::compute(uint32_t p, size_t step, const Step& s, uint64_t need) {
   if (StepTime* at = step_time(p, step)) at->start = now;
   const Time d = op_time(p, s.target);
   if (d > kMaxSimTimePs - now) {
-    fail(SimError::Kind::kTimeLimit, int(p), int(step), -1,
-         fmt::format("op {} ('{}') takes {}: the run would pass the simulator's time limit of {}; "
-                     "the workload's FLOPs or bytes are implausibly large for this device",
-                     s.target, w_.ops[s.target].name, to_string_approx(Duration{d}),
-                     to_string_approx(Duration{kMaxSimTimePs})));
+    past_time_limit(int(p), int(step), -1,
+                    fmt::format("op {} ('{}'), which takes {},", s.target, w_.ops[s.target].name,
+                                to_string_approx(Duration{d})));
     return false;
   }
   q_.schedule(now + d, kComputeDone, p);
@@ -207,9 +212,8 @@ bool Simulator::try_start(uint32_t x) {
   if (rec_.drawing()) tr.lanes = rec_.transfer_start(int(tr.rec.program), *tr.path);
   const Time setup = tr.path->route->setup.ps;
   if (setup > kMaxSimTimePs - q_.now()) {
-    fail(SimError::Kind::kTimeLimit, int(tr.rec.program), int(tr.rec.step), int(tr.rec.tensor),
-         fmt::format("a transfer's setup of {} would end after the simulator's time limit of {}",
-                     to_string_approx(Duration{setup}), to_string_approx(Duration{kMaxSimTimePs})));
+    past_time_limit(int(tr.rec.program), int(tr.rec.step), int(tr.rec.tensor),
+                    fmt::format("a transfer's setup of {}", to_string_approx(Duration{setup})));
     return true;
   }
   q_.schedule(q_.now() + setup, kSetupDone, x);
@@ -306,10 +310,8 @@ void Simulator::resolve() {
     if (tr.flow_event != 0) q_.cancel(tr.flow_event - 1);
     const Time done = net_.completion(f);
     if (done > kMaxSimTimePs) {
-      fail(SimError::Kind::kTimeLimit, int(tr.rec.program), int(tr.rec.step), int(tr.rec.tensor),
-           fmt::format("a transfer of {} would end after the simulator's time limit of {}; the "
-                       "workload's bytes are implausibly large for this fabric",
-                       to_string(Bytes{tr.rec.bytes}), to_string_approx(Duration{kMaxSimTimePs})));
+      past_time_limit(int(tr.rec.program), int(tr.rec.step), int(tr.rec.tensor),
+                      fmt::format("a transfer of {}", to_string(Bytes{tr.rec.bytes})));
       tr.flow_event = 0;
       continue;
     }

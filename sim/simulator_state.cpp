@@ -192,7 +192,7 @@ void Simulator::finish(SimResult& r) {
   }
   // Linear in programs and slots: the records live at each peak in one pass, and each
   // program's home tiers listed under their slots.
-  const std::vector<std::vector<Allocation>> at_peak = ledger_->live_at_peak_all();
+  const std::vector<std::vector<Allocation>> at_peak = ledger_->live_at_peak();
   std::vector<std::vector<std::pair<uint32_t, size_t>>> homes_of_slot(ledger_->slots());
   for (uint32_t p = 0; p < progs_.size(); ++p) {
     for (size_t h = 0; h < homed.size(); ++h) {

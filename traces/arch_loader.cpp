@@ -1,6 +1,7 @@
 #include "traces/arch_loader.h"
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <set>
 
@@ -226,34 +227,17 @@ void check_moe(const Arch& a) {
 }  // namespace
 
 void check_arch_sizes(const Arch& a) {
-  // The largest sizes (docs/cli.md, "Limits"): far above any published model, small enough
-  // that the generator's products of sizes and counts fit in 64 bits.
-  const std::initializer_list<std::pair<std::string_view, int>> widths = {
-      {"hidden", a.hidden},
-      {"heads", a.heads},
-      {"kv_heads", a.kv_heads},
-      {"head_dim", a.head_dim},
-      {"vocab", a.vocab},
-      {"intermediate", a.intermediate},
-      {"moe_intermediate", a.moe_intermediate},
-      {"shared_intermediate", a.shared_intermediate},
-      {"experts", a.experts},
-      {"experts_per_token", a.experts_per_token},
-      {"shared_experts", a.shared_experts},
-      {"q_lora_rank", a.q_lora_rank},
-      {"kv_lora_rank", a.kv_lora_rank},
-      {"qk_nope_head_dim", a.qk_nope_head_dim},
-      {"qk_rope_head_dim", a.qk_rope_head_dim},
-      {"v_head_dim", a.v_head_dim},
-      {"learned_positions", a.learned_positions},
-      {"project_in_out", a.project_in_out}};
-  if (a.layers > kMaxArchLayers) {
-    fail(a, "layers", fmt::format("layers {} is above the largest allowed, {}", a.layers,
-                                  kMaxArchLayers));
-  }
-  for (const auto& [key, value] : widths) {
-    if (value > kMaxArchWidth) {
-      fail(a, key, fmt::format("{} {} is above the largest allowed, {}", key, value, kMaxArchWidth));
+  // Every integer field of the schema is a size or a count: the largest (docs/cli.md,
+  // "Limits") are far above any published model and small enough that the generator's
+  // products of sizes and counts fit in 64 bits.
+  for (const schema::Field<Arch>& f : arch_schema().fields) {
+    if (f.type != schema::ValueType::kInt) continue;
+    const std::string text = f.get(a);
+    int64_t value = 0;
+    std::from_chars(text.data(), text.data() + text.size(), value);
+    const int64_t max = f.key == "layers" ? kMaxArchLayers : kMaxArchWidth;
+    if (value > max) {
+      fail(a, f.key, fmt::format("{} {} is above the largest allowed, {}", f.key, value, max));
     }
   }
 }

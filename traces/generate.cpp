@@ -92,27 +92,17 @@ void check_options(const Arch& a, const GenOptions& o) {
 /// workload format's limits: a bigger one comes from the model's sizes and the counts
 /// together, so the message names both.
 void check_generated_sizes(const Arch& a, const Workload& w) {
-  auto refuse = [&](std::string_view what, std::string_view name, std::string size,
-                    std::string limit) {
-    throw InputError(
-        SourcePos{"--batch"},
-        fmt::format("model '{}' at these counts gives {} '{}' of {}, above the largest allowed "
-                    "({}); lower --batch, --seq, --context or --kv-block, or the model's sizes",
-                    a.name, what, name, size, limit));
+  auto refuse = [&](std::string_view what, std::string_view name, const SizeIssue& s) {
+    throw InputError(SourcePos{"--batch"},
+                     fmt::format("model '{}' at these counts gives {} '{}': {}; lower "
+                                 "--batch, --seq, --context or --kv-block, or the model's sizes",
+                                 a.name, what, name, s.message));
   };
   for (const Tensor& t : w.tensors) {
-    if (t.bytes > kMaxTensorBytes) {
-      refuse("tensor", t.name, to_string(Bytes{t.bytes}), to_string(Bytes{kMaxTensorBytes}));
-    }
+    if (auto s = size_issue(t)) refuse("tensor", t.name, *s);
   }
   for (const Op& op : w.ops) {
-    if (op.bytes > kMaxTensorBytes || op.collective_bytes > kMaxTensorBytes) {
-      refuse("op", op.name, to_string(Bytes{std::max(op.bytes, op.collective_bytes)}),
-             to_string(Bytes{kMaxTensorBytes}));
-    }
-    if (!(op.flops <= kMaxOpFlops)) {
-      refuse("op", op.name, fmt::format("{:g} FLOPs", op.flops), fmt::format("{:g}", kMaxOpFlops));
-    }
+    if (auto s = size_issue(op)) refuse("op", op.name, *s);
   }
 }
 

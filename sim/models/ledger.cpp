@@ -77,20 +77,7 @@ double MemoryLedger::average(uint32_t slot, Time end) const {
   return total / static_cast<double>(end);
 }
 
-std::vector<Allocation> MemoryLedger::live_at_peak(uint32_t slot) const {
-  const SlotStats& s = slots_[slot];
-  std::vector<Allocation> out;
-  const auto& kept = kept_[slot];
-  for (size_t i = kept_head_[slot]; i < kept.size(); ++i) {
-    if (kept[i].alloc_seq <= s.peak_seq && s.peak_seq < kept[i].free_seq) out.push_back(kept[i]);
-  }
-  for (const Allocation& a : pool_) {
-    if (a.slot == slot && a.free_seq == UINT64_MAX && a.alloc_seq <= s.peak_seq) out.push_back(a);
-  }
-  return out;
-}
-
-std::vector<std::vector<Allocation>> MemoryLedger::live_at_peak_all() const {
+std::vector<std::vector<Allocation>> MemoryLedger::live_at_peak() const {
   std::vector<std::vector<Allocation>> out(slots_.size());
   for (size_t slot = 0; slot < slots_.size(); ++slot) {
     const uint64_t peak = slots_[slot].peak_seq;

@@ -64,11 +64,10 @@ class MemoryLedger {
   [[nodiscard]] const Allocation& record(uint32_t id) const { return pool_[id]; }
   /// Time-weighted mean level over [0, end].
   [[nodiscard]] double average(uint32_t slot, Time end) const;
-  /// Dynamic allocations live at the slot's peak (the static bytes are not listed).
-  [[nodiscard]] std::vector<Allocation> live_at_peak(uint32_t slot) const;
-  /// live_at_peak of every slot, in one pass over the open records (a result of 100,000
-  /// devices would otherwise scan the pool once per slot).
-  [[nodiscard]] std::vector<std::vector<Allocation>> live_at_peak_all() const;
+  /// Per slot, the dynamic allocations live at its peak (the static bytes are not listed):
+  /// one pass over the open records for all slots, not one per slot (a topology of 100,000
+  /// devices has as many device slots).
+  [[nodiscard]] std::vector<std::vector<Allocation>> live_at_peak() const;
   /// Dynamic allocations of the slot live now.
   [[nodiscard]] std::vector<Allocation> live_now(uint32_t slot) const;
 

@@ -293,6 +293,34 @@ hostile sweep/grid-1e9-points-dry-run 2 huge.yaml --out "$d/huge.db" --in "$d/hu
 hostile calibrate/max-size-64GiB 2 --max-size --out "$d/me.yaml" -- \
   "$tf" calibrate --backend cpu --max-size 64GiB -o "$d/me.yaml"
 
+for n in 0 65; do
+  hostile "calibrate/concurrent-$n" 2 --concurrent --out "$d/me.yaml" -- \
+    "$tf" calibrate --backend cpu --concurrent "$n" -o "$d/me.yaml"
+done
+
+# The input limit (TIERFLOW_MAX_INPUT_BYTES) holds for files and pipes alike; a pipe within
+# it is read.
+d=$(fresh input-limit)
+hostile input-limit/file 2 "w.json|TIERFLOW_MAX_INPUT_BYTES" --out "$d/i.txt" --in "$d/w.json" -- \
+  env TIERFLOW_MAX_INPUT_BYTES=100 "$tf" trace info "$d/w.json" -o "$d/i.txt"
+hostile input-limit/pipe 2 "TIERFLOW_MAX_INPUT_BYTES" --out "$d/i.txt" --in "$d/w.json" -- \
+  bash -c 'exec env TIERFLOW_MAX_INPUT_BYTES=100 "$0" trace info <(cat "$1") -o "$2"' "$tf" "$d/w.json" "$d/i.txt"
+if selected input-limit/pipe-within; then
+  check input-limit/pipe-within 0 bash -c 'exec "$0" trace info <(cat "$1")' "$tf" "$d/w.json"
+fi
+
+# A sweep point whose count is too large is recorded failed as bad input (class 2), the
+# reason naming the flag, and the sweep exits 2.
+d=$(fresh sweep-count)
+sed -e 's/name: hostile-tiny/name: hostile-count/' -e 's/  - policy: \[resident, layerwise\]/  - tokens: [1, 1000000000000]/' \
+  "$d/tiny.yaml" >"$d/count.yaml"
+hostile sweep/axis-tokens-1e12 2 "1 point failed" --in "$d/count.yaml" -- \
+  "$tf" sweep "$d/count.yaml" -o "$d/count.db" --jobs 1 --quiet
+if selected sweep/axis-tokens-1e12-reason; then
+  "$tf" sweep export "$d/count.db" >"$d/count-rows.csv" 2>/dev/null
+  contains sweep/axis-tokens-1e12-reason "$d/count-rows.csv" "--tokens 1000000000000 is above the largest allowed"
+fi
+
 # A replay memory limit above what the machine can give: refused before the arenas are
 # allocated, naming the flag.
 d=$(fresh replay-limit)

@@ -128,9 +128,6 @@ int run_calibrate(const CalibrateCliOptions& o) {
   if (co.max_bytes < co.min_bytes) {
     throw CLI::ValidationError("--max-size", "must be at least --min-size");
   }
-  if (o.concurrent < 1 || o.concurrent > 64) {
-    throw CLI::ValidationError("--concurrent", "must be between 1 and 64");
-  }
   if (o.backend == "cpu") {
     // Two arenas (host and device memory) of max(2, concurrent) blocks of the largest size.
     const uint64_t need = saturating_mul(saturating_mul(2, co.max_bytes),

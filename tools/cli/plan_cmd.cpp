@@ -134,7 +134,9 @@ void write_reproducer(const PlanCliOptions& o, const planner::PlanOutcome& out,
 }
 
 int run_plan(const PlanCliOptions& o) {
-  const hw::Topology topo = hw::load_topology(o.f.hw, hw::LoadOptions{o.f.sets, false});
+  // Read once: the plan names the SHA-256 of the bytes it was made on.
+  const std::string topology_text = read_text_file(o.f.hw);
+  const hw::Topology topo = hw::load_topology_text(topology_text, o.f.hw, hw::LoadOptions{o.f.sets, false});
   // The text stays mapped: the plan and the reproducer name the SHA-256 of what was read.
   const FileText workload_text(o.workload);
   const Workload w = read_workload_text(workload_text.view(), o.workload);
@@ -185,7 +187,7 @@ int run_plan(const PlanCliOptions& o) {
     const fs::path dir = fs::absolute(o.output).parent_path();
     plan.workload_ref = {fs::relative(fs::absolute(o.workload), dir).string(), sha256_hex(workload_text.view())};
     plan.topology_ref = {fs::relative(fs::absolute(o.f.hw), dir).string(),
-                         sha256_hex(FileText(o.f.hw).view()), o.f.sets};
+                         sha256_hex(topology_text), o.f.sets};
     plan.meta["pipeline"] = json_string(out.pipeline);
     plan.meta["budget"] = std::to_string(out.budget);
     write_file_atomic(o.output, write_plan(plan, nullptr));

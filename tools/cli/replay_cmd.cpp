@@ -318,15 +318,6 @@ int run_replay(const ReplayCliOptions& o) {
     backend = std::make_unique<replay::CudaBackend>(co);
 #endif
   } else {
-    // The arenas are allocated up to the limit: a limit above what the machine can give
-    // would fail in the allocator, after the plan was laid out.
-    if (const uint64_t have = replay::usable_host_memory(); have > 0 && o.memory_bytes > have) {
-      throw InputError::at(SourcePos{"--memory-limit"},
-                           "{} is more than the {} this machine can give (MemAvailable, ulimit -v); "
-                           "give a smaller --memory-limit (the plan's sizes are then divided by a "
-                           "power of two)",
-                           to_string(Bytes{o.memory_bytes}), to_string(Bytes{have}));
-    }
     replay::CpuBackendOptions bo;
     bo.time_scale = scale;
     bo.memory_limit = o.memory_bytes;
@@ -441,6 +432,16 @@ void add_replay_command(CLI::App& app) {
     if (!limit.ok() || limit.value.value == 0) {
       throw CLI::ValidationError("--memory-limit",
                                  "expected a size such as 512MiB, got '" + o->memory_limit + "'");
+    }
+    // The cpu backend allocates its arenas in RAM up to the limit: a limit above what the
+    // machine can give would fail in the allocator, after the plan was laid out.
+    if (const uint64_t have = replay::usable_host_memory();
+        o->backend == "cpu" && have > 0 && limit.value.value > have) {
+      throw CLI::ValidationError(
+          "--memory-limit", fmt::format("{} is more than the {} this machine can give (MemAvailable, "
+                                        "ulimit -v); give a smaller limit (the plan's sizes are then "
+                                        "divided by a power of two)",
+                                        to_string(Bytes{limit.value.value}), to_string(Bytes{have})));
     }
     o->scale = scale;
     o->memory_bytes = limit.value.value;

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
-#include <unistd.h>
 
 #include "core/diagnostics.h"
+#include "tools/replay/calibration.h"
 #include "tools/replay/cuda_backend_impl.h"
 #include "tools/replay/cuda_check.h"
 #include "tools/replay/cuda_kernels.h"
@@ -36,12 +36,6 @@ namespace {
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr size_t kWarmBytes = 4096;
 constexpr size_t kCublasWorkspace = size_t{32} << 20;  // cuBLAS's advice for Hopper
-
-uint64_t physical_ram() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
-}
 
 }  // namespace
 

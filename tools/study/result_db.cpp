@@ -324,7 +324,6 @@ ResultDb ResultDb::for_sweep(const std::string& path, const SweepSpec& spec, con
 
 ResultDb ResultDb::open(const std::string& path) {
   if (!fs::exists(path)) throw InputError::at(SourcePos{path}, "no such results database");
-  // Before SQLite opens it: guarding opens and closes a descriptor of the file.
   guard_file(path, "a results database this command reads");
   ResultDb r(path, open_db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX));
   expect_sweep(r.db_, path);

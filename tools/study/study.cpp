@@ -417,11 +417,7 @@ Trial Study::unlimited_trial(const Scenario& s) {
   r.budget = kUnlimited;
   const auto topo = topology(s);
   const planner::Target target = make_target(*topo, s.device, s.devices, "--device");
-  // The device's reserve stays, so the tier holds the budget and the reserve.
-  const size_t tier = target.device_tier;
-  const uint64_t reserved = topo->tiers[tier].capacity.value - topo->usable(tier);
-  r.sets.push_back(fmt::format("tiers.{}.capacity={}", topo->tiers[tier].id,
-                               to_string(Bytes{kUnlimited + reserved})));
+  r.sets.push_back(capacity_for_budget(*topo, target.device_tier, kUnlimited));
   return run(r);
 }
 

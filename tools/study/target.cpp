@@ -47,6 +47,11 @@ double parse_fraction(const std::string& text, std::string_view source) {
   return x * scale;
 }
 
+std::string capacity_for_budget(const hw::Topology& topo, size_t device_tier, uint64_t budget) {
+  return fmt::format("tiers.{}.capacity={}", topo.tiers[device_tier].id,
+                     to_string(Bytes{budget + topo.reserved(device_tier)}));
+}
+
 void check_budget(const hw::Topology& topo, const planner::Target& target, std::string_view source) {
   const uint64_t usable = topo.usable(target.device_tier);
   if (target.budget <= usable) return;

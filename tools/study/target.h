@@ -22,6 +22,10 @@ uint64_t parse_budget(const std::string& text, std::string_view source);
 /// program (Topology::usable): a plan for a bigger device is a what-if on the topology.
 void check_budget(const hw::Topology& topo, const planner::Target& target, std::string_view source);
 
+/// The `--set` that makes the device tier hold `budget` for plans: its capacity becomes the
+/// budget plus the devices' reserve (a bigger device, for a what-if).
+std::string capacity_for_budget(const hw::Topology& topo, size_t device_tier, uint64_t budget);
+
 /// The largest fraction parse_fraction takes: 100 (10000%, a plan 101 times the fastest).
 inline constexpr double kMaxFraction = 100;
 

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 
+#include "core/checked.h"
 #include "core/diagnostics.h"
 #include "core/units.h"
 #include "tools/study/target.h"
@@ -17,20 +19,19 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 
 std::string pct(double x) { return fmt::format("{:+.1f}%", 100 * x); }
 
-/// The device tier of `s` on its topology.
-/// The scenario's device tier and the bytes of it plans may use (its capacity less the
-/// device's `reserved`).
+/// The scenario's device tier, its index and the bytes of it plans may use.
 struct DeviceTier {
-  hw::Tier tier;
+  std::shared_ptr<const hw::Topology> topo;
+  size_t index = 0;
   uint64_t usable = 0;
-  uint64_t reserved = 0;
+  [[nodiscard]] const hw::Tier& tier() const { return topo->tiers[index]; }
 };
 
 DeviceTier device_tier(Study& study, const Scenario& s) {
-  const auto topo = study.topology(s);
+  auto topo = study.topology(s);
   const planner::Target t = make_target(*topo, s.device, s.devices, "--device");
   const uint64_t usable = topo->usable(t.device_tier);
-  return {topo->tiers[t.device_tier], usable, topo->tiers[t.device_tier].capacity.value - usable};
+  return {std::move(topo), t.device_tier, usable};
 }
 
 Probe probe_of(const std::string& value, const Trial& t, bool pass, std::string why) {
@@ -48,7 +49,7 @@ Answer min_memory(Study& study, const Scenario& s, const WhatIfOptions& o) {
   Answer a;
   a.question = Question::kMinMemory;
   const DeviceTier dev = device_tier(study, s);
-  const std::string& tier_id = dev.tier.id;
+  const std::string& tier_id = dev.tier().id;
   const uint64_t capacity = dev.usable;
   const Trial fastest = study.unlimited_trial(s);
   if (!fastest.ok) {
@@ -70,11 +71,7 @@ Answer min_memory(Study& study, const Scenario& s, const WhatIfOptions& o) {
     if (auto it = probe_at.find(budget); it != probe_at.end()) return a.probes[it->second].pass;
     Scenario p = s;
     p.budget = budget;
-    if (budget > capacity) {
-      // A bigger device: its reserve stays, so the tier holds the budget and the reserve.
-      p.sets.push_back(
-          fmt::format("tiers.{}.capacity={}", tier_id, to_string(Bytes{budget + dev.reserved})));
-    }
+    if (budget > capacity) p.sets.push_back(capacity_for_budget(*dev.topo, dev.index, budget));
     Trial t = study.run(p);
     const bool pass = t.ok && t.latency_ps() <= a.limit_ps;
     std::string why = !t.ok ? t.reason
@@ -262,7 +259,7 @@ Answer upgrade(Study& study, const Scenario& s, const WhatIfOptions& o) {
            read ? tier.read_bandwidth.bytes_per_s : tier.write_bandwidth.bytes_per_s, true});
     }
   }
-  const hw::Tier dev = device_tier(study, s).tier;
+  const hw::Tier dev = device_tier(study, s).tier();
   add({fmt::format("tier '{}' capacity", dev.id), fmt::format("tiers.{}.capacity", dev.id),
        static_cast<double>(dev.capacity.value), false});
   const double base_ps = static_cast<double>(base.latency_ps());
