@@ -3,6 +3,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -79,6 +80,7 @@ std::string file_kind(mode_t mode) {
 /// Opens `path` for reading and checks what it is: a regular file no larger than the input
 /// limit, or a pipe (read with the limit as a cap). Returns the descriptor and its stat.
 int open_input(const std::string& path, struct stat& st) {
+  const uint64_t cap = max_input_bytes();  // before the open: it may throw
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int error = errno;
@@ -97,13 +99,13 @@ int open_input(const std::string& path, struct stat& st) {
                      fmt::format("cannot read file: it is {}; inputs are regular files or pipes",
                                  file_kind(st.st_mode)));
   }
-  if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > max_input_bytes()) {
+  if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > cap) {
     ::close(fd);
     throw InputError(SourcePos{path},
                      fmt::format("file is {}, above the input limit of {} (set "
                                  "TIERFLOW_MAX_INPUT_BYTES to read larger inputs)",
                                  to_string(Bytes{static_cast<uint64_t>(st.st_size)}),
-                                 to_string(Bytes{max_input_bytes()})));
+                                 to_string(Bytes{cap})));
   }
   return fd;
 }
@@ -208,14 +210,24 @@ void remove_stale_temps(const std::string& path) {
 }  // namespace
 
 uint64_t max_input_bytes() {
+  // A malformed value is an error (thrown again at each read), never a silent default.
   static const uint64_t limit = [] {
     const char* env = std::getenv("TIERFLOW_MAX_INPUT_BYTES");
     if (env == nullptr || *env == '\0') return kDefaultMaxInput;
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long v = std::strtoull(env, &end, 10);
-    if (errno != 0 || end == env || *end != '\0' || v == 0) return kDefaultMaxInput;
-    return static_cast<uint64_t>(v);
+    const std::string_view text(env);
+    // A plain byte count, as the name says, or a size with its unit.
+    uint64_t count = 0;
+    if (const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), count);
+        ec == std::errc() && end == text.data() + text.size() && count > 0) {
+      return count;
+    }
+    const auto r = parse_bytes(text);
+    if (!r.ok() || r.value.value == 0) {
+      throw InputError(SourcePos{"TIERFLOW_MAX_INPUT_BYTES"},
+                       fmt::format("expected a size above 0 such as 8GiB or 100B, got '{}'{}", env,
+                                   r.ok() ? "" : fmt::format(" ({})", r.error)));
+    }
+    return r.value.value;
   }();
   return limit;
 }

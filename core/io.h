@@ -5,7 +5,7 @@
 //
 // Glossary
 //   input limit  the largest input file a command reads: 4 GiB, or the environment's
-//                TIERFLOW_MAX_INPUT_BYTES (a byte count). docs/cli.md, "Limits".
+//                TIERFLOW_MAX_INPUT_BYTES (a size: 8GiB, 100B). docs/cli.md, "Limits".
 //   file id      a file's device and inode: `sub/../w.json`, a symbolic link and a hard
 //                link to w.json all have w.json's id.
 //   guarded      a file this process read as an input (or wrote as an output, or holds
@@ -25,8 +25,8 @@
 
 namespace tierflow {
 
-/// The largest input file read, in bytes: TIERFLOW_MAX_INPUT_BYTES when set to a positive
-/// integer, else 4 GiB.
+/// The largest input file read, in bytes: TIERFLOW_MAX_INPUT_BYTES when set (a byte count
+/// or a size such as 8GiB; InputError when it is not one above 0), else 4 GiB.
 uint64_t max_input_bytes();
 
 /// Reads a whole file into memory. InputError (at the path) when it is missing, a

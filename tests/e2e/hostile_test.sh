@@ -304,9 +304,13 @@ done
 # it is read.
 d=$(fresh input-limit)
 hostile input-limit/file 2 "w.json|TIERFLOW_MAX_INPUT_BYTES" --out "$d/i.txt" --in "$d/w.json" -- \
-  env TIERFLOW_MAX_INPUT_BYTES=100 "$tf" trace info "$d/w.json" -o "$d/i.txt"
+  env TIERFLOW_MAX_INPUT_BYTES=100B "$tf" trace info "$d/w.json" -o "$d/i.txt"
 hostile input-limit/pipe 2 "TIERFLOW_MAX_INPUT_BYTES" --out "$d/i.txt" --in "$d/w.json" -- \
-  bash -c 'exec env TIERFLOW_MAX_INPUT_BYTES=100 "$0" trace info <(cat "$1") -o "$2"' "$tf" "$d/w.json" "$d/i.txt"
+  bash -c 'exec env TIERFLOW_MAX_INPUT_BYTES=100B "$0" trace info <(cat "$1") -o "$2"' "$tf" "$d/w.json" "$d/i.txt"
+for v in abc 0 -1; do
+  hostile "input-limit/env-$v" 2 TIERFLOW_MAX_INPUT_BYTES --out "$d/i.txt" --in "$d/w.json" -- \
+    env TIERFLOW_MAX_INPUT_BYTES="$v" "$tf" trace info "$d/w.json" -o "$d/i.txt"
+done
 if selected input-limit/pipe-within; then
   check input-limit/pipe-within 0 bash -c 'exec "$0" trace info <(cat "$1")' "$tf" "$d/w.json"
 fi
