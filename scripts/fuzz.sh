@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz with Debian's clang (ASan + UBSan) and fuzzes
-# each loader for SECONDS (default 60, CI's smoke run) on JOBS processes (default 1).
-#   scripts/fuzz.sh [SECONDS] [TARGET ...]     targets: topology workload plan hf_config
+# each for SECONDS (default 60, CI's smoke run) on JOBS processes (default 1).
+#   scripts/fuzz.sh [SECONDS] [TARGET ...]     targets: topology workload plan hf_config generate
+# The first four are the loaders; `generate` is the command line's value paths: `trace gen`
+# flags and a Hugging Face config's sizes through the generator to bytes, a plan and a
+# simulation (its seeds: every flag set below with every small config).
 # The corpus grows in build/fuzz/corpus/TARGET across runs (seeded from the shipped files,
 # the bad-input fixtures and tests/fuzz/seeds); a finding is written to
 # build/fuzz/artifacts/TARGET/ and the script exits 1 naming it. Every file in
@@ -18,7 +21,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(topology workload plan hf_config)
+[ ${#targets[@]} -gt 0 ] || targets=(topology workload plan hf_config generate)
 jobs=${FUZZ_JOBS:-1}
 cpu_budget=${FUZZ_CPU_SECONDS:-0}
 
@@ -64,7 +67,32 @@ seeds() {
     plan) ls tests/errors/plan/*.json tests/fixtures/plans/*.json tests/fuzz/seeds/plan/*.json ;;
     hf_config) ls tests/fixtures/hf/*.json tests/fixtures/hf/released/*.json tests/errors/hf/*.json \
       tests/python/configs/*.json ;;
+    generate) ;;  # made by generate_seeds
   esac
+}
+
+# `generate`'s seeds: flag lines, then a config. Small configs whole; released ones cut to
+# a layer or two by --layers so that the generated workloads stay small.
+generate_flag_sets=(
+  "--phase decode --context 128 --tokens 2 --batch 4"
+  "--phase prefill --seq 64 --kv-block 16 --weight-dtype int4 --quant-group 32"
+  "--phase train --seq 32 --batch 2 --checkpoint --act-dtype fp16 --weight-dtype fp16"
+  "--phase decode --context 4096 --tokens 1 --tp 2 --kv-dtype fp8 --weight-dtype fp8 --compute-dtype fp8"
+  "--phase decode --context 300 --tokens 3 --routing seeded --seed 7 --weight-dtype int8 --quant-zeros"
+)
+generate_seeds() {
+  local corpus=$1 f i=0 flags layers
+  for f in tests/fixtures/hf/llama.json tests/fixtures/hf/gemma2_small.json \
+    tests/fixtures/hf/gpt_oss_small.json tests/fixtures/hf/deepseek_v3.json \
+    tests/fixtures/hf/released/mistral-7b-v0.1.json tests/fixtures/hf/released/qwen3-8b.json \
+    tests/fixtures/hf/released/gpt-oss-20b.json; do
+    layers=""
+    case $f in */released/*) layers="--layers 1" ;; esac
+    for flags in "${generate_flag_sets[@]}"; do
+      i=$((i + 1))
+      [ -e "$corpus/seed-$i" ] || { echo "$flags $layers"; cat "$f"; } >"$corpus/seed-$i"
+    done
+  done
 }
 
 # A dictionary of the keys and words the seeds use, so that mutations speak the format.
@@ -72,6 +100,12 @@ dictionary() {
   local t=$1
   if [ "$t" = topology ]; then
     seeds "$t" | xargs cat | grep -oE '[A-Za-z_][A-Za-z0-9_-]*:' | sort -u | sed 's/.*/"&"/'
+  elif [ "$t" = generate ]; then
+    {
+      seeds hf_config | xargs cat | grep -oE '"[A-Za-z_][A-Za-z0-9_./-]{0,40}"'
+      printf '%s\n' "${generate_flag_sets[@]}" | tr ' ' '\n' | sed 's/.*/"& "/'
+      printf '"%s"\n' 9223372036854775807 4294967296 2147483647 1099511627776 1e300 -1 0
+    } | sort -u
   else
     seeds "$t" | xargs cat | grep -oE '"[A-Za-z_][A-Za-z0-9_./-]{0,40}"' | sort -u
   fi
@@ -84,6 +118,7 @@ for t in "${targets[@]}"; do
   artifacts=$dir/artifacts/$t
   mkdir -p "$corpus" "$artifacts"
   seeds "$t" | while read -r f; do cp -n "$f" "$corpus/seed-$(basename "$f")"; done
+  [ "$t" != generate ] || generate_seeds "$corpus"
   dictionary "$t" >"$dir/$t.dict"
   bin=$dir/tests/fuzz/fuzz_$t
   regressions=()

@@ -62,6 +62,24 @@ void check_options(const Arch& a, const GenOptions& o) {
   if (o.layers < 0 || o.layers > a.layers) {
     bad("--layers", fmt::format("--layers must be between 0 (all) and {}", a.layers));
   }
+  if (o.phase != Phase::kTrain && o.layers >= 0 && o.layers <= a.layers && o.kv_block >= 1 &&
+      o.context >= 0) {
+    // One tensor per KV block and layer (and in a prefill one write op each), counted
+    // before any is made: a tiny --kv-block over a long context is refused, not allocated.
+    const int64_t kept = o.phase == Phase::kDecode ? o.context + std::max<int64_t>(o.tokens, 0)
+                                                   : std::max<int64_t>(o.seq, 0);
+    uint64_t blocks = 0;
+    for (int l = 0, n = o.layers == 0 ? a.layers : o.layers; l < n; ++l) {
+      const int64_t attended = a.attended(l, kept);
+      blocks = saturating_add(blocks, static_cast<uint64_t>((attended + o.kv_block - 1) / o.kv_block));
+    }
+    if (blocks > kMaxGeneratedOps) {
+      bad("--kv-block",
+          fmt::format("--kv-block {} over {} tokens gives {} KV-cache blocks, above the largest "
+                      "workload generated, {} tensors; raise --kv-block",
+                      o.kv_block, kept, blocks, kMaxGeneratedOps));
+    }
+  }
   if (o.phase == Phase::kTrain &&
       (o.weight_dtype == Dtype::kInt4 || o.weight_dtype == Dtype::kFp4)) {
     bad("--weight-dtype", "training with 4-bit weights is not modelled");

@@ -355,6 +355,11 @@ hostile gen/batch-1e18 2 --batch --out "$g" -- \
   "$tf" trace gen "${gen_small[@]}" --batch 1000000000000000000 -o "$g"
 hostile gen/kv-block-int64max 2 --kv-block --out "$g" -- \
   "$tf" trace gen "${gen_small[@]}" --kv-block 9223372036854775807 -o "$g"
+# One KV-cache tensor per block: a one-token block over a long context is counted first.
+hostile gen/kv-block-1-context-1e9 2 --kv-block --out "$g" -- \
+  "$tf" trace gen --model llama-3-8b --phase decode --context 1000000000 --kv-block 1 -o "$g"
+hostile gen/kv-block-1-prefill-seq-16m 2 --kv-block --out "$g" -- \
+  "$tf" trace gen --model llama-3-8b --phase prefill --seq 16000000 --kv-block 1 -o "$g"
 hf "$d/c-wide.json" hidden_size=2147483392 vocab_size=2147483647
 hostile gen/hf-hidden-2147483392-vocab-2147483647 2 c-wide.json --out "$g" --in "$d/c-wide.json" -- \
   "$tf" trace gen --hf-config "$d/c-wide.json" --phase decode --context 128 --tokens 1 -o "$g"
