@@ -146,10 +146,22 @@ void EmittedPlan::runs_changed() {
   if (!started_) return;
   plan_.reset();
   evaluation_.reset();
+  shed_ = false;
+}
+
+void EmittedPlan::shed() {
+  if (!plan_) return;
+  plan_.reset();
+  shed_ = true;
 }
 
 const Plan& EmittedPlan::plan(const PlanState& s) {
-  if (!plan_) emit(s);
+  if (!plan_) {
+    // A shed plan comes back the same: its score stands.
+    std::optional<Evaluation> kept = shed_ ? std::move(evaluation_) : std::nullopt;
+    emit(s);
+    evaluation_ = std::move(kept);
+  }
   return *plan_;
 }
 
@@ -159,6 +171,7 @@ const Plan& EmittedPlan::emit(const PlanState& s) {
   event_run_ = std::move(e.event_run);
   events_per_program_ = e.events_per_program;
   evaluation_.reset();
+  shed_ = false;
   return *plan_;
 }
 

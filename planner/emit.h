@@ -22,6 +22,8 @@
 //                    now (refine, which changes runs and scores the result at once).
 //   a score          of the current plan, kept with it (set_evaluation) so that it is not
 //                    simulated twice, and dropped with it.
+//   shed()           frees a scored plan whose runs stay as they are; it is emitted again,
+//                    score kept, when next read.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +76,9 @@ class EmittedPlan {
   [[nodiscard]] const std::optional<Plan>& last() const { return plan_; }
   /// Moves the plan out (a finished pipeline's outcome takes it).
   std::optional<Plan> take() { return std::move(plan_); }
+  /// Frees the plan and keeps its score: the runs have not changed, so plan() emits the
+  /// same plan again when next read (a search holding many scored trials, planner/search.h).
+  void shed();
 
   /// Per event of program 0 of the plan: the tensor and run it moves.
   [[nodiscard]] const std::vector<std::pair<uint32_t, uint32_t>>& event_run() const {
@@ -91,6 +96,7 @@ class EmittedPlan {
   std::vector<std::pair<uint32_t, uint32_t>> event_run_;
   uint32_t events_per_program_ = 0;
   std::optional<Evaluation> evaluation_;
+  bool shed_ = false;  ///< the plan was freed by shed(): its score still holds
 };
 
 }  // namespace tierflow::planner

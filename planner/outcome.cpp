@@ -42,6 +42,7 @@ void report(PlanOutcome& out, PlanState& s, PlanEvaluator* evaluator) {
         s.emitted.evaluation() ? *s.emitted.evaluation() : evaluator->evaluate(s.plan());
   }
   out.offloads = offloads_of(s, out.evaluation);
+  (void)s.plan();  // emitted again if a search shed it
   out.plan = s.emitted.take();
 }
 

@@ -27,14 +27,17 @@ constexpr std::string_view kTierflowPipeline =
 /// scenario set) and in estimated time as the link frees (`belady`); the baselines'
 /// selections scheduled on multi-tier placement; and the other policies as they are. Plans
 /// that repeat one already scored, or whose copies alone take longer than the best so far,
-/// are not simulated. The best is then refined.
+/// are not simulated. The best is then refined. On a workload of kSearchCutOps ops or more
+/// only the entries marked `large` run: the own selection that fetches right before use
+/// with both schedules (what won at 1 M ops), `belady` (what won on MoE decode), and the
+/// baselines as they are.
 constexpr PortfolioEntry kPortfolio[] = {
     {"reorder,place{multi=true},liveness,select,insert,schedule,verify",
      "own selection, prefetches one copy time ahead, the latest-needed given room first"},
     {"reorder,place{multi=true},liveness,select{lead=0},insert,schedule,verify",
-     "own selection assuming fetches right before use (the least memory per offload)"},
+     "own selection assuming fetches right before use (the least memory per offload)", true},
     {"reorder,place{multi=true},liveness,select{lead=0},insert,schedule{room=soonest},verify",
-     "the same, the budget's room to the soonest-needed prefetch first"},
+     "the same, the budget's room to the soonest-needed prefetch first", true},
     {"reorder,place{multi=true},liveness,select{headroom=0.02,lead=0},insert,schedule,verify",
      "own selection leaving 2% of the budget for the schedule to prefetch into"},
     {"reorder,place{multi=true},liveness,select{headroom=0.05},insert,schedule,verify",
@@ -62,11 +65,11 @@ constexpr PortfolioEntry kPortfolio[] = {
      "verify",
      "the most used tensors kept in 80% of the budget, the rest paged furthest-first"},
     {"reorder,place{multi=true},liveness,belady,insert,verify",
-     "Belady paging in estimated time, prefetching as the link frees"},
-    {"place,liveness,select,insert,schedule,verify", "hyperoffload as it is"},
-    {"place,liveness,distance{select=16,prefetch=4,release=0},insert,verify", "distance as it is"},
-    {"place,liveness,layerwise{ahead=1},insert,verify", "layerwise as it is"},
-    {"place,liveness,reactive,insert,verify", "reactive as it is"},
+     "Belady paging in estimated time, prefetching as the link frees", true},
+    {"place,liveness,select,insert,schedule,verify", "hyperoffload as it is", true},
+    {"place,liveness,distance{select=16,prefetch=4,release=0},insert,verify", "distance as it is", true},
+    {"place,liveness,layerwise{ahead=1},insert,verify", "layerwise as it is", true},
+    {"place,liveness,reactive,insert,verify", "reactive as it is", true},
 };
 
 /// The policy's pipeline at one budget; tierflow scores its portfolio and refines the best.

@@ -33,6 +33,9 @@ const Policy* find_policy(std::string_view name);
 struct PortfolioEntry {
   std::string_view pipeline;
   std::string_view tries;
+  /// Run when the search is cut (planner/search.h, kSearchCutOps): the pipelines that win
+  /// on large workloads, and the baselines as they are (tierflow is never worse).
+  bool large = false;
 };
 /// The tierflow policy's portfolio, in the order it is tried (the first of equal plans
 /// wins).
@@ -46,6 +49,11 @@ std::span<const PortfolioEntry> tierflow_portfolio();
 /// resident, reactive, ...". Never empty.
 std::string unknown_policy_hint(std::string_view name);
 
+/// Workloads this large (ops) get the tierflow policy's cut portfolio (planner/search.h;
+/// docs/performance.md: at 1 M ops the whole portfolio took about 20 s and 2.5 GB on two
+/// cores).
+inline constexpr size_t kSearchCutOps = 500'000;
+
 struct PlanRequest {
   std::string policy = "tierflow";
   std::string pipeline;  ///< overrides the policy's pipeline when set
@@ -57,6 +65,9 @@ struct PlanRequest {
   /// plan is the same whatever the number.
   unsigned threads = 0;
   bool verify_each = false;
+  /// The tierflow policy runs only the portfolio's `large` entries on workloads of this
+  /// many ops or more (tests lower it).
+  size_t search_cut_ops = kSearchCutOps;
   /// Called after each pass (--print-after); the state's emitted.last() is its plan from
   /// `insert` on.
   std::function<void(std::string_view pass, const PlanState&)> after_pass;

@@ -70,8 +70,9 @@ class Search {
     // nothing shared, skipped or stopped early, on one thread.
     share_ = !req.after_pass;
     resident_peak_ = ProfileTree(memory_profile(base_)).max();
+    cut_ = share_ && w.ops.size() >= req.search_cut_ops;
     for (const PortfolioEntry& pe : portfolio) {
-      Entry e{pe.pipeline, pe.tries, Pipeline::parse(pe.pipeline), 0, 0, 0, {}};
+      Entry e{pe.pipeline, pe.tries, Pipeline::parse(pe.pipeline), 0, 0, 0, {}, cut_ && !pe.large};
       const auto& passes = e.pipeline.passes();
       while (share_ && e.split < passes.size() && is_prefix_pass(passes[e.split]->name())) {
         ++e.split;
@@ -91,6 +92,8 @@ class Search {
       e.prefix = static_cast<uint32_t>(p);
       entries_.push_back(std::move(e));
     }
+    runs_before_.assign(1, 0);
+    for (const Entry& e : entries_) runs_before_.push_back(runs_before_.back() + (e.cut ? 0 : 1));
     const unsigned hardware = std::max(1U, std::thread::hardware_concurrency());
     const unsigned wanted = req.threads == 0 ? hardware : req.threads;
     workers_ = share_ ? std::min<size_t>(wanted, entries_.size()) : 1;
@@ -119,6 +122,7 @@ class Search {
     size_t emit = 0;   ///< passes [emit, end) only materialize: the gate can rule before them
     uint32_t prefix = 0;
     std::string suffix;
+    bool cut = false;  ///< not run: the search is cut (kSearchCutOps)
   };
   /// What the gate needs of an entry; a repeat has its original's.
   struct Facts {
@@ -171,11 +175,13 @@ class Search {
   uint64_t budget_;
   PlanState base_;
   bool share_ = true;  ///< false when printing after passes
+  bool cut_ = false;   ///< a large workload: only the `large` entries run
   uint64_t resident_peak_ = 0;
   std::vector<std::unique_ptr<Prefix>> prefixes_;
   std::vector<Entry> entries_;
   size_t workers_ = 1;
   size_t ahead_ = 1;  ///< workers run at most this many entries beyond the merged ones
+  std::vector<size_t> runs_before_;  ///< per entry index: the entries before it that are not cut
 
   // Shared with the workers, under m_. The gate only gets stricter as entries are merged
   // (the best only gets better, `seen_` only grows), so what it rules out for a worker it
@@ -223,6 +229,7 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
   auto trial = std::make_unique<Trial>();
   trial->entry = i;
   const Entry& e = entries_[i];
+  if (e.cut) return trial;
   const Prefix& p = prefix(e.prefix);
   PlanOutcome& out = trial->out;
   out.pipeline = e.pipeline.str();
@@ -238,7 +245,7 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
   }
   for (size_t j = 0; j < i; ++j) {
     const Entry& o = entries_[j];
-    if (o.suffix == e.suffix && prefix(o.prefix).same_as == p.same_as) {
+    if (!o.cut && o.suffix == e.suffix && prefix(o.prefix).same_as == p.same_as) {
       trial->same_as = j;
       return trial;
     }
@@ -297,6 +304,8 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
     }
     if (!repeat) {
       s.emitted.set_evaluation(req_.evaluator->evaluate(s.plan()));
+      // Until its turn, the trial needs the score, not the plan: emitted again if it wins.
+      if (cut_) s.emitted.shed();
       const Evaluation& ev = *s.emitted.evaluation();
       if (ev.ok) {
         const std::lock_guard lock(m_);
@@ -348,11 +357,16 @@ uint64_t Search::fetch_limit(const Facts& f) {
 }
 
 void Search::worker(size_t k) {
-  // Worker k starts with prefix k: the first entries all wait for prefix 0, and the
-  // other prefixes are needed soon after. A failure shows again where an entry needs it.
-  if (k < prefixes_.size()) {
+  // Worker k starts with the k-th prefix an entry runs from: the first entries all wait
+  // for the first, and the others are needed soon after. A failure shows again where an
+  // entry needs it.
+  std::vector<uint32_t> used;
+  for (const Entry& e : entries_) {
+    if (!e.cut && std::find(used.begin(), used.end(), e.prefix) == used.end()) used.push_back(e.prefix);
+  }
+  if (k < used.size()) {
     try {
-      (void)prefix(static_cast<uint32_t>(k));
+      (void)prefix(used[k]);
     } catch (...) {
     }
   }
@@ -360,8 +374,10 @@ void Search::worker(size_t k) {
     size_t i = 0;
     {
       std::unique_lock lock(m_);
-      cv_.wait(lock,
-               [&] { return stop_ || (next_ < entries_.size() && next_ < merged_ + ahead_); });
+      // At most ahead_ entries that run (cut ones take no time or memory) past the merged.
+      cv_.wait(lock, [&] {
+        return stop_ || (next_ < entries_.size() && runs_before_[next_] - runs_before_[merged_] < ahead_);
+      });
       if (stop_) return;
       i = next_++;
     }
@@ -414,6 +430,14 @@ PlanOutcome Search::run() {
     }
     if (a->error) std::rethrow_exception(a->error);
     const std::string_view text = entries_[i].text;
+    if (entries_[i].cut) {
+      tried.push_back(PortfolioTrial{std::string(text), std::string(entries_[i].tries),
+                                     "not run: search cut", false});
+      const std::lock_guard lock(m_);
+      merged_ = i + 1;
+      cv_.notify_all();
+      continue;
+    }
     std::string skipped;
     {
       const std::lock_guard lock(m_);
@@ -461,6 +485,14 @@ PlanOutcome Search::run() {
   }
   if (best) tried[best->entry].best = true;
   PlanOutcome out = finish(std::move(best));
+  if (cut_) {
+    const auto ran = std::count_if(entries_.begin(), entries_.end(), [](const Entry& e) { return !e.cut; });
+    out.notes.push_back(fmt::format(
+        "search cut: the workload has {} ops (at least {}), so {} of the {} portfolio "
+        "pipelines ran (those that win on large workloads, and the baselines as they are); "
+        "--pipeline runs any other",
+        w_.ops.size(), req_.search_cut_ops, ran, entries_.size()));
+  }
   out.portfolio = std::move(tried);
   return out;
 }

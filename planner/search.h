@@ -33,6 +33,13 @@
 // everything, so the result does not depend on the number of threads: a thread only
 // skips work the gate will surely skip (the best only gets better), and a trial that a
 // plan scored but not merged yet would likely rule out waits, selected, for its turn.
+//
+// Cut: on a workload of PlanRequest::search_cut_ops ops or more (kSearchCutOps), where the
+// whole portfolio would take minutes and gigabytes, only the entries marked `large` run;
+// the others are listed as not run, and a note says why. The cut depends on the workload
+// alone, so the plan is the same on every machine and every run. A cut search frees the
+// plan of each trial it scored ahead of its turn (EmittedPlan::shed) and emits the best's
+// again.
 #pragma once
 
 #include <span>

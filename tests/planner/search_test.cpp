@@ -59,16 +59,19 @@ Offloading offloading(uint64_t seed, const hw::Topology& topo) {
   return o;
 }
 
-}  // namespace
-
-TEST_CASE("the tierflow search: same result on any number of threads, no worse than baselines") {
+/// The search on seeded workloads, cut when they have `cut_ops` ops or more: the same
+/// result on any number of threads, the portfolio as --explain prints it, and a makespan
+/// no worse than each baseline's. Returns how many baselines were compared.
+size_t check_search(uint64_t seeds, size_t cut_ops) {
   const hw::Topology topo = small_topology();
   size_t compared = 0;
-  for (uint64_t seed = 1; seed <= 24; ++seed) {
+  for (uint64_t seed = 1; seed <= seeds; ++seed) {
     CAPTURE(seed);
     const auto [w, offload] = offloading(seed, topo);
     PlanRequest req = offload;
     req.policy = "tierflow";
+    req.search_cut_ops = cut_ops;
+    const bool cut = w.ops.size() >= cut_ops;
 
     std::optional<PlanOutcome> first;
     for (unsigned threads : {1U, 2U, 5U}) {
@@ -102,15 +105,28 @@ TEST_CASE("the tierflow search: same result on any number of threads, no worse t
       CHECK(t.pipeline == table[i].pipeline);
       CHECK(t.tries == table[i].tries);
       CHECK(!t.result.empty());
+      CHECK((t.result == "not run: search cut") == (cut && !table[i].large));
       if (t.best) {
         ++best;
         CHECK(t.result.rfind("skipped", 0) != 0);  // the best was simulated
       }
     }
     CHECK(best == 1);
+    const bool noted = std::any_of(first->notes.begin(), first->notes.end(), [](const std::string& n) {
+      return n.rfind("search cut: ", 0) == 0;
+    });
+    CHECK(noted == cut);
     if (!first->ok || !first->evaluation || !first->evaluation->ok) continue;
+    // The plan returned is the one scored (a cut search sheds the plans of scored trials
+    // and emits the best's again).
+    CHECK_FALSE(verify_plan(*first->plan, w).has_value());
+    {
+      study::SimEvaluator eval(w, topo);
+      CHECK(eval.evaluate(*first->plan).makespan_ps == first->evaluation->makespan_ps);
+    }
     for (const char* baseline : {"reactive", "layerwise", "distance", "hyperoffload"}) {
-      CAPTURE(baseline);
+      CAPTURE(std::string(baseline));
+      CAPTURE(notes_of(*first));
       study::SimEvaluator eval(w, topo);
       PlanRequest r = req;
       r.policy = baseline;
@@ -121,7 +137,20 @@ TEST_CASE("the tierflow search: same result on any number of threads, no worse t
       ++compared;
     }
   }
-  CHECK(compared >= 30);  // enough baselines that ran, or the comparison proves little
+  return compared;
+}
+
+}  // namespace
+
+TEST_CASE("the tierflow search: same result on any number of threads, no worse than baselines") {
+  // Enough baselines that ran, or the comparison proves little.
+  CHECK(check_search(24, kSearchCutOps) >= 30);
+}
+
+TEST_CASE("a cut search runs the large entries only, the same on any number of threads") {
+  // Every seeded workload is over a cut of 1 op: the baselines as they are still run, so
+  // the cut plan is no worse than theirs.
+  CHECK(check_search(12, 1) >= 15);
 }
 
 // SearchLimits::fetch_bytes lets a selection pass give up once its plan surely copies that

@@ -77,7 +77,9 @@ std::string portfolio_text(const planner::PlanOutcome& o) {
   std::string out = fmt::format(
       "\ntierflow portfolio: {} of {} pipelines tried, the best (*) then refined; skipped: not "
       "simulated (a repeated plan, or copies alone at least as long as the best so far)\n",
-      o.portfolio.size(), planner::tierflow_portfolio().size());
+      std::count_if(o.portfolio.begin(), o.portfolio.end(),
+                    [](const planner::PortfolioTrial& p) { return p.result.rfind("not run", 0) != 0; }),
+      planner::tierflow_portfolio().size());
   size_t width = 0;
   for (const planner::PortfolioTrial& p : o.portfolio) width = std::max(width, p.result.size());
   for (size_t i = 0; i < o.portfolio.size(); ++i) {
