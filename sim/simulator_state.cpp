@@ -190,10 +190,40 @@ void Simulator::finish(SimResult& r) {
       slot_of[p].push_back(fabric_.tier_slot(tier_map_[h], progs_[p].device));
     }
   }
-  // Linear in programs and slots: the records live at each peak in one pass, and each
-  // program's home tiers listed under their slots.
-  const std::vector<std::vector<Allocation>> at_peak = ledger_->live_at_peak();
-  std::vector<std::vector<std::pair<uint32_t, size_t>>> homes_of_slot(ledger_->slots());
+  // Linear in programs and slots, in memory too: the records live at each peak in one
+  // pass, each slot keeping its bytes by kind, its count and its largest few (the order
+  // a stable sort of all of them by size gives: ties by program and tensor, then first
+  // seen first); each program's home tiers listed under their slots.
+  struct Ranked {
+    LiveTensor t;
+    uint64_t seen = 0;
+  };
+  const auto larger = [](const Ranked& a, const Ranked& b) {
+    return std::tie(b.t.bytes, a.t.program, a.t.what, a.seen) <
+           std::tie(a.t.bytes, b.t.program, b.t.what, b.seen);
+  };
+  const size_t keep = o_.live_top;
+  // Keeps the largest `keep` of a slot's list, trimmed when it doubles.
+  const auto add = [&](std::vector<Ranked>& top, const Ranked& x) {
+    if (keep == 0) return;
+    top.push_back(x);
+    if (top.size() >= 2 * keep) {
+      std::nth_element(top.begin(), top.begin() + static_cast<ptrdiff_t>(keep) - 1, top.end(), larger);
+      top.resize(keep);
+    }
+  };
+  const auto slots = static_cast<uint32_t>(ledger_->slots());
+  std::vector<std::vector<Ranked>> top(slots);
+  std::vector<size_t> live_count(slots, 0);
+  std::vector<std::vector<uint64_t>> live_by_kind(slots);
+  ledger_->for_each_live_at_peak([&](const Allocation& a) {
+    const bool ws = (a.what & kWorkspaceBit) != 0;
+    auto& kinds = live_by_kind[a.slot];
+    if (kinds.empty()) kinds.assign(static_by_kind_[a.slot].size(), 0);
+    kinds[ws ? kWorkspaceKind : size_t(w_.tensors[a.what].kind)] += a.bytes;
+    add(top[a.slot], Ranked{LiveTensor{a.program, a.what, a.bytes, false}, live_count[a.slot]++});
+  });
+  std::vector<std::vector<std::pair<uint32_t, size_t>>> homes_of_slot(slots);
   for (uint32_t p = 0; p < progs_.size(); ++p) {
     for (size_t h = 0; h < homed.size(); ++h) {
       if (!homed[h].empty() && slot_of[p][h] < homes_of_slot.size()) {
@@ -201,7 +231,7 @@ void Simulator::finish(SimResult& r) {
       }
     }
   }
-  for (uint32_t s = 0; s < ledger_->slots(); ++s) {
+  for (uint32_t s = 0; s < slots; ++s) {
     const SlotStats& x = ledger_->stats(s);
     if (x.peak == 0) continue;
     TierResult tr;
@@ -213,24 +243,17 @@ void Simulator::finish(SimResult& r) {
     tr.average = ledger_->average(s, std::max(end, r.makespan));
     tr.final_level = x.level;
     tr.peak_by_kind = static_by_kind_[s];
-    std::vector<LiveTensor> live;
-    for (const Allocation& a : at_peak[s]) {
-      const bool ws = (a.what & kWorkspaceBit) != 0;
-      tr.peak_by_kind[ws ? kWorkspaceKind : size_t(w_.tensors[a.what].kind)] += a.bytes;
-      live.push_back(LiveTensor{a.program, a.what, a.bytes, false});
-    }
-    tr.live_count = live.size();
+    for (size_t k = 0; k < live_by_kind[s].size(); ++k) tr.peak_by_kind[k] += live_by_kind[s][k];
+    tr.live_count = live_count[s];
     // Home copies: the largest few of each program whose instance this is (the largest
     // few of each of its plan tiers on this instance hold them; the list is cut below).
+    uint64_t seen = live_count[s];
     for (const auto& [p, h] : homes_of_slot[s]) {
-      for (uint32_t t : homed[h]) live.push_back(LiveTensor{p, t, w_.tensors[t].bytes, true});
+      for (uint32_t t : homed[h]) add(top[s], Ranked{LiveTensor{p, t, w_.tensors[t].bytes, true}, seen++});
     }
-    std::stable_sort(live.begin(), live.end(), [](const LiveTensor& a, const LiveTensor& b) {
-      return a.bytes != b.bytes ? a.bytes > b.bytes
-                                : std::tie(a.program, a.what) < std::tie(b.program, b.what);
-    });
-    if (live.size() > o_.live_top) live.resize(o_.live_top);
-    tr.largest = std::move(live);
+    std::sort(top[s].begin(), top[s].end(), larger);
+    if (top[s].size() > keep) top[s].resize(keep);
+    for (const Ranked& ranked : top[s]) tr.largest.push_back(ranked.t);
     r.tiers.push_back(std::move(tr));
   }
   // Resources that carried bytes.

@@ -77,21 +77,6 @@ double MemoryLedger::average(uint32_t slot, Time end) const {
   return total / static_cast<double>(end);
 }
 
-std::vector<std::vector<Allocation>> MemoryLedger::live_at_peak() const {
-  std::vector<std::vector<Allocation>> out(slots_.size());
-  for (size_t slot = 0; slot < slots_.size(); ++slot) {
-    const uint64_t peak = slots_[slot].peak_seq;
-    const auto& kept = kept_[slot];
-    for (size_t i = kept_head_[slot]; i < kept.size(); ++i) {
-      if (kept[i].alloc_seq <= peak && peak < kept[i].free_seq) out[slot].push_back(kept[i]);
-    }
-  }
-  for (const Allocation& a : pool_) {
-    if (a.free_seq == UINT64_MAX && a.alloc_seq <= slots_[a.slot].peak_seq) out[a.slot].push_back(a);
-  }
-  return out;
-}
-
 std::vector<Allocation> MemoryLedger::live_now(uint32_t slot) const {
   std::vector<Allocation> out;
   for (const Allocation& a : pool_) {

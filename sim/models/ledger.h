@@ -64,10 +64,23 @@ class MemoryLedger {
   [[nodiscard]] const Allocation& record(uint32_t id) const { return pool_[id]; }
   /// Time-weighted mean level over [0, end].
   [[nodiscard]] double average(uint32_t slot, Time end) const;
-  /// Per slot, the dynamic allocations live at its peak (the static bytes are not listed):
-  /// one pass over the open records for all slots, not one per slot (a topology of 100,000
-  /// devices has as many device slots).
-  [[nodiscard]] std::vector<std::vector<Allocation>> live_at_peak() const;
+  /// Calls f(allocation) for each dynamic allocation live at its slot's peak (the static
+  /// bytes are not listed): one pass over the records for all slots, not one per slot (a
+  /// topology of 100,000 devices has as many device slots), and nothing gathered. The
+  /// allocations of one slot come in the same order on every run.
+  template <class F>
+  void for_each_live_at_peak(F&& f) const {
+    for (size_t slot = 0; slot < slots_.size(); ++slot) {
+      const uint64_t peak = slots_[slot].peak_seq;
+      const auto& kept = kept_[slot];
+      for (size_t i = kept_head_[slot]; i < kept.size(); ++i) {
+        if (kept[i].alloc_seq <= peak && peak < kept[i].free_seq) f(kept[i]);
+      }
+    }
+    for (const Allocation& a : pool_) {
+      if (a.free_seq == UINT64_MAX && a.alloc_seq <= slots_[a.slot].peak_seq) f(a);
+    }
+  }
   /// Dynamic allocations of the slot live now.
   [[nodiscard]] std::vector<Allocation> live_now(uint32_t slot) const;
 

@@ -165,7 +165,7 @@ int run_plan(const PlanCliOptions& o) {
   }
   study::SimEvaluator eval(w, topo);
   req.evaluator = &eval;
-  const planner::PlanOutcome out = planner::make_plan(w, topo, req);
+  planner::PlanOutcome out = planner::make_plan(w, topo, req);
   if (!o.f.sets.empty()) fmt::print("overrides {}\n", fmt::join(o.f.sets, " "));
   fmt::print("{}", summary(out, w, topo));
   if (!out.ok) {
@@ -185,7 +185,8 @@ int run_plan(const PlanCliOptions& o) {
   if (o.explain) fmt::print("{}", explain(out, w, topo));
   if (o.stats) fmt::print("{}", stats_text(out));
   if (!o.output.empty()) {
-    Plan plan = *out.plan;
+    Plan& plan = *out.plan;  // written as it is, with its references (no copy: a plan of
+                             // 100,000 programs is gigabytes)
     const fs::path dir = fs::absolute(o.output).parent_path();
     plan.workload_ref = {fs::relative(fs::absolute(o.workload), dir).string(), sha256_hex(workload_text.view())};
     plan.topology_ref = {fs::relative(fs::absolute(o.f.hw), dir).string(),
