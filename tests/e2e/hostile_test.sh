@@ -339,6 +339,14 @@ hostile plan/pipeline-place-unknown-tier 2 nonexistent --cd "$d" --out "$d/p-tie
   "$tf" plan --hw "$root/$hw" --workload "$d/w.json" \
   --pipeline 'place{tier=nonexistent},liveness,select,insert,schedule,verify' -o "$d/p-tier.json"
 
+# The reproducer (written only when a pass fails) may not name an input either: refused
+# before planning, like -o and --timeline.
+d=$(fresh reproducer-input)
+hostile plan/reproducer-is-the-workload 2 w.json --in "$d/w.json" -- \
+  "$tf" plan --hw "$root/$hw" --workload "$d/w.json" --reproducer "$d/w.json" -o "$d/p.json"
+hostile plan/timeline-is-the-workload 2 w.json --in "$d/w.json" --out "$d/p.json" -- \
+  "$tf" plan --hw "$root/$hw" --workload "$d/w.json" --timeline "$d/w.json" -o "$d/p.json"
+
 # --plans must be a folder that can be made.
 d=$(fresh plans-dir)
 echo "not a folder" >"$d/plans-file"

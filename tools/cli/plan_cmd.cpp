@@ -142,6 +142,11 @@ int run_plan(const PlanCliOptions& o) {
   // The text stays mapped: the plan and the reproducer name the SHA-256 of what was read.
   const FileText workload_text(o.workload);
   const Workload w = read_workload_text(workload_text.view(), o.workload);
+  // Outputs that are inputs are refused before planning, not after (the reproducer too,
+  // though it is only written when a pass fails).
+  for (const std::string* out : {&o.output, &o.timeline, &o.reproducer}) {
+    if (!out->empty()) check_output_path(*out);
+  }
   planner::PlanRequest req;
   study::check_policy(o.policy, "--policy");
   req.policy = o.policy;
