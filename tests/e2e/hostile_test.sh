@@ -597,4 +597,35 @@ stale stale-tmp/plan "$d/st-p.json" "$tf" plan --hw "$hw" --workload "$d/w.json"
 stale stale-tmp/sim "$d/st-s.txt" "$tf" sim --plan "$d/p.json" -o "$d/st-s.txt"
 stale stale-tmp/sweep-export-csv "$d/st-r.csv" "$tf" sweep export "$d/r.db" --csv "$d/st-r.csv"
 
+# SIGTERM while an output is being written (a timeline streams while the simulation runs):
+# the process dies of the signal and its temporary goes with it; the output never appears.
+signal_case() {
+  local name=signal/sim-timeline-sigterm
+  selected "$name" || return 0
+  started=$(($(date +%s%N) / 1000000))
+  local d
+  d=$(fresh signal)
+  if ! "$tf" trace gen --model llama-3-8b --phase decode --context 4096 --tokens 300 -o "$d/wbig.json" >/dev/null 2>&1 ||
+    ! "$tf" plan --hw "$hw" --workload "$d/wbig.json" --policy layerwise --devices 1 -o "$d/pbig.json" >/dev/null 2>&1; then
+    fail_case "$name" "could not make the plan to simulate"
+    return
+  fi
+  "$tf" sim --plan "$d/pbig.json" --timeline "$d/t.json" >/dev/null 2>"$tmp/err" &
+  local pid=$! seen=0 i
+  for i in $(seq 1 3000); do
+    if compgen -G "$d/t.json.tmp.*" >/dev/null; then seen=1; break; fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.01
+  done
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid"
+  local rc=$?
+  if [ "$seen" = 0 ]; then fail_case "$name" "never saw t.json.tmp.* while sim ran (exit $rc)" "$tmp/err"
+  elif [ "$rc" != 143 ]; then fail_case "$name" "exit $rc, expected 143 (SIGTERM)" "$tmp/err"
+  elif compgen -G "$d/t.json.tmp.*" >/dev/null; then fail_case "$name" "left $(ls "$d"/t.json.tmp.*)"
+  elif [ -e "$d/t.json" ]; then fail_case "$name" "wrote t.json"
+  else pass_case "$name"; fi
+}
+signal_case
+
 finish
