@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,6 +48,9 @@ struct Evaluation {
   int64_t makespan_ps = 0;
   uint64_t device_peak = 0;  ///< largest over the programs' device tiers
   std::vector<int64_t> exposed_by_event;
+  /// What the evaluator kept of the run behind this score, opaque to the planner (the
+  /// simulation itself, for a caller that would otherwise run it again); may be null.
+  std::shared_ptr<const void> run;
 };
 
 struct Emitted {

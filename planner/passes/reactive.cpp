@@ -134,24 +134,31 @@ class EvictionQueue {
 /// The look-ahead's work list (furthest mode): the uses within positions (j, j + ahead] of
 /// the external tensors the pass may fetch early, those not on the device, in position
 /// then operand order. Kept up to date as tensors arrive and leave, so that a step visits
-/// these only instead of every use ahead.
+/// these only instead of every use ahead. A tree of the least size below each node finds
+/// the next listed use that fits a given room without visiting those that do not.
 class AheadList {
  public:
-  /// `at[k]`..`at[k + 1]`: the indices of position k's uses; `of[x]`: the tensor of use x.
-  AheadList(std::vector<uint32_t> at, std::vector<uint32_t> of, size_t tensors, uint32_t ahead)
+  /// `at[k]`..`at[k + 1]`: the indices of position k's uses; `of[x]`: the tensor of use x;
+  /// `size[t]`: tensor t's bytes.
+  AheadList(std::vector<uint32_t> at, std::vector<uint32_t> of, std::span<const uint64_t> size,
+            uint32_t ahead)
       : at_(std::move(at)), of_(std::move(of)), ahead_(ahead) {
+    const size_t tensors = size.size();
     const auto n = static_cast<uint32_t>(at_.size() - 1);
     pos_.resize(of_.size());
     for (uint32_t k = 0; k < n; ++k) {
       for (uint32_t x = at_[k]; x < at_[k + 1]; ++x) pos_[x] = k;
     }
+    bytes_.reserve(of_.size());
+    for (uint32_t t : of_) bytes_.push_back(size[t]);
     first_.assign(tensors + 1, 0);
     for (uint32_t t : of_) ++first_[t + 1];
     for (size_t t = 0; t < tensors; ++t) first_[t + 1] += first_[t];
     uses_.resize(of_.size());
     std::vector<uint32_t> fill(first_.begin(), first_.end() - 1);
     for (uint32_t x = 0; x < of_.size(); ++x) uses_[fill[of_[x]]++] = x;
-    bits_.assign(of_.size() / 64 + 1, 0);
+    leaves_ = std::bit_ceil(std::max<size_t>(of_.size(), 1));
+    least_.assign(2 * leaves_, kUnlisted);
   }
 
   /// Moves the window to positions (j, j + ahead]; `absent(t)`: t is not on the device.
@@ -160,9 +167,9 @@ class AheadList {
     const auto n = static_cast<uint32_t>(at_.size() - 1);
     const uint32_t lo = at_[std::min(n, j + 1)];
     const uint32_t hi = at_[std::min<uint64_t>(n, uint64_t{j} + 1 + ahead_)];
-    for (uint32_t x = lo_; x < std::min(lo, hi_); ++x) clear(x);
+    for (uint32_t x = lo_; x < std::min(lo, hi_); ++x) put(x, kUnlisted);
     for (uint32_t x = std::max(hi_, lo); x < hi; ++x) {
-      if (absent(of_[x])) set(x);
+      if (absent(of_[x])) put(x, bytes_[x]);
     }
     lo_ = lo;
     hi_ = hi;
@@ -171,42 +178,60 @@ class AheadList {
   void arrived(uint32_t t) { update(t, false); }
   void left(uint32_t t) { update(t, true); }
 
-  /// The first listed use after x (kNone: from the start), or kNone.
-  [[nodiscard]] uint32_t next(uint32_t x) const {
-    uint32_t from = x == kNone ? lo_ : x + 1;
-    while (from < hi_) {
-      const uint64_t word = bits_[from / 64] >> (from % 64);
-      if (word != 0) {
-        const auto found = from + static_cast<uint32_t>(std::countr_zero(word));
-        return found < hi_ ? found : kNone;
+  /// The first listed use after x (kNone: from the start) whose tensor takes at most
+  /// `room` bytes, or kNone.
+  [[nodiscard]] uint32_t next(uint32_t x, uint64_t room) const {
+    const uint32_t from = x == kNone ? lo_ : x + 1;
+    if (from >= hi_) return kNone;
+    room = std::min(room, kUnlisted - 1);
+    size_t p = leaves_ + from;
+    while (least_[p] > room) {
+      while (p & 1) {  // a right child: up to the first ancestor with a right sibling
+        if (p == 1) return kNone;
+        p >>= 1;
       }
-      from = (from / 64 + 1) * 64;
+      ++p;
     }
-    return kNone;
+    while (p < leaves_) {
+      p *= 2;
+      if (least_[p] > room) ++p;
+    }
+    const auto found = static_cast<uint32_t>(p - leaves_);
+    return found < hi_ ? found : kNone;
   }
   [[nodiscard]] uint32_t tensor(uint32_t x) const { return of_[x]; }
   [[nodiscard]] uint32_t position(uint32_t x) const { return pos_[x]; }
+  [[nodiscard]] uint64_t bytes(uint32_t x) const { return bytes_[x]; }
 
  private:
-  void set(uint32_t x) { bits_[x / 64] |= uint64_t{1} << (x % 64); }
-  void clear(uint32_t x) { bits_[x / 64] &= ~(uint64_t{1} << (x % 64)); }
+  static constexpr uint64_t kUnlisted = UINT64_MAX;
+
+  /// Use x listed with its size, or unlisted.
+  void put(uint32_t x, uint64_t value) {
+    size_t p = leaves_ + x;
+    if (least_[p] == value) return;
+    least_[p] = value;
+    for (p >>= 1; p >= 1; p >>= 1) {
+      const uint64_t least = std::min(least_[2 * p], least_[2 * p + 1]);
+      if (least_[p] == least) break;
+      least_[p] = least;
+    }
+  }
   void update(uint32_t t, bool join) {
     const auto begin = uses_.begin() + first_[t];
     const auto end = uses_.begin() + first_[t + 1];
     for (auto it = std::lower_bound(begin, end, lo_); it != end && *it < hi_; ++it) {
-      if (join) {
-        set(*it);
-      } else {
-        clear(*it);
-      }
+      put(*it, join ? bytes_[*it] : kUnlisted);
     }
   }
 
   std::vector<uint32_t> at_, of_, pos_;
+  std::vector<uint64_t> bytes_;         ///< per use index: its tensor's bytes
   std::vector<uint32_t> first_, uses_;  ///< per tensor, its use indices (ascending)
   uint32_t ahead_ = 0;
-  uint32_t lo_ = 0, hi_ = 0;    ///< the window as use indices [lo_, hi_)
-  std::vector<uint64_t> bits_;  ///< per use index: listed
+  uint32_t lo_ = 0, hi_ = 0;  ///< the window as use indices [lo_, hi_)
+  size_t leaves_ = 1;
+  std::vector<uint64_t> least_;  ///< a tree: the least listed size below each node
 };
 
 /// One run of the pass over a state: the device as a runtime sees it, op by op.
@@ -356,7 +381,9 @@ class ReactivePager {
       }
       at[k + 1] = static_cast<uint32_t>(of.size());
     }
-    ahead_.emplace(std::move(at), std::move(of), s_.w.tensors.size(), o_.ahead);
+    std::vector<uint64_t> size(s_.w.tensors.size());
+    for (uint32_t t = 0; t < size.size(); ++t) size[t] = bytes(t);
+    ahead_.emplace(std::move(at), std::move(of), size, o_.ahead);
   }
 
   void arrived(uint32_t t) {
@@ -481,11 +508,17 @@ class ReactivePager {
   /// Look-ahead (furthest mode): fetch now what the next `ahead` ops read, evicting only
   /// tensors used later than the one fetched, so no eviction is regretted sooner than the
   /// fetch would have been made anyway.
+  ///
+  /// Once a fetch finds no room, nothing more is evicted at this op: uses are visited in
+  /// position order, so every victim left (and every tensor fetched since) is used no
+  /// later than the next one's position. The rest of the window only fills what is free.
   void look_ahead(uint32_t j) {
-    for (uint32_t x = ahead_->next(kNone); x != kNone; x = ahead_->next(x)) {
+    uint64_t room = UINT64_MAX;  // any size until a fetch finds no room
+    for (uint32_t x = ahead_->next(kNone, room); x != kNone; x = ahead_->next(x, room)) {
+      const uint64_t size = ahead_->bytes(x);
       const uint32_t k = ahead_->position(x);
       const uint32_t t = ahead_->tensor(x);
-      while (used_ + bytes(t) + fixed_[j] > budget_ && !lru_.empty()) {
+      while (room == UINT64_MAX && used_ + size + fixed_[j] > budget_ && !lru_.empty()) {
         const auto [vkey, victim] = lru_.top();
         if (vkey >= -static_cast<int64_t>(k) ||
             std::find(mine_.begin(), mine_.end(), victim) != mine_.end()) {
@@ -493,11 +526,21 @@ class ReactivePager {
         }
         evict_for(victim, j);
       }
-      if (used_ + bytes(t) + fixed_[j] > budget_) continue;
+      if (used_ + size + fixed_[j] > budget_) {
+        room = free_at(j);
+        continue;
+      }
       fetch(t, j, k);
       st_[t].ahead = true;
       lru_.insert(evict_key(t, j), t);
+      if (room != UINT64_MAX) room = free_at(j);
     }
+  }
+
+  /// The device bytes free at op j.
+  [[nodiscard]] uint64_t free_at(uint32_t j) const {
+    const uint64_t held = used_ + fixed_[j];
+    return held < budget_ ? budget_ - held : 0;
   }
 
   /// Frees what op j leaves dead; the rest of what it touched becomes evictable.

@@ -1,6 +1,7 @@
 #include "tools/study/sim_evaluator.h"
 
 #include <algorithm>
+#include <memory>
 
 namespace tierflow::study {
 
@@ -17,9 +18,13 @@ planner::Evaluation SimEvaluator::evaluate(const Plan& plan) {
   sim::SimOptions o;
   o.keep_transfers = true;
   o.live_top = 0;
-  const sim::SimResult r = sim::simulate(plan, w_, t_, o);
+  auto run = std::make_shared<SimRun>();
+  if (keep_runs_) o.op_end = &run->op_end;
+  run->result = sim::simulate(plan, w_, t_, o);
+  const sim::SimResult& r = run->result;
   ++runs_;
   planner::Evaluation e;
+  if (keep_runs_) e.run = run;
   if (r.error) {
     e.ok = false;
     e.error = r.error->message;

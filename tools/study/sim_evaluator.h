@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <vector>
 
 #include "core/workload.h"
 #include "hw_models/topology.h"
@@ -11,17 +12,33 @@
 
 namespace tierflow::study {
 
+/// A simulation behind a score, as simulate() gives it with SimEvaluator's options
+/// (transfers kept, no live tensors listed) and each op's end (SimOptions::op_end).
+struct SimRun {
+  sim::SimResult result;
+  std::vector<sim::Time> op_end;
+};
+
 /// Thread-safe: the planner may score several plans at once.
 class SimEvaluator : public planner::PlanEvaluator {
  public:
-  SimEvaluator(const Workload& w, const hw::Topology& t) : w_(w), t_(t) {}
+  /// With `keep_runs`, each evaluation carries its SimRun (run_of()): the caller takes
+  /// the simulation of the plan it gets instead of running it again.
+  SimEvaluator(const Workload& w, const hw::Topology& t, bool keep_runs = false)
+      : w_(w), t_(t), keep_runs_(keep_runs) {}
   planner::Evaluation evaluate(const Plan& plan) override;
   [[nodiscard]] bool thread_safe() const override { return true; }
   [[nodiscard]] uint64_t runs() const { return runs_.load(); }
 
+  /// The simulation an evaluation of a keep_runs evaluator carries, or null.
+  static const SimRun* run_of(const planner::Evaluation& e) {
+    return static_cast<const SimRun*>(e.run.get());
+  }
+
  private:
   const Workload& w_;
   const hw::Topology& t_;
+  bool keep_runs_ = false;
   std::atomic<uint64_t> runs_{0};
 };
 

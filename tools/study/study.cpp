@@ -254,7 +254,8 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
     }
     req.target.budget = budget - reserve;
   }
-  SimEvaluator eval(plan_w, topo);
+  // A plan run as planned is simulated as it was scored: the score's run is kept.
+  SimEvaluator eval(plan_w, topo, /*keep_runs=*/!planned);
   req.evaluator = &eval;
   p.outcome = planner::make_plan(plan_w, topo, req);
   if (p.outcome.ok && planned) {
@@ -270,11 +271,19 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
     }
     return p;
   }
-  sim::SimOptions so;
-  so.live_top = 0;
   std::vector<sim::Time> op_end;
-  so.op_end = &op_end;
-  p.sim = sim::simulate(*p.outcome.plan, *p.workload, topo, so);
+  const SimRun* scored =
+      p.outcome.evaluation ? SimEvaluator::run_of(*p.outcome.evaluation) : nullptr;
+  if (scored != nullptr && !planned) {
+    p.sim = scored->result;
+    op_end = scored->op_end;
+    p.outcome.evaluation->run.reset();
+  } else {
+    sim::SimOptions so;
+    so.live_top = 0;
+    so.op_end = &op_end;
+    p.sim = sim::simulate(*p.outcome.plan, *p.workload, topo, so);
+  }
   if (p.sim->error) return p;
   summarize(p, topo);
   // Decode tokens ("t12.L3.qkv"): each ends with its last op.
