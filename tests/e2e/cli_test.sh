@@ -207,7 +207,25 @@ check plan-bad-pipeline 2 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --worklo
 contains plan-bad-pipeline-msg "$tmp/err" "error: --pipeline:1:7: unknown pass 'selct'; did you mean 'select'?"
 check plan-bad-pin 2 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w7.json" --pin weigth=ddr
 contains plan-bad-pin-msg "$tmp/err" "did you mean 'weight'?"
-check plan-no-hw 2 "$tf" plan --workload "$tmp/w7.json"
+# --hw defaults to the shipped H100 server, as --help says and as compare and whatif do.
+check plan-default-hw 0 "$tf" plan --workload "$tmp/w7.json" --devices 1 -o "$tmp/default-hw.json"
+contains plan-default-hw-ref "$tmp/default-hw.json" '"file": "'
+grep -q 'h100-sxm-8gpu.yaml' "$tmp/default-hw.json" && passes=$((passes + 1)) ||
+  { echo "FAIL plan without --hw does not record the default topology"; fails=$((fails + 1)); }
+check plan-no-workload 2 "$tf" plan --hw configs/hw/gh200.yaml
+
+# Shipped topologies by name, on every command that takes one; a typo gets the nearest.
+check name-hw-show 0 "$tf" hw show rtx4090-workstation
+contains name-hw-show-out "$tmp/out" "rtx4090"
+check name-hw-validate 0 "$tf" hw validate gh200 configs/hw/l40s-server.yaml
+check name-plan 0 "$tf" plan --hw rtx4090-workstation --workload "$tmp/w7.json" --devices 1 -o "$tmp/named.json"
+check name-sim 0 "$tf" sim --plan "$tmp/named.json" --hw rtx4090-workstation
+check name-compare 0 "$tf" compare --hw gh200 --workload "$tmp/w7.json" --policies resident
+check name-typo 2 "$tf" plan --hw rtx4090-workstaton --workload "$tmp/w7.json"
+contains name-typo-msg "$tmp/err" "error: --hw: unknown topology 'rtx4090-workstaton'"
+contains name-typo-hint "$tmp/err" "did you mean 'rtx4090-workstation'?"
+check name-typo-show 2 "$tf" hw show gh20
+contains name-typo-show-hint "$tmp/err" "did you mean 'gh200'?"
 
 # Compare: every policy side by side, JSON deterministic, the best plan's timeline.
 check compare-ok 0 "$tf" compare --workload "$tmp/w7.json" --budget 300MiB --timeline "$tmp/best.json"

@@ -97,7 +97,9 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
 }
 
 void add_target_flags(CLI::App* cmd, ScenarioFlags& f) {
-  cmd->add_option("--hw", f.hw, "topology YAML (default: configs/hw/h100-sxm-8gpu.yaml)");
+  cmd->add_option("--hw", f.hw,
+                  "topology: a shipped name (e.g. rtx4090-workstation) or a YAML file "
+                  "(default: h100-sxm-8gpu)");
   cmd->add_option("--set", f.sets, "override a topology field: PATH=VALUE (repeatable)");
   cmd->add_option("--device", f.device, "device class (default: the first)");
   cmd->add_option("--devices", f.devices, "programs, one per device")->capture_default_str();
@@ -144,7 +146,7 @@ void print_hf_warnings(const std::string& hf_config) {
 
 study::Scenario to_scenario(const ScenarioFlags& f) {
   study::Scenario s;
-  s.hw = f.hw;
+  s.hw = f.hw.empty() ? f.hw : study::find_topology(f.hw, "--hw");
   s.sets = f.sets;
   s.device = f.device;
   s.devices = f.devices;
@@ -172,7 +174,8 @@ study::Scenario to_scenario(const ScenarioFlags& f) {
 }
 
 void add_plan_topology_flags(CLI::App* cmd, std::string& hw, std::vector<std::string>& sets) {
-  cmd->add_option("--hw", hw, "topology YAML (default: the file the plan references)");
+  cmd->add_option("--hw", hw,
+                  "topology: a shipped name or a YAML file (default: the file the plan references)");
   cmd->add_option("--set", sets,
                   "override a topology field: PATH=VALUE (repeatable; after those the plan records)");
 }

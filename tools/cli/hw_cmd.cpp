@@ -12,6 +12,7 @@
 #include "hw_models/loader.h"
 #include "hw_models/show.h"
 #include "tools/cli/common.h"
+#include "tools/study/scenario.h"
 
 namespace tierflow::cli {
 namespace {
@@ -40,7 +41,7 @@ int run_validate(const HwOptions& o) {
   int failed = 0;
   for (const auto& f : o.files) {
     try {
-      const hw::Topology t = hw::load_topology(f, lo);
+      const hw::Topology t = hw::load_topology(study::find_topology(f, f), lo);
       if (!o.quiet) {
         fmt::print("ok: {}: {} ({} devices, {} tiers, {} links)\n", f, t.name, t.total_devices(),
                    t.tiers.size(), t.links.size());
@@ -55,7 +56,9 @@ int run_validate(const HwOptions& o) {
 }
 
 int run_show(const HwOptions& o) {
-  const hw::Topology t = hw::load_topology(o.files.front(), hw::LoadOptions{o.sets, false});
+  const std::string& name = o.files.front();
+  const hw::Topology t =
+      hw::load_topology(study::find_topology(name, name), hw::LoadOptions{o.sets, false});
   const std::string text =
       o.json ? json_text(hw::show_json(t)) : hw::show_text(t, hw::ShowOptions{o.all_routes});
   write_file_atomic(o.output, text);
@@ -77,7 +80,7 @@ void add_hw_commands(CLI::App& app) {
 
   CLI::App* validate = hw->add_subcommand(
       "validate", "check topology files; prints FILE:LINE:COL: message for each bad one");
-  validate->add_option("files", opts->files, "topology YAML files")->required();
+  validate->add_option("files", opts->files, "topology YAML files or shipped names")->required();
   add_set_option(validate, *opts);
   validate->add_flag("--require-sources", opts->require_sources,
                      "every number must cite a source (as in the shipped files)");
@@ -86,7 +89,9 @@ void add_hw_commands(CLI::App& app) {
 
   CLI::App* show = hw->add_subcommand(
       "show", "print the resolved topology: tiers, links, routes, totals per device and supernode");
-  show->add_option("file", opts->files, "topology YAML file")->required()->expected(1);
+  show->add_option("file", opts->files, "topology YAML file or shipped name (e.g. gh200)")
+      ->required()
+      ->expected(1);
   add_set_option(show, *opts);
   show->add_flag("--json", opts->json,
                  "machine-readable output in base units (always lists every route)");

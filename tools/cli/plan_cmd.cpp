@@ -215,7 +215,7 @@ int run_plan(const PlanCliOptions& o) {
 void add_plan_commands(CLI::App& app) {
   auto o = std::make_shared<PlanCliOptions>();
   CLI::App* plan = app.add_subcommand(
-      "plan", "make a plan (--hw, --workload, --policy) or check one (plan verify FILE)");
+      "plan", "make a plan (--workload, --hw, --policy) or check one (plan verify FILE)");
   plan->require_subcommand(0, 1);
   o->f.devices = 0;  // every device of the class
   add_target_flags(plan, o->f);
@@ -238,9 +238,10 @@ void add_plan_commands(CLI::App& app) {
                    "where to write a reproducer if a pass fails (none is written unless asked)");
   plan->callback([o, plan] {
     if (!plan->get_subcommands().empty()) return;
-    if (o->f.hw.empty() || o->workload.empty()) {
-      throw CLI::ValidationError("plan needs --hw and --workload (or: plan verify FILE)");
+    if (o->workload.empty()) {
+      throw CLI::ValidationError("plan needs --workload (or: plan verify FILE)");
     }
+    o->f.hw = o->f.hw.empty() ? study::default_topology() : study::find_topology(o->f.hw, "--hw");
     if (!o->f.budget.empty() && !o->max_overhead.empty()) {
       throw CLI::ValidationError("--budget and --max-overhead exclude each other");
     }

@@ -35,7 +35,11 @@ std::vector<std::string> shipped_topology_names() {
 }
 
 std::string find_topology(const std::string& name, std::string_view source) {
-  if (name.find('/') != std::string::npos || name.ends_with(".yaml")) return name;
+  if (name.find('/') != std::string::npos || name.ends_with(".yaml") || name.ends_with(".yml")) {
+    return name;
+  }
+  std::error_code ec;
+  if (std::filesystem::exists(name, ec)) return name;
   const std::vector<std::string> names = shipped_topology_names();
   if (std::find(names.begin(), names.end(), name) != names.end()) {
     return config_dir() + "/hw/" + name + ".yaml";

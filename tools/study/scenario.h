@@ -35,9 +35,9 @@ inline constexpr std::string_view kDefaultModel = "llama-3-70b";
 
 /// Names of the shipped topologies: the stems of config_dir()/hw/*.yaml, sorted.
 std::vector<std::string> shipped_topology_names();
-/// The file for `name`: a path (anything with '/' or ending in .yaml) as is, else a shipped
-/// topology (`h100-sxm-8gpu`); an unknown name is an InputError at `source` naming the
-/// shipped ones, with the nearest.
+/// The file for `name`: a path (anything with '/', ending in .yaml or .yml, or an existing
+/// file) as is, else a shipped topology (`h100-sxm-8gpu`); an unknown name is an InputError
+/// at `source` naming the shipped ones, with the nearest.
 std::string find_topology(const std::string& name, std::string_view source);
 
 /// Where the workload comes from: a file, or generated from a model.

@@ -98,7 +98,7 @@ Plan plan_for_file(const Trial& t, const PhaseResult& p, const std::string& path
 
 hw::Topology plan_topology(const Plan& plan, const std::string& plan_path, const std::string& hw,
                            const std::vector<std::string>& sets) {
-  std::string file = hw;
+  std::string file = hw.empty() ? hw : find_topology(hw, "--hw");
   if (file.empty()) {
     if (plan.topology_ref.file.empty()) {
       throw InputError(SourcePos{plan_path}, "the plan names no topology file: give one with --hw");
