@@ -65,6 +65,7 @@ struct Family {
   std::string_view accepted;  ///< what units are accepted, for unknown-unit errors
   std::vector<Unit> units;    ///< in suggestion-preference order
   std::vector<Alias> aliases;
+  bool unitless = false;  ///< a bare number is allowed (the unit named "")
 };
 
 constexpr std::array<std::string_view, 7> kSiPrefixes = {"", "k", "M", "G", "T", "P", "E"};
@@ -149,6 +150,27 @@ const Family& flop_rate_family() {
     for (int p = 0; p <= 6; ++p) {
       g.units.push_back(
           {std::string(kSiPrefixes[static_cast<size_t>(p)]) + "FLOP/s", 0, 3 * p, false});
+    }
+    return g;
+  }()};
+  return kFamily;
+}
+
+/// Counts (tokens, sequences): a bare number, or an SI or binary prefix alone.
+const Family& count_family() {
+  static const Family kFamily{[] {
+    Family g{"a count",
+             "8192, 8k or 32Ki",
+             "no unit, or a prefix: k M G T (powers of 1000), Ki Mi Gi Ti (powers of 1024)",
+             {{"", 0, 0, false}},
+             {{"K", "k", " (1000; Ki is 1024)"},
+              {"m", "M", " (a million)"},
+              {"g", "G", " (a billion)"},
+              {"t", "T", ""}},
+             true};
+    for (int p = 1; p <= 4; ++p) {
+      g.units.push_back({std::string(kSiPrefixes[static_cast<size_t>(p)]), 0, 3 * p, false});
+      g.units.push_back({std::string(kIecPrefixes[static_cast<size_t>(p)]), p, 0, false});
     }
     return g;
   }()};
@@ -278,11 +300,13 @@ std::string lex(std::string_view text, const Family& fam, Decimal& num, const Un
   }
   if (pos < text.size() && text[pos] == ' ') ++pos;  // one optional space before the unit
   const std::string_view unit_text = text.substr(pos);
-  if (unit_text.empty()) return fmt::format("missing unit in '{}': {}", text, expected());
+  if (unit_text.empty() && !fam.unitless) {
+    return fmt::format("missing unit in '{}': {}", text, expected());
+  }
   if (std::any_of(unit_text.begin(), unit_text.end(), is_space)) {
     return fmt::format("unexpected whitespace in '{}': {}", text, expected());
   }
-  const char first = unit_text.front();
+  const char first = unit_text.empty() ? 'x' : unit_text.front();
   if (is_digit(first) || first == '.' || first == '+' || first == '-') return malformed();
 
   const auto it = std::find_if(fam.units.begin(), fam.units.end(),
@@ -492,6 +516,24 @@ ParseResult<Bytes> parse_bytes(std::string_view text) {
         text);
   };
   return parse_quantity<Bytes>(text, bytes_family(), convert);
+}
+
+ParseResult<int64_t> parse_count(std::string_view text) {
+  const auto convert = [&](const Decimal& n, const Unit& u, int64_t& out) {
+    uint64_t v = 0;
+    switch (to_exact(n, u, static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), v)) {
+      case Exact::kOk:
+        out = static_cast<int64_t>(v);
+        return std::string();
+      case Exact::kNotWhole:
+        return fmt::format("'{}' is not a whole number", text);
+      case Exact::kOverflow:
+        break;
+    }
+    return fmt::format("'{}' is too large: counts go up to 9223372036854775807 (about 9.2e18)",
+                       text);
+  };
+  return parse_quantity<int64_t>(text, count_family(), convert);
 }
 
 ParseResult<Bandwidth> parse_bandwidth(std::string_view text) {

@@ -65,6 +65,9 @@ ParseResult<Bytes> parse_bytes(std::string_view text);
 ParseResult<Bandwidth> parse_bandwidth(std::string_view text);
 ParseResult<Duration> parse_duration(std::string_view text);
 ParseResult<FlopRate> parse_flop_rate(std::string_view text);
+/// A count (tokens, sequences): "8192", "8k" (8,000), "32Ki" (32,768), "1.5M", "1e6"; an SI
+/// prefix (k M G T) or a binary one (Ki Mi Gi Ti); whole and at most INT64_MAX.
+ParseResult<int64_t> parse_count(std::string_view text);
 
 /// Exact text that parses back to the same value: the largest IEC or SI unit that
 /// represents the value with at most three decimals, the shorter of the two, else "NB".

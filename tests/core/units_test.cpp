@@ -81,6 +81,50 @@ std::string flop_rate_error(std::string_view text) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Counts
+
+int64_t count(std::string_view text) {
+  const auto r = parse_count(text);
+  REQUIRE_MESSAGE(r.ok(), "'" << text << "': " << r.error);
+  return r.value;
+}
+std::string count_error(std::string_view text) {
+  const auto r = parse_count(text);
+  CHECK_MESSAGE(!r.ok(), "'" << text << "' parsed as " << r.value);
+  CHECK(r.value == 0);
+  return r.error;
+}
+
+TEST_CASE("parse_count: bare numbers, SI and binary prefixes") {
+  CHECK(count("0") == 0);
+  CHECK(count("8192") == 8192);
+  CHECK(count("8k") == 8000);
+  CHECK(count("8Ki") == 8192);
+  CHECK(count("128Ki") == 131072);
+  CHECK(count("1.5M") == 1'500'000);
+  CHECK(count("1Mi") == 1'048'576);
+  CHECK(count("2G") == 2'000'000'000);
+  CHECK(count("1T") == 1'000'000'000'000);
+  CHECK(count("1e6") == 1'000'000);
+  CHECK(count("0.5Ki") == 512);
+  CHECK(count("8 k") == 8000);  // one space before the prefix, as for units
+  CHECK(count("9223372036854775807") == kI64Max);
+}
+
+TEST_CASE("parse_count: errors name the text and what would be right") {
+  CHECK_CONTAINS(count_error("8K"), "did you mean 'k'? (1000; Ki is 1024)");
+  CHECK_CONTAINS(count_error("1m"), "did you mean 'M'? (a million)");
+  CHECK_CONTAINS(count_error("1.5"), "'1.5' is not a whole number");
+  CHECK_CONTAINS(count_error("1.0001k"), "is not a whole number");
+  CHECK_CONTAINS(count_error("-3"), "negative value '-3'");
+  CHECK_CONTAINS(count_error("9223372036854775808"), "is too large");
+  CHECK_CONTAINS(count_error("10Ti0"), "unknown unit");
+  CHECK_CONTAINS(count_error("lots"), "malformed number in 'lots'");
+  CHECK_CONTAINS(count_error(""), "empty value");
+  CHECK_CONTAINS(count_error("8kB"), "unknown unit 'kB' in '8kB'");
+}
+
+// ---------------------------------------------------------------------------------------------
 // Bytes parsing
 
 TEST_CASE("parse_bytes: plain, SI and IEC byte units") {

@@ -48,7 +48,7 @@ assert a["found"] and n >= 1
 assert ("batch %d" % (n + 1)) in a["binding"], a["binding"]' "$tmp/b.json"
 # max-context with a TPOT target on a request.
 check max-context-request 0 "$tf" whatif --hw $hw --model llama-3-8b --layers 4 --batch 2 --prompt 512 --generate 4 \
-  --policy hyperoffload --question max-context --max-tpot 5
+  --policy hyperoffload --question max-context --max-tpot 5ms
 contains max-context-decode-note "$tmp/out" "decode     decode of 3 tokens simulated whole"
 
 # upgrade: a ranked table with the --set of each upgrade.
@@ -57,6 +57,24 @@ contains upgrade-pcie "$tmp/out" "links.gpu-pcie.bandwidth="
 contains upgrade-answer "$tmp/out" "answer     worth most: link 'gpu-pcie' bandwidth"
 
 check bad-question 2 "$tf" whatif --question fastest
+
+# Units: durations with their unit, counts with k/Ki prefixes, overheads with % or <= 1; a
+# limit the question does not use is refused, not ignored.
+check tpot-unit-bad 2 "$tf" whatif "${small[@]}" --question max-batch --max-tpot 5xs
+contains tpot-unit-bad-msg "$tmp/err" "error: --max-tpot: unknown unit 'xs' in '5xs'"
+check tpot-wrong-question 2 "$tf" whatif "${small[@]}" --question min-memory --max-tpot 50ms
+contains tpot-wrong-question-msg "$tmp/err" "--max-tpot: applies to --question max-batch and max-context only (not min-memory)"
+check overhead-wrong-question 2 "$tf" whatif "${small[@]}" --question max-batch --max-overhead 5%
+contains overhead-wrong-question-msg "$tmp/err" "--max-overhead: applies to --question min-memory only (not max-batch)"
+check overhead-ambiguous 2 "$tf" whatif "${small[@]}" --question min-memory --max-overhead 10
+contains overhead-ambiguous-msg "$tmp/err" "error: --max-overhead: '10' is ambiguous: write a percentage (10%) or a fraction at most 1"
+check context-K 2 "$tf" whatif "${small[@]}" --context 8K
+contains context-K-msg "$tmp/err" "error: --context: unknown unit 'K' in '8K'"
+contains context-K-hint "$tmp/err" "did you mean 'k'? (1000; Ki is 1024)"
+check gen-8Ki 0 "$tf" trace gen --model llama-3-8b --layers 1 --phase decode --context 8Ki --tokens 1k -o "$tmp/ki.json"
+check gen-8192 0 "$tf" trace gen --model llama-3-8b --layers 1 --phase decode --context 8192 --tokens 1000 -o "$tmp/8192.json"
+cmp -s "$tmp/ki.json" "$tmp/8192.json" && passes=$((passes + 1)) ||
+  { echo "FAIL --context 8Ki --tokens 1k is not --context 8192 --tokens 1000"; fails=$((fails + 1)); }
 # Other systems' names point at the policy that stands for them.
 check policy-flexgen 2 "$tf" whatif --policy flexgen
 contains policy-flexgen-hint "$tmp/err" "closest to policy 'layerwise'"

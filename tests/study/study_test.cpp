@@ -9,6 +9,7 @@
 #include "core/diagnostics.h"
 #include "tools/study/row.h"
 #include "tools/study/study.h"
+#include "tools/study/target.h"
 #include "tools/study/whatif.h"
 
 using namespace tierflow;
@@ -69,6 +70,32 @@ TEST_CASE("set_field: generator, request, target and topology fields; unknown na
   // The first axis varies slowest.
   CHECK(grid[1].second == std::vector<std::string>{"1", "2048"});
   CHECK(grid[2].first.workload.gen.batch == 2);
+}
+
+TEST_CASE("set_field: counts take SI and binary prefixes; overhead needs % or a fraction") {
+  Scenario s;
+  set_field(s, "context", "8Ki", "--vary");
+  set_field(s, "tokens", "1k", "--vary");
+  CHECK(s.workload.gen.context == 8192);
+  CHECK(s.workload.gen.tokens == 1000);
+  try {
+    set_field(s, "context", "8K", "--vary");
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("did you mean 'k'? (1000; Ki is 1024)") != std::string::npos);
+  }
+  CHECK_THROWS_AS(set_field(s, "tp", "3000000000", "--vary"), InputError);
+  CHECK(parse_overhead("10%", "--max-overhead") == doctest::Approx(0.1));
+  CHECK(parse_overhead("0.1", "--max-overhead") == doctest::Approx(0.1));
+  CHECK(parse_overhead("1", "--max-overhead") == doctest::Approx(1.0));
+  try {
+    parse_overhead("10", "--max-overhead");
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()) ==
+          "--max-overhead: '10' is ambiguous: write a percentage (10%) or a fraction at most 1 "
+          "(e.g. 0.1 for 10%)");
+  }
 }
 
 TEST_CASE("rows: the column set is pinned, and the same scenario gives the same row bytes") {

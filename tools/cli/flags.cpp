@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 
 #include "core/diagnostics.h"
 #include "core/kinds.h"
+#include "core/units.h"
 #include "tools/study/target.h"
 #include "traces/hf_import.h"
 
@@ -35,6 +37,27 @@ const CLI::Validator kPositiveFinite(
     },
     "> 0");
 
+const CLI::Validator kCount(
+    [](std::string& text) -> std::string {
+      const ParseResult<int64_t> r = parse_count(text);
+      if (!r.ok()) return r.error;
+      text = std::to_string(r.value);
+      return {};
+    },
+    "COUNT");
+
+const CLI::Validator kMilliseconds(
+    [](std::string& text) -> std::string {
+      double ms = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+      if (ec == std::errc() && end == text.data() + text.size()) return {};  // ms already
+      const ParseResult<Duration> r = parse_duration(text);
+      if (!r.ok()) return r.error + " (or a number of milliseconds)";
+      text = fmt::format("{}", static_cast<double>(r.value.ps) / static_cast<double>(kPsPerMs));
+      return {};
+    },
+    "TIME");
+
 traces::GenOptions GenFlags::options() const {
   traces::GenOptions g = gen;
   g.phase = static_cast<traces::Phase>(*index_of(traces::kPhaseNames, phase));
@@ -53,10 +76,10 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
   cmd->add_option("--phase", f.phase, "prefill, decode or train")
       ->check(CLI::IsMember(words(traces::kPhaseNames)))
       ->capture_default_str();
-  cmd->add_option("--batch", f.gen.batch, "sequences")->capture_default_str();
-  cmd->add_option("--seq", f.gen.seq, "prefill/training tokens per sequence")->capture_default_str();
-  cmd->add_option("--context", f.gen.context, "decode: tokens already cached")->capture_default_str();
-  cmd->add_option("--tokens", f.gen.tokens, "decode: tokens to generate")->capture_default_str();
+  cmd->add_option("--batch", f.gen.batch, "sequences")->transform(kCount)->capture_default_str();
+  cmd->add_option("--seq", f.gen.seq, "prefill/training tokens per sequence")->transform(kCount)->capture_default_str();
+  cmd->add_option("--context", f.gen.context, "decode: tokens already cached")->transform(kCount)->capture_default_str();
+  cmd->add_option("--tokens", f.gen.tokens, "decode: tokens to generate")->transform(kCount)->capture_default_str();
   cmd->add_option("--tp", f.gen.tp, "tensor-parallel degree (the workload is one shard)")
       ->capture_default_str();
   for (auto [flag, target, what] : {std::tuple{"--weight-dtype", &f.weight_dtype, "weights"},
@@ -76,7 +99,7 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
   cmd->add_flag("--quant-zeros", f.gen.quant_zeros,
                 "quantized int4/int8 weights: asymmetric, a zero point per group (AWQ); default "
                 "symmetric (GPTQ sym)");
-  cmd->add_option("--kv-block", f.gen.kv_block, "tokens per KV-cache block tensor")->capture_default_str();
+  cmd->add_option("--kv-block", f.gen.kv_block, "tokens per KV-cache block tensor")->transform(kCount)->capture_default_str();
   cmd->add_flag("--checkpoint", f.gen.checkpoint, "training: activation checkpointing per layer");
   if (routing_modes) {
     cmd->add_option("--routing", f.routing,
@@ -93,7 +116,7 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
   }
   cmd->add_option("--seed", f.gen.seed, "seed of the seeded router")->capture_default_str();
   cmd->add_option("--layers", f.gen.layers, "generate only the first N layers (0 = all)")
-      ->capture_default_str();
+      ->transform(kCount)->capture_default_str();
 }
 
 void add_target_flags(CLI::App* cmd, ScenarioFlags& f) {
@@ -128,8 +151,10 @@ void add_workload_flags(CLI::App* cmd, ScenarioFlags& f) {
   add_gen_flags(cmd, f.gen, /*routing_modes=*/true);
   cmd->add_option("--prompt", f.prompt,
                   "request: prompt tokens; with --generate, plans prefill and decode and "
-                  "reports TTFT, TPOT and throughput");
-  cmd->add_option("--generate", f.generate, "request: tokens generated per sequence");
+                  "reports TTFT, TPOT and throughput")
+      ->transform(kCount);
+  cmd->add_option("--generate", f.generate, "request: tokens generated per sequence")
+      ->transform(kCount);
 }
 
 namespace {

@@ -20,6 +20,12 @@ namespace tierflow::cli {
 /// A flag's value must be a finite number above 0 (NaN, infinities, 0 and negatives are
 /// refused with the flag named; a target such as --max-tpot 0 is never silently dropped).
 extern const CLI::Validator kPositiveFinite;
+/// A count with an optional prefix ("8192", "8k" = 8,000, "32Ki" = 32,768): rewritten as
+/// the plain integer for CLI11's conversion, or the parser's own error.
+extern const CLI::Validator kCount;
+/// A time in milliseconds: a bare number (ms) or a duration with its unit ("50ms", "0.05s"),
+/// rewritten as the number of milliseconds.
+extern const CLI::Validator kMilliseconds;
 
 /// Generator parameters as flags (trace gen, compare, whatif).
 struct GenFlags {

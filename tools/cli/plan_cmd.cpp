@@ -156,7 +156,7 @@ int run_plan(const PlanCliOptions& o) {
   if (!o.f.budget.empty()) req.target.budget = study::parse_budget(o.f.budget, "--budget");
   study::check_budget(topo, req.target, "--budget");
   if (!o.max_overhead.empty()) {
-    req.max_overhead = study::parse_fraction(o.max_overhead, "--max-overhead");
+    req.max_overhead = study::parse_overhead(o.max_overhead, "--max-overhead");
   }
   req.pins = study::parse_pins(o.f.pins, topo);
   req.verify_each = o.verify_each;

@@ -96,7 +96,7 @@ int run_whatif(const WhatIfCliOptions& o) {
   const study::Scenario base = to_scenario(o.f);
   study::WhatIfOptions w;
   w.question = static_cast<study::Question>(*index_of(study::kQuestionNames, o.question));
-  w.max_overhead = study::parse_fraction(o.max_overhead, "--max-overhead");
+  w.max_overhead = study::parse_overhead(o.max_overhead, "--max-overhead");
   w.min_throughput = o.min_throughput;
   w.max_tpot_ms = o.max_tpot;
   const bool tty = !o.quiet && isatty(fileno(stderr)) != 0;
@@ -179,13 +179,15 @@ void add_whatif_command(CLI::App& app) {
   cmd->add_option("--question", o->question, "min-memory, max-batch, max-context or upgrade")
       ->check(CLI::IsMember(std::vector<std::string>(study::kQuestionNames.begin(), study::kQuestionNames.end())))
       ->capture_default_str();
-  cmd->add_option("--max-overhead", o->max_overhead,
+  auto* overhead = cmd->add_option("--max-overhead", o->max_overhead,
                   "min-memory: latency within this of the fastest possible, e.g. 1%")
       ->capture_default_str();
-  cmd->add_option("--min-throughput", o->min_throughput,
+  auto* throughput = cmd->add_option("--min-throughput", o->min_throughput,
                   "max-batch/max-context: tokens/s at least (a request: generation throughput)")
       ->check(kPositiveFinite);
-  cmd->add_option("--max-tpot", o->max_tpot, "max-batch/max-context: TPOT at most, in ms")
+  auto* tpot = cmd->add_option("--max-tpot", o->max_tpot,
+                  "max-batch/max-context: TPOT at most, e.g. 50ms (a bare number is ms)")
+      ->transform(kMilliseconds)
       ->check(kPositiveFinite);
   cmd->add_option("--vary", o->vary,
                   "PATH=V1,V2,...: answer for each value of a topology or generator field "
@@ -197,7 +199,21 @@ void add_whatif_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "print JSON (tierflow.whatif/1)");
   cmd->add_flag("--quiet", o->quiet, "no progress on the terminal");
   cmd->add_option("-o,--output", o->output, "write the answer here instead of stdout");
-  cmd->callback([o] { throw CommandResult(run_whatif(*o)); });
+  cmd->callback([o, overhead, throughput, tpot] {
+    // A limit the question does not use is refused, not ignored.
+    if (overhead->count() > 0 && o->question != "min-memory") {
+      throw CLI::ValidationError("--max-overhead",
+                                 "applies to --question min-memory only (not " + o->question + ")");
+    }
+    const bool search = o->question == "max-batch" || o->question == "max-context";
+    for (const CLI::Option* opt : {throughput, tpot}) {
+      if (opt->count() > 0 && !search) {
+        throw CLI::ValidationError(opt->get_name(), "applies to --question max-batch and "
+                                                    "max-context only (not " + o->question + ")");
+      }
+    }
+    throw CommandResult(run_whatif(*o));
+  });
 }
 
 }  // namespace tierflow::cli

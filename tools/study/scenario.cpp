@@ -54,13 +54,14 @@ namespace {
 constexpr std::string_view kTopologyRoots[] = {"system.", "devices.", "tiers.", "switches.",
                                                "links."};
 
-int64_t parse_int(std::string_view path, std::string_view text, const SourcePos& at, int64_t lo) {
-  int64_t v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    throw InputError::at(at, "{}: '{}' is not an integer", path, text);
-  }
+/// A count field: "8192", "8k", "32Ki" (core/units.h, parse_count).
+int64_t parse_int(std::string_view path, std::string_view text, const SourcePos& at, int64_t lo,
+                  int64_t hi = INT64_MAX) {
+  const ParseResult<int64_t> r = parse_count(text);
+  if (!r.ok()) throw InputError::at(at, "{}: {}", path, r.error);
+  const int64_t v = r.value;
   if (v < lo) throw InputError::at(at, "{}: {} is below {}", path, v, lo);
+  if (v > hi) throw InputError::at(at, "{}: {} is above {}", path, v, hi);
   return v;
 }
 
@@ -124,11 +125,11 @@ void set_field(Scenario& s, std::string_view path, std::string_view value,
   } else if (path == "generate") {
     request_of(s).generate = parse_int(path, value, at, 1);
   } else if (path == "tp") {
-    g.tp = static_cast<int>(parse_int(path, value, at, 1));
+    g.tp = static_cast<int>(parse_int(path, value, at, 1, INT32_MAX));
   } else if (path == "kv_block") {
     g.kv_block = parse_int(path, value, at, 1);
   } else if (path == "layers") {
-    g.layers = static_cast<int>(parse_int(path, value, at, 0));
+    g.layers = static_cast<int>(parse_int(path, value, at, 0, INT32_MAX));
   } else if (path == "seed") {
     g.seed = static_cast<uint64_t>(parse_int(path, value, at, 0));
   } else if (path == "phase") {

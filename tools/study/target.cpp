@@ -21,6 +21,17 @@ uint64_t parse_budget(const std::string& text, std::string_view flag) {
   return r.value.value;
 }
 
+double parse_overhead(const std::string& text, std::string_view source) {
+  const double x = parse_fraction(text, source);
+  if (!text.ends_with('%') && x > 1) {
+    throw InputError::at(SourcePos{std::string(source)},
+                         "'{}' is ambiguous: write a percentage ({}%) or a fraction at most 1 "
+                         "(e.g. 0.1 for 10%)",
+                         text, text);
+  }
+  return x;
+}
+
 double parse_fraction(const std::string& text, std::string_view source) {
   std::string t = text;
   double scale = 1;

@@ -32,6 +32,9 @@ inline constexpr double kMaxFraction = 100;
 /// "1%" or "0.01" as a finite fraction in [0, kMaxFraction] (--max-overhead); InputError
 /// at `source` otherwise.
 double parse_fraction(const std::string& text, std::string_view source);
+/// A latency overhead: "1%" or a fraction at most 1 ("0.01"). A bare number above 1 ("10")
+/// is refused as ambiguous (10% or 1000%?), as is anything above the largest fraction.
+double parse_overhead(const std::string& text, std::string_view source);
 
 /// The device class (id, or the first), its device tier and the number of programs (0 =
 /// every device of the class); budget 0 (the tier's capacity).

@@ -14,6 +14,18 @@
 namespace tierflow::study {
 namespace {
 
+/// `a` and `b` with at least `decimals` decimals, and as many more as it takes for the two
+/// texts to differ when the numbers do ("30.004" above "30.000", never "30.00" above "30.00").
+std::pair<std::string, std::string> apart(double a, double b, int decimals) {
+  std::string x, y;
+  for (int d = decimals; d <= 12; ++d) {
+    x = fmt::format("{:.{}f}", a, d);
+    y = fmt::format("{:.{}f}", b, d);
+    if (x != y || a == b) break;
+  }
+  return {x, y};
+}
+
 constexpr uint64_t kMinResolution = uint64_t{64} << 20;  // 64 MiB
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
@@ -153,12 +165,13 @@ Answer max_value(Study& study, const Scenario& s, const WhatIfOptions& o) {
     std::string why = t.reason;
     if (pass && o.min_throughput > 0 && throughput_of(t) < o.min_throughput) {
       pass = false;
-      why = fmt::format("{:.1f} tokens/s below {:.1f} ({})", throughput_of(t), o.min_throughput,
-                        t.main().binding);
+      const auto [got, want] = apart(throughput_of(t), o.min_throughput, 1);
+      why = fmt::format("{} tokens/s below {} ({})", got, want, t.main().binding);
     }
     if (pass && o.max_tpot_ms > 0 && tpot_ms_of(t) > o.max_tpot_ms) {
       pass = false;
-      why = fmt::format("TPOT {:.2f} ms above {:.2f} ms ({})", tpot_ms_of(t), o.max_tpot_ms,
+      const auto [got, want] = apart(tpot_ms_of(t), o.max_tpot_ms, 2);
+      why = fmt::format("TPOT {} ms above {} ms ({})", got, want,
                         t.main().binding);
     }
     probe_at[v] = a.probes.size();
