@@ -231,6 +231,9 @@ contains name-typo-show-hint "$tmp/err" "did you mean 'gh200'?"
 check compare-ok 0 "$tf" compare --workload "$tmp/w7.json" --budget 300MiB --timeline "$tmp/best.json"
 contains compare-table "$tmp/out" "hyperoffload"
 contains compare-best "$tmp/out" "best: "
+# Progress is for a terminal: redirected, stderr says only where the timeline went.
+! grep -q planning "$tmp/err" "$tmp/out" && passes=$((passes + 1)) ||
+  { echo "FAIL compare wrote progress into redirected output:"; head -3 "$tmp/err"; fails=$((fails + 1)); }
 check compare-json 0 "$tf" compare --workload "$tmp/w7.json" --budget 300MiB --json -o "$tmp/c1.json"
 check compare-json-again 0 "$tf" compare --workload "$tmp/w7.json" --budget 300MiB --json --threads 1 \
   -o "$tmp/c2.json"

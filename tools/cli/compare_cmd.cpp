@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <set>
@@ -28,7 +31,7 @@ struct CompareOptions {
   ScenarioFlags f;
   std::string timeline, output, plans_dir;
   std::vector<std::string> policies;
-  bool json = false, csv = false;
+  bool json = false, csv = false, quiet = false;
 };
 
 std::string ratio(double a, double b) { return b > 0 ? fmt::format("{:.3f}", a / b) : "-"; }
@@ -69,8 +72,11 @@ int run_compare(const CompareOptions& o) {
     files.push_back(std::move(file));
     oracle.push_back(is_oracle);
   };
-  for (const std::string& name : names) {
-    if (!o.json && !o.csv) fmt::print(stderr, "planning {} ...\n", name);
+  // Progress on a terminal only, on one line that the table replaces.
+  const bool tty = !o.quiet && isatty(fileno(stderr)) != 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
+    if (tty) fmt::print(stderr, "\r\033[Kplanning {} ({} of {}) ...", name, i + 1, names.size());
     study::Scenario s = base;
     s.policy = name;
     study::Trial t = study.run(s);
@@ -82,6 +88,7 @@ int run_compare(const CompareOptions& o) {
     s.realistic_routing = false;
     keep(study.run(s), name + " oracle", name + "-oracle", true);
   }
+  if (tty) fmt::print(stderr, "\r\033[K");
   const bool any_realized =
       std::ranges::any_of(trials, [](const study::Trial& t) { return t.main().realized; });
 
@@ -285,6 +292,7 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--plans", o->plans_dir, "write each policy's plan (workload inline) here");
   cmd->add_flag("--json", o->json, "print JSON");
   cmd->add_flag("--csv", o->csv, "print one row per policy with the study's stable columns");
+  cmd->add_flag("--quiet", o->quiet, "no progress on the terminal");
   cmd->add_option("-o,--output", o->output, "write the table here instead of stdout");
   cmd->callback([o] {
     if (o->json && o->csv) throw CLI::ValidationError("--json and --csv exclude each other");
