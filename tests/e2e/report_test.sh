@@ -22,6 +22,9 @@ contains report-memory "$tmp/r1.html" "hbm[0] bytes by tensor kind"
 contains report-link "$tmp/r1.html" "gpu-pcie[0] rc-&gt;hbm rate"
 contains report-waits "$tmp/r1.html" "Exposed waits, longest first"
 contains report-budget "$tmp/r1.html" ">budget 1.56GiB</text>"
+# The bounds plan computed travel in the plan: the report shows them (and the gap).
+contains report-bounds "$tmp/r1.html" "<th>bounds</th><td>makespan &ge; "
+contains report-bounds-gap "$tmp/r1.html" "&times;), compute "
 check report-again 0 "$tf" report "$tmp/p.json" -o "$tmp/r2.html"
 cmp -s "$tmp/r1.html" "$tmp/r2.html" && passes=$((passes + 1)) ||
   { echo "FAIL report is not deterministic"; fails=$((fails + 1)); }
@@ -45,6 +48,8 @@ check report-compare 0 "$tf" report "$tmp"/plans/*.json -o "$tmp/c.html"
 contains report-compare-section "$tmp/c.html" "<h2>Policy comparison</h2>"
 contains report-compare-bars "$tmp/c.html" '<svg class="bars"'
 contains report-compare-wrote "$tmp/err" "2 plans"
+! grep -q "not recorded in the plan" "$tmp/c.html" && passes=$((passes + 1)) ||
+  { echo "FAIL compare's plans lack their bounds"; fails=$((fails + 1)); }
 
 # A tier over capacity: the page is still written, with the error on top; exit 1.
 check report-full 1 "$tf" report "$tmp/p.json" --set tiers.hbm.capacity=1400MiB --set devices.h100.reserved=0B -o "$tmp/full.html"

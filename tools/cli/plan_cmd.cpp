@@ -21,6 +21,7 @@
 #include "tools/cli/common.h"
 #include "tools/cli/flags.h"
 #include "tools/study/sim_evaluator.h"
+#include "tools/study/study.h"
 #include "tools/study/target.h"
 
 namespace tierflow::cli {
@@ -196,8 +197,7 @@ int run_plan(const PlanCliOptions& o) {
     plan.workload_ref = {fs::relative(fs::absolute(o.workload), dir).string(), sha256_hex(workload_text.view())};
     plan.topology_ref = {fs::relative(fs::absolute(o.f.hw), dir).string(),
                          sha256_hex(topology_text), o.f.sets};
-    plan.meta["pipeline"] = json_string(out.pipeline);
-    plan.meta["budget"] = std::to_string(out.budget);
+    study::record_outcome(plan, out);
     write_file_atomic(o.output, write_plan(plan, nullptr));
   }
   if (!o.timeline.empty()) {

@@ -91,9 +91,18 @@ Plan plan_for_file(const Trial& t, const PhaseResult& p, const std::string& path
   const fs::path dir = fs::absolute(path).parent_path();
   plan.topology_ref = {fs::relative(fs::absolute(hw), dir).string(), sha256_hex(FileText(hw).view()),
                        t.scenario.sets};
-  plan.meta["pipeline"] = json_string(p.outcome.pipeline);
-  plan.meta["budget"] = std::to_string(p.outcome.budget);
+  record_outcome(plan, p.outcome);
   return plan;
+}
+
+void record_outcome(Plan& plan, const planner::PlanOutcome& o) {
+  plan.meta["pipeline"] = json_string(o.pipeline);
+  plan.meta["budget"] = std::to_string(o.budget);
+  const planner::Bounds& b = o.bounds;
+  if (b.makespan_ps > 0) plan.meta["bounds_makespan_ps"] = std::to_string(b.makespan_ps);
+  if (b.compute_ps > 0) plan.meta["bounds_compute_ps"] = std::to_string(b.compute_ps);
+  if (b.residency > 0) plan.meta["bounds_residency"] = std::to_string(b.residency);
+  if (b.traffic_bytes > 0) plan.meta["bounds_traffic_bytes"] = std::to_string(b.traffic_bytes);
 }
 
 hw::Topology plan_topology(const Plan& plan, const std::string& plan_path, const std::string& hw,

@@ -143,6 +143,10 @@ class Study {
 /// rebuild it) and the pipeline and budget in `meta`. The workload is left to the writer.
 Plan plan_for_file(const Trial& t, const PhaseResult& p, const std::string& path);
 
+/// Records in `plan.meta` what planning it said: the pipeline, the budget and the lower
+/// bounds (makespan, compute, residency, traffic) that `report` shows beside the result.
+void record_outcome(Plan& plan, const planner::PlanOutcome& o);
+
 /// The topology a plan file runs on: `hw` if given, else the file the plan names (relative
 /// to the folder of `plan_path`); the overrides recorded in the plan, then `sets`. The
 /// inverse of plan_for_file(), for `sim`, `replay` and the Python API.
