@@ -39,6 +39,9 @@ struct Summary {
   std::array<double, kOpKindNames.size()> flops_by_kind{};
   uint64_t collective_bytes = 0;
   std::optional<double> kv_bytes_per_token;
+  /// Tokens the KV cache holds at the step's end (batch x (context + tokens) in decode,
+  /// batch x seq in prefill), when the meta says; its blocks round each sequence up.
+  std::optional<double> kv_tokens;
   std::vector<uint32_t> largest;
 };
 
@@ -102,6 +105,14 @@ Summary summarize(const Workload& w, int top) {
     double sum = 0;
     for (uint64_t b : per_layer) sum += static_cast<double>(b);
     if (sum > 0) s.kv_bytes_per_token = sum / (*batch * *block);
+    auto phase = w.meta.find("phase");
+    const auto context = meta_number(w, "context"), tokens = meta_number(w, "tokens");
+    const auto seq = meta_number(w, "seq");
+    if (phase != w.meta.end() && phase->second == "\"decode\"" && context && tokens) {
+      s.kv_tokens = *batch * (*context + *tokens);
+    } else if (phase != w.meta.end() && phase->second == "\"prefill\"" && seq) {
+      s.kv_tokens = *batch * *seq;
+    }
   }
   s.largest.resize(w.tensors.size());
   std::iota(s.largest.begin(), s.largest.end(), 0U);
@@ -148,6 +159,19 @@ std::string info_text(const Workload& w, const InfoOptions& o) {
   out += b.render();
   if (s.kv_bytes_per_token) {
     out += fmt::format("  KV cache per token (all layers): {} B\n", *s.kv_bytes_per_token);
+    const uint64_t blocks = t.bytes_by_kind[static_cast<size_t>(TensorKind::kKv)];
+    if (s.kv_tokens) {
+      const auto held = static_cast<uint64_t>(*s.kv_tokens * *s.kv_bytes_per_token);
+      out += fmt::format("  KV cache of the tokens: {} ({:.0f} tokens)", to_string_approx(Bytes{held}),
+                         *s.kv_tokens);
+      if (blocks > held) {
+        out += fmt::format("; the kv tensors ({}) round each sequence up to whole blocks of "
+                           "{} tokens",
+                           to_string_approx(Bytes{blocks}),
+                           meta_number(w, "kv_block").value_or(0));
+      }
+      out += "\n";
+    }
   }
   out += "\n";
 
@@ -198,6 +222,10 @@ json info_json(const Workload& w, const InfoOptions& o) {
   }
   j["bytes_by_kind"] = kinds;
   j["kv_bytes_per_token"] = s.kv_bytes_per_token ? json(*s.kv_bytes_per_token) : json(nullptr);
+  j["kv_tokens"] = s.kv_tokens ? json(*s.kv_tokens) : json(nullptr);
+  j["kv_token_bytes"] = s.kv_tokens && s.kv_bytes_per_token
+                            ? json(*s.kv_tokens * *s.kv_bytes_per_token)
+                            : json(nullptr);
   json flops = json::object();
   for (size_t i = 0; i < 3; ++i) flops[std::string(kPartNames[i])] = s.flops[i];
   flops["total"] = t.flops;

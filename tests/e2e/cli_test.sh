@@ -69,6 +69,8 @@ check gen-decode 0 "$tf" trace gen --model llama-3-8b --phase decode --context 5
 check info 0 "$tf" trace info "$tmp/w.json"
 contains info-kv "$tmp/out" "KV cache per token (all layers): 131072 B"
 contains info-params "$tmp/out" "8.030 G"
+# 514 tokens of 128 KiB hold 64.25 MiB; blocks of 256 tokens round them up to 768 (96 MiB).
+contains info-kv-tokens "$tmp/out" "KV cache of the tokens: 64.2MiB (514 tokens); the kv tensors (96MiB) round each sequence up to whole blocks of 256 tokens"
 check info-json 0 "$tf" trace info --json "$tmp/w.json"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["kv_bytes_per_token"]==131072' "$tmp/out" &&
   passes=$((passes + 1)) || { echo "FAIL trace info --json"; fails=$((fails + 1)); }
