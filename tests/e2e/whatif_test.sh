@@ -50,6 +50,10 @@ assert ("batch %d" % (n + 1)) in a["binding"], a["binding"]' "$tmp/b.json"
 check max-context-request 0 "$tf" whatif --hw $hw --model llama-3-8b --layers 4 --batch 2 --prompt 512 --generate 4 \
   --policy hyperoffload --question max-context --max-tpot 5ms
 contains max-context-decode-note "$tmp/out" "decode     decode of 3 tokens simulated whole"
+# The header names the searched field as the search's start; the probes show the TPOT.
+contains max-context-searched "$tmp/out" "prefill of a prompt searched from 512 tokens"
+grep -qE '^ +probe +value +result +latency +TPOT +device peak' "$tmp/out" && passes=$((passes + 1)) ||
+  { echo "FAIL the probe table lacks the TPOT its question is about"; fails=$((fails + 1)); }
 
 # upgrade: a ranked table with the --set of each upgrade.
 check upgrade 0 "$tf" whatif "${small[@]}" --budget 1GiB --question upgrade

@@ -78,16 +78,26 @@ std::string answer_text(const study::Answer& a, const study::WhatIfOptions& w) {
   return out;
 }
 
-std::string probes_text(const study::Answer& a) {
+/// The probes, with the measure the question's target is about (TPOT, tokens/s) beside the
+/// latency of the whole step.
+std::string probes_text(const study::Answer& a, const study::WhatIfOptions& w) {
   if (a.probes.empty()) return "";
-  Table t({"probe", "value", "result", "latency", "device peak", "why not"},
-          {Table::Align::kRight, Table::Align::kRight, Table::Align::kLeft, Table::Align::kRight,
-           Table::Align::kRight, Table::Align::kLeft});
+  std::vector<std::string> heads = {"probe", "value", "result", "latency"};
+  if (w.max_tpot_ms > 0) heads.emplace_back("TPOT");
+  if (w.min_throughput > 0) heads.emplace_back("tokens/s");
+  heads.insert(heads.end(), {"device peak", "why not"});
+  std::vector<Table::Align> align(heads.size(), Table::Align::kRight);
+  align[2] = align.back() = Table::Align::kLeft;
+  Table t(heads, align);
   for (size_t i = 0; i < a.probes.size(); ++i) {
     const auto& p = a.probes[i];
-    t.add_row({std::to_string(i + 1), p.value, p.pass ? "pass" : "fail",
-               p.latency_ps > 0 ? to_string_approx(Duration{p.latency_ps}) : "-",
-               p.device_peak > 0 ? to_string_approx(Bytes{p.device_peak}) : "-", p.why});
+    std::vector<std::string> row = {std::to_string(i + 1), p.value, p.pass ? "pass" : "fail",
+                                    p.latency_ps > 0 ? to_string_approx(Duration{p.latency_ps}) : "-"};
+    if (w.max_tpot_ms > 0) row.push_back(p.tpot_ms > 0 ? fmt::format("{:.3f} ms", p.tpot_ms) : "-");
+    if (w.min_throughput > 0) row.push_back(p.throughput > 0 ? fmt::format("{:.1f}", p.throughput) : "-");
+    row.push_back(p.device_peak > 0 ? to_string_approx(Bytes{p.device_peak}) : "-");
+    row.push_back(p.why);
+    t.add_row(row);
   }
   return "\nprobes:\n" + t.render();
 }
@@ -120,14 +130,15 @@ int run_whatif(const WhatIfCliOptions& o) {
     text = json_text(study::whatif_json(w, base, *topo, axes, values, answers));
   } else {
     text += fmt::format("question   {}\nworkload   {}\ntopology   {} ({} program{} on '{}')\n",
-                        study::question_text(w), study::describe_workload(base), topo->name, base.devices,
+                        study::question_text(w),
+                        study::describe_workload(base, study::searched_field(w.question, base)), topo->name, base.devices,
                         base.devices == 1 ? "" : "s",
                         topo->tiers[study::make_target(*topo, base.device, base.devices, "--device").device_tier].id);
     if (!base.sets.empty()) text += fmt::format("overrides  {}\n", fmt::join(base.sets, " "));
     text += fmt::format("policy     {}\n", base.policy);
     if (axes.empty()) {
       text += answer_text(answers.front(), w);
-      text += probes_text(answers.front());
+      text += probes_text(answers.front(), w);
     } else {
       std::vector<std::string> heads;
       std::vector<Table::Align> align;

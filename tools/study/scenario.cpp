@@ -297,28 +297,35 @@ std::vector<std::pair<Scenario, std::vector<std::string>>> expand_grid(const Sce
   return out;
 }
 
-std::string describe_workload(const Scenario& s) {
+std::string describe_workload(const Scenario& s, std::string_view searched) {
   const WorkloadSource& w = s.workload;
   if (!w.file.empty()) return w.file;
   const std::string model = !w.hf_config.empty() ? w.hf_config
                             : w.model.empty()    ? std::string(kDefaultModel)
                                                  : w.model;
   const traces::GenOptions& g = w.gen;
+  // A searched field is the search's start, not the workload's size.
+  const std::string batch = searched == "batch" ? fmt::format("batch searched from {}", g.batch)
+                                                : fmt::format("batch {}", g.batch);
   if (s.request) {
-    return fmt::format("{}, batch {}: prefill of {} tokens, then {} generated", model, g.batch,
-                       s.request->prompt, s.request->generate);
+    return fmt::format("{}, {}: prefill of {} tokens, then {} generated", model, batch,
+                       searched == "prompt" ? fmt::format("a prompt searched from {}", s.request->prompt)
+                                            : std::to_string(s.request->prompt),
+                       s.request->generate);
   }
   switch (g.phase) {
     case traces::Phase::kPrefill:
-      return fmt::format("{} prefill, batch {}, {} tokens", model, g.batch, g.seq);
+      return fmt::format("{} prefill, {}, {} tokens", model, batch, g.seq);
     case traces::Phase::kTrain:
-      return fmt::format("{} training step, batch {}, {} tokens{}", model, g.batch, g.seq,
+      return fmt::format("{} training step, {}, {} tokens{}", model, batch, g.seq,
                          g.checkpoint ? ", checkpointed" : "");
     case traces::Phase::kDecode:
       break;
   }
-  return fmt::format("{} decode, batch {}, {} token{} from a {}-token context", model, g.batch,
-                     g.tokens, g.tokens == 1 ? "" : "s", g.context);
+  return fmt::format("{} decode, {}, {} token{} from {}", model, batch, g.tokens,
+                     g.tokens == 1 ? "" : "s",
+                     searched == "context" ? fmt::format("a context searched from {} tokens", g.context)
+                                           : fmt::format("a {}-token context", g.context));
 }
 
 }  // namespace tierflow::study

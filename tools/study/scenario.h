@@ -113,6 +113,6 @@ std::vector<std::pair<Scenario, std::vector<std::string>>> expand_grid(const Sce
 
 /// One line saying what the workload is: "llama-3-70b decode, batch 16, 8 tokens from a
 /// 32768-token context", the file's path, or the request.
-std::string describe_workload(const Scenario& s);
+std::string describe_workload(const Scenario& s, std::string_view searched = {});
 
 }  // namespace tierflow::study

@@ -53,6 +53,8 @@ Probe probe_of(const std::string& value, const Trial& t, bool pass, std::string 
   p.latency_ps = t.ok ? t.latency_ps() : 0;
   p.device_peak = 0;
   for (const PhaseResult& ph : t.phases) p.device_peak = std::max(p.device_peak, ph.device_peak);
+  p.tpot_ms = tpot_ms_of(t);
+  p.throughput = throughput_of(t);
   p.why = pass ? "" : std::move(why);
   return p;
 }
@@ -146,7 +148,7 @@ Answer max_value(Study& study, const Scenario& s, const WhatIfOptions& o) {
   Answer a;
   a.question = o.question;
   const bool batch = o.question == Question::kMaxBatch;
-  const std::string field = batch ? "batch" : s.request ? "prompt" : "context";
+  const std::string field = searched_field(o.question, s);
   const bool target = o.min_throughput > 0 || o.max_tpot_ms > 0;
   Scenario base = s;
   if (!target) base.policy = "resident";
@@ -312,6 +314,12 @@ Answer upgrade(Study& study, const Scenario& s, const WhatIfOptions& o) {
 }
 
 }  // namespace
+
+std::string searched_field(Question q, const Scenario& s) {
+  if (q == Question::kMaxBatch) return "batch";
+  if (q == Question::kMaxContext) return s.request ? "prompt" : "context";
+  return "";
+}
 
 double throughput_of(const Trial& t) {
   if (!t.ok) return 0;

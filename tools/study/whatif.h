@@ -51,7 +51,9 @@ struct Probe {
   bool pass = false;
   int64_t latency_ps = 0;
   uint64_t device_peak = 0;
-  std::string why;  ///< why it failed
+  double tpot_ms = 0;     ///< decode time per token (throughput_of, tpot_ms_of); 0 if none
+  double throughput = 0;  ///< tokens/s
+  std::string why;        ///< why it failed
 };
 
 struct Upgrade {
@@ -81,6 +83,9 @@ Answer whatif(Study& study, const Scenario& s, const WhatIfOptions& o);
 
 /// The tokens/s a max-batch target compares: a request's generation throughput, a decode
 /// step's batch x tokens / makespan, a prefill's or training step's batch x seq / makespan.
+/// The field max-batch and max-context search ("batch", "context", a request's "prompt"),
+/// or "" for the other questions.
+std::string searched_field(Question q, const Scenario& s);
 double throughput_of(const Trial& t);
 /// A request's TPOT, or a decode step's makespan / tokens; 0 otherwise.
 double tpot_ms_of(const Trial& t);

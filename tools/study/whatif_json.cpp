@@ -71,6 +71,8 @@ nlohmann::ordered_json answer_json(const Answer& a) {
     probes.push_back({{"value", p.value},
                       {"pass", p.pass},
                       {"latency_ps", p.latency_ps},
+                      {"tpot_ms", p.tpot_ms},
+                      {"throughput_tokens_per_s", p.throughput},
                       {"device_peak", p.device_peak},
                       {"why", p.why}});
   }
@@ -102,7 +104,7 @@ nlohmann::ordered_json whatif_json(const WhatIfOptions& o, const Scenario& base,
   j["question_text"] = question_text(o);
   j["topology"] = topo.name;
   j["sets"] = base.sets;
-  j["workload"] = describe_workload(base);
+  j["workload"] = describe_workload(base, searched_field(o.question, base));
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (size_t i = 0; i < answers.size(); ++i) {
     nlohmann::ordered_json x = answer_json(answers[i]);
