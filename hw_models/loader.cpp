@@ -200,6 +200,11 @@ class Validator {
                            what, d.local_tier, kScopeNames[static_cast<size_t>(t_.tiers[*ti].per)]);
     }
     const Tier& local = t_.tiers[*ti];
+    if (local.capacity.value == 0) {
+      throw InputError::at(local.origins.pos_of("capacity"),
+                           "{}: local_tier '{}' has capacity 0B: a device needs memory of its own",
+                           what, d.local_tier);
+    }
     if (d.reserved.value >= local.capacity.value) {
       throw InputError::at(d.origins.pos_of("reserved"),
                            "{}: reserved {} leaves nothing of local_tier '{}' ({}) to plans; "

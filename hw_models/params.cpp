@@ -123,7 +123,10 @@ const Schema<Tier>& tier_schema() {
                                          .desc = "instance scope: one per device, per CPU socket, "
                                                  "per host, or one for the supernode"}));
     r.fields.push_back(declare("capacity", &Tier::capacity,
-                               Spec{.required = true, .desc = "capacity of one instance"}));
+                               Spec{.required = true,
+                                    .desc = "capacity of one instance; 0B for none (e.g. no host "
+                                            "memory to offload to), except a device's local tier",
+                                    .zero_bytes = true}));
     r.fields.push_back(declare("read_bandwidth", &Tier::read_bandwidth,
                                Spec{.required = true,
                                     .desc = "bandwidth of one instance's port when read (the "

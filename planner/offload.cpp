@@ -236,10 +236,33 @@ std::string infeasible_reason(const PlanState& s, const ProfileTree& tree, uint6
                          to_string_approx(Bytes{live[i].first}));
   }
   const uint32_t op = s.positions() == 0 ? 0 : s.order[at];
-  return fmt::format(
+  std::string out = fmt::format(
       "{} needed on the device at op {} '{}' (position {}), budget {}; largest live there: {}",
       to_string_approx(Bytes{peak}), op, s.positions() == 0 ? "" : s.w.ops[op].name, at,
       to_string_approx(Bytes{budget}), names.empty() ? "none" : names);
+  // Tensors that have nowhere to go: the offload tiers, not the device, are the limit.
+  uint64_t stuck = 0;
+  size_t stuck_count = 0;
+  for (const auto& [bytes, t] : live) {
+    if (s.tensors[t].tier == kNone && !s.tensors[t].pinned) {
+      stuck += bytes;
+      ++stuck_count;
+    }
+  }
+  if (stuck > 0 && peak > budget) {
+    std::string rooms;
+    for (uint32_t tier : s.offload_tiers) {
+      rooms += fmt::format("{}{} {}", rooms.empty() ? "" : ", ", s.topo.tiers[tier].id,
+                           to_string_approx(Bytes{s.tier_room[tier]}));
+    }
+    out += fmt::format(
+        "; {} of those tensors ({}) have no offload tier with room for them ({}): {}",
+        stuck_count, to_string_approx(Bytes{stuck}),
+        rooms.empty() ? "the device reaches no other tier" : "room per program: " + rooms,
+        stuck >= peak - budget ? "the offload tiers, not the device, are the limit"
+                               : "the offload tiers limit what can leave");
+  }
+  return out;
 }
 
 Fitting begin_fitting(PlanState& s) {

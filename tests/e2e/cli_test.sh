@@ -248,4 +248,15 @@ check compare-bad-policy 2 "$tf" compare --workload "$tmp/w7.json" --policies ti
 check compare-too-many-devices 2 "$tf" compare --hw configs/hw/gh200.yaml --workload "$tmp/w7.json" --devices 3
 contains compare-too-many-devices-msg "$tmp/err" "--devices: 3 programs, but the topology has 1 'hopper' device"
 
+# No host memory to offload to (capacity 0B): "does not fit" names the offload tiers as the
+# limit, not the device; a device's own tier cannot be 0B.
+check no-host-memory 1 "$tf" compare --hw rtx4090-workstation --model llama-3.1-405b --layers 4 --batch 1 \
+  --set tiers.ddr.capacity=0B --set tiers.ssd.capacity=0B --policies resident,reactive,tierflow
+contains no-host-memory-rooms "$tmp/out" "room per program: ddr 0B, ssd 0B"
+contains no-host-memory-limit "$tmp/out" "tierflow: select: does not fit"
+contains no-host-memory-blame "$tmp/out" "the offload tiers, not the device, are the limit"
+contains no-host-memory-reactive "$tmp/out" "reactive: reactive: tensor 'embed.w' (3.91GiB) has no offload tier with room"
+check no-device-memory 2 "$tf" hw show gh200 --set tiers.hbm.capacity=0B
+contains no-device-memory-msg "$tmp/err" "local_tier 'hbm' has capacity 0B: a device needs memory of its own"
+
 finish
