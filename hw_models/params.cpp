@@ -124,8 +124,8 @@ const Schema<Tier>& tier_schema() {
                                                  "per host, or one for the supernode"}));
     r.fields.push_back(declare("capacity", &Tier::capacity,
                                Spec{.required = true,
-                                    .desc = "capacity of one instance; 0B for none (e.g. no host "
-                                            "memory to offload to), except a device's local tier",
+                                    .desc = "capacity of one instance (0B: none; not for a "
+                                            "device's own tier)",
                                     .zero_bytes = true}));
     r.fields.push_back(declare("read_bandwidth", &Tier::read_bandwidth,
                                Spec{.required = true,

@@ -45,6 +45,20 @@ ok "oracle: one row per policy" test "$(jq '.policies | length' "$tmp/out")" = 2
 check "seeded reads as oracle" 0 "$tf" compare "${args[@]}" --routing seeded --json
 ok "seeded = oracle" test "$(jq '.policies | length' "$tmp/out")" = 2
 
+# The default is a routing a runtime can achieve: realistic, with the oracle as a labelled
+# bound beside it; the same rows as asking for it.
+check "default is realistic" 0 "$tf" compare "${args[@]}" --seed 3 --json --plans "$tmp/plans-default"
+ok "default = realistic" cmp -s "$tmp/out" "$tmp/a.json"
+check "whatif default says realistic" 0 "$tf" whatif --model mixtral-8x7b --phase decode --tokens 4 \
+  --context 512 --layers 2 --set tiers.hbm.capacity=4GB --question upgrade
+contains "whatif routing line" "$tmp/out" "routing    realistic: planned on the expected routing"
+# A workload file runs the routing it holds (the plan sees it) unless realistic is asked for.
+"$tf" trace gen --model mixtral-8x7b --layers 1 --context 512 --tokens 2 --routing seeded -o "$tmp/wf.json" 2>/dev/null
+check "file default" 0 "$tf" compare --workload "$tmp/wf.json" --set tiers.hbm.capacity=4GB --policies tierflow --csv
+contains "file default is oracle" "$tmp/out" ",oracle,"
+check "file realistic asked" 2 "$tf" compare --workload "$tmp/wf.json" --routing realistic --policies tierflow
+contains "file realistic refused" "$tmp/err" "realistic routing generates the planned and the realized workload"
+
 # Bad input: an unknown routing names the choices; trace gen keeps expected|seeded.
 check "unknown routing" 2 "$tf" compare "${args[@]}" --routing realstic
 contains "names the choices" "$tmp/err" "realistic"

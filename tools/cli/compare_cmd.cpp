@@ -80,7 +80,7 @@ int run_compare(const CompareOptions& o) {
     study::Scenario s = base;
     s.policy = name;
     study::Trial t = study.run(s);
-    if (!base.realistic_routing || !t.main().realized) {
+    if (!base.realistic() || !t.main().realized) {
       keep(std::move(t), name, name, false);
       continue;
     }

@@ -102,7 +102,8 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
   cmd->add_option("--kv-block", f.gen.kv_block, "tokens per KV-cache block tensor")->transform(kCount)->capture_default_str();
   cmd->add_flag("--checkpoint", f.gen.checkpoint, "training: activation checkpointing per layer");
   if (routing_modes) {
-    cmd->add_option("--routing", f.routing,
+    f.routing = "realistic";  // the study's default (study::Scenario)
+    f.routing_option = cmd->add_option("--routing", f.routing,
                     "MoE: 'expected' distinct-expert count; 'oracle' (or 'seeded'): plan and run "
                     "the seeded router; 'realistic': plan on expected, run the seeded router, "
                     "misses fetched on demand")
@@ -186,7 +187,10 @@ study::Scenario to_scenario(const ScenarioFlags& f) {
   if (f.lenient) print_hf_warnings(f.hf_config);
   s.workload.model_sets = f.model_sets;
   s.workload.gen = f.gen.options();
-  study::set_field(s, "routing", f.gen.routing, "--routing");
+  // Left at its default, routing stays the scenario's (realistic; a workload file's own).
+  if (f.gen.routing_option == nullptr || f.gen.routing_option->count() > 0) {
+    study::set_field(s, "routing", f.gen.routing, "--routing");
+  }
   if ((f.prompt > 0) != (f.generate > 0)) {
     throw CLI::ValidationError("--prompt and --generate go together (a request)");
   }

@@ -34,6 +34,7 @@ struct GenFlags {
   std::string weight_dtype = "bf16", kv_dtype = "bf16", act_dtype = "bf16";
   std::string compute_dtype;  ///< empty: the activation dtype
   std::string routing = "expected";
+  CLI::Option* routing_option = nullptr;  ///< whether --routing was given
 
   /// The options with the words parsed (CLI11 checked them already).
   [[nodiscard]] traces::GenOptions options() const;

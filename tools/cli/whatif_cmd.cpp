@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -136,6 +137,13 @@ int run_whatif(const WhatIfCliOptions& o) {
                         topo->tiers[study::make_target(*topo, base.device, base.devices, "--device").device_tier].id);
     if (!base.sets.empty()) text += fmt::format("overrides  {}\n", fmt::join(base.sets, " "));
     text += fmt::format("policy     {}\n", base.policy);
+    const bool realized = std::ranges::any_of(answers, [](const study::Answer& a) {
+      return a.trial && !a.trial->phases.empty() && a.trial->main().realized;
+    });
+    if (realized) {
+      text += "routing    realistic: planned on the expected routing, run on the seeded router "
+              "(--seed), missed experts fetched on demand (--routing oracle: the bound)\n";
+    }
     if (axes.empty()) {
       text += answer_text(answers.front(), w);
       text += probes_text(answers.front(), w);

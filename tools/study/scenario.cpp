@@ -138,6 +138,7 @@ void set_field(Scenario& s, std::string_view path, std::string_view value,
     const size_t mode = parse_word(path, value, kRoutingModeNames, at);
     g.routing = mode == 0 ? traces::Routing::kExpected : traces::Routing::kSeeded;
     s.realistic_routing = mode == 2;
+    s.routing_given = true;
   } else if (path == "weight_dtype") {
     g.weight_dtype = static_cast<Dtype>(parse_word(path, value, kDtypeNames, at));
   } else if (path == "kv_dtype") {
@@ -228,7 +229,7 @@ std::string get_field(const Scenario& s, std::string_view path) {
   if (path == "seed") return std::to_string(g.seed);
   if (path == "phase") return std::string(traces::kPhaseNames[static_cast<size_t>(g.phase)]);
   if (path == "routing") {
-    return s.realistic_routing                     ? "realistic"
+    return s.realistic()                           ? "realistic"
            : g.routing == traces::Routing::kSeeded ? "oracle"
                                                    : "expected";
   }

@@ -47,7 +47,9 @@ struct WorkloadSource {
   std::string hf_config;  ///< a Hugging Face config.json instead of `model`
   bool hf_lenient = false;  ///< --lenient: unknown keys that change no count are warnings
   std::vector<std::string> model_sets;  ///< KEY=VALUE overrides of the model's fields
-  traces::GenOptions gen;               ///< phase, batch, seq, context, tokens, tp, dtypes
+  /// Phase, batch, seq, context, tokens, tp, dtypes; the routing that runs is the seeded
+  /// router's (the default is realistic routing, below).
+  traces::GenOptions gen{.routing = traces::Routing::kSeeded};
 };
 
 /// Prefill of `prompt` tokens, then `generate` tokens, for `gen.batch` sequences.
@@ -69,8 +71,19 @@ struct Scenario {
   unsigned threads = 0;           ///< the tierflow policy's threads; 0: one per hardware thread
   /// MoE routing without foresight (`routing=realistic`): plan on the expected routing,
   /// then run the plan on the seeded routing (`gen.seed`) with misses fetched on demand
-  /// (planner/realize.h). `gen.routing` is then kSeeded, the routing that runs.
-  bool realistic_routing = false;
+  /// (planner/realize.h). `gen.routing` is then kSeeded, the routing that runs. The
+  /// default: a routing a runtime can achieve; `oracle` (the plan knows the future) and
+  /// `expected` (every token reads the expected number of experts) are bounds to ask for.
+  /// Dense models have no routing: the same plan either way. A workload file runs the
+  /// routing it holds (the plan sees it) unless realistic routing was asked for.
+  bool realistic_routing = true;
+  bool routing_given = false;  ///< `routing` was set (set_field), not left at its default
+
+  /// Whether this scenario runs realistic routing (realistic_routing, less a workload
+  /// file's default).
+  [[nodiscard]] bool realistic() const {
+    return realistic_routing && (workload.file.empty() || routing_given);
+  }
 };
 
 /// The values of the `routing` field: `expected`, `oracle` (the plan sees the seeded

@@ -332,18 +332,18 @@ Trial Study::run(const Scenario& s) {
 
   // Realistic routing: each phase is planned on its expected-routing twin (MoE only).
   auto planned_for = [&](traces::GenOptions g) -> std::shared_ptr<const Workload> {
-    if (!s.realistic_routing || !s.workload.file.empty()) return nullptr;
+    if (!s.realistic() || !s.workload.file.empty()) return nullptr;
     g.routing = traces::Routing::kExpected;
     auto w = workload(s, g);
     return planner::has_routed_experts(*w) ? w : nullptr;
   };
   auto phase = [&](traces::GenOptions g, std::string name) {
-    if (s.realistic_routing) g.routing = traces::Routing::kSeeded;
+    if (s.realistic()) g.routing = traces::Routing::kSeeded;
     return run_phase(s, *topo, workload(s, g), std::move(name), planned_for(g));
   };
 
   if (!s.request) {
-    if (s.realistic_routing && !s.workload.file.empty()) {
+    if (s.realistic() && !s.workload.file.empty()) {
       throw InputError::at(SourcePos{"--routing"},
                            "realistic routing generates the planned and the realized workload: "
                            "give --model or --hf-config, not a workload file");
