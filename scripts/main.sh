@@ -21,3 +21,10 @@ echo
 "$tf" sim --plan build/main/plan.json --timeline build/main/timeline.json -o /dev/null
 echo
 echo "the plan at the device's memory: build/main/plan.json; its timeline (open in Perfetto): build/main/timeline.json"
+# The Python module (`import tierflow`) after the answer, where pybind11 was found.
+if cmake --build build/release --target help | grep -q '^tierflow_python:'; then
+  echo
+  echo "building the Python module (import tierflow) ..."
+  cmake --build build/release --target tierflow_python >/dev/null
+  echo "import tierflow: PYTHONPATH=build/release/python python3 (docs/python.md)"
+fi

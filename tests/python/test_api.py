@@ -12,6 +12,7 @@ import json
 import math
 import os
 import subprocess
+import sys
 import threading
 import time
 
@@ -363,3 +364,16 @@ def test_long_calls_release_the_interpreter():
     # moments the worker runs Python around the call).
     inside = [t for t in ticks if any(start + 0.01 < t < end - 0.01 for start, end in spans)]
     assert len(inside) > 100
+
+
+def test_import_without_pandas_names_what_to_install():
+    """A Python without pandas fails at `import tierflow`, saying what to install, not at the
+    first table with a bare ModuleNotFoundError."""
+    code = ("import sys\n"
+            "sys.modules['pandas'] = None  # as if it were not installed\n"
+            "import tierflow\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ), timeout=120)
+    assert r.returncode != 0
+    assert "ImportError: tierflow needs pandas for its tables" in r.stderr, r.stderr
+    assert "apt install python3-pandas" in r.stderr, r.stderr

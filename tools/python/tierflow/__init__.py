@@ -18,6 +18,15 @@ sweep, columns) are pandas DataFrames. The reference is docs/python.md.
 import json
 import os
 
+# Tables are pandas DataFrames: without pandas, fail here with what to install rather than
+# at the first table.
+try:
+    import pandas as _pandas  # noqa: F401
+except ImportError as _e:
+    raise ImportError(
+        "tierflow needs pandas for its tables (compare, sweep, columns): install it "
+        "(Debian: apt install python3-pandas; pip: pip install pandas)") from _e
+
 from . import _tierflow
 from ._tierflow import InputError, Plan, Simulation, Topology, Workload
 
