@@ -26,5 +26,7 @@ if cmake --build build/release --target help | grep -q '^tierflow_python:'; then
   echo
   echo "building the Python module (import tierflow) ..."
   cmake --build build/release --target tierflow_python >/dev/null
-  echo "import tierflow: PYTHONPATH=build/release/python python3 (docs/python.md)"
+  py=$(sed -n 's/^TIERFLOW_PYTHON_EXECUTABLE:FILEPATH=//p' build/release/CMakeCache.txt)
+  PYTHONPATH=build/release/python "$py" -c 'import tierflow'
+  echo "import tierflow: PYTHONPATH=build/release/python $py (docs/python.md)"
 fi
