@@ -250,19 +250,22 @@ std::string infeasible_reason(const PlanState& s, const ProfileTree& tree, uint6
     }
   }
   if (stuck > 0 && peak > budget) {
-    std::string rooms;
-    for (uint32_t tier : s.offload_tiers) {
-      rooms += fmt::format("{}{} {}", rooms.empty() ? "" : ", ", s.topo.tiers[tier].id,
-                           to_string_approx(Bytes{s.tier_room[tier]}));
-    }
     out += fmt::format(
         "; {} of those tensors ({}) have no offload tier with room for them ({}): {}",
-        stuck_count, to_string_approx(Bytes{stuck}),
-        rooms.empty() ? "the device reaches no other tier" : "room per program: " + rooms,
+        stuck_count, to_string_approx(Bytes{stuck}), offload_rooms(s),
         stuck >= peak - budget ? "the offload tiers, not the device, are the limit"
                                : "the offload tiers limit what can leave");
   }
   return out;
+}
+
+std::string offload_rooms(const PlanState& s) {
+  std::string rooms;
+  for (uint32_t tier : s.offload_tiers) {
+    rooms += fmt::format("{}{} {}", rooms.empty() ? "" : ", ", s.topo.tiers[tier].id,
+                         to_string_approx(Bytes{s.tier_room[tier]}));
+  }
+  return rooms.empty() ? "the device reaches no other tier" : "room per program: " + rooms;
 }
 
 Fitting begin_fitting(PlanState& s) {

@@ -81,6 +81,9 @@ size_t apply_until_fits(PlanState& s, ProfileTree& tree, std::vector<Candidate>&
 /// Why the profile does not fit: the position at its peak, the bytes there and the
 /// largest tensors live there.
 std::string infeasible_reason(const PlanState& s, const ProfileTree& tree, uint64_t budget);
+/// The offload tiers' room per program ("room per program: ddr 977KiB, ssd 977KiB"), for a
+/// message that blames them; or that the device reaches no other tier.
+std::string offload_rooms(const PlanState& s);
 
 /// What a pass that fits the runs under the budget starts from: the analyses computed,
 /// and the estimated device profile of the runs as they now stand.

@@ -320,16 +320,10 @@ class ReactivePager {
       Residency& r = s_.tensors[t];
       if (r.pinned || kept_[t]) continue;
       if (l_.born[t] == kNone && r.tier == kNone && !l_.uses[t].empty()) {
-        std::string rooms;
-        for (uint32_t tier : s_.offload_tiers) {
-          rooms += fmt::format("{}{} {}", rooms.empty() ? "" : ", ", s_.topo.tiers[tier].id,
-                               to_string_approx(Bytes{s_.tier_room[tier]}));
-        }
         ctx_.failure = fmt::format(
             "tensor '{}' ({}) has no offload tier with room ({}): the offload tiers, not the "
             "device, are the limit",
-            s_.w.tensors[t].name, to_string_approx(Bytes{bytes(t)}),
-            rooms.empty() ? "the device reaches no other tier" : "room per program: " + rooms);
+            s_.w.tensors[t].name, to_string_approx(Bytes{bytes(t)}), offload_rooms(s_));
         s_.infeasible = true;
         return false;
       }
