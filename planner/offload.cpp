@@ -250,11 +250,11 @@ std::string infeasible_reason(const PlanState& s, const ProfileTree& tree, uint6
     }
   }
   if (stuck > 0 && peak > budget) {
-    out += fmt::format(
-        "; {} of those tensors ({}) have no offload tier with room for them ({}): {}",
-        stuck_count, to_string_approx(Bytes{stuck}), offload_rooms(s),
-        stuck >= peak - budget ? "the offload tiers, not the device, are the limit"
-                               : "the offload tiers limit what can leave");
+    out +=
+        fmt::format("; {} of those tensors ({}) have no offload tier with room for them ({}): {}",
+                    stuck_count, to_string_approx(Bytes{stuck}), offload_rooms(s),
+                    stuck >= peak - budget ? "the offload tiers, not the device, are the limit"
+                                           : "the offload tiers limit what can leave");
   }
   return out;
 }

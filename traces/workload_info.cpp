@@ -162,13 +162,13 @@ std::string info_text(const Workload& w, const InfoOptions& o) {
     const uint64_t blocks = t.bytes_by_kind[static_cast<size_t>(TensorKind::kKv)];
     if (s.kv_tokens) {
       const auto held = static_cast<uint64_t>(*s.kv_tokens * *s.kv_bytes_per_token);
-      out += fmt::format("  KV cache of the tokens: {} ({:.0f} tokens)", to_string_approx(Bytes{held}),
-                         *s.kv_tokens);
+      out += fmt::format("  KV cache of the tokens: {} ({:.0f} tokens)",
+                         to_string_approx(Bytes{held}), *s.kv_tokens);
       if (blocks > held) {
-        out += fmt::format("; the kv tensors ({}) round each sequence up to whole blocks of "
-                           "{} tokens",
-                           to_string_approx(Bytes{blocks}),
-                           meta_number(w, "kv_block").value_or(0));
+        out += fmt::format(
+            "; the kv tensors ({}) round each sequence up to whole blocks of "
+            "{} tokens",
+            to_string_approx(Bytes{blocks}), meta_number(w, "kv_block").value_or(0));
       }
       out += "\n";
     }

@@ -64,7 +64,8 @@ TEST_CASE("sweep spec: errors at file:line:col, before anything runs") {
     }
     return "";
   };
-  CHECK(error_of("axes:\n  - batch: [1, x]\n") == "bad.yaml:2:16: batch: malformed number in 'x': expected a count such as 8192, 8k or 32Ki");
+  CHECK(error_of("axes:\n  - batch: [1, x]\n") ==
+        "bad.yaml:2:16: batch: malformed number in 'x': expected a count such as 8192, 8k or 32Ki");
   CHECK(error_of("axes:\n  - {batch: [1, 2], seq: [1]}\n").starts_with("bad.yaml:2:21: zipped axes advance together"));
   CHECK(error_of("axes:\n  - batch: 4\n") == "bad.yaml:2:5: axis 'batch' needs a list of values ([v1, v2, ...])");
   CHECK(error_of("axes:\n  - batch: []\n") == "bad.yaml:2:5: axis 'batch' has no values");

@@ -77,9 +77,15 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
       ->check(CLI::IsMember(words(traces::kPhaseNames)))
       ->capture_default_str();
   cmd->add_option("--batch", f.gen.batch, "sequences")->transform(kCount)->capture_default_str();
-  cmd->add_option("--seq", f.gen.seq, "prefill/training tokens per sequence")->transform(kCount)->capture_default_str();
-  cmd->add_option("--context", f.gen.context, "decode: tokens already cached")->transform(kCount)->capture_default_str();
-  cmd->add_option("--tokens", f.gen.tokens, "decode: tokens to generate")->transform(kCount)->capture_default_str();
+  cmd->add_option("--seq", f.gen.seq, "prefill/training tokens per sequence")
+      ->transform(kCount)
+      ->capture_default_str();
+  cmd->add_option("--context", f.gen.context, "decode: tokens already cached")
+      ->transform(kCount)
+      ->capture_default_str();
+  cmd->add_option("--tokens", f.gen.tokens, "decode: tokens to generate")
+      ->transform(kCount)
+      ->capture_default_str();
   cmd->add_option("--tp", f.gen.tp, "tensor-parallel degree (the workload is one shard)")
       ->capture_default_str();
   for (auto [flag, target, what] : {std::tuple{"--weight-dtype", &f.weight_dtype, "weights"},
@@ -99,16 +105,20 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
   cmd->add_flag("--quant-zeros", f.gen.quant_zeros,
                 "quantized int4/int8 weights: asymmetric, a zero point per group (AWQ); default "
                 "symmetric (GPTQ sym)");
-  cmd->add_option("--kv-block", f.gen.kv_block, "tokens per KV-cache block tensor")->transform(kCount)->capture_default_str();
+  cmd->add_option("--kv-block", f.gen.kv_block, "tokens per KV-cache block tensor")
+      ->transform(kCount)
+      ->capture_default_str();
   cmd->add_flag("--checkpoint", f.gen.checkpoint, "training: activation checkpointing per layer");
   if (routing_modes) {
     f.routing = "realistic";  // the study's default (study::Scenario)
-    f.routing_option = cmd->add_option("--routing", f.routing,
-                    "MoE: 'expected' distinct-expert count; 'oracle' (or 'seeded'): plan and run "
-                    "the seeded router; 'realistic': plan on expected, run the seeded router, "
-                    "misses fetched on demand")
-        ->check(CLI::IsMember(words(study::kRoutingModeNames)))
-        ->capture_default_str();
+    f.routing_option =
+        cmd->add_option(
+               "--routing", f.routing,
+               "MoE: 'expected' distinct-expert count; 'oracle' (or 'seeded'): plan and run "
+               "the seeded router; 'realistic': plan on expected, run the seeded router, "
+               "misses fetched on demand")
+            ->check(CLI::IsMember(words(study::kRoutingModeNames)))
+            ->capture_default_str();
   } else {
     cmd->add_option("--routing", f.routing,
                     "MoE: 'expected' distinct-expert count or a 'seeded' random router")
@@ -117,7 +127,8 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
   }
   cmd->add_option("--seed", f.gen.seed, "seed of the seeded router")->capture_default_str();
   cmd->add_option("--layers", f.gen.layers, "generate only the first N layers (0 = all)")
-      ->transform(kCount)->capture_default_str();
+      ->transform(kCount)
+      ->capture_default_str();
 }
 
 void add_target_flags(CLI::App* cmd, ScenarioFlags& f) {
@@ -203,8 +214,9 @@ study::Scenario to_scenario(const ScenarioFlags& f) {
 }
 
 void add_plan_topology_flags(CLI::App* cmd, std::string& hw, std::vector<std::string>& sets) {
-  cmd->add_option("--hw", hw,
-                  "topology: a shipped name or a YAML file (default: the file the plan references)");
+  cmd->add_option(
+      "--hw", hw,
+      "topology: a shipped name or a YAML file (default: the file the plan references)");
   cmd->add_option("--set", sets,
                   "override a topology field: PATH=VALUE (repeatable; after those the plan records)");
 }

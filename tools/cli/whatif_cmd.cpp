@@ -92,10 +92,12 @@ std::string probes_text(const study::Answer& a, const study::WhatIfOptions& w) {
   Table t(heads, align);
   for (size_t i = 0; i < a.probes.size(); ++i) {
     const auto& p = a.probes[i];
-    std::vector<std::string> row = {std::to_string(i + 1), p.value, p.pass ? "pass" : "fail",
-                                    p.latency_ps > 0 ? to_string_approx(Duration{p.latency_ps}) : "-"};
+    std::vector<std::string> row = {
+        std::to_string(i + 1), p.value, p.pass ? "pass" : "fail",
+        p.latency_ps > 0 ? to_string_approx(Duration{p.latency_ps}) : "-"};
     if (w.max_tpot_ms > 0) row.push_back(p.tpot_ms > 0 ? fmt::format("{:.3f} ms", p.tpot_ms) : "-");
-    if (w.min_throughput > 0) row.push_back(p.throughput > 0 ? fmt::format("{:.1f}", p.throughput) : "-");
+    if (w.min_throughput > 0)
+      row.push_back(p.throughput > 0 ? fmt::format("{:.1f}", p.throughput) : "-");
     row.push_back(p.device_peak > 0 ? to_string_approx(Bytes{p.device_peak}) : "-");
     row.push_back(p.why);
     t.add_row(row);
@@ -130,19 +132,22 @@ int run_whatif(const WhatIfCliOptions& o) {
     for (const auto& point : grid) values.push_back(point.second);
     text = json_text(study::whatif_json(w, base, *topo, axes, values, answers));
   } else {
-    text += fmt::format("question   {}\nworkload   {}\ntopology   {} ({} program{} on '{}')\n",
-                        study::question_text(w),
-                        study::describe_workload(base, study::searched_field(w.question, base)), topo->name, base.devices,
-                        base.devices == 1 ? "" : "s",
-                        topo->tiers[study::make_target(*topo, base.device, base.devices, "--device").device_tier].id);
+    text += fmt::format(
+        "question   {}\nworkload   {}\ntopology   {} ({} program{} on '{}')\n",
+        study::question_text(w),
+        study::describe_workload(base, study::searched_field(w.question, base)), topo->name,
+        base.devices, base.devices == 1 ? "" : "s",
+        topo->tiers[study::make_target(*topo, base.device, base.devices, "--device").device_tier]
+            .id);
     if (!base.sets.empty()) text += fmt::format("overrides  {}\n", fmt::join(base.sets, " "));
     text += fmt::format("policy     {}\n", base.policy);
     const bool realized = std::ranges::any_of(answers, [](const study::Answer& a) {
       return a.trial && !a.trial->phases.empty() && a.trial->main().realized;
     });
     if (realized) {
-      text += "routing    realistic: planned on the expected routing, run on the seeded router "
-              "(--seed), missed experts fetched on demand (--routing oracle: the bound)\n";
+      text +=
+          "routing    realistic: planned on the expected routing, run on the seeded router "
+          "(--seed), missed experts fetched on demand (--routing oracle: the bound)\n";
     }
     if (axes.empty()) {
       text += answer_text(answers.front(), w);
@@ -198,16 +203,19 @@ void add_whatif_command(CLI::App& app) {
   cmd->add_option("--question", o->question, "min-memory, max-batch, max-context or upgrade")
       ->check(CLI::IsMember(std::vector<std::string>(study::kQuestionNames.begin(), study::kQuestionNames.end())))
       ->capture_default_str();
-  auto* overhead = cmd->add_option("--max-overhead", o->max_overhead,
-                  "min-memory: latency within this of the fastest possible, e.g. 1%")
-      ->capture_default_str();
-  auto* throughput = cmd->add_option("--min-throughput", o->min_throughput,
-                  "max-batch/max-context: tokens/s at least (a request: generation throughput)")
-      ->check(kPositiveFinite);
-  auto* tpot = cmd->add_option("--max-tpot", o->max_tpot,
-                  "max-batch/max-context: TPOT at most, e.g. 50ms (a bare number is ms)")
-      ->transform(kMilliseconds)
-      ->check(kPositiveFinite);
+  auto* overhead =
+      cmd->add_option("--max-overhead", o->max_overhead,
+                      "min-memory: latency within this of the fastest possible, e.g. 1%")
+          ->capture_default_str();
+  auto* throughput =
+      cmd->add_option("--min-throughput", o->min_throughput,
+                      "max-batch/max-context: tokens/s at least (a request: generation throughput)")
+          ->check(kPositiveFinite);
+  auto* tpot =
+      cmd->add_option("--max-tpot", o->max_tpot,
+                      "max-batch/max-context: TPOT at most, e.g. 50ms (a bare number is ms)")
+          ->transform(kMilliseconds)
+          ->check(kPositiveFinite);
   cmd->add_option("--vary", o->vary,
                   "PATH=V1,V2,...: answer for each value of a topology or generator field "
                   "(repeatable: a grid)");
@@ -227,8 +235,10 @@ void add_whatif_command(CLI::App& app) {
     const bool search = o->question == "max-batch" || o->question == "max-context";
     for (const CLI::Option* opt : {throughput, tpot}) {
       if (opt->count() > 0 && !search) {
-        throw CLI::ValidationError(opt->get_name(), "applies to --question max-batch and "
-                                                    "max-context only (not " + o->question + ")");
+        throw CLI::ValidationError(opt->get_name(),
+                                   "applies to --question max-batch and "
+                                   "max-context only (not " +
+                                       o->question + ")");
       }
     }
     throw CommandResult(run_whatif(*o));

@@ -310,8 +310,9 @@ std::string describe_workload(const Scenario& s, std::string_view searched) {
                                                 : fmt::format("batch {}", g.batch);
   if (s.request) {
     return fmt::format("{}, {}: prefill of {} tokens, then {} generated", model, batch,
-                       searched == "prompt" ? fmt::format("a prompt searched from {}", s.request->prompt)
-                                            : std::to_string(s.request->prompt),
+                       searched == "prompt"
+                           ? fmt::format("a prompt searched from {}", s.request->prompt)
+                           : std::to_string(s.request->prompt),
                        s.request->generate);
   }
   switch (g.phase) {
@@ -323,10 +324,10 @@ std::string describe_workload(const Scenario& s, std::string_view searched) {
     case traces::Phase::kDecode:
       break;
   }
-  return fmt::format("{} decode, {}, {} token{} from {}", model, batch, g.tokens,
-                     g.tokens == 1 ? "" : "s",
-                     searched == "context" ? fmt::format("a context searched from {} tokens", g.context)
-                                           : fmt::format("a {}-token context", g.context));
+  return fmt::format(
+      "{} decode, {}, {} token{} from {}", model, batch, g.tokens, g.tokens == 1 ? "" : "s",
+      searched == "context" ? fmt::format("a context searched from {} tokens", g.context)
+                            : fmt::format("a {}-token context", g.context));
 }
 
 }  // namespace tierflow::study

@@ -173,8 +173,7 @@ Answer max_value(Study& study, const Scenario& s, const WhatIfOptions& o) {
     if (pass && o.max_tpot_ms > 0 && tpot_ms_of(t) > o.max_tpot_ms) {
       pass = false;
       const auto [got, want] = apart(tpot_ms_of(t), o.max_tpot_ms, 2);
-      why = fmt::format("TPOT {} ms above {} ms ({})", got, want,
-                        t.main().binding);
+      why = fmt::format("TPOT {} ms above {} ms ({})", got, want, t.main().binding);
     }
     probe_at[v] = a.probes.size();
     a.probes.push_back(probe_of(fmt::format("{} {}", field, v), t, pass, why));
