@@ -11,15 +11,19 @@ Llama-2-7B decode at tensor-parallel degree 2 (its all-reduces become COMM_COLL_
 two devices, planned under a budget that forces prefetches and stores.
 
 What must hold, per program (docs/formats.md "Chakra execution traces"):
-- one file STEM.PROGRAM.et per program, a GlobalMetadata of version 0.0.4 first;
+- one file STEM.PROGRAM.et per program, a GlobalMetadata of version 1.0.0 first (what
+  upstream's producers write for this schema);
 - one node per compute, prefetch and store step, id = the step's index; none for detach;
 - compute -> COMP_NODE (COMM_COLL_NODE for a collective op), prefetch -> MEM_LOAD_NODE,
-  store -> MEM_STORE_NODE; tensor_size = the op's bytes or the tensor's size;
+  store -> MEM_STORE_NODE; tensor_size = the op's bytes or the tensor's size (at least 1);
+  num_ops = the op's FLOPs, at least 1 (so that a roofline never divides 0 by 0);
 - data_deps = the steps completing the events it waits on, plus, for a prefetch or store,
-  those a detach of the same tensor since its previous cache step waited on;
-- ctrl_deps = the previous compute step (compute) or the anchor (prefetch, store).
-And the wire format uses the field numbers of Chakra's schema 0.0.4, checked without the
-schema.
+  those a detach of the same tensor since its previous cache step waited on, plus program
+  order: the previous compute step (compute) or the anchor (prefetch, store); ctrl_deps
+  empty (upstream's convention: MLCommons' current feeder resolves data_deps only);
+- `inputs` / `outputs` attributes on every node: string lists alternating tensor name and
+  byte count (ASTRA-sim's local-memory tracking).
+And the wire format uses the field numbers of Chakra's schema, checked without the schema.
 """
 import json
 import os
@@ -95,13 +99,13 @@ def fields(msg):
 
 
 def check_wire(data, where):
-    """Field numbers of Chakra 0.0.4: GlobalMetadata.version = 1; Node.id = 1, name = 2,
+    """Field numbers of the Chakra ET schema: GlobalMetadata.version = 1; Node.id = 1, name = 2,
     type = 3, ctrl_deps = 4 and data_deps = 5 (packed), start_time_micros = 6,
     duration_micros = 7, attr = 10; AttributeProto.name = 1, int64_val = 9,
-    uint64_val = 13, bool_val = 27, string_val = 29."""
+    uint64_val = 13, bool_val = 27, string_val = 29, string_list = 30."""
     msgs = list(frames(data))
     meta = {num: value for num, _, value in fields(msgs[0])}
-    check(meta.get(1) == b"0.0.4", f"{where}: GlobalMetadata field 1 is not the version")
+    check(meta.get(1) == b"1.0.0", f"{where}: GlobalMetadata field 1 is not the version")
     seen_attr_values = set()
     for raw in msgs[1:]:
         got = {}
@@ -119,8 +123,8 @@ def check_wire(data, where):
             a = {n: (w, v) for n, w, v in fields(attr)}
             check(1 in a and a[1][0] == 2, f"{where}: AttributeProto.name is not field 1")
             seen_attr_values.update(n for n in a if n != 1)
-    check({9, 13, 27, 29} <= seen_attr_values,
-          f"{where}: attribute value fields {sorted(seen_attr_values)} miss int64/uint64/bool/string")
+    check({9, 13, 27, 29, 30} <= seen_attr_values,
+          f"{where}: attribute value fields {sorted(seen_attr_values)} miss int64/uint64/bool/string/string_list")
 
 
 def decode(path):
@@ -140,7 +144,18 @@ def decode(path):
 def attr(node, name):
     for a in node.attr:
         if a.name == name:
-            return getattr(a, a.WhichOneof("value"))
+            which = a.WhichOneof("value")
+            return None if which is None else getattr(a, which)
+    return None
+
+
+def operands(node, name):
+    """An `inputs`/`outputs` attribute as (tensor name, bytes) pairs; None when missing."""
+    for a in node.attr:
+        if a.name == name:
+            values = list(a.string_list.values)
+            check(len(values) % 2 == 0, f"node {node.id}: odd {name} list")
+            return [(values[i], int(values[i + 1])) for i in range(0, len(values), 2)]
     return None
 
 
@@ -164,12 +179,15 @@ def check_plan(plan_path, out_dir, stem, extra):
             if "event" in s:
                 producer[s["event"]] = (p, i)
 
-    totals = {"compute": 0, "prefetch": 0, "store": 0, "collective": 0, "folded": 0}
+    totals = {"compute": 0, "prefetch": 0, "store": 0, "collective": 0, "folded": 0, "no_flops": 0}
+
+    def pairs(ids):
+        return [(tensors[t]["name"], tensors[t]["bytes"]) for t in ids]
     for p, prog in enumerate(programs):
         where = f"{plan_path} program {p}"
         data, meta, nodes = decode(os.path.join(out_dir, f"{stem}.{p}.et"))
         check_wire(data, where)
-        check(meta.version == "0.0.4", f"{where}: version {meta.version}")
+        check(meta.version == "1.0.0", f"{where}: version {meta.version}")
         by_id = {n.id: n for n in nodes}
         check(len(by_id) == len(nodes), f"{where}: duplicate node ids")
         steps = prog["steps"]
@@ -198,16 +216,23 @@ def check_plan(plan_path, out_dir, stem, extra):
                 check(n.type == (pb.COMM_COLL_NODE if coll else pb.COMP_NODE),
                       f"{where}: step {i} type {n.type}")
                 check(n.name == op["name"], f"{where}: step {i} name {n.name}")
-                check(attr(n, "tensor_size") == op["bytes"], f"{where}: step {i} tensor_size")
-                check(attr(n, "num_ops") == round(op["flops"]), f"{where}: step {i} num_ops")
+                check(attr(n, "tensor_size") == max(1, op["bytes"]), f"{where}: step {i} tensor_size")
+                check(attr(n, "num_ops") == max(1, round(op["flops"])), f"{where}: step {i} num_ops")
+                totals["no_flops"] += op["flops"] < 1
+                updates = op.get("updates", [])
+                check(operands(n, "inputs") == pairs(op.get("inputs", []) + updates),
+                      f"{where}: step {i} inputs {operands(n, 'inputs')}")
+                check(operands(n, "outputs") == pairs(op.get("outputs", []) + updates),
+                      f"{where}: step {i} outputs {operands(n, 'outputs')}")
                 if coll:
                     totals["collective"] += 1
                     size = sum(tensors[t]["bytes"] for t in op["inputs"])
                     check(attr(n, "comm_size") == size, f"{where}: step {i} comm_size")
                     check(attr(n, "comm_type") == pb.ALL_REDUCE, f"{where}: step {i} comm_type")
-                check(ctrl == ({last_compute} if last_compute is not None else set()),
-                      f"{where}: step {i} ctrl_deps {sorted(ctrl)}, previous compute {last_compute}")
-                check(data_deps == waits, f"{where}: step {i} data_deps {sorted(data_deps)} != waits {sorted(waits)}")
+                order = {last_compute} if last_compute is not None else set()
+                check(not ctrl, f"{where}: step {i} ctrl_deps {sorted(ctrl)}")
+                check(data_deps == waits | order,
+                      f"{where}: step {i} data_deps {sorted(data_deps)} != waits {sorted(waits)} + order {order}")
                 last_compute = anchor = i
             else:
                 t = tensors[target]
@@ -220,11 +245,15 @@ def check_plan(plan_path, out_dir, stem, extra):
                 check(attr(n, "src_tier") == src and attr(n, "dst_tier") == dst,
                       f"{where}: step {i} tiers {attr(n, 'src_tier')} -> {attr(n, 'dst_tier')}")
                 check(bool(attr(n, "route")), f"{where}: step {i} has no route")
-                check(ctrl == ({anchor} if anchor is not None else set()),
-                      f"{where}: step {i} ctrl_deps {sorted(ctrl)}, anchor {anchor}")
+                check(not ctrl, f"{where}: step {i} ctrl_deps {sorted(ctrl)}")
+                moved = pairs([target])
+                check(operands(n, "inputs") == ([] if kind == "prefetch" else moved),
+                      f"{where}: step {i} inputs {operands(n, 'inputs')}")
+                check(operands(n, "outputs") == (moved if kind == "prefetch" else []),
+                      f"{where}: step {i} outputs {operands(n, 'outputs')}")
                 folded = carried.pop(target, set())
-                totals["folded"] += bool(folded - waits)
-                expect = waits | folded
+                totals["folded"] += bool(folded - waits - ({anchor} if anchor is not None else set()))
+                expect = waits | folded | ({anchor} if anchor is not None else set())
                 check(data_deps == expect, f"{where}: step {i} data_deps {sorted(data_deps)} != {sorted(expect)}")
             for d in ctrl | data_deps:
                 check(d in by_id and d < i, f"{where}: step {i} depends on {d}, not an earlier node")
@@ -241,7 +270,7 @@ def check_plan(plan_path, out_dir, stem, extra):
 with tempfile.TemporaryDirectory() as tmp:
     tiny = check_plan("tests/fixtures/plans/tiny.json", os.path.join(tmp, "tiny"), "tiny",
                       ["--set", "tiers.hbm.capacity=4KiB"])
-    check(tiny == {"compute": 2, "prefetch": 2, "store": 1, "collective": 0, "folded": 0},
+    check(tiny == {"compute": 2, "prefetch": 2, "store": 1, "collective": 0, "folded": 0, "no_flops": 0},
           f"tiny: {tiny}")
 
     w, p = os.path.join(tmp, "w.json"), os.path.join(tmp, "p.json")
@@ -250,7 +279,8 @@ with tempfile.TemporaryDirectory() as tmp:
     run("plan", "--hw", "configs/hw/h100-sxm-8gpu.yaml", "--workload", w, "--devices", "2",
         "--budget", "200MiB", "--policy", "hyperoffload", "-o", p)
     big = check_plan(p, os.path.join(tmp, "llama"), "llama", [])
-    check(big["prefetch"] > 0 and big["store"] > 0 and big["collective"] > 0 and big["folded"] > 0,
+    check(big["prefetch"] > 0 and big["store"] > 0 and big["collective"] > 0 and big["folded"] > 0
+          and big["no_flops"] > 0,
           f"the generated plan exercises too little: {big}")
     print(f"tiny: {tiny}; llama-2-7b tp2 x2: {big}")
 

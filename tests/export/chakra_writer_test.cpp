@@ -82,7 +82,7 @@ TEST_CASE("chakra: the tiny plan as nodes, dependencies and attributes") {
   const std::string bytes = chakra_trace(in, 0);
   CHECK(bytes == chakra_trace(in, 0));  // deterministic
   const Trace t = decode(bytes);
-  CHECK(t.meta.version() == "0.0.4");
+  CHECK(t.meta.version() == "1.0.0");
   REQUIRE(t.nodes.size() == 5);
   const std::vector<pb::NodeType> types = {pb::MEM_LOAD_NODE, pb::MEM_LOAD_NODE, pb::COMP_NODE,
                                            pb::COMP_NODE, pb::MEM_STORE_NODE};
@@ -92,14 +92,26 @@ TEST_CASE("chakra: the tiny plan as nodes, dependencies and attributes") {
     CHECK(t.nodes[i].type() == types[i]);
     REQUIRE(attr(t.nodes[i], "tensor_size") != nullptr);
   }
+  // Order and waits both as data_deps (upstream's convention); ctrl_deps stay empty.
   CHECK(deps(t.nodes[0].data_deps()).empty());
-  CHECK(deps(t.nodes[0].ctrl_deps()).empty());
   CHECK(deps(t.nodes[2].data_deps()) == std::vector<uint64_t>{0});
-  CHECK(deps(t.nodes[2].ctrl_deps()).empty());
-  CHECK(deps(t.nodes[3].data_deps()) == std::vector<uint64_t>{1});
-  CHECK(deps(t.nodes[3].ctrl_deps()) == std::vector<uint64_t>{2});
-  CHECK(deps(t.nodes[4].ctrl_deps()) == std::vector<uint64_t>{3});
-  CHECK(deps(t.nodes[4].data_deps()).empty());
+  CHECK(deps(t.nodes[3].data_deps()) == std::vector<uint64_t>{1, 2});
+  CHECK(deps(t.nodes[4].data_deps()) == std::vector<uint64_t>{3});
+  for (const pb::Node& n : t.nodes) CHECK(n.ctrl_deps().empty());
+
+  // Operands as ASTRA-sim's memory tracking reads them: name, bytes, name, bytes, ...
+  auto operands = [&](size_t node, std::string_view which) {
+    const pb::AttributeProto* a = attr(t.nodes[node], which);
+    REQUIRE(a != nullptr);
+    return std::vector<std::string>(a->string_list().values().begin(),
+                                    a->string_list().values().end());
+  };
+  CHECK(operands(3, "inputs") == std::vector<std::string>{"y", "64", "w", "96", "kv", "512"});
+  CHECK(operands(3, "outputs") == std::vector<std::string>{"z", "64", "kv", "512"});
+  CHECK(operands(1, "inputs").empty());
+  CHECK(operands(1, "outputs") == std::vector<std::string>{"w", "96"});
+  CHECK(operands(4, "inputs") == std::vector<std::string>{"z", "64"});
+  CHECK(operands(4, "outputs").empty());
 
   // Sizes and names: mm is 2048 FLOP over 2176 B; w is 96 B prefetched ddr -> hbm over pcie.
   CHECK(t.nodes[3].name() == "mm");

@@ -6,7 +6,11 @@
 //   prefetch / store       MEM_LOAD_NODE / MEM_STORE_NODE
 //   detach                 none: its waits pass to the next prefetch or store of its tensor
 //   wait on an event       data_deps += the node of the step completing it
-//   program order          ctrl_deps: compute on the previous compute, cache on its anchor
+//   program order          data_deps += compute on the previous compute, cache on its anchor
+//                          (upstream's convention: order in data_deps, ctrl_deps left for a
+//                          parent operator, which tierflow's nodes do not have)
+//   operands               `inputs` / `outputs` attributes: string lists of tensor name and
+//                          byte count pairs, what ASTRA-sim's local-memory tracking reads
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -29,8 +33,9 @@ namespace {
 
 namespace pb = ::tierflow::chakra;
 
-/// The schema version the traces declare (tools/export/chakra/chakra_et.proto).
-constexpr std::string_view kChakraVersion = "0.0.4";
+/// The schema version the traces declare (tools/export/chakra/chakra_et.proto), as
+/// upstream's producers write it for this schema.
+constexpr std::string_view kChakraVersion = "1.0.0";
 
 /// Appends `m` as Chakra frames it: its byte count as a varint, then its bytes,
 /// serialized deterministically.
@@ -73,11 +78,27 @@ uint64_t micros(int64_t ps) {
   return static_cast<uint64_t>((std::max<int64_t>(ps, 0) + 500'000) / 1'000'000);
 }
 
-/// FLOPs as Chakra's integer `num_ops`, rounded and clamped to int64.
+/// FLOPs as Chakra's integer `num_ops`, rounded and clamped to int64, and at least 1: a
+/// roofline divides by it (an op with no FLOPs, an embedding lookup, then takes its
+/// memory time, tensor_size over the bandwidth).
 int64_t ops_count(double flops) {
-  if (!(flops > 0)) return 0;
+  if (!(flops >= 1)) return 1;
   if (flops >= 9.2e18) return std::numeric_limits<int64_t>::max();
   return std::llround(flops);
+}
+
+/// Operands as ASTRA-sim's local-memory tracking reads them: an attribute whose string
+/// list alternates tensor name and byte count.
+void attr_operands(pb::AttributeProto* a, std::string_view name, const Workload& w,
+                   std::initializer_list<const std::vector<uint32_t>*> lists) {
+  a->set_name(std::string(name));
+  auto* values = a->mutable_string_list();
+  for (const std::vector<uint32_t>* list : lists) {
+    for (uint32_t t : *list) {
+      values->add_values(w.tensors[t].name);
+      values->add_values(std::to_string(w.tensors[t].bytes));
+    }
+  }
 }
 
 /// Simulated times of a node: Chakra's microsecond fields and the exact picoseconds.
@@ -89,9 +110,11 @@ void set_times(pb::Node& n, const StepRow& r) {
   attr_uint(n.add_attr(), "duration_ps", static_cast<uint64_t>(r.end_ps - r.start_ps));
 }
 
-void set_deps(pb::Node& n, const std::set<uint64_t>& ctrl, const std::set<uint64_t>& data) {
-  for (uint64_t d : ctrl) n.add_ctrl_deps(d);
-  for (uint64_t d : data) n.add_data_deps(d);
+/// Program order and event waits, both as data_deps (see the mapping above).
+void set_deps(pb::Node& n, const std::set<uint64_t>& order, const std::set<uint64_t>& data) {
+  std::set<uint64_t> all = data;
+  all.insert(order.begin(), order.end());
+  for (uint64_t d : all) n.add_data_deps(d);
 }
 
 }  // namespace
@@ -121,7 +144,7 @@ std::string chakra_trace(const ExportInput& in, size_t program) {
   int last_compute = -1;
   for (const StepRow& r : step_rows(in, program)) {
     const Step& s = *r.step;
-    std::set<uint64_t> ctrl, data;
+    std::set<uint64_t> ctrl, data;  // program order, event waits
     std::vector<std::string> cross;  // waits on other programs' events
     for (uint32_t e : s.wait) {
       const auto [p, i] = producers.at(e);
@@ -145,7 +168,9 @@ std::string chakra_trace(const ExportInput& in, size_t program) {
       if (last_compute >= 0) ctrl.insert(static_cast<uint64_t>(last_compute));
       last_compute = static_cast<int>(r.index);
       attr_int(n.add_attr(), "num_ops", ops_count(op.flops));
-      attr_uint(n.add_attr(), "tensor_size", op.bytes);
+      attr_uint(n.add_attr(), "tensor_size", std::max<uint64_t>(op.bytes, 1));
+      attr_operands(n.add_attr(), "inputs", in.workload, {&op.inputs, &op.updates});
+      attr_operands(n.add_attr(), "outputs", in.workload, {&op.outputs, &op.updates});
       attr_text(n.add_attr(), "op_kind", name_of(op.kind));
       attr_int(n.add_attr(), "layer", op.layer);
       if (op.kind == OpKind::kCollective) {
@@ -170,6 +195,10 @@ std::string chakra_trace(const ExportInput& in, size_t program) {
       }
       attr_uint(n.add_attr(), "tensor_size", t.bytes);
       attr_text(n.add_attr(), "tensor_name", t.name);
+      // A load writes the tensor into device memory; a store reads it from there.
+      const std::vector<uint32_t> none, one = {s.target};
+      attr_operands(n.add_attr(), "inputs", in.workload, {prefetch ? &none : &one});
+      attr_operands(n.add_attr(), "outputs", in.workload, {prefetch ? &one : &none});
       attr_text(n.add_attr(), "tensor_kind", kTensorKindNames[static_cast<size_t>(t.kind)]);
       attr_text(n.add_attr(), "src_tier", r.from_tier);
       attr_text(n.add_attr(), "dst_tier", r.to_tier);
