@@ -14,6 +14,9 @@ small=(--hw $hw --model llama-3-8b --layers 4 --batch 2 --context 1024 --tokens 
 check min-memory 0 "$tf" whatif "${small[@]}" --question min-memory --max-overhead 5%
 contains min-memory-answer "$tmp/out" "answer     "
 contains min-memory-binding "$tmp/out" "binding    below"
+# The binding is checked by relaxing it: doubling the link it names shortens the latency.
+grep -qE "^binding    below .*; link 'gpu-pcie' bandwidth \([0-9]+% used\): doubled, the latency is -[0-9.]+%" "$tmp/out" &&
+  passes=$((passes + 1)) || { echo "FAIL min-memory binding not checked by relaxing:"; grep binding "$tmp/out"; fails=$((fails + 1)); }
 contains min-memory-probes "$tmp/out" "probes:"
 check min-memory-json 0 "$tf" whatif "${small[@]}" --question min-memory --max-overhead 5% --json -o "$tmp/m1.json"
 ok min-memory-json-parses python3 -c '
@@ -59,6 +62,10 @@ grep -qE '^ +probe +value +result +latency +TPOT +device peak' "$tmp/out" && pas
 check upgrade 0 "$tf" whatif "${small[@]}" --budget 1GiB --question upgrade
 contains upgrade-pcie "$tmp/out" "links.gpu-pcie.bandwidth="
 contains upgrade-answer "$tmp/out" "answer     worth most: link 'gpu-pcie' bandwidth"
+contains upgrade-binding "$tmp/out" "binding    link 'gpu-pcie' bandwidth: doubled, the latency is -"
+# Everything resident: nothing to relax, compute binds.
+check max-batch-compute 0 "$tf" whatif "${small[@]}" --question max-batch --max-tpot 3ms
+contains max-batch-compute-binding "$tmp/out" "TPOT 3.003 ms above 3.000 ms; compute (nothing moved)"
 
 check bad-question 2 "$tf" whatif --question fastest
 
