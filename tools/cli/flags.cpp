@@ -137,7 +137,10 @@ void add_target_flags(CLI::App* cmd, ScenarioFlags& f) {
                   "(default: h100-sxm-8gpu)");
   cmd->add_option("--set", f.sets, "override a topology field: PATH=VALUE (repeatable)");
   cmd->add_option("--device", f.device, "device class (default: the first)");
-  cmd->add_option("--devices", f.devices, "programs, one per device")->capture_default_str();
+  cmd->add_option("--devices", f.devices,
+                  "programs, one per device: 1 (the default of every command), N, or 0 for every "
+                  "device of the class")
+      ->capture_default_str();
   cmd->add_option("--budget", f.budget, "device bytes per device (default: its capacity)");
   cmd->add_option("--pin", f.pins,
                   "KIND=TIER[:FRACTION][,TIER:FRACTION...]: home a kind's tensors (or those "

@@ -217,7 +217,6 @@ void add_plan_commands(CLI::App& app) {
   CLI::App* plan = app.add_subcommand(
       "plan", "make a plan (--workload, --hw, --policy) or check one (plan verify FILE)");
   plan->require_subcommand(0, 1);
-  o->f.devices = 0;  // every device of the class
   add_target_flags(plan, o->f);
   plan->add_option("--workload", o->workload, "workload JSON (tierflow.workload/1)");
   std::string names;
