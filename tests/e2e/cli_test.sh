@@ -210,7 +210,11 @@ contains plan-bad-pipeline-msg "$tmp/err" "error: --pipeline:1:7: unknown pass '
 check plan-bad-pin 2 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w7.json" --pin weigth=ddr
 contains plan-bad-pin-msg "$tmp/err" "did you mean 'weight'?"
 # --hw defaults to the shipped H100 server, as --help says and as compare and whatif do.
-check plan-default-hw 0 "$tf" plan --workload "$tmp/w7.json" --devices 1 -o "$tmp/default-hw.json"
+check plan-default-hw 0 "$tf" plan --workload "$tmp/w7.json" -o "$tmp/default-hw.json"
+# One program by default, as every other command; --devices 0 plans every device of the class.
+ok plan-default-one-program python3 -c 'import json,sys; assert len(json.load(open(sys.argv[1]))["programs"]) == 1' "$tmp/default-hw.json"
+check plan-every-device 0 "$tf" plan --workload "$tmp/w7.json" --devices 0 -o "$tmp/every.json"
+ok plan-every-device-8 python3 -c 'import json,sys; assert len(json.load(open(sys.argv[1]))["programs"]) == 8' "$tmp/every.json"
 contains plan-default-hw-ref "$tmp/default-hw.json" '"file": "'
 grep -q 'h100-sxm-8gpu.yaml' "$tmp/default-hw.json" && passes=$((passes + 1)) ||
   { echo "FAIL plan without --hw does not record the default topology"; fails=$((fails + 1)); }
