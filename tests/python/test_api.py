@@ -281,6 +281,21 @@ def test_compare(cli):
             else:
                 assert float(cell) == float(value) if value not in ("true", "false") else \
                     bool(cell) == (value == "true"), name
+    assert frame.attrs["best"] == json.loads(
+        cli("compare", "--json", *SMALL_FLAGS, "--budget", "2GiB"))["best"]
+    assert frame.attrs["resident_reference_s"] > 0
+    # MoE with the default realistic routing: both give each policy a realistic and an oracle
+    # row, the same rows.
+    moe = ["--model", "mixtral-8x7b", "--layers", "2", "--context", "512", "--tokens", "4",
+           "--set", "tiers.hbm.capacity=4GB", "--policies", "reactive,tierflow"]
+    frame = tierflow.compare(["reactive", "tierflow"], model="mixtral-8x7b", layers=2, context=512,
+                             tokens=4, set=["tiers.hbm.capacity=4GB"])
+    assert list(frame["routing"]) == ["realistic", "oracle", "realistic", "oracle"]
+    rows = list(csv.DictReader(io.StringIO(cli("compare", "--csv", *moe))))
+    assert [r["policy"] for r in rows] == list(frame["policy"])
+    assert [r["routing"] for r in rows] == list(frame["routing"])
+    assert [float(r["makespan_s"]) for r in rows] == [float(x) for x in frame["makespan_s"]]
+    assert frame.attrs["best"] == json.loads(cli("compare", "--json", *moe))["best"]
     # Selected policies and a request.
     two = tierflow.compare(["resident", "tierflow"], model="llama-3-8b", layers=2, prompt=64, generate=3)
     assert list(two["policy"]) == ["resident", "tierflow"]

@@ -20,6 +20,7 @@
 #include "sim/timeline.h"
 #include "tools/cli/common.h"
 #include "tools/cli/flags.h"
+#include "tools/study/compare.h"
 #include "tools/study/row.h"
 #include "tools/study/study.h"
 #include "tools/study/target.h"
@@ -44,62 +45,30 @@ int run_compare(const CompareOptions& o) {
   const planner::Target target = study::make_target(topo, base.device, base.devices, "--device");
   const std::string scenario = study::describe_workload(base);
 
-  std::vector<std::string> names = o.policies;
-  if (names.empty()) {
-    for (const auto& p : planner::policies()) names.emplace_back(p.name);
-  }
-  for (const std::string& name : names) study::check_policy(name, "--policies");
+  for (const std::string& name : o.policies) study::check_policy(name, "--policies");
   // Output paths are checked before the planning they would come after.
   if (!o.plans_dir.empty()) make_output_dir(o.plans_dir, "--plans");
   check_output_path(o.output.empty() ? "-" : o.output);
   if (!o.timeline.empty()) check_output_path(o.timeline);
-  // The resident reference: no offload, on a device with room for everything.
-  const sim::Time reference = study.unlimited_latency(base);
 
-  // Realistic routing on an MoE workload: each policy twice, realistic and oracle (the plan
-  // sees the routing that runs: the upper bound), so that the cost of no foresight shows.
-  std::vector<study::Trial> trials;
-  std::vector<std::string> labels, files;
-  std::vector<bool> oracle;
-  auto keep = [&](study::Trial t, std::string label, std::string file, bool is_oracle) {
-    if (!o.plans_dir.empty() && t.main().outcome.ok) {
-      const std::string path = o.plans_dir + "/" + file + ".json";
-      write_file_atomic(
-          path, write_plan(study::plan_for_file(t, t.main(), path), t.main().workload.get()));
-    }
-    trials.push_back(std::move(t));
-    labels.push_back(std::move(label));
-    files.push_back(std::move(file));
-    oracle.push_back(is_oracle);
-  };
   // Progress on a terminal only, on one line that the table replaces.
   const bool tty = !o.quiet && isatty(fileno(stderr)) != 0;
-  for (size_t i = 0; i < names.size(); ++i) {
-    const std::string& name = names[i];
-    if (tty) fmt::print(stderr, "\r\033[Kplanning {} ({} of {}) ...", name, i + 1, names.size());
-    study::Scenario s = base;
-    s.policy = name;
-    study::Trial t = study.run(s);
-    if (!base.realistic() || !t.main().realized) {
-      keep(std::move(t), name, name, false);
-      continue;
-    }
-    keep(std::move(t), name + " realistic", name, false);
-    s.realistic_routing = false;
-    keep(study.run(s), name + " oracle", name + "-oracle", true);
-  }
+  const study::Comparison cmp =
+      study::compare(study, base, o.policies, [&](size_t i, size_t n, const std::string& name) {
+        if (tty) fmt::print(stderr, "\r\033[Kplanning {} ({} of {}) ...", name, i + 1, n);
+      });
   if (tty) fmt::print(stderr, "\r\033[K");
-  const bool any_realized =
-      std::ranges::any_of(trials, [](const study::Trial& t) { return t.main().realized; });
-
-  // The best plan a runtime can run: oracle rows know the future.
-  const study::Trial* best = nullptr;
-  for (size_t i = 0; i < trials.size(); ++i) {
-    const study::Trial& t = trials[i];
-    if (!t.ok || oracle[i]) continue;
-    if (best == nullptr || t.latency_ps() < best->latency_ps() ||
-        (t.latency_ps() == best->latency_ps() && t.main().device_peak < best->main().device_peak)) {
-      best = &t;
+  const std::vector<study::Trial>& trials = cmp.trials;
+  const std::vector<std::string>& labels = cmp.labels;
+  const sim::Time reference = cmp.reference_ps;
+  const bool any_realized = cmp.any_realized;
+  const study::Trial* best = cmp.best ? &trials[*cmp.best] : nullptr;
+  if (!o.plans_dir.empty()) {
+    for (size_t i = 0; i < trials.size(); ++i) {
+      const study::Trial& t = trials[i];
+      if (!t.main().outcome.ok) continue;
+      const std::string path = o.plans_dir + "/" + cmp.stems[i] + ".json";
+      write_file_atomic(path, write_plan(study::plan_for_file(t, t.main(), path), t.main().workload.get()));
     }
   }
 

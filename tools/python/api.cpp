@@ -15,6 +15,7 @@
 #include "sim/report.h"
 #include "sim/simulator.h"
 #include "sim/timeline.h"
+#include "tools/study/compare.h"
 #include "tools/study/row.h"
 #include "tools/study/sim_evaluator.h"
 #include "tools/study/target.h"
@@ -197,21 +198,17 @@ nlohmann::ordered_json whatif(const Fields& fields, const WhatIfRequest& r) {
   return study::whatif_json(w, base, *topo, r.vary, values, answers);
 }
 
-Table compare(const Fields& fields, const std::vector<std::string>& policies) {
+CompareResult compare(const Fields& fields, const std::vector<std::string>& policies) {
   const study::Scenario base = scenario_of(fields, "tierflow.compare");
-  std::vector<std::string> names = policies;
-  if (names.empty()) {
-    for (const planner::Policy& p : planner::policies()) names.emplace_back(p.name);
-  }
-  for (const std::string& name : names) study::check_policy(name, "policies");
+  for (const std::string& name : policies) study::check_policy(name, "policies");
   study::Study study;
-  Table t{row_column_names(), row_column_types(), {}};
-  for (const std::string& name : names) {
-    study::Scenario s = base;
-    s.policy = name;
-    t.rows.push_back(study::row_of(study.run(s)).cells);
-  }
-  return t;
+  const study::Comparison c = study::compare(study, base, policies);
+  CompareResult r;
+  r.table = Table{row_column_names(), row_column_types(), {}};
+  for (const study::Trial& t : c.trials) r.table.rows.push_back(study::row_of(t).cells);
+  r.reference_s = static_cast<double>(c.reference_ps) * 1e-12;
+  if (c.best) r.best = c.trials[*c.best].scenario.policy;
+  return r;
 }
 
 SweepResult sweep(const SweepRequest& r) {

@@ -141,8 +141,14 @@ std::string report_text(const SimulationHandle& s);
 /// The `tierflow whatif --json` document (tierflow.whatif/1) for the scenario of `fields`.
 nlohmann::ordered_json whatif(const Fields& fields, const WhatIfRequest& r);
 
-/// One study row per policy (all of planner::policies() when `policies` is empty).
-Table compare(const Fields& fields, const std::vector<std::string>& policies);
+/// study::compare as rows: one study row per trial (per policy; with realistic MoE
+/// routing, each policy's realistic row then its oracle row), as `tierflow compare --csv`.
+struct CompareResult {
+  Table table;
+  double reference_s = 0;  ///< the resident plan on unlimited memory
+  std::string best;        ///< the best trial's label ("" when none ran)
+};
+CompareResult compare(const Fields& fields, const std::vector<std::string>& policies);
 
 /// Runs the spec's points (those not yet in `db`) and returns the results table.
 SweepResult sweep(const SweepRequest& r);

@@ -487,12 +487,13 @@ void bind_functions(py::module_& m) {
   m.def(
       "compare",
       [](const Fields& fields, const std::vector<std::string>& policies) {
-        Table t;
+        CompareResult r;
         {
           py::gil_scoped_release release;
-          t = compare(fields, policies);
+          r = compare(fields, policies);
         }
-        return table_to_python(t.columns, t.types, t.rows);
+        return py::make_tuple(table_to_python(r.table.columns, r.table.types, r.table.rows),
+                              r.reference_s, r.best);
       },
       py::arg("fields"), py::arg("policies"));
 

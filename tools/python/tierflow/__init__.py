@@ -285,11 +285,20 @@ def whatif(question="min-memory", max_overhead="1%", min_throughput=None, max_tp
 
 
 def compare(policies=None, hw=None, set=(), model_set=(), **fields):
-    """Every policy (or those named) on one scenario (`tierflow compare --csv`): a DataFrame
-    with one study row per policy, columns as tierflow.columns(). The scenario as for
-    whatif(), from the command's defaults: context 4096, tokens 8."""
+    """Every policy (or those named) on one scenario: the rows of `tierflow compare --csv`,
+    a DataFrame with one study row per policy (with realistic MoE routing, the default, each
+    policy's realistic row then its oracle row: the `routing` column tells them apart),
+    columns as tierflow.columns(). `frame.attrs` holds `resident_reference_s` (the resident
+    plan on unlimited memory, the fastest any plan can be) and `best` (the fastest row a
+    runtime can run: its policy, as `compare --json` names it). The scenario as for whatif(), from the command's
+    defaults: context 4096, tokens 8."""
     names = [] if policies is None else _strings(policies, "policies")
-    return _frame(_tierflow.compare(_scenario_fields(_COMPARE_DEFAULTS, fields, hw, set, model_set), names))
+    table, reference, best = _tierflow.compare(
+        _scenario_fields(_COMPARE_DEFAULTS, fields, hw, set, model_set), names)
+    frame = _frame(table)
+    frame.attrs["resident_reference_s"] = reference
+    frame.attrs["best"] = best
+    return frame
 
 
 def sweep(spec, db=None, jobs=0, shard=None, retry_failed=False):
