@@ -25,6 +25,9 @@ contains report-budget "$tmp/r1.html" ">budget 1.56GiB</text>"
 # The bounds plan computed travel in the plan: the report shows them (and the gap).
 contains report-bounds "$tmp/r1.html" "<th>bounds</th><td>makespan &ge; "
 contains report-bounds-gap "$tmp/r1.html" "&times;), compute "
+# Two programs: each device's waits against the makespan, not only their sum.
+contains report-per-device "$tmp/r1.html" '<th>per device</th><td><table class="per-device">'
+contains report-per-device-1 "$tmp/r1.html" "<tr><td>1</td><td>"
 check report-again 0 "$tf" report "$tmp/p.json" -o "$tmp/r2.html"
 cmp -s "$tmp/r1.html" "$tmp/r2.html" && passes=$((passes + 1)) ||
   { echo "FAIL report is not deterministic"; fails=$((fails + 1)); }

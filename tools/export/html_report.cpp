@@ -197,6 +197,22 @@ std::string summary(const ReportRun& r, const Figures& f) {
                   time_text(f.stall_transfer), 100 * static_cast<double>(f.stall_transfer) / span,
                   time_text(f.stall_memory), 100 * static_cast<double>(f.stall_memory) / span,
                   100 * static_cast<double>(f.compute) / span));
+  // Several programs: each device's own waits against the makespan, not their sum.
+  if (r.result.devices.size() > 1) {
+    const double makespan = static_cast<double>(std::max<Time>(r.result.makespan, 1));
+    std::string per;
+    for (const sim::DeviceResult& d : r.result.devices) {
+      per += fmt::format(
+          "<tr><td>{}</td><td>{} ({:.1f}%)</td><td>{} ({:.1f}%)</td><td>{:.1f}%</td></tr>", d.device,
+          time_text(d.stall_transfer_ps), 100 * static_cast<double>(d.stall_transfer_ps) / makespan,
+          time_text(d.stall_memory_ps), 100 * static_cast<double>(d.stall_memory_ps) / makespan,
+          100 * static_cast<double>(d.compute_ps) / makespan);
+    }
+    row("per device",
+        "<table class=\"per-device\"><tr><th>device</th><th>waiting for transfers</th>"
+        "<th>waiting for memory</th><th>compute busy</th></tr>" +
+            per + "</table>");
+  }
   out += "</table>\n";
   return out;
 }
