@@ -315,6 +315,36 @@ if selected input-limit/pipe-within; then
   check input-limit/pipe-within 0 bash -c 'exec "$0" trace info <(cat "$1")' "$tf" "$d/w.json"
 fi
 
+# Counts with prefixes, durations with units, overheads and capacities: a value that is
+# ambiguous, not whole, too large or of the wrong unit is exit 2 naming the flag or field,
+# and nothing is written.
+d=$(fresh units)
+g=$d/gen-out.json
+hostile units/context-8K-ambiguous 2 "--context: unknown unit 'K'" --out "$g" -- \
+  "$tf" trace gen --model llama-3-8b --layers 2 --phase decode --context 8K --tokens 1 -o "$g"
+hostile units/tokens-prefix-overflow 2 "--tokens: '10000000T' is too large" --out "$g" -- \
+  "$tf" trace gen --model llama-3-8b --layers 2 --phase decode --context 128 --tokens 10000000T -o "$g"
+hostile units/batch-not-whole 2 "--batch: '1.5' is not a whole number" --out "$g" -- \
+  "$tf" trace gen --model llama-3-8b --layers 2 --batch 1.5 -o "$g"
+hostile units/prompt-negative 2 "--prompt: negative value" --out "$d/c.txt" -- \
+  "$tf" compare "${scen[@]}" --prompt -5 --generate 2 --policies resident -o "$d/c.txt"
+hostile units/max-tpot-unit 2 "--max-tpot: unknown unit 'xs'" --out "$d/a.txt" -- \
+  "$tf" whatif "${scen[@]}" --question max-batch --max-tpot 5xs -o "$d/a.txt"
+hostile units/max-tpot-wrong-question 2 "--max-tpot: applies to --question max-batch" --out "$d/a.txt" -- \
+  "$tf" whatif "${scen[@]}" --question min-memory --max-tpot 5ms -o "$d/a.txt"
+hostile units/max-overhead-ambiguous-whatif 2 "--max-overhead: '10' is ambiguous" --out "$d/a.txt" -- \
+  "$tf" whatif "${scen[@]}" --question min-memory --max-overhead 10 -o "$d/a.txt"
+hostile units/max-overhead-ambiguous-plan 2 "--max-overhead: '10' is ambiguous" --out "$d/p.json" --in "$d/w.json" -- \
+  "$tf" plan --workload "$d/w.json" --max-overhead 10 -o "$d/p.json"
+hostile units/device-tier-0B 2 "local_tier 'hbm' has capacity 0B" --out "$d/c.txt" -- \
+  "$tf" compare "${scen[@]}" --set tiers.hbm.capacity=0B --policies resident -o "$d/c.txt"
+hostile units/hw-name-typo 2 "did you mean 'gh200'" --out "$d/h.txt" -- \
+  "$tf" hw show gh20 -o "$d/h.txt"
+sed -e 's/name: hostile-tiny/name: hostile-units/' -e 's/  - policy: \[resident, layerwise\]/  - context: [128, 8K]/' \
+  "$d/tiny.yaml" >"$d/units.yaml"
+hostile units/sweep-axis-8K 2 "units.yaml:" --out "$d/units.db" --in "$d/units.yaml" -- \
+  "$tf" sweep "$d/units.yaml" -o "$d/units.db" --quiet
+
 # A sweep point whose count is too large is recorded failed as bad input (class 2), the
 # reason naming the flag, and the sweep exits 2.
 d=$(fresh sweep-count)

@@ -45,8 +45,8 @@ int run_compare(const CompareOptions& o) {
   const planner::Target target = study::make_target(topo, base.device, base.devices, "--device");
   const std::string scenario = study::describe_workload(base);
 
+  // Policies, then output paths, are checked before anything is made or planned.
   for (const std::string& name : o.policies) study::check_policy(name, "--policies");
-  // Output paths are checked before the planning they would come after.
   if (!o.plans_dir.empty()) make_output_dir(o.plans_dir, "--plans");
   check_output_path(o.output.empty() ? "-" : o.output);
   if (!o.timeline.empty()) check_output_path(o.timeline);
@@ -54,14 +54,14 @@ int run_compare(const CompareOptions& o) {
   // Progress on a terminal only, on one line that the table replaces.
   const bool tty = !o.quiet && isatty(fileno(stderr)) != 0;
   const study::Comparison cmp =
-      study::compare(study, base, o.policies, [&](size_t i, size_t n, const std::string& name) {
+      study::compare(study, base, o.policies, "--policies", [&](size_t i, size_t n, const std::string& name) {
         if (tty) fmt::print(stderr, "\r\033[Kplanning {} ({} of {}) ...", name, i + 1, n);
       });
   if (tty) fmt::print(stderr, "\r\033[K");
   const std::vector<study::Trial>& trials = cmp.trials;
   const std::vector<std::string>& labels = cmp.labels;
   const sim::Time reference = cmp.reference_ps;
-  const bool any_realized = cmp.any_realized;
+  const bool any_realized = cmp.any_realized();
   const study::Trial* best = cmp.best ? &trials[*cmp.best] : nullptr;
   if (!o.plans_dir.empty()) {
     for (size_t i = 0; i < trials.size(); ++i) {

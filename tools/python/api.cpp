@@ -200,9 +200,8 @@ nlohmann::ordered_json whatif(const Fields& fields, const WhatIfRequest& r) {
 
 CompareResult compare(const Fields& fields, const std::vector<std::string>& policies) {
   const study::Scenario base = scenario_of(fields, "tierflow.compare");
-  for (const std::string& name : policies) study::check_policy(name, "policies");
   study::Study study;
-  const study::Comparison c = study::compare(study, base, policies);
+  const study::Comparison c = study::compare(study, base, policies, "policies");
   CompareResult r;
   r.table = Table{row_column_names(), row_column_types(), {}};
   for (const study::Trial& t : c.trials) r.table.rows.push_back(study::row_of(t).cells);

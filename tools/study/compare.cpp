@@ -1,17 +1,16 @@
 #include "tools/study/compare.h"
 
-#include <algorithm>
-
 #include "tools/study/target.h"
 
 namespace tierflow::study {
 
 Comparison compare(Study& study, const Scenario& base, std::vector<std::string> policies,
+                   std::string_view source,
                    const std::function<void(size_t, size_t, const std::string&)>& progress) {
   if (policies.empty()) {
     for (const planner::Policy& p : planner::policies()) policies.emplace_back(p.name);
   }
-  for (const std::string& name : policies) check_policy(name, "--policies");
+  for (const std::string& name : policies) check_policy(name, source);
   Comparison c;
   c.reference_ps = study.unlimited_latency(base);
   auto keep = [&](Trial t, std::string label, std::string stem, bool oracle) {
@@ -34,7 +33,6 @@ Comparison compare(Study& study, const Scenario& base, std::vector<std::string> 
     s.realistic_routing = false;
     keep(study.run(s), name + " oracle", name + "-oracle", true);
   }
-  c.any_realized = std::ranges::any_of(c.trials, [](const Trial& t) { return t.main().realized; });
   for (size_t i = 0; i < c.trials.size(); ++i) {
     const Trial& t = c.trials[i];
     if (!t.ok || c.oracle[i]) continue;

@@ -4,10 +4,12 @@
 // of no foresight shows; the best is chosen among the trials a runtime can run.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tools/study/study.h"
@@ -21,16 +23,22 @@ struct Comparison {
   std::vector<std::string> labels;  ///< "tierflow", or "tierflow realistic", "tierflow oracle"
   std::vector<std::string> stems;   ///< plan file names: "tierflow", "tierflow-oracle"
   std::vector<bool> oracle;         ///< the trial knows the routing that runs
-  bool any_realized = false;        ///< some trial ran realistic routing
   /// The fastest trial that is not an oracle, ties to the lower device peak; none when no
   /// trial ran.
   std::optional<size_t> best;
+
+  /// Some trial ran realistic routing (the MoE columns apply).
+  [[nodiscard]] bool any_realized() const {
+    return std::ranges::any_of(trials, [](const Trial& t) { return t.main().realized; });
+  }
 };
 
 /// Runs `policies` (all of planner::policies() when empty) on `base`; `progress` is told
 /// each policy before it runs (its index from 0, the count, its name). Bad input throws
-/// InputError; a plan that does not fit is a trial, not an error.
+/// InputError (an unknown policy at `source`); a plan that does not fit is a trial, not an
+/// error.
 Comparison compare(Study& study, const Scenario& base, std::vector<std::string> policies,
+                   std::string_view source,
                    const std::function<void(size_t, size_t, const std::string&)>& progress = {});
 
 }  // namespace tierflow::study
