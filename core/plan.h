@@ -1,5 +1,6 @@
 // A plan: where each tensor's durable copy lives (its home tier) and, per device, a
-// program of compute and cache steps. On disk: JSON `tierflow.plan/1` (docs/formats.md).
+// program of compute and cache steps. On disk: JSON `tierflow.plan/2` (docs/formats.md;
+// `tierflow.plan/1` files still load).
 // The rules below (ARCHITECTURE §6) are written once, in verify_plan(); the simulator and
 // the replayer enforce the same ones.
 //
@@ -59,6 +60,14 @@ struct Plan {
   Meta meta;
   Reference workload_ref;  ///< empty file = the workload is inline
   Reference topology_ref;
+  /// Bytes of the device tier the plan may hold per program (its budget); 0: the tier's
+  /// usable capacity. Never more than that capacity where the plan runs (hw::bind).
+  uint64_t budget = 0;
+  std::string pipeline;  ///< the planner pipeline that made it; empty: not recorded
+  /// MoE routing the plan runs on: "realistic" (planned on the expected routing, run on
+  /// the seeded one with misses fetched on demand, planner/realize.h); empty: the
+  /// workload's own routing, known to the plan.
+  std::string routing;
   std::vector<std::string> tiers;  ///< tier ids used by the plan, in first-use order
   uint32_t device_tier = 0;        ///< index into tiers
   std::vector<uint32_t> home;      ///< per tensor: index into tiers

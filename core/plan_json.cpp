@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <unordered_map>
@@ -15,8 +16,11 @@
 namespace tierflow {
 namespace {
 
-const std::vector<std::string> kTopKeys = {"format", "name",        "meta", "workload", "topology",
-                                           "tiers",  "device_tier", "home", "programs"};
+const std::vector<std::string> kTopKeys = {"format",   "name",     "meta",        "workload",
+                                           "topology", "tiers",    "device_tier", "home",
+                                           "programs", "budget",   "pipeline",    "routing"};
+/// The plan/2 fields that plan/1 kept in meta (read from there, then dropped from it).
+const std::vector<std::string> kTypedMeta = {"budget", "pipeline", "routing"};
 const std::vector<std::string> kRefKeys = {"file", "sha256", "inline"};
 const std::vector<std::string> kProgramKeys = {"device", "steps"};
 const std::vector<std::string> kStepKeys = {"compute", "prefetch", "store", "detach", "from",
@@ -35,8 +39,12 @@ class PlanReader {
     std::string key;
     std::vector<std::string> home_names;
     std::string device_tier;
-    bool seen[9] = {};
+    bool seen[12] = {};
+    size_t key_at[12] = {};
     size_t device_tier_at = 0;
+    size_t meta_at = 0;
+    size_t routing_at = 0;
+    bool v1 = false;
     while (r_.next_key(key)) {
       const size_t k = index(key, kTopKeys);
       if (k == kTopKeys.size()) {
@@ -45,12 +53,15 @@ class PlanReader {
       }
       if (seen[k]) r_.fail_at(r_.key_offset(), "duplicate key '{}' in the plan", key);
       seen[k] = true;
+      key_at[k] = r_.key_offset();
       switch (k) {
         case 0: {
           const size_t v = r_.offset();
           const std::string f = r_.read_string("format");
-          if (f != kPlanFormat) {
-            r_.fail_at(v, "unsupported format '{}': this tierflow reads '{}'", f, kPlanFormat);
+          v1 = f == kPlanFormatV1;
+          if (f != kPlanFormat && !v1) {
+            r_.fail_at(v, "unsupported format '{}': this tierflow reads '{}' (and '{}')", f,
+                       kPlanFormat, kPlanFormatV1);
           }
           break;
         }
@@ -58,6 +69,7 @@ class PlanReader {
           p.name = r_.read_string("name");
           break;
         case 2:
+          meta_at = r_.offset();
           read_meta(r_, p.meta);
           break;
         case 3:
@@ -94,9 +106,40 @@ class PlanReader {
         case 8:
           read_programs(p);
           break;
+        case 9:
+          p.budget = r_.read_uint("budget", UINT64_MAX);
+          break;
+        case 10:
+          p.pipeline = r_.read_string("pipeline");
+          break;
+        case 11:
+          routing_at = r_.offset();
+          p.routing = r_.read_string("routing");
+          break;
       }
     }
     r_.expect_end();
+    for (size_t k = 9; k < kTopKeys.size(); ++k) {
+      if (seen[k] && v1) {
+        r_.fail_at(key_at[k], "'{}' is a field of '{}'; a '{}' plan keeps it in meta", kTopKeys[k],
+                   kPlanFormat, kPlanFormatV1);
+      }
+    }
+    for (const std::string& field : kTypedMeta) {
+      const auto it = p.meta.find(field);
+      if (it == p.meta.end()) continue;
+      if (!v1) {
+        r_.fail_at(meta_at, "meta '{}': in '{}' it is a field of the plan, not of meta", field,
+                   kPlanFormat);
+      }
+      from_meta(p, field, it->second, meta_at, routing_at);
+      p.meta.erase(it);
+    }
+    if (!p.routing.empty() &&
+        std::find(kPlanRoutings.begin(), kPlanRoutings.end(), p.routing) == kPlanRoutings.end()) {
+      r_.fail_at(routing_at, "routing '{}': expected one of {}", p.routing,
+                 fmt::join(kPlanRoutings, ", "));
+    }
     for (size_t k : {0U, 1U, 3U, 5U, 6U, 7U, 8U}) {
       if (!seen[k]) r_.fail_at(top, "the plan is missing required key '{}'", kTopKeys[k]);
     }
@@ -119,6 +162,23 @@ class PlanReader {
       if (keys[i] == key) return i;
     }
     return keys.size();
+  }
+
+  /// A plan/1 meta value (JSON text) into its plan/2 field.
+  void from_meta(Plan& p, const std::string& key, const std::string& json, size_t meta_at,
+                 size_t& routing_at) {
+    JsonReader v(json, "meta");
+    try {
+      if (key == "budget") {
+        p.budget = v.read_uint("budget", UINT64_MAX);
+      } else {
+        (key == "pipeline" ? p.pipeline : p.routing) = v.read_string(key);
+        if (key == "routing") routing_at = meta_at;
+      }
+    } catch (const InputError&) {
+      r_.fail_at(meta_at, "meta '{}': expected {}, not {}", key,
+                 key == "budget" ? "a byte count" : "a string", json);
+    }
   }
 
   uint32_t tier_index(const Plan& p, const std::string& name, size_t at) {
@@ -400,6 +460,9 @@ std::string write_plan(const Plan& p, const Workload* inline_workload) {
   }
   w.key("topology");
   write_ref(w, p.topology_ref);
+  if (p.budget > 0) w.key("budget").integer(p.budget);
+  if (!p.pipeline.empty()) w.key("pipeline").string(p.pipeline);
+  if (!p.routing.empty()) w.key("routing").string(p.routing);
   w.key("tiers").begin_array();
   for (const std::string& t : p.tiers) w.string(t);
   w.end_array();

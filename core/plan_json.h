@@ -1,6 +1,8 @@
-// JSON form of plans: `tierflow.plan/1` (docs/formats.md).
+// JSON form of plans: `tierflow.plan/2` (docs/formats.md). `tierflow.plan/1` files still
+// load: their meta "budget", "pipeline" and "routing" become the plan's typed fields.
 #pragma once
 
+#include <array>
 #include <string>
 #include <string_view>
 
@@ -8,7 +10,11 @@
 
 namespace tierflow {
 
-inline constexpr std::string_view kPlanFormat = "tierflow.plan/1";
+inline constexpr std::string_view kPlanFormat = "tierflow.plan/2";
+inline constexpr std::string_view kPlanFormatV1 = "tierflow.plan/1";
+/// The values of a plan's `routing` field.
+inline constexpr std::array<std::string_view, 3> kPlanRoutings = {"realistic", "oracle",
+                                                                  "expected"};
 
 struct LoadedPlan {
   Plan plan;

@@ -88,7 +88,7 @@ std::string Fabric::slot_name(uint32_t slot) const {
   return instance_name(t_.tiers[tier].id, t_.instances(t_.tiers[tier].per), instance);
 }
 
-const FabricPath* Fabric::path(size_t from, size_t to, int device) {
+const FabricPath* Fabric::path(size_t from, size_t to, int device) const {
   const size_t nt = t_.tiers.size();
   int32_t& slot = path_index_[(size_t(device) * nt + from) * nt + to];
   if (slot == -2) return nullptr;

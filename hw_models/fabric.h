@@ -76,7 +76,8 @@ class Fabric {
 
   /// The path of a transfer from tier `from` to tier `to` for `device`; nullptr when the
   /// topology has no route between them.
-  const FabricPath* path(size_t from, size_t to, int device);
+  /// Paths are found on first use (not thread-safe).
+  const FabricPath* path(size_t from, size_t to, int device) const;
 
   [[nodiscard]] const std::vector<ResourceInfo>& resources() const { return info_; }
   [[nodiscard]] const std::vector<EngineGroup>& engines() const { return engines_; }
@@ -97,8 +98,8 @@ class Fabric {
   std::vector<uint32_t> engine_base_;
   std::vector<ResourceInfo> info_;
   std::vector<EngineGroup> engines_;
-  std::deque<FabricPath> paths_;     ///< stable addresses
-  std::vector<int32_t> path_index_;  ///< [device][from * tiers + to] -> paths_, -1 unknown, -2 none
+  mutable std::deque<FabricPath> paths_;     ///< stable addresses
+  mutable std::vector<int32_t> path_index_;  ///< [device][from * tiers + to] -> paths_, -1 unknown, -2 none
 };
 
 /// "id" when a tier, link or device class has one instance, else "id[instance]".

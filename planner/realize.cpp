@@ -392,7 +392,7 @@ RealizedPlan realize_routing(const Plan& plan, const Workload& pw, const Workloa
   Plan& p = out.plan;
   p.name = plan.name;
   p.meta = plan.meta;
-  p.meta["routing"] = "\"realistic\"";
+  p.routing = "realistic";
   p.topology_ref = plan.topology_ref;
   p.tiers = plan.tiers;
   p.device_tier = plan.device_tier;

@@ -14,6 +14,7 @@
 
 #include "core/diagnostics.h"
 #include "core/stepper.h"
+#include "hw_models/bind.h"
 #include "hw_models/fabric.h"
 #include "sim/models/flows.h"
 #include "sim/models/ledger.h"
@@ -62,16 +63,24 @@ struct ProgramState {
   DeviceResult res;
 };
 
+/// A broken plan rule that stops every program (tiers, homes, events).
+inline SimError rule_error(const PlanIssue& issue) {
+  return SimError{SimError::Kind::kPlanRule, -1, -1, issue.tensor, -1, issue.message};
+}
+
 class Simulator {
  public:
-  Simulator(const Plan& plan, const Workload& w, const hw::Topology& t, const SimOptions& o)
-      : plan_(plan),
-        w_(w),
-        t_(t),
+  Simulator(const hw::BoundPlan& b, const SimOptions& o)
+      : plan_(b.plan),
+        w_(b.workload),
+        t_(b.topology),
         o_(o),
-        fabric_(t),
-        rec_(o.timeline, o.series, fabric_, w, plan),
-        stepper_(plan, w, *this) {
+        fabric_(b.fabric),
+        tier_map_(b.tier_map),
+        dev_tier_(b.device_tier),
+        bound_(b),
+        rec_(o.timeline, o.series, fabric_, w_, plan_),
+        stepper_(plan_, w_, *this) {
     // One flow per transfer, over the fabric's resources (the same indices).
     for (const hw::ResourceInfo& r : fabric_.resources()) net_.add_resource(r.capacity);
   }
@@ -153,14 +162,15 @@ class Simulator {
   const Workload& w_;
   const hw::Topology& t_;
   const SimOptions& o_;
+  const hw::Fabric& fabric_;
+  const std::vector<size_t>& tier_map_;  ///< plan tier -> topology tier
+  const size_t dev_tier_;                ///< topology tier of the plan's device tier
+  const hw::BoundPlan& bound_;
   EventQueue q_;
   FlowNetwork net_;
-  hw::Fabric fabric_;
   Recorder rec_;
   stepper::Stepper<Simulator> stepper_;
   std::unique_ptr<MemoryLedger> ledger_;
-  std::vector<size_t> tier_map_;  ///< plan tier -> topology tier
-  size_t dev_tier_ = 0;           ///< topology tier of the plan's device tier
   std::vector<ProgramState> progs_;
   std::vector<std::optional<PlanIssue>> issues_;
   /// Plan event id -> dense index: a table when the ids are compact (plans number them

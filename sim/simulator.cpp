@@ -398,6 +398,18 @@ SimResult Simulator::run() {
 
 SimResult simulate(const Plan& plan, const Workload& w, const hw::Topology& t,
                    const SimOptions& options) {
+  const hw::Binding b = hw::bind(plan, w, t);
+  if (b.bound) return simulate(*b.bound, options);
+  SimResult r;
+  // A broken rule that stops every program is reported before the topology's objection.
+  const PlanCheck check = verify_plan_programs(plan, w);
+  r.error = check.global ? detail::rule_error(*check.global) : *b.error;
+  return r;
+}
+
+SimResult simulate(const hw::BoundPlan& b, const SimOptions& options) {
+  const Plan& plan = b.plan;
+  const Workload& w = b.workload;
   if (options.op_end != nullptr) options.op_end->assign(w.ops.size(), -1);
   if (options.step_times != nullptr) {
     options.step_times->assign(plan.programs.size(), {});
@@ -405,8 +417,10 @@ SimResult simulate(const Plan& plan, const Workload& w, const hw::Topology& t,
       (*options.step_times)[p].assign(plan.programs[p].steps.size(), StepTime{});
     }
   }
-  detail::Simulator sim(plan, w, t, options);
-  return sim.run();
+  detail::Simulator sim(b, options);
+  SimResult r = sim.run();
+  r.device_tier = b.device_tier;
+  return r;
 }
 
 }  // namespace tierflow::sim

@@ -33,6 +33,7 @@
 
 #include "core/plan.h"
 #include "core/workload.h"
+#include "hw_models/bind.h"
 #include "hw_models/fabric.h"
 #include "hw_models/topology.h"
 #include "sim/kernel/event_queue.h"
@@ -138,6 +139,9 @@ struct LinkResult {
 struct SimResult {
   std::optional<SimError> error;
   Time makespan = 0;
+  /// Topology tier the programs computed from (the bound plan's device tier); SIZE_MAX
+  /// when the plan did not bind.
+  size_t device_tier = SIZE_MAX;
   std::vector<DeviceResult> devices;
   std::vector<TierResult> tiers;  ///< every tier instance the plan touched
   std::vector<LinkResult> links;  ///< every link direction and tier port that carried bytes
@@ -147,8 +151,11 @@ struct SimResult {
   uint64_t solves = 0;  ///< max-min re-solves
 };
 
-/// Simulates `plan` (over `w`) on `t`. Plan-rule violations are found by core's
-/// verify_plan and reported with the time the offending step was reached.
+/// Simulates a bound plan. Plan-rule violations are found by core's verify_plan and
+/// reported with the time the offending step was reached.
+SimResult simulate(const hw::BoundPlan& plan, const SimOptions& options = {});
+/// Binds `plan` (over `w`) to `t` (hw::bind), then simulates it; a plan that cannot bind
+/// gives a result with only its error.
 SimResult simulate(const Plan& plan, const Workload& w, const hw::Topology& t,
                    const SimOptions& options = {});
 

@@ -12,38 +12,10 @@ namespace tierflow::sim::detail {
 bool Simulator::setup() {
   const PlanCheck check = verify_plan_programs(plan_, w_);
   if (check.global) {
-    error_ = SimError{SimError::Kind::kPlanRule, -1, -1,
-                      check.global->tensor,      -1, check.global->message};
+    error_ = rule_error(*check.global);
     return false;
   }
   issues_ = check.programs;
-  for (const std::string& id : plan_.tiers) {
-    const auto ti = t_.tier_index(id);
-    if (!ti) {
-      std::vector<std::string> ids;
-      for (const hw::Tier& x : t_.tiers) ids.push_back(x.id);
-      error_ = SimError{SimError::Kind::kTopology,
-                        -1,
-                        -1,
-                        -1,
-                        -1,
-                        fmt::format("the plan's tier '{}' is not in topology '{}'{}", id, t_.name,
-                                    did_you_mean(id, ids))};
-      return false;
-    }
-    tier_map_.push_back(*ti);
-  }
-  dev_tier_ = tier_map_[plan_.device_tier];
-  if (t_.tiers[dev_tier_].per != hw::Scope::kDevice) {
-    error_ = SimError{SimError::Kind::kTopology,
-                      -1,
-                      -1,
-                      -1,
-                      -1,
-                      fmt::format("the plan's device tier '{}' is not a per-device tier in '{}'",
-                                  t_.tiers[dev_tier_].id, t_.name)};
-    return false;
-  }
   std::vector<uint64_t> capacity(fabric_.tier_slots());
   for (uint32_t s = 0; s < capacity.size(); ++s) {
     capacity[s] = t_.usable(fabric_.slot_tier(s).first);
@@ -56,25 +28,9 @@ bool Simulator::setup() {
   for (size_t g = 0; g < engines_.size(); ++g) engines_[g].free = fabric_.engines()[g].capacity;
   op_time_.resize(t_.devices.size());
 
-  std::vector<bool> used(size_t(fabric_.devices()));
   progs_.resize(plan_.programs.size());
   for (size_t p = 0; p < plan_.programs.size(); ++p) {
     const Program& prog = plan_.programs[p];
-    if (prog.device >= uint32_t(fabric_.devices()) || used[prog.device]) {
-      error_ = SimError{SimError::Kind::kTopology,
-                        int(p),
-                        -1,
-                        -1,
-                        -1,
-                        prog.device >= uint32_t(fabric_.devices())
-                            ? fmt::format("program {} runs on device {}, but '{}' has {} devices",
-                                          p, prog.device, t_.name, fabric_.devices())
-                            : fmt::format("program {} runs on device {}, which another program "
-                                          "already uses",
-                                          p, prog.device)};
-      return false;
-    }
-    used[prog.device] = true;
     ProgramState& st = progs_[p];
     st.prog = &prog;
     st.device = int(prog.device);
@@ -82,7 +38,7 @@ bool Simulator::setup() {
     size_t end = prog.steps.size();
     if (issues_[p] && issues_[p]->step >= 0) end = size_t(issues_[p]->step);
     stepper_.start(uint32_t(p), end);
-    st.dev_slot = fabric_.tier_slot(dev_tier_, st.device);
+    st.dev_slot = bound_.programs[p].device_slot;
     st.dev_rec.assign(w_.tensors.size(), kNoRecord);
   }
   // Events: dense numbering in plan order.

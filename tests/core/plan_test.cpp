@@ -69,6 +69,50 @@ TEST_CASE("a well-formed plan verifies and round-trips byte for byte") {
   CHECK(back.plan.tiers[back.plan.programs[0].steps[4].tier] == "ddr");
 }
 
+TEST_CASE("budget, pipeline and routing are plan fields; a plan/1 file keeps them in meta") {
+  const Workload w = tiny();
+  Plan p = good();
+  p.budget = 4096;
+  p.pipeline = "reorder,place,liveness,layerwise,insert,schedule,verify";
+  p.routing = "realistic";
+  p.meta["policy"] = "\"layerwise\"";
+  const std::string text = write_plan(p, &w);
+  CHECK(text.find("\"format\": \"tierflow.plan/2\"") != std::string::npos);
+  CHECK(text.find("\n  \"budget\": 4096,\n") != std::string::npos);
+  const LoadedPlan back = read_plan_text(text, "p.json", ".");
+  CHECK(back.plan.budget == 4096);
+  CHECK(back.plan.pipeline == p.pipeline);
+  CHECK(back.plan.routing == "realistic");
+  CHECK(write_plan(back.plan, &back.workload) == text);
+
+  // The same plan as tierflow.plan/1 wrote it: the fields in meta, as JSON values.
+  std::string v1 = text;
+  const auto swap = [&v1](const std::string& from, const std::string& to) {
+    const size_t at = v1.find(from);
+    REQUIRE(at != std::string::npos);
+    v1.replace(at, from.size(), to);
+  };
+  swap("tierflow.plan/2", "tierflow.plan/1");
+  swap("\n  \"budget\": 4096,", "");
+  swap("\n  \"pipeline\": \"" + p.pipeline + "\",", "");
+  swap("\n  \"routing\": \"realistic\",", "");
+  swap("\"meta\": {", "\"meta\": {\"budget\": 4096, \"pipeline\": \"" + p.pipeline +
+                          "\", \"routing\": \"realistic\", ");
+  const LoadedPlan old = read_plan_text(v1, "old.json", ".");
+  CHECK(old.plan.budget == 4096);
+  CHECK(old.plan.pipeline == p.pipeline);
+  CHECK(old.plan.routing == "realistic");
+  CHECK(old.plan.meta.size() == 1);  // policy only: the fields left meta
+  CHECK(write_plan(old.plan, &old.workload) == text);
+
+  // No budget: the field is absent, and reads back as 0 (the tier's capacity).
+  Plan none = good();
+  const std::string bare = write_plan(none, &w);
+  CHECK(bare.find("\"budget\"") == std::string::npos);
+  CHECK(bare.find("\"routing\"") == std::string::npos);
+  CHECK(read_plan_text(bare, "p.json", ".").plan.budget == 0);
+}
+
 TEST_CASE("each §6 rule, broken") {
   Plan p = good();
   p.programs[0].steps[2] = compute(0);  // no wait on the prefetch of x

@@ -73,9 +73,12 @@ TEST_CASE("chakra: the tiny plan as nodes, dependencies and attributes") {
   std::vector<std::vector<sim::StepTime>> times;
   sim::SimOptions so;
   so.step_times = &times;
-  const sim::SimResult r = sim::simulate(lp.plan, lp.workload, topo, so);
+  const hw::Binding b = hw::bind(lp.plan, lp.workload, topo);
+  REQUIRE(b.bound);
+  const sim::SimResult r = sim::simulate(*b.bound, so);
   REQUIRE(!r.error);
   ExportInput in{lp.plan, lp.workload, topo, plan_file};
+  in.bound = &*b.bound;
   in.sim = &r;
   in.step_times = &times;
 

@@ -38,12 +38,14 @@ struct Tiny {
                                         hw::LoadOptions{{"tiers.hbm.capacity=4KiB"}, false});
   std::vector<std::vector<sim::StepTime>> times;
   sim::SimResult result;
+  hw::Binding bound = hw::bind(lp.plan, lp.workload, topo);
   ExportInput in{lp.plan, lp.workload, topo, kTinyPlan};
 
   Tiny() {
     sim::SimOptions so;
     so.step_times = &times;
-    result = sim::simulate(lp.plan, lp.workload, topo, so);
+    result = sim::simulate(*bound.bound, so);
+    in.bound = &*bound.bound;
     in.sim = &result;
     in.step_times = &times;
   }

@@ -40,7 +40,7 @@ ReportRun small_run(std::vector<std::string> sets = {}, std::string name = "plan
   Plan& p = r.plan.plan;
   p.name = std::move(name);
   p.meta["policy"] = "\"layerwise\"";
-  p.meta["budget"] = "100";
+  p.budget = 100;
   p.meta["bounds_makespan_ps"] = "300000";
   p.tiers = {"hbm", "ddr"};
   p.device_tier = kHbm;
@@ -54,9 +54,7 @@ ReportRun small_run(std::vector<std::string> sets = {}, std::string name = "plan
   r.sets = std::move(sets);
   r.topology = hw::load_topology(std::string(TIERFLOW_SOURCE_DIR) + "/tests/fixtures/unit_hw.yaml",
                                  hw::LoadOptions{r.sets, false});
-  sim::SimOptions o;
-  o.series = &r.series;
-  r.result = sim::simulate(p, w, r.topology, o);
+  simulate_for_report(r, sim::OnFull::kFail);
   return r;
 }
 

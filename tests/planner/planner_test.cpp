@@ -190,7 +190,7 @@ TEST_CASE("property: every policy on seeded random graphs") {
       CHECK(out.estimated_peak <= budget);
       const sim::SimResult r = sim::simulate(*out.plan, w, topo);
       REQUIRE_MESSAGE(!r.error, r.error->message);
-      const uint64_t peak = study::device_peak(r, topo, *out.plan);
+      const uint64_t peak = study::device_peak(r);
       CHECK(peak <= budget);
       CHECK(peak >= out.bounds.residency);
       CHECK(r.makespan >= out.bounds.makespan_ps);
@@ -243,7 +243,7 @@ TEST_CASE("property: paging pipelines and the scored portfolio on seeded random 
       CHECK(out.estimated_peak <= budget);
       const sim::SimResult r = sim::simulate(*out.plan, w, topo);
       REQUIRE_MESSAGE(!r.error, r.error->message);
-      CHECK(study::device_peak(r, topo, *out.plan) <= budget);
+      CHECK(study::device_peak(r) <= budget);
       CHECK(r.makespan >= out.bounds.makespan_ps);
       ++planned;
       if (transfers(*out.plan) > 0) ++offloaded;

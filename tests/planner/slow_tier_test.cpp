@@ -54,7 +54,7 @@ Outcome plan_at(const Workload& w, std::string_view policy, std::string_view tie
   o.makespan = r.makespan;
   o.bound = out.bounds.makespan_ps;
   o.pinned_bound = out.bounds.pinned_ps;
-  o.peak = study::device_peak(r, topo, *out.plan);
+  o.peak = study::device_peak(r);
   for (const Program& p : out.plan->programs) {
     for (const Step& st : p.steps) {
       if (st.kind == StepKind::kPrefetch && w.tensors[st.target].kind == TensorKind::kWeight) {

@@ -61,7 +61,7 @@ void add_export_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "export",
       "write a plan, simulated once, in another format (Chakra ET, CSV, Chrome trace, ...)");
-  cmd->add_option("--plan", o->plan, "plan JSON (tierflow.plan/1)");
+  cmd->add_option("--plan", o->plan, "plan JSON (tierflow.plan/2)");
   cmd->add_option("--format", o->format, "output format (see --list-formats)");
   cmd->add_option("-o,--output", o->output,
                   "where to write: a file ('-' = standard output), or a folder for chakra");

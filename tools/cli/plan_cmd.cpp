@@ -250,7 +250,7 @@ void add_plan_commands(CLI::App& app) {
   auto file = std::make_shared<std::string>();
   CLI::App* verify = plan->add_subcommand(
       "verify", "check a plan against its workload: references and the residency rules");
-  verify->add_option("file", *file, "plan JSON (tierflow.plan/1)")->required();
+  verify->add_option("file", *file, "plan JSON (tierflow.plan/2)")->required();
   verify->callback([file] {
     const LoadedPlan p = read_plan(*file);
     size_t steps = 0;

@@ -375,7 +375,7 @@ void add_replay_command(CLI::App& app) {
                   "native (memcpy as fast as this machine goes, time scale 1, real sizes: "
                   "measures the machine; plan on a `tierflow calibrate` topology)")
       ->check(CLI::IsMember({"paced", "native"}));
-  cmd->add_option("--plan", o->plan, "plan JSON (tierflow.plan/1)")->required();
+  cmd->add_option("--plan", o->plan, "plan JSON (tierflow.plan/2)")->required();
   add_plan_topology_flags(cmd, o->hw, o->sets);
   cmd->add_option("--timeline", o->timeline, "write the measured timeline as a Chrome trace");
   cmd->add_option("--time-scale", o->time_scale,

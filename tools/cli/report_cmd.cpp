@@ -61,7 +61,7 @@ void add_report_command(CLI::App& app) {
       "report",
       "simulate plans and write a self-contained HTML page: memory by tensor kind, link "
       "bandwidth, activity and exposed waits over time; with several plans, a comparison");
-  cmd->add_option("plans", o->plans, "plan JSON files (tierflow.plan/1), e.g. DIR/*.json")
+  cmd->add_option("plans", o->plans, "plan JSON files (tierflow.plan/2), e.g. DIR/*.json")
       ->required();
   add_plan_topology_flags(cmd, o->hw, o->sets);
   cmd->add_option("--on-full", o->on_full,

@@ -63,7 +63,7 @@ void add_sim_command(CLI::App& app) {
   auto o = std::make_shared<SimCliOptions>();
   CLI::App* cmd = app.add_subcommand(
       "sim", "simulate a plan on a topology: makespan, stalls, memory per tier, link load");
-  cmd->add_option("--plan", o->plan, "plan JSON (tierflow.plan/1)")->required();
+  cmd->add_option("--plan", o->plan, "plan JSON (tierflow.plan/2)")->required();
   add_plan_topology_flags(cmd, o->hw, o->sets);
   cmd->add_option("--on-full", o->on_full,
                   "when a tier is full: fail (an error naming the step) or wait (a memory stall)")

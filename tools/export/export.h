@@ -66,6 +66,7 @@ struct ExportInput {
   const Workload& workload;
   const hw::Topology& topology;
   std::string plan_file;  ///< as given; relative references in the plan start at its folder
+  const hw::BoundPlan* bound = nullptr;  ///< set with `sim`: the plan on `topology`
   const sim::SimResult* sim = nullptr;
   /// Per program and step, from sim::SimOptions::step_times.
   const std::vector<std::vector<sim::StepTime>>* step_times = nullptr;

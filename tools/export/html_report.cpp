@@ -92,9 +92,8 @@ struct Figures {
 
 Figures figures(const ReportRun& r) {
   Figures f;
-  const auto dev_tier = r.topology.tier_index(r.plan.plan.tiers[r.plan.plan.device_tier]);
   for (const sim::TierResult& t : r.result.tiers) {
-    if (dev_tier && t.tier == *dev_tier) f.device_peak = std::max(f.device_peak, t.peak);
+    if (t.tier == r.device_tier) f.device_peak = std::max(f.device_peak, t.peak);
   }
   for (const sim::DeviceResult& d : r.result.devices) {
     f.moved += d.bytes_in + d.bytes_out;
@@ -157,11 +156,8 @@ std::string summary(const ReportRun& r, const Figures& f) {
   }
   row("topology", topo);
   std::string policy = escape_html(meta_text(p.meta, "policy").value_or("not recorded"));
-  if (auto pipe = meta_text(p.meta, "pipeline"))
-    policy += " <code>" + escape_html(*pipe) + "</code>";
-  if (auto budget = meta_number(p.meta, "budget")) {
-    policy += fmt::format("; budget {} per device", bytes_text(static_cast<uint64_t>(*budget)));
-  }
+  if (!p.pipeline.empty()) policy += " <code>" + escape_html(p.pipeline) + "</code>";
+  if (r.budget > 0) policy += fmt::format("; budget {} per device", bytes_text(r.budget));
   row("policy", policy);
   row("devices",
       fmt::format("{} program{} computing from {}", p.programs.size(),
@@ -219,11 +215,8 @@ std::string summary(const ReportRun& r, const Figures& f) {
 
 std::string run_section(const ReportRun& r, size_t index, const ReportOptions& o) {
   RunView v = make_view(r, o, fmt::format("run{}", index + 1));
-  const Plan& p = r.plan.plan;
-  v.device_tier = r.topology.tier_index(p.tiers[p.device_tier]).value_or(SIZE_MAX);
-  if (auto budget = meta_number(p.meta, "budget"); budget && *budget > 0) {
-    v.budget = static_cast<uint64_t>(*budget);
-  }
+  v.device_tier = r.device_tier;
+  v.budget = r.budget;
   const std::vector<Wait> waits = exposed_waits(r);
   std::string out =
       fmt::format("<section class=\"run\" id=\"{}\">\n<h2>{}<span class=\"file\">{}</span></h2>\n",
@@ -308,11 +301,22 @@ ReportRun run_for_report(const std::string& path, const std::string& hw,
   r.topology = study::plan_topology(r.plan.plan, path, hw, sets);
   r.sets = r.plan.plan.topology_ref.sets;
   r.sets.insert(r.sets.end(), sets.begin(), sets.end());
+  simulate_for_report(r, on_full);
+  return r;
+}
+
+void simulate_for_report(ReportRun& r, sim::OnFull on_full) {
   sim::SimOptions so;
   so.on_full = on_full;
   so.series = &r.series;
-  r.result = sim::simulate(r.plan.plan, r.plan.workload, r.topology, so);
-  return r;
+  const hw::Binding b = hw::bind(r.plan.plan, r.plan.workload, r.topology);
+  if (!b.bound) {
+    r.result = sim::simulate(r.plan.plan, r.plan.workload, r.topology, so);
+    return;
+  }
+  r.device_tier = b.bound->device_tier;
+  r.budget = r.plan.plan.budget > 0 ? b.bound->budget : 0;
+  r.result = sim::simulate(*b.bound, so);
 }
 
 int report_exit_code(const std::vector<ReportRun>& runs) {

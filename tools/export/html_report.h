@@ -37,6 +37,10 @@ struct ReportRun {
   std::vector<std::string> sets;  ///< every override applied: the plan's, then the user's
   sim::SimResult result;
   sim::SimSeries series;
+  /// The plan as bound to the topology (hw/bind.h): its device tier (SIZE_MAX when the
+  /// plan does not bind) and the budget each program may hold (0: none recorded).
+  size_t device_tier = SIZE_MAX;
+  uint64_t budget = 0;
 };
 
 /// Reads the plan at `path` (rules left to the simulator), loads its topology (`hw`, or the
@@ -44,6 +48,9 @@ struct ReportRun {
 /// time series and every transfer. Throws InputError when a file or override is wrong.
 ReportRun run_for_report(const std::string& path, const std::string& hw,
                          const std::vector<std::string>& sets, sim::OnFull on_full);
+/// Binds the run's plan to its topology and simulates it (what run_for_report does once
+/// the files are read).
+void simulate_for_report(ReportRun& r, sim::OnFull on_full);
 
 struct ReportOptions {
   double width = 1000;      ///< plot width in CSS pixels, also the number of time buckets

@@ -1,4 +1,4 @@
-// plan-json: the plan rewritten in canonical `tierflow.plan/1` form. The references it
+// plan-json: the plan rewritten in canonical `tierflow.plan/2` form. The references it
 // keeps still name the same files from OUT's folder, so the written plan reads, verifies
 // and simulates like the input (with the --hw and --set of the export recorded).
 #include <filesystem>

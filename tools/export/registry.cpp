@@ -22,7 +22,7 @@ constexpr std::array kFormats = {
            OutputKind::kFile, SimNeed::kResult, &write_steps_csv},
     Format{"chrome", "the simulated timeline as a Chrome trace (sim --timeline)", OutputKind::kFile,
            SimNeed::kTimeline, &write_chrome},
-    Format{"plan-json", "the plan in canonical tierflow.plan/1 form (not simulated)",
+    Format{"plan-json", "the plan in canonical tierflow.plan/2 form (not simulated)",
            OutputKind::kFile, SimNeed::kNone, &write_plan_json},
     Format{"report-json", "the simulation report as JSON (sim --json)", OutputKind::kFile,
            SimNeed::kResult, &write_report_json},
@@ -104,9 +104,12 @@ ExportOutcome run_export(const Format& format, const Plan& plan, const Workload&
   so.on_full = options.on_full;
   so.timeline = timeline.get();
   so.step_times = &step_times;
-  const sim::SimResult result = sim::simulate(plan, workload, topology, so);
+  const hw::Binding bound = hw::bind(plan, workload, topology);
+  const sim::SimResult result = bound.bound ? sim::simulate(*bound.bound, so)
+                                            : sim::simulate(plan, workload, topology, so);
   // A failed run leaves no output (an unfinished timeline removes its temp file).
   if (result.error) return ExportOutcome{result.error};
+  in.bound = &*bound.bound;
   in.sim = &result;
   in.step_times = &step_times;
   in.timeline = timeline.get();

@@ -20,7 +20,9 @@ uint64_t step_bytes(const Workload& w, const Step& s) {
 }
 
 std::vector<StepRow> step_rows(const ExportInput& in, size_t program) {
-  TF_ASSERT(in.sim != nullptr && in.step_times != nullptr, "step_rows needs a simulation");
+  TF_ASSERT(in.sim != nullptr && in.step_times != nullptr && in.bound != nullptr,
+            "step_rows needs a simulation");
+  const hw::BoundPlan& b = *in.bound;
   const Program& prog = in.plan.programs[program];
   const std::vector<sim::StepTime>& times = (*in.step_times)[program];
   const std::string& device_tier = in.plan.tiers[in.plan.device_tier];
@@ -55,12 +57,10 @@ std::vector<StepRow> step_rows(const ExportInput& in, size_t program) {
         const bool prefetch = s.kind == StepKind::kPrefetch;
         r.from_tier = prefetch ? in.plan.tiers[s.tier] : device_tier;
         r.to_tier = prefetch ? device_tier : in.plan.tiers[s.tier];
-        const auto from = in.topology.tier_index(r.from_tier);
-        const auto to = in.topology.tier_index(r.to_tier);
-        if (from && to) {
-          if (const hw::Route* route = in.topology.route(*from, *to)) {
-            for (const hw::Hop& h : route->hops) r.route.push_back(in.topology.links[h.link].id);
-          }
+        const size_t from = prefetch ? b.tier(s.tier) : b.device_tier;
+        const size_t to = prefetch ? b.device_tier : b.tier(s.tier);
+        if (const hw::Route* route = in.topology.route(from, to)) {
+          for (const hw::Hop& h : route->hops) r.route.push_back(in.topology.links[h.link].id);
         }
         if (const sim::TransferRecord* x = transfer[i]) {
           r.issue_ps = x->issue;

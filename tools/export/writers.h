@@ -16,7 +16,7 @@ void write_report_json(const ExportInput& in, const std::string& out);
 void write_report_csv(const ExportInput& in, const std::string& out);
 void write_chrome(const ExportInput& in, const std::string& out);
 
-// plan-json: the plan in canonical `tierflow.plan/1` form (plan_writer.cpp).
+// plan-json: the plan in canonical `tierflow.plan/2` form (plan_writer.cpp).
 void write_plan_json(const ExportInput& in, const std::string& out);
 /// The canonical text for a plan written to `out` ("-": references relative to the
 /// working folder).

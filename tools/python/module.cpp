@@ -294,7 +294,7 @@ void bind_classes(py::module_& m) {
             return plan_json(p, path.string());
           },
           py::arg("path") = "plan.json",
-          "the plan JSON (tierflow.plan/1, workload inline) as save(path) would write it")
+          "the plan JSON (tierflow.plan/2, workload inline) as save(path) would write it")
       .def(
           "save",
           [](const PlanHandle& p, const std::filesystem::path& path) {

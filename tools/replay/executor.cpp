@@ -37,10 +37,32 @@ struct ProgramState {
   ProgramRecord rec;
 };
 
+/// The first broken §6 rule, by the verifier the simulator uses: the simulator runs a
+/// program up to its first broken step and reports it there, the replayer refuses to start.
+std::optional<ReplayError> broken_rule(const Plan& plan, const Workload& w) {
+  const PlanCheck check = verify_plan_programs(plan, w);
+  if (check.global) {
+    return ReplayError{ReplayError::Kind::kPlanRule, -1, -1, check.global->tensor, -1,
+                       check.global->message};
+  }
+  for (size_t p = 0; p < check.programs.size(); ++p) {
+    if (const auto& issue = check.programs[p]) {
+      return ReplayError{ReplayError::Kind::kPlanRule, int(p), issue->step, issue->tensor, -1,
+                         issue->message};
+    }
+  }
+  return std::nullopt;
+}
+
 class Executor {
  public:
-  Executor(const Plan& plan, const Workload& w, const hw::Topology& t, Backend& b)
-      : plan_(plan), w_(w), t_(t), backend_(b), stepper_(plan, w, *this) {}
+  Executor(const hw::BoundPlan& bound, Backend& b)
+      : bound_(bound),
+        plan_(bound.plan),
+        w_(bound.workload),
+        t_(bound.topology),
+        backend_(b),
+        stepper_(plan_, w_, *this) {}
 
   ReplayResult run();
 
@@ -100,6 +122,7 @@ class Executor {
     return progs_[p].copies[size_t(t) * plan_.tiers.size() + tier];
   }
 
+  const hw::BoundPlan& bound_;
   const Plan& plan_;
   const Workload& w_;
   const hw::Topology& t_;
@@ -129,21 +152,11 @@ void Executor::fail(ReplayError::Kind kind, int program, int step, int tensor,
 }
 
 bool Executor::prepare() {
-  // The §6 rules, by the verifier the simulator uses; the simulator runs a program up to
-  // its first broken step and reports it there, the replayer refuses to start.
-  const PlanCheck check = verify_plan_programs(plan_, w_);
-  if (check.global) {
-    fail(ReplayError::Kind::kPlanRule, -1, -1, check.global->tensor, check.global->message);
+  if (auto e = broken_rule(plan_, w_)) {
+    error_ = std::move(*e);
     return false;
   }
-  for (size_t p = 0; p < check.programs.size(); ++p) {
-    if (const auto& issue = check.programs[p]) {
-      fail(ReplayError::Kind::kPlanRule, int(p), issue->step, issue->tensor, issue->message);
-      return false;
-    }
-  }
-  if (auto e = build_layout(plan_, w_, t_, backend_.memory_limit(), layout_,
-                              backend_.max_shift())) {
+  if (auto e = build_layout(bound_, backend_.memory_limit(), layout_, backend_.max_shift())) {
     error_ = std::move(*e);
     return false;
   }
@@ -304,8 +317,8 @@ bool Executor::transfer(uint32_t p, size_t step, const Step& s) {
   const bool prefetch = s.kind == StepKind::kPrefetch;
   const auto& path = (prefetch ? layout_.fetch : layout_.store)[p][s.tier];
   if (!path) {
-    const size_t from = prefetch ? layout_.tier_map[s.tier] : layout_.dev_tier;
-    const size_t to = prefetch ? layout_.dev_tier : layout_.tier_map[s.tier];
+    const size_t from = prefetch ? bound_.tier(s.tier) : bound_.device_tier;
+    const size_t to = prefetch ? bound_.device_tier : bound_.tier(s.tier);
     fail(ReplayError::Kind::kTopology, int(p), int(step), int(t),
          run_errors::no_route(t_.name, t_.tiers[from].id, t_.tiers[to].id, s.kind, w_, t));
     return false;
@@ -331,9 +344,10 @@ void Executor::issued(uint32_t p, size_t step, const Step& s) {
 bool Executor::compute(uint32_t p, size_t step, const Step& s, uint64_t /*need*/) {
   ProgramState& st = progs_[p];
   const Op& op = w_.ops[s.target];
-  const auto duration = layout_.op_time[layout_.device_class[p]][s.target];
+  const size_t cls = bound_.programs[p].device_class;
+  const auto duration = layout_.op_time[cls][s.target];
   if (!duration) {
-    const hw::Device& device = t_.devices[layout_.device_class[p]];
+    const hw::Device& device = t_.devices[cls];
     fail(ReplayError::Kind::kTopology, int(p), int(step), -1,
          run_errors::no_peak(w_, s.target, device.id, device.peak_dtypes()));
     return false;
@@ -483,9 +497,18 @@ ReplayResult Executor::run() {
 
 }  // namespace
 
-ReplayResult replay(const Plan& plan, const Workload& w, const hw::Topology& t, Backend& backend) {
-  Executor ex(plan, w, t, backend);
+ReplayResult replay(const hw::BoundPlan& plan, Backend& backend) {
+  Executor ex(plan, backend);
   return ex.run();
+}
+
+ReplayResult replay(const Plan& plan, const Workload& w, const hw::Topology& t, Backend& backend) {
+  const hw::Binding b = hw::bind(plan, w, t);
+  if (b.bound) return replay(*b.bound, backend);
+  ReplayResult r;
+  r.backend = backend.name();
+  r.error = broken_rule(plan, w).value_or(*b.error);  // a broken rule is reported first
+  return r;
 }
 
 }  // namespace tierflow::replay

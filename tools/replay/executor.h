@@ -72,9 +72,12 @@ struct ReplayResult {
   uint64_t steps = 0;               ///< steps executed
 };
 
-/// Replays `plan` (over `w`) on `backend`, with op and transfer times from `t`. A plan that
-/// breaks a §6 rule is rejected before anything runs, with the program, step, tensor and
-/// message the simulator reports. Starts and stops the backend.
+/// Replays a bound plan on `backend`, with op and transfer times from its topology. A plan
+/// that breaks a §6 rule is rejected before anything runs, with the program, step, tensor
+/// and message the simulator reports. Starts and stops the backend.
+ReplayResult replay(const hw::BoundPlan& plan, Backend& backend);
+/// Binds `plan` (over `w`) to `t` (hw::bind), then replays it; a broken rule is reported
+/// before the topology's objection.
 ReplayResult replay(const Plan& plan, const Workload& w, const hw::Topology& t, Backend& backend);
 
 }  // namespace tierflow::replay

@@ -41,86 +41,45 @@ uint64_t physical_bytes(const ArenaNeed& need, uint32_t shift) {
 
 }  // namespace
 
-std::optional<uint64_t> plan_budget(const Plan& plan) {
-  const auto it = plan.meta.find("budget");
-  if (it == plan.meta.end()) return std::nullopt;
-  uint64_t v = 0;
-  const std::string& s = it->second;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v == 0) return std::nullopt;
-  return v;
-}
-
-std::optional<ReplayError> build_layout(const Plan& plan, const Workload& w, const hw::Topology& t,
-                                        uint64_t memory_limit, Layout& out,
-                                        uint32_t max_shift) {
+std::optional<ReplayError> build_layout(const hw::BoundPlan& b, uint64_t memory_limit,
+                                        Layout& out, uint32_t max_shift) {
   out = Layout{};
-  for (const std::string& id : plan.tiers) {
-    const auto ti = t.tier_index(id);
-    if (!ti) {
-      std::vector<std::string> ids;
-      for (const hw::Tier& x : t.tiers) ids.push_back(x.id);
-      return topology_error(-1, fmt::format("the plan's tier '{}' is not in topology '{}'{}", id,
-                                            t.name, did_you_mean(id, ids)));
-    }
-    out.tier_map.push_back(*ti);
-  }
-  out.dev_tier = out.tier_map[plan.device_tier];
-  const hw::Tier& dev = t.tiers[out.dev_tier];
-  if (dev.per != hw::Scope::kDevice) {
-    return topology_error(-1, fmt::format("the plan's device tier '{}' is not a per-device tier "
-                                          "in '{}'",
-                                          dev.id, t.name));
-  }
-  hw::Fabric fabric(t);
+  const Plan& plan = b.plan;
+  const Workload& w = b.workload;
+  const hw::Topology& t = b.topology;
+  const hw::Tier& dev = t.tiers[b.device_tier];
   const size_t np = plan.programs.size();
-  std::vector<bool> used(size_t(fabric.devices()));
-  for (size_t p = 0; p < np; ++p) {
-    const uint32_t d = plan.programs[p].device;
-    if (d >= used.size()) {
-      return topology_error(int(p), fmt::format("program {} runs on device {}, but '{}' has {} "
-                                                "devices",
-                                                p, d, t.name, used.size()));
-    }
-    if (used[d]) {
-      return topology_error(int(p), fmt::format("program {} runs on device {}, which another "
-                                                "program already uses",
-                                                p, d));
-    }
-    used[d] = true;
-    out.device_class.push_back(fabric.device_class(int(d)));
-    out.device_index.push_back(fabric.device_index(int(d)));
-  }
+  out.budget = b.budget;
 
   // Arenas: one device arena per program, then every host tier instance a program uses.
   const size_t nt = plan.tiers.size();
-  const uint64_t tier_capacity = t.usable(out.dev_tier);
-  out.budget = std::min(plan_budget(plan).value_or(tier_capacity), tier_capacity);
   uint64_t max_workspace = 0;
   for (const Op& o : w.ops) max_workspace = std::max(max_workspace, o.workspace);
   std::vector<ArenaNeed> needs;
   out.arena_of.assign(np, std::vector<ArenaId>(nt, 0));
   for (size_t p = 0; p < np; ++p) {
-    const int inst = t.instance_of(hw::Scope::kDevice, out.device_class[p], out.device_index[p]);
+    const hw::BoundProgram& bp = b.programs[p];
+    const int inst = t.instance_of(hw::Scope::kDevice, bp.device_class, bp.device_index);
     out.arena_of[p][plan.device_tier] = ArenaId(out.setup.arenas.size());
     out.setup.arenas.push_back(ArenaSpec{hw::instance_name(dev.id, t.instances(dev.per), inst),
-                                         out.budget, 0, /*device=*/true});
+                                         b.budget, 0, /*device=*/true});
     ArenaNeed need;
     for (const Tensor& x : w.tensors) need.sizes.push_back(x.bytes);
     need.sizes.push_back(max_workspace);
     // Room for fragmentation: the budget counts bytes in use, the arena must also place
     // them. Twice the budget, unless every tensor fits in less.
-    need.limit = out.budget > UINT64_MAX / 2 ? UINT64_MAX - 1 : 2 * out.budget;
+    need.limit = b.budget > UINT64_MAX / 2 ? UINT64_MAX - 1 : 2 * b.budget;
     needs.push_back(std::move(need));
   }
   std::map<std::pair<size_t, int>, ArenaId> host_arenas;
   for (size_t p = 0; p < np; ++p) {
     for (size_t h = 0; h < nt; ++h) {
       if (h == plan.device_tier) continue;
-      const hw::Tier& tier = t.tiers[out.tier_map[h]];
-      const int inst = t.instance_of(tier.per, out.device_class[p], out.device_index[p]);
+      const hw::Tier& tier = t.tiers[b.tier_map[h]];
+      const int inst =
+          t.instance_of(tier.per, b.programs[p].device_class, b.programs[p].device_index);
       auto [it, fresh] =
-          host_arenas.try_emplace({out.tier_map[h], inst}, ArenaId(out.setup.arenas.size()));
+          host_arenas.try_emplace({b.tier_map[h], inst}, ArenaId(out.setup.arenas.size()));
       if (fresh) {
         out.setup.arenas.push_back(
             ArenaSpec{hw::instance_name(tier.id, t.instances(tier.per), inst), tier.capacity.value,
@@ -178,21 +137,21 @@ std::optional<ReplayError> build_layout(const Plan& plan, const Workload& w, con
   // and shared resources only for those some transfer crosses, numbered as first met.
   std::map<uint32_t, uint32_t> groups, resources;  // the fabric's -> the setup's
   const auto make_path = [&](size_t p, size_t from, size_t to) -> std::optional<ReplayPath> {
-    const hw::FabricPath* fp = fabric.path(from, to, int(plan.programs[p].device));
+    const hw::FabricPath* fp = b.fabric.path(from, to, b.programs[p].device);
     if (fp == nullptr) return std::nullopt;
     ReplayPath path;
     path.route = fp->route;
     for (const uint32_t g : fp->engines) {
       const auto [it, fresh] = groups.try_emplace(g, uint32_t(out.setup.engine_groups.size()));
       if (fresh) {
-        const hw::EngineGroup& e = fabric.engines()[g];
+        const hw::EngineGroup& e = b.fabric.engines()[g];
         out.setup.engine_groups.push_back(EngineGroupSpec{e.name, e.capacity});
       }
       path.engines.push_back(it->second);
     }
     for (const uint32_t r : fp->resources) {
       const auto [it, fresh] = resources.try_emplace(r, uint32_t(out.setup.resources.size()));
-      if (fresh) out.setup.resources.push_back(fabric.resources()[r].capacity);
+      if (fresh) out.setup.resources.push_back(b.fabric.resources()[r].capacity);
       path.resources.push_back(it->second);
     }
     return path;
@@ -203,9 +162,9 @@ std::optional<ReplayError> build_layout(const Plan& plan, const Workload& w, con
     for (const Step& s : plan.programs[p].steps) {
       if (s.tier >= nt) continue;
       if (s.kind == StepKind::kPrefetch && !out.fetch[p][s.tier]) {
-        out.fetch[p][s.tier] = make_path(p, out.tier_map[s.tier], out.dev_tier);
+        out.fetch[p][s.tier] = make_path(p, b.tier_map[s.tier], b.device_tier);
       } else if (s.kind == StepKind::kStore && !out.store[p][s.tier]) {
-        out.store[p][s.tier] = make_path(p, out.dev_tier, out.tier_map[s.tier]);
+        out.store[p][s.tier] = make_path(p, b.device_tier, b.tier_map[s.tier]);
       }
     }
   }
@@ -213,10 +172,11 @@ std::optional<ReplayError> build_layout(const Plan& plan, const Workload& w, con
 
   out.op_time.assign(t.devices.size(), {});
   for (size_t p = 0; p < np; ++p) {
-    auto& times = out.op_time[out.device_class[p]];
+    const size_t cls = b.programs[p].device_class;
+    auto& times = out.op_time[cls];
     if (!times.empty()) continue;
     for (uint32_t o = 0; o < w.ops.size(); ++o) {
-      const auto d = hw::op_time(t, out.device_class[p], out.dev_tier, w, o);
+      const auto d = hw::op_time(t, cls, b.device_tier, w, o);
       times.push_back(d ? std::optional<Time>(d->ps) : std::nullopt);
     }
   }

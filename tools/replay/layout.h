@@ -5,10 +5,9 @@
 // Glossary
 //   arena       a program's device tier (its own instance of it) or one instance of a
 //               host tier, shared by the programs whose devices map to that instance.
-//   budget      the device arena's logical capacity: the plan's meta "budget" when given,
-//               never more than the device tier's capacity. The arena itself reserves up
-//               to twice that, so that fragmentation shows as a high-water mark above the
-//               peak rather than as a failure.
+//   budget      the device arena's logical capacity: the bound plan's budget (hw/bind.h).
+//               The arena itself reserves up to twice that, so that fragmentation shows
+//               as a high-water mark above the peak rather than as a failure.
 //   size shift  every size is divided by 2^shift (rounded up) in the arenas; the smallest
 //               shift that brings the arenas under the backend's memory limit.
 //   path        what a prefetch or store of one program between the device tier and one
@@ -24,6 +23,7 @@
 
 #include "core/plan.h"
 #include "core/workload.h"
+#include "hw_models/bind.h"
 #include "hw_models/topology.h"
 #include "tools/replay/backend.h"
 
@@ -39,15 +39,11 @@ struct ReplayPath {
 };
 
 struct Layout {
-  std::vector<size_t> tier_map;      ///< plan tier -> topology tier
-  size_t dev_tier = 0;               ///< topology tier of the plan's device tier
-  std::vector<size_t> device_class;  ///< per program
-  std::vector<int> device_index;     ///< per program: index within its class
   /// [program][plan tier] -> arena holding that program's copies on that tier.
   std::vector<std::vector<ArenaId>> arena_of;
   BackendSetup setup;
   uint32_t shift = 0;
-  uint64_t budget = 0;  ///< logical device-arena capacity
+  uint64_t budget = 0;  ///< logical device-arena capacity (the bound plan's budget)
   /// [program][plan tier]: prefetch path (tier -> device) and store path (device -> tier);
   /// nullopt where the topology has no route or no step needs it.
   std::vector<std::vector<std::optional<ReplayPath>>> fetch, store;
@@ -61,14 +57,10 @@ struct Layout {
   }
 };
 
-/// Maps `plan` onto `t` for a backend that may reserve `memory_limit` bytes at a size shift
-/// of at most `max_shift`. Returns the reason when the plan's tiers or devices are not in
-/// the topology (kTopology) or the arenas cannot fit the limit at any allowed shift.
-std::optional<ReplayError> build_layout(const Plan& plan, const Workload& w, const hw::Topology& t,
-                                        uint64_t memory_limit, Layout& out,
-                                        uint32_t max_shift = 48);
-
-/// The plan's meta "budget" in bytes, if it has a numeric one.
-std::optional<uint64_t> plan_budget(const Plan& plan);
+/// Lays a bound plan out for a backend that may reserve `memory_limit` bytes at a size
+/// shift of at most `max_shift`. Returns the reason (kTopology) when the arenas cannot fit
+/// the limit at any allowed shift.
+std::optional<ReplayError> build_layout(const hw::BoundPlan& plan, uint64_t memory_limit,
+                                        Layout& out, uint32_t max_shift = 48);
 
 }  // namespace tierflow::replay

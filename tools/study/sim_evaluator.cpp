@@ -5,11 +5,10 @@
 
 namespace tierflow::study {
 
-uint64_t device_peak(const sim::SimResult& r, const hw::Topology& t, const Plan& plan) {
-  const auto dev = t.tier_index(plan.tiers[plan.device_tier]);
+uint64_t device_peak(const sim::SimResult& r) {
   uint64_t peak = 0;
   for (const sim::TierResult& tr : r.tiers) {
-    if (dev && tr.tier == *dev) peak = std::max(peak, tr.peak);
+    if (tr.tier == r.device_tier) peak = std::max(peak, tr.peak);
   }
   return peak;
 }
@@ -31,7 +30,7 @@ planner::Evaluation SimEvaluator::evaluate(const Plan& plan) {
     return e;
   }
   e.makespan_ps = r.makespan;
-  e.device_peak = device_peak(r, t_, plan);
+  e.device_peak = device_peak(r);
   uint32_t events = 0;
   for (const Program& p : plan.programs) {
     for (const Step& s : p.steps) {

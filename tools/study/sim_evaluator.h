@@ -42,7 +42,8 @@ class SimEvaluator : public planner::PlanEvaluator {
   std::atomic<uint64_t> runs_{0};
 };
 
-/// The device-tier peak of a simulation: the largest over the programs' device tiers.
-uint64_t device_peak(const sim::SimResult& r, const hw::Topology& t, const Plan& plan);
+/// The device-tier peak of a simulation: the largest over the programs' device tiers
+/// (0 when the plan did not bind).
+uint64_t device_peak(const sim::SimResult& r);
 
 }  // namespace tierflow::study

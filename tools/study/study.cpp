@@ -96,8 +96,8 @@ Plan plan_for_file(const Trial& t, const PhaseResult& p, const std::string& path
 }
 
 void record_outcome(Plan& plan, const planner::PlanOutcome& o) {
-  plan.meta["pipeline"] = json_string(o.pipeline);
-  plan.meta["budget"] = std::to_string(o.budget);
+  plan.pipeline = o.pipeline;
+  plan.budget = o.budget;
   const planner::Bounds& b = o.bounds;
   if (b.makespan_ps > 0) plan.meta["bounds_makespan_ps"] = std::to_string(b.makespan_ps);
   if (b.compute_ps > 0) plan.meta["bounds_compute_ps"] = std::to_string(b.compute_ps);
@@ -191,7 +191,7 @@ void Study::limit_workloads(size_t n) {
 void summarize(PhaseResult& p, const hw::Topology& topo) {
   const sim::SimResult& r = *p.sim;
   p.makespan_ps = r.makespan;
-  p.device_peak = device_peak(r, topo, *p.outcome.plan);
+  p.device_peak = device_peak(r);
   for (const sim::TierResult& t : r.tiers) {
     uint64_t& peak = p.tier_peak[topo.tiers[t.tier].id];
     peak = std::max(peak, t.peak);

@@ -1,4 +1,4 @@
-"""tierflow_torch: run a tierflow plan (tierflow.plan/1) on the PyTorch model whose workload
+"""tierflow_torch: run a tierflow plan (tierflow.plan/2) on the PyTorch model whose workload
 tools/torch_export.py exported.
 
     from tierflow_torch import run

@@ -28,7 +28,7 @@ def parse_args(argv):
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="execute a plan on the model")
     r.error = p.error
-    r.add_argument("--plan", required=True, metavar="PLAN.json", help="tierflow.plan/1 file")
+    r.add_argument("--plan", required=True, metavar="PLAN.json", help="tierflow.plan/2 file")
     src = r.add_mutually_exclusive_group(required=True)
     src.add_argument("--hf-config", metavar="CONFIG.json",
                      help="Hugging Face config.json the workload was exported from")

@@ -1,4 +1,4 @@
-"""Reading a tierflow.plan/1 file (docs/formats.md) and the workload it refers to.
+"""Reading a tierflow.plan/2 (or /1) file (docs/formats.md) and the workload it refers to.
 
 Only what the runtime needs is checked here: the shapes of the fields, references that
 exist, one program. The plan rules themselves (residency, events, data loss) are checked
@@ -12,7 +12,8 @@ import os
 
 from .errors import InputError
 
-PLAN_FORMAT = "tierflow.plan/1"
+PLAN_FORMAT = "tierflow.plan/2"
+PLAN_FORMATS = (PLAN_FORMAT, "tierflow.plan/1")
 WORKLOAD_FORMAT = "tierflow.workload/1"
 STEP_KINDS = ("compute", "prefetch", "store", "detach")
 
@@ -53,6 +54,8 @@ class Plan:
         self.path = path
         self.name = doc.get("name", "")
         self.meta = doc.get("meta") or {}
+        # plan/2 keeps the budget as a field; plan/1 kept it in meta.
+        self.budget = doc.get("budget", self.meta.get("budget"))
         self.device_tier = doc["device_tier"]
         self.tiers = list(doc.get("tiers") or [])
         self.home = list(doc["home"])
@@ -85,8 +88,8 @@ def _sha256(path):
 
 def load_plan(path):
     """Reads a plan file and its workload; raises InputError naming the file and the fault."""
-    doc = _read_json(path, "a tierflow.plan/1 file is expected")
-    if not isinstance(doc, dict) or doc.get("format") != PLAN_FORMAT:
+    doc = _read_json(path, "a tierflow.plan/2 file is expected")
+    if not isinstance(doc, dict) or doc.get("format") not in PLAN_FORMATS:
         raise InputError(f"{path}: not a {PLAN_FORMAT} file (format "
                          f"{doc.get('format') if isinstance(doc, dict) else None!r})")
     for key in ("workload", "device_tier", "home", "programs"):

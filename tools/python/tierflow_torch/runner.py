@@ -171,7 +171,7 @@ def run(plan_path, source, device="cpu", check=False, sim_report=None, tierflow=
             "tracked_peak": memory.peak,
             "tracked_peak_step": memory.peak_step,
             "predicted_peak": peak_pred,
-            "budget": plan.meta.get("budget"),
+            "budget": plan.budget,
             "within_predicted": None if peak_pred is None else memory.peak <= peak_pred,
             "final": memory.current,
         },

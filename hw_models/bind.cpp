@@ -1,0 +1,64 @@
+#include "hw_models/bind.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/diagnostics.h"
+
+namespace tierflow::hw {
+namespace {
+
+Binding refuse(int program, std::string message) {
+  return Binding{std::nullopt,
+                 RunError{RunError::Kind::kTopology, program, -1, -1, -1, std::move(message)}};
+}
+
+}  // namespace
+
+Binding bind(const Plan& plan, const Workload& w, const Topology& t) {
+  Binding out;
+  BoundPlan& b = out.bound.emplace(plan, w, t);
+  for (const std::string& id : plan.tiers) {
+    const auto ti = t.tier_index(id);
+    if (!ti) {
+      std::vector<std::string> ids;
+      for (const Tier& x : t.tiers) ids.push_back(x.id);
+      return refuse(-1, fmt::format("the plan's tier '{}' is not in topology '{}'{}", id, t.name,
+                                    did_you_mean(id, ids)));
+    }
+    b.tier_map.push_back(*ti);
+  }
+  if (plan.device_tier >= b.tier_map.size()) {
+    return refuse(-1, fmt::format("the plan's device tier is tier {}, but it lists {} tiers",
+                                  plan.device_tier, b.tier_map.size()));
+  }
+  b.device_tier = b.tier_map[plan.device_tier];
+  if (t.tiers[b.device_tier].per != Scope::kDevice) {
+    return refuse(-1, fmt::format("the plan's device tier '{}' is not a per-device tier in '{}'",
+                                  t.tiers[b.device_tier].id, t.name));
+  }
+  const int devices = b.fabric.devices();
+  std::vector<bool> used(size_t(std::max(devices, 0)));
+  for (size_t p = 0; p < plan.programs.size(); ++p) {
+    const uint32_t d = plan.programs[p].device;
+    if (d >= used.size()) {
+      return refuse(int(p), fmt::format("program {} runs on device {}, but '{}' has {} devices",
+                                        p, d, t.name, devices));
+    }
+    if (used[d]) {
+      return refuse(int(p), fmt::format("program {} runs on device {}, which another program "
+                                        "already uses",
+                                        p, d));
+    }
+    used[d] = true;
+    b.programs.push_back(BoundProgram{int(d), b.fabric.device_class(int(d)),
+                                      b.fabric.device_index(int(d)),
+                                      b.fabric.tier_slot(b.device_tier, int(d))});
+  }
+  const uint64_t usable = t.usable(b.device_tier);
+  b.budget = plan.budget == 0 ? usable : std::min(plan.budget, usable);
+  return out;
+}
+
+}  // namespace tierflow::hw

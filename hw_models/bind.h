@@ -1,0 +1,61 @@
+// A plan bound to the topology it runs on: each plan tier's topology tier, the device
+// tier, each program's device, the Fabric its copies cross and the budget it may hold.
+// Written once for everything that runs or reads a plan on hardware: the simulator, the
+// replayer, the report, the planner's evaluator and export (ARCHITECTURE §6). The
+// references' SHA-256s are checked where the files are read (core/plan_json.h for the
+// workload, study::plan_topology for the topology).
+//
+// Glossary
+//   device tier  the per-device tier the programs compute from: the plan's device tier,
+//                which must be `per: device` in the topology.
+//   budget       bytes of the device tier one program may hold: the plan's own budget,
+//                never more than the tier's usable capacity (its capacity when the plan
+//                names none).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/plan.h"
+#include "core/workload.h"
+#include "hw_models/fabric.h"
+#include "hw_models/topology.h"
+
+namespace tierflow::hw {
+
+/// Where one program runs.
+struct BoundProgram {
+  int device = 0;           ///< global device number
+  size_t device_class = 0;  ///< index into Topology::devices
+  int device_index = 0;     ///< index within its class
+  uint32_t device_slot = 0; ///< Fabric::tier_slot of its device tier instance
+};
+
+struct BoundPlan {
+  BoundPlan(const Plan& p, const Workload& w, const Topology& t) : plan(p), workload(w), topology(t), fabric(t) {}
+
+  const Plan& plan;
+  const Workload& workload;
+  const Topology& topology;
+  std::vector<size_t> tier_map;  ///< plan tier -> topology tier
+  size_t device_tier = 0;        ///< topology tier of the plan's device tier
+  std::vector<BoundProgram> programs;
+  uint64_t budget = 0;
+  /// The resources its copies share. Paths are found on first use: one BoundPlan per
+  /// thread.
+  Fabric fabric;
+
+  [[nodiscard]] size_t tier(uint32_t plan_tier) const { return tier_map[plan_tier]; }
+};
+
+/// `plan` (over `w`) bound to `t`, or why it cannot run there (RunError::Kind::kTopology):
+/// a plan tier the topology lacks, a device tier that is not per device, a program on a
+/// device the topology lacks or that another program already uses.
+struct Binding {
+  std::optional<BoundPlan> bound;
+  std::optional<RunError> error;
+};
+Binding bind(const Plan& plan, const Workload& w, const Topology& t);
+
+}  // namespace tierflow::hw

@@ -1,0 +1,103 @@
+// Binding a plan to a topology (hw_models/bind.h) on tests/fixtures/unit_hw.yaml: four
+// devices, hbm per device (128 B), ddr per socket, ssd per host.
+#include "hw_models/bind.h"
+
+#include <doctest/doctest.h>
+
+#include "hw_models/loader.h"
+
+using namespace tierflow;
+using namespace tierflow::hw;
+
+namespace {
+
+const std::string kFixture = std::string(TIERFLOW_SOURCE_DIR) + "/tests/fixtures/unit_hw.yaml";
+
+Topology unit_hw(std::vector<std::string> sets = {}) {
+  return load_topology(kFixture, LoadOptions{std::move(sets), false});
+}
+
+// One tensor, homed on `home`, computed by one op on each of `devices`.
+struct Fixture {
+  Workload w;
+  Plan p;
+  explicit Fixture(std::vector<uint32_t> devices, std::vector<std::string> tiers = {"ddr", "hbm"},
+                   uint32_t device_tier = 1) {
+    w.add_tensor({"x", 64, TensorKind::kWeight});
+    w.add_op({"norm", OpKind::kNorm, Dtype::kBf16, 160, 64, {0}, {}});
+    p.tiers = std::move(tiers);
+    p.device_tier = device_tier;
+    p.home = {0};
+    for (uint32_t d : devices) p.programs.push_back(Program{d, {}});
+  }
+};
+
+std::string refusal(const Binding& b) {
+  REQUIRE_FALSE(b.bound);
+  REQUIRE(b.error);
+  CHECK(b.error->kind == RunError::Kind::kTopology);
+  return b.error->message;
+}
+
+}  // namespace
+
+TEST_CASE("bind: tiers, device tier, each program's device and the budget") {
+  const Topology t = unit_hw();
+  Fixture f({2, 0});
+  const Binding b = bind(f.p, f.w, t);
+  REQUIRE(b.bound);
+  const BoundPlan& bp = *b.bound;
+  CHECK(bp.tier_map == std::vector<size_t>{*t.tier_index("ddr"), *t.tier_index("hbm")});
+  CHECK(bp.device_tier == *t.tier_index("hbm"));
+  CHECK(bp.tier(0) == *t.tier_index("ddr"));
+  REQUIRE(bp.programs.size() == 2);
+  CHECK(bp.programs[0].device == 2);
+  CHECK(bp.programs[0].device_index == 2);
+  CHECK(bp.programs[1].device == 0);
+  CHECK(bp.programs[0].device_slot == bp.fabric.tier_slot(bp.device_tier, 2));
+  CHECK(bp.programs[0].device_slot != bp.programs[1].device_slot);
+  // No budget in the plan: the tier's usable capacity.
+  CHECK(bp.budget == t.usable(bp.device_tier));
+  CHECK(bp.budget == 128);
+  // A fabric path from the bound plan's tiers, found once and kept.
+  const FabricPath* path = bp.fabric.path(bp.tier(0), bp.device_tier, 2);
+  REQUIRE(path != nullptr);
+  CHECK(path == bp.fabric.path(bp.tier(0), bp.device_tier, 2));
+}
+
+TEST_CASE("bind: the plan's budget, capped by the tier's usable capacity") {
+  const Topology t = unit_hw();
+  Fixture f({0});
+  f.p.budget = 100;
+  CHECK(bind(f.p, f.w, t).bound->budget == 100);
+  f.p.budget = 1000;  // more than the 128 B the tier has
+  CHECK(bind(f.p, f.w, t).bound->budget == 128);
+  const Topology big = unit_hw({"tiers.hbm.capacity=1KiB"});
+  CHECK(bind(f.p, f.w, big).bound->budget == 1000);
+}
+
+TEST_CASE("bind: what cannot run on the topology is refused, with the program") {
+  const Topology t = unit_hw();
+  {
+    Fixture f({0}, {"ddrr", "hbm"});
+    CHECK(refusal(bind(f.p, f.w, t)) ==
+          "the plan's tier 'ddrr' is not in topology 'unit-hw'; did you mean 'ddr'?");
+  }
+  {
+    Fixture f({0}, {"ddr", "hbm"}, /*device_tier=*/0);
+    CHECK(refusal(bind(f.p, f.w, t)) ==
+          "the plan's device tier 'ddr' is not a per-device tier in 'unit-hw'");
+  }
+  {
+    Fixture f({0, 4});
+    const Binding b = bind(f.p, f.w, t);
+    CHECK(refusal(b) == "program 1 runs on device 4, but 'unit-hw' has 4 devices");
+    CHECK(b.error->program == 1);
+  }
+  {
+    Fixture f({1, 3, 1});
+    const Binding b = bind(f.p, f.w, t);
+    CHECK(refusal(b) == "program 2 runs on device 1, which another program already uses");
+    CHECK(b.error->program == 2);
+  }
+}
