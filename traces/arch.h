@@ -57,6 +57,9 @@ struct Arch {
   bool tied_embeddings = false;  ///< LM head shares the input embedding (OPT)
   int learned_positions = 0;     ///< rows of a learned position embedding (OPT: 2050), 0 = rotary
   int project_in_out = 0;        ///< OPT-350m style word_embed_proj_dim; 0 = none
+  /// The longest context the model declares (tokens; Hugging Face max_position_embeddings);
+  /// 0 = not declared. Nothing is sized from it: a context beyond it is warned about.
+  int max_context = 0;
   int sliding_window = 0;  ///< a sliding layer attends to at most this many past tokens; 0 = full
                            ///< (Mistral-7B-v0.1: 4096). Weights and KV bytes per token are
                            ///< unchanged; the KV a sequence keeps is capped at the window.

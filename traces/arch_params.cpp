@@ -100,6 +100,10 @@ const Schema<Arch>& arch_schema() {
     f.push_back(declare("project_in_out", &Arch::project_in_out,
                         count0("embedding width when it differs from hidden (OPT "
                                "word_embed_proj_dim); adds project_in and project_out")));
+    f.push_back(declare("max_context", &Arch::max_context,
+                        count0("the longest context the model declares, in tokens (Hugging "
+                               "Face max_position_embeddings); longer ones are warned about; "
+                               "0 = not declared")));
     f.push_back(declare("sliding_window", &Arch::sliding_window,
                         count0("a sliding layer attends to (and keeps KV for) at most this "
                                "many past tokens; 0 = full attention on every layer")));

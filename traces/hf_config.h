@@ -27,7 +27,8 @@ using Keys = std::span<const std::string_view>;
 inline constexpr std::string_view kCommonGraph[] = {
     "model_type",          "hidden_size",         "num_hidden_layers",   "num_attention_heads",
     "vocab_size",          "tie_word_embeddings", "torch_dtype",         "dtype",
-    "quantization_config", "is_encoder_decoder",  "add_cross_attention", "pruned_heads"};
+    "quantization_config", "is_encoder_decoder",  "add_cross_attention", "pruned_heads",
+    "max_position_embeddings"};
 
 /// PretrainedConfig bookkeeping, token ids, training-only and generation settings:
 /// none of them shapes a weight or an op of a forward step.

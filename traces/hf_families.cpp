@@ -14,11 +14,11 @@ namespace {
 
 // ---- what each family reads and what it may ignore ----
 
-/// Rotary models: position encoding parameters, the context limit (no weights depend
-/// on it), norm epsilon and the activation function (same op cost for silu/gelu).
-constexpr std::string_view kRotaryInert[] = {
-    "max_position_embeddings", "rope_theta",   "rope_scaling",
-    "rope_parameters",         "rms_norm_eps", "hidden_act"};
+/// Rotary models: position encoding parameters, norm epsilon and the activation function
+/// (same op cost for silu/gelu). The context limit (max_position_embeddings) is read by
+/// every family as the model's declared maximum (Arch::max_context).
+constexpr std::string_view kRotaryInert[] = {"rope_theta", "rope_scaling", "rope_parameters",
+                                             "rms_norm_eps", "hidden_act"};
 constexpr std::string_view kGqaGraph[] = {"num_key_value_heads", "head_dim", "intermediate_size"};
 constexpr std::string_view kQwenWindow[] = {"use_sliding_window", "layer_types"};
 /// Only used with use_sliding_window: true, which is rejected.
@@ -90,7 +90,7 @@ constexpr std::string_view kDeepseekV2Graph[] = {"mlp_bias"};
 constexpr std::string_view kDeepseekV3Inert[] = {"num_nextn_predict_layers"};
 constexpr std::string_view kOptGraph[] = {
     "ffn_dim", "word_embed_proj_dim", "enable_bias", "do_layer_norm_before",
-    "_remove_final_layer_norm", "layer_norm_elementwise_affine", "max_position_embeddings"};
+    "_remove_final_layer_norm", "layer_norm_elementwise_affine"};
 /// Activation, dropout and initialisation: no weight and no op count depends on them.
 constexpr std::string_view kOptInert[] = {"activation_function", "dropout", "activation_dropout",
                                           "layerdrop", "init_std"};
@@ -479,6 +479,7 @@ void read_common(const Config& c, Arch& a, bool tied_default, int vocab_default)
                vocab_default > 0 ? std::optional<int>(vocab_default) : std::nullopt);
   a.tied_embeddings = c.flag("tie_word_embeddings", tied_default);
   c.origin(a, "tied_embeddings", "tie_word_embeddings");
+  c.count_into(a, &Arch::max_context, "max_context", "max_position_embeddings", 0, 0);
   // Encoder-decoder, cross-attention and pruned heads all change the module tree.
   for (const char* k : {"is_encoder_decoder", "add_cross_attention"}) {
     if (c.flag(k, false)) c.fail(k, "{}: true is not modelled (decoder-only)", k);

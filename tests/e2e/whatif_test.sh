@@ -55,6 +55,11 @@ check max-context-request 0 "$tf" whatif --hw $hw --model llama-3-8b --layers 4 
 contains max-context-decode-note "$tmp/out" "decode     decode of 3 tokens simulated whole"
 # The header names the searched field as the search's start; the probes show the TPOT.
 contains max-context-searched "$tmp/out" "prefill of a prompt searched from 512 tokens"
+# An answer past the model's declared maximum says so, with the source (issue 32, item 8).
+contains max-context-past-declared "$tmp/out" "positions, more than the 8192 that llama-3-8b declares (max_context, source CTX-L3)"
+check max-context-declared-override 0 "$tf" whatif --hw $hw --model llama-3-8b --layers 4 --batch 2 --prompt 512 --generate 4 \
+  --policy hyperoffload --question max-context --max-tpot 5ms --model-set max_context=1000000
+ok max-context-within-declared bash -c "! grep -q 'declares (max_context' '$tmp/out'"
 grep -qE '^ +probe +value +result +latency +TPOT +device peak' "$tmp/out" && passes=$((passes + 1)) ||
   { echo "FAIL the probe table lacks the TPOT its question is about"; fails=$((fails + 1)); }
 

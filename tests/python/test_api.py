@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import pandas as pd
 import pytest
@@ -144,6 +145,15 @@ def test_generate(cli, small_workload, tmp_path):
     assert f8["meta"]["compute_dtype"] == "fp8"
     with pytest.raises(tierflow.InputError, match="--compute-dtype fp8 is neither"):
         tierflow.generate("llama-3-8b", weight_dtype="int4", compute_dtype="fp8")
+
+
+def test_generate_warns_past_the_declared_context():
+    """A context past the model's declared maximum (max_context) is a UserWarning."""
+    with pytest.warns(UserWarning, match="more than the 8192 that llama-3-8b declares"):
+        tierflow.generate("llama-3-8b", phase="decode", context=9000, tokens=1, layers=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tierflow.generate("llama-3-8b", phase="decode", context=8000, tokens=1, layers=1)
 
 
 def test_load_workload(small_workload, tmp_path):

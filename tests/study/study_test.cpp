@@ -262,3 +262,33 @@ TEST_CASE("whatif upgrade: ranked by the gain at 2x, the best one names its --se
   CHECK(a.upgrades.front().gain[1] > 0.05);
   CHECK(a.upgrades.front().set.find('=') != std::string::npos);
 }
+
+TEST_CASE("context_warning: positions past the model's declared maximum, cited") {
+  using study::Scenario;
+  Scenario s;
+  s.workload.model = "llama-3-8b";  // declares 8192 (configs/models/llama-3-8b.yaml)
+  s.workload.gen.phase = traces::Phase::kDecode;
+  s.workload.gen.context = 8184;
+  s.workload.gen.tokens = 8;
+  CHECK(study::context_warning(s).empty());  // 8192 positions: within
+  s.workload.gen.tokens = 9;
+  CHECK(study::context_warning(s) ==
+        "a context of 8184 tokens and 9 generated: 8193 positions, more than the 8192 that "
+        "llama-3-8b declares (max_context, source CTX-L3); results past it assume the model "
+        "runs that far");
+  // An override says the model is Llama-3.1-8B.
+  s.workload.model_sets = {"max_context=131072"};
+  CHECK(study::context_warning(s).empty());
+  s.workload.model_sets.clear();
+  // A prefill counts its sequence, a request its prompt and what it generates.
+  s.workload.gen.phase = traces::Phase::kPrefill;
+  s.workload.gen.seq = 16384;
+  CHECK(study::context_warning(s).find("a sequence of 16384 tokens: 16384 positions") == 0);
+  s.request = study::Request{8000, 200};
+  CHECK(study::context_warning(s).find("a prompt of 8000 tokens and 200 generated: 8200") ==
+        0);
+  // A workload file is what it is.
+  Scenario f;
+  f.workload.file = "w.json";
+  CHECK(study::context_warning(f).empty());
+}

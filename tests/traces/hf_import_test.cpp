@@ -537,3 +537,13 @@ TEST_CASE("import errors: wrappers and per-layer patterns") {
                                          "did you mean 'full_attention'?"),
                        InputError);
 }
+
+TEST_CASE("max_position_embeddings is the model's declared maximum context") {
+  CHECK(released("mistral-7b-v0.1").max_context == 32768);
+  CHECK(released("phi-3-mini-4k-instruct").max_context == 4096);
+  CHECK(released("gemma-2-9b").max_context == 8192);
+  // Absent: not declared.
+  const std::string text = R"({"model_type": "llama", "hidden_size": 32, "intermediate_size": 64,
+    "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 50})";
+  CHECK(import_hf_config_text(text, "config.json").max_context == 0);
+}

@@ -39,6 +39,9 @@ std::string ratio(double a, double b) { return b > 0 ? fmt::format("{:.3f}", a /
 
 int run_compare(const CompareOptions& o) {
   const study::Scenario base = to_scenario(o.f);
+  if (const std::string w = study::context_warning(base); !w.empty()) {
+    fmt::print(stderr, "warning: {}\n", w);
+  }
   study::Study study;
   const auto topo_ptr = study.topology(base);
   const hw::Topology& topo = *topo_ptr;

@@ -40,7 +40,12 @@ int run_gen(TraceOptions& o) {
   } else {
     arch = traces::load_arch(traces::find_arch(o.model, study::config_dir()), o.sets);
   }
-  const Workload w = traces::generate(arch, o.gen.options());
+  study::Scenario s;
+  s.workload.gen = o.gen.options();
+  if (const std::string warn = study::context_warning(arch, s); !warn.empty()) {
+    fmt::print(stderr, "warning: {}\n", warn);
+  }
+  const Workload w = traces::generate(arch, s.workload.gen);
   write_file_atomic(o.output, write_workload(w));
   if (o.output != "-") {
     fmt::print(stderr, "wrote {}: {} ops, {} tensors\n", o.output, w.ops.size(), w.tensors.size());

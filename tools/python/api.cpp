@@ -100,7 +100,9 @@ TopologyHandle load_topology(const std::string& name, const std::vector<std::str
 WorkloadHandle generate(const Fields& fields) {
   const study::Scenario s = scenario_of(fields, "tierflow.generate");
   study::Study study;
-  return {study.workload(s, s.workload.gen), study::describe_workload(s)};
+  WorkloadHandle h{study.workload(s, s.workload.gen), study::describe_workload(s), {}};
+  if (std::string w = study::context_warning(s); !w.empty()) h.warnings.push_back(std::move(w));
+  return h;
 }
 
 WorkloadHandle load_workload(const std::string& path) {
@@ -207,6 +209,7 @@ CompareResult compare(const Fields& fields, const std::vector<std::string>& poli
   for (const study::Trial& t : c.trials) r.table.rows.push_back(study::row_of(t).cells);
   r.reference_s = static_cast<double>(c.reference_ps) * 1e-12;
   if (c.best) r.best = c.trials[*c.best].scenario.policy;
+  if (std::string w = study::context_warning(base); !w.empty()) r.warnings.push_back(std::move(w));
   return r;
 }
 

@@ -44,6 +44,7 @@ struct TopologyHandle {
 struct WorkloadHandle {
   std::shared_ptr<const Workload> workload;
   std::string description;  ///< "llama-3-8b decode, batch 1, ..." or the file read
+  std::vector<std::string> warnings;  ///< e.g. a context past the model's declared maximum
 };
 
 struct PlanOptions {
@@ -147,6 +148,7 @@ struct CompareResult {
   Table table;
   double reference_s = 0;  ///< the resident plan on unlimited memory
   std::string best;        ///< the best trial's label ("" when none ran)
+  std::vector<std::string> warnings;  ///< e.g. a context past the model's declared maximum
 };
 CompareResult compare(const Fields& fields, const std::vector<std::string>& policies);
 

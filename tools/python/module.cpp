@@ -39,6 +39,13 @@ namespace py = pybind11;
 namespace tierflow::python {
 namespace {
 
+/// Each warning as a Python UserWarning (the GIL held).
+void warn_all(const std::vector<std::string>& warnings) {
+  for (const std::string& w : warnings) {
+    if (PyErr_WarnEx(PyExc_UserWarning, w.c_str(), 1) != 0) throw py::error_already_set();
+  }
+}
+
 /// The Python class of InputError; the module holds the reference.
 PyObject* input_error_type = nullptr;
 
@@ -410,8 +417,13 @@ void bind_functions(py::module_& m) {
   m.def(
       "generate",
       [](const Fields& fields) {
-        py::gil_scoped_release release;
-        return std::make_shared<WorkloadHandle>(generate(fields));
+        std::shared_ptr<WorkloadHandle> h;
+        {
+          py::gil_scoped_release release;
+          h = std::make_shared<WorkloadHandle>(generate(fields));
+        }
+        warn_all(h->warnings);
+        return h;
       },
       py::arg("fields"));
 
@@ -492,6 +504,7 @@ void bind_functions(py::module_& m) {
           py::gil_scoped_release release;
           r = compare(fields, policies);
         }
+        warn_all(r.warnings);
         return py::make_tuple(table_to_python(r.table.columns, r.table.types, r.table.rows),
                               r.reference_s, r.best);
       },

@@ -10,6 +10,8 @@
 #include "core/diagnostics.h"
 #include "core/kinds.h"
 #include "core/units.h"
+#include "traces/arch_loader.h"
+#include "traces/hf_import.h"
 
 #ifndef TIERFLOW_CONFIG_DIR
 #define TIERFLOW_CONFIG_DIR "configs"
@@ -296,6 +298,44 @@ std::vector<std::pair<Scenario, std::vector<std::string>>> expand_grid(const Sce
     out = std::move(next);
   }
   return out;
+}
+
+traces::Arch load_model(const WorkloadSource& w) {
+  if (!w.hf_config.empty()) return traces::import_hf_config(w.hf_config, {w.hf_lenient, nullptr});
+  return traces::load_arch(
+      traces::find_arch(w.model.empty() ? std::string(kDefaultModel) : w.model, config_dir()),
+      w.model_sets);
+}
+
+std::string context_warning(const Scenario& s) {
+  if (!s.workload.file.empty()) return "";
+  return context_warning(load_model(s.workload), s);
+}
+
+std::string context_warning(const traces::Arch& a, const Scenario& s) {
+  if (a.max_context <= 0) return "";
+  const traces::GenOptions& g = s.workload.gen;
+  int64_t positions = 0;
+  std::string what;
+  if (s.request) {
+    positions = s.request->prompt + s.request->generate;
+    what = fmt::format("a prompt of {} tokens and {} generated", s.request->prompt,
+                       s.request->generate);
+  } else if (g.phase == traces::Phase::kDecode) {
+    positions = g.context + g.tokens;
+    what = fmt::format("a context of {} tokens and {} generated", g.context, g.tokens);
+  } else {
+    positions = g.seq;
+    what = fmt::format("a sequence of {} tokens", g.seq);
+  }
+  if (positions <= a.max_context) return "";
+  const auto src = a.origins.fields.find("max_context");
+  const std::string cite = src == a.origins.fields.end() || src->second.source.empty()
+                               ? ""
+                               : fmt::format(", source {}", src->second.source);
+  return fmt::format("{}: {} positions, more than the {} that {} declares (max_context{}); "
+                     "results past it assume the model runs that far",
+                     what, positions, a.max_context, a.name, cite);
 }
 
 std::string describe_workload(const Scenario& s, std::string_view searched) {

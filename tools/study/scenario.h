@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "traces/arch.h"
 #include "traces/generate.h"
 
 namespace tierflow::study {
@@ -123,6 +124,18 @@ Axis parse_axis(std::string_view text, std::string_view source);
 /// with the values it took, in axis order.
 std::vector<std::pair<Scenario, std::vector<std::string>>> expand_grid(const Scenario& base,
                                                                        const std::vector<Axis>& axes);
+
+/// The model a generated workload comes from: the HF config, else the model name or YAML
+/// (kDefaultModel when none) with its overrides. Throws InputError.
+traces::Arch load_model(const WorkloadSource& w);
+
+/// A warning when the scenario's workload spans more positions than its model declares
+/// (Arch::max_context): a decode's context plus its tokens, a request's prompt plus what
+/// it generates, a prefill's or training step's sequence. Empty when within, when the
+/// model declares none, or for a workload file.
+std::string context_warning(const Scenario& s);
+/// The same for a model already loaded (the scenario's workload source is not read).
+std::string context_warning(const traces::Arch& a, const Scenario& s);
 
 /// One line saying what the workload is: "llama-3-70b decode, batch 16, 8 tokens from a
 /// 32768-token context", the file's path, or the request.

@@ -162,14 +162,7 @@ std::shared_ptr<const Workload> Study::workload(const Scenario& s, const traces:
   if (!src.file.empty()) {
     w = std::make_shared<const Workload>(read_workload(src.file));
   } else {
-    const traces::Arch arch =
-        !src.hf_config.empty()
-            ? traces::import_hf_config(src.hf_config, {src.hf_lenient, nullptr})
-            : traces::load_arch(
-                  traces::find_arch(src.model.empty() ? std::string(kDefaultModel) : src.model,
-                                    config_dir()),
-                  src.model_sets);
-    w = std::make_shared<const Workload>(traces::generate(arch, g));
+    w = std::make_shared<const Workload>(traces::generate(load_model(src), g));
   }
   std::lock_guard lock(mu_);
   const auto [it, added] = workloads_.emplace(key, std::move(w));

@@ -106,13 +106,7 @@ void check_model(const Scenario& s) {
     if (!fs::exists(w.file)) throw InputError::at(SourcePos{w.file}, "no such workload file");
     return;
   }
-  if (!w.hf_config.empty()) {
-    traces::import_hf_config(w.hf_config, {w.hf_lenient, nullptr});
-    return;
-  }
-  traces::load_arch(traces::find_arch(w.model.empty() ? std::string(kDefaultModel) : w.model,
-                                      config_dir()),
-                    w.model_sets);
+  (void)load_model(w);
 }
 
 std::string topology_key(const Scenario& s) {

@@ -418,16 +418,27 @@ Answer whatif(Study& study, const Scenario& s, const WhatIfOptions& o) {
                          "{} regenerates the workload: give --model or --hf-config, not --workload",
                          kQuestionNames[static_cast<size_t>(o.question)]);
   }
+  Answer a;
   switch (o.question) {
     case Question::kMinMemory:
-      return min_memory(study, s, o);
+      a = min_memory(study, s, o);
+      break;
     case Question::kMaxBatch:
     case Question::kMaxContext:
-      return max_value(study, s, o);
+      a = max_value(study, s, o);
+      break;
     case Question::kUpgrade:
-      return upgrade(study, s, o);
+      a = upgrade(study, s, o);
+      break;
   }
-  return {};
+  // A context past the model's declared maximum: the one answered (max-context), else
+  // the one asked about.
+  const bool searched = o.question == Question::kMaxContext;
+  if (!searched || (a.found && a.trial)) {
+    const std::string w = context_warning(searched ? a.trial->scenario : s);
+    if (!w.empty()) a.note = a.note.empty() ? w : a.note + "; " + w;
+  }
+  return a;
 }
 
 }  // namespace tierflow::study
