@@ -143,6 +143,15 @@ fi
 check replay-cuda-scale 2 "$tf" replay --backend cuda --plan "$plan" --time-scale 1000
 check replay-cpu-gemm 2 "$tf" replay --backend cpu --plan "$plan" --compute gemm
 check replay-bad-scale 2 "$tf" replay --plan "$plan" --time-scale fast
+# A replay refused before its first step writes no report (issue 31): arenas over the
+# memory limit at real sizes, a plan whose tiers the topology lacks.
+check replay-refused-limit 2 "$tf" replay --plan "$plan" "${big[@]}" --copy native --memory-limit 64B \
+  --json -o "$tmp/refused.json"
+contains replay-refused-limit-msg "$tmp/err" "at their real sizes, more than the backend's"
+ok replay-refused-limit-no-file test ! -e "$tmp/refused.json"
+check replay-refused-tier 2 "$tf" replay --plan "$plan" --hw configs/hw/cloudmatrix384.yaml -o "$tmp/refused.txt"
+contains replay-refused-tier-msg "$tmp/err" "the plan's tier 'ddr' is not in topology"
+ok replay-refused-tier-no-file test ! -e "$tmp/refused.txt"
 
 # Planning: a 2-layer Llama-2-7B decode whose weights do not fit a 300 MiB budget.
 check plan-gen 0 "$tf" trace gen --model llama-2-7b --phase decode --context 512 --tokens 2 --layers 2 -o "$tmp/w7.json"

@@ -9,9 +9,11 @@
 
 namespace tierflow::cli {
 
-int print_run_error(const std::string& plan_file, const RunError& e) {
-  const std::string when =
-      e.time >= 0 ? fmt::format(" (reached at {})", to_string_approx(Duration{e.time})) : "";
+int print_run_error(const std::string& plan_file, const RunError& e, bool measured) {
+  const std::string at = to_string_approx(Duration{e.time});
+  const std::string when = e.time < 0  ? ""
+                           : measured ? fmt::format(" (at {} measured)", at)
+                                      : fmt::format(" (reached at {})", at);
   if (e.kind == RunError::Kind::kPlanRule) {
     // The verifier's message at the step's JSON position.
     try {

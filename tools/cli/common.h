@@ -18,10 +18,10 @@ struct CommandResult {
 /// Prints "error: FILE:LINE:COL: message" to standard error.
 void print_error(const InputError& e);
 
-/// Prints why simulating the plan in `plan_file` stopped: a broken plan rule as the
-/// verifier's message at the step's JSON position, anything else as
-/// "error: PLAN: program P step S: message", each with the simulated time it was reached.
+/// Prints why simulating (or, `measured`, replaying) the plan in `plan_file` stopped: a
+/// broken plan rule as the verifier's message at the step's JSON position, anything else
+/// as "error: PLAN: program P step S: message", each with the time it was reached.
 /// Returns the exit code: 1 for a tier over capacity, else 2.
-int print_run_error(const std::string& plan_file, const RunError& e);
+int print_run_error(const std::string& plan_file, const RunError& e, bool measured = false);
 
 }  // namespace tierflow::cli

@@ -37,8 +37,8 @@ struct ProgramState {
   ProgramRecord rec;
 };
 
-/// The first broken §6 rule, by the verifier the simulator uses: the simulator runs a
-/// program up to its first broken step and reports it there, the replayer refuses to start.
+}  // namespace
+
 std::optional<ReplayError> broken_rule(const Plan& plan, const Workload& w) {
   const PlanCheck check = verify_plan_programs(plan, w);
   if (check.global) {
@@ -53,6 +53,8 @@ std::optional<ReplayError> broken_rule(const Plan& plan, const Workload& w) {
   }
   return std::nullopt;
 }
+
+namespace {
 
 class Executor {
  public:

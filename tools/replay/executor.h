@@ -72,6 +72,10 @@ struct ReplayResult {
   uint64_t steps = 0;               ///< steps executed
 };
 
+/// The first broken §6 rule, by the verifier the simulator uses: the simulator runs a
+/// program up to its first broken step and reports it there, the replayer refuses to start.
+std::optional<ReplayError> broken_rule(const Plan& plan, const Workload& w);
+
 /// Replays a bound plan on `backend`, with op and transfer times from its topology. A plan
 /// that breaks a §6 rule is rejected before anything runs, with the program, step, tensor
 /// and message the simulator reports. Starts and stops the backend.

@@ -1,0 +1,290 @@
+#include "tools/study/replay_vs_sim.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <queue>
+
+#include "core/diagnostics.h"
+#include "core/json_tree.h"
+#include "core/units.h"
+#include "sim/timeline.h"
+#include "tools/replay/calibration.h"
+
+namespace tierflow::study {
+namespace {
+
+using replay::Time;
+
+/// Real time the automatic time scale aims a replay at: long enough that thread hand-offs
+/// (tens of microseconds) are small next to the plan, short enough for a shell.
+constexpr double kAutoRealPs = 1.0 * double(kPsPerS);
+
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto i = static_cast<size_t>(std::ceil(q * double(v.size()))) - 1;
+  return v[std::min(i, v.size() - 1)];
+}
+
+std::string signed_percent(double x) { return fmt::format("{:+.1f}%", 100.0 * x); }
+
+}  // namespace
+
+CheckedReplay check_replay_settings(const ReplaySettings& s) {
+  const auto refuse = [](const char* flag, const std::string& why) {
+    return InputError::at(SourcePos{flag}, "{}", why);
+  };
+  CheckedReplay c;
+  if (s.time_scale != "auto") {
+    double v = 0;
+    try {
+      size_t used = 0;
+      v = std::stod(s.time_scale, &used);
+      if (used != s.time_scale.size()) v = 0;
+    } catch (const std::exception&) {
+      v = 0;
+    }
+    if (!(v > 0) || !std::isfinite(v)) {
+      throw refuse("--time-scale", "expected a positive number or auto, got '" + s.time_scale + "'");
+    }
+    c.scale = v;
+  }
+  if (s.backend != "cuda" && (s.compute != "timed" || s.device_given)) {
+    throw refuse(s.device_given ? "--device" : "--compute", "only the cuda backend takes it");
+  }
+  if (s.backend != "cpu" && s.copy != "paced") throw refuse("--copy", "only the cpu backend takes it");
+  if (s.copy == "native" && c.scale != 0 && c.scale != 1) {
+    throw refuse("--time-scale",
+                 "native copies run in real time: give 1 or auto, not '" + s.time_scale + "'");
+  }
+  if (s.backend == "cuda" && c.scale != 0 && c.scale != 1) {
+    throw refuse("--time-scale",
+                 "the cuda backend runs in real time: give 1 or auto, not '" + s.time_scale + "'");
+  }
+  const auto limit = parse_bytes(s.memory_limit.empty() ? kCpuMemoryLimit : s.memory_limit);
+  if (!limit.ok() || limit.value.value == 0) {
+    throw refuse("--memory-limit", "expected a size such as 512MiB, got '" + s.memory_limit + "'");
+  }
+  // The cpu backend allocates its arenas in RAM up to the limit: a limit above what the
+  // machine can give would fail in the allocator, after the plan was laid out.
+  if (const uint64_t have = replay::usable_host_memory();
+      s.backend == "cpu" && have > 0 && limit.value.value > have) {
+    throw refuse("--memory-limit",
+                 fmt::format("{} is more than the {} this machine can give (MemAvailable, "
+                             "ulimit -v); give a smaller limit (the plan's sizes are then "
+                             "divided by a power of two)",
+                             to_string(Bytes{limit.value.value}), to_string(Bytes{have})));
+  }
+  c.memory_bytes = limit.value.value;
+  return c;
+}
+
+double replay_time_scale(const ReplaySettings& s, double asked, const sim::SimResult& sim) {
+  if (s.backend == "cuda" || s.copy == "native") return 1;  // real time; others refused
+  if (asked != 0) return asked;
+  const double ps = sim.error || sim.makespan <= 0 ? double(kPsPerUs) : double(sim.makespan);
+  const double scale = std::clamp(kAutoRealPs / ps, 1.0, 1e6);
+  return std::exp2(std::round(std::log2(scale)));  // a round number to read
+}
+
+bool replay_ran(const replay::ReplayResult& r) { return !r.error || r.error->time >= 0; }
+
+ReplayComparison compare_runs(const Plan& plan, const replay::ReplayResult& r,
+                              const sim::SimResult& s) {
+  ReplayComparison c;
+  c.measured = r.makespan;
+  c.simulated = s.makespan;
+  std::map<std::pair<uint32_t, uint32_t>, Time> sim_duration;
+  for (const sim::TransferRecord& x : s.transfers) {
+    sim_duration[{x.program, x.step}] = x.end - x.start;
+  }
+  std::vector<double> errors, abs_errors;
+  std::vector<WaitRow> waits;
+  for (uint32_t p = 0; p < r.programs.size(); ++p) {
+    const auto& steps = plan.programs[p].steps;
+    for (uint32_t i = 0; i < r.programs[p].steps.size(); ++i) {
+      const replay::StepRecord& rec = r.programs[p].steps[i];
+      if (!rec.ran) continue;
+      const Step& st = steps[i];
+      if (st.kind == StepKind::kCompute) {
+        ++c.compute_steps;
+        c.waited_total += rec.waited;
+        if (rec.waited > 0) waits.push_back(WaitRow{p, i, st.target, rec.waited});
+        continue;
+      }
+      if (st.kind == StepKind::kDetach || rec.end < 0) continue;
+      ++c.transfers;
+      const auto it = sim_duration.find({p, i});
+      if (it == sim_duration.end() || it->second <= 0) continue;
+      const double e = double(rec.end - rec.start) / double(it->second) - 1.0;
+      errors.push_back(e);
+      abs_errors.push_back(std::abs(e));
+    }
+  }
+  c.error_median = quantile(errors, 0.5);
+  c.error_p90 = quantile(abs_errors, 0.9);
+  std::stable_sort(waits.begin(), waits.end(),
+                   [](const WaitRow& a, const WaitRow& b) { return a.waited > b.waited; });
+  if (waits.size() > 5) waits.resize(5);
+  c.worst = std::move(waits);
+  for (const sim::DeviceResult& d : s.devices) c.simulated_stall += d.stall_transfer_ps;
+  for (const replay::ArenaRecord& a : r.arenas) {
+    if (!a.spec.device) continue;
+    PeakRow row{a.spec.name, a.stats.logical_peak, 0, a.stats.peak, a.stats.high_water};
+    for (const sim::TierResult& t : s.tiers) {
+      if (t.name == a.spec.name) row.predicted = t.peak;
+    }
+    c.peaks.push_back(row);
+  }
+  return c;
+}
+
+std::string replay_table(const LoadedPlan& lp, const hw::Topology& topo, const ReplayVsSim& x) {
+  const replay::ReplayResult& r = x.replay;
+  const sim::SimResult& s = x.sim;
+  const ReplayComparison& c = x.comparison;
+  std::string out;
+  out += fmt::format("replay {} on {}: backend {}, time scale {:g}x, sizes {}\n", lp.plan.name,
+                     topo.name, r.backend, x.scale,
+                     r.shift == 0 ? std::string("1:1")
+                                  : fmt::format("1:{} (every size divided by 2^{})",
+                                                uint64_t{1} << r.shift, r.shift));
+  out += fmt::format("steps executed       {}\n", r.steps);
+  const double err = c.simulated > 0 ? double(c.measured) / double(c.simulated) - 1.0 : 0.0;
+  out += fmt::format("makespan             measured {}  simulated {}  error {}\n",
+                     to_string_approx(Duration{c.measured}),
+                     s.error ? std::string("-") : to_string_approx(Duration{c.simulated}),
+                     s.error ? std::string("-") : signed_percent(err));
+  out += fmt::format("transfers            {}: duration error median {}, p90 |error| {:.1f}%\n",
+                     c.transfers, signed_percent(c.error_median), 100.0 * c.error_p90);
+  out += fmt::format("exposed wait         {} over {} compute steps (simulated {})\n",
+                     to_string_approx(Duration{c.waited_total}), c.compute_steps,
+                     to_string_approx(Duration{c.simulated_stall}));
+  for (const WaitRow& w : c.worst) {
+    out += fmt::format("  program {} step {} op '{}': {}\n", w.program, w.step,
+                       lp.workload.ops[w.op].name, to_string_approx(Duration{w.waited}));
+  }
+  for (const PeakRow& p : c.peaks) {
+    out += fmt::format("peak device memory   {}: measured {} B  predicted {} B  {}", p.arena,
+                       p.measured, p.predicted, p.measured == p.predicted ? "equal" : "differ");
+    out += fmt::format("; arena peak {} B, high water {} B{}\n", p.arena_peak, p.high_water,
+                       r.shift > 0 ? fmt::format(" at 1:{}", uint64_t{1} << r.shift) : "");
+  }
+  return out;
+}
+
+std::string replay_json(const LoadedPlan& lp, const hw::Topology& topo, const ReplayVsSim& x) {
+  const replay::ReplayResult& r = x.replay;
+  const sim::SimResult& s = x.sim;
+  const ReplayComparison& c = x.comparison;
+  nlohmann::ordered_json j;
+  j["format"] = "tierflow.replay/1";
+  j["plan"] = lp.plan.name;
+  j["topology"] = topo.name;
+  j["backend"] = r.backend;
+  j["time_scale"] = x.scale;
+  j["size_shift"] = r.shift;
+  j["steps"] = r.steps;
+  j["makespan_ps"] = {{"measured", c.measured}, {"simulated", c.simulated}};
+  j["transfers"] = {{"count", c.transfers},
+                    {"duration_error_median", c.error_median},
+                    {"duration_error_p90_abs", c.error_p90}};
+  auto worst = nlohmann::ordered_json::array();
+  for (const WaitRow& w : c.worst) {
+    worst.push_back({{"program", w.program},
+                     {"step", w.step},
+                     {"op", lp.workload.ops[w.op].name},
+                     {"waited_ps", w.waited}});
+  }
+  j["exposed_wait"] = {{"total_ps", c.waited_total},
+                       {"simulated_ps", c.simulated_stall},
+                       {"compute_steps", c.compute_steps},
+                       {"worst", worst}};
+  auto peaks = nlohmann::ordered_json::array();
+  for (const PeakRow& p : c.peaks) {
+    peaks.push_back({{"arena", p.arena},
+                     {"measured", p.measured},
+                     {"predicted", p.predicted},
+                     {"equal", p.measured == p.predicted},
+                     {"arena_peak", p.arena_peak},
+                     {"arena_high_water", p.high_water}});
+  }
+  j["peak_device_memory"] = peaks;
+  auto steps = nlohmann::ordered_json::array();
+  for (uint32_t p = 0; p < r.programs.size(); ++p) {
+    for (uint32_t i = 0; i < r.programs[p].steps.size(); ++i) {
+      const replay::StepRecord& rec = r.programs[p].steps[i];
+      if (!rec.ran) continue;
+      steps.push_back({{"program", p},
+                       {"step", i},
+                       {"kind", kStepKindNames[size_t(lp.plan.programs[p].steps[i].kind)]},
+                       {"issue_ps", rec.issue},
+                       {"start_ps", rec.start},
+                       {"end_ps", rec.end},
+                       {"waited_ps", rec.waited}});
+    }
+  }
+  j["measured_steps"] = steps;
+  if (s.error) j["simulation_error"] = s.error->message;
+  if (r.error) j["error"] = r.error->message;
+  return json_text(j);
+}
+
+void write_replay_timeline(const std::string& path, const LoadedPlan& lp,
+                           const replay::ReplayResult& r) {
+  sim::Timeline tl(path);
+  for (uint32_t p = 0; p < r.programs.size(); ++p) {
+    const int dev = r.programs[p].device;
+    const sim::ProcessId pid = tl.process(fmt::format("device {} (measured)", dev), dev);
+    const sim::TrackId compute = tl.track(pid, "compute", 0);
+    struct Interval {
+      Time start, end;
+      uint32_t step;
+    };
+    std::vector<Interval> copies;
+    const auto& steps = lp.plan.programs[p].steps;
+    for (uint32_t i = 0; i < steps.size(); ++i) {
+      const replay::StepRecord& rec = r.programs[p].steps[i];
+      if (!rec.ran || rec.start < 0 || rec.end < rec.start) continue;
+      if (steps[i].kind == StepKind::kCompute) {
+        const Op& op = lp.workload.ops[steps[i].target];
+        const sim::Arg args[] = {{"step", uint64_t{i}}, {"waited_ps", int64_t{rec.waited}}};
+        tl.slice(compute, rec.start, rec.end, op.name, "compute", args);
+      } else if (steps[i].kind != StepKind::kDetach) {
+        copies.push_back(Interval{rec.start, rec.end, i});
+      }
+    }
+    std::stable_sort(copies.begin(), copies.end(),
+                     [](const Interval& a, const Interval& b) { return a.start < b.start; });
+    sim::Lanes lanes;
+    std::vector<sim::TrackId> tracks;
+    using Busy = std::pair<Time, uint32_t>;  // (end, lane)
+    std::priority_queue<Busy, std::vector<Busy>, std::greater<>> busy;
+    for (const Interval& x : copies) {
+      while (!busy.empty() && busy.top().first <= x.start) {
+        lanes.release(busy.top().second);
+        busy.pop();
+      }
+      const uint32_t lane = lanes.acquire();
+      busy.emplace(x.end, lane);
+      while (tracks.size() <= lane) {
+        tracks.push_back(tl.track(pid, fmt::format("transfers {}", tracks.size()),
+                                  1 + static_cast<int>(tracks.size())));
+      }
+      const Step& s = steps[x.step];
+      const sim::Arg args[] = {{"step", uint64_t{x.step}},
+                               {"bytes", lp.workload.tensors[s.target].bytes}};
+      tl.slice(
+          tracks[lane], x.start, x.end,
+          fmt::format("{} {}", kStepKindNames[size_t(s.kind)], lp.workload.tensors[s.target].name),
+          "transfer", args);
+    }
+  }
+  tl.finish();
+}
+
+}  // namespace tierflow::study

@@ -1,0 +1,119 @@
+// A plan run for real and by the simulator, compared: what `tierflow replay` reports. The
+// front end builds the backend (which backends a binary has is its business); this layer
+// checks the settings, picks the time scale, binds the plan once for both runs, and writes
+// the comparison as a table, as JSON (`tierflow.replay/1`) and as a measured timeline.
+//
+// Glossary
+//   time scale  real seconds per plan second of a paced replay: "auto" aims the run at
+//               about one real second (at least 1x, rounded to a power of two).
+//   error       measured / simulated - 1, of the makespan and of each transfer's duration.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/plan_json.h"
+#include "hw_models/bind.h"
+#include "sim/simulator.h"
+#include "tools/replay/executor.h"
+
+namespace tierflow::study {
+
+/// What a user asks of a replay (the CLI flags, as given).
+struct ReplaySettings {
+  std::string backend = "cpu";    ///< cpu or cuda
+  std::string copy = "paced";     ///< cpu: paced or native
+  std::string compute = "timed";  ///< cuda: timed or gemm
+  bool device_given = false;      ///< cuda: a device ordinal was named
+  std::string time_scale = "auto";
+  std::string memory_limit;  ///< empty: the backend's default (1GiB on cpu)
+};
+
+/// The CPU backend's memory limit when none is given.
+inline constexpr const char* kCpuMemoryLimit = "1GiB";
+
+/// The settings, checked: the time scale (0: auto) and the memory limit in bytes (the cpu
+/// default when none is given). Throws InputError naming the flag (`--time-scale`, ...).
+struct CheckedReplay {
+  double scale = 0;
+  uint64_t memory_bytes = 0;
+};
+CheckedReplay check_replay_settings(const ReplaySettings& s);
+
+/// The time scale a replay runs at: 1 for the cuda backend and native copies, `asked`
+/// when given, else auto from the simulated makespan.
+double replay_time_scale(const ReplaySettings& s, double asked, const sim::SimResult& sim);
+
+struct WaitRow {
+  uint32_t program = 0;
+  uint32_t step = 0;
+  uint32_t op = 0;
+  replay::Time waited = 0;
+};
+
+struct PeakRow {
+  std::string arena;
+  uint64_t measured = 0;    ///< logical bytes, by the backend's allocator
+  uint64_t predicted = 0;   ///< the simulator's peak of the same tier instance
+  uint64_t arena_peak = 0;  ///< size-shifted bytes in the arena
+  uint64_t high_water = 0;  ///< highest end of a block in the arena (size-shifted)
+};
+
+/// Measured against simulated, on the same plan and topology.
+struct ReplayComparison {
+  replay::Time measured = 0;
+  replay::Time simulated = 0;
+  size_t transfers = 0;
+  double error_median = 0;  ///< measured / simulated - 1 per transfer
+  double error_p90 = 0;     ///< of |measured / simulated - 1|
+  replay::Time waited_total = 0;
+  replay::Time simulated_stall = 0;
+  size_t compute_steps = 0;
+  std::vector<WaitRow> worst;
+  std::vector<PeakRow> peaks;
+};
+
+/// Both runs of one plan and their comparison.
+struct ReplayVsSim {
+  sim::SimResult sim;
+  replay::ReplayResult replay;
+  ReplayComparison comparison;
+  double scale = 1;
+};
+
+/// Simulates the bound plan, then replays it on the backend `make_backend(scale)` builds
+/// (`scale` from replay_time_scale), and compares the two.
+template <class MakeBackend>
+ReplayVsSim replay_vs_sim(const hw::BoundPlan& b, const ReplaySettings& s, double asked_scale,
+                          MakeBackend&& make_backend);
+
+ReplayComparison compare_runs(const Plan& plan, const replay::ReplayResult& r,
+                              const sim::SimResult& s);
+
+/// Whether the replay ran (so that its report means something): not refused before its
+/// first step (a broken rule, arenas over the memory limit, a plan off the topology).
+bool replay_ran(const replay::ReplayResult& r);
+
+/// The comparison as the text table `tierflow replay` prints, and as `tierflow.replay/1`.
+std::string replay_table(const LoadedPlan& lp, const hw::Topology& topo, const ReplayVsSim& x);
+std::string replay_json(const LoadedPlan& lp, const hw::Topology& topo, const ReplayVsSim& x);
+
+/// The measured timeline in the simulator's trace format (a process per device with a
+/// compute track and transfer lanes), written to `path`.
+void write_replay_timeline(const std::string& path, const LoadedPlan& lp,
+                           const replay::ReplayResult& r);
+
+template <class MakeBackend>
+ReplayVsSim replay_vs_sim(const hw::BoundPlan& b, const ReplaySettings& s, double asked_scale,
+                          MakeBackend&& make_backend) {
+  ReplayVsSim x;
+  x.sim = sim::simulate(b);
+  x.scale = replay_time_scale(s, asked_scale, x.sim);
+  auto backend = make_backend(x.scale);
+  x.replay = replay::replay(b, *backend);
+  x.comparison = compare_runs(b.plan, x.replay, x.sim);
+  return x;
+}
+
+}  // namespace tierflow::study
