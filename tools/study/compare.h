@@ -41,4 +41,12 @@ Comparison compare(Study& study, const Scenario& base, std::vector<std::string> 
                    std::string_view source,
                    const std::function<void(size_t, size_t, const std::string&)>& progress = {});
 
+enum class CompareFormat { kText, kJson, kCsv };
+
+/// The comparison as `tierflow compare` prints it: the text tables (policies, then memory
+/// per tier and bytes per link direction), `tierflow.compare/1` JSON, or one study row per
+/// trial as CSV. `target` is the scenario's device target on `topo`.
+std::string render_comparison(const Comparison& cmp, const Scenario& base, const hw::Topology& topo,
+                              const planner::Target& target, CompareFormat format);
+
 }  // namespace tierflow::study
