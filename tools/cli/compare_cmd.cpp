@@ -64,12 +64,7 @@ int run_compare(const CompareOptions& o) {
                     study::render_comparison(cmp, base, *topo, target, format));
   const study::Trial* best = cmp.best ? &cmp.trials[*cmp.best] : nullptr;
   if (!o.timeline.empty() && best != nullptr) {
-    sim::Timeline tl(o.timeline);
-    sim::SimOptions so;
-    so.timeline = &tl;
-    so.live_top = 0;
-    (void)sim::simulate(*best->main().outcome.plan, *best->main().workload, *topo, so);
-    tl.finish();
+    study::write_plan_timeline(o.timeline, *best->main().outcome.plan, *best->main().workload, *topo);
     if (!o.json && !o.csv) fmt::print(stderr, "timeline of the best plan ({}): {}\n", best->scenario.policy, o.timeline);
   }
   return static_cast<int>(best == nullptr ? ExitCode::kInfeasible : ExitCode::kOk);

@@ -8,7 +8,9 @@
 #include <charconv>
 
 #include "core/diagnostics.h"
+#include "core/io.h"
 #include "core/plan_json.h"
+#include "core/sha256.h"
 #include "core/workload_json.h"
 #include "hw_models/loader.h"
 #include "planner/pass.h"
@@ -111,23 +113,7 @@ WorkloadHandle load_workload(const std::string& path) {
 
 PlanHandle make_plan(const TopologyHandle& t, const WorkloadHandle& w, const PlanOptions& o) {
   const hw::Topology& topo = *t.topology;
-  planner::PlanRequest req;
-  study::check_policy(o.policy, "policy");
-  req.policy = o.policy;
-  req.pipeline = o.pipeline;
-  if (!o.pipeline.empty())
-    (void)planner::Pipeline::parse(o.pipeline, "pipeline");  // errors before work
-  req.target = study::make_target(topo, o.device, o.devices, "device");
-  if (!o.budget.empty() && !o.max_overhead.empty()) {
-    throw InputError::at(SourcePos{"max_overhead"}, "budget and max_overhead exclude each other");
-  }
-  if (!o.budget.empty()) req.target.budget = study::parse_budget(o.budget, "budget");
-  study::check_budget(topo, req.target, "budget");
-  if (!o.max_overhead.empty())
-    req.max_overhead = study::parse_fraction(o.max_overhead, "max_overhead");
-  req.pins = study::parse_pins(o.pins, topo);
-  req.verify_each = o.verify_each;
-  req.threads = o.threads;
+  planner::PlanRequest req = study::plan_request(topo, o, /*cli=*/false);
   study::SimEvaluator eval(*w.workload, topo);
   req.evaluator = &eval;
   PlanHandle p{planner::make_plan(*w.workload, topo, req), nullptr, t, w};
@@ -142,15 +128,13 @@ std::string plan_json(const PlanHandle& p, const std::string& path) {
   if (!p.plan) {
     throw InputError::at(SourcePos{path}, "no plan to write: {}", p.outcome.reason);
   }
-  // plan_for_file() names the topology relative to the plan's folder, as `tierflow plan -o`.
-  study::Trial t;
-  t.scenario.hw = p.topology.file;
-  t.scenario.sets = p.topology.sets;
-  study::PhaseResult ph;
-  ph.outcome.pipeline = p.outcome.pipeline;
-  ph.outcome.budget = p.outcome.budget;
-  ph.outcome.plan = *p.plan;
-  return write_plan(study::plan_for_file(t, ph, path), p.workload.workload.get());
+  // Named as `tierflow plan -o` names them: the topology relative to the plan's folder; the
+  // workload inline.
+  Plan plan = *p.plan;
+  study::refer_inputs(plan, path, p.topology.file, sha256_hex(FileText(p.topology.file).view()),
+                      p.topology.sets);
+  study::record_outcome(plan, p.outcome);
+  return write_plan(plan, p.workload.workload.get());
 }
 
 SimulationHandle simulate(const PlanHandle& p, const TopologyHandle* topology,

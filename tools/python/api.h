@@ -28,6 +28,7 @@
 #include "tools/study/result_db.h"
 #include "tools/study/scenario.h"
 #include "tools/study/study.h"
+#include "tools/study/target.h"
 #include "tools/study/sweep.h"
 #include "tools/study/whatif.h"
 
@@ -47,17 +48,8 @@ struct WorkloadHandle {
   std::vector<std::string> warnings;  ///< e.g. a context past the model's declared maximum
 };
 
-struct PlanOptions {
-  std::string policy = "tierflow";
-  std::string pipeline;           ///< passes instead of the policy's
-  std::string device;             ///< device class; empty: the first
-  uint32_t devices = 1;           ///< programs; 0: every device of the class
-  std::string budget;             ///< bytes with a unit; empty: the device tier's capacity
-  std::string max_overhead;       ///< "1%" or "0.01"; empty: budget mode
-  std::vector<std::string> pins;  ///< KIND=TIER
-  unsigned threads = 0;
-  bool verify_each = false;
-};
+/// tierflow.plan()'s arguments: the CLI's `plan` settings (study/target.h).
+using PlanOptions = study::PlanSettings;
 
 struct PlanHandle {
   planner::PlanOutcome outcome;      ///< its `plan` moved to `plan`

@@ -14,6 +14,7 @@
 #include "core/units.h"
 #include "core/workload_json.h"
 #include "hw_models/loader.h"
+#include "sim/timeline.h"
 #include "tools/study/sim_evaluator.h"
 #include "tools/study/target.h"
 #include "traces/arch_loader.h"
@@ -85,14 +86,33 @@ std::string PhaseResult::why() const {
 }
 
 Plan plan_for_file(const Trial& t, const PhaseResult& p, const std::string& path) {
-  namespace fs = std::filesystem;
   Plan plan = *p.outcome.plan;
   const std::string hw = t.scenario.hw.empty() ? default_topology() : t.scenario.hw;
-  const fs::path dir = fs::absolute(path).parent_path();
-  plan.topology_ref = {fs::relative(fs::absolute(hw), dir).string(), sha256_hex(FileText(hw).view()),
-                       t.scenario.sets};
+  refer_inputs(plan, path, hw, sha256_hex(FileText(hw).view()), t.scenario.sets);
   record_outcome(plan, p.outcome);
   return plan;
+}
+
+void refer_inputs(Plan& plan, const std::string& path, const std::string& hw,
+                  std::string hw_sha256, const std::vector<std::string>& sets,
+                  const std::string& workload, std::string workload_sha256) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::absolute(path).parent_path();
+  plan.topology_ref = {fs::relative(fs::absolute(hw), dir).string(), std::move(hw_sha256), sets};
+  if (!workload.empty()) {
+    plan.workload_ref = {fs::relative(fs::absolute(workload), dir).string(),
+                         std::move(workload_sha256), {}};
+  }
+}
+
+void write_plan_timeline(const std::string& path, const Plan& plan, const Workload& w,
+                         const hw::Topology& topo) {
+  sim::Timeline tl(path);
+  sim::SimOptions so;
+  so.timeline = &tl;
+  so.live_top = 0;
+  (void)sim::simulate(plan, w, topo, so);
+  tl.finish();
 }
 
 void record_outcome(Plan& plan, const planner::PlanOutcome& o) {

@@ -138,14 +138,27 @@ class Study {
   size_t workload_limit_ = 0;
 };
 
-/// A phase's plan as written to `path`: the topology it was made on (file relative to the
-/// plan's folder, SHA-256, and the scenario's overrides, so that `sim` and `replay`
-/// rebuild it) and the pipeline and budget in `meta`. The workload is left to the writer.
+/// A phase's plan as written to `path`: refer_inputs() with the scenario's topology and
+/// overrides, record_outcome(). The workload is left to the writer (inline).
 Plan plan_for_file(const Trial& t, const PhaseResult& p, const std::string& path);
 
-/// Records in `plan.meta` what planning it said: the pipeline, the budget and the lower
-/// bounds (makespan, compute, residency, traffic) that `report` shows beside the result.
+/// Names in `plan` the files it was made from, relative to the folder of `path` (where the
+/// plan is written), with the SHA-256 of the bytes that were read: the topology `hw` and
+/// its overrides (so that `sim` and `replay` rebuild it), and the workload file unless
+/// `workload` is empty (then the writer puts it inline).
+void refer_inputs(Plan& plan, const std::string& path, const std::string& hw,
+                  std::string hw_sha256, const std::vector<std::string>& sets,
+                  const std::string& workload = "", std::string workload_sha256 = "");
+
+/// Records in the plan what planning it said: the pipeline and the budget (plan fields)
+/// and the lower bounds (makespan, compute, residency, traffic; meta) that `report` shows
+/// beside the result.
 void record_outcome(Plan& plan, const planner::PlanOutcome& o);
+
+/// Simulates `plan` (over `w`) on `topo` and writes its timeline to `path` (a Chrome trace,
+/// sim/timeline.h).
+void write_plan_timeline(const std::string& path, const Plan& plan, const Workload& w,
+                         const hw::Topology& topo);
 
 /// The topology a plan file runs on: `hw` if given, else the file the plan names (relative
 /// to the folder of `plan_path`); the overrides recorded in the plan, then `sets`. The

@@ -168,4 +168,29 @@ void check_policy(const std::string& name, std::string_view source) {
                        planner::unknown_policy_hint(name));
 }
 
+planner::PlanRequest plan_request(const hw::Topology& topo, const PlanSettings& s, bool cli) {
+  const auto name = [cli](std::string field) {
+    if (!cli) return field;
+    std::replace(field.begin(), field.end(), '_', '-');
+    return "--" + field;
+  };
+  planner::PlanRequest req;
+  check_policy(s.policy, name("policy"));
+  req.policy = s.policy;
+  req.pipeline = s.pipeline;
+  if (!s.pipeline.empty()) (void)planner::Pipeline::parse(s.pipeline, name("pipeline"));
+  req.target = make_target(topo, s.device, s.devices, name("device"));
+  if (!s.budget.empty() && !s.max_overhead.empty()) {
+    throw InputError::at(SourcePos{name("max_overhead")}, "{} and {} exclude each other",
+                         name("budget"), name("max_overhead"));
+  }
+  if (!s.budget.empty()) req.target.budget = parse_budget(s.budget, name("budget"));
+  check_budget(topo, req.target, name("budget"));
+  if (!s.max_overhead.empty()) req.max_overhead = parse_overhead(s.max_overhead, name("max_overhead"));
+  req.pins = parse_pins(s.pins, topo);
+  req.verify_each = s.verify_each;
+  req.threads = s.threads;
+  return req;
+}
+
 }  // namespace tierflow::study

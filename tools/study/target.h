@@ -11,6 +11,7 @@
 
 #include "core/workload.h"
 #include "hw_models/topology.h"
+#include "planner/planner.h"
 #include "planner/state.h"
 
 namespace tierflow::study {
@@ -48,5 +49,24 @@ std::vector<planner::Pin> parse_pins(const std::vector<std::string>& pins,
 
 /// Throws InputError at `source` unless `name` is a policy, with the nearest one.
 void check_policy(const std::string& name, std::string_view source);
+
+/// What a user asks of one plan, as given (`tierflow plan` flags, `tierflow.plan()`
+/// arguments).
+struct PlanSettings {
+  std::string policy = "tierflow";
+  std::string pipeline;  ///< passes instead of the policy's
+  std::string device;    ///< device class; empty: the first
+  uint32_t devices = 1;  ///< programs; 0: every device of the class
+  std::string budget;    ///< device bytes per program; empty: the tier's capacity
+  std::string max_overhead;  ///< minimise memory within this latency overhead instead
+  std::vector<std::string> pins;
+  bool verify_each = false;
+  unsigned threads = 0;
+};
+
+/// The planner request for `s` on `topo`, every setting checked before any work (policy,
+/// pipeline, device, budget against the tier, overhead, pins), each error naming its flag
+/// (`cli`: "--max-overhead") or argument ("max_overhead"). The evaluator is the caller's.
+planner::PlanRequest plan_request(const hw::Topology& topo, const PlanSettings& s, bool cli);
 
 }  // namespace tierflow::study
