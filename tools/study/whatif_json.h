@@ -1,5 +1,6 @@
-// What-if answers as JSON (`tierflow.whatif/1`): the document `tierflow whatif --json`
-// prints and the Python API's whatif() returns (docs/cli.md, docs/python.md).
+// What-if answers as text (what `tierflow whatif` prints, whatif_text.cpp) and as JSON
+// (`tierflow.whatif/1`): the document `tierflow whatif --json` prints and the Python
+// API's whatif() returns (docs/cli.md, docs/python.md).
 //
 //   {"format": "tierflow.whatif/1", "question", "question_text", "topology", "sets",
 //    "workload", "answers": [{"found", "answer", "answer_number", "resolution", "binding",
@@ -35,5 +36,13 @@ nlohmann::ordered_json whatif_json(const WhatIfOptions& o, const Scenario& base,
                                    const hw::Topology& topo, const std::vector<Axis>& axes,
                                    const std::vector<std::vector<std::string>>& values,
                                    const std::vector<Answer>& answers);
+
+/// The answers as `tierflow whatif` prints them: the question, workload, topology, policy
+/// and routing; then the answer, its plan, binding constraint and probes (one question) or
+/// a table with a row per --vary point (`values` as for whatif_json).
+std::string whatif_text(const WhatIfOptions& o, const Scenario& base, const hw::Topology& topo,
+                        const std::vector<Axis>& axes,
+                        const std::vector<std::vector<std::string>>& values,
+                        const std::vector<Answer>& answers);
 
 }  // namespace tierflow::study
