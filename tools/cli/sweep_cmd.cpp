@@ -39,33 +39,6 @@ struct ExportCliOptions {
   std::string jsonl;
 };
 
-std::string clock_text(double s) {
-  const auto t = static_cast<int64_t>(std::lround(s));
-  return t >= 3600 ? fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60)
-                   : fmt::format("{}:{:02}", t / 60, t % 60);
-}
-
-/// "[#########.........]  35/72  ok 30  infeasible 5  failed 0  5.2 points/s  ETA 0:07"
-std::string progress_line(const study::SweepProgress& p) {
-  constexpr int kWidth = 24;
-  const double frac = p.total > 0 ? static_cast<double>(p.done) / static_cast<double>(p.total) : 1;
-  const int full = static_cast<int>(frac * kWidth);
-  const double rate = p.elapsed_s > 0 ? static_cast<double>(p.ran) / p.elapsed_s : 0;
-  const int64_t left = p.total - p.done;
-  return fmt::format("[{}{}] {}/{}  ok {}  infeasible {}  failed {}  {:.1f} points/s  ETA {}",
-                     std::string(static_cast<size_t>(full), '#'),
-                     std::string(static_cast<size_t>(kWidth - full), '.'), p.done, p.total, p.ok,
-                     p.infeasible, p.failed, rate,
-                     rate > 0 ? clock_text(static_cast<double>(left) / rate) : "?");
-}
-
-void write_exports(const study::ResultDb& db, const std::string& csv, const std::string& jsonl) {
-  if (csv.empty() && jsonl.empty()) return;
-  const study::ResultDb::Table t = db.table();
-  if (!csv.empty()) write_file_atomic(csv, study::table_csv(t));
-  if (!jsonl.empty()) write_file_atomic(jsonl, study::table_jsonl(t));
-}
-
 int run_sweep_cmd(const SweepCliOptions& o) {
   if (o.spec.empty()) {
     throw InputError::at(SourcePos{"sweep"}, "give a spec (tierflow sweep SPEC.yaml -o RESULTS.db), "
@@ -74,16 +47,8 @@ int run_sweep_cmd(const SweepCliOptions& o) {
   const study::Shard shard = study::parse_shard(o.shard);
   const study::SweepSpec spec = study::load_sweep_spec(o.spec);
   const auto points = study::sweep_points(spec);
-  int64_t in_shard = 0;
-  for (const auto& p : points) in_shard += shard.holds(p.index) ? 1 : 0;
   if (o.dry_run) {
-    fmt::print("sweep '{}' (id {}): {} points, shard {} holds {}\n", spec.name,
-               study::sweep_id(spec).substr(0, 12), points.size(), shard.text(), in_shard);
-    for (const study::AxisGroup& g : spec.groups) {
-      for (const study::Axis& a : g.axes) {
-        fmt::print("  {}{}: {}\n", a.path, g.axes.size() > 1 ? " (zipped)" : "", fmt::join(a.values, ", "));
-      }
-    }
+    fmt::print("{}", study::sweep_dry_run_text(spec, points, shard));
     return 0;
   }
   if (o.output.empty()) throw InputError::at(SourcePos{"-o"}, "give the results database: -o RESULTS.db");
@@ -98,21 +63,16 @@ int run_sweep_cmd(const SweepCliOptions& o) {
   so.retry_failed = o.retry_failed;
   const bool tty = !o.quiet && isatty(fileno(stderr)) != 0;
   if (tty) {
-    so.progress = [](const study::SweepProgress& p) { fmt::print(stderr, "\r\033[K{}", progress_line(p)); };
+    so.progress = [](const study::SweepProgress& p) {
+      fmt::print(stderr, "\r\033[K{}", study::sweep_progress_line(p));
+    };
   }
   const unsigned jobs = o.jobs != 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   const study::SweepSummary s = study::run_sweep(spec, db, so);
   if (tty) fmt::print(stderr, "\r\033[K");
 
-  fmt::print("sweep '{}' (id {}): {} points{}\n", spec.name, db.meta("sweep_id").substr(0, 12),
-             s.points, shard.count > 1 ? fmt::format(" in shard {} of {}", shard.text(), points.size()) : "");
-  fmt::print("  ran {} ({} already recorded) in {:.1f} s", s.ran, s.skipped, s.seconds);
-  if (s.ran > 0 && s.seconds > 0) {
-    fmt::print(", {:.0f} points/min on {} job{}", 60.0 * static_cast<double>(s.ran) / s.seconds, jobs,
-               jobs == 1 ? "" : "s");
-  }
-  fmt::print("\n  {} ok, {} infeasible, {} failed\n  results: {}\n", s.ok, s.infeasible, s.failed, o.output);
-  write_exports(db, o.csv, o.jsonl);
+  fmt::print("{}", study::sweep_summary_text(spec, db, s, shard, points.size(), jobs, o.output));
+  study::export_results(db, o.csv, o.jsonl);
   if (s.failed == 0) return static_cast<int>(ExitCode::kOk);
   int worst = 0;
   for (const auto& [point, exit_class] : db.recorded()) {
@@ -140,11 +100,7 @@ int run_merge(const MergeCliOptions& o) {
 
 int run_export(const ExportCliOptions& o) {
   const study::ResultDb db = study::ResultDb::open(o.db);
-  if (o.csv.empty() && o.jsonl.empty()) {
-    write_exports(db, "-", "");
-  } else {
-    write_exports(db, o.csv, o.jsonl);
-  }
+  study::export_results(db, o.csv.empty() && o.jsonl.empty() ? "-" : o.csv, o.jsonl);
   return static_cast<int>(ExitCode::kOk);
 }
 

@@ -125,4 +125,10 @@ Calibration calibrate_cuda(const CalibrateOptions& o);
 /// copy engines and duplex are the measured ones, every number sourced to the run.
 std::string topology_yaml(const Calibration& c);
 
+/// What `tierflow calibrate` reports of a calibration whose topology was written to
+/// `file`: per direction the fitted latency and bandwidth, the size sweep, concurrent
+/// copies and engines; duplex; compute rates. As text, and as `tierflow.calibration/1`.
+std::string calibration_table(const Calibration& c, const std::string& file);
+std::string calibration_json(const Calibration& c, const std::string& file);
+
 }  // namespace tierflow::replay

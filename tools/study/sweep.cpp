@@ -1,12 +1,14 @@
 #include "tools/study/sweep.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -24,7 +26,6 @@
 #include "tools/study/study.h"
 #include "tools/study/target.h"
 #include "traces/arch_loader.h"
-#include "traces/hf_import.h"
 
 namespace tierflow::study {
 namespace {
@@ -501,6 +502,67 @@ SweepSummary run_sweep(const SweepSpec& spec, ResultDb& db, const SweepOptions& 
   sum.failed = prog.failed;
   sum.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return sum;
+}
+
+namespace {
+
+std::string clock_text(double s) {
+  const auto t = static_cast<int64_t>(std::lround(s));
+  return t >= 3600 ? fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60)
+                   : fmt::format("{}:{:02}", t / 60, t % 60);
+}
+
+}  // namespace
+
+std::string sweep_progress_line(const SweepProgress& p) {
+  constexpr int kWidth = 24;
+  const double frac = p.total > 0 ? static_cast<double>(p.done) / static_cast<double>(p.total) : 1;
+  const int full = static_cast<int>(frac * kWidth);
+  const double rate = p.elapsed_s > 0 ? static_cast<double>(p.ran) / p.elapsed_s : 0;
+  const int64_t left = p.total - p.done;
+  return fmt::format("[{}{}] {}/{}  ok {}  infeasible {}  failed {}  {:.1f} points/s  ETA {}",
+                     std::string(static_cast<size_t>(full), '#'),
+                     std::string(static_cast<size_t>(kWidth - full), '.'), p.done, p.total, p.ok,
+                     p.infeasible, p.failed, rate,
+                     rate > 0 ? clock_text(static_cast<double>(left) / rate) : "?");
+}
+
+std::string sweep_dry_run_text(const SweepSpec& spec, const std::vector<SweepPoint>& points,
+                               const Shard& shard) {
+  int64_t in_shard = 0;
+  for (const auto& p : points) in_shard += shard.holds(p.index) ? 1 : 0;
+  std::string out = fmt::format("sweep '{}' (id {}): {} points, shard {} holds {}\n", spec.name,
+                                sweep_id(spec).substr(0, 12), points.size(), shard.text(), in_shard);
+  for (const AxisGroup& g : spec.groups) {
+    for (const Axis& a : g.axes) {
+      out += fmt::format("  {}{}: {}\n", a.path, g.axes.size() > 1 ? " (zipped)" : "",
+                         fmt::join(a.values, ", "));
+    }
+  }
+  return out;
+}
+
+std::string sweep_summary_text(const SweepSpec& spec, const ResultDb& db, const SweepSummary& s,
+                               const Shard& shard, size_t points, unsigned jobs,
+                               const std::string& output) {
+  std::string out = fmt::format(
+      "sweep '{}' (id {}): {} points{}\n", spec.name, db.meta("sweep_id").substr(0, 12), s.points,
+      shard.count > 1 ? fmt::format(" in shard {} of {}", shard.text(), points) : "");
+  out += fmt::format("  ran {} ({} already recorded) in {:.1f} s", s.ran, s.skipped, s.seconds);
+  if (s.ran > 0 && s.seconds > 0) {
+    out += fmt::format(", {:.0f} points/min on {} job{}",
+                       60.0 * static_cast<double>(s.ran) / s.seconds, jobs, jobs == 1 ? "" : "s");
+  }
+  out += fmt::format("\n  {} ok, {} infeasible, {} failed\n  results: {}\n", s.ok, s.infeasible,
+                     s.failed, output);
+  return out;
+}
+
+void export_results(const ResultDb& db, const std::string& csv, const std::string& jsonl) {
+  if (csv.empty() && jsonl.empty()) return;
+  const ResultDb::Table t = db.table();
+  if (!csv.empty()) write_file_atomic(csv, table_csv(t));
+  if (!jsonl.empty()) write_file_atomic(jsonl, table_jsonl(t));
 }
 
 }  // namespace tierflow::study

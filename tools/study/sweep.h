@@ -123,4 +123,18 @@ struct SweepSummary {
 /// throws is recorded with its error and exit class; nothing is retried silently.
 SweepSummary run_sweep(const SweepSpec& spec, ResultDb& db, const SweepOptions& o);
 
+/// "[#########.........]  35/72  ok 30  infeasible 5  failed 0  5.2 points/s  ETA 0:07"
+std::string sweep_progress_line(const SweepProgress& p);
+/// What `sweep --dry-run` prints: the points, those `shard` holds, each axis's values.
+std::string sweep_dry_run_text(const SweepSpec& spec, const std::vector<SweepPoint>& points,
+                               const Shard& shard);
+/// What a finished sweep prints: points (of the shard), ran and skipped, the rate on
+/// `jobs` jobs, the counts by status, where the results are.
+std::string sweep_summary_text(const SweepSpec& spec, const ResultDb& db, const SweepSummary& s,
+                               const Shard& shard, size_t points, unsigned jobs,
+                               const std::string& output);
+/// Writes the database's rows as CSV to `csv` and as JSON Lines to `jsonl` (each unless
+/// empty; "-": stdout).
+void export_results(const ResultDb& db, const std::string& csv, const std::string& jsonl);
+
 }  // namespace tierflow::study
