@@ -43,8 +43,8 @@ Binding bind(const Plan& plan, const Workload& w, const Topology& t) {
   for (size_t p = 0; p < plan.programs.size(); ++p) {
     const uint32_t d = plan.programs[p].device;
     if (d >= used.size()) {
-      return refuse(int(p), fmt::format("program {} runs on device {}, but '{}' has {} devices",
-                                        p, d, t.name, devices));
+      return refuse(int(p), fmt::format("program {} runs on device {}, but '{}' has {} devices", p,
+                                        d, t.name, devices));
     }
     if (used[d]) {
       return refuse(int(p), fmt::format("program {} runs on device {}, which another program "

@@ -26,14 +26,15 @@ namespace tierflow::hw {
 
 /// Where one program runs.
 struct BoundProgram {
-  int device = 0;           ///< global device number
-  size_t device_class = 0;  ///< index into Topology::devices
-  int device_index = 0;     ///< index within its class
-  uint32_t device_slot = 0; ///< Fabric::tier_slot of its device tier instance
+  int device = 0;            ///< global device number
+  size_t device_class = 0;   ///< index into Topology::devices
+  int device_index = 0;      ///< index within its class
+  uint32_t device_slot = 0;  ///< Fabric::tier_slot of its device tier instance
 };
 
 struct BoundPlan {
-  BoundPlan(const Plan& p, const Workload& w, const Topology& t) : plan(p), workload(w), topology(t), fabric(t) {}
+  BoundPlan(const Plan& p, const Workload& w, const Topology& t)
+      : plan(p), workload(w), topology(t), fabric(t) {}
 
   const Plan& plan;
   const Workload& workload;

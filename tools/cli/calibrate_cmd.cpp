@@ -1,11 +1,11 @@
 #include "tools/cli/calibrate_cmd.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <unistd.h>
 
 #include "core/checked.h"
 #include "core/io.h"
@@ -58,10 +58,12 @@ int run_calibrate(const CalibrateCliOptions& o) {
                            "{} per copy needs {} of host memory for the probe's buffers, more than "
                            "half of the {} this machine can give (MemAvailable, ulimit -v); give a "
                            "smaller --max-size",
-                           to_string(Bytes{co.max_bytes}), to_string(Bytes{need}), to_string(Bytes{have}));
+                           to_string(Bytes{co.max_bytes}), to_string(Bytes{need}),
+                           to_string(Bytes{have}));
     }
   }
-  if (!o.device_memory.empty()) co.device_capacity = size_option("--device-memory", o.device_memory);
+  if (!o.device_memory.empty())
+    co.device_capacity = size_option("--device-memory", o.device_memory);
   co.repeats = o.repeats;
   co.max_concurrent = o.concurrent;
   co.device = o.device;
@@ -85,8 +87,9 @@ int run_calibrate(const CalibrateCliOptions& o) {
       return static_cast<int>(ExitCode::kInternal);
     }
 #else
-    fmt::print(stderr, "error: this tierflow was built without the CUDA backend (configure "
-                       "with a CUDA toolkit, or -DTIERFLOW_CUDA=ON)\n");
+    fmt::print(stderr,
+               "error: this tierflow was built without the CUDA backend (configure "
+               "with a CUDA toolkit, or -DTIERFLOW_CUDA=ON)\n");
     return static_cast<int>(ExitCode::kBadInput);
 #endif
   }
@@ -94,8 +97,8 @@ int run_calibrate(const CalibrateCliOptions& o) {
   // What is written must be a topology the other commands accept.
   (void)hw::load_topology_text(yaml, o.output);
   write_file_atomic(o.output, yaml);
-  const std::string report = o.json ? replay::calibration_json(c, o.output)
-                                    : replay::calibration_table(c, o.output);
+  const std::string report =
+      o.json ? replay::calibration_json(c, o.output) : replay::calibration_table(c, o.output);
   if (o.report.empty()) {
     fmt::print("{}", report);
   } else {

@@ -2,10 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <memory>
+#include <unistd.h>
 
 #include "core/io.h"
 #include "core/plan_json.h"
@@ -44,8 +43,8 @@ int run_compare(const CompareOptions& o) {
 
   // Progress on a terminal only, on one line that the table replaces.
   const bool tty = !o.quiet && isatty(fileno(stderr)) != 0;
-  const study::Comparison cmp =
-      study::compare(study, base, o.policies, "--policies", [&](size_t i, size_t n, const std::string& name) {
+  const study::Comparison cmp = study::compare(
+      study, base, o.policies, "--policies", [&](size_t i, size_t n, const std::string& name) {
         if (tty) fmt::print(stderr, "\r\033[Kplanning {} ({} of {}) ...", name, i + 1, n);
       });
   if (tty) fmt::print(stderr, "\r\033[K");
@@ -54,18 +53,21 @@ int run_compare(const CompareOptions& o) {
       const study::Trial& t = cmp.trials[i];
       if (!t.main().outcome.ok) continue;
       const std::string path = o.plans_dir + "/" + cmp.stems[i] + ".json";
-      write_file_atomic(path, write_plan(study::plan_for_file(t, t.main(), path), t.main().workload.get()));
+      write_file_atomic(
+          path, write_plan(study::plan_for_file(t, t.main(), path), t.main().workload.get()));
     }
   }
-  const auto format = o.json ? study::CompareFormat::kJson
+  const auto format = o.json  ? study::CompareFormat::kJson
                       : o.csv ? study::CompareFormat::kCsv
                               : study::CompareFormat::kText;
   write_file_atomic(o.output.empty() ? "-" : o.output,
                     study::render_comparison(cmp, base, *topo, target, format));
   const study::Trial* best = cmp.best ? &cmp.trials[*cmp.best] : nullptr;
   if (!o.timeline.empty() && best != nullptr) {
-    study::write_plan_timeline(o.timeline, *best->main().outcome.plan, *best->main().workload, *topo);
-    if (!o.json && !o.csv) fmt::print(stderr, "timeline of the best plan ({}): {}\n", best->scenario.policy, o.timeline);
+    study::write_plan_timeline(o.timeline, *best->main().outcome.plan, *best->main().workload,
+                               *topo);
+    if (!o.json && !o.csv)
+      fmt::print(stderr, "timeline of the best plan ({}): {}\n", best->scenario.policy, o.timeline);
   }
   return static_cast<int>(best == nullptr ? ExitCode::kInfeasible : ExitCode::kOk);
 }

@@ -25,7 +25,8 @@ namespace tierflow::cli {
 namespace {
 
 struct PlanCliOptions {
-  ScenarioFlags f;  ///< the target flags (--hw, --set, --device, --devices, --budget, --pin, --threads)
+  ScenarioFlags
+      f;  ///< the target flags (--hw, --set, --device, --devices, --budget, --pin, --threads)
   std::string workload, policy = "tierflow", pipeline, max_overhead, output;
   std::string timeline, print_after, reproducer;
   bool explain = false, stats = false, print_after_all = false, verify_each = false;
@@ -34,7 +35,8 @@ struct PlanCliOptions {
 int run_plan(const PlanCliOptions& o) {
   // Read once: the plan names the SHA-256 of the bytes it was made on.
   const std::string topology_text = read_text_file(o.f.hw);
-  const hw::Topology topo = hw::load_topology_text(topology_text, o.f.hw, hw::LoadOptions{o.f.sets, false});
+  const hw::Topology topo =
+      hw::load_topology_text(topology_text, o.f.hw, hw::LoadOptions{o.f.sets, false});
   // The text stays mapped: the plan and the reproducer name the SHA-256 of what was read.
   const FileText workload_text(o.workload);
   const Workload w = read_workload_text(workload_text.view(), o.workload);
@@ -43,15 +45,17 @@ int run_plan(const PlanCliOptions& o) {
   for (const std::string* out : {&o.output, &o.timeline, &o.reproducer}) {
     if (!out->empty()) check_output_path(*out);
   }
-  planner::PlanRequest req = study::plan_request(
-      topo, {o.policy, o.pipeline, o.f.device, o.f.devices, o.f.budget, o.max_overhead, o.f.pins,
-             o.verify_each, o.f.threads},
-      /*cli=*/true);
+  planner::PlanRequest req =
+      study::plan_request(topo,
+                          {o.policy, o.pipeline, o.f.device, o.f.devices, o.f.budget,
+                           o.max_overhead, o.f.pins, o.verify_each, o.f.threads},
+                          /*cli=*/true);
   if (o.print_after_all || !o.print_after.empty()) {
     req.after_pass = [&](std::string_view pass, const planner::PlanState& s) {
       if (!o.print_after_all && pass != o.print_after) return;
       const std::optional<Plan>& plan = s.emitted.last();
-      fmt::print("// after {}\n{}", pass, plan ? planner::plan_text(*plan, w) : planner::runs_text(s));
+      fmt::print("// after {}\n{}", pass,
+                 plan ? planner::plan_text(*plan, w) : planner::runs_text(s));
     };
   }
   study::SimEvaluator eval(w, topo);
@@ -64,10 +68,12 @@ int run_plan(const PlanCliOptions& o) {
     fmt::print(stderr, "error: {}: {}\n", o.workload, out.reason);
     if (!out.infeasible) {
       if (o.reproducer.empty()) {
-        fmt::print(stderr, "note: rerun with --reproducer FILE to save a reproducer of this failure\n");
+        fmt::print(stderr,
+                   "note: rerun with --reproducer FILE to save a reproducer of this failure\n");
       } else {
-        const planner::Reproducer r{o.workload, sha256_hex(workload_text.view()), o.f.hw,
-                                    out.pipeline, out.budget, out.reason};
+        const planner::Reproducer r{o.workload, sha256_hex(workload_text.view()),
+                                    o.f.hw,     out.pipeline,
+                                    out.budget, out.reason};
         write_file_atomic(o.reproducer, planner::reproducer_json(r));
         fmt::print(stderr, "note: reproducer written to {}\n", o.reproducer);
       }
@@ -99,10 +105,12 @@ void add_plan_commands(CLI::App& app) {
   add_target_flags(plan, o->f);
   plan->add_option("--workload", o->workload, "workload JSON (tierflow.workload/1)");
   std::string names;
-  for (const auto& p : planner::policies()) names += fmt::format("{}{}", names.empty() ? "" : ", ", p.name);
+  for (const auto& p : planner::policies())
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", p.name);
   plan->add_option("--policy", o->policy, fmt::format("one of: {} (default tierflow)", names));
-  plan->add_option("--pipeline", o->pipeline,
-                   "passes to run instead of the policy's, e.g. place,liveness,select,insert,verify");
+  plan->add_option(
+      "--pipeline", o->pipeline,
+      "passes to run instead of the policy's, e.g. place,liveness,select,insert,verify");
   plan->add_option("--max-overhead", o->max_overhead,
                    "minimise device memory with the makespan within this overhead, e.g. 1%");
   plan->add_option("-o,--output", o->output, "write the plan JSON here");

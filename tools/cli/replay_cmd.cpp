@@ -37,7 +37,8 @@ std::unique_ptr<replay::Backend> make_backend(const ReplayCliOptions& o, double 
     replay::CudaBackendOptions co;
     co.device = o.device;
     co.memory_limit = s.memory_limit.empty() ? 0 : o.checked.memory_bytes;
-    co.compute = s.compute == "gemm" ? replay::CudaComputeKind::kGemm : replay::CudaComputeKind::kTimed;
+    co.compute =
+        s.compute == "gemm" ? replay::CudaComputeKind::kGemm : replay::CudaComputeKind::kTimed;
     return std::make_unique<replay::CudaBackend>(co);
 #else
     TF_ASSERT(false, "backend 'cuda' was accepted but is not built");
@@ -63,7 +64,8 @@ int run_replay(const ReplayCliOptions& o) {
       *b.bound, o.settings, o.checked.scale, [&o](double scale) { return make_backend(o, scale); });
   // A replay refused before its first step has nothing to report but why.
   if (study::replay_ran(x.replay)) {
-    write_file_atomic(o.output, o.json ? study::replay_json(lp, topo, x) : study::replay_table(lp, topo, x));
+    write_file_atomic(o.output,
+                      o.json ? study::replay_json(lp, topo, x) : study::replay_table(lp, topo, x));
     if (!o.timeline.empty()) study::write_replay_timeline(o.timeline, lp, x.replay);
   }
   if (x.sim.error && !x.replay.error) {

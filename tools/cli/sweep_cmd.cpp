@@ -1,12 +1,12 @@
 #include "tools/cli/sweep_cmd.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <memory>
 #include <thread>
+#include <unistd.h>
 
 #include "core/io.h"
 #include "tools/cli/common.h"
@@ -41,8 +41,9 @@ struct ExportCliOptions {
 
 int run_sweep_cmd(const SweepCliOptions& o) {
   if (o.spec.empty()) {
-    throw InputError::at(SourcePos{"sweep"}, "give a spec (tierflow sweep SPEC.yaml -o RESULTS.db), "
-                                             "or a subcommand: merge, export");
+    throw InputError::at(SourcePos{"sweep"},
+                         "give a spec (tierflow sweep SPEC.yaml -o RESULTS.db), "
+                         "or a subcommand: merge, export");
   }
   const study::Shard shard = study::parse_shard(o.shard);
   const study::SweepSpec spec = study::load_sweep_spec(o.spec);
@@ -51,7 +52,8 @@ int run_sweep_cmd(const SweepCliOptions& o) {
     fmt::print("{}", study::sweep_dry_run_text(spec, points, shard));
     return 0;
   }
-  if (o.output.empty()) throw InputError::at(SourcePos{"-o"}, "give the results database: -o RESULTS.db");
+  if (o.output.empty())
+    throw InputError::at(SourcePos{"-o"}, "give the results database: -o RESULTS.db");
 
   study::ResultDb db = study::ResultDb::for_sweep(o.output, spec, shard);
   // Refused now, not after the sweep: an export over the database or the spec.
@@ -80,7 +82,8 @@ int run_sweep_cmd(const SweepCliOptions& o) {
   }
   std::fflush(stdout);
   fmt::print(stderr,
-             "error: {} point{} failed (status 'failed', reason in the results: tierflow sweep export {}); "
+             "error: {} point{} failed (status 'failed', reason in the results: tierflow sweep "
+             "export {}); "
              "after a fix, rerun with --retry-failed\n",
              s.failed, s.failed == 1 ? "" : "s", o.output);
   return worst;
@@ -92,8 +95,10 @@ int run_merge(const MergeCliOptions& o) {
              o.inputs.size() == 1 ? "" : "s", fmt::join(m.shards, " "), m.rows, m.points, o.output);
   if (m.rows < m.points) {
     std::fflush(stdout);
-    fmt::print(stderr, "warning: {} points are missing: rerun the shards (each resumes), then merge again\n",
-               m.points - m.rows);
+    fmt::print(
+        stderr,
+        "warning: {} points are missing: rerun the shards (each resumes), then merge again\n",
+        m.points - m.rows);
   }
   return static_cast<int>(ExitCode::kOk);
 }
@@ -109,11 +114,13 @@ int run_export(const ExportCliOptions& o) {
 void add_sweep_command(CLI::App& app) {
   auto o = std::make_shared<SweepCliOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "sweep", "a spec's grid planned and simulated on all cores into SQLite: resumable, shardable");
+      "sweep",
+      "a spec's grid planned and simulated on all cores into SQLite: resumable, shardable");
   cmd->add_option("spec", o->spec, "sweep spec YAML (docs/sweeps.md; examples in configs/sweeps/)");
   cmd->add_option("-o,--output", o->output, "results database (SQLite); rerunning resumes it");
   cmd->add_option("--jobs,-j", o->jobs, "points run at once (default: one per hardware thread)");
-  cmd->add_option("--shard", o->shard, "I/N: run the points whose number is I modulo N (0 <= I < N)")
+  cmd->add_option("--shard", o->shard,
+                  "I/N: run the points whose number is I modulo N (0 <= I < N)")
       ->capture_default_str();
   cmd->add_flag("--retry-failed", o->retry_failed, "rerun points recorded as failed");
   cmd->add_flag("--dry-run", o->dry_run, "check the spec, print its points per shard, run nothing");

@@ -2,11 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <unistd.h>
 
 #include "core/io.h"
 #include "core/json_tree.h"
@@ -64,8 +63,9 @@ int run_whatif(const WhatIfCliOptions& o) {
     if (!a.trial || !a.trial->main().outcome.ok) {
       throw InputError::at(SourcePos{"--plan-out"}, "no plan to write: the question has no answer");
     }
-    write_file_atomic(o.plan_out, write_plan(study::plan_for_file(*a.trial, a.trial->main(), o.plan_out),
-                                             a.trial->main().workload.get()));
+    write_file_atomic(o.plan_out,
+                      write_plan(study::plan_for_file(*a.trial, a.trial->main(), o.plan_out),
+                                 a.trial->main().workload.get()));
   }
   bool any = false;
   for (const auto& a : answers) any = any || a.found;
@@ -81,9 +81,11 @@ void add_whatif_command(CLI::App& app) {
   o->f.gen.gen.context = 32768;
   o->f.gen.gen.tokens = 8;
   CLI::App* cmd = app.add_subcommand(
-      "whatif", "capacity questions answered by search: min-memory, max-batch, max-context, upgrade");
+      "whatif",
+      "capacity questions answered by search: min-memory, max-batch, max-context, upgrade");
   cmd->add_option("--question", o->question, "min-memory, max-batch, max-context or upgrade")
-      ->check(CLI::IsMember(std::vector<std::string>(study::kQuestionNames.begin(), study::kQuestionNames.end())))
+      ->check(CLI::IsMember(
+          std::vector<std::string>(study::kQuestionNames.begin(), study::kQuestionNames.end())))
       ->capture_default_str();
   auto* overhead =
       cmd->add_option("--max-overhead", o->max_overhead,

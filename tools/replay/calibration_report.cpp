@@ -8,7 +8,9 @@
 namespace tierflow::replay {
 namespace {
 
-std::string gb_s(double bytes_per_s) { return fmt::format("{:.2f} GB/s", bytes_per_s / 1e9); }
+std::string gb_s(double bytes_per_s) {
+  return fmt::format("{:.2f} GB/s", bytes_per_s / 1e9);
+}
 std::string seconds(double s) {
   return to_string_approx(Duration{static_cast<int64_t>(s * double(kPsPerS))});
 }
@@ -19,9 +21,8 @@ std::string calibration_table(const Calibration& c, const std::string& file) {
   std::string out = fmt::format("calibrate {}: {} ({})\n", c.backend, c.device_name, c.date);
   for (const auto& [k, v] : c.software) out += fmt::format("  {:<12} {}\n", k, v);
   for (const CopyDirection& d : c.directions) {
-    out += fmt::format("\n{} -> {}: latency {}, bandwidth {} (largest fit error {:.1f}%)\n",
-                       d.from, d.to, seconds(d.fit.latency), gb_s(d.fit.bandwidth),
-                       100 * d.fit.error);
+    out += fmt::format("\n{} -> {}: latency {}, bandwidth {} (largest fit error {:.1f}%)\n", d.from,
+                       d.to, seconds(d.fit.latency), gb_s(d.fit.bandwidth), 100 * d.fit.error);
     out += fmt::format("  {:>10}  {:>10}  {:>10}  {:>10}  {:>7}\n", "bytes", "measured", "fit",
                        "rate", "spread");
     for (const SizeSample& s : d.sweep) {

@@ -9,7 +9,8 @@
 
 namespace tierflow::study {
 
-std::string plan_summary(const planner::PlanOutcome& o, const Workload& w, const hw::Topology& topo) {
+std::string plan_summary(const planner::PlanOutcome& o, const Workload& w,
+                         const hw::Topology& topo) {
   std::string out;
   out += fmt::format("pipeline  {}\n", o.pipeline);
   out += fmt::format("budget    {} per device\n", to_string_approx(Bytes{o.budget}));
@@ -34,9 +35,11 @@ std::string plan_summary(const planner::PlanOutcome& o, const Workload& w, const
     out += fmt::format(
         "simulated makespan {} ({:.3f} x bound), device peak {} ({:.3f} x residency bound)\n",
         to_string_approx(Duration{e.makespan_ps}),
-        b.makespan_ps > 0 ? static_cast<double>(e.makespan_ps) / static_cast<double>(b.makespan_ps) : 0.0,
+        b.makespan_ps > 0 ? static_cast<double>(e.makespan_ps) / static_cast<double>(b.makespan_ps)
+                          : 0.0,
         to_string_approx(Bytes{e.device_peak}),
-        b.residency > 0 ? static_cast<double>(e.device_peak) / static_cast<double>(b.residency) : 0.0);
+        b.residency > 0 ? static_cast<double>(e.device_peak) / static_cast<double>(b.residency)
+                        : 0.0);
   } else if (o.evaluation) {
     out += fmt::format("simulation failed: {}\n", o.evaluation->error);
   }
@@ -48,8 +51,9 @@ std::string plan_portfolio(const planner::PlanOutcome& o) {
   std::string out = fmt::format(
       "\ntierflow portfolio: {} of {} pipelines tried, the best (*) then refined; skipped: not "
       "simulated (a repeated plan, or copies alone at least as long as the best so far)\n",
-      std::count_if(o.portfolio.begin(), o.portfolio.end(),
-                    [](const planner::PortfolioTrial& p) { return p.result.rfind("not run", 0) != 0; }),
+      std::count_if(
+          o.portfolio.begin(), o.portfolio.end(),
+          [](const planner::PortfolioTrial& p) { return p.result.rfind("not run", 0) != 0; }),
       planner::tierflow_portfolio().size());
   size_t width = 0;
   for (const planner::PortfolioTrial& p : o.portfolio) width = std::max(width, p.result.size());
@@ -62,7 +66,8 @@ std::string plan_portfolio(const planner::PlanOutcome& o) {
   return out;
 }
 
-std::string plan_explain(const planner::PlanOutcome& o, const Workload& w, const hw::Topology& topo) {
+std::string plan_explain(const planner::PlanOutcome& o, const Workload& w,
+                         const hw::Topology& topo) {
   std::string out = "\nlargest offloaded tensors:\n";
   Table t({"tensor", "bytes", "tier", "fetches", "stores", "off device", "copy time", "exposed",
            "verdict"},
@@ -71,11 +76,12 @@ std::string plan_explain(const planner::PlanOutcome& o, const Workload& w, const
            Table::Align::kLeft});
   for (size_t i = 0; i < std::min<size_t>(15, o.offloads.size()); ++i) {
     const auto& f = o.offloads[i];
-    t.add_row({w.tensors[f.tensor].name, to_string_approx(Bytes{f.bytes}),
-               f.tier == planner::kNone ? "-" : topo.tiers[f.tier].id, std::to_string(f.fetches),
-               std::to_string(f.stores), to_string_approx(Duration{f.gap_ps}),
-               to_string_approx(Duration{f.transfer_ps}), to_string_approx(Duration{f.exposed_ps}),
-               f.exposed_ps > 0 ? "exposed" : (f.gap_ps >= f.transfer_ps ? "hidden" : "hidden (sim)")});
+    t.add_row(
+        {w.tensors[f.tensor].name, to_string_approx(Bytes{f.bytes}),
+         f.tier == planner::kNone ? "-" : topo.tiers[f.tier].id, std::to_string(f.fetches),
+         std::to_string(f.stores), to_string_approx(Duration{f.gap_ps}),
+         to_string_approx(Duration{f.transfer_ps}), to_string_approx(Duration{f.exposed_ps}),
+         f.exposed_ps > 0 ? "exposed" : (f.gap_ps >= f.transfer_ps ? "hidden" : "hidden (sim)")});
   }
   if (o.offloads.empty()) {
     out += "  (none)\n";
@@ -85,7 +91,8 @@ std::string plan_explain(const planner::PlanOutcome& o, const Workload& w, const
   }
   for (const std::string& n : o.notes) out += fmt::format("note: {}\n", n);
   out += plan_portfolio(o);
-  for (const std::string& warn : planner::plan_warnings(o)) out += fmt::format("warning: {}\n", warn);
+  for (const std::string& warn : planner::plan_warnings(o))
+    out += fmt::format("warning: {}\n", warn);
   return out;
 }
 

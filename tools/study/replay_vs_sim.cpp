@@ -30,7 +30,9 @@ double quantile(std::vector<double> v, double q) {
   return v[std::min(i, v.size() - 1)];
 }
 
-std::string signed_percent(double x) { return fmt::format("{:+.1f}%", 100.0 * x); }
+std::string signed_percent(double x) {
+  return fmt::format("{:+.1f}%", 100.0 * x);
+}
 
 }  // namespace
 
@@ -49,14 +51,16 @@ CheckedReplay check_replay_settings(const ReplaySettings& s) {
       v = 0;
     }
     if (!(v > 0) || !std::isfinite(v)) {
-      throw refuse("--time-scale", "expected a positive number or auto, got '" + s.time_scale + "'");
+      throw refuse("--time-scale",
+                   "expected a positive number or auto, got '" + s.time_scale + "'");
     }
     c.scale = v;
   }
   if (s.backend != "cuda" && (s.compute != "timed" || s.device_given)) {
     throw refuse(s.device_given ? "--device" : "--compute", "only the cuda backend takes it");
   }
-  if (s.backend != "cpu" && s.copy != "paced") throw refuse("--copy", "only the cpu backend takes it");
+  if (s.backend != "cpu" && s.copy != "paced")
+    throw refuse("--copy", "only the cpu backend takes it");
   if (s.copy == "native" && c.scale != 0 && c.scale != 1) {
     throw refuse("--time-scale",
                  "native copies run in real time: give 1 or auto, not '" + s.time_scale + "'");
@@ -91,7 +95,9 @@ double replay_time_scale(const ReplaySettings& s, double asked, const sim::SimRe
   return std::exp2(std::round(std::log2(scale)));  // a round number to read
 }
 
-bool replay_ran(const replay::ReplayResult& r) { return !r.error || r.error->time >= 0; }
+bool replay_ran(const replay::ReplayResult& r) {
+  return !r.error || r.error->time >= 0;
+}
 
 ReplayComparison compare_runs(const Plan& plan, const replay::ReplayResult& r,
                               const sim::SimResult& s) {

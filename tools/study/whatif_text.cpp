@@ -14,15 +14,20 @@ namespace {
 std::string trial_line(const Trial& t) {
   const PhaseResult& p = t.main();
   const auto& b = p.outcome.bounds;
-  std::string s = fmt::format("{}: latency {}", t.scenario.policy, to_string_approx(Duration{t.latency_ps()}));
+  std::string s =
+      fmt::format("{}: latency {}", t.scenario.policy, to_string_approx(Duration{t.latency_ps()}));
   if (t.request) {
-    s += fmt::format(" (TTFT {:.1f} ms, TPOT {:.2f} ms, {:.1f} tokens/s)", 1e-9 * static_cast<double>(t.request->ttft_ps),
-                     t.request->tpot_ms, t.request->throughput_tokens_per_s);
+    s += fmt::format(" (TTFT {:.1f} ms, TPOT {:.2f} ms, {:.1f} tokens/s)",
+                     1e-9 * static_cast<double>(t.request->ttft_ps), t.request->tpot_ms,
+                     t.request->throughput_tokens_per_s);
   }
-  s += fmt::format(", makespan {:.3f} x bound, device peak {} ({:.3f} x residency bound)",
-                   b.makespan_ps > 0 ? static_cast<double>(p.makespan_ps) / static_cast<double>(b.makespan_ps) : 0.0,
-                   to_string_approx(Bytes{p.device_peak}),
-                   b.residency > 0 ? static_cast<double>(p.device_peak) / static_cast<double>(b.residency) : 0.0);
+  s += fmt::format(
+      ", makespan {:.3f} x bound, device peak {} ({:.3f} x residency bound)",
+      b.makespan_ps > 0 ? static_cast<double>(p.makespan_ps) / static_cast<double>(b.makespan_ps)
+                        : 0.0,
+      to_string_approx(Bytes{p.device_peak}),
+      b.residency > 0 ? static_cast<double>(p.device_peak) / static_cast<double>(b.residency)
+                      : 0.0);
   return s;
 }
 
@@ -34,7 +39,8 @@ std::string answer_text(const Answer& a, const WhatIfOptions& w) {
     Table t({"upgrade", "+25%", "2x", "set (2x)"},
             {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight, Table::Align::kLeft});
     for (const auto& u : a.upgrades) {
-      t.add_row({u.what, fmt::format("{:+.1f}%", -100 * u.gain[0]), fmt::format("{:+.1f}%", -100 * u.gain[1]), u.set});
+      t.add_row({u.what, fmt::format("{:+.1f}%", -100 * u.gain[0]),
+                 fmt::format("{:+.1f}%", -100 * u.gain[1]), u.set});
     }
     out += "\nlatency change per upgrade, best first:\n" + t.render();
     out += fmt::format("\nanswer     {}\n", a.note);
@@ -47,8 +53,8 @@ std::string answer_text(const Answer& a, const WhatIfOptions& w) {
   }
   if (a.question == Question::kMinMemory) {
     out += fmt::format("fastest    {} (resident on unlimited memory); limit {} (+{:g}%)\n",
-                       to_string_approx(Duration{a.fastest_ps}), to_string_approx(Duration{a.limit_ps}),
-                       100 * w.max_overhead);
+                       to_string_approx(Duration{a.fastest_ps}),
+                       to_string_approx(Duration{a.limit_ps}), 100 * w.max_overhead);
   }
   out += fmt::format("answer     {} (resolution {})\n", a.value, a.resolution);
   if (!a.note.empty()) out += fmt::format("note       {}\n", a.note);
@@ -92,12 +98,10 @@ std::string whatif_text(const WhatIfOptions& o, const Scenario& base, const hw::
                         const std::vector<Answer>& answers) {
   std::string text;
   text += fmt::format(
-      "question   {}\nworkload   {}\ntopology   {} ({} program{} on '{}')\n",
-      question_text(o),
-      describe_workload(base, searched_field(o.question, base)), topo.name,
-      base.devices, base.devices == 1 ? "" : "s",
-      topo.tiers[make_target(topo, base.device, base.devices, "--device").device_tier]
-          .id);
+      "question   {}\nworkload   {}\ntopology   {} ({} program{} on '{}')\n", question_text(o),
+      describe_workload(base, searched_field(o.question, base)), topo.name, base.devices,
+      base.devices == 1 ? "" : "s",
+      topo.tiers[make_target(topo, base.device, base.devices, "--device").device_tier].id);
   if (!base.sets.empty()) text += fmt::format("overrides  {}\n", fmt::join(base.sets, " "));
   text += fmt::format("policy     {}\n", base.policy);
   const bool realized = std::ranges::any_of(answers, [](const Answer& a) {
@@ -120,15 +124,18 @@ std::string whatif_text(const WhatIfOptions& o, const Scenario& base, const hw::
     }
     for (const char* h : {"answer", "latency", "device peak", "binding"}) {
       heads.emplace_back(h);
-      align.push_back(std::string_view(h) == "binding" ? Table::Align::kLeft : Table::Align::kRight);
+      align.push_back(std::string_view(h) == "binding" ? Table::Align::kLeft
+                                                       : Table::Align::kRight);
     }
     Table t(heads, align);
     for (size_t i = 0; i < answers.size(); ++i) {
       const auto& a = answers[i];
       std::vector<std::string> cells = values[i];
       cells.push_back(a.found ? a.value : "none");
-      cells.push_back(a.trial && a.trial->ok ? to_string_approx(Duration{a.trial->latency_ps()}) : "-");
-      cells.push_back(a.trial && a.trial->ok ? to_string_approx(Bytes{a.trial->main().device_peak}) : "-");
+      cells.push_back(a.trial && a.trial->ok ? to_string_approx(Duration{a.trial->latency_ps()})
+                                             : "-");
+      cells.push_back(a.trial && a.trial->ok ? to_string_approx(Bytes{a.trial->main().device_peak})
+                                             : "-");
       cells.push_back(a.binding);
       t.add_row(std::move(cells));
     }
