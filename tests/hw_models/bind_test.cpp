@@ -5,17 +5,14 @@
 #include <doctest/doctest.h>
 
 #include "hw_models/loader.h"
+#include "tests/support/fixtures.h"
 
 using namespace tierflow;
 using namespace tierflow::hw;
 
 namespace {
 
-const std::string kFixture = std::string(TIERFLOW_SOURCE_DIR) + "/tests/fixtures/unit_hw.yaml";
-
-Topology unit_hw(std::vector<std::string> sets = {}) {
-  return load_topology(kFixture, LoadOptions{std::move(sets), false});
-}
+using tierflow::testing::unit_hw;
 
 // One tensor, homed on `home`, computed by one op on each of `devices`.
 struct Fixture {

@@ -5,17 +5,14 @@
 
 #include "hw_models/cost.h"
 #include "hw_models/loader.h"
+#include "tests/support/fixtures.h"
 
 using namespace tierflow;
 using namespace tierflow::hw;
 
 namespace {
 
-const std::string kFixture = std::string(TIERFLOW_SOURCE_DIR) + "/tests/fixtures/unit_hw.yaml";
-
-Topology unit_hw(std::vector<std::string> sets = {}) {
-  return load_topology(kFixture, LoadOptions{std::move(sets), false});
-}
+using tierflow::testing::unit_hw;
 
 const Route& route(const Topology& t, std::string_view a, std::string_view b) {
   const Route* r = t.route(*t.tier_index(a), *t.tier_index(b));

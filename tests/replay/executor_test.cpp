@@ -15,6 +15,7 @@
 #include "sim/simulator.h"
 #include "tests/support/plan_builders.h"
 #include "tools/replay/cpu_backend.h"
+#include "tests/support/fixtures.h"
 
 using namespace tierflow;
 using namespace tierflow::replay;
@@ -22,11 +23,7 @@ using namespace tierflow::replay;
 namespace {
 
 const std::string kSource = TIERFLOW_SOURCE_DIR;
-const std::string kFixture = kSource + "/tests/fixtures/unit_hw.yaml";
-
-hw::Topology unit_hw(std::vector<std::string> sets) {
-  return hw::load_topology(kFixture, hw::LoadOptions{std::move(sets), false});
-}
+using tierflow::testing::unit_hw;
 
 hw::Topology roomy_unit_hw() {
   return unit_hw({"tiers.hbm.capacity=1MiB", "tiers.ddr.capacity=1MiB"});

@@ -22,6 +22,7 @@
 #include "sim/timeline.h"
 #include "tests/support/plan_builders.h"
 #include "tests/support/scratch_dir.h"
+#include "tests/support/fixtures.h"
 
 namespace tierflow::sim {
 namespace {
@@ -32,10 +33,7 @@ using tierflow::testing::ScratchDir;
 constexpr Time kNs = 1000;  // ps
 constexpr uint32_t kHbm = 0, kDdr = 1;
 
-hw::Topology unit_hw(std::vector<std::string> sets = {}) {
-  return hw::load_topology(std::string(TIERFLOW_SOURCE_DIR) + "/tests/fixtures/unit_hw.yaml",
-                           hw::LoadOptions{std::move(sets), false});
-}
+using tierflow::testing::unit_hw;
 
 Step compute(uint32_t op, std::vector<uint32_t> wait = {}) {
   return Step{StepKind::kCompute, op, 0, kNoEvent, std::move(wait)};

@@ -18,6 +18,7 @@
 #include "hw_models/loader.h"
 #include "sim/models/ledger.h"
 #include "sim/report.h"
+#include "tests/support/fixtures.h"
 
 using namespace tierflow;
 using namespace tierflow::sim;
@@ -26,11 +27,7 @@ namespace {
 
 constexpr Time kNs = 1000;  // ps
 
-const std::string kFixture = std::string(TIERFLOW_SOURCE_DIR) + "/tests/fixtures/unit_hw.yaml";
-
-hw::Topology unit_hw(std::vector<std::string> sets = {}) {
-  return hw::load_topology(kFixture, hw::LoadOptions{std::move(sets), false});
-}
+using tierflow::testing::unit_hw;
 
 // Plan tiers used throughout: 0 = hbm (device), 1 = ddr, 2 = ssd.
 constexpr uint32_t kHbm = 0, kDdr = 1, kSsd = 2;
