@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "hw_models/show.h"
+#include "tools/study/hw_show.h"
 
 using namespace tierflow;
 using namespace tierflow::hw;
@@ -80,14 +80,14 @@ tiers:
 
 TEST_CASE("show --json reports base units and is stable") {
   const Topology t = load_topology(config("h100-sxm-8gpu.yaml"));
-  const auto j = show_json(t);
+  const auto j = study::show_json(t);
   CHECK(j["system"]["devices"] == 8);
   // The H100's HBM as the device exposes it (81,559 MiB), less the 1 GiB reserve.
   CHECK(j["tiers"][0]["capacity_bytes"] == 81'559ULL << 20);
   CHECK(j["tiers"][0]["usable_bytes"] == (81'559ULL << 20) - (1ULL << 30));
   CHECK(j["devices"][0]["reserved_bytes"] == 1ULL << 30);
-  CHECK(show_json(t).dump() == j.dump());
-  CHECK(show_text(t) == show_text(load_topology(config("h100-sxm-8gpu.yaml"))));
+  CHECK(study::show_json(t).dump() == j.dump());
+  CHECK(study::show_text(t) == study::show_text(load_topology(config("h100-sxm-8gpu.yaml"))));
 }
 
 TEST_CASE("usable memory: a tier's capacity less its devices' reserve") {
@@ -102,7 +102,7 @@ TEST_CASE("usable memory: a tier's capacity less its devices' reserve") {
   const Topology big = load_topology(
       h100, LoadOptions{{"tiers.hbm.capacity=96GB", "devices.h100.reserved=2GiB"}, false});
   CHECK(big.usable(hbm) == 96'000'000'000ULL - (2ULL << 30));
-  CHECK(show_text(big).find(" 87.4GiB ") != std::string::npos);  // 96GB = 89.4GiB, less 2GiB
+  CHECK(study::show_text(big).find(" 87.4GiB ") != std::string::npos);  // 96GB = 89.4GiB, less 2GiB
   // A reserve that leaves nothing is an error at the value, with the way out.
   CHECK_THROWS_WITH_AS(
       load_topology(h100, LoadOptions{{"tiers.hbm.capacity=1GB"}, false}),

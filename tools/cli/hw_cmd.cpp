@@ -8,9 +8,9 @@
 #include "core/diagnostics.h"
 #include "core/io.h"
 #include "core/json_tree.h"
-#include "hw_models/describe.h"
+#include "tools/cli/hw_describe.h"
 #include "hw_models/loader.h"
-#include "hw_models/show.h"
+#include "tools/study/hw_show.h"
 #include "tools/cli/common.h"
 #include "tools/study/scenario.h"
 
@@ -60,13 +60,13 @@ int run_show(const HwOptions& o) {
   const hw::Topology t =
       hw::load_topology(study::find_topology(name, name), hw::LoadOptions{o.sets, false});
   const std::string text =
-      o.json ? json_text(hw::show_json(t)) : hw::show_text(t, hw::ShowOptions{o.all_routes});
+      o.json ? json_text(study::show_json(t)) : study::show_text(t, study::ShowOptions{o.all_routes});
   write_file_atomic(o.output, text);
   return 0;
 }
 
 int run_describe(const HwOptions& o) {
-  const std::string text = o.markdown ? hw::describe_markdown() : hw::describe_text();
+  const std::string text = o.markdown ? describe_markdown() : describe_text();
   write_file_atomic(o.output, text);
   return 0;
 }

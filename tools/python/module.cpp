@@ -22,7 +22,7 @@
 #include "core/kinds.h"
 #include "core/plan_json.h"
 #include "core/workload_json.h"
-#include "hw_models/show.h"
+#include "tools/study/hw_show.h"
 #include "planner/print.h"
 #include "sim/report.h"
 #include "tools/python/api.h"
@@ -136,26 +136,26 @@ void bind_classes(py::module_& m) {
           "the PATH=VALUE overrides applied")
       .def_property_readonly(
           "devices",
-          [](const TopologyHandle& t) { return to_python(hw::show_json(*t.topology)["devices"]); },
+          [](const TopologyHandle& t) { return to_python(study::show_json(*t.topology)["devices"]); },
           "device classes as dicts (as in `tierflow hw show --json`)")
       .def_property_readonly(
           "tiers",
-          [](const TopologyHandle& t) { return to_python(hw::show_json(*t.topology)["tiers"]); },
+          [](const TopologyHandle& t) { return to_python(study::show_json(*t.topology)["tiers"]); },
           "memory tiers as dicts, in base units")
       .def_property_readonly(
           "links",
-          [](const TopologyHandle& t) { return to_python(hw::show_json(*t.topology)["links"]); },
+          [](const TopologyHandle& t) { return to_python(study::show_json(*t.topology)["links"]); },
           "links as dicts, in base units")
       .def_property_readonly(
           "switches",
-          [](const TopologyHandle& t) { return to_python(hw::show_json(*t.topology)["switches"]); })
+          [](const TopologyHandle& t) { return to_python(study::show_json(*t.topology)["switches"]); })
       .def(
-          "to_dict", [](const TopologyHandle& t) { return to_python(hw::show_json(*t.topology)); },
+          "to_dict", [](const TopologyHandle& t) { return to_python(study::show_json(*t.topology)); },
           "everything `tierflow hw show --json` prints")
       .def(
           "show",
           [](const TopologyHandle& t, bool all_routes) {
-            return hw::show_text(*t.topology, hw::ShowOptions{all_routes});
+            return study::show_text(*t.topology, study::ShowOptions{all_routes});
           },
           py::arg("all_routes") = false, "the text of `tierflow hw show`")
       .def("__repr__", [](const TopologyHandle& t) {

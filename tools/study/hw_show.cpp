@@ -1,4 +1,4 @@
-#include "hw_models/show.h"
+#include "tools/study/hw_show.h"
 
 #include <fmt/format.h>
 
@@ -8,7 +8,10 @@
 #include "hw_models/cost.h"
 #include "hw_models/routes.h"
 
-namespace tierflow::hw {
+namespace tierflow::study {
+
+using namespace tierflow::hw;  // NOLINT: this file presents hw_models types throughout
+
 namespace {
 
 using json = nlohmann::ordered_json;
@@ -297,4 +300,4 @@ json show_json(const Topology& t) {
   return j;
 }
 
-}  // namespace tierflow::hw
+}  // namespace tierflow::study

@@ -1,4 +1,5 @@
-// `tierflow hw show`: the resolved topology as a text report or JSON.
+// `tierflow hw show` and Python's Topology: the resolved topology as a text report or JSON
+// (presentation for both front ends, over hw_models).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -7,7 +8,7 @@
 
 #include "hw_models/topology.h"
 
-namespace tierflow::hw {
+namespace tierflow::study {
 
 struct ShowOptions {
   /// List the route of every ordered pair of tiers, not only those of local tiers.
@@ -16,8 +17,8 @@ struct ShowOptions {
 
 /// Tiers, switches, links, routes to and from each device's local tier (and peer
 /// routes), and capacity and compute totals per device and per supernode.
-std::string show_text(const Topology& t, const ShowOptions& options = {});
+std::string show_text(const hw::Topology& t, const ShowOptions& options = {});
 /// The same content with numbers in base units (bytes, bytes/s, ps, FLOP/s).
-nlohmann::ordered_json show_json(const Topology& t);
+nlohmann::ordered_json show_json(const hw::Topology& t);
 
-}  // namespace tierflow::hw
+}  // namespace tierflow::study

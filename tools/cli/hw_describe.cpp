@@ -1,4 +1,4 @@
-#include "hw_models/describe.h"
+#include "tools/cli/hw_describe.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -6,7 +6,10 @@
 #include "core/table.h"
 #include "hw_models/params.h"
 
-namespace tierflow::hw {
+namespace tierflow::cli {
+
+using namespace tierflow::hw;  // NOLINT: the schema of hw_models' types
+
 namespace {
 
 template <class Obj>
@@ -126,4 +129,4 @@ std::string describe_markdown() {
   return out;
 }
 
-}  // namespace tierflow::hw
+}  // namespace tierflow::cli

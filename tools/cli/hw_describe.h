@@ -3,11 +3,11 @@
 
 #include <string>
 
-namespace tierflow::hw {
+namespace tierflow::cli {
 
 /// Every object type and field, as aligned text for a terminal.
 std::string describe_text();
 /// The same as the Markdown of docs/hardware.md (a test keeps the two identical).
 std::string describe_markdown();
 
-}  // namespace tierflow::hw
+}  // namespace tierflow::cli
