@@ -345,6 +345,27 @@ sed -e 's/name: hostile-tiny/name: hostile-units/' -e 's/  - policy: \[resident,
 hostile units/sweep-axis-8K 2 "units.yaml:" --out "$d/units.db" --in "$d/units.yaml" -- \
   "$tf" sweep "$d/units.yaml" -o "$d/units.db" --quiet
 
+# This stop's surfaces: a model's declared context overridden badly, the plan fields of
+# tierflow.plan/2 given the wrong types or kept under plan/1, a replay refused before it
+# starts (no report written).
+d=$(fresh stop36)
+g=$d/gen-out.json
+hostile stop36/max-context-negative 2 "max_context" --out "$g" -- \
+  "$tf" trace gen --model llama-3-8b --layers 2 --set max_context=-1 -o "$g"
+hostile stop36/max-context-text 2 "max_context" --out "$g" -- \
+  "$tf" trace gen --model llama-3-8b --layers 2 --set max_context=lots -o "$g"
+sed 's/"budget": [0-9]*/"budget": "40GiB"/' "$d/p.json" >"$d/p-budget-text.json"
+hostile stop36/plan-budget-text 2 "p-budget-text.json:" --out "$d/s.txt" --in "$d/p-budget-text.json" -- \
+  "$tf" sim --plan "$d/p-budget-text.json" -o "$d/s.txt"
+sed 's/"pipeline": "[^"]*"/"pipeline": 7/' "$d/p.json" >"$d/p-pipeline-number.json"
+hostile stop36/plan-pipeline-number 2 "p-pipeline-number.json:" --out "$d/s.txt" --in "$d/p-pipeline-number.json" -- \
+  "$tf" sim --plan "$d/p-pipeline-number.json" -o "$d/s.txt"
+sed 's/"format": "tierflow.plan\/2"/"format": "tierflow.plan\/1"/' "$d/p.json" >"$d/p-v1-fields.json"
+hostile stop36/plan-v1-with-v2-fields 2 "a 'tierflow.plan/1' plan keeps it in meta" --out "$d/s.txt" --in "$d/p-v1-fields.json" -- \
+  "$tf" sim --plan "$d/p-v1-fields.json" -o "$d/s.txt"
+hostile stop36/replay-refused-no-report 2 "at their real sizes" --out "$d/r.json" --in "$d/p.json" -- \
+  "$tf" replay --plan "$d/p.json" --copy native --memory-limit 64B --json -o "$d/r.json"
+
 # A sweep point whose count is too large is recorded failed as bad input (class 2), the
 # reason naming the flag, and the sweep exits 2.
 d=$(fresh sweep-count)
