@@ -331,7 +331,9 @@ Calibration calibrate_cpu(const CalibrateOptions& o) {
 
   const std::vector<std::pair<uint32_t, std::pair<const char*, const char*>>> dirs = {
       {CpuProbe::kToDevice, {"ddr", "hbm"}}, {CpuProbe::kToHost, {"hbm", "ddr"}}};
-  for (const auto& [group, ends] : dirs) {
+  for (const auto& dir : dirs) {
+    const uint32_t group = dir.first;  // a plain name: lambdas below capture it
+    const auto& ends = dir.second;
     CopyDirection d;
     d.from = ends.first;
     d.to = ends.second;
