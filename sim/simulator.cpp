@@ -399,11 +399,13 @@ SimResult Simulator::run() {
 SimResult simulate(const Plan& plan, const Workload& w, const hw::Topology& t,
                    const SimOptions& options) {
   const hw::Binding b = hw::bind(plan, w, t);
-  if (b.bound) return simulate(*b.bound, options);
+  return b.bound ? simulate(*b.bound, options) : unbound_result(plan, w, *b.error);
+}
+
+SimResult unbound_result(const Plan& plan, const Workload& w, const RunError& bind_error) {
   SimResult r;
-  // A broken rule that stops every program is reported before the topology's objection.
   const PlanCheck check = verify_plan_programs(plan, w);
-  r.error = check.global ? detail::rule_error(*check.global) : *b.error;
+  r.error = check.global ? detail::rule_error(*check.global) : bind_error;
   return r;
 }
 

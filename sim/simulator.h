@@ -154,8 +154,11 @@ struct SimResult {
 /// Simulates a bound plan. Plan-rule violations are found by core's verify_plan and
 /// reported with the time the offending step was reached.
 SimResult simulate(const hw::BoundPlan& plan, const SimOptions& options = {});
+/// The result of a plan that does not bind (hw::bind's `error`): that error alone, unless a
+/// broken plan rule that stops every program comes first (as a bound plan reports it).
+SimResult unbound_result(const Plan& plan, const Workload& w, const RunError& bind_error);
 /// Binds `plan` (over `w`) to `t` (hw::bind), then simulates it; a plan that cannot bind
-/// gives a result with only its error.
+/// gives unbound_result().
 SimResult simulate(const Plan& plan, const Workload& w, const hw::Topology& t,
                    const SimOptions& options = {});
 

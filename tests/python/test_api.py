@@ -211,6 +211,11 @@ def test_plan(cli, small_workload, tmp_path):
     assert lean.ok and lean.simulated["makespan_ps"] <= 1.05 * resident.simulated["makespan_ps"] + 1
     with pytest.raises(tierflow.InputError, match="budget and max_overhead exclude each other"):
         tierflow.plan(t, small_workload, budget="2GiB", max_overhead=0.01)
+    # As --max-overhead: a bare number above 1 is ambiguous (10% or 1000%?), in plan and whatif.
+    with pytest.raises(tierflow.InputError, match="max_overhead: '10' is ambiguous"):
+        tierflow.plan(t, small_workload, max_overhead=10)
+    with pytest.raises(tierflow.InputError, match="max_overhead: '10' is ambiguous"):
+        tierflow.whatif(max_overhead=10, **SMALL)
     with pytest.raises(tierflow.InputError, match="unknown policy 'tierflo'"):
         tierflow.plan(t, small_workload, policy="tierflo")
 

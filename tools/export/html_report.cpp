@@ -311,7 +311,7 @@ void simulate_for_report(ReportRun& r, sim::OnFull on_full) {
   so.series = &r.series;
   const hw::Binding b = hw::bind(r.plan.plan, r.plan.workload, r.topology);
   if (!b.bound) {
-    r.result = sim::simulate(r.plan.plan, r.plan.workload, r.topology, so);
+    r.result = sim::unbound_result(r.plan.plan, r.plan.workload, *b.error);
     return;
   }
   r.device_tier = b.bound->device_tier;

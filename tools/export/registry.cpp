@@ -106,7 +106,7 @@ ExportOutcome run_export(const Format& format, const Plan& plan, const Workload&
   so.step_times = &step_times;
   const hw::Binding bound = hw::bind(plan, workload, topology);
   const sim::SimResult result = bound.bound ? sim::simulate(*bound.bound, so)
-                                            : sim::simulate(plan, workload, topology, so);
+                                            : sim::unbound_result(plan, workload, *bound.error);
   // A failed run leaves no output (an unfinished timeline removes its temp file).
   if (result.error) return ExportOutcome{result.error};
   in.bound = &*bound.bound;

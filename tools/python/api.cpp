@@ -169,7 +169,7 @@ nlohmann::ordered_json whatif(const Fields& fields, const WhatIfRequest& r) {
   const study::Scenario base = scenario_of(fields, "tierflow.whatif");
   study::WhatIfOptions w;
   w.question = r.question;
-  w.max_overhead = study::parse_fraction(r.max_overhead, "max_overhead");
+  w.max_overhead = study::parse_overhead(r.max_overhead, "max_overhead");  // as --max-overhead
   w.min_throughput = r.min_throughput;
   w.max_tpot_ms = r.max_tpot_ms;
   const auto grid = study::expand_grid(base, r.vary);
