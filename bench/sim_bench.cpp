@@ -12,7 +12,7 @@
 
 #include "hw_models/loader.h"
 #include "sim/kernel/event_queue.h"
-#include "sim/models/flows.h"
+#include "hw_models/flows.h"
 #include "sim/simulator.h"
 #include "sim/timeline.h"
 #include "tests/support/plan_builders.h"
@@ -22,6 +22,7 @@
 namespace {
 
 using namespace tierflow::sim;
+using tierflow::hw::FlowNetwork;
 
 // Hold model: N events pending; each step pops the earliest and schedules one at
 // now + a random increment, so the queue size stays N.

@@ -16,7 +16,7 @@
 #include "core/stepper.h"
 #include "hw_models/bind.h"
 #include "hw_models/fabric.h"
-#include "sim/models/flows.h"
+#include "hw_models/flows.h"
 #include "sim/models/ledger.h"
 #include "sim/recorder.h"
 #include "sim/simulator.h"
@@ -38,7 +38,7 @@ struct Transfer {
   TransferRecord rec;
   const hw::FabricPath* path = nullptr;
   uint32_t dense_event = 0;
-  uint32_t flow = kNoFlow;
+  uint32_t flow = hw::kNoFlow;
   uint64_t flow_event = 0;
   uint32_t lanes = kNone;  ///< recorder handle while running
   TrackId track = 0;       ///< where the recorder drew it
@@ -167,7 +167,7 @@ class Simulator {
   const size_t dev_tier_;                ///< topology tier of the plan's device tier
   const hw::BoundPlan& bound_;
   EventQueue q_;
-  FlowNetwork net_;
+  hw::FlowNetwork net_;
   Recorder rec_;
   stepper::Stepper<Simulator> stepper_;
   std::unique_ptr<MemoryLedger> ledger_;

@@ -277,7 +277,7 @@ void Recorder::error(int program, Time t, std::string_view message) {
   tl_->instant(compute_[size_t(program)], t, "error", args);
 }
 
-void Recorder::finish(const FlowNetwork& net) {
+void Recorder::finish(const hw::FlowNetwork& net) {
   if (sink_ == nullptr) return;
   for (LinkSeries& ls : sink_->links) ls.capacity = net.capacity(ls.resource);
 }

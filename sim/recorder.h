@@ -13,7 +13,7 @@
 #include "core/plan.h"
 #include "core/workload.h"
 #include "hw_models/fabric.h"
-#include "sim/models/flows.h"
+#include "hw_models/flows.h"
 #include "sim/models/ledger.h"
 #include "sim/series.h"
 #include "sim/simulator.h"
@@ -56,7 +56,7 @@ class Recorder {
   void link_rate(uint32_t resource, Time t, double bytes_per_s);
   void error(int program, Time t, std::string_view message);
   /// At the end of the run: the link capacities of the series.
-  void finish(const FlowNetwork& net);
+  void finish(const hw::FlowNetwork& net);
 
  private:
   struct Open {

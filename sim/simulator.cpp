@@ -282,7 +282,7 @@ void Simulator::dispatch(const Event& ev) {
       Transfer& tr = transfers_[x];
       net_.finish(tr.flow, q_.now());
       flow_owner_[ev.data] = kNone;
-      tr.flow = kNoFlow;
+      tr.flow = hw::kNoFlow;
       complete_transfer(x);
       break;
     }

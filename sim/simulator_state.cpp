@@ -223,7 +223,7 @@ void Simulator::finish(SimResult& r) {
     }
   }
   for (uint32_t res = 0; res < fabric_.resources().size(); ++res) {
-    const ResourceStats st = net_.stats(res, end);
+    const hw::ResourceStats st = net_.stats(res, end);
     if (st.bytes <= 0) continue;
     const hw::ResourceInfo& info = fabric_.resources()[res];
     LinkResult lr;

@@ -9,7 +9,6 @@
 #include <new>
 
 #include "core/diagnostics.h"
-#include "core/max_min.h"
 #include "core/units.h"
 
 namespace tierflow::replay {
@@ -44,9 +43,10 @@ void CpuBackend::start(const BackendSetup& setup) {
   }
   std::vector<int> counts;
   uint32_t engines = 1;  // one more for routes that cross no link
-  resource_bandwidth_ = setup.resources;
-  for (const double bw : resource_bandwidth_) {
+  net_ = hw::FlowNetwork();
+  for (const double bw : setup.resources) {
     TF_ASSERT(bw > 0 && std::isfinite(bw), "shared resource bandwidth {} is not positive", bw);
+    net_.add_resource(bw);
   }
   for (const EngineGroupSpec& g : setup.engine_groups) {
     counts.push_back(g.engines);
@@ -182,9 +182,11 @@ void CpuBackend::run_copy(Job& job) {
   const std::byte* src = bytes > 0 ? arenas_[r.src.arena].memory.get() + r.src.offset : nullptr;
   std::byte* dst = bytes > 0 ? arenas_[r.dst.arena].memory.get() + r.dst.offset : nullptr;
   {
+    // The clock is read under the lock, so the network sees starts and ends in time order.
     const std::lock_guard lock(pace_m_);
-    moving_.push_back(&job);
-    share_rates();
+    const Time t = now();
+    job.flow = net_.start(r.resources, total, t);
+    net_.solve(t);
   }
   // Fluid pacing: in slices, the transfer moves at its max-min fair rate (set again as
   // others start and end); bytes are copied as they are due.
@@ -196,7 +198,7 @@ void CpuBackend::run_copy(Job& job) {
     double rate = 0;  // bytes per plan second
     {
       const std::lock_guard lock(pace_m_);
-      rate = job.rate;
+      rate = net_.rate(job.flow);
     }
     const double left_ns = (total - moved) / rate * double(kPsPerS) / 1000.0 / ps_per_real_ns;
     if (left_ns > kSliceNs) {
@@ -219,22 +221,10 @@ void CpuBackend::run_copy(Job& job) {
     copied = due;
   }
   const std::lock_guard lock(pace_m_);
-  moving_.erase(std::find(moving_.begin(), moving_.end(), &job));
-  share_rates();
-}
-
-void CpuBackend::share_rates() {
-  // Resources: the shared ones (tier ports, link directions), then one per transfer for its
-  // route's own cap.
-  std::vector<double> capacity = resource_bandwidth_;
-  std::vector<std::vector<uint32_t>> routes;
-  for (const Job* j : moving_) {
-    std::vector<uint32_t>& route = routes.emplace_back(j->req.resources);
-    route.push_back(static_cast<uint32_t>(capacity.size()));
-    capacity.push_back(j->req.bandwidth);
-  }
-  const std::vector<double> rates = max_min_rates(capacity, routes);
-  for (size_t i = 0; i < moving_.size(); ++i) moving_[i]->rate = rates[i];
+  const Time t = now();
+  net_.finish(job.flow, t);
+  job.flow = hw::kNoFlow;
+  net_.solve(t);
 }
 
 void CpuBackend::copy_worker() {

@@ -14,12 +14,12 @@
 //                memcpy in chunks as fast as this machine goes, at time scale 1 and real
 //                sizes only, which measures the machine (`tierflow calibrate` writes the
 //                topology that predicts it).
-//   rate         (paced) max-min fair among the transfers moving bytes, as the simulator
-//                shares: each is capped by its route's bottleneck bandwidth and shares every
-//                resource it crosses (tier ports, link directions, both directions of a
-//                half-duplex link as one: the simulator's, hw_models/fabric.h); a share one
-//                transfer cannot use (held back elsewhere or by its cap) goes to the others.
-//                Set again whenever a transfer starts or ends moving bytes.
+//   rate         (paced) max-min fair among the transfers moving bytes, from the solver the
+//                simulator uses (hw_models/flows.h) over the same resources (tier ports,
+//                link directions, both directions of a half-duplex link as one:
+//                hw_models/fabric.h); a share one transfer cannot use (held back elsewhere)
+//                goes to the others. Solved again whenever a transfer starts or ends moving
+//                bytes.
 //   compute      one thread per program; a step waits (sleeping, then spinning on a steady
 //                clock for the last stretch) until its duration has passed since it was
 //                handed over, so the hand-off is part of the step as launch overhead is
@@ -39,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "hw_models/flows.h"
 #include "tools/replay/arena_allocator.h"
 #include "tools/replay/backend.h"
 #include "tools/replay/engine_queues.h"
@@ -92,7 +93,7 @@ class CpuBackend final : public Backend {
     Clock::time_point real_start;
     bool started = false;
     std::vector<uint32_t> held;  ///< engines, one per group of the route
-    double rate = 0;             ///< paced: bytes per plan second while moving (pace_m_)
+    uint32_t flow = hw::kNoFlow;  ///< paced: its flow in net_ while moving (pace_m_)
   };
   struct ComputeEngine {
     std::mutex m;
@@ -114,8 +115,6 @@ class CpuBackend final : public Backend {
   void copy_worker();
   void compute_worker(ComputeEngine& e);
   void run_copy(Job& job);
-  /// Sets the max-min fair rates of the paced transfers moving bytes. Needs pace_m_.
-  void share_rates();
   /// Copies `n` bytes in chunks of at most `chunk_bytes`.
   void copy_chunks(std::byte* dst, const std::byte* src, uint64_t n) const;
 
@@ -128,9 +127,9 @@ class CpuBackend final : public Backend {
   std::condition_variable copy_cv_;
   std::deque<Job> jobs_;  ///< stable addresses; never shrinks during a run
   EngineQueues queues_;
-  std::mutex pace_m_;             // guards moving_ and the jobs' rates
-  std::vector<Job*> moving_;      ///< paced transfers moving bytes
-  std::vector<double> resource_bandwidth_;       ///< per shared resource, bytes per plan second
+  std::mutex pace_m_;  // guards net_ and the jobs' flows
+  /// Paced transfers moving bytes, sharing the resources' bandwidth as the simulator's do.
+  hw::FlowNetwork net_;
   std::deque<uint32_t> ready_;                   ///< started jobs waiting for a copy thread
   uint32_t unfinished_ = 0;
   bool stopping_ = false;

@@ -1,4 +1,4 @@
-#include "sim/models/flows.h"
+#include "hw_models/flows.h"
 
 #include <algorithm>
 #include <bit>
@@ -7,7 +7,7 @@
 
 #include "core/diagnostics.h"
 
-namespace tierflow::sim {
+namespace tierflow::hw {
 namespace {
 
 /// Routes of up to this many hops are stored padded to this many and walked in this many
@@ -639,4 +639,4 @@ ResourceStats FlowNetwork::stats(uint32_t r, Time now) const {
   return s;
 }
 
-}  // namespace tierflow::sim
+}  // namespace tierflow::hw

@@ -1,7 +1,7 @@
 // FlowNetwork: max-min fair rates by progressive filling, completion times, and
 // re-solving only the connected component. Every case states its system (resources
 // with capacities, flows with the resources they cross) and the expected rates.
-#include "sim/models/flows.h"
+#include "hw_models/flows.h"
 
 #include <doctest/doctest.h>
 
@@ -10,10 +10,10 @@
 #include <random>
 #include <vector>
 
-#include "core/max_min.h"
+#include "tests/support/max_min.h"
 
 using namespace tierflow;
-using namespace tierflow::sim;
+using namespace tierflow::hw;
 
 namespace {
 
@@ -361,7 +361,7 @@ std::vector<uint32_t> component_of(const std::vector<uint32_t>& from, size_t n_r
 /// Random networks (seeds printed on failure) of `res_lo` to `res_hi` resources of 0.1 to
 /// 100 GB/s (some equal, so shares tie) and routes of one to `hops` hops that may cross a
 /// resource twice, with flows started and finished between solves. After every solve each
-/// rate must match the plain progressive filling of core/max_min.h to 1e-9 relative (the
+/// rate must match the plain progressive filling of tests/support/max_min.h to 1e-9 relative (the
 /// two order their floating-point operations differently), changed_flows() must list
 /// exactly the flows whose rate changed, changed_resources() exactly the component of the
 /// resources that flows started or finished on, and each resource's peak rate must be

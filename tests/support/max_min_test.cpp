@@ -1,6 +1,6 @@
-// core/max_min.h on systems small enough to fill by hand (the simulator's solver is
-// checked against it on random networks in tests/sim/flows_test.cpp).
-#include "core/max_min.h"
+// The test oracle tests/support/max_min.h on systems small enough to fill by hand (the
+// flow solver is checked against it on random networks in tests/hw_models/flows_test.cpp).
+#include "tests/support/max_min.h"
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,7 @@
-// Transfers as flows sharing bandwidth-limited resources, with max-min fair rates.
+// Transfers as flows sharing bandwidth-limited resources, with max-min fair rates: the one
+// model of bandwidth sharing, over the resources of a Fabric (hw_models/fabric.h). The
+// simulator drives it in simulated time (sim/simulator.cpp); the replayer's paced copies
+// take their rates from it in plan time (tools/replay/cpu_backend.cpp).
 //
 // Glossary
 //   resource    something with a capacity in bytes/s that flows share: a tier's read or
@@ -28,9 +31,10 @@
 #include <span>
 #include <vector>
 
-#include "sim/kernel/event_queue.h"
+namespace tierflow::hw {
 
-namespace tierflow::sim {
+/// Time in picoseconds, as the simulator and the replayer count it.
+using Time = int64_t;
 
 inline constexpr uint32_t kNoFlow = UINT32_MAX;
 
@@ -191,4 +195,4 @@ class FlowNetwork {
   std::vector<uint32_t> changed_flows_;
 };
 
-}  // namespace tierflow::sim
+}  // namespace tierflow::hw

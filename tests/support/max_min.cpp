@@ -1,4 +1,4 @@
-#include "core/max_min.h"
+#include "tests/support/max_min.h"
 
 #include <algorithm>
 

@@ -1,7 +1,6 @@
-// Max-min fair rates by progressive filling, written plainly: what the simulator's
-// incremental solver (sim/models/flows.h) computes, in a form short enough to check by
-// eye. Used where the flows are few (the CPU replay backend's paced copies) and as the
-// reference the simulator's solver is tested against.
+// Max-min fair rates by progressive filling, written plainly: what the incremental flow
+// solver (hw_models/flows.h, which the simulator and the replayer share) computes, in a form
+// short enough to check by eye. A test oracle only: the solver is tested against it.
 //
 //   while some flow is unfrozen: the resource with the least fair share (capacity left
 //   over the crossings of its unfrozen flows; ties to the lower index) saturates, and its
