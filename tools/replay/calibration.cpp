@@ -17,7 +17,9 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/kinds.h"
 #include "core/units.h"
+#include "hw_models/writer.h"
 #include "tools/replay/cpu_backend.h"
 
 namespace tierflow::replay {
@@ -399,29 +401,20 @@ Calibration calibrate_cpu(const CalibrateOptions& o) {
 
 namespace {
 
-/// A number with enough digits to round-trip what the topology loader reads.
-std::string gbps(double bytes_per_s) { return fmt::format("{:.4g}GB/s", bytes_per_s / 1e9); }
-std::string tflops(double f) { return fmt::format("{:.4g}TFLOP/s", f / 1e12); }
-std::string ns(double seconds) { return fmt::format("{:.0f}ns", std::max(0.0, seconds * 1e9)); }
-std::string quoted(std::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\';
-    out += ch;
-  }
-  return out + "\"";
+/// Seconds as whole nanoseconds (never negative): the precision the fit has.
+Duration whole_ns(double seconds) {
+  return Duration{std::llround(std::max(0.0, seconds * 1e9)) * kPsPerNs};
 }
 
 }  // namespace
 
-std::string topology_yaml(const Calibration& c) {
+hw::Topology calibrated_topology(const Calibration& c) {
   if (c.directions.size() != 2) {
     throw std::invalid_argument("a calibration needs both copy directions");
   }
   const CopyDirection& h2d = c.directions[0];
   const CopyDirection& d2h = c.directions[1];
   const bool cuda = c.backend == "cuda";
-  const std::string name = fmt::format("calibrated-{}", c.backend);
   // A link direction's bandwidth: one copy's, or all engines' together when several run
   // at once (the simulator shares a link's bandwidth among its transfers).
   const auto link_bw = [](const CopyDirection& d) {
@@ -430,116 +423,119 @@ std::string topology_yaml(const Calibration& c) {
                : d.fit.bandwidth;
   };
   const double dma = std::min(h2d.fit.latency, d2h.fit.latency);
-  std::string y;
-  y += fmt::format("# Measured by `tierflow calibrate --backend {}` on {} ({}).\n", c.backend,
-                   c.device_name, c.date);
-  y += "# Every number below comes from that run (source M1) unless it says otherwise.\n";
-  y += "tierflow: hw/1\n";
-  y += fmt::format("name: {}\n", name);
-  y += fmt::format("description: {}\n",
-                   quoted(fmt::format("{} as measured by tierflow calibrate ({} backend)",
-                                      c.device_name, c.backend)));
-  y += "\nsources:\n";
+  using hw::cite;
+
+  hw::Topology t;
+  t.name = fmt::format("calibrated-{}", c.backend);
+  t.description =
+      fmt::format("{} as measured by tierflow calibrate ({} backend)", c.device_name, c.backend);
   std::string stack;
   for (const auto& [k, v] : c.software) stack += fmt::format("; {} {}", k, v);
-  y += fmt::format("  M1: {}\n",
-                   quoted(fmt::format("tierflow calibrate --backend {}, {}{}", c.backend, c.date,
-                                      stack)));
-  y += fmt::format(
-      "  M2: {}\n",
-      quoted(fmt::format("copy sweeps fitted as latency + bytes/bandwidth (largest fit error "
-                         "{:.1f}% host->device, {:.1f}% device->host); concurrent copies "
-                         "{:.3g}/{:.3g} GB/s in all with 1..{} copies; both directions at "
-                         "once {:.2f}x one",
-                         100 * h2d.fit.error, 100 * d2h.fit.error,
-                         h2d.concurrent.empty() ? 0.0 : h2d.concurrent.front() / 1e9,
-                         h2d.concurrent.empty() ? 0.0 : h2d.concurrent.back() / 1e9,
-                         h2d.concurrent.size(), c.duplex_ratio)));
-  y += fmt::format("  M3: {}\n",
-                   quoted(cuda ? "device and host tiers are one GPU's memory and pinned host "
-                                 "memory; copy latency is charged once per transfer as DMA "
-                                 "setup on the link, host-side extra latency on the host tier"
-                               : "device and host tiers are two RAM arenas of the CPU replay "
-                                 "backend; copy latency is charged once per transfer as DMA "
-                                 "setup on the link, the extra of each direction on the "
-                                 "host tier"));
-  y += "\nsystem:\n";
-  y += "  hosts: {value: 1, source: M1}\n";
-  y += "  sockets_per_host: {value: 1, source: M1}\n";
-  y += "  source: M1\n";
+  t.sources["M1"] = fmt::format("tierflow calibrate --backend {}, {}{}", c.backend, c.date, stack);
+  t.sources["M2"] = fmt::format(
+      "copy sweeps fitted as latency + bytes/bandwidth (largest fit error {:.1f}% "
+      "host->device, {:.1f}% device->host); concurrent copies {:.3g}/{:.3g} GB/s in all with "
+      "1..{} copies; both directions at once {:.2f}x one",
+      100 * h2d.fit.error, 100 * d2h.fit.error,
+      h2d.concurrent.empty() ? 0.0 : h2d.concurrent.front() / 1e9,
+      h2d.concurrent.empty() ? 0.0 : h2d.concurrent.back() / 1e9, h2d.concurrent.size(),
+      c.duplex_ratio);
+  t.sources["M3"] = cuda ? "device and host tiers are one GPU's memory and pinned host memory; "
+                           "copy latency is charged once per transfer as DMA setup on the "
+                           "link, host-side extra latency on the host tier"
+                         : "device and host tiers are two RAM arenas of the CPU replay "
+                           "backend; copy latency is charged once per transfer as DMA setup "
+                           "on the link, the extra of each direction on the host tier";
 
-  y += "\ndevices:\n";
-  y += "  - id: dev\n";
-  y += fmt::format("    description: {}\n", quoted(c.device_name));
-  y += "    count: {value: 1, source: M1}\n";
-  y += "    local_tier: hbm\n";
-  y += "    peak:\n";
+  hw::System& sys = t.system;
+  sys.source = "M1";
+  cite(sys.origins, "hosts", "M1");
+  cite(sys.origins, "sockets_per_host", "M1");
+
+  hw::Device& dev = t.devices.emplace_back();
+  dev.id = "dev";
+  dev.description = c.device_name;
+  dev.source = "M1";
+  dev.count = 1;
+  cite(dev.origins, "count", "M1");
+  dev.local_tier = "hbm";
   for (const auto& [dtype, f] : c.compute.flops) {
-    y += fmt::format("      {}: {{value: {}, source: M1, note: \"achieved GEMM rate\"}}\n", dtype,
-                     tflops(f));
+    const std::optional<size_t> i = index_of(kDtypeNames, dtype);
+    if (!i) throw std::invalid_argument(fmt::format("a calibrated rate for unknown dtype '{}'", dtype));
+    dev.peak[*i] = FlopRate{f};
+    cite(dev.origins, "peak." + dtype, "M1", "achieved GEMM rate");
   }
-  y += "    compute_efficiency:\n";
-  y += "      default: {value: 1.0, source: M1, note: \"the peaks are achieved rates\"}\n";
-  y += "    memory_efficiency:\n";
-  y += "      default: {value: 1.0, source: M1, note: \"the bandwidth is an achieved rate\"}\n";
-  y += fmt::format("    launch_overhead: {{value: {}, source: M1, note: \"one empty step\"}}\n",
-                   ns(c.compute.launch_overhead));
-  y += "    source: M1\n";
+  cite(dev.origins, "compute_efficiency.default", "M1", "the peaks are achieved rates");
+  cite(dev.origins, "memory_efficiency.default", "M1", "the bandwidth is an achieved rate");
+  dev.launch_overhead = whole_ns(c.compute.launch_overhead);
+  cite(dev.origins, "launch_overhead", "M1", "one empty step");
 
-  y += "\ntiers:\n";
-  y += "  - id: hbm\n";
-  y += fmt::format("    description: {}\n",
-                   quoted(cuda ? "GPU device memory" : "device arena in RAM (CPU backend)"));
-  y += "    kind: hbm\n";
-  y += "    per: device\n";
-  y += fmt::format("    capacity: {{value: {}B, source: M1}}\n", c.device_capacity);
-  y += fmt::format("    read_bandwidth: {{value: {}, source: M1}}\n",
-                   gbps(c.compute.memory_bandwidth));
-  y += fmt::format("    write_bandwidth: {{value: {}, source: M1}}\n",
-                   gbps(c.compute.memory_bandwidth));
-  y += "    latency: {value: 0ns, source: M3}\n";
-  y += "  - id: ddr\n";
-  y += fmt::format("    description: {}\n",
-                   quoted(cuda ? "pinned host memory" : "host arena in RAM (CPU backend)"));
-  y += "    kind: ddr\n";
-  y += "    per: socket\n";
-  y += fmt::format("    capacity: {{value: {}B, source: M1}}\n", c.host_capacity);
+  hw::Tier& hbm = t.tiers.emplace_back();
+  hbm.id = "hbm";
+  hbm.description = cuda ? "GPU device memory" : "device arena in RAM (CPU backend)";
+  hbm.kind = hw::TierKind::kHbm;
+  hbm.per = hw::Scope::kDevice;
+  hbm.capacity = Bytes{c.device_capacity};
+  hbm.read_bandwidth = hbm.write_bandwidth = Bandwidth{c.compute.memory_bandwidth};
+  for (const char* key : {"capacity", "read_bandwidth", "write_bandwidth"}) {
+    cite(hbm.origins, key, "M1");
+  }
+  cite(hbm.origins, "latency", "M3");
+
+  hw::Tier& ddr = t.tiers.emplace_back();
+  ddr.id = "ddr";
+  ddr.description = cuda ? "pinned host memory" : "host arena in RAM (CPU backend)";
+  ddr.kind = hw::TierKind::kDdr;
+  ddr.per = hw::Scope::kSocket;
+  ddr.capacity = Bytes{c.host_capacity};
   // Ports at least as fast as the link, so that the link is what the copies share.
-  const double port = std::max({c.host_memory_bandwidth, link_bw(h2d), link_bw(d2h)});
-  y += fmt::format("    read_bandwidth: {{value: {}, source: M1}}\n", gbps(port));
-  y += fmt::format("    write_bandwidth: {{value: {}, source: M1}}\n", gbps(port));
-  y += fmt::format("    latency: {{value: {}, source: M3, note: \"host->device latency above the "
-                   "DMA setup\"}}\n",
-                   ns(h2d.fit.latency - dma));
-  y += fmt::format("    write_latency: {{value: {}, source: M3, note: \"device->host latency "
-                   "above the DMA setup\"}}\n",
-                   ns(d2h.fit.latency - dma));
+  ddr.read_bandwidth = ddr.write_bandwidth =
+      Bandwidth{std::max({c.host_memory_bandwidth, link_bw(h2d), link_bw(d2h)})};
+  for (const char* key : {"capacity", "read_bandwidth", "write_bandwidth"}) {
+    cite(ddr.origins, key, "M1");
+  }
+  ddr.latency = whole_ns(h2d.fit.latency - dma);
+  cite(ddr.origins, "latency", "M3", "host->device latency above the DMA setup");
+  ddr.write_latency = whole_ns(d2h.fit.latency - dma);
+  cite(ddr.origins, "write_latency", "M3", "device->host latency above the DMA setup");
 
-  y += "\nlinks:\n";
-  y += "  - id: copy\n";
-  y += fmt::format("    description: {}\n",
-                   quoted(cuda ? "cudaMemcpyAsync between device and pinned host memory"
-                               : "memcpy threads between the arenas"));
-  y += cuda ? "    kind: pcie\n" : "    kind: memcpy\n";
-  y += "    endpoints: [hbm, ddr]  # a->b = device->host, b->a = host->device\n";
-  y += "    per: device\n";
+  hw::Link& link = t.links.emplace_back();
+  link.id = "copy";
+  link.description = cuda ? "cudaMemcpyAsync between device and pinned host memory "
+                            "(a->b = device->host, b->a = host->device)"
+                          : "memcpy threads between the arenas (a->b = device->host, b->a = "
+                            "host->device)";
+  link.kind = cuda ? hw::LinkKind::kPcie : hw::LinkKind::kMemcpy;
+  link.endpoints = {"hbm", "ddr"};
+  link.per = hw::Scope::kDevice;
   // One peak for both directions, the faster one's; each direction's own rate is its
   // efficiency (a half-duplex link has one capacity, so no separate reverse bandwidth).
   const double peak = std::max(link_bw(d2h), link_bw(h2d));
-  y += fmt::format("    bandwidth: {{value: {}, source: M2, note: \"the faster direction\"}}\n",
-                   gbps(peak));
-  y += fmt::format("    efficiency: {{value: {:.4f}, source: M2, note: \"device->host {}\"}}\n",
-                   link_bw(d2h) / peak, gbps(link_bw(d2h)));
-  y += fmt::format(
-      "    efficiency_reverse: {{value: {:.4f}, source: M2, note: \"host->device {}\"}}\n",
-      link_bw(h2d) / peak, gbps(link_bw(h2d)));
-  y += "    latency: {value: 0ns, source: M3}\n";
-  y += fmt::format("    duplex: {}\n", c.full_duplex ? "full" : "half");
-  y += fmt::format("    copy_engines: {{value: {}, source: M2}}\n",
-                   std::min(h2d.engines, d2h.engines));
-  y += fmt::format("    dma_setup: {{value: {}, source: M2, note: \"fitted intercept\"}}\n",
-                   ns(dma));
-  return y;
+  const auto fraction = [&](double bw) { return std::round(bw / peak * 1e4) / 1e4; };
+  link.bandwidth = Bandwidth{peak};
+  cite(link.origins, "bandwidth", "M2", "the faster direction");
+  link.efficiency = fraction(link_bw(d2h));
+  cite(link.origins, "efficiency", "M2",
+       fmt::format("device->host {}", to_string(Bandwidth{link_bw(d2h)})));
+  link.efficiency_reverse = fraction(link_bw(h2d));
+  cite(link.origins, "efficiency_reverse", "M2",
+       fmt::format("host->device {}", to_string(Bandwidth{link_bw(h2d)})));
+  cite(link.origins, "latency", "M3");
+  link.duplex = c.full_duplex ? hw::Duplex::kFull : hw::Duplex::kHalf;
+  cite(link.origins, "duplex", "");
+  link.copy_engines = std::min(h2d.engines, d2h.engines);
+  cite(link.origins, "copy_engines", "M2");
+  link.dma_setup = whole_ns(dma);
+  cite(link.origins, "dma_setup", "M2", "fitted intercept");
+  return t;
+}
+
+std::string topology_yaml(const Calibration& c) {
+  return hw::topology_yaml(
+      calibrated_topology(c),
+      {fmt::format("Measured by `tierflow calibrate --backend {}` on {} ({}).", c.backend,
+                   c.device_name, c.date),
+       "Every number below comes from that run (source M1) unless it says otherwise."});
 }
 
 }  // namespace tierflow::replay

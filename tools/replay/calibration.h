@@ -30,6 +30,8 @@
 #include <utility>
 #include <vector>
 
+#include "hw_models/topology.h"
+
 namespace tierflow::replay {
 
 struct SizeSample {
@@ -120,9 +122,11 @@ Calibration calibrate_cpu(const CalibrateOptions& o);
 /// defined when the CUDA backend is built (TIERFLOW_HAVE_CUDA).
 Calibration calibrate_cuda(const CalibrateOptions& o);
 
-/// The topology YAML (tierflow: hw/1) of a calibration: one device with its device tier,
-/// a host tier, and one link between them whose bandwidth, efficiency, latency, DMA setup,
-/// copy engines and duplex are the measured ones, every number sourced to the run.
+/// The topology of a calibration: one device with its device tier, a host tier, and one
+/// link between them whose bandwidth, efficiency, latency, DMA setup, copy engines and
+/// duplex are the measured ones, every number cited to the run.
+hw::Topology calibrated_topology(const Calibration& c);
+/// That topology as a file (tierflow: hw/1), written by hw_models (hw::topology_yaml).
 std::string topology_yaml(const Calibration& c);
 
 /// What `tierflow calibrate` reports of a calibration whose topology was written to
