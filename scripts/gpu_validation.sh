@@ -282,7 +282,8 @@ c = json.load(open(sys.argv[1]))
 c["num_hidden_layers"] = 4
 json.dump(c, open(sys.argv[2], "w"), indent=2)
 EOF
-    run "torch export" "$python" "$root/tools/torch_export.py" --hf-config "$out/mistral-4l.json" \
+    run "torch export" env PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$root/tools/python" \
+      "$python" -m tierflow_export --hf-config "$out/mistral-4l.json" \
       --seq 512 -o "$out/hf.json" &&
       run "torch plan" sh -c "'$tf' plan --hw '$hw' --workload '$out/hf.json' --devices 1 \
         --budget 1.5GiB --policy tierflow -o '$out/hf.plan.json' >'$out/hf.plan.txt'" &&

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Sets up the Python side of tierflow (tools/torch_export.py, tests/python) on Debian 12:
+# Sets up the Python side of tierflow (tools/python/tierflow_export, tests/python) on Debian 12:
 # PyTorch and torchvision from Debian packages, then a virtual environment .venv in the
 # repository root, made by Debian's /usr/bin/python3 with --system-site-packages so that it
-# sees those packages, holding the pinned packages of tools/requirements.txt.
+# sees those packages, holding the pinned packages of tools/requirements.txt, and a .pth
+# file that puts tools/python on its path (`.venv/bin/python -m tierflow_export` from
+# anywhere, no PYTHONPATH).
 # Safe to run again: it skips apt when every package is installed and pip when every pin
 # is already satisfied.
 set -euo pipefail
@@ -73,9 +75,21 @@ else
   pins_met
 fi
 
+# tools/python on the environment's path: a .pth file in its site-packages naming the
+# folder by absolute path, rewritten only when it says something else (a moved checkout).
+site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+pth="$site/tierflow-tools.pth"
+want="$(pwd)/tools/python"
+if [ "$(cat "$pth" 2>/dev/null)" != "$want" ]; then
+  printf '%s\n' "$want" >"$pth"
+  echo "setup-python: $pth -> $want"
+else
+  echo "setup-python: $pth already names $want"
+fi
+
 # Fail here, not in the tests, when the environment is broken.
 "$venv/bin/python" -c '
-import torch, torchvision, transformers, pytest
+import torch, torchvision, transformers, pytest, tierflow_export
 print(f"setup-python: torch {torch.__version__}, torchvision {torchvision.__version__}, "
       f"transformers {transformers.__version__}, pytest {pytest.__version__}")
 '

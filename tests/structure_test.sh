@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The rooms of the code (ARCHITECTURE, README "Where things are") as a test: which folders
 # each library may include from, and the size of the CLI's command files (a command only
-# translates flags into the study layer and prints what it returns).
+# translates flags into the study layer and prints what it returns); Python code lives in
+# packages under tools/python/, not as loose scripts in tools/.
 # Usage: structure_test.sh   (run from the repository root)
 set -u
 fails=0
@@ -44,6 +45,25 @@ for f in tools/cli/*_cmd.cpp; do
     passes=$((passes + 1))
   else
     echo "FAIL $f has $n lines: move what it computes or renders into the study layer"
+    fails=$((fails + 1))
+  fi
+done
+
+# Python tools are packages under tools/python/ (tierflow, tierflow_export, tierflow_torch),
+# run as `python -m NAME`; a script directly in tools/ would be a second home for them.
+loose=$(find tools -maxdepth 1 -name '*.py' | sort)
+if [ -z "$loose" ]; then
+  passes=$((passes + 1))
+else
+  echo "FAIL Python files directly in tools/ (make them a package under tools/python/):"
+  echo "$loose" | sed 's/^/  /'
+  fails=$((fails + 1))
+fi
+for dir in tools/python/*/; do
+  if ! ls "$dir"*.py >/dev/null 2>&1 || [ -f "${dir}__init__.py" ]; then
+    passes=$((passes + 1))
+  else
+    echo "FAIL ${dir%/} holds Python files but no __init__.py (not an importable package)"
     fails=$((fails + 1))
   fi
 done

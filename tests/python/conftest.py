@@ -1,4 +1,5 @@
-"""Shared helpers: run tools/torch_export.py as a command, once per distinct command line."""
+"""Shared helpers: run the exporter (`python -m tierflow_export`, tools/python) as a command,
+once per distinct command line."""
 
 import json
 import os
@@ -9,7 +10,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-TOOL = os.path.join(ROOT, "tools", "torch_export.py")
+TOOLS_PYTHON = os.path.join(ROOT, "tools", "python")  # holds the tierflow_export package
 CONFIGS = os.path.join(HERE, "configs")
 FAMILIES = ["llama", "mistral", "mixtral", "qwen2"]
 
@@ -21,11 +22,15 @@ def config_path(family):
 
 
 def run_tool(args, env=None, cwd=ROOT):
-    """Runs the exporter with this interpreter; returns the CompletedProcess (text)."""
+    """Runs the exporter with this interpreter; returns the CompletedProcess (text).
+    tools/python goes last on PYTHONPATH, so that a built tierflow module named before it
+    (build/test/python) is the one that checks the written document."""
     full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + [TOOLS_PYTHON])
     full_env.update(env or {})
-    return subprocess.run([sys.executable, TOOL] + list(args), capture_output=True, text=True,
-                          env=full_env, cwd=cwd, timeout=600)
+    return subprocess.run([sys.executable, "-m", "tierflow_export"] + list(args),
+                          capture_output=True, text=True, env=full_env, cwd=cwd, timeout=600)
 
 
 class Exports:
@@ -36,7 +41,7 @@ class Exports:
         self.cache = {}
 
     def path(self, *args):
-        """Runs `torch_export.py ARGS -o FILE` once; returns FILE."""
+        """Runs `python -m tierflow_export ARGS -o FILE` once; returns FILE."""
         key = tuple(args)
         if key not in self.cache:
             out = os.path.join(self.directory, f"export{len(self.cache)}.json")

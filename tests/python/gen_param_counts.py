@@ -19,9 +19,9 @@ import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUTPUT = os.path.join(HERE, "hf_param_counts.json")
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tools", "python"))
 
-from torch_export import parameters_on_meta  # noqa: E402 - the exporter's meta-device build
+from tierflow_export import parameters_on_meta  # noqa: E402 - the exporter's meta-device build
 
 # Hugging Face config fields of each shipped architecture (configs/models/NAME.yaml), and
 # a few well-known checkpoints of the other families the pinned transformers has.

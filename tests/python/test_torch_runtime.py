@@ -1,5 +1,5 @@
 """The PyTorch runtime (tools/python/tierflow_torch) on CPU: plans made by the tierflow CLI
-for models exported by tools/torch_export.py run on those models with the device memory
+for models exported by tools/python/tierflow_export run on those models with the device memory
 tracked. Checked against independent sources: the un-offloaded model's outputs (exact
 equality, same dtype), the plan file's own order of cache steps, and the device-tier peak
 of `tierflow sim --json` on the same plan.

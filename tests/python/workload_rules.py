@@ -1,8 +1,8 @@
 """The rules of docs/formats.md, "Workload: tierflow.workload/1", as a small checker.
 
-Written from the document, independently of tools/torch_export.py (which checks its own
-output with its own code), so that a test failure here means the exporter and the format
-disagree.
+Written from the document, independently of tools/python/tierflow_export (which checks its
+own output with the tierflow module's reader, or its own rules where that module cannot be
+imported), so that a test failure here means the exporter and the format disagree.
 """
 
 import math

@@ -117,7 +117,7 @@ void add_trace_commands(CLI::App& app) {
   info->callback([o] { throw CommandResult(run_info(*o)); });
 
   CLI::App* imp = trace->add_subcommand(
-      "import", "read and verify a workload JSON (e.g. from tools/torch_export.py)");
+      "import", "read and verify a workload JSON (e.g. from python -m tierflow_export)");
   imp->add_option("file", o->file, "workload JSON")->required();
   imp->add_option("-o,--output", o->output, "write the verified workload in canonical form");
   imp->callback([o] { throw CommandResult(run_import(*o)); });

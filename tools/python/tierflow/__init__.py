@@ -27,7 +27,13 @@ except ImportError as _e:
         "tierflow needs pandas for its tables (compare, sweep, columns): install it "
         "(Debian: apt install python3-pandas; pip: pip install pandas)") from _e
 
-from . import _tierflow
+try:
+    from . import _tierflow
+except ImportError as _e:
+    raise ImportError(
+        f"tierflow's compiled part (_tierflow) is not beside {os.path.dirname(__file__)}: that "
+        "is the source tree's copy of the package. Build the module (scripts/main.sh builds "
+        "build/release/python) and put that build's python/ folder first on PYTHONPATH") from _e
 from ._tierflow import InputError, Plan, Simulation, Topology, Workload
 
 __version__ = _tierflow.__version__

@@ -1,5 +1,5 @@
 """tierflow_torch: run a tierflow plan (tierflow.plan/2) on the PyTorch model whose workload
-tools/torch_export.py exported.
+tierflow_export (tools/python/tierflow_export) exported.
 
     from tierflow_torch import run
     report = run("plan.json", {"hf_config": "config.json", "seq": 16}, check=True)

@@ -41,7 +41,7 @@ def parse_args(argv):
     r.add_argument("--train", action="store_true", default=None,
                    help="a training step (default: when the workload's phase is train)")
     r.add_argument("--seed", type=int, default=0,
-                   help="seed of the weights and inputs, as given to torch_export.py")
+                   help="seed of the weights and inputs, as given to tierflow_export")
     r.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="cpu: functional run with the device memory tracked (default); "
                         "cuda: one GPU, copies on side streams")

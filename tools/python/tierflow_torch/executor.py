@@ -1,7 +1,7 @@
 """Runs a plan's program on a traced model, step by step, in program order.
 
 Glossary:
-  op node     an fx node that emitted workload ops when torch_export recorded the graph
+  op node     an fx node that emitted workload ops when tierflow_export recorded the graph
               (one op; nn.MultiheadAttention emits five: in_proj, qk, softmax, av,
               out_proj, which run as five compute steps here)
   alias node  an fx node that emitted no op: a view, an element of a tuple, a module that
@@ -40,7 +40,7 @@ class InternalError(RuntimeError):
 
 def loss_fn(torch, logits, labels):
     """The training step's loss: cross-entropy of the logits against one label per row
-    (per image; per token for a causal LM), as torch_export's `loss` op stands for."""
+    (per image; per token for a causal LM), as tierflow_export's `loss` op stands for."""
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                              labels.reshape(-1))
 
@@ -59,7 +59,7 @@ class Island:
     """The autograd graph of one forward op (training only)."""
 
     def __init__(self, op, node, sub):
-        self.op = op  # the forward op (torch_export's Op)
+        self.op = op  # the forward op (tierflow_export's Op)
         self.node, self.sub = node, sub
         self.leaves = {}  # tensor id -> leaf tensor the op read
         self.roots = {}  # tensor id -> output tensor with its grad_fn
@@ -326,7 +326,7 @@ class Executor:
         return ("const", x)
 
     def mha(self, node, m, sub, ctx):
-        """nn.MultiheadAttention as torch_export splits it: in_proj, qk, softmax, av and
+        """nn.MultiheadAttention as tierflow_export splits it: in_proj, qk, softmax, av and
         out_proj, each computed the way torch.nn.functional.multi_head_attention_forward
         computes that part (self-attention, packed projection, no mask, no dropout)."""
         torch = self.torch

@@ -1,36 +1,17 @@
-"""The model a plan was made for: built, traced and recorded by tools/torch_export.py (the
+"""The model a plan was made for: built, traced and recorded by tierflow_export (the
 same code that wrote the plan's workload, so op and tensor ids and names match), checked
 against the plan's workload, and its initial tensors."""
 
-import importlib.util
-import os
-import sys
+import tierflow_export as te
 
 from .errors import InputError, UnsupportedError
 from .plan import first_difference
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-EXPORTER = os.path.join(os.path.dirname(os.path.dirname(HERE)), "torch_export.py")
-
-
-def torch_export():
-    """tools/torch_export.py as a module (it is a script beside this package's folder)."""
-    module = sys.modules.get("tierflow_torch_export")
-    if module is None:
-        if not os.path.exists(EXPORTER):
-            raise InputError(f"tools/torch_export.py not found at {EXPORTER}")
-        spec = importlib.util.spec_from_file_location("tierflow_torch_export", EXPORTER)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["tierflow_torch_export"] = module
-        spec.loader.exec_module(module)
-    return module
-
 
 def exporter_args(source, workload_meta):
-    """torch_export.py's parsed arguments for `source` (a dict: hf_config or torchvision,
+    """tierflow_export's parsed arguments for `source` (a dict: hf_config or torchvision,
     and optionally batch, seq, image_size, dtype, train, seed); what it leaves out is
     taken from the plan's workload meta (batch, seq, image_size, dtype, phase)."""
-    te = torch_export()
     meta = workload_meta or {}
     argv = []
     if source.get("hf_config"):
@@ -68,7 +49,7 @@ def exporter_args(source, workload_meta):
 
 class Model:
     """A traced model and its maps:
-    traced      torch_export.Traced (model, gm, inputs, recorder, wl, doc, ...)
+    traced      tierflow_export.Traced (model, gm, inputs, recorder, wl, doc, ...)
     node_of_op  op id -> (fx node, position among the node's ops)
     new_tids    fx node -> ids of the tensors its ops create
     params      call_module node -> {parameter or buffer name: tensor id}
@@ -163,8 +144,7 @@ class Model:
 
 
 def load_model(source, workload_meta=None):
-    """Builds and traces the model as torch_export.py does; InputError on bad input."""
-    te = torch_export()
+    """Builds and traces the model as tierflow_export does; InputError on bad input."""
     args = exporter_args(source, workload_meta)
     try:
         traced = te.trace(args)

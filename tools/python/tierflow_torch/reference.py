@@ -6,7 +6,7 @@ from .executor import ADAMW, loss_fn
 
 
 def model_outputs(model, torch, inputs):
-    """The model's output tensors, in the order torch_export lists them."""
+    """The model's output tensors, in the order tierflow_export lists them."""
     out = model.traced.model(*inputs) if not model.args.hf_config else \
         model.traced.model(input_ids=inputs[0], attention_mask=inputs[1])
     if hasattr(out, "logits"):
@@ -26,7 +26,7 @@ def run_reference(model, device):
     if not model.train:
         # nn.MultiheadAttention takes a fused native path when no gradient is recorded; with
         # one recorded it runs torch.nn.functional.multi_head_attention_forward, which is
-        # what torch_export's five attention ops stand for and what the runtime computes.
+        # what tierflow_export's five attention ops stand for and what the runtime computes.
         # (On CPU both paths give the same bits; on a GPU they need not.)
         mha = any(isinstance(m, torch.nn.MultiheadAttention) for m in net.modules())
         with torch.enable_grad() if mha else torch.no_grad():
