@@ -260,6 +260,45 @@ def test_simulate(cli, small_workload, tmp_path):
         tierflow.simulate(p, on_full="stall")
 
 
+def test_replay(cli, small_workload, tmp_path):
+    p = tierflow.plan("h100-sxm-8gpu", small_workload, budget="2GiB")
+    path = tmp_path / "plan.json"
+    p.save(path)
+    timeline = tmp_path / "measured.json"
+    r = tierflow.replay(p, timeline=timeline)
+    assert r.ok and r.ran and r.error is None and r.error_kind is None
+    assert "traceEvents" in json.loads(timeline.read_text())
+    # The document is the CLI's `replay --json`: the same fields, the same plan facts and
+    # simulated numbers (measured ones differ from run to run).
+    doc = r.document
+    cli_doc = json.loads(cli("replay", "--plan", str(path), "--json"))
+    assert list(doc) == list(cli_doc)
+    for key in ("format", "plan", "topology", "backend", "time_scale", "size_shift", "steps"):
+        assert doc[key] == cli_doc[key], key
+    assert doc["makespan_ps"]["simulated"] == cli_doc["makespan_ps"]["simulated"]
+    assert doc["exposed_wait"]["simulated_ps"] == cli_doc["exposed_wait"]["simulated_ps"]
+    assert r.simulated_s == pytest.approx(p.simulated["makespan_ps"] * 1e-12)
+    assert r.measured_s > 0 and abs(r.makespan_error) < 0.5
+    assert len(r.steps()) == doc["steps"] and list(r.steps().columns)[:2] == ["program", "step"]
+    assert r.table.startswith("replay ") and "makespan" in r.table
+    # From the file, as `tierflow replay --plan` reads it.
+    assert tierflow.replay(str(path)).document["makespan_ps"]["simulated"] == \
+        doc["makespan_ps"]["simulated"]
+    # A plan the topology cannot hold is refused, as a result.
+    refused = tierflow.replay(p, topology="rtx4090-workstation")
+    assert not refused.ok and not refused.ran and refused.document is None
+    assert refused.error_kind == "topology" and "hbm" in refused.error
+    # Bad settings raise, naming the argument.
+    with pytest.raises(tierflow.InputError, match="time_scale"):
+        tierflow.replay(p, time_scale="fast")
+    with pytest.raises(tierflow.InputError, match="backend"):
+        tierflow.replay(p, backend="tpu")
+    with pytest.raises(tierflow.InputError, match="time_scale"):
+        tierflow.replay(p, copy="native", time_scale=8)
+    with pytest.raises(tierflow.InputError, match="device"):
+        tierflow.replay(p, device=1)
+
+
 def test_whatif(cli):
     answer = tierflow.whatif(**SMALL)
     assert answer["format"] == "tierflow.whatif/1" and answer["question"] == "min-memory"

@@ -8,7 +8,6 @@
 #include "core/plan_json.h"
 #include "tools/cli/common.h"
 #include "tools/cli/flags.h"
-#include "tools/replay/cpu_backend.h"
 #include "tools/study/replay_vs_sim.h"
 #include "tools/study/study.h"
 #ifdef TIERFLOW_HAVE_CUDA
@@ -25,43 +24,16 @@ struct ReplayCliOptions {
   std::vector<std::string> sets;
   std::string timeline;
   std::string output = "-";
-  int device = 0;  ///< cuda: device ordinal
   bool json = false;
-  study::CheckedReplay checked;  ///< by the command's callback
+  study::CheckedReplay checked;  ///< by the command's callback, before any file is read
 };
-
-std::unique_ptr<replay::Backend> make_backend(const ReplayCliOptions& o, double scale) {
-  const study::ReplaySettings& s = o.settings;
-  if (s.backend == "cuda") {
-#ifdef TIERFLOW_HAVE_CUDA
-    replay::CudaBackendOptions co;
-    co.device = o.device;
-    co.memory_limit = s.memory_limit.empty() ? 0 : o.checked.memory_bytes;
-    co.compute =
-        s.compute == "gemm" ? replay::CudaComputeKind::kGemm : replay::CudaComputeKind::kTimed;
-    return std::make_unique<replay::CudaBackend>(co);
-#else
-    TF_ASSERT(false, "backend 'cuda' was accepted but is not built");
-#endif
-  }
-  replay::CpuBackendOptions bo;
-  bo.time_scale = scale;
-  bo.memory_limit = o.checked.memory_bytes;
-  bo.copy = s.copy == "native" ? replay::CopyMode::kNative : replay::CopyMode::kPaced;
-  return std::make_unique<replay::CpuBackend>(bo);
-}
 
 int run_replay(const ReplayCliOptions& o) {
   const LoadedPlan lp = read_plan(o.plan, /*verify=*/false);
   const hw::Topology topo = study::plan_topology(lp.plan, o.plan, o.hw, o.sets);
-  const hw::Binding b = hw::bind(lp.plan, lp.workload, topo);
-  if (!b.bound) {
-    // A broken rule is reported before the topology's objection, as replay::replay does.
-    return print_run_error(o.plan, replay::broken_rule(lp.plan, lp.workload).value_or(*b.error),
-                           /*measured=*/true);
-  }
-  const study::ReplayVsSim x = study::replay_vs_sim(
-      *b.bound, o.settings, o.checked.scale, [&o](double scale) { return make_backend(o, scale); });
+  const study::ReplayOutcome out = study::replay_plan(lp, topo, o.settings, o.checked);
+  if (out.refused) return print_run_error(o.plan, *out.refused, /*measured=*/true);
+  const study::ReplayVsSim& x = *out.runs;
   // A replay refused before its first step has nothing to report but why.
   if (study::replay_ran(x.replay)) {
     write_file_atomic(o.output,
@@ -105,26 +77,14 @@ void add_replay_command(CLI::App& app) {
                   "cuda: what a compute step runs: timed (a kernel that lasts the op's time) "
                   "or gemm (cuBLAS GEMMs of the op's FLOPs)")
       ->check(CLI::IsMember({"timed", "gemm"}));
-  cmd->add_option("--device", o->device, "cuda: the GPU to run on (CUDA device ordinal)")
+  cmd->add_option("--device", o->settings.device, "cuda: the GPU to run on (CUDA device ordinal)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", o->json, "print the comparison as JSON, every measured step included");
   cmd->add_option("-o,--output", o->output, "write the report to FILE instead of stdout");
   cmd->callback([o, cmd] {
-#ifndef TIERFLOW_HAVE_CUDA
-    if (o->settings.backend == "cuda") {
-      throw CLI::ValidationError("--backend",
-                                 "cuda: this binary was built without the CUDA backend "
-                                 "(configure with a CUDA toolkit and -DTIERFLOW_CUDA=ON)");
-    }
-#endif
     o->settings.device_given = cmd->count("--device") > 0;
     o->checked = study::check_replay_settings(o->settings);
 #ifdef TIERFLOW_HAVE_CUDA
-    if (o->settings.backend == "cuda") {
-      if (const std::string why = replay::cuda_device_problem(o->device); !why.empty()) {
-        throw CLI::ValidationError("--backend", "cuda: " + why);
-      }
-    }
     int code = 0;
     try {
       code = run_replay(*o);

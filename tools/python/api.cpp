@@ -64,6 +64,26 @@ SimulationHandle run_simulation(std::shared_ptr<const Plan> plan, std::shared_pt
   return s;
 }
 
+/// The settings were checked (`checked`) before any file was read, as the CLI does.
+ReplayHandle run_replay(const LoadedPlan& lp, const hw::Topology& topo, const ReplayRequest& r,
+                        const study::CheckedReplay& checked) {
+  const study::ReplayOutcome out = study::replay_plan(lp, topo, r.settings, checked);
+  ReplayHandle h;
+  if (out.refused) {
+    h.error = out.refused;
+    return h;
+  }
+  const study::ReplayVsSim& x = *out.runs;
+  h.error = x.replay.error;
+  h.ran = study::replay_ran(x.replay);
+  if (h.ran) {
+    h.json = study::replay_json(lp, topo, x);
+    h.table = study::replay_table(lp, topo, x);
+    if (!r.timeline.empty()) study::write_replay_timeline(r.timeline, lp, x.replay);
+  }
+  return h;
+}
+
 }  // namespace
 
 study::Scenario scenario_of(const Fields& fields, std::string_view source) {
@@ -118,6 +138,9 @@ PlanHandle make_plan(const TopologyHandle& t, const WorkloadHandle& w, const Pla
   req.evaluator = &eval;
   PlanHandle p{planner::make_plan(*w.workload, topo, req), nullptr, t, w};
   if (p.outcome.plan) {
+    // The plan as `tierflow plan -o` writes it (its budget, pipeline and bounds), so that
+    // simulate() and replay() of it run what they run of the saved file.
+    study::record_outcome(*p.outcome.plan, p.outcome);
     p.plan = std::make_shared<const Plan>(std::move(*p.outcome.plan));
     p.outcome.plan.reset();
   }
@@ -153,6 +176,23 @@ SimulationHandle simulate_file(const std::string& path, const std::string& hw,
   return run_simulation(std::make_shared<const Plan>(std::move(lp.plan)),
                         std::make_shared<const Workload>(std::move(lp.workload)), std::move(topo),
                         path, r);
+}
+
+ReplayHandle replay(const PlanHandle& p, const TopologyHandle* topology, const ReplayRequest& r) {
+  const study::CheckedReplay checked = study::check_replay_settings(r.settings);
+  if (!p.plan) throw InputError::at(SourcePos{"plan"}, "no plan was made: {}", p.outcome.reason);
+  const LoadedPlan lp{*p.plan, *p.workload.workload};
+  const hw::Topology& topo = topology != nullptr ? *topology->topology : *p.topology.topology;
+  return run_replay(lp, topo, r, checked);
+}
+
+ReplayHandle replay_file(const std::string& path, const std::string& hw,
+                         const std::vector<std::string>& sets, const ReplayRequest& r) {
+  const study::CheckedReplay checked = study::check_replay_settings(r.settings);
+  const LoadedPlan lp = read_plan(path, /*verify=*/false);
+  const std::string file = hw.empty() ? hw : study::find_topology(hw, "topology");
+  const hw::Topology topo = study::plan_topology(lp.plan, path, file, sets);
+  return run_replay(lp, topo, r, checked);
 }
 
 nlohmann::ordered_json report_json(const SimulationHandle& s, bool with_transfers) {

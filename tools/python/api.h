@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "core/workload.h"
 #include "hw_models/topology.h"
 #include "planner/planner.h"
+#include "tools/study/replay_vs_sim.h"
 #include "tools/study/result_db.h"
 #include "tools/study/scenario.h"
 #include "tools/study/study.h"
@@ -130,6 +132,27 @@ SimulationHandle simulate_file(const std::string& path, const std::string& hw,
 /// The simulator's report (tierflow.report/1), or its table for people.
 nlohmann::ordered_json report_json(const SimulationHandle& s, bool with_transfers);
 std::string report_text(const SimulationHandle& s);
+
+/// tierflow.replay()'s arguments: the CLI's `replay` settings, and a timeline to write.
+struct ReplayRequest {
+  study::ReplaySettings settings;  ///< `cli` false: errors name the Python arguments
+  std::string timeline;            ///< the measured timeline (Chrome trace); empty: none
+};
+
+/// A plan run for real and by the simulator (study::replay_plan).
+struct ReplayHandle {
+  std::optional<RunError> error;  ///< why it did not run to the end; none when it did
+  bool ran = false;               ///< it ran (not refused before its first step)
+  std::string json;   ///< the `tierflow replay --json` document, when it ran
+  std::string table;  ///< what `tierflow replay` prints, when it ran
+};
+
+/// Replays a plan that plan() made, on its own topology or `topology`.
+ReplayHandle replay(const PlanHandle& p, const TopologyHandle* topology, const ReplayRequest& r);
+/// Replays a plan file on `hw` (empty: the topology the plan names) with `sets` after the
+/// plan's own overrides, as `tierflow replay --plan` does.
+ReplayHandle replay_file(const std::string& path, const std::string& hw,
+                         const std::vector<std::string>& sets, const ReplayRequest& r);
 
 /// The `tierflow whatif --json` document (tierflow.whatif/1) for the scenario of `fields`.
 nlohmann::ordered_json whatif(const Fields& fields, const WhatIfRequest& r);

@@ -476,6 +476,77 @@ void bind_functions(py::module_& m) {
       py::arg("path"), py::arg("hw"), py::arg("sets"), py::arg("wait_when_full"),
       py::arg("timeline"));
 
+  // Replays return a plain dict that the package wraps in tierflow.Replay.
+  const auto replay_dict = [](const ReplayHandle& h) {
+    py::dict d;
+    d["ok"] = !h.error.has_value();
+    d["ran"] = h.ran;
+    d["error"] = h.error ? py::object(py::str(h.error->message)) : py::object(py::none());
+    d["error_kind"] = h.error
+                          ? py::object(py::str(std::string(sim::error_kind_name(h.error->kind))))
+                          : py::object(py::none());
+    d["json"] = h.json;
+    d["table"] = h.table;
+    return d;
+  };
+  const auto replay_request = [](const std::string& backend, const std::string& copy,
+                                 const std::string& compute, std::optional<int> device,
+                                 const std::string& time_scale, const std::string& memory_limit,
+                                 const std::string& timeline) {
+    ReplayRequest r;
+    r.settings.backend = backend;
+    r.settings.copy = copy;
+    r.settings.compute = compute;
+    r.settings.device = device.value_or(0);
+    r.settings.device_given = device.has_value();
+    r.settings.time_scale = time_scale;
+    r.settings.memory_limit = memory_limit;
+    r.settings.cli = false;
+    r.timeline = timeline;
+    return r;
+  };
+  m.def(
+      "replay",
+      [replay_dict, replay_request](const PlanHandle& p,
+                                    std::optional<std::shared_ptr<TopologyHandle>> topology,
+                                    const std::string& backend, const std::string& copy,
+                                    const std::string& compute, std::optional<int> device,
+                                    const std::string& time_scale,
+                                    const std::string& memory_limit, const std::string& timeline) {
+        const ReplayRequest r =
+            replay_request(backend, copy, compute, device, time_scale, memory_limit, timeline);
+        ReplayHandle h;
+        {
+          py::gil_scoped_release release;
+          h = replay(p, topology ? topology->get() : nullptr, r);
+        }
+        return replay_dict(h);
+      },
+      py::arg("plan"), py::arg("topology"), py::arg("backend"), py::arg("copy"),
+      py::arg("compute"), py::arg("device"), py::arg("time_scale"), py::arg("memory_limit"),
+      py::arg("timeline"));
+
+  m.def(
+      "replay_file",
+      [replay_dict, replay_request](const std::string& path, const std::string& hw,
+                                    const std::vector<std::string>& sets,
+                                    const std::string& backend, const std::string& copy,
+                                    const std::string& compute, std::optional<int> device,
+                                    const std::string& time_scale,
+                                    const std::string& memory_limit, const std::string& timeline) {
+        const ReplayRequest r =
+            replay_request(backend, copy, compute, device, time_scale, memory_limit, timeline);
+        ReplayHandle h;
+        {
+          py::gil_scoped_release release;
+          h = replay_file(path, hw, sets, r);
+        }
+        return replay_dict(h);
+      },
+      py::arg("path"), py::arg("hw"), py::arg("sets"), py::arg("backend"), py::arg("copy"),
+      py::arg("compute"), py::arg("device"), py::arg("time_scale"), py::arg("memory_limit"),
+      py::arg("timeline"));
+
   m.def(
       "whatif",
       [](const Fields& fields, const std::string& question, const std::string& max_overhead,

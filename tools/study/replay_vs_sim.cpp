@@ -13,6 +13,10 @@
 #include "core/units.h"
 #include "sim/timeline.h"
 #include "tools/replay/calibration.h"
+#include "tools/replay/cpu_backend.h"
+#ifdef TIERFLOW_HAVE_CUDA
+#include "tools/replay/cuda_backend.h"
+#endif
 
 namespace tierflow::study {
 namespace {
@@ -36,11 +40,38 @@ std::string signed_percent(double x) {
 
 }  // namespace
 
+bool have_cuda_backend() {
+#ifdef TIERFLOW_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
 CheckedReplay check_replay_settings(const ReplaySettings& s) {
-  const auto refuse = [](const char* flag, const std::string& why) {
+  const auto refuse = [&s](std::string flag, const std::string& why) {
+    if (!s.cli) {
+      flag = flag.substr(2);
+      std::replace(flag.begin(), flag.end(), '-', '_');
+    }
     return InputError::at(SourcePos{flag}, "{}", why);
   };
   CheckedReplay c;
+  if (s.backend != "cpu" && s.backend != "cuda") {
+    throw refuse("--backend", "expected cpu or cuda, got '" + s.backend + "'");
+  }
+  if (s.copy != "paced" && s.copy != "native") {
+    throw refuse("--copy", "expected paced or native, got '" + s.copy + "'");
+  }
+  if (s.compute != "timed" && s.compute != "gemm") {
+    throw refuse("--compute", "expected timed or gemm, got '" + s.compute + "'");
+  }
+  if (s.backend == "cuda" && !have_cuda_backend()) {
+    throw refuse("--backend",
+                 "cuda: this binary was built without the CUDA backend (configure with a CUDA "
+                 "toolkit and -DTIERFLOW_CUDA=ON)");
+  }
+  if (s.device < 0) throw refuse("--device", fmt::format("{} is not a device ordinal", s.device));
   if (s.time_scale != "auto") {
     double v = 0;
     try {
@@ -84,7 +115,48 @@ CheckedReplay check_replay_settings(const ReplaySettings& s) {
                              to_string(Bytes{limit.value.value}), to_string(Bytes{have})));
   }
   c.memory_bytes = limit.value.value;
+#ifdef TIERFLOW_HAVE_CUDA
+  if (s.backend == "cuda") {
+    if (const std::string why = replay::cuda_device_problem(s.device); !why.empty()) {
+      throw refuse("--backend", "cuda: " + why);
+    }
+  }
+#endif
   return c;
+}
+
+std::unique_ptr<replay::Backend> make_replay_backend(const ReplaySettings& s,
+                                                     const CheckedReplay& c, double scale) {
+  if (s.backend == "cuda") {
+#ifdef TIERFLOW_HAVE_CUDA
+    replay::CudaBackendOptions co;
+    co.device = s.device;
+    co.memory_limit = s.memory_limit.empty() ? 0 : c.memory_bytes;
+    co.compute =
+        s.compute == "gemm" ? replay::CudaComputeKind::kGemm : replay::CudaComputeKind::kTimed;
+    return std::make_unique<replay::CudaBackend>(co);
+#else
+    TF_ASSERT(false, "backend 'cuda' was accepted but is not built");
+#endif
+  }
+  replay::CpuBackendOptions bo;
+  bo.time_scale = scale;
+  bo.memory_limit = c.memory_bytes;
+  bo.copy = s.copy == "native" ? replay::CopyMode::kNative : replay::CopyMode::kPaced;
+  return std::make_unique<replay::CpuBackend>(bo);
+}
+
+ReplayOutcome replay_plan(const LoadedPlan& lp, const hw::Topology& topo,
+                          const ReplaySettings& s, const CheckedReplay& c) {
+  ReplayOutcome out;
+  const hw::Binding b = hw::bind(lp.plan, lp.workload, topo);
+  if (!b.bound) {
+    out.refused = replay::broken_rule(lp.plan, lp.workload).value_or(*b.error);
+    return out;
+  }
+  out.runs = replay_vs_sim(*b.bound, s, c.scale,
+                           [&](double scale) { return make_replay_backend(s, c, scale); });
+  return out;
 }
 
 double replay_time_scale(const ReplaySettings& s, double asked, const sim::SimResult& sim) {

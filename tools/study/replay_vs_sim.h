@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,26 +22,38 @@
 
 namespace tierflow::study {
 
-/// What a user asks of a replay (the CLI flags, as given).
+/// What a user asks of a replay (`tierflow replay` flags, `tierflow.replay()` arguments),
+/// as given.
 struct ReplaySettings {
   std::string backend = "cpu";    ///< cpu or cuda
   std::string copy = "paced";     ///< cpu: paced or native
   std::string compute = "timed";  ///< cuda: timed or gemm
+  int device = 0;                 ///< cuda: the device ordinal
   bool device_given = false;      ///< cuda: a device ordinal was named
   std::string time_scale = "auto";
   std::string memory_limit;  ///< empty: the backend's default (1GiB on cpu)
+  /// Errors name the CLI's flags ("--time-scale"); else the Python arguments ("time_scale").
+  bool cli = true;
 };
 
 /// The CPU backend's memory limit when none is given.
 inline constexpr const char* kCpuMemoryLimit = "1GiB";
 
 /// The settings, checked: the time scale (0: auto) and the memory limit in bytes (the cpu
-/// default when none is given). Throws InputError naming the flag (`--time-scale`, ...).
+/// default when none is given); the cuda backend only where this build has it and the
+/// device is usable. Throws InputError naming the flag (`--time-scale`, ...).
 struct CheckedReplay {
   double scale = 0;
   uint64_t memory_bytes = 0;
 };
 CheckedReplay check_replay_settings(const ReplaySettings& s);
+
+/// Whether this build has the CUDA replay backend.
+bool have_cuda_backend();
+
+/// The backend checked settings ask for, at time scale `scale`.
+std::unique_ptr<replay::Backend> make_replay_backend(const ReplaySettings& s,
+                                                     const CheckedReplay& c, double scale);
 
 /// The time scale a replay runs at: 1 for the cuda backend and native copies, `asked`
 /// when given, else auto from the simulated makespan.
@@ -81,6 +95,21 @@ struct ReplayVsSim {
   ReplayComparison comparison;
   double scale = 1;
 };
+
+/// What replaying a plan gives: both runs, or why the plan cannot run on the topology
+/// (not bound; a broken rule of the plan is reported before the topology's objection, as
+/// replay::replay does).
+struct ReplayOutcome {
+  std::optional<ReplayVsSim> runs;
+  std::optional<RunError> refused;
+};
+
+/// `tierflow replay` and `tierflow.replay()`: binds the plan once, simulates it, replays it
+/// on the backend the settings (checked first, by check_replay_settings) ask for and
+/// compares the two. A GPU that fails during the run throws replay::CudaError (a
+/// std::runtime_error).
+ReplayOutcome replay_plan(const LoadedPlan& lp, const hw::Topology& topo,
+                          const ReplaySettings& s, const CheckedReplay& c);
 
 /// Simulates the bound plan, then replays it on the backend `make_backend(scale)` builds
 /// (`scale` from replay_time_scale), and compares the two.

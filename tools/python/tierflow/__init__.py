@@ -44,8 +44,9 @@ for _cls in (InputError, Plan, Simulation, Topology, Workload):
 del _cls
 
 __all__ = [
-    "InputError", "Topology", "Workload", "Plan", "Simulation",
-    "load_topology", "generate", "load_workload", "plan", "simulate", "whatif", "compare",
+    "InputError", "Topology", "Workload", "Plan", "Simulation", "Replay",
+    "load_topology", "generate", "load_workload", "plan", "simulate", "replay", "whatif",
+    "compare",
     "sweep", "columns", "policies", "topologies", "models",
 ]
 
@@ -271,6 +272,86 @@ def simulate(plan, topology=None, set=(), on_full="fail", timeline=None):
         topology = topology.file
     hw = "" if topology is None else _text(topology, "topology")
     return _tierflow.simulate_file(_text(plan, "plan"), hw, overrides, wait, out)
+
+
+class Replay:
+    """A plan run for real and by the simulator (tierflow.replay, `tierflow replay`).
+
+    ok: it ran to the end; error, error_kind: why not (None when ok). ran: it ran at all
+    (a plan the topology or the memory limit refuses does not start). document: the
+    `tierflow replay --json` document (tierflow.replay/1) as a dict, None when it did not
+    run; table: the text `tierflow replay` prints. measured_s, simulated_s: the makespans;
+    makespan_error: measured / simulated - 1; steps(): every measured step as a DataFrame.
+    """
+
+    def __init__(self, result):
+        self.ok = result["ok"]
+        self.ran = result["ran"]
+        self.error = result["error"]
+        self.error_kind = result["error_kind"]
+        self.document = json.loads(result["json"]) if result["ran"] else None
+        self.table = result["table"]
+
+    def _makespan(self, which):
+        return None if self.document is None else self.document["makespan_ps"][which] / 1e12
+
+    @property
+    def measured_s(self):
+        return self._makespan("measured")
+
+    @property
+    def simulated_s(self):
+        return self._makespan("simulated")
+
+    @property
+    def makespan_error(self):
+        if self.document is None or self.document["makespan_ps"]["simulated"] == 0:
+            return None
+        m = self.document["makespan_ps"]
+        return m["measured"] / m["simulated"] - 1
+
+    def steps(self):
+        """The measured steps (program, step, kind, issue_ps, start_ps, end_ps, waited_ps)."""
+        import pandas as pd
+
+        rows = [] if self.document is None else self.document["measured_steps"]
+        cols = ["program", "step", "kind", "issue_ps", "start_ps", "end_ps", "waited_ps"]
+        return pd.DataFrame(rows, columns=cols)
+
+    def __repr__(self):
+        if not self.ran:
+            return f"<tierflow.Replay refused: {self.error}>"
+        return (f"<tierflow.Replay {self.document['backend']}: measured {self.measured_s:.6g} s, "
+                f"simulated {self.simulated_s:.6g} s ({100 * (self.makespan_error or 0):+.1f}%)"
+                f"{'' if self.ok else ', stopped: ' + self.error}>")
+
+
+def replay(plan, topology=None, set=(), backend="cpu", copy="paced", compute="timed",
+           time_scale="auto", memory_limit=None, device=None, timeline=None):
+    """Runs a plan for real and compares it with the simulator (`tierflow replay`).
+
+    plan: a Plan from plan(), or a plan JSON path. topology, set: as for simulate().
+    backend: "cpu" (arenas in RAM, memcpy threads) or "cuda" (where the module was built
+    with it). copy: "paced" or "native" (cpu); compute: "timed" or "gemm" (cuda); device:
+    the CUDA device ordinal. time_scale: real seconds per plan second, or "auto".
+    memory_limit: most memory the arenas may take, e.g. "512MiB" (default: the CLI's).
+    timeline: write the measured timeline (Chrome trace) there. Returns a Replay.
+    """
+    args = (_text(backend, "backend"), _text(copy, "copy"), _text(compute, "compute"),
+            None if device is None else int(device), str(time_scale),
+            "" if memory_limit is None else _text(memory_limit, "memory_limit"),
+            "" if timeline is None else _text(timeline, "timeline"))
+    overrides = _strings(set, "set")
+    if isinstance(plan, Plan):
+        topo = None
+        if topology is not None or overrides:
+            topo = _topology(plan.topology if topology is None else topology, overrides)
+        return Replay(_tierflow.replay(plan, topo, *args))
+    if isinstance(topology, Topology):
+        overrides = list(topology.sets) + overrides
+        topology = topology.file
+    hw = "" if topology is None else _text(topology, "topology")
+    return Replay(_tierflow.replay_file(_text(plan, "plan"), hw, overrides, *args))
 
 
 def whatif(question="min-memory", max_overhead="1%", min_throughput=None, max_tpot=None, vary=None,
