@@ -159,6 +159,14 @@ Meta make_meta(const Arch& a, const GenOptions& o) {
 
 }  // namespace
 
+double attention_pairs(double window, double past, double tokens) {
+  const auto attended = [window](double n) {
+    if (window <= 0 || n <= window) return n * (n + 1) / 2;
+    return window * (window + 1) / 2 + (n - window) * window;
+  };
+  return attended(past + tokens) - attended(past);
+}
+
 Workload generate(const Arch& a, const GenOptions& o) {
   check_options(a, o);
   LayerBuilder b(a, o);

@@ -60,6 +60,11 @@ struct GenOptions {
 /// architecture cannot take (tp not dividing the heads, a dtype the layout forbids).
 Workload generate(const Arch& arch, const GenOptions& options);
 
+/// Query-key pairs of `tokens` new tokens after `past` cached ones, causal: the token at
+/// position i attends to min(i, window) positions (window 0: no window). What a sequence's
+/// attention op does per head; the serving cost model (sim/serve) counts pairs with it too.
+double attention_pairs(double window, double past, double tokens);
+
 /// Bytes of `params` elements of `dtype` (int4/fp4: two per byte, rounded up).
 uint64_t bytes_of(double params, Dtype dtype);
 

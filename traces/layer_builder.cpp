@@ -336,12 +336,8 @@ uint32_t LayerBuilder::attention_block(int l, uint32_t xn, int64_t tokens, const
   const double s = static_cast<double>(pass.seq);
   // Query-key pairs: the token at position i attends min(i, window) positions.
   const double window = a_.is_sliding_layer(l) ? static_cast<double>(a_.sliding_window) : 0.0;
-  auto attended = [win = window](double n) {
-    if (win <= 0 || n <= win) return n * (n + 1) / 2;
-    return win * (win + 1) / 2 + (n - win) * win;
-  };
   const double past = static_cast<double>(pass.past);
-  const double pairs = b * (attended(past + s) - attended(past));
+  const double pairs = b * attention_pairs(window, past, s);
   double attn_flops = 0;
   if (mla && pass.seq == 1) {
     // Absorbed: scores and values over the latent, plus the per-token absorption matmuls.

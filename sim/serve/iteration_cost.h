@@ -1,0 +1,115 @@
+// The time of one serving iteration on one replica: the ops of the model's tensor-parallel
+// shard at the iteration's shape, each timed by the roofline model the simulator uses
+// (hw::op_time), so that an iteration costs what `tierflow sim` says the same batch costs.
+//
+// Glossary
+//   iteration  one forward pass of a replica over its scheduled work: some sequences decode
+//              one token, some prefill a chunk of their prompt.
+//   T          new tokens in the iteration (decode tokens plus prefill chunk tokens). Every
+//              op outside attention depends on T alone (GEMMs, norms, MoE routing, TP
+//              collectives, the embedding), so their time is found once per T and cached.
+//   attention  one op per layer over every sequence of the iteration: its FLOPs are a sum
+//              over sequences of pairs x per-pair FLOPs (+ per-token FLOPs), its bytes of new
+//              tokens x per-token bytes and cached tokens x KV bytes per token (+ a constant);
+//              the roofline is taken on the sums, as the generator's batched op is.
+//   head       final norm, LM head and sampling over the sequences that produce a token:
+//              found once per count and cached.
+//   probe      a workload the trace generator builds at a small shape. The coefficients and
+//              per-T times are read off its ops, so the generator stays the one source of
+//              the model's formulas; a layer class (dense or MoE, sliding or full attention)
+//              is probed at its first layer and counted for all of its layers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "hw_models/topology.h"
+#include "traces/arch.h"
+#include "traces/generate.h"
+
+namespace tierflow::serve {
+
+/// Time in picoseconds.
+using Time = int64_t;
+
+/// One sequence's share of an iteration.
+struct SeqWork {
+  int64_t past = 0;     ///< tokens already in its KV cache
+  int64_t tokens = 1;   ///< new tokens this iteration (1 for a decode step)
+  bool samples = true;  ///< produces a token: a decode step, or the last chunk of a prefill
+};
+
+class IterationCost {
+ public:
+  /// The model `arch` as `gen` generates it (dtypes, tp, kv_block; phase and batch are the
+  /// cost model's) on device class `device` computing from topology tier `device_tier`.
+  /// Throws InputError when the device cannot run an op of the model (a dtype it has no
+  /// peak rate for), naming the op.
+  IterationCost(const traces::Arch& arch, const traces::GenOptions& gen, const hw::Topology& t,
+                size_t device, size_t device_tier);
+
+  /// Time of an iteration over `work` (at least one sequence with tokens).
+  Time time(std::span<const SeqWork> work);
+
+  /// Weight bytes each device of the replica holds (its TP shard of every layer).
+  [[nodiscard]] uint64_t weight_bytes() const { return weight_bytes_; }
+  /// KV-cache bytes one token adds on each device (its TP shard, every layer).
+  [[nodiscard]] uint64_t kv_bytes_per_token() const { return kv_token_bytes_; }
+  /// The activation workspace an iteration of `tokens` new tokens needs on each device: the
+  /// most activation bytes live at once while one layer runs (the layers run one after
+  /// another), plus the logits of `seqs` sequences.
+  uint64_t workspace_bytes(int64_t tokens, int64_t seqs);
+
+  /// Times looked up in the caches and computed (for the benchmark's report).
+  [[nodiscard]] uint64_t cached_lookups() const { return hits_; }
+  [[nodiscard]] uint64_t probes() const { return probes_; }
+
+ private:
+  /// The attention op of one layer class, as affine functions of its sequences' pairs,
+  /// new tokens and cached tokens (decode and prefill may differ: MLA absorbs in decode).
+  struct Attention {
+    double flops_per_pair = 0, flops_per_token = 0;
+    double bytes_per_token = 0, bytes_per_cached = 0, bytes_fixed = 0;
+  };
+  struct LayerClass {
+    int first = 0;       ///< the first layer of the class, probed for all of them
+    int count = 0;       ///< layers of the class
+    double window = 0;   ///< sliding window in tokens; 0 for full attention
+    Attention decode, prefill;
+    Dtype dtype = Dtype::kBf16;        ///< the attention op's arithmetic
+    std::optional<Dtype> dequant;      ///< weights it dequantizes (MLA's wkv_b), if any
+  };
+
+  traces::GenOptions probe_options(traces::Phase phase, int64_t batch, int64_t tokens) const;
+  Workload probe(traces::Phase phase, int64_t batch, int64_t tokens) const;
+  /// Times the ops of `w` outside attention: the embedding (before the first layer), each
+  /// layer class's first layer times its count, and the head (after the last layer).
+  struct OpTimes {
+    Time embed = 0, layers = 0, head = 0;
+  };
+  OpTimes op_times(const Workload& w);
+  Time op_time(const Workload& w, uint32_t op) const;
+  void probe_attention(LayerClass& c);
+  Time tokens_time(int64_t tokens);
+  Time head_time(int64_t seqs);
+
+  const traces::Arch& arch_;
+  traces::GenOptions gen_;
+  const hw::Topology& topo_;
+  size_t device_ = 0;
+  size_t device_tier_ = 0;
+  int probe_layers_ = 1;  ///< layers a probe generates: up to the last class's first layer
+  std::vector<LayerClass> classes_;
+  uint64_t weight_bytes_ = 0;
+  uint64_t kv_token_bytes_ = 0;
+  std::unordered_map<int64_t, Time> by_tokens_;
+  std::unordered_map<int64_t, Time> by_seqs_;
+  std::unordered_map<int64_t, uint64_t> workspace_;
+  uint64_t hits_ = 0;
+  uint64_t probes_ = 0;
+};
+
+}  // namespace tierflow::serve
