@@ -205,18 +205,17 @@ Time IterationCost::time(std::span<const SeqWork> work) {
       const Attention& a = decode ? c.decode : c.prefill;
       const double past = static_cast<double>(s.past);
       const double n = static_cast<double>(s.tokens);
-      flops += a.flops_per_pair * traces::attention_pairs(c.window, past, n) +
-               a.flops_per_token * n;
+      flops +=
+          a.flops_per_pair * traces::attention_pairs(c.window, past, n) + a.flops_per_token * n;
       bytes += a.bytes_per_token * n + a.bytes_per_cached * cached_tokens(c.window, past, n);
       (decode ? any_decode : any_prefill) = true;
     }
     // The constant bytes (MLA's up-projection weights) are read once per op.
     bytes += std::max(any_decode ? c.decode.bytes_fixed : 0.0,
                       any_prefill ? c.prefill.bytes_fixed : 0.0);
-    const std::optional<Duration> d =
-        hw::op_time(topo_, device_, device_tier_, OpKind::kAttention, c.dtype, flops,
-                    Bytes{static_cast<uint64_t>(std::llround(std::max(0.0, bytes)))}, Bytes{0},
-                    c.dequant);
+    const std::optional<Duration> d = hw::op_time(
+        topo_, device_, device_tier_, OpKind::kAttention, c.dtype, flops,
+        Bytes{static_cast<uint64_t>(std::llround(std::max(0.0, bytes)))}, Bytes{0}, c.dequant);
     TF_ASSERT(d.has_value(), "attention was timed by the probes");
     total += d->ps * c.count;
   }
@@ -248,8 +247,8 @@ uint64_t IterationCost::workspace_bytes(int64_t tokens, int64_t seqs) {
   }
   // The logits of every sampling sequence: vocabulary x activation bytes each.
   const traces::GenOptions g = probe_options(traces::Phase::kDecode, 1, 1);
-  const uint64_t logit_bytes = traces::bytes_of(
-      static_cast<double>((arch_.vocab + g.tp - 1) / g.tp), g.act_dtype);
+  const uint64_t logit_bytes =
+      traces::bytes_of(static_cast<double>((arch_.vocab + g.tp - 1) / g.tp), g.act_dtype);
   return it->second + logit_bytes * static_cast<uint64_t>(std::max<int64_t>(seqs, 0));
 }
 

@@ -75,12 +75,12 @@ class IterationCost {
     double bytes_per_token = 0, bytes_per_cached = 0, bytes_fixed = 0;
   };
   struct LayerClass {
-    int first = 0;       ///< the first layer of the class, probed for all of them
-    int count = 0;       ///< layers of the class
-    double window = 0;   ///< sliding window in tokens; 0 for full attention
+    int first = 0;      ///< the first layer of the class, probed for all of them
+    int count = 0;      ///< layers of the class
+    double window = 0;  ///< sliding window in tokens; 0 for full attention
     Attention decode, prefill;
-    Dtype dtype = Dtype::kBf16;        ///< the attention op's arithmetic
-    std::optional<Dtype> dequant;      ///< weights it dequantizes (MLA's wkv_b), if any
+    Dtype dtype = Dtype::kBf16;    ///< the attention op's arithmetic
+    std::optional<Dtype> dequant;  ///< weights it dequantizes (MLA's wkv_b), if any
   };
 
   traces::GenOptions probe_options(traces::Phase phase, int64_t batch, int64_t tokens) const;

@@ -18,7 +18,9 @@ using namespace tierflow;
 
 namespace {
 
-std::string config(const std::string& rel) { return std::string(TIERFLOW_SOURCE_DIR) + "/configs/" + rel; }
+std::string config(const std::string& rel) {
+  return std::string(TIERFLOW_SOURCE_DIR) + "/configs/" + rel;
+}
 
 /// The simulated makespan of `g`'s workload planned resident on the topology's first device.
 serve::Time simulated(const traces::Arch& a, const traces::GenOptions& g, const hw::Topology& t) {

@@ -17,6 +17,7 @@
 #include "tools/cli/plan_cmd.h"
 #include "tools/cli/replay_cmd.h"
 #include "tools/cli/report_cmd.h"
+#include "tools/cli/serve_cmd.h"
 #include "tools/cli/sim_cmd.h"
 #include "tools/cli/trace_cmd.h"
 #include "tools/cli/sweep_cmd.h"
@@ -45,6 +46,7 @@ int run(int argc, char** argv) {
   add_hw_commands(app);
   add_trace_commands(app);
   add_plan_commands(app);
+  add_serve_command(app);
   add_sim_command(app);
   add_compare_command(app);
   add_whatif_command(app);

@@ -1,0 +1,77 @@
+// Serving: the whole Mooncake conversation trace (12,031 requests, one hour) served by
+// Llama-3-70B on an 8-GPU H200 node (TP 8, a 1 TB DDR tier), and replayed against the cache
+// alone; requests simulated per second are reported as a counter. Requests and replicas
+// scale the cost: the same trace at twice and four times the rate over 2 replicas of TP 4.
+#include <benchmark/benchmark.h>
+
+#include <filesystem>
+#include <string>
+
+#include "hw_models/loader.h"
+#include "sim/serve/engine.h"
+#include "traces/arch_loader.h"
+#include "traces/requests.h"
+
+namespace {
+
+using namespace tierflow;
+
+const std::string kTrace =
+    std::string(TIERFLOW_SOURCE_DIR) + "/../shared/data/mooncake/conversation_trace.jsonl";
+
+void serve_mooncake(benchmark::State& state, bool cache_only, int replicas, int tp, int copies) {
+  if (!std::filesystem::exists(kTrace)) {
+    state.SkipWithError("the Mooncake trace is not at ../shared/data/mooncake");
+    return;
+  }
+  const std::string configs = std::string(TIERFLOW_SOURCE_DIR) + "/configs/";
+  const traces::Arch arch = traces::load_arch(configs + "models/llama-3-70b.yaml");
+  const hw::Topology topo = hw::load_topology(configs + "hw/h200-sxm-8gpu.yaml");
+  traces::RequestTrace trace = traces::read_request_trace(kTrace, {});
+  // More requests: the trace again, shifted by its own span (the same traffic repeated).
+  const size_t n = trace.requests.size();
+  const int64_t span = trace.requests.back().arrival_ps + 1;
+  for (int c = 1; c < copies; ++c) {
+    for (size_t i = 0; i < n; ++i) {
+      traces::Request r = trace.requests[i];
+      r.arrival_ps += span * c;
+      r.id = trace.requests.size();
+      trace.requests.push_back(std::move(r));
+    }
+  }
+  traces::GenOptions gen;
+  gen.tp = tp;
+  serve::ServeOptions o;
+  o.replicas = replicas;
+  o.kv_tiers = {serve::KvTier{"ddr", 1.0, 1'000'000'000'000ULL}};
+  for (auto _ : state) {
+    const serve::ServeResult r = cache_only ? serve::cache_only(trace, arch, gen, topo, o)
+                                            : serve::serve(trace, arch, gen, topo, o);
+    benchmark::DoNotOptimize(r.levels.size());
+  }
+  state.counters["requests_per_s"] = benchmark::Counter(
+      static_cast<double>(trace.requests.size()) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
+}
+
+void BM_ServeMooncake70bTp8(benchmark::State& state) {
+  serve_mooncake(state, false, 1, 8, 1);
+}
+BENCHMARK(BM_ServeMooncake70bTp8)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+
+void BM_ServeMooncakeCacheOnly(benchmark::State& state) {
+  serve_mooncake(state, true, 1, 8, 1);
+}
+BENCHMARK(BM_ServeMooncakeCacheOnly)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+
+void BM_ServeMooncake2xTwoReplicas(benchmark::State& state) {
+  serve_mooncake(state, false, 2, 4, 2);
+}
+BENCHMARK(BM_ServeMooncake2xTwoReplicas)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+
+void BM_ServeMooncake4xTwoReplicas(benchmark::State& state) {
+  serve_mooncake(state, false, 2, 4, 4);
+}
+BENCHMARK(BM_ServeMooncake4xTwoReplicas)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+
+}  // namespace

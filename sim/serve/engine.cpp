@@ -1,0 +1,792 @@
+#include "sim/serve/engine.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <utility>
+
+#include "core/diagnostics.h"
+#include "hw_models/fabric.h"
+#include "hw_models/flows.h"
+#include "sim/kernel/event_queue.h"
+
+namespace tierflow::serve {
+namespace {
+
+enum Tag : uint32_t { kArrival, kIterationEnd, kFlowStart, kFlowDone };
+
+/// Hashes of a request's output blocks: never equal to another block's (bit 63 set, the
+/// request and the block index mixed in), so they never hit.
+uint64_t output_hash(uint64_t request, uint64_t block) {
+  uint64_t z = (request << 24) ^ block ^ 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return (z ^ (z >> 31)) | (uint64_t{1} << 63);
+}
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+/// A request while a replica serves it.
+struct Seq {
+  uint32_t req = 0;
+  int64_t prompt = 0;     ///< tokens to have in the KV cache before decoding
+  int64_t computed = 0;   ///< of those, in the cache (hit or computed)
+  int64_t generated = 0;  ///< output tokens produced
+  int64_t output = 0;
+  std::vector<uint64_t> hashes;  ///< prompt blocks, then output blocks
+  size_t held = 0;               ///< leading blocks pinned in the device level
+  bool admitted_once = false;
+};
+
+/// One transfer: flows on each device it concerns; done when all are.
+struct Transfer {
+  uint32_t replica = 0;
+  uint32_t flows_left = 0;
+  bool load = false;  ///< an iteration waits for it
+  MoveKind kind = MoveKind::kLoad;
+  Time start = 0;
+  uint32_t lane = 0;  ///< on the timeline
+};
+
+struct FlowRef {
+  uint32_t transfer = 0;
+  const hw::FabricPath* path = nullptr;
+  double bytes = 0;
+  uint32_t flow = hw::kNoFlow;
+  uint64_t done_event = 0;  ///< id + 1 of its scheduled completion; 0 none
+};
+
+struct Replica {
+  std::vector<int> devices;  ///< global device numbers
+  PathId path = 0;
+  LevelId device_level = 0;
+  std::deque<uint32_t> waiting;   ///< seq indices
+  std::vector<uint32_t> running;  ///< in admission order
+  bool busy = false;
+  // The iteration in flight.
+  std::vector<uint32_t> batch;  ///< seqs in it
+  std::vector<int64_t> tokens;  ///< their new tokens
+  Time start = 0;
+  Time compute = 0;
+  uint32_t loads_left = 0;
+  Time loads_done = 0;
+  uint64_t reserved = 0;  ///< device blocks the iteration will insert at its end
+  uint64_t load = 0;      ///< tokens queued and running (least-loaded router)
+  // Timeline.
+  sim::TrackId track = 0;
+  sim::SeriesId seqs = 0;
+};
+
+class Engine {
+ public:
+  Engine(const traces::RequestTrace& trace, const traces::Arch& arch, const traces::GenOptions& gen,
+         const hw::Topology& t, const ServeOptions& o)
+      : trace_(trace), topo_(t), o_(o), fabric_(t), gen_(gen) {
+    setup_devices(arch);
+    setup_levels();
+    for (const hw::ResourceInfo& r : fabric_.resources()) net_.add_resource(r.capacity);
+    if (o_.timeline != nullptr) setup_timeline();
+  }
+
+  ServeResult run();
+  ServeResult cache_only();
+  /// The setup and the cache's levels, as both runs report them.
+  [[nodiscard]] ServeResult result() const;
+
+ private:
+  void setup_devices(const traces::Arch& arch);
+  void setup_levels();
+  void arrive(uint32_t req);
+  uint32_t route(const Seq& s);
+  void start_iteration(uint32_t r);
+  bool schedule(uint32_t r);
+  bool room(const Replica& rep, uint64_t blocks) const;
+  void preempt(uint32_t r, uint32_t seq);
+  void end_iteration(uint32_t r);
+  void finish_seq(uint32_t r, uint32_t seq);
+  void carry(uint32_t r, const std::vector<Move>& moves, bool loads);
+  void flow_done(uint32_t f);
+  void setup_timeline();
+  void draw_iteration(uint32_t r);
+  void draw_transfer(const Transfer& tr);
+  void resolve();
+  [[nodiscard]] int64_t blocks_for(const Seq& s, int64_t tokens) const;
+  /// Tokens the first `blocks` blocks of `s` hold when full (its KV cut as blocks_for).
+  [[nodiscard]] int64_t tokens_in(const Seq& s, int64_t blocks) const;
+  uint64_t& hash_of(Seq& s, size_t block);
+
+  const traces::RequestTrace& trace_;
+  const hw::Topology& topo_;
+  const ServeOptions& o_;
+  hw::Fabric fabric_;
+  traces::GenOptions gen_;
+  std::unique_ptr<IterationCost> cost_;
+  size_t device_class_ = 0;
+  size_t device_tier_ = 0;
+  int tp_ = 1;
+  int layers_ = 1;
+  int64_t block_tokens_ = 512;
+  uint64_t block_shard_bytes_ = 0;  ///< one block on one device
+  uint64_t pool_blocks_ = 0;
+  uint64_t workspace_ = 0;
+  TieredCache cache_;
+  std::vector<size_t> level_tier_;  ///< topology tier of each level
+  std::vector<int> level_device_;   ///< a device whose instance the level is
+  std::vector<LevelRecord> level_info_;
+  std::vector<Replica> replicas_;
+  std::vector<Seq> seqs_;
+  std::vector<RequestRecord> records_;
+  sim::EventQueue q_;
+  hw::FlowNetwork net_;
+  std::vector<Transfer> transfers_;
+  std::vector<FlowRef> flows_;        ///< by flow reference
+  std::vector<uint32_t> flow_owner_;  ///< by flow id in net_: index into flows_
+  std::vector<uint64_t> level_hits_;
+  uint32_t next_rr_ = 0;
+  uint64_t iterations_ = 0, preemptions_ = 0, done_ = 0;
+  std::vector<SeqWork> work_;
+  std::vector<LevelId> where_;
+  std::vector<Move> moves_;
+  std::vector<uint64_t> scratch_;
+  // Timeline (when drawn).
+  sim::Timeline* tl_ = nullptr;
+  std::vector<sim::SeriesId> level_series_;
+  sim::ProcessId transfer_pid_ = 0;
+  sim::Lanes lanes_;
+  std::vector<sim::TrackId> lane_tracks_;
+};
+
+void Engine::setup_devices(const traces::Arch& arch) {
+  const auto cls =
+      std::find_if(topo_.devices.begin(), topo_.devices.end(),
+                   [&](const hw::Device& d) { return o_.device.empty() || d.id == o_.device; });
+  if (cls == topo_.devices.end()) {
+    std::vector<std::string> ids;
+    for (const hw::Device& d : topo_.devices) ids.push_back(d.id);
+    throw InputError(SourcePos{"--device"}, fmt::format("no device class '{}' in '{}'{}", o_.device,
+                                                        topo_.name, did_you_mean(o_.device, ids)));
+  }
+  device_class_ = static_cast<size_t>(cls - topo_.devices.begin());
+  device_tier_ = *topo_.tier_index(cls->local_tier);
+  tp_ = gen_.tp;
+  const int need = tp_ * o_.replicas;
+  if (need > cls->count) {
+    throw InputError(SourcePos{"--replicas"},
+                     fmt::format("{} replicas of TP {} need {} devices; '{}' has {} of class '{}'",
+                                 o_.replicas, tp_, need, topo_.name, cls->count, cls->id));
+  }
+  std::vector<int> devices;
+  for (int d = 0; d < fabric_.devices(); ++d) {
+    if (fabric_.device_class(d) == device_class_) devices.push_back(d);
+  }
+  cost_ = std::make_unique<IterationCost>(arch, gen_, topo_, device_class_, device_tier_);
+  layers_ = std::max(1, arch.layers);
+  block_tokens_ = trace_.block_tokens;
+  block_shard_bytes_ = cost_->kv_bytes_per_token() * static_cast<uint64_t>(block_tokens_);
+  workspace_ = cost_->workspace_bytes(o_.token_budget, o_.max_seqs);
+  const uint64_t usable = topo_.usable(device_tier_);
+  const uint64_t fixed = cost_->weight_bytes() + workspace_;
+  if (fixed >= usable || (usable - fixed) / block_shard_bytes_ == 0) {
+    throw InputError(SourcePos{"--tp"},
+                     fmt::format("the weights ({}) and the workspace of a {}-token iteration ({}) "
+                                 "leave no room for a KV block ({}) in the {} usable of '{}' per "
+                                 "device: raise --tp or lower --token-budget",
+                                 to_string_approx(Bytes{cost_->weight_bytes()}), o_.token_budget,
+                                 to_string_approx(Bytes{workspace_}),
+                                 to_string_approx(Bytes{block_shard_bytes_}),
+                                 to_string_approx(Bytes{usable}), topo_.tiers[device_tier_].id));
+  }
+  pool_blocks_ = (usable - fixed) / block_shard_bytes_;
+  replicas_.resize(static_cast<size_t>(o_.replicas));
+  for (int r = 0; r < o_.replicas; ++r) {
+    for (int k = 0; k < tp_; ++k)
+      replicas_[size_t(r)].devices.push_back(devices[size_t(r * tp_ + k)]);
+  }
+}
+
+void Engine::setup_levels() {
+  // Device levels, one per replica; then each KV tier's instances, as the replicas' first
+  // devices use them.
+  std::vector<std::vector<LevelId>> paths(replicas_.size());
+  for (size_t r = 0; r < replicas_.size(); ++r) {
+    const LevelId l = cache_.add_level(
+        LevelSpec{fmt::format("{}[r{}]", topo_.tiers[device_tier_].id, r), pool_blocks_,
+                  o_.device_eviction, AdmissionKind::kAll, WriteKind::kBack});
+    replicas_[r].device_level = l;
+    level_tier_.push_back(device_tier_);
+    level_device_.push_back(replicas_[r].devices[0]);
+    level_info_.push_back(
+        LevelRecord{cache_.spec(l).name, topo_.tiers[device_tier_].id, 0, pool_blocks_, 0, {}});
+    paths[r].push_back(l);
+  }
+  for (size_t i = 0; i < o_.kv_tiers.size(); ++i) {
+    const KvTier& k = o_.kv_tiers[i];
+    const auto ti = topo_.tier_index(k.tier);
+    if (!ti) {
+      std::vector<std::string> ids;
+      for (const hw::Tier& x : topo_.tiers) ids.push_back(x.id);
+      throw InputError(SourcePos{"--kv-tiers"}, fmt::format("no tier '{}' in '{}'{}", k.tier,
+                                                            topo_.name, did_you_mean(k.tier, ids)));
+    }
+    if (*ti == device_tier_) {
+      throw InputError(
+          SourcePos{"--kv-tiers"},
+          fmt::format("'{}' is the device tier: the KV tiers are those below it", k.tier));
+    }
+    const uint64_t bytes =
+        k.bytes > 0 ? k.bytes
+                    : static_cast<uint64_t>(static_cast<double>(topo_.usable(*ti)) * k.fraction);
+    // A replica's devices may use several instances of the tier (a TP group over two
+    // sockets): each instance holds the shards of the replica's devices on it, so a block
+    // takes that many shards there and the least roomy instance bounds the level.
+    std::map<std::vector<int>, LevelId> by_instances;
+    for (size_t r = 0; r < replicas_.size(); ++r) {
+      std::vector<int> instances;
+      for (const int d : replicas_[r].devices) {
+        if (fabric_.path(device_tier_, *ti, d) == nullptr ||
+            fabric_.path(*ti, device_tier_, d) == nullptr) {
+          throw InputError(SourcePos{"--kv-tiers"},
+                           fmt::format("tier '{}' has no route to and from '{}' in '{}'", k.tier,
+                                       topo_.tiers[device_tier_].id, topo_.name));
+        }
+        instances.push_back(fabric_.tier_instance(*ti, d));
+      }
+      std::map<int, uint64_t> shards;
+      for (const int inst : instances) ++shards[inst];
+      std::sort(instances.begin(), instances.end());
+      instances.erase(std::unique(instances.begin(), instances.end()), instances.end());
+      auto it = by_instances.find(instances);
+      if (it == by_instances.end()) {
+        uint64_t blocks = UINT64_MAX;
+        for (const auto& [inst, n] : shards)
+          blocks = std::min(blocks, bytes / (n * block_shard_bytes_));
+        if (blocks == 0) {
+          throw InputError(SourcePos{"--kv-tiers"},
+                           fmt::format("tier '{}' holds {} for KV per instance, less than one "
+                                       "block's shards there ({} each)",
+                                       k.tier, to_string_approx(Bytes{bytes}),
+                                       to_string_approx(Bytes{block_shard_bytes_})));
+        }
+        const int count = topo_.instances(topo_.tiers[*ti].per);
+        std::string name = k.tier;
+        if (count > 1) {
+          std::vector<std::string> ids;
+          for (const int inst : instances) ids.push_back(std::to_string(inst));
+          name = fmt::format("{}[{}]", k.tier, fmt::join(ids, ","));
+        }
+        const LevelId l =
+            cache_.add_level(LevelSpec{name, blocks, k.eviction, k.admission, k.write});
+        level_tier_.push_back(*ti);
+        level_device_.push_back(replicas_[r].devices[0]);
+        level_info_.push_back(LevelRecord{name, k.tier, i + 1, blocks, 0, {}});
+        it = by_instances.emplace(instances, l).first;
+      }
+      paths[r].push_back(it->second);
+    }
+  }
+  for (size_t r = 0; r < replicas_.size(); ++r) {
+    // Demotions go level to level: each pair of neighbours needs routes both ways.
+    for (size_t i = 1; i + 1 < paths[r].size(); ++i) {
+      const size_t a = level_tier_[paths[r][i]];
+      const size_t b = level_tier_[paths[r][i + 1]];
+      if (fabric_.path(a, b, replicas_[r].devices[0]) == nullptr ||
+          fabric_.path(b, a, replicas_[r].devices[0]) == nullptr) {
+        throw InputError(SourcePos{"--kv-tiers"},
+                         fmt::format("tiers '{}' and '{}' have no route between them in '{}'",
+                                     topo_.tiers[a].id, topo_.tiers[b].id, topo_.name));
+      }
+    }
+    replicas_[r].path = cache_.add_path(paths[r]);
+  }
+  level_hits_.assign(cache_.level_count(), 0);
+}
+
+uint64_t& Engine::hash_of(Seq& s, size_t block) {
+  while (s.hashes.size() <= block) {
+    s.hashes.push_back(output_hash(s.req, s.hashes.size()));
+  }
+  return s.hashes[block];
+}
+
+int64_t Engine::blocks_for(const Seq& s, int64_t tokens) const {
+  // Prompt blocks as the trace cuts them; output tokens in blocks of their own after them.
+  const int64_t prompt = trace_.requests[s.req].prompt_tokens;
+  if (tokens <= prompt) return ceil_div(tokens, block_tokens_);
+  return ceil_div(prompt, block_tokens_) + ceil_div(tokens - prompt, block_tokens_);
+}
+
+int64_t Engine::tokens_in(const Seq& s, int64_t blocks) const {
+  const int64_t prompt = trace_.requests[s.req].prompt_tokens;
+  const int64_t prompt_blocks = ceil_div(prompt, block_tokens_);
+  if (blocks <= prompt_blocks) return std::min(blocks * block_tokens_, prompt);
+  return prompt + (blocks - prompt_blocks) * block_tokens_;
+}
+
+bool Engine::room(const Replica& rep, uint64_t blocks) const {
+  return cache_.pinned_blocks(rep.device_level) + rep.reserved + blocks <= pool_blocks_;
+}
+
+uint32_t Engine::route(const Seq& s) {
+  const size_t n = replicas_.size();
+  if (n == 1) return 0;
+  switch (o_.router) {
+    case RouterKind::kRoundRobin:
+      return next_rr_++ % static_cast<uint32_t>(n);
+    case RouterKind::kLeastLoaded: {
+      uint32_t best = 0;
+      for (uint32_t r = 1; r < n; ++r) {
+        if (replicas_[r].load < replicas_[best].load) best = r;
+      }
+      return best;
+    }
+    case RouterKind::kPrefix: {
+      // The longest prefix in a device level; ties (and no hit) to the least loaded.
+      uint32_t best = 0;
+      size_t best_len = 0;
+      for (uint32_t r = 0; r < n; ++r) {
+        const size_t len = cache_.lookup(replicas_[r].path, s.hashes, where_);
+        size_t on_device = 0;
+        while (on_device < len && where_[on_device] == replicas_[r].device_level) ++on_device;
+        if (on_device > best_len ||
+            (on_device == best_len && replicas_[r].load < replicas_[best].load)) {
+          best = r;
+          best_len = on_device;
+        }
+      }
+      return best;
+    }
+  }
+  return 0;
+}
+
+void Engine::arrive(uint32_t req) {
+  const traces::Request& rq = trace_.requests[req];
+  Seq& s = seqs_[req];
+  s.req = req;
+  s.prompt = rq.prompt_tokens;
+  s.output = rq.output_tokens;
+  s.hashes = rq.blocks;
+  RequestRecord& rec = records_[req];
+  // A request whose whole KV does not fit an empty device level can never be served.
+  if (static_cast<uint64_t>(blocks_for(s, s.prompt + s.output)) > pool_blocks_) {
+    rec.rejected = true;
+    ++done_;
+    return;
+  }
+  const uint32_t r = route(s);
+  rec.replica = r;
+  Replica& rep = replicas_[r];
+  rep.waiting.push_back(req);
+  rep.load += rq.prompt_tokens + rq.output_tokens;
+  if (!rep.busy) start_iteration(r);
+}
+
+void Engine::preempt(uint32_t r, uint32_t seq) {
+  Replica& rep = replicas_[r];
+  Seq& s = seqs_[seq];
+  cache_.release(rep.path, std::span<const uint64_t>(s.hashes.data(), s.held));
+  s.held = 0;
+  // Recompute: what it generated is prompt now; it starts over from the cache.
+  s.prompt += s.generated;
+  s.output -= s.generated;
+  s.generated = 0;
+  s.computed = 0;
+  rep.running.erase(std::find(rep.running.begin(), rep.running.end(), seq));
+  rep.waiting.push_front(seq);
+  ++records_[seq].preemptions;
+  ++preemptions_;
+}
+
+bool Engine::schedule(uint32_t r) {
+  Replica& rep = replicas_[r];
+  rep.batch.clear();
+  rep.tokens.clear();
+  rep.reserved = 0;
+  work_.clear();
+  int64_t budget = o_.token_budget;
+  moves_.clear();
+  // Decodes first, in admission order; a decode that needs a block it cannot get preempts
+  // the latest admitted sequence (itself, when it is the latest).
+  for (size_t i = 0; i < rep.running.size() && budget > 0;) {
+    const uint32_t q = rep.running[i];
+    Seq& s = seqs_[q];
+    if (s.computed < s.prompt) {
+      ++i;
+      continue;
+    }
+    // The step writes the KV of the last token generated and produces the next.
+    const uint64_t need = static_cast<uint64_t>(blocks_for(s, s.prompt + s.generated)) - s.held;
+    while (!room(rep, need) && rep.running.back() != q) preempt(r, rep.running.back());
+    if (!room(rep, need)) {
+      preempt(r, q);
+      continue;
+    }
+    rep.reserved += need;
+    rep.batch.push_back(q);
+    rep.tokens.push_back(1);
+    work_.push_back(SeqWork{s.prompt + s.generated - 1, 1, true});
+    --budget;
+    ++i;
+  }
+  // Prefills under way, then new requests, first come first served.
+  for (size_t i = 0; i < rep.running.size() && budget > 0; ++i) {
+    const uint32_t q = rep.running[i];
+    Seq& s = seqs_[q];
+    if (s.computed >= s.prompt) continue;
+    const int64_t chunk = std::min(s.prompt - s.computed, budget);
+    const uint64_t need = static_cast<uint64_t>(blocks_for(s, s.computed + chunk)) - s.held;
+    if (!room(rep, need)) break;
+    rep.reserved += need;
+    rep.batch.push_back(q);
+    rep.tokens.push_back(chunk);
+    work_.push_back(SeqWork{s.computed, chunk, s.computed + chunk == s.prompt});
+    budget -= chunk;
+  }
+  while (budget > 0 && !rep.waiting.empty() &&
+         static_cast<int64_t>(rep.running.size()) < o_.max_seqs) {
+    const uint32_t q = rep.waiting.front();
+    Seq& s = seqs_[q];
+    const size_t prompt_blocks = static_cast<size_t>(blocks_for(s, s.prompt));
+    for (size_t b = 0; b < prompt_blocks; ++b) (void)hash_of(s, b);
+    size_t matched =
+        cache_.lookup(rep.path, std::span<const uint64_t>(s.hashes.data(), prompt_blocks), where_);
+    // At least the last block is computed: its last token's logits give the first token.
+    if (matched == prompt_blocks) --matched;
+    const int64_t hit = tokens_in(s, static_cast<int64_t>(matched));
+    // The chunk the budget allows, cut to the blocks the device level can still give.
+    const uint64_t pinned = cache_.pinned_blocks(rep.device_level) + rep.reserved;
+    const int64_t free_blocks = static_cast<int64_t>(pool_blocks_ - std::min(pool_blocks_, pinned));
+    const int64_t fits = tokens_in(s, free_blocks) - hit;
+    const int64_t chunk = std::min({s.prompt - hit, budget, fits});
+    if (chunk <= 0) break;
+    const uint64_t need = static_cast<uint64_t>(blocks_for(s, hit + chunk)) - matched;
+    const size_t before = moves_.size();
+    if (!cache_.acquire(rep.path, s.hashes, matched, moves_)) {
+      moves_.resize(before);
+      break;
+    }
+    rep.waiting.pop_front();
+    rep.running.push_back(q);
+    s.held = matched;
+    s.computed = hit;
+    RequestRecord& rec = records_[q];
+    if (!s.admitted_once) {
+      s.admitted_once = true;
+      rec.scheduled = q_.now();
+      rec.hit_tokens.assign(cache_.path(rep.path).size(), 0);
+      for (size_t b = 0; b < matched; ++b) {
+        const auto& path = cache_.path(rep.path);
+        const size_t pos =
+            static_cast<size_t>(std::find(path.begin(), path.end(), where_[b]) - path.begin());
+        rec.hit_tokens[pos] += static_cast<uint64_t>(block_tokens_);
+        level_hits_[where_[b]] += static_cast<uint64_t>(block_tokens_);
+      }
+    }
+    rep.reserved += need;
+    rep.batch.push_back(q);
+    rep.tokens.push_back(chunk);
+    work_.push_back(SeqWork{hit, chunk, hit + chunk == s.prompt});
+    budget -= chunk;
+  }
+  return !rep.batch.empty();
+}
+
+void Engine::start_iteration(uint32_t r) {
+  Replica& rep = replicas_[r];
+  if (!schedule(r)) {
+    rep.busy = false;
+    return;
+  }
+  rep.busy = true;
+  ++iterations_;
+  rep.start = q_.now();
+  rep.compute = cost_->time(work_);
+  rep.loads_left = 0;
+  rep.loads_done = q_.now();
+  carry(r, moves_, /*loads=*/true);
+  if (rep.loads_left == 0) q_.schedule(q_.now() + rep.compute, kIterationEnd, r);
+}
+
+void Engine::carry(uint32_t r, const std::vector<Move>& moves, bool loads) {
+  Replica& rep = replicas_[r];
+  for (const Move& m : moves) {
+    const bool up = m.kind == MoveKind::kLoad;
+    const size_t from = level_tier_[m.from];
+    const size_t to = level_tier_[m.to];
+    const bool device_side = from == device_tier_ || to == device_tier_;
+    const uint32_t t = static_cast<uint32_t>(transfers_.size());
+    Transfer& tr = transfers_.emplace_back();
+    tr.replica = r;
+    tr.load = loads && up;
+    tr.kind = m.kind;
+    tr.start = q_.now();
+    if (tl_ != nullptr) {
+      tr.lane = lanes_.acquire();
+      while (lane_tracks_.size() <= tr.lane) {
+        lane_tracks_.push_back(tl_->track(transfer_pid_, fmt::format("lane {}", lane_tracks_.size()),
+                                          static_cast<int>(lane_tracks_.size())));
+      }
+    }
+    // A move touching the device moves each device's shard over its own route; one between
+    // lower levels moves the whole block.
+    const std::vector<int> one{level_device_[m.from]};
+    const std::vector<int>& devices = device_side ? rep.devices : one;
+    const double bytes =
+        static_cast<double>(block_shard_bytes_ * (device_side ? 1 : static_cast<uint64_t>(tp_)));
+    for (const int d : devices) {
+      const hw::FabricPath* p = fabric_.path(from, to, d);
+      TF_ASSERT(p != nullptr, "no route from tier {} to {} for device {}", from, to, d);
+      const uint32_t f = static_cast<uint32_t>(flows_.size());
+      flows_.push_back(FlowRef{t, p, bytes, hw::kNoFlow, 0});
+      ++tr.flows_left;
+      q_.schedule(q_.now() + p->route->setup.ps, kFlowStart, f);
+    }
+    if (tr.load) ++rep.loads_left;
+  }
+}
+
+void Engine::flow_done(uint32_t f) {
+  FlowRef& fr = flows_[f];
+  net_.finish(fr.flow, q_.now());
+  flow_owner_[fr.flow] = UINT32_MAX;
+  fr.flow = hw::kNoFlow;
+  Transfer& tr = transfers_[fr.transfer];
+  if (--tr.flows_left > 0) return;
+  if (tl_ != nullptr) draw_transfer(tr);
+  if (!tr.load) return;
+  Replica& rep = replicas_[tr.replica];
+  rep.loads_done = std::max(rep.loads_done, q_.now());
+  if (--rep.loads_left > 0) return;
+  // The iteration's last load landed: loads first, or layer by layer under the compute
+  // (the last layer waits for its load).
+  const Time layer = rep.compute / layers_;
+  const Time end = o_.load == LoadMode::kBefore
+                       ? rep.loads_done + rep.compute
+                       : std::max(rep.start + rep.compute, rep.loads_done + layer);
+  q_.schedule(end, kIterationEnd, tr.replica);
+}
+
+void Engine::end_iteration(uint32_t r) {
+  Replica& rep = replicas_[r];
+  if (tl_ != nullptr) draw_iteration(r);
+  moves_.clear();
+  for (size_t i = 0; i < rep.batch.size(); ++i) {
+    const uint32_t q = rep.batch[i];
+    Seq& s = seqs_[q];
+    RequestRecord& rec = records_[q];
+    if (s.computed < s.prompt) {
+      s.computed += rep.tokens[i];
+      if (s.computed == s.prompt) ++s.generated;
+    } else {
+      ++s.generated;
+    }
+    // The blocks its KV now fills, stored and pinned.
+    const size_t need =
+        static_cast<size_t>(blocks_for(s, s.computed + std::max<int64_t>(s.generated - 1, 0)));
+    for (; s.held < need; ++s.held) {
+      const bool ok = cache_.insert(rep.path, hash_of(s, s.held), moves_);
+      TF_ASSERT(ok, "a reserved block found no room");
+    }
+    if (s.generated > 0 && rec.first_token < 0) rec.first_token = q_.now();
+    if (s.generated >= s.output) finish_seq(r, q);
+  }
+  rep.reserved = 0;
+  carry(r, moves_, /*loads=*/false);
+  start_iteration(r);
+}
+
+void Engine::setup_timeline() {
+  tl_ = o_.timeline;
+  int sort = 0;
+  for (size_t r = 0; r < replicas_.size(); ++r) {
+    Replica& rep = replicas_[r];
+    const sim::ProcessId pid = tl_->process(
+        fmt::format("replica {} (devices {}-{})", r, rep.devices.front(), rep.devices.back()), sort++);
+    rep.track = tl_->track(pid, "iterations", 0);
+    static constexpr std::string_view kKeys[] = {"running", "waiting"};
+    rep.seqs = tl_->series(pid, "sequences", kKeys);
+  }
+  for (LevelId l = 0; l < cache_.level_count(); ++l) {
+    const sim::ProcessId pid = tl_->process(fmt::format("KV level {}", cache_.spec(l).name), sort++);
+    level_series_.push_back(tl_->series(pid, "blocks"));
+  }
+  transfer_pid_ = tl_->process("KV transfers", sort++);
+}
+
+void Engine::draw_iteration(uint32_t r) {
+  Replica& rep = replicas_[r];
+  int64_t decode = 0, prefill = 0;
+  for (size_t i = 0; i < rep.batch.size(); ++i) {
+    const Seq& s = seqs_[rep.batch[i]];
+    (s.computed < s.prompt ? prefill : decode) += rep.tokens[i];
+  }
+  const sim::Arg args[] = {{"sequences", static_cast<uint64_t>(rep.batch.size())},
+                           {"decode tokens", decode},
+                           {"prefill tokens", prefill},
+                           {"compute_ps", rep.compute}};
+  tl_->slice(rep.track, rep.start, q_.now(), "iteration", "compute", args);
+  const double counts[] = {static_cast<double>(rep.running.size()),
+                           static_cast<double>(rep.waiting.size())};
+  tl_->counter(rep.seqs, q_.now(), counts);
+  for (LevelId l = 0; l < cache_.level_count(); ++l) {
+    tl_->counter(level_series_[l], q_.now(), static_cast<double>(cache_.stats(l).occupancy));
+  }
+}
+
+void Engine::draw_transfer(const Transfer& tr) {
+  static constexpr std::string_view kNames[] = {"load", "demotion", "store"};
+  const sim::Arg args[] = {{"replica", static_cast<uint64_t>(tr.replica)}};
+  tl_->slice(lane_tracks_[tr.lane], tr.start, q_.now(), kNames[static_cast<size_t>(tr.kind)],
+             "transfer", args);
+  lanes_.release(tr.lane);
+}
+
+void Engine::finish_seq(uint32_t r, uint32_t seq) {
+  Replica& rep = replicas_[r];
+  Seq& s = seqs_[seq];
+  cache_.release(rep.path, std::span<const uint64_t>(s.hashes.data(), s.held));
+  s.held = 0;
+  rep.running.erase(std::find(rep.running.begin(), rep.running.end(), seq));
+  const traces::Request& rq = trace_.requests[seq];
+  rep.load -= rq.prompt_tokens + rq.output_tokens;
+  records_[seq].finish = q_.now();
+  ++done_;
+  if (o_.progress && (done_ % 256 == 0 || done_ == records_.size()))
+    o_.progress(done_, records_.size());
+}
+
+void Engine::resolve() {
+  if (!net_.dirty()) return;
+  net_.solve(q_.now());
+  for (const uint32_t flow : net_.changed_flows()) {
+    FlowRef& fr = flows_[flow_owner_[flow]];
+    if (fr.done_event != 0) q_.cancel(fr.done_event - 1);
+    fr.done_event =
+        q_.schedule(std::max(net_.completion(flow), q_.now()), kFlowDone, flow_owner_[flow]) + 1;
+  }
+}
+
+ServeResult Engine::run() {
+  const size_t n = trace_.requests.size();
+  seqs_.resize(n);
+  records_.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const traces::Request& rq = trace_.requests[i];
+    RequestRecord& rec = records_[i];
+    rec.id = rq.id;
+    rec.arrival = rq.arrival_ps;
+    rec.prompt_tokens = rq.prompt_tokens;
+    rec.output_tokens = rq.output_tokens;
+    rec.counted = rq.arrival_ps >= o_.warmup;
+    q_.schedule(rq.arrival_ps, kArrival, i);
+  }
+  sim::Event ev;
+  while (q_.pop(ev)) {
+    switch (ev.tag) {
+      case kArrival:
+        arrive(ev.data);
+        break;
+      case kIterationEnd:
+        end_iteration(ev.data);
+        break;
+      case kFlowStart: {
+        FlowRef& fr = flows_[ev.data];
+        fr.flow = net_.start(fr.path->resources, fr.bytes, q_.now());
+        if (flow_owner_.size() <= fr.flow) flow_owner_.resize(fr.flow + 1, UINT32_MAX);
+        flow_owner_[fr.flow] = ev.data;
+        break;
+      }
+      case kFlowDone: {
+        FlowRef& fr = flows_[ev.data];
+        fr.done_event = 0;
+        flow_done(ev.data);
+        break;
+      }
+      default:
+        TF_ASSERT(false, "unknown serving event {}", ev.tag);
+    }
+    // Rates change once per instant, after every event of it.
+    const std::optional<Time> next = q_.next_time();
+    if (!next || *next > q_.now()) resolve();
+  }
+  ServeResult out = result();
+  out.requests = std::move(records_);
+  Time end = 0;
+  for (const RequestRecord& r : out.requests) end = std::max(end, r.finish);
+  for (uint32_t i = 0; i < fabric_.resources().size(); ++i) {
+    const hw::ResourceStats st = net_.stats(i, q_.now());
+    if (st.bytes <= 0) continue;
+    out.resources.push_back(ResourceRecord{fabric_.resources()[i].name,
+                                           fabric_.resources()[i].kind == hw::ResourceKind::kLink,
+                                           st.bytes, st.busy_ps});
+  }
+  out.iterations = iterations_;
+  out.preemptions = preemptions_;
+  out.transfers = transfers_.size();
+  out.makespan = end;
+  for (const RequestRecord& r : out.requests) {
+    out.prompt_tokens += r.prompt_tokens;
+    uint64_t hit = 0;
+    for (const uint64_t h : r.hit_tokens) hit += h;
+    out.computed_tokens += r.prompt_tokens - std::min<uint64_t>(hit, r.prompt_tokens);
+  }
+  return out;
+}
+
+ServeResult Engine::cache_only() {
+  std::vector<CacheRequest> requests;
+  requests.reserve(trace_.requests.size());
+  for (size_t i = 0; i < trace_.requests.size(); ++i) {
+    const traces::Request& rq = trace_.requests[i];
+    requests.push_back(
+        CacheRequest{rq.blocks, rq.prompt_tokens, replicas_[i % replicas_.size()].path});
+  }
+  const CacheOnlyResult c =
+      replay_cache_only(cache_, requests, static_cast<uint32_t>(block_tokens_));
+  for (LevelId l = 0; l < cache_.level_count(); ++l) level_hits_[l] = c.levels[l].hit_tokens;
+  ServeResult out = result();
+  out.cache_only = true;
+  out.prompt_tokens = c.prompt_tokens;
+  out.computed_tokens = c.computed_tokens;
+  return out;
+}
+
+ServeResult Engine::result() const {
+  ServeResult out;
+  for (LevelId l = 0; l < cache_.level_count(); ++l) {
+    LevelRecord rec = level_info_[l];
+    rec.stats = cache_.stats(l);
+    rec.hit_tokens = level_hits_[l];
+    out.levels.push_back(std::move(rec));
+  }
+  out.block_tokens = static_cast<uint32_t>(block_tokens_);
+  out.weight_bytes = cost_->weight_bytes();
+  out.workspace_bytes = workspace_;
+  out.kv_bytes_per_token = cost_->kv_bytes_per_token();
+  out.device_pool_blocks = pool_blocks_;
+  out.tp = tp_;
+  out.replicas = o_.replicas;
+  return out;
+}
+
+}  // namespace
+
+ServeResult serve(const traces::RequestTrace& trace, const traces::Arch& arch,
+                  const traces::GenOptions& gen, const hw::Topology& t, const ServeOptions& o) {
+  Engine e(trace, arch, gen, t, o);
+  return e.run();
+}
+
+ServeResult cache_only(const traces::RequestTrace& trace, const traces::Arch& arch,
+                       const traces::GenOptions& gen, const hw::Topology& t,
+                       const ServeOptions& o) {
+  Engine e(trace, arch, gen, t, o);
+  return e.cache_only();
+}
+
+}  // namespace tierflow::serve

@@ -1,0 +1,144 @@
+// The serving engine: requests of a trace arrive at replicas of a model; each replica runs
+// iterations as vLLM and SGLang do (continuous batching under a token budget and a
+// sequence cap, decode first, chunked prefill, preemption by recompute when KV blocks run
+// out); KV blocks live in the tiered cache (kv_cache.h) whose device level is what the
+// replica's memory holds beside the weights and the workspace; a prefix found below the
+// device is loaded by transfers on the fabric's routes, sharing bandwidth with every other
+// copy through the flow solver (hw_models/flows.h); an iteration costs what the simulator
+// says its ops cost (iteration_cost.h). docs/serving.md, "The engine", states the rules.
+//
+// Glossary
+//   replica     `tp` devices of one class running one copy of the model (tensor parallel);
+//               replicas take consecutive devices of the class.
+//   device pool the device level's capacity in blocks: usable device memory less the
+//               weights and the workspace of a full iteration, over the KV bytes of one
+//               block on one device (each device holds its TP shard of every block).
+//   iteration   one scheduling decision and the forward pass it runs; it ends when its
+//               compute and, for the sequences whose prefix was loaded from below the
+//               device, those loads are done: loads first (`before`) or layer by layer
+//               with the compute (`layered`: the last layer waits for the last load).
+//   load, demotion, store
+//               moves of the cache as transfers: a load brings a block up to the device
+//               (on each of the replica's devices, its shard), a demotion or a store takes
+//               one down. Demotions and stores do not hold up an iteration.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hw_models/topology.h"
+#include "sim/timeline.h"
+#include "sim/serve/iteration_cost.h"
+#include "sim/serve/kv_cache.h"
+#include "traces/arch.h"
+#include "traces/generate.h"
+#include "traces/requests.h"
+
+namespace tierflow::serve {
+
+enum class LoadMode : uint8_t { kLayered, kBefore };
+inline constexpr std::array<std::string_view, 2> kLoadModeNames = {"layered", "before"};
+
+enum class RouterKind : uint8_t { kRoundRobin, kLeastLoaded, kPrefix };
+inline constexpr std::array<std::string_view, 3> kRouterNames = {"round-robin", "least-loaded",
+                                                                 "prefix"};
+
+/// A tier of the topology below the device that holds KV blocks.
+struct KvTier {
+  std::string tier;       ///< topology tier id
+  double fraction = 1.0;  ///< of each instance's capacity (when `bytes` is 0)
+  uint64_t bytes = 0;     ///< per instance; 0: the fraction
+  EvictionKind eviction = EvictionKind::kLru;
+  AdmissionKind admission = AdmissionKind::kAll;
+  WriteKind write = WriteKind::kBack;
+};
+
+struct ServeOptions {
+  std::string device;  ///< device class id; empty: the first
+  int replicas = 1;
+  int64_t token_budget = 8192;  ///< new tokens per iteration (max_num_batched_tokens)
+  int64_t max_seqs = 256;       ///< running sequences per replica (max_num_seqs)
+  EvictionKind device_eviction = EvictionKind::kLru;
+  std::vector<KvTier> kv_tiers;  ///< below the device, nearest first
+  LoadMode load = LoadMode::kLayered;
+  RouterKind router = RouterKind::kRoundRobin;
+  Time warmup = 0;  ///< requests arriving before this are served but left out of the metrics
+  /// Called now and then with requests finished and in all.
+  std::function<void(uint64_t done, uint64_t total)> progress;
+  /// Where to draw the run (optional): a process per replica with its iterations and the
+  /// counts of running and waiting sequences, one per cache level with its occupancy, and
+  /// one with the KV transfers (loads, demotions, stores) on lanes.
+  sim::Timeline* timeline = nullptr;
+};
+
+/// One request as served.
+struct RequestRecord {
+  uint64_t id = 0;
+  uint32_t replica = 0;
+  Time arrival = 0;
+  Time scheduled = -1;    ///< first admitted to a batch
+  Time first_token = -1;  ///< end of the iteration that produced its first token
+  Time finish = -1;       ///< end of the iteration that produced its last token
+  uint32_t prompt_tokens = 0;
+  uint32_t output_tokens = 0;
+  /// Prompt tokens found in the cache at its (first) admission, by path position (0: the
+  /// device level); the rest were computed.
+  std::vector<uint64_t> hit_tokens;
+  uint32_t preemptions = 0;
+  bool counted = true;    ///< arrived after the warm-up
+  bool rejected = false;  ///< its KV (prompt and output) is larger than the device pool
+};
+
+/// One cache level as it ended.
+struct LevelRecord {
+  std::string name;     ///< "hbm[r0]", "ddr[0]", "pool"
+  std::string tier;     ///< topology tier id
+  size_t position = 0;  ///< on its paths (0: a device level)
+  uint64_t capacity_blocks = 0;
+  uint64_t hit_tokens = 0;
+  LevelStats stats;
+};
+
+/// Bytes one resource of the fabric carried.
+struct ResourceRecord {
+  std::string name;
+  bool link = false;
+  double bytes = 0;
+  Time busy = 0;
+};
+
+struct ServeResult {
+  std::vector<RequestRecord> requests;
+  std::vector<LevelRecord> levels;
+  std::vector<ResourceRecord> resources;  ///< those some transfer crossed
+  uint32_t block_tokens = 0;
+  uint64_t weight_bytes = 0;        ///< per device
+  uint64_t workspace_bytes = 0;     ///< per device
+  uint64_t kv_bytes_per_token = 0;  ///< per device
+  uint64_t device_pool_blocks = 0;  ///< per replica
+  uint64_t iterations = 0;
+  uint64_t preemptions = 0;
+  uint64_t transfers = 0;
+  Time makespan = 0;  ///< last finish
+  int tp = 1;
+  int replicas = 1;
+  /// Cache-only replay (cache_only()): no requests' times, the cache's counts.
+  bool cache_only = false;
+  uint64_t prompt_tokens = 0;    ///< of every request
+  uint64_t computed_tokens = 0;  ///< prompt tokens no level held
+};
+
+/// Serves `trace` with `arch` (generated as `gen` says: dtypes, tp) on `t`. Throws
+/// InputError for a setup that cannot serve (the weights do not fit, a KV tier the topology
+/// lacks or cannot reach, more devices than the class has).
+ServeResult serve(const traces::RequestTrace& trace, const traces::Arch& arch,
+                  const traces::GenOptions& gen, const hw::Topology& t, const ServeOptions& o);
+
+/// The trace against the cache alone (replay_cache_only: no compute, no time), on the
+/// levels serve() would build; requests go to the replicas' paths in turn.
+ServeResult cache_only(const traces::RequestTrace& trace, const traces::Arch& arch,
+                       const traces::GenOptions& gen, const hw::Topology& t, const ServeOptions& o);
+
+}  // namespace tierflow::serve

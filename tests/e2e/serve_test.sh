@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# End-to-end tests of `tierflow serve`: a real trace excerpt and a generated one served,
+# the per-request CSV, the JSON summary, --cache-only, determinism, and bad input refused
+# with exit 2 naming the flag or the file position.
+# Usage: serve_test.sh TIERFLOW_BINARY   (run from the repository root)
+set -u
+tf=$1
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+trace=tests/data/serve/mooncake_conversation_200.jsonl
+base=(--hw h200-sxm-8gpu --model llama-3-70b --tp 8 --quiet)
+
+# The Mooncake excerpt with a DDR tier: the summary, one CSV row per request, the JSON.
+check mooncake 0 "$tf" serve "${base[@]}" --trace "$trace" --kv-tiers ddr:512GiB --slo ttft=2s,tpot=100ms -o "$tmp/req.csv"
+contains mooncake-title "$tmp/out" "serve llama-3-70b on h200-sxm-8gpu: 1 replica x TP 8 (h200)"
+contains mooncake-pool "$tmp/out" "KV pool"
+contains mooncake-goodput "$tmp/out" "goodput (ttft <= 2s, tpot <= 100ms)"
+ok mooncake-csv-rows test "$(wc -l <"$tmp/req.csv")" = 201
+ok mooncake-csv-header test "$(head -1 "$tmp/req.csv")" = \
+  "id,replica,arrival_s,queue_s,ttft_s,tpot_s,e2e_s,prompt_tokens,output_tokens,hit_hbm,hit_ddr,preemptions,counted,rejected"
+check mooncake-json 0 "$tf" serve "${base[@]}" --trace "$trace" --kv-tiers ddr:512GiB --json --summary "$tmp/s1.json"
+ok mooncake-json-parses python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["format"] == "tierflow.serve/1" and d["requests"] == 200 and d["finished"] == 200
+assert d["ttft"]["p50_s"] <= d["ttft"]["p90_s"] <= d["ttft"]["p99_s"]
+hits = sum(l["hit_tokens"] for l in d["levels"])
+assert hits + d["computed_tokens"] == d["prompt_tokens"]' "$tmp/s1.json"
+# Same inputs, byte-identical outputs.
+check mooncake-again 0 "$tf" serve "${base[@]}" --trace "$trace" --kv-tiers ddr:512GiB --json --summary "$tmp/s2.json"
+ok mooncake-deterministic cmp -s "$tmp/s1.json" "$tmp/s2.json"
+
+# The timeline: iterations per replica, level occupancy, KV transfers.
+check timeline 0 "$tf" serve "${base[@]}" --trace "$trace" --kv-tiers ddr:512GiB --set tiers.hbm.capacity=40GB --timeline "$tmp/tl.json"
+ok timeline-parses python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+names = {e.get("name") for e in d["traceEvents"]}
+assert "iteration" in names and "load" in names and "demotion" in names, names
+procs = {e["args"]["name"] for e in d["traceEvents"] if e.get("name") == "process_name"}
+assert "KV transfers" in procs and any(p.startswith("replica 0") for p in procs), procs' "$tmp/tl.json"
+
+# Cache only: hit ratios, no times.
+check cache-only 0 "$tf" serve "${base[@]}" --trace "$trace" --kv-tiers ddr:512GiB --cache-only
+contains cache-only-levels "$tmp/out" "ddr[0,1]"
+ok cache-only-no-times test "$(grep -c 'p50' "$tmp/out")" = 0
+
+# Generated requests, two replicas of TP 4, each router.
+for router in round-robin least-loaded prefix; do
+  check "router-$router" 0 "$tf" serve --hw h100-sxm-8gpu --model llama-3-8b --tp 4 --replicas 2 --quiet \
+    --arrivals "poisson,rate=4/s,n=100,prompt=lognormal:1500:0.5,output=uniform:16:128,groups=4,system=1024" \
+    --router "$router" -o "$tmp/gen.csv"
+  ok "router-$router-both" test "$(cut -d, -f2 "$tmp/gen.csv" | sort -u | grep -c '^[01]$')" = 2
+done
+
+# Bad input: exit 2, the flag or position named, nothing written.
+check no-source 2 "$tf" serve "${base[@]}"
+contains no-source-msg "$tmp/err" "--trace"
+check both-sources 2 "$tf" serve "${base[@]}" --trace "$trace" --arrivals "poisson,rate=1/s,n=1,prompt=fixed:1,output=fixed:1"
+check unknown-tier 2 "$tf" serve "${base[@]}" --trace "$trace" --kv-tiers ddrr
+contains unknown-tier-msg "$tmp/err" "did you mean 'ddr'"
+check device-tier 2 "$tf" serve "${base[@]}" --trace "$trace" --kv-tiers hbm
+check bad-tier-field 2 "$tf" serve "${base[@]}" --trace "$trace" --kv-tiers ddr:fast
+contains bad-tier-field-msg "$tmp/err" "'fast' is neither a capacity"
+check bad-slo 2 "$tf" serve "${base[@]}" --trace "$trace" --slo ttfb=2s
+contains bad-slo-msg "$tmp/err" "did you mean 'ttft'"
+check too-many-devices 2 "$tf" serve "${base[@]}" --trace "$trace" --replicas 2
+contains too-many-devices-msg "$tmp/err" "need 16 devices"
+check weights-do-not-fit 2 "$tf" serve --hw h100-sxm-8gpu --model llama-3-70b --quiet --trace "$trace"
+contains weights-msg "$tmp/err" "raise --tp"
+check bad-trace 2 "$tf" serve "${base[@]}" --trace tests/errors/requests/m03-too-many-hash-ids.jsonl -o "$tmp/never.csv"
+grep -qE '^error: tests/errors/requests/m03-too-many-hash-ids.jsonl:[0-9]+:[0-9]+: ' "$tmp/err" && passes=$((passes + 1)) ||
+  { echo "FAIL bad-trace: no file:line:col"; cat "$tmp/err"; fails=$((fails + 1)); }
+ok bad-trace-nothing-written test ! -e "$tmp/never.csv"
+# The trace given again as the output is refused, the trace untouched.
+cp "$trace" "$tmp/t.jsonl"
+sum=$(sha256sum <"$tmp/t.jsonl")
+check output-over-input 2 "$tf" serve "${base[@]}" --trace "$tmp/t.jsonl" -o "$tmp/t.jsonl"
+ok output-over-input-untouched test "$(sha256sum <"$tmp/t.jsonl")" = "$sum"
+
+finish

@@ -1,0 +1,132 @@
+// The serving engine against what must hold whatever the model: an M/D/1 queue's waiting
+// time, the bytes loads move, preemption that still serves every request, determinism.
+#include "sim/serve/engine.h"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <string>
+
+#include "hw_models/loader.h"
+#include "traces/arch_loader.h"
+
+using namespace tierflow;
+
+namespace {
+
+std::string config(const std::string& rel) {
+  return std::string(TIERFLOW_SOURCE_DIR) + "/configs/" + rel;
+}
+
+struct Setup {
+  traces::Arch arch = traces::load_arch(config("models/llama-3-8b.yaml"));
+  hw::Topology topo;
+  traces::GenOptions gen;
+  explicit Setup(std::vector<std::string> sets = {})
+      : topo(hw::load_topology(config("hw/h100-sxm-8gpu.yaml"),
+                               hw::LoadOptions{std::move(sets), false})) {}
+};
+
+double mean_queue_s(const serve::ServeResult& r) {
+  double sum = 0;
+  for (const serve::RequestRecord& q : r.requests)
+    sum += static_cast<double>(q.scheduled - q.arrival);
+  return sum / static_cast<double>(r.requests.size()) / 1e12;
+}
+
+}  // namespace
+
+TEST_CASE("serve: one server, fixed service, Poisson arrivals: the M/D/1 waiting time") {
+  Setup s;
+  serve::ServeOptions o;
+  o.max_seqs = 1;  // one request at a time: a single server
+  // The service time D of one request alone.
+  const traces::RequestTrace one =
+      traces::generate_requests("poisson,rate=1/s,n=1,prompt=fixed:512,output=fixed:4", {}, "test");
+  const serve::ServeResult alone = serve::serve(one, s.arch, s.gen, s.topo, o);
+  const double d = static_cast<double>(alone.requests[0].finish - alone.requests[0].arrival) / 1e12;
+  REQUIRE(d > 0);
+  // Load 0.5: W = rho D / (2 (1 - rho)) = D / 2.
+  const double rate = 0.5 / d;
+  const traces::RequestTrace trace = traces::generate_requests(
+      fmt::format("poisson,rate={}/s,n=40000,prompt=fixed:512,output=fixed:4,seed=3", rate), {},
+      "test");
+  const serve::ServeResult r = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  for (const serve::RequestRecord& q : r.requests) {
+    CHECK(q.finish - q.scheduled == alone.requests[0].finish - alone.requests[0].arrival);
+  }
+  const double want = 0.5 * d / (2 * (1 - 0.5));
+  CHECK(mean_queue_s(r) == doctest::Approx(want).epsilon(0.05));
+}
+
+TEST_CASE("serve: hits below the device are loaded, and the links carry exactly their bytes") {
+  // A device pool of a few dozen blocks and a DDR tier: shared prefixes come back from DDR.
+  Setup s({"tiers.hbm.capacity=18.5GiB"});
+  serve::ServeOptions o;
+  o.kv_tiers = {serve::KvTier{"ddr", 1.0, 64ULL << 30}};
+  const traces::RequestTrace trace = traces::generate_requests(
+      "poisson,rate=2/s,n=300,prompt=uniform:256:2048,output=fixed:8,groups=4,system=4096,seed=5",
+      {}, "test");
+  const serve::ServeResult r = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  REQUIRE(r.levels.size() == 2);
+  const serve::LevelRecord& ddr = r.levels[1];
+  const uint64_t loads = ddr.stats.moves_out[static_cast<size_t>(serve::MoveKind::kLoad)];
+  CHECK(loads > 0);
+  CHECK(ddr.hit_tokens > 0);
+  // Every prompt token is a hit at one level or computed.
+  uint64_t hits = 0, prompt = 0;
+  for (const serve::RequestRecord& q : r.requests) {
+    CHECK(q.finish > 0);
+    prompt += q.prompt_tokens;
+    for (uint64_t h : q.hit_tokens) hits += h;
+  }
+  CHECK(hits + r.computed_tokens == prompt);
+  // The DDR port read the loads and nothing else (demotions write it).
+  double ddr_read = 0;
+  for (const serve::ResourceRecord& res : r.resources) {
+    if (res.name.starts_with("ddr") && res.name.ends_with("read")) ddr_read += res.bytes;
+  }
+  const double block_bytes = static_cast<double>(r.kv_bytes_per_token * r.block_tokens);
+  CHECK(ddr_read == doctest::Approx(static_cast<double>(loads) * block_bytes));
+}
+
+TEST_CASE(
+    "serve: a small device pool preempts and still serves every request, the same way twice") {
+  Setup s({"tiers.hbm.capacity=19GiB"});
+  serve::ServeOptions o;
+  const traces::RequestTrace trace = traces::generate_requests(
+      "poisson,rate=20/s,n=200,prompt=uniform:512:4096,output=uniform:64:512,seed=9", {}, "test");
+  const serve::ServeResult a = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  CHECK(a.preemptions > 0);
+  for (const serve::RequestRecord& q : a.requests) {
+    CHECK((q.rejected || q.finish >= q.first_token));
+  }
+  const serve::ServeResult b = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  REQUIRE(a.requests.size() == b.requests.size());
+  for (size_t i = 0; i < a.requests.size(); ++i) {
+    CHECK(a.requests[i].finish == b.requests[i].finish);
+    CHECK(a.requests[i].preemptions == b.requests[i].preemptions);
+  }
+}
+
+TEST_CASE("serve: loads before the prefill wait longer than loads layered with it") {
+  // Two system prompts of 32 blocks each, a pool of 35: the other group's come from DDR.
+  Setup s({"tiers.hbm.capacity=19GiB"});
+  const traces::RequestTrace trace = traces::generate_requests(
+      "poisson,rate=1/s,n=100,prompt=fixed:512,output=fixed:2,groups=2,system=16384,seed=2", {},
+      "test");
+  serve::ServeOptions o;
+  o.kv_tiers = {serve::KvTier{"ddr", 1.0, 64ULL << 30}};
+  o.load = serve::LoadMode::kLayered;
+  const serve::ServeResult layered = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  o.load = serve::LoadMode::kBefore;
+  const serve::ServeResult before = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  serve::Time sum_layered = 0, sum_before = 0;
+  for (size_t i = 0; i < trace.requests.size(); ++i) {
+    sum_layered += layered.requests[i].first_token - layered.requests[i].arrival;
+    sum_before += before.requests[i].first_token - before.requests[i].arrival;
+  }
+  CHECK(layered.levels[1].hit_tokens > 0);
+  CHECK(sum_before > sum_layered);
+}

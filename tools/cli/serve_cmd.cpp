@@ -1,0 +1,121 @@
+#include "tools/cli/serve_cmd.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+#include <unistd.h>
+
+#include "core/io.h"
+#include "tools/cli/common.h"
+#include "tools/cli/flags.h"
+#include "tools/study/serve.h"
+
+namespace tierflow::cli {
+namespace {
+
+struct ServeCliOptions {
+  study::ServeSettings s;
+  std::string weight_dtype = "bf16", kv_dtype = "bf16", act_dtype = "bf16";
+  std::string load = "layered", router = "round-robin";
+  std::string output;
+  std::string summary = "-";
+  bool json = false;
+  bool quiet = false;
+};
+
+int run_serve(ServeCliOptions& o) {
+  study::ServeSettings& s = o.s;
+  const auto dtype = [](const std::string& name) {
+    return static_cast<Dtype>(*index_of(kDtypeNames, name));  // CLI11 checked the name
+  };
+  s.model.gen.weight_dtype = dtype(o.weight_dtype);
+  s.model.gen.kv_dtype = dtype(o.kv_dtype);
+  s.model.gen.act_dtype = dtype(o.act_dtype);
+  s.engine.load = o.load == "before" ? serve::LoadMode::kBefore : serve::LoadMode::kLayered;
+  s.engine.router = o.router == "prefix"         ? serve::RouterKind::kPrefix
+                    : o.router == "least-loaded" ? serve::RouterKind::kLeastLoaded
+                                                 : serve::RouterKind::kRoundRobin;
+  if (!o.quiet && isatty(fileno(stderr)) != 0) {
+    s.engine.progress = [](uint64_t done, uint64_t total) {
+      fmt::print(stderr, "\rserve: {}/{} requests finished", done, total);
+      if (done == total) fmt::print(stderr, "\n");
+    };
+  }
+  const study::ServeStudy x = study::run_serve(s);
+  for (const std::string& note : x.trace.notes) fmt::print(stderr, "note: {}\n", note);
+  write_file_atomic(o.summary, o.json ? study::serve_json(x) : study::serve_text(x));
+  if (!o.output.empty() && !x.result.cache_only)
+    write_file_atomic(o.output, study::requests_csv(x));
+  return static_cast<int>(ExitCode::kOk);
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto o = std::make_shared<ServeCliOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "serve the requests of a trace with replicas of a model and a tiered KV cache");
+  study::ServeSettings& s = o->s;
+  cmd->add_option("--hw", s.hw, "topology YAML or shipped name (default h100-sxm-8gpu)");
+  cmd->add_option("--set", s.sets, "override a topology field: PATH=VALUE (repeatable)");
+  auto* model = cmd->add_option("--model", s.model.model, "shipped model name or model YAML");
+  cmd->add_option("--hf-config", s.model.hf_config, "a Hugging Face config.json instead")
+      ->excludes(model);
+  cmd->add_option("--model-set", s.model.model_sets, "override a model field: KEY=VALUE");
+  auto* trace = cmd->add_option("--trace", s.trace, "request trace: Mooncake JSONL or Azure CSV");
+  cmd->add_option("--arrivals", s.arrivals,
+                  "generate requests instead: poisson|gamma,rate=R/s,n=N,prompt=...,output=... "
+                  "(docs/serving.md)")
+      ->excludes(trace);
+  cmd->add_option("--rate-scale", s.trace_options.rate_scale,
+                  "replay arrivals this many times faster (0.5: half the rate)")
+      ->check(kPositiveFinite);
+  cmd->add_option("--first", s.trace_options.first, "serve only the first N requests")
+      ->transform(kCount);
+  cmd->add_option("--block-tokens", s.trace_options.block_tokens,
+                  "tokens per KV block of traces without prefix hashes and generated ones "
+                  "(default 512; Mooncake traces are 512)")
+      ->check(CLI::Range(1, 65536));
+  cmd->add_option("--warmup", s.warmup, "leave requests arriving before this out of the metrics");
+  cmd->add_option("--device", s.engine.device, "device class (default: the first)");
+  cmd->add_option("--tp", s.model.gen.tp, "devices per replica, tensor parallel (default 1)")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--replicas", s.engine.replicas, "data-parallel replicas (default 1)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--router", o->router, "round-robin (default), least-loaded or prefix")
+      ->check(CLI::IsMember({"round-robin", "least-loaded", "prefix"}));
+  cmd->add_option("--token-budget", s.engine.token_budget,
+                  "new tokens per iteration (default 8192)")
+      ->transform(kCount)
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  cmd->add_option("--max-seqs", s.engine.max_seqs, "running sequences per replica (default 256)")
+      ->transform(kCount)
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--kv-tiers", s.kv_tiers,
+                  "KV tiers below the device, nearest first: TIER[:SIZE|PCT%][:lru|lfu|s3fifo]"
+                  "[:back|through][:all|second],...  e.g. ddr:512GiB,ssd:25%");
+  cmd->add_option("--load", o->load,
+                  "prefix hits below the device load before the prefill or layered with it "
+                  "(default layered)")
+      ->check(CLI::IsMember({"layered", "before"}));
+  for (auto [flag, value] :
+       {std::pair{"--weight-dtype", &o->weight_dtype}, std::pair{"--kv-dtype", &o->kv_dtype},
+        std::pair{"--act-dtype", &o->act_dtype}}) {
+    cmd->add_option(flag, *value, "element type (default bf16)")
+        ->check(CLI::IsMember(std::vector<std::string>(kDtypeNames.begin(), kDtypeNames.end())));
+  }
+  cmd->add_option("--slo", s.slo, "goodput bounds: ttft=2s,tpot=100ms,e2e=30s (any of them)");
+  cmd->add_flag("--cache-only", s.cache_only,
+                "replay the trace against the cache alone: hits per level, no time");
+  cmd->add_option("--timeline", s.timeline,
+                  "write a Chrome trace (ui.perfetto.dev): iterations, sequences, level "
+                  "occupancy, KV transfers");
+  cmd->add_flag("--json", o->json, "print the summary as JSON (tierflow.serve/1)");
+  cmd->add_option("-o,--output", o->output, "write one CSV row per request to FILE");
+  cmd->add_option("--summary", o->summary, "write the summary to FILE instead of stdout");
+  cmd->add_flag("--quiet", o->quiet, "no progress on the terminal");
+  cmd->callback([o] { throw CommandResult(run_serve(*o)); });
+}
+
+}  // namespace tierflow::cli

@@ -1,0 +1,407 @@
+#include "tools/study/serve.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <optional>
+
+#include "core/diagnostics.h"
+#include "core/units.h"
+#include "hw_models/loader.h"
+#include "sim/timeline.h"
+#include "traces/arch.h"
+
+namespace tierflow::study {
+namespace {
+
+using serve::Time;
+
+double seconds(Time ps) {
+  return static_cast<double>(ps) / static_cast<double>(kPsPerS);
+}
+
+/// Nearest-rank percentile of `v` (sorted), p in (0, 100].
+double percentile(const std::vector<double>& v, double p) {
+  if (v.empty()) return std::nan("");
+  const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
+}
+
+struct Metric {
+  std::string name;
+  std::vector<double> values;  ///< seconds, sorted
+  [[nodiscard]] double mean() const {
+    double s = 0;
+    for (double x : values) s += x;
+    return values.empty() ? std::nan("") : s / static_cast<double>(values.size());
+  }
+};
+
+/// What the text and the JSON both say.
+struct Summary {
+  uint64_t counted = 0, finished = 0, rejected = 0, preemptions = 0;
+  Metric queue{"queue", {}}, ttft{"ttft", {}}, tpot{"tpot", {}}, e2e{"e2e", {}};
+  uint64_t input_tokens = 0, output_tokens = 0;
+  Time first_arrival = 0, last_finish = 0;
+  uint64_t good = 0;
+  [[nodiscard]] double span_s() const {
+    return seconds(std::max<Time>(1, last_finish - first_arrival));
+  }
+};
+
+bool meets(const serve::RequestRecord& r, const Slo& slo) {
+  if (r.finish < 0) return false;
+  const Time ttft = r.first_token - r.arrival;
+  if (slo.ttft > 0 && ttft > slo.ttft) return false;
+  if (slo.tpot > 0 && r.output_tokens > 1 &&
+      (r.finish - r.first_token) / (r.output_tokens - 1) > slo.tpot) {
+    return false;
+  }
+  return slo.e2e == 0 || r.finish - r.arrival <= slo.e2e;
+}
+
+Summary summarize(const ServeStudy& x) {
+  Summary s;
+  bool first = true;
+  for (const serve::RequestRecord& r : x.result.requests) {
+    s.rejected += r.rejected ? 1U : 0U;
+    if (!r.counted || r.rejected) continue;
+    ++s.counted;
+    s.preemptions += r.preemptions;
+    if (r.finish < 0) continue;
+    ++s.finished;
+    if (first || r.arrival < s.first_arrival) s.first_arrival = r.arrival;
+    first = false;
+    s.last_finish = std::max(s.last_finish, r.finish);
+    s.queue.values.push_back(seconds(r.scheduled - r.arrival));
+    s.ttft.values.push_back(seconds(r.first_token - r.arrival));
+    if (r.output_tokens > 1) {
+      s.tpot.values.push_back(seconds(r.finish - r.first_token) /
+                              static_cast<double>(r.output_tokens - 1));
+    }
+    s.e2e.values.push_back(seconds(r.finish - r.arrival));
+    s.input_tokens += r.prompt_tokens;
+    s.output_tokens += r.output_tokens;
+    s.good += meets(r, x.slo) ? 1U : 0U;
+  }
+  for (Metric* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e})
+    std::sort(m->values.begin(), m->values.end());
+  return s;
+}
+
+std::string ms(double s) {
+  return std::isnan(s) ? "-" : fmt::format("{:.2f}ms", s * 1e3);
+}
+
+std::string slo_text(const Slo& slo) {
+  std::vector<std::string> parts;
+  if (slo.ttft > 0) parts.push_back("ttft <= " + to_string_approx(Duration{slo.ttft}));
+  if (slo.tpot > 0) parts.push_back("tpot <= " + to_string_approx(Duration{slo.tpot}));
+  if (slo.e2e > 0) parts.push_back("e2e <= " + to_string_approx(Duration{slo.e2e}));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+}  // namespace
+
+std::vector<serve::KvTier> parse_kv_tiers(const std::string& text, std::string_view source) {
+  std::vector<serve::KvTier> out;
+  if (text.empty()) return out;
+  const auto refuse = [&](const std::string& why) {
+    return InputError::at(SourcePos{std::string(source)}, "'{}': {}", text, why);
+  };
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    start = comma + 1;
+    serve::KvTier k;
+    size_t p = 0;
+    bool first = true;
+    while (p <= item.size()) {
+      const size_t colon = std::min(item.find(':', p), item.size());
+      const std::string part = item.substr(p, colon - p);
+      p = colon + 1;
+      if (first) {
+        if (part.empty()) throw refuse("a KV tier needs a tier id, e.g. ddr:512GiB");
+        k.tier = part;
+        first = false;
+      } else if (part == "lru" || part == "lfu" || part == "s3fifo") {
+        k.eviction = part == "lru"   ? serve::EvictionKind::kLru
+                     : part == "lfu" ? serve::EvictionKind::kLfu
+                                     : serve::EvictionKind::kS3Fifo;
+      } else if (part == "back" || part == "through") {
+        k.write = part == "back" ? serve::WriteKind::kBack : serve::WriteKind::kThrough;
+      } else if (part == "all" || part == "second") {
+        k.admission = part == "all" ? serve::AdmissionKind::kAll : serve::AdmissionKind::kSecond;
+      } else if (!part.empty() && part.back() == '%') {
+        double v = 0;
+        try {
+          size_t used = 0;
+          v = std::stod(part.substr(0, part.size() - 1), &used);
+          if (used != part.size() - 1) v = -1;
+        } catch (const std::exception&) {
+          v = -1;
+        }
+        if (!(v > 0 && v <= 100))
+          throw refuse(fmt::format("'{}' is not a percentage in (0, 100]", part));
+        k.fraction = v / 100;
+      } else {
+        const auto b = parse_bytes(part);
+        if (!b.ok() || b.value.value == 0) {
+          throw refuse(
+              fmt::format("'{}' is neither a capacity (512GiB, 25%), a policy (lru, lfu, "
+                          "s3fifo), a write mode (back, through) nor an admission (all, "
+                          "second)",
+                          part));
+        }
+        k.bytes = b.value.value;
+      }
+      if (colon == item.size()) break;
+    }
+    for (const serve::KvTier& o : out) {
+      if (o.tier == k.tier) throw refuse(fmt::format("tier '{}' is named twice", k.tier));
+    }
+    out.push_back(std::move(k));
+    if (comma == text.size()) break;
+  }
+  return out;
+}
+
+Slo parse_slo(const std::string& text, std::string_view source) {
+  Slo slo;
+  if (text.empty()) return slo;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    start = comma + 1;
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    const auto d =
+        eq == std::string::npos ? ParseResult<Duration>{} : parse_duration(item.substr(eq + 1));
+    if (eq == std::string::npos || !d.ok() || d.value.ps <= 0) {
+      throw InputError::at(SourcePos{std::string(source)},
+                           "'{}': expected KEY=DURATION items (ttft=2s,tpot=100ms,e2e=30s)", item);
+    }
+    if (key == "ttft") {
+      slo.ttft = d.value.ps;
+    } else if (key == "tpot") {
+      slo.tpot = d.value.ps;
+    } else if (key == "e2e") {
+      slo.e2e = d.value.ps;
+    } else {
+      throw InputError::at(SourcePos{std::string(source)}, "unknown SLO '{}'{}", key,
+                           did_you_mean(key, std::vector<std::string>{"ttft", "tpot", "e2e"}));
+    }
+    if (comma == text.size()) break;
+  }
+  return slo;
+}
+
+ServeStudy run_serve(const ServeSettings& s) {
+  ServeStudy x;
+  x.slo = parse_slo(s.slo, "--slo");
+  serve::ServeOptions engine = s.engine;
+  engine.kv_tiers = parse_kv_tiers(s.kv_tiers, "--kv-tiers");
+  if (!s.warmup.empty()) {
+    const auto d = parse_duration(s.warmup);
+    if (!d.ok() || d.value.ps < 0) {
+      throw InputError::at(SourcePos{"--warmup"}, "expected a duration such as 60s, got '{}'",
+                           s.warmup);
+    }
+    engine.warmup = d.value.ps;
+  }
+  if (s.trace.empty() == s.arrivals.empty()) {
+    throw InputError::at(SourcePos{"--trace"},
+                         "give a request trace (--trace FILE) or a generator "
+                         "(--arrivals SPEC), one of them");
+  }
+  x.trace = s.trace.empty() ? traces::generate_requests(s.arrivals, s.trace_options, "--arrivals")
+                            : traces::read_request_trace(s.trace, s.trace_options);
+  const traces::Arch arch = load_model(s.model);
+  x.model = arch.name;
+  const std::string file = s.hw.empty() ? default_topology() : find_topology(s.hw, "--hw");
+  const hw::Topology topo = hw::load_topology(file, hw::LoadOptions{s.sets, false});
+  x.topology = topo.name;
+  // The timeline file is opened first: a path that cannot be written fails before the run.
+  std::unique_ptr<sim::Timeline> tl;
+  if (!s.timeline.empty() && !s.cache_only) tl = std::make_unique<sim::Timeline>(s.timeline);
+  engine.timeline = tl.get();
+  x.result = s.cache_only ? serve::cache_only(x.trace, arch, s.model.gen, topo, engine)
+                          : serve::serve(x.trace, arch, s.model.gen, topo, engine);
+  if (tl) tl->finish();
+  x.device = engine.device.empty() ? topo.devices.front().id : engine.device;
+  return x;
+}
+
+std::string serve_text(const ServeStudy& x) {
+  const serve::ServeResult& r = x.result;
+  std::string out = fmt::format("serve {} on {}: {} replica{} x TP {} ({}), {} ({} requests)\n",
+                                x.model, x.topology, r.replicas, r.replicas == 1 ? "" : "s", r.tp,
+                                x.device, x.trace.source, x.trace.requests.size());
+  const uint64_t block_bytes = r.kv_bytes_per_token * r.block_tokens;
+  out += fmt::format(
+      "device memory per device: weights {}, workspace {}, KV pool {} blocks of "
+      "{} tokens ({}, {} tokens per replica)\n",
+      to_string_approx(Bytes{r.weight_bytes}), to_string_approx(Bytes{r.workspace_bytes}),
+      r.device_pool_blocks, r.block_tokens,
+      to_string_approx(Bytes{r.device_pool_blocks * block_bytes}),
+      r.device_pool_blocks * r.block_tokens);
+  out +=
+      "\ncache level     capacity (blocks)  hit tokens  share of prompt  loads out  demotions in  "
+      "evictions  peak blocks\n";
+  const double prompt = static_cast<double>(std::max<uint64_t>(1, r.prompt_tokens));
+  for (const serve::LevelRecord& l : r.levels) {
+    out += fmt::format("{:<15} {:>17}  {:>10}  {:>14.1f}%  {:>9}  {:>12}  {:>9}  {:>11}\n", l.name,
+                       l.capacity_blocks, l.hit_tokens,
+                       100.0 * static_cast<double>(l.hit_tokens) / prompt,
+                       l.stats.moves_out[size_t(serve::MoveKind::kLoad)],
+                       l.stats.moves_in[size_t(serve::MoveKind::kDemotion)], l.stats.evictions,
+                       l.stats.peak_occupancy);
+  }
+  out += fmt::format("prompt tokens {}, computed {} ({:.1f}% hit)\n", r.prompt_tokens,
+                     r.computed_tokens,
+                     100.0 * (1.0 - static_cast<double>(r.computed_tokens) / prompt));
+  if (r.cache_only) return out;
+
+  const Summary s = summarize(x);
+  out += fmt::format(
+      "\nrequests {} counted, {} finished, {} rejected (KV larger than the device pool); "
+      "{} preemptions; {} iterations; {} transfers\n",
+      s.counted, s.finished, s.rejected, s.preemptions, r.iterations, r.transfers);
+  out += "\n         p50        p90        p99        mean\n";
+  for (const Metric* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
+    out +=
+        fmt::format("{:<6} {:>10} {:>10} {:>10} {:>10}\n", m->name, ms(percentile(m->values, 50)),
+                    ms(percentile(m->values, 90)), ms(percentile(m->values, 99)), ms(m->mean()));
+  }
+  out += fmt::format(
+      "\nthroughput: {:.1f} input tokens/s, {:.1f} output tokens/s, {:.3f} requests/s "
+      "over {:.1f} s\n",
+      static_cast<double>(s.input_tokens) / s.span_s(),
+      static_cast<double>(s.output_tokens) / s.span_s(),
+      static_cast<double>(s.finished) / s.span_s(), s.span_s());
+  if (x.slo.ttft > 0 || x.slo.tpot > 0 || x.slo.e2e > 0) {
+    out += fmt::format("goodput ({}): {} of {} requests ({:.1f}%), {:.3f} requests/s\n",
+                       slo_text(x.slo), s.good, s.counted,
+                       100.0 * static_cast<double>(s.good) / std::max<double>(1, double(s.counted)),
+                       static_cast<double>(s.good) / s.span_s());
+  }
+  if (!r.resources.empty()) {
+    out += "\nresource                       bytes    busy\n";
+    for (const serve::ResourceRecord& res : r.resources) {
+      out += fmt::format("{:<26} {:>10} {:>6.1f}%\n", res.name,
+                         to_string_approx(Bytes{static_cast<uint64_t>(res.bytes)}),
+                         100.0 * static_cast<double>(res.busy) /
+                             static_cast<double>(std::max<Time>(1, r.makespan)));
+    }
+  }
+  return out;
+}
+
+std::string serve_json(const ServeStudy& x) {
+  const serve::ServeResult& r = x.result;
+  nlohmann::ordered_json j;
+  j["format"] = "tierflow.serve/1";
+  j["model"] = x.model;
+  j["topology"] = x.topology;
+  j["device"] = x.device;
+  j["trace"] = x.trace.source;
+  j["requests"] = x.trace.requests.size();
+  j["replicas"] = r.replicas;
+  j["tp"] = r.tp;
+  j["cache_only"] = r.cache_only;
+  j["block_tokens"] = r.block_tokens;
+  j["weight_bytes"] = r.weight_bytes;
+  j["workspace_bytes"] = r.workspace_bytes;
+  j["kv_bytes_per_token"] = r.kv_bytes_per_token;
+  j["device_pool_blocks"] = r.device_pool_blocks;
+  j["prompt_tokens"] = r.prompt_tokens;
+  j["computed_tokens"] = r.computed_tokens;
+  nlohmann::ordered_json levels = nlohmann::ordered_json::array();
+  for (const serve::LevelRecord& l : r.levels) {
+    nlohmann::ordered_json e;
+    e["name"] = l.name;
+    e["tier"] = l.tier;
+    e["position"] = l.position;
+    e["capacity_blocks"] = l.capacity_blocks;
+    e["hit_tokens"] = l.hit_tokens;
+    e["loads_out"] = l.stats.moves_out[size_t(serve::MoveKind::kLoad)];
+    e["demotions_in"] = l.stats.moves_in[size_t(serve::MoveKind::kDemotion)];
+    e["stores_in"] = l.stats.moves_in[size_t(serve::MoveKind::kStore)];
+    e["evictions"] = l.stats.evictions;
+    e["drops"] = l.stats.drops;
+    e["peak_blocks"] = l.stats.peak_occupancy;
+    levels.push_back(std::move(e));
+  }
+  j["levels"] = std::move(levels);
+  if (!r.cache_only) {
+    const Summary s = summarize(x);
+    j["counted"] = s.counted;
+    j["finished"] = s.finished;
+    j["rejected"] = s.rejected;
+    j["preemptions"] = s.preemptions;
+    j["iterations"] = r.iterations;
+    j["transfers"] = r.transfers;
+    j["makespan_s"] = seconds(r.makespan);
+    for (const Metric* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
+      nlohmann::ordered_json e;
+      const auto num = [](double v) {
+        return std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(v);
+      };
+      e["p50_s"] = num(percentile(m->values, 50));
+      e["p90_s"] = num(percentile(m->values, 90));
+      e["p99_s"] = num(percentile(m->values, 99));
+      e["mean_s"] = num(m->mean());
+      j[m->name] = std::move(e);
+    }
+    j["input_tokens_per_s"] = static_cast<double>(s.input_tokens) / s.span_s();
+    j["output_tokens_per_s"] = static_cast<double>(s.output_tokens) / s.span_s();
+    j["requests_per_s"] = static_cast<double>(s.finished) / s.span_s();
+    j["goodput"] = {{"ttft_s", seconds(x.slo.ttft)},
+                    {"tpot_s", seconds(x.slo.tpot)},
+                    {"e2e_s", seconds(x.slo.e2e)},
+                    {"requests", s.good},
+                    {"requests_per_s", static_cast<double>(s.good) / s.span_s()}};
+    nlohmann::ordered_json res = nlohmann::ordered_json::array();
+    for (const serve::ResourceRecord& e : r.resources) {
+      res.push_back(
+          {{"name", e.name}, {"link", e.link}, {"bytes", e.bytes}, {"busy_s", seconds(e.busy)}});
+    }
+    j["resources"] = std::move(res);
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string requests_csv(const ServeStudy& x) {
+  const serve::ServeResult& r = x.result;
+  std::string out = "id,replica,arrival_s,queue_s,ttft_s,tpot_s,e2e_s,prompt_tokens,output_tokens";
+  size_t positions = 0;
+  for (const serve::LevelRecord& l : r.levels) positions = std::max(positions, l.position + 1);
+  std::vector<std::string> names(positions);
+  for (const serve::LevelRecord& l : r.levels) names[l.position] = l.tier;
+  for (const std::string& n : names) out += ",hit_" + n;
+  out += ",preemptions,counted,rejected\n";
+  const auto time = [](Time t) {
+    return t < 0 ? std::string() : fmt::format("{:.9f}", seconds(t));
+  };
+  for (const serve::RequestRecord& q : r.requests) {
+    const bool done = q.finish >= 0;
+    out += fmt::format(
+        "{},{},{},{},{},{},{},{},{}", q.id, q.replica, time(q.arrival),
+        done ? time(q.scheduled - q.arrival) : "", done ? time(q.first_token - q.arrival) : "",
+        done && q.output_tokens > 1
+            ? fmt::format("{:.9f}", seconds(q.finish - q.first_token) / (q.output_tokens - 1))
+            : "",
+        done ? time(q.finish - q.arrival) : "", q.prompt_tokens, q.output_tokens);
+    for (size_t i = 0; i < positions; ++i)
+      out += fmt::format(",{}", i < q.hit_tokens.size() ? q.hit_tokens[i] : 0);
+    out += fmt::format(",{},{},{}\n", q.preemptions, q.counted ? 1 : 0, q.rejected ? 1 : 0);
+  }
+  return out;
+}
+
+}  // namespace tierflow::study

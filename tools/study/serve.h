@@ -1,0 +1,76 @@
+// Serving studies: what `tierflow serve` (and, later, the serving questions of whatif,
+// sweep and Python) ask of the serving engine (sim/serve): the settings as given, checked
+// and turned into a request trace, a model and an engine setup; the run; and what it
+// prints: a summary (percentiles of TTFT, TPOT and end-to-end time, throughput, goodput
+// under an SLO, hits per cache level, bytes per link), per-request rows as CSV, and JSON.
+//
+// Glossary
+//   TTFT       time to first token: arrival to the end of the iteration that produced it
+//              (queueing and the whole prefill included).
+//   TPOT       time per output token after the first: (finish - first token) / (output - 1);
+//              undefined for a request of one output token.
+//   goodput    requests (and their rate over the run) that met every SLO bound.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/serve/engine.h"
+#include "tools/study/scenario.h"
+#include "traces/requests.h"
+
+namespace tierflow::study {
+
+/// What a user asks of a serving run (the CLI's flags, as given).
+struct ServeSettings {
+  std::string hw;                 ///< topology path or shipped name; empty: the default
+  std::vector<std::string> sets;  ///< topology overrides
+  WorkloadSource model;           ///< model / hf_config / model_sets; gen: tp, dtypes
+  std::string trace;              ///< a request trace file (Mooncake JSONL, Azure CSV)
+  std::string arrivals;           ///< or a generator spec
+  traces::TraceOptions trace_options;
+  std::string warmup;          ///< a duration; empty: none
+  serve::ServeOptions engine;  ///< replicas, budget, sequences, routing, load mode
+  std::string kv_tiers;        ///< "ddr:512GiB,ssd:25%:s3fifo"; empty: the device only
+  std::string slo;             ///< "ttft=2s,tpot=100ms"; empty: none
+  bool cache_only = false;
+  std::string timeline;           ///< a Chrome trace of the run to write; empty: none
+};
+
+/// Bounds a request must meet to count toward goodput (0: no bound).
+struct Slo {
+  serve::Time ttft = 0;
+  serve::Time tpot = 0;
+  serve::Time e2e = 0;
+};
+
+/// "TIER[:CAPACITY][:POLICY][:WRITE][:ADMISSION],..." (capacity a size or a percentage of
+/// each instance; lru|lfu|s3fifo; back|through; all|second), nearest first. InputError at
+/// `source`.
+std::vector<serve::KvTier> parse_kv_tiers(const std::string& text, std::string_view source);
+/// "ttft=2s,tpot=100ms,e2e=30s" (any of them). InputError at `source`.
+Slo parse_slo(const std::string& text, std::string_view source);
+
+struct ServeStudy {
+  traces::RequestTrace trace;
+  serve::ServeResult result;
+  Slo slo;
+  std::string topology;  ///< its name
+  std::string model;     ///< the model's name
+  std::string device;    ///< device class id
+};
+
+/// Checks the settings (each error naming its flag), reads or generates the trace, loads
+/// the model and the topology, and serves (or replays the cache only).
+ServeStudy run_serve(const ServeSettings& s);
+
+/// The summary `tierflow serve` prints, as text and as `tierflow.serve/1` JSON.
+std::string serve_text(const ServeStudy& x);
+std::string serve_json(const ServeStudy& x);
+/// One row per request: id, replica, arrival_s, queue_s, ttft_s, tpot_s, e2e_s,
+/// prompt_tokens, output_tokens, hit tokens per path level, preemptions, counted, rejected.
+std::string requests_csv(const ServeStudy& x);
+
+}  // namespace tierflow::study
