@@ -26,10 +26,18 @@ std::string quoted(std::string_view s) {
   std::string out = "\"";
   for (const char ch : s) {
     switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(ch) < 0x20) {
           out += fmt::format("\\x{:02x}", static_cast<unsigned char>(ch));
@@ -43,12 +51,12 @@ std::string quoted(std::string_view s) {
 
 /// Text plain when YAML reads it back as the same text, else quoted.
 std::string scalar(std::string_view s) {
-  const bool plain =
-      !s.empty() && !special_word(s) && std::isalnum(static_cast<unsigned char>(s[0])) &&
-      std::all_of(s.begin(), s.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' ||
-               c == '/' || c == '+';
-      });
+  const bool plain = !s.empty() && !special_word(s) &&
+                     std::isalnum(static_cast<unsigned char>(s[0])) &&
+                     std::all_of(s.begin(), s.end(), [](char c) {
+                       return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ||
+                              c == '-' || c == '/' || c == '+';
+                     });
   return plain ? std::string(s) : quoted(s);
 }
 
@@ -88,8 +96,8 @@ class ObjectWriter {
   [[nodiscard]] std::string value(const schema::Field<Obj>& f, const std::string& text,
                                   const schema::Origin* origin) const {
     using schema::ValueType;
-    const bool raw = schema::is_number(f.type) || f.type == ValueType::kRefPair ||
-                     f.type == ValueType::kRefList;
+    const bool raw =
+        schema::is_number(f.type) || f.type == ValueType::kRefPair || f.type == ValueType::kRefList;
     const std::string v = raw ? text : scalar(text);
     if (origin == nullptr) return v;
     const bool cited = !origin->source.empty() && t_.sources.count(origin->source) != 0;
