@@ -366,6 +366,38 @@ hostile stop36/plan-v1-with-v2-fields 2 "a 'tierflow.plan/1' plan keeps it in me
 hostile stop36/replay-refused-no-report 2 "at their real sizes" --out "$d/r.json" --in "$d/p.json" -- \
   "$tf" replay --plan "$d/p.json" --copy native --memory-limit 64B --json -o "$d/r.json"
 
+# This stop's surfaces: tierflow serve's trace, generator and flags.
+d=$(fresh stop37)
+srv=(--hw h100-sxm-8gpu --model llama-3-8b --quiet)
+moon=$root/tests/data/serve/mooncake_conversation_200.jsonl
+hostile stop37/serve-trace-dev-zero 2 "/dev/zero" --out "$d/r.csv" -- \
+  "$tf" serve "${srv[@]}" --trace /dev/zero -o "$d/r.csv"
+python3 -c 'import sys; open(sys.argv[1], "w").write("{\"timestamp\": 0, \"input_length\": " + "[" * 100000 + "]" * 100000 + "}\n")' "$d/deep.jsonl"
+hostile stop37/serve-trace-nested 2 "deep.jsonl:1:" --out "$d/r.csv" --in "$d/deep.jsonl" -- \
+  "$tf" serve "${srv[@]}" --trace "$d/deep.jsonl" -o "$d/r.csv"
+printf '{"timestamp": 0, "input_length": 99999999999999999999, "output_length": 1, "hash_ids": [0]}\n' >"$d/huge.jsonl"
+hostile stop37/serve-trace-huge-length 2 "huge.jsonl:1:" --out "$d/r.csv" --in "$d/huge.jsonl" -- \
+  "$tf" serve "${srv[@]}" --trace "$d/huge.jsonl" -o "$d/r.csv"
+hostile stop37/serve-arrivals-1e12 2 "--arrivals" --out "$d/r.csv" -- \
+  "$tf" serve "${srv[@]}" --arrivals "poisson,rate=1/s,n=1000000000000,prompt=fixed:8,output=fixed:8" -o "$d/r.csv"
+hostile stop37/serve-arrivals-rate-zero 2 "--arrivals" --out "$d/r.csv" -- \
+  "$tf" serve "${srv[@]}" --arrivals "poisson,rate=0/s,n=10,prompt=fixed:8,output=fixed:8" -o "$d/r.csv"
+hostile stop37/serve-token-budget-zero 2 "--token-budget" --out "$d/r.csv" -- \
+  "$tf" serve "${srv[@]}" --trace "$moon" --token-budget 0 -o "$d/r.csv"
+hostile stop37/serve-rate-scale-nan 2 "--rate-scale" --out "$d/r.csv" -- \
+  "$tf" serve "${srv[@]}" --trace "$moon" --rate-scale nan -o "$d/r.csv"
+hostile stop37/serve-kv-tier-zero-percent 2 "--kv-tiers" --out "$d/r.csv" -- \
+  "$tf" serve "${srv[@]}" --trace "$moon" --kv-tiers ddr:0% -o "$d/r.csv"
+hostile stop37/serve-kv-tier-twice 2 "named twice" --out "$d/r.csv" -- \
+  "$tf" serve "${srv[@]}" --trace "$moon" --kv-tiers ddr,ddr -o "$d/r.csv"
+hostile stop37/serve-replicas-huge 2 "--replicas" --out "$d/r.csv" -- \
+  "$tf" serve "${srv[@]}" --trace "$moon" --replicas 1000000 -o "$d/r.csv"
+cp "$moon" "$d/t.jsonl"
+hostile stop37/serve-output-over-trace 2 "t.jsonl" --in "$d/t.jsonl" -- \
+  "$tf" serve "${srv[@]}" --trace "$d/t.jsonl" -o "$d/t.jsonl"
+hostile stop37/serve-timeline-over-trace 2 "t.jsonl" --in "$d/t.jsonl" -- \
+  "$tf" serve "${srv[@]}" --trace "$d/t.jsonl" --timeline "$d/t.jsonl"
+
 # A sweep point whose count is too large is recorded failed as bad input (class 2), the
 # reason naming the flag, and the sweep exits 2.
 d=$(fresh sweep-count)
