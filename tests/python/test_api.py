@@ -299,6 +299,33 @@ def test_replay(cli, small_workload, tmp_path):
         tierflow.replay(p, device=1)
 
 
+def test_serve(cli, tmp_path):
+    trace = os.path.join(ROOT, "tests", "data", "serve", "mooncake_conversation_200.jsonl")
+    args = dict(hw="h200-sxm-8gpu", model="llama-3-70b", tp=8, kv_tiers="ddr:512GiB",
+                slo="ttft=2s,tpot=100ms")
+    r = tierflow.serve(trace=trace, **args)
+    # The CLI's summary and rows, from the same study layer.
+    flags = ["--hw", "h200-sxm-8gpu", "--model", "llama-3-70b", "--tp", "8", "--kv-tiers",
+             "ddr:512GiB", "--slo", "ttft=2s,tpot=100ms", "--quiet", "--trace", trace]
+    assert r.summary == json.loads(cli("serve", *flags, "--json"))
+    cli("serve", *flags, "-o", str(tmp_path / "req.csv"))
+    assert r.requests.equals(pd.read_csv(tmp_path / "req.csv"))
+    assert len(r.requests) == 200 and r.summary["finished"] == 200
+    assert list(r.levels["name"]) == ["hbm[r0]", "ddr[0,1]"]
+    assert r.levels["hit_tokens"].sum() + r.summary["computed_tokens"] == r.summary["prompt_tokens"]
+    # Generated requests against the cache alone: no rows, the levels' hits.
+    c = tierflow.serve(arrivals="poisson,rate=2/s,n=50,prompt=fixed:1000,output=fixed:10,groups=2,system=2048",
+                       model="llama-3-8b", cache_only=True)
+    assert c.summary["cache_only"] and c.requests.empty and c.levels["hit_tokens"].sum() > 0
+    # Bad arguments raise, named as Python's.
+    with pytest.raises(tierflow.InputError, match="token_budget"):
+        tierflow.serve(trace=trace, model="llama-3-8b", token_budget=0)
+    with pytest.raises(tierflow.InputError, match="kv_tiers"):
+        tierflow.serve(trace=trace, model="llama-3-8b", kv_tiers="ddr:fast")
+    with pytest.raises(TypeError, match="arrivals"):
+        tierflow.serve(model="llama-3-8b", arrival="poisson")
+
+
 def test_whatif(cli):
     answer = tierflow.whatif(**SMALL)
     assert answer["format"] == "tierflow.whatif/1" and answer["question"] == "min-memory"

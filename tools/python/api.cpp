@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 
 #include "core/diagnostics.h"
 #include "core/io.h"
@@ -193,6 +194,89 @@ ReplayHandle replay_file(const std::string& path, const std::string& hw,
   const std::string file = hw.empty() ? hw : study::find_topology(hw, "topology");
   const hw::Topology topo = study::plan_topology(lp.plan, path, file, sets);
   return run_replay(lp, topo, r, checked);
+}
+
+ServeOutput serve(const Fields& fields) {
+  study::ServeSettings s;
+  s.cli = false;
+  const auto count = [](const std::string& key, const std::string& value, int64_t lo, int64_t hi) {
+    const auto c = parse_count(value);
+    if (!c.ok() || c.value < lo || c.value > hi) {
+      throw InputError::at(SourcePos{key}, "expected a whole number from {} to {}, got '{}'", lo, hi,
+                           value);
+    }
+    return c.value;
+  };
+  const auto choice = [](const std::string& key, const std::string& value,
+                         std::initializer_list<std::string_view> names) {
+    for (const std::string_view n : names) {
+      if (n == value) return value;
+    }
+    throw InputError::at(SourcePos{key}, "expected one of {}, got '{}'", fmt::join(names, ", "),
+                         value);
+  };
+  const auto dtype = [&](const std::string& key, const std::string& value) {
+    const auto i = index_of(kDtypeNames, value);
+    if (!i) {
+      throw InputError::at(SourcePos{key}, "unknown dtype '{}'{}", value,
+                           did_you_mean(value, std::vector<std::string>(kDtypeNames.begin(),
+                                                                        kDtypeNames.end())));
+    }
+    return static_cast<Dtype>(*i);
+  };
+  const auto positive = [](const std::string& key, const std::string& value) {
+    double v = 0;
+    try {
+      size_t used = 0;
+      v = std::stod(value, &used);
+      if (used != value.size()) v = 0;
+    } catch (const std::exception&) {
+      v = 0;
+    }
+    if (!(v > 0) || !std::isfinite(v)) {
+      throw InputError::at(SourcePos{key}, "expected a positive number, got '{}'", value);
+    }
+    return v;
+  };
+  std::string load = "layered", router = "round-robin";
+  for (const auto& [key, value] : fields) {
+    if (key == "trace") s.trace = value;
+    else if (key == "arrivals") s.arrivals = value;
+    else if (key == "hw") s.hw = value;
+    else if (key == "set") s.sets.push_back(value);
+    else if (key == "model") s.model.model = value;
+    else if (key == "hf_config") s.model.hf_config = value;
+    else if (key == "model_set") s.model.model_sets.push_back(value);
+    else if (key == "tp") s.model.gen.tp = static_cast<int>(count(key, value, 1, 4096));
+    else if (key == "replicas") s.engine.replicas = static_cast<int>(count(key, value, 1, 1 << 20));
+    else if (key == "device") s.engine.device = value;
+    else if (key == "router") router = choice(key, value, {"round-robin", "least-loaded", "prefix"});
+    else if (key == "token_budget") s.engine.token_budget = count(key, value, 1, int64_t{1} << 24);
+    else if (key == "max_seqs") s.engine.max_seqs = count(key, value, 1, int64_t{1} << 20);
+    else if (key == "kv_tiers") s.kv_tiers = value;
+    else if (key == "load") load = choice(key, value, {"layered", "before"});
+    else if (key == "slo") s.slo = value;
+    else if (key == "rate_scale") s.trace_options.rate_scale = positive(key, value);
+    else if (key == "first") s.trace_options.first = static_cast<uint64_t>(count(key, value, 0, INT64_MAX));
+    else if (key == "block_tokens") s.trace_options.block_tokens = static_cast<uint32_t>(count(key, value, 1, 65536));
+    else if (key == "warmup") s.warmup = value;
+    else if (key == "weight_dtype") s.model.gen.weight_dtype = dtype(key, value);
+    else if (key == "kv_dtype") s.model.gen.kv_dtype = dtype(key, value);
+    else if (key == "act_dtype") s.model.gen.act_dtype = dtype(key, value);
+    else if (key == "cache_only") s.cache_only = choice(key, value, {"true", "false"}) == "true";
+    else if (key == "timeline") s.timeline = value;
+    else TF_ASSERT(false, "tierflow.serve passed an unknown argument '{}'", key);
+  }
+  s.engine.load = load == "before" ? serve::LoadMode::kBefore : serve::LoadMode::kLayered;
+  s.engine.router = router == "prefix"         ? serve::RouterKind::kPrefix
+                    : router == "least-loaded" ? serve::RouterKind::kLeastLoaded
+                                               : serve::RouterKind::kRoundRobin;
+  if (!s.model.hf_config.empty() && !s.model.model.empty()) {
+    throw InputError::at(SourcePos{"hf_config"}, "give model or hf_config, not both");
+  }
+  const study::ServeStudy x = study::run_serve(s);
+  return ServeOutput{study::serve_json(x), x.result.cache_only ? std::string() : study::requests_csv(x),
+                     x.trace.notes};
 }
 
 nlohmann::ordered_json report_json(const SimulationHandle& s, bool with_transfers) {

@@ -29,6 +29,7 @@
 #include "tools/study/replay_vs_sim.h"
 #include "tools/study/result_db.h"
 #include "tools/study/scenario.h"
+#include "tools/study/serve.h"
 #include "tools/study/study.h"
 #include "tools/study/target.h"
 #include "tools/study/sweep.h"
@@ -153,6 +154,20 @@ ReplayHandle replay(const PlanHandle& p, const TopologyHandle* topology, const R
 /// plan's own overrides, as `tierflow replay --plan` does.
 ReplayHandle replay_file(const std::string& path, const std::string& hw,
                          const std::vector<std::string>& sets, const ReplayRequest& r);
+
+/// What tierflow.serve() gives back: the `tierflow serve --json` summary, the `-o` CSV and
+/// the trace's notes.
+struct ServeOutput {
+  std::string json;
+  std::string csv;
+  std::vector<std::string> notes;
+};
+
+/// `tierflow serve` from (argument, value text) pairs named as the CLI's flags with `_`
+/// (trace, arrivals, hw, set (repeated), model, hf_config, model_set (repeated), tp,
+/// replicas, device, router, token_budget, max_seqs, kv_tiers, load, slo, rate_scale, first,
+/// block_tokens, warmup, weight_dtype, kv_dtype, act_dtype, cache_only, timeline).
+ServeOutput serve(const Fields& fields);
 
 /// The `tierflow whatif --json` document (tierflow.whatif/1) for the scenario of `fields`.
 nlohmann::ordered_json whatif(const Fields& fields, const WhatIfRequest& r);

@@ -548,6 +548,18 @@ void bind_functions(py::module_& m) {
       py::arg("timeline"));
 
   m.def(
+      "serve",
+      [](const Fields& fields) {
+        ServeOutput out;
+        {
+          py::gil_scoped_release release;
+          out = serve(fields);
+        }
+        return py::make_tuple(out.json, out.csv, out.notes);
+      },
+      py::arg("fields"));
+
+  m.def(
       "whatif",
       [](const Fields& fields, const std::string& question, const std::string& max_overhead,
          double min_throughput, double max_tpot_ms, const std::vector<std::string>& vary) {

@@ -202,28 +202,34 @@ Slo parse_slo(const std::string& text, std::string_view source) {
 }
 
 ServeStudy run_serve(const ServeSettings& s) {
+  const auto name = [&s](std::string field) {
+    if (!s.cli) return field;
+    std::replace(field.begin(), field.end(), '_', '-');
+    return "--" + field;
+  };
   ServeStudy x;
-  x.slo = parse_slo(s.slo, "--slo");
+  x.slo = parse_slo(s.slo, name("slo"));
   serve::ServeOptions engine = s.engine;
-  engine.kv_tiers = parse_kv_tiers(s.kv_tiers, "--kv-tiers");
+  engine.kv_tiers = parse_kv_tiers(s.kv_tiers, name("kv_tiers"));
   if (!s.warmup.empty()) {
     const auto d = parse_duration(s.warmup);
     if (!d.ok() || d.value.ps < 0) {
-      throw InputError::at(SourcePos{"--warmup"}, "expected a duration such as 60s, got '{}'",
+      throw InputError::at(SourcePos{name("warmup")}, "expected a duration such as 60s, got '{}'",
                            s.warmup);
     }
     engine.warmup = d.value.ps;
   }
   if (s.trace.empty() == s.arrivals.empty()) {
-    throw InputError::at(SourcePos{"--trace"},
-                         "give a request trace (--trace FILE) or a generator "
-                         "(--arrivals SPEC), one of them");
+    throw InputError::at(SourcePos{name("trace")},
+                         "give a request trace ({} FILE) or a generator ({} SPEC), one of them",
+                         name("trace"), name("arrivals"));
   }
-  x.trace = s.trace.empty() ? traces::generate_requests(s.arrivals, s.trace_options, "--arrivals")
-                            : traces::read_request_trace(s.trace, s.trace_options);
+  x.trace = s.trace.empty()
+                ? traces::generate_requests(s.arrivals, s.trace_options, name("arrivals"))
+                : traces::read_request_trace(s.trace, s.trace_options);
   const traces::Arch arch = load_model(s.model);
   x.model = arch.name;
-  const std::string file = s.hw.empty() ? default_topology() : find_topology(s.hw, "--hw");
+  const std::string file = s.hw.empty() ? default_topology() : find_topology(s.hw, name("hw"));
   const hw::Topology topo = hw::load_topology(file, hw::LoadOptions{s.sets, false});
   x.topology = topo.name;
   // The timeline file is opened first: a path that cannot be written fails before the run.

@@ -37,6 +37,8 @@ struct ServeSettings {
   std::string slo;             ///< "ttft=2s,tpot=100ms"; empty: none
   bool cache_only = false;
   std::string timeline;           ///< a Chrome trace of the run to write; empty: none
+  /// Errors name the CLI's flags ("--kv-tiers"); else the Python arguments ("kv_tiers").
+  bool cli = true;
 };
 
 /// Bounds a request must meet to count toward goodput (0: no bound).

@@ -44,9 +44,9 @@ for _cls in (InputError, Plan, Simulation, Topology, Workload):
 del _cls
 
 __all__ = [
-    "InputError", "Topology", "Workload", "Plan", "Simulation", "Replay",
-    "load_topology", "generate", "load_workload", "plan", "simulate", "replay", "whatif",
-    "compare",
+    "InputError", "Topology", "Workload", "Plan", "Simulation", "Replay", "Serving",
+    "load_topology", "generate", "load_workload", "plan", "simulate", "replay", "serve",
+    "whatif", "compare",
     "sweep", "columns", "policies", "topologies", "models",
 ]
 
@@ -352,6 +352,67 @@ def replay(plan, topology=None, set=(), backend="cpu", copy="paced", compute="ti
         topology = topology.file
     hw = "" if topology is None else _text(topology, "topology")
     return Replay(_tierflow.replay_file(_text(plan, "plan"), hw, overrides, *args))
+
+
+class Serving:
+    """A serving run (tierflow.serve, `tierflow serve`).
+
+    summary: the `tierflow serve --json` document (tierflow.serve/1) as a dict;
+    requests: one row per request as a DataFrame (the `-o` CSV's columns; empty for
+    cache_only); levels: the cache levels as a DataFrame; notes: what the trace reader said.
+    """
+
+    def __init__(self, result):
+        import io
+
+        import pandas as pd
+
+        text, csv, notes = result
+        self.summary = json.loads(text)
+        self.requests = pd.read_csv(io.StringIO(csv)) if csv else pd.DataFrame()
+        self.levels = pd.DataFrame(self.summary["levels"])
+        self.notes = list(notes)
+
+    def __repr__(self):
+        s = self.summary
+        if s["cache_only"]:
+            return f"<tierflow.Serving cache only: {s['requests']} requests>"
+        return (f"<tierflow.Serving {s['model']} on {s['topology']}: {s['finished']} requests, "
+                f"p99 TTFT {s['ttft']['p99_s']} s>")
+
+
+_SERVE_ARGS = ("trace", "arrivals", "hw", "model", "hf_config", "tp", "replicas", "device",
+               "router", "token_budget", "max_seqs", "kv_tiers", "load", "slo", "rate_scale",
+               "first", "block_tokens", "warmup", "weight_dtype", "kv_dtype", "act_dtype",
+               "cache_only", "timeline")
+
+
+def serve(trace=None, arrivals=None, set=(), model_set=(), **options):
+    """Serves a request trace (`tierflow serve`): `trace` (a Mooncake JSONL or Azure CSV
+    path) or `arrivals` (a generator spec, "poisson,rate=5/s,n=1000,..."); `set` topology
+    and `model_set` model overrides; the other options as the CLI's flags with `_`: hw,
+    model, hf_config, tp, replicas, device, router, token_budget, max_seqs, kv_tiers, load,
+    slo, rate_scale, first, block_tokens, warmup, weight_dtype, kv_dtype, act_dtype,
+    cache_only, timeline. Returns a Serving.
+    """
+    fields = []
+    for key, value in (("trace", trace), ("arrivals", arrivals)):
+        if value is not None:
+            fields.append((key, _text(value, key)))
+    for key, value in options.items():
+        if key not in _SERVE_ARGS:
+            close = [a for a in _SERVE_ARGS if a.startswith(key[:3])]
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise TypeError(f"serve() got an unexpected argument '{key}'{hint}")
+        if value is None:
+            continue
+        if isinstance(value, Topology):
+            fields.extend(("set", v) for v in value.sets)
+            value = value.file
+        fields.append((key, _text(value, key)))
+    fields.extend(("set", v) for v in _strings(set, "set"))
+    fields.extend(("model_set", v) for v in _strings(model_set, "model_set"))
+    return Serving(_tierflow.serve(fields))
 
 
 def whatif(question="min-memory", max_overhead="1%", min_throughput=None, max_tpot=None, vary=None,
