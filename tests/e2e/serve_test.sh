@@ -54,6 +54,31 @@ for router in round-robin least-loaded prefix; do
   ok "router-$router-both" test "$(cut -d, -f2 "$tmp/gen.csv" | sort -u | grep -c '^[01]$')" = 2
 done
 
+# Questions: the fewest replicas and the highest rate for a latency bound (exit 1 when the
+# search finds none), each probe printed.
+small=(--hw h100-sxm-8gpu --model llama-3-8b --trace "$trace" --quiet)
+check find-replicas 0 "$tf" serve "${small[@]}" --find min-replicas --target p90-ttft=10s
+contains find-replicas-answer "$tmp/out" "answer: 3 replicas"
+ok find-replicas-probes test "$(grep -cE '^ +[0-9]+  p90-ttft .* (pass|fail)$' "$tmp/out")" = 4
+check find-rate 0 "$tf" serve "${small[@]}" --replicas 4 --find max-rate --target p90-ttft=10s --json --summary "$tmp/a.json"
+ok find-rate-json python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["format"] == "tierflow.serve-answer/1" and d["question"] == "max-rate" and d["found"]
+passing = [p["knob"] for p in d["probes"] if p["pass"]]
+failing = [p["knob"] for p in d["probes"] if not p["pass"]]
+assert d["answer"] == max(passing) and (not failing or min(failing) > d["answer"])
+assert d["run"]["ttft"]["p90_s"] <= 10 and d["requests_per_s"] > 0' "$tmp/a.json"
+check find-none 1 "$tf" serve "${small[@]}" --find min-capacity:ddr --kv-tiers ddr --target hit=90%
+contains find-none-msg "$tmp/out" "answer: none within the search"
+check find-no-target 2 "$tf" serve "${small[@]}" --find max-rate
+check find-bad-question 2 "$tf" serve "${small[@]}" --find max-rates --target p99-ttft=1s
+contains find-bad-question-msg "$tmp/err" "did you mean 'max-rate'"
+check find-bad-metric 2 "$tf" serve "${small[@]}" --find max-rate --target p99-ttfb=1s
+contains find-bad-metric-msg "$tmp/err" "did you mean 'p99-ttft'"
+check find-tier-not-given 2 "$tf" serve "${small[@]}" --find min-capacity:ddr --target hit=10%
+check find-goodput-without-slo 2 "$tf" serve "${small[@]}" --find max-rate --target goodput=90%
+
 # Bad input: exit 2, the flag or position named, nothing written.
 check no-source 2 "$tf" serve "${base[@]}"
 contains no-source-msg "$tmp/err" "--trace"

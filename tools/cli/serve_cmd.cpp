@@ -10,6 +10,7 @@
 #include "tools/cli/common.h"
 #include "tools/cli/flags.h"
 #include "tools/study/serve.h"
+#include "tools/study/serve_find.h"
 
 namespace tierflow::cli {
 namespace {
@@ -22,6 +23,7 @@ struct ServeCliOptions {
   std::string summary = "-";
   bool json = false;
   bool quiet = false;
+  std::string find, target;
 };
 
 int run_serve(ServeCliOptions& o) {
@@ -41,6 +43,25 @@ int run_serve(ServeCliOptions& o) {
       fmt::print(stderr, "\rserve: {}/{} requests finished", done, total);
       if (done == total) fmt::print(stderr, "\n");
     };
+  }
+  if (!o.find.empty()) {
+    const auto [q, tier] = study::parse_serve_question(o.find, "--find");
+    if (o.target.empty()) throw CLI::ValidationError("--find", "needs --target METRIC=BOUND");
+    const study::ServeTarget t = study::parse_serve_target(o.target, "--target");
+    s.engine.progress = nullptr;
+    std::function<void(const study::ServeProbe&)> progress;
+    if (!o.quiet && isatty(fileno(stderr)) != 0) {
+      progress = [](const study::ServeProbe& p) {
+        fmt::print(stderr, "serve: probe {:.6g}: {}\n", p.knob, p.pass ? "pass" : "fail");
+      };
+    }
+    const study::ServeAnswer a = study::find_serve(s, q, tier, t, progress);
+    write_file_atomic(o.summary,
+                      o.json ? study::serve_answer_json(a) : study::serve_answer_text(a));
+    if (!o.output.empty() && a.at_answer && !a.at_answer->result.cache_only) {
+      write_file_atomic(o.output, study::requests_csv(*a.at_answer));
+    }
+    return static_cast<int>(a.found ? ExitCode::kOk : ExitCode::kInfeasible);
   }
   const study::ServeStudy x = study::run_serve(s);
   for (const std::string& note : x.trace.notes) fmt::print(stderr, "note: {}\n", note);
@@ -111,6 +132,11 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--timeline", s.timeline,
                   "write a Chrome trace (ui.perfetto.dev): iterations, sequences, level "
                   "occupancy, KV transfers");
+  cmd->add_option("--find", o->find,
+                  "search runs for max-rate, min-replicas or min-capacity:TIER meeting --target");
+  cmd->add_option("--target", o->target,
+                  "what --find must meet: p99-ttft=2s, p90-tpot=50ms, goodput=95% (of --slo), "
+                  "hit=30%");
   cmd->add_flag("--json", o->json, "print the summary as JSON (tierflow.serve/1)");
   cmd->add_option("-o,--output", o->output, "write one CSV row per request to FILE");
   cmd->add_option("--summary", o->summary, "write the summary to FILE instead of stdout");

@@ -382,6 +382,26 @@ std::string serve_json(const ServeStudy& x) {
   return j.dump(2) + "\n";
 }
 
+double serve_latency(const ServeStudy& x, std::string_view which, double p) {
+  const Summary s = summarize(x);
+  for (const Metric* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
+    if (m->name == which) return p == 0 ? m->mean() : percentile(m->values, p);
+  }
+  TF_ASSERT(false, "no latency '{}'", which);
+  return 0;
+}
+
+double serve_goodput_share(const ServeStudy& x) {
+  const Summary s = summarize(x);
+  return s.counted == 0 ? 0.0 : static_cast<double>(s.good) / static_cast<double>(s.counted);
+}
+
+double serve_hit_ratio(const ServeStudy& x) {
+  const serve::ServeResult& r = x.result;
+  if (r.prompt_tokens == 0) return 0;
+  return 1.0 - static_cast<double>(r.computed_tokens) / static_cast<double>(r.prompt_tokens);
+}
+
 std::string requests_csv(const ServeStudy& x) {
   const serve::ServeResult& r = x.result;
   std::string out = "id,replica,arrival_s,queue_s,ttft_s,tpot_s,e2e_s,prompt_tokens,output_tokens";

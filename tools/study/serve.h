@@ -71,6 +71,14 @@ ServeStudy run_serve(const ServeSettings& s);
 /// The summary `tierflow serve` prints, as text and as `tierflow.serve/1` JSON.
 std::string serve_text(const ServeStudy& x);
 std::string serve_json(const ServeStudy& x);
+/// The nearest-rank percentile `p` (in (0, 100]; 0 gives the mean) of `which` (queue,
+/// ttft, tpot or e2e) in seconds over the counted requests that finished; NaN when none.
+double serve_latency(const ServeStudy& x, std::string_view which, double p);
+/// The share of counted requests that met the SLO (0 when none was counted).
+double serve_goodput_share(const ServeStudy& x);
+/// The share of prompt tokens found in the cache (any level).
+double serve_hit_ratio(const ServeStudy& x);
+
 /// One row per request: id, replica, arrival_s, queue_s, ttft_s, tpot_s, e2e_s,
 /// prompt_tokens, output_tokens, hit tokens per path level, preemptions, counted, rejected.
 std::string requests_csv(const ServeStudy& x);
