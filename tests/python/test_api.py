@@ -317,7 +317,16 @@ def test_serve(cli, tmp_path):
     c = tierflow.serve(arrivals="poisson,rate=2/s,n=50,prompt=fixed:1000,output=fixed:10,groups=2,system=2048",
                        model="llama-3-8b", cache_only=True)
     assert c.summary["cache_only"] and c.requests.empty and c.levels["hit_tokens"].sum() > 0
+    # A question: the CLI's answer.
+    f = tierflow.serve(trace=trace, hw="h100-sxm-8gpu", model="llama-3-8b", find="min-replicas",
+                       target="p90-ttft=10s")
+    assert f.answer == json.loads(cli("serve", "--hw", "h100-sxm-8gpu", "--model", "llama-3-8b",
+                                      "--trace", trace, "--find", "min-replicas", "--target",
+                                      "p90-ttft=10s", "--json", "--quiet"))
+    assert f.answer["found"] and f.summary["replicas"] == f.answer["answer"] == 3
     # Bad arguments raise, named as Python's.
+    with pytest.raises(tierflow.InputError, match="target"):
+        tierflow.serve(trace=trace, model="llama-3-8b", find="max-rate")
     with pytest.raises(tierflow.InputError, match="token_budget"):
         tierflow.serve(trace=trace, model="llama-3-8b", token_budget=0)
     with pytest.raises(tierflow.InputError, match="kv_tiers"):

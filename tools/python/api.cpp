@@ -20,6 +20,7 @@
 #include "sim/timeline.h"
 #include "tools/study/compare.h"
 #include "tools/study/row.h"
+#include "tools/study/serve_find.h"
 #include "tools/study/sim_evaluator.h"
 #include "tools/study/target.h"
 #include "tools/study/whatif_json.h"
@@ -239,6 +240,7 @@ ServeOutput serve(const Fields& fields) {
     return v;
   };
   std::string load = "layered", router = "round-robin";
+  std::string find, target;
   for (const auto& [key, value] : fields) {
     if (key == "trace") s.trace = value;
     else if (key == "arrivals") s.arrivals = value;
@@ -265,6 +267,8 @@ ServeOutput serve(const Fields& fields) {
     else if (key == "act_dtype") s.model.gen.act_dtype = dtype(key, value);
     else if (key == "cache_only") s.cache_only = choice(key, value, {"true", "false"}) == "true";
     else if (key == "timeline") s.timeline = value;
+    else if (key == "find") find = value;
+    else if (key == "target") target = value;
     else TF_ASSERT(false, "tierflow.serve passed an unknown argument '{}'", key);
   }
   s.engine.load = load == "before" ? serve::LoadMode::kBefore : serve::LoadMode::kLayered;
@@ -273,6 +277,19 @@ ServeOutput serve(const Fields& fields) {
                                                : serve::RouterKind::kRoundRobin;
   if (!s.model.hf_config.empty() && !s.model.model.empty()) {
     throw InputError::at(SourcePos{"hf_config"}, "give model or hf_config, not both");
+  }
+  if (!find.empty() || !target.empty()) {
+    if (find.empty() || target.empty()) {
+      throw InputError::at(SourcePos{find.empty() ? "find" : "target"}, "give find and target together");
+    }
+    const auto [q, tier] = study::parse_serve_question(find, "find");
+    const study::ServeAnswer a =
+        study::find_serve(s, q, tier, study::parse_serve_target(target, "target"));
+    return ServeOutput{study::serve_answer_json(a),
+                       a.at_answer && !a.at_answer->result.cache_only
+                           ? study::requests_csv(*a.at_answer)
+                           : std::string(),
+                       {}};
   }
   const study::ServeStudy x = study::run_serve(s);
   return ServeOutput{study::serve_json(x), x.result.cache_only ? std::string() : study::requests_csv(x),

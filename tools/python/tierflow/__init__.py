@@ -357,7 +357,9 @@ def replay(plan, topology=None, set=(), backend="cpu", copy="paced", compute="ti
 class Serving:
     """A serving run (tierflow.serve, `tierflow serve`).
 
-    summary: the `tierflow serve --json` document (tierflow.serve/1) as a dict;
+    summary: the `tierflow serve --json` document (tierflow.serve/1) as a dict (of the run at
+    the answer, for a search); answer: the search's `tierflow.serve-answer/1` document, or
+    None;
     requests: one row per request as a DataFrame (the `-o` CSV's columns; empty for
     cache_only); levels: the cache levels as a DataFrame; notes: what the trace reader said.
     """
@@ -368,13 +370,22 @@ class Serving:
         import pandas as pd
 
         text, csv, notes = result
-        self.summary = json.loads(text)
+        document = json.loads(text)
+        self.answer = None
+        if document["format"] == "tierflow.serve-answer/1":
+            self.answer = document
+            document = document["run"] or {"levels": [], "cache_only": False}
+        self.summary = document
         self.requests = pd.read_csv(io.StringIO(csv)) if csv else pd.DataFrame()
         self.levels = pd.DataFrame(self.summary["levels"])
         self.notes = list(notes)
 
     def __repr__(self):
         s = self.summary
+        if self.answer is not None:
+            a = self.answer
+            return (f"<tierflow.Serving {a['question']} for {a['target']['metric']}: "
+                    f"{a['answer'] if a['found'] else 'none found'}>")
         if s["cache_only"]:
             return f"<tierflow.Serving cache only: {s['requests']} requests>"
         return (f"<tierflow.Serving {s['model']} on {s['topology']}: {s['finished']} requests, "
@@ -384,7 +395,7 @@ class Serving:
 _SERVE_ARGS = ("trace", "arrivals", "hw", "model", "hf_config", "tp", "replicas", "device",
                "router", "token_budget", "max_seqs", "kv_tiers", "load", "slo", "rate_scale",
                "first", "block_tokens", "warmup", "weight_dtype", "kv_dtype", "act_dtype",
-               "cache_only", "timeline")
+               "cache_only", "timeline", "find", "target")
 
 
 def serve(trace=None, arrivals=None, set=(), model_set=(), **options):
@@ -393,7 +404,10 @@ def serve(trace=None, arrivals=None, set=(), model_set=(), **options):
     and `model_set` model overrides; the other options as the CLI's flags with `_`: hw,
     model, hf_config, tp, replicas, device, router, token_budget, max_seqs, kv_tiers, load,
     slo, rate_scale, first, block_tokens, warmup, weight_dtype, kv_dtype, act_dtype,
-    cache_only, timeline. Returns a Serving.
+    cache_only, timeline. Returns a Serving; with find ("max-rate", "min-replicas",
+    "min-capacity:TIER") and target ("p99-ttft=2s", "goodput=95%", "hit=30%"), the search
+    `tierflow serve --find` runs, as a Serving of the run at the answer whose `answer` holds
+    the `tierflow.serve-answer/1` document (None: a plain run).
     """
     fields = []
     for key, value in (("trace", trace), ("arrivals", arrivals)):
