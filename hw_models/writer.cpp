@@ -6,6 +6,7 @@
 #include <array>
 #include <cctype>
 
+#include "core/json_writer.h"
 #include "hw_models/params.h"
 
 namespace tierflow::hw {
@@ -21,33 +22,8 @@ bool special_word(std::string_view s) {
   return std::find(kWords.begin(), kWords.end(), lower) != kWords.end();
 }
 
-/// Text as a double-quoted YAML scalar.
-std::string quoted(std::string_view s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    switch (ch) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(ch) < 0x20) {
-          out += fmt::format("\\x{:02x}", static_cast<unsigned char>(ch));
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
-}
+/// Text as a double-quoted YAML scalar: YAML's double-quoted style takes JSON's escapes.
+std::string quoted(std::string_view s) { return json_string(s); }
 
 /// Text plain when YAML reads it back as the same text, else quoted.
 std::string scalar(std::string_view s) {

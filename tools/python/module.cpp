@@ -505,9 +505,11 @@ void bind_functions(py::module_& m) {
     r.timeline = timeline;
     return r;
   };
+  // A plan from plan() (`plan`), or a plan file (`path`, with `hw` and `sets`).
   m.def(
       "replay",
-      [replay_dict, replay_request](const PlanHandle& p,
+      [replay_dict, replay_request](const PlanHandle* plan, const std::string& path,
+                                    const std::string& hw, const std::vector<std::string>& sets,
                                     std::optional<std::shared_ptr<TopologyHandle>> topology,
                                     const std::string& backend, const std::string& copy,
                                     const std::string& compute, std::optional<int> device,
@@ -518,34 +520,14 @@ void bind_functions(py::module_& m) {
         ReplayHandle h;
         {
           py::gil_scoped_release release;
-          h = replay(p, topology ? topology->get() : nullptr, r);
+          h = plan != nullptr ? replay(*plan, topology ? topology->get() : nullptr, r)
+                              : replay_file(path, hw, sets, r);
         }
         return replay_dict(h);
       },
-      py::arg("plan"), py::arg("topology"), py::arg("backend"), py::arg("copy"),
-      py::arg("compute"), py::arg("device"), py::arg("time_scale"), py::arg("memory_limit"),
-      py::arg("timeline"));
-
-  m.def(
-      "replay_file",
-      [replay_dict, replay_request](const std::string& path, const std::string& hw,
-                                    const std::vector<std::string>& sets,
-                                    const std::string& backend, const std::string& copy,
-                                    const std::string& compute, std::optional<int> device,
-                                    const std::string& time_scale,
-                                    const std::string& memory_limit, const std::string& timeline) {
-        const ReplayRequest r =
-            replay_request(backend, copy, compute, device, time_scale, memory_limit, timeline);
-        ReplayHandle h;
-        {
-          py::gil_scoped_release release;
-          h = replay_file(path, hw, sets, r);
-        }
-        return replay_dict(h);
-      },
-      py::arg("path"), py::arg("hw"), py::arg("sets"), py::arg("backend"), py::arg("copy"),
-      py::arg("compute"), py::arg("device"), py::arg("time_scale"), py::arg("memory_limit"),
-      py::arg("timeline"));
+      py::arg("plan").none(true), py::arg("path"), py::arg("hw"), py::arg("sets"),
+      py::arg("topology"), py::arg("backend"), py::arg("copy"), py::arg("compute"),
+      py::arg("device"), py::arg("time_scale"), py::arg("memory_limit"), py::arg("timeline"));
 
   m.def(
       "serve",

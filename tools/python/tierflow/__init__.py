@@ -346,12 +346,12 @@ def replay(plan, topology=None, set=(), backend="cpu", copy="paced", compute="ti
         topo = None
         if topology is not None or overrides:
             topo = _topology(plan.topology if topology is None else topology, overrides)
-        return Replay(_tierflow.replay(plan, topo, *args))
+        return Replay(_tierflow.replay(plan, "", "", [], topo, *args))
     if isinstance(topology, Topology):
         overrides = list(topology.sets) + overrides
         topology = topology.file
     hw = "" if topology is None else _text(topology, "topology")
-    return Replay(_tierflow.replay_file(_text(plan, "plan"), hw, overrides, *args))
+    return Replay(_tierflow.replay(None, _text(plan, "plan"), hw, overrides, None, *args))
 
 
 class Serving:
