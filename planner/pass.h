@@ -73,6 +73,8 @@ class PassOptions {
   std::string choice(std::string_view key, std::initializer_list<std::string_view> allowed);
   /// Unknown keys are errors naming the nearest known one.
   void finish();
+  /// An InputError at the pipeline column: option `key` does not go with the others.
+  [[noreturn]] void reject(std::string_view key, std::string_view why) const { bad(key, why); }
 
   [[nodiscard]] const std::vector<std::pair<std::string, std::string>>& items() const {
     return items_;
@@ -135,6 +137,8 @@ std::unique_ptr<Pass> make_schedule(PassOptions& o);
 std::unique_ptr<Pass> make_reorder(PassOptions& o);
 std::unique_ptr<Pass> make_refine(PassOptions& o);
 std::unique_ptr<Pass> make_verify(PassOptions& o);
+std::unique_ptr<Pass> make_page(PassOptions& o);
+/// Presets of `page` (planner/passes/page.cpp).
 std::unique_ptr<Pass> make_reactive(PassOptions& o);
 std::unique_ptr<Pass> make_belady(PassOptions& o);
 std::unique_ptr<Pass> make_layerwise(PassOptions& o);
