@@ -180,8 +180,8 @@ Candidate make_candidate(const PlanState& s, uint32_t t, std::vector<Run> runs,
   return out;
 }
 
-Applied try_apply(PlanState& s, ProfileTree& tree, Candidate& c, uint64_t target,
-                  std::string_view pass) {
+Applied try_apply(PlanState& s, PassReport& report, ProfileTree& tree, Candidate& c,
+                  uint64_t target, std::string_view pass) {
   const auto delta = delta_of(s, c.tensor, c.runs);
   bool helps = false;
   for (const auto& [span, d] : delta) {
@@ -196,24 +196,25 @@ Applied try_apply(PlanState& s, ProfileTree& tree, Candidate& c, uint64_t target
   Residency next{r.tier, c.home_off_device, r.pinned, c.runs};
   const bool charge = !holds_copy(r) && holds_copy(next);
   if (charge && s.tier_used[r.tier] + bytes > s.tier_room[r.tier]) {
-    s.stat(pass, "candidates without room on their tier", 1);
+    report.stat(pass, "candidates without room on their tier", 1);
     return Applied::kNoRoom;
   }
   if (charge) s.tier_used[r.tier] += bytes;
   for (const auto& [span, d] : delta) tree.add(span.from, span.to, d);
   r.runs = std::move(c.runs);
   r.home_off_device = c.home_off_device;
-  s.stat(pass, "offloaded tensors", 1);
-  s.stat(pass, "offloaded bytes", static_cast<double>(bytes));
+  report.stat(pass, "offloaded tensors", 1);
+  report.stat(pass, "offloaded bytes", static_cast<double>(bytes));
   return Applied::kYes;
 }
 
-size_t apply_until_fits(PlanState& s, ProfileTree& tree, std::vector<Candidate>& candidates,
-                        uint64_t target, std::string_view pass) {
+size_t apply_until_fits(PlanState& s, PassReport& report, ProfileTree& tree,
+                        std::vector<Candidate>& candidates, uint64_t target,
+                        std::string_view pass) {
   size_t applied = 0;
   for (Candidate& c : candidates) {
     if (tree.max() <= target) break;
-    if (try_apply(s, tree, c, target, pass) == Applied::kYes) ++applied;
+    if (try_apply(s, report, tree, c, target, pass) == Applied::kYes) ++applied;
   }
   return applied;
 }
@@ -277,7 +278,7 @@ Fitting begin_fitting(PlanState& s) {
 PassResult end_fitting(PlanState& s, PassContext& ctx, const ProfileTree& tree, PassResult done,
                        std::string_view what) {
   if (tree.max() <= s.target.budget) return done;
-  s.infeasible = true;
+  ctx.report.infeasible = true;
   ctx.failure = fmt::format("{}: {}", what, infeasible_reason(s, tree, s.target.budget));
   return PassResult::kFailed;
 }

@@ -68,15 +68,16 @@ std::vector<std::pair<Span, int64_t>> delta_of(const PlanState& s, uint32_t t,
 enum class Applied { kYes, kNoGain, kNoRoom };
 
 /// Applies one candidate if it lowers some position above `target` and, when it puts a
-/// new copy on the tensor's offload tier, that tier has room (charged then).
-Applied try_apply(PlanState& s, ProfileTree& tree, Candidate& c, uint64_t target,
-                  std::string_view pass);
+/// new copy on the tensor's offload tier, that tier has room (charged then). Counted in
+/// `report` under `pass`.
+Applied try_apply(PlanState& s, PassReport& report, ProfileTree& tree, Candidate& c,
+                  uint64_t target, std::string_view pass);
 
 /// Applies candidates in the given order, each only if it lowers some position above
 /// `target`, until the whole profile is at most `target`. Returns the number applied.
 /// Updates `tree` and the tensors' residency, and adds route load per tier.
-size_t apply_until_fits(PlanState& s, ProfileTree& tree, std::vector<Candidate>& candidates,
-                        uint64_t target, std::string_view pass);
+size_t apply_until_fits(PlanState& s, PassReport& report, ProfileTree& tree,
+                        std::vector<Candidate>& candidates, uint64_t target, std::string_view pass);
 
 /// Why the profile does not fit: the position at its peak, the bytes there and the
 /// largest tensors live there.

@@ -131,8 +131,8 @@ PassContext context_for(const PlanRequest& req) {
 }
 
 bool conclude(PlanOutcome& out, PlanState& s, PassContext& ctx, PassResult r) {
-  out.stats = s.stats;
-  out.notes = s.notes;
+  out.stats = ctx.report.stats;
+  out.notes = ctx.report.notes;
   if (!s.pins.empty()) {
     std::vector<std::string> ids;
     for (const hw::Tier& t : s.topo.tiers) ids.push_back(t.id);
@@ -143,7 +143,7 @@ bool conclude(PlanOutcome& out, PlanState& s, PassContext& ctx, PassResult r) {
   out.estimated_compute_ps = s.costs->start_ps.back();
   if (r == PassResult::kFailed) {
     out.ok = false;
-    out.infeasible = s.infeasible;
+    out.infeasible = ctx.report.infeasible;
     out.reason = ctx.failure;
     return false;
   }

@@ -205,10 +205,10 @@ class Pager {
   template <class... Args>
   void infeasible(fmt::format_string<Args...> f, Args&&... args) {
     ctx.failure = fmt::format(f, std::forward<Args>(args)...);
-    s.infeasible = true;
+    ctx.report.infeasible = true;
   }
   /// Counters for --stats, under the pass's name as written.
-  void stat(std::string_view name, double value) { s.stat(pass_, name, value); }
+  void stat(std::string_view name, double value) { ctx.report.stat(pass_, name, value); }
 
   /// Keep: the most used external tensors not pinned, up to `keep` of the budget, stay
   /// homed on the device (ties: smaller first, then tensor id).

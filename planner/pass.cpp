@@ -102,6 +102,16 @@ void PassOptions::finish() {
   }
 }
 
+void PassReport::stat(std::string_view pass, std::string_view name, double value) {
+  for (Stat& s : stats) {
+    if (s.pass == pass && s.name == name) {
+      s.value += value;
+      return;
+    }
+  }
+  stats.push_back(Stat{std::string(pass), std::string(name), value});
+}
+
 bool gives_up(PassContext& ctx, const PlanState& s, uint32_t i, uint64_t fetched) {
   if (fetched < ctx.limits.fetch_bytes) return false;
   ctx.limits.gave_up = true;

@@ -25,6 +25,24 @@ namespace tierflow::planner {
 
 enum class PassResult { kUnchanged, kChanged, kFailed };
 
+/// Counters a pass reports through `--stats`.
+struct Stat {
+  std::string pass;
+  std::string name;
+  double value = 0;
+};
+
+/// What the passes of a pipeline report beside the state they change; the planner returns
+/// it with the plan (PlanOutcome). A copy of a state that goes on through other passes
+/// takes a copy of its report with it.
+struct PassReport {
+  std::vector<Stat> stats;
+  std::vector<std::string> notes;  ///< what the passes decided and why, for --explain
+  bool infeasible = false;         ///< a pass found the target cannot be met (not a bug)
+  /// Adds `value` to the counter `name` of `pass` (a new counter goes last).
+  void stat(std::string_view pass, std::string_view name, double value);
+};
+
 class PlanEvaluator {
  public:
   virtual ~PlanEvaluator() = default;
@@ -50,6 +68,7 @@ struct PassContext {
   std::function<void(std::string_view pass, const PlanState&)> after_pass;
   std::string failure;  ///< why the pass that failed failed
   SearchLimits limits;
+  PassReport report;  ///< counters, notes and infeasibility of the passes run so far
 };
 
 /// For a pass that only adds prefetches, before it plans for position i with `fetched`

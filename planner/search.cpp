@@ -21,9 +21,7 @@ namespace {
 
 /// Same decisions, same plan: the order and every tensor's residency.
 bool same_state(const PlanState& a, const PlanState& b) {
-  if (a.order != b.order || a.tier_used != b.tier_used || a.infeasible != b.infeasible) {
-    return false;
-  }
+  if (a.order != b.order || a.tier_used != b.tier_used) return false;
   for (size_t t = 0; t < a.tensors.size(); ++t) {
     const Residency& x = a.tensors[t];
     const Residency& y = b.tensors[t];
@@ -108,6 +106,7 @@ class Search {
     std::optional<Pipeline> pipeline;  ///< none: the prefix is empty
     std::once_flag once;
     std::optional<PlanState> state;
+    PassReport report;  ///< what its passes reported: each entry goes on from a copy
     PassResult result = PassResult::kUnchanged;
     std::string failure;
     uint32_t same_as = 0;  ///< the first prefix that ends in an equal state (itself if none)
@@ -206,11 +205,13 @@ Search::Prefix& Search::prefix(uint32_t p) {
     PassContext ctx = context_for(req_);
     x.result = x.pipeline ? x.pipeline->run(s, ctx) : PassResult::kUnchanged;
     x.failure = ctx.failure;
+    x.report = std::move(ctx.report);
     x.state.emplace(std::move(s));
     x.same_as = p;
     for (uint32_t q = 0; q < p && x.result != PassResult::kFailed; ++q) {
       const Prefix& y = prefix(q);
-      if (y.same_as == q && y.result != PassResult::kFailed && same_state(*y.state, *x.state)) {
+      if (y.same_as == q && y.result != PassResult::kFailed &&
+          y.report.infeasible == x.report.infeasible && same_state(*y.state, *x.state)) {
         x.same_as = q;
         break;
       }
@@ -240,6 +241,7 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
     PlanState s = *p.state;
     PassContext ctx;
     ctx.failure = p.failure;
+    ctx.report = p.report;
     conclude(out, s, ctx, PassResult::kFailed);
     return trial;
   }
@@ -254,6 +256,7 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
   PlanState& s = *trial->state;
   PassContext& ctx = trial->ctx;
   ctx = context_for(req_);
+  ctx.report = p.report;
   Facts& f = trial->facts;
   // A pass that reorders changes the bounds: no limit for it. When passes are printed,
   // every pipeline runs to its end.

@@ -152,16 +152,6 @@ void PlanState::invalidate() {
   liveness.reset();
 }
 
-void PlanState::stat(std::string_view pass, std::string_view name, double value) {
-  for (Stat& s : stats) {
-    if (s.pass == pass && s.name == name) {
-      s.value += value;
-      return;
-    }
-  }
-  stats.push_back(Stat{std::string(pass), std::string(name), value});
-}
-
 bool holds_copy(const Residency& r) {
   if (r.home_off_device) return true;
   for (const Run& run : r.runs) {

@@ -109,13 +109,6 @@ struct Liveness {
   std::vector<bool> persists;
 };
 
-/// Counters a pass reports through `--stats`.
-struct Stat {
-  std::string pass;
-  std::string name;
-  double value = 0;
-};
-
 struct PlanState {
   PlanState(const Workload& w, const hw::Topology& t, Target target);
 
@@ -151,9 +144,6 @@ struct PlanState {
   EmittedPlan emitted;
   /// The plan as the runs now stand (emitted when stale).
   const Plan& plan() { return emitted.plan(*this); }
-  std::vector<Stat> stats;
-  bool infeasible = false;  ///< a pass found the target cannot be met (not a bug)
-  std::vector<std::string> notes;  ///< what the passes decided and why, for --explain
 
   [[nodiscard]] uint32_t positions() const { return static_cast<uint32_t>(order.size()); }
   /// Computes the analyses that are missing.
@@ -161,7 +151,6 @@ struct PlanState {
   const Liveness& ensure_liveness();
   /// Drops the analyses (after reordering).
   void invalidate();
-  void stat(std::string_view pass, std::string_view name, double value);
 };
 
 /// Whether a tensor with these decisions keeps a copy on its offload tier.

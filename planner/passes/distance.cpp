@@ -82,9 +82,9 @@ class Distance : public Pass {
     size_t applied = 0;
     for (auto& [longest, c] : pool) {
       if (tree.max() <= budget) break;
-      if (try_apply(s, tree, c, budget, name()) == Applied::kYes) ++applied;
+      if (try_apply(s, ctx.report, tree, c, budget, name()) == Applied::kYes) ++applied;
     }
-    s.stat(name(), "candidates", static_cast<double>(pool.size()));
+    ctx.report.stat(name(), "candidates", static_cast<double>(pool.size()));
     return end_fitting(s, ctx, tree, applied > 0 ? PassResult::kChanged : unchanged);
   }
 

@@ -12,7 +12,7 @@ class Insert : public Pass {
  public:
   [[nodiscard]] std::string_view name() const override { return "insert"; }
 
-  PassResult run(PlanState& s, PassContext&) override {
+  PassResult run(PlanState& s, PassContext& ctx) override {
     s.ensure_costs();
     s.ensure_liveness();
     s.emitted.start();
@@ -26,7 +26,7 @@ class Insert : public Pass {
       }
     }
     if (s.target.devices == 0) steps = 0;
-    s.stat(name(), "cache steps per program", static_cast<double>(steps));
+    ctx.report.stat(name(), "cache steps per program", static_cast<double>(steps));
     return PassResult::kChanged;
   }
 };

@@ -62,7 +62,7 @@ class Layerwise : public Pass {
       r.home_off_device = true;
       ++moved;
     }
-    s.stat(name(), "weights streamed", static_cast<double>(moved));
+    ctx.report.stat(name(), "weights streamed", static_cast<double>(moved));
     return end_fitting(s, ctx, tree, moved > 0 ? PassResult::kChanged : PassResult::kUnchanged,
                        "does not fit with every weight streamed");
   }

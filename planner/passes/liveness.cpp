@@ -9,7 +9,7 @@ class LivenessPass : public Pass {
  public:
   [[nodiscard]] std::string_view name() const override { return "liveness"; }
 
-  PassResult run(PlanState& s, PassContext&) override {
+  PassResult run(PlanState& s, PassContext& ctx) override {
     const Costs& c = s.ensure_costs();
     const Liveness& l = s.ensure_liveness();
     double gaps = 0;
@@ -26,9 +26,9 @@ class LivenessPass : public Pass {
         }
       }
     }
-    s.stat(name(), "idle gaps", gaps);
-    s.stat(name(), "gaps longer than a fetch", hideable);
-    s.stat(name(), "estimated compute ms", static_cast<double>(c.start_ps.back()) / 1e9);
+    ctx.report.stat(name(), "idle gaps", gaps);
+    ctx.report.stat(name(), "gaps longer than a fetch", hideable);
+    ctx.report.stat(name(), "estimated compute ms", static_cast<double>(c.start_ps.back()) / 1e9);
     return PassResult::kUnchanged;
   }
 };

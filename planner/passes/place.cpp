@@ -33,7 +33,7 @@ class Place : public Pass {
   explicit Place(PlaceOptions o) : o_(std::move(o)) {}
   [[nodiscard]] std::string_view name() const override { return "place"; }
 
-  PassResult run(PlanState& s, PassContext& /*ctx*/) override {
+  PassResult run(PlanState& s, PassContext& ctx) override {
     s.ensure_costs();
     reset_resident(s);
     std::vector<uint32_t> tiers = s.offload_tiers;
@@ -118,16 +118,16 @@ class Place : public Pass {
     }
     for (uint32_t tier : tiers) {
       if (used[tier] > 0) {
-        s.stat(name(), fmt::format("bytes preferring {}", s.topo.tiers[tier].id),
-               static_cast<double>(used[tier]));
+        ctx.report.stat(name(), fmt::format("bytes preferring {}", s.topo.tiers[tier].id),
+                        static_cast<double>(used[tier]));
       }
     }
-    apply_pins(s);
+    apply_pins(s, ctx.report);
     return PassResult::kChanged;
   }
 
  private:
-  static void apply_pins(PlanState& s) {
+  static void apply_pins(PlanState& s, PassReport& report) {
     if (s.pin_tier.size() != s.w.tensors.size()) s.pin_tier = pinned_tiers(s.w, s.pins);
     for (uint32_t t = 0; t < s.w.tensors.size(); ++t) {
       const uint32_t tier = s.pin_tier[t];
@@ -153,7 +153,7 @@ class Place : public Pass {
       r.runs = split_runs(s, t, gaps,
                           SplitOptions{.home_off_device = external, .tier = tier, .lead_ops = 0});
       s.tier_used[tier] += s.w.tensors[t].bytes;
-      s.stat("place", "pinned tensors offloaded", 1);
+      report.stat("place", "pinned tensors offloaded", 1);
     }
   }
 

@@ -25,14 +25,14 @@ class Refine : public Pass {
 
   PassResult run(PlanState& s, PassContext& ctx) override {
     if (ctx.evaluator == nullptr || !s.emitted.started()) {
-      s.stat(name(), "skipped: no evaluator", 1);
+      ctx.report.stat(name(), "skipped: no evaluator", 1);
       return PassResult::kUnchanged;
     }
     const Costs& c = s.ensure_costs();
     const Plan& plan = s.plan();
     Evaluation best =
         s.emitted.evaluation() ? *s.emitted.evaluation() : ctx.evaluator->evaluate(plan);
-    s.stat(name(), "evaluations", 1);
+    ctx.report.stat(name(), "evaluations", 1);
     s.emitted.set_evaluation(best);
     if (!best.ok) return PassResult::kUnchanged;
     bool changed = false;
@@ -62,19 +62,19 @@ class Refine : public Pass {
       }
       if (moved == 0) break;
       const Evaluation next = ctx.evaluator->evaluate(s.emitted.emit(s));
-      s.stat(name(), "evaluations", 1);
+      ctx.report.stat(name(), "evaluations", 1);
       if (!next.ok || next.makespan_ps >= best.makespan_ps) {
         for (size_t t = 0; t < s.tensors.size(); ++t) s.tensors[t].runs = std::move(saved[t]);
         s.emitted.emit(s);
         s.emitted.set_evaluation(best);
         break;
       }
-      s.stat(name(), "prefetches moved earlier", static_cast<double>(moved));
+      ctx.report.stat(name(), "prefetches moved earlier", static_cast<double>(moved));
       best = next;
       s.emitted.set_evaluation(best);
       changed = true;
     }
-    s.stat(name(), "simulated makespan ms", static_cast<double>(best.makespan_ps) / 1e9);
+    ctx.report.stat(name(), "simulated makespan ms", static_cast<double>(best.makespan_ps) / 1e9);
     return changed ? PassResult::kChanged : PassResult::kUnchanged;
   }
 

@@ -25,7 +25,7 @@ class Reorder : public Pass {
   Reorder(bool equal, bool hoist) : equal_(equal), hoist_(hoist) {}
   [[nodiscard]] std::string_view name() const override { return "reorder"; }
 
-  PassResult run(PlanState& s, PassContext&) override {
+  PassResult run(PlanState& s, PassContext& ctx) override {
     const uint32_t n = s.positions();
     if (n < 3) return PassResult::kUnchanged;
     s.ensure_liveness();
@@ -65,7 +65,7 @@ class Reorder : public Pass {
       for (uint32_t t : op.outputs) write(t);
     }
 
-    if (hoist_) return hoist(s, succ, restore, before);
+    if (hoist_) return hoist(s, ctx.report, succ, restore, before);
 
     // Remaining uses per tensor, to know which op frees what.
     std::vector<uint32_t> remaining(s.w.tensors.size(), 0);
@@ -122,13 +122,13 @@ class Reorder : public Pass {
       s.invalidate();
       s.ensure_costs();
       restore();
-      s.stat(name(), "kept the order (no lower peak)", 1);
+      ctx.report.stat(name(), "kept the order (no lower peak)", 1);
       return PassResult::kUnchanged;
     }
-    s.stat(name(), "resident peak bytes before", static_cast<double>(before));
-    s.stat(name(), "resident peak bytes after", static_cast<double>(after));
-    s.notes.push_back(fmt::format("reorder: compute order changed, resident peak {} -> {} bytes",
-                                  before, after));
+    ctx.report.stat(name(), "resident peak bytes before", static_cast<double>(before));
+    ctx.report.stat(name(), "resident peak bytes after", static_cast<double>(after));
+    ctx.report.notes.push_back(
+        fmt::format("reorder: compute order changed, resident peak {} -> {} bytes", before, after));
     return PassResult::kChanged;
   }
 
@@ -137,7 +137,7 @@ class Reorder : public Pass {
   /// to right after the last op it depends on. That never raises the peak and frees
   /// what it reads as early as the dependencies allow.
   template <class Restore>
-  PassResult hoist(PlanState& s, const std::vector<std::vector<uint32_t>>& succ,
+  PassResult hoist(PlanState& s, PassReport& report, const std::vector<std::vector<uint32_t>>& succ,
                    Restore& restore, uint64_t before) {
     const uint32_t n = s.positions();
     std::vector<uint32_t> last_pred(n, kNone);
@@ -176,10 +176,12 @@ class Reorder : public Pass {
     restore();
     const uint64_t now = peak(s);
     TF_ASSERT(now <= before, "hoisting raised the peak from {} to {}", before, now);
-    s.stat(name(), "ops hoisted", static_cast<double>(std::count(hoisted.begin(), hoisted.end(), true)));
-    s.notes.push_back(fmt::format("reorder: ops that allocate nothing run right after what they "
-                                  "depend on; resident peak {} -> {} bytes",
-                                  before, now));
+    report.stat(name(), "ops hoisted",
+                static_cast<double>(std::count(hoisted.begin(), hoisted.end(), true)));
+    report.notes.push_back(
+        fmt::format("reorder: ops that allocate nothing run right after what they "
+                    "depend on; resident peak {} -> {} bytes",
+                    before, now));
     return PassResult::kChanged;
   }
 

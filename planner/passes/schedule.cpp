@@ -43,7 +43,7 @@ class Schedule : public Pass {
   explicit Schedule(ScheduleOptions o) : o_(o) {}
   [[nodiscard]] std::string_view name() const override { return "schedule"; }
 
-  PassResult run(PlanState& s, PassContext&) override {
+  PassResult run(PlanState& s, PassContext& ctx) override {
     const Costs& c = s.ensure_costs();
     s.ensure_liveness();
     struct Fetch {
@@ -61,7 +61,7 @@ class Schedule : public Pass {
     ProfileTree tree(memory_profile(s));
     const uint64_t budget = s.target.budget;
     const uint64_t held = hold_stores(s, tree);
-    s.stat(name(), "store holds lengthened", static_cast<double>(held));
+    ctx.report.stat(name(), "store holds lengthened", static_cast<double>(held));
     if (fetches.empty()) {
       if (held == 0) return PassResult::kUnchanged;
       s.emitted.runs_changed();
@@ -154,10 +154,10 @@ class Schedule : public Pass {
       }
       for (size_t i = fetches.size(); i-- > 0;) place(i);
     }
-    s.stat(name(), "prefetches", static_cast<double>(fetches.size()));
-    s.stat(name(), "anchors moved", static_cast<double>(moved));
-    s.stat(name(), "anchors moved earlier", static_cast<double>(earlier));
-    s.stat(name(), "anchors held back by the budget", static_cast<double>(capped));
+    ctx.report.stat(name(), "prefetches", static_cast<double>(fetches.size()));
+    ctx.report.stat(name(), "anchors moved", static_cast<double>(moved));
+    ctx.report.stat(name(), "anchors moved earlier", static_cast<double>(earlier));
+    ctx.report.stat(name(), "anchors held back by the budget", static_cast<double>(capped));
     if (moved == 0 && held == 0) return PassResult::kUnchanged;
     s.emitted.runs_changed();
     return PassResult::kChanged;

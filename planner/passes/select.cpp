@@ -46,13 +46,13 @@ class Select : public Pass {
     s.ensure_costs();
     s.ensure_liveness();
     const size_t kept = keep_pinned(s);
-    if (kept > 0) s.stat(name(), "pinned tensors fetched once", static_cast<double>(kept));
+    if (kept > 0) ctx.report.stat(name(), "pinned tensors fetched once", static_cast<double>(kept));
     Fitting f = begin_fitting(s);
     const Costs& c = f.costs;
     ProfileTree& tree = f.tree;
     const auto target = static_cast<uint64_t>(static_cast<double>(s.target.budget) *
                                               std::max(0.0, 1.0 - o_.headroom));
-    s.stat(name(), "resident peak bytes", static_cast<double>(tree.max()));
+    ctx.report.stat(name(), "resident peak bytes", static_cast<double>(tree.max()));
     if (tree.max() <= target) return kept > 0 ? PassResult::kChanged : PassResult::kUnchanged;
 
     // Phase 1: hideable gaps, score scaled by link load (lazy re-scoring).
@@ -95,7 +95,7 @@ class Select : public Pass {
     while (!queue.empty() && tree.max() > target) {
       const uint32_t i = queue.pop(now);
       const uint32_t t = pool[i].tensor;
-      Applied a = try_apply(s, tree, pool[i], target, name());
+      Applied a = try_apply(s, ctx.report, tree, pool[i], target, name());
       // Its tier is full: the next tier with room, candidate rebuilt for that route.
       for (size_t k = 0;
            a == Applied::kNoRoom && !s.tensors[t].pinned && k < s.offload_tiers.size(); ++k) {
@@ -108,7 +108,7 @@ class Select : public Pass {
         auto again = candidate(s, t, /*all_gaps=*/false, o_.lead);
         if (!again) break;
         pool[i] = std::move(*again);
-        a = try_apply(s, tree, pool[i], target, name());
+        a = try_apply(s, ctx.report, tree, pool[i], target, name());
       }
       if (a == Applied::kYes) load[s.tensors[t].tier] += pool[i].transfer_ps;
     }
@@ -124,10 +124,10 @@ class Select : public Pass {
       std::stable_sort(rest.begin(), rest.end(), [](const Candidate& a, const Candidate& b) {
         return a.score > b.score;
       });
-      const size_t n = apply_until_fits(s, tree, rest, target, name());
-      s.stat(name(), "offloads with exposed copies", static_cast<double>(n));
+      const size_t n = apply_until_fits(s, ctx.report, tree, rest, target, name());
+      ctx.report.stat(name(), "offloads with exposed copies", static_cast<double>(n));
     }
-    s.stat(name(), "estimated peak bytes", static_cast<double>(tree.max()));
+    ctx.report.stat(name(), "estimated peak bytes", static_cast<double>(tree.max()));
     return end_fitting(s, ctx, tree, PassResult::kChanged);
   }
 

@@ -38,7 +38,7 @@ class Verify : public Pass {
             "does not fit: {} of tensors kept on '{}', which has room for {} per program",
             to_string_approx(Bytes{held[i]}), s.topo.tiers[i].id,
             to_string_approx(Bytes{s.tier_room[i]}));
-        s.infeasible = true;
+        ctx.report.infeasible = true;
         return PassResult::kFailed;
       }
     }
