@@ -80,7 +80,6 @@ class LeastRecentlyUsed final : public EvictionOrder {
   [[nodiscard]] EvictKey key(const Pager& /*p*/, uint32_t /*t*/, uint32_t j) const override {
     return EvictKey{j, 0, 0};
   }
-  [[nodiscard]] bool by_next_use() const override { return false; }
 };
 
 class FurthestNextUse final : public EvictionOrder {
@@ -92,7 +91,6 @@ class FurthestNextUse final : public EvictionOrder {
     if (!clean_first_) return EvictKey{when, 0, 0};
     return EvictKey{when, p.st[t].dirty ? 1 : 0, -static_cast<int64_t>(t)};
   }
-  [[nodiscard]] bool by_next_use() const override { return true; }
 
  private:
   bool clean_first_;

@@ -71,7 +71,6 @@ class EvictionQueue {
   explicit EvictionQueue(size_t tensors)
       : in_(tensors, false), key_(tensors), version_(tensors, 0) {}
   [[nodiscard]] bool empty() const { return live_ == 0; }
-  [[nodiscard]] bool contains(uint32_t t) const { return in_[t]; }
   /// Makes t evictable with `key` (again: its key is then `key`).
   void insert(EvictKey key, uint32_t t);
   void erase(uint32_t t);
@@ -133,9 +132,6 @@ class EvictionOrder {
   virtual ~EvictionOrder() = default;
   /// The key of resident tensor t as of position j, its reads there counted.
   [[nodiscard]] virtual EvictKey key(const Pager& p, uint32_t t, uint32_t j) const = 0;
-  /// Whether the order is by next use, furthest first (what a fetch ahead needs: the
-  /// victims it may take are then the first ones).
-  [[nodiscard]] virtual bool by_next_use() const = 0;
 };
 
 /// The least recently used first.
@@ -200,7 +196,6 @@ class Pager {
   }
   /// t's key in the eviction order as of position j.
   [[nodiscard]] EvictKey key(uint32_t t, uint32_t j) const { return order_.key(*this, t, j); }
-  [[nodiscard]] const EvictionOrder& order() const { return order_; }
   /// Records why the target cannot be met.
   template <class... Args>
   void infeasible(fmt::format_string<Args...> f, Args&&... args) {

@@ -12,6 +12,7 @@
 #include "core/diagnostics.h"
 #include "core/plan_json.h"
 #include "hw_models/loader.h"
+#include "planner/outcome.h"
 #include "planner/planner.h"
 #include "sim/simulator.h"
 #include "tests/support/plan_builders.h"
@@ -245,4 +246,32 @@ TEST_CASE("page: reactive and belady plan as the page pipelines they stand for")
     }
   }
   CHECK(paged >= 30);  // most cases page, or the comparison proves little
+}
+
+TEST_CASE("page: its counters and a target it cannot meet go to the pass report") {
+  // The state keeps the plan; what the passes report travels beside it, in the context.
+  const Workload w = cycle_workload();
+  const hw::Topology topo = roomy_unit_hw();
+  PlanRequest req;
+  req.target.device_tier = *topo.tier_index("hbm");
+  const Pipeline p = Pipeline::parse("place,liveness,page{evict=furthest},insert,verify");
+  {
+    PlanState s = initial_state(w, topo, req, 80);
+    PassContext ctx;
+    REQUIRE(p.run(s, ctx) == PassResult::kChanged);
+    CHECK_FALSE(ctx.report.infeasible);
+    const auto fetches = std::find_if(ctx.report.stats.begin(), ctx.report.stats.end(),
+                                      [](const Stat& st) { return st.name == "fetches"; });
+    REQUIRE(fetches != ctx.report.stats.end());
+    CHECK(fetches->pass == "page");
+    CHECK(fetches->value > 0);
+  }
+  {
+    // 36 B: no op fits, each reading 4 B and a 32 B weight and writing 4 B.
+    PlanState s = initial_state(w, topo, req, 36);
+    PassContext ctx;
+    REQUIRE(p.run(s, ctx) == PassResult::kFailed);
+    CHECK(ctx.report.infeasible);
+    CHECK(ctx.failure.starts_with("page: does not fit: op "));
+  }
 }
