@@ -214,6 +214,13 @@ class Pager {
   /// device, as many as `room` holds (the device holds their only copy: stored when first
   /// evicted after a read). Returns them.
   std::vector<uint32_t> warm_start(const std::vector<bool>& candidate, uint64_t room);
+  /// A read of resident t at position i (`modifies`: an update): its run reaches i, its
+  /// next use moves on, and a modified device copy is the only current one.
+  void read(uint32_t t, uint32_t i, bool modifies) {
+    s.tensors[t].runs.back().last = i;
+    ++st[t].next;
+    st[t].dirty |= modifies;
+  }
   /// The bookkeeping of deciding to fetch t (its run is the clock's to add).
   void fetch(uint32_t t);
   /// The bookkeeping of evicting t (its run is the clock's to release).

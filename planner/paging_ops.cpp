@@ -167,8 +167,7 @@ class OpsClock final : public Clock {
       mine_.insert(mine_.end(), list->begin(), list->end());
     }
     if (!make_room(p, j, op)) return false;
-    read_inputs(p, j);
-    for (uint32_t t : op.updates) p.st[t].dirty = true;
+    read_inputs(p, j, op);
     for (uint32_t t : op.outputs) {
       if (!managed(p, t)) continue;
       Run r;
@@ -307,9 +306,10 @@ class OpsClock final : public Clock {
     return false;
   }
 
-  /// Op j's inputs: fetched when missing; a fetch made ahead counts once read.
-  void read_inputs(Pager& p, uint32_t j) {
-    for (uint32_t t : mine_) {
+  /// Op j's inputs and updates: fetched when missing; a fetch made ahead counts once read.
+  void read_inputs(Pager& p, uint32_t j, const Op& op) {
+    for (size_t k = 0; k < mine_.size(); ++k) {
+      const uint32_t t = mine_[k];
       if (!managed(p, t)) continue;
       if (!p.st[t].resident) {
         fetch(p, t, j, j);
@@ -321,8 +321,7 @@ class OpsClock final : public Clock {
           p.fetched += p.bytes(t);
         }
       }
-      p.s.tensors[t].runs.back().last = j;
-      ++p.st[t].next;
+      p.read(t, j, /*modifies=*/k >= op.inputs.size());
     }
   }
 

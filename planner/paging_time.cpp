@@ -274,9 +274,7 @@ class TimeClock final : public Clock {
     stall_ += start - now_;
     const Op& op = p.s.w.ops[p.s.order[i]];
     for (uint32_t t : reads_[i]) {
-      p.s.tensors[t].runs.back().last = i;
-      ++p.st[t].next;
-      p.st[t].dirty |= std::find(op.updates.begin(), op.updates.end(), t) != op.updates.end();
+      p.read(t, i, std::find(op.updates.begin(), op.updates.end(), t) != op.updates.end());
       p.queue.insert(p.key(t, i), t);
     }
     return start + c_->op_ps[p.s.order[i]];
