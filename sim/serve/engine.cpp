@@ -91,6 +91,15 @@ class Engine {
     setup_levels();
     for (const hw::ResourceInfo& r : fabric_.resources()) net_.add_resource(r.capacity);
     if (o_.timeline != nullptr) setup_timeline();
+    if (o_.record_series) {
+      for (LevelId l = 0; l < cache_.level_count(); ++l) {
+        series_.push_back(Series{cache_.spec(l).name + " blocks", {}, {}});
+      }
+      for (size_t r = 0; r < replicas_.size(); ++r) {
+        series_.push_back(Series{fmt::format("replica {} running", r), {}, {}});
+        series_.push_back(Series{fmt::format("replica {} waiting", r), {}, {}});
+      }
+    }
   }
 
   ServeResult run();
@@ -112,6 +121,8 @@ class Engine {
   void carry(uint32_t r, const std::vector<Move>& moves, bool loads);
   void flow_done(uint32_t f);
   void setup_timeline();
+  /// Samples series `series` at now (record_series).
+  void record(size_t series, double value);
   void draw_iteration(uint32_t r);
   void draw_transfer(const Transfer& tr);
   void resolve();
@@ -153,6 +164,7 @@ class Engine {
   std::vector<LevelId> where_;
   std::vector<Move> moves_;
   std::vector<uint64_t> scratch_;
+  std::vector<Series> series_;  ///< levels', then each replica's running and waiting
   // Timeline (when drawn).
   sim::Timeline* tl_ = nullptr;
   std::vector<sim::SeriesId> level_series_;
@@ -571,9 +583,28 @@ void Engine::flow_done(uint32_t f) {
   q_.schedule(end, kIterationEnd, tr.replica);
 }
 
+void Engine::record(size_t series, double value) {
+  Series& s = series_[series];
+  if (!s.value.empty() && s.value.back() == value) return;
+  if (!s.time.empty() && s.time.back() == q_.now()) {
+    s.value.back() = value;
+    return;
+  }
+  s.time.push_back(q_.now());
+  s.value.push_back(value);
+}
+
 void Engine::end_iteration(uint32_t r) {
   Replica& rep = replicas_[r];
   if (tl_ != nullptr) draw_iteration(r);
+  if (o_.record_series) {
+    for (LevelId l = 0; l < cache_.level_count(); ++l) {
+      record(l, static_cast<double>(cache_.stats(l).occupancy));
+    }
+    const size_t base = cache_.level_count() + 2 * r;
+    record(base, static_cast<double>(rep.running.size()));
+    record(base + 1, static_cast<double>(rep.waiting.size()));
+  }
   moves_.clear();
   for (size_t i = 0; i < rep.batch.size(); ++i) {
     const uint32_t q = rep.batch[i];
@@ -716,6 +747,7 @@ ServeResult Engine::run() {
   }
   ServeResult out = result();
   out.requests = std::move(records_);
+  out.series = std::move(series_);
   Time end = 0;
   for (const RequestRecord& r : out.requests) end = std::max(end, r.finish);
   for (uint32_t i = 0; i < fabric_.resources().size(); ++i) {

@@ -71,6 +71,15 @@ struct ServeOptions {
   /// counts of running and waiting sequences, one per cache level with its occupancy, and
   /// one with the KV transfers (loads, demotions, stores) on lanes.
   sim::Timeline* timeline = nullptr;
+  /// Record the series of ServeResult::series (for plots).
+  bool record_series = false;
+};
+
+/// A quantity over the run, as steps: `value[i]` holds from `time[i]` to the next time.
+struct Series {
+  std::string name;  ///< "hbm[r0] blocks", "replica 0 running", "replica 0 waiting"
+  std::vector<Time> time;
+  std::vector<double> value;
 };
 
 /// One request as served.
@@ -113,6 +122,10 @@ struct ServeResult {
   std::vector<RequestRecord> requests;
   std::vector<LevelRecord> levels;
   std::vector<ResourceRecord> resources;  ///< those some transfer crossed
+  /// With record_series: each cache level's blocks held, each replica's running and
+  /// waiting sequences, sampled at every iteration's end (a value equal to the last one
+  /// is not kept).
+  std::vector<Series> series;
   uint32_t block_tokens = 0;
   uint64_t weight_bytes = 0;        ///< per device
   uint64_t workspace_bytes = 0;     ///< per device

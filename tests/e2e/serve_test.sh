@@ -41,6 +41,30 @@ assert "iteration" in names and "load" in names and "demotion" in names, names
 procs = {e["args"]["name"] for e in d["traceEvents"] if e.get("name") == "process_name"}
 assert "KV transfers" in procs and any(p.startswith("replica 0") for p in procs), procs' "$tmp/tl.json"
 
+# The HTML page: well formed, every section, the same bytes twice.
+check report 0 "$tf" serve "${base[@]}" --trace "$trace" --kv-tiers ddr:512GiB --set tiers.hbm.capacity=40GB --report "$tmp/r1.html"
+ok report-well-formed python3 -c '
+import html.parser, sys
+VOID = {"meta", "br", "path", "line", "rect", "i"}
+class P(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__(); self.stack = []; self.svg = 0
+    def handle_starttag(self, t, a):
+        self.svg += t == "svg"
+        if t not in VOID: self.stack.append(t)
+    def handle_endtag(self, t):
+        if t in VOID: return
+        assert self.stack and self.stack[-1] == t, (t, self.stack[-4:])
+        self.stack.pop()
+text = open(sys.argv[1]).read()
+p = P(); p.feed(text)
+assert not p.stack and p.svg == 6, (p.stack, p.svg)
+for h in ("Summary", "Latency", "Prompt tokens by where they came from", "Cache levels over time", "Sequences per replica", "Fabric"):
+    assert "<h2>" + h in text, h
+assert "nan" not in text.lower()' "$tmp/r1.html"
+check report-again 0 "$tf" serve "${base[@]}" --trace "$trace" --kv-tiers ddr:512GiB --set tiers.hbm.capacity=40GB --report "$tmp/r2.html"
+ok report-deterministic cmp -s "$tmp/r1.html" "$tmp/r2.html"
+
 # Cache only: hit ratios, no times.
 check cache-only 0 "$tf" serve "${base[@]}" --trace "$trace" --kv-tiers ddr:512GiB --cache-only
 contains cache-only-levels "$tmp/out" "ddr[0,1]"

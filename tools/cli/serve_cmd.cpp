@@ -9,6 +9,7 @@
 #include "core/io.h"
 #include "tools/cli/common.h"
 #include "tools/cli/flags.h"
+#include "tools/export/serve_report.h"
 #include "tools/study/serve.h"
 #include "tools/study/serve_find.h"
 
@@ -17,27 +18,14 @@ namespace {
 
 struct ServeCliOptions {
   study::ServeSettings s;
-  std::string weight_dtype = "bf16", kv_dtype = "bf16", act_dtype = "bf16";
-  std::string load = "layered", router = "round-robin";
-  std::string output;
+  std::string output, find, target, report;
   std::string summary = "-";
   bool json = false;
   bool quiet = false;
-  std::string find, target;
 };
 
 int run_serve(ServeCliOptions& o) {
   study::ServeSettings& s = o.s;
-  const auto dtype = [](const std::string& name) {
-    return static_cast<Dtype>(*index_of(kDtypeNames, name));  // CLI11 checked the name
-  };
-  s.model.gen.weight_dtype = dtype(o.weight_dtype);
-  s.model.gen.kv_dtype = dtype(o.kv_dtype);
-  s.model.gen.act_dtype = dtype(o.act_dtype);
-  s.engine.load = o.load == "before" ? serve::LoadMode::kBefore : serve::LoadMode::kLayered;
-  s.engine.router = o.router == "prefix"         ? serve::RouterKind::kPrefix
-                    : o.router == "least-loaded" ? serve::RouterKind::kLeastLoaded
-                                                 : serve::RouterKind::kRoundRobin;
   if (!o.quiet && isatty(fileno(stderr)) != 0) {
     s.engine.progress = [](uint64_t done, uint64_t total) {
       fmt::print(stderr, "\rserve: {}/{} requests finished", done, total);
@@ -63,11 +51,13 @@ int run_serve(ServeCliOptions& o) {
     }
     return static_cast<int>(a.found ? ExitCode::kOk : ExitCode::kInfeasible);
   }
+  s.engine.record_series = !o.report.empty();
   const study::ServeStudy x = study::run_serve(s);
   for (const std::string& note : x.trace.notes) fmt::print(stderr, "note: {}\n", note);
   write_file_atomic(o.summary, o.json ? study::serve_json(x) : study::serve_text(x));
   if (!o.output.empty() && !x.result.cache_only)
     write_file_atomic(o.output, study::requests_csv(x));
+  if (!o.report.empty()) write_file_atomic(o.report, exporter::serve_report_html(x));
   return static_cast<int>(ExitCode::kOk);
 }
 
@@ -104,7 +94,7 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(1, 4096));
   cmd->add_option("--replicas", s.engine.replicas, "data-parallel replicas (default 1)")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--router", o->router, "round-robin (default), least-loaded or prefix")
+  cmd->add_option("--router", s.router, "round-robin (default), least-loaded or prefix")
       ->check(CLI::IsMember({"round-robin", "least-loaded", "prefix"}));
   cmd->add_option("--token-budget", s.engine.token_budget,
                   "new tokens per iteration (default 8192)")
@@ -116,13 +106,13 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--kv-tiers", s.kv_tiers,
                   "KV tiers below the device, nearest first: TIER[:SIZE|PCT%][:lru|lfu|s3fifo]"
                   "[:back|through][:all|second],...  e.g. ddr:512GiB,ssd:25%");
-  cmd->add_option("--load", o->load,
+  cmd->add_option("--load", s.load,
                   "prefix hits below the device load before the prefill or layered with it "
                   "(default layered)")
       ->check(CLI::IsMember({"layered", "before"}));
   for (auto [flag, value] :
-       {std::pair{"--weight-dtype", &o->weight_dtype}, std::pair{"--kv-dtype", &o->kv_dtype},
-        std::pair{"--act-dtype", &o->act_dtype}}) {
+       {std::pair{"--weight-dtype", &s.weight_dtype}, std::pair{"--kv-dtype", &s.kv_dtype},
+        std::pair{"--act-dtype", &s.act_dtype}}) {
     cmd->add_option(flag, *value, "element type (default bf16)")
         ->check(CLI::IsMember(std::vector<std::string>(kDtypeNames.begin(), kDtypeNames.end())));
   }
@@ -137,6 +127,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--target", o->target,
                   "what --find must meet: p99-ttft=2s, p90-tpot=50ms, goodput=95% (of --slo), "
                   "hit=30%");
+  cmd->add_option(
+      "--report", o->report,
+      "write an HTML page: latency CDFs, hits per level, levels and sequences over time");
   cmd->add_flag("--json", o->json, "print the summary as JSON (tierflow.serve/1)");
   cmd->add_option("-o,--output", o->output, "write one CSV row per request to FILE");
   cmd->add_option("--summary", o->summary, "write the summary to FILE instead of stdout");

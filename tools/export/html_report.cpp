@@ -15,8 +15,10 @@
 namespace tierflow::exporter {
 namespace {
 
+}  // namespace
+
 // The page's whole style: system fonts only, nothing fetched.
-constexpr std::string_view kCss = R"(
+const std::string_view kReportCss = R"(
 :root{--ink:#1d2733;--muted:#5b6775;--line:#d9dee5;--soft:#f4f6f9;--accent:#2f6f9f;--bad:#b3261e}
 *{box-sizing:border-box}
 body{margin:0;background:#fff;color:var(--ink);font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
@@ -64,6 +66,8 @@ svg .bar-title{font-size:13px;font-weight:600;fill:#1d2733}
 .plot-box{margin-bottom:6px}
 footer{color:var(--muted);font-size:12px;padding:16px 32px;border-top:1px solid var(--line)}
 )";
+
+namespace {
 
 // A meta value as text: strings without their quotes, anything else as written.
 std::optional<std::string> meta_text(const Meta& meta, const std::string& key) {
@@ -339,7 +343,7 @@ std::string html_report(const std::vector<ReportRun>& runs, const ReportOptions&
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
       "<title>tierflow report: {}</title>\n<style>{}</style>\n</head>\n<body>\n",
-      escape_html(title), kCss);
+      escape_html(title), kReportCss);
   out += fmt::format("<header class=\"top\"><h1>tierflow report: {}</h1>\n<p>", escape_html(title));
   out += runs.size() == 1 ? "One plan, simulated."
                           : fmt::format("{} plans, each simulated.", runs.size());

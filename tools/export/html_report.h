@@ -59,6 +59,9 @@ struct ReportOptions {
   size_t max_devices = 16;  ///< devices in the activity strips
 };
 
+/// The style every report page carries (system fonts, nothing fetched).
+extern const std::string_view kReportCss;
+
 /// The page. Meta keys read from a plan, when present: `policy`, `pipeline`, `budget`,
 /// and the bounds `bounds_makespan_ps`, `bounds_residency`, `bounds_traffic_bytes`,
 /// `bounds_compute_ps` (numbers).

@@ -208,23 +208,6 @@ ServeOutput serve(const Fields& fields) {
     }
     return c.value;
   };
-  const auto choice = [](const std::string& key, const std::string& value,
-                         std::initializer_list<std::string_view> names) {
-    for (const std::string_view n : names) {
-      if (n == value) return value;
-    }
-    throw InputError::at(SourcePos{key}, "expected one of {}, got '{}'", fmt::join(names, ", "),
-                         value);
-  };
-  const auto dtype = [&](const std::string& key, const std::string& value) {
-    const auto i = index_of(kDtypeNames, value);
-    if (!i) {
-      throw InputError::at(SourcePos{key}, "unknown dtype '{}'{}", value,
-                           did_you_mean(value, std::vector<std::string>(kDtypeNames.begin(),
-                                                                        kDtypeNames.end())));
-    }
-    return static_cast<Dtype>(*i);
-  };
   const auto positive = [](const std::string& key, const std::string& value) {
     double v = 0;
     try {
@@ -239,7 +222,6 @@ ServeOutput serve(const Fields& fields) {
     }
     return v;
   };
-  std::string load = "layered", router = "round-robin";
   std::string find, target;
   for (const auto& [key, value] : fields) {
     if (key == "trace") s.trace = value;
@@ -252,29 +234,25 @@ ServeOutput serve(const Fields& fields) {
     else if (key == "tp") s.model.gen.tp = static_cast<int>(count(key, value, 1, 4096));
     else if (key == "replicas") s.engine.replicas = static_cast<int>(count(key, value, 1, 1 << 20));
     else if (key == "device") s.engine.device = value;
-    else if (key == "router") router = choice(key, value, {"round-robin", "least-loaded", "prefix"});
+    else if (key == "router") s.router = value;
     else if (key == "token_budget") s.engine.token_budget = count(key, value, 1, int64_t{1} << 24);
     else if (key == "max_seqs") s.engine.max_seqs = count(key, value, 1, int64_t{1} << 20);
     else if (key == "kv_tiers") s.kv_tiers = value;
-    else if (key == "load") load = choice(key, value, {"layered", "before"});
+    else if (key == "load") s.load = value;
     else if (key == "slo") s.slo = value;
     else if (key == "rate_scale") s.trace_options.rate_scale = positive(key, value);
     else if (key == "first") s.trace_options.first = static_cast<uint64_t>(count(key, value, 0, INT64_MAX));
     else if (key == "block_tokens") s.trace_options.block_tokens = static_cast<uint32_t>(count(key, value, 1, 65536));
     else if (key == "warmup") s.warmup = value;
-    else if (key == "weight_dtype") s.model.gen.weight_dtype = dtype(key, value);
-    else if (key == "kv_dtype") s.model.gen.kv_dtype = dtype(key, value);
-    else if (key == "act_dtype") s.model.gen.act_dtype = dtype(key, value);
-    else if (key == "cache_only") s.cache_only = choice(key, value, {"true", "false"}) == "true";
+    else if (key == "weight_dtype") s.weight_dtype = value;
+    else if (key == "kv_dtype") s.kv_dtype = value;
+    else if (key == "act_dtype") s.act_dtype = value;
+    else if (key == "cache_only") s.cache_only = value == "true";
     else if (key == "timeline") s.timeline = value;
     else if (key == "find") find = value;
     else if (key == "target") target = value;
     else TF_ASSERT(false, "tierflow.serve passed an unknown argument '{}'", key);
   }
-  s.engine.load = load == "before" ? serve::LoadMode::kBefore : serve::LoadMode::kLayered;
-  s.engine.router = router == "prefix"         ? serve::RouterKind::kPrefix
-                    : router == "least-loaded" ? serve::RouterKind::kLeastLoaded
-                                               : serve::RouterKind::kRoundRobin;
   if (!s.model.hf_config.empty() && !s.model.model.empty()) {
     throw InputError::at(SourcePos{"hf_config"}, "give model or hf_config, not both");
   }

@@ -207,9 +207,36 @@ ServeStudy run_serve(const ServeSettings& s) {
     std::replace(field.begin(), field.end(), '_', '-');
     return "--" + field;
   };
+  const auto choice = [&](std::string_view field, const std::string& value,
+                          std::initializer_list<std::string_view> names) {
+    const auto it = std::find(names.begin(), names.end(), value);
+    if (it == names.end()) {
+      throw InputError::at(
+          SourcePos{name(std::string(field))}, "expected one of {}, got '{}'{}",
+          fmt::join(names, ", "), value,
+          did_you_mean(value, std::vector<std::string>(names.begin(), names.end())));
+    }
+    return static_cast<size_t>(it - names.begin());
+  };
+  const auto dtype = [&](std::string_view field, const std::string& value) {
+    const auto i = index_of(kDtypeNames, value);
+    if (!i) {
+      throw InputError::at(
+          SourcePos{name(std::string(field))}, "unknown dtype '{}'{}", value,
+          did_you_mean(value, std::vector<std::string>(kDtypeNames.begin(), kDtypeNames.end())));
+    }
+    return static_cast<Dtype>(*i);
+  };
   ServeStudy x;
   x.slo = parse_slo(s.slo, name("slo"));
   serve::ServeOptions engine = s.engine;
+  engine.load = static_cast<serve::LoadMode>(choice("load", s.load, {"layered", "before"}));
+  engine.router = static_cast<serve::RouterKind>(
+      choice("router", s.router, {"round-robin", "least-loaded", "prefix"}));
+  WorkloadSource model = s.model;
+  model.gen.weight_dtype = dtype("weight_dtype", s.weight_dtype);
+  model.gen.kv_dtype = dtype("kv_dtype", s.kv_dtype);
+  model.gen.act_dtype = dtype("act_dtype", s.act_dtype);
   engine.kv_tiers = parse_kv_tiers(s.kv_tiers, name("kv_tiers"));
   if (!s.warmup.empty()) {
     const auto d = parse_duration(s.warmup);
@@ -227,7 +254,7 @@ ServeStudy run_serve(const ServeSettings& s) {
   x.trace = s.trace.empty()
                 ? traces::generate_requests(s.arrivals, s.trace_options, name("arrivals"))
                 : traces::read_request_trace(s.trace, s.trace_options);
-  const traces::Arch arch = load_model(s.model);
+  const traces::Arch arch = load_model(model);
   x.model = arch.name;
   const std::string file = s.hw.empty() ? default_topology() : find_topology(s.hw, name("hw"));
   const hw::Topology topo = hw::load_topology(file, hw::LoadOptions{s.sets, false});
@@ -236,8 +263,8 @@ ServeStudy run_serve(const ServeSettings& s) {
   std::unique_ptr<sim::Timeline> tl;
   if (!s.timeline.empty() && !s.cache_only) tl = std::make_unique<sim::Timeline>(s.timeline);
   engine.timeline = tl.get();
-  x.result = s.cache_only ? serve::cache_only(x.trace, arch, s.model.gen, topo, engine)
-                          : serve::serve(x.trace, arch, s.model.gen, topo, engine);
+  x.result = s.cache_only ? serve::cache_only(x.trace, arch, model.gen, topo, engine)
+                          : serve::serve(x.trace, arch, model.gen, topo, engine);
   if (tl) tl->finish();
   x.device = engine.device.empty() ? topo.devices.front().id : engine.device;
   return x;

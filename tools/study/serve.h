@@ -27,16 +27,19 @@ namespace tierflow::study {
 struct ServeSettings {
   std::string hw;                 ///< topology path or shipped name; empty: the default
   std::vector<std::string> sets;  ///< topology overrides
-  WorkloadSource model;           ///< model / hf_config / model_sets; gen: tp, dtypes
+  WorkloadSource model;           ///< model / hf_config / model_sets; gen: tp
   std::string trace;              ///< a request trace file (Mooncake JSONL, Azure CSV)
   std::string arrivals;           ///< or a generator spec
   traces::TraceOptions trace_options;
-  std::string warmup;          ///< a duration; empty: none
-  serve::ServeOptions engine;  ///< replicas, budget, sequences, routing, load mode
-  std::string kv_tiers;        ///< "ddr:512GiB,ssd:25%:s3fifo"; empty: the device only
-  std::string slo;             ///< "ttft=2s,tpot=100ms"; empty: none
+  std::string warmup;                  ///< a duration; empty: none
+  serve::ServeOptions engine;          ///< replicas, budget, sequences (load, router: below)
+  std::string kv_tiers;                ///< "ddr:512GiB,ssd:25%:s3fifo"; empty: the device only
+  std::string slo;                     ///< "ttft=2s,tpot=100ms"; empty: none
+  std::string load = "layered";        ///< layered or before
+  std::string router = "round-robin";  ///< round-robin, least-loaded or prefix
+  std::string weight_dtype = "bf16", kv_dtype = "bf16", act_dtype = "bf16";
   bool cache_only = false;
-  std::string timeline;           ///< a Chrome trace of the run to write; empty: none
+  std::string timeline;  ///< a Chrome trace of the run to write; empty: none
   /// Errors name the CLI's flags ("--kv-tiers"); else the Python arguments ("kv_tiers").
   bool cli = true;
 };
