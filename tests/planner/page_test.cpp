@@ -15,6 +15,7 @@
 #include "planner/outcome.h"
 #include "planner/planner.h"
 #include "sim/simulator.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/plan_builders.h"
 #include "tools/study/sim_evaluator.h"
 
@@ -23,32 +24,8 @@ using namespace tierflow::planner;
 
 namespace {
 
-const std::string kFixture = std::string(TIERFLOW_SOURCE_DIR) + "/tests/fixtures/unit_hw.yaml";
-
 hw::Topology roomy_unit_hw() {
-  return hw::load_topology(
-      kFixture, hw::LoadOptions{{"tiers.hbm.capacity=64MiB", "tiers.ddr.capacity=64MiB"}, false});
-}
-
-/// x (4 B) and three 32 B weights read in turn, w0 w1 w2 w0 w1 w2 w0 w1 w2, one per op of
-/// 100 FLOPs, each op also reading the 4 B activation of the op before.
-Workload cycle_workload() {
-  Workload w;
-  w.name = "cycle";
-  uint32_t a = w.add_tensor({"x", 4, TensorKind::kInput});
-  uint32_t wt[3];
-  for (int k = 0; k < 3; ++k) {
-    wt[k] = w.add_tensor({fmt::format("w{}", k), 32, TensorKind::kWeight});
-  }
-  for (int i = 0; i < 9; ++i) {
-    const TensorKind kind = i == 8 ? TensorKind::kOutput : TensorKind::kActivation;
-    const uint32_t out = w.add_tensor({fmt::format("a{}", i), 4, kind});
-    Op op{fmt::format("op{}", i), OpKind::kElementwise, Dtype::kBf16, 100, 0, {a, wt[i % 3]}};
-    op.outputs = {out};
-    w.add_op(std::move(op));
-    a = out;
-  }
-  return w;
+  return testing::unit_hw({"tiers.hbm.capacity=64MiB", "tiers.ddr.capacity=64MiB"});
 }
 
 PlanOutcome plan_with(const Workload& w, const hw::Topology& topo, std::string pipeline,
@@ -91,7 +68,7 @@ TEST_CASE("page: every strategy combination pages the cycle of three weights") {
   // and fits when simulated; counting under `page`. On this cycle the least recently used
   // weight is always the next one read, so LRU fetches on every read of a weight not
   // warm, and evicting the furthest next use never fetches more.
-  const Workload w = cycle_workload();
+  const Workload w = testing::cycle_workload();
   const hw::Topology topo = roomy_unit_hw();
   struct Case {
     std::string options;
@@ -134,7 +111,7 @@ TEST_CASE("page: every strategy combination pages the cycle of three weights") {
 }
 
 TEST_CASE("page: the clock in estimated time reports its model") {
-  const Workload w = cycle_workload();
+  const Workload w = testing::cycle_workload();
   const hw::Topology topo = roomy_unit_hw();
   const PlanOutcome out = plan_with(
       w, topo, "place,liveness,page{evict=furthest,clock=time,prefetch=link},insert,verify", 80);
@@ -199,7 +176,7 @@ TEST_CASE("page: reactive and belady plan as the page pipelines they stand for")
       {"belady", "page{evict=furthest,clock=time,prefetch=link,warm=true}"},
       {"belady{warm=false}", "page{evict=furthest,clock=time,prefetch=link}"},
   };
-  std::vector<std::pair<Workload, uint64_t>> cases = {{cycle_workload(), 80}};
+  std::vector<std::pair<Workload, uint64_t>> cases = {{testing::cycle_workload(), 80}};
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     Workload w = testing::random_workload(seed);
     const PlanOutcome free = plan_with(w, topo, "place,liveness,insert,verify", uint64_t{1} << 40);
@@ -250,7 +227,7 @@ TEST_CASE("page: reactive and belady plan as the page pipelines they stand for")
 
 TEST_CASE("page: its counters and a target it cannot meet go to the pass report") {
   // The state keeps the plan; what the passes report travels beside it, in the context.
-  const Workload w = cycle_workload();
+  const Workload w = testing::cycle_workload();
   const hw::Topology topo = roomy_unit_hw();
   PlanRequest req;
   req.target.device_tier = *topo.tier_index("hbm");

@@ -15,6 +15,7 @@
 #include "planner/print.h"
 #include "sim/simulator.h"
 #include "tools/study/sim_evaluator.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/plan_builders.h"
 
 using namespace tierflow;
@@ -48,27 +49,6 @@ size_t transfers(const Plan& p) {
     }
   }
   return n;
-}
-
-/// x (4 B) and three 32 B weights read in turn, w0 w1 w2 w0 w1 w2 w0 w1 w2, one per op of
-/// `flops`, each op also reading the 4 B activation of the op before.
-Workload cycle_workload(double flops) {
-  Workload w;
-  w.name = "cycle";
-  uint32_t a = w.add_tensor({"x", 4, TensorKind::kInput});
-  uint32_t wt[3];
-  for (int k = 0; k < 3; ++k) {
-    wt[k] = w.add_tensor({fmt::format("w{}", k), 32, TensorKind::kWeight});
-  }
-  for (int i = 0; i < 9; ++i) {
-    const TensorKind kind = i == 8 ? TensorKind::kOutput : TensorKind::kActivation;
-    const uint32_t out = w.add_tensor({fmt::format("a{}", i), 4, kind});
-    Op op{fmt::format("op{}", i), OpKind::kElementwise, Dtype::kBf16, flops, 0, {a, wt[i % 3]}};
-    op.outputs = {out};
-    w.add_op(std::move(op));
-    a = out;
-  }
-  return w;
 }
 
 }  // namespace
@@ -264,7 +244,7 @@ TEST_CASE("the paging bound is Belady's MIN byte by byte") {
   // The windows give less: in thirds each window reads x or an activation and all three
   // weights, 100 B, so 3 x (100 - 80) = 60 B; halves 2 x 20 B; pairs and single ops fit.
   // Cut into 1 MiB pages (as the bound once was), every tensor here counts as nothing.
-  const Workload w = cycle_workload(/*flops=*/100);
+  const Workload w = testing::cycle_workload(/*flops=*/100);
   const hw::Topology topo = roomy_unit_hw();
   PlanRequest req;
   req.pipeline = "place,liveness,belady,insert,verify";
@@ -294,7 +274,7 @@ TEST_CASE("the paging bound starts tensors pinned off the device on their tier")
   // Unpinned, the bounds are 0 B and 68 B: the warm start held 76 B of weights.
   // Ops of 1,000 ns: a prefetch issued one op ahead hides a copy (under 200 ns), so the
   // streamed plan holds two weights at a time.
-  const Workload w = cycle_workload(/*flops=*/1000);
+  const Workload w = testing::cycle_workload(/*flops=*/1000);
   const hw::Topology topo = roomy_unit_hw();
   for (const auto& [budget, unpinned, pinned] :
        {std::tuple<uint64_t, uint64_t, uint64_t>{uint64_t{1} << 20, 0, 96}, {80, 68, 144}}) {

@@ -1,5 +1,7 @@
 #include "tests/support/fixtures.h"
 
+#include <fmt/format.h>
+
 #include "hw_models/loader.h"
 
 namespace tierflow::testing {
@@ -7,6 +9,25 @@ namespace tierflow::testing {
 hw::Topology unit_hw(std::vector<std::string> sets) {
   return hw::load_topology(std::string(TIERFLOW_SOURCE_DIR) + "/tests/fixtures/unit_hw.yaml",
                            hw::LoadOptions{std::move(sets), false});
+}
+
+Workload cycle_workload(double flops) {
+  Workload w;
+  w.name = "cycle";
+  uint32_t a = w.add_tensor({"x", 4, TensorKind::kInput});
+  uint32_t wt[3];
+  for (int k = 0; k < 3; ++k) {
+    wt[k] = w.add_tensor({fmt::format("w{}", k), 32, TensorKind::kWeight});
+  }
+  for (int i = 0; i < 9; ++i) {
+    const TensorKind kind = i == 8 ? TensorKind::kOutput : TensorKind::kActivation;
+    const uint32_t out = w.add_tensor({fmt::format("a{}", i), 4, kind});
+    Op op{fmt::format("op{}", i), OpKind::kElementwise, Dtype::kBf16, flops, 0, {a, wt[i % 3]}};
+    op.outputs = {out};
+    w.add_op(std::move(op));
+    a = out;
+  }
+  return w;
 }
 
 }  // namespace tierflow::testing
