@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <span>
 #include <utility>
 
 #include "core/diagnostics.h"
@@ -154,8 +155,12 @@ class Engine {
   std::vector<RequestRecord> records_;
   sim::EventQueue q_;
   hw::FlowNetwork net_;
+  // Transfers and their flows, recycled once done (an hour of traffic moves millions).
   std::vector<Transfer> transfers_;
-  std::vector<FlowRef> flows_;        ///< by flow reference
+  std::vector<uint32_t> free_transfers_;
+  uint64_t transfer_count_ = 0;
+  std::vector<FlowRef> flows_;  ///< by flow reference
+  std::vector<uint32_t> free_flow_refs_;
   std::vector<uint32_t> flow_owner_;  ///< by flow id in net_: index into flows_
   std::vector<uint64_t> level_hits_;
   uint32_t next_rr_ = 0;
@@ -531,8 +536,17 @@ void Engine::carry(uint32_t r, const std::vector<Move>& moves, bool loads) {
     const size_t from = level_tier_[m.from];
     const size_t to = level_tier_[m.to];
     const bool device_side = from == device_tier_ || to == device_tier_;
-    const uint32_t t = static_cast<uint32_t>(transfers_.size());
-    Transfer& tr = transfers_.emplace_back();
+    uint32_t t = 0;
+    if (free_transfers_.empty()) {
+      t = static_cast<uint32_t>(transfers_.size());
+      transfers_.emplace_back();
+    } else {
+      t = free_transfers_.back();
+      free_transfers_.pop_back();
+      transfers_[t] = Transfer{};
+    }
+    ++transfer_count_;
+    Transfer& tr = transfers_[t];
     tr.replica = r;
     tr.load = loads && up;
     tr.kind = m.kind;
@@ -540,21 +554,30 @@ void Engine::carry(uint32_t r, const std::vector<Move>& moves, bool loads) {
     if (tl_ != nullptr) {
       tr.lane = lanes_.acquire();
       while (lane_tracks_.size() <= tr.lane) {
-        lane_tracks_.push_back(tl_->track(transfer_pid_, fmt::format("lane {}", lane_tracks_.size()),
+        lane_tracks_.push_back(tl_->track(transfer_pid_,
+                                          fmt::format("lane {}", lane_tracks_.size()),
                                           static_cast<int>(lane_tracks_.size())));
       }
     }
     // A move touching the device moves each device's shard over its own route; one between
     // lower levels moves the whole block.
-    const std::vector<int> one{level_device_[m.from]};
-    const std::vector<int>& devices = device_side ? rep.devices : one;
+    const std::span<const int> devices = device_side
+                                             ? std::span<const int>(rep.devices)
+                                             : std::span<const int>(&level_device_[m.from], 1);
     const double bytes =
         static_cast<double>(block_shard_bytes_ * (device_side ? 1 : static_cast<uint64_t>(tp_)));
     for (const int d : devices) {
       const hw::FabricPath* p = fabric_.path(from, to, d);
       TF_ASSERT(p != nullptr, "no route from tier {} to {} for device {}", from, to, d);
-      const uint32_t f = static_cast<uint32_t>(flows_.size());
-      flows_.push_back(FlowRef{t, p, bytes, hw::kNoFlow, 0});
+      uint32_t f = 0;
+      if (free_flow_refs_.empty()) {
+        f = static_cast<uint32_t>(flows_.size());
+        flows_.emplace_back();
+      } else {
+        f = free_flow_refs_.back();
+        free_flow_refs_.pop_back();
+      }
+      flows_[f] = FlowRef{t, p, bytes, hw::kNoFlow, 0};
       ++tr.flows_left;
       q_.schedule(q_.now() + p->route->setup.ps, kFlowStart, f);
     }
@@ -567,11 +590,15 @@ void Engine::flow_done(uint32_t f) {
   net_.finish(fr.flow, q_.now());
   flow_owner_[fr.flow] = UINT32_MAX;
   fr.flow = hw::kNoFlow;
-  Transfer& tr = transfers_[fr.transfer];
+  const uint32_t t = fr.transfer;
+  free_flow_refs_.push_back(f);
+  Transfer& tr = transfers_[t];
   if (--tr.flows_left > 0) return;
   if (tl_ != nullptr) draw_transfer(tr);
+  free_transfers_.push_back(t);
   if (!tr.load) return;
-  Replica& rep = replicas_[tr.replica];
+  const uint32_t r = tr.replica;
+  Replica& rep = replicas_[r];
   rep.loads_done = std::max(rep.loads_done, q_.now());
   if (--rep.loads_left > 0) return;
   // The iteration's last load landed: loads first, or layer by layer under the compute
@@ -580,7 +607,7 @@ void Engine::flow_done(uint32_t f) {
   const Time end = o_.load == LoadMode::kBefore
                        ? rep.loads_done + rep.compute
                        : std::max(rep.start + rep.compute, rep.loads_done + layer);
-  q_.schedule(end, kIterationEnd, tr.replica);
+  q_.schedule(end, kIterationEnd, r);
 }
 
 void Engine::record(size_t series, double value) {
@@ -637,13 +664,15 @@ void Engine::setup_timeline() {
   for (size_t r = 0; r < replicas_.size(); ++r) {
     Replica& rep = replicas_[r];
     const sim::ProcessId pid = tl_->process(
-        fmt::format("replica {} (devices {}-{})", r, rep.devices.front(), rep.devices.back()), sort++);
+        fmt::format("replica {} (devices {}-{})", r, rep.devices.front(), rep.devices.back()),
+        sort++);
     rep.track = tl_->track(pid, "iterations", 0);
     static constexpr std::string_view kKeys[] = {"running", "waiting"};
     rep.seqs = tl_->series(pid, "sequences", kKeys);
   }
   for (LevelId l = 0; l < cache_.level_count(); ++l) {
-    const sim::ProcessId pid = tl_->process(fmt::format("KV level {}", cache_.spec(l).name), sort++);
+    const sim::ProcessId pid =
+        tl_->process(fmt::format("KV level {}", cache_.spec(l).name), sort++);
     level_series_.push_back(tl_->series(pid, "blocks"));
   }
   transfer_pid_ = tl_->process("KV transfers", sort++);
@@ -759,7 +788,7 @@ ServeResult Engine::run() {
   }
   out.iterations = iterations_;
   out.preemptions = preemptions_;
-  out.transfers = transfers_.size();
+  out.transfers = transfer_count_;
   out.makespan = end;
   for (const RequestRecord& r : out.requests) {
     out.prompt_tokens += r.prompt_tokens;
