@@ -117,11 +117,10 @@ std::string serve_report_html(const study::ServeStudy& x) {
   const double hit = study::serve_hit_ratio(x);
   out += "<h2>Summary</h2><div class=\"cards\">";
   if (!r.cache_only) {
-    uint64_t finished = 0, output = 0, preemptions = 0;
+    uint64_t finished = 0, preemptions = 0;
     for (const serve::RequestRecord& q : r.requests) {
       if (!q.counted || q.finish < 0) continue;
       ++finished;
-      output += q.output_tokens;
       preemptions += q.preemptions;
     }
     out += card(fmt::format("{}", finished), "requests finished");
