@@ -65,6 +65,15 @@ assert "nan" not in text.lower()' "$tmp/r1.html"
 check report-again 0 "$tf" serve "${base[@]}" --trace "$trace" --kv-tiers ddr:512GiB --set tiers.hbm.capacity=40GB --report "$tmp/r2.html"
 ok report-deterministic cmp -s "$tmp/r1.html" "$tmp/r2.html"
 
+# The device level's policy reaches the cache: S3-FIFO evicts other blocks than LRU.
+check device-lru 0 "$tf" serve "${base[@]}" --trace "$trace" --set tiers.hbm.capacity=40GB --json --summary "$tmp/lru.json"
+check device-s3fifo 0 "$tf" serve "${base[@]}" --trace "$trace" --set tiers.hbm.capacity=40GB --device-policy s3fifo --json --summary "$tmp/s3.json"
+ok device-policy-differs python3 -c '
+import json, sys
+a, b = (json.load(open(f))["levels"][0]["evictions"] for f in sys.argv[1:3])
+assert a != b, (a, b)' "$tmp/lru.json" "$tmp/s3.json"
+check device-policy-bad 2 "$tf" serve "${base[@]}" --trace "$trace" --device-policy arc
+
 # Cache only: hit ratios, no times.
 check cache-only 0 "$tf" serve "${base[@]}" --trace "$trace" --kv-tiers ddr:512GiB --cache-only
 contains cache-only-levels "$tmp/out" "ddr[0,1]"

@@ -103,6 +103,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-seqs", s.engine.max_seqs, "running sequences per replica (default 256)")
       ->transform(kCount)
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("--device-policy", s.device_policy,
+                  "eviction of the device level's cached blocks: lru (default), lfu, s3fifo")
+      ->check(CLI::IsMember({"lru", "lfu", "s3fifo"}));
   cmd->add_option("--kv-tiers", s.kv_tiers,
                   "KV tiers below the device, nearest first: TIER[:SIZE|PCT%][:lru|lfu|s3fifo]"
                   "[:back|through][:all|second],...  e.g. ddr:512GiB,ssd:25%");

@@ -235,6 +235,7 @@ ServeOutput serve(const Fields& fields) {
     else if (key == "replicas") s.engine.replicas = static_cast<int>(count(key, value, 1, 1 << 20));
     else if (key == "device") s.engine.device = value;
     else if (key == "router") s.router = value;
+    else if (key == "device_policy") s.device_policy = value;
     else if (key == "token_budget") s.engine.token_budget = count(key, value, 1, int64_t{1} << 24);
     else if (key == "max_seqs") s.engine.max_seqs = count(key, value, 1, int64_t{1} << 20);
     else if (key == "kv_tiers") s.kv_tiers = value;

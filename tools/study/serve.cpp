@@ -233,6 +233,8 @@ ServeStudy run_serve(const ServeSettings& s) {
   engine.load = static_cast<serve::LoadMode>(choice("load", s.load, {"layered", "before"}));
   engine.router = static_cast<serve::RouterKind>(
       choice("router", s.router, {"round-robin", "least-loaded", "prefix"}));
+  engine.device_eviction = static_cast<serve::EvictionKind>(
+      choice("device_policy", s.device_policy, {"lru", "lfu", "s3fifo"}));
   WorkloadSource model = s.model;
   model.gen.weight_dtype = dtype("weight_dtype", s.weight_dtype);
   model.gen.kv_dtype = dtype("kv_dtype", s.kv_dtype);

@@ -37,6 +37,7 @@ struct ServeSettings {
   std::string slo;                     ///< "ttft=2s,tpot=100ms"; empty: none
   std::string load = "layered";        ///< layered or before
   std::string router = "round-robin";  ///< round-robin, least-loaded or prefix
+  std::string device_policy = "lru";   ///< the device level's eviction: lru, lfu or s3fifo
   std::string weight_dtype = "bf16", kv_dtype = "bf16", act_dtype = "bf16";
   bool cache_only = false;
   std::string timeline;  ///< a Chrome trace of the run to write; empty: none
