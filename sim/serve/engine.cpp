@@ -39,9 +39,14 @@ struct Seq {
   int64_t computed = 0;   ///< of those, in the cache (hit or computed)
   int64_t generated = 0;  ///< output tokens produced
   int64_t output = 0;
-  std::vector<uint64_t> hashes;  ///< prompt blocks, then output blocks
-  size_t held = 0;               ///< leading blocks pinned in the device level
+  /// Its KV in blocks of B tokens: the prompt's as the trace hashes them, then blocks of
+  /// the tokens it generates (the prompt's partial last block filled first).
+  std::vector<uint64_t> hashes;
+  size_t held = 0;  ///< leading blocks pinned in the device level
   bool admitted_once = false;
+  /// The next turn of its session, if the trace has one: a block that fills up takes the
+  /// hash that turn's prompt gives it, so that the turn finds this one's KV cached.
+  const std::vector<uint64_t>* next_turn = nullptr;
 };
 
 /// One transfer: flows on each device it concerns; done when all are.
@@ -127,9 +132,12 @@ class Engine {
   void draw_iteration(uint32_t r);
   void draw_transfer(const Transfer& tr);
   void resolve();
-  [[nodiscard]] int64_t blocks_for(const Seq& s, int64_t tokens) const;
-  /// Tokens the first `blocks` blocks of `s` hold when full (its KV cut as blocks_for).
+  /// Blocks that hold `tokens` tokens of a sequence's KV.
+  [[nodiscard]] int64_t blocks_for(int64_t tokens) const;
+  /// Prompt tokens the first `blocks` blocks of `s` hold.
   [[nodiscard]] int64_t tokens_in(const Seq& s, int64_t blocks) const;
+  /// The blocks of `s` that its KV growing from `before` to `after` tokens filled.
+  void fill_blocks(uint32_t r, Seq& s, int64_t before, int64_t after);
   uint64_t& hash_of(Seq& s, size_t block);
 
   const traces::RequestTrace& trace_;
@@ -152,6 +160,7 @@ class Engine {
   std::vector<LevelRecord> level_info_;
   std::vector<Replica> replicas_;
   std::vector<Seq> seqs_;
+  std::vector<uint32_t> next_turn_;  ///< per request: the next turn of its session, or none
   std::vector<RequestRecord> records_;
   sim::EventQueue q_;
   hw::FlowNetwork net_;
@@ -330,18 +339,32 @@ uint64_t& Engine::hash_of(Seq& s, size_t block) {
   return s.hashes[block];
 }
 
-int64_t Engine::blocks_for(const Seq& s, int64_t tokens) const {
-  // Prompt blocks as the trace cuts them; output tokens in blocks of their own after them.
-  const int64_t prompt = trace_.requests[s.req].prompt_tokens;
-  if (tokens <= prompt) return ceil_div(tokens, block_tokens_);
-  return ceil_div(prompt, block_tokens_) + ceil_div(tokens - prompt, block_tokens_);
+int64_t Engine::blocks_for(int64_t tokens) const {
+  return ceil_div(tokens, block_tokens_);
 }
 
 int64_t Engine::tokens_in(const Seq& s, int64_t blocks) const {
-  const int64_t prompt = trace_.requests[s.req].prompt_tokens;
-  const int64_t prompt_blocks = ceil_div(prompt, block_tokens_);
-  if (blocks <= prompt_blocks) return std::min(blocks * block_tokens_, prompt);
-  return prompt + (blocks - prompt_blocks) * block_tokens_;
+  return std::min(blocks * block_tokens_, s.prompt);
+}
+
+void Engine::fill_blocks(uint32_t r, Seq& s, int64_t before, int64_t after) {
+  // Blocks that became full take the next turn's hash for them (the same tokens); one
+  // already stored under its partial hash is stored again under the full one.
+  if (s.next_turn == nullptr) return;
+  const auto first = static_cast<size_t>(before / block_tokens_);
+  const auto last = std::min(static_cast<size_t>(after / block_tokens_), s.next_turn->size());
+  for (size_t j = first; j < last; ++j) {
+    uint64_t& h = hash_of(s, j);
+    const uint64_t full = (*s.next_turn)[j];
+    if (h == full) continue;
+    if (j < s.held) {
+      const Replica& rep = replicas_[r];
+      cache_.release(rep.path, std::span<const uint64_t>(&h, 1));
+      const bool ok = cache_.insert(rep.path, full, moves_);
+      TF_ASSERT(ok, "a full block found no room for its new hash");
+    }
+    h = full;
+  }
 }
 
 bool Engine::room(const Replica& rep, uint64_t blocks) const {
@@ -388,9 +411,10 @@ void Engine::arrive(uint32_t req) {
   s.prompt = rq.prompt_tokens;
   s.output = rq.output_tokens;
   s.hashes = rq.blocks;
+  s.next_turn = next_turn_[req] == UINT32_MAX ? nullptr : &trace_.requests[next_turn_[req]].blocks;
   RequestRecord& rec = records_[req];
   // A request whose whole KV does not fit an empty device level can never be served.
-  if (static_cast<uint64_t>(blocks_for(s, s.prompt + s.output)) > pool_blocks_) {
+  if (static_cast<uint64_t>(blocks_for(s.prompt + s.output)) > pool_blocks_) {
     rec.rejected = true;
     ++done_;
     return;
@@ -437,7 +461,7 @@ bool Engine::schedule(uint32_t r) {
       continue;
     }
     // The step writes the KV of the last token generated and produces the next.
-    const uint64_t need = static_cast<uint64_t>(blocks_for(s, s.prompt + s.generated)) - s.held;
+    const uint64_t need = static_cast<uint64_t>(blocks_for(s.prompt + s.generated)) - s.held;
     while (!room(rep, need) && rep.running.back() != q) preempt(r, rep.running.back());
     if (!room(rep, need)) {
       preempt(r, q);
@@ -456,7 +480,7 @@ bool Engine::schedule(uint32_t r) {
     Seq& s = seqs_[q];
     if (s.computed >= s.prompt) continue;
     const int64_t chunk = std::min(s.prompt - s.computed, budget);
-    const uint64_t need = static_cast<uint64_t>(blocks_for(s, s.computed + chunk)) - s.held;
+    const uint64_t need = static_cast<uint64_t>(blocks_for(s.computed + chunk)) - s.held;
     if (!room(rep, need)) break;
     rep.reserved += need;
     rep.batch.push_back(q);
@@ -468,7 +492,7 @@ bool Engine::schedule(uint32_t r) {
          static_cast<int64_t>(rep.running.size()) < o_.max_seqs) {
     const uint32_t q = rep.waiting.front();
     Seq& s = seqs_[q];
-    const size_t prompt_blocks = static_cast<size_t>(blocks_for(s, s.prompt));
+    const size_t prompt_blocks = static_cast<size_t>(blocks_for(s.prompt));
     for (size_t b = 0; b < prompt_blocks; ++b) (void)hash_of(s, b);
     size_t matched =
         cache_.lookup(rep.path, std::span<const uint64_t>(s.hashes.data(), prompt_blocks), where_);
@@ -481,7 +505,7 @@ bool Engine::schedule(uint32_t r) {
     const int64_t fits = tokens_in(s, free_blocks) - hit;
     const int64_t chunk = std::min({s.prompt - hit, budget, fits});
     if (chunk <= 0) break;
-    const uint64_t need = static_cast<uint64_t>(blocks_for(s, hit + chunk)) - matched;
+    const uint64_t need = static_cast<uint64_t>(blocks_for(hit + chunk)) - matched;
     const size_t before = moves_.size();
     if (!cache_.acquire(rep.path, s.hashes, matched, moves_)) {
       moves_.resize(before);
@@ -637,15 +661,17 @@ void Engine::end_iteration(uint32_t r) {
     const uint32_t q = rep.batch[i];
     Seq& s = seqs_[q];
     RequestRecord& rec = records_[q];
+    const auto kv_tokens = [&s] { return s.computed + std::max<int64_t>(s.generated - 1, 0); };
+    const int64_t before = kv_tokens();
     if (s.computed < s.prompt) {
       s.computed += rep.tokens[i];
       if (s.computed == s.prompt) ++s.generated;
     } else {
       ++s.generated;
     }
+    fill_blocks(r, s, before, kv_tokens());
     // The blocks its KV now fills, stored and pinned.
-    const size_t need =
-        static_cast<size_t>(blocks_for(s, s.computed + std::max<int64_t>(s.generated - 1, 0)));
+    const size_t need = static_cast<size_t>(blocks_for(kv_tokens()));
     for (; s.held < need; ++s.held) {
       const bool ok = cache_.insert(rep.path, hash_of(s, s.held), moves_);
       TF_ASSERT(ok, "a reserved block found no room");
@@ -735,6 +761,16 @@ ServeResult Engine::run() {
   const size_t n = trace_.requests.size();
   seqs_.resize(n);
   records_.resize(n);
+  next_turn_.assign(n, UINT32_MAX);
+  std::map<std::pair<uint64_t, uint32_t>, uint32_t> turns;
+  for (uint32_t i = 0; i < n; ++i) {
+    const traces::Request& rq = trace_.requests[i];
+    if (rq.session != 0) turns.emplace(std::pair{rq.session, rq.turn}, i);
+  }
+  for (const auto& [key, i] : turns) {
+    const auto next = turns.find({key.first, key.second + 1});
+    if (next != turns.end()) next_turn_[i] = next->second;
+  }
   for (uint32_t i = 0; i < n; ++i) {
     const traces::Request& rq = trace_.requests[i];
     RequestRecord& rec = records_[i];

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "hw_models/loader.h"
@@ -129,4 +130,29 @@ TEST_CASE("serve: loads before the prefill wait longer than loads layered with i
   }
   CHECK(layered.levels[1].hit_tokens > 0);
   CHECK(sum_before > sum_layered);
+}
+
+TEST_CASE("serve: the next turn of a session finds the previous turn's prompt and output cached") {
+  Setup s;
+  // Turns 60 s apart, each served in a few seconds: turn k+1's prompt is turn k's prompt and
+  // output and a new message, and every whole block of the first two is a hit.
+  const traces::RequestTrace trace = traces::generate_requests(
+      "poisson,rate=0.01/s,n=40,prompt=fixed:600,output=fixed:900,turns=4,think=60s,seed=4", {},
+      "test");
+  const serve::ServeResult r = serve::serve(trace, s.arch, s.gen, s.topo, serve::ServeOptions{});
+  std::map<std::pair<uint64_t, uint32_t>, size_t> at;
+  for (size_t i = 0; i < trace.requests.size(); ++i) {
+    at[{trace.requests[i].session, trace.requests[i].turn}] = i;
+  }
+  int checked = 0;
+  for (size_t i = 0; i < trace.requests.size(); ++i) {
+    const traces::Request& q = trace.requests[i];
+    if (q.turn == 0) continue;
+    const traces::Request& prev = trace.requests[at.at({q.session, q.turn - 1})];
+    REQUIRE(r.requests[i].arrival >= r.requests[at.at({q.session, q.turn - 1})].finish);
+    const uint64_t whole = (prev.prompt_tokens + prev.output_tokens) / 512 * 512;
+    CHECK(r.requests[i].hit_tokens[0] >= whole);
+    ++checked;
+  }
+  CHECK(checked >= 20);
 }
