@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz with Debian's clang (ASan + UBSan) and fuzzes
 # each for SECONDS (default 60, CI's smoke run) on JOBS processes (default 1).
-#   scripts/fuzz.sh [SECONDS] [TARGET ...]     targets: topology workload plan hf_config generate
+#   scripts/fuzz.sh [SECONDS] [TARGET ...]     targets: topology workload plan hf_config requests generate
 # The first four are the loaders; `generate` is the command line's value paths: `trace gen`
 # flags and a Hugging Face config's sizes through the generator to bytes, a plan and a
 # simulation (its seeds: every flag set below with every small config).
@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(topology workload plan hf_config generate)
+[ ${#targets[@]} -gt 0 ] || targets=(topology workload plan hf_config requests generate)
 jobs=${FUZZ_JOBS:-1}
 cpu_budget=${FUZZ_CPU_SECONDS:-0}
 
@@ -67,6 +67,7 @@ seeds() {
     plan) ls tests/errors/plan/*.json tests/fixtures/plans/*.json tests/fuzz/seeds/plan/*.json ;;
     hf_config) ls tests/fixtures/hf/*.json tests/fixtures/hf/released/*.json tests/errors/hf/*.json \
       tests/python/configs/*.json ;;
+    requests) ls tests/data/serve/*.jsonl tests/data/serve/*.csv tests/errors/requests/* ;;
     generate) ;;  # made by generate_seeds
   esac
 }
