@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "core/kinds.h"
 #include "hw_models/loader.h"
 
 using namespace tierflow;
@@ -103,6 +104,30 @@ TEST_CASE("the written topology loads and its routes carry the measured numbers"
   }
 }
 
+TEST_CASE("a CUDA calibration's topology rates every dtype as the GEMM the backend runs") {
+  for (const bool bf16 : {true, false}) {
+    CAPTURE(bf16);
+    Calibration c = synthetic(1, true);
+    c.backend = "cuda";
+    c.compute.flops = {{"fp16", 700e12}, {"fp32", 50e12}};
+    if (bf16) c.compute.flops.emplace_back("bf16", 800e12);
+    const hw::Topology t = hw::load_topology_text(topology_yaml(c), "cal.yaml");
+    const hw::Device& d = t.devices[0];
+    const double as = bf16 ? 800e12 : 700e12;
+    for (const std::string_view dtype : kDtypeNames) {
+      CAPTURE(dtype);
+      const double want = dtype == "fp32" ? 50e12 : dtype == "fp16" ? 700e12 : as;
+      CHECK(d.peak[*index_of(kDtypeNames, dtype)].flop_per_s == doctest::Approx(want));
+    }
+    // Measured rates are cited as such; the others say what stands for them.
+    CHECK(topology_yaml(c).find("not measured: the CUDA backend runs int8 ops as " +
+                                std::string(bf16 ? "bf16" : "fp16") + " GEMMs") !=
+          std::string::npos);
+  }
+  // The CPU backend's calibration measures one rate for all; nothing is added to it.
+  CHECK(topology_yaml(synthetic(1, true)).find("not measured") == std::string::npos);
+}
+
 TEST_CASE("with several engines the link carries what they move together") {
   const hw::Topology t = hw::load_topology_text(topology_yaml(synthetic(2, true)), "cal.yaml");
   CHECK(t.links[0].copy_engines == 2);
@@ -133,6 +158,21 @@ TEST_CASE("a short CPU calibration measures both directions and writes a valid t
   CHECK(c.device_capacity == uint64_t{1} << 30);
   CHECK(lines > 10);
   CHECK_NOTHROW((void)hw::load_topology_text(topology_yaml(c), "cal.yaml"));
+}
+
+TEST_CASE("the CUDA backend's default memory limit: GPU and host memory less their reserves") {
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  // The H200 host of the first GPU run: 139 GiB free on the GPU, 120 GiB available.
+  MemoryLimit m = cuda_default_memory_limit(139 * kGiB, kGiB, 120 * kGiB);
+  CHECK(m.bytes == 138 * kGiB + 105 * kGiB);  // 120 GiB less an eighth (15 GiB)
+  CHECK(m.origin ==
+        "default: 139GiB of free GPU memory less 1GiB, and 120GiB of host memory available "
+        "less 15GiB");
+  // A small host keeps at least 4 GiB; one with less gives none.
+  CHECK(cuda_default_memory_limit(10 * kGiB, kGiB, 16 * kGiB).bytes == 9 * kGiB + 12 * kGiB);
+  CHECK(cuda_default_memory_limit(10 * kGiB, kGiB, 3 * kGiB).bytes == 9 * kGiB);
+  // A GPU with little free memory gives half of it.
+  CHECK(cuda_default_memory_limit(kGiB, kGiB, 0).bytes == kGiB / 2);
 }
 
 TEST_CASE("bad calibration options are refused") {

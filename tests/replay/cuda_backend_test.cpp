@@ -57,6 +57,9 @@ ReplayResult run(const Plan& p, const Workload& w, const hw::Topology& t,
   return replay::replay(p, w, t, backend);
 }
 
+/// The replay's error, for a failed check to print.
+std::string error_text(const ReplayResult& r) { return r.error ? r.error->message : "(none)"; }
+
 size_t steps_of(const Plan& p) {
   size_t n = 0;
   for (const Program& prog : p.programs) n += prog.steps.size();
@@ -186,7 +189,7 @@ TEST_CASE("CUDA backend: tiny.json replays every step; the hbm peak equals the s
   const hw::Topology t =
       hw::load_topology(kFixture, hw::LoadOptions{{"tiers.hbm.capacity=4KiB"}, false});
   const ReplayResult r = run(lp.plan, lp.workload, t);
-  REQUIRE_FALSE(r.error);
+  REQUIRE_FALSE_MESSAGE(r.error, error_text(r));
   CHECK(r.backend == "cuda");
   CHECK(r.shift == 0);
   CHECK(r.steps == steps_of(lp.plan));
@@ -217,7 +220,7 @@ TEST_CASE("CUDA backend: resident and streamed plans, timed and gemm compute, ex
                             testing::streamed_plan(w, {/*devices=*/1, "hbm"}, so)}) {
         CAPTURE(p.name);
         const ReplayResult r = run(p, w, t, compute);
-        REQUIRE_FALSE(r.error);
+        REQUIRE_FALSE_MESSAGE(r.error, error_text(r));
         CHECK(r.steps == steps_of(p));
         check_order(p, r);
         if (allocation_order_fixed(p)) {
@@ -242,25 +245,34 @@ TEST_CASE("CUDA backend: random plans with one to three programs on one GPU") {
     po.host_tiers = {"ddr", "ssd"};
     const Plan p = testing::random_plan(seed, w, {/*devices=*/1 + uint32_t(seed % 3), "hbm"}, po);
     const ReplayResult r = run(p, w, t);
-    REQUIRE_FALSE(r.error);
+    REQUIRE_FALSE_MESSAGE(r.error, error_text(r));
     CHECK(r.steps == steps_of(p));
     check_order(p, r);
     if (allocation_order_fixed(p)) check_peaks_equal(r, sim::simulate(p, w, t));
   }
 }
 
-TEST_CASE("CUDA backend: a plan larger than the memory limit replays with sizes shifted") {
+TEST_CASE("CUDA backend: a plan larger than the memory limit is refused, naming both sizes") {
   if (no_gpu()) return;
+  // The CUDA backend copies real sizes only (max_shift 0): where the CPU backend divides
+  // every size by a power of two, it refuses before any step runs.
   const LoadedPlan lp = read_plan(kSource + "/tests/fixtures/plans/tiny.json");
   const hw::Topology t =
       hw::load_topology(kFixture, hw::LoadOptions{{"tiers.hbm.capacity=4KiB"}, false});
   const ReplayResult r = run(lp.plan, lp.workload, t, CudaComputeKind::kTimed, /*limit=*/512);
-  REQUIRE_FALSE(r.error);
-  CHECK(r.shift > 0);
-  check_order(lp.plan, r);
+  REQUIRE(r.error);
+  CHECK(r.error->kind == ReplayError::Kind::kTopology);
+  CHECK(r.steps == 0);
+  CHECK_MESSAGE(r.error->message.find("at their real sizes") != std::string::npos,
+                r.error->message);
+  CHECK_MESSAGE(r.error->message.find("512B") != std::string::npos, r.error->message);
+  // With room, the same plan replays at its real sizes.
+  const ReplayResult ok = run(lp.plan, lp.workload, t, CudaComputeKind::kTimed, /*limit=*/4096);
+  REQUIRE_FALSE_MESSAGE(ok.error, error_text(ok));
+  CHECK(ok.shift == 0);
+  check_order(lp.plan, ok);
   const sim::SimResult s = sim::simulate(lp.plan, lp.workload, t);
-  CHECK(r.arenas[0].stats.logical_peak == simulated_peak(s, "hbm[0]"));
-  CHECK(r.arenas[0].stats.peak < r.arenas[0].stats.logical_peak);
+  CHECK(ok.arenas[0].stats.peak == simulated_peak(s, "hbm[0]"));
 }
 
 TEST_CASE("CUDA backend: a plan that breaks a rule is refused before anything runs") {

@@ -9,6 +9,8 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
+#include <tuple>
 
 #include "core/plan_json.h"
 #include "hw_models/loader.h"
@@ -148,6 +150,68 @@ TEST_CASE("tiny.json replays every step in a legal order; peak equals the simula
   // The measured makespan is at least the simulated one less rounding: the CPU backend
   // never runs a step faster than its modelled time.
   CHECK(r.makespan >= s.makespan - 1000);
+}
+
+namespace {
+
+/// A CPU backend that keeps what the executor handed it: the setup and every compute step.
+class Recording final : public Backend {
+ public:
+  std::string name() const override { return inner_.name(); }
+  uint64_t memory_limit() const override { return inner_.memory_limit(); }
+  void start(const BackendSetup& setup) override {
+    setup_ = setup;
+    inner_.start(setup);
+  }
+  std::optional<Block> allocate(ArenaId arena, uint64_t bytes, uint64_t logical) override {
+    return inner_.allocate(arena, bytes, logical);
+  }
+  void free(const Block& b) override { inner_.free(b); }
+  void copy(const CopyRequest& r, Completion done) override { inner_.copy(r, std::move(done)); }
+  void compute(uint32_t program, const ComputeWork& work, Completion done) override {
+    {
+      const std::lock_guard lock(m_);
+      computed_.push_back(work);
+    }
+    inner_.compute(program, work, std::move(done));
+  }
+  Time now() const override { return inner_.now(); }
+  ArenaStats arena_stats(ArenaId arena) const override { return inner_.arena_stats(arena); }
+  void stop() override { inner_.stop(); }
+
+  BackendSetup setup_;
+  std::vector<ComputeWork> computed_;
+
+ private:
+  CpuBackend inner_{CpuBackendOptions{}};
+  std::mutex m_;
+};
+
+}  // namespace
+
+TEST_CASE("compute steps carry the device's launch overhead; the setup lists each kind once") {
+  const LoadedPlan lp = read_plan(kSource + "/tests/fixtures/plans/tiny.json");
+  const hw::Topology t =
+      unit_hw({"tiers.hbm.capacity=4KiB", "devices.dev.launch_overhead=200ns"});
+  Recording backend;
+  const ReplayResult r = replay::replay(lp.plan, lp.workload, t, backend);
+  REQUIRE_FALSE(r.error);
+  REQUIRE_FALSE(backend.computed_.empty());
+  std::set<std::tuple<std::string, std::string, double>> kinds;
+  for (const ComputeWork& w : backend.computed_) {
+    CAPTURE(w.kind);
+    CHECK(w.launch == std::min<Time>(w.duration, 200'000));
+    CHECK(w.duration > 0);
+    kinds.emplace(w.dtype, w.kind, w.flops);
+  }
+  REQUIRE(backend.setup_.work.size() == kinds.size());
+  size_t i = 0;
+  for (const auto& [dtype, kind, flops] : kinds) {
+    CHECK(backend.setup_.work[i].dtype == dtype);
+    CHECK(backend.setup_.work[i].kind == kind);
+    CHECK(backend.setup_.work[i].flops == flops);
+    ++i;
+  }
 }
 
 TEST_CASE("resident and streamed plans on random workloads: order and exact peaks") {

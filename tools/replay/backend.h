@@ -83,6 +83,9 @@ struct CopyRequest {
 /// that run real work sized by the op, such as the CUDA backend's GEMM mode).
 struct ComputeWork {
   Time duration = 0;      ///< the op's time on this device, plan time
+  /// The device's launch overhead, part of `duration`: a backend whose steps pay a real
+  /// launch (a kernel, its events, the poll that sees it end) waits only for the rest.
+  Time launch = 0;
   double flops = 0;       ///< floating-point operations of the op
   uint64_t bytes = 0;     ///< bytes the op reads and writes in device memory
   std::string dtype;      ///< "bf16", "fp32", ...
@@ -96,6 +99,9 @@ struct BackendSetup {
   /// link directions of hw_models/fabric.h that some copy crosses.
   std::vector<double> resources;
   uint32_t programs = 0;
+  /// One of each kind of compute step the plan runs (distinct dtype, kind and FLOPs, in
+  /// that order): what a backend that runs real work warms up before its clock starts.
+  std::vector<ComputeWork> work;
 };
 
 class Backend {
@@ -107,6 +113,8 @@ class Backend {
   /// Most bytes all arenas together may reserve; the executor picks the size shift so that
   /// the plan fits under it.
   [[nodiscard]] virtual uint64_t memory_limit() const = 0;
+  /// How memory_limit() was reached: "given", or the backend's default and why.
+  [[nodiscard]] virtual std::string memory_limit_origin() const { return "given"; }
   /// Largest size shift the backend accepts: 0 for backends whose copies move the plan's
   /// bytes at the hardware's own speed (a shifted size would time a smaller copy).
   [[nodiscard]] virtual uint32_t max_shift() const { return 48; }

@@ -147,6 +147,50 @@ namespace {
 /// The median of `v`.
 double median_of(std::vector<double> v) { return summarize(0, std::move(v)).seconds; }
 
+}  // namespace
+
+MemoryLimit cuda_default_memory_limit(uint64_t gpu_free, uint64_t reserve,
+                                      uint64_t host_usable) {
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  const uint64_t device = gpu_free > 2 * reserve ? gpu_free - reserve : gpu_free / 2;
+  const uint64_t keep = std::max(4 * kGiB, host_usable / 8);
+  const uint64_t host = host_usable > keep ? host_usable - keep : 0;
+  MemoryLimit m;
+  m.bytes = device + host;
+  m.origin = fmt::format(
+      "default: {} of free GPU memory less {}, and {} of host memory available less {}",
+      to_string_approx(Bytes{gpu_free}), to_string_approx(Bytes{gpu_free - device}),
+      to_string_approx(Bytes{host_usable}), to_string_approx(Bytes{host_usable - host}));
+  return m;
+}
+
+double step_round_trip(Backend& b) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool landed = false;
+  const auto one = [&] {
+    {
+      const std::lock_guard lock(m);
+      landed = false;
+    }
+    const Time t0 = b.now();
+    b.compute(0, ComputeWork{}, [&](Time, Time) {
+      const std::lock_guard lock(m);  // notified under the lock: cv outlives the wait
+      landed = true;
+      cv.notify_all();
+    });
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return landed; });
+    return static_cast<double>(b.now() - t0) / double(kPsPerS);
+  };
+  for (int r = 0; r < 20; ++r) (void)one();
+  std::vector<double> t;
+  for (int r = 0; r < 200; ++r) t.push_back(one());
+  return median_of(std::move(t));
+}
+
+namespace {
+
 /// Runs copies and compute steps on a CpuBackend and waits for them.
 class CpuProbe {
  public:
@@ -202,20 +246,8 @@ class CpuProbe {
     return static_cast<double>(last_end_ - t0) / double(kPsPerS);
   }
 
-  /// Seconds from handing over an empty compute step to its completion.
-  double empty_step() {
-    {
-      const std::lock_guard lock(m_);
-      pending_ = 1;
-    }
-    const Time t0 = backend_.now();
-    backend_.compute(0, ComputeWork{}, [this](Time, Time end) { landed(end); });
-    std::unique_lock lock(m_);
-    cv_.wait(lock, [this] { return pending_ == 0; });
-    return static_cast<double>(last_end_ - t0) / double(kPsPerS);
-  }
-
   [[nodiscard]] uint64_t block() const { return block_; }
+  [[nodiscard]] CpuBackend& backend() { return backend_; }
 
  private:
   static CpuBackendOptions options(uint64_t block_bytes, int blocks) {
@@ -380,18 +412,17 @@ Calibration calibrate_cpu(const CalibrateOptions& o) {
   // Compute: the busy-wait engine's cost per step, and this CPU's own rates for the
   // roofline the simulator applies to every op.
   {
-    for (int r = 0; r < 20; ++r) (void)probe.empty_step();
-    std::vector<double> t;
-    for (int r = 0; r < 200; ++r) t.push_back(probe.empty_step());
-    c.compute.launch_overhead = median_of(t);
+    c.compute.launch_overhead = step_round_trip(probe.backend());
     const double flops = cpu_gemm_flops();
     // The CPU backend's compute steps are timed waits: one rate, the FP32 GEMM's, stands
     // for every element type a workload may compute in.
     for (const char* dtype : {"fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4", "int4"}) {
       c.compute.flops.emplace_back(dtype, flops);
     }
-    c.compute.memory_bandwidth = memcpy_bandwidth(big);
-    c.host_memory_bandwidth = c.compute.memory_bandwidth;
+    // A copy of n bytes reads n and writes n: the tier's bandwidth counts both, as an
+    // op's bytes do.
+    c.host_memory_bandwidth = memcpy_bandwidth(big);
+    c.compute.memory_bandwidth = 2.0 * c.host_memory_bandwidth;
     say(o, fmt::format("compute: {:.1f} GFLOP/s fp32 GEMM, memory {:.2f} GB/s, {} per step",
                        flops / 1e9, c.compute.memory_bandwidth / 1e9,
                        to_string_approx(seconds_to(c.compute.launch_overhead))));
@@ -407,6 +438,12 @@ Duration whole_ns(double seconds) {
 }
 
 }  // namespace
+
+std::string_view gemm_dtype(std::string_view dtype, bool has_bf16) {
+  if (dtype == "fp32") return "fp32";
+  if (dtype == "fp16" || !has_bf16) return "fp16";
+  return "bf16";
+}
 
 hw::Topology calibrated_topology(const Calibration& c) {
   if (c.directions.size() != 2) {
@@ -464,6 +501,24 @@ hw::Topology calibrated_topology(const Calibration& c) {
     if (!i) throw std::invalid_argument(fmt::format("a calibrated rate for unknown dtype '{}'", dtype));
     dev.peak[*i] = FlopRate{f};
     cite(dev.origins, "peak." + dtype, "M1", "achieved GEMM rate");
+  }
+  // Every dtype a workload may compute in (the exporter writes int8 mask ops, for one)
+  // gets the rate of the GEMM the CUDA backend runs for it, so that a calibrated topology
+  // plans every workload.
+  if (cuda) {
+    const auto measured = [&](std::string_view dtype) {
+      return std::any_of(c.compute.flops.begin(), c.compute.flops.end(),
+                         [&](const auto& r) { return r.first == dtype; });
+    };
+    const bool has_bf16 = measured("bf16");
+    for (size_t i = 0; i < kDtypeNames.size(); ++i) {
+      const std::string_view dtype = kDtypeNames[i];
+      const std::string_view as = gemm_dtype(dtype, has_bf16);
+      if (measured(dtype) || !measured(as)) continue;
+      dev.peak[i] = dev.peak[*index_of(kDtypeNames, as)];
+      cite(dev.origins, "peak." + std::string(dtype), "M1",
+           fmt::format("not measured: the CUDA backend runs {} ops as {} GEMMs", dtype, as));
+    }
   }
   cite(dev.origins, "compute_efficiency.default", "M1", "the peaks are achieved rates");
   cite(dev.origins, "memory_efficiency.default", "M1", "the bandwidth is an achieved rate");

@@ -34,6 +34,8 @@
 
 namespace tierflow::replay {
 
+class Backend;
+
 struct SizeSample {
   uint64_t bytes = 0;
   double seconds = 0;  ///< median of the repeats
@@ -101,6 +103,11 @@ SizeSample summarize(uint64_t bytes, std::vector<double> seconds);
 SizeSample measure(uint64_t bytes, int repeats, const std::function<double()>& run);
 /// `engines` of the glossary: the largest k whose aggregate still gains 10% over k - 1.
 int engines_of(const std::vector<double>& concurrent);
+/// Seconds from handing an empty compute step to program 0 of the started backend `b` to
+/// the moment a thread waiting for its completion wakes (the median of 200 after 20
+/// warm-ups): what each compute step of a replay costs beyond its work, the device's
+/// launch overhead in a calibrated topology.
+double step_round_trip(Backend& b);
 /// Now, UTC, ISO 8601.
 std::string utc_now();
 /// The CPU's model name from /proc/cpuinfo, or "unknown CPU".
@@ -113,6 +120,18 @@ uint64_t physical_ram();
 /// neither is known.
 uint64_t usable_host_memory();
 
+/// A backend's memory limit for all its arenas together, and how it was reached.
+struct MemoryLimit {
+  uint64_t bytes = 0;
+  std::string origin;  ///< "given", or the default's reasoning
+};
+
+/// The CUDA backend's default limit: the GPU's free memory less `reserve` (the CUDA
+/// context, cuBLAS; half the free memory when that leaves less than `reserve`), plus the
+/// host memory the process can get (`host_usable`, usable_host_memory()) less an eighth,
+/// at least 4 GiB, for the system: host arenas are pinned and cannot be paged out.
+MemoryLimit cuda_default_memory_limit(uint64_t gpu_free, uint64_t reserve, uint64_t host_usable);
+
 /// Measures this machine's RAM as the CPU backend uses it: memcpy threads between two RAM
 /// arenas, and the busy-wait compute engine.
 Calibration calibrate_cpu(const CalibrateOptions& o);
@@ -121,6 +140,11 @@ Calibration calibrate_cpu(const CalibrateOptions& o);
 /// host memory and device memory, one stream per copy, GEMMs for the compute rate. Only
 /// defined when the CUDA backend is built (TIERFLOW_HAVE_CUDA).
 Calibration calibrate_cuda(const CalibrateOptions& o);
+
+/// The dtype whose GEMM the CUDA backend runs for an op of `dtype` in gemm mode: fp32 and
+/// fp16 as themselves; bf16, and every dtype without a plain cuBLAS GEMM (int8, fp8, ...),
+/// as bf16, or as fp16 on GPUs before compute capability 8.0, which have no bf16 GEMM.
+std::string_view gemm_dtype(std::string_view dtype, bool has_bf16);
 
 /// The topology of a calibration: one device with its device tier, a host tier, and one
 /// link between them whose bandwidth, efficiency, latency, DMA setup, copy engines and

@@ -52,6 +52,7 @@ struct CpuBackendOptions {
   double time_scale = 1.0;                    ///< real seconds per plan second (> 0)
   CopyMode copy = CopyMode::kPaced;           ///< native needs time scale 1
   uint64_t memory_limit = uint64_t{1} << 30;  ///< bytes all arenas may reserve
+  std::string memory_limit_origin = "given";  ///< how the limit was chosen, for reports
   uint64_t chunk_bytes = uint64_t{1} << 20;   ///< largest single memcpy of a copy engine
   uint32_t max_copy_threads = 64;
 };
@@ -65,6 +66,9 @@ class CpuBackend final : public Backend {
 
   [[nodiscard]] std::string name() const override { return "cpu"; }
   [[nodiscard]] uint64_t memory_limit() const override { return options_.memory_limit; }
+  [[nodiscard]] std::string memory_limit_origin() const override {
+    return options_.memory_limit_origin;
+  }
   [[nodiscard]] uint32_t max_shift() const override {
     return options_.copy == CopyMode::kNative ? 0 : Backend::max_shift();
   }

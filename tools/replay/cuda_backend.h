@@ -105,6 +105,7 @@ class CudaBackend final : public Backend {
 
   [[nodiscard]] std::string name() const override { return "cuda"; }
   [[nodiscard]] uint64_t memory_limit() const override;
+  [[nodiscard]] std::string memory_limit_origin() const override;
   /// Copies move real bytes at the GPU's speed: sizes are never divided.
   [[nodiscard]] uint32_t max_shift() const override { return 0; }
   void start(const BackendSetup& setup) override;

@@ -21,10 +21,14 @@
 #include "core/units.h"
 #include "tools/replay/arena_allocator.h"
 #include "tools/replay/backend.h"
+#include "tools/replay/calibration.h"
 #include "tools/replay/cuda_backend.h"
 #include "tools/replay/engine_queues.h"
 
 namespace tierflow::replay {
+
+/// The cuBLAS type of gemm_dtype(dtype, has_bf16) (calibration.h).
+cudaDataType gemm_type(const std::string& dtype, bool has_bf16);
 
 class CudaBackend::Impl {
  public:
@@ -35,7 +39,8 @@ class CudaBackend::Impl {
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
-  [[nodiscard]] uint64_t memory_limit() const { return limit_; }
+  [[nodiscard]] uint64_t memory_limit() const { return limit_.bytes; }
+  [[nodiscard]] const std::string& memory_limit_origin() const { return limit_.origin; }
   [[nodiscard]] const std::string& device_name() const { return name_; }
   void start(const BackendSetup& setup);
   std::optional<Block> allocate(ArenaId arena, uint64_t bytes, uint64_t logical);
@@ -120,7 +125,7 @@ class CudaBackend::Impl {
   CudaBackendOptions o_;
   std::string name_;
   bool has_bf16_ = true;  ///< compute capability 8.0 or later
-  uint64_t limit_ = 0;
+  MemoryLimit limit_;
   Clock::time_point t0_;
   cudaStream_t clock_stream_ = nullptr;
   cudaEvent_t ref_ = nullptr;

@@ -6,6 +6,7 @@
 #include <cstddef>
 
 #include "core/diagnostics.h"
+#include "tools/replay/calibration.h"
 #include "tools/replay/cuda_backend_impl.h"
 #include "tools/replay/cuda_check.h"
 #include "tools/replay/cuda_kernels.h"
@@ -18,15 +19,14 @@ namespace {
 constexpr auto kSpin = std::chrono::milliseconds(2);
 constexpr auto kNap = std::chrono::microseconds(10);
 
-/// The GEMM type of an op's dtype: bf16, and every dtype without a plain cuBLAS GEMM, runs
-/// as bf16, or as fp16 on GPUs before compute capability 8.0, which have no bf16 GEMM.
+}  // namespace
+
 cudaDataType gemm_type(const std::string& dtype, bool has_bf16) {
-  if (dtype == "fp32") return CUDA_R_32F;
-  if (dtype == "fp16" || !has_bf16) return CUDA_R_16F;
+  const std::string_view as = gemm_dtype(dtype, has_bf16);
+  if (as == "fp32") return CUDA_R_32F;
+  if (as == "fp16") return CUDA_R_16F;
   return CUDA_R_16BF;
 }
-
-}  // namespace
 
 void CudaBackend::Impl::start_ready() {
   queues_.start_ready(
@@ -94,8 +94,10 @@ void CudaBackend::Impl::run_compute(Program& p, const ComputeWork& work) {
   const GemmShape s =
       o_.compute == CudaComputeKind::kGemm ? gemm_shape(work.flops, o_.gemm_max_dim) : GemmShape{};
   if (s.repeats == 0) {
-    // Plan picoseconds to the kernel's nanoseconds, rounded to the nearest.
-    const Time ps = std::max<Time>(0, work.duration);
+    // The step's own launch, events and poll stand for the op's launch overhead: the
+    // kernel waits for the rest. Plan picoseconds to the kernel's nanoseconds, rounded to
+    // the nearest.
+    const Time ps = std::max<Time>(0, work.duration - work.launch);
     TF_CUDA(cuda_launch_spin(p.lane.stream, uint64_t(ps + kPsPerNs / 2) / uint64_t(kPsPerNs)));
     return;
   }

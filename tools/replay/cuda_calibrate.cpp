@@ -11,8 +11,9 @@
 //               alone (k = 1).
 //   compute     GEMMs of n^3 (n = 8192, less when GPU memory is short) per dtype; a
 //               device-to-device copy of one fp32 operand (far larger than the L2) for the
-//               memory bandwidth; launch overhead = an empty kernel's launch and stream
-//               synchronize, averaged over 1000 after 10 warm-ups, by the host clock.
+//               memory bandwidth (read and written bytes); launch overhead = the CUDA
+//               backend's empty compute step from hand-over to the waiting thread
+//               (step_round_trip of calibration.h), as every replayed step pays it.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -34,6 +35,7 @@
 
 #include "core/units.h"
 #include "tools/replay/calibration.h"
+#include "tools/replay/cuda_backend.h"
 #include "tools/replay/cuda_check.h"
 #include "tools/replay/cuda_kernels.h"
 
@@ -258,22 +260,27 @@ void measure_compute(const CalibrateOptions& o, Resources& r, Calibration& c, si
     TF_CUDA(cudaEventSynchronize(e1));
     return elapsed(e0, e1);
   });
-  c.compute.memory_bandwidth = double(operand) / m.seconds;
-  say(fmt::format("device memory copy {}: {}", to_string_approx(Bytes{operand}),
+  // The copy reads the operand and writes it: the tier's bandwidth counts both, as an
+  // op's bytes do.
+  c.compute.memory_bandwidth = 2.0 * double(operand) / m.seconds;
+  say(fmt::format("device memory (a copy of {}, read and written): {}", to_string_approx(Bytes{operand}),
                   rate(c.compute.memory_bandwidth)));
-  constexpr int kWarm = 10, kLaunches = 1000;
-  for (int i = 0; i < kWarm; ++i) {
-    TF_CUDA(cuda_launch_empty(s));
-    TF_CUDA(cudaStreamSynchronize(s));
-  }
-  const Clock::time_point t0 = Clock::now();
-  for (int i = 0; i < kLaunches; ++i) {
-    TF_CUDA(cuda_launch_empty(s));
-    TF_CUDA(cudaStreamSynchronize(s));
-  }
-  c.compute.launch_overhead = std::chrono::duration<double>(Clock::now() - t0).count() / kLaunches;
-  say(fmt::format("launch overhead (empty kernel, launch and synchronize): {:.2f} us",
-                  c.compute.launch_overhead * 1e6));
+}
+
+/// The CUDA backend's own cost of a compute step: an empty one handed to it, launched,
+/// seen to end by its poller and delivered, as a replay's steps are.
+double backend_step(int device) {
+  CudaBackendOptions bo;
+  bo.device = device;
+  bo.memory_limit = kMiB;
+  CudaBackend backend(bo);
+  BackendSetup setup;
+  setup.arenas.push_back(ArenaSpec{"hbm", 4096, 4096, true});
+  setup.programs = 1;
+  backend.start(setup);
+  const double s = step_round_trip(backend);
+  backend.stop();
+  return s;
 }
 
 }  // namespace
@@ -376,6 +383,9 @@ Calibration calibrate_cuda(const CalibrateOptions& options) {
 
   measure_compute(o, r, c, free_bytes - need, say);
   r.close();
+  c.compute.launch_overhead = backend_step(o.device);
+  say(fmt::format("compute step (empty, launched and seen to end by the backend): {:.2f} us",
+                  c.compute.launch_overhead * 1e6));
   return c;
 }
 

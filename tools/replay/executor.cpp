@@ -363,8 +363,7 @@ bool Executor::compute(uint32_t p, size_t step, const Step& s, uint64_t /*need*/
   st.compute_step = step;
   ++st.in_flight;
   ++in_flight_;
-  const ComputeWork work{*duration, op.flops, op.bytes, std::string(name_of(op.dtype)),
-                         std::string(name_of(op.kind))};
+  const ComputeWork work = work_of(t_, cls, op, *duration);
   backend_.compute(p, work, [this, p, step](Time start, Time end) {
     const std::lock_guard lock(m_);
     ProgramState& owner = progs_[p];
@@ -484,6 +483,8 @@ ReplayResult Executor::run() {
   r.error = error_;
   r.shift = layout_.shift;
   r.budget = layout_.budget;
+  r.memory_limit = backend_.memory_limit();
+  r.memory_limit_origin = backend_.memory_limit_origin();
   r.steps = stepper_.steps();
   for (ProgramState& st : progs_) {
     r.makespan = std::max(r.makespan, st.rec.end);

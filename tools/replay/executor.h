@@ -67,6 +67,8 @@ struct ReplayResult {
   Time makespan = 0;
   uint32_t shift = 0;   ///< size shift of the arenas (layout.h)
   uint64_t budget = 0;  ///< logical capacity of each device arena
+  uint64_t memory_limit = 0;         ///< the backend's, for all arenas together
+  std::string memory_limit_origin;   ///< Backend::memory_limit_origin()
   std::vector<ProgramRecord> programs;
   std::vector<ArenaRecord> arenas;  ///< device arenas first, one per program
   uint64_t steps = 0;               ///< steps executed

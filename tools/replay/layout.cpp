@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <tuple>
 
 #include "core/diagnostics.h"
 #include "hw_models/cost.h"
@@ -180,7 +181,31 @@ std::optional<ReplayError> build_layout(const hw::BoundPlan& b, uint64_t memory_
       times.push_back(d ? std::optional<Time>(d->ps) : std::nullopt);
     }
   }
+
+  // One of each kind of compute step, for the backend's warm-up.
+  std::map<std::tuple<std::string, std::string, double>, ComputeWork> kinds;
+  for (size_t p = 0; p < np; ++p) {
+    const size_t cls = b.programs[p].device_class;
+    for (const Step& s : plan.programs[p].steps) {
+      const auto& d = out.op_time[cls][s.target];
+      if (s.kind != StepKind::kCompute || !d) continue;
+      ComputeWork x = work_of(t, cls, w.ops[s.target], *d);
+      kinds.try_emplace({x.dtype, x.kind, x.flops}, std::move(x));
+    }
+  }
+  for (auto& [key, x] : kinds) out.setup.work.push_back(std::move(x));
   return std::nullopt;
+}
+
+ComputeWork work_of(const hw::Topology& t, size_t device, const Op& op, Time duration) {
+  ComputeWork x;
+  x.duration = duration;
+  x.launch = std::min(duration, t.devices[device].launch_overhead.ps);
+  x.flops = op.flops;
+  x.bytes = op.bytes;
+  x.dtype = std::string(name_of(op.dtype));
+  x.kind = std::string(name_of(op.kind));
+  return x;
 }
 
 }  // namespace tierflow::replay

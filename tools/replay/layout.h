@@ -57,6 +57,10 @@ struct Layout {
   }
 };
 
+/// What a backend runs for op `op` of the workload on device class `device`, which the
+/// simulator times at `duration`.
+ComputeWork work_of(const hw::Topology& t, size_t device, const Op& op, Time duration);
+
 /// Lays a bound plan out for a backend that may reserve `memory_limit` bytes at a size
 /// shift of at most `max_shift`. Returns the reason (kTopology) when the arenas cannot fit
 /// the limit at any allowed shift.

@@ -142,6 +142,7 @@ std::unique_ptr<replay::Backend> make_replay_backend(const ReplaySettings& s,
   replay::CpuBackendOptions bo;
   bo.time_scale = scale;
   bo.memory_limit = c.memory_bytes;
+  if (s.memory_limit.empty()) bo.memory_limit_origin = "default";
   bo.copy = s.copy == "native" ? replay::CopyMode::kNative : replay::CopyMode::kPaced;
   return std::make_unique<replay::CpuBackend>(bo);
 }
@@ -231,6 +232,8 @@ std::string replay_table(const LoadedPlan& lp, const hw::Topology& topo, const R
                      r.shift == 0 ? std::string("1:1")
                                   : fmt::format("1:{} (every size divided by 2^{})",
                                                 uint64_t{1} << r.shift, r.shift));
+  out += fmt::format("memory limit         {} ({})\n", to_string_approx(Bytes{r.memory_limit}),
+                     r.memory_limit_origin);
   out += fmt::format("steps executed       {}\n", r.steps);
   const double err = c.simulated > 0 ? double(c.measured) / double(c.simulated) - 1.0 : 0.0;
   out += fmt::format("makespan             measured {}  simulated {}  error {}\n",
@@ -266,6 +269,7 @@ std::string replay_json(const LoadedPlan& lp, const hw::Topology& topo, const Re
   j["backend"] = r.backend;
   j["time_scale"] = x.scale;
   j["size_shift"] = r.shift;
+  j["memory_limit"] = {{"bytes", r.memory_limit}, {"origin", r.memory_limit_origin}};
   j["steps"] = r.steps;
   j["makespan_ps"] = {{"measured", c.measured}, {"simulated", c.simulated}};
   j["transfers"] = {{"count", c.transfers},
