@@ -5,7 +5,11 @@
 #   calibrate  `tierflow calibrate --backend cuda`: gpu.yaml and the measurements
 #   replay     three workloads planned on gpu.yaml and replayed RUNS times with --compute
 #              timed and --compute gemm: measured against simulated makespan, per-transfer
-#              error, exposed wait, device peak (summary.md)
+#              error, exposed wait, device peak (summary.md); ops-NAME.md: where each
+#              workload's time went, op by op and transfers by size (scripts/replay_ops.py)
+#   full       the full-size case: Llama-3-70B, all 80 layers, int8 weights, decode 2 tokens
+#              from 4,096 in a 16 GiB budget, replayed RUNS_FULL times (default 2) per mode
+#              with the default memory limit (GPU and host memory; the report says which)
 #   torch      a Hugging Face model built from a config (random bf16 weights) run by
 #              tierflow_torch on the GPU with a device budget below its weights
 #
@@ -21,7 +25,7 @@
 #                      -DTIERFLOW_CUDA=ON -DTIERFLOW_CUDA_ARCHITECTURES=90 -DTIERFLOW_PYTHON=OFF
 #   OUT_DIR   where results go (default build/gpu-validation); OUT_DIR.tar.gz holds them all
 #   RUNS      replays per plan and compute mode (default 5)
-#   STEPS     the steps to run (default "env tests calibrate replay torch")
+#   STEPS     the steps to run (default "env tests calibrate replay full torch")
 #   BACKEND   cuda (default); cpu rehearses the sequence on a machine without a GPU (paced
 #             copies, sizes divided to fit 2 GiB, timed compute only, no CUDA tests, the
 #             torch step on the CPU)
@@ -114,7 +118,7 @@ fi
 
 backend=${BACKEND:-cuda}
 runs=${RUNS:-5}
-steps=" ${STEPS:-env tests calibrate replay torch} "
+steps=" ${STEPS:-env tests calibrate replay full torch} "
 out=${OUT_DIR:-build/gpu-validation}
 python=${PYTHON:-python3}
 case $backend in cuda | cpu) ;; *) die "BACKEND is cuda or cpu, not '$backend'" ;; esac
@@ -147,7 +151,8 @@ step() { [[ $steps == *" $1 "* ]]; }
 # A step that runs replaces its table of an earlier run in OUT_DIR; the others' stay.
 step env && rm -f "$out/env.txt"
 step tests && rm -f "$out/tests.txt"
-step replay && rm -f "$out/replay.md"
+step replay && rm -f "$out/replay.md" "$out"/ops-*.md
+step full && rm -f "$out/full.md" "$out"/full.*.replay*.json
 step torch && rm -f "$out/torch.md" "$out"/hf.run*.json
 failed() {
   echo "$1" >>"$out/failed.txt"
@@ -157,7 +162,7 @@ failed() {
 run() {
   local label=$1
   shift
-  echo "== $label" | tee -a "$log" >&2
+  echo "== [$(date +%T)] $label" | tee -a "$log" >&2
   echo "\$ $*" >>"$log"
   if ! "$@" >>"$log" 2>&1; then
     failed "$label"
@@ -196,8 +201,14 @@ if step tests; then
       tee -a "$log" >&2
     failed tests
   else
-    run tests "$tests" --source-file='*cuda*'
-    grep -E '^\[doctest\] (test cases|assertions|Status)' "$log" | tail -3 >"$out/tests.txt"
+    run tests sh -c "'$tests' --source-file='*cuda*' >'$out/tests.log' 2>&1; rc=\$?; cat '$out/tests.log'; exit \$rc"
+    {
+      grep -E '^\[doctest\] (test cases|assertions|Status)' "$out/tests.log" | tail -3
+      # Each failed case with its message: doctest's blocks between rules of '='.
+      awk '/^====================+$/ { if (block ~ /ERROR|FATAL/) printf "%s", block; block = ""; next }
+           { block = block $0 "\n" }
+           END { if (block ~ /ERROR|FATAL/) printf "%s", block }' "$out/tests.log"
+    } >"$out/tests.txt"
   fi
 fi
 
@@ -262,6 +273,43 @@ elif step replay; then
   done
   "$python" scripts/replay_table.py "$runs" "${rows[@]}" >"$out/replay.md"
   cat "$out/replay.md" >&2
+  for spec in "${workloads[@]}"; do
+    w=${spec%%|*}
+    [ -f "$out/$w.sim.json" ] || continue
+    globs=()
+    for mode in "${modes[@]}"; do globs+=("$mode=$out/$w.$mode.replay*.json"); done
+    "$python" scripts/replay_ops.py --workload "$out/$w.json" --plan "$out/$w.plan.json" \
+      --sim "$out/$w.sim.json" "${globs[@]}" >"$out/ops-$w.md" 2>>"$log" ||
+      failed "ops $w"
+  done
+fi
+
+# The full-size case: every layer of a 70B model, the size a deployment streams.
+if step full && [ "$backend" != cuda ]; then
+  echo "== full: skipped: BACKEND=$backend (70 GB of weights are a GPU host's case)" |
+    tee -a "$log" >&2
+elif step full && [ ! -f "$hw" ]; then
+  echo "== full: skipped: no $hw (the calibrate step writes it)" | tee -a "$log" >&2
+  failed full
+elif step full; then
+  w=full
+  if run "trace $w" "$tf" trace gen --model llama-3-70b --phase decode --weight-dtype int8 \
+    --context 4096 --tokens 2 -o "$out/$w.json" &&
+    run "plan $w" sh -c "'$tf' plan --hw '$hw' --workload '$out/$w.json' --devices 1 \
+      --budget 16GiB --policy tierflow --explain -o '$out/$w.plan.json' >'$out/$w.plan.txt'" &&
+    run "sim $w" "$tf" sim --plan "$out/$w.plan.json" --json -o "$out/$w.sim.json"; then
+    rows=()
+    for mode in "${modes[@]}"; do
+      for i in $(seq 1 "${RUNS_FULL:-2}"); do
+        # The default --memory-limit: the GPU's free memory and the host's available memory.
+        run "replay $w $mode $i/${RUNS_FULL:-2}" "$tf" replay --backend cuda --compute "$mode" \
+          --plan "$out/$w.plan.json" --json -o "$out/$w.$mode.replay$i.json"
+      done
+      rows+=("70b-int8-80L $mode|$out/$w.plan.json|$out/$w.$mode.replay")
+    done
+    "$python" scripts/replay_table.py "${RUNS_FULL:-2}" "${rows[@]}" >"$out/full.md"
+    cat "$out/full.md" >&2
+  fi
 fi
 
 if step torch; then
@@ -327,7 +375,7 @@ fi
   echo '```'
   cat "$out/env.txt" 2>/dev/null
   echo '```'
-  for f in tests.txt replay.md torch.md; do
+  for f in tests.txt replay.md full.md torch.md; do
     [ -s "$out/$f" ] && { echo; echo "## ${f%.*}"; echo; cat "$out/$f"; }
   done
   if [ -s "$out/failed.txt" ]; then
