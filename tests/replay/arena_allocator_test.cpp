@@ -53,3 +53,38 @@ TEST_CASE("in-use bytes count the sizes asked for, not the aligned footprints") 
   CHECK(a.free_bytes() == 1024 - 16);
   CHECK(a.high_water() == 32);
 }
+
+TEST_CASE("small blocks go to the top of the arena, so large ranges stay whole") {
+  // 4,096 bytes: blocks of at most 16 bytes (1/256) are small. Large and small blocks
+  // interleaved, then the large ones freed: all the free bytes but the small blocks' are
+  // one range, where placing every block at the bottom would leave the small ones between.
+  ArenaAllocator a(4096);
+  const auto l1 = a.allocate(1024, 1024);
+  const auto s1 = a.allocate(16, 16);
+  const auto l2 = a.allocate(1024, 1024);
+  const auto s2 = a.allocate(16, 16);
+  REQUIRE(l1);
+  REQUIRE(s1);
+  REQUIRE(l2);
+  REQUIRE(s2);
+  CHECK(*l1 == 0);
+  CHECK(*l2 == 1024);
+  CHECK(*s1 == 4080);
+  CHECK(*s2 == 4064);
+  a.free(*l1, 1024, 1024);
+  a.free(*l2, 1024, 1024);
+  CHECK(a.largest_free() == 4064);
+  CHECK(*a.allocate(3000, 3000) == 0);
+  // High water: the most bytes outside the largest free range (2,080 with both large
+  // blocks live; 3,008 + 32 now).
+  CHECK(a.high_water() == 4096 - 1056);
+  // A small block takes the smallest range that holds it, at its top.
+  ArenaAllocator b(4096);
+  const auto big = b.allocate(1024, 1024);
+  const auto mid = b.allocate(32, 32);
+  REQUIRE(big);
+  REQUIRE(mid);
+  CHECK(*mid == 1024);  // 32 bytes: large in this arena, at the bottom
+  b.free(*big, 1024, 1024);
+  CHECK(*b.allocate(16, 16) == 1008);  // the 1,024-byte hole below, at its top
+}

@@ -27,13 +27,20 @@ std::optional<uint64_t> ArenaAllocator::allocate(uint64_t bytes, uint64_t logica
   uint64_t offset = 0;
   if (bytes > 0) {
     const uint64_t need = footprint(bytes);
-    const auto fit = by_size_.lower_bound({need, 0});
+    auto fit = by_size_.lower_bound({need, 0});
     if (fit == by_size_.end()) return std::nullopt;
+    const bool small = need <= size_ / 256;
+    if (small) fit = std::prev(by_size_.upper_bound({fit->first, UINT64_MAX}));
     const auto [range, at] = *fit;
-    offset = at;
     erase_free(by_offset_.find(at));
-    if (range > need) insert_free(at + need, range - need);
-    high_water_ = std::max(high_water_, at + need);
+    if (small) {
+      offset = at + range - need;
+      if (range > need) insert_free(at, range - need);
+    } else {
+      offset = at;
+      if (range > need) insert_free(at + need, range - need);
+    }
+    high_water_ = std::max(high_water_, size_ - largest_free());
   }
   ++blocks_;
   in_use_ += bytes;

@@ -4,8 +4,14 @@
 // Glossary
 //   range      [offset, offset + size) of the arena; free ranges never touch (they are
 //              merged when a block between them is freed).
-//   best fit   the smallest free range that holds the request (ties: the lowest offset),
-//              which keeps large ranges whole for large tensors.
+//   best fit   the smallest free range that holds the request, which keeps large ranges
+//              whole for large tensors.
+//   small      a block of at most 1/256 of the arena (norm weights, a token's
+//              activations): placed at the top of its range (ties: the highest range),
+//              large blocks at the bottom (ties: the lowest), so that long-lived small
+//              blocks do not cut the arena's large ranges apart.
+//   high water the most bytes the arena ever had outside its largest free range: the live
+//              blocks and the holes between them (fragmentation shows here).
 //   in use     the sum of the sizes asked for by live blocks (not rounded): the figure the
 //              simulator's memory ledger also keeps, so peaks compare exactly.
 //   footprint  a block's rounded size (kAlignment) in the arena.

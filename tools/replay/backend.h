@@ -61,7 +61,7 @@ struct ArenaStats {
   uint64_t peak = 0;            ///< highest in_use
   uint64_t logical_in_use = 0;  ///< logical bytes of live blocks
   uint64_t logical_peak = 0;    ///< highest logical_in_use
-  uint64_t high_water = 0;      ///< highest end offset of a block (fragmentation shows here)
+  uint64_t high_water = 0;      ///< most bytes outside the largest free range (arena_allocator.h)
   uint64_t blocks = 0;          ///< allocations made
 };
 

@@ -71,7 +71,7 @@ struct PeakRow {
   uint64_t measured = 0;    ///< logical bytes, by the backend's allocator
   uint64_t predicted = 0;   ///< the simulator's peak of the same tier instance
   uint64_t arena_peak = 0;  ///< size-shifted bytes in the arena
-  uint64_t high_water = 0;  ///< highest end of a block in the arena (size-shifted)
+  uint64_t high_water = 0;  ///< most arena bytes outside its largest free range (size-shifted)
 };
 
 /// Measured against simulated, on the same plan and topology.
