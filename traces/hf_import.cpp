@@ -6,6 +6,7 @@
 #include <cctype>
 #include <filesystem>
 #include <map>
+#include <tuple>
 #include <optional>
 
 #include "core/diagnostics.h"
@@ -72,16 +73,18 @@ constexpr std::string_view kWrapperKeys[] = {
     "multi_modal_projector_bias", "vision_feature_layer", "vision_feature_select_strategy"};
 // clang-format on
 
-/// A model id from the config's `_name_or_path`, else the file name (its folder for
-/// config.json): lower case, other characters '-'.
-std::string model_name(const Json& j, const std::string& file, std::string_view model_type) {
+/// The model's name from the config's own fields, and which one it came from: the last
+/// part of `_name_or_path` (the hub id it was saved from), else `model_type`; lower case,
+/// other characters '-'. The file's name says nothing the config does not.
+std::pair<std::string, std::string> model_name(const Json& j, std::string_view model_type) {
   std::string raw;
+  std::string origin = "the config's _name_or_path";
   if (auto it = j.find("_name_or_path"); it != j.end() && it->is_string()) {
     raw = std::filesystem::path(it->get<std::string>()).filename().string();
   }
-  const std::filesystem::path path(file);
   if (raw.empty()) {
-    raw = path.stem() == "config" ? path.parent_path().filename().string() : path.stem().string();
+    raw = std::string(model_type);
+    origin = "the config's model_type (it has no _name_or_path)";
   }
   std::string out;
   for (char ch : raw) {
@@ -90,7 +93,8 @@ std::string model_name(const Json& j, const std::string& file, std::string_view 
         std::isalnum(u) ? static_cast<char>(std::tolower(u)) : (ch == '.' || ch == '_' ? ch : '-');
   }
   while (!out.empty() && !std::isalnum(static_cast<unsigned char>(out.front()))) out.erase(0, 1);
-  return out.empty() ? std::string(model_type) : out;
+  if (out.empty()) return {std::string(model_type), "the config's model_type"};
+  return {out, origin};
 }
 
 /// Hugging Face config keys whose value changes parameter counts, KV bytes or FLOPs in
@@ -312,7 +316,7 @@ Arch import_hf_config_text(const std::string& text, const std::string& name,
   schema::apply_defaults(a, arch_schema());
   a.origins.pos = top;
   a.family = type;
-  a.name = model_name(whole, name, type);
+  std::tie(a.name, a.sources["name"]) = model_name(whole, type);
   a.description = fmt::format("imported from {}", name);
   a.source = "config";
   a.sources["config"] = fmt::format("Hugging Face config.json ({})", name);

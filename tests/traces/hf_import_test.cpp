@@ -215,7 +215,7 @@ TEST_CASE("import errors: features that change the graph and are not modelled") 
  "num_attention_heads": 4, "num_key_value_heads": 3, "num_hidden_layers": 2,
  "vocab_size": 100, "intermediate_size": 96})";
   CHECK_THROWS_WITH_AS(import_hf_config_text(llama, "c.json"),
-                       doctest::Contains("c.json:2:28: model 'c': kv_heads 3 must divide "
+                       doctest::Contains("c.json:2:28: model 'llama': kv_heads 3 must divide "
                                          "heads 4"),
                        InputError);
   CHECK_THROWS_WITH_AS(
@@ -283,6 +283,7 @@ TEST_CASE("qwen3 (dense): Qwen3-8B, q/k norms, untied head") {
   const Arch a = released("qwen3-8b");
   CHECK(a.family == "qwen3");
   CHECK(a.name == "qwen3-8b");
+  CHECK(a.sources.at("name") == "the config's _name_or_path");
   CHECK(a.qk_norm);
   CHECK_FALSE(a.tied_embeddings);
   CHECK(a.sliding_window == 0);
@@ -546,4 +547,14 @@ TEST_CASE("max_position_embeddings is the model's declared maximum context") {
   const std::string text = R"({"model_type": "llama", "hidden_size": 32, "intermediate_size": 64,
     "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 50})";
   CHECK(import_hf_config_text(text, "config.json").max_context == 0);
+}
+
+TEST_CASE("a config without _name_or_path is named by its model_type, whatever its file") {
+  const Arch a = import_hf_config(fixture("gemma2_small.json"));
+  CHECK(a.name == "gemma2");
+  CHECK(a.sources.at("name") == "the config's model_type (it has no _name_or_path)");
+  const std::string text = R"({"model_type": "llama", "_name_or_path": "", "hidden_size": 64,
+    "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "vocab_size": 100})";
+  CHECK(import_hf_config_text(text, "/tmp/some-file.json").name == "llama");
 }

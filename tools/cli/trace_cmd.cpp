@@ -37,6 +37,7 @@ int run_gen(TraceOptions& o) {
     std::vector<std::string> warnings;
     arch = traces::import_hf_config(o.hf_config, {o.lenient, &warnings});
     for (const std::string& w : warnings) fmt::print(stderr, "{}\n", w);
+    fmt::print(stderr, "model '{}': named by {}\n", arch.name, arch.sources.at("name"));
   } else {
     arch = traces::load_arch(traces::find_arch(o.model, study::config_dir()), o.sets);
   }
