@@ -117,7 +117,9 @@ const Schema<Tier>& tier_schema() {
     Schema<Tier> r{"tier", "tiers", "A kind of memory; `per` says how many instances exist.", {}};
     add_common(r, "tier");
     r.fields.push_back(declare_enum("kind", &Tier::kind, kTierKindNames,
-                                    Spec{.required = true, .desc = "memory technology"}));
+                                    Spec{.required = true,
+                                         .desc = "memory technology (gddr: a graphics "
+                                                 "card's GDDR6, GDDR6X or GDDR7)"}));
     r.fields.push_back(declare_enum("per", &Tier::per, kScopeNames,
                                     Spec{.required = true,
                                          .desc = "instance scope: one per device, per CPU socket, "

@@ -26,9 +26,10 @@
 
 namespace tierflow::hw {
 
-enum class TierKind { kHbm, kDdr, kLpddr, kCxl, kPool, kSsd };
-inline constexpr std::array<std::string_view, 6> kTierKindNames = {"hbm", "ddr",  "lpddr",
-                                                                   "cxl", "pool", "ssd"};
+/// kGddr: a graphics card's own memory (GDDR6, GDDR6X, GDDR7), a device tier like kHbm.
+enum class TierKind { kHbm, kDdr, kLpddr, kCxl, kPool, kSsd, kGddr };
+inline constexpr std::array<std::string_view, 7> kTierKindNames = {
+    "hbm", "ddr", "lpddr", "cxl", "pool", "ssd", "gddr"};
 
 enum class Scope { kDevice, kSocket, kHost, kSupernode };
 inline constexpr std::array<std::string_view, 4> kScopeNames = {"device", "socket", "host",

@@ -2,6 +2,7 @@
 // tools/study/result_db.h). The CLI's resume, kill and merge behaviour is tested end to
 // end in tests/e2e/sweep_test.sh.
 #include <doctest/doctest.h>
+#include <sqlite3.h>
 
 #include <filesystem>
 #include <set>
@@ -162,6 +163,18 @@ TEST_CASE("results database: another spec or shard is refused") {
   CHECK_THROWS_WITH_AS(ResultDb::for_sweep(path, parse_sweep_spec(other, "unit.yaml"), Shard{0, 2}),
                        doctest::Contains("holds the results of another sweep"), InputError);
   CHECK_THROWS_AS(ResultDb::open((dir / "missing.db").string()), InputError);
+  // A database of another tierflow version, whose rows lack a column of this one, is not
+  // resumed into: its rows and the new ones would not be the same table.
+  {
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
+    CHECK(sqlite3_exec(raw, "ALTER TABLE results DROP COLUMN peak_gddr_gib", nullptr, nullptr,
+                       nullptr) == SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  CHECK_THROWS_WITH_AS(ResultDb::for_sweep(path, spec, Shard{0, 2}),
+                       doctest::Contains("without 'peak_gddr_gib'); give a new -o"),
+                       InputError);
   std::filesystem::remove_all(dir);
 }
 

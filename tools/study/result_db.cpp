@@ -297,6 +297,22 @@ ResultDb ResultDb::for_sweep(const std::string& path, const SweepSpec& spec, con
     if (s != shard.text() && !(s == "merged" && shard.count == 1)) {
       throw InputError::at(SourcePos{path}, "holds shard {} of this sweep, not {}", s, shard.text());
     }
+    // Rows of another tierflow version have other columns: resuming would mix them.
+    std::vector<std::string> want = {"point"};
+    for (const auto& [name, type] : axis_columns(spec)) want.push_back(name);
+    want.emplace_back("exit_class");
+    for (const Column& c : columns()) want.push_back(c.name);
+    const std::vector<std::string> have_columns = r.table().columns;
+    if (have_columns != want) {
+      const auto missing = std::ranges::find_if(
+          want, [&](const std::string& c) { return std::ranges::find(have_columns, c) == have_columns.end(); });
+      throw InputError::at(
+          SourcePos{path},
+          "holds this sweep's results with other columns (written by tierflow {}{}); give a new -o "
+          "to run it again, or `tierflow sweep export` what it holds",
+          meta_of(r.db_, path, "tierflow_version"),
+          missing == want.end() ? std::string() : fmt::format(", without '{}'", *missing));
+    }
     return r;
   }
   exec(r.db_, path, "BEGIN IMMEDIATE;" + schema_sql(axis_columns(spec)));
