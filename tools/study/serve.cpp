@@ -201,7 +201,7 @@ Slo parse_slo(const std::string& text, std::string_view source) {
   return slo;
 }
 
-ServeStudy run_serve(const ServeSettings& s) {
+ServeSetup prepare_serve(const ServeSettings& s) {
   const auto name = [&s](std::string field) {
     if (!s.cli) return field;
     std::replace(field.begin(), field.end(), '_', '-');
@@ -227,9 +227,10 @@ ServeStudy run_serve(const ServeSettings& s) {
     }
     return static_cast<Dtype>(*i);
   };
-  ServeStudy x;
+  ServeSetup x;
   x.slo = parse_slo(s.slo, name("slo"));
-  serve::ServeOptions engine = s.engine;
+  serve::ServeOptions& engine = x.engine;
+  engine = s.engine;
   engine.load = static_cast<serve::LoadMode>(choice("load", s.load, {"layered", "before"}));
   engine.router = static_cast<serve::RouterKind>(
       choice("router", s.router, {"round-robin", "least-loaded", "prefix"}));
@@ -253,23 +254,48 @@ ServeStudy run_serve(const ServeSettings& s) {
                          "give a request trace ({} FILE) or a generator ({} SPEC), one of them",
                          name("trace"), name("arrivals"));
   }
-  x.trace = s.trace.empty()
-                ? traces::generate_requests(s.arrivals, s.trace_options, name("arrivals"))
-                : traces::read_request_trace(s.trace, s.trace_options);
-  const traces::Arch arch = load_model(model);
-  x.model = arch.name;
+  // Read at rate scale 1, so that each run scales the arrivals as reading at its scale
+  // would; the settings' scale is checked against the trace as reading checks it.
+  traces::TraceOptions read = s.trace_options;
+  read.rate_scale = 1.0;
+  x.trace_name = s.trace.empty() ? name("arrivals") : s.trace;
+  x.trace = s.trace.empty() ? traces::generate_requests(s.arrivals, read, x.trace_name)
+                            : traces::read_request_trace(s.trace, read);
+  traces::check_rate_scale(x.trace, s.trace_options.rate_scale, x.trace_name);
+  x.rate_scale = s.trace_options.rate_scale;
+  x.arch = load_model(model);
+  x.gen = model.gen;
   const std::string file = s.hw.empty() ? default_topology() : find_topology(s.hw, name("hw"));
-  const hw::Topology topo = hw::load_topology(file, hw::LoadOptions{s.sets, false});
-  x.topology = topo.name;
+  x.topology = hw::load_topology(file, hw::LoadOptions{s.sets, false});
+  x.cache_only = s.cache_only;
+  x.timeline = s.timeline;
+  return x;
+}
+
+ServeStudy run_serve(const ServeSetup& setup) {
+  ServeStudy x;
+  x.slo = setup.slo;
+  x.trace = setup.trace;
+  traces::scale_arrivals(x.trace, setup.rate_scale, setup.trace_name);
+  x.model = setup.arch.name;
+  x.topology = setup.topology.name;
   // The timeline file is opened first: a path that cannot be written fails before the run.
   std::unique_ptr<sim::Timeline> tl;
-  if (!s.timeline.empty() && !s.cache_only) tl = std::make_unique<sim::Timeline>(s.timeline);
+  if (!setup.timeline.empty() && !setup.cache_only) {
+    tl = std::make_unique<sim::Timeline>(setup.timeline);
+  }
+  serve::ServeOptions engine = setup.engine;
   engine.timeline = tl.get();
-  x.result = s.cache_only ? serve::cache_only(x.trace, arch, model.gen, topo, engine)
-                          : serve::serve(x.trace, arch, model.gen, topo, engine);
+  x.result = setup.cache_only
+                 ? serve::cache_only(x.trace, setup.arch, setup.gen, setup.topology, engine)
+                 : serve::serve(x.trace, setup.arch, setup.gen, setup.topology, engine);
   if (tl) tl->finish();
-  x.device = engine.device.empty() ? topo.devices.front().id : engine.device;
+  x.device = engine.device.empty() ? setup.topology.devices.front().id : engine.device;
   return x;
+}
+
+ServeStudy run_serve(const ServeSettings& s) {
+  return run_serve(prepare_serve(s));
 }
 
 std::string serve_text(const ServeStudy& x) {

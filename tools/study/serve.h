@@ -17,8 +17,10 @@
 #include <string_view>
 #include <vector>
 
+#include "hw_models/topology.h"
 #include "sim/serve/engine.h"
 #include "tools/study/scenario.h"
+#include "traces/arch.h"
 #include "traces/requests.h"
 
 namespace tierflow::study {
@@ -59,8 +61,24 @@ std::vector<serve::KvTier> parse_kv_tiers(const std::string& text, std::string_v
 /// "ttft=2s,tpot=100ms,e2e=30s" (any of them). InputError at `source`.
 Slo parse_slo(const std::string& text, std::string_view source);
 
+/// The settings checked and the inputs read once, ready for any number of runs. A search
+/// (serve_find.h) changes only the knobs at the end between its runs.
+struct ServeSetup {
+  traces::RequestTrace trace;  ///< as read or generated at rate scale 1
+  std::string trace_name;      ///< what arrival errors name: the file or the generator's flag
+  traces::Arch arch;
+  traces::GenOptions gen;  ///< dtypes, tp
+  hw::Topology topology;
+  Slo slo;
+  bool cache_only = false;
+  std::string timeline;  ///< written by each run; empty: none
+  // The knobs.
+  double rate_scale = 1.0;     ///< the trace's arrivals compressed by this factor
+  serve::ServeOptions engine;  ///< replicas, KV tiers and their capacities, ...
+};
+
 struct ServeStudy {
-  traces::RequestTrace trace;
+  traces::RequestTrace trace;  ///< as served: arrivals at the run's rate scale
   serve::ServeResult result;
   Slo slo;
   std::string topology;  ///< its name
@@ -68,8 +86,12 @@ struct ServeStudy {
   std::string device;    ///< device class id
 };
 
-/// Checks the settings (each error naming its flag), reads or generates the trace, loads
-/// the model and the topology, and serves (or replays the cache only).
+/// Checks the settings (each error naming its flag), reads or generates the trace and
+/// loads the model and the topology.
+ServeSetup prepare_serve(const ServeSettings& s);
+/// Serves the setup's trace at its knobs (or replays the cache only).
+ServeStudy run_serve(const ServeSetup& setup);
+/// Both: one run of the settings.
 ServeStudy run_serve(const ServeSettings& s);
 
 /// The summary `tierflow serve` prints, as text and as `tierflow.serve/1` JSON.

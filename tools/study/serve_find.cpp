@@ -8,7 +8,6 @@
 
 #include "core/diagnostics.h"
 #include "core/units.h"
-#include "hw_models/loader.h"
 #include "tools/study/target.h"
 
 namespace tierflow::study {
@@ -33,23 +32,6 @@ std::string_view question_name(ServeQuestion q) {
       return "min-capacity";
   }
   return "";
-}
-
-std::string_view eviction_name(serve::EvictionKind k) {
-  return k == serve::EvictionKind::kLru ? "lru" : k == serve::EvictionKind::kLfu ? "lfu" : "s3fifo";
-}
-
-/// KV tiers back as --kv-tiers text, every field written.
-std::string kv_tiers_text(const std::vector<serve::KvTier>& tiers) {
-  std::vector<std::string> items;
-  for (const serve::KvTier& k : tiers) {
-    const std::string size =
-        k.bytes > 0 ? fmt::format("{}B", k.bytes) : fmt::format("{}%", k.fraction * 100);
-    items.push_back(fmt::format("{}:{}:{}:{}:{}", k.tier, size, eviction_name(k.eviction),
-                                k.write == serve::WriteKind::kBack ? "back" : "through",
-                                k.admission == serve::AdmissionKind::kAll ? "all" : "second"));
-  }
-  return fmt::format("{}", fmt::join(items, ","));
 }
 
 bool passes(const ServeTarget& t, double v) {
@@ -139,7 +121,9 @@ ServeAnswer find_serve(const ServeSettings& base, ServeQuestion q, const std::st
   if (target.metric == "goodput" && base.slo.empty()) {
     throw InputError::at(SourcePos{"--target"}, "goodput is the share meeting --slo: give --slo");
   }
-  std::vector<serve::KvTier> tiers = parse_kv_tiers(base.kv_tiers, "--kv-tiers");
+  // The settings are checked and the inputs read once; each probe changes one knob.
+  ServeSetup setup = prepare_serve(base);
+  std::vector<serve::KvTier>& tiers = setup.engine.kv_tiers;
   size_t tier_index = tiers.size();
   if (q == ServeQuestion::kMinCapacity) {
     for (size_t i = 0; i < tiers.size(); ++i) tier_index = tiers[i].tier == tier ? i : tier_index;
@@ -153,19 +137,15 @@ ServeAnswer find_serve(const ServeSettings& base, ServeQuestion q, const std::st
   // The first probe runs the base setup's scale: an error there is the user's to see.
   bool first = true;
   const auto run = [&](double knob) -> std::optional<ServeStudy> {
-    ServeSettings s = base;
-    if (q == ServeQuestion::kMaxRate)
-      s.trace_options.rate_scale = base.trace_options.rate_scale * knob;
-    if (q == ServeQuestion::kMinReplicas) s.engine.replicas = static_cast<int>(knob);
-    if (q == ServeQuestion::kMinCapacity) {
-      std::vector<serve::KvTier> t = tiers;
-      t[tier_index].bytes = static_cast<uint64_t>(knob);
-      s.kv_tiers = kv_tiers_text(t);
-    }
+    if (q == ServeQuestion::kMaxRate) setup.rate_scale = base.trace_options.rate_scale * knob;
+    if (q == ServeQuestion::kMinReplicas) setup.engine.replicas = static_cast<int>(knob);
+    // (A capacity of 0 reads as the tier's fraction; it comes only of a tier with nothing
+    // usable, where that is 0 bytes too.)
+    if (q == ServeQuestion::kMinCapacity) tiers[tier_index].bytes = static_cast<uint64_t>(knob);
     const bool rethrow = first || q == ServeQuestion::kMaxRate;
     first = false;
     try {
-      return run_serve(s);
+      return run_serve(setup);
     } catch (const InputError&) {
       if (rethrow) throw;
       return std::nullopt;
@@ -249,8 +229,7 @@ ServeAnswer find_serve(const ServeSettings& base, ServeQuestion q, const std::st
     }
   } else {
     // The instance's whole capacity first; then bisection below it.
-    const std::string file = base.hw.empty() ? default_topology() : find_topology(base.hw, "--hw");
-    const hw::Topology topo = hw::load_topology(file, hw::LoadOptions{base.sets, false});
+    const hw::Topology& topo = setup.topology;
     const auto ti = topo.tier_index(tier);
     if (!ti) throw InputError::at(SourcePos{"--find"}, "no tier '{}' in '{}'", tier, topo.name);
     double hi = static_cast<double>(topo.usable(*ti));
