@@ -23,35 +23,6 @@ double seconds(Time ps) {
   return static_cast<double>(ps) / static_cast<double>(kPsPerS);
 }
 
-/// Nearest-rank percentile of `v` (sorted), p in (0, 100].
-double percentile(const std::vector<double>& v, double p) {
-  if (v.empty()) return std::nan("");
-  const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
-  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-}
-
-struct Metric {
-  std::string name;
-  std::vector<double> values;  ///< seconds, sorted
-  [[nodiscard]] double mean() const {
-    double s = 0;
-    for (double x : values) s += x;
-    return values.empty() ? std::nan("") : s / static_cast<double>(values.size());
-  }
-};
-
-/// What the text and the JSON both say.
-struct Summary {
-  uint64_t counted = 0, finished = 0, rejected = 0, preemptions = 0;
-  Metric queue{"queue", {}}, ttft{"ttft", {}}, tpot{"tpot", {}}, e2e{"e2e", {}};
-  uint64_t input_tokens = 0, output_tokens = 0;
-  Time first_arrival = 0, last_finish = 0;
-  uint64_t good = 0;
-  [[nodiscard]] double span_s() const {
-    return seconds(std::max<Time>(1, last_finish - first_arrival));
-  }
-};
-
 bool meets(const serve::RequestRecord& r, const Slo& slo) {
   if (r.finish < 0) return false;
   const Time ttft = r.first_token - r.arrival;
@@ -63,10 +34,10 @@ bool meets(const serve::RequestRecord& r, const Slo& slo) {
   return slo.e2e == 0 || r.finish - r.arrival <= slo.e2e;
 }
 
-Summary summarize(const ServeStudy& x) {
-  Summary s;
+ServeSummary summarize(const serve::ServeResult& result, const Slo& slo) {
+  ServeSummary s;
   bool first = true;
-  for (const serve::RequestRecord& r : x.result.requests) {
+  for (const serve::RequestRecord& r : result.requests) {
     s.rejected += r.rejected ? 1U : 0U;
     if (!r.counted || r.rejected) continue;
     ++s.counted;
@@ -76,19 +47,23 @@ Summary summarize(const ServeStudy& x) {
     if (first || r.arrival < s.first_arrival) s.first_arrival = r.arrival;
     first = false;
     s.last_finish = std::max(s.last_finish, r.finish);
-    s.queue.values.push_back(seconds(r.scheduled - r.arrival));
-    s.ttft.values.push_back(seconds(r.first_token - r.arrival));
+    s.queue.sorted.push_back(seconds(r.scheduled - r.arrival));
+    s.ttft.sorted.push_back(seconds(r.first_token - r.arrival));
     if (r.output_tokens > 1) {
-      s.tpot.values.push_back(seconds(r.finish - r.first_token) /
+      s.tpot.sorted.push_back(seconds(r.finish - r.first_token) /
                               static_cast<double>(r.output_tokens - 1));
     }
-    s.e2e.values.push_back(seconds(r.finish - r.arrival));
+    s.e2e.sorted.push_back(seconds(r.finish - r.arrival));
     s.input_tokens += r.prompt_tokens;
     s.output_tokens += r.output_tokens;
-    s.good += meets(r, x.slo) ? 1U : 0U;
+    s.good += meets(r, slo) ? 1U : 0U;
   }
-  for (Metric* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e})
-    std::sort(m->values.begin(), m->values.end());
+  for (ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
+    std::sort(m->sorted.begin(), m->sorted.end());
+    double sum = 0;
+    for (const double v : m->sorted) sum += v;
+    m->mean = m->sorted.empty() ? std::nan("") : sum / static_cast<double>(m->sorted.size());
+  }
   return s;
 }
 
@@ -105,6 +80,16 @@ std::string slo_text(const Slo& slo) {
 }
 
 }  // namespace
+
+double ServeLatency::percentile(double p) const {
+  if (sorted.empty()) return std::nan("");
+  const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
+
+double ServeSummary::span_s() const {
+  return seconds(std::max<serve::Time>(1, last_finish - first_arrival));
+}
 
 std::vector<serve::KvTier> parse_kv_tiers(const std::string& text, std::string_view source) {
   std::vector<serve::KvTier> out;
@@ -291,6 +276,7 @@ ServeStudy run_serve(const ServeSetup& setup) {
                  : serve::serve(x.trace, setup.arch, setup.gen, setup.topology, engine);
   if (tl) tl->finish();
   x.device = engine.device.empty() ? setup.topology.devices.front().id : engine.device;
+  x.summary = summarize(x.result, x.slo);
   return x;
 }
 
@@ -328,16 +314,15 @@ std::string serve_text(const ServeStudy& x) {
                      100.0 * (1.0 - static_cast<double>(r.computed_tokens) / prompt));
   if (r.cache_only) return out;
 
-  const Summary s = summarize(x);
+  const ServeSummary& s = x.summary;
   out += fmt::format(
       "\nrequests {} counted, {} finished, {} rejected (KV larger than the device pool); "
       "{} preemptions; {} iterations; {} transfers\n",
       s.counted, s.finished, s.rejected, s.preemptions, r.iterations, r.transfers);
   out += "\n         p50        p90        p99        mean\n";
-  for (const Metric* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
-    out +=
-        fmt::format("{:<6} {:>10} {:>10} {:>10} {:>10}\n", m->name, ms(percentile(m->values, 50)),
-                    ms(percentile(m->values, 90)), ms(percentile(m->values, 99)), ms(m->mean()));
+  for (const ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
+    out += fmt::format("{:<6} {:>10} {:>10} {:>10} {:>10}\n", m->name, ms(m->percentile(50)),
+                       ms(m->percentile(90)), ms(m->percentile(99)), ms(m->mean));
   }
   out += fmt::format(
       "\nthroughput: {:.1f} input tokens/s, {:.1f} output tokens/s, {:.3f} requests/s "
@@ -400,7 +385,7 @@ std::string serve_json(const ServeStudy& x) {
   }
   j["levels"] = std::move(levels);
   if (!r.cache_only) {
-    const Summary s = summarize(x);
+    const ServeSummary& s = x.summary;
     j["counted"] = s.counted;
     j["finished"] = s.finished;
     j["rejected"] = s.rejected;
@@ -408,15 +393,15 @@ std::string serve_json(const ServeStudy& x) {
     j["iterations"] = r.iterations;
     j["transfers"] = r.transfers;
     j["makespan_s"] = seconds(r.makespan);
-    for (const Metric* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
+    for (const ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
       nlohmann::ordered_json e;
       const auto num = [](double v) {
         return std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(v);
       };
-      e["p50_s"] = num(percentile(m->values, 50));
-      e["p90_s"] = num(percentile(m->values, 90));
-      e["p99_s"] = num(percentile(m->values, 99));
-      e["mean_s"] = num(m->mean());
+      e["p50_s"] = num(m->percentile(50));
+      e["p90_s"] = num(m->percentile(90));
+      e["p99_s"] = num(m->percentile(99));
+      e["mean_s"] = num(m->mean);
       j[m->name] = std::move(e);
     }
     j["input_tokens_per_s"] = static_cast<double>(s.input_tokens) / s.span_s();
@@ -438,16 +423,16 @@ std::string serve_json(const ServeStudy& x) {
 }
 
 double serve_latency(const ServeStudy& x, std::string_view which, double p) {
-  const Summary s = summarize(x);
-  for (const Metric* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
-    if (m->name == which) return p == 0 ? m->mean() : percentile(m->values, p);
+  const ServeSummary& s = x.summary;
+  for (const ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
+    if (m->name == which) return p == 0 ? m->mean : m->percentile(p);
   }
   TF_ASSERT(false, "no latency '{}'", which);
   return 0;
 }
 
 double serve_goodput_share(const ServeStudy& x) {
-  const Summary s = summarize(x);
+  const ServeSummary& s = x.summary;
   return s.counted == 0 ? 0.0 : static_cast<double>(s.good) / static_cast<double>(s.counted);
 }
 

@@ -77,10 +77,31 @@ struct ServeSetup {
   serve::ServeOptions engine;  ///< replicas, KV tiers and their capacities, ...
 };
 
+/// One latency of the counted requests that finished, in seconds.
+struct ServeLatency {
+  std::string name;            ///< queue, ttft, tpot or e2e
+  std::vector<double> sorted;  ///< ascending
+  double mean = 0;             ///< NaN when none finished
+  /// The nearest-rank percentile `p` in (0, 100]; NaN when none finished.
+  [[nodiscard]] double percentile(double p) const;
+};
+
+/// What the summaries say of a run, counted from its records once.
+struct ServeSummary {
+  uint64_t counted = 0, finished = 0, rejected = 0, preemptions = 0;
+  ServeLatency queue{"queue", {}, 0}, ttft{"ttft", {}, 0}, tpot{"tpot", {}, 0}, e2e{"e2e", {}, 0};
+  uint64_t input_tokens = 0, output_tokens = 0;
+  serve::Time first_arrival = 0, last_finish = 0;
+  uint64_t good = 0;  ///< counted requests that met the SLO
+  /// From the first counted arrival to the last finish (at least 1 ps), in seconds.
+  [[nodiscard]] double span_s() const;
+};
+
 struct ServeStudy {
   traces::RequestTrace trace;  ///< as served: arrivals at the run's rate scale
   serve::ServeResult result;
   Slo slo;
+  ServeSummary summary;  ///< of `result` under `slo`
   std::string topology;  ///< its name
   std::string model;     ///< the model's name
   std::string device;    ///< device class id
