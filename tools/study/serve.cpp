@@ -19,6 +19,12 @@ namespace {
 
 using serve::Time;
 
+// The counts a serving run takes, each from 1 to these.
+constexpr int64_t kMaxTp = 4096;
+constexpr int64_t kMaxReplicas = int64_t{1} << 20;
+constexpr int64_t kMaxTokenBudget = int64_t{1} << 24;
+constexpr int64_t kMaxSeqs = int64_t{1} << 20;
+
 double seconds(Time ps) {
   return static_cast<double>(ps) / static_cast<double>(kPsPerS);
 }
@@ -212,6 +218,21 @@ ServeSetup prepare_serve(const ServeSettings& s) {
     }
     return static_cast<Dtype>(*i);
   };
+  const auto whole = [&](std::string_view field, int64_t value, int64_t most) {
+    if (value < 1 || value > most) {
+      throw InputError::at(SourcePos{name(std::string(field))},
+                           "expected a whole number from 1 to {}, got {}", most, value);
+    }
+  };
+  whole("tp", s.model.gen.tp, kMaxTp);
+  whole("replicas", s.engine.replicas, kMaxReplicas);
+  whole("token_budget", s.engine.token_budget, kMaxTokenBudget);
+  whole("max_seqs", s.engine.max_seqs, kMaxSeqs);
+  whole("block_tokens", s.trace_options.block_tokens, traces::kMaxBlockTokens);
+  if (const double r = s.trace_options.rate_scale; !(r > 0) || !std::isfinite(r)) {
+    throw InputError::at(SourcePos{name("rate_scale")}, "expected a finite number above 0, got {}",
+                         r);
+  }
   ServeSetup x;
   x.slo = parse_slo(s.slo, name("slo"));
   serve::ServeOptions& engine = x.engine;

@@ -107,8 +107,9 @@ struct ServeStudy {
   std::string device;    ///< device class id
 };
 
-/// Checks the settings (each error naming its flag), reads or generates the trace and
-/// loads the model and the topology.
+/// Checks the settings (counts, rate scale, words, the KV tiers, the SLO: each error naming
+/// its flag, or its Python argument), reads or generates the trace and loads the model and
+/// the topology.
 ServeSetup prepare_serve(const ServeSettings& s);
 /// Serves the setup's trace at its knobs (or replays the cache only).
 ServeStudy run_serve(const ServeSetup& setup);
