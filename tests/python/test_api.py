@@ -325,8 +325,12 @@ def test_serve(cli, tmp_path):
                                       "p90-ttft=10s", "--json", "--quiet"))
     assert f.answer["found"] and f.summary["replicas"] == f.answer["answer"] == 3
     # Bad arguments raise, named as Python's.
-    with pytest.raises(tierflow.InputError, match="target"):
+    with pytest.raises(tierflow.InputError, match="^find: needs target"):
         tierflow.serve(trace=trace, model="llama-3-8b", find="max-rate")
+    with pytest.raises(tierflow.InputError, match="^target: needs find"):
+        tierflow.serve(trace=trace, model="llama-3-8b", target="p99-ttft=2s")
+    with pytest.raises(tierflow.InputError, match="^find: tier 'ddr' is not among kv_tiers"):
+        tierflow.serve(trace=trace, model="llama-3-8b", find="min-capacity:ddr", target="hit=1%")
     with pytest.raises(tierflow.InputError, match="token_budget"):
         tierflow.serve(trace=trace, model="llama-3-8b", token_budget=0)
     with pytest.raises(tierflow.InputError, match="kv_tiers"):

@@ -32,10 +32,7 @@ int run_serve(ServeCliOptions& o) {
       if (done == total) fmt::print(stderr, "\n");
     };
   }
-  if (!o.find.empty()) {
-    const auto [q, tier] = study::parse_serve_question(o.find, "--find");
-    if (o.target.empty()) throw CLI::ValidationError("--find", "needs --target METRIC=BOUND");
-    const study::ServeTarget t = study::parse_serve_target(o.target, "--target");
+  if (const auto ask = study::parse_serve_ask(o.find, o.target, /*cli=*/true)) {
     s.engine.progress = nullptr;
     std::function<void(const study::ServeProbe&)> progress;
     if (!o.quiet && isatty(fileno(stderr)) != 0) {
@@ -43,7 +40,7 @@ int run_serve(ServeCliOptions& o) {
         fmt::print(stderr, "serve: probe {:.6g}: {}\n", p.knob, p.pass ? "pass" : "fail");
       };
     }
-    const study::ServeAnswer a = study::find_serve(s, q, tier, t, progress);
+    const study::ServeAnswer a = study::find_serve(s, *ask, progress);
     write_file_atomic(o.summary,
                       o.json ? study::serve_answer_json(a) : study::serve_answer_text(a));
     if (!o.output.empty() && a.at_answer && !a.at_answer->result.cache_only) {

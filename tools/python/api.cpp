@@ -262,13 +262,8 @@ ServeOutput serve(const Fields& fields) {
   if (!s.model.hf_config.empty() && !s.model.model.empty()) {
     throw InputError::at(SourcePos{"hf_config"}, "give model or hf_config, not both");
   }
-  if (!find.empty() || !target.empty()) {
-    if (find.empty() || target.empty()) {
-      throw InputError::at(SourcePos{find.empty() ? "find" : "target"}, "give find and target together");
-    }
-    const auto [q, tier] = study::parse_serve_question(find, "find");
-    const study::ServeAnswer a =
-        study::find_serve(s, q, tier, study::parse_serve_target(target, "target"));
+  if (const auto ask = study::parse_serve_ask(find, target, /*cli=*/false)) {
+    const study::ServeAnswer a = study::find_serve(s, *ask);
     return ServeOutput{study::serve_answer_json(a),
                        a.at_answer && !a.at_answer->result.cache_only
                            ? study::requests_csv(*a.at_answer)

@@ -192,12 +192,14 @@ Slo parse_slo(const std::string& text, std::string_view source) {
   return slo;
 }
 
+std::string serve_flag(std::string field, bool cli) {
+  if (!cli) return field;
+  std::replace(field.begin(), field.end(), '_', '-');
+  return "--" + field;
+}
+
 ServeSetup prepare_serve(const ServeSettings& s) {
-  const auto name = [&s](std::string field) {
-    if (!s.cli) return field;
-    std::replace(field.begin(), field.end(), '_', '-');
-    return "--" + field;
-  };
+  const auto name = [&s](std::string field) { return serve_flag(std::move(field), s.cli); };
   const auto choice = [&](std::string_view field, const std::string& value,
                           std::initializer_list<std::string_view> names) {
     const auto it = std::find(names.begin(), names.end(), value);

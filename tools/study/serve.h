@@ -47,6 +47,10 @@ struct ServeSettings {
   bool cli = true;
 };
 
+/// How errors name the setting `field` ("kv_tiers"): the CLI's flag ("--kv-tiers") when
+/// `cli`, else the Python argument ("kv_tiers").
+std::string serve_flag(std::string field, bool cli);
+
 /// Bounds a request must meet to count toward goodput (0: no bound).
 struct Slo {
   serve::Time ttft = 0;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "core/diagnostics.h"
 #include "core/units.h"
@@ -102,6 +103,24 @@ ServeTarget parse_serve_target(const std::string& text, std::string_view source)
   return t;
 }
 
+std::optional<ServeAsk> parse_serve_ask(const std::string& find, const std::string& target,
+                                        bool cli) {
+  const std::string find_flag = serve_flag("find", cli), target_flag = serve_flag("target", cli);
+  if (find.empty()) {
+    if (target.empty()) return std::nullopt;
+    throw InputError::at(SourcePos{target_flag},
+                         "needs {} QUESTION (max-rate, min-replicas or min-capacity:TIER)",
+                         find_flag);
+  }
+  ServeAsk ask;
+  std::tie(ask.question, ask.tier) = parse_serve_question(find, find_flag);
+  if (target.empty()) {
+    throw InputError::at(SourcePos{find_flag}, "needs {} METRIC=BOUND", target_flag);
+  }
+  ask.target = parse_serve_target(target, target_flag);
+  return ask;
+}
+
 double serve_metric(const ServeStudy& x, const ServeTarget& t) {
   if (t.metric == "goodput") return serve_goodput_share(x);
   if (t.metric == "hit") return serve_hit_ratio(x);
@@ -111,15 +130,19 @@ double serve_metric(const ServeStudy& x, const ServeTarget& t) {
   return serve_latency(x, t.metric.substr(dash + 1), pct);
 }
 
-ServeAnswer find_serve(const ServeSettings& base, ServeQuestion q, const std::string& tier,
-                       const ServeTarget& target,
+ServeAnswer find_serve(const ServeSettings& base, const ServeAsk& ask,
                        const std::function<void(const ServeProbe&)>& progress) {
+  const ServeQuestion q = ask.question;
+  const std::string& tier = ask.tier;
+  const ServeTarget& target = ask.target;
+  const auto name = [&base](std::string field) { return serve_flag(std::move(field), base.cli); };
   ServeAnswer a;
   a.question = q;
   a.tier = tier;
   a.target = target;
   if (target.metric == "goodput" && base.slo.empty()) {
-    throw InputError::at(SourcePos{"--target"}, "goodput is the share meeting --slo: give --slo");
+    throw InputError::at(SourcePos{name("target")}, "goodput is the share meeting {}: give {}",
+                         name("slo"), name("slo"));
   }
   // The settings are checked and the inputs read once; each probe changes one knob.
   ServeSetup setup = prepare_serve(base);
@@ -128,8 +151,8 @@ ServeAnswer find_serve(const ServeSettings& base, ServeQuestion q, const std::st
   if (q == ServeQuestion::kMinCapacity) {
     for (size_t i = 0; i < tiers.size(); ++i) tier_index = tiers[i].tier == tier ? i : tier_index;
     if (tier_index == tiers.size()) {
-      throw InputError::at(SourcePos{"--find"}, "tier '{}' is not among --kv-tiers ('{}'): add it",
-                           tier, base.kv_tiers);
+      throw InputError::at(SourcePos{name("find")}, "tier '{}' is not among {} ('{}'): add it",
+                           tier, name("kv_tiers"), base.kv_tiers);
     }
   }
   // One run at `knob`; a setup the engine refuses (too many replicas, no room for a block)
@@ -231,7 +254,9 @@ ServeAnswer find_serve(const ServeSettings& base, ServeQuestion q, const std::st
     // The instance's whole capacity first; then bisection below it.
     const hw::Topology& topo = setup.topology;
     const auto ti = topo.tier_index(tier);
-    if (!ti) throw InputError::at(SourcePos{"--find"}, "no tier '{}' in '{}'", tier, topo.name);
+    if (!ti) {
+      throw InputError::at(SourcePos{name("find")}, "no tier '{}' in '{}'", tier, topo.name);
+    }
     double hi = static_cast<double>(topo.usable(*ti));
     auto [ok, x] = probe(hi);
     if (ok) {
