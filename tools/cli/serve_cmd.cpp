@@ -26,21 +26,29 @@ struct ServeCliOptions {
 
 int run_serve(ServeCliOptions& o) {
   study::ServeSettings& s = o.s;
-  if (!o.quiet && isatty(fileno(stderr)) != 0) {
+  const auto ask = study::parse_serve_ask(o.find, o.target, /*cli=*/true);
+  const bool tty = !o.quiet && isatty(fileno(stderr)) != 0;
+  if (tty && !ask) {
     s.engine.progress = [](uint64_t done, uint64_t total) {
       fmt::print(stderr, "\rserve: {}/{} requests finished", done, total);
       if (done == total) fmt::print(stderr, "\n");
     };
   }
-  if (const auto ask = study::parse_serve_ask(o.find, o.target, /*cli=*/true)) {
-    s.engine.progress = nullptr;
+  s.engine.record_series = !ask && !o.report.empty();
+  study::ServeSetup setup = study::prepare_serve(s);
+  // The inputs are read: an output that would replace one is refused before any run and
+  // before any output is written.
+  for (const std::string* out : {&o.summary, &o.output, &o.report}) {
+    if (!out->empty()) check_output_path(*out);
+  }
+  if (ask) {
     std::function<void(const study::ServeProbe&)> progress;
-    if (!o.quiet && isatty(fileno(stderr)) != 0) {
+    if (tty) {
       progress = [](const study::ServeProbe& p) {
         fmt::print(stderr, "serve: probe {:.6g}: {}\n", p.knob, p.pass ? "pass" : "fail");
       };
     }
-    const study::ServeAnswer a = study::find_serve(s, *ask, progress);
+    const study::ServeAnswer a = study::find_serve(s, std::move(setup), *ask, progress);
     write_file_atomic(o.summary,
                       o.json ? study::serve_answer_json(a) : study::serve_answer_text(a));
     if (!o.output.empty() && a.at_answer && !a.at_answer->result.cache_only) {
@@ -48,8 +56,7 @@ int run_serve(ServeCliOptions& o) {
     }
     return static_cast<int>(a.found ? ExitCode::kOk : ExitCode::kInfeasible);
   }
-  s.engine.record_series = !o.report.empty();
-  const study::ServeStudy x = study::run_serve(s);
+  const study::ServeStudy x = study::run_serve(setup);
   for (const std::string& note : x.trace.notes) fmt::print(stderr, "note: {}\n", note);
   write_file_atomic(o.summary, o.json ? study::serve_json(x) : study::serve_text(x));
   if (!o.output.empty() && !x.result.cache_only)

@@ -263,7 +263,7 @@ ServeOutput serve(const Fields& fields) {
     throw InputError::at(SourcePos{"hf_config"}, "give model or hf_config, not both");
   }
   if (const auto ask = study::parse_serve_ask(find, target, /*cli=*/false)) {
-    const study::ServeAnswer a = study::find_serve(s, *ask);
+    const study::ServeAnswer a = study::find_serve(s, study::prepare_serve(s), *ask);
     return ServeOutput{study::serve_answer_json(a),
                        a.at_answer && !a.at_answer->result.cache_only
                            ? study::requests_csv(*a.at_answer)

@@ -130,7 +130,7 @@ double serve_metric(const ServeStudy& x, const ServeTarget& t) {
   return serve_latency(x, t.metric.substr(dash + 1), pct);
 }
 
-ServeAnswer find_serve(const ServeSettings& base, const ServeAsk& ask,
+ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeAsk& ask,
                        const std::function<void(const ServeProbe&)>& progress) {
   const ServeQuestion q = ask.question;
   const std::string& tier = ask.tier;
@@ -144,8 +144,7 @@ ServeAnswer find_serve(const ServeSettings& base, const ServeAsk& ask,
     throw InputError::at(SourcePos{name("target")}, "goodput is the share meeting {}: give {}",
                          name("slo"), name("slo"));
   }
-  // The settings are checked and the inputs read once; each probe changes one knob.
-  ServeSetup setup = prepare_serve(base);
+  // The settings were checked and the inputs read once; each probe changes one knob.
   std::vector<serve::KvTier>& tiers = setup.engine.kv_tiers;
   size_t tier_index = tiers.size();
   if (q == ServeQuestion::kMinCapacity) {

@@ -67,8 +67,9 @@ struct ServeAnswer {
   std::optional<ServeStudy> at_answer;  ///< the run at the answer
 };
 
-/// Searches runs of `base` for the answer. `progress` (optional) hears each probe.
-ServeAnswer find_serve(const ServeSettings& base, const ServeAsk& ask,
+/// Searches runs of `base`, prepared as `setup` (prepare_serve(base)), for the answer.
+/// `progress` (optional) hears each probe.
+ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeAsk& ask,
                        const std::function<void(const ServeProbe&)>& progress = {});
 
 /// The answer as text (the probes, the answer, the run at it) and as
