@@ -480,12 +480,24 @@ RequestTrace read_request_trace(const std::string& path, const TraceOptions& o) 
                    "ContextTokens and GeneratedTokens)");
 }
 
+namespace {
+
+double days(double ps) {
+  return ps / static_cast<double>(kPsPerDay);
+}
+
+void check_scale_value(double rate_scale, const std::string& name) {
+  if (!(rate_scale > 0) || !std::isfinite(rate_scale)) {
+    throw InputError::at(SourcePos{name}, "rate scale {} is not a positive finite number",
+                         rate_scale);
+  }
+}
+
+}  // namespace
+
 void finish_trace(RequestTrace& trace, const TraceOptions& o, const std::string& name,
                   bool note_order) {
-  if (!(o.rate_scale > 0) || !std::isfinite(o.rate_scale)) {
-    throw InputError::at(SourcePos{name}, "rate scale {} is not a positive finite number",
-                         o.rate_scale);
-  }
+  check_scale_value(o.rate_scale, name);
   std::vector<Request>& rs = trace.requests;
   if (rs.empty()) throw InputError::at(SourcePos{name}, "no requests: a trace needs at least one");
   uint64_t out_of_order = 0;
@@ -504,26 +516,39 @@ void finish_trace(RequestTrace& trace, const TraceOptions& o, const std::string&
   if (o.first > 0 && o.first < rs.size()) rs.resize(o.first);
   const int64_t t0 = rs.front().arrival_ps;
   const int64_t span = rs.back().arrival_ps - t0;
-  const auto days = [](double ps) { return ps / static_cast<double>(kPsPerDay); };
   if (span > kMaxArrivalPs) {
     throw InputError::at(SourcePos{name},
                          "the trace spans {:.2f} days, more than the limit of 2^61 ps (about 26.7 "
                          "days)",
                          days(static_cast<double>(span)));
   }
-  const double scaled = static_cast<double>(span) / o.rate_scale;
+  for (size_t i = 0; i < rs.size(); ++i) {
+    rs[i].arrival_ps -= t0;
+    rs[i].id = i;
+  }
+  scale_arrivals(trace, o.rate_scale, name);
+}
+
+void check_rate_scale(const RequestTrace& trace, double rate_scale, const std::string& name) {
+  check_scale_value(rate_scale, name);
+  const std::vector<Request>& rs = trace.requests;
+  const double span =
+      rs.empty() ? 0.0 : static_cast<double>(rs.back().arrival_ps - rs.front().arrival_ps);
+  const double scaled = span / rate_scale;
   if (scaled > static_cast<double>(kMaxArrivalPs)) {
     throw InputError::at(
         SourcePos{name},
         "the trace spans {:.2f} days at rate scale {}: more than the limit of 2^61 "
         "ps (about 26.7 days)",
-        days(scaled), o.rate_scale);
+        days(scaled), rate_scale);
   }
-  for (size_t i = 0; i < rs.size(); ++i) {
-    const int64_t rel = rs[i].arrival_ps - t0;
-    rs[i].arrival_ps =
-        o.rate_scale == 1.0 ? rel : std::llround(static_cast<double>(rel) / o.rate_scale);
-    rs[i].id = i;
+}
+
+void scale_arrivals(RequestTrace& trace, double rate_scale, const std::string& name) {
+  check_rate_scale(trace, rate_scale, name);
+  if (rate_scale == 1.0) return;
+  for (Request& r : trace.requests) {
+    r.arrival_ps = std::llround(static_cast<double>(r.arrival_ps) / rate_scale);
   }
 }
 

@@ -102,9 +102,17 @@ RequestTrace generate_requests(const std::string& spec, const TraceOptions& o,
 /// What every reader and the generator end with: checks `o`, sorts `trace.requests`
 /// stably by arrival (noting "NAME: N timestamps out of order: sorted stably by arrival"
 /// when `note_order` and some were), keeps the first o.first, makes arrivals relative to
-/// the earliest and divides them by o.rate_scale, and numbers the requests. InputError at
+/// the earliest, numbers the requests and scales them (scale_arrivals). InputError at
 /// `name` for an empty trace, a bad option or a scaled arrival past kMaxArrivalPs.
 void finish_trace(RequestTrace& trace, const TraceOptions& o, const std::string& name,
                   bool note_order);
+
+/// Throws InputError at `name` unless `rate_scale` is a positive finite number that keeps
+/// the arrivals of `trace` (relative to its first) within kMaxArrivalPs.
+void check_rate_scale(const RequestTrace& trace, double rate_scale, const std::string& name);
+/// Divides the arrivals of a finished trace read at rate scale 1 by `rate_scale`, rounded
+/// to the nearest ps: the arrivals finish_trace gives at that scale. Checked as
+/// check_rate_scale does.
+void scale_arrivals(RequestTrace& trace, double rate_scale, const std::string& name);
 
 }  // namespace tierflow::traces

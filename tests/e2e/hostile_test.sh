@@ -397,6 +397,41 @@ hostile stop37/serve-output-over-trace 2 "t.jsonl" --in "$d/t.jsonl" -- \
   "$tf" serve "${srv[@]}" --trace "$d/t.jsonl" -o "$d/t.jsonl"
 hostile stop37/serve-timeline-over-trace 2 "t.jsonl" --in "$d/t.jsonl" -- \
   "$tf" serve "${srv[@]}" --trace "$d/t.jsonl" --timeline "$d/t.jsonl"
+# The questions, the device level's policy and the outputs: a bad value is refused before
+# any run, naming its flag (the question and the metric with the nearest ones); an output
+# onto the trace is refused and the trace unchanged; nothing is written.
+fnd=(serve "${srv[@]}" --trace "$moon" --summary "$d/s.txt")
+hostile stop37/serve-find-unknown-question 2 \
+  "--find: unknown question 'max-rates': max-rate, min-replicas or min-capacity:TIER; did you mean 'max-rate'?" \
+  --out "$d/s.txt" -- "$tf" "${fnd[@]}" --find max-rates --target p99-ttft=2s
+hostile stop37/serve-find-without-target 2 "--find: needs --target" --out "$d/s.txt" -- \
+  "$tf" "${fnd[@]}" --find max-rate
+hostile stop37/serve-target-without-find 2 "--target: needs --find" --out "$d/s.txt" -- \
+  "$tf" "${fnd[@]}" --target p99-ttft=2s
+hostile stop37/serve-target-malformed 2 "--target: 'p99-ttft': expected METRIC=BOUND" --out "$d/s.txt" -- \
+  "$tf" "${fnd[@]}" --find max-rate --target p99-ttft
+hostile stop37/serve-target-unknown-metric 2 "--target: 'p99-ttfb=2s': unknown metric 'p99-ttfb'; did you mean 'p99-ttft'?" \
+  --out "$d/s.txt" -- "$tf" "${fnd[@]}" --find max-rate --target p99-ttfb=2s
+hostile stop37/serve-target-latency-nan 2 "--target: 'p99-ttft=nan'" --out "$d/s.txt" -- \
+  "$tf" "${fnd[@]}" --find max-rate --target p99-ttft=nan
+hostile stop37/serve-target-latency-negative 2 "--target: 'p99-ttft=-1s'" --out "$d/s.txt" -- \
+  "$tf" "${fnd[@]}" --find min-replicas --target p99-ttft=-1s
+hostile stop37/serve-target-share-nan 2 "--target: 'nan'" --out "$d/s.txt" -- \
+  "$tf" "${fnd[@]}" --find max-rate --target hit=nan
+hostile stop37/serve-target-share-negative 2 "--target: '-5%'" --out "$d/s.txt" -- \
+  "$tf" "${fnd[@]}" --find max-rate --slo ttft=2s --target goodput=-5%
+hostile stop37/serve-device-policy-unknown 2 "--device-policy: expected one of lru, lfu, s3fifo, got 'arc'" \
+  --out "$d/s.txt" -- "$tf" "${fnd[@]}" --device-policy arc
+hostile stop37/serve-report-over-trace 2 "t.jsonl" --in "$d/t.jsonl" --out "$d/s.txt" -- \
+  "$tf" serve "${srv[@]}" --trace "$d/t.jsonl" --summary "$d/s.txt" --report "$d/t.jsonl"
+hostile stop37/serve-summary-over-trace 2 "t.jsonl" --in "$d/t.jsonl" -- \
+  "$tf" serve "${srv[@]}" --trace "$d/t.jsonl" --summary "$d/t.jsonl"
+hostile stop37/serve-find-summary-over-trace 2 "t.jsonl" --in "$d/t.jsonl" -- \
+  "$tf" serve "${srv[@]}" --trace "$d/t.jsonl" --find min-replicas --target p90-ttft=10s --summary "$d/t.jsonl"
+hostile stop37/serve-summary-directory 2 "$d: cannot write: it is a directory" --out "$d/r.csv" -- \
+  "$tf" serve "${srv[@]}" --trace "$moon" --summary "$d" -o "$d/r.csv"
+hostile stop37/serve-summary-empty 2 "empty output path" --out "$d/r.csv" -- \
+  "$tf" serve "${srv[@]}" --trace "$moon" --summary "" -o "$d/r.csv"
 
 # A sweep point whose count is too large is recorded failed as bad input (class 2), the
 # reason naming the flag, and the sweep exits 2.

@@ -105,6 +105,9 @@ assert d["run"]["ttft"]["p90_s"] <= 10 and d["requests_per_s"] > 0' "$tmp/a.json
 check find-none 1 "$tf" serve "${small[@]}" --find min-capacity:ddr --kv-tiers ddr --target hit=90%
 contains find-none-msg "$tmp/out" "answer: none within the search"
 check find-no-target 2 "$tf" serve "${small[@]}" --find max-rate
+contains find-no-target-msg "$tmp/err" "--find: needs --target"
+check target-without-find 2 "$tf" serve "${small[@]}" --target p99-ttft=1s
+contains target-without-find-msg "$tmp/err" "--target: needs --find"
 check find-bad-question 2 "$tf" serve "${small[@]}" --find max-rates --target p99-ttft=1s
 contains find-bad-question-msg "$tmp/err" "did you mean 'max-rate'"
 check find-bad-metric 2 "$tf" serve "${small[@]}" --find max-rate --target p99-ttfb=1s

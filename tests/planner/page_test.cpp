@@ -24,10 +24,6 @@ using namespace tierflow::planner;
 
 namespace {
 
-hw::Topology roomy_unit_hw() {
-  return testing::unit_hw({"tiers.hbm.capacity=64MiB", "tiers.ddr.capacity=64MiB"});
-}
-
 PlanOutcome plan_with(const Workload& w, const hw::Topology& topo, std::string pipeline,
                       uint64_t budget) {
   PlanRequest req;
@@ -52,15 +48,6 @@ std::string plan_text(const PlanOutcome& o) {
   return write_plan(p, nullptr);
 }
 
-std::string error_of(std::string_view pipeline) {
-  try {
-    (void)Pipeline::parse(pipeline);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE("page: every strategy combination pages the cycle of three weights") {
@@ -69,7 +56,7 @@ TEST_CASE("page: every strategy combination pages the cycle of three weights") {
   // weight is always the next one read, so LRU fetches on every read of a weight not
   // warm, and evicting the furthest next use never fetches more.
   const Workload w = testing::cycle_workload();
-  const hw::Topology topo = roomy_unit_hw();
+  const hw::Topology topo = testing::roomy_unit_hw();
   struct Case {
     std::string options;
     bool lru;
@@ -112,7 +99,7 @@ TEST_CASE("page: every strategy combination pages the cycle of three weights") {
 
 TEST_CASE("page: the clock in estimated time reports its model") {
   const Workload w = testing::cycle_workload();
-  const hw::Topology topo = roomy_unit_hw();
+  const hw::Topology topo = testing::roomy_unit_hw();
   const PlanOutcome out = plan_with(
       w, topo, "place,liveness,page{evict=furthest,clock=time,prefetch=link},insert,verify", 80);
   REQUIRE_MESSAGE(out.ok, out.reason);
@@ -141,30 +128,32 @@ TEST_CASE("page: the clock in estimated time reports its model") {
 }
 
 TEST_CASE("page: options that do not go together are errors at the pass") {
-  CHECK(error_of("place,page{prefetch=link}")
+  CHECK(testing::pipeline_error("place,page{prefetch=link}")
             .find("option 'prefetch' of pass 'page': 'link' needs clock=time") !=
         std::string::npos);
-  CHECK(error_of("place,page{clock=time}")
+  CHECK(testing::pipeline_error("place,page{clock=time}")
             .find("option 'evict' of pass 'page': 'lru' only fetches on a miss") !=
         std::string::npos);
-  CHECK(error_of("page{evict=furthest,prefetch=ahead}").find("'ahead' needs ahead=K") !=
+  CHECK(testing::pipeline_error("page{evict=furthest,prefetch=ahead}")
+            .find("'ahead' needs ahead=K") != std::string::npos);
+  CHECK(testing::pipeline_error("page{evict=furthest,ahead=4}")
+            .find("only prefetch=ahead looks ahead") != std::string::npos);
+  CHECK(testing::pipeline_error("page{clock=days}").find("'days' is not ops or time") !=
         std::string::npos);
-  CHECK(error_of("page{evict=furthest,ahead=4}").find("only prefetch=ahead looks ahead") !=
-        std::string::npos);
-  CHECK(error_of("page{clock=days}").find("'days' is not ops or time") != std::string::npos);
   // The presets take the options they always took, and no others.
-  CHECK(error_of("belady{clock=ops}").find("pass 'belady' has no option 'clock'") !=
+  CHECK(testing::pipeline_error("belady{clock=ops}").find("pass 'belady' has no option 'clock'") !=
         std::string::npos);
-  CHECK(error_of("reactive{prefetch=link}").find("pass 'reactive' has no option 'prefetch'") !=
-        std::string::npos);
-  CHECK(error_of("reactive{evict=lru,ahead=4}").empty());  // the look-ahead needs furthest
+  CHECK(testing::pipeline_error("reactive{prefetch=link}")
+            .find("pass 'reactive' has no option 'prefetch'") != std::string::npos);
+  CHECK(testing::pipeline_error("reactive{evict=lru,ahead=4}")
+            .empty());  // the look-ahead needs furthest
 }
 
 TEST_CASE("page: reactive and belady plan as the page pipelines they stand for") {
   // Each preset against its page spelling, on the cycle and on seeded random graphs at a
   // budget that makes them page: the same plan, the same counters, and the preset's own
   // name in the pipeline as run and in --stats.
-  const hw::Topology topo = roomy_unit_hw();
+  const hw::Topology topo = testing::roomy_unit_hw();
   const std::vector<std::pair<std::string, std::string>> presets = {
       {"reactive", "page"},
       {"reactive{evict=furthest}", "page{evict=furthest}"},
@@ -228,7 +217,7 @@ TEST_CASE("page: reactive and belady plan as the page pipelines they stand for")
 TEST_CASE("page: its counters and a target it cannot meet go to the pass report") {
   // The state keeps the plan; what the passes report travels beside it, in the context.
   const Workload w = testing::cycle_workload();
-  const hw::Topology topo = roomy_unit_hw();
+  const hw::Topology topo = testing::roomy_unit_hw();
   PlanRequest req;
   req.target.device_tier = *topo.tier_index("hbm");
   const Pipeline p = Pipeline::parse("place,liveness,page{evict=furthest},insert,verify");

@@ -9,37 +9,17 @@
 #include <sstream>
 #include <tuple>
 
-#include "core/diagnostics.h"
-#include "hw_models/loader.h"
 #include "planner/planner.h"
 #include "planner/print.h"
 #include "sim/simulator.h"
-#include "tools/study/sim_evaluator.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/plan_builders.h"
+#include "tools/study/sim_evaluator.h"
 
 using namespace tierflow;
 using namespace tierflow::planner;
 
 namespace {
-
-const std::string kSource = TIERFLOW_SOURCE_DIR;
-const std::string kFixture = kSource + "/tests/fixtures/unit_hw.yaml";
-
-hw::Topology roomy_unit_hw() {
-  return hw::load_topology(kFixture, hw::LoadOptions{{"tiers.hbm.capacity=64MiB",
-                                                      "tiers.ddr.capacity=64MiB"},
-                                                     false});
-}
-
-std::string error_of(std::string_view pipeline) {
-  try {
-    (void)Pipeline::parse(pipeline);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 size_t transfers(const Plan& p) {
   size_t n = 0;
@@ -89,21 +69,22 @@ TEST_CASE("the tierflow portfolio: pipelines that print back as written, each sa
 }
 
 TEST_CASE("pipeline errors name the column and the nearest name") {
-  CHECK(error_of("place,selct,insert") ==
+  CHECK(testing::pipeline_error("place,selct,insert") ==
         "--pipeline:1:7: unknown pass 'selct'; did you mean 'select'?");
-  CHECK(error_of("place,select{min-byte=1MiB}") ==
+  CHECK(testing::pipeline_error("place,select{min-byte=1MiB}") ==
         "--pipeline:1:7: pass 'select' has no option 'min-byte'; did you mean 'min-bytes'? (it "
         "takes min-bytes, preferred, headroom, exposed, lead)");
-  CHECK(error_of("schedule{preferred=soon}") ==
-        "--pipeline:1:1: option 'preferred' of pass 'schedule': 'soon' is not a finite non-negative "
-        "number");
-  CHECK(error_of("place,,verify") == "--pipeline:1:7: expected a pass name");
-  CHECK(error_of("select{lead=1") == "--pipeline:1:14: unclosed '{'");
-  CHECK(error_of("schedule{room=early}") ==
+  CHECK(
+      testing::pipeline_error("schedule{preferred=soon}") ==
+      "--pipeline:1:1: option 'preferred' of pass 'schedule': 'soon' is not a finite non-negative "
+      "number");
+  CHECK(testing::pipeline_error("place,,verify") == "--pipeline:1:7: expected a pass name");
+  CHECK(testing::pipeline_error("select{lead=1") == "--pipeline:1:14: unclosed '{'");
+  CHECK(testing::pipeline_error("schedule{room=early}") ==
         "--pipeline:1:1: option 'room' of pass 'schedule': 'early' is not latest or soonest");
-  CHECK(error_of("verify{x=1}") ==
+  CHECK(testing::pipeline_error("verify{x=1}") ==
         "--pipeline:1:1: pass 'verify' has no option 'x' (it takes none)");
-  CHECK(error_of("") == "--pipeline:1:1: empty pipeline");
+  CHECK(testing::pipeline_error("") == "--pipeline:1:1: empty pipeline");
 }
 
 TEST_CASE("unknown policy hints: the nearest name, another system's closest policy, the list") {
@@ -135,7 +116,7 @@ TEST_CASE("unknown policy hints: the nearest name, another system's closest poli
 }
 
 TEST_CASE("property: every policy on seeded random graphs") {
-  const hw::Topology topo = roomy_unit_hw();
+  const hw::Topology topo = testing::roomy_unit_hw();
   Target target;
   target.device_tier = *topo.tier_index("hbm");
   size_t planned = 0, offloaded = 0;
@@ -189,7 +170,7 @@ TEST_CASE("property: paging pipelines and the scored portfolio on seeded random 
   // tierflow with the simulator in the loop (its whole portfolio, each plan scored): every
   // plan verifies, its simulated peak fits the budget, and it never beats the bounds (the
   // paging bound included).
-  const hw::Topology topo = roomy_unit_hw();
+  const hw::Topology topo = testing::roomy_unit_hw();
   Target target;
   target.device_tier = *topo.tier_index("hbm");
   size_t planned = 0, offloaded = 0;
@@ -245,7 +226,7 @@ TEST_CASE("the paging bound is Belady's MIN byte by byte") {
   // weights, 100 B, so 3 x (100 - 80) = 60 B; halves 2 x 20 B; pairs and single ops fit.
   // Cut into 1 MiB pages (as the bound once was), every tensor here counts as nothing.
   const Workload w = testing::cycle_workload(/*flops=*/100);
-  const hw::Topology topo = roomy_unit_hw();
+  const hw::Topology topo = testing::roomy_unit_hw();
   PlanRequest req;
   req.pipeline = "place,liveness,belady,insert,verify";
   req.target.device_tier = *topo.tier_index("hbm");
@@ -275,7 +256,7 @@ TEST_CASE("the paging bound starts tensors pinned off the device on their tier")
   // Ops of 1,000 ns: a prefetch issued one op ahead hides a copy (under 200 ns), so the
   // streamed plan holds two weights at a time.
   const Workload w = testing::cycle_workload(/*flops=*/1000);
-  const hw::Topology topo = roomy_unit_hw();
+  const hw::Topology topo = testing::roomy_unit_hw();
   for (const auto& [budget, unpinned, pinned] :
        {std::tuple<uint64_t, uint64_t, uint64_t>{uint64_t{1} << 20, 0, 96}, {80, 68, 144}}) {
     CAPTURE(budget);
@@ -332,7 +313,7 @@ TEST_CASE("max-overhead finds the same least budget under any ceiling") {
     w.add_op(std::move(op));
     a = out;
   }
-  const hw::Topology topo = roomy_unit_hw();
+  const hw::Topology topo = testing::roomy_unit_hw();
   study::SimEvaluator eval(w, topo);
   PlanRequest req;
   req.target.device_tier = *topo.tier_index("hbm");
@@ -363,7 +344,7 @@ TEST_CASE("max-overhead finds the same least budget under any ceiling") {
 }
 
 TEST_CASE("infeasible budgets are results with a reason") {
-  const hw::Topology topo = roomy_unit_hw();
+  const hw::Topology topo = testing::roomy_unit_hw();
   const Workload w = testing::random_workload(7);
   PlanRequest req;
   req.policy = "hyperoffload";
@@ -377,7 +358,7 @@ TEST_CASE("infeasible budgets are results with a reason") {
 }
 
 TEST_CASE("the same request gives the same plan") {
-  const hw::Topology topo = roomy_unit_hw();
+  const hw::Topology topo = testing::roomy_unit_hw();
   const Workload w = testing::random_workload(3);
   PlanRequest req;
   req.policy = "tierflow";

@@ -325,14 +325,39 @@ def test_serve(cli, tmp_path):
                                       "p90-ttft=10s", "--json", "--quiet"))
     assert f.answer["found"] and f.summary["replicas"] == f.answer["answer"] == 3
     # Bad arguments raise, named as Python's.
-    with pytest.raises(tierflow.InputError, match="target"):
+    with pytest.raises(tierflow.InputError, match="^find: needs target"):
         tierflow.serve(trace=trace, model="llama-3-8b", find="max-rate")
+    with pytest.raises(tierflow.InputError, match="^target: needs find"):
+        tierflow.serve(trace=trace, model="llama-3-8b", target="p99-ttft=2s")
+    with pytest.raises(tierflow.InputError, match="^find: tier 'ddr' is not among kv_tiers"):
+        tierflow.serve(trace=trace, model="llama-3-8b", find="min-capacity:ddr", target="hit=1%")
     with pytest.raises(tierflow.InputError, match="token_budget"):
         tierflow.serve(trace=trace, model="llama-3-8b", token_budget=0)
     with pytest.raises(tierflow.InputError, match="kv_tiers"):
         tierflow.serve(trace=trace, model="llama-3-8b", kv_tiers="ddr:fast")
     with pytest.raises(TypeError, match="arrivals"):
         tierflow.serve(model="llama-3-8b", arrival="poisson")
+
+
+@pytest.mark.parametrize("key, value", [
+    ("replicas", 0), ("replicas", -1), ("tp", 5000), ("token_budget", 0), ("max_seqs", "2Mi"),
+    ("block_tokens", 0), ("rate_scale", 0), ("rate_scale", "nan"), ("router", "fastest"),
+    ("device_policy", "arc"), ("load", "after"), ("kv_dtype", "bf17"), ("warmup", "soon"),
+])
+def test_serve_errors_are_the_cli_s(key, value):
+    """A bad value is refused in one place, the study layer, for Python and the CLI alike:
+    the same message, naming the keyword where the CLI names the flag."""
+    trace = os.path.join(ROOT, "tests", "data", "serve", "mooncake_conversation_200.jsonl")
+    with pytest.raises(tierflow.InputError) as raised:
+        tierflow.serve(trace=trace, model="llama-3-8b", **{key: value})
+    assert raised.value.file == key
+    flag = "--" + key.replace("_", "-")
+    binary = os.environ.get("TIERFLOW_BIN") or os.path.join(
+        os.path.dirname(tierflow.__file__), "..", "..", "tools", "tierflow")
+    result = subprocess.run([binary, "serve", "--model", "llama-3-8b", "--trace", trace, "--quiet",
+                             flag, str(value)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == f"error: {flag}: {raised.value.message}"
 
 
 def test_whatif(cli):

@@ -2,13 +2,19 @@
 
 #include <fmt/format.h>
 
+#include "core/diagnostics.h"
 #include "hw_models/loader.h"
+#include "planner/pass.h"
 
 namespace tierflow::testing {
 
 hw::Topology unit_hw(std::vector<std::string> sets) {
   return hw::load_topology(std::string(TIERFLOW_SOURCE_DIR) + "/tests/fixtures/unit_hw.yaml",
                            hw::LoadOptions{std::move(sets), false});
+}
+
+hw::Topology roomy_unit_hw() {
+  return unit_hw({"tiers.hbm.capacity=64MiB", "tiers.ddr.capacity=64MiB"});
 }
 
 Workload cycle_workload(double flops) {
@@ -28,6 +34,15 @@ Workload cycle_workload(double flops) {
     a = out;
   }
   return w;
+}
+
+std::string pipeline_error(std::string_view pipeline) {
+  try {
+    (void)planner::Pipeline::parse(pipeline);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace tierflow::testing

@@ -167,6 +167,26 @@ TEST_CASE("rate_scale divides arrivals, rounded to the ps; first keeps the earli
   }
 }
 
+TEST_CASE("scale_arrivals of a trace read at rate scale 1 gives the arrivals read at that scale") {
+  const RequestTrace once = read_mooncake(kExcerpt, TraceOptions{});
+  for (const double scale : {1.0, 2.0, 3.0, 0.5, 1.0 / 3, 1024.0, 1.0 / 1024}) {
+    TraceOptions o;
+    o.rate_scale = scale;
+    const RequestTrace read = read_mooncake(kExcerpt, o);
+    RequestTrace scaled = once;
+    scale_arrivals(scaled, scale, kExcerpt);
+    REQUIRE(scaled.requests.size() == read.requests.size());
+    for (size_t i = 0; i < read.requests.size(); ++i) {
+      CHECK(scaled.requests[i].arrival_ps == read.requests[i].arrival_ps);
+    }
+  }
+  // Past the limit, as reading at that scale says it.
+  RequestTrace scaled = once;
+  CHECK(error_of([&] { scale_arrivals(scaled, 1e-5, kExcerpt); }).message() ==
+        "the trace spans 83.33 days at rate scale 1e-05: more than the limit of 2^61 ps (about "
+        "26.7 days)");
+}
+
 TEST_CASE("timestamps out of order are sorted stably, with a note; output 0 counts as 1") {
   // Lines (timestamp ms, input): (105, 1), (101, 2), (101, 3), (100, 4). Two steps go
   // down (105 -> 101, 101 -> 100). Sorted: 100, 101 (line 2), 101 (line 3), 105; arrivals

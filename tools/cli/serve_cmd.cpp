@@ -26,24 +26,29 @@ struct ServeCliOptions {
 
 int run_serve(ServeCliOptions& o) {
   study::ServeSettings& s = o.s;
-  if (!o.quiet && isatty(fileno(stderr)) != 0) {
+  const auto ask = study::parse_serve_ask(o.find, o.target, /*cli=*/true);
+  const bool tty = !o.quiet && isatty(fileno(stderr)) != 0;
+  if (tty && !ask) {
     s.engine.progress = [](uint64_t done, uint64_t total) {
       fmt::print(stderr, "\rserve: {}/{} requests finished", done, total);
       if (done == total) fmt::print(stderr, "\n");
     };
   }
-  if (!o.find.empty()) {
-    const auto [q, tier] = study::parse_serve_question(o.find, "--find");
-    if (o.target.empty()) throw CLI::ValidationError("--find", "needs --target METRIC=BOUND");
-    const study::ServeTarget t = study::parse_serve_target(o.target, "--target");
-    s.engine.progress = nullptr;
+  s.engine.record_series = !ask && !o.report.empty();
+  study::ServeSetup setup = study::prepare_serve(s);
+  // The inputs are read: an output that would replace one is refused before any run and
+  // before any output is written.
+  for (const std::string* out : {&o.summary, &o.output, &o.report}) {
+    if (!out->empty()) check_output_path(*out);
+  }
+  if (ask) {
     std::function<void(const study::ServeProbe&)> progress;
-    if (!o.quiet && isatty(fileno(stderr)) != 0) {
+    if (tty) {
       progress = [](const study::ServeProbe& p) {
         fmt::print(stderr, "serve: probe {:.6g}: {}\n", p.knob, p.pass ? "pass" : "fail");
       };
     }
-    const study::ServeAnswer a = study::find_serve(s, q, tier, t, progress);
+    const study::ServeAnswer a = study::find_serve(s, std::move(setup), *ask, progress);
     write_file_atomic(o.summary,
                       o.json ? study::serve_answer_json(a) : study::serve_answer_text(a));
     if (!o.output.empty() && a.at_answer && !a.at_answer->result.cache_only) {
@@ -51,8 +56,7 @@ int run_serve(ServeCliOptions& o) {
     }
     return static_cast<int>(a.found ? ExitCode::kOk : ExitCode::kInfeasible);
   }
-  s.engine.record_series = !o.report.empty();
-  const study::ServeStudy x = study::run_serve(s);
+  const study::ServeStudy x = study::run_serve(setup);
   for (const std::string& note : x.trace.notes) fmt::print(stderr, "note: {}\n", note);
   write_file_atomic(o.summary, o.json ? study::serve_json(x) : study::serve_text(x));
   if (!o.output.empty() && !x.result.cache_only)
@@ -80,44 +84,38 @@ void add_serve_command(CLI::App& app) {
                   "(docs/serving.md)")
       ->excludes(trace);
   cmd->add_option("--rate-scale", s.trace_options.rate_scale,
-                  "replay arrivals this many times faster (0.5: half the rate)")
-      ->check(kPositiveFinite);
+                  "replay arrivals this many times faster (0.5: half the rate)");
   cmd->add_option("--first", s.trace_options.first, "serve only the first N requests")
       ->transform(kCount);
   cmd->add_option("--block-tokens", s.trace_options.block_tokens,
                   "tokens per KV block of traces without prefix hashes and generated ones "
                   "(default 512; Mooncake traces are 512)")
-      ->check(CLI::Range(1, 65536));
+      ->transform(kCount);
   cmd->add_option("--warmup", s.warmup, "leave requests arriving before this out of the metrics");
   cmd->add_option("--device", s.engine.device, "device class (default: the first)");
   cmd->add_option("--tp", s.model.gen.tp, "devices per replica, tensor parallel (default 1)")
-      ->check(CLI::Range(1, 4096));
+      ->transform(kCount);
   cmd->add_option("--replicas", s.engine.replicas, "data-parallel replicas (default 1)")
-      ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--router", s.router, "round-robin (default), least-loaded or prefix")
-      ->check(CLI::IsMember({"round-robin", "least-loaded", "prefix"}));
+      ->transform(kCount);
+  cmd->add_option("--router", s.router, "round-robin (default), least-loaded or prefix");
   cmd->add_option("--token-budget", s.engine.token_budget,
                   "new tokens per iteration (default 8192)")
-      ->transform(kCount)
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+      ->transform(kCount);
   cmd->add_option("--max-seqs", s.engine.max_seqs, "running sequences per replica (default 256)")
-      ->transform(kCount)
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      ->transform(kCount);
   cmd->add_option("--device-policy", s.device_policy,
-                  "eviction of the device level's cached blocks: lru (default), lfu, s3fifo")
-      ->check(CLI::IsMember({"lru", "lfu", "s3fifo"}));
+                  "eviction of the device level's cached blocks: lru (default), lfu, s3fifo");
   cmd->add_option("--kv-tiers", s.kv_tiers,
                   "KV tiers below the device, nearest first: TIER[:SIZE|PCT%][:lru|lfu|s3fifo]"
                   "[:back|through][:all|second],...  e.g. ddr:512GiB,ssd:25%");
   cmd->add_option("--load", s.load,
                   "prefix hits below the device load before the prefill or layered with it "
-                  "(default layered)")
-      ->check(CLI::IsMember({"layered", "before"}));
+                  "(default layered)");
   for (auto [flag, value] :
        {std::pair{"--weight-dtype", &s.weight_dtype}, std::pair{"--kv-dtype", &s.kv_dtype},
         std::pair{"--act-dtype", &s.act_dtype}}) {
-    cmd->add_option(flag, *value, "element type (default bf16)")
-        ->check(CLI::IsMember(std::vector<std::string>(kDtypeNames.begin(), kDtypeNames.end())));
+    cmd->add_option(flag, *value,
+                    fmt::format("element type: {} (default bf16)", fmt::join(kDtypeNames, ", ")));
   }
   cmd->add_option("--slo", s.slo, "goodput bounds: ttft=2s,tpot=100ms,e2e=30s (any of them)");
   cmd->add_flag("--cache-only", s.cache_only,

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
+#include <type_traits>
 
 #include "core/diagnostics.h"
 #include "core/io.h"
@@ -200,25 +202,28 @@ ReplayHandle replay_file(const std::string& path, const std::string& hw,
 ServeOutput serve(const Fields& fields) {
   study::ServeSettings s;
   s.cli = false;
-  const auto count = [](const std::string& key, const std::string& value, int64_t lo, int64_t hi) {
+  // Numbers come as text: read here as the CLI reads its flags (a count as parse_count
+  // reads it); what they may be is the study layer's to check, for both.
+  const auto whole = [](const std::string& key, const std::string& value, auto& field) {
+    using T = std::remove_reference_t<decltype(field)>;
     const auto c = parse_count(value);
-    if (!c.ok() || c.value < lo || c.value > hi) {
-      throw InputError::at(SourcePos{key}, "expected a whole number from {} to {}, got '{}'", lo, hi,
-                           value);
+    if (!c.ok()) throw InputError::at(SourcePos{key}, "{}", c.error);
+    if (static_cast<uint64_t>(c.value) > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
+      throw InputError::at(SourcePos{key}, "'{}' is too large: at most {}", value,
+                           std::numeric_limits<T>::max());
     }
-    return c.value;
+    field = static_cast<T>(c.value);
   };
-  const auto positive = [](const std::string& key, const std::string& value) {
+  const auto number = [](const std::string& key, const std::string& value) {
     double v = 0;
+    size_t used = 0;
     try {
-      size_t used = 0;
       v = std::stod(value, &used);
-      if (used != value.size()) v = 0;
     } catch (const std::exception&) {
-      v = 0;
+      used = 0;
     }
-    if (!(v > 0) || !std::isfinite(v)) {
-      throw InputError::at(SourcePos{key}, "expected a positive number, got '{}'", value);
+    if (used == 0 || used != value.size()) {
+      throw InputError::at(SourcePos{key}, "expected a number, got '{}'", value);
     }
     return v;
   };
@@ -231,19 +236,19 @@ ServeOutput serve(const Fields& fields) {
     else if (key == "model") s.model.model = value;
     else if (key == "hf_config") s.model.hf_config = value;
     else if (key == "model_set") s.model.model_sets.push_back(value);
-    else if (key == "tp") s.model.gen.tp = static_cast<int>(count(key, value, 1, 4096));
-    else if (key == "replicas") s.engine.replicas = static_cast<int>(count(key, value, 1, 1 << 20));
+    else if (key == "tp") whole(key, value, s.model.gen.tp);
+    else if (key == "replicas") whole(key, value, s.engine.replicas);
     else if (key == "device") s.engine.device = value;
     else if (key == "router") s.router = value;
     else if (key == "device_policy") s.device_policy = value;
-    else if (key == "token_budget") s.engine.token_budget = count(key, value, 1, int64_t{1} << 24);
-    else if (key == "max_seqs") s.engine.max_seqs = count(key, value, 1, int64_t{1} << 20);
+    else if (key == "token_budget") whole(key, value, s.engine.token_budget);
+    else if (key == "max_seqs") whole(key, value, s.engine.max_seqs);
     else if (key == "kv_tiers") s.kv_tiers = value;
     else if (key == "load") s.load = value;
     else if (key == "slo") s.slo = value;
-    else if (key == "rate_scale") s.trace_options.rate_scale = positive(key, value);
-    else if (key == "first") s.trace_options.first = static_cast<uint64_t>(count(key, value, 0, INT64_MAX));
-    else if (key == "block_tokens") s.trace_options.block_tokens = static_cast<uint32_t>(count(key, value, 1, 65536));
+    else if (key == "rate_scale") s.trace_options.rate_scale = number(key, value);
+    else if (key == "first") whole(key, value, s.trace_options.first);
+    else if (key == "block_tokens") whole(key, value, s.trace_options.block_tokens);
     else if (key == "warmup") s.warmup = value;
     else if (key == "weight_dtype") s.weight_dtype = value;
     else if (key == "kv_dtype") s.kv_dtype = value;
@@ -257,13 +262,8 @@ ServeOutput serve(const Fields& fields) {
   if (!s.model.hf_config.empty() && !s.model.model.empty()) {
     throw InputError::at(SourcePos{"hf_config"}, "give model or hf_config, not both");
   }
-  if (!find.empty() || !target.empty()) {
-    if (find.empty() || target.empty()) {
-      throw InputError::at(SourcePos{find.empty() ? "find" : "target"}, "give find and target together");
-    }
-    const auto [q, tier] = study::parse_serve_question(find, "find");
-    const study::ServeAnswer a =
-        study::find_serve(s, q, tier, study::parse_serve_target(target, "target"));
+  if (const auto ask = study::parse_serve_ask(find, target, /*cli=*/false)) {
+    const study::ServeAnswer a = study::find_serve(s, study::prepare_serve(s), *ask);
     return ServeOutput{study::serve_answer_json(a),
                        a.at_answer && !a.at_answer->result.cache_only
                            ? study::requests_csv(*a.at_answer)

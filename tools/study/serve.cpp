@@ -19,38 +19,15 @@ namespace {
 
 using serve::Time;
 
+// The counts a serving run takes, each from 1 to these.
+constexpr int64_t kMaxTp = 4096;
+constexpr int64_t kMaxReplicas = int64_t{1} << 20;
+constexpr int64_t kMaxTokenBudget = int64_t{1} << 24;
+constexpr int64_t kMaxSeqs = int64_t{1} << 20;
+
 double seconds(Time ps) {
   return static_cast<double>(ps) / static_cast<double>(kPsPerS);
 }
-
-/// Nearest-rank percentile of `v` (sorted), p in (0, 100].
-double percentile(const std::vector<double>& v, double p) {
-  if (v.empty()) return std::nan("");
-  const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
-  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-}
-
-struct Metric {
-  std::string name;
-  std::vector<double> values;  ///< seconds, sorted
-  [[nodiscard]] double mean() const {
-    double s = 0;
-    for (double x : values) s += x;
-    return values.empty() ? std::nan("") : s / static_cast<double>(values.size());
-  }
-};
-
-/// What the text and the JSON both say.
-struct Summary {
-  uint64_t counted = 0, finished = 0, rejected = 0, preemptions = 0;
-  Metric queue{"queue", {}}, ttft{"ttft", {}}, tpot{"tpot", {}}, e2e{"e2e", {}};
-  uint64_t input_tokens = 0, output_tokens = 0;
-  Time first_arrival = 0, last_finish = 0;
-  uint64_t good = 0;
-  [[nodiscard]] double span_s() const {
-    return seconds(std::max<Time>(1, last_finish - first_arrival));
-  }
-};
 
 bool meets(const serve::RequestRecord& r, const Slo& slo) {
   if (r.finish < 0) return false;
@@ -63,10 +40,10 @@ bool meets(const serve::RequestRecord& r, const Slo& slo) {
   return slo.e2e == 0 || r.finish - r.arrival <= slo.e2e;
 }
 
-Summary summarize(const ServeStudy& x) {
-  Summary s;
+ServeSummary summarize(const serve::ServeResult& result, const Slo& slo) {
+  ServeSummary s;
   bool first = true;
-  for (const serve::RequestRecord& r : x.result.requests) {
+  for (const serve::RequestRecord& r : result.requests) {
     s.rejected += r.rejected ? 1U : 0U;
     if (!r.counted || r.rejected) continue;
     ++s.counted;
@@ -76,19 +53,23 @@ Summary summarize(const ServeStudy& x) {
     if (first || r.arrival < s.first_arrival) s.first_arrival = r.arrival;
     first = false;
     s.last_finish = std::max(s.last_finish, r.finish);
-    s.queue.values.push_back(seconds(r.scheduled - r.arrival));
-    s.ttft.values.push_back(seconds(r.first_token - r.arrival));
+    s.queue.sorted.push_back(seconds(r.scheduled - r.arrival));
+    s.ttft.sorted.push_back(seconds(r.first_token - r.arrival));
     if (r.output_tokens > 1) {
-      s.tpot.values.push_back(seconds(r.finish - r.first_token) /
+      s.tpot.sorted.push_back(seconds(r.finish - r.first_token) /
                               static_cast<double>(r.output_tokens - 1));
     }
-    s.e2e.values.push_back(seconds(r.finish - r.arrival));
+    s.e2e.sorted.push_back(seconds(r.finish - r.arrival));
     s.input_tokens += r.prompt_tokens;
     s.output_tokens += r.output_tokens;
-    s.good += meets(r, x.slo) ? 1U : 0U;
+    s.good += meets(r, slo) ? 1U : 0U;
   }
-  for (Metric* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e})
-    std::sort(m->values.begin(), m->values.end());
+  for (ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
+    std::sort(m->sorted.begin(), m->sorted.end());
+    double sum = 0;
+    for (const double v : m->sorted) sum += v;
+    m->mean = m->sorted.empty() ? std::nan("") : sum / static_cast<double>(m->sorted.size());
+  }
   return s;
 }
 
@@ -105,6 +86,16 @@ std::string slo_text(const Slo& slo) {
 }
 
 }  // namespace
+
+double ServeLatency::percentile(double p) const {
+  if (sorted.empty()) return std::nan("");
+  const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
+
+double ServeSummary::span_s() const {
+  return seconds(std::max<serve::Time>(1, last_finish - first_arrival));
+}
 
 std::vector<serve::KvTier> parse_kv_tiers(const std::string& text, std::string_view source) {
   std::vector<serve::KvTier> out;
@@ -201,12 +192,14 @@ Slo parse_slo(const std::string& text, std::string_view source) {
   return slo;
 }
 
-ServeStudy run_serve(const ServeSettings& s) {
-  const auto name = [&s](std::string field) {
-    if (!s.cli) return field;
-    std::replace(field.begin(), field.end(), '_', '-');
-    return "--" + field;
-  };
+std::string serve_flag(std::string field, bool cli) {
+  if (!cli) return field;
+  std::replace(field.begin(), field.end(), '_', '-');
+  return "--" + field;
+}
+
+ServeSetup prepare_serve(const ServeSettings& s) {
+  const auto name = [&s](std::string field) { return serve_flag(std::move(field), s.cli); };
   const auto choice = [&](std::string_view field, const std::string& value,
                           std::initializer_list<std::string_view> names) {
     const auto it = std::find(names.begin(), names.end(), value);
@@ -227,9 +220,25 @@ ServeStudy run_serve(const ServeSettings& s) {
     }
     return static_cast<Dtype>(*i);
   };
-  ServeStudy x;
+  const auto whole = [&](std::string_view field, int64_t value, int64_t most) {
+    if (value < 1 || value > most) {
+      throw InputError::at(SourcePos{name(std::string(field))},
+                           "expected a whole number from 1 to {}, got {}", most, value);
+    }
+  };
+  whole("tp", s.model.gen.tp, kMaxTp);
+  whole("replicas", s.engine.replicas, kMaxReplicas);
+  whole("token_budget", s.engine.token_budget, kMaxTokenBudget);
+  whole("max_seqs", s.engine.max_seqs, kMaxSeqs);
+  whole("block_tokens", s.trace_options.block_tokens, traces::kMaxBlockTokens);
+  if (const double r = s.trace_options.rate_scale; !(r > 0) || !std::isfinite(r)) {
+    throw InputError::at(SourcePos{name("rate_scale")}, "expected a finite number above 0, got {}",
+                         r);
+  }
+  ServeSetup x;
   x.slo = parse_slo(s.slo, name("slo"));
-  serve::ServeOptions engine = s.engine;
+  serve::ServeOptions& engine = x.engine;
+  engine = s.engine;
   engine.load = static_cast<serve::LoadMode>(choice("load", s.load, {"layered", "before"}));
   engine.router = static_cast<serve::RouterKind>(
       choice("router", s.router, {"round-robin", "least-loaded", "prefix"}));
@@ -253,23 +262,49 @@ ServeStudy run_serve(const ServeSettings& s) {
                          "give a request trace ({} FILE) or a generator ({} SPEC), one of them",
                          name("trace"), name("arrivals"));
   }
-  x.trace = s.trace.empty()
-                ? traces::generate_requests(s.arrivals, s.trace_options, name("arrivals"))
-                : traces::read_request_trace(s.trace, s.trace_options);
-  const traces::Arch arch = load_model(model);
-  x.model = arch.name;
+  // Read at rate scale 1, so that each run scales the arrivals as reading at its scale
+  // would; the settings' scale is checked against the trace as reading checks it.
+  traces::TraceOptions read = s.trace_options;
+  read.rate_scale = 1.0;
+  x.trace_name = s.trace.empty() ? name("arrivals") : s.trace;
+  x.trace = s.trace.empty() ? traces::generate_requests(s.arrivals, read, x.trace_name)
+                            : traces::read_request_trace(s.trace, read);
+  traces::check_rate_scale(x.trace, s.trace_options.rate_scale, x.trace_name);
+  x.rate_scale = s.trace_options.rate_scale;
+  x.arch = load_model(model);
+  x.gen = model.gen;
   const std::string file = s.hw.empty() ? default_topology() : find_topology(s.hw, name("hw"));
-  const hw::Topology topo = hw::load_topology(file, hw::LoadOptions{s.sets, false});
-  x.topology = topo.name;
+  x.topology = hw::load_topology(file, hw::LoadOptions{s.sets, false});
+  x.cache_only = s.cache_only;
+  x.timeline = s.timeline;
+  return x;
+}
+
+ServeStudy run_serve(const ServeSetup& setup) {
+  ServeStudy x;
+  x.slo = setup.slo;
+  x.trace = setup.trace;
+  traces::scale_arrivals(x.trace, setup.rate_scale, setup.trace_name);
+  x.model = setup.arch.name;
+  x.topology = setup.topology.name;
   // The timeline file is opened first: a path that cannot be written fails before the run.
   std::unique_ptr<sim::Timeline> tl;
-  if (!s.timeline.empty() && !s.cache_only) tl = std::make_unique<sim::Timeline>(s.timeline);
+  if (!setup.timeline.empty() && !setup.cache_only) {
+    tl = std::make_unique<sim::Timeline>(setup.timeline);
+  }
+  serve::ServeOptions engine = setup.engine;
   engine.timeline = tl.get();
-  x.result = s.cache_only ? serve::cache_only(x.trace, arch, model.gen, topo, engine)
-                          : serve::serve(x.trace, arch, model.gen, topo, engine);
+  x.result = setup.cache_only
+                 ? serve::cache_only(x.trace, setup.arch, setup.gen, setup.topology, engine)
+                 : serve::serve(x.trace, setup.arch, setup.gen, setup.topology, engine);
   if (tl) tl->finish();
-  x.device = engine.device.empty() ? topo.devices.front().id : engine.device;
+  x.device = engine.device.empty() ? setup.topology.devices.front().id : engine.device;
+  x.summary = summarize(x.result, x.slo);
   return x;
+}
+
+ServeStudy run_serve(const ServeSettings& s) {
+  return run_serve(prepare_serve(s));
 }
 
 std::string serve_text(const ServeStudy& x) {
@@ -302,16 +337,15 @@ std::string serve_text(const ServeStudy& x) {
                      100.0 * (1.0 - static_cast<double>(r.computed_tokens) / prompt));
   if (r.cache_only) return out;
 
-  const Summary s = summarize(x);
+  const ServeSummary& s = x.summary;
   out += fmt::format(
       "\nrequests {} counted, {} finished, {} rejected (KV larger than the device pool); "
       "{} preemptions; {} iterations; {} transfers\n",
       s.counted, s.finished, s.rejected, s.preemptions, r.iterations, r.transfers);
   out += "\n         p50        p90        p99        mean\n";
-  for (const Metric* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
-    out +=
-        fmt::format("{:<6} {:>10} {:>10} {:>10} {:>10}\n", m->name, ms(percentile(m->values, 50)),
-                    ms(percentile(m->values, 90)), ms(percentile(m->values, 99)), ms(m->mean()));
+  for (const ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
+    out += fmt::format("{:<6} {:>10} {:>10} {:>10} {:>10}\n", m->name, ms(m->percentile(50)),
+                       ms(m->percentile(90)), ms(m->percentile(99)), ms(m->mean));
   }
   out += fmt::format(
       "\nthroughput: {:.1f} input tokens/s, {:.1f} output tokens/s, {:.3f} requests/s "
@@ -374,7 +408,7 @@ std::string serve_json(const ServeStudy& x) {
   }
   j["levels"] = std::move(levels);
   if (!r.cache_only) {
-    const Summary s = summarize(x);
+    const ServeSummary& s = x.summary;
     j["counted"] = s.counted;
     j["finished"] = s.finished;
     j["rejected"] = s.rejected;
@@ -382,15 +416,15 @@ std::string serve_json(const ServeStudy& x) {
     j["iterations"] = r.iterations;
     j["transfers"] = r.transfers;
     j["makespan_s"] = seconds(r.makespan);
-    for (const Metric* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
+    for (const ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
       nlohmann::ordered_json e;
       const auto num = [](double v) {
         return std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(v);
       };
-      e["p50_s"] = num(percentile(m->values, 50));
-      e["p90_s"] = num(percentile(m->values, 90));
-      e["p99_s"] = num(percentile(m->values, 99));
-      e["mean_s"] = num(m->mean());
+      e["p50_s"] = num(m->percentile(50));
+      e["p90_s"] = num(m->percentile(90));
+      e["p99_s"] = num(m->percentile(99));
+      e["mean_s"] = num(m->mean);
       j[m->name] = std::move(e);
     }
     j["input_tokens_per_s"] = static_cast<double>(s.input_tokens) / s.span_s();
@@ -412,16 +446,16 @@ std::string serve_json(const ServeStudy& x) {
 }
 
 double serve_latency(const ServeStudy& x, std::string_view which, double p) {
-  const Summary s = summarize(x);
-  for (const Metric* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
-    if (m->name == which) return p == 0 ? m->mean() : percentile(m->values, p);
+  const ServeSummary& s = x.summary;
+  for (const ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
+    if (m->name == which) return p == 0 ? m->mean : m->percentile(p);
   }
   TF_ASSERT(false, "no latency '{}'", which);
   return 0;
 }
 
 double serve_goodput_share(const ServeStudy& x) {
-  const Summary s = summarize(x);
+  const ServeSummary& s = x.summary;
   return s.counted == 0 ? 0.0 : static_cast<double>(s.good) / static_cast<double>(s.counted);
 }
 

@@ -17,8 +17,10 @@
 #include <string_view>
 #include <vector>
 
+#include "hw_models/topology.h"
 #include "sim/serve/engine.h"
 #include "tools/study/scenario.h"
+#include "traces/arch.h"
 #include "traces/requests.h"
 
 namespace tierflow::study {
@@ -45,6 +47,10 @@ struct ServeSettings {
   bool cli = true;
 };
 
+/// How errors name the setting `field` ("kv_tiers"): the CLI's flag ("--kv-tiers") when
+/// `cli`, else the Python argument ("kv_tiers").
+std::string serve_flag(std::string field, bool cli);
+
 /// Bounds a request must meet to count toward goodput (0: no bound).
 struct Slo {
   serve::Time ttft = 0;
@@ -59,17 +65,59 @@ std::vector<serve::KvTier> parse_kv_tiers(const std::string& text, std::string_v
 /// "ttft=2s,tpot=100ms,e2e=30s" (any of them). InputError at `source`.
 Slo parse_slo(const std::string& text, std::string_view source);
 
+/// The settings checked and the inputs read once, ready for any number of runs. A search
+/// (serve_find.h) changes only the knobs at the end between its runs.
+struct ServeSetup {
+  traces::RequestTrace trace;  ///< as read or generated at rate scale 1
+  std::string trace_name;      ///< what arrival errors name: the file or the generator's flag
+  traces::Arch arch;
+  traces::GenOptions gen;  ///< dtypes, tp
+  hw::Topology topology;
+  Slo slo;
+  bool cache_only = false;
+  std::string timeline;  ///< written by each run; empty: none
+  // The knobs.
+  double rate_scale = 1.0;     ///< the trace's arrivals compressed by this factor
+  serve::ServeOptions engine;  ///< replicas, KV tiers and their capacities, ...
+};
+
+/// One latency of the counted requests that finished, in seconds.
+struct ServeLatency {
+  std::string name;            ///< queue, ttft, tpot or e2e
+  std::vector<double> sorted;  ///< ascending
+  double mean = 0;             ///< NaN when none finished
+  /// The nearest-rank percentile `p` in (0, 100]; NaN when none finished.
+  [[nodiscard]] double percentile(double p) const;
+};
+
+/// What the summaries say of a run, counted from its records once.
+struct ServeSummary {
+  uint64_t counted = 0, finished = 0, rejected = 0, preemptions = 0;
+  ServeLatency queue{"queue", {}, 0}, ttft{"ttft", {}, 0}, tpot{"tpot", {}, 0}, e2e{"e2e", {}, 0};
+  uint64_t input_tokens = 0, output_tokens = 0;
+  serve::Time first_arrival = 0, last_finish = 0;
+  uint64_t good = 0;  ///< counted requests that met the SLO
+  /// From the first counted arrival to the last finish (at least 1 ps), in seconds.
+  [[nodiscard]] double span_s() const;
+};
+
 struct ServeStudy {
-  traces::RequestTrace trace;
+  traces::RequestTrace trace;  ///< as served: arrivals at the run's rate scale
   serve::ServeResult result;
   Slo slo;
+  ServeSummary summary;  ///< of `result` under `slo`
   std::string topology;  ///< its name
   std::string model;     ///< the model's name
   std::string device;    ///< device class id
 };
 
-/// Checks the settings (each error naming its flag), reads or generates the trace, loads
-/// the model and the topology, and serves (or replays the cache only).
+/// Checks the settings (counts, rate scale, words, the KV tiers, the SLO: each error naming
+/// its flag, or its Python argument), reads or generates the trace and loads the model and
+/// the topology.
+ServeSetup prepare_serve(const ServeSettings& s);
+/// Serves the setup's trace at its knobs (or replays the cache only).
+ServeStudy run_serve(const ServeSetup& setup);
+/// Both: one run of the settings.
 ServeStudy run_serve(const ServeSettings& s);
 
 /// The summary `tierflow serve` prints, as text and as `tierflow.serve/1` JSON.

@@ -5,10 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "core/diagnostics.h"
 #include "core/units.h"
-#include "hw_models/loader.h"
 #include "tools/study/target.h"
 
 namespace tierflow::study {
@@ -33,23 +33,6 @@ std::string_view question_name(ServeQuestion q) {
       return "min-capacity";
   }
   return "";
-}
-
-std::string_view eviction_name(serve::EvictionKind k) {
-  return k == serve::EvictionKind::kLru ? "lru" : k == serve::EvictionKind::kLfu ? "lfu" : "s3fifo";
-}
-
-/// KV tiers back as --kv-tiers text, every field written.
-std::string kv_tiers_text(const std::vector<serve::KvTier>& tiers) {
-  std::vector<std::string> items;
-  for (const serve::KvTier& k : tiers) {
-    const std::string size =
-        k.bytes > 0 ? fmt::format("{}B", k.bytes) : fmt::format("{}%", k.fraction * 100);
-    items.push_back(fmt::format("{}:{}:{}:{}:{}", k.tier, size, eviction_name(k.eviction),
-                                k.write == serve::WriteKind::kBack ? "back" : "through",
-                                k.admission == serve::AdmissionKind::kAll ? "all" : "second"));
-  }
-  return fmt::format("{}", fmt::join(items, ","));
 }
 
 bool passes(const ServeTarget& t, double v) {
@@ -120,6 +103,24 @@ ServeTarget parse_serve_target(const std::string& text, std::string_view source)
   return t;
 }
 
+std::optional<ServeAsk> parse_serve_ask(const std::string& find, const std::string& target,
+                                        bool cli) {
+  const std::string find_flag = serve_flag("find", cli), target_flag = serve_flag("target", cli);
+  if (find.empty()) {
+    if (target.empty()) return std::nullopt;
+    throw InputError::at(SourcePos{target_flag},
+                         "needs {} QUESTION (max-rate, min-replicas or min-capacity:TIER)",
+                         find_flag);
+  }
+  ServeAsk ask;
+  std::tie(ask.question, ask.tier) = parse_serve_question(find, find_flag);
+  if (target.empty()) {
+    throw InputError::at(SourcePos{find_flag}, "needs {} METRIC=BOUND", target_flag);
+  }
+  ask.target = parse_serve_target(target, target_flag);
+  return ask;
+}
+
 double serve_metric(const ServeStudy& x, const ServeTarget& t) {
   if (t.metric == "goodput") return serve_goodput_share(x);
   if (t.metric == "hit") return serve_hit_ratio(x);
@@ -129,23 +130,28 @@ double serve_metric(const ServeStudy& x, const ServeTarget& t) {
   return serve_latency(x, t.metric.substr(dash + 1), pct);
 }
 
-ServeAnswer find_serve(const ServeSettings& base, ServeQuestion q, const std::string& tier,
-                       const ServeTarget& target,
+ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeAsk& ask,
                        const std::function<void(const ServeProbe&)>& progress) {
+  const ServeQuestion q = ask.question;
+  const std::string& tier = ask.tier;
+  const ServeTarget& target = ask.target;
+  const auto name = [&base](std::string field) { return serve_flag(std::move(field), base.cli); };
   ServeAnswer a;
   a.question = q;
   a.tier = tier;
   a.target = target;
   if (target.metric == "goodput" && base.slo.empty()) {
-    throw InputError::at(SourcePos{"--target"}, "goodput is the share meeting --slo: give --slo");
+    throw InputError::at(SourcePos{name("target")}, "goodput is the share meeting {}: give {}",
+                         name("slo"), name("slo"));
   }
-  std::vector<serve::KvTier> tiers = parse_kv_tiers(base.kv_tiers, "--kv-tiers");
+  // The settings were checked and the inputs read once; each probe changes one knob.
+  std::vector<serve::KvTier>& tiers = setup.engine.kv_tiers;
   size_t tier_index = tiers.size();
   if (q == ServeQuestion::kMinCapacity) {
     for (size_t i = 0; i < tiers.size(); ++i) tier_index = tiers[i].tier == tier ? i : tier_index;
     if (tier_index == tiers.size()) {
-      throw InputError::at(SourcePos{"--find"}, "tier '{}' is not among --kv-tiers ('{}'): add it",
-                           tier, base.kv_tiers);
+      throw InputError::at(SourcePos{name("find")}, "tier '{}' is not among {} ('{}'): add it",
+                           tier, name("kv_tiers"), base.kv_tiers);
     }
   }
   // One run at `knob`; a setup the engine refuses (too many replicas, no room for a block)
@@ -153,19 +159,15 @@ ServeAnswer find_serve(const ServeSettings& base, ServeQuestion q, const std::st
   // The first probe runs the base setup's scale: an error there is the user's to see.
   bool first = true;
   const auto run = [&](double knob) -> std::optional<ServeStudy> {
-    ServeSettings s = base;
-    if (q == ServeQuestion::kMaxRate)
-      s.trace_options.rate_scale = base.trace_options.rate_scale * knob;
-    if (q == ServeQuestion::kMinReplicas) s.engine.replicas = static_cast<int>(knob);
-    if (q == ServeQuestion::kMinCapacity) {
-      std::vector<serve::KvTier> t = tiers;
-      t[tier_index].bytes = static_cast<uint64_t>(knob);
-      s.kv_tiers = kv_tiers_text(t);
-    }
+    if (q == ServeQuestion::kMaxRate) setup.rate_scale = base.trace_options.rate_scale * knob;
+    if (q == ServeQuestion::kMinReplicas) setup.engine.replicas = static_cast<int>(knob);
+    // (A capacity of 0 reads as the tier's fraction; it comes only of a tier with nothing
+    // usable, where that is 0 bytes too.)
+    if (q == ServeQuestion::kMinCapacity) tiers[tier_index].bytes = static_cast<uint64_t>(knob);
     const bool rethrow = first || q == ServeQuestion::kMaxRate;
     first = false;
     try {
-      return run_serve(s);
+      return run_serve(setup);
     } catch (const InputError&) {
       if (rethrow) throw;
       return std::nullopt;
@@ -249,10 +251,11 @@ ServeAnswer find_serve(const ServeSettings& base, ServeQuestion q, const std::st
     }
   } else {
     // The instance's whole capacity first; then bisection below it.
-    const std::string file = base.hw.empty() ? default_topology() : find_topology(base.hw, "--hw");
-    const hw::Topology topo = hw::load_topology(file, hw::LoadOptions{base.sets, false});
+    const hw::Topology& topo = setup.topology;
     const auto ti = topo.tier_index(tier);
-    if (!ti) throw InputError::at(SourcePos{"--find"}, "no tier '{}' in '{}'", tier, topo.name);
+    if (!ti) {
+      throw InputError::at(SourcePos{name("find")}, "no tier '{}' in '{}'", tier, topo.name);
+    }
     double hi = static_cast<double>(topo.usable(*ti));
     auto [ok, x] = probe(hi);
     if (ok) {

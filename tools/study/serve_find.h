@@ -38,6 +38,18 @@ std::pair<ServeQuestion, std::string> parse_serve_question(const std::string& te
 /// "p99-ttft=2s", "goodput=95%", "hit=0.3"; InputError at `source`.
 ServeTarget parse_serve_target(const std::string& text, std::string_view source);
 
+/// A question with the target it must meet: what `--find` and `--target` ask.
+struct ServeAsk {
+  ServeQuestion question = ServeQuestion::kMaxRate;
+  std::string tier;  ///< min-capacity's tier
+  ServeTarget target;
+};
+
+/// `find` (a question) and `target`, both given or neither (nullopt). InputError naming the
+/// flag (`cli`: "--find") or the Python argument ("find").
+std::optional<ServeAsk> parse_serve_ask(const std::string& find, const std::string& target,
+                                        bool cli);
+
 struct ServeProbe {
   double knob = 0;   ///< rate multiple, replicas or bytes
   double value = 0;  ///< the target's metric at that knob (NaN when nothing finished)
@@ -55,9 +67,9 @@ struct ServeAnswer {
   std::optional<ServeStudy> at_answer;  ///< the run at the answer
 };
 
-/// Searches runs of `base` for the answer. `progress` (optional) hears each probe.
-ServeAnswer find_serve(const ServeSettings& base, ServeQuestion q, const std::string& tier,
-                       const ServeTarget& target,
+/// Searches runs of `base`, prepared as `setup` (prepare_serve(base)), for the answer.
+/// `progress` (optional) hears each probe.
+ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeAsk& ask,
                        const std::function<void(const ServeProbe&)>& progress = {});
 
 /// The answer as text (the probes, the answer, the run at it) and as
