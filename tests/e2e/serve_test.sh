@@ -104,6 +104,16 @@ assert d["answer"] == max(passing) and (not failing or min(failing) > d["answer"
 assert d["run"]["ttft"]["p90_s"] <= 10 and d["requests_per_s"] > 0' "$tmp/a.json"
 check find-none 1 "$tf" serve "${small[@]}" --find min-capacity:ddr --kv-tiers ddr --target hit=90%
 contains find-none-msg "$tmp/out" "answer: none within the search"
+# The timeline and the report are the answer's run, written once after the search; with no
+# answer, neither is written, and a note says so.
+check find-report 0 "$tf" serve "${small[@]}" --find min-replicas --target p90-ttft=10s \
+  --timeline "$tmp/find-tl.json" --report "$tmp/find.html"
+ok find-report-html grep -q "<html" "$tmp/find.html"
+ok find-timeline python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["traceEvents"]' "$tmp/find-tl.json"
+check find-none-report 1 "$tf" serve "${small[@]}" --find min-capacity:ddr --kv-tiers ddr \
+  --target hit=90% --report "$tmp/none.html"
+contains find-none-report-note "$tmp/err" "no answer, so no run at it"
+ok find-none-no-report test ! -e "$tmp/none.html"
 check find-no-target 2 "$tf" serve "${small[@]}" --find max-rate
 contains find-no-target-msg "$tmp/err" "--find: needs --target"
 check target-without-find 2 "$tf" serve "${small[@]}" --target p99-ttft=1s

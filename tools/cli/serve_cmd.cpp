@@ -34,7 +34,7 @@ int run_serve(ServeCliOptions& o) {
       if (done == total) fmt::print(stderr, "\n");
     };
   }
-  s.engine.record_series = !ask && !o.report.empty();
+  s.engine.record_series = !o.report.empty();
   study::ServeSetup setup = study::prepare_serve(s);
   // The inputs are read: an output that would replace one is refused before any run and
   // before any output is written.
@@ -53,6 +53,13 @@ int run_serve(ServeCliOptions& o) {
                       o.json ? study::serve_answer_json(a) : study::serve_answer_text(a));
     if (!o.output.empty() && a.at_answer && !a.at_answer->result.cache_only) {
       write_file_atomic(o.output, study::requests_csv(*a.at_answer));
+    }
+    // The report and the timeline are the answer's run; with no answer there is none.
+    if (!o.report.empty() && a.at_answer) {
+      write_file_atomic(o.report, exporter::serve_report_html(*a.at_answer));
+    }
+    if (!a.found && (!o.report.empty() || !s.timeline.empty())) {
+      fmt::print(stderr, "note: no answer, so no run at it: --report and --timeline not written\n");
     }
     return static_cast<int>(a.found ? ExitCode::kOk : ExitCode::kInfeasible);
   }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <tuple>
+#include <utility>
 
 #include "core/diagnostics.h"
 #include "core/units.h"
@@ -154,16 +155,23 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
                            tier, name("kv_tiers"), base.kv_tiers);
     }
   }
-  // One run at `knob`; a setup the engine refuses (too many replicas, no room for a block)
-  // fails the probe when it is the knob's doing.
-  // The first probe runs the base setup's scale: an error there is the user's to see.
-  bool first = true;
-  const auto run = [&](double knob) -> std::optional<ServeStudy> {
+  // The probes write no timeline and record no series: the answer's run alone does, once
+  // the search is over.
+  const std::string timeline = std::exchange(setup.timeline, std::string());
+  const bool series = std::exchange(setup.engine.record_series, false);
+  const auto set_knob = [&](double knob) {
     if (q == ServeQuestion::kMaxRate) setup.rate_scale = base.trace_options.rate_scale * knob;
     if (q == ServeQuestion::kMinReplicas) setup.engine.replicas = static_cast<int>(knob);
     // (A capacity of 0 reads as the tier's fraction; it comes only of a tier with nothing
     // usable, where that is 0 bytes too.)
     if (q == ServeQuestion::kMinCapacity) tiers[tier_index].bytes = static_cast<uint64_t>(knob);
+  };
+  // One run at `knob`; a setup the engine refuses (too many replicas, no room for a block)
+  // fails the probe when it is the knob's doing.
+  // The first probe runs the base setup's scale: an error there is the user's to see.
+  bool first = true;
+  const auto run = [&](double knob) -> std::optional<ServeStudy> {
+    set_knob(knob);
     const bool rethrow = first || q == ServeQuestion::kMaxRate;
     first = false;
     try {
@@ -272,6 +280,13 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
         }
       }
     }
+  }
+  if (best && (!timeline.empty() || series)) {
+    // The same run again (the engine is deterministic), with its timeline and series.
+    set_knob(a.knob);
+    setup.timeline = timeline;
+    setup.engine.record_series = series;
+    best = run_serve(setup);
   }
   if (best) {
     const auto& rq = best->trace.requests;
