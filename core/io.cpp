@@ -293,9 +293,24 @@ void make_output_dir(const std::string& dir, std::string_view flag) {
 }
 
 void check_output_path(const std::string& path) {
-  if (path == "-" || !guarding.load(std::memory_order_relaxed)) return;
+  if (path == "-") return;
+  if (path.empty()) throw InputError(SourcePos{"(empty path)"}, "cannot write: empty output path");
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) refuse_if_guarded(st, path);  // else a new file
+  if (::stat(path.c_str(), &st) == 0) {
+    if (guarding.load(std::memory_order_relaxed)) refuse_if_guarded(st, path);
+    if (S_ISDIR(st.st_mode)) throw InputError(SourcePos{path}, "cannot write: it is a directory");
+  }
+  // The folder the file will be renamed into: found now, not after the work.
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? std::string(".") : parent.string();
+  if (struct stat d {}; ::stat(dir.c_str(), &d) != 0 || !S_ISDIR(d.st_mode)) {
+    throw InputError(SourcePos{path}, fmt::format("cannot write: no folder '{}'", dir));
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    const int error = errno;
+    throw InputError(SourcePos{path},
+                     fmt::format("cannot write into '{}': {}", dir, errno_text(error)));
+  }
 }
 
 AtomicOutput::AtomicOutput(std::string path) : path_(std::move(path)) {

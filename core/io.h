@@ -68,9 +68,10 @@ void enable_output_guard();
 void disable_output_guard();
 
 /// Throws InputError (at `path`) when `path` names a guarded file (same file id): an output
-/// that would replace one of the run's inputs. "-" is always allowed. Commands call it
-/// before long work so that a bad output path is refused at once; AtomicOutput calls it
-/// again before it writes.
+/// that would replace one of the run's inputs; and, guarding or not, when it is empty, a
+/// directory, or in a folder that does not exist or cannot be written. "-" is always
+/// allowed. Commands call it before long work so that a bad output path is refused at
+/// once; AtomicOutput calls it again before it writes.
 void check_output_path(const std::string& path);
 
 /// A file written piece by piece that appears at its path only when complete. "-" means

@@ -119,10 +119,10 @@ TEST_CASE("AtomicOutput: a directory at the destination is refused before anythi
   CHECK(dir.entries() == std::vector<std::string>{"taken"});
 }
 
-TEST_CASE("AtomicOutput: a failed rename throws and removes the temp file") {
+TEST_CASE("AtomicOutput: a destination gone bad while writing throws and removes the temp") {
   ScratchDir dir("rename");
-  // The destination becomes a non-empty directory while the output is written: a file
-  // cannot be renamed over it.
+  // The destination becomes a non-empty directory while the output is written: the check
+  // before the rename refuses it (a file could not be renamed over it either).
   const std::string path = dir.file("taken");
   AtomicOutput out(path);
   out.write("data");
@@ -132,7 +132,7 @@ TEST_CASE("AtomicOutput: a failed rename throws and removes the temp file") {
     FAIL("expected InputError");
   } catch (const InputError& e) {
     CHECK(e.pos().file == path);
-    CHECK(e.message().find("cannot replace file") != std::string::npos);
+    CHECK(e.message().find("cannot write: it is a directory") != std::string::npos);
   }
   CHECK(dir.entries() == std::vector<std::string>{"taken"});
 }
@@ -189,6 +189,19 @@ TEST_CASE("write_file_atomic writes and replaces whole files") {
   write_file_atomic(path, "");
   CHECK(read_all(path).empty());
   CHECK(dir.entries() == std::vector<std::string>{"w.txt"});
+}
+
+
+TEST_CASE("check_output_path: an empty path, a directory or a missing folder, before any work") {
+  ScratchDir dir("check");
+  CHECK_NOTHROW(check_output_path("-"));
+  CHECK_NOTHROW(check_output_path(dir.file("new.json")));
+  CHECK_THROWS_WITH_AS(check_output_path(""), doctest::Contains("empty output path"), InputError);
+  CHECK_THROWS_WITH_AS(check_output_path(dir.file("")), doctest::Contains("it is a directory"),
+                       InputError);
+  CHECK_THROWS_WITH_AS(check_output_path(dir.file("nowhere/x.json")),
+                       doctest::Contains("cannot write: no folder"), InputError);
+  CHECK(dir.entries().empty());  // nothing written
 }
 
 }  // namespace

@@ -432,6 +432,14 @@ hostile stop37/serve-summary-directory 2 "$d: cannot write: it is a directory" -
   "$tf" serve "${srv[@]}" --trace "$moon" --summary "$d" -o "$d/r.csv"
 hostile stop37/serve-summary-empty 2 "empty output path" --out "$d/r.csv" -- \
   "$tf" serve "${srv[@]}" --trace "$moon" --summary "" -o "$d/r.csv"
+# An output in a folder that does not exist is refused before the run, and before any
+# other output is written (the summary here would come first).
+hostile stop38/serve-output-no-folder 2 "cannot write: no folder '$d/nowhere'" --out "$d/s.txt" -- \
+  "$tf" serve "${srv[@]}" --trace "$moon" --summary "$d/s.txt" -o "$d/nowhere/r.csv"
+hostile stop38/plan-output-no-folder 2 "cannot write: no folder '$d/nowhere'" -- \
+  "$tf" plan --hw "$fix/topo.yaml" --workload "$fix/w.json" --policy layerwise -o "$d/nowhere/p.json"
+hostile stop38/plan-timeline-directory 2 "$d: cannot write: it is a directory" --out "$d/p.json" -- \
+  "$tf" plan --hw "$fix/topo.yaml" --workload "$fix/w.json" --policy layerwise -o "$d/p.json" --timeline "$d"
 
 # A sweep point whose count is too large is recorded failed as bad input (class 2), the
 # reason naming the flag, and the sweep exits 2.
