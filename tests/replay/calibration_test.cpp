@@ -162,7 +162,8 @@ TEST_CASE("a short CPU calibration measures both directions and writes a valid t
 
 TEST_CASE("the CUDA backend's default memory limit: GPU and host memory less their reserves") {
   constexpr uint64_t kGiB = uint64_t{1} << 30;
-  // The H200 host of the first GPU run: 139 GiB free on the GPU, 120 GiB available.
+  // A host like the first GPU run's H200 (about 139 GiB free on the GPU, 120 GiB of 126
+  // available: illustrative figures, not measured there).
   MemoryLimit m = cuda_default_memory_limit(139 * kGiB, kGiB, 120 * kGiB);
   CHECK(m.bytes == 138 * kGiB + 105 * kGiB);  // 120 GiB less an eighth (15 GiB)
   CHECK(m.origin ==
