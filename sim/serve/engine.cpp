@@ -194,7 +194,7 @@ void Engine::setup_devices(const traces::Arch& arch) {
   if (cls == topo_.devices.end()) {
     std::vector<std::string> ids;
     for (const hw::Device& d : topo_.devices) ids.push_back(d.id);
-    throw InputError(SourcePos{"--device"}, fmt::format("no device class '{}' in '{}'{}", o_.device,
+    throw InputError(SourcePos{"device"}, fmt::format("no device class '{}' in '{}'{}", o_.device,
                                                         topo_.name, did_you_mean(o_.device, ids)));
   }
   device_class_ = static_cast<size_t>(cls - topo_.devices.begin());
@@ -202,7 +202,7 @@ void Engine::setup_devices(const traces::Arch& arch) {
   tp_ = gen_.tp;
   const int need = tp_ * o_.replicas;
   if (need > cls->count) {
-    throw InputError(SourcePos{"--replicas"},
+    throw InputError(SourcePos{"replicas"},
                      fmt::format("{} replicas of TP {} need {} devices; '{}' has {} of class '{}'",
                                  o_.replicas, tp_, need, topo_.name, cls->count, cls->id));
   }
@@ -218,10 +218,10 @@ void Engine::setup_devices(const traces::Arch& arch) {
   const uint64_t usable = topo_.usable(device_tier_);
   const uint64_t fixed = cost_->weight_bytes() + workspace_;
   if (fixed >= usable || (usable - fixed) / block_shard_bytes_ == 0) {
-    throw InputError(SourcePos{"--tp"},
+    throw InputError(SourcePos{"tp"},
                      fmt::format("the weights ({}) and the workspace of a {}-token iteration ({}) "
                                  "leave no room for a KV block ({}) in the {} usable of '{}' per "
-                                 "device: raise --tp or lower --token-budget",
+                                 "device: raise the tensor parallelism (tp) or lower the token budget",
                                  to_string_approx(Bytes{cost_->weight_bytes()}), o_.token_budget,
                                  to_string_approx(Bytes{workspace_}),
                                  to_string_approx(Bytes{block_shard_bytes_}),
@@ -256,12 +256,12 @@ void Engine::setup_levels() {
     if (!ti) {
       std::vector<std::string> ids;
       for (const hw::Tier& x : topo_.tiers) ids.push_back(x.id);
-      throw InputError(SourcePos{"--kv-tiers"}, fmt::format("no tier '{}' in '{}'{}", k.tier,
+      throw InputError(SourcePos{"kv_tiers"}, fmt::format("no tier '{}' in '{}'{}", k.tier,
                                                             topo_.name, did_you_mean(k.tier, ids)));
     }
     if (*ti == device_tier_) {
       throw InputError(
-          SourcePos{"--kv-tiers"},
+          SourcePos{"kv_tiers"},
           fmt::format("'{}' is the device tier: the KV tiers are those below it", k.tier));
     }
     const uint64_t bytes =
@@ -276,7 +276,7 @@ void Engine::setup_levels() {
       for (const int d : replicas_[r].devices) {
         if (fabric_.path(device_tier_, *ti, d) == nullptr ||
             fabric_.path(*ti, device_tier_, d) == nullptr) {
-          throw InputError(SourcePos{"--kv-tiers"},
+          throw InputError(SourcePos{"kv_tiers"},
                            fmt::format("tier '{}' has no route to and from '{}' in '{}'", k.tier,
                                        topo_.tiers[device_tier_].id, topo_.name));
         }
@@ -292,7 +292,7 @@ void Engine::setup_levels() {
         for (const auto& [inst, n] : shards)
           blocks = std::min(blocks, bytes / (n * block_shard_bytes_));
         if (blocks == 0) {
-          throw InputError(SourcePos{"--kv-tiers"},
+          throw InputError(SourcePos{"kv_tiers"},
                            fmt::format("tier '{}' holds {} for KV per instance, less than one "
                                        "block's shards there ({} each)",
                                        k.tier, to_string_approx(Bytes{bytes}),
@@ -322,7 +322,7 @@ void Engine::setup_levels() {
       const size_t b = level_tier_[paths[r][i + 1]];
       if (fabric_.path(a, b, replicas_[r].devices[0]) == nullptr ||
           fabric_.path(b, a, replicas_[r].devices[0]) == nullptr) {
-        throw InputError(SourcePos{"--kv-tiers"},
+        throw InputError(SourcePos{"kv_tiers"},
                          fmt::format("tiers '{}' and '{}' have no route between them in '{}'",
                                      topo_.tiers[a].id, topo_.tiers[b].id, topo_.name));
       }

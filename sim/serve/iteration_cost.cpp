@@ -91,7 +91,7 @@ Time IterationCost::op_time(const Workload& w, uint32_t op) const {
   const std::optional<Duration> d = hw::op_time(topo_, device_, device_tier_, w, op);
   if (!d) {
     const Op& o = w.ops[op];
-    throw InputError(SourcePos{"--model"},
+    throw InputError(SourcePos{"model"},
                      fmt::format("op '{}' computes in {}, which device '{}' has no peak rate "
                                  "for (it has {})",
                                  o.name, name_of(o.dtype), topo_.devices[device_].id,

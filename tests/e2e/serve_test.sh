@@ -139,7 +139,8 @@ contains bad-slo-msg "$tmp/err" "did you mean 'ttft'"
 check too-many-devices 2 "$tf" serve "${base[@]}" --trace "$trace" --replicas 2
 contains too-many-devices-msg "$tmp/err" "need 16 devices"
 check weights-do-not-fit 2 "$tf" serve --hw h100-sxm-8gpu --model llama-3-70b --quiet --trace "$trace"
-contains weights-msg "$tmp/err" "raise --tp"
+contains weights-msg "$tmp/err" "error: --tp: the weights"
+contains weights-advice "$tmp/err" "raise the tensor parallelism (tp)"
 check bad-trace 2 "$tf" serve "${base[@]}" --trace tests/errors/requests/m03-too-many-hash-ids.jsonl -o "$tmp/never.csv"
 grep -qE '^error: tests/errors/requests/m03-too-many-hash-ids.jsonl:[0-9]+:[0-9]+: ' "$tmp/err" && passes=$((passes + 1)) ||
   { echo "FAIL bad-trace: no file:line:col"; cat "$tmp/err"; fails=$((fails + 1)); }

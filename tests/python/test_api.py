@@ -343,6 +343,8 @@ def test_serve(cli, tmp_path):
     ("replicas", 0), ("replicas", -1), ("tp", 5000), ("token_budget", 0), ("max_seqs", "2Mi"),
     ("block_tokens", 0), ("rate_scale", 0), ("rate_scale", "nan"), ("router", "fastest"),
     ("device_policy", "arc"), ("load", "after"), ("kv_dtype", "bf17"), ("warmup", "soon"),
+    # The engine's own refusals: more devices than the topology has, a tier it lacks.
+    ("replicas", 100), ("kv_tiers", "cxl"),
 ])
 def test_serve_errors_are_the_cli_s(key, value):
     """A bad value is refused in one place, the study layer, for Python and the CLI alike:

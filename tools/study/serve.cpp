@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -277,6 +278,7 @@ ServeSetup prepare_serve(const ServeSettings& s) {
   x.topology = hw::load_topology(file, hw::LoadOptions{s.sets, false});
   x.cache_only = s.cache_only;
   x.timeline = s.timeline;
+  x.cli = s.cli;
   return x;
 }
 
@@ -294,9 +296,19 @@ ServeStudy run_serve(const ServeSetup& setup) {
   }
   serve::ServeOptions engine = setup.engine;
   engine.timeline = tl.get();
-  x.result = setup.cache_only
-                 ? serve::cache_only(x.trace, setup.arch, setup.gen, setup.topology, engine)
-                 : serve::serve(x.trace, setup.arch, setup.gen, setup.topology, engine);
+  try {
+    x.result = setup.cache_only
+                   ? serve::cache_only(x.trace, setup.arch, setup.gen, setup.topology, engine)
+                   : serve::serve(x.trace, setup.arch, setup.gen, setup.topology, engine);
+  } catch (const InputError& e) {
+    // The engine names the setting at fault by its field ("kv_tiers"): the CLI's flag or
+    // Python's argument, as every other error of the run.
+    static constexpr std::array<std::string_view, 5> kFields = {"device", "replicas", "tp",
+                                                                "kv_tiers", "model"};
+    const std::string& at = e.pos().file;
+    if (std::find(kFields.begin(), kFields.end(), at) == kFields.end()) throw;
+    throw InputError(SourcePos{serve_flag(at, setup.cli)}, e.message());
+  }
   if (tl) tl->finish();
   x.device = engine.device.empty() ? setup.topology.devices.front().id : engine.device;
   x.summary = summarize(x.result, x.slo);

@@ -76,6 +76,7 @@ struct ServeSetup {
   Slo slo;
   bool cache_only = false;
   std::string timeline;  ///< written by each run; empty: none
+  bool cli = true;       ///< the settings' `cli`: how the engine's errors name its settings
   // The knobs.
   double rate_scale = 1.0;     ///< the trace's arrivals compressed by this factor
   serve::ServeOptions engine;  ///< replicas, KV tiers and their capacities, ...
