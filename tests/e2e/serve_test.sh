@@ -136,6 +136,8 @@ check bad-tier-field 2 "$tf" serve "${base[@]}" --trace "$trace" --kv-tiers ddr:
 contains bad-tier-field-msg "$tmp/err" "'fast' is neither a capacity"
 check bad-slo 2 "$tf" serve "${base[@]}" --trace "$trace" --slo ttfb=2s
 contains bad-slo-msg "$tmp/err" "did you mean 'ttft'"
+check model-and-hf-config 2 "$tf" serve "${base[@]}" --trace "$trace" --hf-config tests/fixtures/hf/llama.json
+contains model-and-hf-config-msg "$tmp/err" "error: --hf-config: give --model or --hf-config, not both"
 check too-many-devices 2 "$tf" serve "${base[@]}" --trace "$trace" --replicas 2
 contains too-many-devices-msg "$tmp/err" "need 16 devices"
 check weights-do-not-fit 2 "$tf" serve --hw h100-sxm-8gpu --model llama-3-70b --quiet --trace "$trace"

@@ -337,6 +337,9 @@ def test_serve(cli, tmp_path):
         tierflow.serve(trace=trace, model="llama-3-8b", kv_tiers="ddr:fast")
     with pytest.raises(TypeError, match="arrivals"):
         tierflow.serve(model="llama-3-8b", arrival="poisson")
+    with pytest.raises(tierflow.InputError, match="^hf_config: give model or hf_config, not both"):
+        tierflow.serve(trace=trace, model="llama-3-8b",
+                       hf_config=os.path.join(ROOT, "tests", "fixtures", "hf", "llama.json"))
 
 
 @pytest.mark.parametrize("key, value", [

@@ -259,9 +259,6 @@ ServeOutput serve(const Fields& fields) {
     else if (key == "target") target = value;
     else TF_ASSERT(false, "tierflow.serve passed an unknown argument '{}'", key);
   }
-  if (!s.model.hf_config.empty() && !s.model.model.empty()) {
-    throw InputError::at(SourcePos{"hf_config"}, "give model or hf_config, not both");
-  }
   if (const auto ask = study::parse_serve_ask(find, target, /*cli=*/false)) {
     const study::ServeAnswer a = study::find_serve(s, study::prepare_serve(s), *ask);
     return ServeOutput{study::serve_answer_json(a),

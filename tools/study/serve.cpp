@@ -258,6 +258,10 @@ ServeSetup prepare_serve(const ServeSettings& s) {
     }
     engine.warmup = d.value.ps;
   }
+  if (!s.model.hf_config.empty() && !s.model.model.empty()) {
+    throw InputError::at(SourcePos{name("hf_config")}, "give {} or {}, not both", name("model"),
+                         name("hf_config"));
+  }
   if (s.trace.empty() == s.arrivals.empty()) {
     throw InputError::at(SourcePos{name("trace")},
                          "give a request trace ({} FILE) or a generator ({} SPEC), one of them",
