@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <string_view>
 #include <tuple>
 
 #include "core/diagnostics.h"
@@ -183,14 +184,18 @@ std::optional<ReplayError> build_layout(const hw::BoundPlan& b, uint64_t memory_
   }
 
   // One of each kind of compute step, for the backend's warm-up.
-  std::map<std::tuple<std::string, std::string, double>, ComputeWork> kinds;
+  // Keyed by the names' views (no copy per step); a work is made for the first of a kind.
+  std::map<std::tuple<std::string_view, std::string_view, double>, ComputeWork> kinds;
   for (size_t p = 0; p < np; ++p) {
     const size_t cls = b.programs[p].device_class;
     for (const Step& s : plan.programs[p].steps) {
+      if (s.kind != StepKind::kCompute) continue;  // a cache step's target is a tensor
       const auto& d = out.op_time[cls][s.target];
-      if (s.kind != StepKind::kCompute || !d) continue;
-      ComputeWork x = work_of(t, cls, w.ops[s.target], *d);
-      kinds.try_emplace({x.dtype, x.kind, x.flops}, std::move(x));
+      if (!d) continue;
+      const Op& op = w.ops[s.target];
+      const auto [it, fresh] =
+          kinds.try_emplace({name_of(op.dtype), name_of(op.kind), op.flops}, ComputeWork{});
+      if (fresh) it->second = work_of(t, cls, op, *d);
     }
   }
   for (auto& [key, x] : kinds) out.setup.work.push_back(std::move(x));
