@@ -11,7 +11,8 @@
 #              from 4,096 in a 16 GiB budget, replayed RUNS_FULL times (default 2) per mode
 #              with the default memory limit (GPU and host memory; the report says which)
 #   torch      a Hugging Face model built from a config (random bf16 weights) run by
-#              tierflow_torch on the GPU with a device budget below its weights
+#              tierflow_torch on the GPU with a device budget below its weights, TORCH_RUNS
+#              times (default 2), then once with --profile (hf.profile.json)
 #
 #   scripts/gpu_validation.sh                run every step
 #   scripts/gpu_validation.sh bundle DIR     make DIR: the CUDA build's binaries with the
@@ -153,7 +154,7 @@ step env && rm -f "$out/env.txt"
 step tests && rm -f "$out/tests.txt"
 step replay && rm -f "$out/replay.md" "$out"/ops-*.md
 step full && rm -f "$out/full.md" "$out"/full.*.replay*.json
-step torch && rm -f "$out/torch.md" "$out"/hf.run*.json
+step torch && rm -f "$out/torch.md" "$out"/hf.run*.json "$out/hf.profile.json"
 failed() {
   echo "$1" >>"$out/failed.txt"
   echo "gpu_validation: FAILED: $1 (see $log)" >&2
@@ -342,7 +343,13 @@ EOF
           "$python" -m tierflow_torch run --plan "$out/hf.plan.json" \
           --hf-config "$out/mistral-4l.json" --seq 512 --device "$device" --check \
           --sim-report "$out/hf.sim.json" --json -o "$out/hf.run$i.json"
-      done
+      done &&
+      # One more run with --profile: every step's host time and time on its stream, what
+      # the runtime's own costs are read from (timing events cost it a little).
+      run "torch profile" env PYTHONPATH="$root/tools/python${PYTHONPATH:+:$PYTHONPATH}" \
+        "$python" -m tierflow_torch run --plan "$out/hf.plan.json" \
+        --hf-config "$out/mistral-4l.json" --seq 512 --device "$device" --check --profile \
+        --sim-report "$out/hf.sim.json" --json -o "$out/hf.profile.json"
     "$python" - "$out" >"$out/torch.md" <<'EOF2'
 import glob, json, sys
 out = sys.argv[1]

@@ -3,7 +3,7 @@ events and record_stream replaced by stand-ins that log their calls and tensors 
 the CPU. It checks the path's bookkeeping (which stream waits on what, which event each
 copy records), not CUDA: real copies, real asynchrony and measured times need a GPU.
 
-  cuda_stand_in.py PLAN.json SOURCE_JSON TIERFLOW_BIN   (prints a JSON summary)
+  cuda_stand_in.py PLAN.json SOURCE_JSON TIERFLOW_BIN [profile]   (prints a JSON summary)
 """
 
 import collections
@@ -76,7 +76,9 @@ memory.CudaBackend.__init__ = init
 
 import tierflow_torch  # noqa: E402
 
+profile = sys.argv[4:] == ["profile"]
 report = tierflow_torch.run(sys.argv[1], json.loads(sys.argv[2]), device="cuda", check=True,
-                            tierflow=sys.argv[3])
+                            tierflow=sys.argv[3], profile=profile)
 print(json.dumps({"ok": report["ok"], "device": report["device"], "steps": report["steps"],
-                  "measured": report["measured"], "calls": dict(calls)}))
+                  "measured": report["measured"], "calls": dict(calls),
+                  "profile": report.get("profile")}))

@@ -20,7 +20,7 @@ from conftest import ROOT, config_path
 sys.path.insert(0, os.path.join(ROOT, "tools", "python"))
 
 import tierflow_torch  # noqa: E402
-from tierflow_torch.runner import find_tierflow  # noqa: E402
+from tierflow_torch.runner import find_tierflow, text  # noqa: E402
 
 H100 = os.path.join(ROOT, "configs", "hw", "h100-sxm-8gpu.yaml")
 # The exported Llama computes its masks and positions in integer types, which the shipped
@@ -219,6 +219,54 @@ def test_model_must_match_workload(tierflow_cli, llama_workload, tmp_path):
                        "model's export"):
         tierflow_torch.run(plan, {"hf_config": LLAMA, "seq": SEQ + 1},
                            tierflow=tierflow_cli.binary)
+
+
+def test_cuda_profile_marks(tierflow_cli, exports, tmp_path):
+    """--profile on the CUDA path (the stand-in): one timing mark before each compute step's
+    kernels and each copy, on the step's own stream, besides the events the run records
+    anyway; every executed step has its host interval, and every compute step, prefetch and
+    store its stream interval."""
+    plan = make_plan(tierflow_cli, exports.path("--hf-config", LLAMA, "--seq", str(SEQ)),
+                     "tierflow", "128KiB", tmp_path / "plan.json")
+    script = os.path.join(ROOT, "tests", "python", "cuda_stand_in.py")
+
+    def stand_in(*extra):
+        result = subprocess.run([sys.executable, script, plan, json.dumps({"hf_config": LLAMA}),
+                                 tierflow_cli.binary, *extra], capture_output=True, text=True,
+                                cwd=ROOT, timeout=600)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    plain, profiled = stand_in(), stand_in("profile")
+    assert plain["profile"] is None and profiled["ok"]
+    steps, before, after = profiled["steps"], plain["calls"], profiled["calls"]
+    for stream, kind in (("compute", "compute"), ("h2d", "prefetch"), ("d2h", "store")):
+        key = f"event on {stream}"
+        assert after.get(key, 0) == before.get(key, 0) + steps[kind], key
+    assert steps["prefetch"] > 0
+    rows = profiled["profile"]["steps"]
+    assert len(rows) == steps["executed"]
+    for r in rows:
+        assert 0 <= r["host_begin_us"] <= r["host_end_us"]
+        timed = r["kind"] in ("compute", "prefetch", "store")
+        assert (r["stream_begin_us"] is not None) == timed, r
+    totals = profiled["profile"]["totals"]
+    assert {k: t["steps"] for k, t in totals.items()} == \
+        {k: steps[k] for k in ("compute", "prefetch", "store", "detach") if steps[k]}
+
+
+def test_cpu_profile(tierflow_cli, llama_workload, tmp_path):
+    """--profile on the CPU: host intervals in step order, no stream intervals."""
+    plan = make_plan(tierflow_cli, llama_workload, "tierflow", "128KiB", tmp_path / "plan.json")
+    report = tierflow_torch.run(plan, {"hf_config": LLAMA, "seq": SEQ}, check=True,
+                                tierflow=tierflow_cli.binary, profile=True)
+    assert report["ok"]
+    rows = report["profile"]["steps"]
+    assert len(rows) == report["steps"]["executed"]
+    assert [r["step"] for r in rows] == sorted({r["step"] for r in rows})
+    ends = [r["host_end_us"] for r in rows]
+    assert ends == sorted(ends) and all(r["stream_begin_us"] is None for r in rows)
+    assert "profile      compute:" in text(report)
 
 
 def test_cuda_path_bookkeeping(tierflow_cli, exports, tmp_path):

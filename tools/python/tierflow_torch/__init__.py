@@ -18,11 +18,12 @@ from .errors import InputError, PlanError, UnsupportedError
 from .plan import load_plan
 
 
-def run(plan_path, source, device="cpu", check=False, sim_report=None, tierflow=None):
+def run(plan_path, source, device="cpu", check=False, sim_report=None, tierflow=None,
+        profile=False):
     """See runner.run."""
     from .runner import run as _run
     return _run(plan_path, source, device=device, check=check, sim_report=sim_report,
-                tierflow=tierflow)
+                tierflow=tierflow, profile=profile)
 
 
 __all__ = ["run", "load_plan", "InputError", "PlanError", "UnsupportedError"]

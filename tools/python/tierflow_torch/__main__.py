@@ -1,5 +1,5 @@
 """python -m tierflow_torch run --plan PLAN.json (--hf-config CONFIG.json --seq S --batch B |
---torchvision vit_b_16 --batch B [--train]) [--device cpu|cuda] [--check] [--json]
+--torchvision vit_b_16 --batch B [--train]) [--device cpu|cuda] [--check] [--profile] [--json]
 
 Exit status: 0 ok (with --check: every check passed), 1 a check failed, 2 bad input or a
 plan that cannot run (one line `error: ...` naming the step), 3 internal error.
@@ -53,6 +53,9 @@ def parse_args(argv):
                         "run tierflow sim)")
     r.add_argument("--tierflow", metavar="BIN", help="the tierflow CLI (default: "
                    "$TIERFLOW_BIN, PATH, then this tree's build/)")
+    r.add_argument("--profile", action="store_true",
+                   help="record every step's host time and, on CUDA, its time on its stream "
+                        "(timing events): the report's \"profile\"")
     r.add_argument("--json", action="store_true", help="print the report as JSON")
     r.add_argument("-o", "--output", metavar="FILE", help="write the report here")
     return p.parse_args(argv)
@@ -70,7 +73,8 @@ def main(argv=None):
                   "batch": args.batch, "seq": args.seq, "image_size": args.image_size,
                   "dtype": args.dtype, "train": args.train, "seed": args.seed}
         report = run(args.plan, source, device=args.device, check=args.check,
-                     sim_report=args.sim_report, tierflow=args.tierflow)
+                     sim_report=args.sim_report, tierflow=args.tierflow,
+                     profile=args.profile)
     except (InputError, PlanError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -27,6 +27,7 @@ reads only the tensors the workload lists for its op (anything else is an intern
 """
 
 import math
+import time
 
 from .errors import InputError, PlanError, UnsupportedError
 from .memory import storage_key
@@ -109,20 +110,35 @@ class Executor:
         self._bstep = None
         self._bdeclared = set()
         self._hook_error = None
+        self._compute_marks = (None, None)  # the latest compute step's (begin, end) marks
 
     # -- the program ----------------------------------------------------------------------
 
-    def run(self):
+    def run(self, profile=None):
+        """Executes the program. With a list `profile`, each step appends (index, kind,
+        target, host begin ns, host end ns, backend begin mark, backend end mark): the marks
+        are the CUDA backend's timing events around the step's work on its stream, after
+        its waits (a compute step's kernels, a copy), None on the CPU backend and for
+        detaches."""
         mem = self.mem
+        clock = time.perf_counter_ns
         for step in self.plan.steps:
+            t0 = clock() if profile is not None else 0
+            begin = end = None
             if step.kind == "compute":
-                self.compute(step)
+                self.compute(step, profile is not None)
+                begin, end = self._compute_marks
             elif step.kind == "prefetch":
                 mem.prefetch(step)
             elif step.kind == "store":
                 mem.store(step)
             else:
                 mem.detach(step)
+            if profile is not None:
+                if step.kind in ("prefetch", "store"):
+                    begin = self.backend.copy_begin if self.backend.name == "cuda" else None
+                    end = mem.events[step.event][0] if step.event is not None else None
+                profile.append((step.index, step.kind, step.target, t0, clock(), begin, end))
             self.executed.append((step.index, step.kind, step.target))
         computed = {s.target for s in self.plan.steps if s.kind == "compute"}
         missing = [o.name for o in self.wl.ops if o.id not in computed]
@@ -130,11 +146,12 @@ class Executor:
             raise PlanError(None, f"the program never computes {len(missing)} ops of the "
                             f"workload, the first '{missing[0]}'")
 
-    def compute(self, step):
+    def compute(self, step, marks=False):
         torch = self.torch
         op = self.wl.ops[step.target]
         waits = self.mem.wait(step)
         self.backend.compute_waits(waits)
+        begin = self.backend.profile_mark("compute") if marks else None
         for tid in op.inputs + op.updates:
             self.mem.device_copy(tid, step, why=f" (an input of '{op.name}')")
         if op.id in self.wl.backward:
@@ -148,6 +165,7 @@ class Executor:
             self.mem.updated(tid)
             self.version[tid] = self.version.get(tid, 0) + 1
         self.backend.after_compute()
+        self._compute_marks = (begin, getattr(self.backend, "anchor", None) if marks else None)
 
     # -- reading values -------------------------------------------------------------------
 

@@ -50,6 +50,9 @@ class CpuBackend:
     def begin(self, start):
         pass
 
+    def profile_mark(self, stream_name):
+        return None
+
     def compute_waits(self, events):
         pass
 
@@ -87,6 +90,10 @@ class CudaBackend:
         self.d2h = torch.cuda.Stream(self.device)
         self.anchor = None  # event after the latest compute step
         self.last_copy = {}  # copy stream -> its latest event, joined at the end
+        # With a profile: every event is a timing event, and profile_mark records one on
+        # a stream where the work of a step begins (after its waits).
+        self.timing = False
+        self.copy_begin = None  # with a profile: the mark before the latest copy
 
     def begin(self, start):
         """The run starts at event `start` (recorded on the compute stream): the first
@@ -100,15 +107,25 @@ class CudaBackend:
             if e is not None:
                 stream.wait_event(e)
 
+    def _event(self):
+        return self.torch.cuda.Event(enable_timing=self.timing)
+
+    def profile_mark(self, stream_name):
+        """A timing event recorded now on the named stream (compute, h2d, d2h)."""
+        e = self.torch.cuda.Event(enable_timing=True)
+        e.record(getattr(self, stream_name))
+        return e
+
     def to_device(self, host, waits):
         torch = self.torch
         self._issue(self.h2d, waits)
+        self.copy_begin = self.profile_mark("h2d") if self.timing else None
         with torch.cuda.stream(self.h2d):
             dev = torch.empty_strided(host.size(), host.stride(), dtype=host.dtype,
                                       device=self.device)
             dev.copy_(host, non_blocking=True)
         dev.record_stream(self.compute)
-        done = torch.cuda.Event()
+        done = self._event()
         done.record(self.h2d)
         self.last_copy["h2d"] = done
         return dev, done
@@ -116,12 +133,13 @@ class CudaBackend:
     def to_host(self, dev, waits):
         torch = self.torch
         self._issue(self.d2h, waits)
+        self.copy_begin = self.profile_mark("d2h") if self.timing else None
         host = torch.empty_strided(dev.size(), dev.stride(), dtype=dev.dtype, device="cpu",
                                    pin_memory=True)
         with torch.cuda.stream(self.d2h):
             host.copy_(dev, non_blocking=True)
         dev.record_stream(self.d2h)
-        done = torch.cuda.Event()
+        done = self._event()
         done.record(self.d2h)
         self.last_copy["d2h"] = done
         return host, done
@@ -137,7 +155,7 @@ class CudaBackend:
                 self.compute.wait_event(e)
 
     def after_compute(self):
-        done = self.torch.cuda.Event()
+        done = self._event()
         done.record(self.compute)
         self.anchor = done
 

@@ -83,10 +83,38 @@ def compare(torch, name, got, want):
     return row
 
 
-def run(plan_path, source, device="cpu", check=False, sim_report=None, tierflow=None):
+def profile_report(records, t0_ns, start=None):
+    """The profile of a run (Executor.run's records): every step's host interval and, on
+    CUDA, the interval of its work on its stream, in microseconds from the run's start
+    (host: the clock read before the first step; stream: the start event), and per kind of
+    step the totals."""
+    def us(mark):
+        return None if mark is None or start is None else round(start.elapsed_time(mark) * 1e3, 3)
+    steps, totals = [], {}
+    for index, kind, target, h0, h1, m0, m1 in records:
+        row = {"step": index, "kind": kind, "target": target,
+               "host_begin_us": round((h0 - t0_ns) / 1e3, 3),
+               "host_end_us": round((h1 - t0_ns) / 1e3, 3),
+               "stream_begin_us": us(m0), "stream_end_us": us(m1)}
+        steps.append(row)
+        t = totals.setdefault(kind, {"steps": 0, "host_us": 0.0, "stream_us": 0.0})
+        t["steps"] += 1
+        t["host_us"] += row["host_end_us"] - row["host_begin_us"]
+        if row["stream_begin_us"] is not None and row["stream_end_us"] is not None:
+            t["stream_us"] += row["stream_end_us"] - row["stream_begin_us"]
+    for t in totals.values():
+        t["host_us"] = round(t["host_us"], 3)
+        t["stream_us"] = round(t["stream_us"], 3) if start is not None else None
+    return {"steps": steps, "totals": totals}
+
+
+def run(plan_path, source, device="cpu", check=False, sim_report=None, tierflow=None,
+        profile=False):
     """Runs the plan at plan_path on the model `source` names (see model.exporter_args) and
-    returns the report (a dict, REPORT_FORMAT). Raises InputError on bad input and
-    PlanError when a step cannot run as the plan says."""
+    returns the report (a dict, REPORT_FORMAT). With profile, the report's "profile" holds
+    every step's host and stream intervals (profile_report; timing events on CUDA cost the
+    run a little). Raises InputError on bad input and PlanError when a step cannot run as
+    the plan says."""
     clock = time.perf_counter
     t0 = clock()
     plan = load_plan(plan_path)
@@ -131,15 +159,19 @@ def run(plan_path, source, device="cpu", check=False, sim_report=None, tierflow=
 
     executor = Executor(model, plan, memory, backend)
     measured = {}
+    records = [] if profile else None
+    start = None
     if backend.name == "cuda":
+        backend.timing = bool(profile)
         backend.synchronize()
         torch.cuda.reset_peak_memory_stats(backend.device)
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record(backend.compute)
         backend.begin(start)
+    t2_ns = time.perf_counter_ns()
     t2 = clock()
-    executor.run()
+    executor.run(records)
     if backend.name == "cuda":
         backend.join()
         end.record(backend.compute)
@@ -191,6 +223,8 @@ def run(plan_path, source, device="cpu", check=False, sim_report=None, tierflow=
             "in fp32); the tracked bytes are the workload's")
     if measured:
         report["measured"] = measured
+    if records is not None:
+        report["profile"] = profile_report(records, t2_ns, start)
     if executor.loss is not None:
         report["loss"] = executor.loss.item()
     if reference is not None:
@@ -285,6 +319,11 @@ def text(report):
                   else "") +
                  (f"; simulated makespan {t['simulated_makespan_s'] * 1e3:.3f} ms"
                   if t["simulated_makespan_s"] is not None else ""))
+    if "profile" in r:
+        for kind, t in sorted(r["profile"]["totals"].items()):
+            lines.append(f"profile      {kind}: {t['steps']} steps, host "
+                         f"{t['host_us'] / 1e3:.3f} ms" +
+                         (f", stream {t['stream_us'] / 1e3:.3f} ms" if t["stream_us"] else ""))
     for n in r["notes"]:
         lines.append(f"note         {n}")
     return "\n".join(lines) + "\n"
