@@ -63,6 +63,13 @@ Fabric::Fabric(const Topology& t) : t_(t) {
           info_.push_back(ResourceInfo{ResourceKind::kLink, li, i, forward, direction(forward),
                                        l.effective(forward).bytes_per_s});
         }
+        if (link_stride(l) == 3) {
+          info_.push_back(ResourceInfo{
+              ResourceKind::kLink, li, i, true,
+              fmt::format("{} {}<->{}", base, l.endpoints[0], l.endpoints[1]),
+              l.duplex_efficiency *
+                  (l.effective(true).bytes_per_s + l.effective(false).bytes_per_s)});
+        }
       }
       for (bool forward : {true, false}) {
         const uint32_t res = l.duplex == Duplex::kHalf ? fwd : fwd + (forward ? 0U : 1U);
@@ -107,10 +114,12 @@ const FabricPath* Fabric::path(size_t from, size_t to, int device) const {
     const Link& l = t_.links[h.link];
     const int inst = t_.instance_of(l.per, cls, idx);
     const bool half = l.duplex == Duplex::kHalf;
-    const uint32_t res = link_base_[h.link] + static_cast<uint32_t>(inst) * (half ? 1U : 2U) +
-                         (half || h.forward ? 0U : 1U);
+    const uint32_t stride = link_stride(l);
+    const uint32_t first = link_base_[h.link] + static_cast<uint32_t>(inst) * stride;
+    const uint32_t res = first + (half || h.forward ? 0U : 1U);
     p.resources.push_back(res);
     p.links.push_back(res);
+    if (stride == 3) p.resources.push_back(first + 2);  // both directions together
     p.engines.push_back(engine_base_[h.link] + static_cast<uint32_t>(inst) * 2 +
                         (h.forward ? 0U : 1U));
   }

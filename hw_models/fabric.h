@@ -8,7 +8,9 @@
 //                per device, a `per: socket` tier one per CPU socket, and so on.
 //   port         a tier instance's read side or write side; each is a resource.
 //   resource     something with a capacity in bytes/s that copies share: a tier port, one
-//                direction of a link instance, or both directions of a half-duplex one.
+//                direction of a link instance, or both directions of a half-duplex one;
+//                a full-duplex link whose directions slow each other (duplex_efficiency
+//                below 1) has a third: both directions together.
 //   engine group the copy engines of one link instance in one direction: at most
 //                `copy_engines` transfers cross it at once, the rest queue in FIFO order.
 //   path         what a transfer between two tiers for one device crosses: the source read
@@ -87,6 +89,13 @@ class Fabric {
   uint32_t port(size_t tier, int instance, bool write) const {
     return port_base_[tier] + static_cast<uint32_t>(instance) * 2 + (write ? 1 : 0);
   }
+  /// Flow resources per link instance: 1 for a half-duplex link (both directions), 2 for a
+  /// full-duplex one (a direction each), 3 when its directions also share a capacity
+  /// (duplex_efficiency below 1: the third, after the two directions).
+  static uint32_t link_stride(const Link& l) {
+    if (l.duplex == Duplex::kHalf) return 1;
+    return l.duplex_efficiency < 1.0 ? 3 : 2;
+  }
 
   const Topology& t_;
   std::vector<size_t> dev_class_;
@@ -94,7 +103,7 @@ class Fabric {
   std::vector<uint32_t> tier_base_;  ///< ledger slot of instance 0; back() = total
   std::vector<uint32_t> port_base_;  ///< flow resource of instance 0's read port
   std::vector<uint32_t> link_base_;  ///< flow resource of instance 0's forward direction;
-                                     ///< 2 per instance, 1 for a half-duplex link
+                                     ///< link_stride() per instance
   std::vector<uint32_t> engine_base_;
   std::vector<ResourceInfo> info_;
   std::vector<EngineGroup> engines_;

@@ -259,6 +259,12 @@ class Validator {
                              l.id, l.endpoints[0]);
       }
     }
+    if (l.duplex == Duplex::kHalf && l.origins.find("duplex_efficiency")) {
+      throw InputError::at(l.origins.pos_of("duplex_efficiency"),
+                           "link '{}': duplex_efficiency is for a full-duplex link; a half-duplex "
+                           "link already shares one capacity between directions",
+                           l.id);
+    }
     if (l.duplex == Duplex::kHalf && l.origins.find("bandwidth_reverse")) {
       throw InputError::at(l.origins.pos_of("bandwidth_reverse"),
                            "link '{}': a half-duplex link shares one capacity between directions "

@@ -207,6 +207,12 @@ const Schema<Link>& link_schema() {
                                     Spec{.def = "full",
                                          .desc = "full: each direction has `bandwidth`; half: both "
                                                  "directions share one capacity"}));
+    r.fields.push_back(
+        declare("duplex_efficiency", &Link::duplex_efficiency,
+                Spec{.def = "1",
+                     .desc = "full duplex only: the fraction of both directions' achievable "
+                             "bandwidth the link moves while both carry traffic (PCIe's read "
+                             "requests and write data share the wires; 1 = independent)"}));
     r.fields.push_back(declare("copy_engines", &Link::copy_engines,
                                Spec{.def = "1",
                                     .desc = "transfers that can run at once per direction; more "

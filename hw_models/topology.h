@@ -122,6 +122,9 @@ struct Link {
   double efficiency_reverse = 0.0;  ///< 0 = same as efficiency
   Duration latency;
   Duplex duplex = Duplex::kFull;
+  /// Full duplex: the fraction of both directions' achievable bandwidth the link reaches
+  /// while both carry traffic (1: the directions are independent).
+  double duplex_efficiency = 1.0;
   int copy_engines = 1;  ///< concurrent transfers per direction
   Duration dma_setup;    ///< paid once per transfer crossing this link
   schema::Origins origins;

@@ -80,6 +80,7 @@ void check_same(const Topology& a, const Topology& b) {
     CHECK(x.efficiency == y.efficiency);
     CHECK(x.efficiency_reverse == y.efficiency_reverse);
     CHECK(x.duplex == y.duplex);
+    CHECK(x.duplex_efficiency == y.duplex_efficiency);
     CHECK(x.copy_engines == y.copy_engines);
     CHECK(x.dma_setup == y.dma_setup);
     check_citations(x, y, a);

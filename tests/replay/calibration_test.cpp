@@ -104,6 +104,21 @@ TEST_CASE("the written topology loads and its routes carry the measured numbers"
   }
 }
 
+TEST_CASE("a calibration whose directions slow each other writes the link's duplex_efficiency") {
+  // 10 and 8 GB/s alone, 1.5x the faster (15 GB/s) both at once: 15 / 18 of their sum.
+  Calibration c = synthetic(1, true);
+  c.duplex_ratio = 1.5;
+  const hw::Topology t = hw::load_topology_text(topology_yaml(c), "cal.yaml");
+  REQUIRE(t.links.size() == 1);
+  CHECK(t.links[0].duplex == hw::Duplex::kFull);
+  CHECK(t.links[0].duplex_efficiency == doctest::Approx(0.8333));
+  CHECK(topology_yaml(c).find("both directions at once 1.50x the faster alone") !=
+        std::string::npos);
+  // Near 2x the directions are independent: nothing written.
+  c.duplex_ratio = 1.9;
+  CHECK(hw::load_topology_text(topology_yaml(c), "cal.yaml").links[0].duplex_efficiency == 1.0);
+}
+
 TEST_CASE("a CUDA calibration's topology rates every dtype as the GEMM the backend runs") {
   for (const bool bf16 : {true, false}) {
     CAPTURE(bf16);

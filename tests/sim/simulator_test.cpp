@@ -265,6 +265,32 @@ TEST_CASE("half duplex: a prefetch and a store share one capacity; full duplex t
     CHECK(link(r, "pcie[0] rc->hbm").busy_ps == 64 * kNs);
     CHECK(link(r, "pcie[0] hbm->rc").busy_ps == 64 * kNs);
   }
+  SUBCASE("full duplex whose directions slow each other") {
+    // duplex_efficiency 0.75: both directions together at 0.75 x (1 + 1) B/ns, each 0.75.
+    //  0        155 ns         240.33 ns              410.33 ns
+    //  |--setup--|= x 64 / 0.75 =|
+    //  |--setup--|= k 64 / 0.75 =|
+    //                            |==== norm 170 ====|
+    const SimResult r =
+        run(p, w, unit_hw({"tiers.hbm.capacity=4KiB", "links.pcie.duplex_efficiency=0.75"}));
+    require_ok(r);
+    REQUIRE(r.transfers.size() == 2);
+    // 155 ns + 64 B / 0.75 B/ns = 240,333.3 ps, rounded up to the picosecond.
+    CHECK(r.transfers[0].end == 240'334);
+    CHECK(r.transfers[1].end == 240'334);
+    CHECK(r.makespan == 240'334 + 170 * kNs);
+    // Each direction still carries its own bytes; the shared capacity carries both.
+    CHECK(link(r, "pcie[0] rc->hbm").bytes == doctest::Approx(64));
+    CHECK(link(r, "pcie[0] hbm<->rc").bytes == doctest::Approx(128));
+    CHECK(link(r, "pcie[0] hbm<->rc").peak_rate == doctest::Approx(1.5e9));
+  }
+  SUBCASE("one direction alone is not slowed by duplex_efficiency") {
+    const Plan one = make_plan({kDdr, kHbm, kHbm}, {Program{0, {prefetch(x, 1), compute(0, {1})}}});
+    const SimResult r =
+        run(one, w, unit_hw({"tiers.hbm.capacity=4KiB", "links.pcie.duplex_efficiency=0.75"}));
+    require_ok(r);
+    CHECK(r.transfers[0].end == 219 * kNs);
+  }
   SUBCASE("half duplex") {
     //  0        155 ns                283 ns              453 ns
     //  |--setup--|= x 0.5 B/ns, 128 ns =|                        one 1 B/ns resource

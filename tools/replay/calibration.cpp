@@ -578,6 +578,16 @@ hw::Topology calibrated_topology(const Calibration& c) {
   cite(link.origins, "latency", "M3");
   link.duplex = c.full_duplex ? hw::Duplex::kFull : hw::Duplex::kHalf;
   cite(link.origins, "duplex", "");
+  if (c.full_duplex) {
+    // Both directions at once moved duplex_ratio times the faster one alone: what is left
+    // of the two directions' sum is the link's shared capacity.
+    const double both = c.duplex_ratio * peak / (link_bw(d2h) + link_bw(h2d));
+    if (both < 0.995) {
+      link.duplex_efficiency = std::round(both * 1e4) / 1e4;
+      cite(link.origins, "duplex_efficiency", "M2",
+           fmt::format("both directions at once {:.2f}x the faster alone", c.duplex_ratio));
+    }
+  }
   link.copy_engines = std::min(h2d.engines, d2h.engines);
   cite(link.origins, "copy_engines", "M2");
   link.dma_setup = whole_ns(dma);
