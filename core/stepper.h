@@ -21,7 +21,9 @@
 //
 // A Driver provides (p: program, step: its index, s: the step, tier: a plan tier):
 //   bool ready(p, step, s, bool compute)     every event s waits on has completed (the
-//                                            driver may note the wait, e.g. for stalls)
+//                                            driver may note the wait, e.g. for stalls;
+//                                            the simulator also waits for a dispatching
+//                                            runtime's host to issue the step)
 //   Fit reserve(p, step, tier, bytes)        room for `bytes` on p's instance of tier;
 //                                            kFailed: it reported the error
 //   bool allocate(p, step, tier, what, bytes) `what` is a tensor id or op | kWorkspaceBit;
@@ -162,7 +164,7 @@ class Stepper {
   bool try_issue(uint32_t p, size_t step) {
     Cursor& c = cursors_[p];
     const Step& s = c.prog->steps[step];
-    if (!s.wait.empty() && !d_.ready(p, step, s, /*compute=*/false)) return false;
+    if (!d_.ready(p, step, s, /*compute=*/false)) return false;
     const uint32_t t = s.target;
     const uint32_t dev = plan_.device_tier;
     switch (s.kind) {

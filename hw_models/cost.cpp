@@ -33,7 +33,9 @@ std::optional<Duration> roofline_time(const Topology& t, size_t device, OpKind k
     memory = transfer_time(bytes,
                            Bandwidth{local.read_bandwidth.bytes_per_s * d.memory_efficiency(kind)});
   }
-  return Duration{saturating_add_ps(std::max(compute.ps, memory.ps), d.launch_overhead.ps)};
+  // A runtime whose host issues ops slower than the device runs them is bound by the host.
+  return Duration{std::max(saturating_add_ps(std::max(compute.ps, memory.ps), d.launch_overhead.ps),
+                           d.dispatch_compute.ps)};
 }
 
 std::optional<Duration> op_time(const Topology& t, size_t device, size_t device_tier, OpKind kind,

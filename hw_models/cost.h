@@ -5,7 +5,8 @@
 //   roofline op:     max(flops / (peak[dtype] * compute_eff[kind] * dequant_eff[w]),
 //                        bytes / (local.read_bandwidth * memory_eff[kind])) + launch_overhead
 //                    where w is the dtype the op dequantizes its weights from (weight-only
-//                    quantization; core/workload.h dequantized_dtype), dequant_eff 1 without.
+//                    quantization; core/workload.h dequantized_dtype), dequant_eff 1 without;
+//                    at least dispatch_compute (a runtime whose host issues ops slower).
 //
 // A fused weight-only kernel streams the quantized bytes (its memory term shrinks with them)
 // and pays the dequantization in the math: a decode GEMV stays memory-bound and gains by the

@@ -101,6 +101,19 @@ const Schema<Device>& device_schema() {
     }
     r.fields.push_back(declare("launch_overhead", &Device::launch_overhead,
                                Spec{.def = "0ns", .desc = "fixed cost added to every op"}));
+    r.fields.push_back(declare(
+        "dispatch_compute", &Device::dispatch_compute,
+        Spec{.def = "0ns",
+             .desc = "host time a runtime that issues steps from one thread in program order, "
+                     "without waiting for the device (PyTorch eager), spends on each compute "
+                     "step: no step reaches the device before the host has issued the steps "
+                     "before it, and an op lasts at least this long; 0 = the host keeps ahead"}));
+    r.fields.push_back(declare("dispatch_copy", &Device::dispatch_copy,
+                               Spec{.def = "0ns",
+                                    .desc = "that runtime's host time per prefetch or store "
+                                            "(allocation and copy call)"}));
+    r.fields.push_back(declare("dispatch_detach", &Device::dispatch_detach,
+                               Spec{.def = "0ns", .desc = "that runtime's host time per detach"}));
     r.fields.push_back(
         declare("reserved", &Device::reserved,
                 Spec{.def = "0B",

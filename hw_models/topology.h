@@ -69,6 +69,14 @@ struct Device {
   double default_compute_eff = 1.0;
   double default_memory_eff = 1.0;
   Duration launch_overhead;
+  /// A runtime that issues a program's steps from one host thread, in program order,
+  /// without waiting for the device (PyTorch eager): the host time it spends on each
+  /// compute step, prefetch or store, and detach. A step reaches the device no earlier than
+  /// the host has issued every step before it, and a compute step lasts at least its
+  /// dispatch. 0 = a runtime whose host keeps ahead of the device.
+  Duration dispatch_compute;
+  Duration dispatch_copy;
+  Duration dispatch_detach;
   /// Bytes of each device's local tier that programs cannot use: the runtime's context,
   /// libraries' workspaces, communication buffers.
   Bytes reserved;

@@ -23,7 +23,7 @@
 
 namespace tierflow::sim::detail {
 
-enum Tag : uint32_t { kComputeDone, kSetupDone, kFlowDone };
+enum Tag : uint32_t { kComputeDone, kSetupDone, kFlowDone, kHostIssued };
 enum class Cause : uint8_t { kNone, kTransfer, kMemory };
 
 inline constexpr uint32_t kNone = UINT32_MAX;
@@ -59,6 +59,11 @@ struct ProgramState {
   uint32_t dev_slot = 0;
   uint32_t workspace = kNoRecord;
   Time op_start = 0;
+  /// With a dispatching runtime (hw::Device::dispatch_*), per step: when its host has
+  /// issued it far enough for the device to start it (a compute step: when its host work
+  /// begins; a cache step: when its call returns); empty without one.
+  std::vector<Time> host;
+  Time host_wake = -1;  ///< the latest kHostIssued wake-up scheduled
   std::vector<uint32_t> dev_rec;  ///< per tensor: ledger record of the device copy
   DeviceResult res;
 };
@@ -90,7 +95,8 @@ class Simulator {
  private:
   friend class stepper::Stepper<Simulator>;
   // The stepper's driver (core/stepper.h): the mechanics of the §6 rules in simulated time.
-  /// Joins the waiters of the first undone event; for a compute step, a transfer stall.
+  /// Not before the host of a dispatching runtime has issued the step (a wake-up then);
+  /// else joins the waiters of the first undone event; for a compute step, a transfer stall.
   bool ready(uint32_t p, size_t step, const Step& s, bool compute);
   /// A full tier instance: with --on-full wait a memory waiter (a stall for a compute
   /// step) while the bytes could ever fit, else a capacity error.

@@ -60,8 +60,17 @@ void Simulator::unblock(ProgramState& st) {
   st.cause = Cause::kNone;
 }
 
-bool Simulator::ready(uint32_t p, size_t /*step*/, const Step& s, bool compute) {
+bool Simulator::ready(uint32_t p, size_t step, const Step& s, bool compute) {
   ProgramState& st = progs_[p];
+  if (!st.host.empty() && st.host[step] > q_.now()) {
+    // Steps are reached in program order and their host times never decrease, so one
+    // wake-up per later time covers every step asking.
+    if (st.host[step] > st.host_wake) {
+      st.host_wake = st.host[step];
+      q_.schedule(st.host_wake, kHostIssued, p);
+    }
+    return false;
+  }
   for (uint32_t e : s.wait) {
     const uint32_t d = dense_event(e);
     if (events_[d].done) continue;
@@ -277,6 +286,9 @@ void Simulator::dispatch(const Event& ev) {
       flow_owner_[tr.flow] = ev.data;
       break;
     }
+    case kHostIssued:
+      stepper_.advance(ev.data);
+      break;
     case kFlowDone: {
       const uint32_t x = flow_owner_[ev.data];
       Transfer& tr = transfers_[x];

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "core/checked.h"
 #include "sim/engine.h"
 
 namespace tierflow::sim::detail {
@@ -40,6 +41,23 @@ bool Simulator::setup() {
     stepper_.start(uint32_t(p), end);
     st.dev_slot = bound_.programs[p].device_slot;
     st.dev_rec.assign(w_.tensors.size(), kNoRecord);
+    const hw::Device& d = t_.devices[fabric_.device_class(st.device)];
+    if (d.dispatch_compute.ps > 0 || d.dispatch_copy.ps > 0 || d.dispatch_detach.ps > 0) {
+      // One host thread issues the steps in program order and never waits for the device.
+      st.host.resize(prog.steps.size());
+      Time host = 0;
+      for (size_t i = 0; i < prog.steps.size(); ++i) {
+        const StepKind k = prog.steps[i].kind;
+        if (k == StepKind::kCompute) {
+          st.host[i] = host;  // its kernels reach the device as the host issues them
+          host = saturating_add_ps(host, d.dispatch_compute.ps);
+        } else {
+          host = saturating_add_ps(host, k == StepKind::kDetach ? d.dispatch_detach.ps
+                                                                : d.dispatch_copy.ps);
+          st.host[i] = host;
+        }
+      }
+    }
   }
   // Events: dense numbering in plan order.
   uint32_t max_id = 0;

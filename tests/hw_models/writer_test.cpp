@@ -49,6 +49,9 @@ void check_same(const Topology& a, const Topology& b) {
     CHECK(x.memory_eff == y.memory_eff);
     CHECK(x.dequant_eff == y.dequant_eff);
     CHECK(x.launch_overhead == y.launch_overhead);
+    CHECK(x.dispatch_compute == y.dispatch_compute);
+    CHECK(x.dispatch_copy == y.dispatch_copy);
+    CHECK(x.dispatch_detach == y.dispatch_detach);
     CHECK(x.reserved == y.reserved);
     check_citations(x, y, a);
   }

@@ -20,7 +20,7 @@ from conftest import ROOT, config_path
 sys.path.insert(0, os.path.join(ROOT, "tools", "python"))
 
 import tierflow_torch  # noqa: E402
-from tierflow_torch.runner import find_tierflow, text  # noqa: E402
+from tierflow_torch.runner import MARK_SAMPLES, find_tierflow, text  # noqa: E402
 
 H100 = os.path.join(ROOT, "configs", "hw", "h100-sxm-8gpu.yaml")
 # The exported Llama computes its masks and positions in integer types, which the shipped
@@ -240,9 +240,11 @@ def test_cuda_profile_marks(tierflow_cli, exports, tmp_path):
     plain, profiled = stand_in(), stand_in("profile")
     assert plain["profile"] is None and profiled["ok"]
     steps, before, after = profiled["steps"], plain["calls"], profiled["calls"]
-    for stream, kind in (("compute", "compute"), ("h2d", "prefetch"), ("d2h", "store")):
+    # After the run, MARK_SAMPLES more on the compute stream time one mark's host cost.
+    for stream, kind, extra in (("compute", "compute", MARK_SAMPLES), ("h2d", "prefetch", 0),
+                                ("d2h", "store", 0)):
         key = f"event on {stream}"
-        assert after.get(key, 0) == before.get(key, 0) + steps[kind], key
+        assert after.get(key, 0) == before.get(key, 0) + steps[kind] + extra, key
     assert steps["prefetch"] > 0
     rows = profiled["profile"]["steps"]
     assert len(rows) == steps["executed"]
@@ -291,3 +293,61 @@ def test_cuda_path_bookkeeping(tierflow_cli, exports, tmp_path):
     assert calls["event on compute"] == steps["compute"] + 2  # one per step, start and end
     assert calls["h2d waits"] >= steps["prefetch"]  # each at least on its anchor
     assert calls["d2h waits"] >= steps["store"]
+
+
+def test_calibrate_dispatch(tmp_path):
+    """`calibrate` turns a profiled run into the topology's dispatch fields: the mean host
+    time per kind of step, less one profile mark for compute steps and copies."""
+    report = {"format": "tierflow.torch_run/1", "device": "cuda", "plan": "p",
+              "profile": {"mark_host_us": 10.0, "steps": [], "totals": {
+                  "compute": {"steps": 4, "host_us": 840.0, "stream_us": 700.0},
+                  "prefetch": {"steps": 1, "host_us": 250.0, "stream_us": 50.0},
+                  "store": {"steps": 1, "host_us": 290.0, "stream_us": 50.0},
+                  "detach": {"steps": 5, "host_us": 100.0, "stream_us": 0.0}}}}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(report))
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools", "python"))
+    out = subprocess.run([sys.executable, "-m", "tierflow_torch", "calibrate", "--profile",
+                          str(path), "--device", "gpu", "--json"], capture_output=True,
+                         text=True, env=env, cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["sets"] == ["devices.gpu.dispatch_compute=200000ns",
+                              "devices.gpu.dispatch_copy=260000ns",
+                              "devices.gpu.dispatch_detach=20000ns"]
+    text = subprocess.run([sys.executable, "-m", "tierflow_torch", "calibrate", "--profile",
+                           str(path)], capture_output=True, text=True, env=env, cwd=ROOT,
+                          timeout=60)
+    assert "--set devices.dev.dispatch_compute=200000ns" in text.stdout
+    # A run without --profile, or not a run report at all: exit 2 naming the file.
+    del report["profile"]
+    path.write_text(json.dumps(report))
+    bad = subprocess.run([sys.executable, "-m", "tierflow_torch", "calibrate", "--profile",
+                          str(path)], capture_output=True, text=True, env=env, cwd=ROOT,
+                         timeout=60)
+    assert bad.returncode == 2 and "was not profiled" in bad.stderr
+    path.write_text("{")
+    bad = subprocess.run([sys.executable, "-m", "tierflow_torch", "calibrate", "--profile",
+                          str(path)], capture_output=True, text=True, env=env, cwd=ROOT,
+                         timeout=60)
+    assert bad.returncode == 2 and f"{path}:1:2:" in bad.stderr
+
+
+def test_dispatch_predicts_a_host_bound_run(tierflow_cli, llama_workload, tmp_path):
+    """On the CPU the runtime computes on its host thread: a plan simulated with the dispatch
+    calibrated from a profiled run of it predicts that run's host time within 25% (a
+    functional check of the loop profile -> calibrate -> plan; the GPU's numbers are in
+    docs/validation.md)."""
+    plan = make_plan(tierflow_cli, llama_workload, "tierflow", "128KiB", tmp_path / "plan.json")
+    report = tierflow_torch.run(plan, {"hf_config": LLAMA, "seq": SEQ}, check=True,
+                                tierflow=tierflow_cli.binary, profile=True)
+    (tmp_path / "run.json").write_text(json.dumps(report))
+    from tierflow_torch import calibrate
+    result = calibrate.calibrate(str(tmp_path / "run.json"), device="h100")
+    sets = [a for s in result["sets"] for a in ("--set", s)]
+    sim = subprocess.run([tierflow_cli.binary, "sim", "--plan", plan, *sets, "--json"],
+                         capture_output=True, text=True, timeout=600)
+    assert sim.returncode == 0, sim.stderr
+    predicted = json.loads(sim.stdout)["makespan_ps"] / 1e6
+    host = report["profile"]["steps"][-1]["host_end_us"]
+    assert predicted == pytest.approx(host, rel=0.25)

@@ -310,6 +310,37 @@ TEST_CASE("half duplex: a prefetch and a store share one capacity; full duplex t
   }
 }
 
+TEST_CASE("a dispatching runtime's host issues steps in program order, and bounds ops") {
+  // x (64 B, home ddr) is prefetched (155 ns setup + 64 ns) and read by norm (170 ns);
+  // then y (16 B) is detached and a second norm on x runs.
+  Workload w;
+  const uint32_t x = w.add_tensor({"x", 64, TensorKind::kWeight});
+  const uint32_t y = w.add_tensor({"y", 16, TensorKind::kActivation});
+  const uint32_t z = w.add_tensor({"z", 16, TensorKind::kActivation});
+  w.add_op(norm("norm", {x}, {y}));
+  w.add_op(norm("norm2", {x}, {z}));
+  const Plan p = make_plan({kDdr, kHbm, kHbm},
+                           {Program{0, {prefetch(x, 1), compute(0, {1}), detach(y), compute(1)}}});
+  REQUIRE_FALSE(verify_plan(p, w).has_value());
+  const auto makespan = [&](std::vector<std::string> sets) {
+    sets.emplace_back("tiers.hbm.capacity=4KiB");
+    const SimResult r = run(p, w, unit_hw(sets));
+    require_ok(r);
+    return r.makespan;
+  };
+  // No dispatch: 219 ns for the copy, then two ops of 170 ns.
+  CHECK(makespan({}) == 559 * kNs);
+  // The prefetch is issued when its host call returns (300 ns): 519 ns, then 340 ns of ops.
+  CHECK(makespan({"devices.dev.dispatch_copy=300ns"}) == 859 * kNs);
+  // Ops last at least their dispatch (500 ns each): 219 + 500 + 500.
+  CHECK(makespan({"devices.dev.dispatch_compute=500ns"}) == 1219 * kNs);
+  // The copy is issued at 300 ns and lands at 519, the first op runs to 689; the second
+  // op's host work begins after the copy's, the first op's and the detach's: 300 + 100 +
+  // 400 = 800 ns, so it runs from 800 to 970.
+  CHECK(makespan({"devices.dev.dispatch_copy=300ns", "devices.dev.dispatch_compute=100ns",
+                  "devices.dev.dispatch_detach=400ns"}) == (800 + 170) * kNs);
+}
+
 TEST_CASE("a 1-byte transfer is all latency: setup + 1 ns") {
   Workload w;
   const uint32_t x = w.add_tensor({"x", 1, TensorKind::kWeight});

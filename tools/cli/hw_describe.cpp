@@ -110,7 +110,10 @@ std::string describe_markdown() {
       "tier's write and read latency, and the largest DMA setup among the route's links "
       "(a transfer is programmed once). An op's roofline "
       "time is `max(flops / (peak[dtype] * compute_efficiency[kind]), bytes / "
-      "(local.read_bandwidth * memory_efficiency[kind])) + launch_overhead`.\n\n"
+      "(local.read_bandwidth * memory_efficiency[kind])) + launch_overhead`, and at least "
+      "the device's `dispatch_compute` (a runtime bound by its host). A link whose "
+      "`duplex_efficiency` is below 1 is a third resource besides its two directions: both "
+      "directions together.\n\n"
       "## Top-level keys\n\n| key | description |\n|---|---|\n";
   for (const auto& k : top_level_keys())
     out += fmt::format("| `{}` | {} |\n", k.key, k.description);

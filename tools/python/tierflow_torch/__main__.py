@@ -1,5 +1,6 @@
 """python -m tierflow_torch run --plan PLAN.json (--hf-config CONFIG.json --seq S --batch B |
 --torchvision vit_b_16 --batch B [--train]) [--device cpu|cuda] [--check] [--profile] [--json]
+python -m tierflow_torch calibrate --profile RUN.json [--device ID] [--json] [-o FILE]
 
 Exit status: 0 ok (with --check: every check passed), 1 a check failed, 2 bad input or a
 plan that cannot run (one line `error: ...` naming the step), 3 internal error.
@@ -58,7 +59,25 @@ def parse_args(argv):
                         "(timing events): the report's \"profile\"")
     r.add_argument("--json", action="store_true", help="print the report as JSON")
     r.add_argument("-o", "--output", metavar="FILE", help="write the report here")
+    c = sub.add_parser("calibrate", help="the runtime's host time per step, from a profiled "
+                       "run, as --set flags for tierflow plan and sim")
+    c.error = p.error
+    c.add_argument("--profile", required=True, metavar="RUN.json",
+                   help="the JSON report of `run --profile --json`")
+    c.add_argument("--device", default="dev", metavar="ID",
+                   help="the topology's device id the flags set (default: dev, as calibrate "
+                        "names it)")
+    c.add_argument("--json", action="store_true", help="print the result as JSON")
+    c.add_argument("-o", "--output", metavar="FILE", help="write the result here")
     return p.parse_args(argv)
+
+
+def write(out, path):
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(out)
+    else:
+        sys.stdout.write(out)
 
 
 def main(argv=None):
@@ -66,6 +85,12 @@ def main(argv=None):
     from .runner import run, text
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
+        if args.command == "calibrate":
+            from . import calibrate
+            result = calibrate.calibrate(args.profile, args.device)
+            write(json.dumps(result, indent=1) + "\n" if args.json else calibrate.text(result),
+                  args.output)
+            return 0
         for flag in ("batch", "seq", "image_size"):
             if getattr(args, flag) is not None and getattr(args, flag) < 1:
                 raise InputError(f"--{flag.replace('_', '-')} must be at least 1")
@@ -81,12 +106,7 @@ def main(argv=None):
     except InternalError as e:
         print(f"error: internal: {e}", file=sys.stderr)
         return EXIT_INTERNAL
-    out = json.dumps(report, indent=1) + "\n" if args.json else text(report)
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(out)
-    else:
-        sys.stdout.write(out)
+    write(json.dumps(report, indent=1) + "\n" if args.json else text(report), args.output)
     if args.check and not report.get("ok"):
         return EXIT_CHECK
     return 0

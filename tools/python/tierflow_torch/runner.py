@@ -83,11 +83,27 @@ def compare(torch, name, got, want):
     return row
 
 
-def profile_report(records, t0_ns, start=None):
+MARK_SAMPLES = 256  # profile marks timed after a profiled run, for mark_host_us
+
+
+def mark_host_us(backend, n=MARK_SAMPLES):
+    """The host time of one profile mark (a timing event made and recorded), in
+    microseconds: what --profile adds to each compute step and copy; None on the CPU."""
+    if backend.name != "cuda":
+        return None
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        backend.profile_mark("compute")
+    us = (time.perf_counter_ns() - t0) / n / 1e3
+    backend.synchronize()
+    return round(us, 3)
+
+
+def profile_report(records, t0_ns, start=None, mark_us=None):
     """The profile of a run (Executor.run's records): every step's host interval and, on
     CUDA, the interval of its work on its stream, in microseconds from the run's start
-    (host: the clock read before the first step; stream: the start event), and per kind of
-    step the totals."""
+    (host: the clock read before the first step; stream: the start event), per kind of
+    step the totals, and the host time of one profile mark (mark_host_us)."""
     def us(mark):
         return None if mark is None or start is None else round(start.elapsed_time(mark) * 1e3, 3)
     steps, totals = [], {}
@@ -105,7 +121,7 @@ def profile_report(records, t0_ns, start=None):
     for t in totals.values():
         t["host_us"] = round(t["host_us"], 3)
         t["stream_us"] = round(t["stream_us"], 3) if start is not None else None
-    return {"steps": steps, "totals": totals}
+    return {"steps": steps, "totals": totals, "mark_host_us": mark_us}
 
 
 def run(plan_path, source, device="cpu", check=False, sim_report=None, tierflow=None,
@@ -224,7 +240,7 @@ def run(plan_path, source, device="cpu", check=False, sim_report=None, tierflow=
     if measured:
         report["measured"] = measured
     if records is not None:
-        report["profile"] = profile_report(records, t2_ns, start)
+        report["profile"] = profile_report(records, t2_ns, start, mark_host_us(backend))
     if executor.loss is not None:
         report["loss"] = executor.loss.item()
     if reference is not None:
