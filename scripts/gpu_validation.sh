@@ -11,8 +11,10 @@
 #              from 4,096 in a 16 GiB budget, replayed RUNS_FULL times (default 2) per mode
 #              with the default memory limit (GPU and host memory; the report says which)
 #   torch      a Hugging Face model built from a config (random bf16 weights) run by
-#              tierflow_torch on the GPU with a device budget below its weights, TORCH_RUNS
-#              times (default 2), then once with --profile (hf.profile.json)
+#              tierflow_torch on the GPU with a device budget below its weights: once with
+#              --profile and once plain; `tierflow_torch calibrate` reads the runtime's host
+#              time per step from the profile (dispatch.json), and plans made with it at two
+#              budgets run TORCH_RUNS times (default 2) each against their prediction
 #
 #   scripts/gpu_validation.sh                run every step
 #   scripts/gpu_validation.sh bundle DIR     make DIR: the CUDA build's binaries with the
@@ -25,7 +27,7 @@
 #                    cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
 #                      -DTIERFLOW_CUDA=ON -DTIERFLOW_CUDA_ARCHITECTURES=90 -DTIERFLOW_PYTHON=OFF
 #   OUT_DIR   where results go (default build/gpu-validation); OUT_DIR.tar.gz holds them all
-#   RUNS      replays per plan and compute mode (default 5)
+#   RUNS      replays per plan and compute mode (default 3)
 #   STEPS     the steps to run (default "env tests calibrate replay full torch")
 #   BACKEND   cuda (default); cpu rehearses the sequence on a machine without a GPU (paced
 #             copies, sizes divided to fit 2 GiB, timed compute only, no CUDA tests, the
@@ -118,7 +120,7 @@ fi
 [ $# -eq 0 ] || die "usage: scripts/gpu_validation.sh [bundle DIR]"
 
 backend=${BACKEND:-cuda}
-runs=${RUNS:-5}
+runs=${RUNS:-3}
 steps=" ${STEPS:-env tests calibrate replay full torch} "
 out=${OUT_DIR:-build/gpu-validation}
 python=${PYTHON:-python3}
@@ -154,7 +156,8 @@ step env && rm -f "$out/env.txt"
 step tests && rm -f "$out/tests.txt"
 step replay && rm -f "$out/replay.md" "$out"/ops-*.md
 step full && rm -f "$out/full.md" "$out"/full.*.replay*.json
-step torch && rm -f "$out/torch.md" "$out"/hf.run*.json "$out/hf.profile.json"
+step torch && rm -f "$out/torch.md" "$out"/hf.run*.json "$out"/hf-d*.json "$out/hf.profile.json" \
+  "$out/dispatch.json"
 failed() {
   echo "$1" >>"$out/failed.txt"
   echo "gpu_validation: FAILED: $1 (see $log)" >&2
@@ -313,8 +316,16 @@ elif step full; then
   fi
 fi
 
+# torch_run PLAN NAME [FLAGS]: tierflow_torch runs $out/PLAN.plan.json on the model, with
+# --check (the un-offloaded model runs too; every output must be equal), to $out/NAME.json.
+torch_run() {
+  run "torch run $2" env PYTHONPATH="$root/tools/python${PYTHONPATH:+:$PYTHONPATH}" \
+    "$python" -m tierflow_torch run --plan "$out/$1.plan.json" --hf-config "$out/mistral-4l.json" \
+    --seq 512 --device "$backend" --check --sim-report "$out/$1.sim.json" --json \
+    -o "$out/$2.json" "${@:3}"
+}
+
 if step torch; then
-  device=$backend
   if [ ! -f "$hw" ]; then
     echo "== torch: skipped: no $hw (the calibrate step writes it)" | tee -a "$log" >&2
     failed torch
@@ -337,40 +348,43 @@ EOF
       run "torch plan" sh -c "'$tf' plan --hw '$hw' --workload '$out/hf.json' --devices 1 \
         --budget 1.5GiB --policy tierflow -o '$out/hf.plan.json' >'$out/hf.plan.txt'" &&
       run "torch sim" "$tf" sim --plan "$out/hf.plan.json" --hw "$hw" --json -o "$out/hf.sim.json" &&
-      for i in $(seq 1 "${TORCH_RUNS:-2}"); do
-        # --check: the un-offloaded model runs too, and every output must be equal.
-        run "torch run $i" env PYTHONPATH="$root/tools/python${PYTHONPATH:+:$PYTHONPATH}" \
-          "$python" -m tierflow_torch run --plan "$out/hf.plan.json" \
-          --hf-config "$out/mistral-4l.json" --seq 512 --device "$device" --check \
-          --sim-report "$out/hf.sim.json" --json -o "$out/hf.run$i.json"
-      done &&
-      # One more run with --profile: every step's host time and time on its stream, what
-      # the runtime's own costs are read from (timing events cost it a little).
-      run "torch profile" env PYTHONPATH="$root/tools/python${PYTHONPATH:+:$PYTHONPATH}" \
-        "$python" -m tierflow_torch run --plan "$out/hf.plan.json" \
-        --hf-config "$out/mistral-4l.json" --seq 512 --device "$device" --check --profile \
-        --sim-report "$out/hf.sim.json" --json -o "$out/hf.profile.json"
+      # A run with --profile: every step's host time and time on its stream, what the
+      # runtime's own costs are read from (its timing events cost it a little), then one
+      # plain run of the same plan.
+      torch_run hf hf.profile --profile && torch_run hf hf.run1 &&
+      run "torch calibrate" env PYTHONPATH="$root/tools/python" "$python" -m tierflow_torch \
+        calibrate --profile "$out/hf.profile.json" --json -o "$out/dispatch.json" &&
+      mapfile -t dispatch < <("$python" -c 'import json, sys
+for s in json.load(open(sys.argv[1]))["sets"]: print("--set"); print(s)' "$out/dispatch.json") &&
+      # The plan made with the runtime's dispatch, at the profiled budget and a smaller one
+      # (another plan, more copies): each must predict its runs.
+      for budget in 1.5GiB 1GiB; do
+        n=hf-d$budget
+        run "torch plan $n" sh -c "'$tf' plan --hw '$hw' ${dispatch[*]} --workload '$out/hf.json' \
+          --devices 1 --budget $budget --policy tierflow -o '$out/$n.plan.json' >'$out/$n.plan.txt'" &&
+          run "torch sim $n" "$tf" sim --plan "$out/$n.plan.json" --json -o "$out/$n.sim.json" &&
+          for i in $(seq 1 "${TORCH_RUNS:-2}"); do torch_run "$n" "$n.run$i"; done
+      done
     "$python" - "$out" >"$out/torch.md" <<'EOF2'
 import glob, json, sys
 out = sys.argv[1]
-print("| run | measured makespan | simulated | tokens/s | resident run (wall) | peak allocated | "
+print("| plan | run | measured makespan | predicted | error | tokens/s | peak allocated | "
       "tracked peak | predicted peak | outputs equal |")
-print("|---|---|---|---|---|---|---|---|---|")
-for f in sorted(glob.glob(f"{out}/hf.run*.json")):
+print("|---|---|---|---|---|---|---|---|---|---|")
+for f in sorted(glob.glob(f"{out}/hf*.run*.json")) + sorted(glob.glob(f"{out}/hf.profile.json")):
     r = json.load(open(f))
     m, t, d = r.get("measured", {}), r["timings"], r["device_bytes"]
-    ms = m.get("makespan_s")
-    ref = t.get("reference_s")
-    run = f.rsplit(".run", 1)[1].removesuffix(".json")
-    print(f"| {run} | {ms * 1e3:.1f} ms |" if ms else f"| {run} | - |", end="")
-    sim = t.get("simulated_makespan_s")
-    print(f" {sim * 1e3:.1f} ms |" if sim else " - |", end="")
-    print(f" {512 / ms:,.0f} |" if ms else " - |", end="")
-    print(f" {ref * 1e3:.1f} ms |" if ref else " - |", end="")
+    ms, sim = m.get("makespan_s"), t.get("simulated_makespan_s")
+    name = f.rsplit("/", 1)[1].removesuffix(".json")
+    plan, run = name.rsplit(".", 1)
+    plan = {"hf": "1.5GiB, no dispatch"}.get(plan, plan.removeprefix("hf-d") + ", dispatch")
     peak = m.get("peak_bytes")
-    print(f" {peak:,} B |" if peak else " - |", end="")
-    print(f" {d['tracked_peak']:,} B | {d['predicted_peak'] or 0:,} B | "
-          f"{'yes' if r.get('check', {}).get('ok') else 'NO'} |")
+    print(f"| {plan} | {run} | " + (f"{ms * 1e3:.1f} ms" if ms else "-") + " | " +
+          (f"{sim * 1e3:.1f} ms" if sim else "-") + " | " +
+          (f"{100 * (ms - sim) / sim:+.1f}%" if ms and sim else "-") + " | " +
+          (f"{512 / ms:,.0f}" if ms else "-") + " | " + (f"{peak:,} B" if peak else "-") +
+          f" | {d['tracked_peak']:,} B | {d['predicted_peak'] or 0:,} B | " +
+          ("yes" if r.get("check", {}).get("ok") else "NO") + " |")
 EOF2
     cat "$out/torch.md" >&2
   fi

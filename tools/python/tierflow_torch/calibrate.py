@@ -9,21 +9,17 @@ Each compute step and copy of a profiled run also paid for one profile mark (a t
 made and recorded, `mark_host_us` in the profile), which is taken off.
 """
 
-import json
-
 from .errors import InputError
+from .plan import read_json
 
 FORMAT = "tierflow.torch_dispatch/1"
 
 
 def read_profile(path):
     try:
-        with open(path, encoding="utf-8") as f:
-            report = json.load(f)
-    except OSError as e:
-        raise InputError(f"--profile {path}: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"--profile {path}:{e.lineno}:{e.colno}: {e.msg}") from None
+        report = read_json(path, "a tierflow_torch run report is expected")
+    except InputError as e:
+        raise InputError(f"--profile {e}") from None
     if not isinstance(report, dict) or report.get("format") != "tierflow.torch_run/1":
         raise InputError(f"--profile {path}: not a tierflow_torch run report "
                          "(`python -m tierflow_torch run ... --profile --json -o FILE`)")

@@ -68,7 +68,8 @@ class Plan:
         return [(s.index, s.kind, s.target) for s in self.steps if s.kind != "compute"]
 
 
-def _read_json(path, what):
+def read_json(path, what):
+    """The JSON document at path; InputError naming the file (and file:line:col) else."""
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
@@ -88,7 +89,7 @@ def _sha256(path):
 
 def load_plan(path):
     """Reads a plan file and its workload; raises InputError naming the file and the fault."""
-    doc = _read_json(path, "a tierflow.plan/2 file is expected")
+    doc = read_json(path, "a tierflow.plan/2 file is expected")
     if not isinstance(doc, dict) or doc.get("format") not in PLAN_FORMATS:
         raise InputError(f"{path}: not a {PLAN_FORMAT} file (format "
                          f"{doc.get('format') if isinstance(doc, dict) else None!r})")
@@ -106,7 +107,7 @@ def load_plan(path):
         if ref.get("sha256") and _sha256(workload_path) != ref["sha256"]:
             raise InputError(f"{path}: its workload {workload_path} changed since the plan "
                              "was made (sha256 differs)")
-        workload = _read_json(workload_path, "a tierflow.workload/1 file is expected")
+        workload = read_json(workload_path, "a tierflow.workload/1 file is expected")
     else:
         raise InputError(f"{path}: 'workload' must be {{\"file\": ...}} or {{\"inline\": ...}}")
     if not isinstance(workload, dict) or workload.get("format") != WORKLOAD_FORMAT:
