@@ -430,7 +430,7 @@ hostile stop37/serve-find-summary-over-trace 2 "t.jsonl" --in "$d/t.jsonl" -- \
   "$tf" serve "${srv[@]}" --trace "$d/t.jsonl" --find min-replicas --target p90-ttft=10s --summary "$d/t.jsonl"
 hostile stop37/serve-summary-directory 2 "$d: cannot write: it is a directory" --out "$d/r.csv" -- \
   "$tf" serve "${srv[@]}" --trace "$moon" --summary "$d" -o "$d/r.csv"
-hostile stop37/serve-summary-empty 2 "empty output path" --out "$d/r.csv" -- \
+hostile stop37/serve-summary-empty 2 "--summary: an empty path" --out "$d/r.csv" -- \
   "$tf" serve "${srv[@]}" --trace "$moon" --summary "" -o "$d/r.csv"
 # An output in a folder that does not exist is refused before the run, and before any
 # other output is written (the summary here would come first).
@@ -440,6 +440,16 @@ hostile stop38/plan-output-no-folder 2 "cannot write: no folder '$d/nowhere'" --
   "$tf" plan --hw "$fix/topo.yaml" --workload "$fix/w.json" --policy layerwise -o "$d/nowhere/p.json"
 hostile stop38/plan-timeline-directory 2 "$d: cannot write: it is a directory" --out "$d/p.json" -- \
   "$tf" plan --hw "$fix/topo.yaml" --workload "$fix/w.json" --policy layerwise -o "$d/p.json" --timeline "$d"
+# An output flag given an empty path is refused naming the flag, in every command (whatif
+# wrote to standard output instead).
+hostile stop39/whatif-output-empty 2 "--output: an empty path" -- \
+  "$tf" whatif --hw "$fix/topo.yaml" --workload "$fix/w.json" -o ""
+hostile stop39/trace-gen-output-empty 2 "--output: an empty path" -- \
+  "$tf" trace gen --model llama-3-8b --layers 1 -o ""
+hostile stop39/plan-timeline-empty 2 "--timeline: an empty path" --out "$d/p.json" -- \
+  "$tf" plan --hw "$fix/topo.yaml" --workload "$fix/w.json" --policy layerwise -o "$d/p.json" --timeline ""
+hostile stop39/sweep-csv-empty 2 "--csv: an empty path" -- \
+  "$tf" sweep export "$d/none.db" --csv ""
 
 # A sweep point whose count is too large is recorded failed as bad input (class 2), the
 # reason naming the flag, and the sweep exits 2.

@@ -36,6 +36,28 @@ void print_error(const InputError& e) {
 
 namespace {
 
+/// Every option that names a file to write (-o/--output, --summary, --report, --timeline,
+/// --csv) refuses an empty value at parse time, naming the flag, in every subcommand.
+void refuse_empty_output_paths(CLI::App& app) {
+  static const CLI::Validator kNonEmpty(
+      [](std::string& path) {
+        return path.empty() ? std::string("an empty path: give a file name") : std::string();
+      },
+      "FILE");
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    for (CLI::Option* opt : sub->get_options()) {
+      for (const std::string& name : opt->get_lnames()) {
+        if (name == "output" || name == "summary" || name == "report" || name == "timeline" ||
+            name == "csv") {
+          opt->check(kNonEmpty);
+          break;
+        }
+      }
+    }
+    refuse_empty_output_paths(*sub);
+  }
+}
+
 int run(int argc, char** argv) {
   // No output of a command may replace one of its inputs (core/io.h).
   enable_output_guard();
@@ -55,6 +77,7 @@ int run(int argc, char** argv) {
   add_report_command(app);
   add_replay_command(app);
   add_calibrate_command(app);
+  refuse_empty_output_paths(app);
   try {
     app.parse(argc, argv);
   } catch (const CommandResult& r) {
