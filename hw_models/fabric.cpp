@@ -77,6 +77,25 @@ Fabric::Fabric(const Topology& t) : t_(t) {
       }
     }
   }
+  // A staged route's buffers: one resource per route and device (each device has its own
+  // buffers), capped at the route's chained rate, which every transfer over it shares.
+  staged_base_.assign(t.routes.size(), kNoStaging);
+  for (size_t ri = 0; ri < t.routes.size(); ++ri) {
+    const auto& r = t.routes[ri];
+    if (!r || r->buffers == 0) continue;
+    staged_base_[ri] = static_cast<uint32_t>(info_.size());
+    for (int d = 0; d < devices(); ++d) {
+      const size_t stage = r->staging_tiers.front();
+      const int inst = tier_instance(stage, d);
+      info_.push_back(ResourceInfo{
+          ResourceKind::kTierWrite, stage, inst, true,
+          fmt::format("{} staging {}->{} of device {} ({} x {})",
+                      instance_name(t.tiers[stage].id, t.instances(t.tiers[stage].per), inst),
+                      t.tiers[r->from].id, t.tiers[r->to].id, d, r->buffers,
+                      to_string(r->buffer)),
+          r->bandwidth.bytes_per_s});
+    }
+  }
   path_index_.assign(dev_class_.size() * t.tiers.size() * t.tiers.size(), -1);
 }
 
@@ -126,6 +145,10 @@ const FabricPath* Fabric::path(size_t from, size_t to, int device) const {
   for (size_t s : r->staging_tiers) {
     p.resources.push_back(port(s, tier_instance(s, device), /*write=*/true));
     p.resources.push_back(port(s, tier_instance(s, device), /*write=*/false));
+  }
+  if (r->buffers > 0) {
+    p.resources.push_back(staged_base_[from * t_.tiers.size() + to] +
+                          static_cast<uint32_t>(device));
   }
   p.resources.push_back(port(to, tier_instance(to, device), /*write=*/true));
   paths_.push_back(std::move(p));

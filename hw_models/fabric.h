@@ -10,7 +10,8 @@
 //   resource     something with a capacity in bytes/s that copies share: a tier port, one
 //                direction of a link instance, or both directions of a half-duplex one;
 //                a full-duplex link whose directions slow each other (duplex_efficiency
-//                below 1) has a third: both directions together.
+//                below 1) has a third: both directions together; a staged route has one
+//                per device: its bounce buffers, at the route's chained rate.
 //   engine group the copy engines of one link instance in one direction: at most
 //                `copy_engines` transfers cross it at once, the rest queue in FIFO order.
 //   path         what a transfer between two tiers for one device crosses: the source read
@@ -105,6 +106,10 @@ class Fabric {
   std::vector<uint32_t> link_base_;  ///< flow resource of instance 0's forward direction;
                                      ///< link_stride() per instance
   std::vector<uint32_t> engine_base_;
+  static constexpr uint32_t kNoStaging = UINT32_MAX;
+  /// Per route (Topology::routes index): the resource of device 0's staging buffers, one
+  /// per device after it; kNoStaging for a route that is not staged.
+  std::vector<uint32_t> staged_base_;
   std::vector<ResourceInfo> info_;
   std::vector<EngineGroup> engines_;
   mutable std::deque<FabricPath> paths_;     ///< stable addresses

@@ -260,6 +260,18 @@ const Schema<RoutePin>& route_schema() {
                                     .desc = "link ids in the order a transfer crosses them",
                                     .min_refs = 1,
                                     .max_refs = 32}));
+    r.fields.push_back(declare(
+        "buffer", &RoutePin::buffer,
+        Spec{.desc = "a staged copy (a bounce buffer, e.g. NVMe to GPU without GPUDirect "
+                     "Storage): the size of each buffer in the tiers the route passes "
+                     "through. Each chunk crosses the legs between them one after the other, "
+                     "so the route moves `buffers` / (sum over legs of 1 / leg bandwidth), at "
+                     "most its bottleneck; the buffers of every device are kept out of the "
+                     "staging tier's usable capacity. Absent: one stream end to end"}));
+    r.fields.push_back(declare("buffers", &RoutePin::buffers,
+                               Spec{.def = "1",
+                                    .desc = "staging buffers per device on this route: chunks "
+                                            "in flight at once"}));
     return r;
   }();
   return kSchema;

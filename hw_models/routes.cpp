@@ -320,6 +320,26 @@ void finish_route(const Topology& t, Route& r) {
     bw = std::min({bw, st.read_bandwidth.bytes_per_s, st.write_bandwidth.bytes_per_s});
     setup += st.write_latency.ps + st.latency.ps;
   }
+  if (r.buffers > 0 && !r.staging_tiers.empty()) {
+    // A staged copy: each chunk crosses the legs between staging tiers one after the
+    // other, so one buffer moves bytes / sum(1 / leg); `buffers` chunks in flight move
+    // that many times more, up to the bottleneck.
+    double leg = src.read_bandwidth.bytes_per_s;
+    double per_byte = 0;
+    for (size_t i = 0; i < r.steps.size(); ++i) {
+      const Step& s = r.steps[i];
+      if (s.link >= 0) {
+        leg = std::min(leg, t.links[size_t(s.link)].effective(s.forward).bytes_per_s);
+      }
+      if (!s.to.is_switch && i + 1 < r.steps.size()) {
+        const Tier& st = t.tiers[s.to.index];
+        per_byte += 1.0 / std::min(leg, st.write_bandwidth.bytes_per_s);
+        leg = st.read_bandwidth.bytes_per_s;
+      }
+    }
+    per_byte += 1.0 / std::min(leg, dst.write_bandwidth.bytes_per_s);
+    bw = std::min(bw, double(r.buffers) / per_byte);
+  }
   r.bandwidth = Bandwidth{bw};
   r.setup = Duration{setup};
 }
@@ -360,7 +380,25 @@ void resolve_routes(Topology& t) {
     if (!pinned.emplace(*from, *to).second) {
       throw InputError::at(pin.origins.pos, "route {} -> {} is pinned twice", pin.from, pin.to);
     }
-    t.routes[*from * n + *to] = walk_pin(t, pin, *from, *to);
+    Route r = walk_pin(t, pin, *from, *to);
+    if (pin.origins.find("buffers") && !pin.origins.find("buffer")) {
+      throw InputError::at(pin.origins.pos_of("buffers"),
+                           "route {} -> {}: `buffers` counts staging buffers; give their size "
+                           "as `buffer`",
+                           pin.from, pin.to);
+    }
+    if (pin.buffer.value > 0) {
+      if (r.staging_tiers.empty()) {
+        throw InputError::at(pin.origins.pos_of("buffer"),
+                             "route {} -> {}: a staged copy needs a tier to stage through, and "
+                             "this route passes through none",
+                             pin.from, pin.to);
+      }
+      r.buffer = pin.buffer;
+      r.buffers = pin.buffers;
+      finish_route(t, r);
+    }
+    t.routes[*from * n + *to] = std::move(r);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/checked.h"
 #include "core/diagnostics.h"
 
 namespace tierflow::hw {
@@ -55,9 +56,28 @@ uint64_t Topology::reserved(size_t tier) const {
   return most;
 }
 
+uint64_t Topology::staging(size_t tier) const {
+  // Each device has its own buffers on each staged route; an instance of the tier holds
+  // those of the devices that use it.
+  const int instances_of_tier = instances(tiers[tier].per);
+  const uint64_t devices_per_instance =
+      static_cast<uint64_t>(std::max(1, total_devices() / std::max(1, instances_of_tier)));
+  uint64_t bytes = 0;
+  for (const auto& r : routes) {
+    if (!r || r->buffers == 0) continue;
+    for (size_t s : r->staging_tiers) {
+      if (s == tier) {
+        bytes = saturating_add(bytes, saturating_mul(r->buffer.value,
+                                                         static_cast<uint64_t>(r->buffers)));
+      }
+    }
+  }
+  return saturating_mul(bytes, devices_per_instance);
+}
+
 uint64_t Topology::usable(size_t tier) const {
   const uint64_t capacity = tiers[tier].capacity.value;
-  const uint64_t kept = reserved(tier);
+  const uint64_t kept = saturating_add(reserved(tier), staging(tier));
   return capacity > kept ? capacity - kept : 0;
 }
 

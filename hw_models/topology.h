@@ -148,6 +148,10 @@ struct RoutePin {
   std::string from;
   std::string to;
   std::vector<std::string> via;  ///< link ids in order
+  /// A staged copy: chunks of `buffer` bytes through `buffers` bounce buffers in the tiers
+  /// the route passes through (0: cut-through, one stream end to end).
+  Bytes buffer;
+  int buffers = 1;
   schema::Origins origins;
 };
 
@@ -180,9 +184,14 @@ struct Route {
   std::vector<Hop> hops;              ///< derived: the links crossed, in order
   std::vector<size_t> switches;       ///< derived: switches passed, in order
   std::vector<size_t> staging_tiers;  ///< derived: tiers passed through (bounce buffers)
-  Bandwidth bandwidth;  ///< bottleneck: source read, links, staging tiers, destination write
+  Bandwidth bandwidth;  ///< bottleneck: source read, links, staging tiers, destination write;
+                        ///< for a staged copy, at most `buffers` / sum over legs of 1 / leg
   Duration setup;       ///< paid before the first byte: latencies and DMA setup
   bool pinned = false;
+  /// A staged copy (RoutePin::buffer): each chunk crosses the legs between staging tiers
+  /// one after the other, `buffers` chunks in flight; 0 buffers: cut-through.
+  Bytes buffer;
+  int buffers = 0;
 };
 
 struct Topology {
@@ -210,6 +219,9 @@ struct Topology {
   [[nodiscard]] std::optional<size_t> tier_index(std::string_view id) const;
   /// Bytes of one instance of tier `tier` that plans may use: its capacity less reserved().
   [[nodiscard]] uint64_t usable(size_t tier) const;
+  /// Bytes of one instance of `tier` held by the bounce buffers of staged routes through
+  /// it (each device's own): not usable by plans.
+  [[nodiscard]] uint64_t staging(size_t tier) const;
   /// The largest `reserved` of the devices computing from tier `tier` (0 for other tiers).
   [[nodiscard]] uint64_t reserved(size_t tier) const;
   [[nodiscard]] std::optional<size_t> device_index(std::string_view id) const;

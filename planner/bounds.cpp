@@ -206,6 +206,8 @@ Bounds lower_bounds(PlanState& s) {
         const hw::Link& link = s.topo.links[h.link];
         t_share = std::min(t_share, share(link.effective(h.forward).bytes_per_s, link.per));
       }
+      // A staged route's buffers (each device's own) move at most its chained rate.
+      if (r->buffers > 0) t_share = std::min(t_share, r->bandwidth.bytes_per_s);
       const uint64_t key = r->hops.empty() ? (uint64_t{1} << 40) + tier
                                            : uint64_t{r->hops.front().link} * 2 +
                                                  (r->hops.front().forward ? 1 : 0);
@@ -233,6 +235,9 @@ Bounds lower_bounds(PlanState& s) {
       for (const hw::Hop& h : c.routes[tier].in->hops) {
         const hw::Link& link = s.topo.links[h.link];
         rate = std::min(rate, share(link.effective(h.forward).bytes_per_s, link.per));
+      }
+      if (c.routes[tier].in->buffers > 0) {
+        rate = std::min(rate, c.routes[tier].in->bandwidth.bytes_per_s);
       }
       if (rate <= 0) continue;
       const auto ps =

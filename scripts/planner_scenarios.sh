@@ -34,6 +34,8 @@
 #   llama70b-nvme       Llama-3-70B decode at batch 96 (context 512, 4 tokens), one H100, every
 #                       weight homed on the socket's NVMe (--pin weight=ssd): the
 #                       ZeRO-Inference shape
+#   llama70b-bounce     the same on one A100 80GB without GPUDirect Storage: NVMe reads
+#                       staged through a pinned host buffer (a100-nvme-bounce.yaml)
 #   gh200-lpddr         Llama-3-70B decode, 8 tokens from a 4,096-token context, on GH200 with
 #                       40% of the weight bytes homed on Grace's LPDDR5X
 #                       (--pin weight=lpddr:0.4); ~141 GB of weights beyond 96 GB of HBM
@@ -148,6 +150,15 @@ llama70b_nvme() {
   plan tierflow.txt "${a[@]}"
 }
 
+# The same without GPUDirect Storage: one A100 80GB whose NVMe reads bounce through a pinned
+# host buffer (a staged route: 7.15 GB/s where the drives give 10), ZeRO-Inference's path.
+llama70b_bounce() {
+  local a=(--hw "$hw"/a100-nvme-bounce.yaml --workload "$dir/w.json" --devices 1 --pin weight=ssd)
+  gen --model llama-3-70b --phase decode --batch 96 --context 512 --tokens 4
+  compare "${a[@]}"
+  plan tierflow.txt "${a[@]}"
+}
+
 gh200_lpddr() {
   local a=(--hw "$hw"/gh200.yaml --workload "$dir/w.json" --devices 1 --pin weight=lpddr:0.4)
   gen --model llama-3-70b --phase decode --context 4096 --tokens 8
@@ -171,13 +182,13 @@ llama70b_int4_48gb() {
 }
 
 all=(llama70b-decode llama8b-prefill mixtral-decode deepseek-decode cm384-pool llama8b-train
-  llama70b-nvme gh200-lpddr mixtral-24gb llama70b-int4-48gb)
+  llama70b-nvme llama70b-bounce gh200-lpddr mixtral-24gb llama70b-int4-48gb)
 names=("$@")
 [ ${#names[@]} -eq 0 ] && names=("${all[@]}")
 for n in "${names[@]}"; do
   case $n in
     llama70b-decode | llama8b-prefill | mixtral-decode | deepseek-decode | cm384-pool | llama8b-train | \
-      llama70b-nvme | gh200-lpddr | mixtral-24gb | llama70b-int4-48gb)
+      llama70b-nvme | llama70b-bounce | gh200-lpddr | mixtral-24gb | llama70b-int4-48gb)
       scenario "$n" "${n//-/_}" ;;
     *)
       echo "error: unknown scenario '$n' (known: ${all[*]})" >&2

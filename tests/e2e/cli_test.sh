@@ -23,6 +23,17 @@ grep -E '^  hbm +pool +128GB/s ' "$tmp/cm384.txt" >/dev/null &&
 check show-all-routes 0 "$tf" hw show --all-routes configs/hw/h100-sxm-8gpu.yaml
 contains all-routes-ddr-ssd "$tmp/out" "ddr -> rc -[nvme-link]-> ssd"
 
+# A staged route (NVMe through a pinned host buffer, no GDS): the chained rate of its legs,
+# 1 / (1/10 + 1/25.1) GB/s, in the routes table and in the plan's bound on pinned weights.
+check show-staged 0 "$tf" hw show configs/hw/a100-nvme-bounce.yaml
+contains staged-route "$tmp/out" "ssd   hbm   7.154GB/s"
+contains staged-mark "$tmp/out" "[staged: 1 x 64MiB]"
+check staged-trace 0 "$tf" trace gen --model llama-3-8b --phase decode --layers 2 --tokens 2 \
+  -o "$tmp/staged-w.json"
+check staged-plan 0 "$tf" plan --hw configs/hw/a100-nvme-bounce.yaml --workload "$tmp/staged-w.json" \
+  --devices 1 --pin weight=ssd --policy layerwise
+contains staged-bound "$tmp/out" "from 'ssd' at 7.2 GB/s"
+
 # Same inputs, byte-identical outputs.
 "$tf" hw show configs/hw/cloudmatrix384.yaml >"$tmp/cm384b.txt" 2>&1
 cmp -s "$tmp/cm384.txt" "$tmp/cm384b.txt" && passes=$((passes + 1)) ||

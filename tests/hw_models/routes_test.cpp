@@ -154,6 +154,58 @@ links:
   CHECK(r.setup.ps == 1330 * kNs);
 }
 
+namespace {
+
+// A GPU box without GPUDirect Storage: NVMe reads reach the GPU through pinned host
+// buffers. Legs ssd -> ddr at 10 GB/s (the drives) and ddr -> hbm at 25 GB/s (PCIe).
+std::string staged_box(const std::string& pin) {
+  return R"(tierflow: hw/1
+name: bounce
+system: {hosts: 1, sockets_per_host: 1}
+devices: [{id: d, count: 2, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
+tiers:
+  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 1TB/s, write_bandwidth: 1TB/s, latency: 0ns}
+  - {id: ddr, kind: ddr, per: host, capacity: 1GB, read_bandwidth: 100GB/s, write_bandwidth: 100GB/s, latency: 0ns}
+  - {id: ssd, kind: ssd, per: host, capacity: 1TB, read_bandwidth: 10GB/s, write_bandwidth: 5GB/s, latency: 0ns}
+links:
+  - {id: pcie, kind: pcie, endpoints: [hbm, ddr], per: device, bandwidth: 25GB/s, latency: 0ns}
+  - {id: nvme, kind: nvme, endpoints: [ddr, ssd], per: host, bandwidth: 64GB/s, latency: 0ns}
+routes:
+  - )" + pin + "\n";
+}
+
+}  // namespace
+
+TEST_CASE("a staged copy moves bytes / sum(1 / leg) per buffer, up to the bottleneck") {
+  SUBCASE("one buffer: the legs one after the other") {
+    const Topology t = load_topology_text(
+        staged_box("{from: ssd, to: hbm, via: [nvme, pcie], buffer: 64MiB}"), "bounce.yaml");
+    const Route& r = route(t, "ssd", "hbm");
+    CHECK(r.buffers == 1);
+    CHECK(r.buffer.value == uint64_t{64} << 20);
+    // 1 / (1/10 + 1/25) GB/s = 7.142857 GB/s, where cut-through would reach 10.
+    CHECK(r.bandwidth.bytes_per_s == doctest::Approx(1e9 / (0.1 + 0.04)));
+    // Each device's 64 MiB buffer is kept out of the host's DDR.
+    const size_t ddr = *t.tier_index("ddr");
+    CHECK(t.staging(ddr) == uint64_t{128} << 20);
+    CHECK(t.usable(ddr) == 1'000'000'000 - (uint64_t{128} << 20));
+    // The unpinned write direction is not staged.
+    CHECK(route(t, "hbm", "ssd").buffers == 0);
+  }
+  SUBCASE("two buffers: twice the chained rate, capped by the drives") {
+    const Topology t = load_topology_text(
+        staged_box("{from: ssd, to: hbm, via: [nvme, pcie], buffer: 64MiB, buffers: 2}"),
+        "bounce.yaml");
+    CHECK(route(t, "ssd", "hbm").bandwidth.bytes_per_s == doctest::Approx(10e9));
+    CHECK(t.staging(*t.tier_index("ddr")) == uint64_t{256} << 20);
+  }
+  SUBCASE("writes: 1 / (1/25 + 1/5)") {
+    const Topology t = load_topology_text(
+        staged_box("{from: hbm, to: ssd, via: [pcie, nvme], buffer: 8MiB}"), "bounce.yaml");
+    CHECK(route(t, "hbm", "ssd").bandwidth.bytes_per_s == doctest::Approx(1e9 / (0.04 + 0.2)));
+  }
+}
+
 TEST_CASE("pinned routes replace the computed ones and may be peer routes") {
   const std::string yaml = R"(tierflow: hw/1
 name: pinned

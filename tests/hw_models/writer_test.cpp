@@ -89,12 +89,19 @@ void check_same(const Topology& a, const Topology& b) {
     check_citations(x, y, a);
   }
   REQUIRE(a.pins.size() == b.pins.size());
+  for (size_t i = 0; i < a.pins.size(); ++i) {
+    CHECK(a.pins[i].buffer == b.pins[i].buffer);
+    CHECK(a.pins[i].buffers == b.pins[i].buffers);
+  }
   REQUIRE(a.routes.size() == b.routes.size());
   for (size_t i = 0; i < a.routes.size(); ++i) {
     REQUIRE(a.routes[i].has_value() == b.routes[i].has_value());
     if (!a.routes[i]) continue;
     CHECK(a.routes[i]->steps.size() == b.routes[i]->steps.size());
     CHECK(a.routes[i]->setup == b.routes[i]->setup);
+    CHECK(a.routes[i]->buffers == b.routes[i]->buffers);
+    CHECK(a.routes[i]->bandwidth.bytes_per_s ==
+          doctest::Approx(b.routes[i]->bandwidth.bytes_per_s).epsilon(kPrinted));
   }
 }
 

@@ -341,6 +341,39 @@ TEST_CASE("a dispatching runtime's host issues steps in program order, and bound
                   "devices.dev.dispatch_detach=400ns"}) == (800 + 170) * kNs);
 }
 
+TEST_CASE("a staged copy through a host bounce buffer takes bytes x sum(1 / leg)") {
+  // ssd -> ddr at 10 GB/s (the drive), then ddr -> hbm at 25 GB/s (PCIe), one 1 MiB buffer:
+  // 1 MB takes 100 us + 40 us, where a cut-through route would take 100 us.
+  const std::string yaml = R"(tierflow: hw/1
+name: bounce
+devices: [{id: dev, count: 1, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
+tiers:
+  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 1TB/s, write_bandwidth: 1TB/s, latency: 0ns}
+  - {id: ddr, kind: ddr, per: host, capacity: 1GB, read_bandwidth: 100GB/s, write_bandwidth: 100GB/s, latency: 0ns}
+  - {id: ssd, kind: ssd, per: host, capacity: 1TB, read_bandwidth: 10GB/s, write_bandwidth: 5GB/s, latency: 0ns}
+links:
+  - {id: pcie, kind: pcie, endpoints: [hbm, ddr], per: device, bandwidth: 25GB/s, latency: 0ns}
+  - {id: nvme, kind: nvme, endpoints: [ddr, ssd], per: host, bandwidth: 64GB/s, latency: 0ns}
+routes:
+)";
+  Workload w;
+  const uint32_t x = w.add_tensor({"x", 1'000'000, TensorKind::kWeight});
+  const uint32_t y = w.add_tensor({"y", 16, TensorKind::kActivation});
+  w.add_op(norm("norm", {x}, {y}));
+  const Plan p = make_plan({kSsd, kHbm}, {Program{0, {prefetch(x, 1, kSsd), compute(0, {1})}}});
+  REQUIRE_FALSE(verify_plan(p, w).has_value());
+  const auto landed = [&](const std::string& pin) {
+    const SimResult r = run(p, w, hw::load_topology_text(yaml + pin, "bounce.yaml"));
+    require_ok(r);
+    REQUIRE(r.transfers.size() == 1);
+    return r.transfers[0].end;
+  };
+  CHECK(landed("  - {from: ssd, to: hbm, via: [nvme, pcie]}\n") == 100'000 * kNs);
+  CHECK(landed("  - {from: ssd, to: hbm, via: [nvme, pcie], buffer: 1MiB}\n") == 140'000 * kNs);
+  CHECK(landed("  - {from: ssd, to: hbm, via: [nvme, pcie], buffer: 1MiB, buffers: 2}\n") ==
+        100'000 * kNs);
+}
+
 TEST_CASE("a 1-byte transfer is all latency: setup + 1 ns") {
   Workload w;
   const uint32_t x = w.add_tensor({"x", 1, TensorKind::kWeight});

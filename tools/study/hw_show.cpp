@@ -154,7 +154,10 @@ std::string show_text(const Topology& t, const ShowOptions& options) {
     const std::string to = r->from == r->to ? t.tiers[r->to].id + " (peer)" : t.tiers[r->to].id;
     routes.add_row({t.tiers[r->from].id, to, to_string(r->bandwidth), to_string(r->setup),
                     to_string_approx(transfer_time_alone(*r, kProbe)),
-                    describe_route(t, *r) + (r->pinned ? "  [pinned]" : "")});
+                    describe_route(t, *r) + (r->pinned ? "  [pinned]" : "") +
+                        (r->buffers > 0 ? fmt::format("  [staged: {} x {}]", r->buffers,
+                                                      to_string(r->buffer))
+                                        : std::string())});
   }
   out += routes.render() + "\n";
 
@@ -275,6 +278,8 @@ json show_json(const Topology& t) {
                              {"setup_ps", r->setup.ps},
                              {"gib_alone_ps", transfer_time_alone(*r, kProbe).ps},
                              {"pinned", r->pinned},
+                             {"staged_buffers", r->buffers},
+                             {"staged_buffer_bytes", r->buffer.value},
                              {"path", describe_route(t, *r)}});
     }
   }
