@@ -156,22 +156,9 @@ links:
 
 namespace {
 
-// A GPU box without GPUDirect Storage: NVMe reads reach the GPU through pinned host
-// buffers. Legs ssd -> ddr at 10 GB/s (the drives) and ddr -> hbm at 25 GB/s (PCIe).
+// Two GPUs of a box without GPUDirect Storage (tests/support), with one pinned route.
 std::string staged_box(const std::string& pin) {
-  return R"(tierflow: hw/1
-name: bounce
-system: {hosts: 1, sockets_per_host: 1}
-devices: [{id: d, count: 2, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
-tiers:
-  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 1TB/s, write_bandwidth: 1TB/s, latency: 0ns}
-  - {id: ddr, kind: ddr, per: host, capacity: 1GB, read_bandwidth: 100GB/s, write_bandwidth: 100GB/s, latency: 0ns}
-  - {id: ssd, kind: ssd, per: host, capacity: 1TB, read_bandwidth: 10GB/s, write_bandwidth: 5GB/s, latency: 0ns}
-links:
-  - {id: pcie, kind: pcie, endpoints: [hbm, ddr], per: device, bandwidth: 25GB/s, latency: 0ns}
-  - {id: nvme, kind: nvme, endpoints: [ddr, ssd], per: host, bandwidth: 64GB/s, latency: 0ns}
-routes:
-  - )" + pin + "\n";
+  return tierflow::testing::bounce_box_yaml(2, "  - " + pin + "\n");
 }
 
 }  // namespace

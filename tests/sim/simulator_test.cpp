@@ -344,18 +344,6 @@ TEST_CASE("a dispatching runtime's host issues steps in program order, and bound
 TEST_CASE("a staged copy through a host bounce buffer takes bytes x sum(1 / leg)") {
   // ssd -> ddr at 10 GB/s (the drive), then ddr -> hbm at 25 GB/s (PCIe), one 1 MiB buffer:
   // 1 MB takes 100 us + 40 us, where a cut-through route would take 100 us.
-  const std::string yaml = R"(tierflow: hw/1
-name: bounce
-devices: [{id: dev, count: 1, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
-tiers:
-  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 1TB/s, write_bandwidth: 1TB/s, latency: 0ns}
-  - {id: ddr, kind: ddr, per: host, capacity: 1GB, read_bandwidth: 100GB/s, write_bandwidth: 100GB/s, latency: 0ns}
-  - {id: ssd, kind: ssd, per: host, capacity: 1TB, read_bandwidth: 10GB/s, write_bandwidth: 5GB/s, latency: 0ns}
-links:
-  - {id: pcie, kind: pcie, endpoints: [hbm, ddr], per: device, bandwidth: 25GB/s, latency: 0ns}
-  - {id: nvme, kind: nvme, endpoints: [ddr, ssd], per: host, bandwidth: 64GB/s, latency: 0ns}
-routes:
-)";
   Workload w;
   const uint32_t x = w.add_tensor({"x", 1'000'000, TensorKind::kWeight});
   const uint32_t y = w.add_tensor({"y", 16, TensorKind::kActivation});
@@ -363,7 +351,8 @@ routes:
   const Plan p = make_plan({kSsd, kHbm}, {Program{0, {prefetch(x, 1, kSsd), compute(0, {1})}}});
   REQUIRE_FALSE(verify_plan(p, w).has_value());
   const auto landed = [&](const std::string& pin) {
-    const SimResult r = run(p, w, hw::load_topology_text(yaml + pin, "bounce.yaml"));
+    const SimResult r =
+        run(p, w, hw::load_topology_text(tierflow::testing::bounce_box_yaml(1, pin), "b.yaml"));
     require_ok(r);
     REQUIRE(r.transfers.size() == 1);
     return r.transfers[0].end;

@@ -17,6 +17,23 @@ hw::Topology roomy_unit_hw() {
   return unit_hw({"tiers.hbm.capacity=64MiB", "tiers.ddr.capacity=64MiB"});
 }
 
+std::string bounce_box_yaml(int devices, const std::string& routes) {
+  return R"(tierflow: hw/1
+name: bounce
+system: {hosts: 1, sockets_per_host: 1}
+devices: [{id: dev, count: )" +
+         std::to_string(devices) + R"(, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
+tiers:
+  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 1TB/s, write_bandwidth: 1TB/s, latency: 0ns}
+  - {id: ddr, kind: ddr, per: host, capacity: 1GB, read_bandwidth: 100GB/s, write_bandwidth: 100GB/s, latency: 0ns}
+  - {id: ssd, kind: ssd, per: host, capacity: 1TB, read_bandwidth: 10GB/s, write_bandwidth: 5GB/s, latency: 0ns}
+links:
+  - {id: pcie, kind: pcie, endpoints: [hbm, ddr], per: device, bandwidth: 25GB/s, latency: 0ns}
+  - {id: nvme, kind: nvme, endpoints: [ddr, ssd], per: host, bandwidth: 64GB/s, latency: 0ns}
+routes:
+)" + routes;
+}
+
 Workload cycle_workload(double flops) {
   Workload w;
   w.name = "cycle";

@@ -18,6 +18,11 @@ hw::Topology unit_hw(std::vector<std::string> sets = {});
 /// budget a test gives limits the device.
 hw::Topology roomy_unit_hw();
 
+/// A GPU box without GPUDirect Storage, as YAML: `devices` GPUs (hbm 1 TB/s), host ddr
+/// (100 GB/s), ssd (10 GB/s read, 5 write), pcie hbm-ddr at 25 GB/s per device, nvme
+/// ddr-ssd at 64 GB/s, no latencies; `routes` (YAML list items) under `routes:`.
+std::string bounce_box_yaml(int devices, const std::string& routes);
+
 /// x (4 B) and three 32 B weights read in turn, w0 w1 w2 w0 w1 w2 w0 w1 w2, one per op of
 /// `flops`, each op also reading the 4 B activation of the op before.
 Workload cycle_workload(double flops = 100);
