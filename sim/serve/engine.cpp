@@ -9,7 +9,9 @@
 #include <span>
 #include <utility>
 
+#include "core/checked.h"
 #include "core/diagnostics.h"
+#include "core/units.h"
 #include "hw_models/fabric.h"
 #include "hw_models/flows.h"
 #include "sim/kernel/event_queue.h"
@@ -42,19 +44,27 @@ struct Seq {
   /// Its KV in blocks of B tokens: the prompt's as the trace hashes them, then blocks of
   /// the tokens it generates (the prompt's partial last block filled first).
   std::vector<uint64_t> hashes;
-  size_t held = 0;  ///< leading blocks pinned in the device level
+  size_t held = 0;     ///< leading blocks pinned in the device level
+  size_t swapped = 0;  ///< leading blocks in the swap space (preempted by swap)
   bool admitted_once = false;
   /// The next turn of its session, if the trace has one: a block that fills up takes the
   /// hash that turn's prompt gives it, so that the turn finds this one's KV cached.
   const std::vector<uint64_t>* next_turn = nullptr;
 };
 
+/// What a transfer does, as the timeline names it: a MoveKind, or a swap.
+enum class TransferKind : uint8_t { kLoad, kDemotion, kStore, kSwapOut, kSwapIn };
+constexpr std::string_view kTransferNames[] = {"load", "demotion", "store", "swap out", "swap in"};
+static_assert(static_cast<int>(TransferKind::kLoad) == static_cast<int>(MoveKind::kLoad) &&
+              static_cast<int>(TransferKind::kDemotion) == static_cast<int>(MoveKind::kDemotion) &&
+              static_cast<int>(TransferKind::kStore) == static_cast<int>(MoveKind::kStore));
+
 /// One transfer: flows on each device it concerns; done when all are.
 struct Transfer {
   uint32_t replica = 0;
   uint32_t flows_left = 0;
   bool load = false;  ///< an iteration waits for it
-  MoveKind kind = MoveKind::kLoad;
+  TransferKind kind = TransferKind::kLoad;
   Time start = 0;
   uint32_t lane = 0;  ///< on the timeline
 };
@@ -81,8 +91,12 @@ struct Replica {
   Time compute = 0;
   uint32_t loads_left = 0;
   Time loads_done = 0;
-  uint64_t reserved = 0;  ///< device blocks the iteration will insert at its end
-  uint64_t load = 0;      ///< tokens queued and running (least-loaded router)
+  uint64_t reserved = 0;   ///< device blocks the iteration will insert at its end
+  uint64_t swap_free = 0;  ///< blocks of its swap space not holding a victim's
+  /// Blocks the iteration being scheduled swaps out and in: it waits for them before it
+  /// computes (a swap frees or fills device blocks the compute uses).
+  uint64_t swap_outs = 0, swap_ins = 0;
+  uint64_t load = 0;  ///< tokens queued and running (least-loaded router)
   // Timeline.
   sim::TrackId track = 0;
   sim::SeriesId seqs = 0;
@@ -95,6 +109,7 @@ class Engine {
       : trace_(trace), topo_(t), o_(o), fabric_(t), gen_(gen) {
     setup_devices(arch);
     setup_levels();
+    setup_swap();
     for (const hw::ResourceInfo& r : fabric_.resources()) net_.add_resource(r.capacity);
     if (o_.timeline != nullptr) setup_timeline();
     if (o_.record_series) {
@@ -116,15 +131,25 @@ class Engine {
  private:
   void setup_devices(const traces::Arch& arch);
   void setup_levels();
+  /// The swap space of swap preemption: its tier, its blocks per replica, checked.
+  void setup_swap();
   void arrive(uint32_t req);
   uint32_t route(const Seq& s);
   void start_iteration(uint32_t r);
   bool schedule(uint32_t r);
   bool room(const Replica& rep, uint64_t blocks) const;
   void preempt(uint32_t r, uint32_t seq);
+  /// Resumes the swapped sequence at the head of r's waiting queue (its blocks pinned in
+  /// the device level, from the cache where it still holds them, else swapped in) and adds
+  /// its next tokens to the batch. False, and nothing changed, when there is no room.
+  bool swap_in(uint32_t r, int64_t& budget);
   void end_iteration(uint32_t r);
   void finish_seq(uint32_t r, uint32_t seq);
   void carry(uint32_t r, const std::vector<Move>& moves, bool loads);
+  /// One transfer of a block between tiers `from` and `to`: each device's shard when one
+  /// of them is the device tier, else the whole block via `devices`' first.
+  void transfer(uint32_t r, size_t from, size_t to, std::span<const int> devices, bool waited,
+                TransferKind kind);
   void flow_done(uint32_t f);
   void setup_timeline();
   /// Samples series `series` at now (record_series).
@@ -174,6 +199,10 @@ class Engine {
   std::vector<uint64_t> level_hits_;
   uint32_t next_rr_ = 0;
   uint64_t iterations_ = 0, preemptions_ = 0, done_ = 0;
+  size_t swap_tier_ = SIZE_MAX;  ///< the swap space's tier; SIZE_MAX: recompute only
+  uint64_t swap_blocks_ = 0;     ///< per replica
+  uint64_t swap_outs_ = 0, swap_fallbacks_ = 0, swapped_blocks_ = 0, swapped_in_blocks_ = 0;
+  uint64_t recomputed_tokens_ = 0;
   std::vector<SeqWork> work_;
   std::vector<LevelId> where_;
   std::vector<Move> moves_;
@@ -195,7 +224,7 @@ void Engine::setup_devices(const traces::Arch& arch) {
     std::vector<std::string> ids;
     for (const hw::Device& d : topo_.devices) ids.push_back(d.id);
     throw InputError(SourcePos{"device"}, fmt::format("no device class '{}' in '{}'{}", o_.device,
-                                                        topo_.name, did_you_mean(o_.device, ids)));
+                                                      topo_.name, did_you_mean(o_.device, ids)));
   }
   device_class_ = static_cast<size_t>(cls - topo_.devices.begin());
   device_tier_ = *topo_.tier_index(cls->local_tier);
@@ -218,14 +247,15 @@ void Engine::setup_devices(const traces::Arch& arch) {
   const uint64_t usable = topo_.usable(device_tier_);
   const uint64_t fixed = cost_->weight_bytes() + workspace_;
   if (fixed >= usable || (usable - fixed) / block_shard_bytes_ == 0) {
-    throw InputError(SourcePos{"tp"},
-                     fmt::format("the weights ({}) and the workspace of a {}-token iteration ({}) "
-                                 "leave no room for a KV block ({}) in the {} usable of '{}' per "
-                                 "device: raise the tensor parallelism (tp) or lower the token budget",
-                                 to_string_approx(Bytes{cost_->weight_bytes()}), o_.token_budget,
-                                 to_string_approx(Bytes{workspace_}),
-                                 to_string_approx(Bytes{block_shard_bytes_}),
-                                 to_string_approx(Bytes{usable}), topo_.tiers[device_tier_].id));
+    throw InputError(
+        SourcePos{"tp"},
+        fmt::format("the weights ({}) and the workspace of a {}-token iteration ({}) "
+                    "leave no room for a KV block ({}) in the {} usable of '{}' per "
+                    "device: raise the tensor parallelism (tp) or lower the token budget",
+                    to_string_approx(Bytes{cost_->weight_bytes()}), o_.token_budget,
+                    to_string_approx(Bytes{workspace_}),
+                    to_string_approx(Bytes{block_shard_bytes_}), to_string_approx(Bytes{usable}),
+                    topo_.tiers[device_tier_].id));
   }
   pool_blocks_ = (usable - fixed) / block_shard_bytes_;
   replicas_.resize(static_cast<size_t>(o_.replicas));
@@ -257,7 +287,7 @@ void Engine::setup_levels() {
       std::vector<std::string> ids;
       for (const hw::Tier& x : topo_.tiers) ids.push_back(x.id);
       throw InputError(SourcePos{"kv_tiers"}, fmt::format("no tier '{}' in '{}'{}", k.tier,
-                                                            topo_.name, did_you_mean(k.tier, ids)));
+                                                          topo_.name, did_you_mean(k.tier, ids)));
     }
     if (*ti == device_tier_) {
       throw InputError(
@@ -330,6 +360,90 @@ void Engine::setup_levels() {
     replicas_[r].path = cache_.add_path(paths[r]);
   }
   level_hits_.assign(cache_.level_count(), 0);
+}
+
+void Engine::setup_swap() {
+  if (o_.preemption != PreemptionKind::kSwap) return;
+  const auto reaches = [&](size_t tier) {
+    for (const Replica& rep : replicas_) {
+      for (const int d : rep.devices) {
+        if (fabric_.path(device_tier_, tier, d) == nullptr ||
+            fabric_.path(tier, device_tier_, d) == nullptr) {
+          return false;
+        }
+      }
+    }
+    return true;
+  };
+  const std::string& device_id = topo_.tiers[device_tier_].id;
+  if (o_.swap_tier.empty()) {
+    for (size_t t = 0; t < topo_.tiers.size() && swap_tier_ == SIZE_MAX; ++t) {
+      if (t != device_tier_ && topo_.tiers[t].kind == hw::TierKind::kDdr && reaches(t))
+        swap_tier_ = t;
+    }
+    if (swap_tier_ == SIZE_MAX) {
+      throw InputError(SourcePos{"swap_tier"},
+                       fmt::format("'{}' has no DDR tier with routes to and from '{}' for the swap "
+                                   "space: name its tier",
+                                   topo_.name, device_id));
+    }
+  } else {
+    const auto ti = topo_.tier_index(o_.swap_tier);
+    if (!ti) {
+      std::vector<std::string> ids;
+      for (const hw::Tier& x : topo_.tiers) ids.push_back(x.id);
+      throw InputError(SourcePos{"swap_tier"},
+                       fmt::format("no tier '{}' in '{}'{}", o_.swap_tier, topo_.name,
+                                   did_you_mean(o_.swap_tier, ids)));
+    }
+    if (*ti == device_tier_) {
+      throw InputError(
+          SourcePos{"swap_tier"},
+          fmt::format("'{}' is the device tier: the swap space is below it", o_.swap_tier));
+    }
+    if (!reaches(*ti)) {
+      throw InputError(SourcePos{"swap_tier"},
+                       fmt::format("tier '{}' has no route to and from '{}' in '{}'", o_.swap_tier,
+                                   device_id, topo_.name));
+    }
+    swap_tier_ = *ti;
+  }
+  const hw::Tier& tier = topo_.tiers[swap_tier_];
+  swap_blocks_ = o_.swap_bytes / block_shard_bytes_;
+  if (swap_blocks_ == 0) {
+    throw InputError(SourcePos{"swap_space"},
+                     fmt::format("{} of swap space per device holds no block's shard ({})",
+                                 to_string_approx(Bytes{o_.swap_bytes}),
+                                 to_string_approx(Bytes{block_shard_bytes_})));
+  }
+  // Each instance of the tier holds the swap space of the devices on it, beside what a KV
+  // tier there takes.
+  const uint64_t usable = topo_.usable(swap_tier_);
+  uint64_t kv = 0;
+  for (const KvTier& k : o_.kv_tiers) {
+    if (k.tier != tier.id) continue;
+    kv = saturating_add(kv, k.bytes > 0
+                                ? k.bytes
+                                : static_cast<uint64_t>(static_cast<double>(usable) * k.fraction));
+  }
+  std::map<int, uint64_t> devices_on;
+  for (const Replica& rep : replicas_) {
+    for (const int d : rep.devices) ++devices_on[fabric_.tier_instance(swap_tier_, d)];
+  }
+  for (const auto& [inst, n] : devices_on) {
+    const uint64_t need = saturating_add(saturating_mul(n, o_.swap_bytes), kv);
+    if (need > usable) {
+      throw InputError(
+          SourcePos{"swap_space"},
+          fmt::format(
+              "the swap space ({} per device, {} device{} on '{}' instance {}){} does not "
+              "fit the {} usable there",
+              to_string_approx(Bytes{o_.swap_bytes}), n, n == 1 ? "" : "s", tier.id, inst,
+              kv > 0 ? fmt::format(" and the KV tier's {}", to_string_approx(Bytes{kv})) : "",
+              to_string_approx(Bytes{usable})));
+    }
+  }
+  for (Replica& rep : replicas_) rep.swap_free = swap_blocks_;
 }
 
 uint64_t& Engine::hash_of(Seq& s, size_t block) {
@@ -431,12 +545,23 @@ void Engine::preempt(uint32_t r, uint32_t seq) {
   Replica& rep = replicas_[r];
   Seq& s = seqs_[seq];
   cache_.release(rep.path, std::span<const uint64_t>(s.hashes.data(), s.held));
+  if (swap_tier_ != SIZE_MAX && s.held > 0 && s.held <= rep.swap_free) {
+    // Swap: its blocks are copied to the swap space (they also stay cached on the device,
+    // unpinned); it keeps what it computed and generated.
+    rep.swap_free -= s.held;
+    rep.swap_outs += s.held;
+    swapped_blocks_ += s.held;
+    ++swap_outs_;
+    s.swapped = s.held;
+  } else {
+    if (swap_tier_ != SIZE_MAX && s.held > 0) ++swap_fallbacks_;
+    // Recompute: what it generated is prompt now; it starts over from the cache.
+    s.prompt += s.generated;
+    s.output -= s.generated;
+    s.generated = 0;
+    s.computed = 0;
+  }
   s.held = 0;
-  // Recompute: what it generated is prompt now; it starts over from the cache.
-  s.prompt += s.generated;
-  s.output -= s.generated;
-  s.generated = 0;
-  s.computed = 0;
   rep.running.erase(std::find(rep.running.begin(), rep.running.end(), seq));
   rep.waiting.push_front(seq);
   ++records_[seq].preemptions;
@@ -492,6 +617,10 @@ bool Engine::schedule(uint32_t r) {
          static_cast<int64_t>(rep.running.size()) < o_.max_seqs) {
     const uint32_t q = rep.waiting.front();
     Seq& s = seqs_[q];
+    if (s.swapped > 0) {
+      if (!swap_in(r, budget)) break;
+      continue;
+    }
     const size_t prompt_blocks = static_cast<size_t>(blocks_for(s.prompt));
     for (size_t b = 0; b < prompt_blocks; ++b) (void)hash_of(s, b);
     size_t matched =
@@ -514,6 +643,8 @@ bool Engine::schedule(uint32_t r) {
     rep.waiting.pop_front();
     rep.running.push_back(q);
     s.held = matched;
+    // Preempted by recompute: all but the hit is computed again.
+    if (s.admitted_once) recomputed_tokens_ += static_cast<uint64_t>(s.prompt - hit);
     s.computed = hit;
     RequestRecord& rec = records_[q];
     if (!s.admitted_once) {
@@ -537,9 +668,70 @@ bool Engine::schedule(uint32_t r) {
   return !rep.batch.empty();
 }
 
+bool Engine::swap_in(uint32_t r, int64_t& budget) {
+  Replica& rep = replicas_[r];
+  const uint32_t q = rep.waiting.front();
+  Seq& s = seqs_[q];
+  const size_t blocks = s.swapped;
+  // Its blocks and those its next step writes: a decode's next token, or the prefill
+  // chunk the budget allows.
+  const bool decode = s.computed >= s.prompt;
+  const uint64_t pinned = cache_.pinned_blocks(rep.device_level) + rep.reserved;
+  const int64_t free_blocks = static_cast<int64_t>(pool_blocks_ - std::min(pool_blocks_, pinned));
+  const int64_t chunk =
+      decode ? 1
+             : std::min({s.prompt - s.computed, budget, free_blocks * block_tokens_ - s.computed});
+  if (chunk <= 0) return false;
+  const int64_t kv_after = decode ? s.prompt + s.generated : s.computed + chunk;
+  const uint64_t need = std::max(static_cast<uint64_t>(blocks_for(kv_after)), uint64_t{blocks});
+  if (!room(rep, need)) return false;
+  const std::span<const uint64_t> hashes(s.hashes.data(), blocks);
+  const size_t matched = cache_.lookup(rep.path, hashes, where_);
+  const size_t before = moves_.size();
+  if (!cache_.acquire(rep.path, s.hashes, matched, moves_)) {
+    moves_.resize(before);
+    return false;
+  }
+  // The rest come back from the swap space, unless the device level still holds them.
+  for (size_t b = matched; b < blocks; ++b) {
+    if (!cache_.holds(rep.device_level, hashes[b])) {
+      ++rep.swap_ins;
+      ++swapped_in_blocks_;
+    }
+    const bool ok = cache_.insert(rep.path, hashes[b], moves_);
+    TF_ASSERT(ok, "a swapped-in block found no room");
+  }
+  rep.swap_free += blocks;
+  s.held = blocks;
+  s.swapped = 0;
+  rep.waiting.pop_front();
+  rep.running.push_back(q);
+  rep.reserved += need - blocks;
+  rep.batch.push_back(q);
+  rep.tokens.push_back(chunk);
+  work_.push_back(decode ? SeqWork{s.prompt + s.generated - 1, 1, true}
+                         : SeqWork{s.computed, chunk, s.computed + chunk == s.prompt});
+  budget -= chunk;
+  return true;
+}
+
 void Engine::start_iteration(uint32_t r) {
   Replica& rep = replicas_[r];
-  if (!schedule(r)) {
+  rep.swap_outs = 0;
+  rep.swap_ins = 0;
+  const bool any = schedule(r);
+  rep.loads_left = 0;
+  rep.loads_done = q_.now();
+  // Swaps go device to swap tier and back, each device its shard; an iteration that
+  // computes waits for its swaps.
+  const std::span<const int> devices(rep.devices);
+  for (uint64_t b = 0; b < rep.swap_outs; ++b) {
+    transfer(r, device_tier_, swap_tier_, devices, any, TransferKind::kSwapOut);
+  }
+  for (uint64_t b = 0; b < rep.swap_ins; ++b) {
+    transfer(r, swap_tier_, device_tier_, devices, any, TransferKind::kSwapIn);
+  }
+  if (!any) {
     rep.busy = false;
     return;
   }
@@ -547,8 +739,6 @@ void Engine::start_iteration(uint32_t r) {
   ++iterations_;
   rep.start = q_.now();
   rep.compute = cost_->time(work_);
-  rep.loads_left = 0;
-  rep.loads_done = q_.now();
   carry(r, moves_, /*loads=*/true);
   if (rep.loads_left == 0) q_.schedule(q_.now() + rep.compute, kIterationEnd, r);
 }
@@ -556,57 +746,63 @@ void Engine::start_iteration(uint32_t r) {
 void Engine::carry(uint32_t r, const std::vector<Move>& moves, bool loads) {
   Replica& rep = replicas_[r];
   for (const Move& m : moves) {
-    const bool up = m.kind == MoveKind::kLoad;
     const size_t from = level_tier_[m.from];
     const size_t to = level_tier_[m.to];
     const bool device_side = from == device_tier_ || to == device_tier_;
-    uint32_t t = 0;
-    if (free_transfers_.empty()) {
-      t = static_cast<uint32_t>(transfers_.size());
-      transfers_.emplace_back();
-    } else {
-      t = free_transfers_.back();
-      free_transfers_.pop_back();
-      transfers_[t] = Transfer{};
-    }
-    ++transfer_count_;
-    Transfer& tr = transfers_[t];
-    tr.replica = r;
-    tr.load = loads && up;
-    tr.kind = m.kind;
-    tr.start = q_.now();
-    if (tl_ != nullptr) {
-      tr.lane = lanes_.acquire();
-      while (lane_tracks_.size() <= tr.lane) {
-        lane_tracks_.push_back(tl_->track(transfer_pid_,
-                                          fmt::format("lane {}", lane_tracks_.size()),
-                                          static_cast<int>(lane_tracks_.size())));
-      }
-    }
     // A move touching the device moves each device's shard over its own route; one between
     // lower levels moves the whole block.
     const std::span<const int> devices = device_side
                                              ? std::span<const int>(rep.devices)
                                              : std::span<const int>(&level_device_[m.from], 1);
-    const double bytes =
-        static_cast<double>(block_shard_bytes_ * (device_side ? 1 : static_cast<uint64_t>(tp_)));
-    for (const int d : devices) {
-      const hw::FabricPath* p = fabric_.path(from, to, d);
-      TF_ASSERT(p != nullptr, "no route from tier {} to {} for device {}", from, to, d);
-      uint32_t f = 0;
-      if (free_flow_refs_.empty()) {
-        f = static_cast<uint32_t>(flows_.size());
-        flows_.emplace_back();
-      } else {
-        f = free_flow_refs_.back();
-        free_flow_refs_.pop_back();
-      }
-      flows_[f] = FlowRef{t, p, bytes, hw::kNoFlow, 0};
-      ++tr.flows_left;
-      q_.schedule(q_.now() + p->route->setup.ps, kFlowStart, f);
-    }
-    if (tr.load) ++rep.loads_left;
+    transfer(r, from, to, devices, loads && m.kind == MoveKind::kLoad,
+             static_cast<TransferKind>(m.kind));
   }
+}
+
+void Engine::transfer(uint32_t r, size_t from, size_t to, std::span<const int> devices, bool waited,
+                      TransferKind kind) {
+  Replica& rep = replicas_[r];
+  const bool device_side = from == device_tier_ || to == device_tier_;
+  uint32_t t = 0;
+  if (free_transfers_.empty()) {
+    t = static_cast<uint32_t>(transfers_.size());
+    transfers_.emplace_back();
+  } else {
+    t = free_transfers_.back();
+    free_transfers_.pop_back();
+    transfers_[t] = Transfer{};
+  }
+  ++transfer_count_;
+  Transfer& tr = transfers_[t];
+  tr.replica = r;
+  tr.load = waited;
+  tr.kind = kind;
+  tr.start = q_.now();
+  if (tl_ != nullptr) {
+    tr.lane = lanes_.acquire();
+    while (lane_tracks_.size() <= tr.lane) {
+      lane_tracks_.push_back(tl_->track(transfer_pid_, fmt::format("lane {}", lane_tracks_.size()),
+                                        static_cast<int>(lane_tracks_.size())));
+    }
+  }
+  const double bytes =
+      static_cast<double>(block_shard_bytes_ * (device_side ? 1 : static_cast<uint64_t>(tp_)));
+  for (const int d : devices) {
+    const hw::FabricPath* p = fabric_.path(from, to, d);
+    TF_ASSERT(p != nullptr, "no route from tier {} to {} for device {}", from, to, d);
+    uint32_t f = 0;
+    if (free_flow_refs_.empty()) {
+      f = static_cast<uint32_t>(flows_.size());
+      flows_.emplace_back();
+    } else {
+      f = free_flow_refs_.back();
+      free_flow_refs_.pop_back();
+    }
+    flows_[f] = FlowRef{t, p, bytes, hw::kNoFlow, 0};
+    ++tr.flows_left;
+    q_.schedule(q_.now() + p->route->setup.ps, kFlowStart, f);
+  }
+  if (tr.load) ++rep.loads_left;
 }
 
 void Engine::flow_done(uint32_t f) {
@@ -626,9 +822,9 @@ void Engine::flow_done(uint32_t f) {
   rep.loads_done = std::max(rep.loads_done, q_.now());
   if (--rep.loads_left > 0) return;
   // The iteration's last load landed: loads first, or layer by layer under the compute
-  // (the last layer waits for its load).
+  // (the last layer waits for its load). Swaps come before the compute.
   const Time layer = rep.compute / layers_;
-  const Time end = o_.load == LoadMode::kBefore
+  const Time end = o_.load == LoadMode::kBefore || rep.swap_outs + rep.swap_ins > 0
                        ? rep.loads_done + rep.compute
                        : std::max(rep.start + rep.compute, rep.loads_done + layer);
   q_.schedule(end, kIterationEnd, r);
@@ -725,10 +921,9 @@ void Engine::draw_iteration(uint32_t r) {
 }
 
 void Engine::draw_transfer(const Transfer& tr) {
-  static constexpr std::string_view kNames[] = {"load", "demotion", "store"};
   const sim::Arg args[] = {{"replica", static_cast<uint64_t>(tr.replica)}};
-  tl_->slice(lane_tracks_[tr.lane], tr.start, q_.now(), kNames[static_cast<size_t>(tr.kind)],
-             "transfer", args);
+  tl_->slice(lane_tracks_[tr.lane], tr.start, q_.now(),
+             kTransferNames[static_cast<size_t>(tr.kind)], "transfer", args);
   lanes_.release(tr.lane);
 }
 
@@ -824,6 +1019,11 @@ ServeResult Engine::run() {
   }
   out.iterations = iterations_;
   out.preemptions = preemptions_;
+  out.swap_outs = swap_outs_;
+  out.swap_fallbacks = swap_fallbacks_;
+  out.swapped_blocks = swapped_blocks_;
+  out.swapped_in_blocks = swapped_in_blocks_;
+  out.recomputed_tokens = recomputed_tokens_;
   out.transfers = transfer_count_;
   out.makespan = end;
   for (const RequestRecord& r : out.requests) {
@@ -868,6 +1068,10 @@ ServeResult Engine::result() const {
   out.device_pool_blocks = pool_blocks_;
   out.tp = tp_;
   out.replicas = o_.replicas;
+  if (swap_tier_ != SIZE_MAX) {
+    out.swap_tier = topo_.tiers[swap_tier_].id;
+    out.swap_blocks = swap_blocks_;
+  }
   return out;
 }
 

@@ -1,11 +1,12 @@
 // The serving engine: requests of a trace arrive at replicas of a model; each replica runs
 // iterations as vLLM and SGLang do (continuous batching under a token budget and a
-// sequence cap, decode first, chunked prefill, preemption by recompute when KV blocks run
-// out); KV blocks live in the tiered cache (kv_cache.h) whose device level is what the
-// replica's memory holds beside the weights and the workspace; a prefix found below the
-// device is loaded by transfers on the fabric's routes, sharing bandwidth with every other
-// copy through the flow solver (hw_models/flows.h); an iteration costs what the simulator
-// says its ops cost (iteration_cost.h). docs/serving.md, "The engine", states the rules.
+// sequence cap, decode first, chunked prefill, preemption by recompute or by swapping to a
+// host tier when KV blocks run out); KV blocks live in the tiered cache (kv_cache.h) whose
+// device level is what the replica's memory holds beside the weights and the workspace; a
+// prefix found below the device is loaded by transfers on the fabric's routes, sharing
+// bandwidth with every other copy through the flow solver (hw_models/flows.h); an
+// iteration costs what the simulator says its ops cost (iteration_cost.h).
+// docs/serving.md, "The engine", states the rules.
 //
 // Glossary
 //   replica     `tp` devices of one class running one copy of the model (tensor parallel);
@@ -21,6 +22,10 @@
 //               moves of the cache as transfers: a load brings a block up to the device
 //               (on each of the replica's devices, its shard), a demotion or a store takes
 //               one down. Demotions and stores do not hold up an iteration.
+//   swap space  `swap_bytes` per device in a tier below it (vLLM's --swap-space): with
+//               swap preemption a victim's blocks are copied there (swap out) and back
+//               (swap in) when it resumes, instead of being computed again; the iteration
+//               that swaps waits for its swaps before it computes.
 #pragma once
 
 #include <cstdint>
@@ -29,9 +34,9 @@
 #include <vector>
 
 #include "hw_models/topology.h"
-#include "sim/timeline.h"
 #include "sim/serve/iteration_cost.h"
 #include "sim/serve/kv_cache.h"
+#include "sim/timeline.h"
 #include "traces/arch.h"
 #include "traces/generate.h"
 #include "traces/requests.h"
@@ -40,6 +45,9 @@ namespace tierflow::serve {
 
 enum class LoadMode : uint8_t { kLayered, kBefore };
 inline constexpr std::array<std::string_view, 2> kLoadModeNames = {"layered", "before"};
+
+enum class PreemptionKind : uint8_t { kRecompute, kSwap };
+inline constexpr std::array<std::string_view, 2> kPreemptionNames = {"recompute", "swap"};
 
 enum class RouterKind : uint8_t { kRoundRobin, kLeastLoaded, kPrefix };
 inline constexpr std::array<std::string_view, 3> kRouterNames = {"round-robin", "least-loaded",
@@ -64,6 +72,11 @@ struct ServeOptions {
   std::vector<KvTier> kv_tiers;  ///< below the device, nearest first
   LoadMode load = LoadMode::kLayered;
   RouterKind router = RouterKind::kRoundRobin;
+  PreemptionKind preemption = PreemptionKind::kRecompute;
+  /// Swap preemption: the tier of the swap space (empty: the first DDR tier with routes to
+  /// and from the device) and its size per device (vLLM's default, 4 GiB).
+  std::string swap_tier;
+  uint64_t swap_bytes = uint64_t{4} << 30;
   Time warmup = 0;  ///< requests arriving before this are served but left out of the metrics
   /// Called now and then with requests finished and in all.
   std::function<void(uint64_t done, uint64_t total)> progress;
@@ -132,7 +145,18 @@ struct ServeResult {
   uint64_t kv_bytes_per_token = 0;  ///< per device
   uint64_t device_pool_blocks = 0;  ///< per replica
   uint64_t iterations = 0;
-  uint64_t preemptions = 0;
+  uint64_t preemptions = 0;  ///< by recompute and by swap
+  uint64_t swap_outs = 0;    ///< preemptions by swap
+  /// Swap preemptions that found the swap space too full for the victim's blocks and
+  /// recomputed instead (counted in `preemptions`, not in `swap_outs`).
+  uint64_t swap_fallbacks = 0;
+  uint64_t swapped_blocks = 0;  ///< blocks swapped out
+  /// Blocks swapped back in: those of `swapped_blocks` that neither the cache's device
+  /// level nor a level below still held when their sequence resumed.
+  uint64_t swapped_in_blocks = 0;
+  uint64_t swap_blocks = 0;        ///< the swap space per replica, in blocks; 0: none
+  std::string swap_tier;           ///< its tier; empty: none
+  uint64_t recomputed_tokens = 0;  ///< tokens preempted sequences computed again
   uint64_t transfers = 0;
   Time makespan = 0;  ///< last finish
   int tp = 1;

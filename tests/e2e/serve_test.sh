@@ -125,6 +125,34 @@ contains find-bad-metric-msg "$tmp/err" "did you mean 'p99-ttft'"
 check find-tier-not-given 2 "$tf" serve "${small[@]}" --find min-capacity:ddr --target hit=10%
 check find-goodput-without-slo 2 "$tf" serve "${small[@]}" --find max-rate --target goodput=90%
 
+# Swap preemption: a pool tight enough to preempt; the victims swap to DDR and back, and
+# nothing is computed twice.
+tight=(--hw h100-sxm-8gpu --model llama-3-8b --set tiers.hbm.capacity=19GiB --quiet
+  --arrivals "poisson,rate=20/s,n=200,prompt=uniform:512:4096,output=uniform:64:512,seed=9")
+check swap 0 "$tf" serve "${tight[@]}" --preemption swap --json --summary "$tmp/swap.json" --timeline "$tmp/swap-tl.json"
+ok swap-json python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["preemption"] == "swap" and d["swap_tier"] == "ddr", d
+assert d["swap_outs"] > 0 and d["swap_outs"] + d["swap_fallbacks"] == d["preemptions"], d
+assert d["recomputed_tokens"] == 0 and d["finished"] == 200, d
+names = {e.get("name") for e in json.load(open(sys.argv[2]))["traceEvents"]}
+assert "swap out" in names and "swap in" in names, names' "$tmp/swap.json" "$tmp/swap-tl.json"
+check swap-text 0 "$tf" serve "${tight[@]}" --preemption swap --swap-space 1GiB
+contains swap-text-line "$tmp/out" "preemption by swap to 'ddr' (16 blocks of swap space per replica)"
+check recompute-text 0 "$tf" serve "${tight[@]}"
+contains recompute-text-line "$tmp/out" "preemption by recompute: "
+check swap-bad-mode 2 "$tf" serve "${tight[@]}" --preemption swapp
+contains swap-bad-mode-msg "$tmp/err" "error: --preemption: expected one of recompute, swap, got 'swapp'; did you mean 'swap'"
+check swap-space-without-swap 2 "$tf" serve "${tight[@]}" --swap-space 8GiB
+contains swap-space-without-swap-msg "$tmp/err" "error: --swap-space: a swap space is only used by swap preemption"
+check swap-space-zero 2 "$tf" serve "${tight[@]}" --preemption swap --swap-space 0B
+contains swap-space-zero-msg "$tmp/err" "error: --swap-space: expected a size above 0"
+check swap-space-huge 2 "$tf" serve "${tight[@]}" --preemption swap --swap-space 1PiB
+contains swap-space-huge-msg "$tmp/err" "error: --swap-space: the swap space (1PiB per device, 1 device on 'ddr' instance 0) does not fit"
+check swap-tier-unknown 2 "$tf" serve "${tight[@]}" --preemption swap --swap-tier dr
+contains swap-tier-unknown-msg "$tmp/err" "error: --swap-tier: no tier 'dr' in 'h100-sxm-8gpu'; did you mean 'ddr'"
+
 # Bad input: exit 2, the flag or position named, nothing written.
 check no-source 2 "$tf" serve "${base[@]}"
 contains no-source-msg "$tmp/err" "--trace"

@@ -317,6 +317,15 @@ def test_serve(cli, tmp_path):
     c = tierflow.serve(arrivals="poisson,rate=2/s,n=50,prompt=fixed:1000,output=fixed:10,groups=2,system=2048",
                        model="llama-3-8b", cache_only=True)
     assert c.summary["cache_only"] and c.requests.empty and c.levels["hit_tokens"].sum() > 0
+    # Swap preemption: the CLI's summary.
+    arrivals = "poisson,rate=20/s,n=100,prompt=uniform:512:4096,output=uniform:64:512,seed=9"
+    w = tierflow.serve(arrivals=arrivals, hw="h100-sxm-8gpu", model="llama-3-8b",
+                       set=["tiers.hbm.capacity=19GiB"], preemption="swap", swap_space="2GiB")
+    assert w.summary["preemption"] == "swap" and w.summary["swap_blocks"] == 32
+    assert w.summary == json.loads(cli("serve", "--arrivals", arrivals, "--hw", "h100-sxm-8gpu",
+                                       "--model", "llama-3-8b", "--set", "tiers.hbm.capacity=19GiB",
+                                       "--preemption", "swap", "--swap-space", "2GiB", "--quiet",
+                                       "--json"))
     # A question: the CLI's answer.
     f = tierflow.serve(trace=trace, hw="h100-sxm-8gpu", model="llama-3-8b", find="min-replicas",
                        target="p90-ttft=10s")
@@ -346,6 +355,7 @@ def test_serve(cli, tmp_path):
     ("replicas", 0), ("replicas", -1), ("tp", 5000), ("token_budget", 0), ("max_seqs", "2Mi"),
     ("block_tokens", 0), ("rate_scale", 0), ("rate_scale", "nan"), ("router", "fastest"),
     ("device_policy", "arc"), ("load", "after"), ("kv_dtype", "bf17"), ("warmup", "soon"),
+    ("preemption", "evict"), ("swap_space", "8GiB"), ("swap_tier", "ddr"),
     # The engine's own refusals: more devices than the topology has, a tier it lacks.
     ("replicas", 100), ("kv_tiers", "cxl"),
 ])

@@ -156,3 +156,78 @@ TEST_CASE("serve: the next turn of a session finds the previous turn's prompt an
   }
   CHECK(checked >= 20);
 }
+
+TEST_CASE("serve: swap preemption copies the victims' blocks out and back instead of recomputing") {
+  Setup s({"tiers.hbm.capacity=19GiB"});
+  const traces::RequestTrace trace = traces::generate_requests(
+      "poisson,rate=20/s,n=200,prompt=uniform:512:4096,output=uniform:64:512,seed=9", {}, "test");
+  serve::ServeOptions o;
+  const serve::ServeResult recompute = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  REQUIRE(recompute.preemptions > 0);
+  CHECK(recompute.recomputed_tokens > 0);
+  CHECK(recompute.swap_tier.empty());
+  CHECK(recompute.transfers == 0);  // no KV tier: nothing moves but swaps
+
+  o.preemption = serve::PreemptionKind::kSwap;
+  const serve::ServeResult swap = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  CHECK(swap.swap_tier == "ddr");
+  CHECK(swap.swap_blocks == (uint64_t{4} << 30) / (swap.kv_bytes_per_token * swap.block_tokens));
+  REQUIRE(swap.swap_outs > 0);
+  CHECK(swap.swap_outs + swap.swap_fallbacks == swap.preemptions);
+  CHECK(swap.swap_fallbacks == 0);
+  CHECK(swap.recomputed_tokens == 0);  // nothing is computed twice
+  CHECK(swap.swapped_in_blocks <= swap.swapped_blocks);
+  CHECK(swap.transfers == swap.swapped_blocks + swap.swapped_in_blocks);
+  // Every request is served whole; the links carry exactly the swapped bytes.
+  for (const serve::RequestRecord& q : swap.requests) {
+    CHECK((q.rejected || q.finish >= q.first_token));
+  }
+  const double block_bytes = static_cast<double>(swap.kv_bytes_per_token * swap.block_tokens);
+  double ddr_write = 0, ddr_read = 0;
+  for (const serve::ResourceRecord& res : swap.resources) {
+    if (res.name == "ddr[0] write") ddr_write = res.bytes;
+    if (res.name == "ddr[0] read") ddr_read = res.bytes;
+  }
+  CHECK(ddr_write == doctest::Approx(static_cast<double>(swap.swapped_blocks) * block_bytes));
+  CHECK(ddr_read == doctest::Approx(static_cast<double>(swap.swapped_in_blocks) * block_bytes));
+  // Same inputs, same run.
+  const serve::ServeResult again = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  REQUIRE(again.requests.size() == swap.requests.size());
+  for (size_t i = 0; i < swap.requests.size(); ++i) {
+    CHECK(again.requests[i].finish == swap.requests[i].finish);
+  }
+
+  // A swap space of one block takes the smallest victims only; the rest are recomputed.
+  o.swap_bytes = swap.kv_bytes_per_token * swap.block_tokens;
+  const serve::ServeResult small = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  CHECK(small.swap_blocks == 1);
+  CHECK(small.swap_fallbacks > 0);
+  CHECK(small.swap_outs + small.swap_fallbacks == small.preemptions);
+  CHECK(small.swapped_blocks == small.swap_outs);  // one block each
+}
+
+TEST_CASE("serve: a swap space the topology cannot give is refused, naming the setting") {
+  Setup s;
+  const traces::RequestTrace trace =
+      traces::generate_requests("poisson,rate=1/s,n=2,prompt=fixed:512,output=fixed:2", {}, "test");
+  serve::ServeOptions o;
+  o.preemption = serve::PreemptionKind::kSwap;
+  const auto error_at = [&](const serve::ServeOptions& x) -> std::string {
+    try {
+      serve::serve(trace, s.arch, s.gen, s.topo, x);
+    } catch (const InputError& e) {
+      return e.pos().file + ": " + e.message();
+    }
+    return "no error";
+  };
+  o.swap_tier = "dram";
+  CHECK(error_at(o).starts_with("swap_tier: no tier 'dram'"));
+  o.swap_tier = "hbm";
+  CHECK(error_at(o).starts_with("swap_tier: 'hbm' is the device tier"));
+  o.swap_tier = "";
+  o.swap_bytes = 1;
+  CHECK(error_at(o).starts_with("swap_space: 1B of swap space per device holds no block"));
+  // A pebibyte per device: more than the socket's DDR has.
+  o.swap_bytes = uint64_t{1} << 50;
+  CHECK(error_at(o).find("does not fit") != std::string::npos);
+}

@@ -104,13 +104,15 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--replicas", s.engine.replicas, "data-parallel replicas (default 1)")
       ->transform(kCount);
   cmd->add_option("--router", s.router, "round-robin (default), least-loaded or prefix");
-  cmd->add_option("--token-budget", s.engine.token_budget,
-                  "new tokens per iteration (default 8192)")
+  cmd->add_option("--token-budget", s.engine.token_budget, "iteration token budget (default 8192)")
       ->transform(kCount);
   cmd->add_option("--max-seqs", s.engine.max_seqs, "running sequences per replica (default 256)")
       ->transform(kCount);
   cmd->add_option("--device-policy", s.device_policy,
                   "eviction of the device level's cached blocks: lru (default), lfu, s3fifo");
+  cmd->add_option("--preemption", s.preemption, "when KV blocks run out: recompute (default)|swap");
+  cmd->add_option("--swap-space", s.swap_space, "swap preemption: space per device (default 4GiB)");
+  cmd->add_option("--swap-tier", s.swap_tier, "swap preemption: its tier (default: the first DDR)");
   cmd->add_option("--kv-tiers", s.kv_tiers,
                   "KV tiers below the device, nearest first: TIER[:SIZE|PCT%][:lru|lfu|s3fifo]"
                   "[:back|through][:all|second],...  e.g. ddr:512GiB,ssd:25%");

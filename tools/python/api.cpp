@@ -241,6 +241,9 @@ ServeOutput serve(const Fields& fields) {
     else if (key == "device") s.engine.device = value;
     else if (key == "router") s.router = value;
     else if (key == "device_policy") s.device_policy = value;
+    else if (key == "preemption") s.preemption = value;
+    else if (key == "swap_space") s.swap_space = value;
+    else if (key == "swap_tier") s.swap_tier = value;
     else if (key == "token_budget") whole(key, value, s.engine.token_budget);
     else if (key == "max_seqs") whole(key, value, s.engine.max_seqs);
     else if (key == "kv_tiers") s.kv_tiers = value;

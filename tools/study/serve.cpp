@@ -245,6 +245,22 @@ ServeSetup prepare_serve(const ServeSettings& s) {
       choice("router", s.router, {"round-robin", "least-loaded", "prefix"}));
   engine.device_eviction = static_cast<serve::EvictionKind>(
       choice("device_policy", s.device_policy, {"lru", "lfu", "s3fifo"}));
+  engine.preemption =
+      static_cast<serve::PreemptionKind>(choice("preemption", s.preemption, {"recompute", "swap"}));
+  engine.swap_tier = s.swap_tier;
+  if (!s.swap_space.empty()) {
+    const auto b = parse_bytes(s.swap_space);
+    if (!b.ok() || b.value.value == 0) {
+      throw InputError::at(SourcePos{name("swap_space")},
+                           "expected a size above 0 such as 4GiB, got '{}'", s.swap_space);
+    }
+    engine.swap_bytes = b.value.value;
+  }
+  if (engine.preemption != serve::PreemptionKind::kSwap &&
+      (!s.swap_space.empty() || !s.swap_tier.empty())) {
+    throw InputError::at(SourcePos{name(s.swap_space.empty() ? "swap_tier" : "swap_space")},
+                         "a swap space is only used by swap preemption");
+  }
   WorkloadSource model = s.model;
   model.gen.weight_dtype = dtype("weight_dtype", s.weight_dtype);
   model.gen.kv_dtype = dtype("kv_dtype", s.kv_dtype);
@@ -307,8 +323,8 @@ ServeStudy run_serve(const ServeSetup& setup) {
   } catch (const InputError& e) {
     // The engine names the setting at fault by its field ("kv_tiers"): the CLI's flag or
     // Python's argument, as every other error of the run.
-    static constexpr std::array<std::string_view, 5> kFields = {"device", "replicas", "tp",
-                                                                "kv_tiers", "model"};
+    static constexpr std::array<std::string_view, 7> kFields = {
+        "device", "replicas", "tp", "kv_tiers", "model", "swap_tier", "swap_space"};
     const std::string& at = e.pos().file;
     if (std::find(kFields.begin(), kFields.end(), at) == kFields.end()) throw;
     throw InputError(SourcePos{serve_flag(at, setup.cli)}, e.message());
@@ -358,6 +374,16 @@ std::string serve_text(const ServeStudy& x) {
       "\nrequests {} counted, {} finished, {} rejected (KV larger than the device pool); "
       "{} preemptions; {} iterations; {} transfers\n",
       s.counted, s.finished, s.rejected, s.preemptions, r.iterations, r.transfers);
+  if (!r.swap_tier.empty()) {
+    out += fmt::format(
+        "preemption by swap to '{}' ({} blocks of swap space per replica): {} swapped out ({} "
+        "blocks out, {} back in, the rest still cached), {} recomputed for want of swap space; "
+        "{} tokens computed again\n",
+        r.swap_tier, r.swap_blocks, r.swap_outs, r.swapped_blocks, r.swapped_in_blocks,
+        r.swap_fallbacks, r.recomputed_tokens);
+  } else if (r.preemptions > 0) {
+    out += fmt::format("preemption by recompute: {} tokens computed again\n", r.recomputed_tokens);
+  }
   out += "\n         p50        p90        p99        mean\n";
   for (const ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
     out += fmt::format("{:<6} {:>10} {:>10} {:>10} {:>10}\n", m->name, ms(m->percentile(50)),
@@ -429,6 +455,16 @@ std::string serve_json(const ServeStudy& x) {
     j["finished"] = s.finished;
     j["rejected"] = s.rejected;
     j["preemptions"] = s.preemptions;
+    j["preemption"] = r.swap_tier.empty() ? "recompute" : "swap";
+    j["recomputed_tokens"] = r.recomputed_tokens;
+    if (!r.swap_tier.empty()) {
+      j["swap_tier"] = r.swap_tier;
+      j["swap_blocks"] = r.swap_blocks;
+      j["swap_outs"] = r.swap_outs;
+      j["swapped_blocks"] = r.swapped_blocks;
+      j["swapped_in_blocks"] = r.swapped_in_blocks;
+      j["swap_fallbacks"] = r.swap_fallbacks;
+    }
     j["iterations"] = r.iterations;
     j["transfers"] = r.transfers;
     j["makespan_s"] = seconds(r.makespan);

@@ -33,13 +33,16 @@ struct ServeSettings {
   std::string trace;              ///< a request trace file (Mooncake JSONL, Azure CSV)
   std::string arrivals;           ///< or a generator spec
   traces::TraceOptions trace_options;
-  std::string warmup;                  ///< a duration; empty: none
-  serve::ServeOptions engine;          ///< replicas, budget, sequences (load, router: below)
-  std::string kv_tiers;                ///< "ddr:512GiB,ssd:25%:s3fifo"; empty: the device only
-  std::string slo;                     ///< "ttft=2s,tpot=100ms"; empty: none
-  std::string load = "layered";        ///< layered or before
-  std::string router = "round-robin";  ///< round-robin, least-loaded or prefix
-  std::string device_policy = "lru";   ///< the device level's eviction: lru, lfu or s3fifo
+  std::string warmup;                    ///< a duration; empty: none
+  serve::ServeOptions engine;            ///< replicas, budget, sequences (load, router: below)
+  std::string kv_tiers;                  ///< "ddr:512GiB,ssd:25%:s3fifo"; empty: the device only
+  std::string slo;                       ///< "ttft=2s,tpot=100ms"; empty: none
+  std::string load = "layered";          ///< layered or before
+  std::string router = "round-robin";    ///< round-robin, least-loaded or prefix
+  std::string device_policy = "lru";     ///< the device level's eviction: lru, lfu or s3fifo
+  std::string preemption = "recompute";  ///< recompute or swap
+  std::string swap_space;                ///< a size per device; empty: 4GiB
+  std::string swap_tier;                 ///< empty: the first DDR tier the devices reach
   std::string weight_dtype = "bf16", kv_dtype = "bf16", act_dtype = "bf16";
   bool cache_only = false;
   std::string timeline;  ///< a Chrome trace of the run to write; empty: none
