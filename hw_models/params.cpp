@@ -267,7 +267,8 @@ const Schema<RoutePin>& route_schema() {
                      "through. Each chunk crosses the legs between them one after the other, "
                      "so the route moves `buffers` / (sum over legs of 1 / leg bandwidth), at "
                      "most its bottleneck; the buffers of every device are kept out of the "
-                     "staging tier's usable capacity. Absent: one stream end to end"}));
+                     "staging tier's usable capacity, and must leave some of it. Absent: one "
+                     "stream end to end"}));
     r.fields.push_back(declare("buffers", &RoutePin::buffers,
                                Spec{.def = "1",
                                     .desc = "staging buffers per device on this route: chunks "

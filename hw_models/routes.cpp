@@ -16,6 +16,7 @@
 #include <set>
 
 #include "core/diagnostics.h"
+#include "core/units.h"
 
 namespace tierflow::hw {
 namespace {
@@ -360,6 +361,7 @@ void resolve_routes(Topology& t) {
   std::vector<std::string> ids;
   for (const auto& x : t.tiers) ids.push_back(x.id);
   std::set<std::pair<size_t, size_t>> pinned;
+  std::vector<const RoutePin*> staged;
   for (const RoutePin& pin : t.pins) {
     const auto from = t.tier_index(pin.from);
     if (!from) {
@@ -397,8 +399,25 @@ void resolve_routes(Topology& t) {
       r.buffer = pin.buffer;
       r.buffers = pin.buffers;
       finish_route(t, r);
+      staged.push_back(&pin);
     }
     t.routes[*from * n + *to] = std::move(r);
+  }
+  // The staging buffers stay out of their tiers' capacity (Topology::staging): they must
+  // leave some of it.
+  for (const RoutePin* pin : staged) {
+    const Route& r = *t.routes[*t.tier_index(pin->from) * n + *t.tier_index(pin->to)];
+    for (const size_t x : r.staging_tiers) {
+      const uint64_t capacity = t.tiers[x].capacity.value;
+      const uint64_t room = capacity > t.reserved(x) ? capacity - t.reserved(x) : 0;
+      if (t.staging(x) < room) continue;
+      throw InputError::at(pin->origins.pos_of("buffer"),
+                           "route {} -> {}: the staging buffers in '{}' ({} on each instance, "
+                           "every staged route's buffers for each device there) leave nothing of "
+                           "its {} (capacity less reserve)",
+                           pin->from, pin->to, t.tiers[x].id, to_string_approx(Bytes{t.staging(x)}),
+                           to_string_approx(Bytes{room}));
+    }
   }
 }
 

@@ -451,6 +451,20 @@ hostile stop39/plan-timeline-empty 2 "--timeline: an empty path" --out "$d/p.jso
 hostile stop39/sweep-csv-empty 2 "--csv: an empty path" -- \
   "$tf" sweep export "$d/none.db" --csv ""
 
+# Staging buffers larger than the tier they stage through, and a serving swap space larger
+# than the host's memory: refused at the value's position or naming the flag.
+d=$(fresh stop40)
+sed 's|buffer: {value: 64MiB, source: assume-bounce}, buffers: {value: 1|buffer: {value: 1EiB, source: assume-bounce}, buffers: {value: 1|' \
+  configs/hw/a100-nvme-bounce.yaml >"$d/bounce.yaml"
+hostile stop40/route-buffer-1EiB 2 "bounce.yaml:130:61: route ssd -> hbm: the staging buffers in 'ddr'" --in "$d/bounce.yaml" -- \
+  "$tf" hw show "$d/bounce.yaml"
+hostile stop40/serve-swap-space-1PiB 2 "--swap-space: the swap space (1PiB per device" -- \
+  "$tf" serve --model llama-3-8b --arrivals "poisson,rate=1/s,n=2,prompt=fixed:512,output=fixed:2" \
+  --preemption swap --swap-space 1PiB --quiet
+hostile stop40/serve-swap-space-huge-number 2 "--swap-space: expected a size above 0" -- \
+  "$tf" serve --model llama-3-8b --arrivals "poisson,rate=1/s,n=2,prompt=fixed:512,output=fixed:2" \
+  --preemption swap --swap-space 99999999999999999999999B --quiet
+
 # A sweep point whose count is too large is recorded failed as bad input (class 2), the
 # reason naming the flag, and the sweep exits 2.
 d=$(fresh sweep-count)

@@ -186,6 +186,21 @@ TEST_CASE("a staged copy moves bytes / sum(1 / leg) per buffer, up to the bottle
     CHECK(route(t, "ssd", "hbm").bandwidth.bytes_per_s == doctest::Approx(10e9));
     CHECK(t.staging(*t.tier_index("ddr")) == uint64_t{256} << 20);
   }
+  SUBCASE("buffers that leave nothing of the staging tier are refused at the buffer") {
+    // Two devices x 500 MB = the host's 1 GB of DDR.
+    try {
+      (void)load_topology_text(
+          staged_box("{from: ssd, to: hbm, via: [nvme, pcie], buffer: 500MB}"), "bounce.yaml");
+      FAIL("no error");
+    } catch (const InputError& e) {
+      INFO(std::string(e.what()));
+      CHECK(std::string(e.what()).starts_with(
+          "bounce.yaml:13:53: route ssd -> hbm: the staging buffers in 'ddr' (954MiB on each "
+          "instance"));
+    }
+    CHECK_NOTHROW((void)load_topology_text(
+        staged_box("{from: ssd, to: hbm, via: [nvme, pcie], buffer: 499MB}"), "bounce.yaml"));
+  }
   SUBCASE("writes: 1 / (1/25 + 1/5)") {
     const Topology t = load_topology_text(
         staged_box("{from: hbm, to: ssd, via: [pcie, nvme], buffer: 8MiB}"), "bounce.yaml");
