@@ -208,6 +208,17 @@ Applied try_apply(PlanState& s, PassReport& report, ProfileTree& tree, Candidate
   return Applied::kYes;
 }
 
+size_t apply_until_fits(PlanState& s, PassReport& report, ProfileTree& tree,
+                        std::vector<Candidate>& candidates, uint64_t target,
+                        std::string_view pass) {
+  size_t applied = 0;
+  for (Candidate& c : candidates) {
+    if (tree.max() <= target) break;
+    if (try_apply(s, report, tree, c, target, pass) == Applied::kYes) ++applied;
+  }
+  return applied;
+}
+
 std::string infeasible_reason(const PlanState& s, const ProfileTree& tree, uint64_t budget) {
   const uint32_t at = tree.argmax();
   const uint64_t peak = tree.max(at, at);

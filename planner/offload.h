@@ -73,6 +73,12 @@ enum class Applied { kYes, kNoGain, kNoRoom };
 Applied try_apply(PlanState& s, PassReport& report, ProfileTree& tree, Candidate& c,
                   uint64_t target, std::string_view pass);
 
+/// Applies candidates in the given order, each only if it lowers some position above
+/// `target`, until the whole profile is at most `target`. Returns the number applied.
+/// Updates `tree` and the tensors' residency, and adds route load per tier.
+size_t apply_until_fits(PlanState& s, PassReport& report, ProfileTree& tree,
+                        std::vector<Candidate>& candidates, uint64_t target, std::string_view pass);
+
 /// Why the profile does not fit: the position at its peak, the bytes there and the
 /// largest tensors live there.
 std::string infeasible_reason(const PlanState& s, const ProfileTree& tree, uint64_t budget);

@@ -120,13 +120,6 @@ bool gives_up(PassContext& ctx, const PlanState& s, uint32_t i, uint64_t fetched
   return true;
 }
 
-bool gives_up(PassContext& ctx, uint64_t fetched) {
-  if (fetched < ctx.limits.fetch_bytes) return false;
-  ctx.limits.gave_up = true;
-  ctx.failure = fmt::format("gave up: {} fetched, enough to lose", to_string_approx(Bytes{fetched}));
-  return true;
-}
-
 const std::vector<PassInfo>& registered_passes() {
   static const std::vector<PassInfo> passes = {
       {"place", "home tier per tensor: the offload tier each may go to, and user pins",

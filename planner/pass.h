@@ -74,8 +74,6 @@ struct PassContext {
 /// For a pass that only adds prefetches, before it plans for position i with `fetched`
 /// bytes planned: whether it gives up there (ctx.limits); if so ctx.failure says where.
 bool gives_up(PassContext& ctx, const PlanState& s, uint32_t i, uint64_t fetched);
-/// The same for a pass that plans tensor by tensor (select), with `fetched` bytes planned.
-bool gives_up(PassContext& ctx, uint64_t fetched);
 
 /// The `key=value` options of one pass in a pipeline, as written.
 class PassOptions {

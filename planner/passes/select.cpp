@@ -21,7 +21,6 @@
 #include <map>
 
 #include "planner/offload.h"
-#include "planner/outcome.h"
 #include "planner/pass.h"
 #include "planner/rescored_queue.h"
 
@@ -87,22 +86,6 @@ class Select : public Pass {
       }
     }
     RescoredQueue queue(group, score);
-    // What the plan fetches so far: offloads only add fetches (a tensor offloaded again in
-    // phase 2 is split at more gaps), so once it reaches the search's limit the plan
-    // cannot win (planner/search.h) and select gives up.
-    uint64_t fetched = fetched_bytes(s);
-    const auto fetches = [&s](uint32_t t) {
-      uint64_t n = 0;
-      for (const Run& run : s.tensors[t].runs) n += run.fetched ? 1 : 0;
-      return n * s.w.tensors[t].bytes;
-    };
-    const auto apply = [&](Candidate& k) {
-      const uint32_t t = k.tensor;
-      const uint64_t before = fetches(t);
-      const Applied a = try_apply(s, ctx.report, tree, k, target, name());
-      if (a == Applied::kYes) fetched = fetched - before + fetches(t);
-      return a;
-    };
     auto now = [&](uint32_t g) {
       const Group& k = groups[g];
       const int64_t after = load[k.tier] + k.transfer_ps;
@@ -112,7 +95,7 @@ class Select : public Pass {
     while (!queue.empty() && tree.max() > target) {
       const uint32_t i = queue.pop(now);
       const uint32_t t = pool[i].tensor;
-      Applied a = apply(pool[i]);
+      Applied a = try_apply(s, ctx.report, tree, pool[i], target, name());
       // Its tier is full: the next tier with room, candidate rebuilt for that route.
       for (size_t k = 0;
            a == Applied::kNoRoom && !s.tensors[t].pinned && k < s.offload_tiers.size(); ++k) {
@@ -125,10 +108,9 @@ class Select : public Pass {
         auto again = candidate(s, t, /*all_gaps=*/false, o_.lead);
         if (!again) break;
         pool[i] = std::move(*again);
-        a = apply(pool[i]);
+        a = try_apply(s, ctx.report, tree, pool[i], target, name());
       }
       if (a == Applied::kYes) load[s.tensors[t].tier] += pool[i].transfer_ps;
-      if (a == Applied::kYes && gives_up(ctx, fetched)) return PassResult::kFailed;
     }
 
     // Phase 2: every gap, hidden or not.
@@ -142,13 +124,7 @@ class Select : public Pass {
       std::stable_sort(rest.begin(), rest.end(), [](const Candidate& a, const Candidate& b) {
         return a.score > b.score;
       });
-      size_t n = 0;
-      for (Candidate& k : rest) {
-        if (tree.max() <= target) break;
-        if (apply(k) != Applied::kYes) continue;
-        ++n;
-        if (gives_up(ctx, fetched)) return PassResult::kFailed;
-      }
+      const size_t n = apply_until_fits(s, ctx.report, tree, rest, target, name());
       ctx.report.stat(name(), "offloads with exposed copies", static_cast<double>(n));
     }
     ctx.report.stat(name(), "estimated peak bytes", static_cast<double>(tree.max()));
