@@ -99,6 +99,18 @@ void check_options(const Arch& a, const GenOptions& o) {
                     name_of(o.act_dtype)));
   }
   if (o.quant_group < -1) bad("--quant-group", "--quant-group must be 0 (per channel) or more");
+  if (!(o.routing_skew >= 0 && o.routing_skew <= kMaxRoutingSkew)) {
+    bad("--routing-skew", fmt::format("--routing-skew must be from 0 to {}, got {}",
+                                      kMaxRoutingSkew, o.routing_skew));
+  }
+  if (!(o.routing_repeat >= 0 && o.routing_repeat <= 1)) {
+    bad("--routing-repeat",
+        fmt::format("--routing-repeat is a probability, from 0 to 1, got {}", o.routing_repeat));
+  }
+  if ((o.routing_skew > 0 || o.routing_repeat > 0) && o.routing != Routing::kSeeded) {
+    bad(o.routing_skew > 0 ? "--routing-skew" : "--routing-repeat",
+        "skew and repeats shape the seeded router: give --routing seeded (or oracle, realistic)");
+  }
   if (o.quant_zeros && (o.weight_dtype == Dtype::kFp8 || o.weight_dtype == Dtype::kFp4)) {
     bad("--quant-zeros", fmt::format("{} weights are scaled only; zero points are for int4 and "
                                      "int8",
@@ -152,6 +164,8 @@ Meta make_meta(const Arch& a, const GenOptions& o) {
   if (a.experts > 0) {
     m["routing"] = json_string(kRoutingNames[static_cast<size_t>(o.routing)]);
     if (o.routing == Routing::kSeeded) m["seed"] = std::to_string(o.seed);
+    if (o.routing_skew > 0) m["routing_skew"] = fmt::format("{}", o.routing_skew);
+    if (o.routing_repeat > 0) m["routing_repeat"] = fmt::format("{}", o.routing_repeat);
   }
   if (o.layers != 0) m["layers"] = std::to_string(o.layers);
   return m;

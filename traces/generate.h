@@ -33,6 +33,7 @@ inline constexpr int64_t kMaxDecodeTokens = int64_t{1} << 20;  ///< decode steps
 inline constexpr int64_t kMaxStepTokens = int64_t{1} << 32;    ///< batch x seq of one step
 inline constexpr int kMaxTp = 65536;
 inline constexpr uint64_t kMaxGeneratedOps = uint64_t{1} << 24;
+inline constexpr double kMaxRoutingSkew = 8;  ///< Zipf exponent of the seeded router
 
 struct GenOptions {
   Phase phase = Phase::kDecode;
@@ -53,6 +54,13 @@ struct GenOptions {
   bool checkpoint = false;  ///< training: keep only layer inputs, recompute in backward
   Routing routing = Routing::kExpected;
   uint64_t seed = 1;  ///< for Routing::kSeeded
+  /// The seeded router's skew (docs/cli.md, `trace gen`): expert popularity falls
+  /// as 1 / rank^routing_skew (0: uniform; the ranks a seeded permutation per layer), and a
+  /// token takes the experts its predecessor took in that layer (the same sequence's
+  /// previous step in decode, the previous token in prefill and training) with probability
+  /// routing_repeat.
+  double routing_skew = 0;
+  double routing_repeat = 0;
   int layers = 0;     ///< generate only the first N layers (0 = all)
 };
 

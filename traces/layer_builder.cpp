@@ -385,7 +385,56 @@ uint32_t LayerBuilder::mlp_block(int l, uint32_t xn, int64_t tokens, const std::
   return d;
 }
 
-std::vector<int64_t> LayerBuilder::route(int64_t tokens) {
+void LayerBuilder::route_skewed(int l, int64_t tok, std::vector<int64_t>& load) {
+  const int e = a_.experts;
+  const int k = std::min(a_.experts_per_token, e);
+  const auto layer = static_cast<size_t>(l);
+  if (popularity_.size() <= layer) {
+    popularity_.resize(layer + 1);
+    previous_.resize(layer + 1);
+  }
+  std::vector<double>& weight = popularity_[layer];
+  if (weight.empty()) {
+    // Rank r (from 1) weighs 1 / r^skew; which expert has which rank is seeded per layer.
+    std::vector<int> rank(static_cast<size_t>(e));
+    for (int j = 0; j < e; ++j) rank[static_cast<size_t>(j)] = j + 1;
+    std::shuffle(rank.begin(), rank.end(), rng_);
+    weight.resize(static_cast<size_t>(e));
+    for (int j = 0; j < e; ++j) {
+      weight[static_cast<size_t>(j)] =
+          std::pow(static_cast<double>(rank[static_cast<size_t>(j)]), -o_.routing_skew);
+    }
+  }
+  // Decode: one stream per sequence (its previous step); else one stream of tokens.
+  const auto stream = static_cast<size_t>(o_.phase == Phase::kDecode ? tok : 0);
+  auto& prev = previous_[layer];
+  if (prev.size() <= stream) prev.resize(stream + 1);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  if (!prev[stream].empty() && o_.routing_repeat > 0 && unit(rng_) < o_.routing_repeat) {
+    for (const int j : prev[stream]) ++load[static_cast<size_t>(j)];
+    return;
+  }
+  // k distinct experts, each drawn by weight among those not drawn yet.
+  picked_.clear();
+  double left = 0;
+  for (const double w : weight) left += w;
+  for (int n = 0; n < k; ++n) {
+    double u = unit(rng_) * left;
+    int pick = -1;
+    for (int j = 0; j < e; ++j) {
+      if (std::find(picked_.begin(), picked_.end(), j) != picked_.end()) continue;
+      pick = j;  // the last one not drawn, should rounding leave u above every weight
+      if (u < weight[static_cast<size_t>(j)]) break;
+      u -= weight[static_cast<size_t>(j)];
+    }
+    picked_.push_back(pick);
+    left -= weight[static_cast<size_t>(pick)];
+    ++load[static_cast<size_t>(pick)];
+  }
+  prev[stream] = picked_;
+}
+
+std::vector<int64_t> LayerBuilder::route(int l, int64_t tokens) {
   const int e = a_.experts;
   const int k = a_.experts_per_token;
   std::vector<int64_t> load(static_cast<size_t>(e), 0);
@@ -397,6 +446,10 @@ std::vector<int64_t> LayerBuilder::route(int64_t tokens) {
     for (int64_t j = 0; j < m; ++j) {
       load[static_cast<size_t>(j)] = pairs / m + (j < pairs % m ? 1 : 0);
     }
+    return load;
+  }
+  if (o_.routing_skew > 0 || o_.routing_repeat > 0) {
+    for (int64_t tok = 0; tok < tokens; ++tok) route_skewed(l, tok, load);
     return load;
   }
   std::vector<int> ids(static_cast<size_t>(e));
@@ -421,7 +474,7 @@ uint32_t LayerBuilder::moe_block(int l, uint32_t xn, int64_t tokens, const std::
   // Scores, softmax/sigmoid and top-k selection.
   op(p + "router", OpKind::kRouter, 2.0 * t * h * e + 5.0 * t * e, {xn, lw.router}, {probs}, {}, l);
   std::vector<uint32_t> parts = {probs};
-  const std::vector<int64_t> load = route(tokens);
+  const std::vector<int64_t> load = route(l, tokens);
   for (size_t j = 0; j < load.size(); ++j) {
     if (load[j] == 0) continue;
     const double n = static_cast<double>(load[j]);

@@ -87,7 +87,9 @@ class LayerBuilder {
   uint32_t mlp_block(int l, uint32_t xn, int64_t tokens, const std::string& p);
   uint32_t moe_block(int l, uint32_t xn, int64_t tokens, const std::string& p);
   /// Tokens each routed expert receives this pass (length E; zero = untouched).
-  std::vector<int64_t> route(int64_t tokens);
+  std::vector<int64_t> route(int l, int64_t tokens);
+  /// The seeded router with skew or repeats: the experts of token `tok` of layer l.
+  void route_skewed(int l, int64_t tok, std::vector<int64_t>& load);
   double norm_params() const;
   /// The arithmetic of a matmul-like op reading `inputs`: compute_dtype(o_) when one of them
   /// is a quantized weight, else the activation dtype.
@@ -108,6 +110,11 @@ class LayerBuilder {
   uint32_t embed_w_ = 0, final_norm_w_ = 0, lm_head_w_ = 0, project_in_w_ = 0, project_out_w_ = 0;
   std::vector<std::vector<KvBlock>> kv_;
   std::mt19937_64 rng_;
+  /// Skewed routing, per layer (made at its first pass): each expert's popularity weight,
+  /// and the experts each stream's previous token took.
+  std::vector<std::vector<double>> popularity_;
+  std::vector<std::vector<std::vector<int>>> previous_;
+  std::vector<int> picked_;
   // Training: forward ops per layer (index layers) and the head ops (index layers).
   std::vector<std::vector<uint32_t>> recorded_;
   int recording_ = -1;

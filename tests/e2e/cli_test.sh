@@ -284,4 +284,17 @@ contains no-host-memory-reactive "$tmp/out" "reactive: reactive: tensor 'embed.w
 check no-device-memory 2 "$tf" hw show gh200 --set tiers.hbm.capacity=0B
 contains no-device-memory-msg "$tmp/err" "local_tier 'hbm' has capacity 0B: a device needs memory of its own"
 
+# The seeded router, skewed: recorded in the workload's meta; refused without it.
+check gen-skewed 0 "$tf" trace gen --model mixtral-8x7b --phase decode --tokens 4 --layers 2 \
+  --routing seeded --routing-skew 1.2 --routing-repeat 0.5 -o "$tmp/skew.json"
+ok gen-skewed-meta python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))["meta"]
+assert m["routing"] == "seeded" and m["routing_skew"] == 1.2 and m["routing_repeat"] == 0.5, m' "$tmp/skew.json"
+check gen-skew-without-seeded 2 "$tf" trace gen --model mixtral-8x7b --routing-skew 1 -o "$tmp/never.json"
+contains gen-skew-without-seeded-msg "$tmp/err" "error: --routing-skew: skew and repeats shape the seeded router"
+check vary-skew 0 "$tf" compare --model mixtral-8x7b --phase decode --tokens 2 --layers 2 --routing oracle \
+  --routing-skew 2 --devices 1
+contains vary-skew-tierflow "$tmp/out" "  tierflow "
+
 finish

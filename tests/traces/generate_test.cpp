@@ -212,6 +212,80 @@ TEST_CASE("seeded routing is reproducible and sends k experts per token") {
   CHECK(expert_flops == doctest::Approx(2 /*steps*/ * 2 /*layers*/ * 4 * 2 * per_assignment));
 }
 
+namespace {
+
+/// Per layer, each expert's load summed over the generated ops ("t3.L1.expert5" -> L1, 5).
+std::map<std::pair<int, int>, int64_t> expert_ops(const Workload& w) {
+  std::map<std::pair<int, int>, int64_t> n;
+  for (const Op& op : w.ops) {
+    if (op.kind != OpKind::kExpert) continue;
+    const auto l = op.name.find(".L");
+    const auto e = op.name.rfind("expert");
+    if (l == std::string::npos || e == std::string::npos) continue;
+    ++n[{std::stoi(op.name.substr(l + 2)), std::stoi(op.name.substr(e + 6))}];
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("skewed seeded routing: Zipf popularity per layer, tokens repeating their predecessor") {
+  Arch a = model("mixtral-8x7b");
+  GenOptions o = decode(64, 400);
+  o.routing = Routing::kSeeded;
+  o.layers = 2;
+  SUBCASE("repeat 1: every token takes the first token's experts") {
+    o.routing_repeat = 1;
+    o.batch = 1;
+    const auto n = expert_ops(generate(a, o));
+    for (int l = 0; l < 2; ++l) {
+      int used = 0;
+      for (int e = 0; e < a.experts; ++e) used += n.count({l, e}) ? 1 : 0;
+      CHECK(used == a.experts_per_token);  // batch 1: one sequence, one expert set
+    }
+  }
+  SUBCASE("skew s, one expert per token: each expert's share is its Zipf weight") {
+    a.experts_per_token = 1;
+    o.routing_skew = 1.0;
+    o.batch = 1;
+    const auto n = expert_ops(generate(a, o));
+    // Rank r of 8 is drawn with 1/r over H(8); the ranks' experts are a seeded permutation.
+    double h = 0;
+    for (int r = 1; r <= 8; ++r) h += 1.0 / r;
+    for (int l = 0; l < 2; ++l) {
+      std::vector<double> share;
+      for (int e = 0; e < 8; ++e) share.push_back(n.count({l, e}) ? double(n.at({l, e})) : 0.0);
+      std::sort(share.begin(), share.end(), std::greater<>());
+      for (int r = 1; r <= 8; ++r) {
+        const double p = 1.0 / r / h;
+        const double sigma = std::sqrt(400 * p * (1 - p));
+        CAPTURE(r);
+        CHECK(std::abs(share[size_t(r - 1)] - 400 * p) < 4 * sigma + 1);
+      }
+    }
+  }
+  SUBCASE("bad values and the expected router are refused, naming the flag") {
+    const auto error_of = [&](const GenOptions& x) -> std::string {
+      try {
+        (void)generate(a, x);
+      } catch (const InputError& e) {
+        return e.pos().file + ": " + e.message();
+      }
+      return "no error";
+    };
+    GenOptions x = o;
+    x.routing_repeat = 1.5;
+    CHECK(error_of(x) == "--routing-repeat: --routing-repeat is a probability, from 0 to 1, got 1.5");
+    x = o;
+    x.routing_skew = std::nan("");
+    CHECK(error_of(x).starts_with("--routing-skew: --routing-skew must be from 0 to 8"));
+    x = o;
+    x.routing = Routing::kExpected;
+    x.routing_skew = 1;
+    CHECK(error_of(x).starts_with("--routing-skew: skew and repeats shape the seeded router"));
+  }
+}
+
 TEST_CASE("generate -> write -> read -> write is byte-identical") {
   const Arch a = model("llama-3-8b");
   for (Phase phase : {Phase::kPrefill, Phase::kDecode, Phase::kTrain}) {

@@ -126,6 +126,10 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
         ->capture_default_str();
   }
   cmd->add_option("--seed", f.gen.seed, "seed of the seeded router")->capture_default_str();
+  cmd->add_option("--routing-skew", f.gen.routing_skew,
+                  "seeded router: expert popularity falls as 1 / rank^S (0: uniform)");
+  cmd->add_option("--routing-repeat", f.gen.routing_repeat,
+                  "seeded router: probability that a token takes its predecessor's experts");
   cmd->add_option("--layers", f.gen.layers, "generate only the first N layers (0 = all)")
       ->transform(kCount)
       ->capture_default_str();

@@ -41,7 +41,8 @@ struct GenFlags {
 };
 
 /// Adds --phase, --batch, --seq, --context, --tokens, --tp, the dtypes, --compute-dtype,
-/// --quant-group, --quant-zeros, --kv-block, --checkpoint, --routing, --seed, --layers.
+/// --quant-group, --quant-zeros, --kv-block, --checkpoint, --routing, --seed,
+/// --routing-skew, --routing-repeat, --layers.
 /// `routing_modes`: --routing takes the study's oracle and realistic too (study commands).
 void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes = false);
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -24,7 +25,9 @@ std::string config_dir() {
   return env != nullptr && *env != '\0' ? std::string(env) : std::string(TIERFLOW_CONFIG_DIR);
 }
 
-std::string default_topology() { return config_dir() + "/hw/h100-sxm-8gpu.yaml"; }
+std::string default_topology() {
+  return config_dir() + "/hw/h100-sxm-8gpu.yaml";
+}
 
 std::vector<std::string> shipped_topology_names() {
   std::vector<std::string> names;
@@ -78,6 +81,24 @@ size_t parse_word(std::string_view path, std::string_view text,
   return *i;
 }
 
+/// A finite number from `lo` to `hi`.
+double parse_real(std::string_view path, std::string_view text, const SourcePos& at, double lo,
+                  double hi) {
+  const std::string s(text);
+  double v = 0;
+  size_t used = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != s.size() || !std::isfinite(v)) {
+    throw InputError::at(at, "{}: '{}' is not a number", path, text);
+  }
+  if (v < lo || v > hi) throw InputError::at(at, "{}: {} is not from {} to {}", path, v, lo, hi);
+  return v;
+}
+
 bool parse_bool(std::string_view path, std::string_view text, const SourcePos& at) {
   if (text == "true" || text == "1") return true;
   if (text == "false" || text == "0") return false;
@@ -93,11 +114,12 @@ Request& request_of(Scenario& s) {
 
 const std::vector<std::string_view>& field_names() {
   static const std::vector<std::string_view> names = {
-      "batch",      "seq",           "context",     "tokens",      "prompt",       "generate",
-      "tp",         "kv_block",      "layers",      "phase",       "weight_dtype", "kv_dtype",
-      "act_dtype",  "compute_dtype", "quant_group", "quant_zeros", "routing",      "seed",
-      "checkpoint", "model",         "hf_config",   "workload",    "hw",           "budget",
-      "policy",     "device",        "devices",     "pins"};
+      "batch",        "seq",      "context",   "tokens",        "prompt",
+      "generate",     "tp",       "kv_block",  "layers",        "phase",
+      "weight_dtype", "kv_dtype", "act_dtype", "compute_dtype", "quant_group",
+      "quant_zeros",  "routing",  "seed",      "routing_skew",  "routing_repeat",
+      "checkpoint",   "model",    "hf_config", "workload",      "hw",
+      "budget",       "policy",   "device",    "devices",       "pins"};
   return names;
 }
 
@@ -134,6 +156,10 @@ void set_field(Scenario& s, std::string_view path, std::string_view value,
     g.layers = static_cast<int>(parse_int(path, value, at, 0, INT32_MAX));
   } else if (path == "seed") {
     g.seed = static_cast<uint64_t>(parse_int(path, value, at, 0));
+  } else if (path == "routing_skew") {
+    g.routing_skew = parse_real(path, value, at, 0, traces::kMaxRoutingSkew);
+  } else if (path == "routing_repeat") {
+    g.routing_repeat = parse_real(path, value, at, 0, 1);
   } else if (path == "phase") {
     g.phase = static_cast<traces::Phase>(parse_word(path, value, traces::kPhaseNames, at));
   } else if (path == "routing") {
@@ -229,6 +255,8 @@ std::string get_field(const Scenario& s, std::string_view path) {
   if (path == "kv_block") return std::to_string(g.kv_block);
   if (path == "layers") return std::to_string(g.layers);
   if (path == "seed") return std::to_string(g.seed);
+  if (path == "routing_skew") return fmt::format("{}", g.routing_skew);
+  if (path == "routing_repeat") return fmt::format("{}", g.routing_repeat);
   if (path == "phase") return std::string(traces::kPhaseNames[static_cast<size_t>(g.phase)]);
   if (path == "routing") {
     return s.realistic()                           ? "realistic"
@@ -271,7 +299,8 @@ Axis parse_axis(std::string_view text, std::string_view source) {
   while (true) {
     const auto comma = rest.find(',');
     const std::string_view v = rest.substr(0, comma);
-    if (v.empty()) throw InputError::at(SourcePos{std::string(source)}, "'{}': an empty value", text);
+    if (v.empty())
+      throw InputError::at(SourcePos{std::string(source)}, "'{}': an empty value", text);
     a.values.emplace_back(v);
     if (comma == std::string_view::npos) break;
     rest = rest.substr(comma + 1);
@@ -282,8 +311,8 @@ Axis parse_axis(std::string_view text, std::string_view source) {
   return a;
 }
 
-std::vector<std::pair<Scenario, std::vector<std::string>>> expand_grid(const Scenario& base,
-                                                                       const std::vector<Axis>& axes) {
+std::vector<std::pair<Scenario, std::vector<std::string>>> expand_grid(
+    const Scenario& base, const std::vector<Axis>& axes) {
   std::vector<std::pair<Scenario, std::vector<std::string>>> out = {{base, {}}};
   for (const Axis& a : axes) {
     std::vector<std::pair<Scenario, std::vector<std::string>>> next;
@@ -333,9 +362,10 @@ std::string context_warning(const traces::Arch& a, const Scenario& s) {
   const std::string cite = src == a.origins.fields.end() || src->second.source.empty()
                                ? ""
                                : fmt::format(", source {}", src->second.source);
-  return fmt::format("{}: {} positions, more than the {} that {} declares (max_context{}); "
-                     "results past it assume the model runs that far",
-                     what, positions, a.max_context, a.name, cite);
+  return fmt::format(
+      "{}: {} positions, more than the {} that {} declares (max_context{}); "
+      "results past it assume the model runs that far",
+      what, positions, a.max_context, a.name, cite);
 }
 
 std::string describe_workload(const Scenario& s, std::string_view searched) {

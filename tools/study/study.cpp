@@ -29,13 +29,13 @@ namespace {
 constexpr uint64_t kUnlimited = kMaxTensorBytes;
 
 std::string gen_key(const WorkloadSource& src, const traces::GenOptions& g) {
-  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", src.model,
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", src.model,
                      src.hf_config, fmt::join(src.model_sets, ";"), static_cast<int>(g.phase),
                      g.batch, g.seq, g.context, g.tokens, g.tp, static_cast<int>(g.weight_dtype),
                      static_cast<int>(g.kv_dtype), static_cast<int>(g.act_dtype),
                      g.compute_dtype ? static_cast<int>(*g.compute_dtype) : -1, g.quant_group,
                      g.quant_zeros, g.kv_block, g.checkpoint, static_cast<int>(g.routing), g.seed,
-                     g.layers);
+                     g.layers, g.routing_skew, g.routing_repeat);
 }
 
 /// The token of a generated decode op ("t12.L3.qkv" -> 12), or -1.
@@ -346,7 +346,9 @@ Trial Study::run(const Scenario& s) {
   // Realistic routing: each phase is planned on its expected-routing twin (MoE only).
   auto planned_for = [&](traces::GenOptions g) -> std::shared_ptr<const Workload> {
     if (!s.realistic() || !s.workload.file.empty()) return nullptr;
-    g.routing = traces::Routing::kExpected;
+    g.routing = traces::Routing::kExpected;  // an expected count: no skew, no repeats
+    g.routing_skew = 0;
+    g.routing_repeat = 0;
     auto w = workload(s, g);
     return planner::has_routed_experts(*w) ? w : nullptr;
   };

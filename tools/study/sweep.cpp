@@ -125,7 +125,12 @@ std::string scenario_key(const Scenario& s) {
   std::string k = fmt::format("hw={}\n", s.hw.empty() ? default_topology() : s.hw);
   for (const std::string& set : s.sets) k += "set " + set + "\n";
   for (const std::string& m : s.workload.model_sets) k += "model." + m + "\n";
-  for (std::string_view f : field_names()) k += fmt::format("{}={}\n", f, get_field(s, f));
+  for (std::string_view f : field_names()) {
+    // Fields added later are left out at their defaults: earlier sweeps keep their ids.
+    const std::string v = get_field(s, f);
+    if ((f == "routing_skew" || f == "routing_repeat") && v == "0") continue;
+    k += fmt::format("{}={}\n", f, v);
+  }
   k += fmt::format("request={}\n", s.request.has_value());
   return k;
 }
@@ -137,7 +142,8 @@ std::string workload_key(const Scenario& s) {
                                        "prompt",    "generate",      "tp",           "kv_block",
                                        "layers",    "phase",         "weight_dtype", "kv_dtype",
                                        "act_dtype", "compute_dtype", "quant_group",  "quant_zeros",
-                                       "routing",   "seed",          "checkpoint"};
+                                       "routing",   "seed",          "checkpoint",
+                                       "routing_skew", "routing_repeat"};
   for (std::string_view f : kGen) k += "|" + get_field(s, f);
   return k;
 }
