@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <array>
 #include <cassert>
 #include <charconv>
@@ -516,6 +517,23 @@ ParseResult<Bytes> parse_bytes(std::string_view text) {
         text);
   };
   return parse_quantity<Bytes>(text, bytes_family(), convert);
+}
+
+std::optional<double> parse_real(std::string_view text) {
+  // std::stod skips leading white space; a number given as text has none.
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text.front())) != 0) {
+    return std::nullopt;
+  }
+  const std::string s(text);
+  double v = 0;
+  size_t used = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used == 0 || used != s.size()) return std::nullopt;
+  return v;
 }
 
 ParseResult<int64_t> parse_count(std::string_view text) {

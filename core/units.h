@@ -14,6 +14,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -68,6 +69,9 @@ ParseResult<FlopRate> parse_flop_rate(std::string_view text);
 /// A count (tokens, sequences): "8192", "8k" (8,000), "32Ki" (32,768), "1.5M", "1e6"; an SI
 /// prefix (k M G T) or a binary one (Ki Mi Gi Ti); whole and at most INT64_MAX.
 ParseResult<int64_t> parse_count(std::string_view text);
+/// A plain number ("1.2", "5e-3", "inf", "nan"): nullopt unless the whole text is one
+/// (callers decide whether infinities and NaN are allowed).
+std::optional<double> parse_real(std::string_view text);
 
 /// Exact text that parses back to the same value: the largest IEC or SI unit that
 /// represents the value with at most three decimals, the shorter of the two, else "NB".

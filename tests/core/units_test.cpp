@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -93,6 +95,18 @@ std::string count_error(std::string_view text) {
   CHECK_MESSAGE(!r.ok(), "'" << text << "' parsed as " << r.value);
   CHECK(r.value == 0);
   return r.error;
+}
+
+TEST_CASE("parse_real: the whole text one number, or nothing") {
+  CHECK(parse_real("1.2") == 1.2);
+  CHECK(parse_real("5e-3") == 5e-3);
+  CHECK(parse_real("-2") == -2.0);
+  CHECK(std::isinf(*parse_real("inf")));
+  CHECK(std::isnan(*parse_real("nan")));
+  for (const char* bad : {"", "1.2x", "x", " 1", "1 ", "1e999999"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_real(bad).has_value());
+  }
 }
 
 TEST_CASE("parse_count: bare numbers, SI and binary prefixes") {

@@ -23,14 +23,8 @@ std::vector<std::string> words(const std::array<std::string_view, N>& a) {
 
 const CLI::Validator kPositiveFinite(
     [](std::string& text) -> std::string {
-      double v = 0;
-      size_t used = 0;
-      try {
-        v = std::stod(text, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used == 0 || used != text.size() || !std::isfinite(v) || v <= 0) {
+      const std::optional<double> v = parse_real(text);
+      if (!v || !std::isfinite(*v) || *v <= 0) {
         return fmt::format("must be a finite number above 0, got '{}'", text);
       }
       return {};

@@ -215,17 +215,11 @@ ServeOutput serve(const Fields& fields) {
     field = static_cast<T>(c.value);
   };
   const auto number = [](const std::string& key, const std::string& value) {
-    double v = 0;
-    size_t used = 0;
-    try {
-      v = std::stod(value, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != value.size()) {
+    const std::optional<double> v = parse_real(value);
+    if (!v) {
       throw InputError::at(SourcePos{key}, "expected a number, got '{}'", value);
     }
-    return v;
+    return *v;
   };
   std::string find, target;
   for (const auto& [key, value] : fields) {

@@ -82,21 +82,12 @@ size_t parse_word(std::string_view path, std::string_view text,
 }
 
 /// A finite number from `lo` to `hi`.
-double parse_real(std::string_view path, std::string_view text, const SourcePos& at, double lo,
-                  double hi) {
-  const std::string s(text);
-  double v = 0;
-  size_t used = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != s.size() || !std::isfinite(v)) {
-    throw InputError::at(at, "{}: '{}' is not a number", path, text);
-  }
-  if (v < lo || v > hi) throw InputError::at(at, "{}: {} is not from {} to {}", path, v, lo, hi);
-  return v;
+double parse_fraction(std::string_view path, std::string_view text, const SourcePos& at,
+                      double lo, double hi) {
+  const std::optional<double> v = parse_real(text);
+  if (!v || !std::isfinite(*v)) throw InputError::at(at, "{}: '{}' is not a number", path, text);
+  if (*v < lo || *v > hi) throw InputError::at(at, "{}: {} is not from {} to {}", path, *v, lo, hi);
+  return *v;
 }
 
 bool parse_bool(std::string_view path, std::string_view text, const SourcePos& at) {
@@ -157,9 +148,9 @@ void set_field(Scenario& s, std::string_view path, std::string_view value,
   } else if (path == "seed") {
     g.seed = static_cast<uint64_t>(parse_int(path, value, at, 0));
   } else if (path == "routing_skew") {
-    g.routing_skew = parse_real(path, value, at, 0, traces::kMaxRoutingSkew);
+    g.routing_skew = parse_fraction(path, value, at, 0, traces::kMaxRoutingSkew);
   } else if (path == "routing_repeat") {
-    g.routing_repeat = parse_real(path, value, at, 0, 1);
+    g.routing_repeat = parse_fraction(path, value, at, 0, 1);
   } else if (path == "phase") {
     g.phase = static_cast<traces::Phase>(parse_word(path, value, traces::kPhaseNames, at));
   } else if (path == "routing") {
