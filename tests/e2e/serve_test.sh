@@ -138,7 +138,8 @@ assert d["swap_outs"] > 0 and d["swap_outs"] + d["swap_fallbacks"] == d["preempt
 assert d["recomputed_tokens"] == 0 and d["finished"] == 200, d
 names = {e.get("name") for e in json.load(open(sys.argv[2]))["traceEvents"]}
 assert "swap out" in names and "swap in" in names, names' "$tmp/swap.json" "$tmp/swap-tl.json"
-check swap-text 0 "$tf" serve "${tight[@]}" --preemption swap --swap-space 1GiB
+check swap-text 0 "$tf" serve "${tight[@]}" --preemption swap --swap-space 1GiB --report "$tmp/swap.html"
+contains swap-report-row "$tmp/swap.html" "<th>preemption</th><td>preemption by swap to &#39;ddr&#39; (16 blocks"
 contains swap-text-line "$tmp/out" "preemption by swap to 'ddr' (16 blocks of swap space per replica)"
 check recompute-text 0 "$tf" serve "${tight[@]}"
 contains recompute-text-line "$tmp/out" "preemption by recompute: "

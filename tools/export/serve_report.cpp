@@ -143,6 +143,9 @@ std::string serve_report_html(const study::ServeStudy& x) {
         "<tr><th>run</th><td>{} iterations, {} transfers, last request finished "
         "at {}</td></tr>",
         r.iterations, r.transfers, time_text(r.makespan));
+    if (const std::string p = study::preemption_text(r); !p.empty()) {
+      out += fmt::format("<tr><th>preemption</th><td>{}</td></tr>", escape_html(p));
+    }
   }
   out += "</table>";
 

@@ -339,6 +339,19 @@ ServeStudy run_serve(const ServeSettings& s) {
   return run_serve(prepare_serve(s));
 }
 
+std::string preemption_text(const serve::ServeResult& r) {
+  if (!r.swap_tier.empty()) {
+    return fmt::format(
+        "preemption by swap to '{}' ({} blocks of swap space per replica): {} swapped out ({} "
+        "blocks out, {} back in, the rest still cached), {} recomputed for want of swap space; "
+        "{} tokens computed again",
+        r.swap_tier, r.swap_blocks, r.swap_outs, r.swapped_blocks, r.swapped_in_blocks,
+        r.swap_fallbacks, r.recomputed_tokens);
+  }
+  if (r.preemptions == 0) return {};
+  return fmt::format("preemption by recompute: {} tokens computed again", r.recomputed_tokens);
+}
+
 std::string serve_text(const ServeStudy& x) {
   const serve::ServeResult& r = x.result;
   std::string out = fmt::format("serve {} on {}: {} replica{} x TP {} ({}), {} ({} requests)\n",
@@ -374,16 +387,7 @@ std::string serve_text(const ServeStudy& x) {
       "\nrequests {} counted, {} finished, {} rejected (KV larger than the device pool); "
       "{} preemptions; {} iterations; {} transfers\n",
       s.counted, s.finished, s.rejected, s.preemptions, r.iterations, r.transfers);
-  if (!r.swap_tier.empty()) {
-    out += fmt::format(
-        "preemption by swap to '{}' ({} blocks of swap space per replica): {} swapped out ({} "
-        "blocks out, {} back in, the rest still cached), {} recomputed for want of swap space; "
-        "{} tokens computed again\n",
-        r.swap_tier, r.swap_blocks, r.swap_outs, r.swapped_blocks, r.swapped_in_blocks,
-        r.swap_fallbacks, r.recomputed_tokens);
-  } else if (r.preemptions > 0) {
-    out += fmt::format("preemption by recompute: {} tokens computed again\n", r.recomputed_tokens);
-  }
+  if (const std::string p = preemption_text(r); !p.empty()) out += p + "\n";
   out += "\n         p50        p90        p99        mean\n";
   for (const ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
     out += fmt::format("{:<6} {:>10} {:>10} {:>10} {:>10}\n", m->name, ms(m->percentile(50)),

@@ -124,6 +124,9 @@ ServeStudy run_serve(const ServeSetup& setup);
 /// Both: one run of the settings.
 ServeStudy run_serve(const ServeSettings& s);
 
+/// How the run preempted: by swap (the space, swaps, fallbacks) or by recompute, with the
+/// tokens computed again; empty for a recompute run that never preempted.
+std::string preemption_text(const serve::ServeResult& r);
 /// The summary `tierflow serve` prints, as text and as `tierflow.serve/1` JSON.
 std::string serve_text(const ServeStudy& x);
 std::string serve_json(const ServeStudy& x);
