@@ -30,6 +30,18 @@ uint64_t output_hash(uint64_t request, uint64_t block) {
   return (z ^ (z >> 31)) | (uint64_t{1} << 63);
 }
 
+/// A free slot of `pool` (one its free list holds, else a new one); the caller fills it.
+template <class T>
+uint32_t take_slot(std::vector<T>& pool, std::vector<uint32_t>& free) {
+  if (free.empty()) {
+    pool.emplace_back();
+    return static_cast<uint32_t>(pool.size() - 1);
+  }
+  const uint32_t i = free.back();
+  free.pop_back();
+  return i;
+}
+
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
@@ -133,6 +145,13 @@ class Engine {
   void setup_levels();
   /// The swap space of swap preemption: its tier, its blocks per replica, checked.
   void setup_swap();
+  /// Tier `id` as a tier below the device (a KV tier or the swap space); InputError at
+  /// `field` when the topology lacks it or it is the device tier.
+  size_t lower_tier(const std::string& id, const char* field, std::string_view role) const;
+  /// Whether device d reaches `tier` and back.
+  [[nodiscard]] bool reaches(size_t tier, int d) const;
+  /// The bytes KV tier k takes of each instance of its tier.
+  [[nodiscard]] uint64_t kv_bytes(const KvTier& k, size_t tier) const;
   void arrive(uint32_t req);
   uint32_t route(const Seq& s);
   void start_iteration(uint32_t r);
@@ -282,21 +301,8 @@ void Engine::setup_levels() {
   }
   for (size_t i = 0; i < o_.kv_tiers.size(); ++i) {
     const KvTier& k = o_.kv_tiers[i];
-    const auto ti = topo_.tier_index(k.tier);
-    if (!ti) {
-      std::vector<std::string> ids;
-      for (const hw::Tier& x : topo_.tiers) ids.push_back(x.id);
-      throw InputError(SourcePos{"kv_tiers"}, fmt::format("no tier '{}' in '{}'{}", k.tier,
-                                                          topo_.name, did_you_mean(k.tier, ids)));
-    }
-    if (*ti == device_tier_) {
-      throw InputError(
-          SourcePos{"kv_tiers"},
-          fmt::format("'{}' is the device tier: the KV tiers are those below it", k.tier));
-    }
-    const uint64_t bytes =
-        k.bytes > 0 ? k.bytes
-                    : static_cast<uint64_t>(static_cast<double>(topo_.usable(*ti)) * k.fraction);
+    const size_t tier = lower_tier(k.tier, "kv_tiers", "the KV tiers are");
+    const uint64_t bytes = kv_bytes(k, tier);
     // A replica's devices may use several instances of the tier (a TP group over two
     // sockets): each instance holds the shards of the replica's devices on it, so a block
     // takes that many shards there and the least roomy instance bounds the level.
@@ -304,13 +310,12 @@ void Engine::setup_levels() {
     for (size_t r = 0; r < replicas_.size(); ++r) {
       std::vector<int> instances;
       for (const int d : replicas_[r].devices) {
-        if (fabric_.path(device_tier_, *ti, d) == nullptr ||
-            fabric_.path(*ti, device_tier_, d) == nullptr) {
+        if (!reaches(tier, d)) {
           throw InputError(SourcePos{"kv_tiers"},
                            fmt::format("tier '{}' has no route to and from '{}' in '{}'", k.tier,
                                        topo_.tiers[device_tier_].id, topo_.name));
         }
-        instances.push_back(fabric_.tier_instance(*ti, d));
+        instances.push_back(fabric_.tier_instance(tier, d));
       }
       std::map<int, uint64_t> shards;
       for (const int inst : instances) ++shards[inst];
@@ -328,7 +333,7 @@ void Engine::setup_levels() {
                                        k.tier, to_string_approx(Bytes{bytes}),
                                        to_string_approx(Bytes{block_shard_bytes_})));
         }
-        const int count = topo_.instances(topo_.tiers[*ti].per);
+        const int count = topo_.instances(topo_.tiers[tier].per);
         std::string name = k.tier;
         if (count > 1) {
           std::vector<std::string> ids;
@@ -337,7 +342,7 @@ void Engine::setup_levels() {
         }
         const LevelId l =
             cache_.add_level(LevelSpec{name, blocks, k.eviction, k.admission, k.write});
-        level_tier_.push_back(*ti);
+        level_tier_.push_back(tier);
         level_device_.push_back(replicas_[r].devices[0]);
         level_info_.push_back(LevelRecord{name, k.tier, i + 1, blocks, 0, {}});
         it = by_instances.emplace(instances, l).first;
@@ -362,23 +367,42 @@ void Engine::setup_levels() {
   level_hits_.assign(cache_.level_count(), 0);
 }
 
+size_t Engine::lower_tier(const std::string& id, const char* field, std::string_view role) const {
+  const auto ti = topo_.tier_index(id);
+  if (!ti) {
+    std::vector<std::string> ids;
+    for (const hw::Tier& x : topo_.tiers) ids.push_back(x.id);
+    throw InputError(SourcePos{field},
+                     fmt::format("no tier '{}' in '{}'{}", id, topo_.name, did_you_mean(id, ids)));
+  }
+  if (*ti == device_tier_) {
+    throw InputError(SourcePos{field},
+                     fmt::format("'{}' is the device tier: {} below it", id, role));
+  }
+  return *ti;
+}
+
+bool Engine::reaches(size_t tier, int d) const {
+  return fabric_.path(device_tier_, tier, d) != nullptr &&
+         fabric_.path(tier, device_tier_, d) != nullptr;
+}
+
+uint64_t Engine::kv_bytes(const KvTier& k, size_t tier) const {
+  return k.bytes > 0 ? k.bytes
+                     : static_cast<uint64_t>(static_cast<double>(topo_.usable(tier)) * k.fraction);
+}
+
 void Engine::setup_swap() {
   if (o_.preemption != PreemptionKind::kSwap) return;
-  const auto reaches = [&](size_t tier) {
-    for (const Replica& rep : replicas_) {
-      for (const int d : rep.devices) {
-        if (fabric_.path(device_tier_, tier, d) == nullptr ||
-            fabric_.path(tier, device_tier_, d) == nullptr) {
-          return false;
-        }
-      }
-    }
-    return true;
+  const auto reached = [&](size_t tier) {
+    return std::ranges::all_of(replicas_, [&](const Replica& rep) {
+      return std::ranges::all_of(rep.devices, [&](int d) { return reaches(tier, d); });
+    });
   };
   const std::string& device_id = topo_.tiers[device_tier_].id;
   if (o_.swap_tier.empty()) {
     for (size_t t = 0; t < topo_.tiers.size() && swap_tier_ == SIZE_MAX; ++t) {
-      if (t != device_tier_ && topo_.tiers[t].kind == hw::TierKind::kDdr && reaches(t))
+      if (t != device_tier_ && topo_.tiers[t].kind == hw::TierKind::kDdr && reached(t))
         swap_tier_ = t;
     }
     if (swap_tier_ == SIZE_MAX) {
@@ -388,25 +412,13 @@ void Engine::setup_swap() {
                                    topo_.name, device_id));
     }
   } else {
-    const auto ti = topo_.tier_index(o_.swap_tier);
-    if (!ti) {
-      std::vector<std::string> ids;
-      for (const hw::Tier& x : topo_.tiers) ids.push_back(x.id);
-      throw InputError(SourcePos{"swap_tier"},
-                       fmt::format("no tier '{}' in '{}'{}", o_.swap_tier, topo_.name,
-                                   did_you_mean(o_.swap_tier, ids)));
-    }
-    if (*ti == device_tier_) {
-      throw InputError(
-          SourcePos{"swap_tier"},
-          fmt::format("'{}' is the device tier: the swap space is below it", o_.swap_tier));
-    }
-    if (!reaches(*ti)) {
+    const size_t ti = lower_tier(o_.swap_tier, "swap_tier", "the swap space is");
+    if (!reached(ti)) {
       throw InputError(SourcePos{"swap_tier"},
                        fmt::format("tier '{}' has no route to and from '{}' in '{}'", o_.swap_tier,
                                    device_id, topo_.name));
     }
-    swap_tier_ = *ti;
+    swap_tier_ = ti;
   }
   const hw::Tier& tier = topo_.tiers[swap_tier_];
   swap_blocks_ = o_.swap_bytes / block_shard_bytes_;
@@ -421,10 +433,7 @@ void Engine::setup_swap() {
   const uint64_t usable = topo_.usable(swap_tier_);
   uint64_t kv = 0;
   for (const KvTier& k : o_.kv_tiers) {
-    if (k.tier != tier.id) continue;
-    kv = saturating_add(kv, k.bytes > 0
-                                ? k.bytes
-                                : static_cast<uint64_t>(static_cast<double>(usable) * k.fraction));
+    if (k.tier == tier.id) kv = saturating_add(kv, kv_bytes(k, swap_tier_));
   }
   std::map<int, uint64_t> devices_on;
   for (const Replica& rep : replicas_) {
@@ -763,15 +772,8 @@ void Engine::transfer(uint32_t r, size_t from, size_t to, std::span<const int> d
                       TransferKind kind) {
   Replica& rep = replicas_[r];
   const bool device_side = from == device_tier_ || to == device_tier_;
-  uint32_t t = 0;
-  if (free_transfers_.empty()) {
-    t = static_cast<uint32_t>(transfers_.size());
-    transfers_.emplace_back();
-  } else {
-    t = free_transfers_.back();
-    free_transfers_.pop_back();
-    transfers_[t] = Transfer{};
-  }
+  const uint32_t t = take_slot(transfers_, free_transfers_);
+  transfers_[t] = Transfer{};
   ++transfer_count_;
   Transfer& tr = transfers_[t];
   tr.replica = r;
@@ -790,14 +792,7 @@ void Engine::transfer(uint32_t r, size_t from, size_t to, std::span<const int> d
   for (const int d : devices) {
     const hw::FabricPath* p = fabric_.path(from, to, d);
     TF_ASSERT(p != nullptr, "no route from tier {} to {} for device {}", from, to, d);
-    uint32_t f = 0;
-    if (free_flow_refs_.empty()) {
-      f = static_cast<uint32_t>(flows_.size());
-      flows_.emplace_back();
-    } else {
-      f = free_flow_refs_.back();
-      free_flow_refs_.pop_back();
-    }
+    const uint32_t f = take_slot(flows_, free_flow_refs_);
     flows_[f] = FlowRef{t, p, bytes, hw::kNoFlow, 0};
     ++tr.flows_left;
     q_.schedule(q_.now() + p->route->setup.ps, kFlowStart, f);

@@ -464,6 +464,21 @@ hostile stop40/serve-swap-space-1PiB 2 "--swap-space: the swap space (1PiB per d
 hostile stop40/serve-swap-space-huge-number 2 "--swap-space: expected a size above 0" -- \
   "$tf" serve --model llama-3-8b --arrivals "poisson,rate=1/s,n=2,prompt=fixed:512,output=fixed:2" \
   --preemption swap --swap-space 99999999999999999999999B --quiet
+hostile stop40/serve-swap-tier-unknown 2 "--swap-tier: no tier 'dram'" -- \
+  "$tf" serve --model llama-3-8b --arrivals "poisson,rate=1/s,n=2,prompt=fixed:512,output=fixed:2" \
+  --preemption swap --swap-tier dram --quiet
+hostile stop40/serve-preemption-word 2 "--preemption: expected one of recompute, swap" -- \
+  "$tf" serve --model llama-3-8b --arrivals "poisson,rate=1/s,n=2,prompt=fixed:512,output=fixed:2" \
+  --preemption evict --quiet
+# The skewed router's values: out of range, not finite, not numbers.
+hostile stop40/gen-routing-skew-nan 2 "--routing-skew" --out "$d/skew.json" -- \
+  "$tf" trace gen --model mixtral-8x7b --layers 1 --routing seeded --routing-skew nan -o "$d/skew.json"
+hostile stop40/gen-routing-skew-huge 2 "--routing-skew" --out "$d/skew.json" -- \
+  "$tf" trace gen --model mixtral-8x7b --layers 1 --routing seeded --routing-skew 1e400 -o "$d/skew.json"
+hostile stop40/gen-routing-repeat-2 2 "--routing-repeat: --routing-repeat is a probability" --out "$d/skew.json" -- \
+  "$tf" trace gen --model mixtral-8x7b --layers 1 --routing seeded --routing-repeat 2 -o "$d/skew.json"
+hostile stop40/vary-routing-skew-word 2 "routing_skew: 'steep' is not a number" -- \
+  "$tf" whatif --model mixtral-8x7b --layers 1 --tokens 2 --routing oracle --vary routing_skew=steep
 
 # A sweep point whose count is too large is recorded failed as bad input (class 2), the
 # reason naming the flag, and the sweep exits 2.
