@@ -266,7 +266,7 @@ void Engine::setup_devices(const traces::Arch& arch) {
   const uint64_t usable = topo_.usable(device_tier_);
   const uint64_t fixed = cost_->weight_bytes() + workspace_;
   if (fixed >= usable || (usable - fixed) / block_shard_bytes_ == 0) {
-    throw InputError(
+    throw DoesNotFit(
         SourcePos{"tp"},
         fmt::format("the weights ({}) and the workspace of a {}-token iteration ({}) "
                     "leave no room for a KV block ({}) in the {} usable of '{}' per "
@@ -608,19 +608,37 @@ bool Engine::schedule(uint32_t r) {
     --budget;
     ++i;
   }
-  // Prefills under way, then new requests, first come first served.
-  for (size_t i = 0; i < rep.running.size() && budget > 0; ++i) {
+  // Prefills under way, then new requests, first come first served. A prefill whose chunk
+  // finds no room preempts as a decode does: the latest admitted sequence not in this
+  // iteration's batch, itself when that is it (vLLM's scheduler treats every running
+  // request so; without it, running prefills holding the whole pool would wait forever).
+  for (size_t i = 0; i < rep.running.size() && budget > 0;) {
     const uint32_t q = rep.running[i];
     Seq& s = seqs_[q];
-    if (s.computed >= s.prompt) continue;
+    if (s.computed >= s.prompt) {
+      ++i;
+      continue;
+    }
     const int64_t chunk = std::min(s.prompt - s.computed, budget);
     const uint64_t need = static_cast<uint64_t>(blocks_for(s.computed + chunk)) - s.held;
-    if (!room(rep, need)) break;
+    while (!room(rep, need)) {
+      size_t v = rep.running.size() - 1;
+      while (v > i && std::find(rep.batch.begin(), rep.batch.end(), rep.running[v]) != rep.batch.end()) {
+        --v;
+      }
+      if (v == i) break;
+      preempt(r, rep.running[v]);
+    }
+    if (!room(rep, need)) {
+      preempt(r, q);
+      continue;
+    }
     rep.reserved += need;
     rep.batch.push_back(q);
     rep.tokens.push_back(chunk);
     work_.push_back(SeqWork{s.computed, chunk, s.computed + chunk == s.prompt});
     budget -= chunk;
+    ++i;
   }
   while (budget > 0 && !rep.waiting.empty() &&
          static_cast<int64_t>(rep.running.size()) < o_.max_seqs) {
@@ -1000,6 +1018,12 @@ ServeResult Engine::run() {
     const std::optional<Time> next = q_.next_time();
     if (!next || *next > q_.now()) resolve();
   }
+  // Every request finishes or is rejected: an engine that stops with work left has lost it.
+  for (const Replica& rep : replicas_) {
+    TF_ASSERT(rep.waiting.empty() && rep.running.empty(),
+              "the serving engine stopped with {} sequences waiting and {} running", rep.waiting.size(),
+              rep.running.size());
+  }
   ServeResult out = result();
   out.requests = std::move(records_);
   out.series = std::move(series_);
@@ -1076,6 +1100,14 @@ ServeResult serve(const traces::RequestTrace& trace, const traces::Arch& arch,
                   const traces::GenOptions& gen, const hw::Topology& t, const ServeOptions& o) {
   Engine e(trace, arch, gen, t, o);
   return e.run();
+}
+
+void check_setup(const traces::RequestTrace& trace, const traces::Arch& arch,
+                 const traces::GenOptions& gen, const hw::Topology& t, const ServeOptions& o) {
+  ServeOptions quiet = o;
+  quiet.timeline = nullptr;
+  quiet.record_series = false;
+  const Engine e(trace, arch, gen, t, quiet);
 }
 
 ServeResult cache_only(const traces::RequestTrace& trace, const traces::Arch& arch,

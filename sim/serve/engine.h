@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "core/diagnostics.h"
 #include "hw_models/topology.h"
 #include "sim/serve/iteration_cost.h"
 #include "sim/serve/kv_cache.h"
@@ -61,6 +62,14 @@ struct KvTier {
   EvictionKind eviction = EvictionKind::kLru;
   AdmissionKind admission = AdmissionKind::kAll;
   WriteKind write = WriteKind::kBack;
+};
+
+/// A setup that cannot serve at all because the model does not fit: the weights and the
+/// iteration's workspace leave no room for one KV block on the device. A bad input to a
+/// command (exit 2), and a point that does not fit (infeasible) in a serving sweep.
+class DoesNotFit : public InputError {
+ public:
+  using InputError::InputError;
 };
 
 struct ServeOptions {
@@ -172,6 +181,12 @@ struct ServeResult {
 /// lacks or cannot reach, more devices than the class has).
 ServeResult serve(const traces::RequestTrace& trace, const traces::Arch& arch,
                   const traces::GenOptions& gen, const hw::Topology& t, const ServeOptions& o);
+
+/// The checks serve() makes before it serves (the device class, replicas x TP against the
+/// devices, the weights and workspace against the device memory, the KV tiers and the swap
+/// space against the topology), without serving: InputError as serve() throws it.
+void check_setup(const traces::RequestTrace& trace, const traces::Arch& arch,
+                 const traces::GenOptions& gen, const hw::Topology& t, const ServeOptions& o);
 
 /// The trace against the cache alone (replay_cache_only: no compute, no time), on the
 /// levels serve() would build; requests go to the replicas' paths in turn.
