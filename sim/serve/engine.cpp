@@ -21,6 +21,11 @@ namespace {
 
 enum Tag : uint32_t { kArrival, kIterationEnd, kFlowStart, kFlowDone };
 
+/// Tokens of KV one transfer carries at most: blocks of one move kind between the same two
+/// levels in one iteration go together, as offloading connectors copy chunks
+/// of blocks, so that small blocks (pages of a trace's blocks) do not multiply the copies.
+constexpr uint64_t kTransferTokens = 512;
+
 /// Hashes of a request's output blocks: never equal to another block's (bit 63 set, the
 /// request and the block index mixed in), so they never hit.
 uint64_t output_hash(uint64_t request, uint64_t block) {
@@ -165,10 +170,22 @@ class Engine {
   void end_iteration(uint32_t r);
   void finish_seq(uint32_t r, uint32_t seq);
   void carry(uint32_t r, const std::vector<Move>& moves, bool loads);
-  /// One transfer of a block between tiers `from` and `to`: each device's shard when one
-  /// of them is the device tier, else the whole block via `devices`' first.
+  /// One transfer of `blocks` blocks between tiers `from` and `to`: each device's shard
+  /// when one of them is the device tier, else the whole blocks via `devices`' first.
   void transfer(uint32_t r, size_t from, size_t to, std::span<const int> devices, bool waited,
-                TransferKind kind);
+                TransferKind kind, uint64_t blocks = 1);
+  /// Moves that go as one transfer (carry).
+  struct MoveGroup {
+    LevelId from = kNoLevel;
+    LevelId to = kNoLevel;
+    MoveKind kind = MoveKind::kLoad;
+    uint64_t blocks = 0;
+  };
+  std::vector<MoveGroup> groups_;
+  /// The most blocks one transfer carries: those of kTransferTokens tokens (at least one).
+  [[nodiscard]] uint64_t blocks_per_transfer() const {
+    return std::max<uint64_t>(1, kTransferTokens / static_cast<uint64_t>(block_tokens_));
+  }
   void flow_done(uint32_t f);
   void setup_timeline();
   /// Samples series `series` at now (record_series).
@@ -303,6 +320,13 @@ void Engine::setup_levels() {
     const KvTier& k = o_.kv_tiers[i];
     const size_t tier = lower_tier(k.tier, "kv_tiers", "the KV tiers are");
     const uint64_t bytes = kv_bytes(k, tier);
+    if (bytes > topo_.usable(tier)) {
+      throw InputError(SourcePos{"kv_tiers"},
+                       fmt::format("tier '{}' is given {} for KV per instance, more than the {} "
+                                   "usable there",
+                                   k.tier, to_string_approx(Bytes{bytes}),
+                                   to_string_approx(Bytes{topo_.usable(tier)})));
+    }
     // A replica's devices may use several instances of the tier (a TP group over two
     // sockets): each instance holds the shards of the replica's devices on it, so a block
     // takes that many shards there and the least roomy instance bounds the level.
@@ -752,11 +776,14 @@ void Engine::start_iteration(uint32_t r) {
   // Swaps go device to swap tier and back, each device its shard; an iteration that
   // computes waits for its swaps.
   const std::span<const int> devices(rep.devices);
-  for (uint64_t b = 0; b < rep.swap_outs; ++b) {
-    transfer(r, device_tier_, swap_tier_, devices, any, TransferKind::kSwapOut);
+  const uint64_t most = blocks_per_transfer();
+  for (uint64_t b = 0; b < rep.swap_outs; b += most) {
+    transfer(r, device_tier_, swap_tier_, devices, any, TransferKind::kSwapOut,
+             std::min(most, rep.swap_outs - b));
   }
-  for (uint64_t b = 0; b < rep.swap_ins; ++b) {
-    transfer(r, swap_tier_, device_tier_, devices, any, TransferKind::kSwapIn);
+  for (uint64_t b = 0; b < rep.swap_ins; b += most) {
+    transfer(r, swap_tier_, device_tier_, devices, any, TransferKind::kSwapIn,
+             std::min(most, rep.swap_ins - b));
   }
   if (!any) {
     rep.busy = false;
@@ -772,22 +799,36 @@ void Engine::start_iteration(uint32_t r) {
 
 void Engine::carry(uint32_t r, const std::vector<Move>& moves, bool loads) {
   Replica& rep = replicas_[r];
+  const uint64_t most = blocks_per_transfer();
+  // Moves of one kind between the same two levels go together, up to `most` blocks a
+  // transfer, in the order each group first appears.
+  groups_.clear();
   for (const Move& m : moves) {
-    const size_t from = level_tier_[m.from];
-    const size_t to = level_tier_[m.to];
+    auto it = std::find_if(groups_.begin(), groups_.end(), [&](const MoveGroup& g) {
+      return g.from == m.from && g.to == m.to && g.kind == m.kind && g.blocks < most;
+    });
+    if (it == groups_.end()) {
+      groups_.push_back(MoveGroup{m.from, m.to, m.kind, 0});
+      it = groups_.end() - 1;
+    }
+    ++it->blocks;
+  }
+  for (const MoveGroup& g : groups_) {
+    const size_t from = level_tier_[g.from];
+    const size_t to = level_tier_[g.to];
     const bool device_side = from == device_tier_ || to == device_tier_;
     // A move touching the device moves each device's shard over its own route; one between
     // lower levels moves the whole block.
     const std::span<const int> devices = device_side
                                              ? std::span<const int>(rep.devices)
-                                             : std::span<const int>(&level_device_[m.from], 1);
-    transfer(r, from, to, devices, loads && m.kind == MoveKind::kLoad,
-             static_cast<TransferKind>(m.kind));
+                                             : std::span<const int>(&level_device_[g.from], 1);
+    transfer(r, from, to, devices, loads && g.kind == MoveKind::kLoad,
+             static_cast<TransferKind>(g.kind), g.blocks);
   }
 }
 
 void Engine::transfer(uint32_t r, size_t from, size_t to, std::span<const int> devices, bool waited,
-                      TransferKind kind) {
+                      TransferKind kind, uint64_t blocks) {
   Replica& rep = replicas_[r];
   const bool device_side = from == device_tier_ || to == device_tier_;
   const uint32_t t = take_slot(transfers_, free_transfers_);
@@ -805,8 +846,8 @@ void Engine::transfer(uint32_t r, size_t from, size_t to, std::span<const int> d
                                         static_cast<int>(lane_tracks_.size())));
     }
   }
-  const double bytes =
-      static_cast<double>(block_shard_bytes_ * (device_side ? 1 : static_cast<uint64_t>(tp_)));
+  const double bytes = static_cast<double>(block_shard_bytes_ * blocks *
+                                           (device_side ? 1 : static_cast<uint64_t>(tp_)));
   for (const int d : devices) {
     const hw::FabricPath* p = fabric_.path(from, to, d);
     TF_ASSERT(p != nullptr, "no route from tier {} to {} for device {}", from, to, d);

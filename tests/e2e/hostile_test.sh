@@ -480,6 +480,36 @@ hostile stop40/gen-routing-repeat-2 2 "--routing-repeat: --routing-repeat is a p
 hostile stop40/vary-routing-skew-word 2 "routing_skew: 'steep' is not a number" -- \
   "$tf" whatif --model mixtral-8x7b --layers 1 --tokens 2 --routing oracle --vary routing_skew=steep
 
+# Serving sweeps: a trace that is no regular file, counts past their limits, a rate scale
+# that is not finite, a huge capacity in a KV tier; refused at the spec's value before any
+# database is made, the spec untouched.
+d=$(fresh stop41)
+serve_head='kind: serve
+base:
+  model: llama-3-8b'
+printf '%s\n  trace: /dev/zero\naxes:\n  - tp: [1]\n' "$serve_head" >"$d/zero.yaml"
+hostile stop41/serve-sweep-trace-dev-zero 2 "/dev/zero" --in "$d/zero.yaml" --out "$d/zero.db" -- \
+  "$tf" sweep "$d/zero.yaml" -o "$d/zero.db" --quiet
+arrivals='  arrivals: poisson,rate=2/s,n=4,prompt=fixed:512,output=fixed:2'
+printf '%s\n%s\naxes:\n  - first: [1, 1e30]\n' "$serve_head" "$arrivals" >"$d/first.yaml"
+hostile stop41/serve-sweep-first-1e30 2 "first.yaml:6:16: first:" --in "$d/first.yaml" --out "$d/first.db" -- \
+  "$tf" sweep "$d/first.yaml" -o "$d/first.db" --quiet
+printf '%s\n%s\naxes:\n  - rate_scale: [1, inf]\n' "$serve_head" "$arrivals" >"$d/rate.yaml"
+hostile stop41/serve-sweep-rate-inf 2 "rate.yaml:6:21: rate_scale: expected a finite number above 0" --in "$d/rate.yaml" --out "$d/rate.db" -- \
+  "$tf" sweep "$d/rate.yaml" -o "$d/rate.db" --quiet
+printf '%s\n%s\naxes:\n  - replicas: [1, 99999999999999999999]\n' "$serve_head" "$arrivals" >"$d/rep.yaml"
+hostile stop41/serve-sweep-replicas-huge 2 "rep.yaml:6:19: replicas:" --in "$d/rep.yaml" --out "$d/rep.db" -- \
+  "$tf" sweep "$d/rep.yaml" -o "$d/rep.db" --quiet
+printf '%s\n%s\naxes:\n  - kv_tiers: ["ddr:1EiB"]\n' "$serve_head" "$arrivals" >"$d/tier.yaml"
+hostile stop41/serve-sweep-kv-tier-1EiB 2 "tier.yaml:6:16: kv_tiers: tier 'ddr' is given 1EiB for KV per instance, more than the" --in "$d/tier.yaml" --out "$d/tier.db" -- \
+  "$tf" sweep "$d/tier.yaml" -o "$d/tier.db" --quiet
+hostile stop41/serve-kv-tier-1EiB 2 "--kv-tiers: tier 'ddr' is given 1EiB for KV per instance" -- \
+  "$tf" serve --model llama-3-8b --arrivals "poisson,rate=1/s,n=2,prompt=fixed:512,output=fixed:2" \
+  --kv-tiers ddr:1EiB --quiet
+printf 'kind: [serve]\nbase: {model: llama-3-8b}\naxes:\n  - tp: [1]\n' >"$d/kindlist.yaml"
+hostile stop41/sweep-kind-list 2 "kindlist.yaml:1:7: kind must be a single value" --in "$d/kindlist.yaml" --out "$d/kl.db" -- \
+  "$tf" sweep "$d/kindlist.yaml" -o "$d/kl.db" --quiet
+
 # A sweep point whose count is too large is recorded failed as bad input (class 2), the
 # reason naming the flag, and the sweep exits 2.
 d=$(fresh sweep-count)

@@ -156,6 +156,41 @@ check failing-retry 2 "$tf" sweep tests/e2e/sweep/failing.yaml -o "$tmp/failing.
 contains failing-retry-ran "$tmp/out" "ran 1 (1 already recorded)"
 ok failing-retry-rows test "$(rows "$tmp/failing.db")" = "2 2"
 
+# A serving sweep (kind: serve): its rows, an infeasible point, resume, shards merged.
+serve_spec=tests/e2e/sweep/serve.yaml
+check serve 0 "$tf" sweep "$serve_spec" -o "$tmp/serve.db" --jobs 2 --quiet
+contains serve-outcomes "$tmp/out" "4 ok, 2 infeasible, 0 failed"
+check serve-export 0 "$tf" sweep export "$tmp/serve.db" --jsonl -
+ok serve-rows python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 6, len(rows)
+assert list(rows[0])[:3] == ["point", "tiers.hbm.capacity", "exit_class"], list(rows[0])[:3]
+for r in rows:
+    if r["tiers.hbm.capacity"] == "15GiB":
+        assert r["status"] == "infeasible" and r["exit_class"] == 1, r
+        assert r["reason"].startswith("tp: the weights"), r["reason"]
+        assert r["ttft_p99_s"] is None
+    else:
+        assert r["status"] == "ok" and r["requests"] == 120 and r["finished"] == 120, r
+        assert r["ttft_p50_s"] <= r["ttft_p99_s"] and 0 <= r["goodput_share"] <= 1, r
+        assert abs(r["hit_hbm_share"] + r["hit_ddr_share"] - r["hit_share"]) < 1e-12, r
+        assert r["kv_tiers"] == "ddr:16GiB" or r["hit_ddr_share"] == 0, r
+# The small pool (19 GiB of HBM) finds prefixes in the DDR tier.
+assert any(r["hit_ddr_share"] > 0 for r in rows if r["tiers.hbm.capacity"] == "19GiB"), rows' "$tmp/out"
+check serve-resume 0 "$tf" sweep "$serve_spec" -o "$tmp/serve.db" --quiet
+contains serve-resume-skips "$tmp/out" "ran 0 (6 already recorded)"
+for i in 0 1; do
+  check "serve-shard-$i" 0 "$tf" sweep "$serve_spec" -o "$tmp/serve-$i.db" --shard "$i/2" --quiet
+done
+check serve-merge 0 "$tf" sweep merge -o "$tmp/serve-merged.db" "$tmp/serve-0.db" "$tmp/serve-1.db"
+"$tf" sweep export "$tmp/serve.db" >"$tmp/serve.csv"
+"$tf" sweep export "$tmp/serve-merged.db" >"$tmp/serve-merged.csv"
+same serve-merged-equals-whole "$tmp/serve.csv" "$tmp/serve-merged.csv"
+check serve-bad-kind 2 "$tf" sweep tests/errors/sweep/14-unknown-kind.yaml -o "$tmp/kind.db"
+contains serve-bad-kind-why "$tmp/err" "did you mean 'serve'?"
+ok serve-bad-kind-no-db test ! -e "$tmp/kind.db"
+
 # The shipped example specs are valid.
 for spec in configs/sweeps/*.yaml; do
   check "example-$(basename "$spec" .yaml)" 0 "$tf" sweep "$spec" --dry-run

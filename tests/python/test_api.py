@@ -472,6 +472,38 @@ def test_sweep(cli, tmp_path):
     assert list(half["point"]) == [1] and list(half["batch"]) == [2]
 
 
+def test_serving_sweep(cli, tmp_path):
+    """A serving sweep (kind: serve): its rows are the serving columns, typed, and equal
+    the CLI's export of the same spec."""
+    spec = {"name": "serve-api", "kind": "serve",
+            "base": {"model": "llama-3-8b", "tiers.hbm.capacity": "19GiB", "slo": "ttft=2s",
+                     "arrivals": "poisson,rate=20/s,n=40,prompt=uniform:512:4096,"
+                                 "output=uniform:16:64,seed=5"},
+            "axes": [{"preemption": ["recompute", "swap"]}, {"rate_scale": [0.5, 1]}]}
+    frame = tierflow.sweep(spec, jobs=2)
+    assert list(frame.columns[:2]) == ["point", "exit_class"]
+    assert list(frame["preemption"]) == ["recompute", "recompute", "swap", "swap"]
+    assert list(frame["rate_scale"]) == [0.5, 1.0, 0.5, 1.0]
+    assert (frame["status"] == "ok").all()
+    assert str(frame["requests"].dtype) == "Int64" and str(frame["ttft_p99_s"].dtype) == "float64"
+    assert str(frame["cache_only"].dtype) == "boolean"
+    assert (frame["requests"] == 40).all()
+    # One point against tierflow.serve() with the same settings.
+    one = tierflow.serve(arrivals=spec["base"]["arrivals"], model="llama-3-8b",
+                         set=["tiers.hbm.capacity=19GiB"], slo="ttft=2s", preemption="swap",
+                         rate_scale=1)
+    assert frame["ttft_p99_s"][3] == pytest.approx(one.summary["ttft"]["p99_s"], rel=1e-9)
+    spec_file = tmp_path / "serve.yaml"
+    spec_file.write_text(json.dumps(spec, indent=2))
+    db = tmp_path / "serve.db"
+    cli("sweep", str(spec_file), "-o", str(db), "--quiet")
+    lines = cli("sweep", "export", str(db), "--jsonl", "-").splitlines()
+    expected = [json.loads(line) for line in lines]
+    got = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+           for r in frame.astype(object).where(frame.notna(), None).to_dict("records")]
+    assert got == expected
+
+
 def test_sweep_errors(tmp_path):
     fixture = os.path.join(ROOT, "tests", "errors", "sweep", "02-unknown-field.yaml")
     line, col, message = expected_error(fixture)

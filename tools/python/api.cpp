@@ -202,59 +202,15 @@ ReplayHandle replay_file(const std::string& path, const std::string& hw,
 ServeOutput serve(const Fields& fields) {
   study::ServeSettings s;
   s.cli = false;
-  // Numbers come as text: read here as the CLI reads its flags (a count as parse_count
-  // reads it); what they may be is the study layer's to check, for both.
-  const auto whole = [](const std::string& key, const std::string& value, auto& field) {
-    using T = std::remove_reference_t<decltype(field)>;
-    const auto c = parse_count(value);
-    if (!c.ok()) throw InputError::at(SourcePos{key}, "{}", c.error);
-    if (static_cast<uint64_t>(c.value) > static_cast<uint64_t>(std::numeric_limits<T>::max())) {
-      throw InputError::at(SourcePos{key}, "'{}' is too large: at most {}", value,
-                           std::numeric_limits<T>::max());
-    }
-    field = static_cast<T>(c.value);
-  };
-  const auto number = [](const std::string& key, const std::string& value) {
-    const std::optional<double> v = parse_real(value);
-    if (!v) {
-      throw InputError::at(SourcePos{key}, "expected a number, got '{}'", value);
-    }
-    return *v;
-  };
+  // Numbers come as text: read as the CLI reads its flags; what they may be is the study
+  // layer's to check, for both.
   std::string find, target;
   for (const auto& [key, value] : fields) {
-    if (key == "trace") s.trace = value;
-    else if (key == "arrivals") s.arrivals = value;
-    else if (key == "hw") s.hw = value;
-    else if (key == "set") s.sets.push_back(value);
-    else if (key == "model") s.model.model = value;
-    else if (key == "hf_config") s.model.hf_config = value;
-    else if (key == "model_set") s.model.model_sets.push_back(value);
-    else if (key == "tp") whole(key, value, s.model.gen.tp);
-    else if (key == "replicas") whole(key, value, s.engine.replicas);
-    else if (key == "device") s.engine.device = value;
-    else if (key == "router") s.router = value;
-    else if (key == "device_policy") s.device_policy = value;
-    else if (key == "preemption") s.preemption = value;
-    else if (key == "swap_space") s.swap_space = value;
-    else if (key == "swap_tier") s.swap_tier = value;
-    else if (key == "token_budget") whole(key, value, s.engine.token_budget);
-    else if (key == "max_seqs") whole(key, value, s.engine.max_seqs);
-    else if (key == "kv_tiers") s.kv_tiers = value;
-    else if (key == "load") s.load = value;
-    else if (key == "slo") s.slo = value;
-    else if (key == "rate_scale") s.trace_options.rate_scale = number(key, value);
-    else if (key == "first") whole(key, value, s.trace_options.first);
-    else if (key == "block_tokens") whole(key, value, s.trace_options.block_tokens);
-    else if (key == "warmup") s.warmup = value;
-    else if (key == "weight_dtype") s.weight_dtype = value;
-    else if (key == "kv_dtype") s.kv_dtype = value;
-    else if (key == "act_dtype") s.act_dtype = value;
-    else if (key == "cache_only") s.cache_only = value == "true";
-    else if (key == "timeline") s.timeline = value;
+    if (key == "timeline") s.timeline = value;
     else if (key == "find") find = value;
     else if (key == "target") target = value;
-    else TF_ASSERT(false, "tierflow.serve passed an unknown argument '{}'", key);
+    else if (key == "cache_only") s.cache_only = value == "true";
+    else study::set_serve_field(s, key, value, key);
   }
   if (const auto ask = study::parse_serve_ask(find, target, /*cli=*/false)) {
     const study::ServeAnswer a = study::find_serve(s, study::prepare_serve(s), *ask);
@@ -323,19 +279,9 @@ SweepResult sweep(const SweepRequest& r) {
   SweepResult out;
   out.summary = study::run_sweep(spec, db, so);
   study::ResultDb::Table table = db.table();
-  // The types of the study columns and of point and exit_class are known; an axis column's
-  // type is what its cells hold.
-  const std::vector<std::string> names = row_column_names(), types = row_column_types();
-  for (const std::string& c : table.columns) {
-    const auto it = std::find(names.begin(), names.end(), c);
-    if (it != names.end()) {
-      out.table.types.push_back(types[static_cast<size_t>(it - names.begin())]);
-    } else if (c == "point" || c == "exit_class") {
-      out.table.types.emplace_back(
-          study::kCellTypeNames[static_cast<size_t>(study::CellType::kInteger)]);
-    } else {
-      out.table.types.emplace_back();
-    }
+  // The columns' types as the database declares them (a serving sweep has its own row).
+  for (const study::CellType type : table.types) {
+    out.table.types.emplace_back(study::kCellTypeNames[static_cast<size_t>(type)]);
   }
   out.table.columns = std::move(table.columns);
   out.table.rows = std::move(table.rows);

@@ -14,6 +14,7 @@
 
 #include "core/diagnostics.h"
 #include "core/io.h"
+#include "tools/study/serve_row.h"
 
 #ifndef TIERFLOW_VERSION
 #define TIERFLOW_VERSION "0.1.0"
@@ -132,11 +133,16 @@ CellType axis_type(const std::vector<std::string>& values) {
   return integer ? CellType::kInteger : real ? CellType::kReal : CellType::kText;
 }
 
+/// The row columns of the spec's points: a study row, or a serving row.
+const std::vector<Column>& row_columns(const SweepSpec& spec) {
+  return spec.serving() ? serve_columns() : columns();
+}
+
 /// Axis paths that are not already study columns (`batch`, `policy` are; a topology path
 /// or `layers` is not), with their types.
 std::vector<std::pair<std::string, CellType>> axis_columns(const SweepSpec& spec) {
   std::set<std::string> row;
-  for (const Column& c : columns()) row.insert(c.name);
+  for (const Column& c : row_columns(spec)) row.insert(c.name);
   std::vector<std::pair<std::string, CellType>> out;
   for (const AxisGroup& g : spec.groups) {
     for (const Axis& a : g.axes) {
@@ -146,14 +152,15 @@ std::vector<std::pair<std::string, CellType>> axis_columns(const SweepSpec& spec
   return out;
 }
 
-std::string schema_sql(const std::vector<std::pair<std::string, CellType>>& axes) {
+std::string schema_sql(const std::vector<std::pair<std::string, CellType>>& axes,
+                       const std::vector<Column>& columns) {
   std::string sql = "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);\n";
   sql += "CREATE TABLE results(point INTEGER PRIMARY KEY";
   for (const auto& [name, type] : axes) {
     sql += fmt::format(", {} {}", ident(name), kCellTypeNames[static_cast<size_t>(type)]);
   }
   sql += ", exit_class INTEGER NOT NULL";
-  for (const Column& c : columns()) {
+  for (const Column& c : columns) {
     sql += fmt::format(", {} {}", ident(c.name), kCellTypeNames[static_cast<size_t>(c.type)]);
   }
   sql += ");\nCREATE TABLE timing(point INTEGER PRIMARY KEY, wall_s REAL, finished TEXT);\n";
@@ -301,7 +308,7 @@ ResultDb ResultDb::for_sweep(const std::string& path, const SweepSpec& spec, con
     std::vector<std::string> want = {"point"};
     for (const auto& [name, type] : axis_columns(spec)) want.push_back(name);
     want.emplace_back("exit_class");
-    for (const Column& c : columns()) want.push_back(c.name);
+    for (const Column& c : row_columns(spec)) want.push_back(c.name);
     const std::vector<std::string> have_columns = r.table().columns;
     if (have_columns != want) {
       const auto missing = std::ranges::find_if(
@@ -315,9 +322,10 @@ ResultDb ResultDb::for_sweep(const std::string& path, const SweepSpec& spec, con
     }
     return r;
   }
-  exec(r.db_, path, "BEGIN IMMEDIATE;" + schema_sql(axis_columns(spec)));
+  exec(r.db_, path, "BEGIN IMMEDIATE;" + schema_sql(axis_columns(spec), row_columns(spec)));
   const std::vector<std::pair<std::string, std::string>> meta = {
       {"format", std::string(kFormat)},
+      {"kind", spec.serving() ? "serve" : "step"},
       {"sweep_id", id},
       {"name", spec.name},
       {"description", spec.description},
@@ -389,7 +397,7 @@ void ResultDb::record(const SweepPoint& p, const Row& row, int exit_class, doubl
 
 ResultDb::Table ResultDb::table() const {
   Table t;
-  std::vector<CellType> types;
+  std::vector<CellType>& types = t.types;
   {
     Statement info(db_, path_, "PRAGMA table_info(results)");
     while (info.step()) {

@@ -58,6 +58,7 @@ class ResultDb {
 
   struct Table {
     std::vector<std::string> columns;  ///< point, the axis paths, exit_class, the row columns
+    std::vector<CellType> types;       ///< per column, as declared
     std::vector<std::vector<Cell>> rows;  ///< ordered by point
   };
   /// The results table, ordered by point.

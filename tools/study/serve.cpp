@@ -74,6 +74,24 @@ ServeSummary summarize(const serve::ServeResult& result, const Slo& slo) {
   return s;
 }
 
+/// Runs `f`; an error of the engine, which names the setting at fault by its field
+/// ("kv_tiers"), names the CLI's flag or Python's argument, as every other error of a run.
+template <class F>
+void naming_settings(bool cli, const F& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    static constexpr std::array<std::string_view, 7> kFields = {
+        "device", "replicas", "tp", "kv_tiers", "model", "swap_tier", "swap_space"};
+    const std::string& at = e.pos().file;
+    if (std::find(kFields.begin(), kFields.end(), at) == kFields.end()) throw;
+    if (dynamic_cast<const serve::DoesNotFit*>(&e) != nullptr) {
+      throw serve::DoesNotFit(SourcePos{serve_flag(at, cli)}, e.message());
+    }
+    throw InputError(SourcePos{serve_flag(at, cli)}, e.message());
+  }
+}
+
 std::string ms(double s) {
   return std::isnan(s) ? "-" : fmt::format("{:.2f}ms", s * 1e3);
 }
@@ -199,7 +217,24 @@ std::string serve_flag(std::string field, bool cli) {
   return "--" + field;
 }
 
-ServeSetup prepare_serve(const ServeSettings& s) {
+std::shared_ptr<const traces::RequestTrace> ServeTraceCache::get(const ServeSettings& s,
+                                                                  const std::string& name) {
+  const std::string key = fmt::format("{}\n{}\n{}\n{}", s.trace, s.arrivals, s.trace_options.first,
+                                      s.trace_options.block_tokens);
+  {
+    const std::lock_guard lock(m_);
+    if (const auto it = traces_.find(key); it != traces_.end()) return it->second;
+  }
+  traces::TraceOptions read = s.trace_options;
+  read.rate_scale = 1.0;
+  auto trace = std::make_shared<const traces::RequestTrace>(
+      s.trace.empty() ? traces::generate_requests(s.arrivals, read, name)
+                      : traces::read_request_trace(s.trace, read));
+  const std::lock_guard lock(m_);
+  return traces_.try_emplace(key, std::move(trace)).first->second;
+}
+
+ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   const auto name = [&s](std::string field) { return serve_flag(std::move(field), s.cli); };
   const auto choice = [&](std::string_view field, const std::string& value,
                           std::initializer_list<std::string_view> names) {
@@ -285,11 +320,15 @@ ServeSetup prepare_serve(const ServeSettings& s) {
   }
   // Read at rate scale 1, so that each run scales the arrivals as reading at its scale
   // would; the settings' scale is checked against the trace as reading checks it.
-  traces::TraceOptions read = s.trace_options;
-  read.rate_scale = 1.0;
   x.trace_name = s.trace.empty() ? name("arrivals") : s.trace;
-  x.trace = s.trace.empty() ? traces::generate_requests(s.arrivals, read, x.trace_name)
-                            : traces::read_request_trace(s.trace, read);
+  if (traces != nullptr) {
+    x.trace = *traces->get(s, x.trace_name);
+  } else {
+    traces::TraceOptions read = s.trace_options;
+    read.rate_scale = 1.0;
+    x.trace = s.trace.empty() ? traces::generate_requests(s.arrivals, read, x.trace_name)
+                              : traces::read_request_trace(s.trace, read);
+  }
   traces::check_rate_scale(x.trace, s.trace_options.rate_scale, x.trace_name);
   x.rate_scale = s.trace_options.rate_scale;
   x.arch = load_model(model);
@@ -300,6 +339,12 @@ ServeSetup prepare_serve(const ServeSettings& s) {
   x.timeline = s.timeline;
   x.cli = s.cli;
   return x;
+}
+
+void check_serve(const ServeSetup& setup) {
+  naming_settings(setup.cli, [&] {
+    serve::check_setup(setup.trace, setup.arch, setup.gen, setup.topology, setup.engine);
+  });
 }
 
 ServeStudy run_serve(const ServeSetup& setup) {
@@ -316,19 +361,11 @@ ServeStudy run_serve(const ServeSetup& setup) {
   }
   serve::ServeOptions engine = setup.engine;
   engine.timeline = tl.get();
-  try {
+  naming_settings(setup.cli, [&] {
     x.result = setup.cache_only
                    ? serve::cache_only(x.trace, setup.arch, setup.gen, setup.topology, engine)
                    : serve::serve(x.trace, setup.arch, setup.gen, setup.topology, engine);
-  } catch (const InputError& e) {
-    // The engine names the setting at fault by its field ("kv_tiers"): the CLI's flag or
-    // Python's argument, as every other error of the run.
-    static constexpr std::array<std::string_view, 7> kFields = {
-        "device", "replicas", "tp", "kv_tiers", "model", "swap_tier", "swap_space"};
-    const std::string& at = e.pos().file;
-    if (std::find(kFields.begin(), kFields.end(), at) == kFields.end()) throw;
-    throw InputError(SourcePos{serve_flag(at, setup.cli)}, e.message());
-  }
+  });
   if (tl) tl->finish();
   x.device = engine.device.empty() ? setup.topology.devices.front().id : engine.device;
   x.summary = summarize(x.result, x.slo);

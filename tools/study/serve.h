@@ -13,6 +13,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +52,22 @@ struct ServeSettings {
   /// Errors name the CLI's flags ("--kv-tiers"); else the Python arguments ("kv_tiers").
   bool cli = true;
 };
+
+/// The fields of a serving run, by the names the Python API's arguments and serving sweeps
+/// use (docs/sweeps.md): `trace`, `arrivals`, `hw`, `model`, `hf_config`, `tp`, `replicas`,
+/// `router`, `kv_tiers`, `rate_scale`, ... Besides these, set_serve_field() takes `set`
+/// and `model_set` (one override each), topology paths (`tiers.ddr.capacity`) and
+/// `model.KEY`.
+const std::vector<std::string_view>& serve_field_names();
+/// Sets a serving field to `value` as text. Counts and numbers are read here (InputError at
+/// `source` for what is not one); words, sizes and lists are checked by prepare_serve().
+/// An unknown field is an InputError with "did you mean".
+void set_serve_field(ServeSettings& s, std::string_view field, const std::string& value,
+                     std::string_view source);
+/// A field's value as text, as set_serve_field() takes it ("" when unset; a default is
+/// written out: `router` is "round-robin"). Topology paths and `model.KEY` read back the
+/// last override of that path ("" when none).
+std::string get_serve_field(const ServeSettings& s, std::string_view field);
 
 /// How errors name the setting `field` ("kv_tiers"): the CLI's flag ("--kv-tiers") when
 /// `cli`, else the Python argument ("kv_tiers").
@@ -115,10 +134,27 @@ struct ServeStudy {
   std::string device;    ///< device class id
 };
 
+/// Request traces read or generated once for many setups (the points of a serving sweep),
+/// by what reading depends on: the file or the generator's spec, `first` and
+/// `block_tokens` (not the rate scale: setups scale at run time). Thread-safe.
+class ServeTraceCache {
+ public:
+  /// The trace of `s`, read (or generated) on first use; throws as reading does.
+  std::shared_ptr<const traces::RequestTrace> get(const ServeSettings& s, const std::string& name);
+
+ private:
+  std::mutex m_;
+  std::map<std::string, std::shared_ptr<const traces::RequestTrace>> traces_;
+};
+
 /// Checks the settings (counts, rate scale, words, the KV tiers, the SLO: each error naming
-/// its flag, or its Python argument), reads or generates the trace and loads the model and
-/// the topology.
-ServeSetup prepare_serve(const ServeSettings& s);
+/// its flag, or its Python argument), reads or generates the trace (through `traces` when
+/// given) and loads the model and the topology.
+ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces = nullptr);
+/// Checks that the setup can serve without serving: the engine's own checks (the device
+/// class, replicas x TP against the devices, the weights against the device memory, the KV
+/// tiers and the swap space against the topology). InputError naming the setting.
+void check_serve(const ServeSetup& setup);
 /// Serves the setup's trace at its knobs (or replays the cache only).
 ServeStudy run_serve(const ServeSetup& setup);
 /// Both: one run of the settings.

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -23,6 +24,7 @@
 #include "hw_models/loader.h"
 #include "planner/planner.h"
 #include "tools/study/result_db.h"
+#include "tools/study/serve_row.h"
 #include "tools/study/study.h"
 #include "tools/study/target.h"
 #include "traces/arch_loader.h"
@@ -32,11 +34,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view kSpecKeys[] = {"name", "description", "base", "axes"};
+constexpr std::string_view kSpecKeys[] = {"name", "description", "kind", "base", "axes"};
+constexpr std::string_view kKinds[] = {"step", "serve"};
 
 /// Fields whose value is a file: relative paths are taken from the spec's folder.
 bool is_file_field(std::string_view path, std::string_view value) {
-  if (path == "hw" || path == "hf_config" || path == "workload") return true;
+  if (path == "hw" || path == "hf_config" || path == "workload" || path == "trace") return true;
   // A model is a shipped name or a model YAML.
   return path == "model" && (value.find('/') != std::string_view::npos || value.ends_with(".yaml"));
 }
@@ -75,6 +78,26 @@ void set_at(Scenario& s, const std::string& path, const std::string& value, cons
   } catch (const InputError& e) {
     throw InputError(at, e.message());
   }
+}
+
+/// set_serve_field() with its error moved to the spec's position.
+void set_serve_at(ServeSettings& s, const std::string& path, const std::string& value,
+                  const SourcePos& at) {
+  try {
+    set_serve_field(s, path, value, at.file);
+  } catch (const InputError& e) {
+    throw InputError(at, e.message());
+  }
+}
+
+/// Throws InputError at `at` unless set_serve_field() knows `path` (with "did you mean").
+void check_serve_field(const std::string& path, const SourcePos& at) {
+  if (is_topology_path(path) || path.starts_with("model.") ||
+      std::ranges::find(serve_field_names(), path) != serve_field_names().end()) {
+    return;
+  }
+  ServeSettings probe;
+  set_serve_at(probe, path, "", at);  // throws: unknown, with the names and "did you mean"
 }
 
 /// Fields that change what the topology, target or pins resolve to.
@@ -193,6 +216,97 @@ void check_points(const SweepSpec& spec, const std::vector<SweepPoint>& points) 
   }
 }
 
+/// Every input of a serving point, one per line: equal keys, equal runs.
+std::string serve_key(const ServeSettings& s) {
+  std::string k = fmt::format("hw={}\n", s.hw.empty() ? default_topology() : s.hw);
+  for (const std::string& set : s.sets) k += "set " + set + "\n";
+  for (const std::string& m : s.model.model_sets) k += "model." + m + "\n";
+  for (std::string_view f : serve_field_names()) {
+    if (f != "hw") k += fmt::format("{}={}\n", f, get_serve_field(s, f));
+  }
+  return k;
+}
+
+/// Prepares a serving point and checks that it can serve; a model that does not fit is a
+/// result of the point (infeasible), not an error of the spec.
+void check_serve_point(const ServeSettings& s, ServeTraceCache& traces) {
+  try {
+    check_serve(prepare_serve(s, &traces));
+  } catch (const serve::DoesNotFit&) {
+  }
+}
+
+/// check_points() for a serving spec: each axis value alone on the base, then every
+/// distinct point.
+void check_serve_points(const SweepSpec& spec, const std::vector<SweepPoint>& points) {
+  ServeTraceCache traces;
+  std::set<std::string> seen;
+  for (const AxisGroup& g : spec.groups) {
+    for (size_t k = 0; k < g.axes.size(); ++k) {
+      const Axis& a = g.axes[k];
+      for (size_t i = 0; i < a.values.size(); ++i) {
+        ServeSettings s = spec.serve_base;
+        set_serve_field(s, a.path, resolve(a.path, a.values[i], spec.dir, g.value_pos[k][i]),
+                        spec.file);
+        if (!seen.insert(serve_key(s)).second) continue;
+        try {
+          check_serve_point(s, traces);
+        } catch (const InputError& e) {
+          // An error about a field of the base (it names the field) is the base's.
+          const std::string why = cause(e);
+          const auto base = spec.base_pos.find(e.pos().file);
+          if (e.pos().file != a.path && base != spec.base_pos.end()) {
+            throw InputError::at(base->second, "{}: {}", e.pos().file, e.message());
+          }
+          throw InputError::at(g.value_pos[k][i], "{}{}",
+                               why.find(a.path) == std::string::npos ? a.path + ": " : "", why);
+        }
+      }
+    }
+  }
+  for (const SweepPoint& p : points) {
+    if (!seen.insert(serve_key(p.serve)).second) continue;
+    try {
+      check_serve_point(p.serve, traces);
+    } catch (const InputError& e) {
+      std::vector<std::string> values;
+      const auto paths = spec.axis_paths();
+      for (size_t i = 0; i < paths.size(); ++i) values.push_back(paths[i] + "=" + p.values[i]);
+      throw InputError::at(spec.groups.empty() ? SourcePos{spec.file} : spec.groups.front().pos,
+                           "point {} ({}): {}", p.index, fmt::join(values, ", "), cause(e));
+    }
+  }
+}
+
+/// Runs a serving point: its row and exit class (0 ok, 1 the model does not fit, 2 bad
+/// input, 3 internal error).
+std::pair<Row, int> run_serve_point(const ServeSettings& s, ServeTraceCache& traces) {
+  ServeOutcome o;
+  o.settings = s;
+  std::optional<ServeSetup> setup;
+  std::optional<ServeStudy> run;
+  int exit_class = 0;
+  try {
+    setup.emplace(prepare_serve(s, &traces));
+    o.setup = &*setup;
+    run.emplace(run_serve(*setup));
+    o.run = &*run;
+  } catch (const serve::DoesNotFit& e) {
+    o.status = "infeasible";
+    o.reason = e.what();
+    exit_class = 1;
+  } catch (const InputError& e) {
+    o.status = "failed";
+    o.reason = e.what();
+    exit_class = 2;
+  } catch (const std::exception& e) {
+    o.status = "failed";
+    o.reason = fmt::format("internal error: {}", e.what());
+    exit_class = 3;
+  }
+  return {serve_row_of(o), exit_class};
+}
+
 /// A trial that threw: its row carries the scenario and the error.
 Trial failed_trial(const Scenario& s, std::string reason) {
   Trial t;
@@ -242,20 +356,34 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
   const YAML::Node root = schema::load_yaml_text(text, name);
   schema::expect_map(root, name, "a sweep spec");
   SweepSpec spec;
+  spec.serve_base.cli = false;  // errors name the fields, as the spec writes them
   spec.file = name;
   spec.text = text;
   spec.name = fs::path(name).stem().string();
   bool has_axes = false;
+  // The kind decides what the fields of `base` and `axes` are, wherever it is written.
+  if (const YAML::Node kind = root["kind"]; kind) {
+    const std::string k = scalar_text(kind, name, "kind");
+    if (std::ranges::find(kKinds, k) == std::end(kKinds)) {
+      throw InputError::at(schema::pos_of(kind, name),
+                           "unknown kind '{}': step (plan and simulate each point, the default) "
+                           "or serve (serve a request trace){}",
+                           k, did_you_mean(k, std::span<const std::string_view>(kKinds)));
+    }
+    spec.kind = k == "serve" ? SweepSpec::Kind::kServe : SweepSpec::Kind::kStep;
+  }
   for (auto it = root.begin(); it != root.end(); ++it) {
     const YAML::Node key_node = it->first;
     const SourcePos key_pos = schema::pos_of(key_node, name);
     const std::string key = key_node.Scalar();
     if (std::ranges::find(kSpecKeys, key) == std::end(kSpecKeys)) {
-      throw InputError::at(key_pos, "unknown key '{}' in a sweep spec (keys: name, description, base, axes){}",
+      throw InputError::at(key_pos, "unknown key '{}' in a sweep spec (keys: name, description, kind, base, axes){}",
                            key, did_you_mean(key, std::span<const std::string_view>(kSpecKeys)));
     }
     const YAML::Node v = it->second;
-    if (key == "name") {
+    if (key == "kind") {
+      continue;  // read first
+    } else if (key == "name") {
       spec.name = scalar_text(v, name, "name");
     } else if (key == "description") {
       spec.description = scalar_text(v, name, "description");
@@ -267,7 +395,7 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
         const SourcePos at = schema::pos_of(val, name);
         std::string value;
         if (val.IsSequence()) {
-          if (path != "pins") {
+          if (path != "pins" || spec.serving()) {
             throw InputError::at(at, "base '{}' takes one value; vary it under axes", path);
           }
           std::vector<std::string> pins;
@@ -276,7 +404,12 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
         } else {
           value = scalar_text(val, name, "a base value");
         }
-        set_at(spec.base, path, resolve(path, value, dir, at), schema::pos_of(field, name));
+        if (spec.serving()) {
+          set_serve_at(spec.serve_base, path, resolve(path, value, dir, at), at);
+          spec.base_pos.emplace(path, at);
+        } else {
+          set_at(spec.base, path, resolve(path, value, dir, at), schema::pos_of(field, name));
+        }
       }
     } else {
       has_axes = true;
@@ -289,6 +422,7 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
           const YAML::Node axis_key = a->first, vals = a->second;
           Axis axis{axis_key.Scalar(), {}};
           const SourcePos at = schema::pos_of(axis_key, name);
+          if (spec.serving()) check_serve_field(axis.path, at);
           if (axis.path == "policy" && vals.IsScalar() && vals.Scalar() == "all") {
             for (const planner::Policy& p : planner::policies()) axis.values.emplace_back(p.name);
           } else if (vals.IsSequence()) {
@@ -298,10 +432,12 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
                                  axis.path == "policy" ? " or 'all'" : "");
           }
           if (axis.values.empty()) throw InputError::at(at, "axis '{}' has no values", axis.path);
-          try {
-            check_field(axis.path, name);
-          } catch (const InputError& e) {
-            throw InputError(at, e.message());
+          if (!spec.serving()) {
+            try {
+              check_field(axis.path, name);
+            } catch (const InputError& e) {
+              throw InputError(at, e.message());
+            }
           }
           for (const std::string& p : spec.axis_paths()) {
             if (p == axis.path) throw InputError::at(at, "axis '{}' appears twice", axis.path);
@@ -313,6 +449,13 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
           std::vector<SourcePos> value_pos;
           for (size_t i = 0; i < axis.values.size(); ++i) {
             value_pos.push_back(vals.IsSequence() ? schema::pos_of(vals[i], name) : at);
+            if (spec.serving()) {
+              ServeSettings probe = spec.serve_base;
+              set_serve_at(probe, axis.path,
+                           resolve(axis.path, axis.values[i], dir, value_pos.back()),
+                           value_pos.back());
+              continue;
+            }
             Scenario probe = spec.base;
             set_at(probe, axis.path, resolve(axis.path, axis.values[i], dir, value_pos.back()),
                    value_pos.back());
@@ -353,7 +496,11 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
   }
   // Axis values stay as written (the axis columns); file values resolve when points are made.
   spec.dir = dir;
-  check_points(spec, sweep_points(spec));
+  if (spec.serving()) {
+    check_serve_points(spec, sweep_points(spec));
+  } else {
+    check_points(spec, sweep_points(spec));
+  }
   return spec;
 }
 
@@ -364,7 +511,7 @@ SweepSpec load_sweep_spec(const std::string& path) {
 }
 
 std::vector<SweepPoint> sweep_points(const SweepSpec& spec) {
-  std::vector<SweepPoint> out = {SweepPoint{0, spec.base, {}}};
+  std::vector<SweepPoint> out = {SweepPoint{0, spec.base, spec.serve_base, {}}};
   for (const AxisGroup& g : spec.groups) {
     std::vector<SweepPoint> next;
     next.reserve(out.size() * g.axes.front().values.size());
@@ -372,7 +519,12 @@ std::vector<SweepPoint> sweep_points(const SweepSpec& spec) {
       for (size_t i = 0; i < g.axes.front().values.size(); ++i) {
         SweepPoint q = p;
         for (const Axis& a : g.axes) {
-          set_field(q.scenario, a.path, resolve(a.path, a.values[i], spec.dir, g.pos), spec.file);
+          const std::string v = resolve(a.path, a.values[i], spec.dir, g.pos);
+          if (spec.serving()) {
+            set_serve_field(q.serve, a.path, v, spec.file);
+          } else {
+            set_field(q.scenario, a.path, v, spec.file);
+          }
           q.values.push_back(a.values[i]);
         }
         next.push_back(std::move(q));
@@ -394,8 +546,22 @@ std::string sweep_id(const SweepSpec& spec) {
     return it->second;
   };
   std::string all = "tierflow.sweep/1\n";
+  if (spec.serving()) all += "kind serve\n";
   for (const std::string& p : spec.axis_paths()) all += "axis " + p + "\n";
   for (const SweepPoint& p : sweep_points(spec)) {
+    if (spec.serving()) {
+      ServeSettings s = p.serve;
+      s.hw = hash(s.hw.empty() ? default_topology() : find_topology(s.hw, "hw"));
+      if (!s.trace.empty()) s.trace = hash(s.trace);
+      if (!s.model.hf_config.empty()) {
+        s.model.hf_config = hash(s.model.hf_config);
+      } else {
+        const std::string model = s.model.model.empty() ? std::string(kDefaultModel) : s.model.model;
+        s.model.model = hash(traces::find_arch(model, config_dir()));
+      }
+      all += fmt::format("point {}\n{}", p.index, serve_key(s));
+      continue;
+    }
     Scenario s = p.scenario;
     s.hw = hash(s.hw.empty() ? default_topology() : s.hw);
     WorkloadSource& w = s.workload;
@@ -439,7 +605,9 @@ SweepSummary run_sweep(const SweepSpec& spec, ResultDb& db, const SweepOptions& 
   std::map<std::string, size_t> first;
   std::vector<std::pair<size_t, const SweepPoint*>> order;
   for (const SweepPoint* p : todo) {
-    const size_t f = first.try_emplace(workload_key(p->scenario), first.size()).first->second;
+    const std::string key = spec.serving() ? p->serve.trace + "\n" + p->serve.arrivals
+                                           : workload_key(p->scenario);
+    const size_t f = first.try_emplace(key, first.size()).first->second;
     order.emplace_back(f, p);
   }
   std::ranges::stable_sort(order, {}, &std::pair<size_t, const SweepPoint*>::first);
@@ -448,6 +616,7 @@ SweepSummary run_sweep(const SweepSpec& spec, ResultDb& db, const SweepOptions& 
   unsigned jobs = o.jobs == 0 ? hw_threads : o.jobs;
   jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(order.size(), 1)));
   Study study;
+  ServeTraceCache traces;  // serving points: each trace read once
   // Each running point holds its workloads; a few more stay cached for the next points.
   study.limit_workloads(2 * static_cast<size_t>(jobs) + 2);
   const unsigned plan_threads = std::max(1u, hw_threads / jobs);
@@ -464,23 +633,28 @@ SweepSummary run_sweep(const SweepSpec& spec, ResultDb& db, const SweepOptions& 
       const size_t i = next.fetch_add(1);
       if (i >= order.size()) return;
       const SweepPoint& p = *order[i].second;
-      Scenario s = p.scenario;
-      s.threads = plan_threads;
       const auto t0 = Clock::now();
-      Trial t;
+      Row row;
       int exit_class = 0;
-      try {
-        t = study.run(s);
-        exit_class = t.ok ? 0 : t.infeasible ? 1 : 3;
-      } catch (const InputError& e) {
-        t = failed_trial(p.scenario, e.what());
-        exit_class = 2;
-      } catch (const std::exception& e) {
-        t = failed_trial(p.scenario, fmt::format("internal error: {}", e.what()));
-        exit_class = 3;
+      if (spec.serving()) {
+        std::tie(row, exit_class) = run_serve_point(p.serve, traces);
+      } else {
+        Scenario s = p.scenario;
+        s.threads = plan_threads;
+        Trial t;
+        try {
+          t = study.run(s);
+          exit_class = t.ok ? 0 : t.infeasible ? 1 : 3;
+        } catch (const InputError& e) {
+          t = failed_trial(p.scenario, e.what());
+          exit_class = 2;
+        } catch (const std::exception& e) {
+          t = failed_trial(p.scenario, fmt::format("internal error: {}", e.what()));
+          exit_class = 3;
+        }
+        row = row_of(t);
       }
       const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-      const Row row = row_of(t);
       std::lock_guard lock(mu);
       if (fatal) return;
       try {

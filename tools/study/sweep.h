@@ -18,12 +18,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/diagnostics.h"
 #include "tools/study/scenario.h"
+#include "tools/study/serve.h"
 
 namespace tierflow::study {
 
@@ -37,13 +39,22 @@ struct AxisGroup {
 };
 
 struct SweepSpec {
+  /// `kind:` of the spec: step points plan and simulate a scenario (the default); serve
+  /// points run the serving engine (tools/study/serve.h) on `serve_base` and its axes.
+  enum class Kind { kStep, kServe };
+  Kind kind = Kind::kStep;
   std::string file;  ///< where it was read from; positions name it
   std::string dir;   ///< relative file values (hw, model YAML, hf_config, workload) start here
   std::string name;  ///< `name:`, default the file's stem
   std::string description;
   std::string text;  ///< the spec as written (kept in result databases)
   Scenario base;
+  ServeSettings serve_base;  ///< kind serve: what every point starts from
+  /// Kind serve: where each field of `base` was written (errors about it point there).
+  std::map<std::string, SourcePos, std::less<>> base_pos;
   std::vector<AxisGroup> groups;
+
+  [[nodiscard]] bool serving() const { return kind == Kind::kServe; }
 
   /// Every axis path in group order (the database's axis columns).
   [[nodiscard]] std::vector<std::string> axis_paths() const;
@@ -64,7 +75,8 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name,
 
 struct SweepPoint {
   int64_t index = 0;  ///< in grid order over the whole spec, shards apart
-  Scenario scenario;
+  Scenario scenario;    ///< kind step
+  ServeSettings serve;  ///< kind serve
   std::vector<std::string> values;  ///< one per axis path, as the spec wrote it
 };
 

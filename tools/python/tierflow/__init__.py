@@ -471,7 +471,8 @@ def compare(policies=None, hw=None, set=(), model_set=(), **fields):
 
 def sweep(spec, db=None, jobs=0, shard=None, retry_failed=False):
     """Runs a sweep (`tierflow sweep`) and returns its results table as a DataFrame: point,
-    the axes that are not study columns, exit_class, then the study columns.
+    the axes that are not study columns, exit_class, then the study columns (for a spec of
+    `kind: serve`, the serving columns: docs/sweeps.md, "Serving sweeps").
 
     spec: a path to a sweep YAML, the YAML text itself (any text with a line break), or a
     dict of the same shape (base, axes, name, description). db: a SQLite file to record
