@@ -1,6 +1,7 @@
 // Serving: the whole Mooncake conversation trace (12,031 requests, one hour) served by
 // Llama-3-70B on an 8-GPU H200 node (TP 8, a 1 TB DDR tier), and replayed against the cache
-// alone; requests simulated per second are reported as a counter. Requests and replicas
+// alone, and with its blocks split into 16-token pages; requests simulated per second are
+// reported as a counter. Requests and replicas
 // scale the cost: the same trace at twice and four times the rate over 2 replicas of TP 4.
 #include <benchmark/benchmark.h>
 
@@ -19,7 +20,8 @@ using namespace tierflow;
 const std::string kTrace =
     std::string(TIERFLOW_SOURCE_DIR) + "/../shared/data/mooncake/conversation_trace.jsonl";
 
-void serve_mooncake(benchmark::State& state, bool cache_only, int replicas, int tp, int copies) {
+void serve_mooncake(benchmark::State& state, bool cache_only, int replicas, int tp, int copies,
+                    uint32_t page_tokens = 512) {
   if (!std::filesystem::exists(kTrace)) {
     state.SkipWithError("the Mooncake trace is not at ../shared/data/mooncake");
     return;
@@ -27,7 +29,9 @@ void serve_mooncake(benchmark::State& state, bool cache_only, int replicas, int 
   const std::string configs = std::string(TIERFLOW_SOURCE_DIR) + "/configs/";
   const traces::Arch arch = traces::load_arch(configs + "models/llama-3-70b.yaml");
   const hw::Topology topo = hw::load_topology(configs + "hw/h200-sxm-8gpu.yaml");
-  traces::RequestTrace trace = traces::read_request_trace(kTrace, {});
+  traces::TraceOptions read;
+  read.block_tokens = page_tokens;
+  traces::RequestTrace trace = traces::read_request_trace(kTrace, read);
   // More requests: the trace again, shifted by its own span (the same traffic repeated).
   const size_t n = trace.requests.size();
   const int64_t span = trace.requests.back().arrival_ps + 1;
@@ -63,6 +67,13 @@ void BM_ServeMooncakeCacheOnly(benchmark::State& state) {
   serve_mooncake(state, true, 1, 8, 1);
 }
 BENCHMARK(BM_ServeMooncakeCacheOnly)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+
+// The same with the trace's 512-token blocks split into vLLM's 16-token pages: 32 times the
+// blocks in every cache level.
+void BM_ServeMooncakePages16(benchmark::State& state) {
+  serve_mooncake(state, false, 1, 8, 1, 16);
+}
+BENCHMARK(BM_ServeMooncakePages16)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
 void BM_ServeMooncake2xTwoReplicas(benchmark::State& state) {
   serve_mooncake(state, false, 2, 4, 2);

@@ -198,6 +198,7 @@ RequestTrace parse_mooncake(std::string_view text, const std::string& name, cons
   if (zero_outputs > 0)
     trace.notes.push_back(zero_output_note(name, zero_outputs, "output_length"));
   finish_trace(trace, o, name, /*note_order=*/true);
+  split_blocks(trace, o.block_tokens, name);
   return trace;
 }
 
@@ -494,6 +495,39 @@ void check_scale_value(double rate_scale, const std::string& name) {
 }
 
 }  // namespace
+
+void split_blocks(RequestTrace& trace, uint32_t page_tokens, const std::string& name) {
+  const uint32_t block = trace.block_tokens;
+  if (page_tokens == block) return;
+  if (page_tokens == 0 || page_tokens > block || block % page_tokens != 0) {
+    throw InputError::at(SourcePos{name},
+                         "block tokens {}: the trace's {}-token prefix blocks split only into "
+                         "pages that divide them (e.g. 16, 32, 64, ... {})",
+                         page_tokens, block, block);
+  }
+  const uint64_t pages = block / page_tokens;
+  // Page k of block id h is h x pages + k: pages of one block stay together and ids of
+  // different blocks stay apart; bit 63 stays clear (the engine's own output blocks).
+  constexpr uint64_t kMaxId = (uint64_t{1} << 63) - 1;
+  for (Request& q : trace.requests) {
+    std::vector<uint64_t> split;
+    split.reserve(static_cast<size_t>(blocks_for(q.prompt_tokens, page_tokens)));
+    for (size_t b = 0; b < q.blocks.size(); ++b) {
+      const uint64_t h = q.blocks[b];
+      if (h > (kMaxId - (pages - 1)) / pages) {
+        throw InputError::at(SourcePos{name},
+                             "request {}: hash id {} is too large to split into {} pages (at "
+                             "most {})",
+                             q.id, h, pages, (kMaxId - (pages - 1)) / pages);
+      }
+      const uint64_t first = uint64_t{block} * b;
+      const uint64_t tokens = std::min<uint64_t>(block, q.prompt_tokens - first);
+      for (uint64_t k = 0; k < blocks_for(tokens, page_tokens); ++k) split.push_back(h * pages + k);
+    }
+    q.blocks = std::move(split);
+  }
+  trace.block_tokens = page_tokens;
+}
 
 void finish_trace(RequestTrace& trace, const TraceOptions& o, const std::string& name,
                   bool note_order) {

@@ -70,7 +70,10 @@ struct TraceOptions {
   /// Keep only the first N requests after sorting (0: all).
   uint64_t first = 0;
   /// Tokens per block for sources without prefix information (Azure) and for the
-  /// generator, in [1, kMaxBlockTokens]. Mooncake files are always 512.
+  /// generator, in [1, kMaxBlockTokens]. A Mooncake file's prefix blocks are 512 tokens:
+  /// a divisor of 512 splits each into pages of that many tokens (split_blocks), so that
+  /// the KV cache holds pages as vLLM's 16-token blocks while prefixes still match by
+  /// whole trace blocks.
   uint32_t block_tokens = kMooncakeBlockTokens;
 };
 
@@ -106,6 +109,12 @@ RequestTrace generate_requests(const std::string& spec, const TraceOptions& o,
 /// `name` for an empty trace, a bad option or a scaled arrival past kMaxArrivalPs.
 void finish_trace(RequestTrace& trace, const TraceOptions& o, const std::string& name,
                   bool note_order);
+
+/// Splits every prefix block of `trace` into pages of `page_tokens` (a divisor of its
+/// block size): page k of block id h gets id h x pages + k, so a page hits exactly when its
+/// block would, and the last, partial block has only the pages its tokens need. Nothing
+/// when `page_tokens` is the block size; InputError at `name` otherwise.
+void split_blocks(RequestTrace& trace, uint32_t page_tokens, const std::string& name);
 
 /// Throws InputError at `name` unless `rate_scale` is a positive finite number that keeps
 /// the arrivals of `trace` (relative to its first) within kMaxArrivalPs.

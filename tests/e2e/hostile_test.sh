@@ -506,6 +506,9 @@ hostile stop41/serve-sweep-kv-tier-1EiB 2 "tier.yaml:6:16: kv_tiers: tier 'ddr' 
 hostile stop41/serve-kv-tier-1EiB 2 "--kv-tiers: tier 'ddr' is given 1EiB for KV per instance" -- \
   "$tf" serve --model llama-3-8b --arrivals "poisson,rate=1/s,n=2,prompt=fixed:512,output=fixed:2" \
   --kv-tiers ddr:1EiB --quiet
+hostile stop41/serve-mooncake-block-tokens-100 2 "block tokens 100: the trace's 512-token prefix blocks split only into pages that divide them" -- \
+  "$tf" serve --model llama-3-8b --trace tests/data/serve/mooncake_conversation_200.jsonl \
+  --block-tokens 100 --quiet
 printf 'kind: [serve]\nbase: {model: llama-3-8b}\naxes:\n  - tp: [1]\n' >"$d/kindlist.yaml"
 hostile stop41/sweep-kind-list 2 "kindlist.yaml:1:7: kind must be a single value" --in "$d/kindlist.yaml" --out "$d/kl.db" -- \
   "$tf" sweep "$d/kindlist.yaml" -o "$d/kl.db" --quiet

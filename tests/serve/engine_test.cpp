@@ -63,13 +63,19 @@ TEST_CASE("serve: one server, fixed service, Poisson arrivals: the M/D/1 waiting
 
 TEST_CASE("serve: hits below the device are loaded, and the links carry exactly their bytes") {
   // A device pool of a few dozen blocks and a DDR tier: shared prefixes come back from DDR.
+  // Blocks of 512 tokens, one a transfer, and of 16, up to 32 a transfer.
+  for (const uint32_t block_tokens : {512U, 16U}) {
+  CAPTURE(block_tokens);
   Setup s({"tiers.hbm.capacity=18.5GiB"});
   serve::ServeOptions o;
   o.kv_tiers = {serve::KvTier{"ddr", 1.0, 64ULL << 30}};
+  traces::TraceOptions to;
+  to.block_tokens = block_tokens;
   const traces::RequestTrace trace = traces::generate_requests(
       "poisson,rate=2/s,n=300,prompt=uniform:256:2048,output=fixed:8,groups=4,system=4096,seed=5",
-      {}, "test");
+      to, "test");
   const serve::ServeResult r = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  CHECK(r.block_tokens == block_tokens);
   REQUIRE(r.levels.size() == 2);
   const serve::LevelRecord& ddr = r.levels[1];
   const uint64_t loads = ddr.stats.moves_out[static_cast<size_t>(serve::MoveKind::kLoad)];
@@ -90,6 +96,42 @@ TEST_CASE("serve: hits below the device are loaded, and the links carry exactly 
   }
   const double block_bytes = static_cast<double>(r.kv_bytes_per_token * r.block_tokens);
   CHECK(ddr_read == doctest::Approx(static_cast<double>(loads) * block_bytes));
+  // Small blocks travel together: fewer transfers than blocks moved.
+  if (block_tokens == 16) CHECK(r.transfers < loads);
+  }
+}
+
+TEST_CASE("serve: a Mooncake trace's blocks split into pages: every request served, more hits") {
+  // The excerpt's 512-token blocks as 64-token pages: the pool holds pages, a full hit
+  // computes its last page only, and the prefix index still matches whole trace blocks.
+  Setup s({"tiers.hbm.capacity=40GiB"});
+  serve::ServeOptions o;
+  o.kv_tiers = {serve::KvTier{"ddr", 1.0, 256ULL << 30}};
+  const std::string path =
+      std::string(TIERFLOW_SOURCE_DIR) + "/tests/data/serve/mooncake_conversation_200.jsonl";
+  traces::TraceOptions pages;
+  pages.block_tokens = 64;
+  const traces::RequestTrace whole = traces::read_request_trace(path, {});
+  const traces::RequestTrace split = traces::read_request_trace(path, pages);
+  const serve::ServeResult a = serve::serve(whole, s.arch, s.gen, s.topo, o);
+  const serve::ServeResult b = serve::serve(split, s.arch, s.gen, s.topo, o);
+  CHECK(b.block_tokens == 64);
+  CHECK(b.prompt_tokens == a.prompt_tokens);
+  for (const serve::RequestRecord& q : b.requests) CHECK((q.rejected || q.finish >= q.first_token));
+  // Prefixes match by whole trace blocks either way: pages never hit less.
+  CHECK(b.computed_tokens <= a.computed_tokens);
+
+  // A prompt served twice, 10 s apart: the second finds all of it cached, and computes its
+  // last block again: 512 tokens, or one page of 64.
+  const std::string twice =
+      "{\"timestamp\": 0, \"input_length\": 1024, \"output_length\": 2, \"hash_ids\": [1, 2]}\n"
+      "{\"timestamp\": 10000, \"input_length\": 1024, \"output_length\": 2, \"hash_ids\": [1, 2]}\n";
+  const serve::ServeResult ta =
+      serve::serve(traces::parse_mooncake(twice, "twice.jsonl", {}), s.arch, s.gen, s.topo, o);
+  const serve::ServeResult tb =
+      serve::serve(traces::parse_mooncake(twice, "twice.jsonl", pages), s.arch, s.gen, s.topo, o);
+  CHECK(ta.computed_tokens == 1024 + 512);
+  CHECK(tb.computed_tokens == 1024 + 64);
 }
 
 TEST_CASE(

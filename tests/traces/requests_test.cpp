@@ -228,6 +228,39 @@ TEST_CASE("timestamps out of order are sorted stably, with a note; output 0 coun
   CHECK(prompts == std::vector<uint32_t>{20, 40, 10, 30});
 }
 
+TEST_CASE("Mooncake blocks split into pages: ids per page, the partial block's pages only") {
+  // 700 tokens: a whole 512-token block (id 5) and 188 tokens of block 9. Pages of 128
+  // tokens: 4 of block 5 (ids 20..23), 2 of block 9 (ids 36, 37), ceil(700 / 128) = 6 in all.
+  const std::string text =
+      "{\"timestamp\": 0, \"input_length\": 700, \"output_length\": 3, \"hash_ids\": [5, 9]}\n"
+      "{\"timestamp\": 1, \"input_length\": 512, \"output_length\": 3, \"hash_ids\": [5]}\n";
+  TraceOptions o;
+  o.block_tokens = 128;
+  const RequestTrace t = parse_mooncake(text, "p.jsonl", o);
+  CHECK(t.block_tokens == 128);
+  CHECK(t.requests[0].blocks == std::vector<uint64_t>{20, 21, 22, 23, 36, 37});
+  // The same block's pages in another request: the same ids, so they match.
+  CHECK(t.requests[1].blocks == std::vector<uint64_t>{20, 21, 22, 23});
+  // Pages of one token, and the block size itself (no split).
+  o.block_tokens = 1;
+  CHECK(parse_mooncake(text, "p.jsonl", o).requests[0].blocks.size() == 700);
+  o.block_tokens = 512;
+  CHECK(parse_mooncake(text, "p.jsonl", o).requests[0].blocks == std::vector<uint64_t>{5, 9});
+  // Not a divisor of 512, or above it.
+  for (const uint32_t bad : {100U, 1024U}) {
+    o.block_tokens = bad;
+    CHECK_THROWS_WITH_AS(parse_mooncake(text, "p.jsonl", o),
+                         doctest::Contains("split only into pages that divide them"), InputError);
+  }
+  // An id too large to multiply by the page count.
+  o.block_tokens = 16;
+  CHECK_THROWS_WITH_AS(
+      parse_mooncake("{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, "
+                     "\"hash_ids\": [18446744073709551615]}\n",
+                     "p.jsonl", o),
+      doctest::Contains("too large to split into 32 pages"), InputError);
+}
+
 TEST_CASE("Azure CSV: timestamps to ps across midnight and a month's end; unique blocks") {
   // tests/data/serve/azure_synthetic.csv, rows in file order:
   //   1  2023-11-30 23:59:58.5000000  1024  100

@@ -94,8 +94,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--first", s.trace_options.first, "serve only the first N requests")
       ->transform(kCount);
   cmd->add_option("--block-tokens", s.trace_options.block_tokens,
-                  "tokens per KV block of traces without prefix hashes and generated ones "
-                  "(default 512; Mooncake traces are 512)")
+                  "tokens per KV block (default 512); of a Mooncake trace, a divisor of 512 "
+                  "splits its 512-token blocks into pages")
       ->transform(kCount);
   cmd->add_option("--warmup", s.warmup, "leave requests arriving before this out of the metrics");
   cmd->add_option("--device", s.engine.device, "device class (default: the first)");
