@@ -1073,9 +1073,10 @@ ServeResult Engine::run() {
   for (uint32_t i = 0; i < fabric_.resources().size(); ++i) {
     const hw::ResourceStats st = net_.stats(i, q_.now());
     if (st.bytes <= 0) continue;
-    out.resources.push_back(ResourceRecord{fabric_.resources()[i].name,
-                                           fabric_.resources()[i].kind == hw::ResourceKind::kLink,
-                                           st.bytes, st.busy_ps});
+    const hw::ResourceInfo& info = fabric_.resources()[i];
+    out.resources.push_back(ResourceRecord{info.name, info.kind == hw::ResourceKind::kLink,
+                                           st.bytes, st.busy_ps, info.kind, info.index,
+                                           info.forward});
   }
   out.iterations = iterations_;
   out.preemptions = preemptions_;

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "core/diagnostics.h"
+#include "hw_models/fabric.h"
 #include "hw_models/topology.h"
 #include "sim/serve/iteration_cost.h"
 #include "sim/serve/kv_cache.h"
@@ -138,6 +139,10 @@ struct ResourceRecord {
   bool link = false;
   double bytes = 0;
   Time busy = 0;
+  /// What it is in the topology: a link direction (`forward`: a -> b) or a tier's port.
+  hw::ResourceKind kind = hw::ResourceKind::kLink;
+  size_t index = 0;  ///< the link's or the tier's index
+  bool forward = true;
 };
 
 struct ServeResult {

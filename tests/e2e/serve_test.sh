@@ -114,6 +114,29 @@ check find-none-report 1 "$tf" serve "${small[@]}" --find min-capacity:ddr --kv-
   --target hit=90% --report "$tmp/none.html"
 contains find-none-report-note "$tmp/err" "no answer, so no run at it"
 ok find-none-no-report test ! -e "$tmp/none.html"
+# Which single upgrade helps most: every candidate ranked by the metric at 2x; the base's
+# value is the plain run's, and the top upgrade applied by hand gives the value it reported.
+check find-upgrade 0 "$tf" serve "${small[@]}" --find upgrade --target p90-ttft=10s --json --summary "$tmp/up.json"
+check plain-for-upgrade 0 "$tf" serve "${small[@]}" --json --summary "$tmp/plain.json"
+ok find-upgrade-json python3 -c '
+import json, subprocess, sys
+a, plain, tf, trace = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3], sys.argv[4]
+assert a["question"] == "upgrade" and a["found"], a
+assert a["base"]["value"] == plain["ttft"]["p90_s"] and not a["base"]["pass"], a["base"]
+gains = [u["gain_2x"] for u in a["upgrades"]]
+assert gains == sorted(gains, reverse=True), gains
+whats = [u["what"] for u in a["upgrades"]]
+assert "one replica more" in whats and "tier '"'"'hbm'"'"' capacity (the device memory)" in whats, whats
+top = a["upgrades"][0]
+assert a["answer"] == top["what"] and top["gain_2x"] > 0.005, top
+flag = ["--replicas", "2"] if top["set"] == "replicas=2" else ["--set", top["set"]]
+out = subprocess.run([tf, "serve", "--hw", "h100-sxm-8gpu", "--model", "llama-3-8b", "--trace", trace,
+                      "--quiet", "--json"] + flag, check=True, capture_output=True, text=True).stdout
+assert json.loads(out)["ttft"]["p90_s"] == top["value_2x"], (out, top)
+assert a["run"]["ttft"]["p90_s"] == top["value_2x"]' "$tmp/up.json" "$tmp/plain.json" "$tf" "$trace"
+check find-upgrade-text 0 "$tf" serve "${small[@]}" --find upgrade --target p90-ttft=10s
+contains find-upgrade-table "$tmp/out" "upgrade"
+contains find-upgrade-answer "$tmp/out" "answer: "
 check find-no-target 2 "$tf" serve "${small[@]}" --find max-rate
 contains find-no-target-msg "$tmp/err" "--find: needs --target"
 check target-without-find 2 "$tf" serve "${small[@]}" --target p99-ttft=1s

@@ -333,6 +333,12 @@ def test_serve(cli, tmp_path):
                                       "--trace", trace, "--find", "min-replicas", "--target",
                                       "p90-ttft=10s", "--json", "--quiet"))
     assert f.answer["found"] and f.summary["replicas"] == f.answer["answer"] == 3
+    up = tierflow.serve(trace=trace, hw="h100-sxm-8gpu", model="llama-3-8b", find="upgrade",
+                        target="p90-ttft=10s")
+    assert up.answer == json.loads(cli("serve", "--hw", "h100-sxm-8gpu", "--model", "llama-3-8b",
+                                       "--trace", trace, "--find", "upgrade", "--target",
+                                       "p90-ttft=10s", "--json", "--quiet"))
+    assert up.answer["question"] == "upgrade" and up.answer["answer"] == up.answer["upgrades"][0]["what"]
     # Bad arguments raise, named as Python's.
     with pytest.raises(tierflow.InputError, match="^find: needs target"):
         tierflow.serve(trace=trace, model="llama-3-8b", find="max-rate")

@@ -132,7 +132,7 @@ void add_serve_command(CLI::App& app) {
                   "write a Chrome trace (ui.perfetto.dev): iterations, sequences, level "
                   "occupancy, KV transfers");
   cmd->add_option("--find", o->find,
-                  "search runs for max-rate, min-replicas or min-capacity:TIER meeting --target");
+                  "max-rate, min-replicas, min-capacity:TIER meeting --target; or upgrade");
   cmd->add_option("--target", o->target,
                   "what --find must meet: p99-ttft=2s, p90-tpot=50ms, goodput=95% (of --slo), "
                   "hit=30%");

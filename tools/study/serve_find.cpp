@@ -10,6 +10,7 @@
 
 #include "core/diagnostics.h"
 #include "core/units.h"
+#include "hw_models/loader.h"
 #include "tools/study/target.h"
 
 namespace tierflow::study {
@@ -32,6 +33,8 @@ std::string_view question_name(ServeQuestion q) {
       return "min-replicas";
     case ServeQuestion::kMinCapacity:
       return "min-capacity";
+    case ServeQuestion::kUpgrade:
+      return "upgrade";
   }
   return "";
 }
@@ -54,8 +57,165 @@ std::string knob_text(ServeQuestion q, double knob) {
       return fmt::format("{}", static_cast<int64_t>(knob));
     case ServeQuestion::kMinCapacity:
       return to_string_approx(Bytes{static_cast<uint64_t>(knob)});
+    case ServeQuestion::kUpgrade:
+      return "";
   }
   return "";
+}
+
+/// An upgrade counts when its metric at 2x is at least this much better than the base's.
+constexpr double kUpgradeGain = 0.005;
+constexpr std::array<double, 2> kUpgradeFactors = {1.25, 2.0};
+
+/// How much better `v` is than `base` for the target: a shorter latency, a larger share.
+double gain_of(const ServeTarget& t, double base, double v) {
+  if (std::isnan(v) || std::isnan(base)) return 0;
+  if (t.is_time()) return base > 0 ? (base - v) / base : 0;
+  return base > 0 ? (v - base) / base : v - base;
+}
+
+/// One upgrade to try: it changes a copy of the settings' overrides and the engine.
+struct Candidate {
+  std::string what;
+  std::string path;  ///< a topology path scaled, or "replicas"
+  double now = 0;
+  bool bandwidth = true;
+  int kv_tier = -1;  ///< a KV tier whose bytes (when given) scale with its tier's capacity
+};
+
+/// Runs each candidate at 1.25x and 2x of `setup` (the base), ranks them; see serve_find.h.
+ServeAnswer upgrade_serve(const ServeSettings& base, ServeSetup setup, const ServeAsk& ask) {
+  ServeAnswer a;
+  a.question = ServeQuestion::kUpgrade;
+  a.target = ask.target;
+  const std::string timeline = std::exchange(setup.timeline, std::string());
+  const bool series = std::exchange(setup.engine.record_series, false);
+  const ServeStudy first = run_serve(setup);  // an error of the base is the user's to see
+  a.base_value = serve_metric(first, a.target);
+  a.base_pass = passes(a.target, a.base_value);
+  const hw::Topology& topo = setup.topology;
+  std::vector<Candidate> candidates;
+  const auto add = [&](Candidate c) {
+    for (const Candidate& x : candidates) {
+      if (x.path == c.path) return;
+    }
+    candidates.push_back(std::move(c));
+  };
+  for (const serve::ResourceRecord& r : first.result.resources) {
+    if (r.bytes <= 0) continue;
+    if (r.kind == hw::ResourceKind::kLink) {
+      const hw::Link& l = topo.links[r.index];
+      const bool reverse = !r.forward && l.bandwidth_reverse.bytes_per_s > 0;
+      add({fmt::format("link '{}' bandwidth{}", l.id, reverse ? " (reverse)" : ""),
+           fmt::format("links.{}.{}", l.id, reverse ? "bandwidth_reverse" : "bandwidth"),
+           reverse ? l.bandwidth_reverse.bytes_per_s : l.bandwidth.bytes_per_s, true});
+    } else {
+      const hw::Tier& t = topo.tiers[r.index];
+      const bool read = r.kind == hw::ResourceKind::kTierRead;
+      add({fmt::format("tier '{}' {} bandwidth", t.id, read ? "read" : "write"),
+           fmt::format("tiers.{}.{}_bandwidth", t.id, read ? "read" : "write"),
+           read ? t.read_bandwidth.bytes_per_s : t.write_bandwidth.bytes_per_s, true});
+    }
+  }
+  const auto device = std::find_if(topo.devices.begin(), topo.devices.end(), [&](const hw::Device& d) {
+    return setup.engine.device.empty() || d.id == setup.engine.device;
+  });
+  if (device != topo.devices.end()) {
+    const hw::Tier& t = topo.tiers[*topo.tier_index(device->local_tier)];
+    add({fmt::format("tier '{}' capacity (the device memory)", t.id),
+         fmt::format("tiers.{}.capacity", t.id), static_cast<double>(t.capacity.value), false});
+  }
+  for (size_t k = 0; k < setup.engine.kv_tiers.size(); ++k) {
+    const auto ti = topo.tier_index(setup.engine.kv_tiers[k].tier);
+    if (!ti) continue;
+    const hw::Tier& t = topo.tiers[*ti];
+    add({fmt::format("tier '{}' capacity (a KV tier)", t.id), fmt::format("tiers.{}.capacity", t.id),
+         static_cast<double>(t.capacity.value), false, static_cast<int>(k)});
+  }
+  if (device != topo.devices.end() &&
+      (setup.engine.replicas + 1) * setup.gen.tp <= device->count) {
+    add({"one replica more", "replicas", static_cast<double>(setup.engine.replicas), false});
+  }
+  const std::string file =
+      base.hw.empty() ? default_topology() : find_topology(base.hw, serve_flag("hw", base.cli));
+  std::optional<ServeStudy> best;
+  double best_gain = -1;
+  for (const Candidate& c : candidates) {
+    ServeUpgrade u;
+    u.what = c.what;
+    for (size_t i = 0; i < kUpgradeFactors.size(); ++i) {
+      const double f = kUpgradeFactors[i];
+      u.value[i] = std::nan("");
+      if (c.path == "replicas" && i == 0) continue;  // whole replicas only
+      ServeSetup p = setup;
+      std::string set;
+      if (c.path == "replicas") {
+        p.engine.replicas += 1;
+        set = fmt::format("replicas={}", p.engine.replicas);
+      } else {
+        set = fmt::format("{}={}", c.path,
+                          c.bandwidth ? to_string(Bandwidth{c.now * f})
+                                      : to_string(Bytes{static_cast<uint64_t>(c.now * f)}));
+        std::vector<std::string> sets = base.sets;
+        sets.push_back(set);
+        if (c.kv_tier >= 0 && p.engine.kv_tiers[static_cast<size_t>(c.kv_tier)].bytes > 0) {
+          // A KV tier of a given size grows with its tier.
+          serve::KvTier& k = p.engine.kv_tiers[static_cast<size_t>(c.kv_tier)];
+          k.bytes = static_cast<uint64_t>(static_cast<double>(k.bytes) * f);
+          set += fmt::format(" and KV tier '{}' {}", k.tier, to_string(Bytes{k.bytes}));
+        }
+        try {
+          p.topology = hw::load_topology(file, hw::LoadOptions{sets, false});
+        } catch (const InputError&) {
+          continue;  // an override the topology refuses: not an upgrade
+        }
+      }
+      if (i == 1) u.set = set;
+      std::optional<ServeStudy> x;
+      try {
+        x = run_serve(p);
+      } catch (const InputError&) {
+        continue;
+      }
+      u.value[i] = serve_metric(*x, a.target);
+      u.pass[i] = passes(a.target, u.value[i]);
+      u.gain[i] = gain_of(a.target, a.base_value, u.value[i]);
+      if (i == 1 && u.gain[i] > best_gain) {
+        best_gain = u.gain[i];
+        best = std::move(x);
+      }
+    }
+    a.upgrades.push_back(std::move(u));
+  }
+  std::stable_sort(a.upgrades.begin(), a.upgrades.end(), [](const ServeUpgrade& x, const ServeUpgrade& y) {
+    if (x.gain[1] != y.gain[1]) return x.gain[1] > y.gain[1];
+    return x.gain[0] > y.gain[0];
+  });
+  a.found = !a.upgrades.empty() && a.upgrades.front().gain[1] >= kUpgradeGain;
+  if (a.found && best && (!timeline.empty() || series)) {
+    // The best upgrade's run again (the engine is deterministic), with its timeline and
+    // series.
+    const ServeUpgrade& top = a.upgrades.front();
+    ServeSetup p = setup;
+    p.timeline = timeline;
+    p.engine.record_series = series;
+    if (top.set.starts_with("replicas=")) {
+      p.engine.replicas += 1;
+    } else {
+      std::vector<std::string> sets = base.sets;
+      sets.push_back(top.set.substr(0, top.set.find(" and KV tier")));
+      for (const Candidate& c : candidates) {
+        if (c.what == top.what && c.kv_tier >= 0 &&
+            p.engine.kv_tiers[static_cast<size_t>(c.kv_tier)].bytes > 0) {
+          p.engine.kv_tiers[static_cast<size_t>(c.kv_tier)].bytes *= 2;
+        }
+      }
+      p.topology = hw::load_topology(file, hw::LoadOptions{sets, false});
+    }
+    best = run_serve(p);
+  }
+  if (a.found && best) a.at_answer = std::move(best);
+  return a;
 }
 
 }  // namespace
@@ -64,13 +224,15 @@ std::pair<ServeQuestion, std::string> parse_serve_question(const std::string& te
                                                            std::string_view source) {
   if (text == "max-rate") return {ServeQuestion::kMaxRate, ""};
   if (text == "min-replicas") return {ServeQuestion::kMinReplicas, ""};
+  if (text == "upgrade") return {ServeQuestion::kUpgrade, ""};
   if (text.starts_with("min-capacity:") && text.size() > 13) {
     return {ServeQuestion::kMinCapacity, text.substr(13)};
   }
   throw InputError::at(
       SourcePos{std::string(source)},
-      "unknown question '{}': max-rate, min-replicas or min-capacity:TIER{}", text,
-      did_you_mean(text, std::vector<std::string>{"max-rate", "min-replicas", "min-capacity:ddr"}));
+      "unknown question '{}': max-rate, min-replicas, min-capacity:TIER or upgrade{}", text,
+      did_you_mean(text, std::vector<std::string>{"max-rate", "min-replicas", "min-capacity:ddr",
+                                                  "upgrade"}));
 }
 
 ServeTarget parse_serve_target(const std::string& text, std::string_view source) {
@@ -110,7 +272,7 @@ std::optional<ServeAsk> parse_serve_ask(const std::string& find, const std::stri
   if (find.empty()) {
     if (target.empty()) return std::nullopt;
     throw InputError::at(SourcePos{target_flag},
-                         "needs {} QUESTION (max-rate, min-replicas or min-capacity:TIER)",
+                         "needs {} QUESTION (max-rate, min-replicas, min-capacity:TIER or upgrade)",
                          find_flag);
   }
   ServeAsk ask;
@@ -145,6 +307,7 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
     throw InputError::at(SourcePos{name("target")}, "goodput is the share meeting {}: give {}",
                          name("slo"), name("slo"));
   }
+  if (q == ServeQuestion::kUpgrade) return upgrade_serve(base, std::move(setup), ask);
   // The settings were checked and the inputs read once; each probe changes one knob.
   std::vector<serve::KvTier>& tiers = setup.engine.kv_tiers;
   size_t tier_index = tiers.size();
@@ -299,7 +462,38 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
   return a;
 }
 
+namespace {
+
+/// The upgrade question's answer as text.
+std::string upgrade_text(const ServeAnswer& a) {
+  const ServeTarget& t = a.target;
+  std::string out = fmt::format("question: upgrade for {} {} {}\n\nbase: {} {} ({})\n\n", t.metric,
+                                t.is_time() ? "<=" : ">=", value_text(t, t.bound), t.metric,
+                                value_text(t, a.base_value), a.base_pass ? "pass" : "fail");
+  size_t width = 7;
+  for (const ServeUpgrade& u : a.upgrades) width = std::max(width, u.what.size());
+  out += fmt::format("{:<{}}  {:>10}  {:>10}  {:>10}  {}\n", "upgrade", width, "at 1.25x", "at 2x",
+                     "gain at 2x", "target at 2x");
+  for (const ServeUpgrade& u : a.upgrades) {
+    out += fmt::format("{:<{}}  {:>10}  {:>10}  {:>9.1f}%  {}\n", u.what, width,
+                       value_text(t, u.value[0]), value_text(t, u.value[1]), 100 * u.gain[1],
+                       std::isnan(u.value[1]) ? "-" : u.pass[1] ? "pass" : "fail");
+  }
+  if (!a.found) {
+    return out + fmt::format("\nanswer: none: no single upgrade improves {} by {:.1f}% or more\n",
+                             t.metric, 100 * kUpgradeGain);
+  }
+  const ServeUpgrade& top = a.upgrades.front();
+  out += fmt::format("\nanswer: {} ({}): {} {}, {:.1f}% better; the target {}\n", top.what, top.set,
+                     t.metric, value_text(t, top.value[1]), 100 * top.gain[1],
+                     top.pass[1] ? "met" : "still missed");
+  return out + "\nthe run with it:\n" + serve_text(*a.at_answer);
+}
+
+}  // namespace
+
 std::string serve_answer_text(const ServeAnswer& a) {
+  if (a.question == ServeQuestion::kUpgrade) return upgrade_text(a);
   const std::string what = a.question == ServeQuestion::kMinCapacity
                                ? fmt::format("min-capacity of '{}'", a.tier)
                                : std::string(question_name(a.question));
@@ -330,6 +524,8 @@ std::string serve_answer_text(const ServeAnswer& a) {
       out +=
           fmt::format("\nanswer: {} of '{}' per instance\n", knob_text(a.question, a.knob), a.tier);
       break;
+    case ServeQuestion::kUpgrade:
+      break;
   }
   return out + "\nthe run at the answer:\n" + serve_text(*a.at_answer);
 }
@@ -341,6 +537,26 @@ std::string serve_answer_json(const ServeAnswer& a) {
   if (!a.tier.empty()) j["tier"] = a.tier;
   j["target"] = {{"metric", a.target.metric}, {"bound", a.target.bound}};
   j["found"] = a.found;
+  const auto number = [](double v) {
+    return std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(v);
+  };
+  if (a.question == ServeQuestion::kUpgrade) {
+    j["answer"] = a.found ? nlohmann::ordered_json(a.upgrades.front().what) : nlohmann::ordered_json();
+    j["base"] = {{"value", number(a.base_value)}, {"pass", a.base_pass}};
+    nlohmann::ordered_json ups = nlohmann::ordered_json::array();
+    for (const ServeUpgrade& u : a.upgrades) {
+      ups.push_back({{"what", u.what},
+                     {"set", u.set},
+                     {"value_1_25x", number(u.value[0])},
+                     {"value_2x", number(u.value[1])},
+                     {"gain_2x", u.gain[1]},
+                     {"pass_2x", u.pass[1]}});
+    }
+    j["upgrades"] = std::move(ups);
+    j["run"] = a.at_answer ? nlohmann::ordered_json::parse(serve_json(*a.at_answer))
+                           : nlohmann::ordered_json();
+    return j.dump(2) + "\n";
+  }
   j["answer"] = a.found ? nlohmann::ordered_json(a.knob) : nlohmann::ordered_json();
   if (a.question == ServeQuestion::kMaxRate) j["requests_per_s"] = a.requests_per_s;
   nlohmann::ordered_json probes = nlohmann::ordered_json::array();

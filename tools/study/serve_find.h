@@ -2,7 +2,11 @@
 //   max-rate           the highest arrival rate (a multiple of the trace's) that meets the
 //                      target;
 //   min-replicas       the fewest replicas that meet it;
-//   min-capacity:TIER  the least capacity of a KV tier (per instance) that meets it.
+//   min-capacity:TIER  the least capacity of a KV tier (per instance) that meets it;
+//   upgrade            which single upgrade helps the target's metric most: each link
+//                      direction and tier port that carried bytes, the device memory, each
+//                      KV tier's capacity and one replica more, each at 1.25x and 2x (a
+//                      replica: one more), ranked by the metric at 2x.
 // A target is one bound on the run's summary: `p99-ttft=2s`, `p90-ttft=...`, `p99-tpot=
 // 100ms`, `p99-e2e=30s`, `goodput=95%` (the share of requests meeting `--slo`), or
 // `hit=30%` (the share of prompt tokens found in the cache).
@@ -12,6 +16,7 @@
 // is printed, so a non-monotone stretch shows.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <optional>
 #include <string>
@@ -23,7 +28,7 @@
 
 namespace tierflow::study {
 
-enum class ServeQuestion { kMaxRate, kMinReplicas, kMinCapacity };
+enum class ServeQuestion { kMaxRate, kMinReplicas, kMinCapacity, kUpgrade };
 
 /// What must hold of a run.
 struct ServeTarget {
@@ -32,7 +37,7 @@ struct ServeTarget {
   [[nodiscard]] bool is_time() const { return metric != "goodput" && metric != "hit"; }
 };
 
-/// "max-rate", "min-replicas" or "min-capacity:TIER"; InputError at `source`.
+/// "max-rate", "min-replicas", "min-capacity:TIER" or "upgrade"; InputError at `source`.
 std::pair<ServeQuestion, std::string> parse_serve_question(const std::string& text,
                                                            std::string_view source);
 /// "p99-ttft=2s", "goodput=95%", "hit=0.3"; InputError at `source`.
@@ -56,6 +61,20 @@ struct ServeProbe {
   bool pass = false;
 };
 
+/// One upgrade the upgrade question tried.
+struct ServeUpgrade {
+  std::string what;  ///< "link 'gpu-pcie' bandwidth", "tier 'hbm' capacity", "replicas"
+  /// The change at 2x: "links.gpu-pcie.bandwidth=128GB/s", "replicas=2", or a KV tier's
+  /// "tiers.ddr.capacity=2TB and KV tier 'ddr' 128GiB" (a KV tier of a given size grows
+  /// with its tier).
+  std::string set;
+  std::array<double, 2> value{};  ///< the metric at 1.25x and 2x (NaN: nothing finished or refused)
+  std::array<bool, 2> pass{};     ///< the target met
+  /// How much better than the base at 1.25x and 2x: (base - value) / base for a latency,
+  /// (value - base) / base for a share; 0 when it did not run.
+  std::array<double, 2> gain{};
+};
+
 struct ServeAnswer {
   ServeQuestion question = ServeQuestion::kMaxRate;
   std::string tier;  ///< min-capacity's tier
@@ -64,6 +83,10 @@ struct ServeAnswer {
   double knob = 0;                 ///< the answer: rate multiple, replicas or bytes per instance
   double requests_per_s = 0;       ///< max-rate: the arrival rate the answer means
   std::vector<ServeProbe> probes;  ///< in the order run
+  /// upgrade: the metric of the base run, and the upgrades, best first.
+  double base_value = 0;
+  bool base_pass = false;
+  std::vector<ServeUpgrade> upgrades;
   std::optional<ServeStudy> at_answer;  ///< the run at the answer
 };
 

@@ -411,7 +411,7 @@ def serve(trace=None, arrivals=None, set=(), model_set=(), **options):
     kv_tiers, load,
     slo, rate_scale, first, block_tokens, warmup, weight_dtype, kv_dtype, act_dtype,
     cache_only, timeline. Returns a Serving; with find ("max-rate", "min-replicas",
-    "min-capacity:TIER") and target ("p99-ttft=2s", "goodput=95%", "hit=30%"), the search
+    "min-capacity:TIER", "upgrade") and target ("p99-ttft=2s", "goodput=95%", "hit=30%"), the search
     `tierflow serve --find` runs, as a Serving of the run at the answer whose `answer` holds
     the `tierflow.serve-answer/1` document (None: a plain run).
     """
