@@ -190,6 +190,9 @@ class Engine {
   void setup_timeline();
   /// Samples series `series` at now (record_series).
   void record(size_t series, double value);
+  /// Samples replica r's running and waiting counts (record_series): at every arrival and
+  /// every schedule, so the series are exact step functions of the queues.
+  void record_queues(uint32_t r);
   void draw_iteration(uint32_t r);
   void draw_transfer(const Transfer& tr);
   void resolve();
@@ -571,7 +574,11 @@ void Engine::arrive(uint32_t req) {
   Replica& rep = replicas_[r];
   rep.waiting.push_back(req);
   rep.load += rq.prompt_tokens + rq.output_tokens;
-  if (!rep.busy) start_iteration(r);
+  if (!rep.busy) {
+    start_iteration(r);
+  } else {
+    record_queues(r);
+  }
 }
 
 void Engine::preempt(uint32_t r, uint32_t seq) {
@@ -771,6 +778,7 @@ void Engine::start_iteration(uint32_t r) {
   rep.swap_outs = 0;
   rep.swap_ins = 0;
   const bool any = schedule(r);
+  record_queues(r);
   rep.loads_left = 0;
   rep.loads_done = q_.now();
   // Swaps go device to swap tier and back, each device its shard; an iteration that
@@ -895,6 +903,14 @@ void Engine::record(size_t series, double value) {
   s.value.push_back(value);
 }
 
+void Engine::record_queues(uint32_t r) {
+  if (!o_.record_series) return;
+  const Replica& rep = replicas_[r];
+  const size_t base = cache_.level_count() + 2 * r;
+  record(base, static_cast<double>(rep.running.size()));
+  record(base + 1, static_cast<double>(rep.waiting.size()));
+}
+
 void Engine::end_iteration(uint32_t r) {
   Replica& rep = replicas_[r];
   if (tl_ != nullptr) draw_iteration(r);
@@ -902,9 +918,7 @@ void Engine::end_iteration(uint32_t r) {
     for (LevelId l = 0; l < cache_.level_count(); ++l) {
       record(l, static_cast<double>(cache_.stats(l).occupancy));
     }
-    const size_t base = cache_.level_count() + 2 * r;
-    record(base, static_cast<double>(rep.running.size()));
-    record(base + 1, static_cast<double>(rep.waiting.size()));
+    record_queues(r);
   }
   moves_.clear();
   for (size_t i = 0; i < rep.batch.size(); ++i) {

@@ -149,9 +149,10 @@ struct ServeResult {
   std::vector<RequestRecord> requests;
   std::vector<LevelRecord> levels;
   std::vector<ResourceRecord> resources;  ///< those some transfer crossed
-  /// With record_series: each cache level's blocks held, each replica's running and
-  /// waiting sequences, sampled at every iteration's end (a value equal to the last one
-  /// is not kept).
+  /// With record_series: each cache level's blocks held, sampled at every iteration's end,
+  /// and each replica's running and waiting sequences, sampled at every arrival, schedule
+  /// and iteration's end, so that they are exact step functions (a value equal to the last
+  /// one is not kept; of several at one instant, the last).
   std::vector<Series> series;
   uint32_t block_tokens = 0;
   uint64_t weight_bytes = 0;        ///< per device

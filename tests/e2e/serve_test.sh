@@ -114,6 +114,26 @@ check find-none-report 1 "$tf" serve "${small[@]}" --find min-capacity:ddr --kv-
   --target hit=90% --report "$tmp/none.html"
 contains find-none-report-note "$tmp/err" "no answer, so no run at it"
 ok find-none-no-report test ! -e "$tmp/none.html"
+# Per-request rows as JSON Lines (-o FILE.jsonl): the CSV's rows, typed.
+check requests-jsonl 0 "$tf" serve "${small[@]}" -o "$tmp/req.jsonl"
+check requests-csv 0 "$tf" serve "${small[@]}" -o "$tmp/req.csv"
+ok requests-jsonl-equals-csv python3 -c '
+import csv, json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+table = list(csv.DictReader(open(sys.argv[2])))
+assert len(rows) == len(table) == 200, (len(rows), len(table))
+assert list(rows[0]) == list(table[0]), (list(rows[0]), list(table[0]))
+for j, c in zip(rows, table):
+    for k, v in c.items():
+        if k in ("counted", "rejected"):
+            assert j[k] == (v == "1"), (k, j[k], v)
+        elif v == "":
+            assert j[k] is None, (k, j[k])
+        elif k.endswith("_s"):
+            assert abs(j[k] - float(v)) <= 5e-10, (k, j[k], v)
+        else:
+            assert j[k] == int(v), (k, j[k], v)' "$tmp/req.jsonl" "$tmp/req.csv"
+
 # Which single upgrade helps most: every candidate ranked by the metric at 2x; the base's
 # value is the plain run's, and the top upgrade applied by hand gives the value it reported.
 check find-upgrade 0 "$tf" serve "${small[@]}" --find upgrade --target p90-ttft=10s --json --summary "$tmp/up.json"

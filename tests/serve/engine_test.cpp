@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -59,6 +60,40 @@ TEST_CASE("serve: one server, fixed service, Poisson arrivals: the M/D/1 waiting
   }
   const double want = 0.5 * d / (2 * (1 - 0.5));
   CHECK(mean_queue_s(r) == doctest::Approx(want).epsilon(0.05));
+}
+
+TEST_CASE("serve: Little's law: the time-average queue is the arrival rate times the mean wait") {
+  // Four running sequences at most, so requests queue; memory for all, so none is preempted
+  // and a request waits once, from arrival to its first admission. The engine's waiting
+  // count over time (its queue, sampled at every change) must integrate to the waits its
+  // records give: L T = lambda W T.
+  Setup s;
+  serve::ServeOptions o;
+  o.max_seqs = 4;
+  o.record_series = true;
+  const traces::RequestTrace trace = traces::generate_requests(
+      "poisson,rate=30/s,n=3000,prompt=uniform:64:1024,output=uniform:8:64,seed=4", {}, "test");
+  const serve::ServeResult r = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  REQUIRE(r.preemptions == 0);
+  const auto waiting = std::find_if(r.series.begin(), r.series.end(), [](const serve::Series& x) {
+    return x.name == "replica 0 waiting";
+  });
+  REQUIRE(waiting != r.series.end());
+  REQUIRE_FALSE(waiting->time.empty());
+  CHECK(waiting->value.back() == 0);  // the queue empties
+  long double area = 0;  // request-picoseconds spent waiting, by the queue
+  for (size_t i = 0; i + 1 < waiting->time.size(); ++i) {
+    area += static_cast<long double>(waiting->value[i]) *
+            static_cast<long double>(waiting->time[i + 1] - waiting->time[i]);
+  }
+  long double waits = 0;  // the same, by the records
+  int64_t queued = 0;
+  for (const serve::RequestRecord& q : r.requests) {
+    waits += static_cast<long double>(q.scheduled - q.arrival);
+    queued += q.scheduled > q.arrival ? 1 : 0;
+  }
+  CHECK(queued > 1000);  // a real queue, not a trivial one
+  CHECK(static_cast<double>(area) == doctest::Approx(static_cast<double>(waits)).epsilon(1e-12));
 }
 
 TEST_CASE("serve: hits below the device are loaded, and the links carry exactly their bytes") {

@@ -52,7 +52,7 @@ int run_serve(ServeCliOptions& o) {
     write_file_atomic(o.summary,
                       o.json ? study::serve_answer_json(a) : study::serve_answer_text(a));
     if (!o.output.empty() && a.at_answer && !a.at_answer->result.cache_only) {
-      write_file_atomic(o.output, study::requests_csv(*a.at_answer));
+      write_file_atomic(o.output, study::requests_file(*a.at_answer, o.output));
     }
     // The report and the timeline are the answer's run; with no answer there is none.
     if (!o.report.empty() && a.at_answer) {
@@ -67,7 +67,7 @@ int run_serve(ServeCliOptions& o) {
   for (const std::string& note : x.trace.notes) fmt::print(stderr, "note: {}\n", note);
   write_file_atomic(o.summary, o.json ? study::serve_json(x) : study::serve_text(x));
   if (!o.output.empty() && !x.result.cache_only)
-    write_file_atomic(o.output, study::requests_csv(x));
+    write_file_atomic(o.output, study::requests_file(x, o.output));
   if (!o.report.empty()) write_file_atomic(o.report, exporter::serve_report_html(x));
   return static_cast<int>(ExitCode::kOk);
 }
@@ -140,7 +140,8 @@ void add_serve_command(CLI::App& app) {
       "--report", o->report,
       "write an HTML page: latency CDFs, hits per level, levels and sequences over time");
   cmd->add_flag("--json", o->json, "print the summary as JSON (tierflow.serve/1)");
-  cmd->add_option("-o,--output", o->output, "write one CSV row per request to FILE");
+  cmd->add_option("-o,--output", o->output,
+                  "write one row per request to FILE: CSV, or JSON Lines (.jsonl)");
   cmd->add_option("--summary", o->summary, "write the summary to FILE instead of stdout");
   cmd->add_flag("--quiet", o->quiet, "no progress on the terminal");
   cmd->callback([o] { throw CommandResult(run_serve(*o)); });

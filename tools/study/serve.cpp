@@ -13,6 +13,7 @@
 #include "core/units.h"
 #include "hw_models/loader.h"
 #include "sim/timeline.h"
+#include "tools/study/row.h"
 #include "traces/arch.h"
 
 namespace tierflow::study {
@@ -556,6 +557,48 @@ double serve_hit_ratio(const ServeStudy& x) {
   const serve::ServeResult& r = x.result;
   if (r.prompt_tokens == 0) return 0;
   return 1.0 - static_cast<double>(r.computed_tokens) / static_cast<double>(r.prompt_tokens);
+}
+
+std::string requests_jsonl(const ServeStudy& x) {
+  const serve::ServeResult& r = x.result;
+  std::vector<std::string> names = {"id",    "replica", "arrival_s",     "queue_s",      "ttft_s",
+                                    "tpot_s", "e2e_s",  "prompt_tokens", "output_tokens"};
+  size_t positions = 0;
+  for (const serve::LevelRecord& l : r.levels) positions = std::max(positions, l.position + 1);
+  std::vector<std::string> tiers(positions);
+  for (const serve::LevelRecord& l : r.levels) tiers[l.position] = l.tier;
+  for (const std::string& n : tiers) names.push_back("hit_" + n);
+  for (const char* n : {"preemptions", "counted", "rejected"}) names.emplace_back(n);
+  std::vector<std::vector<Cell>> rows;
+  rows.reserve(r.requests.size());
+  for (const serve::RequestRecord& q : r.requests) {
+    const bool done = q.finish >= 0;
+    const auto since = [&](Time t) { return done ? Cell{seconds(t - q.arrival)} : Cell{}; };
+    std::vector<Cell> row = {
+        Cell{static_cast<int64_t>(q.id)},
+        Cell{static_cast<int64_t>(q.replica)},
+        Cell{seconds(q.arrival)},
+        since(q.scheduled),
+        since(q.first_token),
+        done && q.output_tokens > 1
+            ? Cell{seconds(q.finish - q.first_token) / (q.output_tokens - 1)}
+            : Cell{},
+        since(q.finish),
+        Cell{static_cast<int64_t>(q.prompt_tokens)},
+        Cell{static_cast<int64_t>(q.output_tokens)}};
+    for (size_t i = 0; i < positions; ++i) {
+      row.emplace_back(static_cast<int64_t>(i < q.hit_tokens.size() ? q.hit_tokens[i] : 0));
+    }
+    row.emplace_back(static_cast<int64_t>(q.preemptions));
+    row.emplace_back(q.counted);
+    row.emplace_back(q.rejected);
+    rows.push_back(std::move(row));
+  }
+  return jsonl_of(names, rows);
+}
+
+std::string requests_file(const ServeStudy& x, std::string_view path) {
+  return path.ends_with(".jsonl") ? requests_jsonl(x) : requests_csv(x);
 }
 
 std::string requests_csv(const ServeStudy& x) {

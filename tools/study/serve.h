@@ -177,5 +177,10 @@ double serve_hit_ratio(const ServeStudy& x);
 /// One row per request: id, replica, arrival_s, queue_s, ttft_s, tpot_s, e2e_s,
 /// prompt_tokens, output_tokens, hit tokens per path level, preemptions, counted, rejected.
 std::string requests_csv(const ServeStudy& x);
+/// The same rows as JSON Lines: times in seconds (null where undefined), counts as
+/// integers, counted and rejected as booleans.
+std::string requests_jsonl(const ServeStudy& x);
+/// What `-o PATH` writes: JSON Lines when PATH ends in ".jsonl", else CSV.
+std::string requests_file(const ServeStudy& x, std::string_view path);
 
 }  // namespace tierflow::study
