@@ -512,6 +512,9 @@ hostile stop41/serve-mooncake-block-tokens-100 2 "block tokens 100: the trace's 
 hostile stop41/serve-find-upgrad 2 "--find: unknown question 'upgrad': max-rate, min-replicas, min-capacity:TIER or upgrade; did you mean 'upgrade'?" -- \
   "$tf" serve --model llama-3-8b --arrivals "poisson,rate=1/s,n=2,prompt=fixed:512,output=fixed:2" \
   --find upgrad --target p99-ttft=1s --quiet
+hostile stop41/serve-warmup-past-all 2 "--warmup: 1000s is after every arrival" -- \
+  "$tf" serve --model llama-3-8b --arrivals "poisson,rate=2/s,n=50,prompt=fixed:512,output=fixed:8" \
+  --warmup 1000s --quiet
 printf 'kind: [serve]\nbase: {model: llama-3-8b}\naxes:\n  - tp: [1]\n' >"$d/kindlist.yaml"
 hostile stop41/sweep-kind-list 2 "kindlist.yaml:1:7: kind must be a single value" --in "$d/kindlist.yaml" --out "$d/kl.db" -- \
   "$tf" sweep "$d/kindlist.yaml" -o "$d/kl.db" --quiet

@@ -332,6 +332,14 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   }
   traces::check_rate_scale(x.trace, s.trace_options.rate_scale, x.trace_name);
   x.rate_scale = s.trace_options.rate_scale;
+  // A warm-up past every arrival leaves nothing to measure: every figure would be empty.
+  const double last_ps = static_cast<double>(x.trace.requests.back().arrival_ps) / x.rate_scale;
+  if (engine.warmup > 0 && static_cast<double>(engine.warmup) > last_ps) {
+    throw InputError::at(SourcePos{name("warmup")},
+                         "{} is after every arrival (the last at {}): no request would be "
+                         "measured",
+                         s.warmup, to_string_approx(Duration{static_cast<int64_t>(last_ps)}));
+  }
   x.arch = load_model(model);
   x.gen = model.gen;
   const std::string file = s.hw.empty() ? default_topology() : find_topology(s.hw, name("hw"));
