@@ -116,6 +116,16 @@ std::string cause(const InputError& e) {
   return e.pos().file.starts_with("--") || e.pos().file.empty() ? e.message() : e.what();
 }
 
+/// An error of one point of the spec, naming the point and the values it took, at the
+/// first axis group.
+InputError point_error(const SweepSpec& spec, const SweepPoint& p, const InputError& e) {
+  std::vector<std::string> values;
+  const auto paths = spec.axis_paths();
+  for (size_t i = 0; i < paths.size(); ++i) values.push_back(paths[i] + "=" + p.values[i]);
+  return InputError::at(spec.groups.empty() ? SourcePos{spec.file} : spec.groups.front().pos,
+                        "point {} ({}): {}", p.index, fmt::join(values, ", "), cause(e));
+}
+
 /// Loads what a scenario's topology and target need; throws InputError.
 void check_topology(const Scenario& s) {
   const std::string hw = s.hw.empty() ? default_topology() : s.hw;
@@ -207,11 +217,7 @@ void check_points(const SweepSpec& spec, const std::vector<SweepPoint>& points) 
                              "a request is generated from a model: give model or hf_config, not a workload file");
       }
     } catch (const InputError& e) {
-      std::vector<std::string> values;
-      const auto paths = spec.axis_paths();
-      for (size_t i = 0; i < paths.size(); ++i) values.push_back(paths[i] + "=" + p.values[i]);
-      throw InputError::at(spec.groups.empty() ? SourcePos{spec.file} : spec.groups.front().pos,
-                           "point {} ({}): {}", p.index, fmt::join(values, ", "), cause(e));
+      throw point_error(spec, p, e);
     }
   }
 }
@@ -269,11 +275,7 @@ void check_serve_points(const SweepSpec& spec, const std::vector<SweepPoint>& po
     try {
       check_serve_point(p.serve, traces);
     } catch (const InputError& e) {
-      std::vector<std::string> values;
-      const auto paths = spec.axis_paths();
-      for (size_t i = 0; i < paths.size(); ++i) values.push_back(paths[i] + "=" + p.values[i]);
-      throw InputError::at(spec.groups.empty() ? SourcePos{spec.file} : spec.groups.front().pos,
-                           "point {} ({}): {}", p.index, fmt::join(values, ", "), cause(e));
+      throw point_error(spec, p, e);
     }
   }
 }
