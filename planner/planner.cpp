@@ -60,7 +60,7 @@ constexpr PortfolioEntry kPortfolio[] = {
      "paging by op count: evict the furthest next use, warm start"},
     {"reorder,place{multi=true},liveness,reactive{evict=furthest,warm=true,ahead=512},insert,"
      "schedule,verify",
-     "the same with a 512-op look-ahead fetching what comes next (MoE experts)"},
+     "the same with a 512-op look-ahead fetching what comes next (MoE experts)", false, true},
     {"reorder,place{multi=true},liveness,reactive{evict=furthest,keep=0.8},insert,schedule,"
      "verify",
      "the most used tensors kept in 80% of the budget, the rest paged furthest-first"},

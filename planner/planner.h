@@ -36,6 +36,11 @@ struct PortfolioEntry {
   /// Run when the search is cut (planner/search.h, kSearchCutOps): the pipelines that win
   /// on large workloads, and the baselines as they are (tierflow is never worse).
   bool large = false;
+  /// Run only on workloads with routed experts (realize.h's has_routed_experts): it looks
+  /// ahead for the experts the next tokens read; on dense workloads, whose reuse the
+  /// furthest-next-use pager already sees, it wins nowhere in the scenario set and costs
+  /// several times that pager.
+  bool experts = false;
 };
 /// The tierflow policy's portfolio, in the order it is tried (the first of equal plans
 /// wins).

@@ -15,6 +15,7 @@
 #include "core/units.h"
 #include "planner/offload.h"
 #include "planner/outcome.h"
+#include "planner/realize.h"
 
 namespace tierflow::planner {
 namespace {
@@ -69,8 +70,14 @@ class Search {
     share_ = !req.after_pass;
     resident_peak_ = ProfileTree(memory_profile(base_)).max();
     cut_ = share_ && w.ops.size() >= req.search_cut_ops;
+    const bool moe = !share_ || has_routed_experts(w);
     for (const PortfolioEntry& pe : portfolio) {
       Entry e{pe.pipeline, pe.tries, Pipeline::parse(pe.pipeline), 0, 0, 0, {}, cut_ && !pe.large};
+      // An entry for routed experts has nothing to look ahead for on a dense workload.
+      if (!e.cut && pe.experts && !moe) {
+        e.cut = true;
+        e.why_not = "not run: no routed experts";
+      }
       const auto& passes = e.pipeline.passes();
       while (share_ && e.split < passes.size() && is_prefix_pass(passes[e.split]->name())) {
         ++e.split;
@@ -121,7 +128,8 @@ class Search {
     size_t emit = 0;   ///< passes [emit, end) only materialize: the gate can rule before them
     uint32_t prefix = 0;
     std::string suffix;
-    bool cut = false;  ///< not run: the search is cut (kSearchCutOps)
+    bool cut = false;  ///< not run: the search is cut (kSearchCutOps), or `why_not`
+    std::string_view why_not = "not run: search cut";
   };
   /// What the gate needs of an entry; a repeat has its original's.
   struct Facts {
@@ -435,7 +443,7 @@ PlanOutcome Search::run() {
     const std::string_view text = entries_[i].text;
     if (entries_[i].cut) {
       tried.push_back(PortfolioTrial{std::string(text), std::string(entries_[i].tries),
-                                     "not run: search cut", false});
+                                     std::string(entries_[i].why_not), false});
       const std::lock_guard lock(m_);
       merged_ = i + 1;
       cv_.notify_all();

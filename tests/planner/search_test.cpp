@@ -11,6 +11,7 @@
 #include "planner/outcome.h"
 #include "planner/pass.h"
 #include "planner/planner.h"
+#include "planner/realize.h"
 #include "planner/print.h"
 #include "tests/support/plan_builders.h"
 #include "tools/study/sim_evaluator.h"
@@ -106,6 +107,9 @@ size_t check_search(uint64_t seeds, size_t cut_ops) {
       CHECK(t.tries == table[i].tries);
       CHECK(!t.result.empty());
       CHECK((t.result == "not run: search cut") == (cut && !table[i].large));
+      // An entry for routed experts runs only where there are some.
+      CHECK((t.result == "not run: no routed experts") ==
+            (!(cut && !table[i].large) && table[i].experts && !has_routed_experts(w)));
       if (t.best) {
         ++best;
         CHECK(t.result.rfind("skipped", 0) != 0);  // the best was simulated

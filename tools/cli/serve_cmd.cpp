@@ -140,8 +140,7 @@ void add_serve_command(CLI::App& app) {
       "--report", o->report,
       "write an HTML page: latency CDFs, hits per level, levels and sequences over time");
   cmd->add_flag("--json", o->json, "print the summary as JSON (tierflow.serve/1)");
-  cmd->add_option("-o,--output", o->output,
-                  "write one row per request to FILE: CSV, or JSON Lines (.jsonl)");
+  cmd->add_option("-o,--output", o->output, "one row per request: CSV, or JSON Lines (.jsonl)");
   cmd->add_option("--summary", o->summary, "write the summary to FILE instead of stdout");
   cmd->add_flag("--quiet", o->quiet, "no progress on the terminal");
   cmd->callback([o] { throw CommandResult(run_serve(*o)); });
