@@ -138,4 +138,26 @@ m = [json.load(open(f))["makespan_ps"] for f in sys.argv[1:]]
 assert m[0] == m[1], m
 assert m[2] != m[0], m' "$tmp/s1.json" "$tmp/s2.json" "$tmp/s3.json"
 
+# Questions about a service (--trace or --arrivals): the same answers as serve --find, the
+# settings as --serve FIELD=VALUE; a step's flags are refused, and a service's question
+# without requests says what it needs.
+trace=tests/data/serve/mooncake_conversation_200.jsonl
+for q in max-rate upgrade; do
+  check "service-$q" 0 "$tf" whatif --question "$q" --hw h100-sxm-8gpu --model llama-3-8b \
+    --trace "$trace" --serve replicas=2 --target p90-ttft=10s --json --quiet -o "$tmp/w-$q.json"
+  check "service-$q-serve" 0 "$tf" serve --find "$q" --hw h100-sxm-8gpu --model llama-3-8b \
+    --trace "$trace" --replicas 2 --target p90-ttft=10s --json --quiet --summary "$tmp/s-$q.json"
+  ok "service-$q-same" cmp -s "$tmp/w-$q.json" "$tmp/s-$q.json"
+done
+check service-step-flag 2 "$tf" whatif --question max-rate --model llama-3-8b --trace "$trace" \
+  --target p90-ttft=10s --context 4096
+contains service-step-flag-msg "$tmp/err" "--context: describes a step, not a service"
+check service-no-requests 2 "$tf" whatif --question min-replicas --target p90-ttft=10s
+contains service-no-requests-msg "$tmp/err" "'min-replicas' is a question about a service"
+check service-bad-field 2 "$tf" whatif --question max-rate --model llama-3-8b --trace "$trace" \
+  --target p90-ttft=10s --serve replica=2
+contains service-bad-field-msg "$tmp/err" "did you mean 'replicas'?"
+check service-no-target 2 "$tf" whatif --question max-rate --model llama-3-8b --trace "$trace"
+contains service-no-target-msg "$tmp/err" "needs --target"
+
 finish

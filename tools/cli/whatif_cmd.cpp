@@ -14,6 +14,7 @@
 #include "core/units.h"
 #include "tools/cli/common.h"
 #include "tools/cli/flags.h"
+#include "tools/cli/whatif_serve.h"
 #include "tools/study/target.h"
 #include "tools/study/whatif.h"
 #include "tools/study/whatif_json.h"
@@ -23,6 +24,7 @@ namespace {
 
 struct WhatIfCliOptions {
   ScenarioFlags f;
+  WhatIfServeFlags serve;
   std::string question = "min-memory";
   std::string max_overhead = "1%";
   double min_throughput = 0, max_tpot = 0;
@@ -82,11 +84,13 @@ void add_whatif_command(CLI::App& app) {
   o->f.gen.gen.tokens = 8;
   CLI::App* cmd = app.add_subcommand(
       "whatif",
-      "capacity questions answered by search: min-memory, max-batch, max-context, upgrade");
-  cmd->add_option("--question", o->question, "min-memory, max-batch, max-context or upgrade")
-      ->check(CLI::IsMember(
-          std::vector<std::string>(study::kQuestionNames.begin(), study::kQuestionNames.end())))
+      "capacity questions answered by search: min-memory, max-batch, max-context, upgrade; "
+      "of a service (--trace or --arrivals): max-rate, min-replicas, min-capacity:TIER, upgrade");
+  cmd->add_option("--question", o->question,
+                  "min-memory, max-batch, max-context or upgrade; of a service: max-rate, "
+                  "min-replicas, min-capacity:TIER or upgrade")
       ->capture_default_str();
+  add_whatif_serve_flags(cmd, o->serve);
   auto* overhead =
       cmd->add_option("--max-overhead", o->max_overhead,
                       "min-memory: latency within this of the fastest possible, e.g. 1%")
@@ -110,7 +114,12 @@ void add_whatif_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "print JSON (tierflow.whatif/1)");
   cmd->add_flag("--quiet", o->quiet, "no progress on the terminal");
   cmd->add_option("-o,--output", o->output, "write the answer here instead of stdout");
-  cmd->callback([o, overhead, throughput, tpot] {
+  cmd->callback([o, cmd, overhead, throughput, tpot] {
+    if (o->serve.asked()) {
+      throw CommandResult(run_whatif_serve(cmd, o->f, o->serve, o->question, o->json, o->quiet,
+                                           o->output));
+    }
+    check_step_question(o->question);
     // A limit the question does not use is refused, not ignored.
     if (overhead->count() > 0 && o->question != "min-memory") {
       throw CLI::ValidationError("--max-overhead",
