@@ -381,6 +381,21 @@ def test_serve_errors_are_the_cli_s(key, value):
     assert result.stderr.splitlines()[0] == f"error: {flag}: {raised.value.message}"
 
 
+def test_whatif_service(cli):
+    """A question about a service: the same answer as the CLI's whatif and serve(find=...)."""
+    trace = os.path.join(ROOT, "tests", "data", "serve", "mooncake_conversation_200.jsonl")
+    a = tierflow.whatif("max-rate", hw="h100-sxm-8gpu", model="llama-3-8b", trace=trace,
+                        target="p90-ttft=10s", serve={"replicas": 2})
+    assert a == json.loads(cli("whatif", "--question", "max-rate", "--hw", "h100-sxm-8gpu",
+                               "--model", "llama-3-8b", "--trace", trace, "--target",
+                               "p90-ttft=10s", "--serve", "replicas=2", "--json", "--quiet"))
+    assert a["format"] == "tierflow.serve-answer/1" and a["found"]
+    with pytest.raises(tierflow.InputError, match="^batch: describes a step"):
+        tierflow.whatif("max-rate", model="llama-3-8b", trace=trace, target="p90-ttft=10s", batch=4)
+    with pytest.raises(tierflow.InputError, match="^target: a service question needs"):
+        tierflow.whatif("max-rate", model="llama-3-8b", trace=trace)
+
+
 def test_whatif(cli):
     answer = tierflow.whatif(**SMALL)
     assert answer["format"] == "tierflow.whatif/1" and answer["question"] == "min-memory"

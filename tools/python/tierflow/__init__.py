@@ -435,10 +435,20 @@ def serve(trace=None, arrivals=None, set=(), model_set=(), **options):
     return Serving(_tierflow.serve(fields))
 
 
+_serve = serve  # whatif's `serve` argument (the settings) hides the function
+
+
 def whatif(question="min-memory", max_overhead="1%", min_throughput=None, max_tpot=None, vary=None,
-           hw=None, set=(), model_set=(), **fields):
+           hw=None, set=(), model_set=(), trace=None, arrivals=None, target=None, serve=None,
+           **fields):
     """Answers a capacity question by search (`tierflow whatif --json`): min-memory,
     max-batch, max-context or upgrade. Returns the tierflow.whatif/1 document as a dict.
+
+    About a service (`trace` or `arrivals` given, as `tierflow whatif --trace`): max-rate,
+    min-replicas, min-capacity:TIER or upgrade meeting `target` ("p99-ttft=2s"), the
+    deployment from hw, set, model_set and the keywords model, hf_config, tp, device and the
+    dtypes, the serving settings as `serve` ({FIELD: VALUE}, the fields of serve()).
+    Returns the tierflow.serve-answer/1 document, the same as serve(find=...).answer.
 
     The scenario: `hw` (a Topology, YAML path or shipped name), `set` (topology overrides
     PATH=VALUE), `model_set` (model overrides KEY=VALUE) and any scenario field as a keyword
@@ -447,6 +457,20 @@ def whatif(question="min-memory", max_overhead="1%", min_throughput=None, max_tp
     works too), starting from the command's defaults: batch 16, context 32768, tokens 8.
     vary: {PATH: [V1, V2, ...]} answers for every point of the grid.
     """
+    if trace is not None or arrivals is not None:
+        step = "describes a step, not a service: a question about a service (trace or arrivals) " \
+               "takes serve={FIELD: VALUE}"
+        given = {"max_overhead": max_overhead != "1%", "min_throughput": min_throughput,
+                 "max_tpot": max_tpot, "vary": vary}
+        deployment = ("model", "hf_config", "tp", "device", "weight_dtype", "kv_dtype", "act_dtype")
+        for key in [k for k, v in given.items() if v] + [k for k in fields if k not in deployment]:
+            raise _input_error(key, step)
+        if target is None:
+            raise _input_error("target", "a service question needs target METRIC=BOUND")
+        options = dict(fields)
+        options.update(serve or {})
+        return _serve(trace=trace, arrivals=arrivals, set=set, model_set=model_set, hw=hw,
+                      find=question, target=target, **options).answer
     return _tierflow.whatif(_scenario_fields(_WHATIF_DEFAULTS, fields, hw, set, model_set),
                             _text(question, "question"), _fraction(max_overhead, "max_overhead") or "1%",
                             float(min_throughput or 0), float(max_tpot or 0), _axes(vary))
