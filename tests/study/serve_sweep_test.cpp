@@ -5,11 +5,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "core/diagnostics.h"
+#include "tests/study/golden_columns.h"
 #include "tools/study/result_db.h"
 #include "tools/study/serve_row.h"
 #include "tools/study/sweep.h"
@@ -199,18 +197,7 @@ TEST_CASE("serving rows: hits per tier kind add up to the hit share") {
 }
 
 TEST_CASE("serving rows: the column set is pinned") {
-  // tests/study/golden/serve_columns.txt: one column a line, its name and type;
-  // TIERFLOW_UPDATE_GOLDEN=1 rewrites it. A change there changes serving sweep databases.
-  std::string names;
-  for (const Column& c : serve_columns()) {
-    names += c.name + " " + std::string(kCellTypeNames[static_cast<size_t>(c.type)]) + "\n";
-  }
-  const std::string path = kSource + "/tests/study/golden/serve_columns.txt";
-  if (std::getenv("TIERFLOW_UPDATE_GOLDEN") != nullptr) std::ofstream(path) << names;
-  std::ifstream in(path);
-  std::stringstream want;
-  want << in.rdbuf();
-  CHECK(names == want.str());
+  check_golden_columns(serve_columns(), kSource + "/tests/study/golden/serve_columns.txt");
 }
 
 }  // namespace tierflow::study

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/diagnostics.h"
+#include "tests/study/golden_columns.h"
 #include "tools/study/row.h"
 #include "tools/study/study.h"
 #include "tools/study/target.h"
@@ -99,18 +100,7 @@ TEST_CASE("set_field: counts take SI and binary prefixes; overhead needs % or a 
 }
 
 TEST_CASE("rows: the column set is pinned, and the same scenario gives the same row bytes") {
-  // tests/study/golden/columns.txt: one column a line, its name and type. TIERFLOW_UPDATE_GOLDEN=1
-  // rewrites it; a change there is a change of the sweep database's schema.
-  std::string names;
-  for (const Column& c : columns()) {
-    names += c.name + " " + std::string(kCellTypeNames[static_cast<size_t>(c.type)]) + "\n";
-  }
-  const std::string path = kSource + "/tests/study/golden/columns.txt";
-  if (std::getenv("TIERFLOW_UPDATE_GOLDEN") != nullptr) std::ofstream(path) << names;
-  std::ifstream in(path);
-  std::stringstream want;
-  want << in.rdbuf();
-  CHECK(names == want.str());
+  check_golden_columns(columns(), kSource + "/tests/study/golden/columns.txt");
 
   Study a, b;
   const Trial ta = a.run(small_decode());
