@@ -159,5 +159,14 @@ check service-bad-field 2 "$tf" whatif --question max-rate --model llama-3-8b --
 contains service-bad-field-msg "$tmp/err" "did you mean 'replicas'?"
 check service-no-target 2 "$tf" whatif --question max-rate --model llama-3-8b --trace "$trace"
 contains service-no-target-msg "$tmp/err" "needs --target"
+# Errors name whatif's own flags, or --serve FIELD: never a flag whatif does not have.
+check service-bad-tier 2 "$tf" whatif --question max-rate --model llama-3-8b --trace "$trace" \
+  --target hit=10% --serve kv_tiers=dram
+contains service-bad-tier-msg "$tmp/err" "error: --serve kv_tiers: no tier 'dram'"
+check service-tier-not-given 2 "$tf" whatif --question min-capacity:ddr --model llama-3-8b \
+  --trace "$trace" --target hit=10%
+contains service-tier-not-given-msg "$tmp/err" "error: --question: tier 'ddr' is not among kv_tiers"
+check service-no-fit 2 "$tf" whatif --question max-rate --model llama-3-70b --trace "$trace" --target hit=10%
+contains service-no-fit-msg "$tmp/err" "error: --tp: the weights"
 
 finish

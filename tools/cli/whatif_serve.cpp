@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <tuple>
 #include <string_view>
 #include <unistd.h>
@@ -26,6 +27,11 @@ constexpr std::array<std::string_view, 17> kServeFlags = {
     "--question", "--trace",     "--arrivals",  "--target",       "--serve",     "--hw",
     "--set",      "--device",    "--model",     "--hf-config",    "--model-set", "--tp",
     "--weight-dtype", "--kv-dtype", "--act-dtype", "--json", "--quiet"};
+
+/// The serving fields whatif sets from its own flags (the others come as --serve FIELD).
+constexpr std::array<std::string_view, 10> kOwnFields = {
+    "hw",           "device",   "model",     "hf_config", "tp",
+    "weight_dtype", "kv_dtype", "act_dtype", "trace",     "arrivals"};
 
 }  // namespace
 
@@ -72,6 +78,7 @@ int run_whatif_serve(const CLI::App* cmd, const ScenarioFlags& f, const WhatIfSe
     }
   }
   study::ServeSettings settings;
+  settings.cli = false;  // errors name the fields; renamed to whatif's flags below
   settings.hw = f.hw;
   settings.sets = f.sets;
   settings.model.model = f.model;
@@ -98,15 +105,35 @@ int run_whatif_serve(const CLI::App* cmd, const ScenarioFlags& f, const WhatIfSe
     throw InputError::at(SourcePos{"--question"}, "a service question needs --target METRIC=BOUND");
   }
   ask.target = study::parse_serve_target(s.target, "--target");
-  study::ServeSetup setup = study::prepare_serve(settings);
-  if (!output.empty()) check_output_path(output);
   std::function<void(const study::ServeProbe&)> progress;
   if (!quiet && isatty(fileno(stderr)) != 0) {
     progress = [](const study::ServeProbe& p) {
       fmt::print(stderr, "whatif: probe {:.6g}: {}\n", p.knob, p.pass ? "pass" : "fail");
     };
   }
-  const study::ServeAnswer a = study::find_serve(settings, std::move(setup), ask, progress);
+  std::optional<study::ServeAnswer> answer;
+  try {
+    study::ServeSetup setup = study::prepare_serve(settings);
+    if (!output.empty()) check_output_path(output);
+    answer = study::find_serve(settings, std::move(setup), ask, progress);
+  } catch (const InputError& e) {
+    // The study names a setting by its field: whatif's own flag, or --serve FIELD.
+    const std::string& field = e.pos().file;
+    std::string flag;
+    if (field == "find") {
+      flag = "--question";
+    } else if (field == "target") {
+      flag = "--target";
+    } else if (std::find(kOwnFields.begin(), kOwnFields.end(), field) != kOwnFields.end()) {
+      flag = study::serve_flag(field, true);
+    } else if (std::find(study::serve_field_names().begin(), study::serve_field_names().end(),
+                         field) != study::serve_field_names().end()) {
+      flag = "--serve " + field;
+    }
+    if (flag.empty()) throw;
+    throw InputError(SourcePos{flag}, e.message());
+  }
+  const study::ServeAnswer& a = *answer;
   write_file_atomic(output.empty() ? "-" : output,
                     json ? study::serve_answer_json(a) : study::serve_answer_text(a));
   return static_cast<int>(a.found ? ExitCode::kOk : ExitCode::kInfeasible);
