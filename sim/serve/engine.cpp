@@ -163,6 +163,11 @@ class Engine {
   bool schedule(uint32_t r);
   bool room(const Replica& rep, uint64_t blocks) const;
   void preempt(uint32_t r, uint32_t seq);
+  /// Makes room for `need` more blocks for r's running[i]: preempts the latest admitted
+  /// sequence after it that is not in this iteration's batch, until there is room or none
+  /// is left; then, without room, preempts running[i] itself (vLLM's scheduler treats every
+  /// running request so). True when running[i] keeps its place and has the room.
+  bool room_for(uint32_t r, size_t i, uint64_t need);
   /// Resumes the swapped sequence at the head of r's waiting queue (its blocks pinned in
   /// the device level, from the cache where it still holds them, else swapped in) and adds
   /// its next tokens to the batch. False, and nothing changed, when there is no room.
@@ -581,6 +586,23 @@ void Engine::arrive(uint32_t req) {
   }
 }
 
+bool Engine::room_for(uint32_t r, size_t i, uint64_t need) {
+  Replica& rep = replicas_[r];
+  while (!room(rep, need)) {
+    // In the prefill pass, decodes after i are already in the batch; in the decode pass,
+    // nothing after i is.
+    size_t v = rep.running.size() - 1;
+    while (v > i && std::find(rep.batch.begin(), rep.batch.end(), rep.running[v]) != rep.batch.end()) {
+      --v;
+    }
+    if (v == i) break;
+    preempt(r, rep.running[v]);
+  }
+  if (room(rep, need)) return true;
+  preempt(r, rep.running[i]);
+  return false;
+}
+
 void Engine::preempt(uint32_t r, uint32_t seq) {
   Replica& rep = replicas_[r];
   Seq& s = seqs_[seq];
@@ -617,7 +639,7 @@ bool Engine::schedule(uint32_t r) {
   int64_t budget = o_.token_budget;
   moves_.clear();
   // Decodes first, in admission order; a decode that needs a block it cannot get preempts
-  // the latest admitted sequence (itself, when it is the latest).
+  // (room_for) the latest admitted sequence (itself, when it is the latest).
   for (size_t i = 0; i < rep.running.size() && budget > 0;) {
     const uint32_t q = rep.running[i];
     Seq& s = seqs_[q];
@@ -627,11 +649,7 @@ bool Engine::schedule(uint32_t r) {
     }
     // The step writes the KV of the last token generated and produces the next.
     const uint64_t need = static_cast<uint64_t>(blocks_for(s.prompt + s.generated)) - s.held;
-    while (!room(rep, need) && rep.running.back() != q) preempt(r, rep.running.back());
-    if (!room(rep, need)) {
-      preempt(r, q);
-      continue;
-    }
+    if (!room_for(r, i, need)) continue;
     rep.reserved += need;
     rep.batch.push_back(q);
     rep.tokens.push_back(1);
@@ -640,9 +658,8 @@ bool Engine::schedule(uint32_t r) {
     ++i;
   }
   // Prefills under way, then new requests, first come first served. A prefill whose chunk
-  // finds no room preempts as a decode does: the latest admitted sequence not in this
-  // iteration's batch, itself when that is it (vLLM's scheduler treats every running
-  // request so; without it, running prefills holding the whole pool would wait forever).
+  // finds no room preempts as a decode does (without it, running prefills holding the
+  // whole pool would wait forever).
   for (size_t i = 0; i < rep.running.size() && budget > 0;) {
     const uint32_t q = rep.running[i];
     Seq& s = seqs_[q];
@@ -652,18 +669,7 @@ bool Engine::schedule(uint32_t r) {
     }
     const int64_t chunk = std::min(s.prompt - s.computed, budget);
     const uint64_t need = static_cast<uint64_t>(blocks_for(s.computed + chunk)) - s.held;
-    while (!room(rep, need)) {
-      size_t v = rep.running.size() - 1;
-      while (v > i && std::find(rep.batch.begin(), rep.batch.end(), rep.running[v]) != rep.batch.end()) {
-        --v;
-      }
-      if (v == i) break;
-      preempt(r, rep.running[v]);
-    }
-    if (!room(rep, need)) {
-      preempt(r, q);
-      continue;
-    }
+    if (!room_for(r, i, need)) continue;
     rep.reserved += need;
     rep.batch.push_back(q);
     rep.tokens.push_back(chunk);

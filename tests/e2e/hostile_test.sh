@@ -519,6 +519,52 @@ printf 'kind: [serve]\nbase: {model: llama-3-8b}\naxes:\n  - tp: [1]\n' >"$d/kin
 hostile stop41/sweep-kind-list 2 "kindlist.yaml:1:7: kind must be a single value" --in "$d/kindlist.yaml" --out "$d/kl.db" -- \
   "$tf" sweep "$d/kindlist.yaml" -o "$d/kl.db" --quiet
 
+# whatif's service questions (--trace, --arrivals, --target, --serve) and serve's per-request
+# JSON Lines output: refused before any run, naming whatif's own flag or --serve FIELD;
+# nothing written, no input changed.
+d=$(fresh stop42)
+cp "$root/tests/data/serve/mooncake_conversation_200.jsonl" "$d/t.jsonl"
+wq=(whatif --model llama-3-8b --question max-rate --quiet)
+gen2="poisson,rate=1/s,n=2,prompt=fixed:512,output=fixed:2"
+hostile stop42/whatif-trace-dev-zero 2 "/dev/zero" --out "$d/a.txt" -- \
+  "$tf" "${wq[@]}" --trace /dev/zero --target p99-ttft=1s -o "$d/a.txt"
+hostile stop42/whatif-arrivals-1e12 2 "--arrivals" --out "$d/a.txt" -- \
+  "$tf" "${wq[@]}" --arrivals "poisson,rate=1/s,n=1000000000000,prompt=fixed:8,output=fixed:8" --target p99-ttft=1s -o "$d/a.txt"
+hostile stop42/whatif-trace-and-arrivals 2 "--arrivals" --out "$d/a.txt" -- \
+  "$tf" "${wq[@]}" --trace "$d/t.jsonl" --arrivals "$gen2" --target p99-ttft=1s -o "$d/a.txt"
+hostile stop42/whatif-target-nan 2 "--target: 'p99-ttft=nan'" --out "$d/a.txt" -- \
+  "$tf" "${wq[@]}" --arrivals "$gen2" --target p99-ttft=nan -o "$d/a.txt"
+hostile stop42/whatif-target-unknown-metric 2 "--target: 'p99-ttfb=2s': unknown metric 'p99-ttfb'; did you mean 'p99-ttft'?" --out "$d/a.txt" -- \
+  "$tf" "${wq[@]}" --arrivals "$gen2" --target p99-ttfb=2s -o "$d/a.txt"
+hostile stop42/whatif-target-missing 2 "--question: a service question needs --target METRIC=BOUND" --out "$d/a.txt" -- \
+  "$tf" "${wq[@]}" --arrivals "$gen2" -o "$d/a.txt"
+hostile stop42/whatif-serve-not-field-value 2 "--serve: 'kv_tiers' is not FIELD=VALUE" --out "$d/a.txt" -- \
+  "$tf" "${wq[@]}" --arrivals "$gen2" --target p99-ttft=1s --serve kv_tiers -o "$d/a.txt"
+hostile stop42/whatif-serve-unknown-field 2 "--serve kv_tier: unknown serving field 'kv_tier'" --out "$d/a.txt" -- \
+  "$tf" "${wq[@]}" --arrivals "$gen2" --target p99-ttft=1s --serve kv_tier=ddr -o "$d/a.txt"
+hostile stop42/whatif-serve-kv-tier-1EiB 2 "--serve kv_tiers: tier 'ddr' is given 1EiB for KV per instance" --out "$d/a.txt" -- \
+  "$tf" "${wq[@]}" --arrivals "$gen2" --target p99-ttft=1s --serve kv_tiers=ddr:1EiB -o "$d/a.txt"
+hostile stop42/whatif-serve-own-flag 2 "--serve tp: give it as whatif's --tp" --out "$d/a.txt" -- \
+  "$tf" "${wq[@]}" --arrivals "$gen2" --target p99-ttft=1s --serve tp=2 -o "$d/a.txt"
+hostile stop42/whatif-serve-replicas-huge 2 "--serve replicas: '99999999999999999999' is too large" --out "$d/a.txt" -- \
+  "$tf" "${wq[@]}" --arrivals "$gen2" --target p99-ttft=1s --serve replicas=99999999999999999999 -o "$d/a.txt"
+hostile stop42/whatif-serve-rate-scale-nan 2 "--serve rate_scale: expected a finite number above 0" --out "$d/a.txt" -- \
+  "$tf" "${wq[@]}" --arrivals "$gen2" --target p99-ttft=1s --serve rate_scale=nan -o "$d/a.txt"
+hostile stop42/whatif-tp-huge 2 "--tp" --out "$d/a.txt" -- \
+  "$tf" "${wq[@]}" --arrivals "$gen2" --target p99-ttft=1s --tp 1000000 -o "$d/a.txt"
+hostile stop42/whatif-step-flag 2 "--batch: describes a step, not a service" --out "$d/a.txt" -- \
+  "$tf" "${wq[@]}" --arrivals "$gen2" --target p99-ttft=1s --batch 4 -o "$d/a.txt"
+hostile stop42/whatif-output-over-trace 2 "t.jsonl" --in "$d/t.jsonl" -- \
+  "$tf" "${wq[@]}" --trace "$d/t.jsonl" --target p99-ttft=1s -o "$d/t.jsonl"
+hostile stop42/whatif-output-no-folder 2 "cannot write: no folder '$d/nowhere'" -- \
+  "$tf" "${wq[@]}" --trace "$d/t.jsonl" --target p99-ttft=1s -o "$d/nowhere/a.txt"
+hostile stop42/serve-jsonl-over-trace 2 "t.jsonl" --in "$d/t.jsonl" -- \
+  "$tf" serve --model llama-3-8b --quiet --trace "$d/t.jsonl" -o "$d/t.jsonl"
+hostile stop42/serve-jsonl-no-folder 2 "cannot write: no folder '$d/nowhere'" -- \
+  "$tf" serve --model llama-3-8b --quiet --trace "$d/t.jsonl" -o "$d/nowhere/r.jsonl"
+hostile stop42/serve-upgrade-timeline-over-trace 2 "t.jsonl" --in "$d/t.jsonl" -- \
+  "$tf" serve --model llama-3-8b --quiet --trace "$d/t.jsonl" --find upgrade --target p90-ttft=10s --timeline "$d/t.jsonl"
+
 # A sweep point whose count is too large is recorded failed as bad input (class 2), the
 # reason naming the flag, and the sweep exits 2.
 d=$(fresh sweep-count)

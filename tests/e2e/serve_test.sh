@@ -154,6 +154,10 @@ out = subprocess.run([tf, "serve", "--hw", "h100-sxm-8gpu", "--model", "llama-3-
                       "--quiet", "--json"] + flag, check=True, capture_output=True, text=True).stdout
 assert json.loads(out)["ttft"]["p90_s"] == top["value_2x"], (out, top)
 assert a["run"]["ttft"]["p90_s"] == top["value_2x"]' "$tmp/up.json" "$tmp/plain.json" "$tf" "$trace"
+# With a timeline the answer's run is made again: the same run, the same document.
+check find-upgrade-timeline 0 "$tf" serve "${small[@]}" --find upgrade --target p90-ttft=10s --json --summary "$tmp/up-tl.json" --timeline "$tmp/up-tl.pftrace.json"
+ok find-upgrade-timeline-same cmp "$tmp/up.json" "$tmp/up-tl.json"
+ok find-upgrade-timeline-written test -s "$tmp/up-tl.pftrace.json"
 check find-upgrade-text 0 "$tf" serve "${small[@]}" --find upgrade --target p90-ttft=10s
 contains find-upgrade-table "$tmp/out" "upgrade"
 contains find-upgrade-answer "$tmp/out" "answer: "

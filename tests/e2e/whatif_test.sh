@@ -165,7 +165,7 @@ check service-bad-tier 2 "$tf" whatif --question max-rate --model llama-3-8b --t
 contains service-bad-tier-msg "$tmp/err" "error: --serve kv_tiers: no tier 'dram'"
 check service-tier-not-given 2 "$tf" whatif --question min-capacity:ddr --model llama-3-8b \
   --trace "$trace" --target hit=10%
-contains service-tier-not-given-msg "$tmp/err" "error: --question: tier 'ddr' is not among kv_tiers"
+contains service-tier-not-given-msg "$tmp/err" "error: --question: tier 'ddr' is not among --serve kv_tiers"
 check service-no-fit 2 "$tf" whatif --question max-rate --model llama-3-70b --trace "$trace" --target hit=10%
 contains service-no-fit-msg "$tmp/err" "error: --tp: the weights"
 

@@ -65,7 +65,7 @@ TEST_CASE("serving sweep spec: fields, zipped axes, points as settings") {
   CHECK(s.engine.token_budget == 8192);
   CHECK(s.model.model == "llama-3-8b");
   CHECK(s.sets == std::vector<std::string>{"tiers.hbm.capacity=19GiB"});
-  CHECK_FALSE(s.cli);  // errors name the fields as the spec writes them
+  CHECK(s.names == SettingNames::kFields);  // errors name the fields as the spec writes them
   // A serving spec and a step spec with the same axes are different sweeps.
   CHECK(sweep_id(spec) != sweep_id(parse_sweep_spec(
                               "base: {layers: 2}\naxes:\n  - policy: [resident]\n", "s.yaml")));
@@ -164,7 +164,7 @@ TEST_CASE("serving sweep: each row is the run of its settings; a model that does
 
 TEST_CASE("serving rows: hits per tier kind add up to the hit share") {
   ServeSettings s;
-  s.cli = false;
+  s.names = SettingNames::kFields;
   s.model.model = "llama-3-8b";
   // Groups sharing a long system prompt, a DDR tier below the device.
   s.arrivals =

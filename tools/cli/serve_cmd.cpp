@@ -26,7 +26,7 @@ struct ServeCliOptions {
 
 int run_serve(ServeCliOptions& o) {
   study::ServeSettings& s = o.s;
-  const auto ask = study::parse_serve_ask(o.find, o.target, /*cli=*/true);
+  const auto ask = study::parse_serve_ask(o.find, o.target, study::SettingNames::kServeFlags);
   const bool tty = !o.quiet && isatty(fileno(stderr)) != 0;
   if (tty && !ask) {
     s.engine.progress = [](uint64_t done, uint64_t total) {

@@ -28,11 +28,6 @@ constexpr std::array<std::string_view, 17> kServeFlags = {
     "--set",      "--device",    "--model",     "--hf-config",    "--model-set", "--tp",
     "--weight-dtype", "--kv-dtype", "--act-dtype", "--json", "--quiet"};
 
-/// The serving fields whatif sets from its own flags (the others come as --serve FIELD).
-constexpr std::array<std::string_view, 10> kOwnFields = {
-    "hw",           "device",   "model",     "hf_config", "tp",
-    "weight_dtype", "kv_dtype", "act_dtype", "trace",     "arrivals"};
-
 }  // namespace
 
 void check_step_question(const std::string& q) {
@@ -78,7 +73,7 @@ int run_whatif_serve(const CLI::App* cmd, const ScenarioFlags& f, const WhatIfSe
     }
   }
   study::ServeSettings settings;
-  settings.cli = false;  // errors name the fields; renamed to whatif's flags below
+  settings.names = study::SettingNames::kWhatif;  // its own flags, or --serve FIELD
   settings.hw = f.hw;
   settings.sets = f.sets;
   settings.model.model = f.model;
@@ -97,7 +92,13 @@ int run_whatif_serve(const CLI::App* cmd, const ScenarioFlags& f, const WhatIfSe
       throw InputError::at(SourcePos{"--serve"}, "'{}' is not FIELD=VALUE (e.g. kv_tiers=ddr:1TB)",
                            item);
     }
-    study::set_serve_field(settings, item.substr(0, eq), item.substr(eq + 1), "--serve");
+    const std::string field = item.substr(0, eq);
+    const std::string named = study::serve_flag(field, study::SettingNames::kWhatif);
+    const auto& fields = study::serve_field_names();
+    if (!named.starts_with("--serve") && std::find(fields.begin(), fields.end(), field) != fields.end()) {
+      throw InputError::at(SourcePos{"--serve " + field}, "give it as whatif's {}", named);
+    }
+    study::set_serve_field(settings, field, item.substr(eq + 1), "--serve " + field);
   }
   study::ServeAsk ask;
   std::tie(ask.question, ask.tier) = study::parse_serve_question(question, "--question");
@@ -111,29 +112,9 @@ int run_whatif_serve(const CLI::App* cmd, const ScenarioFlags& f, const WhatIfSe
       fmt::print(stderr, "whatif: probe {:.6g}: {}\n", p.knob, p.pass ? "pass" : "fail");
     };
   }
-  std::optional<study::ServeAnswer> answer;
-  try {
-    study::ServeSetup setup = study::prepare_serve(settings);
-    if (!output.empty()) check_output_path(output);
-    answer = study::find_serve(settings, std::move(setup), ask, progress);
-  } catch (const InputError& e) {
-    // The study names a setting by its field: whatif's own flag, or --serve FIELD.
-    const std::string& field = e.pos().file;
-    std::string flag;
-    if (field == "find") {
-      flag = "--question";
-    } else if (field == "target") {
-      flag = "--target";
-    } else if (std::find(kOwnFields.begin(), kOwnFields.end(), field) != kOwnFields.end()) {
-      flag = study::serve_flag(field, true);
-    } else if (std::find(study::serve_field_names().begin(), study::serve_field_names().end(),
-                         field) != study::serve_field_names().end()) {
-      flag = "--serve " + field;
-    }
-    if (flag.empty()) throw;
-    throw InputError(SourcePos{flag}, e.message());
-  }
-  const study::ServeAnswer& a = *answer;
+  study::ServeSetup setup = study::prepare_serve(settings);
+  if (!output.empty()) check_output_path(output);
+  const study::ServeAnswer a = study::find_serve(settings, std::move(setup), ask, progress);
   write_file_atomic(output.empty() ? "-" : output,
                     json ? study::serve_answer_json(a) : study::serve_answer_text(a));
   return static_cast<int>(a.found ? ExitCode::kOk : ExitCode::kInfeasible);

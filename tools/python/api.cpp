@@ -201,7 +201,7 @@ ReplayHandle replay_file(const std::string& path, const std::string& hw,
 
 ServeOutput serve(const Fields& fields) {
   study::ServeSettings s;
-  s.cli = false;
+  s.names = study::SettingNames::kFields;
   // Numbers come as text: read as the CLI reads its flags; what they may be is the study
   // layer's to check, for both.
   std::string find, target;
@@ -212,7 +212,7 @@ ServeOutput serve(const Fields& fields) {
     else if (key == "cache_only") s.cache_only = value == "true";
     else study::set_serve_field(s, key, value, key);
   }
-  if (const auto ask = study::parse_serve_ask(find, target, /*cli=*/false)) {
+  if (const auto ask = study::parse_serve_ask(find, target, study::SettingNames::kFields)) {
     const study::ServeAnswer a = study::find_serve(s, study::prepare_serve(s), *ask);
     return ServeOutput{study::serve_answer_json(a),
                        a.at_answer && !a.at_answer->result.cache_only

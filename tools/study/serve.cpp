@@ -78,7 +78,7 @@ ServeSummary summarize(const serve::ServeResult& result, const Slo& slo) {
 /// Runs `f`; an error of the engine, which names the setting at fault by its field
 /// ("kv_tiers"), names the CLI's flag or Python's argument, as every other error of a run.
 template <class F>
-void naming_settings(bool cli, const F& f) {
+void naming_settings(SettingNames names, const F& f) {
   try {
     f();
   } catch (const InputError& e) {
@@ -87,9 +87,9 @@ void naming_settings(bool cli, const F& f) {
     const std::string& at = e.pos().file;
     if (std::find(kFields.begin(), kFields.end(), at) == kFields.end()) throw;
     if (dynamic_cast<const serve::DoesNotFit*>(&e) != nullptr) {
-      throw serve::DoesNotFit(SourcePos{serve_flag(at, cli)}, e.message());
+      throw serve::DoesNotFit(SourcePos{serve_flag(at, names)}, e.message());
     }
-    throw InputError(SourcePos{serve_flag(at, cli)}, e.message());
+    throw InputError(SourcePos{serve_flag(at, names)}, e.message());
   }
 }
 
@@ -212,8 +212,16 @@ Slo parse_slo(const std::string& text, std::string_view source) {
   return slo;
 }
 
-std::string serve_flag(std::string field, bool cli) {
-  if (!cli) return field;
+std::string serve_flag(std::string field, SettingNames names) {
+  if (names == SettingNames::kFields) return field;
+  if (names == SettingNames::kWhatif) {
+    // The fields whatif sets from its own flags; the question and target have theirs.
+    static constexpr std::array<std::string_view, 11> kOwn = {
+        "hw",       "device",       "model",    "hf_config", "tp",      "weight_dtype",
+        "kv_dtype", "act_dtype",    "trace",    "arrivals",  "target"};
+    if (field == "find") return "--question";
+    if (std::find(kOwn.begin(), kOwn.end(), field) == kOwn.end()) return "--serve " + field;
+  }
   std::replace(field.begin(), field.end(), '_', '-');
   return "--" + field;
 }
@@ -236,7 +244,7 @@ std::shared_ptr<const traces::RequestTrace> ServeTraceCache::get(const ServeSett
 }
 
 ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
-  const auto name = [&s](std::string field) { return serve_flag(std::move(field), s.cli); };
+  const auto name = [&s](std::string field) { return serve_flag(std::move(field), s.names); };
   const auto choice = [&](std::string_view field, const std::string& value,
                           std::initializer_list<std::string_view> names) {
     const auto it = std::find(names.begin(), names.end(), value);
@@ -322,18 +330,12 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   // Read at rate scale 1, so that each run scales the arrivals as reading at its scale
   // would; the settings' scale is checked against the trace as reading checks it.
   x.trace_name = s.trace.empty() ? name("arrivals") : s.trace;
-  if (traces != nullptr) {
-    x.trace = *traces->get(s, x.trace_name);
-  } else {
-    traces::TraceOptions read = s.trace_options;
-    read.rate_scale = 1.0;
-    x.trace = s.trace.empty() ? traces::generate_requests(s.arrivals, read, x.trace_name)
-                              : traces::read_request_trace(s.trace, read);
-  }
-  traces::check_rate_scale(x.trace, s.trace_options.rate_scale, x.trace_name);
+  ServeTraceCache own;  // one setup alone: read here, held by the setup
+  x.trace = (traces != nullptr ? *traces : own).get(s, x.trace_name);
+  traces::check_rate_scale(*x.trace, s.trace_options.rate_scale, x.trace_name);
   x.rate_scale = s.trace_options.rate_scale;
   // A warm-up past every arrival leaves nothing to measure: every figure would be empty.
-  const double last_ps = static_cast<double>(x.trace.requests.back().arrival_ps) / x.rate_scale;
+  const double last_ps = static_cast<double>(x.trace->requests.back().arrival_ps) / x.rate_scale;
   if (engine.warmup > 0 && static_cast<double>(engine.warmup) > last_ps) {
     throw InputError::at(SourcePos{name("warmup")},
                          "{} is after every arrival (the last at {}): no request would be "
@@ -346,20 +348,20 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   x.topology = hw::load_topology(file, hw::LoadOptions{s.sets, false});
   x.cache_only = s.cache_only;
   x.timeline = s.timeline;
-  x.cli = s.cli;
+  x.names = s.names;
   return x;
 }
 
 void check_serve(const ServeSetup& setup) {
-  naming_settings(setup.cli, [&] {
-    serve::check_setup(setup.trace, setup.arch, setup.gen, setup.topology, setup.engine);
+  naming_settings(setup.names, [&] {
+    serve::check_setup(*setup.trace, setup.arch, setup.gen, setup.topology, setup.engine);
   });
 }
 
 ServeStudy run_serve(const ServeSetup& setup) {
   ServeStudy x;
   x.slo = setup.slo;
-  x.trace = setup.trace;
+  x.trace = *setup.trace;
   traces::scale_arrivals(x.trace, setup.rate_scale, setup.trace_name);
   x.model = setup.arch.name;
   x.topology = setup.topology.name;
@@ -370,7 +372,7 @@ ServeStudy run_serve(const ServeSetup& setup) {
   }
   serve::ServeOptions engine = setup.engine;
   engine.timeline = tl.get();
-  naming_settings(setup.cli, [&] {
+  naming_settings(setup.names, [&] {
     x.result = setup.cache_only
                    ? serve::cache_only(x.trace, setup.arch, setup.gen, setup.topology, engine)
                    : serve::serve(x.trace, setup.arch, setup.gen, setup.topology, engine);

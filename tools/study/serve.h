@@ -28,6 +28,12 @@
 
 namespace tierflow::study {
 
+/// How errors name a serving setting: by serve's flag (`--kv-tiers`, `--find`), by its
+/// field (`kv_tiers`: Python's argument, a sweep spec's key), or as whatif's service
+/// questions take it (its own flags `--model`, `--question`, `--target`, ..., the other
+/// fields as `--serve kv_tiers`).
+enum class SettingNames { kServeFlags, kFields, kWhatif };
+
 /// What a user asks of a serving run (the CLI's flags, as given).
 struct ServeSettings {
   std::string hw;                 ///< topology path or shipped name; empty: the default
@@ -49,8 +55,7 @@ struct ServeSettings {
   std::string weight_dtype = "bf16", kv_dtype = "bf16", act_dtype = "bf16";
   bool cache_only = false;
   std::string timeline;  ///< a Chrome trace of the run to write; empty: none
-  /// Errors name the CLI's flags ("--kv-tiers"); else the Python arguments ("kv_tiers").
-  bool cli = true;
+  SettingNames names = SettingNames::kServeFlags;  ///< how errors name the settings
 };
 
 /// The fields of a serving run, by the names the Python API's arguments and serving sweeps
@@ -69,9 +74,9 @@ void set_serve_field(ServeSettings& s, std::string_view field, const std::string
 /// last override of that path ("" when none).
 std::string get_serve_field(const ServeSettings& s, std::string_view field);
 
-/// How errors name the setting `field` ("kv_tiers"): the CLI's flag ("--kv-tiers") when
-/// `cli`, else the Python argument ("kv_tiers").
-std::string serve_flag(std::string field, bool cli);
+/// How errors name the setting `field` ("kv_tiers") under `names`: "--kv-tiers",
+/// "kv_tiers", or whatif's "--serve kv_tiers" ("--model" for one of its own flags).
+std::string serve_flag(std::string field, SettingNames names);
 
 /// Bounds a request must meet to count toward goodput (0: no bound).
 struct Slo {
@@ -90,7 +95,8 @@ Slo parse_slo(const std::string& text, std::string_view source);
 /// The settings checked and the inputs read once, ready for any number of runs. A search
 /// (serve_find.h) changes only the knobs at the end between its runs.
 struct ServeSetup {
-  traces::RequestTrace trace;  ///< as read or generated at rate scale 1
+  /// As read or generated at rate scale 1; shared by every run and copy of the setup.
+  std::shared_ptr<const traces::RequestTrace> trace;
   std::string trace_name;      ///< what arrival errors name: the file or the generator's flag
   traces::Arch arch;
   traces::GenOptions gen;  ///< dtypes, tp
@@ -98,7 +104,7 @@ struct ServeSetup {
   Slo slo;
   bool cache_only = false;
   std::string timeline;  ///< written by each run; empty: none
-  bool cli = true;       ///< the settings' `cli`: how the engine's errors name its settings
+  SettingNames names = SettingNames::kServeFlags;  ///< the settings': how the engine's errors name them
   // The knobs.
   double rate_scale = 1.0;     ///< the trace's arrivals compressed by this factor
   serve::ServeOptions engine;  ///< replicas, KV tiers and their capacities, ...

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <tuple>
 #include <utility>
 
@@ -137,82 +138,97 @@ ServeAnswer upgrade_serve(const ServeSettings& base, ServeSetup setup, const Ser
     add({"one replica more", "replicas", static_cast<double>(setup.engine.replicas), false});
   }
   const std::string file =
-      base.hw.empty() ? default_topology() : find_topology(base.hw, serve_flag("hw", base.cli));
-  std::optional<ServeStudy> best;
-  double best_gain = -1;
-  for (const Candidate& c : candidates) {
+      base.hw.empty() ? default_topology() : find_topology(base.hw, serve_flag("hw", base.names));
+  // The base with one candidate applied at `f`, and the change as text; nothing when the
+  // topology refuses the override (then it is not an upgrade). The loop and the answer's
+  // run again below both go through here, so they cannot differ.
+  const auto apply = [&](const Candidate& c, double f, std::string& set) -> std::optional<ServeSetup> {
+    ServeSetup p = setup;
+    if (c.path == "replicas") {
+      p.engine.replicas += 1;
+      set = fmt::format("replicas={}", p.engine.replicas);
+      return p;
+    }
+    set = fmt::format("{}={}", c.path,
+                      c.bandwidth ? to_string(Bandwidth{c.now * f})
+                                  : to_string(Bytes{static_cast<uint64_t>(c.now * f)}));
+    std::vector<std::string> sets = base.sets;
+    sets.push_back(set);
+    if (c.kv_tier >= 0 && p.engine.kv_tiers[static_cast<size_t>(c.kv_tier)].bytes > 0) {
+      // A KV tier of a given size grows with its tier.
+      serve::KvTier& k = p.engine.kv_tiers[static_cast<size_t>(c.kv_tier)];
+      k.bytes = static_cast<uint64_t>(static_cast<double>(k.bytes) * f);
+      set += fmt::format(" and KV tier '{}' {}", k.tier, to_string(Bytes{k.bytes}));
+    }
+    try {
+      p.topology = hw::load_topology(file, hw::LoadOptions{sets, false});
+    } catch (const InputError&) {
+      return std::nullopt;
+    }
+    return p;
+  };
+  // Ranked by the gain at 2x, then at 1.25x; ties keep the order tried.
+  const auto better = [](const ServeUpgrade& x, const ServeUpgrade& y) {
+    if (x.gain[1] != y.gain[1]) return x.gain[1] > y.gain[1];
+    return x.gain[0] > y.gain[0];
+  };
+  std::optional<ServeStudy> best;  // the run at 2x of the first upgrade ranked highest
+  size_t best_at = 0;
+  std::vector<size_t> order;  // upgrades[i] is candidates[order[i]]
+  for (size_t ci = 0; ci < candidates.size(); ++ci) {
+    const Candidate& c = candidates[ci];
     ServeUpgrade u;
     u.what = c.what;
+    std::optional<ServeStudy> at2;
     for (size_t i = 0; i < kUpgradeFactors.size(); ++i) {
-      const double f = kUpgradeFactors[i];
       u.value[i] = std::nan("");
       if (c.path == "replicas" && i == 0) continue;  // whole replicas only
-      ServeSetup p = setup;
       std::string set;
-      if (c.path == "replicas") {
-        p.engine.replicas += 1;
-        set = fmt::format("replicas={}", p.engine.replicas);
-      } else {
-        set = fmt::format("{}={}", c.path,
-                          c.bandwidth ? to_string(Bandwidth{c.now * f})
-                                      : to_string(Bytes{static_cast<uint64_t>(c.now * f)}));
-        std::vector<std::string> sets = base.sets;
-        sets.push_back(set);
-        if (c.kv_tier >= 0 && p.engine.kv_tiers[static_cast<size_t>(c.kv_tier)].bytes > 0) {
-          // A KV tier of a given size grows with its tier.
-          serve::KvTier& k = p.engine.kv_tiers[static_cast<size_t>(c.kv_tier)];
-          k.bytes = static_cast<uint64_t>(static_cast<double>(k.bytes) * f);
-          set += fmt::format(" and KV tier '{}' {}", k.tier, to_string(Bytes{k.bytes}));
-        }
-        try {
-          p.topology = hw::load_topology(file, hw::LoadOptions{sets, false});
-        } catch (const InputError&) {
-          continue;  // an override the topology refuses: not an upgrade
-        }
-      }
+      const std::optional<ServeSetup> p = apply(c, kUpgradeFactors[i], set);
+      if (!p) continue;
       if (i == 1) u.set = set;
       std::optional<ServeStudy> x;
       try {
-        x = run_serve(p);
+        x = run_serve(*p);
       } catch (const InputError&) {
         continue;
       }
       u.value[i] = serve_metric(*x, a.target);
       u.pass[i] = passes(a.target, u.value[i]);
       u.gain[i] = gain_of(a.target, a.base_value, u.value[i]);
-      if (i == 1 && u.gain[i] > best_gain) {
-        best_gain = u.gain[i];
-        best = std::move(x);
-      }
+      if (i == 1) at2 = std::move(x);
+    }
+    if (at2 && (!best || better(u, a.upgrades[best_at]))) {
+      best = std::move(at2);
+      best_at = a.upgrades.size();
     }
     a.upgrades.push_back(std::move(u));
+    order.push_back(ci);
   }
-  std::stable_sort(a.upgrades.begin(), a.upgrades.end(), [](const ServeUpgrade& x, const ServeUpgrade& y) {
-    if (x.gain[1] != y.gain[1]) return x.gain[1] > y.gain[1];
-    return x.gain[0] > y.gain[0];
-  });
+  // The winner's index before the sort (a stable sort keeps the first of equals first, as
+  // the strict `better` above does).
+  std::vector<size_t> rank(a.upgrades.size());
+  for (size_t i = 0; i < rank.size(); ++i) rank[i] = i;
+  std::stable_sort(rank.begin(), rank.end(),
+                   [&](size_t x, size_t y) { return better(a.upgrades[x], a.upgrades[y]); });
+  std::vector<ServeUpgrade> sorted;
+  for (size_t i : rank) sorted.push_back(std::move(a.upgrades[i]));
+  a.upgrades = std::move(sorted);
   a.found = !a.upgrades.empty() && a.upgrades.front().gain[1] >= kUpgradeGain;
-  if (a.found && best && (!timeline.empty() || series)) {
-    // The best upgrade's run again (the engine is deterministic), with its timeline and
-    // series.
-    const ServeUpgrade& top = a.upgrades.front();
-    ServeSetup p = setup;
-    p.timeline = timeline;
-    p.engine.record_series = series;
-    if (top.set.starts_with("replicas=")) {
-      p.engine.replicas += 1;
-    } else {
-      std::vector<std::string> sets = base.sets;
-      sets.push_back(top.set.substr(0, top.set.find(" and KV tier")));
-      for (const Candidate& c : candidates) {
-        if (c.what == top.what && c.kv_tier >= 0 &&
-            p.engine.kv_tiers[static_cast<size_t>(c.kv_tier)].bytes > 0) {
-          p.engine.kv_tiers[static_cast<size_t>(c.kv_tier)].bytes *= 2;
-        }
-      }
-      p.topology = hw::load_topology(file, hw::LoadOptions{sets, false});
+  if (a.found) {
+    if (rank.front() != best_at) {
+      throw std::logic_error(fmt::format("upgrade: the answer's run is upgrade {}, the top is {}", best_at,
+                                      rank.front()));
     }
-    best = run_serve(p);
+    if (!timeline.empty() || series) {
+      // The answer's run again (the engine is deterministic), with its timeline and series.
+      std::string set;
+      std::optional<ServeSetup> p = apply(candidates[order[rank.front()]], kUpgradeFactors[1], set);
+      if (!p) throw std::logic_error("upgrade: the answer's topology was refused on its run again");
+      p->timeline = timeline;
+      p->engine.record_series = series;
+      best = run_serve(*p);
+    }
   }
   if (a.found && best) a.at_answer = std::move(best);
   return a;
@@ -267,8 +283,8 @@ ServeTarget parse_serve_target(const std::string& text, std::string_view source)
 }
 
 std::optional<ServeAsk> parse_serve_ask(const std::string& find, const std::string& target,
-                                        bool cli) {
-  const std::string find_flag = serve_flag("find", cli), target_flag = serve_flag("target", cli);
+                                        SettingNames names) {
+  const std::string find_flag = serve_flag("find", names), target_flag = serve_flag("target", names);
   if (find.empty()) {
     if (target.empty()) return std::nullopt;
     throw InputError::at(SourcePos{target_flag},
@@ -298,7 +314,7 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
   const ServeQuestion q = ask.question;
   const std::string& tier = ask.tier;
   const ServeTarget& target = ask.target;
-  const auto name = [&base](std::string field) { return serve_flag(std::move(field), base.cli); };
+  const auto name = [&base](std::string field) { return serve_flag(std::move(field), base.names); };
   ServeAnswer a;
   a.question = q;
   a.tier = tier;

@@ -51,9 +51,9 @@ struct ServeAsk {
 };
 
 /// `find` (a question) and `target`, both given or neither (nullopt). InputError naming the
-/// flag (`cli`: "--find") or the Python argument ("find").
+/// setting as `names` says ("--find", "find" or whatif's "--question").
 std::optional<ServeAsk> parse_serve_ask(const std::string& find, const std::string& target,
-                                        bool cli);
+                                        SettingNames names);
 
 struct ServeProbe {
   double knob = 0;   ///< rate multiple, replicas or bytes

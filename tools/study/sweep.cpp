@@ -358,7 +358,7 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
   const YAML::Node root = schema::load_yaml_text(text, name);
   schema::expect_map(root, name, "a sweep spec");
   SweepSpec spec;
-  spec.serve_base.cli = false;  // errors name the fields, as the spec writes them
+  spec.serve_base.names = SettingNames::kFields;  // errors name the fields, as the spec writes them
   spec.file = name;
   spec.text = text;
   spec.name = fs::path(name).stem().string();
