@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "core/diagnostics.h"
+#include "core/units.h"
 
 namespace tierflow::planner {
 namespace {
@@ -30,6 +31,12 @@ std::optional<std::string_view> group_of(const Op& op) {
   const std::string_view prefix = n.substr(0, d - kExpertWord.size());
   if (!prefix.empty() && prefix.back() != '.') return std::nullopt;
   return prefix;
+}
+
+/// The MoE layer of a group: its prefix's last component ("t3.L7." -> "L7.").
+std::string_view layer_of(std::string_view prefix) {
+  const size_t dot = prefix.size() >= 2 ? prefix.rfind('.', prefix.size() - 2) : std::string_view::npos;
+  return dot == std::string_view::npos ? prefix : prefix.substr(dot + 1);
 }
 
 uint32_t weight_of(const Workload& w, const Op& op) {
@@ -63,8 +70,12 @@ class ProgramRealizer {
  public:
   ProgramRealizer(const Workload& pw, const Workload& rw, const Plan& out,
                   const std::vector<uint32_t>& op_map, const std::vector<uint32_t>& tensor_map,
-                  const std::vector<bool>& is_new, uint32_t& next_event, RoutingStats& stats)
-      : pw_(pw),
+                  const std::vector<bool>& is_new, uint32_t& next_event, RoutingStats& stats,
+                  const ExpertCache& cache,
+                  const std::map<std::string, std::vector<uint32_t>, std::less<>>& layer_weights)
+      : cache_(cache),
+        layer_weights_(layer_weights),
+        pw_(pw),
         rw_(rw),
         out_(out),
         op_map_(op_map),
@@ -79,6 +90,9 @@ class ProgramRealizer {
     fetched_.assign(nt, false);
     used_.assign(nt, false);
     readers_left_.assign(nt, 0);
+    cached_.assign(nt, false);
+    last_use_.assign(nt, 0);
+    picks_.assign(nt, 0);
     for (size_t t = 0; t < nt; ++t) {
       if (rw.tensors[t].origin == kExternal) resident_[t] = out.home[t] == out.device_tier;
     }
@@ -92,6 +106,7 @@ class ProgramRealizer {
   Program run(const Program& in,
               const std::map<std::string, std::vector<uint32_t>, std::less<>>& realized_groups) {
     assign_places(in, realized_groups);
+    if (cache_.on()) order_groups(in, realized_groups);
     out_prog_.device = in.device;
     for (size_t i = 0; i < in.steps.size(); ++i) {
       const Step& s = in.steps[i];
@@ -168,6 +183,112 @@ class ProgramRealizer {
     }
   }
 
+  // The groups in the order their routers run (each one's successor is the one the
+  // predictor fetches for) and the weights each picks.
+  void order_groups(const Program& in,
+                    const std::map<std::string, std::vector<uint32_t>, std::less<>>& realized_groups) {
+    std::string_view last;
+    for (const Step& s : in.steps) {
+      if (s.kind != StepKind::kCompute) continue;
+      const std::string_view n = pw_.ops[s.target].name;
+      if (pw_.ops[s.target].kind != OpKind::kRouter || !n.ends_with("router")) continue;
+      const auto g = realized_groups.find(n.substr(0, n.size() - 6));
+      if (g == realized_groups.end()) continue;
+      if (!last.empty()) next_group_[std::string(last)] = g->first;
+      last = g->first;
+      group_weights_[g->first] = {};
+      for (uint32_t r : g->second) {
+        if (const uint32_t w = weight_of(rw_, rw_.ops[r]); w != kNone) group_weights_[g->first].push_back(w);
+      }
+    }
+  }
+
+  /// The cached weight to evict next, by the cache's policy; kNone when every cached one
+  /// is pinned.
+  uint32_t victim() const {
+    uint32_t best = kNone;
+    for (uint32_t t : cache_list_) {
+      if (std::ranges::find(pinned_, t) != pinned_.end()) continue;
+      if (best == kNone) {
+        best = t;
+        continue;
+      }
+      const auto key = [&](uint32_t x) {
+        return cache_.kind == ExpertCacheKind::kLfu ? std::pair{picks_[x], last_use_[x]}
+                                                    : std::pair{uint64_t{0}, last_use_[x]};
+      };
+      if (key(t) < key(best)) best = t;
+    }
+    return best;
+  }
+
+  /// Detaches cached weights by the policy until `bytes` more fit; false when they cannot
+  /// (what is left is pinned).
+  bool make_room(uint64_t bytes) {
+    while (cache_used_ + bytes > cache_.bytes) {
+      const uint32_t v = victim();
+      if (v == kNone) return false;
+      Step d = detach_step(v);
+      wait_for(d, v, /*prefetch_only=*/false);
+      count_if_wasted(v);
+      emit(std::move(d));
+      drop_from_cache(v);
+      resident_[v] = false;
+      ++stats_.evictions;
+    }
+    return true;
+  }
+
+  void add_to_cache(uint32_t t) {
+    cached_[t] = true;
+    cache_list_.push_back(t);
+    cache_used_ += rw_.tensors[t].bytes;
+  }
+
+  void drop_from_cache(uint32_t t) {
+    cached_[t] = false;
+    std::erase(cache_list_, t);
+    cache_used_ -= rw_.tensors[t].bytes;
+  }
+
+  /// After the router of group `prefix`: its picks are pinned, and with `predict` the next
+  /// group's layer's most picked experts are prefetched into the cache.
+  void after_router(std::string_view prefix) {
+    const auto g = group_weights_.find(prefix);
+    if (g == group_weights_.end()) return;
+    pinned_ = g->second;
+    // What the predictor fetches for this layer's next pass: as many as it picked now.
+    last_k_[std::string(layer_of(prefix))] = g->second.size();
+    if (!cache_.predict) return;
+    const auto next = next_group_.find(prefix);
+    if (next == next_group_.end()) return;
+    const std::string_view layer = layer_of(next->second);
+    const auto k = last_k_.find(layer);
+    const auto all = layer_weights_.find(layer);
+    if (k == last_k_.end() || all == layer_weights_.end()) return;  // not run yet: no history
+    std::vector<uint32_t> ranked = all->second;
+    std::ranges::stable_sort(ranked, [&](uint32_t a, uint32_t b) { return picks_[a] > picks_[b]; });
+    for (size_t i = 0; i < ranked.size() && i < k->second; ++i) {
+      const uint32_t w = ranked[i];
+      if (picks_[w] == 0) break;
+      if (resident_[w]) continue;
+      if (!make_room(rw_.tensors[w].bytes)) break;
+      Step fetch;
+      fetch.kind = StepKind::kPrefetch;
+      fetch.target = w;
+      fetch.tier = out_.home[w];
+      fetch.event = next_event_++;
+      emit(std::move(fetch));
+      resident_[w] = true;
+      fetched_[w] = true;
+      used_[w] = false;
+      add_to_cache(w);
+      pinned_.push_back(w);  // not evicted for the rest of this prediction
+      ++stats_.predicted;
+      stats_.predicted_bytes += rw_.tensors[w].bytes;
+    }
+  }
+
   // Waits of a dropped compute step: prefetches stay in flight (a later reader or detach
   // waits on them); any other event is waited on by the next compute step.
   void keep_for_next(const std::vector<uint32_t>& waits) {
@@ -209,7 +330,9 @@ class ProgramRealizer {
     for (const auto* list : {&op.inputs, &op.updates}) {
       for (uint32_t t : *list) wait_for(c, t, /*prefetch_only=*/list == &op.inputs);
     }
+    const bool router = cache_.on() && op.kind == OpKind::kRouter && op.name.ends_with("router");
     emit(std::move(c));
+    if (router) after_router(std::string_view(op.name).substr(0, op.name.size() - 6));
     std::vector<uint32_t> done;
     for (const auto* list : {&op.inputs, &op.updates}) {
       for (uint32_t t : *list) {
@@ -244,6 +367,11 @@ class ProgramRealizer {
     }
     const uint32_t w = weight_of(rw_, op);
     const bool miss = w != kNone && !resident_[w];
+    if (miss && cache_.on() && !make_room(rw_.tensors[w].bytes)) {
+      // Everything cached is pinned (this layer's picks): the oldest pin goes.
+      pinned_.clear();
+      make_room(rw_.tensors[w].bytes);
+    }
     if (miss) {
       const uint32_t ev = next_event_++;
       Step fetch;
@@ -261,8 +389,14 @@ class ProgramRealizer {
     } else {
       ++stats_.hits;
     }
+    if (w != kNone) {
+      last_use_[w] = ++clock_;
+      ++picks_[w];
+    }
     emit_compute(std::move(c));
-    if (miss) {
+    if (miss && cache_.on()) {
+      add_to_cache(w);
+    } else if (miss) {
       emit(detach_step(w));
       resident_[w] = false;
     }
@@ -283,6 +417,11 @@ class ProgramRealizer {
     // A step on a planned expert output the realized routing lacks, or one the realized
     // residency makes moot, is dropped; so are the waits on its event.
     const bool keep = t != kNone && (s.kind == StepKind::kPrefetch ? !resident_[t] : resident_[t]);
+    if (!keep && t != kNone && s.kind == StepKind::kPrefetch && cached_[t]) {
+      // The plan takes the cache's copy over: its own detach releases it.
+      drop_from_cache(t);
+      fetched_[t] = false;
+    }
     if (!keep) {
       if (s.event != kNoEvent) dropped_.insert(s.event);
       return;
@@ -309,6 +448,8 @@ class ProgramRealizer {
     }
   }
 
+  const ExpertCache& cache_;
+  const std::map<std::string, std::vector<uint32_t>, std::less<>>& layer_weights_;
   const Workload& pw_;
   const Workload& rw_;
   const Plan& out_;
@@ -327,6 +468,16 @@ class ProgramRealizer {
   std::vector<uint32_t> carried_;
   std::unordered_map<uint32_t, std::pair<uint32_t, bool>> event_tensor_;  ///< -> tensor, prefetch
   std::unordered_set<uint32_t> dropped_;
+  // The expert cache.
+  std::vector<bool> cached_;          ///< held by the cache (not by the plan)
+  std::vector<uint32_t> cache_list_;  ///< the cached weights
+  uint64_t cache_used_ = 0;
+  std::vector<uint64_t> last_use_, picks_;  ///< per weight: a clock stamp, times picked
+  uint64_t clock_ = 0;
+  std::vector<uint32_t> pinned_;  ///< the current layer's picks (and its predictions)
+  std::map<std::string, std::string, std::less<>> next_group_;
+  std::map<std::string, std::vector<uint32_t>, std::less<>> group_weights_;
+  std::map<std::string, size_t, std::less<>> last_k_;  ///< per layer: distinct picks last pass
 };
 
 }  // namespace
@@ -344,7 +495,63 @@ uint64_t demand_reserve(const Workload& w) {
   return most;
 }
 
-RealizedPlan realize_routing(const Plan& plan, const Workload& pw, const Workload& rw) {
+ExpertCache parse_expert_cache(std::string_view text, std::string_view source) {
+  const SourcePos at{std::string(source)};
+  ExpertCache c;
+  if (text == "none") return c;
+  std::string_view rest = text;
+  const size_t comma = rest.find(',');
+  if (comma != std::string_view::npos) {
+    const std::string_view option = rest.substr(comma + 1);
+    if (option != "predict") {
+      throw InputError::at(at, "'{}': unknown cache option '{}' (the one there is: predict){}", text,
+                           option, did_you_mean(option, std::vector<std::string>{"predict"}));
+    }
+    c.predict = true;
+    rest = rest.substr(0, comma);
+  }
+  const size_t colon = rest.find(':');
+  const std::string_view policy = rest.substr(0, colon);
+  if (policy == "lru") {
+    c.kind = ExpertCacheKind::kLru;
+  } else if (policy == "lfu") {
+    c.kind = ExpertCacheKind::kLfu;
+  } else {
+    throw InputError::at(at, "'{}': unknown expert cache policy '{}': none, lru:SIZE or lfu:SIZE{}",
+                         text, policy,
+                         did_you_mean(policy, std::vector<std::string>{"none", "lru", "lfu"}));
+  }
+  if (colon == std::string_view::npos) {
+    throw InputError::at(at, "'{}': the cache needs its size, e.g. {}:8GiB", text, policy);
+  }
+  const auto b = parse_bytes(rest.substr(colon + 1));
+  if (!b.ok() || b.value.value == 0) {
+    throw InputError::at(at, "'{}': expected a size above 0 such as 8GiB after '{}:'", text, policy);
+  }
+  c.bytes = b.value.value;
+  return c;
+}
+
+std::string to_string(const ExpertCache& c) {
+  if (!c.on()) return "none";
+  return fmt::format("{}:{}{}", c.kind == ExpertCacheKind::kLru ? "lru" : "lfu",
+                     tierflow::to_string(Bytes{c.bytes}), c.predict ? ",predict" : "");
+}
+
+uint64_t routing_reserve(const Workload& w, const ExpertCache& cache, std::string_view source) {
+  const uint64_t expert = demand_reserve(w);
+  if (!cache.on()) return expert;
+  if (cache.bytes < expert) {
+    throw InputError::at(SourcePos{std::string(source)},
+                         "an expert cache of {} holds no expert: the largest routed expert "
+                         "weighs {}",
+                         to_string_approx(Bytes{cache.bytes}), to_string_approx(Bytes{expert}));
+  }
+  return cache.bytes;
+}
+
+RealizedPlan realize_routing(const Plan& plan, const Workload& pw, const Workload& rw,
+                             const ExpertCache& cache) {
   if (plan.home.size() != pw.tensors.size()) {
     throw std::logic_error("realize_routing: the plan is not over the planned workload");
   }
@@ -406,8 +613,21 @@ RealizedPlan realize_routing(const Plan& plan, const Workload& pw, const Workloa
       if (s.event != kNoEvent) next_event = std::max(next_event, s.event + 1);
     }
   }
+  // Per MoE layer ("L7."), its routed experts' weights: what the predictor ranks.
+  std::map<std::string, std::vector<uint32_t>, std::less<>> layer_weights;
+  if (cache.predict) {
+    for (const Op& o : rw.ops) {
+      const auto g = group_of(o);
+      const uint32_t w = g ? weight_of(rw, o) : kNone;
+      if (w == kNone) continue;
+      std::vector<uint32_t>& list = layer_weights[std::string(layer_of(*g))];
+      if (std::ranges::find(list, w) == list.end()) list.push_back(w);
+    }
+    for (auto& [layer, list] : layer_weights) std::ranges::sort(list);
+  }
   for (const Program& prog : plan.programs) {
-    ProgramRealizer r(pw, rw, p, op_map, tensor_map, is_new, next_event, out.stats);
+    ProgramRealizer r(pw, rw, p, op_map, tensor_map, is_new, next_event, out.stats, cache,
+                      layer_weights);
     p.programs.push_back(r.run(prog, realized_groups));
   }
   if (const auto issue = verify_plan(p, rw)) {

@@ -24,12 +24,30 @@
 // planned expert outputs that the realized workload lacks are dropped, and the realized
 // experts' new outputs are detached after their last reader.
 //
-// Memory: at most one demand copy is resident at a time (its detach issues, with the next
-// demand prefetch, when its op ends), so a plan made for a budget of B - demand_reserve()
-// never holds more than B (with the planner's own estimate of its peak).
+// Memory: without an expert cache, at most one demand copy is resident at a time (its
+// detach issues, with the next demand prefetch, when its op ends), so a plan made for a
+// budget of B - demand_reserve() never holds more than B (with the planner's own estimate
+// of its peak).
+//
+// The expert cache (ExpertCache, what MoE-Infinity and other expert-offloading runtimes
+// keep): demand-fetched experts stay on the device across tokens, in a cache of a given
+// size on top of the plan, until the cache's policy evicts them (a detach, issued before
+// the demand or predicted fetch that needs the room):
+//   lru        evicts the expert used longest ago;
+//   lfu        the one picked least often so far (activation frequency), the least
+//              recently used of equals.
+// A realized expert whose weight the cache holds is a hit. A prefetch the plan makes of a
+// weight the cache holds is moot (dropped): the plan takes that copy over from the cache
+// (the cache frees its bytes, the plan's own detach releases it later). With `predict`,
+// when a layer's router has run, the next MoE layer's experts picked most often so far (as
+// many as that layer picked on its last pass) are prefetched into the cache, behind the
+// current layer's compute; the current layer's picks are never evicted for them. A plan
+// made for B - max(demand_reserve(), cache bytes) never holds more than B.
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "core/plan.h"
 #include "core/workload.h"
@@ -43,7 +61,26 @@ struct RoutingStats {
   uint64_t miss_bytes = 0;    ///< their bytes
   uint64_t wasted = 0;        ///< prefetched copies released (or left) unread
   uint64_t wasted_bytes = 0;  ///< their bytes
+  uint64_t evictions = 0;     ///< experts the cache detached to make room
+  uint64_t predicted = 0;     ///< experts the predictor prefetched into the cache
+  uint64_t predicted_bytes = 0;
 };
+
+enum class ExpertCacheKind { kOff, kLru, kLfu };
+
+/// How a runtime keeps experts on the device across tokens (see the glossary).
+struct ExpertCache {
+  ExpertCacheKind kind = ExpertCacheKind::kOff;
+  uint64_t bytes = 0;    ///< device bytes it may hold beyond the plan; 0 when off
+  bool predict = false;  ///< prefetch each next layer's most frequently picked experts
+  [[nodiscard]] bool on() const { return kind != ExpertCacheKind::kOff; }
+};
+
+/// "none", "lru:8GiB", "lfu:8GiB", each cache optionally with ",predict". InputError at
+/// `source` naming what is wrong.
+ExpertCache parse_expert_cache(std::string_view text, std::string_view source);
+/// The cache as parse_expert_cache() reads it ("none" when off).
+std::string to_string(const ExpertCache& c);
 
 struct RealizedPlan {
   Plan plan;  ///< over the realized workload; verifies
@@ -57,9 +94,16 @@ bool has_routed_experts(const Workload& w);
 /// expert weight of `w` (0 without routed experts).
 uint64_t demand_reserve(const Workload& w);
 
-/// `plan` (made on `planned`) turned into a plan for `realized` (see the glossary).
-/// Throws InputError when the workloads differ in more than the routed experts; a
-/// realized plan that does not verify is a bug (std::logic_error).
-RealizedPlan realize_routing(const Plan& plan, const Workload& planned, const Workload& realized);
+/// The device bytes to leave the plan for `cache` on `w`: demand_reserve(w) without a
+/// cache, else the cache's bytes. InputError at `source` when the cache cannot hold the
+/// largest routed expert.
+uint64_t routing_reserve(const Workload& w, const ExpertCache& cache, std::string_view source);
+
+/// `plan` (made on `planned`) turned into a plan for `realized` (see the glossary), with
+/// the expert cache `cache` (bytes checked by routing_reserve()). Throws InputError when
+/// the workloads differ in more than the routed experts; a realized plan that does not
+/// verify is a bug (std::logic_error).
+RealizedPlan realize_routing(const Plan& plan, const Workload& planned, const Workload& realized,
+                             const ExpertCache& cache = {});
 
 }  // namespace tierflow::planner
