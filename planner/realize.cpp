@@ -51,6 +51,23 @@ bool reads(const Op& op, uint32_t t) {
          std::ranges::find(op.updates, t) != op.updates.end();
 }
 
+/// Per tensor of `w`: a weight no op but routed experts reads (an expert no token picked
+/// is read by none).
+std::vector<bool> routed_inputs(const Workload& w) {
+  std::vector<uint8_t> by(w.tensors.size(), 0);  // bit 0: a routed reader, bit 1: another
+  for (const Op& op : w.ops) {
+    const uint8_t bit = group_of(op) ? 1 : 2;
+    for (const auto* list : {&op.inputs, &op.updates}) {
+      for (uint32_t t : *list) by[t] |= bit;
+    }
+  }
+  std::vector<bool> out(w.tensors.size());
+  for (size_t t = 0; t < out.size(); ++t) {
+    out[t] = (by[t] & 2) == 0 && w.tensors[t].kind == TensorKind::kWeight;
+  }
+  return out;
+}
+
 Step detach_step(uint32_t t) {
   Step s;
   s.kind = StepKind::kDetach;
@@ -228,6 +245,7 @@ class ProgramRealizer {
     while (cache_used_ + bytes > cache_.bytes) {
       const uint32_t v = victim();
       if (v == kNone) return false;
+      TF_ASSERT(resident_[v], "the expert cache holds '{}', which is not resident", rw_.tensors[v].name);
       Step d = detach_step(v);
       wait_for(d, v, /*prefetch_only=*/false);
       count_if_wasted(v);
@@ -345,11 +363,13 @@ class ProgramRealizer {
       fetched_[t] = false;
       if (readers_left_[t] == 0 && is_new_[t]) done.push_back(t);
     }
-    // The realized experts' outputs the plan never saw: released after their last reader.
+    // The realized experts' outputs the plan never saw (and, made without the routed
+    // experts, their weights): released after their last reader.
     for (uint32_t t : done) {
       if (rw_.tensors[t].kind == TensorKind::kOutput || !resident_[t]) continue;
       emit(detach_step(t));
       resident_[t] = false;
+      if (cached_[t]) drop_from_cache(t);  // a cached expert no later token picks
     }
   }
 
@@ -395,8 +415,8 @@ class ProgramRealizer {
     }
     emit_compute(std::move(c));
     if (miss && cache_.on()) {
-      add_to_cache(w);
-    } else if (miss) {
+      if (resident_[w]) add_to_cache(w);  // else released already: no later op reads it
+    } else if (miss && resident_[w]) {
       emit(detach_step(w));
       resident_[w] = false;
     }
@@ -495,6 +515,38 @@ uint64_t demand_reserve(const Workload& w) {
   return most;
 }
 
+Workload without_routed_experts(const Workload& w) {
+  const std::vector<bool> routed_only = routed_inputs(w);
+  Workload out;
+  out.name = w.name;
+  out.meta = w.meta;
+  std::vector<uint32_t> map(w.tensors.size(), kNone);
+  for (uint32_t t = 0; t < w.tensors.size(); ++t) {
+    const Tensor& x = w.tensors[t];
+    const bool expert_output = x.origin != kExternal && group_of(w.ops[x.origin]);
+    if (expert_output || (x.origin == kExternal && routed_only[t])) continue;
+    Tensor copy = x;
+    copy.origin = kExternal;  // set again by add_op
+    map[t] = out.add_tensor(std::move(copy));
+  }
+  const auto remap = [&](const std::vector<uint32_t>& list) {
+    std::vector<uint32_t> kept;
+    for (uint32_t t : list) {
+      if (map[t] != kNone) kept.push_back(map[t]);
+    }
+    return kept;
+  };
+  for (const Op& op : w.ops) {
+    if (group_of(op)) continue;
+    Op copy = op;
+    copy.inputs = remap(op.inputs);
+    copy.outputs = remap(op.outputs);
+    copy.updates = remap(op.updates);
+    out.add_op(std::move(copy));
+  }
+  return out;
+}
+
 ExpertCache parse_expert_cache(std::string_view text, std::string_view source) {
   const SourcePos at{std::string(source)};
   ExpertCache c;
@@ -551,7 +603,7 @@ uint64_t routing_reserve(const Workload& w, const ExpertCache& cache, std::strin
 }
 
 RealizedPlan realize_routing(const Plan& plan, const Workload& pw, const Workload& rw,
-                             const ExpertCache& cache) {
+                             const ExpertCache& cache, const std::string& expert_home) {
   if (plan.home.size() != pw.tensors.size()) {
     throw std::logic_error("realize_routing: the plan is not over the planned workload");
   }
@@ -587,9 +639,17 @@ RealizedPlan realize_routing(const Plan& plan, const Workload& pw, const Workloa
       throw mismatch("has an op the plan does not know", rw.ops[i].name);
     }
   }
+  // New tensors: the routed experts' outputs, and (for a plan made without the routed
+  // experts, with `expert_home`) their weights, which only routed experts read.
+  const std::vector<bool> routed_only = routed_inputs(rw);
+  std::vector<uint32_t> new_weights;
   for (uint32_t t = 0; t < rw.tensors.size(); ++t) {
     if (!is_new[t]) continue;
     const Tensor& x = rw.tensors[t];
+    if (x.origin == kExternal && routed_only[t] && !expert_home.empty()) {
+      new_weights.push_back(t);
+      continue;
+    }
     if (x.origin == kExternal || !group_of(rw.ops[x.origin])) {
       throw mismatch("has a tensor the plan does not know", x.name);
     }
@@ -606,6 +666,12 @@ RealizedPlan realize_routing(const Plan& plan, const Workload& pw, const Workloa
   p.home.assign(rw.tensors.size(), plan.device_tier);
   for (uint32_t i = 0; i < pw.tensors.size(); ++i) {
     if (tensor_map[i] != kNone) p.home[tensor_map[i]] = plan.home[i];
+  }
+  if (!new_weights.empty()) {
+    auto at = std::ranges::find(p.tiers, expert_home);
+    if (at == p.tiers.end()) at = p.tiers.insert(p.tiers.end(), expert_home);
+    const auto home = static_cast<uint32_t>(at - p.tiers.begin());
+    for (uint32_t t : new_weights) p.home[t] = home;
   }
   uint32_t next_event = 0;
   for (const Program& prog : plan.programs) {

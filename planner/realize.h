@@ -99,11 +99,18 @@ uint64_t demand_reserve(const Workload& w);
 /// largest routed expert.
 uint64_t routing_reserve(const Workload& w, const ExpertCache& cache, std::string_view source);
 
+/// `w` without its routed experts: their ops, their outputs and the weights only they
+/// read (a router's output stays; the combine reads what is left). What a plan is made on
+/// when a runtime's expert cache owns the experts: the plan covers the rest.
+Workload without_routed_experts(const Workload& w);
+
 /// `plan` (made on `planned`) turned into a plan for `realized` (see the glossary), with
-/// the expert cache `cache` (bytes checked by routing_reserve()). Throws InputError when
-/// the workloads differ in more than the routed experts; a realized plan that does not
-/// verify is a bug (std::logic_error).
+/// the expert cache `cache` (bytes checked by routing_reserve()). `planned` may lack the
+/// routed experts' weights (without_routed_experts()) when `expert_home` names the tier
+/// they live on (added to the plan's tiers); every routed expert is then the cache's.
+/// Throws InputError when the workloads differ in more than the routed experts; a
+/// realized plan that does not verify is a bug (std::logic_error).
 RealizedPlan realize_routing(const Plan& plan, const Workload& planned, const Workload& realized,
-                             const ExpertCache& cache = {});
+                             const ExpertCache& cache = {}, const std::string& expert_home = {});
 
 }  // namespace tierflow::planner

@@ -44,6 +44,8 @@
 #   mixtral-24gb-skewed the same with a skewed router (--routing-skew 1.2: Zipf popularity;
 #                       --routing-repeat 0.5: half the tokens repeat their predecessor's
 #                       experts), what expert caches across tokens live on
+#   mixtral-24gb-cache  the skewed router with the runtime's expert cache (MoE-Infinity's
+#                       kind): 20 GiB of LRU cache owns the routed experts, the plan the rest
 #   llama70b-int4-48gb  Llama-3-70B decode with int4 weights (~37 GB with their scales; the
 #                       embeddings stay bf16), batch 16, 8 tokens from a 4,096-token context,
 #                       on one 48 GB L40S (PCIe Gen4 x16)
@@ -182,6 +184,12 @@ mixtral_24gb_skewed() {
     --context 4096 --tokens 8 --routing realistic --seed 1 --routing-skew 1.2 --routing-repeat 0.5
 }
 
+mixtral_24gb_cache() {
+  compare --hw "$hw"/rtx4090-workstation.yaml --devices 1 --model mixtral-8x7b --phase decode \
+    --context 4096 --tokens 8 --routing realistic --seed 1 --routing-skew 1.2 --routing-repeat 0.5 \
+    --expert-cache lru:20GiB
+}
+
 llama70b_int4_48gb() {
   local a=(--hw "$hw"/l40s-server.yaml --workload "$dir/w.json" --devices 1)
   gen --model llama-3-70b --phase decode --batch 16 --context 4096 --tokens 8 --weight-dtype int4
@@ -190,13 +198,14 @@ llama70b_int4_48gb() {
 }
 
 all=(llama70b-decode llama8b-prefill mixtral-decode deepseek-decode cm384-pool llama8b-train
-  llama70b-nvme llama70b-bounce gh200-lpddr mixtral-24gb mixtral-24gb-skewed llama70b-int4-48gb)
+  llama70b-nvme llama70b-bounce gh200-lpddr mixtral-24gb mixtral-24gb-skewed mixtral-24gb-cache
+  llama70b-int4-48gb)
 names=("$@")
 [ ${#names[@]} -eq 0 ] && names=("${all[@]}")
 for n in "${names[@]}"; do
   case $n in
     llama70b-decode | llama8b-prefill | mixtral-decode | deepseek-decode | cm384-pool | llama8b-train | \
-      llama70b-nvme | llama70b-bounce | gh200-lpddr | mixtral-24gb | mixtral-24gb-skewed | \
+      llama70b-nvme | llama70b-bounce | gh200-lpddr | mixtral-24gb | mixtral-24gb-skewed | mixtral-24gb-cache | \
       llama70b-int4-48gb)
       scenario "$n" "${n//-/_}" ;;
     *)

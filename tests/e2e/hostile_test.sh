@@ -565,6 +565,31 @@ hostile stop42/serve-jsonl-no-folder 2 "cannot write: no folder '$d/nowhere'" --
 hostile stop42/serve-upgrade-timeline-over-trace 2 "t.jsonl" --in "$d/t.jsonl" -- \
   "$tf" serve --model llama-3-8b --quiet --trace "$d/t.jsonl" --find upgrade --target p90-ttft=10s --timeline "$d/t.jsonl"
 
+# The expert cache: a malformed value, a cache that holds no expert or leaves the plan no
+# room, and a cache under a routing where the plan decides what stays, each refused naming
+# --expert-cache (or the field) before any plan; nothing written.
+ec=(compare --hw rtx4090-workstation --devices 1 --model mixtral-8x7b --phase decode --tokens 2
+  --layers 2 --policies layerwise --quiet)
+hostile stop42/expert-cache-no-size 2 "--expert-cache: 'lru': the cache needs its size, e.g. lru:8GiB" --out "$d/c.txt" -- \
+  "$tf" "${ec[@]}" --expert-cache lru -o "$d/c.txt"
+hostile stop42/expert-cache-policy 2 "--expert-cache: 'lfy:8GiB': unknown expert cache policy 'lfy': none, lru:SIZE or lfu:SIZE; did you mean 'lfu'?" --out "$d/c.txt" -- \
+  "$tf" "${ec[@]}" --expert-cache lfy:8GiB -o "$d/c.txt"
+hostile stop42/expert-cache-option 2 "unknown cache option 'predic'" --out "$d/c.txt" -- \
+  "$tf" "${ec[@]}" --expert-cache lru:8GiB,predic -o "$d/c.txt"
+hostile stop42/expert-cache-zero 2 "--expert-cache: 'lru:0B': expected a size above 0" --out "$d/c.txt" -- \
+  "$tf" "${ec[@]}" --expert-cache lru:0B -o "$d/c.txt"
+hostile stop42/expert-cache-huge-size 2 "--expert-cache" --out "$d/c.txt" -- \
+  "$tf" "${ec[@]}" --expert-cache lru:99999999999999999999EiB -o "$d/c.txt"
+hostile stop42/expert-cache-no-expert 2 "--expert-cache: an expert cache of 1MiB holds no expert: the largest routed expert weighs 336MiB" --out "$d/c.txt" -- \
+  "$tf" "${ec[@]}" --expert-cache lru:1MiB -o "$d/c.txt"
+hostile stop42/expert-cache-no-room 2 "--expert-cache: a cache of 1TiB leaves the plan no room" --out "$d/c.txt" -- \
+  "$tf" "${ec[@]}" --expert-cache lru:1TiB -o "$d/c.txt"
+hostile stop42/expert-cache-oracle 2 "--expert-cache: an expert cache is what a runtime keeps under realistic routing; the routing here is 'oracle'" --out "$d/c.txt" -- \
+  "$tf" "${ec[@]}" --routing oracle --expert-cache lru:8GiB -o "$d/c.txt"
+hostile stop42/expert-cache-vary 2 "expert_cache: 'lru:x'" --out "$d/c.txt" -- \
+  "$tf" whatif --hw rtx4090-workstation --model mixtral-8x7b --phase decode --tokens 2 --layers 2 \
+  --vary expert_cache=lru:8GiB,lru:x --quiet -o "$d/c.txt"
+
 # A sweep point whose count is too large is recorded failed as bad input (class 2), the
 # reason naming the flag, and the sweep exits 2.
 d=$(fresh sweep-count)

@@ -447,6 +447,16 @@ def test_compare(cli):
     assert [r["routing"] for r in rows] == list(frame["routing"])
     assert [float(r["makespan_s"]) for r in rows] == [float(x) for x in frame["makespan_s"]]
     assert frame.attrs["best"] == json.loads(cli("compare", "--json", *moe))["best"]
+    # The expert cache as a keyword: the CLI's rows, the counts typed.
+    cached = tierflow.compare(["tierflow"], model="mixtral-8x7b", layers=2, context=512, tokens=4,
+                              set=["tiers.hbm.capacity=4GB"], expert_cache="lru:2GiB")
+    rows = list(csv.DictReader(io.StringIO(
+        cli("compare", "--csv", *moe[:-2], "--policies", "tierflow", "--expert-cache", "lru:2GiB"))))
+    assert list(cached["expert_cache"]) == ["lru:2GiB", "none"] == [r["expert_cache"] for r in rows]
+    assert int(cached["routing_hits"][0]) == int(rows[0]["routing_hits"])
+    assert int(cached["routing_hits"][0]) + int(cached["routing_misses"][0]) == 2 * 4 * 2
+    with pytest.raises(tierflow.InputError, match="expert_cache: 'lru': the cache needs its size"):
+        tierflow.compare(["tierflow"], model="mixtral-8x7b", layers=2, expert_cache="lru")
     # Selected policies and a request.
     two = tierflow.compare(["resident", "tierflow"], model="llama-3-8b", layers=2, prompt=64, generate=3)
     assert list(two["policy"]) == ["resident", "tierflow"]

@@ -113,6 +113,10 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
                "misses fetched on demand")
             ->check(CLI::IsMember(words(study::kRoutingModeNames)))
             ->capture_default_str();
+    cmd->add_option("--expert-cache", f.expert_cache,
+                    "realistic routing: the runtime's expert cache across tokens, on top of the "
+                    "plan: none, lru:SIZE or lfu:SIZE, optionally ',predict' (prefetch the next "
+                    "layer's most picked experts)");
   } else {
     cmd->add_option("--routing", f.routing,
                     "MoE: 'expected' distinct-expert count or a 'seeded' random router")
@@ -203,6 +207,7 @@ study::Scenario to_scenario(const ScenarioFlags& f) {
   if (f.gen.routing_option == nullptr || f.gen.routing_option->count() > 0) {
     study::set_field(s, "routing", f.gen.routing, "--routing");
   }
+  if (!f.gen.expert_cache.empty()) study::set_field(s, "expert_cache", f.gen.expert_cache, "--expert-cache");
   if ((f.prompt > 0) != (f.generate > 0)) {
     throw CLI::ValidationError("--prompt and --generate go together (a request)");
   }

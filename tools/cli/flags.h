@@ -35,6 +35,7 @@ struct GenFlags {
   std::string compute_dtype;  ///< empty: the activation dtype
   std::string routing = "expected";
   CLI::Option* routing_option = nullptr;  ///< whether --routing was given
+  std::string expert_cache;  ///< study commands: --expert-cache (empty: none)
 
   /// The options with the words parsed (CLI11 checked them already).
   [[nodiscard]] traces::GenOptions options() const;

@@ -42,6 +42,7 @@ Comparison compare(Study& study, const Scenario& base, std::vector<std::string> 
     }
     keep(std::move(t), name + " realistic", name, false);
     s.realistic_routing = false;
+    s.expert_cache = {};  // the oracle's plan decides what stays: a bound without a cache
     keep(study.run(s), name + " oracle", name + "-oracle", true);
   }
   for (size_t i = 0; i < c.trials.size(); ++i) {
@@ -97,6 +98,7 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
     j["topology"] = topo.name;
     j["sets"] = base.sets;
     j["budget"] = rows.empty() ? 0 : rows.front().p.outcome.budget;
+    if (base.expert_cache.on()) j["expert_cache"] = planner::to_string(base.expert_cache);
     j["resident_reference_ps"] = reference;
     j["bounds"] = {{"residency", b.residency},         {"makespan_ps", b.makespan_ps},
                    {"compute_ps", b.compute_ps},       {"traffic_bytes", b.traffic_bytes},
@@ -116,10 +118,14 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
         x["busiest_link"] = r.p.busiest_link;
         x["busiest_link_bytes"] = r.p.busiest_link_bytes;
         if (r.p.realized) {
+          x["routing_hits"] = r.p.routing.hits;
           x["routing_misses"] = r.p.routing.misses;
           x["miss_bytes"] = r.p.routing.miss_bytes;
           x["miss_stall_ps"] = r.p.miss_exposed_ps;
           x["wasted_prefetch_bytes"] = r.p.routing.wasted_bytes;
+          x["memory_stall_ps"] = r.p.memory_stall_ps;
+          x["cache_evictions"] = r.p.routing.evictions;
+          x["predicted_bytes"] = r.p.routing.predicted_bytes;
         }
         nlohmann::ordered_json tiers = nlohmann::ordered_json::array();
         for (const auto& t : r.p.sim->tiers) tiers.push_back({{"tier", t.name}, {"peak", t.peak}});
@@ -163,7 +169,7 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
         Table::Align::kRight, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
         Table::Align::kLeft,  Table::Align::kRight};
     if (any_realized) {
-      for (const char* h : {"misses", "miss bytes", "miss stall", "wasted"}) {
+      for (const char* h : {"hits", "misses", "miss bytes", "miss stall", "wasted"}) {
         cols.emplace_back(h);
         col_align.push_back(Table::Align::kRight);
       }
@@ -188,6 +194,7 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
                r.p.busiest_link,
                fmt::format("{:.0f}%", 100 * r.p.busiest_link_busy)};
       if (any_realized && r.p.realized) {
+        cells.push_back(std::to_string(r.p.routing.hits));
         cells.push_back(std::to_string(r.p.routing.misses));
         cells.push_back(to_string_approx(Bytes{r.p.routing.miss_bytes}));
         cells.push_back(to_string_approx(Duration{r.p.miss_exposed_ps}));
@@ -227,7 +234,15 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
     for (const Line& r : rows) {
       if (!r.t.ok) text += fmt::format("\n{}: {}", r.policy, r.t.reason);
     }
-    if (any_realized) {
+    if (any_realized && base.expert_cache.on()) {
+      text += fmt::format(
+          "\nrealistic: the runtime's expert cache ({}) owns the routed experts: each plan is "
+          "made for the budget less the cache, without the routed experts (the budget and "
+          "bounds above are of that part), and run on the seeded routing (--seed); a miss is "
+          "fetched into the cache on demand, on the critical path. oracle: the plan sees the "
+          "routing that runs, with the whole budget and no cache.\n",
+          planner::to_string(base.expert_cache));
+    } else if (any_realized) {
       text +=
           "\nrealistic: planned on the expected routing, run on the seeded one (--seed); misses "
           "fetched on demand on the critical path. oracle: the plan sees the routing that runs.\n";

@@ -80,6 +80,7 @@ std::vector<Def> make_defs() {
   in("weight_dtype", "weight element type");
   in("kv_dtype", "KV-cache element type");
   in("routing", "MoE routing: expected, oracle (the plan sees the routing that runs) or realistic");
+  in("expert_cache", "realistic routing: the runtime's expert cache (none, lru:SIZE, lfu:SIZE[,predict])");
   in("device", "device class (empty: the first)");
   in("devices", "programs, one per device");
   in("policy", "planning policy");
@@ -157,6 +158,9 @@ std::vector<Def> make_defs() {
     };
   };
   d.push_back(
+      {"routing_hits", "realistic routing: routed experts found on the device (all programs)",
+       realized([](const PhaseResult& p) { return static_cast<int64_t>(p.routing.hits); })});
+  d.push_back(
       {"routing_misses", "realistic routing: experts fetched on demand (all programs)",
        realized([](const PhaseResult& p) { return static_cast<int64_t>(p.routing.misses); })});
   d.push_back(
@@ -168,6 +172,14 @@ std::vector<Def> make_defs() {
   d.push_back({"wasted_prefetch_gib", "realistic routing: prefetched bytes no op read",
                realized([](const PhaseResult& p) {
                  return gib(static_cast<double>(p.routing.wasted_bytes));
+               })});
+  d.push_back({"memory_stall_s", "realistic routing: time copies waited for room on the device",
+               realized([](const PhaseResult& p) { return seconds(p.memory_stall_ps); })});
+  d.push_back({"cache_evictions", "realistic routing: experts the expert cache detached for room",
+               realized([](const PhaseResult& p) { return static_cast<int64_t>(p.routing.evictions); })});
+  d.push_back({"predicted_gib", "realistic routing: bytes the expert cache's predictor prefetched",
+               realized([](const PhaseResult& p) {
+                 return gib(static_cast<double>(p.routing.predicted_bytes));
                })});
   d.push_back({"busiest_link", "link direction with the most bytes",
                metric([](const PhaseResult& p) { return p.busiest_link; })});
@@ -202,10 +214,10 @@ const std::vector<Def>& defs() {
 CellType type_of(std::string_view name) {
   static constexpr std::string_view kText[] = {
       "topology",     "hw",       "sets",     "workload",     "model",  "model_sets", "phase",
-      "weight_dtype", "kv_dtype", "routing",  "device",       "policy", "pins",       "device_tier",
+      "weight_dtype", "kv_dtype", "routing",  "expert_cache", "device", "policy", "pins", "device_tier",
       "status",       "reason",   "pipeline", "busiest_link", "binding"};
   static constexpr std::string_view kInteger[] = {
-      "batch", "seq", "context", "tokens", "prompt", "generate", "tp", "devices", "routing_misses"};
+      "batch", "seq", "context", "tokens", "prompt", "generate", "tp", "devices", "routing_hits", "routing_misses", "cache_evictions"};
   static constexpr std::string_view kBool[] = {"decode_extrapolated"};
   if (std::ranges::find(kText, name) != std::end(kText)) return CellType::kText;
   if (std::ranges::find(kInteger, name) != std::end(kInteger)) return CellType::kInteger;

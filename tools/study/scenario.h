@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "planner/realize.h"
 #include "traces/arch.h"
 #include "traces/generate.h"
 
@@ -79,6 +80,10 @@ struct Scenario {
   /// routing it holds (the plan sees it) unless realistic routing was asked for.
   bool realistic_routing = true;
   bool routing_given = false;  ///< `routing` was set (set_field), not left at its default
+  /// Realistic routing: the runtime's expert cache across tokens (`expert_cache=lru:8GiB`,
+  /// planner/realize.h); the plan is made for the budget less its bytes. Off by default
+  /// (each demand-fetched expert dropped after its op). Refused with another routing.
+  planner::ExpertCache expert_cache;
 
   /// Whether this scenario runs realistic routing (realistic_routing, less a workload
   /// file's default).

@@ -211,6 +211,7 @@ void summarize(PhaseResult& p, const hw::Topology& topo) {
     uint64_t& by_kind = p.peak_by_tier_kind[static_cast<size_t>(topo.tiers[t.tier].kind)];
     by_kind = std::max(by_kind, t.peak);
   }
+  for (const sim::DeviceResult& d : r.devices) p.memory_stall_ps += d.stall_memory_ps;
   for (const sim::TransferRecord& t : r.transfers) {
     if (p.outcome.plan->programs[t.program].steps[t.step].demand) p.miss_exposed_ps += t.exposed;
     p.exposed_ps += t.exposed;
@@ -250,6 +251,43 @@ void summarize(PhaseResult& p, const hw::Topology& topo) {
   }
 }
 
+namespace {
+
+/// Where the routed experts an expert cache fetches live: the tier with the fastest route
+/// into the device that holds them all (as the planner offloads, planner/state.cpp).
+std::string expert_home(const hw::Topology& topo, const planner::Target& target, const Workload& w) {
+  uint64_t bytes = 0;
+  std::vector<bool> counted(w.tensors.size(), false);
+  for (const Op& op : w.ops) {
+    if (op.kind != OpKind::kExpert) continue;
+    for (uint32_t t : op.inputs) {
+      if (w.tensors[t].kind != TensorKind::kWeight || counted[t]) continue;
+      counted[t] = true;
+      bytes += w.tensors[t].bytes;
+    }
+  }
+  const hw::Route* best = nullptr;
+  std::string home;
+  for (size_t i = 0; i < topo.tiers.size(); ++i) {
+    if (i == target.device_tier) continue;
+    const hw::Route* in = topo.route(i, target.device_tier);
+    if (in == nullptr || topo.route(target.device_tier, i) == nullptr) continue;
+    if (topo.tiers[i].capacity.value < bytes) continue;
+    if (best == nullptr || in->bandwidth.bytes_per_s > best->bandwidth.bytes_per_s) {
+      best = in;
+      home = topo.tiers[i].id;
+    }
+  }
+  if (home.empty()) {
+    throw InputError::at(SourcePos{"--expert-cache"},
+                         "no tier the device reaches holds the routed experts ({})",
+                         to_string_approx(Bytes{bytes}));
+  }
+  return home;
+}
+
+}  // namespace
+
 PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
                              std::shared_ptr<const Workload> w, std::string phase,
                              std::shared_ptr<const Workload> planned) {
@@ -265,10 +303,16 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
   req.threads = s.threads;
   const Workload& plan_w = planned ? *planned : *p.workload;
   if (planned) {
-    // Room for the one demand copy a realized plan holds beyond the planned one.
+    // Room for what a realized plan holds beyond the planned one: one demand copy, or the
+    // expert cache.
     const uint64_t budget = planner::resolved(topo, req.target).budget;
-    const uint64_t reserve = planner::demand_reserve(*p.workload);
+    const uint64_t reserve = planner::routing_reserve(*p.workload, s.expert_cache, "--expert-cache");
     if (reserve >= budget) {
+      if (s.expert_cache.on()) {
+        throw InputError::at(SourcePos{"--expert-cache"},
+                             "a cache of {} leaves the plan no room: the budget is {}",
+                             to_string_approx(Bytes{reserve}), to_string_approx(Bytes{budget}));
+      }
       throw InputError::at(SourcePos{"--routing"},
                            "realistic routing needs room for an expert ({}) on top of the plan: "
                            "the budget is {}",
@@ -281,7 +325,10 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
   req.evaluator = &eval;
   p.outcome = planner::make_plan(plan_w, topo, req);
   if (p.outcome.ok && planned) {
-    planner::RealizedPlan r = planner::realize_routing(*p.outcome.plan, plan_w, *p.workload);
+    const std::string home =
+        s.expert_cache.on() ? expert_home(topo, req.target, *p.workload) : std::string();
+    planner::RealizedPlan r =
+        planner::realize_routing(*p.outcome.plan, plan_w, *p.workload, s.expert_cache, home);
     p.outcome.plan = std::move(r.plan);
     p.routing = r.stats;
     p.realized = true;
@@ -304,6 +351,10 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
     sim::SimOptions so;
     so.live_top = 0;
     so.op_end = &op_end;
+    // A realized plan runs as a runtime would: a copy that finds no room yet waits for the
+    // release before it (at the same instant, when a wasted prefetch's detach waits on the
+    // copy ahead of it), reported as memory stall, not an error.
+    if (planned) so.on_full = sim::OnFull::kWait;
     p.sim = sim::simulate(*p.outcome.plan, *p.workload, topo, so);
   }
   if (p.sim->error) return p;
@@ -324,6 +375,12 @@ Trial Study::run(const Scenario& s) {
   Trial t;
   t.scenario = s;
   check_policy(s.policy, "--policy");
+  if (s.expert_cache.on() && !s.realistic()) {
+    throw InputError::at(SourcePos{"--expert-cache"},
+                         "an expert cache is what a runtime keeps under realistic routing; the "
+                         "routing here is '{}' (the plan itself decides what stays)",
+                         get_field(s, "routing"));
+  }
   const auto topo = topology(s);
   t.topology = topo->name;
   planner::Target target = make_target(*topo, s.device, s.devices, "--device");
@@ -344,13 +401,16 @@ Trial Study::run(const Scenario& s) {
   };
 
   // Realistic routing: each phase is planned on its expected-routing twin (MoE only).
+  // With an expert cache the runtime owns the routed experts: the plan is made without them.
   auto planned_for = [&](traces::GenOptions g) -> std::shared_ptr<const Workload> {
     if (!s.realistic() || !s.workload.file.empty()) return nullptr;
     g.routing = traces::Routing::kExpected;  // an expected count: no skew, no repeats
     g.routing_skew = 0;
     g.routing_repeat = 0;
     auto w = workload(s, g);
-    return planner::has_routed_experts(*w) ? w : nullptr;
+    if (!planner::has_routed_experts(*w)) return nullptr;
+    if (!s.expert_cache.on()) return w;
+    return std::make_shared<const Workload>(planner::without_routed_experts(*w));
   };
   auto phase = [&](traces::GenOptions g, std::string name) {
     if (s.realistic()) g.routing = traces::Routing::kSeeded;
@@ -448,6 +508,7 @@ Trial Study::unlimited_trial(const Scenario& s) {
   Scenario r = s;
   r.policy = "resident";
   r.budget = kUnlimited;
+  r.expert_cache = {};  // every expert resident: nothing for a cache to do
   const auto topo = topology(s);
   const planner::Target target = make_target(*topo, s.device, s.devices, "--device");
   r.sets.push_back(capacity_for_budget(*topo, target.device_tier, kUnlimited));

@@ -68,6 +68,8 @@ struct PhaseResult {
   bool realized = false;
   planner::RoutingStats routing;  ///< when `realized`
   int64_t miss_exposed_ps = 0;    ///< time compute waited on demand prefetches
+  /// Realized plans: time copies waited for room on the device (summed over devices).
+  int64_t memory_stall_ps = 0;
 
   /// The plan was made and its simulation ran without error.
   [[nodiscard]] bool ok() const { return outcome.ok && sim && !sim->error; }
