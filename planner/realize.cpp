@@ -363,13 +363,14 @@ class ProgramRealizer {
       fetched_[t] = false;
       if (readers_left_[t] == 0 && is_new_[t]) done.push_back(t);
     }
-    // The realized experts' outputs the plan never saw (and, made without the routed
-    // experts, their weights): released after their last reader.
+    // The realized experts' outputs the plan never saw: released after their last reader.
     for (uint32_t t : done) {
-      if (rw_.tensors[t].kind == TensorKind::kOutput || !resident_[t]) continue;
+      // A weight stays: whether a later token picks it is the router's to say, and the
+      // cache's to guess.
+      const TensorKind k = rw_.tensors[t].kind;
+      if (k == TensorKind::kOutput || k == TensorKind::kWeight || !resident_[t]) continue;
       emit(detach_step(t));
       resident_[t] = false;
-      if (cached_[t]) drop_from_cache(t);  // a cached expert no later token picks
     }
   }
 
@@ -415,8 +416,8 @@ class ProgramRealizer {
     }
     emit_compute(std::move(c));
     if (miss && cache_.on()) {
-      if (resident_[w]) add_to_cache(w);  // else released already: no later op reads it
-    } else if (miss && resident_[w]) {
+      add_to_cache(w);
+    } else if (miss) {
       emit(detach_step(w));
       resident_[w] = false;
     }

@@ -45,7 +45,7 @@
 #                       --routing-repeat 0.5: half the tokens repeat their predecessor's
 #                       experts), what expert caches across tokens live on
 #   mixtral-24gb-cache  the skewed router with the runtime's expert cache (MoE-Infinity's
-#                       kind): 20 GiB of LRU cache owns the routed experts, the plan the rest
+#                       kind): 20 GiB of LFU cache owns the routed experts, the plan the rest
 #   llama70b-int4-48gb  Llama-3-70B decode with int4 weights (~37 GB with their scales; the
 #                       embeddings stay bf16), batch 16, 8 tokens from a 4,096-token context,
 #                       on one 48 GB L40S (PCIe Gen4 x16)
@@ -187,7 +187,7 @@ mixtral_24gb_skewed() {
 mixtral_24gb_cache() {
   compare --hw "$hw"/rtx4090-workstation.yaml --devices 1 --model mixtral-8x7b --phase decode \
     --context 4096 --tokens 8 --routing realistic --seed 1 --routing-skew 1.2 --routing-repeat 0.5 \
-    --expert-cache lru:20GiB
+    --expert-cache lfu:20GiB
 }
 
 llama70b_int4_48gb() {

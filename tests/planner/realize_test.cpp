@@ -257,8 +257,9 @@ Workload moe_tokens(const std::vector<std::vector<std::vector<int>>>& picks, int
   return w;
 }
 
-// Computes every op in order; expert weights live in ddr (tier 1) and are never fetched.
-Plan plan_without_experts(const Workload& w) {
+// Computes every op in order; expert weights live in ddr (tier 1) and are never fetched
+// (`check`: the plan verifies as it is, no op reading an expert weight).
+Plan plan_without_experts(const Workload& w, bool check = true) {
   Plan p;
   p.name = "moe-tokens";
   p.tiers = {"hbm", "ddr"};
@@ -270,7 +271,7 @@ Plan plan_without_experts(const Workload& w) {
   Program prog;
   for (uint32_t o = 0; o < w.ops.size(); ++o) prog.steps.push_back({StepKind::kCompute, o, 0, kNoEvent, {}});
   p.programs.push_back(std::move(prog));
-  REQUIRE_FALSE(verify_plan(p, w).has_value());
+  if (check) REQUIRE_FALSE(verify_plan(p, w).has_value());
   return p;
 }
 
@@ -471,4 +472,65 @@ TEST_CASE("expert cache: parsed and refused with the flag named") {
                   InputError);
   CHECK(planner::routing_reserve(moe({0}), parse_expert_cache("lru:64KiB", "x"), "x") == 65536);
   CHECK(planner::routing_reserve(moe({0}), {}, "x") == kExpertBytes);
+}
+
+TEST_CASE("expert cache: a plan's prefetch of a weight the cache holds takes the cache's copy") {
+  // Token 0 picks expert 0, which the plan does not expect there: fetched into the cache.
+  // The plan fetches expert 0 itself for token 1: that copy is the cache's, handed over
+  // (no second copy); the plan's own detach releases it.
+  const Workload planned = moe_tokens({{{}}, {{0}}}, 1);
+  const Workload realized = moe_tokens({{{0}}, {{0}}}, 1);
+  Plan plan = plan_without_experts(planned, /*check=*/false);
+  const uint32_t w = tensor(planned, "L0.expert0.w");
+  auto& steps = plan.programs[0].steps;
+  const auto at = [&](const std::string& name) {
+    return static_cast<std::ptrdiff_t>(compute_at(plan, planned, name));
+  };
+  steps.insert(steps.begin() + at("t1.L0.expert0") + 1, {StepKind::kDetach, w, 0, kNoEvent, {}});
+  steps[static_cast<size_t>(at("t1.L0.expert0"))].wait = {0};
+  steps.insert(steps.begin() + at("t1.L0.router"), {StepKind::kPrefetch, w, 1, 0, {}});
+  // The output of token 1's expert is released after the combine.
+  steps.push_back({StepKind::kDetach, tensor(planned, "t1.L0.expert0.out"), 0, kNoEvent, {}});
+  REQUIRE_FALSE(verify_plan(plan, planned).has_value());
+  planner::ExpertCache cache;
+  cache.kind = planner::ExpertCacheKind::kLru;
+  cache.bytes = 2 * kExpertBytes;
+  const auto r = realize_routing(plan, planned, realized, cache);
+  CHECK_FALSE(verify_plan(r.plan, realized).has_value());
+  CHECK(r.stats.misses == 1);
+  CHECK(r.stats.hits == 1);
+  CHECK(r.stats.evictions == 0);
+  const uint32_t rw = tensor(realized, "L0.expert0.w");
+  const auto& out = r.plan.programs[0].steps;
+  CHECK(std::ranges::count_if(out, [&](const Step& s) { return s.kind == StepKind::kPrefetch && s.target == rw; }) == 1);
+  CHECK(std::ranges::count_if(out, [&](const Step& s) { return s.kind == StepKind::kDetach && s.target == rw; }) == 1);
+  CHECK(expert_peak(r.plan, realized) == kExpertBytes);
+}
+
+TEST_CASE("expert cache: a plan made without the routed experts; the cache owns them all") {
+  constexpr int kLayers = 2;
+  const auto picks = seeded_picks(30, kLayers, 7);
+  const Workload full = moe_tokens(std::vector<std::vector<std::vector<int>>>(30, {{0, 1}, {0, 1}}), kLayers);
+  const Workload planned = planner::without_routed_experts(full);
+  CHECK_FALSE(planner::has_routed_experts(planned));
+  CHECK(std::ranges::none_of(planned.tensors, [](const Tensor& t) {
+    return t.name.find(".expert") != std::string::npos;
+  }));
+  CHECK(planned.ops.size() == full.ops.size() - 30 * kLayers * 2);
+  CHECK_FALSE(verify_workload(planned).has_value());
+  const Workload realized = moe_tokens(picks, kLayers);
+  const Plan plan = plan_without_experts(planned);
+  planner::ExpertCache cache;
+  cache.kind = planner::ExpertCacheKind::kLfu;
+  cache.bytes = 3 * kExpertBytes;
+  // Without a home for the experts the plan does not know their weights.
+  CHECK_THROWS_AS(realize_routing(plan, planned, realized, cache), InputError);
+  const auto r = realize_routing(plan, planned, realized, cache, "ddr");
+  CHECK_FALSE(verify_plan(r.plan, realized).has_value());
+  const uint32_t w = tensor(realized, "L1.expert3.w");
+  CHECK(r.plan.tiers[r.plan.home[w]] == "ddr");
+  const CacheCount ref = brute_force(picks, kLayers, 3, /*lfu=*/true);
+  CHECK(r.stats.hits == ref.hits);
+  CHECK(r.stats.misses == ref.misses);
+  CHECK(expert_peak(r.plan, realized) <= cache.bytes);
 }
