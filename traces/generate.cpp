@@ -111,6 +111,14 @@ void check_options(const Arch& a, const GenOptions& o) {
     bad(o.routing_skew > 0 ? "--routing-skew" : "--routing-repeat",
         "skew and repeats shape the seeded router: give --routing seeded (or oracle, realistic)");
   }
+  if (!o.routing_trace.empty() && o.routing != Routing::kSeeded) {
+    bad("--routing-trace",
+        "a routing trace is the routing that runs: give --routing seeded (or oracle, realistic)");
+  }
+  if (!o.routing_trace.empty() && (o.routing_skew > 0 || o.routing_repeat > 0)) {
+    bad("--routing-trace", "a routing trace's picks are given: skew and repeats shape the seeded "
+                           "router, not a trace");
+  }
   if (o.quant_zeros && (o.weight_dtype == Dtype::kFp8 || o.weight_dtype == Dtype::kFp4)) {
     bad("--quant-zeros", fmt::format("{} weights are scaled only; zero points are for int4 and "
                                      "int8",
@@ -163,7 +171,8 @@ Meta make_meta(const Arch& a, const GenOptions& o) {
   if (o.phase == Phase::kTrain) m["checkpoint"] = o.checkpoint ? "true" : "false";
   if (a.experts > 0) {
     m["routing"] = json_string(kRoutingNames[static_cast<size_t>(o.routing)]);
-    if (o.routing == Routing::kSeeded) m["seed"] = std::to_string(o.seed);
+    if (o.routing == Routing::kSeeded && o.routing_trace.empty()) m["seed"] = std::to_string(o.seed);
+    if (!o.routing_trace.empty()) m["routing_trace"] = json_string(o.routing_trace);
     if (o.routing_skew > 0) m["routing_skew"] = fmt::format("{}", o.routing_skew);
     if (o.routing_repeat > 0) m["routing_repeat"] = fmt::format("{}", o.routing_repeat);
   }

@@ -61,6 +61,9 @@ struct GenOptions {
   /// routing_repeat.
   double routing_skew = 0;
   double routing_repeat = 0;
+  /// A routing trace (traces/routing_trace.h): with seeded routing, every routed pick is
+  /// the trace's, not the seeded router's. Empty: none.
+  std::string routing_trace;
   int layers = 0;     ///< generate only the first N layers (0 = all)
 };
 

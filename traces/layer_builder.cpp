@@ -34,6 +34,9 @@ LayerBuilder::LayerBuilder(const Arch& a, const GenOptions& o)
                               ? static_cast<double>(a.kv_lora_rank + a.qk_rope_head_dim)
                               : 2.0 * static_cast<double>(nkv_ * a.head_dim);
   kv_token_bytes_ = bytes_of(kv_elems, o.kv_dtype);
+  if (!o.routing_trace.empty() && o.routing == Routing::kSeeded && a.experts > 0) {
+    trace_ = read_routing_trace(o.routing_trace);
+  }
 }
 
 double LayerBuilder::norm_params() const {
@@ -434,6 +437,38 @@ void LayerBuilder::route_skewed(int l, int64_t tok, std::vector<int64_t>& load) 
   prev[stream] = picked_;
 }
 
+void LayerBuilder::route_traced(int l, int64_t tokens, std::vector<int64_t>& load) {
+  const auto layer = static_cast<size_t>(l);
+  if (passes_.size() <= layer) passes_.resize(layer + 1, 0);
+  const uint32_t pass = passes_[layer]++;
+  const auto k = static_cast<size_t>(a_.experts_per_token);
+  for (int64_t tok = 0; tok < tokens; ++tok) {
+    const RoutingPick* p = trace_->find(pass, static_cast<uint32_t>(l), static_cast<uint64_t>(tok));
+    if (p == nullptr) {
+      throw InputError::at(
+          SourcePos{trace_->file},
+          "no pick for pass {}, layer {}, token {}: the workload routes {} token{} a pass{}",
+          pass, l, tok, tokens, tokens == 1 ? "" : "s",
+          o_.phase == Phase::kDecode ? " (decode: one per sequence, a pass per step)" : "");
+    }
+    const SourcePos at{trace_->file, static_cast<int>(p->line), static_cast<int>(p->column)};
+    if (p->experts.size() != k) {
+      throw InputError(at, fmt::format("pass {}, layer {}, token {} picks {} expert{}; {} picks "
+                                       "{} a token",
+                                       pass, l, tok, p->experts.size(),
+                                       p->experts.size() == 1 ? "" : "s", a_.name, k));
+    }
+    for (const uint16_t e : p->experts) {
+      if (e >= a_.experts) {
+        throw InputError(at, fmt::format("expert {} of pass {}, layer {}, token {}: {} has {} "
+                                         "routed experts (0 to {})",
+                                         e, pass, l, tok, a_.name, a_.experts, a_.experts - 1));
+      }
+      ++load[e];
+    }
+  }
+}
+
 std::vector<int64_t> LayerBuilder::route(int l, int64_t tokens) {
   const int e = a_.experts;
   const int k = a_.experts_per_token;
@@ -446,6 +481,10 @@ std::vector<int64_t> LayerBuilder::route(int l, int64_t tokens) {
     for (int64_t j = 0; j < m; ++j) {
       load[static_cast<size_t>(j)] = pairs / m + (j < pairs % m ? 1 : 0);
     }
+    return load;
+  }
+  if (trace_) {
+    route_traced(l, tokens, load);
     return load;
   }
   if (o_.routing_skew > 0 || o_.routing_repeat > 0) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -13,6 +14,7 @@
 #include "traces/arch.h"
 #include "traces/generate.h"
 #include "traces/quant.h"
+#include "traces/routing_trace.h"
 
 namespace tierflow::traces {
 
@@ -90,6 +92,8 @@ class LayerBuilder {
   std::vector<int64_t> route(int l, int64_t tokens);
   /// The seeded router with skew or repeats: the experts of token `tok` of layer l.
   void route_skewed(int l, int64_t tok, std::vector<int64_t>& load);
+  /// A routing trace's picks for layer l's next pass.
+  void route_traced(int l, int64_t tokens, std::vector<int64_t>& load);
   double norm_params() const;
   /// The arithmetic of a matmul-like op reading `inputs`: compute_dtype(o_) when one of them
   /// is a quantized weight, else the activation dtype.
@@ -115,6 +119,9 @@ class LayerBuilder {
   std::vector<std::vector<double>> popularity_;
   std::vector<std::vector<std::vector<int>>> previous_;
   std::vector<int> picked_;
+  /// A routing trace's picks (GenOptions::routing_trace), and per layer the passes routed.
+  std::shared_ptr<const RoutingTrace> trace_;
+  std::vector<uint32_t> passes_;
   // Training: forward ops per layer (index layers) and the head ops (index layers).
   std::vector<std::vector<uint32_t>> recorded_;
   int recording_ = -1;

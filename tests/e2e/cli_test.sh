@@ -333,4 +333,43 @@ assert r["expert_cache"] == "lfu:4GiB" and int(r["routing_hits"]) + int(r["routi
 o = [x for x in rows if x["routing"] == "oracle"][0]
 assert o["expert_cache"] == "none" and o["routing_hits"] == "", o' "$tmp/out"
 
+# A routing trace: the workload takes its picks (the seed plays no part); compare runs them
+# (realistic: planned on the expected routing) with an expert cache.
+python3 -c '
+import json, random, sys
+random.seed(4)
+with open(sys.argv[1], "w") as f:
+    for p in range(4):
+        for l in range(2):
+            for t in range(2):
+                f.write(json.dumps({"pass": p, "layer": l, "token": t, "experts": sorted(random.sample(range(8), 2))}) + "\n")' "$tmp/routing.jsonl"
+check gen-routing-trace 0 "$tf" trace gen --model mixtral-8x7b --phase decode --tokens 4 --batch 2 \
+  --layers 2 --routing-trace "$tmp/routing.jsonl" -o "$tmp/rt.json"
+ok gen-routing-trace-picks python3 -c '
+import json, re, sys
+w = json.load(open(sys.argv[1]))
+want = {}
+for line in open(sys.argv[2]):
+    r = json.loads(line)
+    want.setdefault((r["pass"], r["layer"]), set()).update(r["experts"])
+got = {}
+for o in w["ops"]:
+    m = re.fullmatch(r"t(\d+)\.L(\d+)\.expert(\d+)", o["name"])
+    if m:
+        got.setdefault((int(m[1]), int(m[2])), set()).add(int(m[3]))
+assert got == want, (got, want)
+assert w["meta"]["routing_trace"] == sys.argv[2] and "seed" not in w["meta"], w["meta"]' "$tmp/rt.json" "$tmp/routing.jsonl"
+check gen-routing-trace-seed 0 "$tf" trace gen --model mixtral-8x7b --phase decode --tokens 4 --batch 2 \
+  --layers 2 --routing-trace "$tmp/routing.jsonl" --seed 77 -o "$tmp/rt77.json"
+ok gen-routing-trace-seed-same cmp "$tmp/rt.json" "$tmp/rt77.json"
+check compare-routing-trace 0 "$tf" compare --hw rtx4090-workstation --devices 1 --model mixtral-8x7b \
+  --phase decode --tokens 4 --batch 2 --layers 2 --routing-trace "$tmp/routing.jsonl" \
+  --expert-cache lfu:2GiB --policies tierflow --json --quiet
+ok compare-routing-trace-rows python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+r = [x for x in d["policies"] if x["routing"] == "realistic"][0]
+want = sum(len(set(a) | set(b)) for a, b in zip(*[iter([json.loads(l)["experts"] for l in open(sys.argv[1])])] * 2))
+assert r["routing_hits"] + r["routing_misses"] == want, (r, want)' "$tmp/routing.jsonl" <"$tmp/out"
+
 finish

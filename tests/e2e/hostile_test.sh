@@ -590,6 +590,32 @@ hostile stop42/expert-cache-vary 2 "expert_cache: 'lru:x'" --out "$d/c.txt" -- \
   "$tf" whatif --hw rtx4090-workstation --model mixtral-8x7b --phase decode --tokens 2 --layers 2 \
   --vary expert_cache=lru:8GiB,lru:x --quiet -o "$d/c.txt"
 
+# Routing traces: a device, a deep nesting, a count too large, a pick missing, a trace with
+# a workload file or with expected routing, each refused at the file or flag; nothing written.
+rt=(trace gen --model mixtral-8x7b --phase decode --tokens 2 --layers 2)
+printf '{"pass": 0, "layer": 0, "token": 0, "experts": [1, 2]}\n' >"$d/one.jsonl"
+hostile stop42/routing-trace-dev-zero 2 "/dev/zero" --out "$d/w.json" -- \
+  "$tf" "${rt[@]}" --routing-trace /dev/zero -o "$d/w.json"
+python3 -c 'import sys; open(sys.argv[1], "w").write("{\"pass\": 0, \"layer\": 0, \"token\": 0, \"experts\": " + "[" * 100000 + "]" * 100000 + "}\n")' "$d/deep.jsonl"
+hostile stop42/routing-trace-nested 2 "deep.jsonl:1:" --out "$d/w.json" --in "$d/deep.jsonl" -- \
+  "$tf" "${rt[@]}" --routing-trace "$d/deep.jsonl" -o "$d/w.json"
+printf '{"pass": 99999999999999999999, "layer": 0, "token": 0, "experts": [1, 2]}\n' >"$d/huge.jsonl"
+hostile stop42/routing-trace-huge-pass 2 "huge.jsonl:1:10:" --out "$d/w.json" --in "$d/huge.jsonl" -- \
+  "$tf" "${rt[@]}" --routing-trace "$d/huge.jsonl" -o "$d/w.json"
+hostile stop42/routing-trace-missing-pick 2 "one.jsonl: no pick for pass 0, layer 0, token 1" --out "$d/w.json" --in "$d/one.jsonl" -- \
+  "$tf" "${rt[@]}" --batch 2 --routing-trace "$d/one.jsonl" -o "$d/w.json"
+hostile stop42/routing-trace-expected 2 "--routing-trace: a routing trace is the routing that runs" --out "$d/w.json" -- \
+  "$tf" "${rt[@]}" --routing expected --routing-trace "$d/one.jsonl" -o "$d/w.json"
+hostile stop42/routing-trace-skew 2 "--routing-trace: a routing trace's picks are given" --out "$d/w.json" -- \
+  "$tf" "${rt[@]}" --routing-trace "$d/one.jsonl" --routing-skew 1 -o "$d/w.json"
+for p in 0 1; do for l in 0 1; do
+  printf '{"pass": %d, "layer": %d, "token": 0, "experts": [1, 2]}\n' "$p" "$l"
+done; done >"$d/full.jsonl"
+hostile stop42/routing-trace-output-over 2 "full.jsonl: refusing to write this output" --in "$d/full.jsonl" -- \
+  "$tf" "${rt[@]}" --routing-trace "$d/full.jsonl" -o "$d/full.jsonl"
+hostile stop42/routing-trace-with-workload 2 "--routing-trace: a routing trace shapes a generated workload" --out "$d/c.txt" -- \
+  "$tf" compare --hw "$fix/topo.yaml" --workload "$fix/w.json" --routing-trace "$d/one.jsonl" -o "$d/c.txt"
+
 # A sweep point whose count is too large is recorded failed as bad input (class 2), the
 # reason naming the flag, and the sweep exits 2.
 d=$(fresh sweep-count)

@@ -145,6 +145,17 @@ def test_generate(cli, small_workload, tmp_path):
     assert f8["meta"]["compute_dtype"] == "fp8"
     with pytest.raises(tierflow.InputError, match="--compute-dtype fp8 is neither"):
         tierflow.generate("llama-3-8b", weight_dtype="int4", compute_dtype="fp8")
+    # A routing trace: the same workload as the flag gives.
+    trace = tmp_path / "routing.jsonl"
+    trace.write_text("".join(
+        json.dumps({"pass": p, "layer": 0, "token": 0, "experts": [p % 8, (p + 3) % 8]}) + "\n"
+        for p in range(3)))
+    r = tierflow.generate("mixtral-8x7b", layers=1, tokens=3, routing="seeded",
+                          routing_trace=str(trace))
+    rout = tmp_path / "r.json"
+    cli("trace", "gen", "--model", "mixtral-8x7b", "--layers", "1", "--tokens", "3",
+        "--routing-trace", str(trace), "-o", str(rout))
+    assert r.to_json() == rout.read_text()
 
 
 def test_generate_warns_past_the_declared_context():

@@ -1,9 +1,13 @@
 // The study layer: scenarios, trials, rows and the what-if searches.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <random>
 #include <sstream>
 
 #include "core/diagnostics.h"
@@ -281,4 +285,81 @@ TEST_CASE("context_warning: positions past the model's declared maximum, cited")
   Scenario f;
   f.workload.file = "w.json";
   CHECK(study::context_warning(f).empty());
+}
+
+TEST_CASE("expert cache on a routing trace: hits equal a brute-force LRU of the trace's picks") {
+  // Mixtral, 2 layers, 24 decode steps, batch 1: the trace picks 2 of 8 experts per step and
+  // layer from a skewed, repeating distribution. A 3-expert LRU cache, pinning each layer's
+  // two picks, replayed by hand on the trace must give the study's hits and misses.
+  constexpr int kSteps = 24, kLayers = 2, kSlots = 3;
+  std::mt19937 rng(11);
+  std::vector<std::vector<std::vector<int>>> picks(kSteps, std::vector<std::vector<int>>(kLayers));
+  std::string text;
+  for (int p = 0; p < kSteps; ++p) {
+    for (int l = 0; l < kLayers; ++l) {
+      std::vector<int>& x = picks[static_cast<size_t>(p)][static_cast<size_t>(l)];
+      if (p > 0 && rng() % 2 == 0) {
+        x = picks[static_cast<size_t>(p - 1)][static_cast<size_t>(l)];
+      } else {
+        const int a = static_cast<int>(rng() % 4), b = a + 1 + static_cast<int>(rng() % 4);
+        x = {a, b};
+      }
+      text += fmt::format("{{\"pass\": {}, \"layer\": {}, \"token\": 0, \"experts\": [{}, {}]}}\n", p,
+                          l, x[0], x[1]);
+    }
+  }
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("tierflow-rt-{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string file = (dir / "routing.jsonl").string();
+  std::ofstream(file) << text;
+
+  uint64_t hits = 0, misses = 0, clock = 0;
+  std::vector<std::pair<int, int>> cache;  // (layer, expert), by last use in `last`
+  std::map<std::pair<int, int>, uint64_t> last;
+  for (int p = 0; p < kSteps; ++p) {
+    for (int l = 0; l < kLayers; ++l) {
+      const std::vector<int>& x = picks[static_cast<size_t>(p)][static_cast<size_t>(l)];
+      for (int e : x) {
+        const std::pair<int, int> k{l, e};
+        if (std::ranges::find(cache, k) != cache.end()) {
+          ++hits;
+        } else {
+          ++misses;
+          if (cache.size() == kSlots) {
+            auto victim = cache.end();
+            for (auto it = cache.begin(); it != cache.end(); ++it) {
+              if (it->first == l && std::ranges::find(x, it->second) != x.end()) continue;  // pinned
+              if (victim == cache.end() || last[*it] < last[*victim]) victim = it;
+            }
+            cache.erase(victim);
+          }
+          cache.push_back(k);
+        }
+        last[k] = ++clock;
+      }
+    }
+  }
+
+  Scenario s;
+  s.workload.model = "mixtral-8x7b";
+  s.policy = "resident";
+  for (const auto& [f, v] : std::vector<std::pair<std::string, std::string>>{
+           {"layers", "2"},
+           {"phase", "decode"},
+           {"context", "64"},
+           {"tokens", std::to_string(kSteps)},
+           {"routing", "realistic"},
+           {"routing_trace", file},
+           {"expert_cache", fmt::format("lru:{}B", kSlots * uint64_t{352321536})}}) {
+    set_field(s, f, v, f);
+  }
+  Study study;
+  const Trial t = study.run(s);
+  REQUIRE(t.ok);
+  const PhaseResult& p = t.main();
+  REQUIRE(p.realized);
+  CHECK(p.routing.hits == hits);
+  CHECK(p.routing.misses == misses);
+  CHECK(hits > 0);
+  std::filesystem::remove_all(dir);
 }

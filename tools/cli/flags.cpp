@@ -63,6 +63,10 @@ traces::GenOptions GenFlags::options() const {
   // Study commands also take oracle and realistic (study::set_field); both run the seeded
   // routing.
   g.routing = routing == "expected" ? traces::Routing::kExpected : traces::Routing::kSeeded;
+  // trace gen: a routing trace is the routing that runs unless --routing says otherwise.
+  if (!g.routing_trace.empty() && (routing_option == nullptr || routing_option->count() == 0)) {
+    g.routing = traces::Routing::kSeeded;
+  }
   return g;
 }
 
@@ -118,14 +122,19 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
                     "plan: none, lru:SIZE or lfu:SIZE, optionally ',predict' (prefetch the next "
                     "layer's most picked experts)");
   } else {
-    cmd->add_option("--routing", f.routing,
-                    "MoE: 'expected' distinct-expert count or a 'seeded' random router")
+    f.routing_option = cmd->add_option(
+        "--routing", f.routing,
+        "MoE: 'expected' distinct-expert count or a 'seeded' random router (with "
+        "--routing-trace: the trace's picks; the default then)")
         ->check(CLI::IsMember(words(traces::kRoutingNames)))
         ->capture_default_str();
   }
   cmd->add_option("--seed", f.gen.seed, "seed of the seeded router")->capture_default_str();
   cmd->add_option("--routing-skew", f.gen.routing_skew,
                   "seeded router: expert popularity falls as 1 / rank^S (0: uniform)");
+  cmd->add_option("--routing-trace", f.gen.routing_trace,
+                  "MoE: the experts a real router picked (tierflow.routing/1 JSON Lines, "
+                  "docs/formats.md) instead of the seeded router's");
   cmd->add_option("--routing-repeat", f.gen.routing_repeat,
                   "seeded router: probability that a token takes its predecessor's experts");
   cmd->add_option("--layers", f.gen.layers, "generate only the first N layers (0 = all)")

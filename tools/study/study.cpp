@@ -29,13 +29,13 @@ namespace {
 constexpr uint64_t kUnlimited = kMaxTensorBytes;
 
 std::string gen_key(const WorkloadSource& src, const traces::GenOptions& g) {
-  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", src.model,
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", src.model,
                      src.hf_config, fmt::join(src.model_sets, ";"), static_cast<int>(g.phase),
                      g.batch, g.seq, g.context, g.tokens, g.tp, static_cast<int>(g.weight_dtype),
                      static_cast<int>(g.kv_dtype), static_cast<int>(g.act_dtype),
                      g.compute_dtype ? static_cast<int>(*g.compute_dtype) : -1, g.quant_group,
                      g.quant_zeros, g.kv_block, g.checkpoint, static_cast<int>(g.routing), g.seed,
-                     g.layers, g.routing_skew, g.routing_repeat);
+                     g.layers, g.routing_skew, g.routing_repeat, g.routing_trace);
 }
 
 /// The token of a generated decode op ("t12.L3.qkv" -> 12), or -1.
@@ -375,6 +375,11 @@ Trial Study::run(const Scenario& s) {
   Trial t;
   t.scenario = s;
   check_policy(s.policy, "--policy");
+  if (!s.workload.gen.routing_trace.empty() && !s.workload.file.empty()) {
+    throw InputError::at(SourcePos{"--routing-trace"},
+                         "a routing trace shapes a generated workload; a workload file holds its "
+                         "own routing");
+  }
   if (s.expert_cache.on() && !s.realistic()) {
     throw InputError::at(SourcePos{"--expert-cache"},
                          "an expert cache is what a runtime keeps under realistic routing; the "
@@ -407,6 +412,7 @@ Trial Study::run(const Scenario& s) {
     g.routing = traces::Routing::kExpected;  // an expected count: no skew, no repeats
     g.routing_skew = 0;
     g.routing_repeat = 0;
+    g.routing_trace.clear();
     auto w = workload(s, g);
     if (!planner::has_routed_experts(*w)) return nullptr;
     if (!s.expert_cache.on()) return w;

@@ -39,7 +39,10 @@ constexpr std::string_view kKinds[] = {"step", "serve"};
 
 /// Fields whose value is a file: relative paths are taken from the spec's folder.
 bool is_file_field(std::string_view path, std::string_view value) {
-  if (path == "hw" || path == "hf_config" || path == "workload" || path == "trace") return true;
+  if (path == "hw" || path == "hf_config" || path == "workload" || path == "trace" ||
+      path == "routing_trace") {
+    return true;
+  }
   // A model is a shipped name or a model YAML.
   return path == "model" && (value.find('/') != std::string_view::npos || value.ends_with(".yaml"));
 }
@@ -162,6 +165,7 @@ std::string scenario_key(const Scenario& s) {
     // Fields added later are left out at their defaults: earlier sweeps keep their ids.
     const std::string v = get_field(s, f);
     if ((f == "routing_skew" || f == "routing_repeat") && v == "0") continue;
+    if ((f == "expert_cache" && v == "none") || (f == "routing_trace" && v.empty())) continue;
     k += fmt::format("{}={}\n", f, v);
   }
   k += fmt::format("request={}\n", s.request.has_value());
@@ -176,7 +180,7 @@ std::string workload_key(const Scenario& s) {
                                        "layers",    "phase",         "weight_dtype", "kv_dtype",
                                        "act_dtype", "compute_dtype", "quant_group",  "quant_zeros",
                                        "routing",   "seed",          "checkpoint",
-                                       "routing_skew", "routing_repeat"};
+                                       "routing_skew", "routing_repeat", "routing_trace"};
   for (std::string_view f : kGen) k += "|" + get_field(s, f);
   return k;
 }
@@ -567,6 +571,7 @@ std::string sweep_id(const SweepSpec& spec) {
     Scenario s = p.scenario;
     s.hw = hash(s.hw.empty() ? default_topology() : s.hw);
     WorkloadSource& w = s.workload;
+    if (!w.gen.routing_trace.empty()) w.gen.routing_trace = hash(w.gen.routing_trace);
     if (!w.file.empty()) {
       w.file = hash(w.file);
     } else if (!w.hf_config.empty()) {
