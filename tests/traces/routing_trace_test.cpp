@@ -83,13 +83,12 @@ TEST_CASE("routing trace: read, and refused at line:col") {
 
 TEST_CASE("routing trace: a generated workload takes exactly its picks") {
   const Arch a = load_arch(find_arch("mixtral-8x7b", kConfigs));
-  GenOptions o;
-  o.phase = Phase::kDecode;
-  o.context = 64;
-  o.tokens = 5;
-  o.batch = 3;
-  o.layers = 3;
-  o.routing = Routing::kSeeded;
+  GenOptions o{.phase = Phase::kDecode,
+               .batch = 3,
+               .context = 64,
+               .tokens = 5,
+               .routing = Routing::kSeeded,
+               .layers = 3};
   // Seeded picks: 2 of 8 per (step, layer, sequence).
   std::mt19937 rng(5);
   std::map<std::pair<int, int>, std::set<int>> want;  // (step, layer) -> experts
