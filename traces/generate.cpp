@@ -40,6 +40,15 @@ void check_options(const Arch& a, const GenOptions& o) {
                              "allowed, {}",
                              o.batch, o.seq, o.batch * o.seq, kMaxStepTokens));
   }
+  if (o.micro_batches < 1 || o.micro_batches > o.batch || o.batch % o.micro_batches != 0) {
+    bad("--micro-batches", fmt::format("{} does not divide the batch of {} into "
+                                       "micro-batches of whole sequences",
+                                       o.micro_batches, o.batch));
+  }
+  if (o.micro_batches > 1 && o.phase != Phase::kDecode) {
+    bad("--micro-batches", "micro-batches are a decode schedule (FlexGen's zig-zag blocks); "
+                           "a prefill or training step runs its batch whole");
+  }
   if (o.tp < 1) bad("--tp", "tensor-parallel degree must be at least 1");
   if (a.heads % o.tp != 0) {
     bad("--tp",
@@ -177,6 +186,7 @@ Meta make_meta(const Arch& a, const GenOptions& o) {
     if (o.routing_repeat > 0) m["routing_repeat"] = fmt::format("{}", o.routing_repeat);
   }
   if (o.layers != 0) m["layers"] = std::to_string(o.layers);
+  if (o.micro_batches > 1) m["micro_batches"] = std::to_string(o.micro_batches);
   return m;
 }
 
@@ -209,16 +219,37 @@ Workload generate(const Arch& a, const GenOptions& o) {
       break;
     }
     case Phase::kDecode: {
-      b.declare_past_kv(layers, o.context);
-      uint32_t ids = b.input("tokens.0", static_cast<uint64_t>(o.batch) * 4);
+      // Micro-batches (1: the batch whole, no "mbN." names): each its KV cache, its tokens.
+      const int64_t n = o.micro_batches;
+      const int64_t mb = o.batch / n;
+      const auto mb_name = [n](int64_t m) { return n == 1 ? std::string() : fmt::format("mb{}.", m); };
+      std::vector<uint32_t> ids(static_cast<size_t>(n)), x(static_cast<size_t>(n));
+      for (int64_t m = 0; m < n; ++m) {
+        b.set_micro_batch(m, mb, mb_name(m));
+        b.declare_past_kv(layers, o.context);
+        ids[static_cast<size_t>(m)] =
+            b.input(mb_name(m) + "tokens.0", static_cast<uint64_t>(mb) * 4);
+      }
       const size_t before = b.workload().tensors.size();
       for (int64_t s = 0; s < o.tokens; ++s) {
-        const std::string step = fmt::format("t{}.", s);
-        uint32_t x = b.embed(step, ids, o.batch);
-        for (int l = 0; l < layers; ++l) {
-          x = b.layer(l, x, o.batch, Pass{1, o.context + s, true, step});
+        const auto step = [&](int64_t m) { return fmt::format("t{}.{}", s, mb_name(m)); };
+        for (int64_t m = 0; m < n; ++m) {
+          b.set_micro_batch(m, mb, mb_name(m));
+          x[static_cast<size_t>(m)] = b.embed(step(m), ids[static_cast<size_t>(m)], mb);
         }
-        ids = b.sample(b.head(x, o.batch, step), step);
+        // The zig-zag block schedule: each layer for every micro-batch in turn.
+        for (int l = 0; l < layers; ++l) {
+          for (int64_t m = 0; m < n; ++m) {
+            b.set_micro_batch(m, mb, mb_name(m));
+            const auto i = static_cast<size_t>(m);
+            x[i] = b.layer(l, x[i], mb, Pass{1, o.context + s, true, step(m)});
+          }
+        }
+        for (int64_t m = 0; m < n; ++m) {
+          b.set_micro_batch(m, mb, mb_name(m));
+          const auto i = static_cast<size_t>(m);
+          ids[i] = b.sample(b.head(x[i], mb, step(m)), step(m));
+        }
         if (s == 0 && saturating_mul(b.workload().ops.size(), static_cast<uint64_t>(o.tokens)) >
                           kMaxGeneratedOps) {
           throw InputError(SourcePos{"--tokens"},

@@ -65,6 +65,12 @@ struct GenOptions {
   /// the trace's, not the seeded router's. Empty: none.
   std::string routing_trace;
   int layers = 0;     ///< generate only the first N layers (0 = all)
+  /// Decode: the batch run as this many micro-batches of batch / N sequences in a zig-zag
+  /// block schedule (FlexGen's): per step, each layer for every micro-batch in turn, so a
+  /// layer's weights serve all of them while they are on the device; each micro-batch has
+  /// its own activations and KV cache ("t3.mb2.L5.qkv", "mb2.L5.kv0"). 1: one batch, the
+  /// workload as without it.
+  int64_t micro_batches = 1;
 };
 
 /// Generates the workload; throws InputError (position "--…" flags) for options the

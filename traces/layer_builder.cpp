@@ -28,6 +28,7 @@ LayerBuilder::LayerBuilder(const Arch& a, const GenOptions& o)
       shared_inter_((a.shared_intermediate > 0 ? a.shared_intermediate : a.moe_intermediate) /
                     o.tp),
       vocab_((a.vocab + o.tp - 1) / o.tp),
+      batch_(o.batch),
       rng_(o.seed) {
   // The MLA latent is shared by all heads, so every TP shard caches all of it.
   const double kv_elems = a.attention == AttentionKind::kMla
@@ -179,6 +180,17 @@ void LayerBuilder::declare_weights(int layers) {
       a_.tied_embeddings ? embed_w_ : weight("lm_head.w", static_cast<double>(vocab_) * e, -1);
 }
 
+void LayerBuilder::set_micro_batch(int64_t m, int64_t batch, std::string name) {
+  if (m == mb_ && batch == batch_ && name == mb_name_) return;
+  const auto need = static_cast<size_t>(std::max(m, mb_) + 1);
+  if (kv_by_mb_.size() < need) kv_by_mb_.resize(need);
+  kv_by_mb_[static_cast<size_t>(mb_)] = std::move(kv_);
+  kv_ = std::move(kv_by_mb_[static_cast<size_t>(m)]);
+  mb_ = m;
+  batch_ = batch;
+  mb_name_ = std::move(name);
+}
+
 void LayerBuilder::declare_past_kv(int layers, int64_t context) {
   kv_.assign(static_cast<size_t>(layers), {});
   for (int l = 0; l < layers; ++l) {
@@ -186,8 +198,8 @@ void LayerBuilder::declare_past_kv(int layers, int64_t context) {
     const int64_t kept = a_.attended(l, context);
     for (int64_t done = 0, k = 0; done < kept; done += o_.kv_block, ++k) {
       const uint32_t t =
-          w_.add_tensor(Tensor{fmt::format("L{}.kv{}", l, k),
-                               saturating_mul(static_cast<uint64_t>(o_.batch * o_.kv_block), kv_token_bytes_),
+          w_.add_tensor(Tensor{fmt::format("{}L{}.kv{}", mb_name_, l, k),
+                               saturating_mul(static_cast<uint64_t>(batch_ * o_.kv_block), kv_token_bytes_),
                                TensorKind::kKv, o_.kv_dtype, kExternal, l});
       kv_[static_cast<size_t>(l)].push_back(KvBlock{t, std::min(o_.kv_block, kept - done)});
     }
@@ -298,8 +310,8 @@ uint32_t LayerBuilder::attention_block(int l, uint32_t xn, int64_t tokens, const
         // Append: fill the last block, then open new ones.
         if (blocks.empty() || blocks.back().filled == o_.kv_block) {
           const uint32_t b =
-              w_.add_tensor(Tensor{fmt::format("L{}.kv{}", l, blocks.size()),
-                                   saturating_mul(static_cast<uint64_t>(o_.batch * o_.kv_block), kv_token_bytes_),
+              w_.add_tensor(Tensor{fmt::format("{}L{}.kv{}", mb_name_, l, blocks.size()),
+                                   saturating_mul(static_cast<uint64_t>(batch_ * o_.kv_block), kv_token_bytes_),
                                    TensorKind::kKv, o_.kv_dtype, kExternal, l});
           blocks.push_back(KvBlock{b, 0});
           qkv_out.push_back(b);
@@ -318,7 +330,7 @@ uint32_t LayerBuilder::attention_block(int l, uint32_t xn, int64_t tokens, const
       left -= n;
       pos += n;
     }
-    kv_written = saturating_mul(static_cast<uint64_t>(o_.batch * keep), kv_token_bytes_);
+    kv_written = saturating_mul(static_cast<uint64_t>(batch_ * keep), kv_token_bytes_);
     for (const KvBlock& b : blocks) attn_in.push_back(b.tensor);
   } else {
     const uint32_t kv = act(p + "kv", t * kv_elems, l);
@@ -335,7 +347,7 @@ uint32_t LayerBuilder::attention_block(int l, uint32_t xn, int64_t tokens, const
      op_bytes(qkv_bytes));
 
   // Attention over past + new tokens, causal within the new ones.
-  const double b = static_cast<double>(o_.batch);
+  const double b = static_cast<double>(batch_);
   const double s = static_cast<double>(pass.seq);
   // Query-key pairs: the token at position i attends min(i, window) positions.
   const double window = a_.is_sliding_layer(l) ? static_cast<double>(a_.sliding_window) : 0.0;
@@ -562,10 +574,10 @@ uint32_t LayerBuilder::head(uint32_t x, int64_t tokens, const std::string& prefi
 
 uint32_t LayerBuilder::sample(uint32_t logits, const std::string& prefix) {
   const uint32_t ids =
-      w_.add_tensor(Tensor{prefix + "next_tokens", static_cast<uint64_t>(o_.batch) * 4,
+      w_.add_tensor(Tensor{prefix + "next_tokens", static_cast<uint64_t>(batch_) * 4,
                            TensorKind::kActivation, Dtype::kFp32, kExternal, -1});
   op(prefix + "sample", OpKind::kElementwise,
-     static_cast<double>(o_.batch) * static_cast<double>(vocab_), {logits}, {ids}, {}, -1);
+     static_cast<double>(batch_) * static_cast<double>(vocab_), {logits}, {ids}, {}, -1);
   return ids;
 }
 

@@ -37,6 +37,10 @@ class LayerBuilder {
   void declare_weights(int layers);
   /// KV blocks of `context` past tokens per sequence, as external tensors.
   void declare_past_kv(int layers, int64_t context);
+  /// Decode micro-batches: what follows builds micro-batch m of `batch` sequences, with its
+  /// own KV cache (tensors named `name` + "L5.kv0"). Micro-batch 0 of the whole batch, named
+  /// "", is the default.
+  void set_micro_batch(int64_t m, int64_t batch, std::string name);
 
   uint32_t input(const std::string& name, uint64_t bytes);
   uint32_t embed(const std::string& prefix, uint32_t token_ids, int64_t tokens);
@@ -112,7 +116,12 @@ class LayerBuilder {
   uint64_t kv_token_bytes_;  ///< one token of one sequence in one layer
   std::vector<LayerWeights> lw_;
   uint32_t embed_w_ = 0, final_norm_w_ = 0, lm_head_w_ = 0, project_in_w_ = 0, project_out_w_ = 0;
-  std::vector<std::vector<KvBlock>> kv_;
+  std::vector<std::vector<KvBlock>> kv_;  ///< the current micro-batch's, per layer
+  /// Per micro-batch: its KV blocks per layer (kv_ is the current one's, swapped in).
+  std::vector<std::vector<std::vector<KvBlock>>> kv_by_mb_;
+  int64_t mb_ = 0;        ///< the current micro-batch
+  int64_t batch_ = 0;     ///< its sequences
+  std::string mb_name_;   ///< its name prefix, "" for the whole batch
   std::mt19937_64 rng_;
   /// Skewed routing, per layer (made at its first pass): each expert's popularity weight,
   /// and the experts each stream's previous token took.

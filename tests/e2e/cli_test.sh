@@ -372,4 +372,19 @@ r = [x for x in d["policies"] if x["routing"] == "realistic"][0]
 want = sum(len(set(a) | set(b)) for a, b in zip(*[iter([json.loads(l)["experts"] for l in open(sys.argv[1])])] * 2))
 assert r["routing_hits"] + r["routing_misses"] == want, (r, want)' "$tmp/routing.jsonl" <"$tmp/out"
 
+# Micro-batches (FlexGen's zig-zag decode): planned and simulated like any workload; the
+# compare rows record the field; 1 is the workload without it.
+check gen-micro-batches 0 "$tf" trace gen --model llama-3-8b --phase decode --batch 8 --tokens 2 \
+  --layers 2 --context 512 --micro-batches 4 -o "$tmp/mb.json"
+check plan-micro-batches 0 "$tf" plan --hw rtx4090-workstation --workload "$tmp/mb.json" \
+  --budget 2GiB --policy tierflow -o "$tmp/mb-plan.json"
+check sim-micro-batches 0 "$tf" sim --plan "$tmp/mb-plan.json"
+check compare-micro-batches 0 "$tf" compare --hw rtx4090-workstation --devices 1 --model llama-3-8b \
+  --phase decode --batch 8 --tokens 2 --layers 2 --context 512 --micro-batches 4 --budget 2GiB \
+  --policies tierflow --csv --quiet
+ok compare-micro-batches-row python3 -c '
+import csv, sys
+r = list(csv.DictReader(open(sys.argv[1])))[0]
+assert r["status"] == "ok", r' "$tmp/out"
+
 finish

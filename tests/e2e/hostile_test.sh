@@ -616,6 +616,20 @@ hostile stop42/routing-trace-output-over 2 "full.jsonl: refusing to write this o
 hostile stop42/routing-trace-with-workload 2 "--routing-trace: a routing trace shapes a generated workload" --out "$d/c.txt" -- \
   "$tf" compare --hw "$fix/topo.yaml" --workload "$fix/w.json" --routing-trace "$d/one.jsonl" -o "$d/c.txt"
 
+# Micro-batches: zero, a count that does not divide the batch, a huge count, a prefill.
+mbg=(trace gen --model llama-3-8b --phase decode --batch 8 --tokens 2 --layers 2)
+hostile stop42/micro-batches-zero 2 "--micro-batches" --out "$d/w.json" -- \
+  "$tf" "${mbg[@]}" --micro-batches 0 -o "$d/w.json"
+hostile stop42/micro-batches-not-dividing 2 "--micro-batches: 3 does not divide the batch of 8" --out "$d/w.json" -- \
+  "$tf" "${mbg[@]}" --micro-batches 3 -o "$d/w.json"
+hostile stop42/micro-batches-huge 2 "--micro-batches" --out "$d/w.json" -- \
+  "$tf" "${mbg[@]}" --micro-batches 99999999999999999999 -o "$d/w.json"
+hostile stop42/micro-batches-prefill 2 "--micro-batches: micro-batches are a decode schedule" --out "$d/w.json" -- \
+  "$tf" trace gen --model llama-3-8b --phase prefill --batch 2 --seq 64 --layers 1 --micro-batches 2 -o "$d/w.json"
+hostile stop42/micro-batches-vary 2 "micro_batches" --out "$d/c.txt" -- \
+  "$tf" whatif --hw rtx4090-workstation --model llama-3-8b --batch 8 --tokens 2 --layers 2 \
+  --vary micro_batches=2,x --quiet -o "$d/c.txt"
+
 # A sweep point whose count is too large is recorded failed as bad input (class 2), the
 # reason naming the flag, and the sweep exits 2.
 d=$(fresh sweep-count)

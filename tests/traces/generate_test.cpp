@@ -3,6 +3,7 @@
 #include "traces/generate.h"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -377,4 +378,57 @@ TEST_CASE("parameter counts equal Hugging Face's, instantiated on the meta devic
     ++checked;
   }
   CHECK(checked >= 7);
+}
+
+TEST_CASE("micro-batches: FlexGen's zig-zag decode, the same work as the whole batch") {
+  const Arch a = model("llama-3-8b");
+  GenOptions o = decode(512, 2);
+  o.batch = 8;
+  o.layers = 2;
+  const Workload whole = generate(a, o);
+  o.micro_batches = 1;
+  CHECK(write_workload(generate(a, o)) == write_workload(whole));  // 1: the workload as without
+  o.micro_batches = 4;
+  const Workload w = generate(a, o);
+  // The same FLOPs and the same KV cache, split four ways.
+  double flops_whole = 0, flops = 0;
+  for (const Op& op : whole.ops) flops_whole += op.flops;
+  for (const Op& op : w.ops) flops += op.flops;
+  CHECK(flops == doctest::Approx(flops_whole).epsilon(1e-12));
+  const auto kv = [](const Workload& x) {
+    uint64_t n = 0;
+    for (const Tensor& t : x.tensors) n += t.kind == TensorKind::kKv ? t.bytes : 0;
+    return n;
+  };
+  CHECK(kv(w) == kv(whole));
+  CHECK(w.ops.size() == 4 * whole.ops.size());
+  CHECK(w.meta.at("micro_batches") == "4");
+  // Zig-zag: per step, each layer for every micro-batch in turn; a layer's weight is read by
+  // the four micro-batches' ops one after another, with no other layer's op between them.
+  std::vector<std::string> order;  // "t0.L1" per op of a layer, in workload order
+  for (const Op& op : w.ops) {
+    int t = 0, m = 0, l = 0;
+    if (std::sscanf(op.name.c_str(), "t%d.mb%d.L%d.", &t, &m, &l) == 3) {
+      CHECK(op.name.starts_with(fmt::format("t{}.mb{}.L{}.", t, m, l)));
+      const std::string key = fmt::format("t{}.L{}", t, l);
+      if (order.empty() || order.back() != key) order.push_back(key);
+    }
+  }
+  CHECK(order == std::vector<std::string>{"t0.L0", "t0.L1", "t1.L0", "t1.L1"});
+  // Each micro-batch has its own KV blocks, a quarter of the batch's bytes each.
+  uint64_t mb0 = 0;
+  for (const Tensor& t : w.tensors) mb0 += t.name.starts_with("mb0.L0.kv") ? t.bytes : 0;
+  uint64_t all0 = 0;
+  for (const Tensor& t : whole.tensors) all0 += t.name.starts_with("L0.kv") ? t.bytes : 0;
+  CHECK(mb0 * 4 == all0);
+  // Refused: a count that does not divide the batch, and a step that is not decode.
+  o.micro_batches = 3;
+  CHECK_THROWS_WITH_AS(generate(a, o),
+                       "--micro-batches: 3 does not divide the batch of 8 into micro-batches of "
+                       "whole sequences",
+                       InputError);
+  o.micro_batches = 2;
+  o.phase = Phase::kPrefill;
+  CHECK_THROWS_WITH_AS(generate(a, o), doctest::Contains("micro-batches are a decode schedule"),
+                       InputError);
 }

@@ -132,6 +132,11 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
   cmd->add_option("--seed", f.gen.seed, "seed of the seeded router")->capture_default_str();
   cmd->add_option("--routing-skew", f.gen.routing_skew,
                   "seeded router: expert popularity falls as 1 / rank^S (0: uniform)");
+  cmd->add_option("--micro-batches", f.gen.micro_batches,
+                  "decode: run the batch as N micro-batches in FlexGen's zig-zag block schedule "
+                  "(each layer for every micro-batch in turn)")
+      ->transform(kCount)
+      ->capture_default_str();
   cmd->add_option("--routing-trace", f.gen.routing_trace,
                   "MoE: the experts a real router picked (tierflow.routing/1 JSON Lines, "
                   "docs/formats.md) instead of the seeded router's");

@@ -109,7 +109,8 @@ const std::vector<std::string_view>& field_names() {
       "generate",     "tp",       "kv_block",  "layers",        "phase",
       "weight_dtype", "kv_dtype", "act_dtype", "compute_dtype", "quant_group",
       "quant_zeros",  "routing",  "seed",      "routing_skew",  "routing_repeat",
-      "expert_cache", "routing_trace", "checkpoint", "model", "hf_config", "workload",
+      "expert_cache", "routing_trace", "micro_batches", "checkpoint", "model", "hf_config",
+      "workload",
       "hw",           "budget",   "policy",    "device",        "devices",
       "pins"};
   return names;
@@ -152,6 +153,8 @@ void set_field(Scenario& s, std::string_view path, std::string_view value,
     g.routing_skew = parse_fraction(path, value, at, 0, traces::kMaxRoutingSkew);
   } else if (path == "routing_repeat") {
     g.routing_repeat = parse_fraction(path, value, at, 0, 1);
+  } else if (path == "micro_batches") {
+    g.micro_batches = parse_int(path, value, at, 1);
   } else if (path == "routing_trace") {
     g.routing_trace = v;
   } else if (path == "expert_cache") {
@@ -260,6 +263,7 @@ std::string get_field(const Scenario& s, std::string_view path) {
   if (path == "routing_repeat") return fmt::format("{}", g.routing_repeat);
   if (path == "expert_cache") return planner::to_string(s.expert_cache);
   if (path == "routing_trace") return g.routing_trace;
+  if (path == "micro_batches") return std::to_string(g.micro_batches);
   if (path == "phase") return std::string(traces::kPhaseNames[static_cast<size_t>(g.phase)]);
   if (path == "routing") {
     return s.realistic()                           ? "realistic"

@@ -29,13 +29,14 @@ namespace {
 constexpr uint64_t kUnlimited = kMaxTensorBytes;
 
 std::string gen_key(const WorkloadSource& src, const traces::GenOptions& g) {
-  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", src.model,
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", src.model,
                      src.hf_config, fmt::join(src.model_sets, ";"), static_cast<int>(g.phase),
                      g.batch, g.seq, g.context, g.tokens, g.tp, static_cast<int>(g.weight_dtype),
                      static_cast<int>(g.kv_dtype), static_cast<int>(g.act_dtype),
                      g.compute_dtype ? static_cast<int>(*g.compute_dtype) : -1, g.quant_group,
                      g.quant_zeros, g.kv_block, g.checkpoint, static_cast<int>(g.routing), g.seed,
-                     g.layers, g.routing_skew, g.routing_repeat, g.routing_trace);
+                     g.layers, g.routing_skew, g.routing_repeat, g.routing_trace,
+                     g.micro_batches);
 }
 
 /// The token of a generated decode op ("t12.L3.qkv" -> 12), or -1.

@@ -165,7 +165,10 @@ std::string scenario_key(const Scenario& s) {
     // Fields added later are left out at their defaults: earlier sweeps keep their ids.
     const std::string v = get_field(s, f);
     if ((f == "routing_skew" || f == "routing_repeat") && v == "0") continue;
-    if ((f == "expert_cache" && v == "none") || (f == "routing_trace" && v.empty())) continue;
+    if ((f == "expert_cache" && v == "none") || (f == "routing_trace" && v.empty()) ||
+        (f == "micro_batches" && v == "1")) {
+      continue;
+    }
     k += fmt::format("{}={}\n", f, v);
   }
   k += fmt::format("request={}\n", s.request.has_value());
@@ -180,7 +183,8 @@ std::string workload_key(const Scenario& s) {
                                        "layers",    "phase",         "weight_dtype", "kv_dtype",
                                        "act_dtype", "compute_dtype", "quant_group",  "quant_zeros",
                                        "routing",   "seed",          "checkpoint",
-                                       "routing_skew", "routing_repeat", "routing_trace"};
+                                       "routing_skew", "routing_repeat", "routing_trace",
+                                       "micro_batches"};
   for (std::string_view f : kGen) k += "|" + get_field(s, f);
   return k;
 }

@@ -195,7 +195,7 @@ def generate(model="llama-3-70b", phase="decode", batch=1, seq=2048, context=409
              layers=0, weight_dtype="bf16", kv_dtype="bf16", act_dtype="bf16", kv_block=256,
              checkpoint=False, routing="expected", seed=1, hf_config=None, model_set=(),
              compute_dtype=None, quant_group=None, quant_zeros=False, routing_skew=0,
-             routing_repeat=0, routing_trace=None):
+             routing_repeat=0, routing_trace=None, micro_batches=1):
     """Generates the operator graph of one step (`tierflow trace gen`): a shipped model
     name or a model YAML, or a Hugging Face config.json as `hf_config`; `model_set` holds
     KEY=VALUE overrides of the model's fields. `compute_dtype` (None: the activation
@@ -203,7 +203,7 @@ def generate(model="llama-3-70b", phase="decode", batch=1, seq=2048, context=409
     quantized weights as --compute-dtype, --quant-group and --quant-zeros do; `routing_skew`
     and `routing_repeat` shape the seeded router as --routing-skew and --routing-repeat;
     `routing_trace` (a tierflow.routing/1 file) gives the picks instead, with
-    routing="seeded"."""
+    routing="seeded"; `micro_batches` runs a decode batch as FlexGen's zig-zag blocks."""
     fields = [("hf_config", _text(hf_config, "hf_config")) if hf_config is not None
               else ("model", _text(model, "model"))]
     for item in _strings(model_set, "model_set"):
@@ -220,7 +220,8 @@ def generate(model="llama-3-70b", phase="decode", batch=1, seq=2048, context=409
                         ("quant_group", "" if quant_group is None else quant_group),
                         ("quant_zeros", quant_zeros), ("routing_skew", routing_skew),
                         ("routing_repeat", routing_repeat),
-                        ("routing_trace", "" if routing_trace is None else routing_trace)):
+                        ("routing_trace", "" if routing_trace is None else routing_trace),
+                        ("micro_batches", micro_batches)):
         fields.append((name, _text(value, name)))
     return _tierflow.generate(fields)
 
