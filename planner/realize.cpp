@@ -301,7 +301,7 @@ class ProgramRealizer {
       fetched_[w] = true;
       used_[w] = false;
       add_to_cache(w);
-      pinned_.push_back(w);  // not evicted for the rest of this prediction
+      pinned_.push_back(w);  // with this layer's picks, kept until the next router
       ++stats_.predicted;
       stats_.predicted_bytes += rw_.tensors[w].bytes;
     }

@@ -41,8 +41,12 @@
 // (the cache frees its bytes, the plan's own detach releases it later). With `predict`,
 // when a layer's router has run, the next MoE layer's experts picked most often so far (as
 // many as that layer picked on its last pass) are prefetched into the cache, behind the
-// current layer's compute; the current layer's picks are never evicted for them. A plan
-// made for B - max(demand_reserve(), cache bytes) never holds more than B.
+// current layer's compute. The current layer's picks (and those predictions) are pinned
+// until the next router: a fetch evicts only unpinned experts, or, when every cached one
+// is pinned, the pins go. A plan made for B - max(demand_reserve(), cache bytes) never
+// holds more than B. With a plan made without the routed experts
+// (without_routed_experts()), every expert is the cache's; a cached weight is never
+// released for want of later readers (that would be foresight of the routing).
 #pragma once
 
 #include <cstdint>
