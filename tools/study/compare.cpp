@@ -90,14 +90,26 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
     for (const auto& [k, v] : r.p.link_bytes) link_cols.insert(k);
   }
   std::string text;
-  const planner::Bounds b = rows.empty() ? planner::Bounds{} : rows.front().p.outcome.bounds;
+  // The line whose plan gives the budget and the bounds: the first, or with an expert cache
+  // the first oracle's (the whole model on the whole budget: its bounds hold for every row,
+  // while a realistic plan covers the model without its routed experts).
+  const Line* head = rows.empty() ? nullptr : &rows.front();
+  if (base.expert_cache.on()) {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (cmp.oracle[i]) {
+        head = &rows[i];
+        break;
+      }
+    }
+  }
+  const planner::Bounds b = head == nullptr ? planner::Bounds{} : head->p.outcome.bounds;
   if (format == CompareFormat::kJson) {
     nlohmann::ordered_json j;
     j["format"] = "tierflow.compare/1";
     j["scenario"] = scenario;
     j["topology"] = topo.name;
     j["sets"] = base.sets;
-    j["budget"] = rows.empty() ? 0 : rows.front().p.outcome.budget;
+    j["budget"] = head == nullptr ? 0 : head->p.outcome.budget;
     if (base.expert_cache.on()) j["expert_cache"] = planner::to_string(base.expert_cache);
     j["resident_reference_ps"] = reference;
     j["bounds"] = {{"residency", b.residency},         {"makespan_ps", b.makespan_ps},
@@ -149,10 +161,15 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
                         target.devices, target.devices == 1 ? "" : "s",
                         topo.tiers[target.device_tier].id);
     if (!base.sets.empty()) text += fmt::format("overrides  {}\n", fmt::join(base.sets, " "));
-    if (!rows.empty()) {
+    if (head != nullptr) {
       text += fmt::format("budget     {} per device; resident needs {}\n",
-                          to_string_approx(Bytes{rows.front().p.outcome.budget}),
-                          to_string_approx(Bytes{rows.front().p.outcome.resident_peak}));
+                          to_string_approx(Bytes{head->p.outcome.budget}),
+                          to_string_approx(Bytes{head->p.outcome.resident_peak}));
+    }
+    if (base.expert_cache.on() && !rows.empty()) {
+      text += fmt::format("cache      {} of routed experts; the realistic plans get {} for the rest\n",
+                          planner::to_string(base.expert_cache),
+                          to_string_approx(Bytes{rows.front().p.outcome.budget}));
     }
     text += fmt::format("bounds     {}residency {}, makespan {} (compute {}, traffic {})\n",
                         base.request ? "of the decode: " : "",
@@ -237,10 +254,10 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
     if (any_realized && base.expert_cache.on()) {
       text += fmt::format(
           "\nrealistic: the runtime's expert cache ({}) owns the routed experts: each plan is "
-          "made for the budget less the cache, without the routed experts (the budget and "
-          "bounds above are of that part), and run on the seeded routing (--seed); a miss is "
-          "fetched into the cache on demand, on the critical path. oracle: the plan sees the "
-          "routing that runs, with the whole budget and no cache.\n",
+          "made for the budget less the cache, without the routed experts, and run on the "
+          "seeded routing (--seed); a miss is fetched into the cache on demand, on the "
+          "critical path. oracle: the plan sees the routing that runs, with the whole budget "
+          "and no cache. The budget and bounds above are the oracle's (the whole model).\n",
           planner::to_string(base.expert_cache));
     } else if (any_realized) {
       text +=
