@@ -591,16 +591,40 @@ std::string to_string(const ExpertCache& c) {
                      tierflow::to_string(Bytes{c.bytes}), c.predict ? ",predict" : "");
 }
 
-uint64_t routing_reserve(const Workload& w, const ExpertCache& cache, std::string_view source) {
-  const uint64_t expert = demand_reserve(w);
-  if (!cache.on()) return expert;
+namespace {
+
+/// Per group prefix, the bytes of its routed experts' outputs.
+std::map<std::string, uint64_t, std::less<>> group_output_bytes(const Workload& w) {
+  std::map<std::string, uint64_t, std::less<>> out;
+  for (const Op& op : w.ops) {
+    const auto g = group_of(op);
+    if (!g) continue;
+    uint64_t& n = out[std::string(*g)];
+    for (uint32_t t : op.outputs) n += w.tensors[t].bytes;
+  }
+  return out;
+}
+
+}  // namespace
+
+uint64_t routing_reserve(const Workload& planned, const Workload& realized, const ExpertCache& cache,
+                         std::string_view source) {
+  const auto was = group_output_bytes(planned);
+  uint64_t extra = 0;
+  for (const auto& [prefix, bytes] : group_output_bytes(realized)) {
+    const auto it = was.find(prefix);
+    const uint64_t before = it == was.end() ? 0 : it->second;
+    if (bytes > before) extra = std::max(extra, bytes - before);
+  }
+  const uint64_t expert = demand_reserve(realized);
+  if (!cache.on()) return expert + extra;
   if (cache.bytes < expert) {
     throw InputError::at(SourcePos{std::string(source)},
                          "an expert cache of {} holds no expert: the largest routed expert "
                          "weighs {}",
                          to_string_approx(Bytes{cache.bytes}), to_string_approx(Bytes{expert}));
   }
-  return cache.bytes;
+  return cache.bytes + extra;
 }
 
 RealizedPlan realize_routing(const Plan& plan, const Workload& pw, const Workload& rw,

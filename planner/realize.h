@@ -98,10 +98,13 @@ bool has_routed_experts(const Workload& w);
 /// expert weight of `w` (0 without routed experts).
 uint64_t demand_reserve(const Workload& w);
 
-/// The device bytes to leave the plan for `cache` on `w`: demand_reserve(w) without a
-/// cache, else the cache's bytes. InputError at `source` when the cache cannot hold the
-/// largest routed expert.
-uint64_t routing_reserve(const Workload& w, const ExpertCache& cache, std::string_view source);
+/// The device bytes to leave a plan made on `planned` for running it on `realized` with
+/// `cache`: demand_reserve(realized) without a cache, else the cache's bytes; plus the most
+/// that one group's realized expert outputs exceed its planned ones (more distinct experts
+/// picked than the expected routing names, each with its output live until the combine).
+/// InputError at `source` when the cache cannot hold the largest routed expert.
+uint64_t routing_reserve(const Workload& planned, const Workload& realized, const ExpertCache& cache,
+                         std::string_view source);
 
 /// `w` without its routed experts: their ops, their outputs and the weights only they
 /// read (a router's output stays; the combine reads what is left). What a plan is made on

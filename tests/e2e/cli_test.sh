@@ -387,4 +387,18 @@ import csv, sys
 r = list(csv.DictReader(open(sys.argv[1])))[0]
 assert r["status"] == "ok", r' "$tmp/out"
 
+# With an expert cache the routed experts live on the fastest tier with room for them all
+# beside the plan's homes: here DDR is cut to 32 GB, so the 42 GiB of DeepSeek-V3's experts
+# go to the SSD (they overflowed DDR before).
+check expert-cache-home 0 "$tf" compare --hw h100-sxm-8gpu --devices 1 --model deepseek-v3 \
+  --phase decode --context 512 --tokens 2 --batch 4 --layers 5 --set tiers.ddr.capacity=32GB \
+  --policies tierflow --expert-cache lfu:8GiB --json --quiet
+ok expert-cache-home-ssd python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+r = [x for x in d["policies"] if x["routing"] == "realistic"][0]
+assert r["ok"], r
+peaks = {t["tier"].split("[")[0]: t["peak"] for t in r["tiers"]}
+assert peaks.get("ssd", 0) >= 42 * 2**30 and peaks.get("ddr", 0) <= 32e9, peaks' <"$tmp/out"
+
 finish

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <unordered_set>
 
 #include "core/diagnostics.h"
 #include "core/io.h"
@@ -255,17 +256,20 @@ void summarize(PhaseResult& p, const hw::Topology& topo) {
 namespace {
 
 /// Where the routed experts an expert cache fetches live: the tier with the fastest route
-/// into the device that holds them all (as the planner offloads, planner/state.cpp).
-std::string expert_home(const hw::Topology& topo, const planner::Target& target, const Workload& w) {
+/// into the device with room for them all beside what `plan` (over `planned`) homes there
+/// (the usable bytes of one instance, as the simulator counts them).
+std::string expert_home(const hw::Topology& topo, const planner::Target& target, const Workload& w,
+                        const Plan& plan, const Workload& planned) {
+  std::vector<uint64_t> homed(topo.tiers.size(), 0);
+  std::unordered_set<std::string_view> known;
+  for (uint32_t t = 0; t < planned.tensors.size(); ++t) {
+    known.insert(planned.tensors[t].name);
+    if (const auto i = topo.tier_index(plan.tiers[plan.home[t]])) homed[*i] += planned.tensors[t].bytes;
+  }
+  // The weights the plan does not know: every routed expert's, picked or not.
   uint64_t bytes = 0;
-  std::vector<bool> counted(w.tensors.size(), false);
-  for (const Op& op : w.ops) {
-    if (op.kind != OpKind::kExpert) continue;
-    for (uint32_t t : op.inputs) {
-      if (w.tensors[t].kind != TensorKind::kWeight || counted[t]) continue;
-      counted[t] = true;
-      bytes += w.tensors[t].bytes;
-    }
+  for (const Tensor& t : w.tensors) {
+    if (t.kind == TensorKind::kWeight && !known.contains(t.name)) bytes += t.bytes;
   }
   const hw::Route* best = nullptr;
   std::string home;
@@ -273,7 +277,7 @@ std::string expert_home(const hw::Topology& topo, const planner::Target& target,
     if (i == target.device_tier) continue;
     const hw::Route* in = topo.route(i, target.device_tier);
     if (in == nullptr || topo.route(target.device_tier, i) == nullptr) continue;
-    if (topo.tiers[i].capacity.value < bytes) continue;
+    if (topo.usable(i) < homed[i] || topo.usable(i) - homed[i] < bytes) continue;
     if (best == nullptr || in->bandwidth.bytes_per_s > best->bandwidth.bytes_per_s) {
       best = in;
       home = topo.tiers[i].id;
@@ -281,7 +285,8 @@ std::string expert_home(const hw::Topology& topo, const planner::Target& target,
   }
   if (home.empty()) {
     throw InputError::at(SourcePos{"--expert-cache"},
-                         "no tier the device reaches holds the routed experts ({})",
+                         "no tier the device reaches has room for the routed experts ({}) "
+                         "beside the plan's own",
                          to_string_approx(Bytes{bytes}));
   }
   return home;
@@ -307,7 +312,8 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
     // Room for what a realized plan holds beyond the planned one: one demand copy, or the
     // expert cache.
     const uint64_t budget = planner::resolved(topo, req.target).budget;
-    const uint64_t reserve = planner::routing_reserve(*p.workload, s.expert_cache, "--expert-cache");
+    const uint64_t reserve =
+        planner::routing_reserve(*planned, *p.workload, s.expert_cache, "--expert-cache");
     if (reserve >= budget) {
       if (s.expert_cache.on()) {
         throw InputError::at(SourcePos{"--expert-cache"},
@@ -327,7 +333,9 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
   p.outcome = planner::make_plan(plan_w, topo, req);
   if (p.outcome.ok && planned) {
     const std::string home =
-        s.expert_cache.on() ? expert_home(topo, req.target, *p.workload) : std::string();
+        s.expert_cache.on()
+            ? expert_home(topo, req.target, *p.workload, *p.outcome.plan, plan_w)
+            : std::string();
     planner::RealizedPlan r =
         planner::realize_routing(*p.outcome.plan, plan_w, *p.workload, s.expert_cache, home);
     p.outcome.plan = std::move(r.plan);
