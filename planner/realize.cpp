@@ -223,18 +223,14 @@ class ProgramRealizer {
   /// The cached weight to evict next, by the cache's policy; kNone when every cached one
   /// is pinned.
   uint32_t victim() const {
+    // LRU: the oldest use; LFU: the fewest picks, then the oldest use.
+    const auto key = [&](uint32_t x) {
+      return std::pair{cache_.kind == ExpertCacheKind::kLfu ? picks_[x] : 0, last_use_[x]};
+    };
     uint32_t best = kNone;
     for (uint32_t t : cache_list_) {
       if (std::ranges::find(pinned_, t) != pinned_.end()) continue;
-      if (best == kNone) {
-        best = t;
-        continue;
-      }
-      const auto key = [&](uint32_t x) {
-        return cache_.kind == ExpertCacheKind::kLfu ? std::pair{picks_[x], last_use_[x]}
-                                                    : std::pair{uint64_t{0}, last_use_[x]};
-      };
-      if (key(t) < key(best)) best = t;
+      if (best == kNone || key(t) < key(best)) best = t;
     }
     return best;
   }
@@ -389,7 +385,7 @@ class ProgramRealizer {
     const uint32_t w = weight_of(rw_, op);
     const bool miss = w != kNone && !resident_[w];
     if (miss && cache_.on() && !make_room(rw_.tensors[w].bytes)) {
-      // Everything cached is pinned (this layer's picks): the oldest pin goes.
+      // Everything cached is pinned (this layer's picks and predictions): the pins go.
       pinned_.clear();
       make_room(rw_.tensors[w].bytes);
     }

@@ -45,29 +45,35 @@ Target resolved(const hw::Topology& t, Target target) {
   return target;
 }
 
+std::vector<uint32_t> offload_tiers(const hw::Topology& t, size_t device_tier) {
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < t.tiers.size(); ++i) {
+    if (i == device_tier) continue;
+    if (t.route(i, device_tier) == nullptr || t.route(device_tier, i) == nullptr) continue;
+    out.push_back(static_cast<uint32_t>(i));
+  }
+  std::stable_sort(out.begin(), out.end(), [&](uint32_t a, uint32_t b) {
+    return t.route(a, device_tier)->bandwidth.bytes_per_s >
+           t.route(b, device_tier)->bandwidth.bytes_per_s;
+  });
+  return out;
+}
+
 PlanState::PlanState(const Workload& work, const hw::Topology& t, Target tgt)
     : w(work), topo(t), target(resolved(t, tgt)) {
   order.resize(w.ops.size());
   std::iota(order.begin(), order.end(), 0U);
   tensors.resize(w.tensors.size());
   tier_room.assign(t.tiers.size(), 0);
-  for (size_t i = 0; i < t.tiers.size(); ++i) {
-    if (i == target.device_tier) continue;
-    if (t.route(i, target.device_tier) == nullptr || t.route(target.device_tier, i) == nullptr) {
-      continue;
-    }
+  offload_tiers = planner::offload_tiers(t, target.device_tier);
+  for (const uint32_t i : offload_tiers) {
     const hw::Tier& tier = t.tiers[i];
     // Programs spread evenly over the instances of a shared tier.
     const auto instances = static_cast<uint64_t>(std::max(1, t.instances(tier.per)));
     const uint64_t sharing = (target.devices + instances - 1) / instances;
     tier_room[i] = tier.capacity.value / std::max<uint64_t>(1, sharing);
-    offload_tiers.push_back(static_cast<uint32_t>(i));
   }
   tier_used.assign(t.tiers.size(), 0);
-  std::stable_sort(offload_tiers.begin(), offload_tiers.end(), [&](uint32_t a, uint32_t b) {
-    return t.route(a, target.device_tier)->bandwidth.bytes_per_s >
-           t.route(b, target.device_tier)->bandwidth.bytes_per_s;
-  });
 }
 
 const Costs& PlanState::ensure_costs() {

@@ -54,6 +54,9 @@ struct Target {
 /// `target` with its budget resolved: 0 becomes the device tier's usable capacity (the
 /// one place a budget of 0 is read).
 Target resolved(const hw::Topology& t, Target target);
+/// The tiers a program on `device_tier` can offload to (routes both ways), fastest route
+/// into the device first.
+std::vector<uint32_t> offload_tiers(const hw::Topology& t, size_t device_tier);
 
 struct Run {
   uint32_t alloc = 0;    ///< slot of the prefetch (fetched runs) or the producer's position

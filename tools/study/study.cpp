@@ -173,15 +173,19 @@ std::shared_ptr<const hw::Topology> Study::topology(const Scenario& s) {
   return topologies_.emplace(key, std::move(t)).first->second;
 }
 
-std::shared_ptr<const Workload> Study::workload(const Scenario& s, const traces::GenOptions& g) {
+std::shared_ptr<const Workload> Study::workload(const Scenario& s, const traces::GenOptions& g,
+                                               bool without_experts) {
   const WorkloadSource& src = s.workload;
-  const std::string key = src.file.empty() ? gen_key(src, g) : "file:" + src.file;
+  const std::string key = (src.file.empty() ? gen_key(src, g) : "file:" + src.file) +
+                          (without_experts ? "|without routed experts" : "");
   {
     std::lock_guard lock(mu_);
     if (auto it = workloads_.find(key); it != workloads_.end()) return it->second;
   }
   std::shared_ptr<const Workload> w;
-  if (!src.file.empty()) {
+  if (without_experts) {
+    w = std::make_shared<const Workload>(planner::without_routed_experts(*workload(s, g)));
+  } else if (!src.file.empty()) {
     w = std::make_shared<const Workload>(read_workload(src.file));
   } else {
     w = std::make_shared<const Workload>(traces::generate(load_model(src), g));
@@ -255,9 +259,10 @@ void summarize(PhaseResult& p, const hw::Topology& topo) {
 
 namespace {
 
-/// Where the routed experts an expert cache fetches live: the tier with the fastest route
-/// into the device with room for them all beside what `plan` (over `planned`) homes there
-/// (the usable bytes of one instance, as the simulator counts them).
+/// Where the routed experts an expert cache fetches live: the first of the planner's offload
+/// tiers (planner::offload_tiers, fastest route in first) with room for them all beside what
+/// `plan` (over `planned`) homes there, in the usable bytes of one instance as the simulator
+/// counts them.
 std::string expert_home(const hw::Topology& topo, const planner::Target& target, const Workload& w,
                         const Plan& plan, const Workload& planned) {
   std::vector<uint64_t> homed(topo.tiers.size(), 0);
@@ -271,25 +276,13 @@ std::string expert_home(const hw::Topology& topo, const planner::Target& target,
   for (const Tensor& t : w.tensors) {
     if (t.kind == TensorKind::kWeight && !known.contains(t.name)) bytes += t.bytes;
   }
-  const hw::Route* best = nullptr;
-  std::string home;
-  for (size_t i = 0; i < topo.tiers.size(); ++i) {
-    if (i == target.device_tier) continue;
-    const hw::Route* in = topo.route(i, target.device_tier);
-    if (in == nullptr || topo.route(target.device_tier, i) == nullptr) continue;
-    if (topo.usable(i) < homed[i] || topo.usable(i) - homed[i] < bytes) continue;
-    if (best == nullptr || in->bandwidth.bytes_per_s > best->bandwidth.bytes_per_s) {
-      best = in;
-      home = topo.tiers[i].id;
-    }
+  for (const uint32_t i : planner::offload_tiers(topo, target.device_tier)) {
+    if (topo.usable(i) >= homed[i] && topo.usable(i) - homed[i] >= bytes) return topo.tiers[i].id;
   }
-  if (home.empty()) {
-    throw InputError::at(SourcePos{"--expert-cache"},
-                         "no tier the device reaches has room for the routed experts ({}) "
-                         "beside the plan's own",
-                         to_string_approx(Bytes{bytes}));
-  }
-  return home;
+  throw InputError::at(SourcePos{"--expert-cache"},
+                       "no tier the device reaches has room for the routed experts ({}) beside "
+                       "the plan's own",
+                       to_string_approx(Bytes{bytes}));
 }
 
 }  // namespace
@@ -424,8 +417,7 @@ Trial Study::run(const Scenario& s) {
     g.routing_trace.clear();
     auto w = workload(s, g);
     if (!planner::has_routed_experts(*w)) return nullptr;
-    if (!s.expert_cache.on()) return w;
-    return std::make_shared<const Workload>(planner::without_routed_experts(*w));
+    return s.expert_cache.on() ? workload(s, g, /*without_experts=*/true) : w;
   };
   auto phase = [&](traces::GenOptions g, std::string name) {
     if (s.realistic()) g.routing = traces::Routing::kSeeded;

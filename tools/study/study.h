@@ -109,8 +109,10 @@ class Study {
  public:
   /// The topology of `s` (file + overrides), loaded once per distinct input.
   std::shared_ptr<const hw::Topology> topology(const Scenario& s);
-  /// The workload of `s` with `g` as its generator options, generated or read once.
-  std::shared_ptr<const Workload> workload(const Scenario& s, const traces::GenOptions& g);
+  /// The workload of `s` with `g` as its generator options, generated or read once;
+  /// `without_experts`: planner::without_routed_experts() of it, also made once.
+  std::shared_ptr<const Workload> workload(const Scenario& s, const traces::GenOptions& g,
+                                           bool without_experts = false);
   /// Keeps at most `n` workloads cached (0, the default: all), dropping the oldest; a
   /// trial still running keeps its own alive. Sweeps bound their memory with it.
   void limit_workloads(size_t n);
