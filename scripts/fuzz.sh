@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz with Debian's clang (ASan + UBSan) and fuzzes
 # each for SECONDS (default 60, CI's smoke run) on JOBS processes (default 1).
-#   scripts/fuzz.sh [SECONDS] [TARGET ...]     targets: topology workload plan hf_config requests generate
-# The first four are the loaders; `generate` is the command line's value paths: `trace gen`
+#   scripts/fuzz.sh [SECONDS] [TARGET ...]     targets: topology workload plan hf_config requests routing generate
+# The first six are the readers; `generate` is the command line's value paths: `trace gen`
 # flags and a Hugging Face config's sizes through the generator to bytes, a plan and a
 # simulation (its seeds: every flag set below with every small config).
 # The corpus grows in build/fuzz/corpus/TARGET across runs (seeded from the shipped files,
@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(topology workload plan hf_config requests generate)
+[ ${#targets[@]} -gt 0 ] || targets=(topology workload plan hf_config requests routing generate)
 jobs=${FUZZ_JOBS:-1}
 cpu_budget=${FUZZ_CPU_SECONDS:-0}
 
@@ -68,6 +68,7 @@ seeds() {
     hf_config) ls tests/fixtures/hf/*.json tests/fixtures/hf/released/*.json tests/errors/hf/*.json \
       tests/python/configs/*.json ;;
     requests) ls tests/data/serve/*.jsonl tests/data/serve/*.csv tests/errors/requests/* ;;
+    routing) ls tests/fuzz/seeds/routing/* ;;
     generate) ;;  # made by generate_seeds
   esac
 }
@@ -200,7 +201,14 @@ for t in "${targets[@]}"; do
     >>"$dir/runs.tsv"
   echo "fuzz_$t: $execs executions in $cpu CPU seconds, corpus $files files, $result"
   if [ "$result" != ok ]; then
-    grep -aE 'ERROR|SUMMARY|fuzz property failed|Test unit written' "$log" | head -20
+    grep -aE 'ERROR|SUMMARY|fuzz property failed|internal error|Assertion|terminate called|runtime error|Test unit written' "$log" | head -20 || true
+    # What the target printed before it died (the lines above libFuzzer's own report), and
+    # the inputs found, so that a finding of a run elsewhere (CI) can be reproduced here.
+    grep -avE '^#[0-9]+|^INFO:|^"|^######|^MS:|^base unit:|^0x' "$log" | grep -aB30 -m1 'ERROR: ' | head -40 || true
+    find "$artifacts" -type f -newer "$dir/$t.dict" -size -16k | head -3 | while read -r f; do
+      echo "--- $f (base64; decode with base64 -d):"
+      base64 -w 100 "$f"
+    done
     echo "fuzz_$t: finding in $artifacts (log: $log)"
     status=1
   fi

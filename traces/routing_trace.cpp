@@ -17,7 +17,9 @@ namespace {
 
 constexpr std::array<std::string_view, 4> kKeys = {"pass", "layer", "token", "experts"};
 
-RoutingTrace parse(std::string_view text, const std::string& file) {
+}  // namespace
+
+RoutingTrace parse_routing_trace(std::string_view text, const std::string& file) {
   RoutingTrace trace;
   trace.file = file;
   JsonReader r(text, file);
@@ -112,8 +114,6 @@ RoutingTrace parse(std::string_view text, const std::string& file) {
   return trace;
 }
 
-}  // namespace
-
 const RoutingPick* RoutingTrace::find(uint32_t pass, uint32_t layer, uint64_t token) const {
   const auto it = picks.find(key(pass, layer, token));
   return it == picks.end() ? nullptr : &it->second;
@@ -133,7 +133,7 @@ std::shared_ptr<const RoutingTrace> read_routing_trace(const std::string& path) 
     if (const auto it = cache.find(key); it != cache.end()) return it->second;
   }
   const FileText file(path);
-  auto trace = std::make_shared<const RoutingTrace>(parse(file.view(), path));
+  auto trace = std::make_shared<const RoutingTrace>(parse_routing_trace(file.view(), path));
   const std::lock_guard lock(m);
   return cache.try_emplace(key, std::move(trace)).first->second;
 }

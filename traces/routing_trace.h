@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -42,6 +43,9 @@ struct RoutingTrace {
   /// The pick of (pass, layer, token), or nullptr.
   [[nodiscard]] const RoutingPick* find(uint32_t pass, uint32_t layer, uint64_t token) const;
 };
+
+/// Parses a routing trace's text, `file` naming it in errors (InputError at file:line:col).
+RoutingTrace parse_routing_trace(std::string_view text, const std::string& file);
 
 /// Reads a routing trace (InputError at file:line:col for what breaks the format). Traces
 /// are read once per file and shared (a sweep's points generate many workloads from one).

@@ -94,6 +94,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;  // the CLI prints it and exits 2
   }
   const traces::GenOptions options = flags.options();
+  // A routing trace is a file: the fuzzer opens none (its reader is fuzz_routing's target,
+  // the generator's use of it the unit tests').
+  if (!options.routing_trace.empty()) return 0;
 
   const std::string name = "config.json";
   traces::Arch arch;
@@ -126,7 +129,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   req.policy = "resident";
   req.threads = 1;
   req.target.device_tier = *t.tier_index(t.devices[0].local_tier);
-  const planner::PlanOutcome out = planner::make_plan(w, t, req);
+  planner::PlanOutcome out;
+  try {
+    out = planner::make_plan(w, t, req);
+  } catch (const InputError& e) {
+    // What the device cannot run (a dtype without a peak rate): the CLI's exit 2.
+    if (e.message().empty()) fuzz::fail("planner error without a message", e.what(), json.substr(0, 2000));
+    return 0;
+  }
   if (!out.ok || !out.plan) return 0;
   const sim::SimResult r =
       sim::simulate(*out.plan, w, t, {.keep_transfers = false, .live_top = 0});
