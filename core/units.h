@@ -53,6 +53,11 @@ inline constexpr int64_t kPsPerUs = 1'000'000;
 inline constexpr int64_t kPsPerMs = 1'000'000'000;
 inline constexpr int64_t kPsPerS = 1'000'000'000'000;
 
+/// Picoseconds as seconds (for reports: rows, JSON, text).
+[[nodiscard]] constexpr double to_seconds(int64_t ps) {
+  return static_cast<double>(ps) / static_cast<double>(kPsPerS);
+}
+
 /// Result of parsing a quantity: on failure `error` says what was wrong with the text
 /// (without position; the caller adds file:line:col) and `value` is untouched.
 template <class T>

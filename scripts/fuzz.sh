@@ -5,17 +5,18 @@
 # The first six are the readers; `generate` is the command line's value paths: `trace gen`
 # flags and a Hugging Face config's sizes through the generator to bytes, a plan and a
 # simulation (its seeds: every flag set below with every small config).
-# The corpus grows in build/fuzz/corpus/TARGET across runs (seeded from the shipped files,
+# The corpus grows in build/asan/corpus/TARGET across runs (seeded from the shipped files,
 # the bad-input fixtures and tests/fuzz/seeds); a finding is written to
-# build/fuzz/artifacts/TARGET/ and the script exits 1 naming it. Every file in
+# build/asan/artifacts/TARGET/ and the script exits 1 naming it. Every file in
 # tests/fuzz/regressions/TARGET (the reproducers of fixed findings) is run first.
 # FUZZ_KEEP_GOING=1 (long unattended runs) keeps fuzzing after a finding (libFuzzer's fork
 # mode), collecting every one. FUZZ_CPU_SECONDS=N stops a target once the fuzzer and its
 # workers have used N CPU seconds (SECONDS, wall time, still bounds it): CPU-hour targets
 # met on a machine that does other work meanwhile. Each target's executions and corpus size are printed, and
-# appended to build/fuzz/runs.tsv (target, wall seconds, CPU seconds, jobs, executions,
+# appended to build/asan/runs.tsv (target, wall seconds, CPU seconds, jobs, executions,
 # corpus files, result).
-# FUZZ_BUILD_DIR (default build/fuzz) is where it builds, keeps the corpus and writes logs.
+# FUZZ_BUILD_DIR (default build/asan, the sanitizer test run's tree) is where it builds,
+# keeps the corpus and writes logs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -49,14 +50,12 @@ tree_cpu() {
 }
 
 bash scripts/setup.sh >/dev/null
-# shellcheck source=scripts/apt.sh
-source scripts/apt.sh
-apt_install_missing fuzz clang libclang-rt-14-dev
+# shellcheck source=scripts/configure.sh
+source scripts/configure.sh
 
-dir=${FUZZ_BUILD_DIR:-build/fuzz}
-CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DTIERFLOW_FUZZ=ON \
-  -DTIERFLOW_WERROR="${TIERFLOW_WERROR:-OFF}" >/dev/null
+# The sanitizer test run's tree (scripts/test.sh with TIERFLOW_SANITIZE=1): one build for both.
+dir=${FUZZ_BUILD_DIR:-build/asan}
+configure_tree "$dir" sanitize
 cmake --build "$dir" --target $(printf 'fuzz_%s ' "${targets[@]}")
 
 # The seeds of each target: files of its format in the repository.

@@ -15,7 +15,7 @@
 namespace tierflow::traces {
 namespace {
 
-constexpr std::array<std::string_view, 4> kKeys = {"pass", "layer", "token", "experts"};
+constexpr std::array<std::string_view, 4> kPickKeys = {"pass", "layer", "token", "experts"};
 
 }  // namespace
 
@@ -53,10 +53,10 @@ RoutingTrace parse_routing_trace(std::string_view text, const std::string& file)
     std::string_view key;
     while (r.next_key(key)) {
       const size_t key_at = r.key_offset();
-      const auto k = static_cast<unsigned>(std::find(kKeys.begin(), kKeys.end(), key) - kKeys.begin());
-      if (k == kKeys.size()) {
+      const auto k = static_cast<unsigned>(std::find(kPickKeys.begin(), kPickKeys.end(), key) - kPickKeys.begin());
+      if (k == kPickKeys.size()) {
         r.fail_at(key_at, "unknown key '{}' in a routing pick (pass, layer, token, experts){}", key,
-                  did_you_mean(key, kKeys));
+                  did_you_mean(key, kPickKeys));
       }
       if ((seen & (1U << k)) != 0) r.fail_at(key_at, "duplicate key '{}'", key);
       seen |= 1U << k;
@@ -91,11 +91,11 @@ RoutingTrace parse_routing_trace(std::string_view text, const std::string& file)
       }
     }
     if (seen != 0xFU) {
-      for (unsigned k = 0; k < kKeys.size(); ++k) {
+      for (unsigned k = 0; k < kPickKeys.size(); ++k) {
         if ((seen & (1U << k)) == 0) {
           r.fail_at(at, "missing key '{}' in a routing pick (each needs pass, layer, token and "
                         "experts)",
-                    kKeys[k]);
+                    kPickKeys[k]);
         }
       }
     }

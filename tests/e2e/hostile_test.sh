@@ -25,8 +25,10 @@ vmem=4000000
 # A case's time limit; a sanitizer build (unoptimized, instrumented) gets three times as long.
 case_secs=20
 rounds=6  # of the concurrent-sweep race
-# (scripts/test.sh exports ASAN_OPTIONS for every build, so the binary itself is asked.)
-if command -v ldd >/dev/null && ldd "$tf" 2>/dev/null | grep -q libasan; then
+# (scripts/test.sh exports ASAN_OPTIONS for every build, so the binary itself is asked: g++
+# links the runtime as libasan, clang links it in, __asan_init and all.)
+if { command -v ldd >/dev/null && ldd "$tf" 2>/dev/null | grep -q libasan; } ||
+  grep -qa __asan_init "$tf"; then
   vmem=unlimited
   case_secs=60
   rounds=1  # a round takes about 40 s there; one exercises the lock path under the sanitizers

@@ -19,7 +19,9 @@ constexpr double kPrinted = 5e-4;
 
 template <class Obj>
 void check_citations(const Obj& a, const Obj& b, const Topology& t) {
-  for (const auto& [key, origin] : a.origins.fields) {
+  for (const auto& field : a.origins.fields) {
+    const auto& key = field.first;  // a plain name: clang 14 cannot capture a binding
+    const auto& origin = field.second;
     CAPTURE(key);
     const schema::Origin* back = b.origins.find(key);
     REQUIRE(back != nullptr);

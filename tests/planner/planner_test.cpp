@@ -103,9 +103,10 @@ TEST_CASE("unknown policy hints: the nearest name, another system's closest poli
   CHECK(unknown_policy_hint("MindSpore") ==
         "; MindSpore is closest to policy 'distance': op-count distances for select, prefetch "
         "and release (MindSpore's strategy)");
-  for (const auto& [name, system] : {std::pair{"lru", "LRU eviction"}, std::pair{"vLLM", "vLLM"},
-                                     std::pair{"UVM", "UVM (unified memory)"}}) {
-    CAPTURE(name);
+  for (const auto& c : {std::pair{"lru", "LRU eviction"}, std::pair{"vLLM", "vLLM"},
+                        std::pair{"UVM", "UVM (unified memory)"}}) {
+    const auto& [name, system] = c;
+    CAPTURE(c.first);
     CHECK(unknown_policy_hint(name) ==
           fmt::format("; {} is closest to policy 'reactive': fetch on a miss, evict least "
                       "recently used (a runtime without look-ahead)",
@@ -257,9 +258,10 @@ TEST_CASE("the paging bound starts tensors pinned off the device on their tier")
   // streamed plan holds two weights at a time.
   const Workload w = testing::cycle_workload(/*flops=*/1000);
   const hw::Topology topo = testing::roomy_unit_hw();
-  for (const auto& [budget, unpinned, pinned] :
+  for (const auto& c :
        {std::tuple<uint64_t, uint64_t, uint64_t>{uint64_t{1} << 20, 0, 96}, {80, 68, 144}}) {
-    CAPTURE(budget);
+    const auto& [budget, unpinned, pinned] = c;
+    CAPTURE(std::get<0>(c));
     PlanRequest req;
     req.pipeline = "place,liveness,belady,insert,verify";
     req.target.device_tier = *topo.tier_index("hbm");

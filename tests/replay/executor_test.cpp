@@ -510,7 +510,9 @@ TEST_CASE("paced copies share a half-duplex link and a tier port as the simulato
     REQUIRE_FALSE(s.error);
     const ReplayResult r = run(p, w, t, /*scale=*/100);
     REQUIRE_FALSE(r.error);
-    for (const auto& [at, ms] : c.ms) {
+    for (const auto& m : c.ms) {
+      const auto at = m.first;  // a plain name: clang 14 cannot capture a binding
+      const auto& ms = m.second;
       CAPTURE(at);
       const auto tr = std::find_if(s.transfers.begin(), s.transfers.end(),
                                    [&](const sim::TransferRecord& x) { return x.step == at; });

@@ -35,9 +35,7 @@ GemmShape gemm_shape(double flops, uint32_t max_dim) {
 
 namespace {
 
-constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr size_t kWarmBytes = 4096;
-constexpr size_t kCublasWorkspace = size_t{32} << 20;  // cuBLAS's advice for Hopper
 
 }  // namespace
 
@@ -58,7 +56,8 @@ CudaBackend::Impl::Impl(const CudaBackendOptions& o) : o_(o) {
   if (o_.memory_limit == 0) {
     size_t free_bytes = 0, total = 0;
     TF_CUDA(cudaMemGetInfo(&free_bytes, &total));
-    const uint64_t reserve = o_.compute == CudaComputeKind::kGemm ? 2 * kGiB : kGiB;
+    constexpr uint64_t gib = uint64_t{1} << 30;
+    const uint64_t reserve = o_.compute == CudaComputeKind::kGemm ? 2 * gib : gib;
     limit_ = cuda_default_memory_limit(free_bytes, reserve, usable_host_memory());
   }
 }

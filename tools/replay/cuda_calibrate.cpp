@@ -46,7 +46,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kGiB = uint64_t{1} << 30;
 constexpr uint64_t kMiB = uint64_t{1} << 20;
-constexpr size_t kCublasWorkspace = size_t{32} << 20;
 constexpr uint32_t kGemmDim = 8192;
 
 /// Every CUDA object calibration makes, released in close() (checked) or, when an error

@@ -6,9 +6,15 @@
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+
 #include "tools/replay/cuda_backend.h"
 
 namespace tierflow::replay {
+
+/// The workspace each cuBLAS handle is given (cuBLAS's advice for Hopper), by the backend
+/// and the calibration alike.
+inline constexpr size_t kCublasWorkspace = size_t{32} << 20;
 
 /// Throws CudaError unless `e` is cudaSuccess.
 void cuda_check(cudaError_t e, const char* call, const char* file, int line);

@@ -17,9 +17,8 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-double seconds(int64_t ps) { return static_cast<double>(ps) * 1e-12; }
 double gib(double bytes) { return bytes / kGiB; }
-Cell ratio(double a, double b) { return b > 0 ? Cell{a / b} : Cell{}; }
+Cell ratio_cell(double a, double b) { return b > 0 ? Cell{a / b} : Cell{}; }
 
 struct Def {
   std::string name;
@@ -98,18 +97,18 @@ std::vector<Def> make_defs() {
   d.push_back({"pipeline", "the main phase's pipeline as run",
                [](const Trial& t) { return Cell{t.main().outcome.pipeline}; }});
   d.push_back({"makespan_s", "simulated makespan of the main phase (the step, or the first decode)",
-               metric([](const PhaseResult& p) { return seconds(p.makespan_ps); })});
+               metric([](const PhaseResult& p) { return to_seconds(p.makespan_ps); })});
   d.push_back({"latency_s", "the step's makespan, or a request's TTFT + decode time",
-               [](const Trial& t) -> Cell { return t.ok ? Cell{seconds(t.latency_ps())} : Cell{}; }});
+               [](const Trial& t) -> Cell { return t.ok ? Cell{to_seconds(t.latency_ps())} : Cell{}; }});
   d.push_back({"ttft_ms", "request: time to first token (the prefill)", [](const Trial& t) -> Cell {
-                 return t.request ? Cell{1e3 * seconds(t.request->ttft_ps)} : Cell{};
+                 return t.request ? Cell{1e3 * to_seconds(t.request->ttft_ps)} : Cell{};
                }});
   d.push_back({"tpot_ms", "request: decode time per output token; decode step: makespan / tokens",
                [](const Trial& t) -> Cell {
                  if (t.request) return t.request->tpot_ms > 0 ? Cell{t.request->tpot_ms} : Cell{};
                  const PhaseResult& p = t.main();
                  if (!p.ok() || p.tokens == 0) return Cell{};
-                 return Cell{1e3 * seconds(p.makespan_ps) / static_cast<double>(p.tokens)};
+                 return Cell{1e3 * to_seconds(p.makespan_ps) / static_cast<double>(p.tokens)};
                }});
   d.push_back({"decode_tokens_per_s", "batch x decode tokens / decode time",
                [](const Trial& t) -> Cell {
@@ -119,7 +118,7 @@ std::vector<Def> make_defs() {
                  const PhaseResult& p = t.main();
                  if (!p.ok() || p.tokens == 0) return Cell{};
                  return Cell{static_cast<double>(t.scenario.workload.gen.batch * p.tokens) /
-                             seconds(p.makespan_ps)};
+                             to_seconds(p.makespan_ps)};
                }});
   d.push_back({"throughput_tokens_per_s",
                "request: batch x generated tokens / (TTFT + decode time), as FlexGen defines it",
@@ -133,21 +132,21 @@ std::vector<Def> make_defs() {
   d.push_back({"residency_bound_gib", "lower bound on the device peak",
                [](const Trial& t) { return Cell{gib(static_cast<double>(t.main().outcome.bounds.residency))}; }});
   d.push_back({"makespan_bound_s", "lower bound on the makespan",
-               [](const Trial& t) { return Cell{seconds(t.main().outcome.bounds.makespan_ps)}; }});
+               [](const Trial& t) { return Cell{to_seconds(t.main().outcome.bounds.makespan_ps)}; }});
   d.push_back({"compute_s", "compute time of the main phase (its makespan with unlimited memory)",
-               [](const Trial& t) { return Cell{seconds(t.main().outcome.bounds.compute_ps)}; }});
+               [](const Trial& t) { return Cell{to_seconds(t.main().outcome.bounds.compute_ps)}; }});
   d.push_back({"makespan_over_bound", "makespan / makespan bound", [](const Trial& t) -> Cell {
                  const PhaseResult& p = t.main();
                  if (!p.ok()) return Cell{};
-                 return ratio(static_cast<double>(p.makespan_ps), static_cast<double>(p.outcome.bounds.makespan_ps));
+                 return ratio_cell(static_cast<double>(p.makespan_ps), static_cast<double>(p.outcome.bounds.makespan_ps));
                }});
   d.push_back({"peak_over_residency_bound", "device peak / residency bound", [](const Trial& t) -> Cell {
                  const PhaseResult& p = t.main();
                  if (!p.ok()) return Cell{};
-                 return ratio(static_cast<double>(p.device_peak), static_cast<double>(p.outcome.bounds.residency));
+                 return ratio_cell(static_cast<double>(p.device_peak), static_cast<double>(p.outcome.bounds.residency));
                }});
   d.push_back({"exposed_s", "time compute waited on transfers",
-               metric([](const PhaseResult& p) { return seconds(p.exposed_ps); })});
+               metric([](const PhaseResult& p) { return to_seconds(p.exposed_ps); })});
   d.push_back({"moved_gib", "bytes prefetched and stored",
                metric([](const PhaseResult& p) { return gib(p.moved_bytes); })});
   // Realistic routing only (null otherwise): the realized plan's on-demand expert fetches.
@@ -168,13 +167,13 @@ std::vector<Def> make_defs() {
          return gib(static_cast<double>(p.routing.miss_bytes));
        })});
   d.push_back({"miss_stall_s", "realistic routing: time compute waited on demand fetches",
-               realized([](const PhaseResult& p) { return seconds(p.miss_exposed_ps); })});
+               realized([](const PhaseResult& p) { return to_seconds(p.miss_exposed_ps); })});
   d.push_back({"wasted_prefetch_gib", "realistic routing: prefetched bytes no op read",
                realized([](const PhaseResult& p) {
                  return gib(static_cast<double>(p.routing.wasted_bytes));
                })});
   d.push_back({"memory_stall_s", "realistic routing: time copies waited for room on the device",
-               realized([](const PhaseResult& p) { return seconds(p.memory_stall_ps); })});
+               realized([](const PhaseResult& p) { return to_seconds(p.memory_stall_ps); })});
   d.push_back({"cache_evictions", "realistic routing: experts the expert cache detached for room",
                realized([](const PhaseResult& p) { return static_cast<int64_t>(p.routing.evictions); })});
   d.push_back({"predicted_gib", "realistic routing: bytes the expert cache's predictor prefetched",

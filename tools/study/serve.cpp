@@ -27,10 +27,6 @@ constexpr int64_t kMaxReplicas = int64_t{1} << 20;
 constexpr int64_t kMaxTokenBudget = int64_t{1} << 24;
 constexpr int64_t kMaxSeqs = int64_t{1} << 20;
 
-double seconds(Time ps) {
-  return static_cast<double>(ps) / static_cast<double>(kPsPerS);
-}
-
 bool meets(const serve::RequestRecord& r, const Slo& slo) {
   if (r.finish < 0) return false;
   const Time ttft = r.first_token - r.arrival;
@@ -55,13 +51,13 @@ ServeSummary summarize(const serve::ServeResult& result, const Slo& slo) {
     if (first || r.arrival < s.first_arrival) s.first_arrival = r.arrival;
     first = false;
     s.last_finish = std::max(s.last_finish, r.finish);
-    s.queue.sorted.push_back(seconds(r.scheduled - r.arrival));
-    s.ttft.sorted.push_back(seconds(r.first_token - r.arrival));
+    s.queue.sorted.push_back(to_seconds(r.scheduled - r.arrival));
+    s.ttft.sorted.push_back(to_seconds(r.first_token - r.arrival));
     if (r.output_tokens > 1) {
-      s.tpot.sorted.push_back(seconds(r.finish - r.first_token) /
+      s.tpot.sorted.push_back(to_seconds(r.finish - r.first_token) /
                               static_cast<double>(r.output_tokens - 1));
     }
-    s.e2e.sorted.push_back(seconds(r.finish - r.arrival));
+    s.e2e.sorted.push_back(to_seconds(r.finish - r.arrival));
     s.input_tokens += r.prompt_tokens;
     s.output_tokens += r.output_tokens;
     s.good += meets(r, slo) ? 1U : 0U;
@@ -114,7 +110,7 @@ double ServeLatency::percentile(double p) const {
 }
 
 double ServeSummary::span_s() const {
-  return seconds(std::max<serve::Time>(1, last_finish - first_arrival));
+  return to_seconds(std::max<serve::Time>(1, last_finish - first_arrival));
 }
 
 std::vector<serve::KvTier> parse_kv_tiers(const std::string& text, std::string_view source) {
@@ -519,7 +515,7 @@ std::string serve_json(const ServeStudy& x) {
     }
     j["iterations"] = r.iterations;
     j["transfers"] = r.transfers;
-    j["makespan_s"] = seconds(r.makespan);
+    j["makespan_s"] = to_seconds(r.makespan);
     for (const ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
       nlohmann::ordered_json e;
       const auto num = [](double v) {
@@ -534,15 +530,15 @@ std::string serve_json(const ServeStudy& x) {
     j["input_tokens_per_s"] = static_cast<double>(s.input_tokens) / s.span_s();
     j["output_tokens_per_s"] = static_cast<double>(s.output_tokens) / s.span_s();
     j["requests_per_s"] = static_cast<double>(s.finished) / s.span_s();
-    j["goodput"] = {{"ttft_s", seconds(x.slo.ttft)},
-                    {"tpot_s", seconds(x.slo.tpot)},
-                    {"e2e_s", seconds(x.slo.e2e)},
+    j["goodput"] = {{"ttft_s", to_seconds(x.slo.ttft)},
+                    {"tpot_s", to_seconds(x.slo.tpot)},
+                    {"e2e_s", to_seconds(x.slo.e2e)},
                     {"requests", s.good},
                     {"requests_per_s", static_cast<double>(s.good) / s.span_s()}};
     nlohmann::ordered_json res = nlohmann::ordered_json::array();
     for (const serve::ResourceRecord& e : r.resources) {
       res.push_back(
-          {{"name", e.name}, {"link", e.link}, {"bytes", e.bytes}, {"busy_s", seconds(e.busy)}});
+          {{"name", e.name}, {"link", e.link}, {"bytes", e.bytes}, {"busy_s", to_seconds(e.busy)}});
     }
     j["resources"] = std::move(res);
   }
@@ -583,15 +579,15 @@ std::string requests_jsonl(const ServeStudy& x) {
   rows.reserve(r.requests.size());
   for (const serve::RequestRecord& q : r.requests) {
     const bool done = q.finish >= 0;
-    const auto since = [&](Time t) { return done ? Cell{seconds(t - q.arrival)} : Cell{}; };
+    const auto since = [&](Time t) { return done ? Cell{to_seconds(t - q.arrival)} : Cell{}; };
     std::vector<Cell> row = {
         Cell{static_cast<int64_t>(q.id)},
         Cell{static_cast<int64_t>(q.replica)},
-        Cell{seconds(q.arrival)},
+        Cell{to_seconds(q.arrival)},
         since(q.scheduled),
         since(q.first_token),
         done && q.output_tokens > 1
-            ? Cell{seconds(q.finish - q.first_token) / (q.output_tokens - 1)}
+            ? Cell{to_seconds(q.finish - q.first_token) / (q.output_tokens - 1)}
             : Cell{},
         since(q.finish),
         Cell{static_cast<int64_t>(q.prompt_tokens)},
@@ -621,7 +617,7 @@ std::string requests_csv(const ServeStudy& x) {
   for (const std::string& n : names) out += ",hit_" + n;
   out += ",preemptions,counted,rejected\n";
   const auto time = [](Time t) {
-    return t < 0 ? std::string() : fmt::format("{:.9f}", seconds(t));
+    return t < 0 ? std::string() : fmt::format("{:.9f}", to_seconds(t));
   };
   for (const serve::RequestRecord& q : r.requests) {
     const bool done = q.finish >= 0;
@@ -629,7 +625,7 @@ std::string requests_csv(const ServeStudy& x) {
         "{},{},{},{},{},{},{},{},{}", q.id, q.replica, time(q.arrival),
         done ? time(q.scheduled - q.arrival) : "", done ? time(q.first_token - q.arrival) : "",
         done && q.output_tokens > 1
-            ? fmt::format("{:.9f}", seconds(q.finish - q.first_token) / (q.output_tokens - 1))
+            ? fmt::format("{:.9f}", to_seconds(q.finish - q.first_token) / (q.output_tokens - 1))
             : "",
         done ? time(q.finish - q.arrival) : "", q.prompt_tokens, q.output_tokens);
     for (size_t i = 0; i < positions; ++i)
