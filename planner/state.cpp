@@ -291,7 +291,9 @@ std::vector<Run> split_runs(const PlanState& s, uint32_t t, const std::vector<ui
     const bool final_run = last + 1 == u.size();
     if (final_run && external && !home_off_device) {
       r.release = kNone;
-    } else if (final_run && l.persists[t] && !o.spill_at_end) {
+    } else if (final_run && l.persists[t] && !o.spill_at_end && dirty) {
+      // Kept at the end: the device holds the only current copy. (A clean one, stored
+      // since its last change, leaves after its last use like any other.)
       r.release = kNone;
     } else {
       r.release = std::min(n, r.last + 1 + o.release_delay);

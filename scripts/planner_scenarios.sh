@@ -49,6 +49,13 @@
 #   llama70b-int4-48gb  Llama-3-70B decode with int4 weights (~37 GB with their scales; the
 #                       embeddings stay bf16), batch 16, 8 tokens from a 4,096-token context,
 #                       on one 48 GB L40S (PCIe Gen4 x16)
+#   opt175b-t4-flexgen  OPT-175B decode (fp16), 32 tokens from a 512-token prompt, batch 256
+#                       run as 8 micro-batches of 32 in FlexGen's zig-zag block schedule, on
+#                       FlexGen's machine (one 16 GB T4, 208 GB of memory, 1.5 TB of local
+#                       NVMe): half the weights homed in host memory and half on the disks,
+#                       the KV cache on the disks (FlexGen's --percent 0 50 0 0 0 100
+#                       --gpu-batch-size 32 --num-gpu-batches 8); attention runs on the GPU
+#                       (tierflow has no CPU compute), where FlexGen's --cpu runs it on the CPU
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -197,16 +204,32 @@ llama70b_int4_48gb() {
   plan tierflow.txt "${a[@]}"
 }
 
+# FlexGen's own configuration for OPT-175B on its T4 machine (its README's benchmark): a
+# batch of 256 in 8 GPU batches, weights 0% on the GPU, 50% in host memory (the rest on
+# disk), the KV cache on disk. The micro-batches are the generator's (--micro-batches), the
+# percentages pins. The KV cache in blocks of 8 tokens: a decode step appends to its block
+# in place, so each step stores the block whole (FlexGen writes the new token's keys and
+# values alone); with the default blocks of 512 every step would store 384 MiB per layer
+# and micro-batch. Blocks of 8 tokens keep that within 8x of FlexGen's writes.
+opt175b_t4_flexgen() {
+  local a=(--hw "$hw"/t4-flexgen.yaml --workload "$dir/w.json" --devices 1
+    --pin weight=ddr:0.5,ssd:0.5 --pin kv=ssd)
+  gen --model opt-175b --phase decode --context 512 --tokens 32 --batch 256 --micro-batches 8 \
+    --kv-block 8 --weight-dtype fp16 --act-dtype fp16
+  compare "${a[@]}"
+  plan tierflow.txt "${a[@]}"
+}
+
 all=(llama70b-decode llama8b-prefill mixtral-decode deepseek-decode cm384-pool llama8b-train
   llama70b-nvme llama70b-bounce gh200-lpddr mixtral-24gb mixtral-24gb-skewed mixtral-24gb-cache
-  llama70b-int4-48gb)
+  llama70b-int4-48gb opt175b-t4-flexgen)
 names=("$@")
 [ ${#names[@]} -eq 0 ] && names=("${all[@]}")
 for n in "${names[@]}"; do
   case $n in
     llama70b-decode | llama8b-prefill | mixtral-decode | deepseek-decode | cm384-pool | llama8b-train | \
       llama70b-nvme | llama70b-bounce | gh200-lpddr | mixtral-24gb | mixtral-24gb-skewed | mixtral-24gb-cache | \
-      llama70b-int4-48gb)
+      llama70b-int4-48gb | opt175b-t4-flexgen)
       scenario "$n" "${n//-/_}" ;;
     *)
       echo "error: unknown scenario '$n' (known: ${all[*]})" >&2

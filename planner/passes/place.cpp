@@ -137,7 +137,9 @@ class Place : public Pass {
       if (tier == s.target.device_tier) continue;
       r.tier = tier;
       // Homed off the device: externals are fetched for each use that is far enough
-      // from the previous one; produced tensors leave at every gap that hides a copy.
+      // from the previous one; produced tensors leave at every gap that hides a copy, and
+      // one that persists (a KV block, an output) is stored to its home after its last
+      // use rather than kept on the device to the end.
       // Each prefetch starts with no lead (allocated at its first use): how far ahead it
       // may start depends on the budget the other tensors leave, which the policy's own
       // passes decide (schedule, layerwise, distance). A lead of a copy time here would,
@@ -148,10 +150,12 @@ class Place : public Pass {
       for (uint32_t g = 0; g + 1 < uses.size(); ++g) {
         if (uses[g + 1] > uses[g] + 1) gaps.push_back(g);
       }
-      if (!external && gaps.empty()) continue;
+      const bool spill = !external && s.liveness->persists[t];
+      if (!external && gaps.empty() && !spill) continue;
       r.home_off_device = external;
       r.runs = split_runs(s, t, gaps,
-                          SplitOptions{.home_off_device = external, .tier = tier, .lead_ops = 0});
+                          SplitOptions{.home_off_device = external, .tier = tier, .lead_ops = 0,
+                                       .spill_at_end = spill});
       s.tier_used[tier] += s.w.tensors[t].bytes;
       report.stat("place", "pinned tensors offloaded", 1);
     }

@@ -10,6 +10,7 @@
 #include "core/diagnostics.h"
 #include "hw_models/loader.h"
 #include "planner/planner.h"
+#include "sim/simulator.h"
 #include "tools/study/sim_evaluator.h"
 #include "tools/study/target.h"
 #include "traces/arch_loader.h"
@@ -180,4 +181,51 @@ TEST_CASE("every policy honours partial pins: homes as dealt, device shares neve
     CHECK(out.bounds.makespan_ps >= out.bounds.pinned_ps);
   }
   CHECK(planned >= 5);
+}
+
+TEST_CASE("a KV cache pinned off the device leaves it: a prefill's blocks are stored home") {
+  // The prefill writes each layer's KV blocks and reads them once, right away: no gap to
+  // leave at, and KV persists. Pinned to ddr, its durable copy belongs there: each block is
+  // stored after its last use, so the device holds the blocks of one layer at a time, not
+  // the whole cache to the end.
+  traces::GenOptions g;
+  g.phase = traces::Phase::kPrefill;
+  g.batch = 4;
+  g.seq = 2048;
+  g.kv_block = 256;
+  g.layers = 8;
+  const Workload w =
+      traces::generate(traces::load_arch(kSource + "/configs/models/llama-3-8b.yaml"), g);
+  const hw::Topology topo = hw::load_topology(kSource + "/configs/hw/h100-sxm-8gpu.yaml");
+  const auto hbm = static_cast<uint32_t>(*topo.tier_index("hbm"));
+  const auto ddr = static_cast<uint32_t>(*topo.tier_index("ddr"));
+  uint64_t kv_bytes = 0;
+  for (const Tensor& t : w.tensors) kv_bytes += t.kind == TensorKind::kKv ? t.bytes : 0;
+  REQUIRE(kv_bytes > 0);
+  for (const char* policy : {"hyperoffload", "tierflow"}) {
+    CAPTURE(policy);
+    PlanRequest req;
+    req.policy = policy;
+    req.target.device_tier = hbm;
+    req.pins = {{TensorKind::kKv, {{ddr, 1.0}}}};
+    req.threads = 1;
+    study::SimEvaluator eval(w, topo);
+    req.evaluator = &eval;
+    const PlanOutcome out = make_plan(w, topo, req);
+    REQUIRE_MESSAGE(out.ok, out.reason);
+    const Plan& p = *out.plan;
+    uint64_t stored = 0, detached = 0;
+    for (const Step& s : p.programs[0].steps) {
+      if (w.tensors[s.target].kind != TensorKind::kKv) continue;
+      if (s.kind == StepKind::kStore) {
+        stored += w.tensors[s.target].bytes;
+        CHECK(p.tiers[s.tier] == "ddr");
+      }
+      if (s.kind == StepKind::kDetach) detached += w.tensors[s.target].bytes;
+    }
+    CHECK(stored == kv_bytes);    // every block, once
+    CHECK(detached == kv_bytes);  // and off the device after it
+    const sim::SimResult r = sim::simulate(p, w, topo, {});
+    CHECK_FALSE(r.error);
+  }
 }

@@ -9,8 +9,10 @@
 #include <sstream>
 #include <tuple>
 
+#include "planner/outcome.h"
 #include "planner/planner.h"
 #include "planner/print.h"
+#include "planner/state.h"
 #include "sim/simulator.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/plan_builders.h"
@@ -370,4 +372,60 @@ TEST_CASE("the same request gives the same plan") {
   const PlanOutcome b = make_plan(w, topo, req);
   REQUIRE(a.ok == b.ok);
   if (a.ok) CHECK(plan_text(*a.plan, w) == plan_text(*b.plan, w));
+}
+
+TEST_CASE("split_runs: a persisting tensor stored since its last change leaves after its last use") {
+  // A KV block written by a decode step and only read by the later ones (FlexGen's KV cache
+  // on disk): once stored, the device need not keep it to the end; a block changed in its
+  // last run must stay (its only current copy is on the device).
+  for (const bool last_modifies : {false, true}) {
+    CAPTURE(last_modifies);
+    Workload w;
+    w.name = "kv-block";
+    const uint32_t x = w.add_tensor({"x", 8, TensorKind::kInput});
+    const uint32_t kv = w.add_tensor({"kv", 24, TensorKind::kKv});
+    uint32_t a = x;
+    const auto filler = [&](const std::string& name) {
+      const uint32_t out = w.add_tensor({name + ".out", 8, TensorKind::kActivation});
+      w.add_op({name, OpKind::kElementwise, Dtype::kBf16, 1000, 0, {a}, {out}});
+      a = out;
+    };
+    w.add_op({"write", OpKind::kElementwise, Dtype::kBf16, 100, 0, {x}, {kv}});
+    Op append{"append", OpKind::kAttention, Dtype::kBf16, 100, 0, {x}, {}};
+    append.updates = {kv};
+    w.add_op(std::move(append));
+    for (const char* name : {"f0", "f1", "f2"}) filler(name);
+    w.add_op({"read1", OpKind::kAttention, Dtype::kBf16, 100, 0, {kv, a}, {}});
+    for (const char* name : {"f3", "f4", "f5"}) filler(name);
+    Op read2{"read2", OpKind::kAttention, Dtype::kBf16, 100, 0, {kv, a}, {}};
+    if (last_modifies) {
+      read2.inputs = {a};
+      read2.updates = {kv};
+    }
+    w.add_op(std::move(read2));
+    const uint32_t y = w.add_tensor({"y", 8, TensorKind::kOutput});
+    w.add_op({"head", OpKind::kElementwise, Dtype::kBf16, 100, 0, {a}, {y}});
+    REQUIRE_FALSE(verify_workload(w));
+
+    const hw::Topology topo = testing::roomy_unit_hw();
+    PlanRequest req;
+    req.target.device_tier = *topo.tier_index("hbm");
+    PlanState s = initial_state(w, topo, req, uint64_t{1} << 20);
+    PassContext ctx;
+    REQUIRE(Pipeline::parse("place,liveness").run(s, ctx) != PassResult::kFailed);
+    // Uses of kv: append (1), read1 (5), read2 (9); leave it between each.
+    const std::vector<Run> runs =
+        split_runs(s, kv, {0, 1},
+                   SplitOptions{.tier = static_cast<uint32_t>(*topo.tier_index("ddr"))});
+    REQUIRE(runs.size() == 3);
+    CHECK(runs[0].store);  // the only current copy, read again later
+    CHECK_FALSE(runs[1].store);
+    CHECK(runs[1].fetched);
+    if (last_modifies) {
+      CHECK(runs[2].release == kNone);  // kept: the device holds the only current copy
+    } else {
+      CHECK(runs[2].release == runs[2].last + 1);
+      CHECK_FALSE(runs[2].store);
+    }
+  }
 }
