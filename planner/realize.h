@@ -98,13 +98,12 @@ bool has_routed_experts(const Workload& w);
 /// expert weight of `w` (0 without routed experts).
 uint64_t demand_reserve(const Workload& w);
 
-/// The device bytes to leave a plan made on `planned` for running it on `realized` with
-/// `cache`: demand_reserve(realized) without a cache, else the cache's bytes; plus the most
-/// that one group's realized expert outputs exceed its planned ones (more distinct experts
-/// picked than the expected routing names, each with its output live until the combine).
+/// The device bytes to leave a plan made on the expected routing for running it on
+/// `realized` with `cache`: demand_reserve(realized) without a cache, else the cache's bytes; plus the
+/// outputs of the largest realized expert group (each live until the combine, produced in
+/// an order the plan did not see; the planned group's outputs are gone).
 /// InputError at `source` when the cache cannot hold the largest routed expert.
-uint64_t routing_reserve(const Workload& planned, const Workload& realized, const ExpertCache& cache,
-                         std::string_view source);
+uint64_t routing_reserve(const Workload& realized, const ExpertCache& cache, std::string_view source);
 
 /// `w` without its routed experts: their ops, their outputs and the weights only they
 /// read (a router's output stays; the combine reads what is left). What a plan is made on

@@ -59,6 +59,14 @@ contains "file default is oracle" "$tmp/out" ",oracle,"
 check "file realistic asked" 2 "$tf" compare --workload "$tmp/wf.json" --routing realistic --policies tierflow
 contains "file realistic refused" "$tmp/err" "realistic routing generates the planned and the realized workload"
 
+# A realized plan stays within the device: the realized expert group's outputs accumulate in
+# another order than the planned one's (DeepSeek-V3, 256 experts, a skewed router: once 7 KiB
+# over HBM, "stuck ... waits for memory").
+check "deepseek realistic fits" 0 "$tf" compare --hw h100-sxm-8gpu --devices 1 --model deepseek-v3 \
+  --phase decode --context 2048 --tokens 4 --batch 8 --routing-skew 1.2 --routing-repeat 0.3 \
+  --policies tierflow --csv
+contains "deepseek realistic row" "$tmp/out" ",realistic,"
+
 # Bad input: an unknown routing names the choices; trace gen keeps expected|seeded.
 check "unknown routing" 2 "$tf" compare "${args[@]}" --routing realstic
 contains "names the choices" "$tmp/err" "realistic"

@@ -306,7 +306,7 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
     // expert cache.
     const uint64_t budget = planner::resolved(topo, req.target).budget;
     const uint64_t reserve =
-        planner::routing_reserve(*planned, *p.workload, s.expert_cache, "--expert-cache");
+        planner::routing_reserve(*p.workload, s.expert_cache, "--expert-cache");
     if (reserve >= budget) {
       if (s.expert_cache.on()) {
         throw InputError::at(SourcePos{"--expert-cache"},
