@@ -50,6 +50,18 @@ uint64_t bytes_on(const Workload& w, const std::vector<uint32_t>& tier, uint32_t
   return b;
 }
 
+/// Llama-3-8B's first layers (generated with `g`) on one H100 of the shipped server.
+struct Llama8bOnH100 {
+  explicit Llama8bOnH100(const traces::GenOptions& g)
+      : w(traces::generate(traces::load_arch(kSource + "/configs/models/llama-3-8b.yaml"), g)),
+        topo(hw::load_topology(kSource + "/configs/hw/h100-sxm-8gpu.yaml")),
+        hbm(static_cast<uint32_t>(*topo.tier_index("hbm"))),
+        ddr(static_cast<uint32_t>(*topo.tier_index("ddr"))) {}
+  Workload w;
+  hw::Topology topo;
+  uint32_t hbm, ddr;
+};
+
 std::string parse_error(const std::string& pin, const hw::Topology& topo) {
   try {
     (void)study::parse_pins({pin}, topo);
@@ -123,17 +135,11 @@ TEST_CASE("--pin errors name the pin and what is wrong") {
 }
 
 TEST_CASE("every policy honours partial pins: homes as dealt, device shares never leave") {
-  traces::GenOptions g;
-  g.phase = traces::Phase::kDecode;
-  g.batch = 8;
-  g.context = 1024;
-  g.tokens = 2;
-  g.layers = 4;
-  const Workload w =
-      traces::generate(traces::load_arch(kSource + "/configs/models/llama-3-8b.yaml"), g);
-  const hw::Topology topo = hw::load_topology(kSource + "/configs/hw/h100-sxm-8gpu.yaml");
-  const auto hbm = static_cast<uint32_t>(*topo.tier_index("hbm"));
-  const auto ddr = static_cast<uint32_t>(*topo.tier_index("ddr"));
+  const Llama8bOnH100 m(
+      {.phase = traces::Phase::kDecode, .batch = 8, .context = 1024, .tokens = 2, .layers = 4});
+  const Workload& w = m.w;
+  const hw::Topology& topo = m.topo;
+  const uint32_t hbm = m.hbm, ddr = m.ddr;
   const std::vector<Pin> pins = {{TensorKind::kWeight, {{hbm, 0.2}, {ddr, 0.5}}}};
   const std::vector<uint32_t> dealt = pinned_tiers(w, pins);
   int planned = 0;
@@ -188,17 +194,10 @@ TEST_CASE("a KV cache pinned off the device leaves it: a prefill's blocks are st
   // leave at, and KV persists. Pinned to ddr, its durable copy belongs there: each block is
   // stored after its last use, so the device holds the blocks of one layer at a time, not
   // the whole cache to the end.
-  traces::GenOptions g;
-  g.phase = traces::Phase::kPrefill;
-  g.batch = 4;
-  g.seq = 2048;
-  g.kv_block = 256;
-  g.layers = 8;
-  const Workload w =
-      traces::generate(traces::load_arch(kSource + "/configs/models/llama-3-8b.yaml"), g);
-  const hw::Topology topo = hw::load_topology(kSource + "/configs/hw/h100-sxm-8gpu.yaml");
-  const auto hbm = static_cast<uint32_t>(*topo.tier_index("hbm"));
-  const auto ddr = static_cast<uint32_t>(*topo.tier_index("ddr"));
+  const Llama8bOnH100 m(
+      {.phase = traces::Phase::kPrefill, .batch = 4, .seq = 2048, .kv_block = 256, .layers = 8});
+  const Workload& w = m.w;
+  const hw::Topology& topo = m.topo;
   uint64_t kv_bytes = 0;
   for (const Tensor& t : w.tensors) kv_bytes += t.kind == TensorKind::kKv ? t.bytes : 0;
   REQUIRE(kv_bytes > 0);
@@ -206,8 +205,8 @@ TEST_CASE("a KV cache pinned off the device leaves it: a prefill's blocks are st
     CAPTURE(policy);
     PlanRequest req;
     req.policy = policy;
-    req.target.device_tier = hbm;
-    req.pins = {{TensorKind::kKv, {{ddr, 1.0}}}};
+    req.target.device_tier = m.hbm;
+    req.pins = {{TensorKind::kKv, {{m.ddr, 1.0}}}};
     req.threads = 1;
     study::SimEvaluator eval(w, topo);
     req.evaluator = &eval;
