@@ -55,7 +55,8 @@
 #                       NVMe): half the weights homed in host memory and half on the disks,
 #                       the KV cache on the disks (FlexGen's --percent 0 50 0 0 0 100
 #                       --gpu-batch-size 32 --num-gpu-batches 8); attention runs on the GPU
-#                       (tierflow has no CPU compute), where FlexGen's --cpu runs it on the CPU
+#                       (tierflow has no CPU compute), where FlexGen's --cpu runs it on the CPU;
+#                       then the prompts' prefill in the same micro-batches
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -218,6 +219,12 @@ opt175b_t4_flexgen() {
     --kv-block 8 --weight-dtype fp16 --act-dtype fp16
   compare "${a[@]}"
   plan tierflow.txt "${a[@]}"
+  # The prompts' prefill, in the same 8 micro-batches: FlexGen's throughput counts it.
+  timed "$dir" gen-prefill.txt "$tf" trace gen --model opt-175b --phase prefill --seq 512 \
+    --batch 256 --micro-batches 8 --kv-block 8 --weight-dtype fp16 --act-dtype fp16 \
+    -o "$dir/prefill.json"
+  timed "$dir" compare-prefill.txt "$tf" compare --hw "$hw"/t4-flexgen.yaml \
+    --workload "$dir/prefill.json" --devices 1 --pin weight=ddr:0.5,ssd:0.5 --pin kv=ssd
 }
 
 all=(llama70b-decode llama8b-prefill mixtral-decode deepseek-decode cm384-pool llama8b-train

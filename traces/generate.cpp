@@ -45,9 +45,24 @@ void check_options(const Arch& a, const GenOptions& o) {
                                        "micro-batches of whole sequences",
                                        o.micro_batches, o.batch));
   }
-  if (o.micro_batches > 1 && o.phase != Phase::kDecode) {
-    bad("--micro-batches", "micro-batches are a decode schedule (FlexGen's zig-zag blocks); "
-                           "a prefill or training step runs its batch whole");
+  if (o.micro_batches > 1 && o.micro_batches <= o.batch && o.layers >= 0 && o.layers <= a.layers) {
+    // Every micro-batch runs every layer (every step): counted before any op is made.
+    constexpr uint64_t kOpsPerLayerAtLeast = 8;  // norms, projections, attention, MLP, residuals
+    const auto n_layers = static_cast<uint64_t>(o.layers == 0 ? a.layers : o.layers);
+    const auto steps = static_cast<uint64_t>(o.phase == Phase::kDecode ? std::max<int64_t>(o.tokens, 1) : 1);
+    const uint64_t ops = saturating_mul(
+        saturating_mul(saturating_mul(static_cast<uint64_t>(o.micro_batches), n_layers), steps),
+        kOpsPerLayerAtLeast);
+    if (ops > kMaxGeneratedOps) {
+      bad("--micro-batches",
+          fmt::format("{} micro-batches x {} layers x {} steps is at least {} ops, above the "
+                      "largest workload generated, {}",
+                      o.micro_batches, n_layers, steps, ops, kMaxGeneratedOps));
+    }
+  }
+  if (o.micro_batches > 1 && o.phase == Phase::kTrain) {
+    bad("--micro-batches", "micro-batches are an inference schedule (FlexGen's zig-zag "
+                           "blocks); a training step runs its batch whole");
   }
   if (o.tp < 1) bad("--tp", "tensor-parallel degree must be at least 1");
   if (a.heads % o.tp != 0) {
@@ -210,12 +225,32 @@ Workload generate(const Arch& a, const GenOptions& o) {
 
   switch (o.phase) {
     case Phase::kPrefill: {
-      const int64_t t = o.batch * o.seq;
-      b.declare_past_kv(layers, 0);
-      uint32_t x = b.embed("", b.input("tokens", static_cast<uint64_t>(t) * 4), t);
-      for (int l = 0; l < layers; ++l) x = b.layer(l, x, t, Pass{o.seq, 0, true, ""});
+      // Micro-batches as in decode (1: the batch whole, no "mbN." names): each embeds its
+      // sequences, then each layer runs for every micro-batch in turn (FlexGen's zig-zag
+      // blocks), each writing its own KV cache.
+      const int64_t n = o.micro_batches;
+      const int64_t mb = o.batch / n;
+      const int64_t t = mb * o.seq;
+      const auto mb_name = [n](int64_t m) { return n == 1 ? std::string() : fmt::format("mb{}.", m); };
+      std::vector<uint32_t> x(static_cast<size_t>(n));
+      for (int64_t m = 0; m < n; ++m) {
+        b.set_micro_batch(m, mb, mb_name(m));
+        b.declare_past_kv(layers, 0);
+        x[static_cast<size_t>(m)] =
+            b.embed(mb_name(m), b.input(mb_name(m) + "tokens", static_cast<uint64_t>(t) * 4), t);
+      }
+      for (int l = 0; l < layers; ++l) {
+        for (int64_t m = 0; m < n; ++m) {
+          b.set_micro_batch(m, mb, mb_name(m));
+          const auto i = static_cast<size_t>(m);
+          x[i] = b.layer(l, x[i], t, Pass{o.seq, 0, true, mb_name(m)});
+        }
+      }
       // Only the last token of each sequence is sampled.
-      b.head(x, o.batch, "");
+      for (int64_t m = 0; m < n; ++m) {
+        b.set_micro_batch(m, mb, mb_name(m));
+        b.head(x[static_cast<size_t>(m)], mb, mb_name(m));
+      }
       break;
     }
     case Phase::kDecode: {

@@ -626,8 +626,10 @@ hostile stop42/micro-batches-not-dividing 2 "--micro-batches: 3 does not divide 
   "$tf" "${mbg[@]}" --micro-batches 3 -o "$d/w.json"
 hostile stop42/micro-batches-huge 2 "--micro-batches" --out "$d/w.json" -- \
   "$tf" "${mbg[@]}" --micro-batches 99999999999999999999 -o "$d/w.json"
-hostile stop42/micro-batches-prefill 2 "--micro-batches: micro-batches are a decode schedule" --out "$d/w.json" -- \
-  "$tf" trace gen --model llama-3-8b --phase prefill --batch 2 --seq 64 --layers 1 --micro-batches 2 -o "$d/w.json"
+hostile stop42/micro-batches-train 2 "--micro-batches: micro-batches are an inference schedule" --out "$d/w.json" -- \
+  "$tf" trace gen --model llama-3-8b --phase train --batch 2 --seq 64 --layers 1 --micro-batches 2 -o "$d/w.json"
+hostile stop43/micro-batches-too-many-ops 2 "--micro-batches: 1048576 micro-batches x 32 layers" --out "$d/w.json" -- \
+  "$tf" trace gen --model llama-3-8b --phase prefill --batch 1048576 --seq 1 --micro-batches 1048576 -o "$d/w.json"
 hostile stop42/micro-batches-vary 2 "micro_batches" --out "$d/c.txt" -- \
   "$tf" whatif --hw rtx4090-workstation --model llama-3-8b --batch 8 --tokens 2 --layers 2 \
   --vary micro_batches=2,x --quiet -o "$d/c.txt"

@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "core/json_reader.h"
@@ -428,7 +430,58 @@ TEST_CASE("micro-batches: FlexGen's zig-zag decode, the same work as the whole b
                        "whole sequences",
                        InputError);
   o.micro_batches = 2;
-  o.phase = Phase::kPrefill;
-  CHECK_THROWS_WITH_AS(generate(a, o), doctest::Contains("micro-batches are a decode schedule"),
+  o.phase = Phase::kTrain;
+  CHECK_THROWS_WITH_AS(generate(a, o), doctest::Contains("a training step runs its batch whole"),
                        InputError);
+  // More micro-batches x layers x steps than the largest workload: refused before any op.
+  o.phase = Phase::kDecode;
+  o.batch = int64_t{1} << 20;
+  o.micro_batches = o.batch;
+  o.layers = 0;
+  CHECK_THROWS_WITH_AS(generate(a, o), doctest::Contains("1048576 micro-batches x 32 layers x 2 steps"),
+                       InputError);
+}
+
+TEST_CASE("micro-batches: a prefill in zig-zag blocks, the same work as the whole batch") {
+  const Arch a = model("llama-3-8b");
+  GenOptions o;
+  o.phase = Phase::kPrefill;
+  o.batch = 4;
+  o.seq = 128;
+  o.kv_block = 32;
+  o.layers = 2;
+  const Workload whole = generate(a, o);
+  o.micro_batches = 1;
+  CHECK(write_workload(generate(a, o)) == write_workload(whole));  // 1: the workload as without
+  o.micro_batches = 2;
+  const Workload w = generate(a, o);
+  REQUIRE_FALSE(verify_workload(w));
+  const auto sum = [](const Workload& x, auto&& f) {
+    double n = 0;
+    for (const Tensor& t : x.tensors) n += static_cast<double>(f(t));
+    return n;
+  };
+  double flops_whole = 0, flops = 0;
+  for (const Op& op : whole.ops) flops_whole += op.flops;
+  for (const Op& op : w.ops) flops += op.flops;
+  CHECK(flops == doctest::Approx(flops_whole).epsilon(1e-12));
+  const auto kv = [](const Tensor& t) { return t.kind == TensorKind::kKv ? t.bytes : 0; };
+  CHECK(sum(w, kv) == sum(whole, kv));
+  // The largest activation is half the whole batch's: each micro-batch carries its own.
+  const auto act = [](const Tensor& t) { return t.kind == TensorKind::kActivation ? t.bytes : 0; };
+  uint64_t big_whole = 0, big = 0;
+  for (const Tensor& t : whole.tensors) big_whole = std::max(big_whole, act(t));
+  for (const Tensor& t : w.tensors) big = std::max(big, act(t));
+  CHECK(big * 2 == big_whole);
+  // Zig-zag: each layer for both micro-batches in turn.
+  std::vector<std::string> order;
+  for (const Op& op : w.ops) {
+    int m = 0, l = 0;
+    if (std::sscanf(op.name.c_str(), "mb%d.L%d.", &m, &l) == 2) {
+      const std::string key = fmt::format("L{}", l);
+      if (order.empty() || order.back() != key) order.push_back(key);
+    }
+  }
+  CHECK(order == std::vector<std::string>{"L0", "L1"});
+  CHECK(w.meta.at("micro_batches") == "2");
 }
