@@ -16,7 +16,8 @@
 namespace tierflow::planner {
 namespace {
 
-constexpr uint32_t kNoWeight = UINT32_MAX;
+/// An index that names nothing: no op, tensor or weight.
+constexpr uint32_t kAbsent = UINT32_MAX;
 constexpr std::string_view kExpertWord = "expert";
 
 /// "t3.L7.expert5" -> "t3.L7." for a routed expert op; nullopt for any other op (the
@@ -43,7 +44,7 @@ uint32_t weight_of(const Workload& w, const Op& op) {
   for (uint32_t t : op.inputs) {
     if (w.tensors[t].kind == TensorKind::kWeight) return t;
   }
-  return kNoWeight;
+  return kAbsent;
 }
 
 bool reads(const Op& op, uint32_t t) {
@@ -129,7 +130,7 @@ class ProgramRealizer {
       const Step& s = in.steps[i];
       if (s.kind == StepKind::kCompute) {
         if (group_of(pw_.ops[s.target])) {
-          if (assign_[i] != kNoWeight) {
+          if (assign_[i] != kAbsent) {
             emit_expert(assign_[i], s.wait);
           } else {
             keep_for_next(s.wait);
@@ -156,7 +157,7 @@ class ProgramRealizer {
   void assign_places(
       const Program& in,
       const std::map<std::string, std::vector<uint32_t>, std::less<>>& realized_groups) {
-    assign_.assign(in.steps.size(), kNoWeight);
+    assign_.assign(in.steps.size(), kAbsent);
     extra_after_.assign(in.steps.size(), {});
     std::map<std::string, std::vector<size_t>, std::less<>> places;
     // Non-expert ops have the same names in both workloads: the router by its planned name.
@@ -182,7 +183,7 @@ class ProgramRealizer {
       }
       size_t m = 0;
       for (size_t i : where) {
-        if (assign_[i] == kNoWeight && m < misses.size()) assign_[i] = misses[m++];
+        if (assign_[i] == kAbsent && m < misses.size()) assign_[i] = misses[m++];
       }
       if (m == misses.size()) continue;
       size_t after = 0;
@@ -215,22 +216,22 @@ class ProgramRealizer {
       last = g->first;
       group_weights_[g->first] = {};
       for (uint32_t r : g->second) {
-        if (const uint32_t w = weight_of(rw_, rw_.ops[r]); w != kNoWeight) group_weights_[g->first].push_back(w);
+        if (const uint32_t w = weight_of(rw_, rw_.ops[r]); w != kAbsent) group_weights_[g->first].push_back(w);
       }
     }
   }
 
-  /// The cached weight to evict next, by the cache's policy; kNoWeight when every cached one
+  /// The cached weight to evict next, by the cache's policy; kAbsent when every cached one
   /// is pinned.
   uint32_t victim() const {
     // LRU: the oldest use; LFU: the fewest picks, then the oldest use.
     const auto key = [&](uint32_t x) {
       return std::pair{cache_.kind == ExpertCacheKind::kLfu ? picks_[x] : 0, last_use_[x]};
     };
-    uint32_t best = kNoWeight;
+    uint32_t best = kAbsent;
     for (uint32_t t : cache_list_) {
       if (std::ranges::find(pinned_, t) != pinned_.end()) continue;
-      if (best == kNoWeight || key(t) < key(best)) best = t;
+      if (best == kAbsent || key(t) < key(best)) best = t;
     }
     return best;
   }
@@ -240,7 +241,7 @@ class ProgramRealizer {
   bool make_room(uint64_t bytes) {
     while (cache_used_ + bytes > cache_.bytes) {
       const uint32_t v = victim();
-      if (v == kNoWeight) return false;
+      if (v == kAbsent) return false;
       TF_ASSERT(resident_[v], "the expert cache holds '{}', which is not resident", rw_.tensors[v].name);
       Step d = detach_step(v);
       wait_for(d, v, /*prefetch_only=*/false);
@@ -383,7 +384,7 @@ class ProgramRealizer {
       c.wait.push_back(e);
     }
     const uint32_t w = weight_of(rw_, op);
-    const bool miss = w != kNoWeight && !resident_[w];
+    const bool miss = w != kAbsent && !resident_[w];
     if (miss && cache_.on() && !make_room(rw_.tensors[w].bytes)) {
       // Everything cached is pinned (this layer's picks and predictions): the pins go.
       pinned_.clear();
@@ -406,7 +407,7 @@ class ProgramRealizer {
     } else {
       ++stats_.hits;
     }
-    if (w != kNoWeight) {
+    if (w != kAbsent) {
       last_use_[w] = ++clock_;
       ++picks_[w];
     }
@@ -433,8 +434,8 @@ class ProgramRealizer {
     c.target = t;
     // A step on a planned expert output the realized routing lacks, or one the realized
     // residency makes moot, is dropped; so are the waits on its event.
-    const bool keep = t != kNoWeight && (s.kind == StepKind::kPrefetch ? !resident_[t] : resident_[t]);
-    if (!keep && t != kNoWeight && s.kind == StepKind::kPrefetch && cached_[t]) {
+    const bool keep = t != kAbsent && (s.kind == StepKind::kPrefetch ? !resident_[t] : resident_[t]);
+    if (!keep && t != kAbsent && s.kind == StepKind::kPrefetch && cached_[t]) {
       // The plan takes the cache's copy over: its own detach releases it.
       drop_from_cache(t);
       fetched_[t] = false;
@@ -507,7 +508,7 @@ uint64_t demand_reserve(const Workload& w) {
   uint64_t most = 0;
   for (const Op& op : w.ops) {
     if (!group_of(op)) continue;
-    if (const uint32_t t = weight_of(w, op); t != kNoWeight) most = std::max(most, w.tensors[t].bytes);
+    if (const uint32_t t = weight_of(w, op); t != kAbsent) most = std::max(most, w.tensors[t].bytes);
   }
   return most;
 }
@@ -517,7 +518,7 @@ Workload without_routed_experts(const Workload& w) {
   Workload out;
   out.name = w.name;
   out.meta = w.meta;
-  std::vector<uint32_t> map(w.tensors.size(), kNoWeight);
+  std::vector<uint32_t> map(w.tensors.size(), kAbsent);
   for (uint32_t t = 0; t < w.tensors.size(); ++t) {
     const Tensor& x = w.tensors[t];
     const bool expert_output = x.origin != kExternal && group_of(w.ops[x.origin]);
@@ -529,7 +530,7 @@ Workload without_routed_experts(const Workload& w) {
   const auto remap = [&](const std::vector<uint32_t>& list) {
     std::vector<uint32_t> kept;
     for (uint32_t t : list) {
-      if (map[t] != kNoWeight) kept.push_back(map[t]);
+      if (map[t] != kAbsent) kept.push_back(map[t]);
     }
     return kept;
   };
@@ -631,7 +632,7 @@ RealizedPlan realize_routing(const Plan& plan, const Workload& pw, const Workloa
   for (uint32_t i = 0; i < rw.tensors.size(); ++i) r_tensors.emplace(rw.tensors[i].name, i);
   for (uint32_t i = 0; i < pw.ops.size(); ++i) p_ops.emplace(pw.ops[i].name, i);
 
-  std::vector<uint32_t> op_map(pw.ops.size(), kNoWeight), tensor_map(pw.tensors.size(), kNoWeight);
+  std::vector<uint32_t> op_map(pw.ops.size(), kAbsent), tensor_map(pw.tensors.size(), kAbsent);
   std::vector<bool> is_new(rw.tensors.size(), true);
   for (uint32_t i = 0; i < pw.tensors.size(); ++i) {
     const auto it = r_tensors.find(pw.tensors[i].name);
@@ -684,7 +685,7 @@ RealizedPlan realize_routing(const Plan& plan, const Workload& pw, const Workloa
   p.device_tier = plan.device_tier;
   p.home.assign(rw.tensors.size(), plan.device_tier);
   for (uint32_t i = 0; i < pw.tensors.size(); ++i) {
-    if (tensor_map[i] != kNoWeight) p.home[tensor_map[i]] = plan.home[i];
+    if (tensor_map[i] != kAbsent) p.home[tensor_map[i]] = plan.home[i];
   }
   if (!new_weights.empty()) {
     auto at = std::ranges::find(p.tiers, expert_home);
@@ -703,8 +704,8 @@ RealizedPlan realize_routing(const Plan& plan, const Workload& pw, const Workloa
   if (cache.predict) {
     for (const Op& o : rw.ops) {
       const auto g = group_of(o);
-      const uint32_t w = g ? weight_of(rw, o) : kNoWeight;
-      if (w == kNoWeight) continue;
+      const uint32_t w = g ? weight_of(rw, o) : kAbsent;
+      if (w == kAbsent) continue;
       std::vector<uint32_t>& list = layer_weights[std::string(layer_of(*g))];
       if (std::ranges::find(list, w) == list.end()) list.push_back(w);
     }

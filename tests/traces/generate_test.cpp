@@ -382,6 +382,26 @@ TEST_CASE("parameter counts equal Hugging Face's, instantiated on the meta devic
   CHECK(checked >= 7);
 }
 
+namespace {
+
+/// `w` does the work of `whole`: the same FLOPs and the same KV cache bytes.
+void check_same_work(const Workload& w, const Workload& whole) {
+  const auto flops = [](const Workload& x) {
+    double n = 0;
+    for (const Op& op : x.ops) n += op.flops;
+    return n;
+  };
+  const auto kv = [](const Workload& x) {
+    uint64_t n = 0;
+    for (const Tensor& t : x.tensors) n += t.kind == TensorKind::kKv ? t.bytes : 0;
+    return n;
+  };
+  CHECK(flops(w) == doctest::Approx(flops(whole)).epsilon(1e-12));
+  CHECK(kv(w) == kv(whole));
+}
+
+}  // namespace
+
 TEST_CASE("micro-batches: FlexGen's zig-zag decode, the same work as the whole batch") {
   const Arch a = model("llama-3-8b");
   GenOptions o = decode(512, 2);
@@ -392,17 +412,7 @@ TEST_CASE("micro-batches: FlexGen's zig-zag decode, the same work as the whole b
   CHECK(write_workload(generate(a, o)) == write_workload(whole));  // 1: the workload as without
   o.micro_batches = 4;
   const Workload w = generate(a, o);
-  // The same FLOPs and the same KV cache, split four ways.
-  double flops_whole = 0, flops = 0;
-  for (const Op& op : whole.ops) flops_whole += op.flops;
-  for (const Op& op : w.ops) flops += op.flops;
-  CHECK(flops == doctest::Approx(flops_whole).epsilon(1e-12));
-  const auto kv = [](const Workload& x) {
-    uint64_t n = 0;
-    for (const Tensor& t : x.tensors) n += t.kind == TensorKind::kKv ? t.bytes : 0;
-    return n;
-  };
-  CHECK(kv(w) == kv(whole));
+  check_same_work(w, whole);  // split four ways
   CHECK(w.ops.size() == 4 * whole.ops.size());
   CHECK(w.meta.at("micro_batches") == "4");
   // Zig-zag: per step, each layer for every micro-batch in turn; a layer's weight is read by
@@ -444,29 +454,14 @@ TEST_CASE("micro-batches: FlexGen's zig-zag decode, the same work as the whole b
 
 TEST_CASE("micro-batches: a prefill in zig-zag blocks, the same work as the whole batch") {
   const Arch a = model("llama-3-8b");
-  GenOptions o;
-  o.phase = Phase::kPrefill;
-  o.batch = 4;
-  o.seq = 128;
-  o.kv_block = 32;
-  o.layers = 2;
+  GenOptions o{.phase = Phase::kPrefill, .batch = 4, .seq = 128, .kv_block = 32, .layers = 2};
   const Workload whole = generate(a, o);
   o.micro_batches = 1;
   CHECK(write_workload(generate(a, o)) == write_workload(whole));  // 1: the workload as without
   o.micro_batches = 2;
   const Workload w = generate(a, o);
   REQUIRE_FALSE(verify_workload(w));
-  const auto sum = [](const Workload& x, auto&& f) {
-    double n = 0;
-    for (const Tensor& t : x.tensors) n += static_cast<double>(f(t));
-    return n;
-  };
-  double flops_whole = 0, flops = 0;
-  for (const Op& op : whole.ops) flops_whole += op.flops;
-  for (const Op& op : w.ops) flops += op.flops;
-  CHECK(flops == doctest::Approx(flops_whole).epsilon(1e-12));
-  const auto kv = [](const Tensor& t) { return t.kind == TensorKind::kKv ? t.bytes : 0; };
-  CHECK(sum(w, kv) == sum(whole, kv));
+  check_same_work(w, whole);
   // The largest activation is half the whole batch's: each micro-batch carries its own.
   const auto act = [](const Tensor& t) { return t.kind == TensorKind::kActivation ? t.bytes : 0; };
   uint64_t big_whole = 0, big = 0;
