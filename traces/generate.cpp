@@ -49,7 +49,8 @@ void check_options(const Arch& a, const GenOptions& o) {
     // Every micro-batch runs every layer (every step): counted before any op is made.
     constexpr uint64_t kOpsPerLayerAtLeast = 8;  // norms, projections, attention, MLP, residuals
     const auto n_layers = static_cast<uint64_t>(o.layers == 0 ? a.layers : o.layers);
-    const auto steps = static_cast<uint64_t>(o.phase == Phase::kDecode ? std::max<int64_t>(o.tokens, 1) : 1);
+    const auto steps =
+        static_cast<uint64_t>(o.phase == Phase::kDecode ? std::max<int64_t>(o.tokens, 1) : 1);
     const uint64_t ops = saturating_mul(
         saturating_mul(saturating_mul(static_cast<uint64_t>(o.micro_batches), n_layers), steps),
         kOpsPerLayerAtLeast);
@@ -223,67 +224,65 @@ Workload generate(const Arch& a, const GenOptions& o) {
   const int layers = o.layers == 0 ? a.layers : o.layers;
   b.declare_weights(layers);
 
+  // Micro-batches (1: the batch whole, no "mbN." names; a training step has one): each its
+  // activations and KV cache. enter(m) makes micro-batch m the builder's current one.
+  const int64_t n = o.micro_batches;
+  const int64_t mb = o.batch / n;
+  const auto mb_name = [n](int64_t m) { return n == 1 ? std::string() : fmt::format("mb{}.", m); };
+  const auto enter = [&](int64_t m) {
+    b.set_micro_batch(m, mb, mb_name(m));
+    return static_cast<size_t>(m);
+  };
+  std::vector<uint32_t> xs(static_cast<size_t>(n));  // each micro-batch's hidden state
+
   switch (o.phase) {
     case Phase::kPrefill: {
-      // Micro-batches as in decode (1: the batch whole, no "mbN." names): each embeds its
-      // sequences, then each layer runs for every micro-batch in turn (FlexGen's zig-zag
-      // blocks), each writing its own KV cache.
-      const int64_t n = o.micro_batches;
-      const int64_t mb = o.batch / n;
+      // Each micro-batch embeds its sequences, then each layer runs for every micro-batch in
+      // turn (FlexGen's zig-zag blocks), each writing its own KV cache.
       const int64_t t = mb * o.seq;
-      const auto mb_name = [n](int64_t m) { return n == 1 ? std::string() : fmt::format("mb{}.", m); };
-      std::vector<uint32_t> x(static_cast<size_t>(n));
       for (int64_t m = 0; m < n; ++m) {
-        b.set_micro_batch(m, mb, mb_name(m));
+        const size_t i = enter(m);
         b.declare_past_kv(layers, 0);
-        x[static_cast<size_t>(m)] =
-            b.embed(mb_name(m), b.input(mb_name(m) + "tokens", static_cast<uint64_t>(t) * 4), t);
+        const uint32_t ids = b.input(mb_name(m) + "tokens", static_cast<uint64_t>(t) * 4);
+        xs[i] = b.embed(mb_name(m), ids, t);
       }
       for (int l = 0; l < layers; ++l) {
         for (int64_t m = 0; m < n; ++m) {
-          b.set_micro_batch(m, mb, mb_name(m));
-          const auto i = static_cast<size_t>(m);
-          x[i] = b.layer(l, x[i], t, Pass{o.seq, 0, true, mb_name(m)});
+          const size_t i = enter(m);
+          xs[i] = b.layer(l, xs[i], t, Pass{o.seq, 0, true, mb_name(m)});
         }
       }
       // Only the last token of each sequence is sampled.
       for (int64_t m = 0; m < n; ++m) {
-        b.set_micro_batch(m, mb, mb_name(m));
-        b.head(x[static_cast<size_t>(m)], mb, mb_name(m));
+        const size_t i = enter(m);
+        b.head(xs[i], mb, mb_name(m));
       }
       break;
     }
     case Phase::kDecode: {
-      // Micro-batches (1: the batch whole, no "mbN." names): each its KV cache, its tokens.
-      const int64_t n = o.micro_batches;
-      const int64_t mb = o.batch / n;
-      const auto mb_name = [n](int64_t m) { return n == 1 ? std::string() : fmt::format("mb{}.", m); };
-      std::vector<uint32_t> ids(static_cast<size_t>(n)), x(static_cast<size_t>(n));
+      std::vector<uint32_t> ids(static_cast<size_t>(n));
       for (int64_t m = 0; m < n; ++m) {
-        b.set_micro_batch(m, mb, mb_name(m));
+        const size_t i = enter(m);
         b.declare_past_kv(layers, o.context);
-        ids[static_cast<size_t>(m)] =
-            b.input(mb_name(m) + "tokens.0", static_cast<uint64_t>(mb) * 4);
+        ids[i] = b.input(mb_name(m) + "tokens.0", static_cast<uint64_t>(mb) * 4);
       }
       const size_t before = b.workload().tensors.size();
       for (int64_t s = 0; s < o.tokens; ++s) {
         const auto step = [&](int64_t m) { return fmt::format("t{}.{}", s, mb_name(m)); };
         for (int64_t m = 0; m < n; ++m) {
-          b.set_micro_batch(m, mb, mb_name(m));
-          x[static_cast<size_t>(m)] = b.embed(step(m), ids[static_cast<size_t>(m)], mb);
+          const size_t i = enter(m);
+          xs[i] = b.embed(step(m), ids[i], mb);
         }
         // The zig-zag block schedule: each layer for every micro-batch in turn.
         for (int l = 0; l < layers; ++l) {
           for (int64_t m = 0; m < n; ++m) {
-            b.set_micro_batch(m, mb, mb_name(m));
-            const auto i = static_cast<size_t>(m);
-            x[i] = b.layer(l, x[i], mb, Pass{1, o.context + s, true, step(m)});
+            const size_t i = enter(m);
+            xs[i] = b.layer(l, xs[i], mb, Pass{1, o.context + s, true, step(m)});
           }
         }
         for (int64_t m = 0; m < n; ++m) {
-          b.set_micro_batch(m, mb, mb_name(m));
-          const auto i = static_cast<size_t>(m);
-          ids[i] = b.sample(b.head(x[i], mb, step(m)), step(m));
+          const size_t i = enter(m);
+          ids[i] = b.sample(b.head(xs[i], mb, step(m)), step(m));
         }
         if (s == 0 && saturating_mul(b.workload().ops.size(), static_cast<uint64_t>(o.tokens)) >
                           kMaxGeneratedOps) {
