@@ -73,6 +73,11 @@ struct PlanRequest {
   /// The tierflow policy runs only the portfolio's `large` entries on workloads of this
   /// many ops or more (tests lower it).
   size_t search_cut_ops = kSearchCutOps;
+  /// A pipeline of the tierflow policy's portfolio to run and score first (e.g. the one
+  /// that won a similar point of a sweep): its makespan bounds the search's gate from the
+  /// start. The plan chosen is the same with any hint or none; only the work to find it
+  /// changes. A hint that is no portfolio entry is ignored.
+  std::string hint;
   /// Called after each pass (--print-after); the state's emitted.last() is its plan from
   /// `insert` on.
   std::function<void(std::string_view pass, const PlanState&)> after_pass;

@@ -53,10 +53,12 @@ bool is_materializing_pass(std::string_view name) {
 }
 
 /// Whether copies of `fetched` bytes alone (at the ingress bound), or the compute, take at
-/// least `best`.
-bool rules_out(uint64_t fetched, double ingress, int64_t compute_ps, int64_t best) {
-  const double copies = static_cast<double>(fetched) / ingress * 1e12;
-  return std::max(copies, static_cast<double>(compute_ps)) >= static_cast<double>(best);
+/// least `best` (`strict`: longer than `best`).
+bool rules_out(uint64_t fetched, double ingress, int64_t compute_ps, int64_t best,
+               bool strict = false) {
+  const double copies =
+      std::max(static_cast<double>(fetched) / ingress * 1e12, static_cast<double>(compute_ps));
+  return strict ? copies > static_cast<double>(best) : copies >= static_cast<double>(best);
 }
 
 /// Runs the portfolio; see search.h.
@@ -96,6 +98,19 @@ class Search {
       }
       e.prefix = static_cast<uint32_t>(p);
       entries_.push_back(std::move(e));
+    }
+    if (share_ && !req.hint.empty()) {
+      std::string hint = req.hint;
+      try {
+        hint = Pipeline::parse(req.hint).str();
+      } catch (const std::exception&) {
+      }
+      for (size_t i = 0; i < entries_.size(); ++i) {
+        if (!entries_[i].cut && entries_[i].pipeline.str() == hint) {
+          probe_ = i;
+          break;
+        }
+      }
     }
     runs_before_.assign(1, 0);
     for (const Entry& e : entries_) runs_before_.push_back(runs_before_.back() + (e.cut ? 0 : 1));
@@ -167,10 +182,14 @@ class Search {
   std::unique_ptr<Trial> run_entry(size_t i);
   /// Runs the passes from `emit` on and concludes the trial.
   void complete(Trial& trial);
-  /// Why the gate rules out a plan by its copies alone, or empty. Call with m_ held.
-  std::string copies_gate(const Facts& f) const;
-  /// The fewest fetched bytes the gate rules out now, for the bounds `f` holds.
-  uint64_t fetch_limit(const Facts& f);
+  /// Why the gate rules out entry i's plan by its copies alone, or empty. Call with m_ held.
+  std::string copies_gate(const Facts& f, size_t i) const;
+  /// Whether the gate rules out `fetched` bytes at entry i now. Call with m_ held.
+  bool ruled_out(uint64_t fetched, const Facts& f, size_t i) const;
+  /// The fewest fetched bytes the gate rules out now at entry i, for the bounds `f` holds.
+  uint64_t fetch_limit(const Facts& f, size_t i);
+  /// Runs and scores the probe (PlanRequest::hint), before the others.
+  void run_probe();
   /// Takes entries in order until stopped.
   void worker(size_t k);
   /// The best trial's outcome, refined.
@@ -188,7 +207,9 @@ class Search {
   std::vector<Entry> entries_;
   size_t workers_ = 1;
   size_t ahead_ = 1;  ///< workers run at most this many entries beyond the merged ones
-  std::vector<size_t> runs_before_;  ///< per entry index: the entries before it that are not cut
+  std::vector<size_t> runs_before_;     ///< per entry index: the entries before it that are not cut
+  std::optional<size_t> probe_;         ///< the entry the hint names
+  std::unique_ptr<Trial> probe_trial_;  ///< its trial until its turn
 
   // Shared with the workers, under m_. The gate only gets stricter as entries are merged
   // (the best only gets better, `seen_` only grows), so what it rules out for a worker it
@@ -202,6 +223,7 @@ class Search {
   /// Fingerprints of the plans scored or ruled out as repeats, each with the entry that made it.
   std::map<uint64_t, size_t> seen_;
   std::optional<int64_t> best_makespan_;
+  std::optional<int64_t> probe_makespan_;  ///< the probe's score, when it has one
   /// The shortest makespan scored so far, merged or not: what the gate will likely use.
   std::optional<int64_t> likely_best_;
 };
@@ -275,12 +297,12 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
   bool scored = false;
   {
     const std::lock_guard lock(m_);
-    scored = best_makespan_.has_value();
+    scored = best_makespan_.has_value() || probe_makespan_.has_value();
   }
   if (!reorders && scored) {
     f.ingress = bounds(e.prefix).ingress;
     f.compute_ps = bounds(e.prefix).compute_ps;
-    ctx.limits.fetch_bytes = fetch_limit(f);
+    ctx.limits.fetch_bytes = fetch_limit(f, i);
   }
   trial->result = e.pipeline.run(s, ctx, e.split, e.emit);
   ctx.limits.fetch_bytes = UINT64_MAX;
@@ -293,7 +315,7 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
   bool likely = false;
   if (!surely && trial->result != PassResult::kFailed) {
     const std::lock_guard lock(m_);
-    surely = !copies_gate(f).empty();
+    surely = !copies_gate(f, i).empty();
     likely = likely_best_ && f.ingress > 0 &&
              rules_out(f.fetched, f.ingress, f.compute_ps, *likely_best_);
   }
@@ -343,22 +365,30 @@ void Search::complete(Trial& trial) {
   trial.moves = moves_anything(s);
 }
 
-std::string Search::copies_gate(const Facts& f) const {
-  if (!f.counted || !best_makespan_ || f.ingress <= 0 ||
-      !rules_out(f.fetched, f.ingress, f.compute_ps, *best_makespan_)) {
-    return "";
-  }
-  return fmt::format("copies alone take >= {}", to_string_approx(Duration{*best_makespan_}));
+bool Search::ruled_out(uint64_t fetched, const Facts& f, size_t i) const {
+  if (f.ingress <= 0) return false;
+  if (best_makespan_ && rules_out(fetched, f.ingress, f.compute_ps, *best_makespan_)) return true;
+  return probe_makespan_ &&
+         rules_out(fetched, f.ingress, f.compute_ps, *probe_makespan_, /*strict=*/i <= *probe_);
 }
 
-uint64_t Search::fetch_limit(const Facts& f) {
+std::string Search::copies_gate(const Facts& f, size_t i) const {
+  if (!f.counted || !ruled_out(f.fetched, f, i)) return "";
+  if (best_makespan_ && rules_out(f.fetched, f.ingress, f.compute_ps, *best_makespan_)) {
+    return fmt::format("copies alone take >= {}", to_string_approx(Duration{*best_makespan_}));
+  }
+  return fmt::format("copies alone take {} {} (#{}, scored first)",
+                     i <= *probe_ ? ">" : ">=", to_string_approx(Duration{*probe_makespan_}),
+                     *probe_ + 1);
+}
+
+uint64_t Search::fetch_limit(const Facts& f, size_t i) {
   const std::lock_guard lock(m_);
-  if (!best_makespan_ || f.ingress <= 0) return UINT64_MAX;
-  if (!rules_out(UINT64_MAX, f.ingress, f.compute_ps, *best_makespan_)) return UINT64_MAX;
-  uint64_t lo = 0, hi = UINT64_MAX;  // rules_out(hi) holds: find the least such
+  if (!ruled_out(UINT64_MAX, f, i)) return UINT64_MAX;
+  uint64_t lo = 0, hi = UINT64_MAX;  // ruled out at hi: find the least such
   while (lo < hi) {
     const uint64_t mid = lo + (hi - lo) / 2;
-    if (rules_out(mid, f.ingress, f.compute_ps, *best_makespan_)) {
+    if (ruled_out(mid, f, i)) {
       hi = mid;
     } else {
       lo = mid + 1;
@@ -373,7 +403,8 @@ void Search::worker(size_t k) {
   // entry needs it.
   std::vector<uint32_t> used;
   for (const Entry& e : entries_) {
-    if (!e.cut && std::find(used.begin(), used.end(), e.prefix) == used.end()) used.push_back(e.prefix);
+    if (!e.cut && std::find(used.begin(), used.end(), e.prefix) == used.end())
+      used.push_back(e.prefix);
   }
   if (k < used.size()) {
     try {
@@ -387,14 +418,15 @@ void Search::worker(size_t k) {
       std::unique_lock lock(m_);
       // At most ahead_ entries that run (cut ones take no time or memory) past the merged.
       cv_.wait(lock, [&] {
-        return stop_ || (next_ < entries_.size() && runs_before_[next_] - runs_before_[merged_] < ahead_);
+        return stop_ ||
+               (next_ < entries_.size() && runs_before_[next_] - runs_before_[merged_] < ahead_);
       });
       if (stop_) return;
       i = next_++;
     }
     std::unique_ptr<Trial> trial;
     try {
-      trial = run_entry(i);
+      trial = i == probe_ && probe_trial_ ? std::move(probe_trial_) : run_entry(i);
     } catch (...) {
       trial = std::make_unique<Trial>();
       trial->error = std::current_exception();
@@ -405,8 +437,33 @@ void Search::worker(size_t k) {
   }
 }
 
+void Search::run_probe() {
+  std::unique_ptr<Trial> t;
+  try {
+    t = run_entry(*probe_);
+  } catch (...) {
+    t = std::make_unique<Trial>();
+    t->entry = *probe_;
+    t->error = std::current_exception();
+  }
+  // Not run (it repeats an earlier entry), or no plan: no bound; its turn merges it as is.
+  if (!t->error && !t->same_as && t->facts.ok && t->state) {
+    EmittedPlan& emitted = t->state->emitted;
+    if (!emitted.evaluation()) emitted.set_evaluation(req_.evaluator->evaluate(t->state->plan()));
+    if (cut_) emitted.shed();
+    const Evaluation& ev = *emitted.evaluation();
+    if (ev.ok) {
+      const std::lock_guard lock(m_);
+      probe_makespan_ = ev.makespan_ps;
+      likely_best_ = ev.makespan_ps;
+    }
+  }
+  probe_trial_ = std::move(t);
+}
+
 PlanOutcome Search::run() {
   done_.resize(entries_.size());
+  if (probe_) run_probe();
   std::vector<std::thread> pool;
   if (workers_ > 1) {
     for (size_t k = 0; k < workers_; ++k) pool.emplace_back([this, k] { worker(k); });
@@ -433,7 +490,7 @@ PlanOutcome Search::run() {
   for (size_t i = 0; i < entries_.size(); ++i) {
     std::unique_ptr<Trial> a;
     if (pool.empty()) {
-      a = run_entry(i);
+      a = i == probe_ && probe_trial_ ? std::move(probe_trial_) : run_entry(i);
     } else {
       std::unique_lock lock(m_);
       cv_.wait(lock, [&] { return done_[i] != nullptr; });
@@ -452,7 +509,7 @@ PlanOutcome Search::run() {
     std::string skipped;
     {
       const std::lock_guard lock(m_);
-      skipped = copies_gate(a->same_as ? facts[*a->same_as] : a->facts);
+      skipped = copies_gate(a->same_as ? facts[*a->same_as] : a->facts, i);
     }
     if (skipped.empty() && a->deferred) complete(*a);
     facts[i] = a->same_as ? facts[*a->same_as] : a->facts;
@@ -497,7 +554,8 @@ PlanOutcome Search::run() {
   if (best) tried[best->entry].best = true;
   PlanOutcome out = finish(std::move(best));
   if (cut_) {
-    const auto ran = std::count_if(entries_.begin(), entries_.end(), [](const Entry& e) { return !e.cut; });
+    const auto ran =
+        std::count_if(entries_.begin(), entries_.end(), [](const Entry& e) { return !e.cut; });
     out.notes.push_back(fmt::format(
         "search cut: the workload has {} ops (at least {}), so {} of the {} portfolio "
         "pipelines ran (those that win on large workloads, and the baselines as they are); "

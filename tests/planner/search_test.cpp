@@ -11,8 +11,8 @@
 #include "planner/outcome.h"
 #include "planner/pass.h"
 #include "planner/planner.h"
-#include "planner/realize.h"
 #include "planner/print.h"
+#include "planner/realize.h"
 #include "tests/support/plan_builders.h"
 #include "tools/study/sim_evaluator.h"
 
@@ -116,9 +116,9 @@ size_t check_search(uint64_t seeds, size_t cut_ops) {
       }
     }
     CHECK(best == 1);
-    const bool noted = std::any_of(first->notes.begin(), first->notes.end(), [](const std::string& n) {
-      return n.rfind("search cut: ", 0) == 0;
-    });
+    const bool noted =
+        std::any_of(first->notes.begin(), first->notes.end(),
+                    [](const std::string& n) { return n.rfind("search cut: ", 0) == 0; });
     CHECK(noted == cut);
     if (!first->ok || !first->evaluation || !first->evaluation->ok) continue;
     // The plan returned is the one scored (a cut search sheds the plans of scored trials
@@ -199,4 +199,69 @@ TEST_CASE("a selection pass gives up at the fetch limit only with that much sure
   }
   CHECK(ran >= 20);
   CHECK(gave_up >= 20);  // the limit is reached often enough for the checks to mean much
+}
+
+// PlanRequest::hint: the entry it names runs and is scored first, as a bound for the gate.
+// Whatever the hint (any entry of the portfolio, or none it knows), the plan, its score and
+// the entry kept are the same as without one; only reasons for skipping may differ. And a
+// good hint spares work: it rules out entries before it that the search would have scored.
+TEST_CASE("a hint changes the work of the search, never its plan") {
+  size_t spared = 0;
+  // Slow links, so that copies and not compute bound most plans (the gate has work to do).
+  for (const char* link : {"1GB/s", "200kB/s", "50kB/s"}) {
+    const hw::Topology topo =
+        hw::load_topology(kSource + "/tests/fixtures/unit_hw.yaml",
+                          hw::LoadOptions{{"tiers.hbm.capacity=64MiB", "tiers.ddr.capacity=64MiB",
+                                           std::string("links.pcie.bandwidth=") + link},
+                                          false});
+    for (size_t cut_ops : {kSearchCutOps, size_t{1}}) {
+      for (uint64_t seed = 1; seed <= 12; ++seed) {
+        CAPTURE(link);
+        CAPTURE(seed);
+        CAPTURE(cut_ops);
+        const auto [w, offload] = offloading(seed, topo);
+        PlanRequest req = offload;
+        req.policy = "tierflow";
+        req.search_cut_ops = cut_ops;
+        study::SimEvaluator plain_eval(w, topo);
+        req.evaluator = &plain_eval;
+        req.threads = 1;
+        const PlanOutcome plain = make_plan(w, topo, req);
+        auto scored = [](const PlanOutcome& o) {
+          return static_cast<size_t>(
+              std::count_if(o.portfolio.begin(), o.portfolio.end(), [](const PortfolioTrial& t) {
+                return t.result.rfind("skipped", 0) != 0 && t.result.rfind("not run", 0) != 0;
+              }));
+        };
+        std::vector<std::string> hints = {"no,such,pipeline", "place,liveness,verify"};
+        for (const PortfolioEntry& e : tierflow_portfolio()) hints.emplace_back(e.pipeline);
+        for (const std::string& hint : hints) {
+          for (unsigned threads : {1U, 3U}) {
+            CAPTURE(hint);
+            CAPTURE(threads);
+            study::SimEvaluator eval(w, topo);
+            PlanRequest r = req;
+            r.evaluator = &eval;
+            r.threads = threads;
+            r.hint = hint;
+            const PlanOutcome out = make_plan(w, topo, r);
+            REQUIRE(out.ok == plain.ok);
+            CHECK(out.reason == plain.reason);
+            CHECK(out.pipeline == plain.pipeline);
+            REQUIRE(out.portfolio.size() == plain.portfolio.size());
+            for (size_t i = 0; i < out.portfolio.size(); ++i) {
+              CHECK(out.portfolio[i].best == plain.portfolio[i].best);
+            }
+            CHECK(out.stats.size() == plain.stats.size());
+            if (!out.ok) continue;
+            CHECK(plan_text(*out.plan, w) == plan_text(*plain.plan, w));
+            REQUIRE(out.evaluation.has_value());
+            CHECK(out.evaluation->makespan_ps == plain.evaluation->makespan_ps);
+            if (threads == 1 && scored(out) < scored(plain)) ++spared;
+          }
+        }
+      }
+    }
+  }
+  CHECK(spared >= 3);  // hints rule out entries the search would have scored
 }

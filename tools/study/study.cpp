@@ -300,6 +300,10 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
   check_budget(topo, req.target, "--budget");
   req.pins = parse_pins(s.pins, topo);
   req.threads = s.threads;
+  if (probe_) {
+    std::lock_guard lock(mu_);
+    req.hint = last_winner_;
+  }
   const Workload& plan_w = planned ? *planned : *p.workload;
   if (planned) {
     // Room for what a realized plan holds beyond the planned one: one demand copy, or the
@@ -324,6 +328,11 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
   SimEvaluator eval(plan_w, topo, /*keep_runs=*/!planned);
   req.evaluator = &eval;
   p.outcome = planner::make_plan(plan_w, topo, req);
+  for (const planner::PortfolioTrial& t : p.outcome.portfolio) {
+    if (!probe_ || !t.best) continue;
+    std::lock_guard lock(mu_);
+    last_winner_ = t.pipeline;
+  }
   if (p.outcome.ok && planned) {
     const std::string home =
         s.expert_cache.on()

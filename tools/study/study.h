@@ -117,6 +117,12 @@ class Study {
   /// trial still running keeps its own alive. Sweeps bound their memory with it.
   void limit_workloads(size_t n);
 
+  /// Each tierflow-policy plan from now on is searched with the pipeline that won the last
+  /// one as its probe (planner::PlanRequest::hint): neighbouring points of a sweep mostly
+  /// share their winner. The plans are the same; the portfolio's reasons for skipping an
+  /// entry then depend on the points before (so a single plan's --explain never uses it).
+  void probe_with_last_winner() { probe_ = true; }
+
   /// Plans and simulates `s`. Bad input throws InputError; "does not fit" is a result.
   Trial run(const Scenario& s);
 
@@ -140,6 +146,8 @@ class Study {
   std::map<std::string, std::shared_ptr<const Workload>> workloads_;
   std::deque<std::string> workload_order_;  ///< cached keys, oldest first
   size_t workload_limit_ = 0;
+  bool probe_ = false;
+  std::string last_winner_;  ///< the portfolio entry the last tierflow-policy plan kept
 };
 
 /// A phase's plan as written to `path`: refer_inputs() with the scenario's topology and

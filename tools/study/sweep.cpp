@@ -627,6 +627,7 @@ SweepSummary run_sweep(const SweepSpec& spec, ResultDb& db, const SweepOptions& 
   unsigned jobs = o.jobs == 0 ? hw_threads : o.jobs;
   jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(order.size(), 1)));
   Study study;
+  study.probe_with_last_winner();
   ServeTraceCache traces;  // serving points: each trace read once
   // Each running point holds its workloads; a few more stay cached for the next points.
   study.limit_workloads(2 * static_cast<size_t>(jobs) + 2);
