@@ -23,15 +23,11 @@ ProfileTree::ProfileTree(const std::vector<uint64_t>& levels)
 
 // Bottom-up: a node's max_ is the max of its children's plus its own lazy_ (the adds that
 // cover it whole), so a position's value is its leaf plus the lazy_ of its ancestors.
-void ProfileTree::add(uint32_t from, uint32_t to, int64_t delta) {
-  if (from > to || size_ == 0) return;
-  to = std::min(to, size_ - 1);
-  if (from > to) return;
+std::pair<size_t, size_t> ProfileTree::cover(uint32_t from, uint32_t to, int64_t delta) {
   const size_t cap = max_.size() / 2;
   size_t l = cap + from;
   size_t r = cap + to + 1;
-  const size_t l0 = l;
-  const size_t r0 = r - 1;
+  const std::pair<size_t, size_t> ends{l, r - 1};
   for (; l < r; l >>= 1, r >>= 1) {
     if ((l & 1) != 0) {
       max_[l] += delta;
@@ -42,11 +38,45 @@ void ProfileTree::add(uint32_t from, uint32_t to, int64_t delta) {
       lazy_[r] += delta;
     }
   }
-  for (size_t p : {l0, r0}) {
-    while (p > 1) {
-      p >>= 1;
-      max_[p] = std::max(max_[2 * p], max_[2 * p + 1]) + lazy_[p];
+  return ends;
+}
+
+void ProfileTree::recompute_above(size_t p) {
+  while (p > 1) {
+    p >>= 1;
+    max_[p] = std::max(max_[2 * p], max_[2 * p + 1]) + lazy_[p];
+  }
+}
+
+void ProfileTree::add(uint32_t from, uint32_t to, int64_t delta) {
+  if (from > to || size_ == 0) return;
+  to = std::min(to, size_ - 1);
+  if (from > to) return;
+  const auto [l0, r0] = cover(from, to, delta);
+  recompute_above(l0);
+  recompute_above(r0);
+}
+
+void ProfileTree::add_all(const std::vector<std::pair<Span, int64_t>>& pieces) {
+  // Every node a cover changes hangs below the paths from its two end leaves to the root,
+  // so recomputing those paths once, bottom up, after all covers gives what add() would.
+  touched_.clear();
+  for (const auto& [span, delta] : pieces) {
+    if (span.from > span.to || size_ == 0 || span.from >= size_) continue;
+    const auto [l0, r0] = cover(span.from, std::min(span.to, size_ - 1), delta);
+    for (const size_t leaf : {l0, r0}) {
+      if (touched_.empty() || touched_.back() != leaf >> 1) touched_.push_back(leaf >> 1);
     }
+  }
+  // The spans ascend, so the parents do: one level at a time, each parent once.
+  TF_ASSERT(std::is_sorted(touched_.begin(), touched_.end()), "add_all: spans not ascending");
+  while (!touched_.empty() && touched_.front() >= 1) {
+    size_t n = 0;
+    for (const size_t p : touched_) {
+      max_[p] = std::max(max_[2 * p], max_[2 * p + 1]) + lazy_[p];
+      if (p > 1 && (n == 0 || touched_[n - 1] != p >> 1)) touched_[n++] = p >> 1;
+    }
+    touched_.resize(n);
   }
 }
 
@@ -133,18 +163,30 @@ std::vector<Span> occupancy(const std::vector<Run>& runs, uint32_t positions) {
 
 std::vector<std::pair<Span, int64_t>> delta_of(const PlanState& s, uint32_t t,
                                                const std::vector<Run>& runs) {
-  // Sweep the boundaries of both span sets: +bytes for new, -bytes for old.
+  // Sweep the boundaries of both span sets: +bytes for new, -bytes for old. Each set's
+  // edges are usually ascending already (runs in order): merged then, else sorted. Only
+  // the sum at each position matters, so the order among equal positions does not.
   const auto bytes = static_cast<int64_t>(s.w.tensors[t].bytes);
   std::vector<std::pair<uint32_t, int64_t>> edges;
-  for (const Span& sp : occupancy(s.tensors[t].runs, s.positions())) {
+  const std::vector<Span> was = occupancy(s.tensors[t].runs, s.positions());
+  const std::vector<Span> now = occupancy(runs, s.positions());
+  edges.reserve(2 * (was.size() + now.size()));
+  for (const Span& sp : was) {
     edges.emplace_back(sp.from, -bytes);
     edges.emplace_back(sp.to + 1, bytes);
   }
-  for (const Span& sp : occupancy(runs, s.positions())) {
+  const auto mid = static_cast<std::ptrdiff_t>(edges.size());
+  for (const Span& sp : now) {
     edges.emplace_back(sp.from, bytes);
     edges.emplace_back(sp.to + 1, -bytes);
   }
-  std::sort(edges.begin(), edges.end());
+  auto by_position = [](const auto& a, const auto& b) { return a.first < b.first; };
+  if (std::is_sorted(edges.begin(), edges.begin() + mid, by_position) &&
+      std::is_sorted(edges.begin() + mid, edges.end(), by_position)) {
+    std::inplace_merge(edges.begin(), edges.begin() + mid, edges.end(), by_position);
+  } else {
+    std::sort(edges.begin(), edges.end(), by_position);
+  }
   std::vector<std::pair<Span, int64_t>> out;
   int64_t level = 0;
   for (size_t i = 0; i < edges.size();) {
@@ -172,7 +214,8 @@ Candidate make_candidate(const PlanState& s, uint32_t t, std::vector<Run> runs,
     if (r.store) out.transfer_ps -= c.store_ps(tier, bytes);
   }
   out.runs = std::move(runs);
-  for (const auto& [span, d] : delta_of(s, t, out.runs)) {
+  out.delta = delta_of(s, t, out.runs);
+  for (const auto& [span, d] : out.delta) {
     if (d < 0) out.freed_ps += c.span_ps(span.from, std::min(span.to + 1, s.positions()));
   }
   out.score = static_cast<double>(bytes) * static_cast<double>(out.freed_ps) /
@@ -182,7 +225,7 @@ Candidate make_candidate(const PlanState& s, uint32_t t, std::vector<Run> runs,
 
 Applied try_apply(PlanState& s, PassReport& report, ProfileTree& tree, Candidate& c,
                   uint64_t target, std::string_view pass) {
-  const auto delta = delta_of(s, c.tensor, c.runs);
+  const auto& delta = c.delta;
   bool helps = false;
   for (const auto& [span, d] : delta) {
     if (d < 0 && tree.max(span.from, span.to) > target) {
@@ -200,7 +243,7 @@ Applied try_apply(PlanState& s, PassReport& report, ProfileTree& tree, Candidate
     return Applied::kNoRoom;
   }
   if (charge) s.tier_used[r.tier] += bytes;
-  for (const auto& [span, d] : delta) tree.add(span.from, span.to, d);
+  tree.add_all(delta);
   r.runs = std::move(c.runs);
   r.home_off_device = c.home_off_device;
   report.stat(pass, "offloaded tensors", 1);

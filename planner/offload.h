@@ -13,11 +13,21 @@
 
 namespace tierflow::planner {
 
+/// Inclusive position ranges a run set occupies on the device.
+struct Span {
+  uint32_t from = 0;
+  uint32_t to = 0;
+};
+std::vector<Span> occupancy(const std::vector<Run>& runs, uint32_t positions);
+
 /// Per-position bytes with range add and range max, O(log n) each.
 class ProfileTree {
  public:
   explicit ProfileTree(const std::vector<uint64_t>& levels);
   void add(uint32_t from, uint32_t to, int64_t delta);  ///< inclusive range
+  /// add() of each (span, delta), the spans ascending and disjoint: the same tree, with
+  /// the ancestors they share recomputed once.
+  void add_all(const std::vector<std::pair<Span, int64_t>>& pieces);
   [[nodiscard]] uint64_t max(uint32_t from, uint32_t to) const;
   [[nodiscard]] uint64_t max() const { return size_ == 0 ? 0 : max(0, size_ - 1); }
   /// The first position holding the maximum.
@@ -34,21 +44,22 @@ class ProfileTree {
  private:
   [[nodiscard]] uint32_t last_above(size_t node, uint32_t lo, uint32_t hi, uint32_t from,
                                     uint32_t to, int64_t threshold) const;
+  /// Adds `delta` to the nodes covering [from, to] (clamped, nonempty); returns the two
+  /// leaves whose ancestors need recomputing.
+  std::pair<size_t, size_t> cover(uint32_t from, uint32_t to, int64_t delta);
+  void recompute_above(size_t leaf);
   uint32_t size_ = 0;
   std::vector<int64_t> max_, lazy_;
+  std::vector<size_t> touched_;  ///< add_all's scratch
 };
-
-/// Inclusive position ranges a run set occupies on the device.
-struct Span {
-  uint32_t from = 0;
-  uint32_t to = 0;
-};
-std::vector<Span> occupancy(const std::vector<Run>& runs, uint32_t positions);
 
 /// Replacing one tensor's runs.
 struct Candidate {
   uint32_t tensor = 0;
   std::vector<Run> runs;
+  /// delta_of() the tensor's runs when the candidate was made (make_candidate): valid while
+  /// they stay as they were, which holds until a candidate of the same tensor is applied.
+  std::vector<std::pair<Span, int64_t>> delta;
   bool home_off_device = false;
   double score = 0;        ///< higher first
   int64_t transfer_ps = 0;  ///< estimated copy time the new runs add

@@ -65,3 +65,33 @@ TEST_CASE("ProfileTree agrees with a plain array") {
     }
   }
 }
+
+TEST_CASE("ProfileTree::add_all is add() of each piece") {
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    CAPTURE(seed);
+    std::mt19937_64 rng(seed);
+    const auto n = static_cast<uint32_t>(1 + rng() % 300);
+    std::vector<uint64_t> levels(n);
+    for (auto& x : levels) x = 1000 + rng() % 50;
+    ProfileTree one(levels), all(levels);
+    for (int step = 0; step < 20; ++step) {
+      // Ascending disjoint spans, some past the end (clamped as add() clamps them).
+      std::vector<std::pair<Span, int64_t>> pieces;
+      uint32_t at = static_cast<uint32_t>(rng() % 4);
+      while (at < n + 3) {
+        const uint32_t to = at + static_cast<uint32_t>(rng() % 6);
+        pieces.push_back({{at, to}, static_cast<int64_t>(rng() % 40) - 20});
+        at = to + 1 + static_cast<uint32_t>(rng() % 5);
+      }
+      for (const auto& [span, delta] : pieces) one.add(span.from, span.to, delta);
+      all.add_all(pieces);
+      CHECK(all.max() == one.max());
+      CHECK(all.argmax() == one.argmax());
+      for (uint32_t i = 0; i < n; ++i) {
+        REQUIRE(all.max(i, i) == one.max(i, i));
+        const uint32_t j = i + static_cast<uint32_t>(rng() % (n - i));
+        REQUIRE(all.max(i, j) == one.max(i, j));
+      }
+    }
+  }
+}
