@@ -7,6 +7,8 @@
 #include <map>
 #include <set>
 
+#include "core/diagnostics.h"
+
 namespace tierflow::planner {
 namespace {
 
@@ -176,8 +178,7 @@ Bounds lower_bounds(PlanState& s) {
     g.hop = std::max(g.hop, hop);
   }
   for (const auto& [key, g] : groups) b.ingress += std::min(g.routes, g.hop);
-  const double write =
-      s.topo.tiers[s.target.device_tier].write_bandwidth.bytes_per_s;
+  const double write = s.topo.tiers[s.target.device_tier].write_bandwidth.bytes_per_s;
   if (write > 0) b.ingress = std::min(b.ingress, write);
 
   // Shared resources: programs that share a tier instance or a link instance split its
@@ -208,9 +209,9 @@ Bounds lower_bounds(PlanState& s) {
       }
       // A staged route's buffers (each device's own) move at most its chained rate.
       if (r->buffers > 0) t_share = std::min(t_share, r->bandwidth.bytes_per_s);
-      const uint64_t key = r->hops.empty() ? (uint64_t{1} << 40) + tier
-                                           : uint64_t{r->hops.front().link} * 2 +
-                                                 (r->hops.front().forward ? 1 : 0);
+      const uint64_t key =
+          r->hops.empty() ? (uint64_t{1} << 40) + tier
+                          : uint64_t{r->hops.front().link} * 2 + (r->hops.front().forward ? 1 : 0);
       double& v = by_hop[key];
       v = std::max(v, t_share);
     }
@@ -251,38 +252,60 @@ Bounds lower_bounds(PlanState& s) {
     }
   }
 
-  if (s.positions() > 0) {
-    // Windows: halvings of the whole order, and passes through the layers (a cut where
-    // the layer index drops: each decode token, forward and backward) grouped by powers
-    // of two.
-    const uint32_t n = s.positions();
-    std::vector<uint32_t> seen(s.w.tensors.size(), 0);
-    for (uint32_t size = n;; size = (size + 1) / 2) {
-      std::vector<uint32_t> cuts;
-      for (uint32_t i = 0; i < n; i += size) cuts.push_back(i);
-      b.traffic_bytes = std::max(b.traffic_bytes, window_traffic(s, cuts, s.target.budget, seen));
-      if (size <= 1) break;
+  auto traffic = [&s] {
+    uint64_t bytes = 0;
+    if (s.positions() > 0) {
+      // Windows: halvings of the whole order, and passes through the layers (a cut where
+      // the layer index drops: each decode token, forward and backward) grouped by powers
+      // of two.
+      const uint32_t n = s.positions();
+      std::vector<uint32_t> seen(s.w.tensors.size(), 0);
+      for (uint32_t size = n;; size = (size + 1) / 2) {
+        std::vector<uint32_t> cuts;
+        for (uint32_t i = 0; i < n; i += size) cuts.push_back(i);
+        bytes = std::max(bytes, window_traffic(s, cuts, s.target.budget, seen));
+        if (size <= 1) break;
+      }
+      std::vector<uint32_t> passes = {0};
+      for (uint32_t i = 1; i < n; ++i) {
+        if (s.w.ops[s.order[i]].layer < s.w.ops[s.order[i - 1]].layer) passes.push_back(i);
+      }
+      for (size_t group = 1; group < passes.size(); group *= 2) {
+        bytes = std::max(bytes, window_traffic(s, coarser(passes, group), s.target.budget, seen));
+      }
+      // Where everything fits, only the tensors pinned off the device must move.
+      s.ensure_liveness();
+      bytes = std::max(bytes, paging_traffic(s, s.target.budget));
     }
-    std::vector<uint32_t> passes = {0};
-    for (uint32_t i = 1; i < n; ++i) {
-      if (s.w.ops[s.order[i]].layer < s.w.ops[s.order[i - 1]].layer) passes.push_back(i);
-    }
-    for (size_t group = 1; group < passes.size(); group *= 2) {
-      b.traffic_bytes = std::max(b.traffic_bytes,
-                                 window_traffic(s, coarser(passes, group), s.target.budget, seen));
-    }
-  }
-  if (s.positions() > 0) {
-    // Where everything fits, only the tensors pinned off the device must move.
-    s.ensure_liveness();
-    b.traffic_bytes = std::max(b.traffic_bytes, paging_traffic(s, s.target.budget));
-  }
+    return bytes;
+  };
+  b.traffic_bytes = s.traffic_memo ? s.traffic_memo->get(s, traffic) : traffic();
   if (b.traffic_bytes > 0 && b.ingress > 0) {
-    b.traffic_ps = static_cast<int64_t>(
-        std::floor(static_cast<double>(b.traffic_bytes) / b.ingress * 1e12));
+    b.traffic_ps =
+        static_cast<int64_t>(std::floor(static_cast<double>(b.traffic_bytes) / b.ingress * 1e12));
   }
   b.makespan_ps = std::max({b.compute_ps, b.traffic_ps, b.pinned_ps});
   return b;
+}
+
+uint64_t TrafficMemo::get(const PlanState& s, const std::function<uint64_t()>& compute) {
+  TF_ASSERT(&s.w == w_, "a traffic memo asked about another workload");
+  const std::vector<bool> cold = pinned_off_device(s);
+  {
+    const std::lock_guard lock(mu_);
+    for (const Entry& e : entries_) {
+      if (e.budget == s.target.budget && e.order == s.order && e.cold == cold) return e.bytes;
+    }
+  }
+  const uint64_t bytes = compute();
+  const std::lock_guard lock(mu_);
+  entries_.push_back(Entry{s.target.budget, s.order, cold, bytes});
+  return bytes;
+}
+
+size_t TrafficMemo::size() {
+  const std::lock_guard lock(mu_);
+  return entries_.size();
 }
 
 }  // namespace tierflow::planner

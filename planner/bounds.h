@@ -27,6 +27,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <mutex>
+#include <vector>
 
 #include "planner/state.h"
 
@@ -47,5 +50,30 @@ struct Bounds {
 };
 
 Bounds lower_bounds(PlanState& s);
+
+/// The traffic bound's bytes, remembered for one workload: they depend on the order, the
+/// budget and the tensors pinned off the device, not on the links or the policy, so the
+/// points of a sweep that share a workload compute them once per order and budget. Set
+/// PlanRequest::traffic_memo to one made for the workload planned (Study keeps one per
+/// workload); thread-safe.
+class TrafficMemo {
+ public:
+  explicit TrafficMemo(const Workload& w) : w_(&w) {}
+  /// The bytes for `s` (of this memo's workload), from `compute` when not yet known.
+  uint64_t get(const PlanState& s, const std::function<uint64_t()>& compute);
+  /// The (order, budget, pins) cases remembered.
+  size_t size();
+
+ private:
+  struct Entry {
+    uint64_t budget = 0;
+    std::vector<uint32_t> order;
+    std::vector<bool> cold;
+    uint64_t bytes = 0;
+  };
+  const Workload* w_;
+  std::mutex mu_;
+  std::vector<Entry> entries_;  ///< a few per workload: searched in turn
+};
 
 }  // namespace tierflow::planner

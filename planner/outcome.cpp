@@ -115,6 +115,7 @@ PlanState initial_state(const Workload& w, const hw::Topology& t, const PlanRequ
   target.budget = budget;
   PlanState s(w, t, target);
   s.policy = req.pipeline.empty() ? req.policy : "custom";
+  s.traffic_memo = req.traffic_memo;
   s.set_pins(req.pins);
   s.ensure_costs();
   s.ensure_liveness();

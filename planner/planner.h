@@ -78,6 +78,9 @@ struct PlanRequest {
   /// start. The plan chosen is the same with any hint or none; only the work to find it
   /// changes. A hint that is no portfolio entry is ignored.
   std::string hint;
+  /// Shared by plans of the same workload (made for it): the traffic bound computed once
+  /// per order and budget (planner/bounds.h). None: computed for each plan.
+  std::shared_ptr<TrafficMemo> traffic_memo;
   /// Called after each pass (--print-after); the state's emitted.last() is its plan from
   /// `insert` on.
   std::function<void(std::string_view pass, const PlanState&)> after_pass;
@@ -118,9 +121,9 @@ struct PlanOutcome {
   std::optional<Evaluation> evaluation;
   std::vector<Stat> stats;
   std::vector<std::string> notes;
-  std::vector<OffloadInfo> offloads;  ///< largest first
+  std::vector<OffloadInfo> offloads;      ///< largest first
   std::vector<PortfolioTrial> portfolio;  ///< the tierflow policy's: each pipeline tried
-  uint64_t resident_peak = 0;         ///< the estimated peak with nothing offloaded
+  uint64_t resident_peak = 0;             ///< the estimated peak with nothing offloaded
 };
 
 /// Plans `w` on `t` for the request; never throws for an infeasible target (a result).

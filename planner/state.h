@@ -38,13 +38,15 @@
 
 namespace tierflow::planner {
 
+class TrafficMemo;
+
 inline constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
 
 /// The device class, number of programs and memory budget a plan is made for.
 struct Target {
-  size_t device_class = 0;   ///< index into Topology::devices
-  uint32_t devices = 1;      ///< programs (the same program on each device)
-  size_t device_tier = 0;    ///< topology tier the programs compute from
+  size_t device_class = 0;  ///< index into Topology::devices
+  uint32_t devices = 1;     ///< programs (the same program on each device)
+  size_t device_tier = 0;   ///< topology tier the programs compute from
   /// Device-tier bytes a program may use. A request may leave it 0, which stands for the
   /// device tier's usable capacity; resolved() turns that into bytes, and a PlanState's
   /// target is always resolved, so that no pass gives 0 a meaning of its own.
@@ -59,18 +61,18 @@ Target resolved(const hw::Topology& t, Target target);
 std::vector<uint32_t> offload_tiers(const hw::Topology& t, size_t device_tier);
 
 struct Run {
-  uint32_t alloc = 0;    ///< slot of the prefetch (fetched runs) or the producer's position
-  uint32_t first = 0;    ///< first use (position)
-  uint32_t last = 0;     ///< last use (position)
+  uint32_t alloc = 0;        ///< slot of the prefetch (fetched runs) or the producer's position
+  uint32_t first = 0;        ///< first use (position)
+  uint32_t last = 0;         ///< last use (position)
   uint32_t release = kNone;  ///< slot of the detach; kNone = stays to the end
-  bool fetched = false;  ///< starts with a prefetch from the tensor's offload tier
-  bool store = false;    ///< stored to the offload tier before the detach
-  uint32_t hold = 0;     ///< positions after `release` until the store has landed
+  bool fetched = false;      ///< starts with a prefetch from the tensor's offload tier
+  bool store = false;        ///< stored to the offload tier before the detach
+  uint32_t hold = 0;         ///< positions after `release` until the store has landed
 };
 
 /// The residency decisions for one tensor.
 struct Residency {
-  uint32_t tier = kNone;        ///< offload tier (topology index); kNone: never leaves
+  uint32_t tier = kNone;         ///< offload tier (topology index); kNone: never leaves
   bool home_off_device = false;  ///< external tensor homed on `tier`
   bool pinned = false;           ///< placed by the user: select may not undo it
   std::vector<Run> runs;         ///< empty: never on the device (unused)
@@ -135,6 +137,9 @@ struct PlanState {
   /// of a state (the tierflow policy runs several pipelines from one) share them.
   std::shared_ptr<const Costs> costs;
   std::shared_ptr<const Liveness> liveness;
+  /// The traffic bound's bytes remembered across plans of this workload (planner/bounds.h;
+  /// PlanRequest::traffic_memo), or none.
+  std::shared_ptr<TrafficMemo> traffic_memo;
   /// User pins (planner/pins.h) and, per tensor, the tier they home it on (kNone: the
   /// policy's choice). Set both with set_pins().
   std::vector<Pin> pins;
@@ -170,11 +175,11 @@ void reset_resident(PlanState& s);
 struct SplitOptions {
   bool home_off_device = false;  ///< external tensors: homed on `tier`, fetched for every run
   uint32_t tier = kNone;         ///< the offload tier
-  double preferred = 1.0;  ///< prefetch this many transfer times ahead (estimated time)
+  double preferred = 1.0;        ///< prefetch this many transfer times ahead (estimated time)
   uint32_t lead_ops = kNone;     ///< instead: this many positions ahead
   uint32_t release_delay = 0;    ///< detach this many positions after the last use
-  bool spill_at_end = false;  ///< a persisting produced tensor: stored and detached after its
-                              ///< last use instead of kept on the device
+  bool spill_at_end = false;     ///< a persisting produced tensor: stored and detached after its
+                                 ///< last use instead of kept on the device
 };
 
 /// Runs of tensor `t` when split at the given gaps (ascending indices into its uses: gap

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 
 #include "hw_models/loader.h"
@@ -264,4 +265,52 @@ TEST_CASE("a hint changes the work of the search, never its plan") {
     }
   }
   CHECK(spared >= 3);  // hints rule out entries the search would have scored
+}
+
+// TrafficMemo: plans of one workload share the traffic bound's bytes, computed once per
+// order, budget and pins. With the memo every outcome is what it is without one, across
+// policies, links and budgets; and the memo holds one case per distinct order and budget.
+TEST_CASE("a traffic memo shared by plans of one workload changes no outcome") {
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    CAPTURE(seed);
+    const hw::Topology base = small_topology();
+    const auto [w, offload] = offloading(seed, base);
+    auto memo = std::make_shared<TrafficMemo>(w);
+    std::set<uint64_t> budgets;
+    for (const char* link : {"1GB/s", "50kB/s"}) {
+      const hw::Topology topo = hw::load_topology(
+          kSource + "/tests/fixtures/unit_hw.yaml",
+          hw::LoadOptions{{"tiers.hbm.capacity=64MiB", "tiers.ddr.capacity=64MiB",
+                           std::string("links.pcie.bandwidth=") + link},
+                          false});
+      for (const uint64_t budget : {offload.target.budget, offload.target.budget * 3 / 2}) {
+        budgets.insert(budget);
+        for (const char* policy : {"tierflow", "hyperoffload", "reactive", "resident"}) {
+          CAPTURE(link);
+          CAPTURE(budget);
+          CAPTURE(std::string(policy));
+          PlanRequest req = offload;
+          req.policy = policy;
+          req.target.budget = budget;
+          req.threads = 1;
+          study::SimEvaluator e1(w, topo), e2(w, topo);
+          req.evaluator = &e1;
+          const PlanOutcome plain = make_plan(w, topo, req);
+          req.evaluator = &e2;
+          req.traffic_memo = memo;
+          const PlanOutcome shared = make_plan(w, topo, req);
+          CHECK(shared.bounds.traffic_bytes == plain.bounds.traffic_bytes);
+          CHECK(shared.bounds.makespan_ps == plain.bounds.makespan_ps);
+          CHECK(shared.ok == plain.ok);
+          CHECK(shared.pipeline == plain.pipeline);
+          CHECK(notes_of(shared) == notes_of(plain));
+          if (shared.ok && plain.ok) CHECK(plan_text(*shared.plan, w) == plan_text(*plain.plan, w));
+        }
+      }
+    }
+    // The orders seen: the workload's own and what reorder makes of it (at most two
+    // reorder modes), per budget.
+    CHECK(memo->size() >= budgets.size());
+    CHECK(memo->size() <= 3 * budgets.size());
+  }
 }

@@ -30,14 +30,13 @@ namespace {
 constexpr uint64_t kUnlimited = kMaxTensorBytes;
 
 std::string gen_key(const WorkloadSource& src, const traces::GenOptions& g) {
-  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", src.model,
-                     src.hf_config, fmt::join(src.model_sets, ";"), static_cast<int>(g.phase),
-                     g.batch, g.seq, g.context, g.tokens, g.tp, static_cast<int>(g.weight_dtype),
-                     static_cast<int>(g.kv_dtype), static_cast<int>(g.act_dtype),
-                     g.compute_dtype ? static_cast<int>(*g.compute_dtype) : -1, g.quant_group,
-                     g.quant_zeros, g.kv_block, g.checkpoint, static_cast<int>(g.routing), g.seed,
-                     g.layers, g.routing_skew, g.routing_repeat, g.routing_trace,
-                     g.micro_batches);
+  return fmt::format(
+      "{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", src.model,
+      src.hf_config, fmt::join(src.model_sets, ";"), static_cast<int>(g.phase), g.batch, g.seq,
+      g.context, g.tokens, g.tp, static_cast<int>(g.weight_dtype), static_cast<int>(g.kv_dtype),
+      static_cast<int>(g.act_dtype), g.compute_dtype ? static_cast<int>(*g.compute_dtype) : -1,
+      g.quant_group, g.quant_zeros, g.kv_block, g.checkpoint, static_cast<int>(g.routing), g.seed,
+      g.layers, g.routing_skew, g.routing_repeat, g.routing_trace, g.micro_batches);
 }
 
 /// The token of a generated decode op ("t12.L3.qkv" -> 12), or -1.
@@ -95,15 +94,15 @@ Plan plan_for_file(const Trial& t, const PhaseResult& p, const std::string& path
   return plan;
 }
 
-void refer_inputs(Plan& plan, const std::string& path, const std::string& hw,
-                  std::string hw_sha256, const std::vector<std::string>& sets,
-                  const std::string& workload, std::string workload_sha256) {
+void refer_inputs(Plan& plan, const std::string& path, const std::string& hw, std::string hw_sha256,
+                  const std::vector<std::string>& sets, const std::string& workload,
+                  std::string workload_sha256) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::absolute(path).parent_path();
   plan.topology_ref = {fs::relative(fs::absolute(hw), dir).string(), std::move(hw_sha256), sets};
   if (!workload.empty()) {
-    plan.workload_ref = {fs::relative(fs::absolute(workload), dir).string(),
-                         std::move(workload_sha256), {}};
+    plan.workload_ref = {
+        fs::relative(fs::absolute(workload), dir).string(), std::move(workload_sha256), {}};
   }
 }
 
@@ -168,13 +167,14 @@ std::shared_ptr<const hw::Topology> Study::topology(const Scenario& s) {
     std::lock_guard lock(mu_);
     if (auto it = topologies_.find(key); it != topologies_.end()) return it->second;
   }
-  auto t = std::make_shared<const hw::Topology>(hw::load_topology(hw, hw::LoadOptions{s.sets, false}));
+  auto t =
+      std::make_shared<const hw::Topology>(hw::load_topology(hw, hw::LoadOptions{s.sets, false}));
   std::lock_guard lock(mu_);
   return topologies_.emplace(key, std::move(t)).first->second;
 }
 
 std::shared_ptr<const Workload> Study::workload(const Scenario& s, const traces::GenOptions& g,
-                                               bool without_experts) {
+                                                bool without_experts) {
   const WorkloadSource& src = s.workload;
   const std::string key = (src.file.empty() ? gen_key(src, g) : "file:" + src.file) +
                           (without_experts ? "|without routed experts" : "");
@@ -200,6 +200,18 @@ std::shared_ptr<const Workload> Study::workload(const Scenario& s, const traces:
     }
   }
   return it->second;
+}
+
+std::shared_ptr<planner::TrafficMemo> Study::traffic_memo(
+    const std::shared_ptr<const Workload>& w) {
+  std::lock_guard lock(mu_);
+  std::erase_if(memos_, [](const auto& m) { return m.second.first.expired(); });
+  auto& [alive, memo] = memos_[w.get()];
+  if (alive.lock() != w || !memo) {
+    alive = w;
+    memo = std::make_shared<planner::TrafficMemo>(*w);
+  }
+  return memo;
 }
 
 void Study::limit_workloads(size_t n) {
@@ -269,7 +281,8 @@ std::string expert_home(const hw::Topology& topo, const planner::Target& target,
   std::unordered_set<std::string_view> known;
   for (uint32_t t = 0; t < planned.tensors.size(); ++t) {
     known.insert(planned.tensors[t].name);
-    if (const auto i = topo.tier_index(plan.tiers[plan.home[t]])) homed[*i] += planned.tensors[t].bytes;
+    if (const auto i = topo.tier_index(plan.tiers[plan.home[t]]))
+      homed[*i] += planned.tensors[t].bytes;
   }
   // The weights the plan does not know: every routed expert's, picked or not.
   uint64_t bytes = 0;
@@ -305,6 +318,7 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
     req.hint = last_winner_;
   }
   const Workload& plan_w = planned ? *planned : *p.workload;
+  req.traffic_memo = traffic_memo(planned ? planned : p.workload);
   if (planned) {
     // Room for what a realized plan holds beyond the planned one: one demand copy, or the
     // expert cache.
@@ -335,9 +349,8 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
   }
   if (p.outcome.ok && planned) {
     const std::string home =
-        s.expert_cache.on()
-            ? expert_home(topo, req.target, *p.workload, *p.outcome.plan, plan_w)
-            : std::string();
+        s.expert_cache.on() ? expert_home(topo, req.target, *p.workload, *p.outcome.plan, plan_w)
+                            : std::string();
     planner::RealizedPlan r =
         planner::realize_routing(*p.outcome.plan, plan_w, *p.workload, s.expert_cache, home);
     p.outcome.plan = std::move(r.plan);
@@ -346,8 +359,9 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
   }
   if (!p.outcome.ok) {
     if (p.outcome.infeasible) {
-      p.binding = fmt::format("tier '{}' capacity (budget {})", topo.tiers[req.target.device_tier].id,
-                              to_string_approx(Bytes{p.outcome.budget}));
+      p.binding =
+          fmt::format("tier '{}' capacity (budget {})", topo.tiers[req.target.device_tier].id,
+                      to_string_approx(Bytes{p.outcome.budget}));
     }
     return p;
   }
@@ -446,11 +460,13 @@ Trial Study::run(const Scenario& s) {
 
   const Request& r = *s.request;
   if (r.prompt < 1 || r.generate < 1) {
-    throw InputError::at(SourcePos{"--prompt"}, "a request needs --prompt P >= 1 and --generate G >= 1");
+    throw InputError::at(SourcePos{"--prompt"},
+                         "a request needs --prompt P >= 1 and --generate G >= 1");
   }
   if (!s.workload.file.empty()) {
-    throw InputError::at(SourcePos{"--prompt"},
-                         "a request is generated from a model: give --model or --hf-config, not a workload file");
+    throw InputError::at(
+        SourcePos{"--prompt"},
+        "a request is generated from a model: give --model or --hf-config, not a workload file");
   }
   traces::GenOptions g = s.workload.gen;
   g.phase = traces::Phase::kPrefill;
@@ -474,7 +490,8 @@ Trial Study::run(const Scenario& s) {
         // context through the windows' steady means (at their middle contexts).
         const double c1 = static_cast<double>(r.prompt) + kDecodeWindow / 2.0;
         const double c2 = static_cast<double>(r.prompt + n - kDecodeWindow) + kDecodeWindow / 2.0;
-        const double mid = static_cast<double>(r.prompt) + static_cast<double>(kDecodeWindow + n - 1) / 2.0;
+        const double mid =
+            static_cast<double>(r.prompt) + static_cast<double>(kDecodeWindow + n - 1) / 2.0;
         const double per_token = a.mean_ps + (b.mean_ps - a.mean_ps) * (mid - c1) / (c2 - c1);
         extrapolated_ps = static_cast<double>(t.phases.back().makespan_ps) +
                           static_cast<double>(n - kDecodeWindow) * per_token;
@@ -482,7 +499,8 @@ Trial Study::run(const Scenario& s) {
         m.decode_note = fmt::format(
             "decode of {} tokens extrapolated from two {}-token windows (contexts {} and {}): "
             "per-token time steady within {:.2f}% and {:.2f}%, linear in context between",
-            n, kDecodeWindow, r.prompt, r.prompt + n - kDecodeWindow, 100 * a.spread, 100 * b.spread);
+            n, kDecodeWindow, r.prompt, r.prompt + n - kDecodeWindow, 100 * a.spread,
+            100 * b.spread);
         t.phases.push_back(std::move(last));
       } else {
         m.decode_note = fmt::format(
@@ -503,7 +521,8 @@ Trial Study::run(const Scenario& s) {
   if (t.ok) {
     m.ttft_ps = t.phases.front().makespan_ps;
     if (n > 0) {
-      m.decode_ps = extrapolated_ps ? static_cast<int64_t>(*extrapolated_ps) : t.phases[1].makespan_ps;
+      m.decode_ps =
+          extrapolated_ps ? static_cast<int64_t>(*extrapolated_ps) : t.phases[1].makespan_ps;
       const double decode_s = static_cast<double>(m.decode_ps) * 1e-12;
       m.tpot_ms = 1e3 * decode_s / static_cast<double>(n);
       m.decode_tokens_per_s = static_cast<double>(g.batch * n) / decode_s;

@@ -57,13 +57,13 @@ struct PhaseResult {
   double moved_bytes = 0;
   std::string busiest_link;  ///< link direction with the most bytes, instances apart
   double busiest_link_bytes = 0;
-  double busiest_link_busy = 0;  ///< its busy fraction of the makespan
+  double busiest_link_busy = 0;               ///< its busy fraction of the makespan
   std::map<std::string, uint64_t> tier_peak;  ///< per tier id, the largest instance
   std::map<std::string, double> link_bytes;   ///< per link direction, instances summed
   std::array<uint64_t, hw::kTierKindNames.size()> peak_by_tier_kind{};  ///< largest instance
-  std::array<double, hw::kLinkKindNames.size()> bytes_by_link_kind{};    ///< both directions
-  std::string binding;                        ///< see the glossary
-  std::vector<int64_t> token_end_ps;          ///< decode: end of each token's last op
+  std::array<double, hw::kLinkKindNames.size()> bytes_by_link_kind{};   ///< both directions
+  std::string binding;                                                  ///< see the glossary
+  std::vector<int64_t> token_end_ps;  ///< decode: end of each token's last op
   /// Realistic routing: planned on the expected routing, run on `workload` (seeded).
   bool realized = false;
   planner::RoutingStats routing;  ///< when `realized`
@@ -102,7 +102,9 @@ struct Trial {
   /// The makespan of a step, or TTFT + decode time of a request.
   [[nodiscard]] int64_t latency_ps() const;
   /// The phase whose plan a trial reports: the step, or a request's (first) decode.
-  [[nodiscard]] const PhaseResult& main() const { return phases.size() > 1 ? phases[1] : phases[0]; }
+  [[nodiscard]] const PhaseResult& main() const {
+    return phases.size() > 1 ? phases[1] : phases[0];
+  }
 };
 
 class Study {
@@ -146,6 +148,12 @@ class Study {
   std::map<std::string, std::shared_ptr<const Workload>> workloads_;
   std::deque<std::string> workload_order_;  ///< cached keys, oldest first
   size_t workload_limit_ = 0;
+  /// The traffic memo of workload `w`, made when first asked (planner/bounds.h).
+  std::shared_ptr<planner::TrafficMemo> traffic_memo(const std::shared_ptr<const Workload>& w);
+  /// Per workload still alive: its traffic memo.
+  std::map<const Workload*,
+           std::pair<std::weak_ptr<const Workload>, std::shared_ptr<planner::TrafficMemo>>>
+      memos_;
   bool probe_ = false;
   std::string last_winner_;  ///< the portfolio entry the last tierflow-policy plan kept
 };
@@ -158,9 +166,9 @@ Plan plan_for_file(const Trial& t, const PhaseResult& p, const std::string& path
 /// plan is written), with the SHA-256 of the bytes that were read: the topology `hw` and
 /// its overrides (so that `sim` and `replay` rebuild it), and the workload file unless
 /// `workload` is empty (then the writer puts it inline).
-void refer_inputs(Plan& plan, const std::string& path, const std::string& hw,
-                  std::string hw_sha256, const std::vector<std::string>& sets,
-                  const std::string& workload = "", std::string workload_sha256 = "");
+void refer_inputs(Plan& plan, const std::string& path, const std::string& hw, std::string hw_sha256,
+                  const std::vector<std::string>& sets, const std::string& workload = "",
+                  std::string workload_sha256 = "");
 
 /// Records in the plan what planning it said: the pipeline and the budget (plan fields)
 /// and the lower bounds (makespan, compute, residency, traffic; meta) that `report` shows
