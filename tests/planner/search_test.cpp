@@ -209,7 +209,7 @@ TEST_CASE("a selection pass gives up at the fetch limit only with that much sure
 TEST_CASE("a hint changes the work of the search, never its plan") {
   size_t spared = 0;
   // Slow links, so that copies and not compute bound most plans (the gate has work to do).
-  for (const char* link : {"1GB/s", "200kB/s", "50kB/s"}) {
+  for (const char* link : {"200kB/s", "50kB/s"}) {
     const hw::Topology topo =
         hw::load_topology(kSource + "/tests/fixtures/unit_hw.yaml",
                           hw::LoadOptions{{"tiers.hbm.capacity=64MiB", "tiers.ddr.capacity=64MiB",
@@ -238,6 +238,7 @@ TEST_CASE("a hint changes the work of the search, never its plan") {
         for (const PortfolioEntry& e : tierflow_portfolio()) hints.emplace_back(e.pipeline);
         for (const std::string& hint : hints) {
           for (unsigned threads : {1U, 3U}) {
+            if (threads > 1 && seed % 3 != 0) continue;  // threads on a third of the seeds
             CAPTURE(hint);
             CAPTURE(threads);
             study::SimEvaluator eval(w, topo);
