@@ -471,12 +471,18 @@ constexpr long double kSnapTolerance = 1e-3L;
 /// quotients like 64e9 B / 64e9 B/s. Saturates at INT64_MAX; NaN means "never".
 Duration ceil_ps(long double ps) {
   constexpr long double kTwo63 = 9223372036854775808.0L;
-  if (std::isnan(ps) || ps >= kTwo63) return {std::numeric_limits<int64_t>::max()};
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  if (std::isnan(ps) || ps >= kTwo63) return {kMax};
   if (ps <= 0) return {0};
-  const long double nearest = std::round(ps);
-  const long double r = std::fabs(ps - nearest) <= kSnapTolerance ? nearest : std::ceil(ps);
-  if (r >= kTwo63) return {std::numeric_limits<int64_t>::max()};
-  return {static_cast<int64_t>(r)};
+  // ps lies in (0, 2^63): its integer part fits and is exact in a long double (64-bit
+  // mantissa), so rounding and ceiling follow from it without the library's roundl and
+  // ceill (this runs for every op and copy time the planner and simulator compute).
+  const auto whole = static_cast<int64_t>(ps);  // truncation: the floor, ps being positive
+  if (whole == kMax) return {kMax};
+  const long double frac = ps - static_cast<long double>(whole);
+  const int64_t nearest = frac >= 0.5L ? whole + 1 : whole;  // round(): halves away from 0
+  if (std::fabs(ps - static_cast<long double>(nearest)) <= kSnapTolerance) return {nearest};
+  return {frac > 0 ? whole + 1 : whole};
 }
 
 }  // namespace

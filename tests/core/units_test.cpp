@@ -619,6 +619,47 @@ TEST_CASE("compute_time: same rounding policy") {
   CHECK(compute_time(1e30, FlopRate{1.0}).ps == kI64Max);
 }
 
+// The rounding written with the library's round and ceil on long double, as a reference for
+// transfer_time's and compute_time's own.
+int64_t reference_ceil_ps(long double ps) {
+  constexpr long double kTwo63 = 9223372036854775808.0L;
+  if (std::isnan(ps) || ps >= kTwo63) return kI64Max;
+  if (ps <= 0) return 0;
+  const long double nearest = std::round(ps);
+  const long double r = std::fabs(ps - nearest) <= 1e-3L ? nearest : std::ceil(ps);
+  if (r >= kTwo63) return kI64Max;
+  return static_cast<int64_t>(r);
+}
+
+TEST_CASE("transfer_time and compute_time round as round() and ceil() would") {
+  std::mt19937_64 rng(7);
+  auto check = [](uint64_t bytes, double rate) {
+    CAPTURE(bytes);
+    CAPTURE(rate);
+    const long double ps = static_cast<long double>(bytes) * 1e12L / static_cast<long double>(rate);
+    REQUIRE(transfer_time(Bytes{bytes}, Bandwidth{rate}).ps == reference_ceil_ps(ps));
+    REQUIRE(compute_time(static_cast<double>(bytes), FlopRate{rate}).ps ==
+            reference_ceil_ps(static_cast<long double>(static_cast<double>(bytes)) * 1e12L /
+                              static_cast<long double>(rate)));
+  };
+  for (int i = 0; i < 200000; ++i) {
+    // Sizes and rates over many magnitudes, exact quotients and halves among them.
+    const uint64_t bytes = rng() >> (rng() % 64);
+    const double rate = std::ldexp(1.0 + static_cast<double>(rng() % 1000) / 1000.0,
+                                   static_cast<int>(rng() % 90) - 20);
+    check(bytes, rate);
+    check(bytes, 1e12);       // whole picoseconds
+    check(bytes, 2e12);       // halves
+    check(bytes * 1000, 3e9);  // thirds
+  }
+  // Around 2^63 ps, where the integer part is the largest int64_t.
+  for (const double rate : {1e12 / 9.223372036854775807e18, 1.0, 1e-300}) {
+    for (const uint64_t bytes : {kU64Max, kU64Max / 2, uint64_t{9'223'372}, uint64_t{9'223'373}}) {
+      check(bytes, rate);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tierflow
 
