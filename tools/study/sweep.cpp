@@ -612,16 +612,27 @@ SweepSummary run_sweep(const SweepSpec& spec, ResultDb& db, const SweepOptions& 
   prog.total = sum.points;
   prog.done = sum.skipped;
 
-  // Points that share a workload run next to each other, in grid order of their first.
+  // Points that share a workload run next to each other, in grid order of their first;
+  // within a workload the tierflow policy's first (its search takes several times a
+  // baseline's), so that the sweep does not end on one long point while the other jobs idle.
   std::map<std::string, size_t> first;
-  std::vector<std::pair<size_t, const SweepPoint*>> order;
+  struct Turn {
+    size_t group;
+    bool later;  ///< not a tierflow-policy point
+    const SweepPoint* point;
+  };
+  std::vector<Turn> turns;
   for (const SweepPoint* p : todo) {
     const std::string key = spec.serving() ? p->serve.trace + "\n" + p->serve.arrivals
                                            : workload_key(p->scenario);
     const size_t f = first.try_emplace(key, first.size()).first->second;
-    order.emplace_back(f, p);
+    turns.push_back({f, spec.serving() || p->scenario.policy != "tierflow", p});
   }
-  std::ranges::stable_sort(order, {}, &std::pair<size_t, const SweepPoint*>::first);
+  std::ranges::stable_sort(turns, [](const Turn& a, const Turn& b) {
+    return a.group != b.group ? a.group < b.group : a.later < b.later;
+  });
+  std::vector<std::pair<size_t, const SweepPoint*>> order;
+  for (const Turn& t : turns) order.emplace_back(t.group, t.point);
 
   const unsigned hw_threads = std::max(1u, std::thread::hardware_concurrency());
   unsigned jobs = o.jobs == 0 ? hw_threads : o.jobs;
