@@ -76,7 +76,8 @@ struct PlanRequest {
   /// A pipeline of the tierflow policy's portfolio to run and score first (e.g. the one
   /// that won a similar point of a sweep): its makespan bounds the search's gate from the
   /// start. The plan chosen is the same with any hint or none; only the work to find it
-  /// changes. A hint that is no portfolio entry is ignored.
+  /// changes. A hint that is no portfolio entry is ignored, and so is any hint when the
+  /// search runs on more than one thread (the probe would run alone while the others wait).
   std::string hint;
   /// Shared by plans of the same workload (made for it): the traffic bound computed once
   /// per order and budget (planner/bounds.h). None: computed for each plan.

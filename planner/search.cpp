@@ -463,6 +463,9 @@ void Search::run_probe() {
 
 PlanOutcome Search::run() {
   done_.resize(entries_.size());
+  // On one thread the probe runs first; with more, the workers already score several
+  // entries at once (likely_best_), and a probe run alone would keep the others idle.
+  if (probe_ && workers_ > 1) probe_.reset();
   if (probe_) run_probe();
   std::vector<std::thread> pool;
   if (workers_ > 1) {

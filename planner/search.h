@@ -18,11 +18,12 @@
 //              scored. The copies rule applies as soon as the selection ends, so such a
 //              pipeline is not materialized, and inside a selection pass that honours
 //              PassContext::limits (SearchLimits), which stops once it has planned that much.
-//   probe      the entry PlanRequest::hint names, run and scored before the others: an
-//              entry before it is ruled out when its copies alone take longer than the
-//              probe's makespan (it could not be the best), one after it when they take at
-//              least as long (the probe, earlier, would win the tie). The probe is merged at
-//              its turn like any entry, so the plan chosen is the same with or without it.
+//   probe      on one thread, the entry PlanRequest::hint names, run and scored before the
+//              others: an entry before it is ruled out when its copies alone take longer
+//              than the probe's makespan (it could not be the best), one after it when they
+//              take at least as long (the probe, earlier, would win the tie). The probe is
+//              merged at its turn like any entry, so the plan chosen is the same with or
+//              without it.
 //   trial      one portfolio pipeline's run: its state, context and outcome, kept while it
 //              may still be the best, so that the search refines the best from where its
 //              pipeline stopped instead of running it again.

@@ -254,7 +254,13 @@ TEST_CASE("a hint changes the work of the search, never its plan") {
             for (size_t i = 0; i < out.portfolio.size(); ++i) {
               CHECK(out.portfolio[i].best == plain.portfolio[i].best);
             }
-            CHECK(out.stats.size() == plain.stats.size());
+            REQUIRE(out.stats.size() == plain.stats.size());
+          for (size_t i = 0; i < out.stats.size(); ++i) {
+            CHECK(out.stats[i].pass == plain.stats[i].pass);
+            CHECK(out.stats[i].name == plain.stats[i].name);
+            CHECK(out.stats[i].value == plain.stats[i].value);
+          }
+          CHECK(out.notes == plain.notes);
             if (!out.ok) continue;
             CHECK(plan_text(*out.plan, w) == plan_text(*plain.plan, w));
             REQUIRE(out.evaluation.has_value());
