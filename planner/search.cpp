@@ -426,7 +426,7 @@ void Search::worker(size_t k) {
     }
     std::unique_ptr<Trial> trial;
     try {
-      trial = i == probe_ && probe_trial_ ? std::move(probe_trial_) : run_entry(i);
+      trial = run_entry(i);
     } catch (...) {
       trial = std::make_unique<Trial>();
       trial->error = std::current_exception();
