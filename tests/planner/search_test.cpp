@@ -34,11 +34,11 @@ std::string notes_of(const PlanOutcome& o) {
   return out;
 }
 
-/// The unit topology with 64 MiB of HBM and of DDR.
-hw::Topology small_topology() {
-  return hw::load_topology(
-      kSource + "/tests/fixtures/unit_hw.yaml",
-      hw::LoadOptions{{"tiers.hbm.capacity=64MiB", "tiers.ddr.capacity=64MiB"}, false});
+/// The unit topology with 64 MiB of HBM and of DDR, and its PCIe link at `pcie` if given.
+hw::Topology small_topology(const std::string& pcie = "") {
+  std::vector<std::string> sets = {"tiers.hbm.capacity=64MiB", "tiers.ddr.capacity=64MiB"};
+  if (!pcie.empty()) sets.push_back("links.pcie.bandwidth=" + pcie);
+  return hw::load_topology(kSource + "/tests/fixtures/unit_hw.yaml", hw::LoadOptions{sets, false});
 }
 
 /// Seeded random workload `seed` and a request at a budget between its residency bound and
@@ -210,11 +210,7 @@ TEST_CASE("a hint changes the work of the search, never its plan") {
   size_t spared = 0;
   // Slow links, so that copies and not compute bound most plans (the gate has work to do).
   for (const char* link : {"200kB/s", "50kB/s"}) {
-    const hw::Topology topo =
-        hw::load_topology(kSource + "/tests/fixtures/unit_hw.yaml",
-                          hw::LoadOptions{{"tiers.hbm.capacity=64MiB", "tiers.ddr.capacity=64MiB",
-                                           std::string("links.pcie.bandwidth=") + link},
-                                          false});
+    const hw::Topology topo = small_topology(link);
     for (size_t cut_ops : {kSearchCutOps, size_t{1}}) {
       for (uint64_t seed = 1; seed <= 12; ++seed) {
         CAPTURE(link);
@@ -285,11 +281,7 @@ TEST_CASE("a traffic memo shared by plans of one workload changes no outcome") {
     auto memo = std::make_shared<TrafficMemo>(w);
     std::set<uint64_t> budgets;
     for (const char* link : {"1GB/s", "50kB/s"}) {
-      const hw::Topology topo = hw::load_topology(
-          kSource + "/tests/fixtures/unit_hw.yaml",
-          hw::LoadOptions{{"tiers.hbm.capacity=64MiB", "tiers.ddr.capacity=64MiB",
-                           std::string("links.pcie.bandwidth=") + link},
-                          false});
+      const hw::Topology topo = small_topology(link);
       for (const uint64_t budget : {offload.target.budget, offload.target.budget * 3 / 2}) {
         budgets.insert(budget);
         for (const char* policy : {"tierflow", "hyperoffload", "reactive", "resident"}) {
