@@ -42,6 +42,36 @@ bool same_state(const PlanState& a, const PlanState& b) {
   return true;
 }
 
+/// A hash of everything the passes after a selection read of the state: two states with the
+/// same one (and the same passes to come) make the same plan.
+uint64_t state_fingerprint(const PlanState& s) {
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](uint64_t v) {
+    h ^= v;
+    h *= 1099511628211ULL;
+  };
+  for (const uint32_t op : s.order) mix(op);
+  for (const auto* v : {&s.tier_used, &s.tier_room}) {
+    for (const uint64_t x : *v) mix(x);
+    mix(UINT64_MAX);
+  }
+  for (const uint32_t t : s.offload_tiers) mix(t);
+  for (const Residency& r : s.tensors) {
+    mix(r.tier);
+    mix((r.home_off_device ? 1U : 0U) | (r.pinned ? 2U : 0U) | (r.pin_kept ? 4U : 0U));
+    for (const Run& run : r.runs) {
+      mix(run.alloc);
+      mix(run.first);
+      mix(run.last);
+      mix(run.release);
+      mix(run.hold);
+      mix((run.fetched ? 1U : 0U) | (run.store ? 2U : 0U));
+    }
+    mix(UINT64_MAX);
+  }
+  return h;
+}
+
 bool is_prefix_pass(std::string_view name) {
   return name == "reorder" || name == "place" || name == "liveness";
 }
@@ -74,7 +104,7 @@ class Search {
     cut_ = share_ && w.ops.size() >= req.search_cut_ops;
     const bool moe = !share_ || has_routed_experts(w);
     for (const PortfolioEntry& pe : portfolio) {
-      Entry e{pe.pipeline, pe.tries, Pipeline::parse(pe.pipeline), 0, 0, 0, {}, cut_ && !pe.large};
+      Entry e{pe.pipeline, pe.tries, Pipeline::parse(pe.pipeline), 0, 0, 0, {}, {}, cut_ && !pe.large};
       // An entry for routed experts has nothing to look ahead for on a dense workload.
       if (!e.cut && pe.experts && !moe) {
         e.cut = true;
@@ -88,6 +118,7 @@ class Search {
       while (e.emit > e.split && is_materializing_pass(passes[e.emit - 1]->name())) --e.emit;
       const std::string prefix = e.pipeline.str(0, e.split);
       e.suffix = e.pipeline.str(e.split, passes.size());
+      e.rest = e.pipeline.str(e.emit, passes.size());
       size_t p = 0;
       while (p < prefixes_.size() && prefixes_[p]->text != prefix) ++p;
       if (p == prefixes_.size()) {
@@ -143,6 +174,7 @@ class Search {
     size_t emit = 0;   ///< passes [emit, end) only materialize: the gate can rule before them
     uint32_t prefix = 0;
     std::string suffix;
+    std::string rest;  ///< the passes from `emit` on
     bool cut = false;  ///< not run: the search is cut (kSearchCutOps), or `why_not`
     std::string_view why_not = "not run: search cut";
   };
@@ -222,6 +254,9 @@ class Search {
   bool stop_ = false;
   /// Fingerprints of the plans scored or ruled out as repeats, each with the entry that made it.
   std::map<uint64_t, size_t> seen_;
+  /// Per state fingerprint after a selection that ran to its end, and the passes after it:
+  /// the first entry that selected it (a later one makes the same plan).
+  std::map<std::pair<uint64_t, std::string_view>, size_t> selected_;
   std::optional<int64_t> best_makespan_;
   std::optional<int64_t> probe_makespan_;  ///< the probe's score, when it has one
   /// The shortest makespan scored so far, merged or not: what the gate will likely use.
@@ -311,6 +346,17 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
   f.fetched = fetched_bytes(s);
   f.ingress = out.bounds.ingress;
   f.compute_ps = out.bounds.compute_ps;
+  // The state an earlier entry's selection ended in, and the same passes to come: its plan.
+  if (share_ && e.emit > e.split && trial->result != PassResult::kFailed && !ctx.limits.gave_up) {
+    const std::lock_guard lock(m_);
+    const auto [it, added] = selected_.try_emplace({state_fingerprint(s), e.rest}, i);
+    if (!added && it->second < i) {
+      trial->same_as = it->second;
+      trial->state.reset();
+      return trial;
+    }
+    it->second = std::min(it->second, i);
+  }
   bool surely = ctx.limits.gave_up;
   bool likely = false;
   if (!surely && trial->result != PassResult::kFailed) {
