@@ -67,11 +67,10 @@ std::vector<bool> pinned_off_device(const PlanState& s) {
 /// in the future is optimal for same-size pages from any start, and the soonest-used bytes
 /// are the best start among those allowed, so no plan, which moves whole tensors, fetches
 /// fewer bytes.
-uint64_t paging_traffic(const PlanState& s, uint64_t budget) {
+uint64_t paging_traffic(const PlanState& s, uint64_t budget, const std::vector<bool>& cold) {
   const Liveness& l = *s.liveness;
   const size_t nt = s.w.tensors.size();
   auto paged = [&](uint32_t t) { return l.born[t] == kNone && !l.uses[t].empty(); };
-  const std::vector<bool> cold = pinned_off_device(s);
   uint64_t total = 0, cold_total = 0;
   for (uint32_t t = 0; t < nt; ++t) {
     if (!paged(t)) continue;
@@ -143,6 +142,7 @@ uint64_t paging_traffic(const PlanState& s, uint64_t budget) {
 
 Bounds lower_bounds(PlanState& s) {
   const Costs& c = s.ensure_costs();
+  const std::vector<bool> cold = pinned_off_device(s);
   Bounds b;
   for (uint32_t o = 0; o < s.w.ops.size(); ++o) {
     const Op& op = s.w.ops[o];
@@ -220,7 +220,6 @@ Bounds lower_bounds(PlanState& s) {
     if (total > 0) b.ingress = std::min(b.ingress, total);
 
     // Pinned off the device: each used tensor crosses its tier's path at least once.
-    const std::vector<bool> cold = pinned_off_device(s);
     const std::vector<uint32_t> home =
         s.pin_tier.size() == s.w.tensors.size() ? s.pin_tier : pinned_tiers(s.w, s.pins);
     s.ensure_liveness();
@@ -252,7 +251,7 @@ Bounds lower_bounds(PlanState& s) {
     }
   }
 
-  auto traffic = [&s] {
+  auto traffic = [&s, &cold] {
     uint64_t bytes = 0;
     if (s.positions() > 0) {
       // Windows: halvings of the whole order, and passes through the layers (a cut where
@@ -275,11 +274,11 @@ Bounds lower_bounds(PlanState& s) {
       }
       // Where everything fits, only the tensors pinned off the device must move.
       s.ensure_liveness();
-      bytes = std::max(bytes, paging_traffic(s, s.target.budget));
+      bytes = std::max(bytes, paging_traffic(s, s.target.budget, cold));
     }
     return bytes;
   };
-  b.traffic_bytes = s.traffic_memo ? s.traffic_memo->get(s, traffic) : traffic();
+  b.traffic_bytes = s.traffic_memo ? s.traffic_memo->get(s, cold, traffic) : traffic();
   if (b.traffic_bytes > 0 && b.ingress > 0) {
     b.traffic_ps =
         static_cast<int64_t>(std::floor(static_cast<double>(b.traffic_bytes) / b.ingress * 1e12));
@@ -288,18 +287,28 @@ Bounds lower_bounds(PlanState& s) {
   return b;
 }
 
-uint64_t TrafficMemo::get(const PlanState& s, const std::function<uint64_t()>& compute) {
+uint64_t TrafficMemo::get(const PlanState& s, const std::vector<bool>& cold,
+                          const std::function<uint64_t()>& compute) {
   TF_ASSERT(&s.w == w_, "a traffic memo asked about another workload");
-  const std::vector<bool> cold = pinned_off_device(s);
+  auto find = [&](size_t& order) -> const Entry* {
+    order = 0;
+    while (order < orders_.size() && orders_[order] != s.order) ++order;
+    for (const Entry& e : entries_) {
+      if (e.order == order && e.budget == s.target.budget && e.cold == cold) return &e;
+    }
+    return nullptr;
+  };
+  size_t order = 0;
   {
     const std::lock_guard lock(mu_);
-    for (const Entry& e : entries_) {
-      if (e.budget == s.target.budget && e.order == s.order && e.cold == cold) return e.bytes;
-    }
+    if (const Entry* e = find(order)) return e->bytes;
   }
   const uint64_t bytes = compute();
   const std::lock_guard lock(mu_);
-  entries_.push_back(Entry{s.target.budget, s.order, cold, bytes});
+  if (find(order) == nullptr) {
+    if (order == orders_.size()) orders_.push_back(s.order);
+    entries_.push_back(Entry{order, s.target.budget, cold, bytes});
+  }
   return bytes;
 }
 

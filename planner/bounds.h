@@ -59,21 +59,24 @@ Bounds lower_bounds(PlanState& s);
 class TrafficMemo {
  public:
   explicit TrafficMemo(const Workload& w) : w_(&w) {}
-  /// The bytes for `s` (of this memo's workload), from `compute` when not yet known.
-  uint64_t get(const PlanState& s, const std::function<uint64_t()>& compute);
+  /// The bytes for `s` (of this memo's workload) with `cold` its tensors pinned off the
+  /// device, from `compute` when not yet known.
+  uint64_t get(const PlanState& s, const std::vector<bool>& cold,
+               const std::function<uint64_t()>& compute);
   /// The (order, budget, pins) cases remembered.
   size_t size();
 
  private:
   struct Entry {
+    size_t order = 0;  ///< index into orders_
     uint64_t budget = 0;
-    std::vector<uint32_t> order;
     std::vector<bool> cold;
     uint64_t bytes = 0;
   };
   const Workload* w_;
   std::mutex mu_;
-  std::vector<Entry> entries_;  ///< a few per workload: searched in turn
+  std::vector<std::vector<uint32_t>> orders_;  ///< each order once (a few per workload)
+  std::vector<Entry> entries_;                 ///< one per order, budget and pins
 };
 
 }  // namespace tierflow::planner

@@ -6,12 +6,21 @@
 
 namespace tierflow::planner {
 
-uint64_t fingerprint(const Plan& p) {
+namespace {
+
+/// FNV-1a, one 64-bit value at a time.
+struct Fnv {
   uint64_t h = 1469598103934665603ULL;
-  auto mix = [&](uint64_t v) {
+  void operator()(uint64_t v) {
     h ^= v;
     h *= 1099511628211ULL;
-  };
+  }
+};
+
+}  // namespace
+
+uint64_t fingerprint(const Plan& p) {
+  Fnv mix;
   for (uint32_t x : p.home) mix(x);
   if (!p.programs.empty()) {
     for (const Step& st : p.programs.front().steps) {
@@ -23,7 +32,31 @@ uint64_t fingerprint(const Plan& p) {
       mix(UINT64_MAX);
     }
   }
-  return h;
+  return mix.h;
+}
+
+uint64_t fingerprint(const PlanState& s) {
+  Fnv mix;
+  for (const uint32_t op : s.order) mix(op);
+  for (const auto* v : {&s.tier_used, &s.tier_room}) {
+    for (const uint64_t x : *v) mix(x);
+    mix(UINT64_MAX);
+  }
+  for (const uint32_t t : s.offload_tiers) mix(t);
+  for (const Residency& r : s.tensors) {
+    mix(r.tier);
+    mix((r.home_off_device ? 1U : 0U) | (r.pinned ? 2U : 0U) | (r.pin_kept ? 4U : 0U));
+    for (const Run& run : r.runs) {
+      mix(run.alloc);
+      mix(run.first);
+      mix(run.last);
+      mix(run.release);
+      mix(run.hold);
+      mix((run.fetched ? 1U : 0U) | (run.store ? 2U : 0U));
+    }
+    mix(UINT64_MAX);
+  }
+  return mix.h;
 }
 
 bool better_than(const PlanOutcome& a, const PlanOutcome& b) {

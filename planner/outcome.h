@@ -4,7 +4,8 @@
 // Glossary
 //   outcome      what make_plan returns for one pipeline at one budget: the plan, its
 //                bounds, estimates, score, counters and notes, or why it failed.
-//   fingerprint  a hash of program 0's steps and the homes: equal plans, equal prints.
+//   fingerprint  a hash of program 0's steps and the homes (or of a state's decisions):
+//                equal plans, equal prints.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +46,10 @@ bool better_than(const PlanOutcome& a, const PlanOutcome& b);
 
 /// FNV-1a over the steps of program 0 and the homes.
 uint64_t fingerprint(const Plan& p);
+/// FNV-1a over a state's decisions: the order, the tiers' room and use, and every tensor's
+/// tier, flags and runs. Equal states, equal prints (the search's test for a repeated
+/// selection: what the passes after it read).
+uint64_t fingerprint(const PlanState& s);
 
 /// Bytes the runs prefetch (one prefetch step per fetched run once emitted).
 uint64_t fetched_bytes(const PlanState& s);

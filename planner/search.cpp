@@ -20,14 +20,18 @@
 namespace tierflow::planner {
 namespace {
 
-/// Same decisions, same plan: the order and every tensor's residency.
+/// Same decisions, same plan: exactly what fingerprint(const PlanState&) hashes (the order,
+/// the tiers' room and use, every tensor's tier, flags and runs), compared field by field.
 bool same_state(const PlanState& a, const PlanState& b) {
-  if (a.order != b.order || a.tier_used != b.tier_used) return false;
+  if (a.order != b.order || a.tier_used != b.tier_used || a.tier_room != b.tier_room ||
+      a.offload_tiers != b.offload_tiers) {
+    return false;
+  }
   for (size_t t = 0; t < a.tensors.size(); ++t) {
     const Residency& x = a.tensors[t];
     const Residency& y = b.tensors[t];
     if (x.tier != y.tier || x.home_off_device != y.home_off_device || x.pinned != y.pinned ||
-        x.runs.size() != y.runs.size()) {
+        x.pin_kept != y.pin_kept || x.runs.size() != y.runs.size()) {
       return false;
     }
     for (size_t k = 0; k < x.runs.size(); ++k) {
@@ -40,36 +44,6 @@ bool same_state(const PlanState& a, const PlanState& b) {
     }
   }
   return true;
-}
-
-/// A hash of everything the passes after a selection read of the state: two states with the
-/// same one (and the same passes to come) make the same plan.
-uint64_t state_fingerprint(const PlanState& s) {
-  uint64_t h = 1469598103934665603ULL;
-  auto mix = [&](uint64_t v) {
-    h ^= v;
-    h *= 1099511628211ULL;
-  };
-  for (const uint32_t op : s.order) mix(op);
-  for (const auto* v : {&s.tier_used, &s.tier_room}) {
-    for (const uint64_t x : *v) mix(x);
-    mix(UINT64_MAX);
-  }
-  for (const uint32_t t : s.offload_tiers) mix(t);
-  for (const Residency& r : s.tensors) {
-    mix(r.tier);
-    mix((r.home_off_device ? 1U : 0U) | (r.pinned ? 2U : 0U) | (r.pin_kept ? 4U : 0U));
-    for (const Run& run : r.runs) {
-      mix(run.alloc);
-      mix(run.first);
-      mix(run.last);
-      mix(run.release);
-      mix(run.hold);
-      mix((run.fetched ? 1U : 0U) | (run.store ? 2U : 0U));
-    }
-    mix(UINT64_MAX);
-  }
-  return h;
 }
 
 bool is_prefix_pass(std::string_view name) {
@@ -104,7 +78,8 @@ class Search {
     cut_ = share_ && w.ops.size() >= req.search_cut_ops;
     const bool moe = !share_ || has_routed_experts(w);
     for (const PortfolioEntry& pe : portfolio) {
-      Entry e{pe.pipeline, pe.tries, Pipeline::parse(pe.pipeline), 0, 0, 0, {}, {}, cut_ && !pe.large};
+      Entry e{pe.pipeline, pe.tries,         Pipeline::parse(pe.pipeline), 0, 0, 0, {},
+              {},          cut_ && !pe.large};
       // An entry for routed experts has nothing to look ahead for on a dense workload.
       if (!e.cut && pe.experts && !moe) {
         e.cut = true;
@@ -349,7 +324,7 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
   // The state an earlier entry's selection ended in, and the same passes to come: its plan.
   if (share_ && e.emit > e.split && trial->result != PassResult::kFailed && !ctx.limits.gave_up) {
     const std::lock_guard lock(m_);
-    const auto [it, added] = selected_.try_emplace({state_fingerprint(s), e.rest}, i);
+    const auto [it, added] = selected_.try_emplace({fingerprint(s), e.rest}, i);
     if (!added && it->second < i) {
       trial->same_as = it->second;
       trial->state.reset();

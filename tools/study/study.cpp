@@ -342,10 +342,12 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
   SimEvaluator eval(plan_w, topo, /*keep_runs=*/!planned);
   req.evaluator = &eval;
   p.outcome = planner::make_plan(plan_w, topo, req);
-  for (const planner::PortfolioTrial& t : p.outcome.portfolio) {
-    if (!probe_ || !t.best) continue;
-    std::lock_guard lock(mu_);
-    last_winner_ = t.pipeline;
+  if (probe_) {
+    for (const planner::PortfolioTrial& t : p.outcome.portfolio) {
+      if (!t.best) continue;
+      std::lock_guard lock(mu_);
+      last_winner_ = t.pipeline;
+    }
   }
   if (p.outcome.ok && planned) {
     const std::string home =

@@ -631,12 +631,10 @@ SweepSummary run_sweep(const SweepSpec& spec, ResultDb& db, const SweepOptions& 
   std::ranges::stable_sort(turns, [](const Turn& a, const Turn& b) {
     return a.group != b.group ? a.group < b.group : a.later < b.later;
   });
-  std::vector<std::pair<size_t, const SweepPoint*>> order;
-  for (const Turn& t : turns) order.emplace_back(t.group, t.point);
 
   const unsigned hw_threads = std::max(1u, std::thread::hardware_concurrency());
   unsigned jobs = o.jobs == 0 ? hw_threads : o.jobs;
-  jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(order.size(), 1)));
+  jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(turns.size(), 1)));
   Study study;
   study.probe_with_last_winner();
   ServeTraceCache traces;  // serving points: each trace read once
@@ -654,8 +652,8 @@ SweepSummary run_sweep(const SweepSpec& spec, ResultDb& db, const SweepOptions& 
         if (fatal) return;
       }
       const size_t i = next.fetch_add(1);
-      if (i >= order.size()) return;
-      const SweepPoint& p = *order[i].second;
+      if (i >= turns.size()) return;
+      const SweepPoint& p = *turns[i].point;
       const auto t0 = Clock::now();
       Row row;
       int exit_class = 0;
