@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 
+#include "core/huge_pages.h"
 #include "tools/study/result_db.h"
 #include "tools/study/sweep.h"
 #include "tools/study/whatif.h"
@@ -17,6 +18,9 @@
 namespace {
 
 using namespace tierflow::study;
+
+// The whole benchmark binary allocates as the tierflow CLI does (tools/cli/main.cpp).
+const bool kAllocatorTuned = (tierflow::reuse_freed_memory(), true);
 
 Scenario llama70b_decode() {
   Scenario s;

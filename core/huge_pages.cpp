@@ -5,8 +5,21 @@
 #include <new>
 #include <sys/mman.h>
 #include <utility>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 namespace tierflow {
+
+void reuse_freed_memory() {
+#if defined(__GLIBC__)
+  // glibc's largest mmap threshold (half its 64 MiB heap size on 64-bit systems); fixing it
+  // also stops the threshold from moving with what was freed.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  // Free memory at the top of the heap is returned to the kernel only past this much.
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+#endif
+}
 
 void advise_huge_pages(const void* p, size_t bytes) {
 #ifdef MADV_HUGEPAGE

@@ -17,6 +17,13 @@ inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 /// A hint: a no-op where that is not supported, and nothing else changes.
 void advise_huge_pages(const void* p, size_t bytes);
 
+/// For a process that plans and simulates many times over (a sweep, a search, a what-if):
+/// blocks up to 32 MiB come from the allocator's heap and freed memory stays there for the
+/// next plan, instead of each large array being mapped from the kernel, faulted in page by
+/// page and unmapped again (glibc's mmap and trim thresholds; a no-op elsewhere). Call
+/// once, at the start of main, before other threads run.
+void reuse_freed_memory();
+
 /// Zero-filled memory: from 2 MiB on, mapped from the kernel, aligned to and rounded up to
 /// huge pages (zeroed on first touch); below, from the allocator. Empty when
 /// default-constructed; throws std::bad_alloc when there is no memory.

@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "core/diagnostics.h"
+#include "core/huge_pages.h"
 #include "core/io.h"
 #include "tools/cli/calibrate_cmd.h"
 #include "tools/cli/common.h"
@@ -100,6 +101,7 @@ int run(int argc, char** argv) {
 }  // namespace tierflow::cli
 
 int main(int argc, char** argv) {
+  tierflow::reuse_freed_memory();
   try {
     return tierflow::cli::run(argc, argv);
   } catch (const tierflow::InputError& e) {
