@@ -147,6 +147,7 @@ void EmittedPlan::runs_changed() {
   plan_.reset();
   evaluation_.reset();
   shed_ = false;
+  verified_ = false;
 }
 
 void EmittedPlan::shed() {
@@ -157,10 +158,12 @@ void EmittedPlan::shed() {
 
 const Plan& EmittedPlan::plan(const PlanState& s) {
   if (!plan_) {
-    // A shed plan comes back the same: its score stands.
+    // A shed plan comes back the same: its score and its check stand.
     std::optional<Evaluation> kept = shed_ ? std::move(evaluation_) : std::nullopt;
+    const bool verified = shed_ && verified_;
     emit(s);
     evaluation_ = std::move(kept);
+    verified_ = verified;
   }
   return *plan_;
 }
@@ -172,6 +175,7 @@ const Plan& EmittedPlan::emit(const PlanState& s) {
   events_per_program_ = e.events_per_program;
   evaluation_.reset();
   shed_ = false;
+  verified_ = false;
   return *plan_;
 }
 

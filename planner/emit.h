@@ -93,6 +93,10 @@ class EmittedPlan {
   /// The evaluator's score of the current plan, when known.
   [[nodiscard]] const std::optional<Evaluation>& evaluation() const { return evaluation_; }
   void set_evaluation(Evaluation e) { evaluation_ = std::move(e); }
+  /// The current plan passed verify_plan() (the verify pass says so); false once the runs
+  /// change or the plan is emitted again from changed runs.
+  [[nodiscard]] bool verified() const { return verified_; }
+  void set_verified() { verified_ = plan_.has_value(); }
 
  private:
   bool started_ = false;
@@ -101,6 +105,7 @@ class EmittedPlan {
   uint32_t events_per_program_ = 0;
   std::optional<Evaluation> evaluation_;
   bool shed_ = false;  ///< the plan was freed by shed(): its score still holds
+  bool verified_ = false;
 };
 
 }  // namespace tierflow::planner

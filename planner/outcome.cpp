@@ -69,10 +69,14 @@ bool better_than(const PlanOutcome& a, const PlanOutcome& b) {
   return a.evaluation->device_peak < b.evaluation->device_peak;
 }
 
+Evaluation evaluate(PlanEvaluator& evaluator, PlanState& s) {
+  const Plan& plan = s.plan();  // emitted first: verified() speaks of this plan
+  return evaluator.evaluate(plan, s.emitted.verified());
+}
+
 void report(PlanOutcome& out, PlanState& s, PlanEvaluator* evaluator) {
   if (evaluator != nullptr && !out.evaluation) {
-    out.evaluation =
-        s.emitted.evaluation() ? *s.emitted.evaluation() : evaluator->evaluate(s.plan());
+    out.evaluation = s.emitted.evaluation() ? *s.emitted.evaluation() : evaluate(*evaluator, s);
   }
   out.offloads = offloads_of(s, out.evaluation);
   (void)s.plan();  // emitted again if a search shed it

@@ -32,6 +32,10 @@ PassContext context_for(const PlanRequest& req);
 /// estimated peak of its plan (emitted when no pass did). Returns whether it succeeded.
 bool conclude(PlanOutcome& out, PlanState& s, PassContext& ctx, PassResult r);
 
+/// The evaluator's score of the plan as `s`'s runs stand (emitted when stale), telling it
+/// whether the verify pass already checked that plan.
+Evaluation evaluate(PlanEvaluator& evaluator, PlanState& s);
+
 /// Completes a concluded outcome: its score (the one kept with the emitted plan, or the
 /// evaluator's when given and the outcome has none yet), the offloaded tensors, and the
 /// plan, moved out of `s.emitted`.

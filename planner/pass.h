@@ -46,7 +46,9 @@ struct PassReport {
 class PlanEvaluator {
  public:
   virtual ~PlanEvaluator() = default;
-  virtual Evaluation evaluate(const Plan& plan) = 0;
+  /// `verified`: the plan passed verify_plan() against the workload (the verify pass
+  /// checked it as emitted), so the evaluator need not check the plan rules again.
+  virtual Evaluation evaluate(const Plan& plan, bool verified) = 0;
   /// Whether `evaluate` may be called from several threads at once (the tierflow policy
   /// then scores plans on the threads that make them).
   [[nodiscard]] virtual bool thread_safe() const { return false; }

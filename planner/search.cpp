@@ -357,7 +357,7 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
       repeat = seen_.contains(f.fingerprint);
     }
     if (!repeat) {
-      s.emitted.set_evaluation(req_.evaluator->evaluate(s.plan()));
+      s.emitted.set_evaluation(evaluate(*req_.evaluator, s));
       // Until its turn, the trial needs the score, not the plan: emitted again if it wins.
       if (cut_) s.emitted.shed();
       const Evaluation& ev = *s.emitted.evaluation();
@@ -470,7 +470,7 @@ void Search::run_probe() {
   // Not run (it repeats an earlier entry), or no plan: no bound; its turn merges it as is.
   if (!t->error && !t->same_as && t->facts.ok && t->state) {
     EmittedPlan& emitted = t->state->emitted;
-    if (!emitted.evaluation()) emitted.set_evaluation(req_.evaluator->evaluate(t->state->plan()));
+    if (!emitted.evaluation()) emitted.set_evaluation(evaluate(*req_.evaluator, *t->state));
     if (cut_) emitted.shed();
     const Evaluation& ev = *emitted.evaluation();
     if (ev.ok) {
@@ -553,8 +553,7 @@ PlanOutcome Search::run() {
       TF_ASSERT(!a->same_as || !f.ok, "entry {} repeats a plan not yet seen", i);
       if (f.ok) {
         EmittedPlan& emitted = a->state->emitted;
-        if (!emitted.evaluation())
-          emitted.set_evaluation(req_.evaluator->evaluate(a->state->plan()));
+        if (!emitted.evaluation()) emitted.set_evaluation(evaluate(*req_.evaluator, *a->state));
         a->out.evaluation = emitted.evaluation();
       }
       const bool scored = f.ok && a->out.evaluation && a->out.evaluation->ok;

@@ -68,6 +68,9 @@ struct SimOptions {
   /// a cache step's issue (start) and, for a prefetch or store, when its last byte landed
   /// (end; a detach ends when it issues). Exporters join it with SimResult::transfers.
   std::vector<std::vector<StepTime>>* step_times = nullptr;
+  /// The plan already passed verify_plan() against this workload (the planner's verify
+  /// pass checked it): setup does not check the plan rules again.
+  bool verified = false;
 };
 
 /// Why a plan cannot run (core/plan.h), shared with the replayer.

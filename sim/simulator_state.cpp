@@ -11,12 +11,16 @@
 namespace tierflow::sim::detail {
 
 bool Simulator::setup() {
-  const PlanCheck check = verify_plan_programs(plan_, w_);
-  if (check.global) {
-    error_ = rule_error(*check.global);
-    return false;
+  if (o_.verified) {
+    issues_.assign(plan_.programs.size(), std::nullopt);
+  } else {
+    PlanCheck check = verify_plan_programs(plan_, w_);
+    if (check.global) {
+      error_ = rule_error(*check.global);
+      return false;
+    }
+    issues_ = std::move(check.programs);
   }
-  issues_ = check.programs;
   std::vector<uint64_t> capacity(fabric_.tier_slots());
   for (uint32_t s = 0; s < capacity.size(); ++s) {
     capacity[s] = t_.usable(fabric_.slot_tier(s).first);

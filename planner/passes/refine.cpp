@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "planner/offload.h"
+#include "planner/outcome.h"
 #include "planner/pass.h"
 
 namespace tierflow::planner {
@@ -29,9 +30,8 @@ class Refine : public Pass {
       return PassResult::kUnchanged;
     }
     const Costs& c = s.ensure_costs();
-    const Plan& plan = s.plan();
     Evaluation best =
-        s.emitted.evaluation() ? *s.emitted.evaluation() : ctx.evaluator->evaluate(plan);
+        s.emitted.evaluation() ? *s.emitted.evaluation() : evaluate(*ctx.evaluator, s);
     ctx.report.stat(name(), "evaluations", 1);
     s.emitted.set_evaluation(best);
     if (!best.ok) return PassResult::kUnchanged;
@@ -61,7 +61,7 @@ class Refine : public Pass {
         ++moved;
       }
       if (moved == 0) break;
-      const Evaluation next = ctx.evaluator->evaluate(s.emitted.emit(s));
+      const Evaluation next = ctx.evaluator->evaluate(s.emitted.emit(s), /*verified=*/false);
       ctx.report.stat(name(), "evaluations", 1);
       if (!next.ok || next.makespan_ps >= best.makespan_ps) {
         for (size_t t = 0; t < s.tensors.size(); ++t) s.tensors[t].runs = std::move(saved[t]);

@@ -21,6 +21,7 @@ class Verify : public Pass {
                                 issue->message);
       return PassResult::kFailed;
     }
+    s.emitted.set_verified();
     if (end_fitting(s, ctx, ProfileTree(memory_profile(s)), PassResult::kUnchanged) ==
         PassResult::kFailed) {
       return PassResult::kFailed;

@@ -14,6 +14,8 @@
 #include "planner/planner.h"
 #include "planner/print.h"
 #include "planner/realize.h"
+#include "planner/state.h"
+#include "sim/simulator.h"
 #include "tests/support/plan_builders.h"
 #include "tools/study/sim_evaluator.h"
 
@@ -127,7 +129,7 @@ size_t check_search(uint64_t seeds, size_t cut_ops) {
     CHECK_FALSE(verify_plan(*first->plan, w).has_value());
     {
       study::SimEvaluator eval(w, topo);
-      CHECK(eval.evaluate(*first->plan).makespan_ps == first->evaluation->makespan_ps);
+      CHECK(eval.evaluate(*first->plan, /*verified=*/false).makespan_ps == first->evaluation->makespan_ps);
     }
     for (const char* baseline : {"reactive", "layerwise", "distance", "hyperoffload"}) {
       CAPTURE(std::string(baseline));
@@ -200,6 +202,57 @@ TEST_CASE("a selection pass gives up at the fetch limit only with that much sure
   }
   CHECK(ran >= 20);
   CHECK(gave_up >= 20);  // the limit is reached often enough for the checks to mean much
+}
+
+// The verify pass vouches for the plan it checked, and only for that plan: the simulator
+// then skips its own check of the rules and scores it exactly as it does unchecked.
+TEST_CASE("a plan the verify pass checked is simulated unchecked, with the same result") {
+  const hw::Topology topo = small_topology("200kB/s");
+  size_t moved = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    CAPTURE(seed);
+    const auto [w, req] = offloading(seed, topo);
+    study::SimEvaluator eval(w, topo);
+    for (const char* text : {"place{multi=true},liveness,select,insert,schedule,verify",
+                             "reorder,place{multi=true},liveness,belady,insert,verify"}) {
+      CAPTURE(text);
+      PlanState s = initial_state(w, topo, req, req.target.budget);
+      PassContext ctx;
+      if (Pipeline::parse(text).run(s, ctx) == PassResult::kFailed) continue;
+      REQUIRE(s.emitted.verified());
+      const Plan& plan = s.plan();
+      const bool moves = std::any_of(plan.programs[0].steps.begin(), plan.programs[0].steps.end(),
+                                     [](const Step& x) { return x.kind == StepKind::kPrefetch; });
+      if (moves) ++moved;
+      sim::SimOptions checked, trusted;
+      trusted.verified = true;
+      const sim::SimResult a = sim::simulate(plan, w, topo, checked);
+      const sim::SimResult b = sim::simulate(plan, w, topo, trusted);
+      REQUIRE_FALSE(a.error.has_value());
+      REQUIRE_FALSE(b.error.has_value());
+      CHECK(a.makespan == b.makespan);
+      CHECK(a.events == b.events);
+      CHECK(a.transfers.size() == b.transfers.size());
+      CHECK(study::device_peak(a) == study::device_peak(b));
+      CHECK(eval.evaluate(plan, true).makespan_ps == eval.evaluate(plan, false).makespan_ps);
+      // A shed plan comes back the same, still checked; changed runs are not.
+      s.emitted.shed();
+      (void)s.plan();
+      CHECK(s.emitted.verified());
+      s.emitted.runs_changed();
+      (void)s.plan();
+      CHECK_FALSE(s.emitted.verified());
+    }
+    // Without a verify pass nothing vouches for the plan.
+    PlanState s = initial_state(w, topo, req, req.target.budget);
+    PassContext ctx;
+    if (Pipeline::parse("place,liveness,select,insert,schedule").run(s, ctx) !=
+        PassResult::kFailed) {
+      (void)s.plan();
+      CHECK_FALSE(s.emitted.verified());
+    }
+  }
+  CHECK(moved >= 10);  // most plans move data, or the simulations compared prove little
 }
 
 // PlanRequest::hint: the entry it names runs and is scored first, as a bound for the gate.

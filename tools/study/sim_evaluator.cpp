@@ -13,8 +13,9 @@ uint64_t device_peak(const sim::SimResult& r) {
   return peak;
 }
 
-planner::Evaluation SimEvaluator::evaluate(const Plan& plan) {
+planner::Evaluation SimEvaluator::evaluate(const Plan& plan, bool verified) {
   sim::SimOptions o;
+  o.verified = verified;
   o.keep_transfers = true;
   o.live_top = 0;
   auto run = std::make_shared<SimRun>();

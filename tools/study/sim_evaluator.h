@@ -26,7 +26,7 @@ class SimEvaluator : public planner::PlanEvaluator {
   /// the simulation of the plan it gets instead of running it again.
   SimEvaluator(const Workload& w, const hw::Topology& t, bool keep_runs = false)
       : w_(w), t_(t), keep_runs_(keep_runs) {}
-  planner::Evaluation evaluate(const Plan& plan) override;
+  planner::Evaluation evaluate(const Plan& plan, bool verified) override;
   [[nodiscard]] bool thread_safe() const override { return true; }
   [[nodiscard]] uint64_t runs() const { return runs_.load(); }
 
