@@ -118,6 +118,25 @@ class Search {
         }
       }
     }
+    for (size_t i = 0; share_ && i < entries_.size(); ++i) {
+      Entry& e = entries_[i];
+      if (e.cut || e.emit == e.split) continue;
+      const std::string selection = e.pipeline.str(e.split, e.emit);
+      for (size_t j = 0; j < i; ++j) {
+        Entry& o = entries_[j];
+        if (!o.cut && o.prefix == e.prefix && o.suffix != e.suffix && !o.selects_as &&
+            o.pipeline.str(o.split, o.emit) == selection) {
+          e.selects_as = j;
+          ++o.selection_users;
+          break;
+        }
+      }
+    }
+    selections_.resize(entries_.size());
+    selection_users_.resize(entries_.size());
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      selection_users_[i] = entries_[i].selection_users;
+    }
     runs_before_.assign(1, 0);
     for (const Entry& e : entries_) runs_before_.push_back(runs_before_.back() + (e.cut ? 0 : 1));
     const unsigned hardware = std::max(1U, std::thread::hardware_concurrency());
@@ -152,6 +171,18 @@ class Search {
     std::string rest;  ///< the passes from `emit` on
     bool cut = false;  ///< not run: the search is cut (kSearchCutOps), or `why_not`
     std::string_view why_not = "not run: search cut";
+    /// An earlier entry that runs the same passes up to `emit` from the same prefix (the
+    /// passes after differ): its state there is this entry's too.
+    std::optional<size_t> selects_as;
+    size_t selection_users = 0;  ///< entries whose selects_as is this one
+  };
+  /// An entry's state after its passes up to `emit`, for the entries that select as it.
+  struct Selection {
+    PlanState state;
+    PassReport report;
+    PassResult result = PassResult::kUnchanged;
+    std::string failure;
+    bool gave_up = false;
   };
   /// What the gate needs of an entry; a repeat has its original's.
   struct Facts {
@@ -236,6 +267,10 @@ class Search {
   std::optional<int64_t> probe_makespan_;  ///< the probe's score, when it has one
   /// The shortest makespan scored so far, merged or not: what the gate will likely use.
   std::optional<int64_t> likely_best_;
+  /// Per entry: its state after the passes up to `emit`, while entries that select as it
+  /// have yet to start (selection_users_ counts them down).
+  std::vector<std::shared_ptr<const Selection>> selections_;
+  std::vector<size_t> selection_users_;
 };
 
 Search::Prefix& Search::prefix(uint32_t p) {
@@ -271,6 +306,13 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
   trial->entry = i;
   const Entry& e = entries_[i];
   if (e.cut) return trial;
+  // The state another entry's selection ended in, when that one ran first.
+  std::shared_ptr<const Selection> kept;
+  if (e.selects_as) {
+    const std::lock_guard lock(m_);
+    kept = selections_[*e.selects_as];
+    if (--selection_users_[*e.selects_as] == 0) selections_[*e.selects_as].reset();
+  }
   const Prefix& p = prefix(e.prefix);
   PlanOutcome& out = trial->out;
   out.pipeline = e.pipeline.str();
@@ -292,11 +334,11 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
       return trial;
     }
   }
-  trial->state.emplace(*p.state);
+  trial->state.emplace(kept ? kept->state : *p.state);
   PlanState& s = *trial->state;
   PassContext& ctx = trial->ctx;
   ctx = context_for(req_);
-  ctx.report = p.report;
+  ctx.report = kept ? kept->report : p.report;
   Facts& f = trial->facts;
   // A pass that reorders changes the bounds: no limit for it. When passes are printed,
   // every pipeline runs to its end.
@@ -314,7 +356,21 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
     f.compute_ps = bounds(e.prefix).compute_ps;
     ctx.limits.fetch_bytes = fetch_limit(f, i);
   }
-  trial->result = e.pipeline.run(s, ctx, e.split, e.emit);
+  if (kept) {
+    // It ran with a fetch limit no lower than this entry's (the best only gets better):
+    // had it given up, this entry would have too.
+    trial->result = kept->result;
+    ctx.failure = kept->failure;
+    ctx.limits.gave_up = kept->gave_up;
+  } else {
+    trial->result = e.pipeline.run(s, ctx, e.split, e.emit);
+    if (e.selection_users > 0) {
+      auto mine = std::make_shared<const Selection>(
+          Selection{s, ctx.report, trial->result, ctx.failure, ctx.limits.gave_up});
+      const std::lock_guard lock(m_);
+      if (selection_users_[i] > 0) selections_[i] = std::move(mine);
+    }
+  }
   ctx.limits.fetch_bytes = UINT64_MAX;
   out.bounds = s.order == p.state->order ? bounds(e.prefix) : lower_bounds(s);
   f.counted = true;

@@ -98,6 +98,24 @@ size_t check_search(uint64_t seeds, size_t cut_ops) {
       REQUIRE(out.evaluation.has_value());
       CHECK(out.evaluation->makespan_ps == first->evaluation->makespan_ps);
     }
+    if (!cut) {
+      // With passes printed, nothing is shared, skipped or stopped early (every pipeline
+      // runs to its end and is scored, and no search is cut): the same winner, plan and
+      // score. What the search shares (prefixes, repeated plans and selections, the gate)
+      // changes no outcome.
+      study::SimEvaluator eval(w, topo);
+      PlanRequest r = req;
+      r.evaluator = &eval;
+      r.threads = 1;
+      r.after_pass = [](std::string_view, const PlanState&) {};
+      const PlanOutcome full = make_plan(w, topo, r);
+      REQUIRE(full.ok == first->ok);
+      CHECK(full.pipeline == first->pipeline);
+      if (full.ok) {
+        CHECK(plan_text(*full.plan, w) == plan_text(*first->plan, w));
+        CHECK(full.evaluation->makespan_ps == first->evaluation->makespan_ps);
+      }
+    }
     // The portfolio as --explain prints it: the table's pipelines in order, each with a
     // result, one of them the best.
     const auto table = tierflow_portfolio();
