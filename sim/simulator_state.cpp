@@ -146,19 +146,21 @@ void Simulator::finish(SimResult& r) {
     r.devices.push_back(st.res);
   }
   // Tiers: every instance that held bytes.
-  std::vector<uint32_t> by_size(w_.tensors.size());
-  for (uint32_t t = 0; t < by_size.size(); ++t) by_size[t] = t;
-  std::stable_sort(by_size.begin(), by_size.end(), [this](uint32_t a, uint32_t b) {
-    return w_.tensors[a].bytes > w_.tensors[b].bytes;
-  });
   // Home copies by plan tier, largest first, at most live_top each: what a program can
-  // list for the instance its home tier maps to.
+  // list for the instance its home tier maps to (none when nothing is listed).
   std::vector<std::vector<uint32_t>> homed(plan_.tiers.size());
-  for (uint32_t t : by_size) {
-    const uint32_t h = plan_.home[t];
-    if (w_.tensors[t].origin == kExternal && h != plan_.device_tier &&
-        homed[h].size() < o_.live_top) {
-      homed[h].push_back(t);
+  if (o_.live_top > 0) {
+    std::vector<uint32_t> by_size(w_.tensors.size());
+    for (uint32_t t = 0; t < by_size.size(); ++t) by_size[t] = t;
+    std::stable_sort(by_size.begin(), by_size.end(), [this](uint32_t a, uint32_t b) {
+      return w_.tensors[a].bytes > w_.tensors[b].bytes;
+    });
+    for (uint32_t t : by_size) {
+      const uint32_t h = plan_.home[t];
+      if (w_.tensors[t].origin == kExternal && h != plan_.device_tier &&
+          homed[h].size() < o_.live_top) {
+        homed[h].push_back(t);
+      }
     }
   }
   // Per program, the instance of each plan tier.
