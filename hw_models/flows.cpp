@@ -276,7 +276,12 @@ void FlowNetwork::split() {
     size_t j = i + 1;
     while (j < cut_.size() && group_[cut_[j]] == group_[cut_[i]]) ++j;
     const std::span<const uint32_t> sources{cut_.data() + i, j - i};
-    if (sources.size() >= 2 && !joined_nearby(sources)) search_apart(sources);
+    // A group left with one flow is that flow's route (its resources all carry flows):
+    // connected.
+    if (sources.size() >= 2 && groups_[group_[sources[0]]].flows > 1 &&
+        !joined_nearby(sources)) {
+      search_apart(sources);
+    }
     i = j;
   }
   cut_.clear();
