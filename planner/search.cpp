@@ -118,24 +118,21 @@ class Search {
         }
       }
     }
+    selections_.resize(entries_.size());
+    selection_users_.assign(entries_.size(), 0);
     for (size_t i = 0; share_ && i < entries_.size(); ++i) {
       Entry& e = entries_[i];
       if (e.cut || e.emit == e.split) continue;
       const std::string selection = e.pipeline.str(e.split, e.emit);
       for (size_t j = 0; j < i; ++j) {
-        Entry& o = entries_[j];
+        const Entry& o = entries_[j];
         if (!o.cut && o.prefix == e.prefix && o.suffix != e.suffix && !o.selects_as &&
             o.pipeline.str(o.split, o.emit) == selection) {
           e.selects_as = j;
-          ++o.selection_users;
+          ++selection_users_[j];
           break;
         }
       }
-    }
-    selections_.resize(entries_.size());
-    selection_users_.resize(entries_.size());
-    for (size_t i = 0; i < entries_.size(); ++i) {
-      selection_users_[i] = entries_[i].selection_users;
     }
     runs_before_.assign(1, 0);
     for (const Entry& e : entries_) runs_before_.push_back(runs_before_.back() + (e.cut ? 0 : 1));
@@ -174,7 +171,6 @@ class Search {
     /// An earlier entry that runs the same passes up to `emit` from the same prefix (the
     /// passes after differ): its state there is this entry's too.
     std::optional<size_t> selects_as;
-    size_t selection_users = 0;  ///< entries whose selects_as is this one
   };
   /// An entry's state after its passes up to `emit`, for the entries that select as it.
   struct Selection {
@@ -268,7 +264,7 @@ class Search {
   /// The shortest makespan scored so far, merged or not: what the gate will likely use.
   std::optional<int64_t> likely_best_;
   /// Per entry: its state after the passes up to `emit`, while entries that select as it
-  /// have yet to start (selection_users_ counts them down).
+  /// have yet to start; and how many of those have yet to start.
   std::vector<std::shared_ptr<const Selection>> selections_;
   std::vector<size_t> selection_users_;
 };
@@ -364,10 +360,14 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
     ctx.limits.gave_up = kept->gave_up;
   } else {
     trial->result = e.pipeline.run(s, ctx, e.split, e.emit);
-    if (e.selection_users > 0) {
+    // Kept (a copy) only while an entry that selects as this one has yet to start (a probe
+    // may have started before it).
+    std::unique_lock lock(m_);
+    if (selection_users_[i] > 0) {
+      lock.unlock();
       auto mine = std::make_shared<const Selection>(
           Selection{s, ctx.report, trial->result, ctx.failure, ctx.limits.gave_up});
-      const std::lock_guard lock(m_);
+      lock.lock();
       if (selection_users_[i] > 0) selections_[i] = std::move(mine);
     }
   }
