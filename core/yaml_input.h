@@ -73,7 +73,7 @@ void read_object(const YAML::Node& node, const Schema<Obj>& s, Obj& obj, const s
       throw InputError::at(key_pos, "duplicate key '{}' in {}", full, what);
     }
     if (s.is_group(full)) {
-      read_object(it->second, s, obj, file, what + " " + full, full);
+      read_object(it->second, s, obj, file, what + " " + key, full);
       continue;
     }
     const Field<Obj>* f = s.find(full);

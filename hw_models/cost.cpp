@@ -58,4 +58,56 @@ std::optional<Duration> op_time(const Topology& t, size_t device, size_t device_
                  Bytes{o.collective_bytes}, dequantized_dtype(w, o));
 }
 
+namespace {
+
+/// Devices of class `device` that share one instance of a `scope` resource (a socket's CPU,
+/// a tier): those of the busiest instance when the class does not divide evenly over them.
+/// Only the plan's device class counts: its programs are the ones that place host steps
+/// (the devices computing from the plan's device tier); other classes run no program of
+/// the plan.
+double devices_sharing(const Topology& t, size_t device, Scope scope) {
+  const int count = t.devices[device].count;
+  const int instances = std::max(1, t.instances(scope));
+  return static_cast<double>(std::max(1, (count + instances - 1) / instances));
+}
+
+}  // namespace
+
+// The host CPU's roofline. Each socket's CPU serves the devices of that socket, and each
+// instance of its tier the devices of that instance, all running the same program at once:
+// each gets an even share of the peak and of the tier's read bandwidth.
+//
+//   host op:  max(flops / (peak[dtype] / socket_share * compute_efficiency),
+//                 bytes / (tier.read_bandwidth / tier_share * memory_efficiency))
+//             + launch_overhead
+//
+// An op that dequantizes weights on the fly is timed like any other: its bytes are already
+// the quantized ones, and the CPU's compute_efficiency covers the unpacking (the host's ops
+// are attention over the KV cache, which reads no quantized weights).
+std::optional<Duration> host_op_time(const Topology& t, size_t device, const Workload& w,
+                                     uint32_t op) {
+  TF_ASSERT(device < t.devices.size(), "device index {} out of range", device);
+  const HostCpu& cpu = t.system.cpu;
+  if (!cpu.present()) return std::nullopt;
+  const Op& o = w.ops[op];
+  const FlopRate peak = cpu.peak[static_cast<size_t>(o.dtype)];
+  // As on a device, an op with no FLOPs is timed by its bytes alone.
+  if (peak.flop_per_s <= 0.0 && o.flops > 0.0) return std::nullopt;
+  const auto tier_index = t.tier_index(cpu.tier);
+  TF_ASSERT(tier_index.has_value(), "host cpu tier '{}' is not a tier", cpu.tier);
+  const Tier& tier = t.tiers[*tier_index];
+  Duration compute{0};
+  if (o.flops > 0.0) {
+    const double share = devices_sharing(t, device, Scope::kSocket);
+    compute = compute_time(o.flops, FlopRate{peak.flop_per_s / share * cpu.compute_efficiency});
+  }
+  Duration memory{0};
+  if (o.bytes > 0) {
+    const double share = devices_sharing(t, device, tier.per);
+    memory = transfer_time(
+        Bytes{o.bytes}, Bandwidth{tier.read_bandwidth.bytes_per_s / share * cpu.memory_efficiency});
+  }
+  return Duration{saturating_add_ps(std::max(compute.ps, memory.ps), cpu.launch_overhead.ps)};
+}
+
 }  // namespace tierflow::hw

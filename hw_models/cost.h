@@ -44,4 +44,12 @@ std::optional<Duration> op_time(const Topology& t, size_t device, size_t device_
 std::optional<Duration> op_time(const Topology& t, size_t device, size_t device_tier,
                                 const Workload& w, uint32_t op);
 
+/// Time of op `op` of workload `w` on the host CPU serving a device of class `device`
+/// (HostCpu): the roofline with the socket's peak and its tier's read bandwidth,
+/// each shared evenly by the devices of that socket (of that tier instance), plus the CPU's
+/// launch overhead. nullopt when the topology describes no host CPU, or the op has FLOPs
+/// in a dtype the CPU has no peak rate for.
+std::optional<Duration> host_op_time(const Topology& t, size_t device, const Workload& w,
+                                     uint32_t op);
+
 }  // namespace tierflow::hw

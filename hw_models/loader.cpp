@@ -97,6 +97,32 @@ void apply_overrides(Topology& t, const std::vector<std::string>& overrides) {
 
 // ---- validation ----
 
+/// The citation key that covers field `key` of an object whose value cites none: the
+/// object's own `source`.
+template <class Obj>
+const std::string& covering_source(const Obj& obj, std::string_view /*key*/) {
+  return obj.source;
+}
+
+/// The host CPU's fields (`cpu.*`) are covered by the CPU's `source`, else the system's.
+const std::string& covering_source(const System& s, std::string_view key) {
+  const bool cpu = key.substr(0, 4) == "cpu.";
+  return cpu && !s.cpu.source.empty() ? s.cpu.source : s.source;
+}
+
+/// The host CPU field given first (by position); nullptr when none was.
+const schema::Origin* first_cpu_field(const System& s) {
+  const schema::Origin* first = nullptr;
+  for (const auto& [key, origin] : s.origins.fields) {
+    if (key.substr(0, 4) != "cpu.") continue;
+    if (first == nullptr ||
+        std::pair(origin.pos.line, origin.pos.col) < std::pair(first->pos.line, first->pos.col)) {
+      first = &origin;
+    }
+  }
+  return first;
+}
+
 class Validator {
  public:
   Validator(Topology& t, const LoadOptions& o) : t_(t), opt_(o) {
@@ -105,16 +131,15 @@ class Validator {
 
   void run() {
     check_unique_ids();
-    check_sources(t_.system, system_schema(), "system", t_.system.source);
-    for (auto& d : t_.devices)
-      check_sources(d, device_schema(), label("device", d.id, 0), d.source);
-    for (auto& x : t_.tiers) check_sources(x, tier_schema(), label("tier", x.id, 0), x.source);
-    for (auto& x : t_.switches)
-      check_sources(x, switch_schema(), label("switch", x.id, 0), x.source);
-    for (auto& x : t_.links) check_sources(x, link_schema(), label("link", x.id, 0), x.source);
+    check_sources(t_.system, system_schema(), "system");
+    for (auto& d : t_.devices) check_sources(d, device_schema(), label("device", d.id, 0));
+    for (auto& x : t_.tiers) check_sources(x, tier_schema(), label("tier", x.id, 0));
+    for (auto& x : t_.switches) check_sources(x, switch_schema(), label("switch", x.id, 0));
+    for (auto& x : t_.links) check_sources(x, link_schema(), label("link", x.id, 0));
     for (auto& d : t_.devices) check_device(d);
     for (auto& x : t_.tiers) check_tier(x);
     for (auto& x : t_.links) check_link(x);
+    check_host_cpu();
     check_switches_used();
   }
 
@@ -145,9 +170,8 @@ class Validator {
   }
 
   template <class Obj>
-  void check_sources(const Obj& obj, const schema::Schema<Obj>& s, const std::string& what,
-                     const std::string& object_source) {
-    check_source_key(object_source, obj.origins.pos_of("source"));
+  void check_sources(const Obj& obj, const schema::Schema<Obj>& s, const std::string& what) {
+    check_source_key(obj.source, obj.origins.pos_of("source"));
     // Report the first problem in file order, not in key order.
     std::vector<std::pair<std::string, schema::Origin>> fields(obj.origins.fields.begin(),
                                                                obj.origins.fields.end());
@@ -159,7 +183,7 @@ class Validator {
       check_source_key(origin.source, origin.source_pos.line ? origin.source_pos : origin.pos);
       const auto* f = s.find(key);
       if (opt_.require_sources && f && schema::is_number(f->type) && origin.source.empty() &&
-          object_source.empty()) {
+          covering_source(obj, key).empty()) {
         throw InputError::at(origin.pos,
                              "'{}' of {} has no source: write {{value: ..., source: KEY}} or give "
                              "the {} a 'source:'",
@@ -273,6 +297,38 @@ class Validator {
     }
   }
 
+  /// A described host CPU (one with a peak rate) names a shared tier to compute next to;
+  /// CPU fields without a peak rate describe nothing and are refused.
+  void check_host_cpu() {
+    const System& s = t_.system;
+    const HostCpu& cpu = s.cpu;
+    check_source_key(cpu.source, s.origins.pos_of("cpu.source"));
+    if (!cpu.present()) {
+      if (first_cpu_field(s) != nullptr) {
+        throw InputError::at(cpu.origins.pos,
+                             "system cpu declares no peak rate: a host CPU needs one, e.g. "
+                             "'peak: {{fp32: 2TFLOP/s}}' (or remove 'cpu')");
+      }
+      return;
+    }
+    if (cpu.tier.empty()) {
+      throw InputError::at(cpu.origins.pos,
+                           "system cpu is missing required key 'tier' (the 'per: socket', "
+                           "'per: host' or 'per: supernode' tier its ops read and write)");
+    }
+    const auto ti = t_.tier_index(cpu.tier);
+    if (!ti) {
+      throw InputError::at(s.origins.pos_of("cpu.tier"), "system cpu: tier '{}' is not a tier{}",
+                           cpu.tier, did_you_mean(cpu.tier, tier_ids()));
+    }
+    if (t_.tiers[*ti].per == Scope::kDevice) {
+      throw InputError::at(s.origins.pos_of("cpu.tier"),
+                           "system cpu: tier '{}' is a 'per: device' tier; the CPU computes next "
+                           "to a 'per: socket', 'per: host' or 'per: supernode' tier",
+                           cpu.tier);
+    }
+  }
+
   void check_switches_used() {
     for (const auto& s : t_.switches) {
       bool used = std::any_of(t_.links.begin(), t_.links.end(), [&](const Link& l) {
@@ -288,6 +344,22 @@ class Validator {
   const LoadOptions& opt_;
   std::vector<std::string> source_keys_;
 };
+
+/// The position of key `key` of mapping `node`; an empty position when it has none.
+SourcePos key_pos(const YAML::Node& node, std::string_view key, const std::string& file) {
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    if (it->first.IsScalar() && it->first.Scalar() == key) return schema::pos_of(it->first, file);
+  }
+  return {};
+}
+
+/// Where messages about the host CPU point: its `cpu:` key in the file, else its first field
+/// set by `--set`, else the system.
+void place_host_cpu(System& s) {
+  if (!s.cpu.origins.pos.file.empty()) return;
+  const schema::Origin* first = first_cpu_field(s);
+  s.cpu.origins.pos = first != nullptr ? first->pos : s.origins.pos;
+}
 
 void check_reachable(const Topology& t) {
   for (size_t ti = 0; ti < t.tiers.size(); ++ti) {
@@ -362,6 +434,7 @@ Topology parse(const YAML::Node& root, const std::string& file, const LoadOption
       schema::read_sources(v, t.sources, file);
     } else if (key == "system") {
       schema::read_object(v, system_schema(), t.system, file, "system");
+      t.system.cpu.origins.pos = key_pos(v, "cpu", file);
     } else if (key == "devices") {
       devices = v;
     } else if (key == "tiers") {
@@ -397,6 +470,7 @@ Topology parse(const YAML::Node& root, const std::string& file, const LoadOption
   if (t.tiers.empty()) throw InputError::at(schema::pos_of(*tiers, file), "'tiers' is empty");
 
   apply_overrides(t, opt.overrides);
+  place_host_cpu(t.system);
   Validator(t, opt).run();
   resolve_routes(t);
   check_reachable(t);

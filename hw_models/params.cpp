@@ -31,11 +31,75 @@ void add_common(Schema<Obj>& s, std::string_view what) {
                              Spec{.type = ValueType::kString, .desc = std::string(kSourceDesc)}));
 }
 
+/// Field `f` of the object in member `part` of `Outer`, as a field of `Outer`: how an object
+/// nested in another (system.cpu) is declared. `f` carries its full key (`cpu.tier`), so
+/// that its messages name the key as the user writes it.
+template <class Outer, class Inner>
+schema::Field<Outer> nested(Inner Outer::*part, schema::Field<Inner> f) {
+  schema::Field<Outer> r;
+  r.key = std::move(f.key);
+  r.type = f.type;
+  r.required = f.required;
+  r.default_text = std::move(f.default_text);
+  r.description = std::move(f.description);
+  r.choices = std::move(f.choices);
+  r.set = [part, set = std::move(f.set)](Outer& o, const schema::Input& in) { set(o.*part, in); };
+  r.get = [part, get = std::move(f.get)](const Outer& o) { return get(o.*part); };
+  return r;
+}
+
+/// The host CPU's fields, under `cpu.`; none is required, as a topology need not describe
+/// the CPU (the loader checks that a described one is complete).
+void add_host_cpu(Schema<System>& s) {
+  auto add = [&s](schema::Field<HostCpu> f) {
+    s.fields.push_back(nested(&System::cpu, std::move(f)));
+  };
+  add(declare("cpu.description", &HostCpu::description,
+              Spec{.type = ValueType::kString, .desc = "free text"}));
+  add(declare("cpu.source", &HostCpu::source,
+              Spec{.type = ValueType::kString,
+                   .desc = "citation key for the CPU's numbers that carry none of their own "
+                           "(else the system's `source`)"}));
+  add(declare("cpu.tier", &HostCpu::tier,
+              Spec{.type = ValueType::kRef,
+                   .desc = "the tier the CPU's ops read and write: a `per: socket`, `per: host` "
+                           "or `per: supernode` tier; required with a peak rate"}));
+  for (size_t i = 0; i < kDtypeNames.size(); ++i) {
+    add(declare_at(fmt::format("cpu.peak.{}", kDtypeNames[i]), &HostCpu::peak, i,
+                   Spec{.desc = fmt::format("peak {} rate of one socket, all its cores; absent = "
+                                            "unsupported",
+                                            kDtypeNames[i])}));
+  }
+  add(declare("cpu.compute_efficiency", &HostCpu::compute_efficiency,
+              Spec{.def = "1", .desc = "fraction of the peak rate the CPU's ops reach"}));
+  add(declare("cpu.memory_efficiency", &HostCpu::memory_efficiency,
+              Spec{.def = "1",
+                   .desc = "fraction of its tier's read bandwidth the CPU's ops reach (a "
+                           "STREAM-like fraction)"}));
+  add(declare("cpu.launch_overhead", &HostCpu::launch_overhead,
+              Spec{.def = "0ns",
+                   .desc = "fixed cost added to every op on the CPU (dispatch to its threads)"}));
+}
+
 }  // namespace
 
 const Schema<System>& system_schema() {
   static const Schema<System> kSchema = [] {
-    Schema<System> r{"system", "", "How devices are grouped into hosts and CPU sockets.", {}};
+    Schema<System> r{
+        "system",
+        "",
+        "How devices are grouped into hosts and CPU sockets, and optionally the CPU of each "
+        "socket as a compute engine (`cpu`) for the ops a plan places on the host, next to "
+        "the CPU's tier (FlexGen's attention beside a host-resident KV cache). An op on the "
+        "CPU takes `max(flops / (cpu.peak[dtype] / socket_share * cpu.compute_efficiency), "
+        "bytes / (tier.read_bandwidth / tier_share * cpu.memory_efficiency)) + "
+        "cpu.launch_overhead`, where socket_share is the number of devices of the plan's "
+        "device class on one socket and tier_share the number on one instance of the CPU's "
+        "tier (rounded up: the busiest instance). An op without FLOPs is timed by its bytes, "
+        "and one that dequantizes weights on the fly like any other (its bytes are the "
+        "quantized ones; the CPU has no `dequant_efficiency`). A topology without `cpu` (no "
+        "peak rate) has no host CPU: plans that compute on the host are refused there.",
+        {}};
     r.fields.push_back(declare("hosts", &System::hosts,
                                Spec{.def = "1",
                                     .desc = "hosts (nodes, trays) in the supernode; every device "
@@ -46,6 +110,7 @@ const Schema<System>& system_schema() {
                                             "evenly over its sockets"}));
     r.fields.push_back(declare("source", &System::source,
                                Spec{.type = ValueType::kString, .desc = std::string(kSourceDesc)}));
+    add_host_cpu(r);
     return r;
   }();
   return kSchema;
@@ -284,7 +349,7 @@ const std::vector<schema::TopKey>& top_level_keys() {
       {"name", "topology name (an id)"},
       {"description", "free text"},
       {"sources", "citation key -> citation text (document, URL, measurement)"},
-      {"system", "host and socket grouping"},
+      {"system", "host and socket grouping, and the host CPU"},
       {"devices", "list of device classes"},
       {"tiers", "list of memory tiers"},
       {"switches", "list of switches"},

@@ -22,7 +22,9 @@ double Device::dequant_efficiency(Dtype weights) const {
   return e > 0.0 ? e : 1.0;
 }
 
-std::string Device::peak_dtypes() const {
+namespace {
+
+std::string dtypes_with_peak(const std::array<FlopRate, kDtypeNames.size()>& peak) {
   std::string out;
   for (size_t i = 0; i < peak.size(); ++i) {
     if (peak[i].flop_per_s <= 0.0) continue;
@@ -30,6 +32,20 @@ std::string Device::peak_dtypes() const {
     out += kDtypeNames[i];
   }
   return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+std::string Device::peak_dtypes() const {
+  return dtypes_with_peak(peak);
+}
+
+std::string HostCpu::peak_dtypes() const {
+  return dtypes_with_peak(peak);
+}
+
+bool HostCpu::present() const {
+  return std::any_of(peak.begin(), peak.end(), [](FlopRate r) { return r.flop_per_s > 0.0; });
 }
 
 Bandwidth Link::peak(bool forward) const {

@@ -44,11 +44,35 @@ inline constexpr std::array<std::string_view, 10> kLinkKindNames = {
 enum class Duplex { kFull, kHalf };
 inline constexpr std::array<std::string_view, 2> kDuplexNames = {"full", "half"};
 
+/// The CPU of each socket, as a compute engine for the ops a plan places on the host
+/// (host compute steps, core/plan.h): FlexGen's attention next to a host-resident KV cache.
+/// Absent (no peak rate at all) in a topology that does not describe it: such a plan is
+/// refused there.
+struct HostCpu {
+  std::string description;
+  std::string source;
+  /// The tier the CPU's ops read and write: a `per: socket`, `per: host` or `per:
+  /// supernode` tier (the plan's host tier).
+  std::string tier;
+  /// Per socket, all its cores together; 0 = not supported.
+  std::array<FlopRate, kDtypeNames.size()> peak{};
+  double compute_efficiency = 1.0;  ///< fraction of peak its ops reach
+  double memory_efficiency = 1.0;   ///< fraction of the tier's read bandwidth its ops reach
+  Duration launch_overhead;         ///< fixed cost per op (thread-pool dispatch)
+  schema::Origins origins;
+
+  /// Whether the topology describes a host CPU (some peak rate is given).
+  [[nodiscard]] bool present() const;
+  /// The dtypes with a peak rate, as Device::peak_dtypes().
+  [[nodiscard]] std::string peak_dtypes() const;
+};
+
 /// How the devices of a supernode are grouped into hosts and CPU sockets.
 struct System {
   int hosts = 1;
   int sockets_per_host = 1;
   std::string source;
+  HostCpu cpu;
   schema::Origins origins;
 };
 

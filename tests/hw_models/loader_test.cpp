@@ -128,3 +128,135 @@ TEST_CASE("--set on an unknown id suggests the ids it is a part of") {
       "'nvme-link' or 'nvlink'?",
       InputError);
 }
+
+namespace {
+/// A topology of two devices whose `system:` block ends the file: `cpu` (its lines) comes
+/// from line 11 on. Every number cites S1.
+const std::string kCpuTopologyBase = R"(tierflow: hw/1
+name: cpu
+sources: {S1: "datasheet", S2: "assumption"}
+devices: [{id: d, count: 2, local_tier: hbm, peak: {bf16: 1TFLOP/s}, source: S1}]
+tiers:
+  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 1TB/s, write_bandwidth: 1TB/s, latency: 0ns, source: S1}
+  - {id: ddr, kind: ddr, per: socket, capacity: 1TB, read_bandwidth: 100GB/s, write_bandwidth: 100GB/s, latency: 0ns, source: S1}
+links:
+  - {id: pcie, kind: pcie, endpoints: [hbm, ddr], per: device, bandwidth: 25GB/s, latency: 0ns, source: S1}
+system:
+)";
+
+Topology cpu_topology(const std::string& cpu, const LoadOptions& options = {}) {
+  return load_topology_text(kCpuTopologyBase + cpu, "cpu.yaml", options);
+}
+
+/// The message of the InputError that loading `cpu` throws; empty when it loads.
+std::string cpu_load_error(const std::string& cpu, const LoadOptions& options = {}) {
+  try {
+    cpu_topology(cpu, options);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return {};
+}
+}  // namespace
+
+TEST_CASE("system.cpu: a host CPU block loads; keys not given keep their defaults") {
+  const std::string cpu = R"(  cpu:
+    description: "16 cores"
+    tier: ddr
+    peak: {fp32: {value: 2TFLOP/s, source: S1, note: "16 x 2 GHz x 64"}, fp16: 1TFLOP/s}
+    compute_efficiency: 0.5
+    launch_overhead: 10us
+    source: S2
+)";
+  const Topology t = cpu_topology(cpu, LoadOptions{{}, /*require_sources=*/true});
+  const HostCpu& c = t.system.cpu;
+  CHECK(c.present());
+  CHECK(c.description == "16 cores");
+  CHECK(c.tier == "ddr");
+  CHECK(c.source == "S2");
+  CHECK(c.peak[static_cast<size_t>(Dtype::kFp32)].flop_per_s == 2e12);
+  CHECK(c.peak[static_cast<size_t>(Dtype::kFp16)].flop_per_s == 1e12);
+  CHECK(c.peak[static_cast<size_t>(Dtype::kBf16)].flop_per_s == 0.0);
+  CHECK(c.peak_dtypes() == "fp32, fp16");
+  CHECK(c.compute_efficiency == 0.5);
+  CHECK(c.memory_efficiency == 1.0);  // not given: the default
+  CHECK(c.launch_overhead.ps == 10'000'000);
+  // The CPU's fields are the system's, under `cpu.`; messages about the CPU point at `cpu:`.
+  const schema::Origin* peak = t.system.origins.find("cpu.peak.fp32");
+  REQUIRE(peak != nullptr);
+  CHECK(peak->source == "S1");
+  CHECK(peak->note == "16 x 2 GHz x 64");
+  CHECK(peak->pos.line == 14);
+  CHECK(c.origins.pos.str() == "cpu.yaml:11:3");
+  // Without a CPU (every shipped topology but one): nothing is described.
+  CHECK_FALSE(load_topology(config("h100-sxm-8gpu.yaml")).system.cpu.present());
+  CHECK_FALSE(cpu_topology("  hosts: 1\n").system.cpu.present());
+}
+
+TEST_CASE(
+    "system.cpu: the CPU's numbers are cited by their own source, the CPU's or the system's") {
+  const std::string uncited = "  cpu: {tier: ddr, peak: {fp32: 1TFLOP/s}}\n";
+  CHECK(cpu_load_error(uncited, LoadOptions{{}, true}) ==
+        "cpu.yaml:11:33: 'cpu.peak.fp32' of system has no source: write {value: ..., source: "
+        "KEY} or give the system a 'source:'");
+  CHECK(cpu_load_error("  cpu: {tier: ddr, peak: {fp32: 1TFLOP/s}, source: S2}\n", {{}, true})
+            .empty());
+  CHECK(cpu_load_error("  source: S2\n" + uncited, {{}, true}).empty());
+  CHECK(cpu_load_error("  cpu: {tier: ddr, peak: {fp32: 1TFLOP/s}, source: S3}\n") ==
+        "cpu.yaml:11:52: unknown source 'S3': not defined under 'sources'; did you mean 'S1'?");
+}
+
+TEST_CASE("system.cpu: a described CPU computes next to a shared tier; each fault names its key") {
+  // A peak rate describes the CPU; it then needs a tier that is not per device.
+  CHECK(cpu_load_error("  cpu:\n    peak: {fp32: 1TFLOP/s}\n") ==
+        "cpu.yaml:11:3: system cpu is missing required key 'tier' (the 'per: socket', 'per: "
+        "host' or 'per: supernode' tier its ops read and write)");
+  CHECK(cpu_load_error("  cpu:\n    tier: dr\n    peak: {fp32: 1TFLOP/s}\n") ==
+        "cpu.yaml:12:11: system cpu: tier 'dr' is not a tier; did you mean 'ddr'?");
+  CHECK(cpu_load_error("  cpu:\n    tier: hbm\n    peak: {fp32: 1TFLOP/s}\n") ==
+        "cpu.yaml:12:11: system cpu: tier 'hbm' is a 'per: device' tier; the CPU computes next "
+        "to a 'per: socket', 'per: host' or 'per: supernode' tier");
+  // CPU fields without any peak rate describe nothing.
+  CHECK(cpu_load_error("  cpu:\n    tier: ddr\n    compute_efficiency: 0.5\n") ==
+        "cpu.yaml:11:3: system cpu declares no peak rate: a host CPU needs one, e.g. 'peak: "
+        "{fp32: 2TFLOP/s}' (or remove 'cpu')");
+  // Efficiencies are fractions in (0, 1]; peak rates are positive.
+  CHECK(cpu_load_error("  cpu: {tier: ddr, peak: {fp32: 1TFLOP/s}, compute_efficiency: 1.5}\n") ==
+        "cpu.yaml:11:64: bad value for 'cpu.compute_efficiency': must be in (0, 1], got 1.5");
+  CHECK(cpu_load_error("  cpu: {tier: ddr, peak: {fp32: 1TFLOP/s}, memory_efficiency: 0}\n") ==
+        "cpu.yaml:11:63: bad value for 'cpu.memory_efficiency': must be in (0, 1], got 0");
+  CHECK(cpu_load_error("  cpu: {tier: ddr, peak: {fp32: -1TFLOP/s}}\n") ==
+        "cpu.yaml:11:33: bad value for 'cpu.peak.fp32': negative value '-1TFLOP/s': a FLOP rate "
+        "cannot be negative");
+  // Unknown keys suggest the nearest one, at each level.
+  CHECK(cpu_load_error("  cpu: {tier: ddr, peek: {fp32: 1TFLOP/s}}\n") ==
+        "cpu.yaml:11:20: unknown key 'cpu.peek' in system cpu; did you mean 'peak'?");
+  CHECK(cpu_load_error("  cpus: {tier: ddr}\n") ==
+        "cpu.yaml:11:3: unknown key 'cpus' in system; did you mean 'cpu'?");
+}
+
+TEST_CASE("system.cpu: --set overrides a CPU field like any other, or describes a CPU") {
+  const std::string t4 = config("t4-flexgen.yaml");
+  const Topology t = load_topology(t4, LoadOptions{{"system.cpu.peak.fp32=4TFLOP/s"}, true});
+  CHECK(t.system.cpu.peak[static_cast<size_t>(Dtype::kFp32)].flop_per_s == 4e12);
+  CHECK(t.system.origins.find("cpu.peak.fp32")->source == "--set");
+  // A topology without a CPU gets one from --set alone.
+  const Topology h100 =
+      load_topology(config("h100-sxm-8gpu.yaml"),
+                    LoadOptions{{"system.cpu.tier=ddr", "system.cpu.peak.bf16=10TFLOP/s"}, false});
+  CHECK(h100.system.cpu.present());
+  CHECK(h100.system.cpu.tier == "ddr");
+  // ...and its faults point at the --set that made it.
+  CHECK_THROWS_WITH_AS(load_topology(config("h100-sxm-8gpu.yaml"),
+                                     LoadOptions{{"system.cpu.peak.bf16=10TFLOP/s"}, false}),
+                       doctest::Contains("--set:1:22: system cpu is missing required key 'tier'"),
+                       InputError);
+  CHECK_THROWS_WITH_AS(load_topology(t4, LoadOptions{{"system.cpu.tier=gddr"}, false}),
+                       "--set:1:17: system cpu: tier 'gddr' is a 'per: device' tier; the CPU "
+                       "computes next to a 'per: socket', 'per: host' or 'per: supernode' tier",
+                       InputError);
+  CHECK_THROWS_WITH_AS(load_topology(t4, LoadOptions{{"system.cpu.peek.fp32=1TFLOP/s"}, false}),
+                       "--set:1:8: unknown key 'cpu.peek.fp32' in system; did you mean "
+                       "'cpu.peak.fp32'?",
+                       InputError);
+}

@@ -263,6 +263,94 @@ TEST_CASE("roofline op time: dequantizing weights slows the compute term, not th
   CHECK(unit_hw().devices[0].peak_dtypes() == "bf16, fp8");
 }
 
+namespace {
+
+/// unit_hw with a host CPU next to ddr (per socket, 2 B/ns): 4 FLOP/ns of fp32 per socket
+/// at efficiency 0.5, memory efficiency 0.5, 10 ns per op; then `sets`.
+Topology unit_hw_cpu(std::vector<std::string> sets = {}) {
+  std::vector<std::string> all = {
+      "system.cpu.tier=ddr", "system.cpu.peak.fp32=4GFLOP/s", "system.cpu.compute_efficiency=0.5",
+      "system.cpu.memory_efficiency=0.5", "system.cpu.launch_overhead=10ns"};
+  all.insert(all.end(), sets.begin(), sets.end());
+  return unit_hw(all);
+}
+
+/// A workload of one attention op.
+Workload one_op(Dtype dtype, double flops, uint64_t bytes) {
+  Workload w;
+  Op o;
+  o.name = "attention";
+  o.kind = OpKind::kAttention;
+  o.dtype = dtype;
+  o.flops = flops;
+  o.bytes = bytes;
+  w.ops.push_back(o);
+  return w;
+}
+
+std::optional<Duration> host_time(const Topology& t, Dtype dtype, double flops, uint64_t bytes) {
+  return host_op_time(t, 0, one_op(dtype, flops, bytes), 0);
+}
+
+}  // namespace
+
+TEST_CASE("host op time: the CPU's roofline, its peak and its tier shared by their devices") {
+  // 4 devices on 2 sockets: 2 share each socket's CPU and each socket's ddr. Per device:
+  // 4 FLOP/ns / 2 x 0.5 = 1 FLOP/ns, and 2 B/ns / 2 x 0.5 = 0.5 B/ns.
+  const Topology t = unit_hw_cpu();
+  // compute-bound: max(1000 FLOP -> 1000 ns, 100 B -> 200 ns) + 10 ns
+  CHECK(host_time(t, Dtype::kFp32, 1000, 100)->ps == 1010 * kNs);
+  // memory-bound: max(100 FLOP -> 100 ns, 1000 B -> 2000 ns) + 10 ns
+  CHECK(host_time(t, Dtype::kFp32, 100, 1000)->ps == 2010 * kNs);
+  // an op with no FLOPs is timed by its bytes, whatever its dtype: 100 B -> 200 ns + 10 ns
+  CHECK(host_time(t, Dtype::kInt8, 0, 100)->ps == 210 * kNs);
+  // FLOPs in a dtype the CPU has no peak for: unknown, not zero
+  CHECK_FALSE(host_time(t, Dtype::kFp16, 100, 100).has_value());
+  // One device per socket (4 sockets): the whole socket and its ddr, half the time.
+  const Topology alone = unit_hw_cpu({"system.sockets_per_host=4"});
+  CHECK(host_time(alone, Dtype::kFp32, 1000, 100)->ps == 510 * kNs);   // 500 + 10
+  CHECK(host_time(alone, Dtype::kFp32, 100, 1000)->ps == 1010 * kNs);  // 1000 + 10
+  // Next to ssd (per host, read 0.5 B/ns): all 4 devices share it, still 2 share a socket.
+  // max(100 FLOP -> 100 ns, 100 B at 0.5 / 4 x 0.5 = 0.0625 B/ns -> 1600 ns) + 10 ns
+  const Topology ssd = unit_hw_cpu({"system.cpu.tier=ssd"});
+  CHECK(host_time(ssd, Dtype::kFp32, 100, 100)->ps == 1610 * kNs);
+  CHECK(host_time(ssd, Dtype::kFp32, 2000, 100)->ps == 2010 * kNs);  // 2000 ns of compute
+}
+
+TEST_CASE("host op time: none without a host CPU") {
+  const Topology t = load_topology_text(
+      tierflow::testing::bounce_box_yaml(1, "  - {from: ddr, to: hbm, via: [pcie]}\n"),
+      "bounce.yaml");
+  REQUIRE_FALSE(t.system.cpu.present());
+  CHECK_FALSE(host_time(t, Dtype::kFp32, 100, 100).has_value());
+  CHECK_FALSE(host_time(t, Dtype::kFp32, 0, 100).has_value());
+}
+
+TEST_CASE("t4-flexgen: the CPU's decode attention is bounded by its tier's bandwidth") {
+  const Topology t =
+      load_topology(std::string(TIERFLOW_SOURCE_DIR) + "/configs/hw/t4-flexgen.yaml");
+  const HostCpu& cpu = t.system.cpu;
+  REQUIRE(cpu.present());
+  REQUIRE(cpu.tier == "ddr");
+  // OPT-175B (hidden 12288, 96 heads of 128), batch 32, the last decode step of 512 + 32
+  // tokens: the fp16 query and output (32 x 12288 x 2 B each) and 544 cached tokens of
+  // K and V (32 x 544 x 2 x 12288 x 2 B = 855.6 MB); 2 x 96 x (128 + 128) FLOPs per pair.
+  const double pairs = 32.0 * 544;
+  const double flops = pairs * 2 * 96 * (128 + 128);
+  const uint64_t bytes = 2 * (32ULL * 12288 * 2) + 32ULL * 544 * 2 * 12288 * 2;
+  const auto d = host_time(t, Dtype::kFp16, flops, bytes);
+  REQUIRE(d.has_value());
+  // Never faster than the bytes at the tier's full read bandwidth (100 GB/s: 8.57 ms).
+  const Tier& ddr = t.tiers[*t.tier_index("ddr")];
+  const Duration floor = transfer_time(Bytes{bytes}, ddr.read_bandwidth);
+  CHECK(d->ps > floor.ps);
+  // Memory-bound (about 1 FLOP per byte): bytes at 0.75 x 100 GB/s (11.43 ms) + 20 us,
+  // against 0.86 ms of compute at 0.5 x 2.048 TFLOP/s.
+  CHECK(compute_time(flops, FlopRate{2.048e12 * 0.5}).ps < floor.ps);
+  CHECK(d->ps == transfer_time(Bytes{bytes}, Bandwidth{75e9}).ps + 20'000'000);
+  CHECK(static_cast<double>(d->ps) == doctest::Approx(11.4495e9).epsilon(1e-4));
+}
+
 TEST_CASE("devices spread evenly over hosts and sockets") {
   const Topology t = unit_hw();  // 4 devices, 1 host, 2 sockets
   CHECK(t.instance_of(Scope::kSocket, 0, 0) == 0);

@@ -30,12 +30,27 @@ void check_citations(const Obj& a, const Obj& b, const Topology& t) {
   }
 }
 
+void check_same_cpu(const HostCpu& a, const HostCpu& b) {
+  CHECK(a.present() == b.present());
+  CHECK(a.description == b.description);
+  CHECK(a.source == b.source);
+  CHECK(a.tier == b.tier);
+  for (size_t d = 0; d < a.peak.size(); ++d) {
+    CHECK(b.peak[d].flop_per_s == doctest::Approx(a.peak[d].flop_per_s).epsilon(kPrinted));
+  }
+  CHECK(a.compute_efficiency == b.compute_efficiency);
+  CHECK(a.memory_efficiency == b.memory_efficiency);
+  CHECK(a.launch_overhead == b.launch_overhead);
+}
+
 void check_same(const Topology& a, const Topology& b) {
   CHECK(a.name == b.name);
   CHECK(a.description == b.description);
   CHECK(a.sources == b.sources);
   CHECK(a.system.hosts == b.system.hosts);
   CHECK(a.system.sockets_per_host == b.system.sockets_per_host);
+  check_same_cpu(a.system.cpu, b.system.cpu);
+  check_citations(a.system, b.system, a);
   REQUIRE(a.devices.size() == b.devices.size());
   for (size_t i = 0; i < a.devices.size(); ++i) {
     const Device& x = a.devices[i];
@@ -121,6 +136,8 @@ TEST_CASE("every shipped topology written and read again is the same topology") 
     const Topology back = load_topology_text(text, "written.yaml", cited);
     check_same(t, back);
     CHECK(topology_yaml(back) == text);
+    // A topology without a host CPU writes no `cpu:` block.
+    CHECK((text.find("\n  cpu:\n") != std::string::npos) == t.system.cpu.present());
     ++n;
   }
   CHECK(n >= 10);
@@ -150,4 +167,45 @@ tiers:
   CHECK(back.description == "a: b # not a comment");
   CHECK(back.tiers[0].description == "null");
   CHECK(back.tiers[0].capacity.value == uint64_t{40} << 30);
+}
+
+TEST_CASE("a written host CPU reads back as the same CPU, with its citations") {
+  const std::string base = R"(tierflow: hw/1
+name: w
+sources: {S1: "datasheet"}
+system:
+  sockets_per_host: 2
+  cpu:
+    description: "two sockets' cores"
+    tier: ddr
+    peak: {fp32: {value: 1.5TFLOP/s, source: S1, note: "per socket"}, fp16: 1.5TFLOP/s}
+    memory_efficiency: 0.8
+    launch_overhead: 20us
+    source: S1
+devices: [{id: d, count: 2, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
+tiers:
+  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 1TB/s, write_bandwidth: 1TB/s, latency: 0ns}
+  - {id: ddr, kind: ddr, per: host, capacity: 1TB, read_bandwidth: 100GB/s, write_bandwidth: 100GB/s, latency: 0ns}
+links: [{id: pcie, kind: pcie, endpoints: [hbm, ddr], per: device, bandwidth: 25GB/s, latency: 0ns}]
+)";
+  const Topology t = load_topology_text(base, "w.yaml",
+                                        LoadOptions{{"system.cpu.compute_efficiency=0.25"}, false});
+  const std::string text = topology_yaml(t);
+  // The block as the file spells it; the efficiency set by --set is written, uncited, and
+  // the keys not given (memory_efficiency aside) stay out.
+  CHECK(text.find("  cpu:\n"
+                  "    description: \"two sockets' cores\"\n"
+                  "    source: S1\n"
+                  "    tier: ddr\n"
+                  "    peak:\n"
+                  "      fp32: {value: 1.5TFLOP/s, source: S1, note: \"per socket\"}\n"
+                  "      fp16: 1.5TFLOP/s\n"
+                  "    compute_efficiency: 0.25\n"
+                  "    memory_efficiency: 0.8\n"
+                  "    launch_overhead: 20us\n") != std::string::npos);
+  const Topology back = load_topology_text(text, "written.yaml");
+  check_same_cpu(t.system.cpu, back.system.cpu);
+  CHECK(back.system.cpu.compute_efficiency == 0.25);
+  CHECK(back.system.origins.find("cpu.peak.fp32")->note == "per socket");
+  CHECK(topology_yaml(back) == text);
 }

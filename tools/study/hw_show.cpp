@@ -25,12 +25,12 @@ std::string scope_name(Scope s) {
   return std::string(kScopeNames[static_cast<size_t>(s)]);
 }
 
-std::string peaks_text(const Device& d) {
+std::string peaks_text(const std::array<FlopRate, kDtypeNames.size()>& peak) {
   std::string out;
-  for (size_t i = 0; i < d.peak.size(); ++i) {
-    if (d.peak[i].flop_per_s <= 0.0) continue;
+  for (size_t i = 0; i < peak.size(); ++i) {
+    if (peak[i].flop_per_s <= 0.0) continue;
     if (!out.empty()) out += ", ";
-    out += fmt::format("{} {}", kDtypeNames[i], to_string(d.peak[i]));
+    out += fmt::format("{} {}", kDtypeNames[i], to_string(peak[i]));
   }
   return out;
 }
@@ -91,9 +91,18 @@ std::string show_text(const Topology& t, const ShowOptions& options) {
             {kL, kR, kR, kL, kR, kL, kR});
   for (const auto& d : t.devices) {
     dev.add_row({d.id, std::to_string(d.count), std::to_string(d.count / t.system.hosts),
-                 d.local_tier, to_string(d.reserved), peaks_text(d), to_string(d.launch_overhead)});
+                 d.local_tier, to_string(d.reserved), peaks_text(d.peak),
+                 to_string(d.launch_overhead)});
   }
   out += dev.render() + "\n";
+  if (const HostCpu& cpu = t.system.cpu; cpu.present()) {
+    // The CPU of each socket, for the ops plans run on the host (core/plan.h host steps).
+    out += "host CPU (per socket)\n";
+    Table c({"tier", "peak (dense)", "compute eff", "memory eff", "launch"}, {kL, kL, kR, kR, kR});
+    c.add_row({cpu.tier, peaks_text(cpu.peak), fmt::format("{}", cpu.compute_efficiency),
+               fmt::format("{}", cpu.memory_efficiency), to_string(cpu.launch_overhead)});
+    out += c.render() + "\n";
+  }
 
   out += "tiers\n";
   Table tiers({"id", "kind", "per", "inst", "capacity", "usable", "total", "read", "write",
@@ -194,6 +203,18 @@ json show_json(const Topology& t) {
   j["system"] = {{"hosts", t.system.hosts},
                  {"sockets_per_host", t.system.sockets_per_host},
                  {"devices", t.total_devices()}};
+  if (const HostCpu& cpu = t.system.cpu; cpu.present()) {
+    json peak = json::object();
+    for (size_t i = 0; i < cpu.peak.size(); ++i) {
+      if (cpu.peak[i].flop_per_s > 0.0) peak[std::string(kDtypeNames[i])] = cpu.peak[i].flop_per_s;
+    }
+    j["system"]["cpu"] = {{"description", cpu.description},
+                          {"tier", cpu.tier},
+                          {"peak_flop_per_s", peak},
+                          {"compute_efficiency", cpu.compute_efficiency},
+                          {"memory_efficiency", cpu.memory_efficiency},
+                          {"launch_overhead_ps", cpu.launch_overhead.ps}};
+  }
   for (const auto& d : t.devices) {
     json peak = json::object();
     for (size_t i = 0; i < d.peak.size(); ++i) {
