@@ -57,6 +57,17 @@ class PlanChecker {
         return PlanIssue{-1, -1, static_cast<int>(t), "home tier is not one of the plan's tiers"};
       }
     }
+    if (p_.host_tier != kNoTier) {
+      if (p_.host_tier >= p_.tiers.size()) {
+        return PlanIssue{-1, -1, -1, "host_tier is not one of the plan's tiers"};
+      }
+      if (p_.host_tier == p_.device_tier) {
+        return PlanIssue{-1, -1, -1,
+                         fmt::format("host_tier '{}' is the device tier: host steps compute "
+                                     "next to a tier of the host",
+                                     p_.tiers[p_.host_tier])};
+      }
+    }
     return collect_events();
   }
 
@@ -107,6 +118,14 @@ class PlanChecker {
                       fmt::format("op {} does not exist (the workload has {} ops)", s.target,
                                   w_.ops.size()));
           }
+          if (s.host && p_.host_tier == kNoTier) {
+            return at(prog, step, "a host step needs the plan's 'host_tier'");
+          }
+          if (s.host && s.event == kNoEvent) {
+            return at(prog, step, "a host step needs an 'event' that later steps can wait on");
+          }
+        } else if (s.host) {
+          return at(prog, step, "only a compute step runs on the host");
         } else if (s.target >= w_.tensors.size()) {
           return at(prog, step,
                     fmt::format("tensor {} does not exist (the workload has {} tensors)", s.target,
@@ -117,10 +136,11 @@ class PlanChecker {
                     fmt::format("a {} needs an 'event' that later steps can wait on",
                                 kStepKindNames[static_cast<size_t>(s.kind)]));
         }
-        if (!transfer && s.event != kNoEvent) {
+        if (!transfer && !s.host && s.event != kNoEvent) {
           return at(prog, step,
-                    fmt::format("a {} step completes no event",
-                                kStepKindNames[static_cast<size_t>(s.kind)]));
+                    fmt::format("a {} step{} completes no event",
+                                kStepKindNames[static_cast<size_t>(s.kind)],
+                                s.kind == StepKind::kCompute ? " on the device" : ""));
         }
         if (transfer && s.tier >= p_.tiers.size()) {
           return at(prog, step, "the tier is not one of the plan's tiers");
@@ -138,7 +158,7 @@ class PlanChecker {
                       fmt::format("event {} is already completed by program {} step {}", s.event,
                                   other->program, other->step));
           }
-          const EventInfo info{prog, step, s.kind, s.target, s.tier};
+          const EventInfo info{prog, step, s.kind, s.target, s.host ? p_.host_tier : s.tier};
           if (flat_) {
             events_[s.event] = info;
           } else {
@@ -155,9 +175,12 @@ class PlanChecker {
     const auto& steps = p_.programs[static_cast<size_t>(prog)].steps;
     const size_t nt = w_.tensors.size();
     const uint64_t dev = uint64_t{1} << p_.device_tier;
+    const uint64_t host = p_.host_tier == kNoTier ? 0 : uint64_t{1} << p_.host_tier;
     std::vector<bool> resident(nt), produced(nt);
     std::vector<uint64_t> valid(nt);
     std::vector<uint32_t> inflight(nt, kNoEvent);
+    /// Per tensor: the event of a host step that reads its host copy, until waited on.
+    std::vector<uint32_t> host_reads(nt, kNoEvent);
     std::vector<bool> computed(w_.ops.size());
     std::vector<int> last_use(nt, -1);
     std::vector<bool> waited(events_.size());  // by slot: already waited on here
@@ -167,8 +190,10 @@ class PlanChecker {
         resident[t] = p_.home[t] == p_.device_tier;
       }
     }
+    on_host_.assign(w_.ops.size(), false);
     for (size_t si = 0; si < steps.size(); ++si) {
       if (steps[si].kind != StepKind::kCompute) continue;
+      if (steps[si].host) on_host_[steps[si].target] = true;
       const Op& op = w_.ops[steps[si].target];
       for (uint32_t t : op.inputs) last_use[t] = static_cast<int>(si);
       for (uint32_t t : op.updates) last_use[t] = static_cast<int>(si);
@@ -191,8 +216,26 @@ class PlanChecker {
         }
         if (ev.program != prog || waited[i]) continue;
         waited[i] = true;
+        if (ev.kind == StepKind::kCompute) {
+          // A host step ended: its outputs are current on the host tier, its inputs free.
+          const Op& op = w_.ops[ev.tensor];
+          for (uint32_t t : op.outputs) valid[t] |= host;
+          for (uint32_t t : op.inputs) {
+            if (host_reads[t] == e) host_reads[t] = kNoEvent;
+          }
+          continue;
+        }
         if (inflight[ev.tensor] == e) inflight[ev.tensor] = kNoEvent;
         valid[ev.tensor] |= ev.kind == StepKind::kStore ? uint64_t{1} << ev.tier : dev;
+      }
+      if (s.kind == StepKind::kCompute && s.host) {
+        if (computed[s.target]) {
+          return at(prog, step,
+                    fmt::format("op {} '{}' is computed twice", s.target, w_.ops[s.target].name));
+        }
+        if (auto issue = check_host_step(prog, step, s, produced, valid, host_reads)) return issue;
+        computed[s.target] = true;
+        continue;
       }
       switch (s.kind) {
         case StepKind::kCompute: {
@@ -252,6 +295,14 @@ class PlanChecker {
                                   p_.tiers[p_.device_tier]), static_cast<int>(t));
           }
           if ((valid[t] & (uint64_t{1} << s.tier)) == 0) {
+            const Tensor& x = w_.tensors[t];
+            if (x.origin != kExternal && on_host_[x.origin]) {
+              return at(prog, step,
+                        fmt::format("prefetch of {} before the host step of op {} that makes it "
+                                    "has ended: wait on its event first",
+                                    tensor_name(t), x.origin),
+                        static_cast<int>(t));
+            }
             return at(prog, step,
                       fmt::format("'{}' holds no valid copy of {} (home '{}'): store it "
                                   "there and wait for the store first",
@@ -283,6 +334,13 @@ class PlanChecker {
                       fmt::format("store of {} while a transfer of it is in flight: "
                                   "wait on event {} first",
                                   tensor_name(t), inflight[t]), static_cast<int>(t));
+          }
+          if (s.tier == p_.host_tier && host_reads[t] != kNoEvent) {
+            return at(prog, step,
+                      fmt::format("store of {} to '{}' while a host step reads it there: wait "
+                                  "on event {} first",
+                                  tensor_name(t), p_.tiers[s.tier], host_reads[t]),
+                      static_cast<int>(t));
           }
           inflight[t] = s.event;
           break;
@@ -322,14 +380,73 @@ class PlanChecker {
     return std::nullopt;
   }
 
+  /// The rules of a host step (plan.h): its op reads current host copies, updates nothing
+  /// in place, and makes outputs homed on the host tier.
+  std::optional<PlanIssue> check_host_step(int prog, int step, const Step& s,
+                                           std::vector<bool>& produced,
+                                           std::vector<uint64_t>& valid,
+                                           std::vector<uint32_t>& host_reads) const {
+    const Op& op = w_.ops[s.target];
+    const std::string_view tier = p_.tiers[p_.host_tier];
+    if (!op.updates.empty()) {
+      return at(prog, step,
+                fmt::format("op '{}' updates {} in place: only ops that make new outputs run "
+                            "on the host",
+                            op.name, tensor_name(op.updates.front())),
+                static_cast<int>(op.updates.front()));
+    }
+    if (op.collective_bytes > 0) {
+      return at(prog, step, fmt::format("op '{}' is a collective: it runs on the device", op.name));
+    }
+    for (uint32_t t : op.inputs) {
+      const Tensor& x = w_.tensors[t];
+      if (x.origin != kExternal && !produced[t]) {
+        return at(prog, step,
+                  fmt::format("op '{}' reads {} before its producer op {} runs", op.name,
+                              tensor_name(t), x.origin),
+                  static_cast<int>(t));
+      }
+      if ((valid[t] & (uint64_t{1} << p_.host_tier)) == 0) {
+        return at(prog, step,
+                  fmt::format("op '{}' runs on the host and reads {}, which has no current copy "
+                              "on '{}': store it there and wait for the store first",
+                              op.name, tensor_name(t), tier),
+                  static_cast<int>(t));
+      }
+      host_reads[t] = s.event;
+    }
+    for (uint32_t t : op.outputs) {
+      if (p_.home[t] != p_.host_tier) {
+        return at(prog, step,
+                  fmt::format("op '{}' runs on the host and makes {}: its home must be '{}', "
+                              "not '{}'",
+                              op.name, tensor_name(t), tier, p_.tiers[p_.home[t]]),
+                  static_cast<int>(t));
+      }
+      produced[t] = true;
+      valid[t] = 0;  // current on the host tier once the step's event completes
+    }
+    return std::nullopt;
+  }
+
   const Plan& p_;
   const Workload& w_;
+  std::vector<bool> on_host_;  ///< per op: a host step of the program being checked runs it
   bool flat_ = false;  ///< events_ is indexed by event id
   std::vector<EventInfo> events_;
   std::unordered_map<uint32_t, uint32_t> slot_of_;  ///< event id -> index (not flat_)
 };
 
 }  // namespace
+
+bool computes_on_host(const Plan& p) {
+  for (const Program& prog : p.programs) {
+    for (const Step& s : prog.steps) {
+      if (s.host) return true;
+    }
+  }
+  return false;
+}
 
 std::optional<PlanIssue> verify_plan(const Plan& p, const Workload& w) {
   return PlanChecker(p, w).run();

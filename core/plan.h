@@ -1,6 +1,7 @@
 // A plan: where each tensor's durable copy lives (its home tier) and, per device, a
-// program of compute and cache steps. On disk: JSON `tierflow.plan/2` (docs/formats.md;
-// `tierflow.plan/1` files still load).
+// program of compute and cache steps. On disk: JSON `tierflow.plan/2`, or
+// `tierflow.plan/3` when it computes on the host (docs/formats.md; `tierflow.plan/1` files
+// still load).
 // The rules below (ARCHITECTURE §6) are written once, in verify_plan(); the simulator and
 // the replayer enforce the same ones.
 //
@@ -12,6 +13,15 @@
 //                events.
 //   resident     a tensor with an allocated copy on the device tier.
 //   modified     a tensor whose device copy is newer than every other copy.
+//   host step    a compute step that runs its op on the host CPU serving the device, next
+//                to the plan's host tier (FlexGen's attention beside a host-resident KV
+//                cache). Host steps run one at a time in program order on the program's
+//                host engine, beside its device engine: reached like a cache step (once the
+//                device compute step before it has finished), one does not hold back the
+//                steps after it. It starts when the host step before it has finished, its
+//                waits have completed and every input has a current copy on the host tier;
+//                its outputs are allocated there and homed there, and are current there
+//                once its event completes.
 #pragma once
 
 #include <array>
@@ -29,6 +39,7 @@ inline constexpr std::array<std::string_view, 4> kStepKindNames = {"compute", "p
                                                                    "detach"};
 
 inline constexpr uint32_t kNoEvent = UINT32_MAX;
+inline constexpr uint32_t kNoTier = UINT32_MAX;
 
 struct Step {
   StepKind kind = StepKind::kCompute;
@@ -39,6 +50,8 @@ struct Step {
   /// Prefetch only: an on-demand fetch of a tensor the plan did not foresee (an MoE
   /// expert the realized routing picked, planner/realize.h); counted as a miss.
   bool demand = false;
+  /// Compute only: a host step (see the glossary); it completes `event`.
+  bool host = false;
 };
 
 struct Program {
@@ -70,6 +83,9 @@ struct Plan {
   std::string routing;
   std::vector<std::string> tiers;  ///< tier ids used by the plan, in first-use order
   uint32_t device_tier = 0;        ///< index into tiers
+  /// Index into tiers of the tier host steps compute next to (the topology's
+  /// system.cpu.tier); kNoTier: the plan has no host steps.
+  uint32_t host_tier = kNoTier;
   std::vector<uint32_t> home;      ///< per tensor: index into tiers
   std::vector<Program> programs;
 };
@@ -81,6 +97,9 @@ struct PlanIssue {
   int tensor = -1;  ///< for home issues
   std::string message;
 };
+
+/// Whether any program of `p` has a host step.
+bool computes_on_host(const Plan& p);
 
 /// Checks the plan against its workload: references, the §6 residency rules per program
 /// in program order (a step may rely on an event only after something waited on it),

@@ -16,15 +16,15 @@
 namespace tierflow {
 namespace {
 
-const std::vector<std::string> kTopKeys = {"format",   "name",     "meta",        "workload",
-                                           "topology", "tiers",    "device_tier", "home",
-                                           "programs", "budget",   "pipeline",    "routing"};
+const std::vector<std::string> kTopKeys = {
+    "format", "name",     "meta",   "workload", "topology", "tiers",    "device_tier",
+    "home",   "programs", "budget", "pipeline", "routing",  "host_tier"};
 /// The plan/2 fields that plan/1 kept in meta (read from there, then dropped from it).
 const std::vector<std::string> kTypedMeta = {"budget", "pipeline", "routing"};
 const std::vector<std::string> kRefKeys = {"file", "sha256", "inline"};
 const std::vector<std::string> kProgramKeys = {"device", "steps"};
 const std::vector<std::string> kStepKeys = {"compute", "prefetch", "store", "detach", "from",
-                                            "to",      "event",    "wait",  "demand"};
+                                            "to",      "event",    "wait",  "demand", "on"};
 
 class PlanReader {
  public:
@@ -39,9 +39,11 @@ class PlanReader {
     std::string key;
     std::vector<std::string> home_names;
     std::string device_tier;
-    bool seen[12] = {};
-    size_t key_at[12] = {};
+    bool seen[13] = {};
+    size_t key_at[13] = {};
     size_t device_tier_at = 0;
+    std::string host_tier;
+    size_t host_tier_at = 0;
     size_t meta_at = 0;
     size_t routing_at = 0;
     bool v1 = false;
@@ -59,9 +61,10 @@ class PlanReader {
           const size_t v = r_.offset();
           const std::string f = r_.read_string("format");
           v1 = f == kPlanFormatV1;
-          if (f != kPlanFormat && !v1) {
-            r_.fail_at(v, "unsupported format '{}': this tierflow reads '{}' (and '{}')", f,
-                       kPlanFormat, kPlanFormatV1);
+          v3_ = f == kPlanFormatV3;
+          if (f != kPlanFormat && !v1 && !v3_) {
+            r_.fail_at(v, "unsupported format '{}': this tierflow reads '{}', '{}' and '{}'", f,
+                       kPlanFormatV3, kPlanFormat, kPlanFormatV1);
           }
           break;
         }
@@ -116,10 +119,24 @@ class PlanReader {
           routing_at = r_.offset();
           p.routing = r_.read_string("routing");
           break;
+        case 12:
+          host_tier_at = r_.offset();
+          host_tier = r_.read_string("host_tier");
+          break;
       }
     }
     r_.expect_end();
-    for (size_t k = 9; k < kTopKeys.size(); ++k) {
+    if (seen[12] && !v3_) {
+      r_.fail_at(key_at[12], "'host_tier' is a field of '{}' plans (they compute on the host)",
+                 kPlanFormatV3);
+    }
+    if (v3_ && !seen[12]) {
+      r_.fail_at(top,
+                 "a '{}' plan names its 'host_tier' (the tier its host steps compute "
+                 "next to)",
+                 kPlanFormatV3);
+    }
+    for (size_t k = 9; k < 12; ++k) {
       if (seen[k] && v1) {
         r_.fail_at(key_at[k], "'{}' is a field of '{}'; a '{}' plan keeps it in meta", kTopKeys[k],
                    kPlanFormat, kPlanFormatV1);
@@ -144,6 +161,7 @@ class PlanReader {
       if (!seen[k]) r_.fail_at(top, "the plan is missing required key '{}'", kTopKeys[k]);
     }
     p.device_tier = tier_index(p, device_tier, device_tier_at);
+    if (seen[12]) p.host_tier = tier_index(p, host_tier, host_tier_at);
     for (size_t i = 0; i < home_names.size(); ++i) {
       p.home.push_back(tier_index(p, home_names[i], home_offsets_[i]));
     }
@@ -315,8 +333,9 @@ class PlanReader {
     size_t tier_at = 0;
     std::string_view tier_key;
     size_t tier_key_at = 0;
-    bool seen[9] = {};
+    bool seen[10] = {};
     size_t demand_at = 0;
+    size_t on_at = 0;
     while (r_.next_key(key)) {
       const size_t k = index(key, kStepKeys);
       if (k < kStepKeys.size()) {
@@ -353,6 +372,15 @@ class PlanReader {
       } else if (k == 8) {
         demand_at = r_.key_offset();
         s.demand = r_.read_bool("demand");
+      } else if (k == 9) {
+        on_at = r_.key_offset();
+        const size_t v = r_.offset();
+        const std::string on = r_.read_string("on");
+        if (on != "host" && on != "device") {
+          r_.fail_at(v, "on: '{}': expected 'device' (the default) or 'host'{}", on,
+                     did_you_mean(on, std::vector<std::string>{"device", "host"}));
+        }
+        s.host = on == "host";
       } else {
         r_.fail_at(r_.key_offset(), "unknown key '{}' in a step{}", key,
                    did_you_mean(key, kStepKeys));
@@ -373,6 +401,12 @@ class PlanReader {
     }
     if (s.demand && s.kind != StepKind::kPrefetch) {
       r_.fail_at(demand_at, "only a prefetch step takes 'demand'");
+    }
+    if (seen[9] && s.kind != StepKind::kCompute) {
+      r_.fail_at(on_at, "only a compute step takes 'on'");
+    }
+    if (seen[9] && !v3_) {
+      r_.fail_at(on_at, "'on' is a field of '{}' plans (they compute on the host)", kPlanFormatV3);
     }
     if (!need.empty()) {
       // Resolved once `tiers` is known (it may come later in the file).
@@ -410,6 +444,7 @@ class PlanReader {
 
   JsonReader r_;
   std::string base_;
+  bool v3_ = false;  ///< tierflow.plan/3: host steps allowed
   size_t home_at_ = 0;
   size_t ref_at_ = 0;
   size_t file_at_ = 0;
@@ -448,7 +483,8 @@ std::string write_plan(const Plan& p, const Workload* inline_workload) {
   std::string out;
   JsonWriter w(out);
   w.begin_object(JsonLayout::kLines);
-  w.key("format").string(kPlanFormat);
+  const bool host = computes_on_host(p);
+  w.key("format").string(host ? kPlanFormatV3 : kPlanFormat);
   w.key("name").string(p.name);
   w.key("meta");
   write_meta(w, p.meta);
@@ -467,6 +503,10 @@ std::string write_plan(const Plan& p, const Workload* inline_workload) {
   for (const std::string& t : p.tiers) w.string(t);
   w.end_array();
   w.key("device_tier").string(p.tiers[p.device_tier]);
+  if (host) {
+    TF_ASSERT(p.host_tier < p.tiers.size(), "a plan with host steps names no host tier");
+    w.key("host_tier").string(p.tiers[p.host_tier]);
+  }
   w.key("home").begin_array(JsonLayout::kLines, /*per_line=*/16);
   for (const uint32_t h : p.home) w.string(p.tiers[h]);
   w.end_array();
@@ -481,6 +521,7 @@ std::string write_plan(const Plan& p, const Workload* inline_workload) {
         w.key("event").integer(s.event);
         if (s.demand) w.key("demand").boolean(true);
       }
+      if (s.host) w.key("on").string("host").key("event").integer(s.event);
       if (!s.wait.empty()) {
         w.key("wait").begin_array();
         for (const uint32_t e : s.wait) w.integer(e);

@@ -1,5 +1,7 @@
-// JSON form of plans: `tierflow.plan/2` (docs/formats.md). `tierflow.plan/1` files still
-// load: their meta "budget", "pipeline" and "routing" become the plan's typed fields.
+// JSON form of plans: `tierflow.plan/2`, or `tierflow.plan/3` for a plan with host steps
+// (its `host_tier`, and `"on": "host"` on those steps) (docs/formats.md). `tierflow.plan/1`
+// files still load: their meta "budget", "pipeline" and "routing" become the plan's typed
+// fields.
 #pragma once
 
 #include <array>
@@ -12,6 +14,7 @@ namespace tierflow {
 
 inline constexpr std::string_view kPlanFormat = "tierflow.plan/2";
 inline constexpr std::string_view kPlanFormatV1 = "tierflow.plan/1";
+inline constexpr std::string_view kPlanFormatV3 = "tierflow.plan/3";
 /// The values of a plan's `routing` field.
 inline constexpr std::array<std::string_view, 3> kPlanRoutings = {"realistic", "oracle",
                                                                   "expected"};

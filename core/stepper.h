@@ -12,12 +12,15 @@
 //               what lets a detach free the memory an earlier prefetch waits for.
 //   end         the first step a program does not run: its length, or the first step that
 //               breaks a rule (the simulator runs up to it and reports it there).
+//   host queue  the host steps (core/plan.h) reached but not started, in program order:
+//               the program's host engine runs them one at a time, beside its device.
 //
 // Allocation points: a prefetch allocates its device copy when it issues; a store
 // allocates its destination copy when it issues unless that tier already holds one; a
-// compute step allocates its outputs and workspace when it starts, and its workspace is
-// freed when it ends; a detach frees the device copy. Home copies of external tensors
-// exist from time 0 (the driver places them and tells the stepper with add_copy()).
+// compute step allocates its outputs and workspace when it starts (a host step on the
+// host tier), and its workspace is freed when it ends; a detach frees the device copy. Home copies
+// of external tensors exist from time 0 (the driver places them and tells the stepper with
+// add_copy()).
 //
 // A Driver provides (p: program, step: its index, s: the step, tier: a plan tier):
 //   bool ready(p, step, s, bool compute)     every event s waits on has completed (the
@@ -30,9 +33,11 @@
 //                                            false: it reported the error
 //   void release(p, tier, what)              the device copy of a tensor, or a workspace
 //   bool transfer(p, step, s)                issue a prefetch's or store's copy
-//   void compute_ready(p, step)              a compute step's events and bytes are ready
+//   void compute_ready(p, step)              a device compute step's events and bytes are
+//                                            ready
 //   bool compute(p, step, s, need)           start its op (outputs and workspace are
-//                                            allocated: `need` bytes)
+//                                            allocated: `need` bytes); s.host: on the host
+//                                            engine (ready() was asked with compute false)
 //   void issued(p, step, s)                  a cache step issued
 //   void finished(p)                         every step up to `end` issued and completed
 //   bool halted()                            an error stops every program now
@@ -63,17 +68,30 @@ struct Cursor {
   size_t next = 0;       ///< the next step advance() reaches
   size_t end = 0;        ///< see the glossary
   bool busy = false;     ///< a compute step runs
+  bool host_busy = false;  ///< a host step runs
   bool stopped = false;  ///< an error stopped it
   bool done = false;     ///< every step up to `end` issued and completed
   bool workspace = false;
+  bool host_workspace = false;
   std::vector<uint32_t> pending;     ///< see the glossary, in program order
+  std::vector<uint32_t> host_queue;  ///< see the glossary, from host_next on
+  size_t host_next = 0;
   std::vector<uint16_t> pending_on;  ///< per tensor: its steps in `pending`
   std::vector<uint64_t> copies;      ///< per tensor: plan tiers holding an allocated copy
 
-  /// The earliest step that cannot move: a pending cache step, else the next step.
-  [[nodiscard]] size_t blocked_step() const { return pending.empty() ? next : pending.front(); }
+  /// Whether a host step waits in the host queue.
+  [[nodiscard]] bool host_waiting() const { return host_next < host_queue.size(); }
+  /// The earliest step that cannot move: a pending cache step or a waiting host step, else
+  /// the next step.
+  [[nodiscard]] size_t blocked_step() const {
+    size_t s = pending.empty() ? next : pending.front();
+    if (host_waiting()) s = std::min<size_t>(s, host_queue[host_next]);
+    return s;
+  }
   /// Every step up to `end` issued (transfers may still run).
-  [[nodiscard]] bool all_issued() const { return next >= end && pending.empty() && !busy; }
+  [[nodiscard]] bool all_issued() const {
+    return next >= end && pending.empty() && !busy && !host_busy && !host_waiting();
+  }
 };
 
 template <class Driver>
@@ -103,9 +121,17 @@ class Stepper {
     Cursor& c = cursors_[p];
     if (d_.halted()) return;
     retry_pending(p);
+    start_host(p);
     const std::vector<Step>& steps = c.prog->steps;
     while (!c.stopped && !d_.halted() && !c.busy && c.next < c.end) {
       const Step& s = steps[c.next];
+      if (s.host) {
+        // Its anchor finished: it joins the host queue without holding back the steps after.
+        c.host_queue.push_back(static_cast<uint32_t>(c.next));
+        ++c.next;
+        start_host(p);
+        continue;
+      }
       if (s.kind != StepKind::kCompute) {
         // Its anchor finished: issue it now, or keep it pending without holding back the
         // steps after it.
@@ -138,12 +164,15 @@ class Stepper {
       ++steps_;
       return;
     }
-    if (c.busy || c.stopped || c.done || !c.pending.empty() || c.next < c.end) return;
+    if (c.busy || c.host_busy || c.host_waiting() || c.stopped || c.done || !c.pending.empty() ||
+        c.next < c.end) {
+      return;
+    }
     c.done = true;
     d_.finished(p);
   }
 
-  /// Program p's compute step ended: its workspace is freed (advance() moves it on).
+  /// Program p's device compute step ended: its workspace is freed (advance() moves it on).
   void end_compute(uint32_t p) {
     Cursor& c = cursors_[p];
     c.busy = false;
@@ -153,12 +182,52 @@ class Stepper {
     }
   }
 
+  /// Program p's running host step ended: its workspace is freed (advance() starts the
+  /// next). Returns the step.
+  size_t end_host(uint32_t p) {
+    Cursor& c = cursors_[p];
+    c.host_busy = false;
+    const size_t step = c.host_queue[c.host_next - 1];
+    if (c.host_workspace) {
+      d_.release(p, plan_.host_tier, c.prog->steps[step].target | kWorkspaceBit);
+      c.host_workspace = false;
+    }
+    return step;
+  }
+
  private:
   bool fits(Cursor& c, Fit f) {
     if (f == Fit::kFailed) c.stopped = true;
     return f == Fit::kFits;
   }
   void stop(Cursor& c) { c.stopped = true; }
+
+  /// Starts the first host step of the host queue if the host engine is free and the step
+  /// may start: its events completed, room on the host tier for its outputs and workspace.
+  void start_host(uint32_t p) {
+    Cursor& c = cursors_[p];
+    if (c.host_busy || !c.host_waiting() || c.stopped || d_.halted()) return;
+    const size_t step = c.host_queue[c.host_next];
+    const Step& s = c.prog->steps[step];
+    if (!d_.ready(p, step, s, /*compute=*/false)) return;
+    const Op& op = w_.ops[s.target];
+    uint64_t need = op.workspace;
+    for (uint32_t t : op.outputs) need += w_.tensors[t].bytes;
+    const uint32_t host = plan_.host_tier;
+    if (!fits(c, d_.reserve(p, step, host, need))) return;
+    for (uint32_t t : op.outputs) {
+      if (!d_.allocate(p, step, host, t, w_.tensors[t].bytes)) return stop(c);
+      c.copies[t] |= uint64_t{1} << host;
+    }
+    if (op.workspace > 0) {
+      if (!d_.allocate(p, step, host, s.target | kWorkspaceBit, op.workspace)) return stop(c);
+      c.host_workspace = true;
+    }
+    if (!d_.compute(p, step, s, need)) return stop(c);
+    c.host_busy = true;
+    ++c.host_next;
+    ++steps_;
+  }
 
   /// Issues cache step `step` of program p if it can issue now.
   bool try_issue(uint32_t p, size_t step) {

@@ -38,6 +38,20 @@ Binding bind(const Plan& plan, const Workload& w, const Topology& t) {
     return refuse(-1, fmt::format("the plan's device tier '{}' is not a per-device tier in '{}'",
                                   t.tiers[b.device_tier].id, t.name));
   }
+  if (plan.host_tier != kNoTier && plan.host_tier < b.tier_map.size()) {
+    const HostCpu& cpu = t.system.cpu;
+    if (!cpu.present()) {
+      return refuse(-1, fmt::format("the plan computes on the host, but '{}' describes no host "
+                                    "CPU (system.cpu)",
+                                    t.name));
+    }
+    const Tier& host = t.tiers[b.tier_map[plan.host_tier]];
+    if (host.id != cpu.tier) {
+      return refuse(-1, fmt::format("the plan's host tier '{}' is not the tier the host CPU of "
+                                    "'{}' computes next to ('{}')",
+                                    host.id, t.name, cpu.tier));
+    }
+  }
   const int devices = b.fabric.devices();
   std::vector<bool> used(size_t(std::max(devices, 0)));
   for (size_t p = 0; p < plan.programs.size(); ++p) {

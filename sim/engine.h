@@ -23,7 +23,7 @@
 
 namespace tierflow::sim::detail {
 
-enum Tag : uint32_t { kComputeDone, kSetupDone, kFlowDone, kHostIssued };
+enum Tag : uint32_t { kComputeDone, kSetupDone, kFlowDone, kHostIssued, kHostComputeDone };
 enum class Cause : uint8_t { kNone, kTransfer, kMemory };
 
 inline constexpr uint32_t kNone = UINT32_MAX;
@@ -59,6 +59,8 @@ struct ProgramState {
   uint32_t dev_slot = 0;
   uint32_t workspace = kNoRecord;
   Time op_start = 0;
+  uint32_t host_workspace = kNoRecord;  ///< of the running host step
+  Time host_op_start = 0;
   /// With a dispatching runtime (hw::Device::dispatch_*), per step: when its host has
   /// issued it far enough for the device to start it (a compute step: when its host work
   /// begins; a cache step: when its call returns); empty without one.
@@ -109,7 +111,7 @@ class Simulator {
   bool transfer(uint32_t p, size_t step, const Step& s);
   /// Ends the program's stall.
   void compute_ready(uint32_t p, size_t /*step*/) { unblock(progs_[p]); }
-  /// Schedules the op's end at its roofline time.
+  /// Schedules the op's end at its roofline time (a host step's on the host CPU).
   bool compute(uint32_t p, size_t step, const Step& s, uint64_t need);
   /// Records the issue time (and a detach's end) for exporters.
   void issued(uint32_t p, size_t step, const Step& s);
@@ -127,11 +129,18 @@ class Simulator {
   void unblock(ProgramState& st);
   bool try_start(uint32_t x);
   void complete_transfer(uint32_t x);
+  /// Event d completed: its waiters are woken (a transfer's exposed time is counted by the
+  /// caller first).
+  void complete_event(uint32_t d);
+  /// A host step of program p ended.
+  void end_host_step(uint32_t p);
   void resolve();
   void fail(SimError::Kind kind, int program, int step, int tensor, std::string message);
   /// fail() with kTimeLimit: `what` ("a transfer of 1PiB") would end after kMaxSimTimePs.
   void past_time_limit(int program, int step, int tensor, const std::string& what);
   Time op_time(uint32_t p, uint32_t op);
+  /// The op's time on the host CPU serving program p's device.
+  Time host_op_time(uint32_t p, uint32_t op);
   void wake_memory();
   /// The ledger's allocate and release, telling the recorder what the bytes are.
   uint32_t ledger_allocate(uint32_t slot, uint64_t bytes, uint32_t what, uint32_t p, Time now) {
@@ -197,6 +206,7 @@ class Simulator {
   };
   std::vector<EngineState> engines_;
   std::vector<std::vector<Time>> op_time_;  ///< per device class, per op; -1 = not yet
+  std::vector<std::vector<Time>> host_op_time_;  ///< the same on the host CPU
   std::vector<std::vector<uint32_t>> mem_waiters_;
   std::vector<uint32_t> freed_slots_;
   std::vector<uint8_t> slot_changed_;

@@ -157,6 +157,17 @@ void Recorder::compute(int program, Time start, Time end, uint32_t op, uint32_t 
   arrows_[size_t(program)].clear();
 }
 
+void Recorder::host_compute(int program, Time start, Time end, uint32_t op, uint32_t step) {
+  if (tl_ == nullptr) return;
+  if (host_.empty()) host_.assign(plan_.programs.size(), 0);
+  TrackId& track = host_[size_t(program)];
+  if (track == 0) track = tl_->track(device_pid_[size_t(program)], "host CPU", 0);
+  const Op& o = w_.ops[op];
+  const Arg args[] = {{"op", uint64_t{op}}, {"step", uint64_t{step}}, {"kind", name_of(o.kind)},
+                      {"flops", o.flops},   {"bytes", o.bytes},       {"layer", int64_t{o.layer}}};
+  tl_->slice(track, start, end, o.name, "host compute", args);
+}
+
 void Recorder::stall(int program, uint32_t step, Time start, Time end, bool memory,
                      std::string_view why) {
   if (sink_ != nullptr) sink_->stalls.push_back({uint32_t(program), step, start, end, memory});

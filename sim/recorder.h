@@ -39,6 +39,9 @@ class Recorder {
   void held(uint32_t slot, uint32_t what, uint64_t bytes, bool add);
 
   void compute(int program, Time start, Time end, uint32_t op, uint32_t step);
+  /// A host step (core/plan.h) of `program` ran op `op` in [start, end]: drawn on its
+  /// device's "host CPU" track (made when first used).
+  void host_compute(int program, Time start, Time end, uint32_t op, uint32_t step);
   /// Compute step `step` of `program` could not start in [start, end].
   void stall(int program, uint32_t step, Time start, Time end, bool memory, std::string_view why);
   /// Compute step `step` of `program` waited in [start, end] for transfer `transfer`.
@@ -83,6 +86,7 @@ class Recorder {
   uint32_t memory_pid_ = 0;
   std::vector<uint32_t> device_pid_;
   std::vector<TrackId> compute_;
+  std::vector<TrackId> host_;  ///< per program: its host CPU track, 0 until first used
   std::vector<Lanes> device_lanes_;
   std::vector<std::vector<TrackId>> copy_tracks_;
   std::vector<Lanes> link_lanes_;

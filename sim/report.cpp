@@ -94,15 +94,27 @@ std::string report_table(const SimResult& r, const ReportContext& c) {
                  c.plan.programs.size(), r.steps, r.transfers.size());
   fmt::format_to(std::back_inserter(out), "makespan {}\n", dur(r.makespan));
 
-  Table dev(
-      {"device", "compute", "stall: transfer", "stall: memory", "busy", "ops", "in", "out"},
-      {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
-       Table::Align::kRight, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight});
+  // Host steps (core/plan.h) add the host CPU's time and op count.
+  const bool host = std::any_of(r.devices.begin(), r.devices.end(),
+                                [](const DeviceResult& d) { return d.host_ops > 0; });
+  std::vector<std::string> head = {
+      "device", "compute", "stall: transfer", "stall: memory", "busy", "ops", "in", "out"};
+  if (host) head.insert(head.end(), {"host CPU", "host ops"});
+  std::vector<Table::Align> align(head.size(), Table::Align::kRight);
+  align[0] = Table::Align::kLeft;
+  Table dev(head, align);
   for (const DeviceResult& d : r.devices) {
-    dev.add_row({std::to_string(d.device), dur(d.compute_ps), dur(d.stall_transfer_ps),
-                 dur(d.stall_memory_ps),
-                 r.makespan > 0 ? pct(double(d.compute_ps) / double(r.makespan)) : "-",
-                 std::to_string(d.ops), bytes(d.bytes_in), bytes(d.bytes_out)});
+    std::vector<std::string> row = {
+        std::to_string(d.device),
+        dur(d.compute_ps),
+        dur(d.stall_transfer_ps),
+        dur(d.stall_memory_ps),
+        r.makespan > 0 ? pct(double(d.compute_ps) / double(r.makespan)) : "-",
+        std::to_string(d.ops),
+        bytes(d.bytes_in),
+        bytes(d.bytes_out)};
+    if (host) row.insert(row.end(), {dur(d.host_compute_ps), std::to_string(d.host_ops)});
+    dev.add_row(row);
   }
   out += "\ndevices\n" + dev.render();
 
@@ -235,6 +247,9 @@ std::string report_json(const SimResult& r, const ReportContext& c, bool with_tr
     w.key("compute_end_ps").integer(d.compute_end).key("end_ps").integer(d.end);
     w.key("ops").integer(d.ops).key("transfers").integer(d.transfers);
     w.key("bytes_in").integer(d.bytes_in).key("bytes_out").integer(d.bytes_out);
+    if (d.host_ops > 0) {
+      w.key("host_compute_ps").integer(d.host_compute_ps).key("host_ops").integer(d.host_ops);
+    }
     w.end_object();
   }
   w.end_array();
@@ -312,6 +327,10 @@ std::string report_csv(const SimResult& r, const ReportContext& c) {
     fmt::format_to(out, "device,{},end_ps,{}\n", d.device, d.end);
     fmt::format_to(out, "device,{},bytes_in,{}\n", d.device, d.bytes_in);
     fmt::format_to(out, "device,{},bytes_out,{}\n", d.device, d.bytes_out);
+    if (d.host_ops > 0) {
+      fmt::format_to(out, "device,{},host_compute_ps,{}\n", d.device, d.host_compute_ps);
+      fmt::format_to(out, "device,{},host_ops,{}\n", d.device, d.host_ops);
+    }
   }
   for (const TierResult& t : r.tiers) {
     const std::string n = csv_field(t.name);

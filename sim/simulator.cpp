@@ -39,6 +39,28 @@ Time Simulator::op_time(uint32_t p, uint32_t op) {
   return slot = roof->ps;
 }
 
+Time Simulator::host_op_time(uint32_t p, uint32_t op) {
+  const size_t cls = fabric_.device_class(progs_[p].device);
+  auto& cache = host_op_time_[cls];
+  if (cache.empty()) cache.assign(w_.ops.size(), -1);
+  Time& slot = cache[op];
+  if (slot >= 0) return slot;
+  const auto roof = hw::host_op_time(t_, cls, w_, op);
+  if (!roof) {
+    const Op& o = w_.ops[op];
+    fail(SimError::Kind::kTopology, int(p), -1, -1,
+         t_.system.cpu.present()
+             ? fmt::format("op {} '{}' runs on the host and computes in {}, which the host CPU "
+                           "of '{}' has no peak rate for (it has: {})",
+                           op, o.name, name_of(o.dtype), t_.name, t_.system.cpu.peak_dtypes())
+             : fmt::format("op {} '{}' runs on the host, but topology '{}' describes no host "
+                           "CPU (system.cpu)",
+                           op, o.name, t_.name));
+    return slot = 0;
+  }
+  return slot = roof->ps;
+}
+
 void Simulator::block(ProgramState& st, Cause c) {
   if (st.cause == c) return;
   unblock(st);
@@ -92,7 +114,7 @@ stepper::Fit Simulator::reserve(uint32_t p, size_t step, uint32_t tier, uint64_t
   ProgramState& st = progs_[p];
   const Step& s = st.prog->steps[step];
   if (o_.on_full == OnFull::kWait && bytes <= ledger_->stats(slot).capacity) {
-    if (s.kind == StepKind::kCompute) block(st, Cause::kMemory);
+    if (s.kind == StepKind::kCompute && !s.host) block(st, Cause::kMemory);
     mem_waiters_[slot].push_back(p);
     return stepper::Fit::kWait;
   }
@@ -109,31 +131,52 @@ bool Simulator::allocate(uint32_t p, size_t step, uint32_t tier, uint32_t what, 
   const uint32_t slot = slot_of(p, tier);
   const uint32_t record = ledger_allocate(slot, bytes, what, p, q_.now());
   if ((what & kWorkspaceBit) != 0) {
-    st.workspace = record;
+    (tier == plan_.device_tier ? st.workspace : st.host_workspace) = record;
   } else if (tier == plan_.device_tier) {
     st.dev_rec[what] = record;
   }
-  // A compute step's allocations are sampled once, when it starts.
-  if (st.prog->steps[step].kind != StepKind::kCompute) touch_slot(slot);
+  // A device compute step's allocations are sampled once, when it starts.
+  const Step& s = st.prog->steps[step];
+  if (s.kind != StepKind::kCompute || s.host) touch_slot(slot);
   return true;
 }
 
-void Simulator::release(uint32_t p, uint32_t /*tier*/, uint32_t what) {
+void Simulator::release(uint32_t p, uint32_t tier, uint32_t what) {
   ProgramState& st = progs_[p];
-  uint32_t& record = (what & kWorkspaceBit) != 0 ? st.workspace : st.dev_rec[what];
+  const bool device = tier == plan_.device_tier;
+  uint32_t& record = (what & kWorkspaceBit) == 0 ? st.dev_rec[what]
+                     : device                    ? st.workspace
+                                                 : st.host_workspace;
   ledger_release(record, q_.now());
   record = kNoRecord;
-  touch_slot(st.dev_slot);
-  if (!mem_waiters_[st.dev_slot].empty()) freed_slots_.push_back(st.dev_slot);
+  const uint32_t slot = device ? st.dev_slot : slot_of(p, tier);
+  touch_slot(slot);
+  if (!mem_waiters_[slot].empty()) freed_slots_.push_back(slot);
 }
 
 bool Simulator::compute(uint32_t p, size_t step, const Step& s, uint64_t need) {
   ProgramState& st = progs_[p];
   const Time now = q_.now();
+  if (s.host) {
+    st.host_op_start = now;
+    if (StepTime* at = step_time(p, step)) at->start = now;
+    const Time d = host_op_time(p, s.target);
+    if (error_) return false;
+    if (d > kMaxSimTimePs - now) {
+      past_time_limit(int(p), int(step), -1,
+                      fmt::format("op {} ('{}') on the host, which takes {},", s.target,
+                                  w_.ops[s.target].name, to_string_approx(Duration{d})));
+      return false;
+    }
+    q_.schedule(now + d, kHostComputeDone, p);
+    return true;
+  }
   if (need > 0) touch_slot(st.dev_slot);
   if (rec_.drawing()) {
     for (uint32_t e : s.wait) {
-      Transfer& x = transfers_[events_[dense_event(e)].transfer];
+      const uint32_t transfer = events_[dense_event(e)].transfer;
+      if (transfer == kNone) continue;  // a host step's event
+      Transfer& x = transfers_[transfer];
       if (x.rec.kind == StepKind::kPrefetch && x.rec.program == p && !x.arrowed) {
         x.arrowed = true;  // one arrow per prefetch: to its first consumer
         rec_.arrow(x.track, x.rec.start, e, int(p));
@@ -241,18 +284,40 @@ void Simulator::complete_transfer(uint32_t x) {
   if (rec_.drawing()) tr.track = rec_.transfer_end(tr.lanes, tr.rec);
   ProgramState& owner = progs_[tr.rec.program];
   owner.res.end = std::max(owner.res.end, q_.now());
-  EventState& ev = events_[tr.dense_event];
-  ev.done = true;
-  std::vector<uint32_t> waiters;
-  waiters.swap(ev.waiters);
-  for (uint32_t p : waiters) {
+  for (uint32_t p : events_[tr.dense_event].waiters) {
     ProgramState& st = progs_[p];
     if (st.wait_event != tr.dense_event) continue;
     tr.rec.exposed += q_.now() - st.wait_begin;  // its compute step waited for this one
     if (rec_.on()) rec_.waited(int(p), uint32_t(next_step(p)), x, st.wait_begin, q_.now());
     st.wait_event = kNone;
   }
+  complete_event(tr.dense_event);
+}
+
+void Simulator::complete_event(uint32_t d) {
+  EventState& ev = events_[d];
+  ev.done = true;
+  std::vector<uint32_t> waiters;
+  waiters.swap(ev.waiters);
+  for (uint32_t p : waiters) {
+    if (progs_[p].wait_event == d) progs_[p].wait_event = kNone;
+  }
   wake(waiters);
+}
+
+void Simulator::end_host_step(uint32_t p) {
+  ProgramState& st = progs_[p];
+  const Time now = q_.now();
+  st.res.host_compute_ps += now - st.host_op_start;
+  ++st.res.host_ops;
+  st.res.end = std::max(st.res.end, now);
+  const size_t step = stepper_.end_host(p);
+  const Step& s = st.prog->steps[step];
+  if (rec_.on()) rec_.host_compute(int(p), st.host_op_start, now, s.target, uint32_t(step));
+  if (StepTime* at = step_time(p, step)) at->end = now;
+  if (o_.op_end != nullptr && p == 0) (*o_.op_end)[s.target] = now;
+  complete_event(dense_event(s.event));
+  stepper_.advance(p);
 }
 
 void Simulator::dispatch(const Event& ev) {
@@ -288,6 +353,9 @@ void Simulator::dispatch(const Event& ev) {
     }
     case kHostIssued:
       stepper_.advance(ev.data);
+      break;
+    case kHostComputeDone:
+      end_host_step(ev.data);
       break;
     case kFlowDone: {
       const uint32_t x = flow_owner_[ev.data];
@@ -385,7 +453,9 @@ SimResult Simulator::run() {
             break;
           }
         }
-        const uint32_t slot = s.kind == StepKind::kStore ? slot_of(p, s.tier) : progs_[p].dev_slot;
+        const uint32_t slot = s.kind == StepKind::kStore ? slot_of(p, s.tier)
+                              : s.host                   ? slot_of(p, plan_.host_tier)
+                                                         : progs_[p].dev_slot;
         const std::string memory =
             fmt::format("waits for memory on '{}', which nothing will free; live: {}",
                         fabric_.slot_name(slot), largest_live(progs_[p].dev_slot));

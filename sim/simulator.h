@@ -95,6 +95,8 @@ struct DeviceResult {
   Time stall_transfer_ps = 0;
   Time stall_memory_ps = 0;
   Time compute_end = 0;  ///< the last compute step's end
+  Time host_compute_ps = 0;  ///< sum of host steps' op times (core/plan.h)
+  uint64_t host_ops = 0;
   Time end = 0;          ///< the last step's end, transfers included
   uint64_t ops = 0;
   uint64_t transfers = 0;

@@ -32,6 +32,7 @@ bool Simulator::setup() {
   engines_.resize(fabric_.engines().size());
   for (size_t g = 0; g < engines_.size(); ++g) engines_[g].free = fabric_.engines()[g].capacity;
   op_time_.resize(t_.devices.size());
+  host_op_time_.resize(t_.devices.size());
 
   progs_.resize(plan_.programs.size());
   for (size_t p = 0; p < plan_.programs.size(); ++p) {

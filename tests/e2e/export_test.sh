@@ -119,6 +119,27 @@ contains rule-plan-json-msg "$tmp/err" "01-compute-without-wait.json:29:7: progr
 # Infeasible: the fixture's 128-byte HBM cannot hold the plan: exit 1, as sim; no output.
 check infeasible 1 "$tf" export --plan tests/fixtures/plans/tiny.json --format chrome -o "$tmp/x.json"
 contains infeasible-msg "$tmp/err" "'hbm[0]' is full before the step starts"
+# A plan that computes on the host (tierflow.plan/3): simulated with the host CPU its
+# topology reference sets, exported, written back the same; the replayer refuses it.
+host=tests/fixtures/plans/host_attention.json
+check host-sim 0 "$tf" sim --plan "$host"
+contains host-sim-makespan "$tmp/out" "makespan 982ns"
+contains host-sim-cpu "$tmp/out" "host CPU  host ops"
+check host-csv 0 "$tf" export --plan "$host" --format csv -o "$tmp/host.csv"
+contains host-csv-row "$tmp/host.csv" "0,0,2,compute,1,attn,attention,-1,300,100,ddr,,,0,2,1,,341000,641000,300000,,,"
+check host-plan-json 0 "$tf" export --plan "$host" --format plan-json -o "$tmp/host.json"
+contains host-plan-json-format "$tmp/host.json" '"format": "tierflow.plan/3"'
+check host-plan-json-sim 0 "$tf" sim --plan "$tmp/host.json"
+contains host-plan-json-makespan "$tmp/out" "makespan 982ns"
+check host-replay 2 "$tf" replay --plan "$host"
+contains host-replay-msg "$tmp/err" "the replayer does not run yet"
+sed 's|, "set": \[.*\]}|}|; s|"\.\./unit_hw.yaml"|"'"$PWD"'/tests/fixtures/unit_hw.yaml"|' "$host" >"$tmp/host-no-cpu.json"
+check host-no-cpu 2 "$tf" sim --plan "$tmp/host-no-cpu.json"
+contains host-no-cpu-msg "$tmp/err" "describes no host CPU (system.cpu)"
+sed 's|tierflow.plan/3|tierflow.plan/2|' "$host" >"$tmp/host2.json"
+check host-as-plan2 2 "$tf" sim --plan "$tmp/host2.json"
+contains host-as-plan2-msg "$tmp/err" "is a field of 'tierflow.plan/3' plans"
+
 for x in x x.csv x.json et3; do
   [ ! -e "$tmp/$x" ] && passes=$((passes + 1)) || { echo "FAIL $x written on error"; fails=$((fails + 1)); }
 done

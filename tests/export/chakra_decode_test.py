@@ -6,7 +6,8 @@ Usage: chakra_decode_test.py TIERFLOW_BINARY MODULE_DIR   (from the repository r
 MODULE_DIR holds chakra_et_pb2.py, generated from tools/export/chakra/chakra_et.proto at
 build time. Exits 77 (skipped) with the reason when Python's protobuf is missing.
 
-Plans checked: the hand-written tests/fixtures/plans/tiny.json, and a generated two-layer
+Plans checked: the hand-written tests/fixtures/plans/tiny.json and host_attention.json (a
+host step: is_cpu_op), and a generated two-layer
 Llama-2-7B decode at tensor-parallel degree 2 (its all-reduces become COMM_COLL_NODEs) on
 two devices, planned under a budget that forces prefetches and stores.
 
@@ -19,7 +20,9 @@ What must hold, per program (docs/formats.md "Chakra execution traces"):
   num_ops = the op's FLOPs, at least 1 (so that a roofline never divides 0 by 0);
 - data_deps = the steps completing the events it waits on, plus, for a prefetch or store,
   those a detach of the same tensor since its previous cache step waited on, plus program
-  order: the previous compute step (compute) or the anchor (prefetch, store); ctrl_deps
+  order: the previous compute step (compute) or the anchor (prefetch, store); a host step
+  (is_cpu_op true, its event as an attribute) on the previous host step and its anchor, and
+  it is neither the next compute step's predecessor nor an anchor; ctrl_deps
   empty (upstream's convention: MLCommons' current feeder resolves data_deps only);
 - `inputs` / `outputs` attributes on every node: string lists alternating tensor name and
   byte count (ASTRA-sim's local-memory tracking).
@@ -179,7 +182,8 @@ def check_plan(plan_path, out_dir, stem, extra):
             if "event" in s:
                 producer[s["event"]] = (p, i)
 
-    totals = {"compute": 0, "prefetch": 0, "store": 0, "collective": 0, "folded": 0, "no_flops": 0}
+    totals = {"compute": 0, "prefetch": 0, "store": 0, "collective": 0, "folded": 0, "no_flops": 0,
+              "host": 0}
 
     def pairs(ids):
         return [(tensors[t]["name"], tensors[t]["bytes"]) for t in ids]
@@ -193,7 +197,7 @@ def check_plan(plan_path, out_dir, stem, extra):
         steps = prog["steps"]
         want = {"compute": 0, "prefetch": 0, "store": 0}
         got = {pb.COMP_NODE: 0, pb.COMM_COLL_NODE: 0, pb.MEM_LOAD_NODE: 0, pb.MEM_STORE_NODE: 0}
-        anchor, last_compute = None, None
+        anchor, last_compute, last_host = None, None, None
         carried = {}  # tensor -> data deps a detach leaves to the next cache step of it
         for i, s in enumerate(steps):
             kind = next(k for k in ("compute", "prefetch", "store", "detach") if k in s)
@@ -229,11 +233,21 @@ def check_plan(plan_path, out_dir, stem, extra):
                     size = sum(tensors[t]["bytes"] for t in op["inputs"])
                     check(attr(n, "comm_size") == size, f"{where}: step {i} comm_size")
                     check(attr(n, "comm_type") == pb.ALL_REDUCE, f"{where}: step {i} comm_type")
-                order = {last_compute} if last_compute is not None else set()
+                host = s.get("on") == "host"
+                check(attr(n, "is_cpu_op") == host, f"{where}: step {i} is_cpu_op {attr(n, 'is_cpu_op')}")
+                if host:
+                    totals["host"] += 1
+                    check(attr(n, "event") == s["event"], f"{where}: step {i} event {attr(n, 'event')}")
+                    order = {d for d in (last_host, anchor) if d is not None}
+                else:
+                    order = {last_compute} if last_compute is not None else set()
                 check(not ctrl, f"{where}: step {i} ctrl_deps {sorted(ctrl)}")
                 check(data_deps == waits | order,
                       f"{where}: step {i} data_deps {sorted(data_deps)} != waits {sorted(waits)} + order {order}")
-                last_compute = anchor = i
+                if host:
+                    last_host = i
+                else:
+                    last_compute = anchor = i
             else:
                 t = tensors[target]
                 check(n.type == (pb.MEM_LOAD_NODE if kind == "prefetch" else pb.MEM_STORE_NODE),
@@ -270,8 +284,13 @@ def check_plan(plan_path, out_dir, stem, extra):
 with tempfile.TemporaryDirectory() as tmp:
     tiny = check_plan("tests/fixtures/plans/tiny.json", os.path.join(tmp, "tiny"), "tiny",
                       ["--set", "tiers.hbm.capacity=4KiB"])
-    check(tiny == {"compute": 2, "prefetch": 2, "store": 1, "collective": 0, "folded": 0, "no_flops": 0},
+    check(tiny == {"compute": 2, "prefetch": 2, "store": 1, "collective": 0, "folded": 0, "no_flops": 0,
+                   "host": 0},
           f"tiny: {tiny}")
+    host = check_plan("tests/fixtures/plans/host_attention.json", os.path.join(tmp, "host"), "host", [])
+    check(host == {"compute": 4, "prefetch": 1, "store": 1, "collective": 0, "folded": 0, "no_flops": 0,
+                   "host": 1},
+          f"host_attention: {host}")
 
     w, p = os.path.join(tmp, "w.json"), os.path.join(tmp, "p.json")
     run("trace", "gen", "--model", "llama-2-7b", "--phase", "decode", "--context", "512",
@@ -282,7 +301,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check(big["prefetch"] > 0 and big["store"] > 0 and big["collective"] > 0 and big["folded"] > 0
           and big["no_flops"] > 0,
           f"the generated plan exercises too little: {big}")
-    print(f"tiny: {tiny}; llama-2-7b tp2 x2: {big}")
+    print(f"tiny: {tiny}; host_attention: {host}; llama-2-7b tp2 x2: {big}")
 
 for f in failures:
     print("FAIL:", f)

@@ -221,6 +221,15 @@ def test_model_must_match_workload(tierflow_cli, llama_workload, tmp_path):
                            tierflow=tierflow_cli.binary)
 
 
+def test_host_steps_refused(tmp_path):
+    """A plan that computes on the host (tierflow.plan/3) is refused before anything loads."""
+    plan = tmp_path / "host.json"
+    plan.write_text(json.dumps({"format": "tierflow.plan/3"}))
+    with pytest.raises(tierflow_torch.InputError, match=r"computes on the host \(tierflow"
+                       r"\.plan/3\), which this runtime does not run yet"):
+        tierflow_torch.plan.load_plan(str(plan))
+
+
 def test_cuda_profile_marks(tierflow_cli, exports, tmp_path):
     """--profile on the CUDA path (the stand-in): one timing mark before each compute step's
     kernels and each copy, on the step's own stream, besides the events the run records

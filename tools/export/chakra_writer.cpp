@@ -3,6 +3,8 @@
 //
 //   plan step              Chakra node (id = the step's index in its program)
 //   compute (collective)   COMP_NODE (COMM_COLL_NODE, ALL_REDUCE of the op's inputs)
+//   compute on the host    COMP_NODE with is_cpu_op true, after the previous host step and
+//                          its anchor
 //   prefetch / store       MEM_LOAD_NODE / MEM_STORE_NODE
 //   detach                 none: its waits pass to the next prefetch or store of its tensor
 //   wait on an event       data_deps += the node of the step completing it
@@ -142,6 +144,7 @@ std::string chakra_trace(const ExportInput& in, size_t program) {
   // Data deps a detach leaves to the next prefetch or store of its tensor.
   std::map<uint32_t, std::set<uint64_t>> carried;
   int last_compute = -1;
+  int last_host = -1;
   for (const StepRow& r : step_rows(in, program)) {
     const Step& s = *r.step;
     std::set<uint64_t> ctrl, data;  // program order, event waits
@@ -161,12 +164,15 @@ std::string chakra_trace(const ExportInput& in, size_t program) {
 
     pb::Node n;
     n.set_id(r.index);
-    attr_bool(n.add_attr(), "is_cpu_op", false);
+    attr_bool(n.add_attr(), "is_cpu_op", s.host);
     if (s.kind == StepKind::kCompute) {
       const Op& op = in.workload.ops[s.target];
       n.set_name(op.name);
-      if (last_compute >= 0) ctrl.insert(static_cast<uint64_t>(last_compute));
-      last_compute = static_cast<int>(r.index);
+      int& previous = s.host ? last_host : last_compute;
+      if (previous >= 0) ctrl.insert(static_cast<uint64_t>(previous));
+      if (s.host && r.anchor >= 0) ctrl.insert(static_cast<uint64_t>(r.anchor));
+      previous = static_cast<int>(r.index);
+      if (s.host) attr_int(n.add_attr(), "event", s.event);
       attr_int(n.add_attr(), "num_ops", ops_count(op.flops));
       attr_uint(n.add_attr(), "tensor_size", std::max<uint64_t>(op.bytes, 1));
       attr_operands(n.add_attr(), "inputs", in.workload, {&op.inputs, &op.updates});

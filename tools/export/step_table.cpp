@@ -47,6 +47,12 @@ std::vector<StepRow> step_rows(const ExportInput& in, size_t program) {
     r.end_ps = times[i].end;
     switch (s.kind) {
       case StepKind::kCompute:
+        if (s.host) {
+          // Reached once its anchor ends; it computes next to the host tier.
+          r.anchor = anchor;
+          r.from_tier = in.plan.tiers[in.plan.host_tier];
+          break;
+        }
         if (r.start_ps >= 0) r.stall_ps = r.start_ps - compute_free;
         if (r.end_ps >= 0) compute_free = r.end_ps;
         anchor = static_cast<int>(i);

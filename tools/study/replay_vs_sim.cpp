@@ -155,6 +155,16 @@ ReplayOutcome replay_plan(const LoadedPlan& lp, const hw::Topology& topo,
     out.refused = replay::broken_rule(lp.plan, lp.workload).value_or(*b.error);
     return out;
   }
+  if (computes_on_host(lp.plan)) {
+    out.refused = RunError{RunError::Kind::kTopology,
+                           -1,
+                           -1,
+                           -1,
+                           -1,
+                           "the plan computes on the host (tierflow.plan/3), which the "
+                           "replayer does not run yet: `tierflow sim` simulates it"};
+    return out;
+  }
   out.runs = replay_vs_sim(*b.bound, s, c.scale,
                            [&](double scale) { return make_replay_backend(s, c, scale); });
   return out;

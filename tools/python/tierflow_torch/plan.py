@@ -90,6 +90,9 @@ def _sha256(path):
 def load_plan(path):
     """Reads a plan file and its workload; raises InputError naming the file and the fault."""
     doc = read_json(path, "a tierflow.plan/2 file is expected")
+    if isinstance(doc, dict) and doc.get("format") == "tierflow.plan/3":
+        raise InputError(f"{path}: the plan computes on the host (tierflow.plan/3), which "
+                         "this runtime does not run yet: `tierflow sim` simulates it")
     if not isinstance(doc, dict) or doc.get("format") not in PLAN_FORMATS:
         raise InputError(f"{path}: not a {PLAN_FORMAT} file (format "
                          f"{doc.get('format') if isinstance(doc, dict) else None!r})")
