@@ -55,8 +55,14 @@
 #                       NVMe): half the weights homed in host memory and half on the disks,
 #                       the KV cache on the disks (FlexGen's --percent 0 50 0 0 0 100
 #                       --gpu-batch-size 32 --num-gpu-batches 8); attention runs on the GPU
-#                       (tierflow has no CPU compute), where FlexGen's --cpu runs it on the CPU;
-#                       then the prompts' prefill in the same micro-batches
+#                       (FlexGen's --cpu reads the cache on the CPU, but from disk, which plans
+#                       cannot copy to host memory); then the prompts' prefill in the same
+#                       micro-batches
+#   opt30b-t4-cpu       OPT-30B decode (fp16), 32 tokens from a 512-token prompt, batch 64 as 4
+#                       micro-batches of 16, on the same machine with the weights and the KV
+#                       cache in host memory: attention on the GPU (the cache crosses PCIe every
+#                       step), then on the CPU next to the cache (FlexGen's --cpu, --on-host
+#                       attention)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -227,16 +233,26 @@ opt175b_t4_flexgen() {
     --workload "$dir/prefill.json" --devices 1 --pin weight=ddr:0.5,ssd:0.5 --pin kv=ssd
 }
 
+opt30b_t4_cpu() {
+  local a=(--hw "$hw"/t4-flexgen.yaml --workload "$dir/w.json" --devices 1 --pin weight=ddr
+    --pin kv=ddr)
+  gen --model opt-30b --phase decode --context 512 --tokens 32 --batch 64 --micro-batches 4 \
+    --kv-block 8 --weight-dtype fp16 --act-dtype fp16
+  compare "${a[@]}"
+  timed "$dir" compare-cpu.txt "$tf" compare "${a[@]}" --on-host attention
+  plan tierflow-cpu.txt "${a[@]}" --on-host attention
+}
+
 all=(llama70b-decode llama8b-prefill mixtral-decode deepseek-decode cm384-pool llama8b-train
   llama70b-nvme llama70b-bounce gh200-lpddr mixtral-24gb mixtral-24gb-skewed mixtral-24gb-cache
-  llama70b-int4-48gb opt175b-t4-flexgen)
+  llama70b-int4-48gb opt175b-t4-flexgen opt30b-t4-cpu)
 names=("$@")
 [ ${#names[@]} -eq 0 ] && names=("${all[@]}")
 for n in "${names[@]}"; do
   case $n in
     llama70b-decode | llama8b-prefill | mixtral-decode | deepseek-decode | cm384-pool | llama8b-train | \
       llama70b-nvme | llama70b-bounce | gh200-lpddr | mixtral-24gb | mixtral-24gb-skewed | mixtral-24gb-cache | \
-      llama70b-int4-48gb | opt175b-t4-flexgen)
+      llama70b-int4-48gb | opt175b-t4-flexgen | opt30b-t4-cpu)
       scenario "$n" "${n//-/_}" ;;
     *)
       echo "error: unknown scenario '$n' (known: ${all[*]})" >&2

@@ -136,6 +136,27 @@ contains host-replay-msg "$tmp/err" "the replayer does not run yet"
 sed 's|, "set": \[.*\]}|}|; s|"\.\./unit_hw.yaml"|"'"$PWD"'/tests/fixtures/unit_hw.yaml"|' "$host" >"$tmp/host-no-cpu.json"
 check host-no-cpu 2 "$tf" sim --plan "$tmp/host-no-cpu.json"
 contains host-no-cpu-msg "$tmp/err" "describes no host CPU (system.cpu)"
+# --on-host: a plan made, its attention moved to the host CPU; written as plan/3, simulated
+# the same by sim; compare says what moved; refusals name the flag.
+check opt-gen 0 "$tf" trace gen --model opt-175b --layers 2 --phase decode --context 512 \
+  --tokens 2 --batch 8 --kv-block 8 --weight-dtype fp16 --act-dtype fp16 -o "$tmp/opt.json"
+onhost=(--hw t4-flexgen --workload "$tmp/opt.json" --pin weight=ddr --pin kv=ddr --policy layerwise)
+check on-host-plan 0 "$tf" plan "${onhost[@]}" --on-host attention -o "$tmp/opt-host.json"
+contains on-host-plan-line "$tmp/out" "on host   4 attention ops per device run by the host CPU next to 'ddr'"
+grep '^simulated makespan' "$tmp/out" | cut -d' ' -f3 >"$tmp/opt-host.makespan"
+contains on-host-plan-format "$tmp/opt-host.json" '"format": "tierflow.plan/3"'
+contains on-host-plan-meta "$tmp/opt-host.json" '"on_host": "attention"'
+check on-host-sim 0 "$tf" sim --plan "$tmp/opt-host.json"
+contains on-host-sim-makespan "$tmp/out" "makespan $(cat "$tmp/opt-host.makespan")"
+check on-host-compare 0 "$tf" compare "${onhost[@]:0:8}" --on-host attention
+contains on-host-compare-line "$tmp/out" "on host    4 attention ops per device"
+check on-host-kept 0 "$tf" plan "${onhost[@]:0:6}" --policy layerwise --on-host attention
+contains on-host-kept-why "$tmp/out" "4 stay on the device (op 't0.L0.attention' reads 'L0.kv0', which is not homed on 'ddr')"
+check on-host-typo 2 "$tf" plan "${onhost[@]}" --on-host atention
+contains on-host-typo-msg "$tmp/err" "error: --on-host: 'atention' is not an op kind"
+check on-host-no-cpu 2 "$tf" plan --workload "$tmp/opt.json" --on-host attention
+contains on-host-no-cpu-msg "$tmp/err" "error: --on-host: 'h100-sxm-8gpu' describes no host CPU (system.cpu)"
+
 sed 's|tierflow.plan/3|tierflow.plan/2|' "$host" >"$tmp/host2.json"
 check host-as-plan2 2 "$tf" sim --plan "$tmp/host2.json"
 contains host-as-plan2-msg "$tmp/err" "is a field of 'tierflow.plan/3' plans"

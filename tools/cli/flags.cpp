@@ -161,6 +161,10 @@ void add_target_flags(CLI::App* cmd, ScenarioFlags& f) {
   cmd->add_option("--pin", f.pins,
                   "KIND=TIER[:FRACTION][,TIER:FRACTION...]: home a kind's tensors (or those "
                   "fractions of its bytes) there, e.g. weight=ddr:0.4 (repeatable)");
+  cmd->add_option("--on-host", f.on_host,
+                  "op kinds the host CPU runs next to its tier where it can, e.g. attention "
+                  "(FlexGen's --cpu: pin the KV cache there with --pin kv=ddr); the topology's "
+                  "system.cpu times them");
   cmd->add_option("--threads", f.threads,
                   "threads for the tierflow policy's pipelines (default: one per hardware "
                   "thread; the results do not depend on it)");
@@ -222,6 +226,7 @@ study::Scenario to_scenario(const ScenarioFlags& f) {
     study::set_field(s, "routing", f.gen.routing, "--routing");
   }
   if (!f.gen.expert_cache.empty()) study::set_field(s, "expert_cache", f.gen.expert_cache, "--expert-cache");
+  if (!f.on_host.empty()) study::set_field(s, "on_host", f.on_host, "--on-host");
   if ((f.prompt > 0) != (f.generate > 0)) {
     throw CLI::ValidationError("--prompt and --generate go together (a request)");
   }

@@ -54,6 +54,7 @@ struct ScenarioFlags {
   uint32_t devices = 1;
   std::string budget;
   std::vector<std::string> pins;
+  std::string on_host;  ///< --on-host KINDS (empty: every op on the device)
   std::string policy = "tierflow";
   unsigned threads = 0;
 
@@ -64,7 +65,7 @@ struct ScenarioFlags {
   int64_t prompt = 0, generate = 0;
 };
 
-/// --hw, --set, --device, --devices, --budget, --pin, --threads.
+/// --hw, --set, --device, --devices, --budget, --pin, --on-host, --threads.
 void add_target_flags(CLI::App* cmd, ScenarioFlags& f);
 /// --workload | --model | --hf-config, --model-set, the generator flags, --prompt and
 /// --generate.

@@ -40,8 +40,7 @@ int run_plan(const PlanCliOptions& o) {
   // The text stays mapped: the plan and the reproducer name the SHA-256 of what was read.
   const FileText workload_text(o.workload);
   const Workload w = read_workload_text(workload_text.view(), o.workload);
-  // Outputs that are inputs are refused before planning, not after (the reproducer too,
-  // though it is only written when a pass fails).
+  // Outputs that are inputs are refused before planning (the reproducer too).
   for (const std::string* out : {&o.output, &o.timeline, &o.reproducer}) {
     if (!out->empty()) check_output_path(*out);
   }
@@ -60,9 +59,11 @@ int run_plan(const PlanCliOptions& o) {
   }
   study::SimEvaluator eval(w, topo);
   req.evaluator = &eval;
+  const std::vector<OpKind> on_host = study::host_ops(topo, o.f.on_host);
   planner::PlanOutcome out = planner::make_plan(w, topo, req);
+  const std::string host_line = study::plan_on_host(out, w, topo, req, on_host);
   if (!o.f.sets.empty()) fmt::print("overrides {}\n", fmt::join(o.f.sets, " "));
-  fmt::print("{}", study::plan_summary(out, w, topo));
+  fmt::print("{}{}", study::plan_summary(out, w, topo), host_line);
   if (!out.ok) {
     std::fflush(stdout);
     fmt::print(stderr, "error: {}: {}\n", o.workload, out.reason);

@@ -9,8 +9,8 @@
 #include "core/json_tree.h"
 #include "core/table.h"
 #include "core/units.h"
+#include "tools/study/plan_report.h"
 #include "tools/study/row.h"
-
 #include "tools/study/target.h"
 
 namespace tierflow::study {
@@ -111,6 +111,7 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
     j["sets"] = base.sets;
     j["budget"] = head == nullptr ? 0 : head->p.outcome.budget;
     if (base.expert_cache.on()) j["expert_cache"] = planner::to_string(base.expert_cache);
+    if (!base.on_host.empty()) j["on_host"] = planner::host_ops_text(base.on_host);
     j["resident_reference_ps"] = reference;
     j["bounds"] = {{"residency", b.residency},         {"makespan_ps", b.makespan_ps},
                    {"compute_ps", b.compute_ps},       {"traffic_bytes", b.traffic_bytes},
@@ -170,6 +171,13 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
       text += fmt::format("cache      {} of routed experts; the realistic plans get {} for the rest\n",
                           planner::to_string(base.expert_cache),
                           to_string_approx(Bytes{rows.front().p.outcome.budget}));
+    }
+    if (!base.on_host.empty() && head != nullptr) {
+      // The policies' plans home the same tensors where pins place them; the tierflow one's
+      // (or the first's) move is told.
+      const PhaseResult& p = head->p;
+      text += fmt::format("on host    {}\n", on_host_summary(base.on_host, p.host_moved,
+                                                             p.host_kept, p.host_why_kept, topo));
     }
     text += fmt::format("bounds     {}residency {}, makespan {} (compute {}, traffic {})\n",
                         base.request ? "of the decode: " : "",

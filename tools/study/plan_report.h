@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/workload.h"
 #include "hw_models/topology.h"
@@ -20,5 +21,14 @@ std::string plan_portfolio(const planner::PlanOutcome& o);
 std::string plan_explain(const planner::PlanOutcome& o, const Workload& w,
                          const hw::Topology& topo);
 std::string plan_stats(const planner::PlanOutcome& o);
+/// `--on-host` for `tierflow plan`: `kinds` (when any) of the plan `out` made moved to the
+/// host CPU (study::move_to_host()) and the moved plan scored with req.evaluator; returns
+/// the `on host` line to print (empty without kinds or without a plan).
+std::string plan_on_host(planner::PlanOutcome& out, const Workload& w, const hw::Topology& topo,
+                         const planner::PlanRequest& req, const std::vector<OpKind>& kinds);
+/// What `--on-host` did, for a line of its own: how many ops of which kinds the host CPU
+/// runs next to which tier, and how many stay on the device and why.
+std::string on_host_summary(const std::vector<OpKind>& kinds, uint64_t moved, uint64_t kept,
+                            const std::string& why_kept, const hw::Topology& topo);
 
 }  // namespace tierflow::study

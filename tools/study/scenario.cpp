@@ -104,15 +104,40 @@ Request& request_of(Scenario& s) {
 }  // namespace
 
 const std::vector<std::string_view>& field_names() {
-  static const std::vector<std::string_view> names = {
-      "batch",        "seq",      "context",   "tokens",        "prompt",
-      "generate",     "tp",       "kv_block",  "layers",        "phase",
-      "weight_dtype", "kv_dtype", "act_dtype", "compute_dtype", "quant_group",
-      "quant_zeros",  "routing",  "seed",      "routing_skew",  "routing_repeat",
-      "expert_cache", "routing_trace", "micro_batches", "checkpoint", "model", "hf_config",
-      "workload",
-      "hw",           "budget",   "policy",    "device",        "devices",
-      "pins"};
+  static const std::vector<std::string_view> names = {"batch",
+                                                      "seq",
+                                                      "context",
+                                                      "tokens",
+                                                      "prompt",
+                                                      "generate",
+                                                      "tp",
+                                                      "kv_block",
+                                                      "layers",
+                                                      "phase",
+                                                      "weight_dtype",
+                                                      "kv_dtype",
+                                                      "act_dtype",
+                                                      "compute_dtype",
+                                                      "quant_group",
+                                                      "quant_zeros",
+                                                      "routing",
+                                                      "seed",
+                                                      "routing_skew",
+                                                      "routing_repeat",
+                                                      "expert_cache",
+                                                      "routing_trace",
+                                                      "micro_batches",
+                                                      "checkpoint",
+                                                      "model",
+                                                      "hf_config",
+                                                      "workload",
+                                                      "hw",
+                                                      "budget",
+                                                      "policy",
+                                                      "device",
+                                                      "devices",
+                                                      "pins",
+                                                      "on_host"};
   return names;
 }
 
@@ -162,6 +187,13 @@ void set_field(Scenario& s, std::string_view path, std::string_view value,
       s.expert_cache = planner::parse_expert_cache(value, source);
     } catch (const InputError& e) {
       if (source == "--expert-cache") throw;
+      throw InputError(e.pos(), fmt::format("{}: {}", path, e.message()));  // --vary, a spec
+    }
+  } else if (path == "on_host") {
+    try {
+      s.on_host = planner::parse_host_ops(value, source);
+    } catch (const InputError& e) {
+      if (source == "--on-host") throw;
       throw InputError(e.pos(), fmt::format("{}: {}", path, e.message()));  // --vary, a spec
     }
   } else if (path == "phase") {
@@ -262,6 +294,7 @@ std::string get_field(const Scenario& s, std::string_view path) {
   if (path == "routing_skew") return fmt::format("{}", g.routing_skew);
   if (path == "routing_repeat") return fmt::format("{}", g.routing_repeat);
   if (path == "expert_cache") return planner::to_string(s.expert_cache);
+  if (path == "on_host") return planner::host_ops_text(s.on_host);
   if (path == "routing_trace") return g.routing_trace;
   if (path == "micro_batches") return std::to_string(g.micro_batches);
   if (path == "phase") return std::string(traces::kPhaseNames[static_cast<size_t>(g.phase)]);

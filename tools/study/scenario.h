@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "planner/host_steps.h"
 #include "planner/realize.h"
 #include "traces/arch.h"
 #include "traces/generate.h"
@@ -84,6 +85,9 @@ struct Scenario {
   /// planner/realize.h); the plan is made for the budget less its bytes. Off by default
   /// (each demand-fetched expert dropped after its op). Refused with another routing.
   planner::ExpertCache expert_cache;
+  /// Op kinds the host CPU runs where it can (`on_host=attention`, FlexGen's `--cpu`): the
+  /// plan, once made, moves them there (planner/host_steps.h). Empty: every op on the device.
+  std::vector<OpKind> on_host;
 
   /// Whether this scenario runs realistic routing (realistic_routing, less a workload
   /// file's default).

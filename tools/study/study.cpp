@@ -298,7 +298,47 @@ std::string expert_home(const hw::Topology& topo, const planner::Target& target,
                        to_string_approx(Bytes{bytes}));
 }
 
+/// The scenario's on_host ops moved to the host CPU in p's plan; whether an op moved (the
+/// planner's own score is then of another plan).
+bool run_on_host(PhaseResult& p, const Scenario& s, const hw::Topology& topo,
+                 const planner::PlanRequest& req) {
+  const HostMove m = move_to_host(p.outcome, *p.workload, topo, req, s.on_host);
+  p.host_moved = m.moved;
+  p.host_kept = m.kept;
+  p.host_why_kept = m.why_kept;
+  return m.moved > 0;
+}
+
 }  // namespace
+
+void check_host_cpu(const hw::Topology& topo, const std::vector<OpKind>& kinds) {
+  if (kinds.empty() || topo.system.cpu.present()) return;
+  throw InputError::at(SourcePos{"--on-host"},
+                       "'{}' describes no host CPU (system.cpu): nothing can run on the host "
+                       "there",
+                       topo.name);
+}
+
+std::vector<OpKind> host_ops(const hw::Topology& topo, std::string_view text) {
+  std::vector<OpKind> kinds = planner::parse_host_ops(text, "--on-host");
+  check_host_cpu(topo, kinds);
+  return kinds;
+}
+
+HostMove move_to_host(planner::PlanOutcome& out, const Workload& w, const hw::Topology& topo,
+                      const planner::PlanRequest& req, const std::vector<OpKind>& kinds) {
+  planner::HostPlan h = planner::move_to_host(*out.plan, w, topo, kinds, "--on-host");
+  const HostMove m{h.moved, h.kept, h.why_kept};
+  if (h.moved == 0) return m;
+  const planner::Target target = planner::resolved(topo, req.target);
+  out.bounds =
+      planner::host_plan_bounds(out.bounds, w, topo, target.device_class, target.device_tier,
+                                h.moved_ops, planner::pinned_tiers(w, req.pins));
+  h.plan.meta["on_host"] = fmt::format("\"{}\"", planner::host_ops_text(kinds));
+  out.plan = std::move(h.plan);
+  out.evaluation.reset();
+  return m;
+}
 
 PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
                              std::shared_ptr<const Workload> w, std::string phase,
@@ -359,6 +399,7 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
     p.routing = r.stats;
     p.realized = true;
   }
+  const bool moved = p.outcome.ok && !s.on_host.empty() && run_on_host(p, s, topo, req);
   if (!p.outcome.ok) {
     if (p.outcome.infeasible) {
       p.binding =
@@ -370,7 +411,7 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
   std::vector<sim::Time> op_end;
   const SimRun* scored =
       p.outcome.evaluation ? SimEvaluator::run_of(*p.outcome.evaluation) : nullptr;
-  if (scored != nullptr && !planned) {
+  if (scored != nullptr && !planned && !moved) {
     p.sim = scored->result;
     op_end = scored->op_end;
     p.outcome.evaluation->run.reset();
@@ -414,6 +455,7 @@ Trial Study::run(const Scenario& s) {
                          get_field(s, "routing"));
   }
   const auto topo = topology(s);
+  check_host_cpu(*topo, s.on_host);
   t.topology = topo->name;
   planner::Target target = make_target(*topo, s.device, s.devices, "--device");
   target.budget = s.budget;

@@ -166,7 +166,7 @@ std::string scenario_key(const Scenario& s) {
     const std::string v = get_field(s, f);
     if ((f == "routing_skew" || f == "routing_repeat") && v == "0") continue;
     if ((f == "expert_cache" && v == "none") || (f == "routing_trace" && v.empty()) ||
-        (f == "micro_batches" && v == "1")) {
+        (f == "micro_batches" && v == "1") || (f == "on_host" && v.empty())) {
       continue;
     }
     k += fmt::format("{}={}\n", f, v);

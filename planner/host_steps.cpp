@@ -1,0 +1,378 @@
+#include "planner/host_steps.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <iterator>
+#include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/checked.h"
+#include "core/diagnostics.h"
+#include "hw_models/cost.h"
+
+namespace tierflow::planner {
+namespace {
+
+/// What the move does with each tensor (see the glossary in host_steps.h).
+enum class Role : uint8_t { kKeep, kHostOnly, kSent, kSynced, kReturned };
+
+struct Analysis {
+  std::vector<bool> moved;  ///< per op
+  std::vector<Role> role;   ///< per tensor
+  uint64_t moved_ops = 0;
+  uint64_t kept = 0;
+  std::string why_kept;  ///< why the first op of a chosen kind stays on the device
+};
+
+bool wanted(const Op& op, const std::vector<OpKind>& kinds) {
+  return std::ranges::find(kinds, op.kind) != kinds.end();
+}
+
+/// Why op `o` cannot move, or empty (glossary: movable).
+std::string why_not_movable(const Workload& w, uint32_t o, const std::vector<uint32_t>& home,
+                            uint32_t host, const std::string& host_name,
+                            const std::vector<bool>& updated) {
+  const Op& op = w.ops[o];
+  if (!op.updates.empty()) return "updates a tensor in place";
+  if (op.collective_bytes > 0) return "is a collective";
+  for (uint32_t t : op.inputs) {
+    if (w.tensors[t].origin != kExternal) continue;
+    if (updated[t])
+      return fmt::format("reads '{}', which an op updates in place", w.tensors[t].name);
+    if (home[t] != host) {
+      return fmt::format("reads '{}', which is not homed on '{}'", w.tensors[t].name, host_name);
+    }
+  }
+  for (uint32_t t : op.outputs) {
+    if (updated[t])
+      return fmt::format("makes '{}', which an op updates in place", w.tensors[t].name);
+  }
+  return "";
+}
+
+/// The movable ops of `kinds` and each tensor's role, on `w` with homes `home` (plan tiers)
+/// and the host tier `host`.
+Analysis analyse(const Workload& w, const std::vector<uint32_t>& home, uint32_t host,
+                 const std::string& host_name, const std::vector<OpKind>& kinds) {
+  const size_t nt = w.tensors.size();
+  std::vector<std::vector<uint32_t>> users(nt);  // ops reading or updating each tensor
+  std::vector<bool> updated(nt);
+  for (uint32_t o = 0; o < w.ops.size(); ++o) {
+    for (uint32_t t : w.ops[o].inputs) users[t].push_back(o);
+    for (uint32_t t : w.ops[o].updates) {
+      users[t].push_back(o);
+      updated[t] = true;
+    }
+  }
+  Analysis a;
+  a.moved.assign(w.ops.size(), false);
+  for (uint32_t o = 0; o < w.ops.size(); ++o) {
+    if (!wanted(w.ops[o], kinds)) continue;
+    const std::string why = why_not_movable(w, o, home, host, host_name, updated);
+    a.moved[o] = why.empty();
+    (a.moved[o] ? a.moved_ops : a.kept) += 1;
+    if (!why.empty() && a.why_kept.empty()) {
+      a.why_kept = fmt::format("op '{}' {}", w.ops[o].name, why);
+    }
+  }
+  a.role.assign(nt, Role::kKeep);
+  for (uint32_t t = 0; t < nt; ++t) {
+    const auto& u = users[t];
+    const bool host_read = std::ranges::any_of(u, [&](uint32_t o) { return a.moved[o]; });
+    const bool host_only =
+        !u.empty() && std::ranges::all_of(u, [&](uint32_t o) { return a.moved[o]; });
+    const uint32_t origin = w.tensors[t].origin;
+    if (origin != kExternal && a.moved[origin]) {
+      a.role[t] = Role::kReturned;
+    } else if (origin == kExternal) {
+      // Read where it lives; the device keeps its own copies for its own readers.
+      if (host_only) a.role[t] = Role::kHostOnly;
+    } else if (host_only && !updated[t]) {
+      a.role[t] = Role::kSent;
+    } else if (host_read) {
+      a.role[t] = Role::kSynced;
+    }
+  }
+  return a;
+}
+
+/// Rewrites one program (see the glossary); `dropped` holds the events of the plan's cache
+/// steps that go, `next` the next free event id.
+class ProgramRewrite {
+ public:
+  ProgramRewrite(const Workload& w, const Analysis& a, uint32_t host,
+                 const std::unordered_set<uint32_t>& dropped, uint32_t& next)
+      : w_(w), a_(a), host_(host), dropped_(dropped), next_(next) {}
+
+  std::vector<Step> run(const std::vector<Step>& steps) {
+    const size_t nt = w_.tensors.size();
+    sync_.assign(nt, kNoEvent);
+    dirty_.assign(nt, false);
+    alias_.clear();
+    fetch_.assign(nt, kNoEvent);
+    host_made_.assign(w_.ops.size(), kNoEvent);
+    readers_.assign(nt, {});
+    last_host_.assign(nt, kNone);
+    last_device_.assign(nt, kNone);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const Step& s = steps[i];
+      if (s.kind != StepKind::kCompute) continue;
+      for (uint32_t t : inputs_of(w_.ops[s.target])) {
+        (a_.moved[s.target] ? last_host_ : last_device_)[t] = i;
+      }
+    }
+    out_.reserve(steps.size() + steps.size() / 4);
+    for (size_t i = 0; i < steps.size(); ++i) step(steps[i], i);
+    return std::move(out_);
+  }
+
+ private:
+  static constexpr size_t kNone = SIZE_MAX;
+
+  static std::vector<uint32_t> inputs_of(const Op& op) {
+    std::vector<uint32_t> all = op.inputs;
+    for (uint32_t t : op.updates) {
+      if (std::ranges::find(all, t) == all.end()) all.push_back(t);
+    }
+    return all;
+  }
+  static void add_wait(Step& s, uint32_t e) {
+    if (e != kNoEvent && std::ranges::find(s.wait, e) == s.wait.end()) s.wait.push_back(e);
+  }
+
+  void step(Step s, size_t i) {
+    std::erase_if(s.wait, [&](uint32_t e) { return dropped_.contains(e); });
+    for (uint32_t& e : s.wait) {
+      if (const auto it = alias_.find(e); it != alias_.end()) e = it->second;
+    }
+    if (s.kind != StepKind::kCompute) {
+      const Role r = a_.role[s.target];
+      if (r != Role::kKeep && r != Role::kSynced) return;  // the move's own steps replace them
+      if (r == Role::kSynced && s.kind == StepKind::kStore && s.tier == host_ &&
+          !dirty_[s.target] && sync_[s.target] != kNoEvent) {
+        // The host already holds this value (the sync store): this store would copy it again.
+        alias_.emplace(s.event, sync_[s.target]);
+        return;
+      }
+      if (r == Role::kSynced) {
+        // After the sync store in flight; a store to the host waits for the host's readers.
+        add_wait(s, sync_[s.target]);
+        if (s.kind == StepKind::kStore && s.tier == host_) {
+          for (uint32_t e : readers_[s.target]) add_wait(s, e);
+        }
+      }
+      out_.push_back(std::move(s));
+      return;
+    }
+    const Op& op = w_.ops[s.target];
+    if (a_.moved[s.target]) return host_step(std::move(s), op);
+    for (uint32_t t : inputs_of(op)) {
+      if (a_.role[t] == Role::kReturned) add_wait(s, fetch_[t]);
+      // No update while the sync store of the previous value is in flight.
+      if (a_.role[t] == Role::kSynced && std::ranges::find(op.updates, t) != op.updates.end()) {
+        add_wait(s, sync_[t]);
+      }
+    }
+    for (uint32_t t : op.outputs) dirty_[t] = true;
+    for (uint32_t t : op.updates) dirty_[t] = true;
+    out_.push_back(std::move(s));
+    // What this op made or updated that the host reads later goes there now.
+    std::vector<uint32_t> changed = op.outputs;
+    changed.insert(changed.end(), op.updates.begin(), op.updates.end());
+    for (uint32_t t : changed) {
+      const Role r = a_.role[t];
+      if ((r != Role::kSent && r != Role::kSynced) || last_host_[t] == kNone || last_host_[t] < i) {
+        continue;
+      }
+      Step store{StepKind::kStore, t, host_, next_++, {}};
+      for (uint32_t e : readers_[t]) add_wait(store, e);  // they read the value it replaces
+      readers_[t].clear();
+      sync_[t] = store.event;
+      dirty_[t] = false;
+      out_.push_back(std::move(store));
+      if (r == Role::kSent) out_.push_back(Step{StepKind::kDetach, t, 0, kNoEvent, {sync_[t]}});
+    }
+    std::vector<uint32_t> last;  // returned tensors this op reads last: detached after it
+    for (uint32_t t : inputs_of(op)) {
+      if (a_.role[t] == Role::kReturned && last_device_[t] == i) last.push_back(t);
+    }
+    for (uint32_t t : last) out_.push_back(Step{StepKind::kDetach, t, 0, kNoEvent, {}});
+  }
+
+  void host_step(Step s, const Op& op) {
+    s.host = true;
+    s.event = host_made_[s.target] = next_++;
+    for (uint32_t t : op.inputs) {
+      const Role r = a_.role[t];
+      if (r == Role::kSent || r == Role::kSynced) {
+        add_wait(s, sync_[t]);
+        readers_[t].push_back(s.event);
+      }
+      if (r == Role::kReturned) add_wait(s, host_made_[w_.tensors[t].origin]);
+    }
+    const uint32_t made = s.event;
+    out_.push_back(std::move(s));
+    for (uint32_t t : op.outputs) {
+      if (last_device_[t] == kNone) continue;  // only the host reads it, or nothing
+      fetch_[t] = next_++;
+      out_.push_back(Step{StepKind::kPrefetch, t, host_, fetch_[t], {made}});
+    }
+  }
+
+  const Workload& w_;
+  const Analysis& a_;
+  uint32_t host_;
+  const std::unordered_set<uint32_t>& dropped_;
+  uint32_t& next_;
+  std::vector<Step> out_;
+  std::vector<uint32_t> sync_;  ///< per tensor: the event of its last sync store
+  std::vector<bool> dirty_;     ///< per tensor: changed on the device since that store
+  /// The plan's stores to the host of a value a sync store sent already (dropped): their
+  /// events stand for the sync store's.
+  std::unordered_map<uint32_t, uint32_t> alias_;
+  std::vector<uint32_t> fetch_;                 ///< per returned tensor: its prefetch's event
+  std::vector<uint32_t> host_made_;             ///< per moved op: its host step's event
+  std::vector<std::vector<uint32_t>> readers_;  ///< per tensor: host steps reading its sync
+  std::vector<size_t> last_host_;               ///< per tensor: the last host step reading it
+  std::vector<size_t> last_device_;             ///< per tensor: the last device step reading it
+};
+
+/// Rewrites the programs of `p` (see the glossary); `host` is the plan tier of the host.
+void rewrite(Plan& p, const Workload& w, const Analysis& a, uint32_t host) {
+  std::unordered_set<uint32_t> dropped;
+  uint32_t next = 0;
+  for (const Program& prog : p.programs) {
+    for (const Step& s : prog.steps) {
+      if (s.event == kNoEvent) continue;
+      next = std::max(next, s.event + 1);
+      const bool gone = s.kind != StepKind::kCompute && a.role[s.target] != Role::kKeep &&
+                        a.role[s.target] != Role::kSynced;
+      if (gone) dropped.insert(s.event);
+    }
+  }
+  for (Program& prog : p.programs) {
+    prog.steps = ProgramRewrite(w, a, host, dropped, next).run(prog.steps);
+  }
+  for (uint32_t t = 0; t < w.tensors.size(); ++t) {
+    const Role r = a.role[t];
+    if (r == Role::kHostOnly || r == Role::kSent || r == Role::kReturned) p.home[t] = host;
+  }
+}
+
+}  // namespace
+
+std::vector<OpKind> parse_host_ops(std::string_view text, std::string_view source) {
+  std::vector<OpKind> kinds;
+  for (std::string_view rest = text; !rest.empty();) {
+    const size_t comma = rest.find(',');
+    const std::string_view word = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    const auto it = std::ranges::find(kOpKindNames, word);
+    if (it == kOpKindNames.end()) {
+      throw InputError::at(SourcePos{std::string(source)}, "'{}' is not an op kind (one of: {}){}",
+                           word, fmt::join(kOpKindNames, ", "),
+                           did_you_mean(word, std::span<const std::string_view>(kOpKindNames)));
+    }
+    const auto kind = static_cast<OpKind>(it - kOpKindNames.begin());
+    if (std::ranges::find(kinds, kind) == kinds.end()) kinds.push_back(kind);
+  }
+  return kinds;
+}
+
+std::string host_ops_text(const std::vector<OpKind>& kinds) {
+  std::vector<std::string_view> names;
+  for (OpKind k : kinds) names.push_back(name_of(k));
+  return fmt::format("{}", fmt::join(names, ","));
+}
+
+HostPlan move_to_host(const Plan& plan, const Workload& w, const hw::Topology& t,
+                      const std::vector<OpKind>& kinds, std::string_view source) {
+  const hw::HostCpu& cpu = t.system.cpu;
+  if (!cpu.present()) {
+    throw InputError::at(SourcePos{std::string(source)},
+                         "'{}' describes no host CPU (system.cpu): nothing can run on the host "
+                         "there",
+                         t.name);
+  }
+  HostPlan out{plan};
+  Plan& p = out.plan;
+  const auto at = std::ranges::find(p.tiers, cpu.tier);
+  const bool listed = at != p.tiers.end();
+  const auto host = static_cast<uint32_t>(std::distance(p.tiers.begin(), at));
+  const Analysis a = analyse(w, p.home, host, cpu.tier, kinds);
+  out.moved = a.moved_ops;
+  out.moved_ops = a.moved;
+  out.kept = a.kept;
+  out.why_kept = a.why_kept;
+  if (a.moved_ops == 0) return out;
+  if (!listed) p.tiers.push_back(cpu.tier);
+  p.host_tier = host;
+  rewrite(p, w, a, host);
+  if (auto issue = verify_plan(p, w)) {
+    throw std::logic_error(
+        fmt::format("moving ops to the host broke a plan rule: program {} "
+                    "step {}: {}",
+                    issue->program, issue->step, issue->message));
+  }
+  return out;
+}
+
+Bounds host_plan_bounds(const Bounds& all_device, const Workload& w, const hw::Topology& t,
+                        size_t device_class, size_t device_tier, const std::vector<bool>& moved,
+                        const std::vector<uint32_t>& pin_tier) {
+  Bounds b;
+  b.ingress = all_device.ingress;
+  // Pinned off the device and read there: each crosses into the device at least once.
+  std::vector<bool> device_read(w.tensors.size());
+  for (uint32_t o = 0; o < w.ops.size(); ++o) {
+    if (moved[o]) continue;
+    for (uint32_t x : w.ops[o].inputs) device_read[x] = true;
+    for (uint32_t x : w.ops[o].updates) device_read[x] = true;
+  }
+  std::vector<uint64_t> cold(t.tiers.size(), 0);
+  for (uint32_t x = 0; x < w.tensors.size(); ++x) {
+    const uint32_t tier = x < pin_tier.size() ? pin_tier[x] : UINT32_MAX;
+    if (tier >= t.tiers.size() || tier == device_tier || !device_read[x] ||
+        w.tensors[x].origin != kExternal) {
+      continue;
+    }
+    cold[tier] += w.tensors[x].bytes;
+    b.traffic_bytes += w.tensors[x].bytes;
+  }
+  if (b.ingress > 0) {
+    b.traffic_ps = static_cast<int64_t>(static_cast<double>(b.traffic_bytes) / b.ingress * 1e12);
+  }
+  if (all_device.pinned_rate > 0 && all_device.pinned_tier < cold.size()) {
+    b.pinned_tier = all_device.pinned_tier;
+    b.pinned_rate = all_device.pinned_rate;
+    b.pinned_bytes = cold[b.pinned_tier];
+    b.pinned_ps = static_cast<int64_t>(static_cast<double>(b.pinned_bytes) / b.pinned_rate * 1e12);
+  }
+  int64_t device = 0, host = 0;
+  for (uint32_t o = 0; o < w.ops.size(); ++o) {
+    if (moved[o]) {
+      host =
+          saturating_add_ps(host, hw::host_op_time(t, device_class, w, o).value_or(Duration{}).ps);
+      continue;
+    }
+    const Op& op = w.ops[o];
+    uint64_t need = op.workspace;
+    for (const auto* list : {&op.inputs, &op.updates, &op.outputs}) {
+      for (uint32_t x : *list) need += w.tensors[x].bytes;
+    }
+    if (need > b.residency) {
+      b.residency = need;
+      b.residency_op = o;
+    }
+    device = saturating_add_ps(
+        device, hw::op_time(t, device_class, device_tier, w, o).value_or(Duration{}).ps);
+  }
+  b.compute_ps = std::max(device, host);
+  b.makespan_ps = std::max({b.compute_ps, b.traffic_ps, b.pinned_ps});
+  return b;
+}
+
+}  // namespace tierflow::planner

@@ -1,0 +1,85 @@
+// Ops run by the host CPU next to the data they read: FlexGen's `--cpu`, decode attention
+// beside a KV cache held in host memory. A plan made with every op on the device becomes
+// one where the ops of the chosen kinds that can move are host steps (core/plan.h), and the
+// KV cache they read never crosses the link: only their queries and the keys and values
+// of the new tokens go to the host, and their outputs come back.
+//
+// Glossary
+//   host tier  the tier the topology's CPU computes next to (system.cpu.tier).
+//   movable    an op of a chosen kind that updates nothing in place and is no collective,
+//              whose external inputs are each homed on the host tier and updated by no op,
+//              and whose outputs no op updates.
+//   host-only  an external tensor that only moved ops read: the plan's cache steps of it
+//              are dropped (it is read where it lives).
+//   sent       a tensor made on the device that only moved ops read and no op updates (a
+//              query): stored to the host tier right after the compute step that makes it,
+//              and detached once that store has landed; homed on the host tier. The plan's
+//              own cache steps of it are dropped.
+//   synced     a tensor made on the device that moved ops read and device ops use too (the
+//              KV block a decode step appends to: its qkv op updates it, its attention reads
+//              it): after each device op that makes or updates it, while a host step is to
+//              read it, it is stored to the host tier (waiting on the host steps that read
+//              the value it replaces); the device's next update waits for that store. The
+//              plan's own cache steps of it stay (after that store), but a store of it to the
+//              host tier that would copy the value the host already holds is dropped.
+//   returned   an output of a moved op: homed on the host tier, where the host step makes
+//              it. When device ops read it, it is prefetched right after the host step
+//              (waiting on the host step's event), each device op reading it waits on that
+//              prefetch, and it is detached after the last of them; the plan's own cache
+//              steps of it are dropped.
+//
+// A moved op's host step takes its compute step's place and waits on the stores of its
+// sent and synced inputs and the host steps of its returned inputs; waits on dropped steps'
+// events are dropped everywhere (those on a dropped store of a synced tensor wait on the
+// store that made it redundant). The device holds less than the plan did (the KV cache is
+// no longer fetched; a sent tensor leaves as soon as its store lands), except that a
+// returned tensor stays from its prefetch to its last device reader even where the plan had
+// offloaded it in between (activations: small).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/kinds.h"
+#include "core/plan.h"
+#include "core/workload.h"
+#include "hw_models/topology.h"
+#include "planner/bounds.h"
+
+namespace tierflow::planner {
+
+/// Op kinds in `text` ("attention", or several comma-separated); InputError at `source`
+/// naming an unknown kind.
+std::vector<OpKind> parse_host_ops(std::string_view text, std::string_view source);
+/// The kinds as parse_host_ops() reads them ("" when none).
+std::string host_ops_text(const std::vector<OpKind>& kinds);
+
+struct HostPlan {
+  Plan plan;                    ///< verifies; tierflow.plan/3 when an op moved
+  std::vector<bool> moved_ops;  ///< per op of the workload: run on the host
+  uint64_t moved = 0;           ///< ops moved to the host, per program
+  uint64_t kept = 0;            ///< ops of the chosen kinds that stay on the device (not movable)
+  std::string why_kept;         ///< why the first of those stays ("op 't0.L0.attention' reads ...")
+};
+
+/// `plan` over `w` with the movable ops of `kinds` run by the host CPU of `t` (see the
+/// glossary). InputError at `source` when `t` describes no host CPU. A plan in which no op
+/// can move is returned as it is (moved = 0).
+HostPlan move_to_host(const Plan& plan, const Workload& w, const hw::Topology& t,
+                      const std::vector<OpKind>& kinds, std::string_view source);
+
+/// Lower bounds of a plan whose `moved` ops run on the host CPU of device class
+/// `device_class` (from `device_tier`), with `pin_tier` the topology tier each tensor is
+/// pinned to (pinned_tiers(), UINT32_MAX for none): the device's working set over the ops
+/// it still runs; a makespan no shorter than either engine's compute (the device's ops at
+/// their roofline, the host's at the host CPU's, each engine one op at a time), nor than
+/// the pinned tensors the device still reads crossing into it once (at `all_device`'s
+/// ingress, and those of its pinned tier at its pinned rate). The traffic bound of an
+/// all-device plan no longer holds once the KV cache is read where it lives: the pinned
+/// bytes stand in for it.
+Bounds host_plan_bounds(const Bounds& all_device, const Workload& w, const hw::Topology& t,
+                        size_t device_class, size_t device_tier, const std::vector<bool>& moved,
+                        const std::vector<uint32_t>& pin_tier);
+
+}  // namespace tierflow::planner

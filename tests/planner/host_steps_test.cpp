@@ -1,0 +1,154 @@
+// Attention run by the host CPU (planner/host_steps.h, FlexGen's --cpu): OPT-175B's first two
+// layers decoding 4 tokens on FlexGen's T4 machine, the weights and the KV cache homed in
+// host memory. Every policy's plan, moved, verifies, runs every attention op as a host step,
+// never fetches the context's KV cache to the GPU, sends each token's query and KV block to
+// the host once, and is simulated with the host CPU's time for those ops.
+#include "planner/host_steps.h"
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "core/diagnostics.h"
+#include "core/plan_json.h"
+#include "hw_models/cost.h"
+#include "hw_models/loader.h"
+#include "sim/simulator.h"
+#include "tools/study/study.h"
+
+using namespace tierflow;
+using namespace tierflow::study;
+
+namespace {
+
+const std::string kSource = TIERFLOW_SOURCE_DIR;
+
+constexpr int kLayers = 2, kTokens = 4;
+
+Scenario opt_on_t4(const std::string& policy, bool on_host, bool kv_on_host = true) {
+  Scenario s;
+  s.hw = kSource + "/configs/hw/t4-flexgen.yaml";
+  s.workload.model = "opt-175b";
+  for (const auto& [field, value] : {std::pair{"phase", "decode"},
+                                     {"layers", "2"},
+                                     {"tokens", "4"},
+                                     {"context", "512"},
+                                     {"batch", "8"},
+                                     {"kv_block", "8"},
+                                     {"weight_dtype", "fp16"},
+                                     {"act_dtype", "fp16"}}) {
+    set_field(s, field, value, "test");
+  }
+  s.pins = {"weight=ddr"};
+  if (kv_on_host) s.pins.push_back("kv=ddr");
+  s.policy = policy;
+  s.threads = 1;
+  if (on_host) set_field(s, "on_host", "attention", "--on-host");
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "attention on the host: every policy's plan moves it, verifies, keeps the KV cache home") {
+  Study study;
+  const hw::Topology topo = hw::load_topology(kSource + "/configs/hw/t4-flexgen.yaml");
+  for (const std::string policy : {"layerwise", "hyperoffload", "tierflow"}) {
+    CAPTURE(policy);
+    const Trial t = study.run(opt_on_t4(policy, true));
+    REQUIRE(t.ok);
+    const PhaseResult& p = t.main();
+    const Workload& w = *p.workload;
+    const Plan& plan = *p.outcome.plan;
+    CHECK(p.host_moved == kLayers * kTokens);
+    CHECK(p.host_kept == 0);
+    REQUIRE_FALSE(verify_plan(plan, w).has_value());
+    REQUIRE(plan.host_tier < plan.tiers.size());
+    CHECK(plan.tiers[plan.host_tier] == "ddr");
+    CHECK(plan.meta.at("on_host") == "\"attention\"");
+
+    int host_steps = 0, sends = 0;
+    int64_t host_ps = 0;
+    for (const Step& s : plan.programs.at(0).steps) {
+      if (s.kind == StepKind::kCompute) {
+        // Exactly the attention ops run on the host.
+        CHECK(s.host == (w.ops[s.target].kind == OpKind::kAttention));
+        if (s.host) {
+          ++host_steps;
+          host_ps += hw::host_op_time(topo, 0, w, s.target)->ps;
+        }
+        continue;
+      }
+      const Tensor& x = w.tensors[s.target];
+      // The context's KV cache (external) is read where it lives: never fetched.
+      if (x.kind == TensorKind::kKv && x.origin == kExternal) {
+        FAIL_CHECK("a cache step moves context KV block " << x.name);
+      }
+      if (s.kind == StepKind::kStore && s.tier == plan.host_tier &&
+          (x.kind == TensorKind::kKv || x.name.ends_with(".q"))) {
+        ++sends;
+      }
+    }
+    CHECK(host_steps == kLayers * kTokens);
+    // Per token and layer, its query and the KV block it appends to go to the host once.
+    CHECK(sends == 2 * kLayers * kTokens);
+    REQUIRE(p.sim.has_value());
+    REQUIRE(p.sim->devices.size() == 1);
+    CHECK(p.sim->devices[0].host_ops == uint64_t{kLayers * kTokens});
+    CHECK(p.sim->devices[0].host_compute_ps == host_ps);
+    // The plan's bounds still bound it.
+    CHECK(p.makespan_ps >= p.outcome.bounds.makespan_ps);
+    CHECK(p.device_peak >= p.outcome.bounds.residency);
+    // Written and read back: the same plan, tierflow.plan/3.
+    Plan copy = plan;
+    copy.topology_ref.file = "t4-flexgen.yaml";
+    const std::string text = write_plan(copy, &w);
+    CHECK(text.find("tierflow.plan/3") != std::string::npos);
+    CHECK(write_plan(read_plan_text(text, "p.json", ".").plan, &w) == text);
+  }
+}
+
+TEST_CASE("attention on the host: less over PCIe and sooner than on the device") {
+  Study study;
+  for (const std::string policy : {"layerwise", "tierflow"}) {
+    CAPTURE(policy);
+    const Trial device = study.run(opt_on_t4(policy, false));
+    const Trial host = study.run(opt_on_t4(policy, true));
+    REQUIRE(device.ok);
+    REQUIRE(host.ok);
+    CHECK(host.main().moved_bytes < device.main().moved_bytes);
+    CHECK(host.main().makespan_ps < device.main().makespan_ps);
+  }
+}
+
+TEST_CASE("attention stays on the device where its KV cache is not homed on the host tier") {
+  Study study;
+  const Trial device = study.run(opt_on_t4("layerwise", false, /*kv_on_host=*/false));
+  const Trial t = study.run(opt_on_t4("layerwise", true, /*kv_on_host=*/false));
+  REQUIRE(t.ok);
+  CHECK(t.main().host_moved == 0);
+  CHECK(t.main().host_kept == kLayers * kTokens);
+  CHECK(t.main().host_why_kept.find("which is not homed on 'ddr'") != std::string::npos);
+  // Nothing moved: the plan is the one made for the device.
+  CHECK(write_plan(*t.main().outcome.plan, nullptr) ==
+        write_plan(*device.main().outcome.plan, nullptr));
+}
+
+TEST_CASE("--on-host: op kinds and topologies it refuses") {
+  CHECK_THROWS_WITH_AS(planner::parse_host_ops("atention", "--on-host"),
+                       "--on-host: 'atention' is not an op kind (one of: matmul, attention, norm, "
+                       "elementwise, embedding, router, expert, collective, optimizer, other); "
+                       "did you mean 'attention'?",
+                       InputError);
+  CHECK(planner::parse_host_ops("attention,norm,attention", "x") ==
+        std::vector<OpKind>{OpKind::kAttention, OpKind::kNorm});
+  CHECK(planner::host_ops_text({OpKind::kAttention, OpKind::kNorm}) == "attention,norm");
+  Study study;
+  Scenario s = opt_on_t4("layerwise", true);
+  s.hw = kSource + "/configs/hw/h100-sxm-8gpu.yaml";
+  s.pins = {"weight=ddr", "kv=ddr"};
+  set_field(s, "weight_dtype", "bf16", "test");
+  set_field(s, "act_dtype", "bf16", "test");
+  CHECK_THROWS_WITH_AS(study.run(s), doctest::Contains("describes no host CPU (system.cpu)"),
+                       InputError);
+}
