@@ -141,6 +141,18 @@ class Simulator {
   Time op_time(uint32_t p, uint32_t op);
   /// The op's time on the host CPU serving program p's device.
   Time host_op_time(uint32_t p, uint32_t op);
+  /// Program p's time of op `op` in `table` (per device class, per op; -1: not yet), from
+  /// `compute(device class)` the first time.
+  template <class Compute>
+  Time cached_time(std::vector<std::vector<Time>>& table, uint32_t p, uint32_t op,
+                   Compute&& compute) {
+    const size_t cls = fabric_.device_class(progs_[p].device);
+    std::vector<Time>& cache = table[cls];
+    if (cache.empty()) cache.assign(w_.ops.size(), -1);
+    Time& slot = cache[op];
+    if (slot < 0) slot = compute(cls);
+    return slot;
+  }
   void wake_memory();
   /// The ledger's allocate and release, telling the recorder what the bytes are.
   uint32_t ledger_allocate(uint32_t slot, uint64_t bytes, uint32_t what, uint32_t p, Time now) {

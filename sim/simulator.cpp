@@ -25,28 +25,17 @@ void Simulator::past_time_limit(int program, int step, int tensor, const std::st
 }
 
 Time Simulator::op_time(uint32_t p, uint32_t op) {
-  const size_t cls = fabric_.device_class(progs_[p].device);
-  auto& cache = op_time_[cls];
-  if (cache.empty()) cache.assign(w_.ops.size(), -1);
-  Time& slot = cache[op];
-  if (slot >= 0) return slot;
-  const auto roof = hw::op_time(t_, cls, dev_tier_, w_, op);
-  if (!roof) {
+  return cached_time(op_time_, p, op, [&](size_t cls) -> Time {
+    if (const auto roof = hw::op_time(t_, cls, dev_tier_, w_, op)) return roof->ps;
     fail(SimError::Kind::kTopology, int(p), -1, -1,
          run_errors::no_peak(w_, op, t_.devices[cls].id, t_.devices[cls].peak_dtypes()));
-    return slot = 0;
-  }
-  return slot = roof->ps;
+    return 0;
+  });
 }
 
 Time Simulator::host_op_time(uint32_t p, uint32_t op) {
-  const size_t cls = fabric_.device_class(progs_[p].device);
-  auto& cache = host_op_time_[cls];
-  if (cache.empty()) cache.assign(w_.ops.size(), -1);
-  Time& slot = cache[op];
-  if (slot >= 0) return slot;
-  const auto roof = hw::host_op_time(t_, cls, w_, op);
-  if (!roof) {
+  return cached_time(host_op_time_, p, op, [&](size_t cls) -> Time {
+    if (const auto roof = hw::host_op_time(t_, cls, w_, op)) return roof->ps;
     const Op& o = w_.ops[op];
     fail(SimError::Kind::kTopology, int(p), -1, -1,
          t_.system.cpu.present()
@@ -56,9 +45,8 @@ Time Simulator::host_op_time(uint32_t p, uint32_t op) {
              : fmt::format("op {} '{}' runs on the host, but topology '{}' describes no host "
                            "CPU (system.cpu)",
                            op, o.name, t_.name));
-    return slot = 0;
-  }
-  return slot = roof->ps;
+    return 0;
+  });
 }
 
 void Simulator::block(ProgramState& st, Cause c) {

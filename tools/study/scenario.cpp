@@ -96,6 +96,18 @@ bool parse_bool(std::string_view path, std::string_view text, const SourcePos& a
   throw InputError::at(at, "{}: '{}' is not true or false", path, text);
 }
 
+/// parse(), its error prefixed with the field's name unless it came from `flag` (whose
+/// messages name the flag): a `--vary` or a spec names the field.
+template <class F>
+auto as_field(std::string_view path, std::string_view source, std::string_view flag, F&& parse) {
+  try {
+    return parse();
+  } catch (const InputError& e) {
+    if (source == flag) throw;
+    throw InputError(e.pos(), fmt::format("{}: {}", path, e.message()));
+  }
+}
+
 Request& request_of(Scenario& s) {
   if (!s.request) s.request = Request{};
   return *s.request;
@@ -183,19 +195,11 @@ void set_field(Scenario& s, std::string_view path, std::string_view value,
   } else if (path == "routing_trace") {
     g.routing_trace = v;
   } else if (path == "expert_cache") {
-    try {
-      s.expert_cache = planner::parse_expert_cache(value, source);
-    } catch (const InputError& e) {
-      if (source == "--expert-cache") throw;
-      throw InputError(e.pos(), fmt::format("{}: {}", path, e.message()));  // --vary, a spec
-    }
+    s.expert_cache = as_field(path, source, "--expert-cache",
+                              [&] { return planner::parse_expert_cache(value, source); });
   } else if (path == "on_host") {
-    try {
-      s.on_host = planner::parse_host_ops(value, source);
-    } catch (const InputError& e) {
-      if (source == "--on-host") throw;
-      throw InputError(e.pos(), fmt::format("{}: {}", path, e.message()));  // --vary, a spec
-    }
+    s.on_host =
+        as_field(path, source, "--on-host", [&] { return planner::parse_host_ops(value, source); });
   } else if (path == "phase") {
     g.phase = static_cast<traces::Phase>(parse_word(path, value, traces::kPhaseNames, at));
   } else if (path == "routing") {
