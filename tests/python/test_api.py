@@ -471,6 +471,22 @@ def test_compare(cli):
     assert int(cached["routing_hits"][0]) + int(cached["routing_misses"][0]) == 2 * 4 * 2
     with pytest.raises(tierflow.InputError, match="expert_cache: 'lru': the cache needs its size"):
         tierflow.compare(["tierflow"], model="mixtral-8x7b", layers=2, expert_cache="lru")
+    # Attention on the host CPU as a keyword: the CLI's makespans.
+    opt = ["--hw", "t4-flexgen", "--model", "opt-175b", "--layers", "2", "--context", "512",
+           "--tokens", "2", "--batch", "8", "--kv-block", "8", "--weight-dtype", "fp16",
+           "--act-dtype", "fp16", "--pin", "weight=ddr", "--pin", "kv=ddr", "--policies",
+           "layerwise", "--on-host", "attention"]
+    host = tierflow.compare(["layerwise"], hw="t4-flexgen", model="opt-175b", layers=2, context=512,
+                            tokens=2, batch=8, kv_block=8, weight_dtype="fp16", act_dtype="fp16",
+                            pins=["weight=ddr", "kv=ddr"], on_host="attention")
+    rows = list(csv.DictReader(io.StringIO(cli("compare", "--csv", *opt))))
+    assert [float(r["makespan_s"]) for r in rows] == [float(x) for x in host["makespan_s"]]
+    device = tierflow.compare(["layerwise"], hw="t4-flexgen", model="opt-175b", layers=2,
+                              context=512, tokens=2, batch=8, kv_block=8, weight_dtype="fp16",
+                              act_dtype="fp16", pins=["weight=ddr", "kv=ddr"])
+    assert float(host["makespan_s"][0]) < float(device["makespan_s"][0])
+    with pytest.raises(tierflow.InputError, match="on_host: 'atention' is not an op kind"):
+        tierflow.compare(["layerwise"], hw="t4-flexgen", model="opt-175b", layers=2, on_host="atention")
     # Selected policies and a request.
     two = tierflow.compare(["resident", "tierflow"], model="llama-3-8b", layers=2, prompt=64, generate=3)
     assert list(two["policy"]) == ["resident", "tierflow"]
