@@ -320,59 +320,38 @@ HostPlan move_to_host(const Plan& plan, const Workload& w, const hw::Topology& t
   return out;
 }
 
-Bounds host_plan_bounds(const Bounds& all_device, const Workload& w, const hw::Topology& t,
-                        size_t device_class, size_t device_tier, const std::vector<bool>& moved,
-                        const std::vector<uint32_t>& pin_tier) {
-  Bounds b;
-  b.ingress = all_device.ingress;
-  // Pinned off the device and read there: each crosses into the device at least once.
-  std::vector<bool> device_read(w.tensors.size());
+Workload device_share(const Workload& w, const std::vector<bool>& moved,
+                      std::vector<uint32_t>& op_of) {
+  Workload d;
+  d.name = w.name;
+  d.meta = w.meta;
+  d.tensors = w.tensors;
+  std::vector<uint32_t> index(w.ops.size(), UINT32_MAX);  // moved ops have none
+  op_of.clear();
   for (uint32_t o = 0; o < w.ops.size(); ++o) {
     if (moved[o]) continue;
-    for (uint32_t x : w.ops[o].inputs) device_read[x] = true;
-    for (uint32_t x : w.ops[o].updates) device_read[x] = true;
+    index[o] = static_cast<uint32_t>(d.ops.size());
+    op_of.push_back(o);
+    d.ops.push_back(w.ops[o]);
   }
-  std::vector<uint64_t> cold(t.tiers.size(), 0);
-  for (uint32_t x = 0; x < w.tensors.size(); ++x) {
-    const uint32_t tier = x < pin_tier.size() ? pin_tier[x] : UINT32_MAX;
-    if (tier >= t.tiers.size() || tier == device_tier || !device_read[x] ||
-        w.tensors[x].origin != kExternal) {
-      continue;
-    }
-    cold[tier] += w.tensors[x].bytes;
-    b.traffic_bytes += w.tensors[x].bytes;
+  for (Tensor& t : d.tensors) {
+    if (t.origin != kExternal) t.origin = moved[t.origin] ? kExternal : index[t.origin];
   }
-  if (b.ingress > 0) {
-    b.traffic_ps = static_cast<int64_t>(static_cast<double>(b.traffic_bytes) / b.ingress * 1e12);
-  }
-  if (all_device.pinned_rate > 0 && all_device.pinned_tier < cold.size()) {
-    b.pinned_tier = all_device.pinned_tier;
-    b.pinned_rate = all_device.pinned_rate;
-    b.pinned_bytes = cold[b.pinned_tier];
-    b.pinned_ps = static_cast<int64_t>(static_cast<double>(b.pinned_bytes) / b.pinned_rate * 1e12);
-  }
-  int64_t device = 0, host = 0;
+  return d;
+}
+
+Bounds host_plan_bounds(Bounds device, const std::vector<uint32_t>& op_of, const Workload& w,
+                        const hw::Topology& t, size_t device_class,
+                        const std::vector<bool>& moved) {
+  if (device.residency_op < op_of.size()) device.residency_op = op_of[device.residency_op];
+  int64_t host = 0;
   for (uint32_t o = 0; o < w.ops.size(); ++o) {
-    if (moved[o]) {
-      host =
-          saturating_add_ps(host, hw::host_op_time(t, device_class, w, o).value_or(Duration{}).ps);
-      continue;
-    }
-    const Op& op = w.ops[o];
-    uint64_t need = op.workspace;
-    for (const auto* list : {&op.inputs, &op.updates, &op.outputs}) {
-      for (uint32_t x : *list) need += w.tensors[x].bytes;
-    }
-    if (need > b.residency) {
-      b.residency = need;
-      b.residency_op = o;
-    }
-    device = saturating_add_ps(
-        device, hw::op_time(t, device_class, device_tier, w, o).value_or(Duration{}).ps);
+    if (!moved[o]) continue;
+    host = saturating_add_ps(host, hw::host_op_time(t, device_class, w, o).value_or(Duration{}).ps);
   }
-  b.compute_ps = std::max(device, host);
-  b.makespan_ps = std::max({b.compute_ps, b.traffic_ps, b.pinned_ps});
-  return b;
+  device.compute_ps = std::max(device.compute_ps, host);
+  device.makespan_ps = std::max(device.makespan_ps, device.compute_ps);
+  return device;
 }
 
 }  // namespace tierflow::planner

@@ -69,17 +69,18 @@ struct HostPlan {
 HostPlan move_to_host(const Plan& plan, const Workload& w, const hw::Topology& t,
                       const std::vector<OpKind>& kinds, std::string_view source);
 
-/// Lower bounds of a plan whose `moved` ops run on the host CPU of device class
-/// `device_class` (from `device_tier`), with `pin_tier` the topology tier each tensor is
-/// pinned to (pinned_tiers(), UINT32_MAX for none): the device's working set over the ops
-/// it still runs; a makespan no shorter than either engine's compute (the device's ops at
-/// their roofline, the host's at the host CPU's, each engine one op at a time), nor than
-/// the pinned tensors the device still reads crossing into it once (at `all_device`'s
-/// ingress, and those of its pinned tier at its pinned rate). The traffic bound of an
-/// all-device plan no longer holds once the KV cache is read where it lives: the pinned
-/// bytes stand in for it.
-Bounds host_plan_bounds(const Bounds& all_device, const Workload& w, const hw::Topology& t,
-                        size_t device_class, size_t device_tier, const std::vector<bool>& moved,
-                        const std::vector<uint32_t>& pin_tier);
+/// `w` without its `moved` ops: the device's share of the step, its ops in the same order
+/// (`op_of`: each one's op in `w`); what the moved ops make becomes external (the device
+/// receives it), what only they read goes unused.
+Workload device_share(const Workload& w, const std::vector<bool>& moved,
+                      std::vector<uint32_t>& op_of);
+
+/// Lower bounds of a plan over `w` whose `moved` ops run on the host CPU serving device
+/// class `device_class`, from `device`, the bounds of its device_share() (the device runs
+/// those ops with the same budget and pins; its residency op is mapped back through
+/// `op_of`): the makespan is no shorter than either engine's compute, each running one op at
+/// a time.
+Bounds host_plan_bounds(Bounds device, const std::vector<uint32_t>& op_of, const Workload& w,
+                        const hw::Topology& t, size_t device_class, const std::vector<bool>& moved);
 
 }  // namespace tierflow::planner

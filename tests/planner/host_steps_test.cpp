@@ -96,9 +96,16 @@ TEST_CASE(
     REQUIRE(p.sim->devices.size() == 1);
     CHECK(p.sim->devices[0].host_ops == uint64_t{kLayers * kTokens});
     CHECK(p.sim->devices[0].host_compute_ps == host_ps);
-    // The plan's bounds still bound it.
-    CHECK(p.makespan_ps >= p.outcome.bounds.makespan_ps);
-    CHECK(p.device_peak >= p.outcome.bounds.residency);
+    // The bounds of the device's share of the step bound the moved plan: the weights the
+    // device reads must cross; the working set is a device op's.
+    const planner::Bounds& b = p.outcome.bounds;
+    CHECK(p.makespan_ps >= b.makespan_ps);
+    CHECK(p.device_peak >= b.residency);
+    CHECK(w.ops[b.residency_op].kind != OpKind::kAttention);
+    uint64_t weights = 0;
+    for (const Tensor& x : w.tensors) weights += x.kind == TensorKind::kWeight ? x.bytes : 0;
+    CHECK(b.traffic_bytes >= weights);
+    CHECK(b.makespan_ps >= b.compute_ps);
     // Written and read back: the same plan, tierflow.plan/3.
     Plan copy = plan;
     copy.topology_ref.file = "t4-flexgen.yaml";
@@ -106,6 +113,29 @@ TEST_CASE(
     CHECK(text.find("tierflow.plan/3") != std::string::npos);
     CHECK(write_plan(read_plan_text(text, "p.json", ".").plan, &w) == text);
   }
+}
+
+TEST_CASE("the device's share of a step: the moved ops gone, what they make external") {
+  Study study;
+  const Trial t = study.run(opt_on_t4("layerwise", false));
+  REQUIRE(t.ok);
+  const Workload& w = *t.main().workload;
+  std::vector<bool> moved(w.ops.size());
+  for (uint32_t o = 0; o < w.ops.size(); ++o) moved[o] = w.ops[o].kind == OpKind::kAttention;
+  std::vector<uint32_t> op_of;
+  const Workload d = planner::device_share(w, moved, op_of);
+  CHECK(d.ops.size() == w.ops.size() - kLayers * kTokens);
+  REQUIRE(op_of.size() == d.ops.size());
+  for (uint32_t o = 0; o < d.ops.size(); ++o) CHECK(d.ops[o].name == w.ops[op_of[o]].name);
+  for (uint32_t x = 0; x < w.tensors.size(); ++x) {
+    const uint32_t origin = w.tensors[x].origin;
+    if (origin == kExternal || moved[origin]) {
+      CHECK(d.tensors[x].origin == kExternal);
+    } else {
+      CHECK(op_of[d.tensors[x].origin] == origin);
+    }
+  }
+  CHECK_FALSE(verify_workload(d).has_value());
 }
 
 TEST_CASE("attention on the host: less over PCIe and sooner than on the device") {

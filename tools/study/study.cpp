@@ -15,6 +15,8 @@
 #include "core/units.h"
 #include "core/workload_json.h"
 #include "hw_models/loader.h"
+#include "planner/bounds.h"
+#include "planner/outcome.h"
 #include "sim/timeline.h"
 #include "tools/study/sim_evaluator.h"
 #include "tools/study/target.h"
@@ -330,10 +332,15 @@ HostMove move_to_host(planner::PlanOutcome& out, const Workload& w, const hw::To
   planner::HostPlan h = planner::move_to_host(*out.plan, w, topo, kinds, "--on-host");
   const HostMove m{h.moved, h.kept, h.why_kept};
   if (h.moved == 0) return m;
-  const planner::Target target = planner::resolved(topo, req.target);
+  // The device's share of the step, planned for the same budget and pins, bounds its side.
+  std::vector<uint32_t> op_of;
+  const Workload device = planner::device_share(w, h.moved_ops, op_of);
+  planner::PlanRequest alone = req;
+  alone.traffic_memo.reset();  // it remembers `w`'s bounds, not these
+  planner::PlanState s = planner::initial_state(device, topo, alone, out.budget);
   out.bounds =
-      planner::host_plan_bounds(out.bounds, w, topo, target.device_class, target.device_tier,
-                                h.moved_ops, planner::pinned_tiers(w, req.pins));
+      planner::host_plan_bounds(planner::lower_bounds(s), op_of, w, topo,
+                                planner::resolved(topo, req.target).device_class, h.moved_ops);
   h.plan.meta["on_host"] = fmt::format("\"{}\"", planner::host_ops_text(kinds));
   out.plan = std::move(h.plan);
   out.evaluation.reset();

@@ -90,9 +90,9 @@ struct HostMove {
 };
 
 /// Moves the ops of `kinds` in `out`'s plan (over `w`, made for `req`) to the host CPU of
-/// `topo` where they can go (planner/host_steps.h): the plan, the bounds that still hold
-/// for it, its meta `on_host`. A moved plan's evaluation is dropped: it is another plan.
-/// InputError at `--on-host` when `topo` describes no host CPU.
+/// `topo` where they can go (planner/host_steps.h): the plan, its bounds
+/// (planner::host_plan_bounds), its meta `on_host`. A moved plan's evaluation is dropped:
+/// it is another plan. InputError at `--on-host` when `topo` describes no host CPU.
 HostMove move_to_host(planner::PlanOutcome& out, const Workload& w, const hw::Topology& topo,
                       const planner::PlanRequest& req, const std::vector<OpKind>& kinds);
 /// Refuses `kinds` (when any) at `--on-host` on a topology that describes no host CPU:
