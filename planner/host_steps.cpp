@@ -115,8 +115,8 @@ class ProgramRewrite {
     fetch_.assign(nt, kNoEvent);
     host_made_.assign(w_.ops.size(), kNoEvent);
     readers_.assign(nt, {});
-    last_host_.assign(nt, kNone);
-    last_device_.assign(nt, kNone);
+    last_host_.assign(nt, kNever);
+    last_device_.assign(nt, kNever);
     for (size_t i = 0; i < steps.size(); ++i) {
       const Step& s = steps[i];
       if (s.kind != StepKind::kCompute) continue;
@@ -130,7 +130,7 @@ class ProgramRewrite {
   }
 
  private:
-  static constexpr size_t kNone = SIZE_MAX;
+  static constexpr size_t kNever = SIZE_MAX;  ///< no step of this program
 
   static std::vector<uint32_t> inputs_of(const Op& op) {
     std::vector<uint32_t> all = op.inputs;
@@ -184,7 +184,8 @@ class ProgramRewrite {
     changed.insert(changed.end(), op.updates.begin(), op.updates.end());
     for (uint32_t t : changed) {
       const Role r = a_.role[t];
-      if ((r != Role::kSent && r != Role::kSynced) || last_host_[t] == kNone || last_host_[t] < i) {
+      if ((r != Role::kSent && r != Role::kSynced) || last_host_[t] == kNever ||
+          last_host_[t] < i) {
         continue;
       }
       Step store{StepKind::kStore, t, host_, next_++, {}};
@@ -216,7 +217,7 @@ class ProgramRewrite {
     const uint32_t made = s.event;
     out_.push_back(std::move(s));
     for (uint32_t t : op.outputs) {
-      if (last_device_[t] == kNone) continue;  // only the host reads it, or nothing
+      if (last_device_[t] == kNever) continue;  // only the host reads it, or nothing
       fetch_[t] = next_++;
       out_.push_back(Step{StepKind::kPrefetch, t, host_, fetch_[t], {made}});
     }
@@ -266,10 +267,12 @@ void rewrite(Plan& p, const Workload& w, const Analysis& a, uint32_t host) {
 
 std::vector<OpKind> parse_host_ops(std::string_view text, std::string_view source) {
   std::vector<OpKind> kinds;
-  for (std::string_view rest = text; !rest.empty();) {
-    const size_t comma = rest.find(',');
-    const std::string_view word = rest.substr(0, comma);
-    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+  if (text.empty()) return kinds;
+  // Every piece between commas names a kind: "attention," has an empty one.
+  for (size_t from = 0; from <= text.size();) {
+    const size_t comma = std::min(text.find(',', from), text.size());
+    const std::string_view word = text.substr(from, comma - from);
+    from = comma + 1;
     const auto it = std::ranges::find(kOpKindNames, word);
     if (it == kOpKindNames.end()) {
       throw InputError::at(SourcePos{std::string(source)}, "'{}' is not an op kind (one of: {}){}",
@@ -288,15 +291,18 @@ std::string host_ops_text(const std::vector<OpKind>& kinds) {
   return fmt::format("{}", fmt::join(names, ","));
 }
 
+void require_host_cpu(const hw::Topology& t, std::string_view source) {
+  if (t.system.cpu.present()) return;
+  throw InputError::at(SourcePos{std::string(source)},
+                       "'{}' describes no host CPU (system.cpu): nothing can run on the host "
+                       "there",
+                       t.name);
+}
+
 HostPlan move_to_host(const Plan& plan, const Workload& w, const hw::Topology& t,
                       const std::vector<OpKind>& kinds, std::string_view source) {
+  require_host_cpu(t, source);
   const hw::HostCpu& cpu = t.system.cpu;
-  if (!cpu.present()) {
-    throw InputError::at(SourcePos{std::string(source)},
-                         "'{}' describes no host CPU (system.cpu): nothing can run on the host "
-                         "there",
-                         t.name);
-  }
   HostPlan out{plan};
   Plan& p = out.plan;
   const auto at = std::ranges::find(p.tiers, cpu.tier);

@@ -63,6 +63,9 @@ struct HostPlan {
   std::string why_kept;         ///< why the first of those stays ("op 't0.L0.attention' reads ...")
 };
 
+/// InputError at `source` when `t` describes no host CPU (system.cpu).
+void require_host_cpu(const hw::Topology& t, std::string_view source);
+
 /// `plan` over `w` with the movable ops of `kinds` run by the host CPU of `t` (see the
 /// glossary). InputError at `source` when `t` describes no host CPU. A plan in which no op
 /// can move is returned as it is (moved = 0).

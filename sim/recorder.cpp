@@ -146,11 +146,8 @@ TrackId Recorder::link_track(uint32_t resource, uint32_t lane) {
 void Recorder::compute(int program, Time start, Time end, uint32_t op, uint32_t step) {
   if (sink_ != nullptr) sink_->compute.push_back({uint32_t(program), step, op, start, end});
   if (tl_ == nullptr) return;
-  const Op& o = w_.ops[op];
-  const Arg args[] = {{"op", uint64_t{op}}, {"step", uint64_t{step}}, {"kind", name_of(o.kind)},
-                      {"flops", o.flops},   {"bytes", o.bytes},       {"layer", int64_t{o.layer}}};
   const TrackId track = compute_[size_t(program)];
-  tl_->slice(track, start, end, o.name, "compute", args);
+  tl_->slice(track, start, end, w_.ops[op].name, "compute", op_args(op, step));
   for (const Arrow& a : arrows_[size_t(program)]) {
     tl_->flow(a.id, a.from, a.from_ps, track, start, "prefetch");
   }
@@ -162,10 +159,7 @@ void Recorder::host_compute(int program, Time start, Time end, uint32_t op, uint
   if (host_.empty()) host_.assign(plan_.programs.size(), 0);
   TrackId& track = host_[size_t(program)];
   if (track == 0) track = tl_->track(device_pid_[size_t(program)], "host CPU", 0);
-  const Op& o = w_.ops[op];
-  const Arg args[] = {{"op", uint64_t{op}}, {"step", uint64_t{step}}, {"kind", name_of(o.kind)},
-                      {"flops", o.flops},   {"bytes", o.bytes},       {"layer", int64_t{o.layer}}};
-  tl_->slice(track, start, end, o.name, "host compute", args);
+  tl_->slice(track, start, end, w_.ops[op].name, "host compute", op_args(op, step));
 }
 
 void Recorder::stall(int program, uint32_t step, Time start, Time end, bool memory,

@@ -70,6 +70,16 @@ class Recorder {
     TrackId device_track = 0;
   };
   TrackId compute_track(int program);
+  /// A compute slice's arguments: op, step, kind, FLOPs, bytes and layer.
+  [[nodiscard]] std::array<Arg, 6> op_args(uint32_t op, uint32_t step) const {
+    const Op& o = w_.ops[op];
+    return {{{"op", uint64_t{op}},
+             {"step", uint64_t{step}},
+             {"kind", name_of(o.kind)},
+             {"flops", o.flops},
+             {"bytes", o.bytes},
+             {"layer", int64_t{o.layer}}}};
+  }
   TrackId copy_track(int program, uint32_t lane);
   TrackId link_track(uint32_t resource, uint32_t lane);
 

@@ -36,15 +36,12 @@ Time Simulator::op_time(uint32_t p, uint32_t op) {
 Time Simulator::host_op_time(uint32_t p, uint32_t op) {
   return cached_time(host_op_time_, p, op, [&](size_t cls) -> Time {
     if (const auto roof = hw::host_op_time(t_, cls, w_, op)) return roof->ps;
+    // A topology without a host CPU was refused when the plan was bound (hw::bind).
     const Op& o = w_.ops[op];
     fail(SimError::Kind::kTopology, int(p), -1, -1,
-         t_.system.cpu.present()
-             ? fmt::format("op {} '{}' runs on the host and computes in {}, which the host CPU "
-                           "of '{}' has no peak rate for (it has: {})",
-                           op, o.name, name_of(o.dtype), t_.name, t_.system.cpu.peak_dtypes())
-             : fmt::format("op {} '{}' runs on the host, but topology '{}' describes no host "
-                           "CPU (system.cpu)",
-                           op, o.name, t_.name));
+         fmt::format("op {} '{}' runs on the host and computes in {}, which the host CPU of "
+                     "'{}' has no peak rate for (it has: {})",
+                     op, o.name, name_of(o.dtype), t_.name, t_.system.cpu.peak_dtypes()));
     return 0;
   });
 }

@@ -918,6 +918,45 @@ stale stale-tmp/sweep-export-csv "$d/st-r.csv" "$tf" sweep export "$d/r.db" --cs
 
 # SIGTERM while an output is being written (a timeline streams while the simulation runs):
 # the process dies of the signal and its temporary goes with it; the output never appears.
+# The host CPU (system.cpu), host steps (tierflow.plan/3) and --on-host: bad values of each
+# refused naming the flag, field or key; a plan that computes on the host refused by replay
+# without writing its report; no output over an input.
+d=$(fresh stop46)
+cp -p tests/fixtures/plans/host_attention.json "$d/host.json"
+ut=(--hw "$root/tests/fixtures/unit_hw.yaml")
+"$tf" trace gen --model opt-175b --layers 1 --phase decode --context 64 --tokens 1 --kv-block 8 \
+  --weight-dtype fp16 --act-dtype fp16 -o "$d/opt.json" >/dev/null 2>&1
+oh=(plan --hw t4-flexgen --workload "$d/opt.json" --pin weight=ddr --pin kv=ddr --policy layerwise)
+hostile stop46/on-host-typo 2 "--on-host: 'atention' is not an op kind" --out "$d/p.json" -- \
+  "$tf" "${oh[@]}" --on-host atention -o "$d/p.json"
+hostile stop46/on-host-empty-kind 2 "--on-host: '' is not an op kind" --out "$d/p.json" -- \
+  "$tf" "${oh[@]}" --on-host attention, -o "$d/p.json"
+hostile stop46/on-host-no-cpu 2 "--on-host: 'h100-sxm-8gpu' describes no host CPU" --out "$d/p.json" -- \
+  "$tf" plan --workload "$d/opt.json" --on-host attention -o "$d/p.json"
+hostile stop46/on-host-output-over-workload 2 "opt.json" --in "$d/opt.json" -- \
+  "$tf" "${oh[@]}" --on-host attention -o "$d/opt.json"
+hostile stop46/on-host-vary 2 "on_host: 'bogus' is not an op kind" --out "$d/c.txt" -- \
+  "$tf" whatif --hw t4-flexgen --workload "$d/opt.json" --pin kv=ddr --vary on_host=attention,bogus \
+  --quiet -o "$d/c.txt"
+hostile stop46/cpu-tier-per-device 2 "system cpu: tier 'hbm' is a 'per: device' tier" -- \
+  "$tf" sim --plan "$d/host.json" "${ut[@]}" --set system.cpu.tier=hbm
+hostile stop46/cpu-negative-peak 2 "'cpu.peak.bf16': negative value" -- \
+  "$tf" sim --plan "$d/host.json" "${ut[@]}" --set system.cpu.peak.bf16=-1GFLOP/s
+hostile stop46/cpu-efficiency-nan 2 "'cpu.memory_efficiency': must be in (0, 1], got nan" -- \
+  "$tf" sim --plan "$d/host.json" "${ut[@]}" --set system.cpu.memory_efficiency=nan
+hostile stop46/cpu-launch-overflow 2 "'cpu.launch_overhead': '1e30s' is too large" -- \
+  "$tf" sim --plan "$d/host.json" "${ut[@]}" --set system.cpu.launch_overhead=1e30s
+# A CPU too slow to finish within the simulator's time limit: refused as sim refuses any.
+hostile stop46/cpu-slow-time-limit 2 "on the host, which takes" -- \
+  "$tf" sim --plan "$d/host.json" "${ut[@]}" --set system.cpu.peak.bf16=1e-270FLOP/s
+hostile stop46/host-plan-replay 2 "the replayer does not run yet" --out "$d/r.json" --in "$d/host.json" -- \
+  "$tf" replay --plan "$d/host.json" "${ut[@]}" --json -o "$d/r.json"
+hostile stop46/host-plan-sim-output-over-plan 2 "host.json" --in "$d/host.json" -- \
+  "$tf" sim --plan "$d/host.json" "${ut[@]}" --json -o "$d/host.json"
+sed 's/"on": "host"/"on": "hots"/' "$d/host.json" >"$d/engine.json"
+hostile stop46/host-plan-bad-engine 2 "engine.json:33:28: on: 'hots'" --in "$d/engine.json" -- \
+  "$tf" sim --plan "$d/engine.json" "${ut[@]}"
+
 signal_case() {
   local name=signal/sim-timeline-sigterm
   selected "$name" || return 0

@@ -60,8 +60,8 @@ TEST_CASE(
     const PhaseResult& p = t.main();
     const Workload& w = *p.workload;
     const Plan& plan = *p.outcome.plan;
-    CHECK(p.host_moved == kLayers * kTokens);
-    CHECK(p.host_kept == 0);
+    CHECK(p.host.moved == kLayers * kTokens);
+    CHECK(p.host.kept == 0);
     REQUIRE_FALSE(verify_plan(plan, w).has_value());
     REQUIRE(plan.host_tier < plan.tiers.size());
     CHECK(plan.tiers[plan.host_tier] == "ddr");
@@ -156,9 +156,9 @@ TEST_CASE("attention stays on the device where its KV cache is not homed on the 
   const Trial device = study.run(opt_on_t4("layerwise", false, /*kv_on_host=*/false));
   const Trial t = study.run(opt_on_t4("layerwise", true, /*kv_on_host=*/false));
   REQUIRE(t.ok);
-  CHECK(t.main().host_moved == 0);
-  CHECK(t.main().host_kept == kLayers * kTokens);
-  CHECK(t.main().host_why_kept.find("which is not homed on 'ddr'") != std::string::npos);
+  CHECK(t.main().host.moved == 0);
+  CHECK(t.main().host.kept == kLayers * kTokens);
+  CHECK(t.main().host.why_kept.find("which is not homed on 'ddr'") != std::string::npos);
   // Nothing moved: the plan is the one made for the device.
   CHECK(write_plan(*t.main().outcome.plan, nullptr) ==
         write_plan(*device.main().outcome.plan, nullptr));
@@ -170,6 +170,9 @@ TEST_CASE("--on-host: op kinds and topologies it refuses") {
                        "elementwise, embedding, router, expert, collective, optimizer, other); "
                        "did you mean 'attention'?",
                        InputError);
+  CHECK_THROWS_WITH_AS(planner::parse_host_ops("attention,", "--on-host"),
+                       doctest::Contains("'' is not an op kind"), InputError);
+  CHECK(planner::parse_host_ops("", "x").empty());
   CHECK(planner::parse_host_ops("attention,norm,attention", "x") ==
         std::vector<OpKind>{OpKind::kAttention, OpKind::kNorm});
   CHECK(planner::host_ops_text({OpKind::kAttention, OpKind::kNorm}) == "attention,norm");

@@ -176,8 +176,7 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
       // The policies' plans home the same tensors where pins place them; the tierflow one's
       // (or the first's) move is told.
       const PhaseResult& p = head->p;
-      text += fmt::format("on host    {}\n", on_host_summary(base.on_host, p.host_moved,
-                                                             p.host_kept, p.host_why_kept, topo));
+      text += fmt::format("on host    {}\n", on_host_summary(base.on_host, p.host, topo));
     }
     text += fmt::format("bounds     {}residency {}, makespan {} (compute {}, traffic {})\n",
                         base.request ? "of the decode: " : "",

@@ -6,6 +6,7 @@
 
 #include "core/table.h"
 #include "core/units.h"
+#include "planner/host_steps.h"
 
 namespace tierflow::study {
 
@@ -51,16 +52,15 @@ std::string plan_on_host(planner::PlanOutcome& out, const Workload& w, const hw:
   if (!out.ok || kinds.empty()) return "";
   const HostMove m = move_to_host(out, w, topo, req, kinds);
   if (!out.evaluation) out.evaluation = req.evaluator->evaluate(*out.plan, /*verified=*/true);
-  return fmt::format("on host   {}\n", on_host_summary(kinds, m.moved, m.kept, m.why_kept, topo));
+  return fmt::format("on host   {}\n", on_host_summary(kinds, m, topo));
 }
 
-std::string on_host_summary(const std::vector<OpKind>& kinds, uint64_t moved, uint64_t kept,
-                            const std::string& why_kept, const hw::Topology& topo) {
-  std::vector<std::string_view> names;
-  for (OpKind k : kinds) names.push_back(name_of(k));
-  std::string out = fmt::format("{} {} op{} per device run by the host CPU next to '{}'", moved,
-                                fmt::join(names, "/"), moved == 1 ? "" : "s", topo.system.cpu.tier);
-  if (kept > 0) out += fmt::format("; {} stay on the device ({})", kept, why_kept);
+std::string on_host_summary(const std::vector<OpKind>& kinds, const HostMove& m,
+                            const hw::Topology& topo) {
+  std::string out =
+      fmt::format("{} {} op{} per device run by the host CPU next to '{}'", m.moved,
+                  planner::host_ops_text(kinds), m.moved == 1 ? "" : "s", topo.system.cpu.tier);
+  if (m.kept > 0) out += fmt::format("; {} stay on the device ({})", m.kept, m.why_kept);
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include "core/workload.h"
 #include "hw_models/topology.h"
 #include "planner/planner.h"
+#include "tools/study/study.h"
 
 namespace tierflow::study {
 
@@ -28,7 +29,7 @@ std::string plan_on_host(planner::PlanOutcome& out, const Workload& w, const hw:
                          const planner::PlanRequest& req, const std::vector<OpKind>& kinds);
 /// What `--on-host` did, for a line of its own: how many ops of which kinds the host CPU
 /// runs next to which tier, and how many stay on the device and why.
-std::string on_host_summary(const std::vector<OpKind>& kinds, uint64_t moved, uint64_t kept,
-                            const std::string& why_kept, const hw::Topology& topo);
+std::string on_host_summary(const std::vector<OpKind>& kinds, const HostMove& m,
+                            const hw::Topology& topo);
 
 }  // namespace tierflow::study

@@ -300,30 +300,11 @@ std::string expert_home(const hw::Topology& topo, const planner::Target& target,
                        to_string_approx(Bytes{bytes}));
 }
 
-/// The scenario's on_host ops moved to the host CPU in p's plan; whether an op moved (the
-/// planner's own score is then of another plan).
-bool run_on_host(PhaseResult& p, const Scenario& s, const hw::Topology& topo,
-                 const planner::PlanRequest& req) {
-  const HostMove m = move_to_host(p.outcome, *p.workload, topo, req, s.on_host);
-  p.host_moved = m.moved;
-  p.host_kept = m.kept;
-  p.host_why_kept = m.why_kept;
-  return m.moved > 0;
-}
-
 }  // namespace
-
-void check_host_cpu(const hw::Topology& topo, const std::vector<OpKind>& kinds) {
-  if (kinds.empty() || topo.system.cpu.present()) return;
-  throw InputError::at(SourcePos{"--on-host"},
-                       "'{}' describes no host CPU (system.cpu): nothing can run on the host "
-                       "there",
-                       topo.name);
-}
 
 std::vector<OpKind> host_ops(const hw::Topology& topo, std::string_view text) {
   std::vector<OpKind> kinds = planner::parse_host_ops(text, "--on-host");
-  check_host_cpu(topo, kinds);
+  if (!kinds.empty()) planner::require_host_cpu(topo, "--on-host");
   return kinds;
 }
 
@@ -406,7 +387,12 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
     p.routing = r.stats;
     p.realized = true;
   }
-  const bool moved = p.outcome.ok && !s.on_host.empty() && run_on_host(p, s, topo, req);
+  // Scenario::on_host: the plan's ops moved to the host; the planner's score is then of
+  // another plan.
+  if (p.outcome.ok && !s.on_host.empty()) {
+    p.host = move_to_host(p.outcome, *p.workload, topo, req, s.on_host);
+  }
+  const bool moved = p.host.moved > 0;
   if (!p.outcome.ok) {
     if (p.outcome.infeasible) {
       p.binding =
@@ -462,7 +448,8 @@ Trial Study::run(const Scenario& s) {
                          get_field(s, "routing"));
   }
   const auto topo = topology(s);
-  check_host_cpu(*topo, s.on_host);
+  // Before planning, not after.
+  if (!s.on_host.empty()) planner::require_host_cpu(*topo, "--on-host");
   t.topology = topo->name;
   planner::Target target = make_target(*topo, s.device, s.devices, "--device");
   target.budget = s.budget;

@@ -43,6 +43,13 @@ inline constexpr int64_t kDecodeWhole = 16;
 inline constexpr double kSteadySpread = 0.02;
 
 /// What one planned and simulated workload gives.
+/// What moving ops to the host did (move_to_host()).
+struct HostMove {
+  uint64_t moved = 0;  ///< ops per program now run by the host CPU
+  uint64_t kept = 0;   ///< ops of the asked kinds that stay on the device
+  std::string why_kept;
+};
+
 struct PhaseResult {
   std::string phase;  ///< "step", "prefill" or "decode"
   std::shared_ptr<const Workload> workload;
@@ -70,23 +77,12 @@ struct PhaseResult {
   int64_t miss_exposed_ps = 0;    ///< time compute waited on demand prefetches
   /// Realized plans: time copies waited for room on the device (summed over devices).
   int64_t memory_stall_ps = 0;
-  /// Scenario::on_host: ops the host CPU runs per program, and those of the asked kinds
-  /// that stay on the device (with why the first stays).
-  uint64_t host_moved = 0;
-  uint64_t host_kept = 0;
-  std::string host_why_kept;
+  HostMove host;  ///< Scenario::on_host: what moved to the host CPU
 
   /// The plan was made and its simulation ran without error.
   [[nodiscard]] bool ok() const { return outcome.ok && sim && !sim->error; }
   /// Why not ok(): the planner's reason or the simulator's error.
   [[nodiscard]] std::string why() const;
-};
-
-/// What moving ops to the host did (move_to_host()).
-struct HostMove {
-  uint64_t moved = 0;  ///< ops per program now run by the host CPU
-  uint64_t kept = 0;   ///< ops of the asked kinds that stay on the device
-  std::string why_kept;
 };
 
 /// Moves the ops of `kinds` in `out`'s plan (over `w`, made for `req`) to the host CPU of
@@ -95,10 +91,8 @@ struct HostMove {
 /// it is another plan. InputError at `--on-host` when `topo` describes no host CPU.
 HostMove move_to_host(planner::PlanOutcome& out, const Workload& w, const hw::Topology& topo,
                       const planner::PlanRequest& req, const std::vector<OpKind>& kinds);
-/// Refuses `kinds` (when any) at `--on-host` on a topology that describes no host CPU:
-/// before planning, not after.
-void check_host_cpu(const hw::Topology& topo, const std::vector<OpKind>& kinds);
-/// `--on-host KINDS` read (planner::parse_host_ops) and checked against `topo`.
+/// `--on-host KINDS` read (planner::parse_host_ops); refused on a topology without a host
+/// CPU, before planning.
 std::vector<OpKind> host_ops(const hw::Topology& topo, std::string_view text);
 
 /// Request-level metrics (scenario.request).
