@@ -49,6 +49,15 @@ std::string no_peak(const Workload& w, uint32_t op, std::string_view device,
       name_of(o.dtype), device, peak_dtypes);
 }
 
+std::string no_host_peak(const Workload& w, uint32_t op, std::string_view topology,
+                         std::string_view peak_dtypes) {
+  const Op& o = w.ops[op];
+  return fmt::format(
+      "op {} '{}' runs on the host and computes in {}, which the host CPU of '{}' has no peak "
+      "rate for (it has: {})",
+      op, o.name, name_of(o.dtype), topology, peak_dtypes);
+}
+
 std::string stuck(uint32_t program, const Step& s, size_t step, uint32_t undone,
                   std::string_view why_not_event) {
   const std::string why =

@@ -331,6 +331,9 @@ std::string no_route(std::string_view topology, std::string_view from, std::stri
 /// An op in a dtype its device has no peak rate for.
 std::string no_peak(const Workload& w, uint32_t op, std::string_view device,
                     std::string_view peak_dtypes);
+/// An op on the host in a dtype the host CPU of `topology` has no peak rate for.
+std::string no_host_peak(const Workload& w, uint32_t op, std::string_view topology,
+                         std::string_view peak_dtypes);
 /// Why a program cannot move; `undone` is the event its step waits on, or kNoEvent.
 std::string stuck(uint32_t program, const Step& s, size_t step, uint32_t undone,
                   std::string_view why_not_event);

@@ -37,11 +37,8 @@ Time Simulator::host_op_time(uint32_t p, uint32_t op) {
   return cached_time(host_op_time_, p, op, [&](size_t cls) -> Time {
     if (const auto roof = hw::host_op_time(t_, cls, w_, op)) return roof->ps;
     // A topology without a host CPU was refused when the plan was bound (hw::bind).
-    const Op& o = w_.ops[op];
     fail(SimError::Kind::kTopology, int(p), -1, -1,
-         fmt::format("op {} '{}' runs on the host and computes in {}, which the host CPU of "
-                     "'{}' has no peak rate for (it has: {})",
-                     op, o.name, name_of(o.dtype), t_.name, t_.system.cpu.peak_dtypes()));
+         run_errors::no_host_peak(w_, op, t_.name, t_.system.cpu.peak_dtypes()));
     return 0;
   });
 }

@@ -120,7 +120,8 @@ contains rule-plan-json-msg "$tmp/err" "01-compute-without-wait.json:29:7: progr
 check infeasible 1 "$tf" export --plan tests/fixtures/plans/tiny.json --format chrome -o "$tmp/x.json"
 contains infeasible-msg "$tmp/err" "'hbm[0]' is full before the step starts"
 # A plan that computes on the host (tierflow.plan/3): simulated with the host CPU its
-# topology reference sets, exported, written back the same; the replayer refuses it.
+# topology reference sets, exported, written back the same, replayed with its host step
+# on the host engine beside the device.
 host=tests/fixtures/plans/host_attention.json
 check host-sim 0 "$tf" sim --plan "$host"
 contains host-sim-makespan "$tmp/out" "makespan 982ns"
@@ -131,8 +132,10 @@ check host-plan-json 0 "$tf" export --plan "$host" --format plan-json -o "$tmp/h
 contains host-plan-json-format "$tmp/host.json" '"format": "tierflow.plan/3"'
 check host-plan-json-sim 0 "$tf" sim --plan "$tmp/host.json"
 contains host-plan-json-makespan "$tmp/out" "makespan 982ns"
-check host-replay 2 "$tf" replay --plan "$host"
-contains host-replay-msg "$tmp/err" "the replayer does not run yet"
+check host-replay 0 "$tf" replay --plan "$host"
+contains host-replay-cpu "$tmp/out" "host CPU             1 host step: measured "
+contains host-replay-sim "$tmp/out" "simulated 300ns"
+contains host-replay-peak "$tmp/out" "measured 80 B  predicted 80 B  equal"
 sed 's|, "set": \[.*\]}|}|; s|"\.\./unit_hw.yaml"|"'"$PWD"'/tests/fixtures/unit_hw.yaml"|' "$host" >"$tmp/host-no-cpu.json"
 check host-no-cpu 2 "$tf" sim --plan "$tmp/host-no-cpu.json"
 contains host-no-cpu-msg "$tmp/err" "describes no host CPU (system.cpu)"

@@ -919,8 +919,7 @@ stale stale-tmp/sweep-export-csv "$d/st-r.csv" "$tf" sweep export "$d/r.db" --cs
 # SIGTERM while an output is being written (a timeline streams while the simulation runs):
 # the process dies of the signal and its temporary goes with it; the output never appears.
 # The host CPU (system.cpu), host steps (tierflow.plan/3) and --on-host: bad values of each
-# refused naming the flag, field or key; a plan that computes on the host refused by replay
-# without writing its report; no output over an input.
+# refused naming the flag, field or key; no output over an input.
 d=$(fresh stop46)
 cp -p tests/fixtures/plans/host_attention.json "$d/host.json"
 ut=(--hw "$root/tests/fixtures/unit_hw.yaml")
@@ -949,8 +948,18 @@ hostile stop46/cpu-launch-overflow 2 "'cpu.launch_overhead': '1e30s' is too larg
 # A CPU too slow to finish within the simulator's time limit: refused as sim refuses any.
 hostile stop46/cpu-slow-time-limit 2 "on the host, which takes" -- \
   "$tf" sim --plan "$d/host.json" "${ut[@]}" --set system.cpu.peak.bf16=1e-270FLOP/s
-hostile stop46/host-plan-replay 2 "the replayer does not run yet" --out "$d/r.json" --in "$d/host.json" -- \
-  "$tf" replay --plan "$d/host.json" "${ut[@]}" --json -o "$d/r.json"
+hostile stop46/host-plan-replay-over-plan 2 "host.json" --in "$d/host.json" -- \
+  "$tf" replay --plan "$d/host.json" "${ut[@]}" --json -o "$d/host.json"
+# A replay that would never end: refused before it starts, its report not written (a host
+# op past the simulator's time limit; a plan hours long at the time scale asked).
+hostile stop47/replay-host-op-time-limit 2 "reached at 341ns simulated); a replay would run as long" \
+  --out "$d/r.json" -- \
+  "$tf" replay --plan "$d/host.json" "${ut[@]}" --set system.cpu.peak.bf16=1e-270FLOP/s --json -o "$d/r.json"
+hostile stop47/replay-hours-long 2 "more than the 3600s a replay may take; give a smaller --time-scale" \
+  --out "$d/r.json" -- \
+  "$tf" replay --plan "$d/host.json" "${ut[@]}" --set devices.dev.peak.bf16=1e-3FLOP/s --time-scale 1 -o "$d/r.json"
+hostile stop47/replay-hours-long-cuda 2 "3600s a replay may take|--backend: cuda" --out "$d/r.json" -- \
+  "$tf" replay --plan "$d/host.json" "${ut[@]}" --set devices.dev.peak.bf16=1e-3FLOP/s --backend cuda -o "$d/r.json"
 hostile stop46/host-plan-sim-output-over-plan 2 "host.json" --in "$d/host.json" -- \
   "$tf" sim --plan "$d/host.json" "${ut[@]}" --json -o "$d/host.json"
 sed 's/"on": "host"/"on": "hots"/' "$d/host.json" >"$d/engine.json"

@@ -15,11 +15,17 @@
 #include "core/plan_json.h"
 #include "hw_models/loader.h"
 #include "sim/simulator.h"
+#include "tests/replay/replay_checks.h"
 #include "tests/support/plan_builders.h"
 #include "tools/replay/executor.h"
 
 using namespace tierflow;
 using namespace tierflow::replay;
+using tierflow::testing::allocation_order_fixed;
+using tierflow::testing::check_order;
+using tierflow::testing::check_peaks_equal;
+using tierflow::testing::simulated_peak;
+using tierflow::testing::steps_of;
 
 namespace {
 
@@ -59,75 +65,6 @@ ReplayResult run(const Plan& p, const Workload& w, const hw::Topology& t,
 
 /// The replay's error, for a failed check to print.
 std::string error_text(const ReplayResult& r) { return r.error ? r.error->message : "(none)"; }
-
-size_t steps_of(const Plan& p) {
-  size_t n = 0;
-  for (const Program& prog : p.programs) n += prog.steps.size();
-  return n;
-}
-
-/// Every step ran; each has issue <= start <= end; a compute step starts after the compute
-/// step before it ended and after the events it waits on completed; a cache step is issued
-/// after its anchor ended and after its events completed (executor_test.cpp states the
-/// same rules for the CPU backend).
-void check_order(const Plan& plan, const ReplayResult& r) {
-  REQUIRE(r.programs.size() == plan.programs.size());
-  std::map<uint32_t, Time> event_end;
-  for (size_t p = 0; p < plan.programs.size(); ++p) {
-    const auto& steps = plan.programs[p].steps;
-    for (size_t i = 0; i < steps.size(); ++i) {
-      if (steps[i].event != kNoEvent) event_end[steps[i].event] = r.programs[p].steps[i].end;
-    }
-  }
-  for (size_t p = 0; p < plan.programs.size(); ++p) {
-    CAPTURE(p);
-    Time anchor_end = 0;
-    for (size_t i = 0; i < plan.programs[p].steps.size(); ++i) {
-      CAPTURE(i);
-      const Step& s = plan.programs[p].steps[i];
-      const StepRecord& rec = r.programs[p].steps[i];
-      REQUIRE(rec.ran);
-      CHECK(rec.issue >= 0);
-      CHECK(rec.start >= rec.issue);
-      CHECK(rec.end >= rec.start);
-      const Time ready = s.kind == StepKind::kCompute ? rec.start : rec.issue;
-      for (uint32_t e : s.wait) CHECK(ready >= event_end.at(e));
-      CHECK(ready >= anchor_end);
-      if (s.kind == StepKind::kCompute) anchor_end = rec.end;
-    }
-  }
-}
-
-uint64_t simulated_peak(const sim::SimResult& s, const std::string& arena) {
-  for (const sim::TierResult& t : s.tiers) {
-    if (t.name == arena) return t.peak;
-  }
-  return 0;
-}
-
-/// One program whose cache steps wait on no event: every allocation and free happens at a
-/// point program order fixes, so the peaks are equal whatever the timing (the reasoning of
-/// executor_test.cpp's allocation_order_fixed).
-bool allocation_order_fixed(const Plan& p) {
-  if (p.programs.size() != 1) return false;
-  for (const Step& s : p.programs[0].steps) {
-    if (s.kind != StepKind::kCompute && !s.wait.empty()) return false;
-  }
-  return true;
-}
-
-void check_peaks_equal(const ReplayResult& r, const sim::SimResult& s) {
-  REQUIRE_FALSE(s.error);
-  size_t device_arenas = 0;
-  for (const ArenaRecord& a : r.arenas) {
-    if (!a.spec.device) continue;
-    ++device_arenas;
-    CAPTURE(a.spec.name);
-    CHECK(a.stats.logical_peak == simulated_peak(s, a.spec.name));
-    CHECK(a.stats.in_use == a.stats.logical_in_use);
-  }
-  CHECK(device_arenas > 0);
-}
 
 }  // namespace
 
@@ -201,6 +138,28 @@ TEST_CASE("CUDA backend: tiny.json replays every step; the hbm peak equals the s
   // 800 bytes at the peak, while mm runs.
   CHECK(simulated_peak(s, "hbm[0]") == 800);
   check_peaks_equal(r, s);
+}
+
+TEST_CASE("CUDA backend: host steps run on a host thread beside the GPU, in both modes") {
+  if (no_gpu()) return;
+  const LoadedPlan lp = read_plan(kSource + "/tests/fixtures/plans/host_attention.json");
+  // The host CPU at 2 MFLOP/s, 1 MFLOP/s per device: the host step (attn, 100 FLOP) lasts
+  // 100 us, long enough to see the GPU run `side` meanwhile.
+  const hw::Topology t =
+      hw::load_topology(kFixture, hw::LoadOptions{{"tiers.hbm.capacity=4KiB", "system.cpu.tier=ddr",
+                                                   "system.cpu.peak.bf16=2MFLOP/s"},
+                                                  false});
+  for (const CudaComputeKind kind : {CudaComputeKind::kTimed, CudaComputeKind::kGemm}) {
+    const ReplayResult r = run(lp.plan, lp.workload, t, kind);
+    REQUIRE_FALSE_MESSAGE(r.error, error_text(r));
+    CHECK(r.steps == steps_of(lp.plan));
+    check_order(lp.plan, r);
+    CHECK(r.programs[0].host_ops == 1);
+    const StepRecord& attn = r.programs[0].steps[2];
+    CHECK(attn.end - attn.start >= 100'000'000);
+    CHECK(r.programs[0].steps[3].start < attn.end);  // `side` ran on the GPU meanwhile
+    check_peaks_equal(r, sim::simulate(lp.plan, lp.workload, t));
+  }
 }
 
 TEST_CASE("CUDA backend: resident and streamed plans, timed and gemm compute, exact peaks") {

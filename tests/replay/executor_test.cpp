@@ -15,12 +15,18 @@
 #include "core/plan_json.h"
 #include "hw_models/loader.h"
 #include "sim/simulator.h"
+#include "tests/replay/replay_checks.h"
+#include "tests/support/fixtures.h"
 #include "tests/support/plan_builders.h"
 #include "tools/replay/cpu_backend.h"
-#include "tests/support/fixtures.h"
 
 using namespace tierflow;
 using namespace tierflow::replay;
+using tierflow::testing::allocation_order_fixed;
+using tierflow::testing::check_order;
+using tierflow::testing::check_peaks_equal;
+using tierflow::testing::simulated_peak;
+using tierflow::testing::steps_of;
 
 namespace {
 
@@ -41,95 +47,6 @@ ReplayResult run(const Plan& p, const Workload& w, const hw::Topology& t, double
   return replay::replay(p, w, t, backend);
 }
 
-/// Checks the recorded order against the §6 rules:
-/// - every step ran;
-/// - compute steps start in program order, each after the previous one ended and after
-///   the events it waits on completed (their transfers' last byte);
-/// - a cache step is issued after its anchor (the compute step before it) ended and after
-///   its events completed; cache steps on one tensor issue in program order.
-void check_order(const Plan& plan, const ReplayResult& r) {
-  REQUIRE(r.programs.size() == plan.programs.size());
-  std::map<uint32_t, Time> event_end;
-  for (size_t p = 0; p < plan.programs.size(); ++p) {
-    const auto& steps = plan.programs[p].steps;
-    for (size_t i = 0; i < steps.size(); ++i) {
-      if (steps[i].event != kNoEvent) event_end[steps[i].event] = r.programs[p].steps[i].end;
-    }
-  }
-  for (size_t p = 0; p < plan.programs.size(); ++p) {
-    CAPTURE(p);
-    const auto& steps = plan.programs[p].steps;
-    const auto& recs = r.programs[p].steps;
-    Time anchor_end = 0;
-    uint64_t compute_seq = 0;
-    std::map<uint32_t, uint64_t> tensor_seq;
-    for (size_t i = 0; i < steps.size(); ++i) {
-      CAPTURE(i);
-      const Step& s = steps[i];
-      const StepRecord& rec = recs[i];
-      REQUIRE(rec.ran);
-      CHECK(rec.issue >= 0);
-      CHECK(rec.start >= rec.issue);
-      CHECK(rec.end >= rec.start);
-      const Time ready = s.kind == StepKind::kCompute ? rec.start : rec.issue;
-      for (uint32_t e : s.wait) CHECK(ready >= event_end.at(e));
-      CHECK(ready >= anchor_end);
-      if (s.kind == StepKind::kCompute) {
-        CHECK(rec.seq > compute_seq);
-        compute_seq = rec.seq;
-        CHECK(rec.waited >= 0);
-        CHECK(rec.waited <= rec.start - rec.issue);
-        anchor_end = rec.end;
-      } else {
-        auto& last = tensor_seq[s.target];
-        CHECK(rec.seq > last);
-        last = rec.seq;
-      }
-    }
-  }
-}
-
-uint64_t simulated_peak(const sim::SimResult& s, const std::string& arena) {
-  for (const sim::TierResult& t : s.tiers) {
-    if (t.name == arena) return t.peak;
-  }
-  return 0;
-}
-
-size_t steps_of(const Plan& p) {
-  size_t n = 0;
-  for (const Program& prog : p.programs) n += prog.steps.size();
-  return n;
-}
-
-/// True when no cache step waits on an event. Then, with one program, every allocation
-/// and free happens at a point that program order alone fixes: a prefetch allocates right
-/// after its anchor ends, outputs and workspace when their op starts (after the previous
-/// op ended and the cache steps anchored on it ran), the workspace is freed when the op
-/// ends, and a detach frees right after its anchor. Nothing stays pending, so no
-/// allocation depends on when a transfer lands; the simulator runs the same sequence, and
-/// the two peaks (sums of the same live sizes) are equal byte for byte. A detach waiting
-/// on a store would free whenever that store lands, before or after the next op starts,
-/// and the peak could then differ with timing.
-bool allocation_order_fixed(const Plan& p) {
-  if (p.programs.size() != 1) return false;
-  for (const Step& s : p.programs[0].steps) {
-    if (s.kind != StepKind::kCompute && !s.wait.empty()) return false;
-  }
-  return true;
-}
-
-void check_peaks_equal(const ReplayResult& r, const sim::SimResult& s) {
-  REQUIRE_FALSE(s.error);
-  for (const ArenaRecord& a : r.arenas) {
-    if (!a.spec.device) continue;
-    CAPTURE(a.spec.name);
-    CHECK(a.stats.logical_peak == simulated_peak(s, a.spec.name));
-    CHECK(a.stats.peak == a.stats.logical_peak);  // no size shift on these plans
-    CHECK(a.stats.in_use == a.stats.logical_in_use);
-  }
-}
-
 }  // namespace
 
 TEST_CASE("tiny.json replays every step in a legal order; peak equals the simulator's") {
@@ -146,7 +63,7 @@ TEST_CASE("tiny.json replays every step in a legal order; peak equals the simula
   // hbm holds kv (512) from the start; x (64) and w (96) land, y (64) and z (64) are made:
   // 800 bytes at the peak, while mm runs.
   CHECK(simulated_peak(s, "hbm[0]") == 800);
-  check_peaks_equal(r, s);
+  check_peaks_equal(r, s, /*unshifted=*/true);
   // The measured makespan is at least the simulated one less rounding: the CPU backend
   // never runs a step faster than its modelled time.
   CHECK(r.makespan >= s.makespan - 1000);
@@ -157,6 +74,7 @@ namespace {
 /// A CPU backend that keeps what the executor handed it: the setup and every compute step.
 class Recording final : public Backend {
  public:
+  explicit Recording(const CpuBackendOptions& o = {}) : inner_(o) {}
   std::string name() const override { return inner_.name(); }
   uint64_t memory_limit() const override { return inner_.memory_limit(); }
   void start(const BackendSetup& setup) override {
@@ -175,15 +93,23 @@ class Recording final : public Backend {
     }
     inner_.compute(program, work, std::move(done));
   }
+  void host_compute(uint32_t program, const ComputeWork& work, Completion done) override {
+    {
+      const std::lock_guard lock(m_);
+      host_computed_.push_back(work);
+    }
+    inner_.host_compute(program, work, std::move(done));
+  }
   Time now() const override { return inner_.now(); }
   ArenaStats arena_stats(ArenaId arena) const override { return inner_.arena_stats(arena); }
   void stop() override { inner_.stop(); }
 
   BackendSetup setup_;
   std::vector<ComputeWork> computed_;
+  std::vector<ComputeWork> host_computed_;
 
  private:
-  CpuBackend inner_{CpuBackendOptions{}};
+  CpuBackend inner_;
   std::mutex m_;
 };
 
@@ -214,6 +140,56 @@ TEST_CASE("compute steps carry the device's launch overhead; the setup lists eac
   }
 }
 
+TEST_CASE("host steps run on the host engine beside the device, timed as the simulator") {
+  // tests/sim/host_compute_test.cpp works the simulated times out by hand: the host step
+  // (attn, 300 ns) starts when q's store lands, while the device runs `side`.
+  const LoadedPlan lp = read_plan(kSource + "/tests/fixtures/plans/host_attention.json");
+  const hw::Topology t =
+      unit_hw({"tiers.hbm.capacity=4KiB", "system.cpu.tier=ddr", "system.cpu.peak.bf16=2GFLOP/s"});
+  CpuBackendOptions o;
+  o.time_scale = 1000;  // 1 us of plan time in 1 ms
+  Recording backend(o);
+  const ReplayResult r = replay::replay(lp.plan, lp.workload, t, backend);
+  REQUIRE_FALSE(r.error);
+  CHECK(backend.setup_.host);
+  CHECK(r.steps == steps_of(lp.plan));
+  check_order(lp.plan, r);
+  REQUIRE(backend.host_computed_.size() == 1);
+  CHECK(backend.host_computed_[0].duration == 300'000);
+  CHECK(backend.host_computed_[0].kind == "attention");
+  // The device's warm-up list holds device ops only: norm, never the host's attention.
+  for (const ComputeWork& w : backend.setup_.work) CHECK(w.kind != "attention");
+  CHECK(backend.computed_.size() == 3);
+  const ProgramRecord& prog = r.programs[0];
+  CHECK(prog.host_ops == 1);
+  const StepRecord& attn = prog.steps[2];
+  const StepRecord& store = prog.steps[1];
+  const StepRecord& side = prog.steps[3];
+  CHECK(prog.host_ps == attn.end - attn.start);
+  CHECK(attn.end - attn.start >= 300'000);
+  CHECK(attn.start >= store.end);
+  // The device ran `side` while the host computed: it started before the host step ended.
+  CHECK(side.start < attn.end);
+  // The prefetch of o waits on the host step.
+  CHECK(prog.steps[5].issue >= attn.end);
+  const sim::SimResult s = sim::simulate(lp.plan, lp.workload, t);
+  check_peaks_equal(r, s, /*unshifted=*/true);
+  CHECK(r.makespan >= s.makespan - 1000);
+}
+
+TEST_CASE("a host step in a dtype the host CPU has no rate for is refused as the simulator does") {
+  const LoadedPlan lp = read_plan(kSource + "/tests/fixtures/plans/host_attention.json");
+  const hw::Topology t =
+      unit_hw({"tiers.hbm.capacity=4KiB", "system.cpu.tier=ddr", "system.cpu.peak.fp32=2GFLOP/s"});
+  const ReplayResult r = run(lp.plan, lp.workload, t, 1000);
+  REQUIRE(r.error);
+  const sim::SimResult s = sim::simulate(lp.plan, lp.workload, t);
+  REQUIRE(s.error);
+  CHECK(r.error->kind == ReplayError::Kind::kTopology);
+  CHECK(r.error->message == s.error->message);
+  CHECK(r.error->message.find("runs on the host and computes in bf16") != std::string::npos);
+}
+
 TEST_CASE("resident and streamed plans on random workloads: order and exact peaks") {
   const hw::Topology t = roomy_unit_hw();
   size_t exact = 0;
@@ -232,7 +208,7 @@ TEST_CASE("resident and streamed plans on random workloads: order and exact peak
       CHECK(r.steps == steps_of(p));
       check_order(p, r);
       if (allocation_order_fixed(p)) {
-        check_peaks_equal(r, sim::simulate(p, w, t));
+        check_peaks_equal(r, sim::simulate(p, w, t), /*unshifted=*/true);
         ++exact;
       }
     }
@@ -261,7 +237,7 @@ TEST_CASE("random plans with one to three programs run every step in a legal ord
     for (const ArenaRecord& a : r.arenas) {
       if (a.spec.device) CHECK(a.stats.in_use == a.stats.logical_in_use);
     }
-    if (allocation_order_fixed(p)) check_peaks_equal(r, s);
+    if (allocation_order_fixed(p)) check_peaks_equal(r, s, /*unshifted=*/true);
   }
 }
 

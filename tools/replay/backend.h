@@ -1,5 +1,6 @@
 // What a replay backend provides to the executor (ARCHITECTURE §10): memory arenas, copy
-// engines, a compute engine per program and a clock. The executor (replay/executor.h)
+// engines, a compute engine per program (and a host engine per program, for plans that
+// compute on the host CPU: core/plan.h host steps) and a clock. The executor (replay/executor.h)
 // decides what runs when; a backend only carries it out and says when it is done.
 //
 // Glossary
@@ -99,6 +100,8 @@ struct BackendSetup {
   /// link directions of hw_models/fabric.h that some copy crosses.
   std::vector<double> resources;
   uint32_t programs = 0;
+  /// The plan has host steps: each program also gets a host engine.
+  bool host = false;
   /// One of each kind of compute step the plan runs (distinct dtype, kind and FLOPs, in
   /// that order): what a backend that runs real work warms up before its clock starts.
   std::vector<ComputeWork> work;
@@ -128,6 +131,10 @@ class Backend {
   virtual void copy(const CopyRequest& r, Completion done) = 0;
   /// Runs a compute step on `program`'s compute engine (one at a time).
   virtual void compute(uint32_t program, const ComputeWork& work, Completion done) = 0;
+  /// Runs a host step on `program`'s host engine (one at a time; the setup asked for host
+  /// engines). Every backend times it on the host (timed_engines.h): the host CPU's work
+  /// is the topology's roofline time, `work.duration`.
+  virtual void host_compute(uint32_t program, const ComputeWork& work, Completion done) = 0;
   /// Plan time since start(); monotonic across threads.
   [[nodiscard]] virtual Time now() const = 0;
   [[nodiscard]] virtual ArenaStats arena_stats(ArenaId arena) const = 0;

@@ -56,38 +56,13 @@ void CpuBackend::start(const BackendSetup& setup) {
   engines = std::min(engines, std::max<uint32_t>(1, options_.max_copy_threads));
   started_ = true;
   t0_ = Clock::now();  // before any thread reads it
+  programs_ = setup.programs;
+  computes_.start(setup.host ? 2 * programs_ : programs_, t0_, options_.time_scale);
   for (uint32_t i = 0; i < engines; ++i) copy_threads_.emplace_back([this] { copy_worker(); });
-  for (uint32_t p = 0; p < setup.programs; ++p) {
-    auto e = std::make_unique<ComputeEngine>();
-    ComputeEngine& ref = *e;
-    e->thread = std::thread([this, &ref] { compute_worker(ref); });
-    computes_.push_back(std::move(e));
-  }
 }
 
 Time CpuBackend::now() const {
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0_).count();
-  return static_cast<Time>(std::llround(static_cast<double>(ns) * 1000.0 / options_.time_scale));
-}
-
-CpuBackend::Clock::time_point CpuBackend::real(Time plan) const {
-  const double ns = static_cast<double>(plan) * options_.time_scale / 1000.0;
-  return t0_ + std::chrono::nanoseconds(std::llround(ns));
-}
-
-void CpuBackend::wait_until(Clock::time_point deadline) {
-  using std::chrono::microseconds;
-  while (true) {
-    const auto left = deadline - Clock::now();
-    if (left <= Clock::duration::zero()) return;
-    // Sleeping overshoots by tens of microseconds: sleep through all but the last stretch,
-    // then spin on the clock.
-    if (left > microseconds(200)) {
-      std::this_thread::sleep_for(left - microseconds(100));
-    } else {
-      std::this_thread::yield();
-    }
-  }
+  return computes_.now();
 }
 
 std::optional<Block> CpuBackend::allocate(ArenaId arena, uint64_t bytes, uint64_t logical) {
@@ -168,7 +143,7 @@ void CpuBackend::run_copy(Job& job) {
     return;
   }
   const Clock::time_point active = job.real_start + (real(r.setup) - t0_);
-  wait_until(active);
+  TimedEngines::wait_until(active);
   const uint64_t bytes =
       r.src.bytes > 0 && r.dst.bytes > 0 ? std::min(r.src.bytes, r.dst.bytes) : 0;
   const double total = static_cast<double>(r.logical_bytes);
@@ -205,7 +180,7 @@ void CpuBackend::run_copy(Job& job) {
       // A slice: sleeping may overshoot, which the progress below accounts for.
       std::this_thread::sleep_until(last + std::chrono::nanoseconds(std::llround(kSliceNs)));
     } else {
-      wait_until(last + std::chrono::nanoseconds(std::llround(std::ceil(left_ns))));
+      TimedEngines::wait_until(last + std::chrono::nanoseconds(std::llround(std::ceil(left_ns))));
     }
     const Clock::time_point t = Clock::now();
     const double elapsed_ps =
@@ -255,39 +230,12 @@ void CpuBackend::copy_worker() {
 }
 
 void CpuBackend::compute(uint32_t program, const ComputeWork& work, Completion done) {
-  ComputeEngine& e = *computes_.at(program);
-  {
-    const std::lock_guard lock(e.m);
-    TF_ASSERT(!e.has_job, "program {} started a compute step while one runs", program);
-    e.has_job = true;
-    e.handed = now();
-    e.duration = work.duration;
-    e.done = std::move(done);
-  }
-  e.cv.notify_one();
+  computes_.run(program, work.duration, std::move(done));
 }
 
-void CpuBackend::compute_worker(ComputeEngine& e) {
-  while (true) {
-    Time start = 0;
-    Time duration = 0;
-    Completion done;
-    {
-      std::unique_lock lock(e.m);
-      e.cv.wait(lock, [&] { return e.stopping || e.has_job; });
-      if (!e.has_job) return;
-      start = e.handed;
-      duration = e.duration;
-      done = std::move(e.done);
-    }
-    wait_until(real(start + duration));
-    const Time end = now();
-    {
-      const std::lock_guard lock(e.m);
-      e.has_job = false;
-    }
-    done(start, end);
-  }
+void CpuBackend::host_compute(uint32_t program, const ComputeWork& work, Completion done) {
+  TF_ASSERT(program < programs_, "no program {}", program);
+  computes_.run(programs_ + program, work.duration, std::move(done));
 }
 
 void CpuBackend::stop() {
@@ -300,15 +248,7 @@ void CpuBackend::stop() {
   copy_cv_.notify_all();
   for (std::thread& th : copy_threads_) th.join();
   copy_threads_.clear();
-  for (auto& e : computes_) {
-    {
-      const std::lock_guard lock(e->m);
-      e->stopping = true;
-    }
-    e->cv.notify_all();
-    e->thread.join();
-  }
-  computes_.clear();
+  computes_.stop();
   started_ = false;
 }
 

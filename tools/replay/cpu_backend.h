@@ -20,10 +20,9 @@
 //                hw_models/fabric.h); a share one transfer cannot use (held back elsewhere)
 //                goes to the others. Solved again whenever a transfer starts or ends moving
 //                bytes.
-//   compute      one thread per program; a step waits (sleeping, then spinning on a steady
-//                clock for the last stretch) until its duration has passed since it was
-//                handed over, so the hand-off is part of the step as launch overhead is
-//                part of the simulator's op time.
+//   compute      one timed engine per program (timed_engines.h): a step waits until its
+//                duration has passed since it was handed over; so does a host step, on
+//                the program's host engine.
 //   FIFO         a transfer queues on every engine group of its route and starts when it
 //                is first in each queue and each group has an idle engine (the
 //                simulator's rule); the transfers that start are handed to the engines.
@@ -43,6 +42,7 @@
 #include "tools/replay/arena_allocator.h"
 #include "tools/replay/backend.h"
 #include "tools/replay/engine_queues.h"
+#include "tools/replay/timed_engines.h"
 
 namespace tierflow::replay {
 
@@ -77,6 +77,7 @@ class CpuBackend final : public Backend {
   void free(const Block& b) override;
   void copy(const CopyRequest& r, Completion done) override;
   void compute(uint32_t program, const ComputeWork& work, Completion done) override;
+  void host_compute(uint32_t program, const ComputeWork& work, Completion done) override;
   [[nodiscard]] Time now() const override;
   [[nodiscard]] ArenaStats arena_stats(ArenaId arena) const override;
   void stop() override;
@@ -99,25 +100,12 @@ class CpuBackend final : public Backend {
     std::vector<uint32_t> held;  ///< engines, one per group of the route
     uint32_t flow = hw::kNoFlow;  ///< paced: its flow in net_ while moving (pace_m_)
   };
-  struct ComputeEngine {
-    std::mutex m;
-    std::condition_variable cv;
-    bool has_job = false;
-    bool stopping = false;
-    Time handed = 0;  ///< when compute() was called
-    Time duration = 0;
-    Completion done;
-    std::thread thread;
-  };
 
-  [[nodiscard]] Clock::time_point real(Time plan) const;
-  /// Sleeps, then spins, until `deadline`.
-  static void wait_until(Clock::time_point deadline);
+  [[nodiscard]] Clock::time_point real(Time plan) const { return computes_.real(plan); }
   /// Starts every queued job that is first in all its queues with idle engines; returns
   /// the jobs started. Needs copy_m_.
   void start_ready(std::vector<uint32_t>& started);
   void copy_worker();
-  void compute_worker(ComputeEngine& e);
   void run_copy(Job& job);
   /// Copies `n` bytes in chunks of at most `chunk_bytes`.
   void copy_chunks(std::byte* dst, const std::byte* src, uint64_t n) const;
@@ -139,7 +127,9 @@ class CpuBackend final : public Backend {
   bool stopping_ = false;
   std::vector<std::thread> copy_threads_;
 
-  std::vector<std::unique_ptr<ComputeEngine>> computes_;
+  /// Programs' compute engines, then (a plan with host steps) their host engines.
+  TimedEngines computes_;
+  uint32_t programs_ = 0;
   bool started_ = false;
 };
 

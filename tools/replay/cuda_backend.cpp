@@ -164,6 +164,7 @@ void CudaBackend::Impl::start(const BackendSetup& setup) {
     TF_CUDA(cudaEventSynchronize(ref_));
     ref_time_ = now();
   }
+  host_.start(setup.host ? setup.programs : 0, t0_, 1.0);
   poller_ = std::thread([this] { poll(); });
   started_ = true;
 }
@@ -202,6 +203,7 @@ void CudaBackend::Impl::stop() {
   }
   work_cv_.notify_all();
   poller_.join();
+  host_.stop();
   started_ = false;
   release();
   if (failed()) {
@@ -293,6 +295,9 @@ void CudaBackend::copy(const CopyRequest& r, Completion done) {
 }
 void CudaBackend::compute(uint32_t program, const ComputeWork& work, Completion done) {
   impl_->compute(program, work, std::move(done));
+}
+void CudaBackend::host_compute(uint32_t program, const ComputeWork& work, Completion done) {
+  impl_->host_compute(program, work, std::move(done));
 }
 Time CudaBackend::now() const {
   return impl_->now();

@@ -34,6 +34,8 @@
 //               then, holding no lock, calls the completions (which may issue new work).
 //   timed       compute mode: a one-thread kernel that spins on %globaltimer for the op's
 //               plan duration (cuda_kernels.h).
+//   host step   (a plan that computes on the host CPU) timed on the host, on a thread per
+//               program (timed_engines.h), in both compute modes.
 //   gemm        compute mode: cublasGemmEx of about the op's FLOPs in its dtype (bf16 or
 //               fp16 with fp32 accumulation, fp32; other dtypes run as bf16, and bf16 as
 //               fp16 before compute capability 8.0) on operands in a scratch allocation
@@ -113,6 +115,7 @@ class CudaBackend final : public Backend {
   void free(const Block& b) override;
   void copy(const CopyRequest& r, Completion done) override;
   void compute(uint32_t program, const ComputeWork& work, Completion done) override;
+  void host_compute(uint32_t program, const ComputeWork& work, Completion done) override;
   [[nodiscard]] Time now() const override;
   [[nodiscard]] ArenaStats arena_stats(ArenaId arena) const override;
   void stop() override;

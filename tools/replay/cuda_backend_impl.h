@@ -24,6 +24,7 @@
 #include "tools/replay/calibration.h"
 #include "tools/replay/cuda_backend.h"
 #include "tools/replay/engine_queues.h"
+#include "tools/replay/timed_engines.h"
 
 namespace tierflow::replay {
 
@@ -47,6 +48,10 @@ class CudaBackend::Impl {
   void free(const Block& b);
   void copy(const CopyRequest& r, Completion done);
   void compute(uint32_t program, const ComputeWork& work, Completion done);
+  /// A host step: timed on the host, on the program's host engine (timed_engines.h).
+  void host_compute(uint32_t program, const ComputeWork& work, Completion done) {
+    host_.run(program, work.duration, std::move(done));
+  }
   [[nodiscard]] Time now() const {
     const auto ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0_).count();
@@ -127,6 +132,8 @@ class CudaBackend::Impl {
   bool has_bf16_ = true;  ///< compute capability 8.0 or later
   MemoryLimit limit_;
   Clock::time_point t0_;
+  /// One per program when the plan has host steps; on the clock now() reads.
+  TimedEngines host_;
   cudaStream_t clock_stream_ = nullptr;
   cudaEvent_t ref_ = nullptr;
   Time ref_time_ = 0;  ///< plan time of ref_

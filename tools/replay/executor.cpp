@@ -24,9 +24,12 @@ struct EventState {
 struct ProgramState {
   const Program* prog = nullptr;
   bool compute_done = false;  ///< its completion arrived and is not yet handled
+  bool host_done = false;     ///< its host step's completion arrived, not yet handled
   size_t compute_step = 0;
   bool reached = false;  ///< the next compute step has been reached
   std::optional<Block> workspace;
+  std::optional<Block> host_workspace;       ///< of the host step that runs
+  size_t host_step = 0;                      ///< the host step that runs or ran last
   std::vector<std::optional<Block>> dev;     ///< per tensor: the device copy
   std::vector<std::optional<Block>> copies;  ///< [tensor * tiers + tier]: other copies
   uint32_t in_flight = 0;                    ///< transfers and compute steps running
@@ -78,6 +81,8 @@ class Executor {
     if (compute && !st.reached) {
       st.reached = true;
       st.rec.steps[step].issue = now();
+    } else if (s.host && st.rec.steps[step].issue < 0) {
+      st.rec.steps[step].issue = now();
     }
     return first_undone(s) == kNoEvent;
   }
@@ -86,16 +91,20 @@ class Executor {
   stepper::Fit reserve(uint32_t p, size_t step, uint32_t tier, uint64_t bytes);
   /// A block of the arena; false when its free ranges cannot hold it (fragmentation).
   bool allocate(uint32_t p, size_t step, uint32_t tier, uint32_t what, uint64_t bytes);
-  /// Hands the op to the backend, after checking the device can compute its dtype.
+  /// Hands the op to the backend, after checking the device (or, for a host step, the
+  /// host CPU) can compute its dtype.
   bool compute(uint32_t p, size_t step, const Step& s, uint64_t need);
+  bool host_compute(uint32_t p, size_t step, const Step& s);
   /// Hands the copy to the backend on the path's engines; its completion ends the event.
   bool transfer(uint32_t p, size_t step, const Step& s);
   /// Numbers the step in issue order; a detach ends when it issues.
   void issued(uint32_t p, size_t step, const Step& s);
   /// Returns a device copy's or a workspace's block to its arena.
-  void release(uint32_t p, uint32_t /*tier*/, uint32_t what) {
+  void release(uint32_t p, uint32_t tier, uint32_t what) {
     ProgramState& st = progs_[p];
-    std::optional<Block>& b = (what & kWorkspaceBit) != 0 ? st.workspace : st.dev[what];
+    std::optional<Block>& b = (what & kWorkspaceBit) == 0 ? st.dev[what]
+                              : tier == plan_.device_tier ? st.workspace
+                                                          : st.host_workspace;
     if (b) release_block(*b);
     b.reset();
   }
@@ -238,7 +247,7 @@ bool Executor::allocate(uint32_t p, size_t step, uint32_t tier, uint32_t what, u
   auto b = allocate_block(p, step, layout_.arena_of[p][tier], bytes);
   if (!b) return false;
   if ((what & kWorkspaceBit) != 0) {
-    st.workspace = b;
+    (tier == plan_.device_tier ? st.workspace : st.host_workspace) = b;
   } else if (tier == plan_.device_tier) {
     st.dev[what] = b;
   } else {
@@ -344,6 +353,7 @@ void Executor::issued(uint32_t p, size_t step, const Step& s) {
 }
 
 bool Executor::compute(uint32_t p, size_t step, const Step& s, uint64_t /*need*/) {
+  if (s.host) return host_compute(p, step, s);
   ProgramState& st = progs_[p];
   const Op& op = w_.ops[s.target];
   const size_t cls = bound_.programs[p].device_class;
@@ -381,11 +391,53 @@ bool Executor::compute(uint32_t p, size_t step, const Step& s, uint64_t /*need*/
   return true;
 }
 
+bool Executor::host_compute(uint32_t p, size_t step, const Step& s) {
+  ProgramState& st = progs_[p];
+  const size_t cls = bound_.programs[p].device_class;
+  const auto duration = layout_.host_time[cls][s.target];
+  if (!duration) {
+    fail(ReplayError::Kind::kTopology, int(p), int(step), -1,
+         run_errors::no_host_peak(w_, s.target, t_.name, t_.system.cpu.peak_dtypes()));
+    return false;
+  }
+  StepRecord& rec = st.rec.steps[step];
+  rec.waited = now() - rec.issue;
+  rec.ran = true;
+  rec.seq = ++st.seq;
+  st.host_step = step;
+  ++st.in_flight;
+  ++in_flight_;
+  const uint32_t d = dense(s.event);
+  const ComputeWork work = work_of(t_, cls, w_.ops[s.target], *duration);
+  backend_.host_compute(p, work, [this, p, step, d](Time start, Time end) {
+    const std::lock_guard lock(m_);
+    ProgramState& owner = progs_[p];
+    StepRecord& r = owner.rec.steps[step];
+    r.start = start - origin_;
+    r.end = end - origin_;
+    owner.rec.host_ps += r.end - r.start;
+    ++owner.rec.host_ops;
+    owner.rec.end = std::max(owner.rec.end, r.end);
+    events_[d].done = true;
+    events_[d].end = r.end;
+    owner.host_done = true;
+    --owner.in_flight;
+    --in_flight_;
+    ++gen_;
+    cv_.notify_all();
+  });
+  return true;
+}
+
 void Executor::advance(uint32_t p) {
   ProgramState& st = progs_[p];
   if (st.compute_done) {
     st.compute_done = false;
     stepper_.end_compute(p);
+  }
+  if (st.host_done) {
+    st.host_done = false;
+    stepper_.end_host(p);
   }
   stepper_.advance(p);
 }
@@ -395,7 +447,7 @@ void Executor::check_stuck(uint32_t p) {
   for (uint32_t q = 0; q < progs_.size(); ++q) {
     const ProgramState& st = progs_[q];
     if (q == p || st.finished) continue;
-    if (!st.waiting || st.seen != gen_ || st.compute_done) return;
+    if (!st.waiting || st.seen != gen_ || st.compute_done || st.host_done) return;
   }
   // Nothing runs and every program has looked at the latest completion: none can move.
   for (uint32_t q = 0; q < progs_.size(); ++q) {
@@ -419,9 +471,10 @@ void Executor::program_main(uint32_t p) {
     advance(p);
     st.seen = gen_;
     const bool all_issued = stepper_.cursor(p).all_issued();
-    if ((error_ || all_issued) && st.in_flight == 0 && !st.compute_done) break;
+    const bool idle = st.in_flight == 0 && !st.compute_done && !st.host_done;
+    if ((error_ || all_issued) && idle) break;
     check_stuck(p);
-    if (error_ && st.in_flight == 0 && !st.compute_done) break;
+    if (error_ && idle) break;
     st.waiting = true;
     const uint64_t g = gen_;
     cv_.wait(lock, [&] { return gen_ != g; });
@@ -430,6 +483,10 @@ void Executor::program_main(uint32_t p) {
   if (st.compute_done) {
     st.compute_done = false;
     stepper_.end_compute(p);
+  }
+  if (st.host_done) {
+    st.host_done = false;
+    stepper_.end_host(p);
   }
   st.finished = true;
   ++gen_;
@@ -452,6 +509,10 @@ std::string Executor::largest_live(ArenaId a) const {
     if (st.workspace && st.workspace->arena == a) {
       live.push_back(
           {st.workspace->logical, st.prog->steps[st.compute_step].target | kWorkspaceBit, p});
+    }
+    if (st.host_workspace && st.host_workspace->arena == a) {
+      live.push_back(
+          {st.host_workspace->logical, st.prog->steps[st.host_step].target | kWorkspaceBit, p});
     }
   }
   return run_errors::largest_live(std::move(live), w_, progs_.size() > 1);

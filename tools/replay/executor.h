@@ -9,6 +9,9 @@
 //                   (or the program starts); it starts once its waited events completed.
 //   waited          start - reached of a compute step: the time it stood waiting for
 //                   events (the simulator's transfer stall).
+//   host step       (core/plan.h) runs on the program's host engine beside its device;
+//                   it is issued when it first stands at the head of the host queue with
+//                   the engine free, and starts once its events completed.
 //   pending         a cache step whose anchor ended but whose events have not completed;
 //                   it does not hold back later steps, except those on the same tensor.
 //   issue           when the executor handed a step to the backend (a cache step) or
@@ -54,6 +57,8 @@ struct ProgramRecord {
   Time compute_ps = 0;            ///< sum of op times as measured
   Time waited_ps = 0;             ///< sum of compute steps' waited time
   uint64_t transfers = 0;
+  Time host_ps = 0;       ///< sum of host steps' op times as measured
+  uint64_t host_ops = 0;  ///< host steps run
 };
 
 struct ArenaRecord {

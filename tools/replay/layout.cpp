@@ -92,15 +92,21 @@ std::optional<ReplayError> build_layout(const hw::BoundPlan& b, uint64_t memory_
       out.arena_of[p][h] = it->second;
     }
   }
-  // Host arenas hold the home copies of their programs and whatever those programs store.
+  // Host arenas hold the home copies of their programs, whatever those programs store,
+  // and what their host steps make (outputs, the largest workspace).
   for (size_t p = 0; p < np; ++p) {
     std::vector<std::vector<bool>> held(nt, std::vector<bool>(w.tensors.size()));
     for (uint32_t x = 0; x < w.tensors.size(); ++x) {
       if (w.tensors[x].origin == kExternal) held[plan.home[x]][x] = true;
     }
+    uint64_t host_workspace = 0;
     for (const Step& s : plan.programs[p].steps) {
       if (s.kind == StepKind::kStore && s.tier < nt && s.target < w.tensors.size()) {
         held[s.tier][s.target] = true;
+      } else if (s.kind == StepKind::kCompute && s.host && s.target < w.ops.size()) {
+        const Op& op = w.ops[s.target];
+        for (uint32_t x : op.outputs) held[plan.host_tier][x] = true;
+        host_workspace = std::max(host_workspace, op.workspace);
       }
     }
     for (size_t h = 0; h < nt; ++h) {
@@ -109,6 +115,7 @@ std::optional<ReplayError> build_layout(const hw::BoundPlan& b, uint64_t memory_
         if (held[h][x]) needs[out.arena_of[p][h]].sizes.push_back(w.tensors[x].bytes);
       }
     }
+    if (host_workspace > 0) needs[out.arena_of[p][plan.host_tier]].sizes.push_back(host_workspace);
   }
   // The smallest shift that fits the backend.
   for (uint32_t shift = 0;; ++shift) {
@@ -171,8 +178,10 @@ std::optional<ReplayError> build_layout(const hw::BoundPlan& b, uint64_t memory_
     }
   }
   out.setup.programs = uint32_t(np);
+  out.setup.host = computes_on_host(plan);
 
   out.op_time.assign(t.devices.size(), {});
+  if (out.setup.host) out.host_time.assign(t.devices.size(), {});
   for (size_t p = 0; p < np; ++p) {
     const size_t cls = b.programs[p].device_class;
     auto& times = out.op_time[cls];
@@ -180,6 +189,9 @@ std::optional<ReplayError> build_layout(const hw::BoundPlan& b, uint64_t memory_
     for (uint32_t o = 0; o < w.ops.size(); ++o) {
       const auto d = hw::op_time(t, cls, b.device_tier, w, o);
       times.push_back(d ? std::optional<Time>(d->ps) : std::nullopt);
+      if (!out.setup.host) continue;
+      const auto h = hw::host_op_time(t, cls, w, o);
+      out.host_time[cls].push_back(h ? std::optional<Time>(h->ps) : std::nullopt);
     }
   }
 
@@ -189,7 +201,8 @@ std::optional<ReplayError> build_layout(const hw::BoundPlan& b, uint64_t memory_
   for (size_t p = 0; p < np; ++p) {
     const size_t cls = b.programs[p].device_class;
     for (const Step& s : plan.programs[p].steps) {
-      if (s.kind != StepKind::kCompute) continue;  // a cache step's target is a tensor
+      // A cache step's target is a tensor; a host step runs on the host, not the device.
+      if (s.kind != StepKind::kCompute || s.host) continue;
       const auto& d = out.op_time[cls][s.target];
       if (!d) continue;
       const Op& op = w.ops[s.target];

@@ -50,6 +50,9 @@ struct Layout {
   /// [device class][op]: the simulator's op time; nullopt when the device has no peak rate
   /// for the op's dtype.
   std::vector<std::vector<std::optional<Time>>> op_time;
+  /// [device class][op]: the simulator's time of the op on the host CPU of that device's
+  /// socket (hw::host_op_time); empty unless the plan has host steps.
+  std::vector<std::vector<std::optional<Time>>> host_time;
 
   /// Arena bytes of `logical` plan bytes.
   [[nodiscard]] uint64_t scaled(uint64_t logical) const {

@@ -155,18 +155,37 @@ ReplayOutcome replay_plan(const LoadedPlan& lp, const hw::Topology& topo,
     out.refused = replay::broken_rule(lp.plan, lp.workload).value_or(*b.error);
     return out;
   }
-  if (computes_on_host(lp.plan)) {
-    out.refused = RunError{RunError::Kind::kTopology,
-                           -1,
-                           -1,
-                           -1,
-                           -1,
-                           "the plan computes on the host (tierflow.plan/3), which the "
-                           "replayer does not run yet: `tierflow sim` simulates it"};
+  ReplayVsSim x;
+  x.sim = sim::simulate(*b.bound);
+  x.scale = replay_time_scale(s, c.scale, x.sim);
+  if (x.sim.error && x.sim.error->kind == RunError::Kind::kTimeLimit) {
+    out.refused = *x.sim.error;
+    out.refused->time = -1;
+    out.refused->message += fmt::format(" (reached at {} simulated); a replay would run as long",
+                                        to_string_approx(Duration{x.sim.error->time}));
     return out;
   }
-  out.runs = replay_vs_sim(*b.bound, s, c.scale,
-                           [&](double scale) { return make_replay_backend(s, c, scale); });
+  if (const double real = double(x.sim.makespan) * x.scale; real > double(kMaxReplayRealPs)) {
+    out.refused = RunError{
+        RunError::Kind::kTimeLimit,
+        -1,
+        -1,
+        -1,
+        -1,
+        fmt::format("the replay would take {} of real time (simulated makespan {} at time "
+                    "scale {:g}), more than the {} a replay may take{}",
+                    to_string_approx(Duration{int64_t(std::min(real, 9e18))}),
+                    to_string_approx(Duration{x.sim.makespan}), x.scale,
+                    to_string_approx(Duration{kMaxReplayRealPs}),
+                    s.backend == "cpu" && s.copy == "paced"
+                        ? fmt::format("; give a smaller {}", s.cli ? "--time-scale" : "time_scale")
+                        : std::string())};
+    return out;
+  }
+  const auto backend = make_replay_backend(s, c, x.scale);
+  x.replay = replay::replay(*b.bound, *backend);
+  x.comparison = compare_runs(b.bound->plan, x.replay, x.sim);
+  out.runs = std::move(x);
   return out;
 }
 
@@ -199,6 +218,11 @@ ReplayComparison compare_runs(const Plan& plan, const replay::ReplayResult& r,
       const replay::StepRecord& rec = r.programs[p].steps[i];
       if (!rec.ran) continue;
       const Step& st = steps[i];
+      if (st.host) {
+        ++c.host_steps;
+        c.host_measured += rec.end - rec.start;
+        continue;
+      }
       if (st.kind == StepKind::kCompute) {
         ++c.compute_steps;
         c.waited_total += rec.waited;
@@ -220,7 +244,10 @@ ReplayComparison compare_runs(const Plan& plan, const replay::ReplayResult& r,
                    [](const WaitRow& a, const WaitRow& b) { return a.waited > b.waited; });
   if (waits.size() > 5) waits.resize(5);
   c.worst = std::move(waits);
-  for (const sim::DeviceResult& d : s.devices) c.simulated_stall += d.stall_transfer_ps;
+  for (const sim::DeviceResult& d : s.devices) {
+    c.simulated_stall += d.stall_transfer_ps;
+    c.host_simulated += d.host_compute_ps;
+  }
   for (const replay::ArenaRecord& a : r.arenas) {
     if (!a.spec.device) continue;
     PeakRow row{a.spec.name, a.stats.logical_peak, 0, a.stats.peak, a.stats.high_water};
@@ -259,6 +286,12 @@ std::string replay_table(const LoadedPlan& lp, const hw::Topology& topo, const R
     out += fmt::format("  program {} step {} op '{}': {}\n", w.program, w.step,
                        lp.workload.ops[w.op].name, to_string_approx(Duration{w.waited}));
   }
+  if (c.host_steps > 0) {
+    out += fmt::format("host CPU             {} host step{}: measured {}  simulated {}\n",
+                       c.host_steps, c.host_steps == 1 ? "" : "s",
+                       to_string_approx(Duration{c.host_measured}),
+                       to_string_approx(Duration{c.host_simulated}));
+  }
   for (const PeakRow& p : c.peaks) {
     out += fmt::format("peak device memory   {}: measured {} B  predicted {} B  {}", p.arena,
                        p.measured, p.predicted, p.measured == p.predicted ? "equal" : "differ");
@@ -296,6 +329,11 @@ std::string replay_json(const LoadedPlan& lp, const hw::Topology& topo, const Re
                        {"simulated_ps", c.simulated_stall},
                        {"compute_steps", c.compute_steps},
                        {"worst", worst}};
+  if (c.host_steps > 0) {
+    j["host_compute"] = {{"steps", c.host_steps},
+                         {"measured_ps", c.host_measured},
+                         {"simulated_ps", c.host_simulated}};
+  }
   auto peaks = nlohmann::ordered_json::array();
   for (const PeakRow& p : c.peaks) {
     peaks.push_back({{"arena", p.arena},
@@ -333,6 +371,7 @@ void write_replay_timeline(const std::string& path, const LoadedPlan& lp,
     const int dev = r.programs[p].device;
     const sim::ProcessId pid = tl.process(fmt::format("device {} (measured)", dev), dev);
     const sim::TrackId compute = tl.track(pid, "compute", 0);
+    sim::TrackId host = 0;  // made for the first host step
     struct Interval {
       Time start, end;
       uint32_t step;
@@ -345,7 +384,9 @@ void write_replay_timeline(const std::string& path, const LoadedPlan& lp,
       if (steps[i].kind == StepKind::kCompute) {
         const Op& op = lp.workload.ops[steps[i].target];
         const sim::Arg args[] = {{"step", uint64_t{i}}, {"waited_ps", int64_t{rec.waited}}};
-        tl.slice(compute, rec.start, rec.end, op.name, "compute", args);
+        if (steps[i].host && host == 0) host = tl.track(pid, "host CPU", 0);
+        tl.slice(steps[i].host ? host : compute, rec.start, rec.end, op.name,
+                 steps[i].host ? "host compute" : "compute", args);
       } else if (steps[i].kind != StepKind::kDetach) {
         copies.push_back(Interval{rec.start, rec.end, i});
       }

@@ -83,7 +83,11 @@ struct ReplayComparison {
   double error_p90 = 0;     ///< of |measured / simulated - 1|
   replay::Time waited_total = 0;
   replay::Time simulated_stall = 0;
-  size_t compute_steps = 0;
+  size_t compute_steps = 0;  ///< on the devices
+  /// Host steps (core/plan.h): how many ran, their op times measured and simulated.
+  size_t host_steps = 0;
+  replay::Time host_measured = 0;
+  replay::Time host_simulated = 0;
   std::vector<WaitRow> worst;
   std::vector<PeakRow> peaks;
 };
@@ -104,18 +108,17 @@ struct ReplayOutcome {
   std::optional<RunError> refused;
 };
 
+/// Longest a replay may be expected to take in real time (the simulated makespan times the
+/// time scale); a longer one is refused before it starts.
+inline constexpr int64_t kMaxReplayRealPs = int64_t{3600} * kPsPerS;
+
 /// `tierflow replay` and `tierflow.replay()`: binds the plan once, simulates it, replays it
 /// on the backend the settings (checked first, by check_replay_settings) ask for and
-/// compares the two. A GPU that fails during the run throws replay::CudaError (a
-/// std::runtime_error).
+/// compares the two. Refused (kTimeLimit) when the simulation stopped at its time limit or
+/// the replay would take longer than kMaxReplayRealPs. A GPU that fails during the run throws
+/// replay::CudaError (a std::runtime_error).
 ReplayOutcome replay_plan(const LoadedPlan& lp, const hw::Topology& topo,
                           const ReplaySettings& s, const CheckedReplay& c);
-
-/// Simulates the bound plan, then replays it on the backend `make_backend(scale)` builds
-/// (`scale` from replay_time_scale), and compares the two.
-template <class MakeBackend>
-ReplayVsSim replay_vs_sim(const hw::BoundPlan& b, const ReplaySettings& s, double asked_scale,
-                          MakeBackend&& make_backend);
 
 ReplayComparison compare_runs(const Plan& plan, const replay::ReplayResult& r,
                               const sim::SimResult& s);
@@ -132,17 +135,5 @@ std::string replay_json(const LoadedPlan& lp, const hw::Topology& topo, const Re
 /// compute track and transfer lanes), written to `path`.
 void write_replay_timeline(const std::string& path, const LoadedPlan& lp,
                            const replay::ReplayResult& r);
-
-template <class MakeBackend>
-ReplayVsSim replay_vs_sim(const hw::BoundPlan& b, const ReplaySettings& s, double asked_scale,
-                          MakeBackend&& make_backend) {
-  ReplayVsSim x;
-  x.sim = sim::simulate(b);
-  x.scale = replay_time_scale(s, asked_scale, x.sim);
-  auto backend = make_backend(x.scale);
-  x.replay = replay::replay(b, *backend);
-  x.comparison = compare_runs(b.plan, x.replay, x.sim);
-  return x;
-}
 
 }  // namespace tierflow::study
