@@ -326,6 +326,26 @@ HostPlan move_to_host(const Plan& plan, const Workload& w, const hw::Topology& t
   return out;
 }
 
+std::optional<Workload> host_planned(const Workload& w, const hw::Topology& t,
+                                     const std::vector<uint32_t>& pinned,
+                                     const std::vector<OpKind>& kinds) {
+  const auto cpu = t.tier_index(t.system.cpu.tier);
+  if (!cpu || kinds.empty()) return std::nullopt;
+  // Plan tiers as analyse() takes them: 0 the CPU's tier, 1 any other.
+  std::vector<uint32_t> home(w.tensors.size(), 1);
+  for (size_t x = 0; x < home.size(); ++x) {
+    if (pinned[x] == *cpu) home[x] = 0;
+  }
+  const Analysis a = analyse(w, home, 0, t.system.cpu.tier, kinds);
+  if (a.moved_ops == 0) return std::nullopt;
+  Workload out = w;
+  for (uint32_t o = 0; o < out.ops.size(); ++o) {
+    if (!a.moved[o]) continue;
+    std::erase_if(out.ops[o].inputs, [&](uint32_t x) { return a.role[x] == Role::kHostOnly; });
+  }
+  return out;
+}
+
 Workload device_share(const Workload& w, const std::vector<bool>& moved,
                       std::vector<uint32_t>& op_of) {
   Workload d;

@@ -37,6 +37,7 @@
 // offloaded it in between (activations: small).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,6 +72,18 @@ void require_host_cpu(const hw::Topology& t, std::string_view source);
 /// can move is returned as it is (moved = 0).
 HostPlan move_to_host(const Plan& plan, const Workload& w, const hw::Topology& t,
                       const std::vector<OpKind>& kinds, std::string_view source);
+
+/// What the policy plans when the ops of `kinds` are to run on the host: `w` with every op
+/// of those kinds that is movable under the pins (`pinned`, planner::pinned_tiers: an
+/// external input counts as homed on the CPU's tier when a pin homes it there) reading none
+/// of the external tensors only such ops read (the KV cache they read where it lives), so
+/// that the plan never brings those to the device nor counts them in its working set.
+/// Tensors and ops keep their ids: a plan of it is one of `w` once move_to_host() has made
+/// those ops host steps. nullopt when no op can move before planning (its inputs are homed
+/// by the policy, not by pins).
+std::optional<Workload> host_planned(const Workload& w, const hw::Topology& t,
+                                     const std::vector<uint32_t>& pinned,
+                                     const std::vector<OpKind>& kinds);
 
 /// `w` without its `moved` ops: the device's share of the step, its ops in the same order
 /// (`op_of`: each one's op in `w`); what the moved ops make becomes external (the device

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "core/diagnostics.h"
 #include "core/plan_json.h"
@@ -113,6 +114,60 @@ TEST_CASE(
     CHECK(text.find("tierflow.plan/3") != std::string::npos);
     CHECK(write_plan(read_plan_text(text, "p.json", ".").plan, &w) == text);
   }
+}
+
+TEST_CASE(
+    "the step planned for --on-host: the ops that move read no cache; the budget is "
+    "the device's") {
+  Study study;
+  const hw::Topology topo = hw::load_topology(kSource + "/configs/hw/t4-flexgen.yaml");
+  Scenario s = opt_on_t4("tierflow", false);
+  set_field(s, "batch", "64", "test");
+  const Trial device = study.run(s);
+  REQUIRE(device.ok);
+  const Workload& w = *device.main().workload;
+  const auto ddr = static_cast<uint32_t>(*topo.tier_index("ddr"));
+  std::vector<uint32_t> pinned(w.tensors.size(), UINT32_MAX);
+  for (uint32_t x = 0; x < w.tensors.size(); ++x) {
+    const TensorKind k = w.tensors[x].kind;
+    if (w.tensors[x].origin == kExternal && (k == TensorKind::kKv || k == TensorKind::kWeight)) {
+      pinned[x] = ddr;
+    }
+  }
+  const std::vector<OpKind> attention{OpKind::kAttention};
+  const auto planned = planner::host_planned(w, topo, pinned, attention);
+  REQUIRE(planned.has_value());
+  REQUIRE(planned->ops.size() == w.ops.size());
+  REQUIRE(planned->tensors.size() == w.tensors.size());
+  for (uint32_t o = 0; o < w.ops.size(); ++o) {
+    CAPTURE(w.ops[o].name);
+    if (w.ops[o].kind != OpKind::kAttention) {
+      CHECK(planned->ops[o].inputs == w.ops[o].inputs);
+      continue;
+    }
+    // The context's cache blocks are gone; the query and the block this token appends to
+    // (made on the device) stay.
+    CHECK(planned->ops[o].inputs.size() < w.ops[o].inputs.size());
+    for (uint32_t x : planned->ops[o].inputs) CHECK(w.tensors[x].origin != kExternal);
+  }
+  // Nothing pinned to the CPU's tier: nothing can be known to move before planning.
+  const std::vector<uint32_t> none(w.tensors.size(), UINT32_MAX);
+  CHECK_FALSE(planner::host_planned(w, topo, none, attention).has_value());
+
+  // A budget below an attention op's working set (its layer's whole cache): the device
+  // could not run it, the host can; the step plans, every attention op on the host, and
+  // the device never holds more than the budget.
+  const uint64_t attention_set = device.main().outcome.bounds.residency;
+  CHECK(w.ops[device.main().outcome.bounds.residency_op].kind == OpKind::kAttention);
+  const uint64_t budget = attention_set * 9 / 10;
+  s.budget = budget;
+  const Trial tight = study.run(s);
+  CHECK_FALSE(tight.ok);
+  set_field(s, "on_host", "attention", "--on-host");
+  const Trial host = study.run(s);
+  REQUIRE_MESSAGE(host.ok, host.main().why());
+  CHECK(host.main().host.moved == kLayers * kTokens);
+  CHECK(host.main().device_peak <= budget);
 }
 
 TEST_CASE("the device's share of a step: the moved ops gone, what they make external") {

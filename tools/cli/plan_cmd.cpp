@@ -60,7 +60,7 @@ int run_plan(const PlanCliOptions& o) {
   study::SimEvaluator eval(w, topo);
   req.evaluator = &eval;
   const std::vector<OpKind> on_host = study::host_ops(topo, o.f.on_host);
-  planner::PlanOutcome out = planner::make_plan(w, topo, req);
+  planner::PlanOutcome out = study::plan_for(w, topo, req, on_host);
   const std::string host_line = study::plan_on_host(out, w, topo, req, on_host);
   if (!o.f.sets.empty()) fmt::print("overrides {}\n", fmt::join(o.f.sets, " "));
   fmt::print("{}{}", study::plan_summary(out, w, topo), host_line);

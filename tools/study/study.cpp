@@ -16,7 +16,9 @@
 #include "core/workload_json.h"
 #include "hw_models/loader.h"
 #include "planner/bounds.h"
+#include "planner/host_steps.h"
 #include "planner/outcome.h"
+#include "planner/pins.h"
 #include "sim/timeline.h"
 #include "tools/study/sim_evaluator.h"
 #include "tools/study/target.h"
@@ -308,6 +310,17 @@ std::vector<OpKind> host_ops(const hw::Topology& topo, std::string_view text) {
   return kinds;
 }
 
+planner::PlanOutcome plan_for(const Workload& w, const hw::Topology& topo, planner::PlanRequest req,
+                              const std::vector<OpKind>& kinds) {
+  const std::optional<Workload> planned =
+      planner::host_planned(w, topo, planner::pinned_tiers(w, req.pins), kinds);
+  if (!planned) return planner::make_plan(w, topo, req);
+  SimEvaluator eval(*planned, topo);
+  if (req.evaluator != nullptr) req.evaluator = &eval;
+  req.traffic_memo.reset();  // it remembers `w`'s bounds
+  return planner::make_plan(*planned, topo, req);
+}
+
 HostMove move_to_host(planner::PlanOutcome& out, const Workload& w, const hw::Topology& topo,
                       const planner::PlanRequest& req, const std::vector<OpKind>& kinds) {
   planner::HostPlan h = planner::move_to_host(*out.plan, w, topo, kinds, "--on-host");
@@ -369,7 +382,8 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
   // A plan run as planned is simulated as it was scored: the score's run is kept.
   SimEvaluator eval(plan_w, topo, /*keep_runs=*/!planned);
   req.evaluator = &eval;
-  p.outcome = planner::make_plan(plan_w, topo, req);
+  p.outcome =
+      planned ? planner::make_plan(plan_w, topo, req) : plan_for(plan_w, topo, req, s.on_host);
   if (probe_) {
     for (const planner::PortfolioTrial& t : p.outcome.portfolio) {
       if (!t.best) continue;

@@ -91,6 +91,12 @@ struct PhaseResult {
 /// it is another plan. InputError at `--on-host` when `topo` describes no host CPU.
 HostMove move_to_host(planner::PlanOutcome& out, const Workload& w, const hw::Topology& topo,
                       const planner::PlanRequest& req, const std::vector<OpKind>& kinds);
+/// planner::make_plan of `w` for `req`; with ops of `kinds` to go to the host, of the
+/// workload the policy plans for that (planner::host_planned: the KV cache those ops read
+/// where it lives is no input of theirs), its candidates simulated on it. The plan is then
+/// one of `w` once move_to_host() has moved those ops.
+planner::PlanOutcome plan_for(const Workload& w, const hw::Topology& topo, planner::PlanRequest req,
+                              const std::vector<OpKind>& kinds);
 /// `--on-host KINDS` read (planner::parse_host_ops); refused on a topology without a host
 /// CPU, before planning.
 std::vector<OpKind> host_ops(const hw::Topology& topo, std::string_view text);
