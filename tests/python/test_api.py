@@ -313,6 +313,20 @@ def test_replay(cli, small_workload, tmp_path):
         tierflow.replay(p, device=1)
 
 
+def test_replay_host_steps(cli):
+    """A plan that computes on the host (tierflow.plan/3) replays its host step beside the
+    device, as the CLI does."""
+    path = os.path.join(ROOT, "tests", "fixtures", "plans", "host_attention.json")
+    r = tierflow.replay(path)
+    assert r.ok and r.ran
+    host = r.document["host_compute"]
+    assert host["steps"] == 1 and host["simulated_ps"] == 300_000
+    assert host["measured_ps"] >= 300_000
+    cli_doc = json.loads(cli("replay", "--plan", path, "--json"))
+    assert cli_doc["host_compute"]["simulated_ps"] == host["simulated_ps"]
+    assert "host CPU             1 host step: measured" in r.table
+
+
 def test_serve(cli, tmp_path):
     trace = os.path.join(ROOT, "tests", "data", "serve", "mooncake_conversation_200.jsonl")
     args = dict(hw="h200-sxm-8gpu", model="llama-3-70b", tp=8, kv_tiers="ddr:512GiB",
