@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "hw_models/cost.h"
 #include "hw_models/loader.h"
 #include "sim/simulator.h"
+#include "tools/study/sim_evaluator.h"
 #include "tools/study/study.h"
 
 using namespace tierflow;
@@ -168,6 +170,44 @@ TEST_CASE(
   REQUIRE_MESSAGE(host.ok, host.main().why());
   CHECK(host.main().host.moved == kLayers * kTokens);
   CHECK(host.main().device_peak <= budget);
+}
+
+TEST_CASE("the planner scores a plan of the step it plans for --on-host as it will run") {
+  Study study;
+  const hw::Topology topo = hw::load_topology(kSource + "/configs/hw/t4-flexgen.yaml");
+  const Trial device = study.run(opt_on_t4("layerwise", false));
+  REQUIRE(device.ok);
+  const Workload& w = *device.main().workload;
+  const Plan& plan = *device.main().outcome.plan;
+  const std::vector<OpKind> attention{OpKind::kAttention};
+  std::vector<uint32_t> pinned(w.tensors.size(), UINT32_MAX);
+  const auto ddr = static_cast<uint32_t>(*topo.tier_index("ddr"));
+  for (uint32_t x = 0; x < w.tensors.size(); ++x) {
+    if (w.tensors[x].origin == kExternal) pinned[x] = ddr;
+  }
+  const auto planned = planner::host_planned(w, topo, pinned, attention);
+  REQUIRE(planned.has_value());
+  // The device plan fetches a cache the planned step no longer reads: still a plan of it.
+  REQUIRE_FALSE(verify_plan(plan, *planned).has_value());
+  HostMoveEvaluator eval(*planned, w, topo, attention);
+  const planner::Evaluation e = eval.evaluate(plan, /*verified=*/false);
+  REQUIRE_MESSAGE(e.ok, e.error);
+  const planner::HostPlan moved = planner::move_to_host(plan, w, topo, attention, "test");
+  const sim::SimResult r = sim::simulate(moved.plan, w, topo);
+  REQUIRE_FALSE(r.error);
+  CHECK(e.makespan_ps == r.makespan);
+  CHECK(e.makespan_ps < sim::simulate(plan, w, topo).makespan);  // the host's time, not the GPU's
+  // A plan that breaks a rule of the planned step is scored as failing, never moved.
+  Plan broken = plan;
+  auto& steps = broken.programs[0].steps;
+  const auto fetch = std::ranges::find_if(steps, [&](const Step& s) {
+    return s.kind == StepKind::kPrefetch && w.tensors[s.target].kind == TensorKind::kWeight;
+  });
+  REQUIRE(fetch != steps.end());
+  steps.erase(fetch);
+  const planner::Evaluation bad = eval.evaluate(broken, /*verified=*/false);
+  CHECK_FALSE(bad.ok);
+  CHECK_FALSE(bad.error.empty());
 }
 
 TEST_CASE("the device's share of a step: the moved ops gone, what they make external") {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <memory>
 
+#include "planner/host_steps.h"
+
 namespace tierflow::study {
 
 uint64_t device_peak(const sim::SimResult& r) {
@@ -43,6 +45,16 @@ planner::Evaluation SimEvaluator::evaluate(const Plan& plan, bool verified) {
     if (tr.event < events) e.exposed_by_event[tr.event] += tr.exposed;
   }
   return e;
+}
+
+planner::Evaluation HostMoveEvaluator::evaluate(const Plan& plan, bool verified) {
+  // A plan of the planned step that breaks one of its rules cannot be moved: its score
+  // says where it breaks.
+  if (!verified && verify_plan(plan, planned_w_).has_value()) {
+    return planned_.evaluate(plan, false);
+  }
+  const planner::HostPlan h = planner::move_to_host(plan, w_, t_, kinds_, "--on-host");
+  return whole_.evaluate(h.plan, /*verified=*/true);
 }
 
 }  // namespace tierflow::study

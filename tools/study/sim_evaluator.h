@@ -5,6 +5,7 @@
 #include <atomic>
 #include <vector>
 
+#include "core/kinds.h"
 #include "core/workload.h"
 #include "hw_models/topology.h"
 #include "planner/pass.h"
@@ -40,6 +41,32 @@ class SimEvaluator : public planner::PlanEvaluator {
   const hw::Topology& t_;
   bool keep_runs_ = false;
   std::atomic<uint64_t> runs_{0};
+};
+
+/// Scores a plan of the step planner::host_planned() makes as it will run: its ops of
+/// `kinds` moved to the host CPU (planner::move_to_host), simulated on the whole workload
+/// `w`, host steps included. A plan that breaks a rule of the planned step is scored (as
+/// failing) on that step. Thread-safe.
+class HostMoveEvaluator : public planner::PlanEvaluator {
+ public:
+  HostMoveEvaluator(const Workload& planned, const Workload& w, const hw::Topology& t,
+                    std::vector<OpKind> kinds)
+      : planned_w_(planned),
+        planned_(planned, t),
+        whole_(w, t),
+        w_(w),
+        t_(t),
+        kinds_(std::move(kinds)) {}
+  planner::Evaluation evaluate(const Plan& plan, bool verified) override;
+  [[nodiscard]] bool thread_safe() const override { return true; }
+
+ private:
+  const Workload& planned_w_;
+  SimEvaluator planned_;
+  SimEvaluator whole_;
+  const Workload& w_;
+  const hw::Topology& t_;
+  std::vector<OpKind> kinds_;
 };
 
 /// The device-tier peak of a simulation: the largest over the programs' device tiers

@@ -315,7 +315,7 @@ planner::PlanOutcome plan_for(const Workload& w, const hw::Topology& topo, plann
   const std::optional<Workload> planned =
       planner::host_planned(w, topo, planner::pinned_tiers(w, req.pins), kinds);
   if (!planned) return planner::make_plan(w, topo, req);
-  SimEvaluator eval(*planned, topo);
+  HostMoveEvaluator eval(*planned, w, topo, kinds);
   if (req.evaluator != nullptr) req.evaluator = &eval;
   req.traffic_memo.reset();  // it remembers `w`'s bounds
   return planner::make_plan(*planned, topo, req);
