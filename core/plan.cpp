@@ -14,7 +14,8 @@ struct EventInfo {
   int step = -1;
   StepKind kind = StepKind::kCompute;
   uint32_t tensor = 0;
-  uint32_t tier = 0;
+  uint32_t tier = 0;  ///< a transfer's destination: the device tier or the host tier (a host
+                      ///< prefetch), or the store's tier
 };
 
 class PlanChecker {
@@ -124,8 +125,12 @@ class PlanChecker {
           if (s.host && s.event == kNoEvent) {
             return at(prog, step, "a host step needs an 'event' that later steps can wait on");
           }
-        } else if (s.host) {
-          return at(prog, step, "only a compute step runs on the host");
+        } else if (s.host && s.kind == StepKind::kStore) {
+          return at(prog, step, "a store moves data off the device: it does not run on the host");
+        } else if (s.host && p_.host_tier == kNoTier) {
+          return at(prog, step,
+                    fmt::format("a host {} needs the plan's 'host_tier'",
+                                kStepKindNames[static_cast<size_t>(s.kind)]));
         } else if (s.target >= w_.tensors.size()) {
           return at(prog, step,
                     fmt::format("tensor {} does not exist (the workload has {} tensors)", s.target,
@@ -136,11 +141,17 @@ class PlanChecker {
                     fmt::format("a {} needs an 'event' that later steps can wait on",
                                 kStepKindNames[static_cast<size_t>(s.kind)]));
         }
-        if (!transfer && !s.host && s.event != kNoEvent) {
+        if (!transfer && !is_host_step(s) && s.event != kNoEvent) {
           return at(prog, step,
                     fmt::format("a {} step{} completes no event",
                                 kStepKindNames[static_cast<size_t>(s.kind)],
                                 s.kind == StepKind::kCompute ? " on the device" : ""));
+        }
+        if (transfer && s.host && s.tier < p_.tiers.size() && s.tier == p_.host_tier) {
+          return at(prog, step,
+                    fmt::format("a host prefetch copies into the host tier '{}' from another "
+                                "tier, not from itself",
+                                p_.tiers[p_.host_tier]));
         }
         if (transfer && s.tier >= p_.tiers.size()) {
           return at(prog, step, "the tier is not one of the plan's tiers");
@@ -158,7 +169,10 @@ class PlanChecker {
                       fmt::format("event {} is already completed by program {} step {}", s.event,
                                   other->program, other->step));
           }
-          const EventInfo info{prog, step, s.kind, s.target, s.host ? p_.host_tier : s.tier};
+          const uint32_t dest = s.host                          ? p_.host_tier
+                                : s.kind == StepKind::kPrefetch ? p_.device_tier
+                                                                : s.tier;
+          const EventInfo info{prog, step, s.kind, s.target, dest};
           if (flat_) {
             events_[s.event] = info;
           } else {
@@ -181,6 +195,9 @@ class PlanChecker {
     std::vector<uint32_t> inflight(nt, kNoEvent);
     /// Per tensor: the event of a host step that reads its host copy, until waited on.
     std::vector<uint32_t> host_reads(nt, kNoEvent);
+    /// Per tensor: a copy is allocated on the host tier (its home, a store, a host prefetch
+    /// or a host step made it; a host detach frees it).
+    std::vector<bool> host_held(nt);
     std::vector<bool> computed(w_.ops.size());
     std::vector<int> last_use(nt, -1);
     std::vector<bool> waited(events_.size());  // by slot: already waited on here
@@ -189,6 +206,7 @@ class PlanChecker {
         valid[t] = uint64_t{1} << p_.home[t];
         resident[t] = p_.home[t] == p_.device_tier;
       }
+      host_held[t] = host != 0 && p_.home[t] == p_.host_tier && w_.tensors[t].origin == kExternal;
     }
     on_host_.assign(w_.ops.size(), false);
     for (size_t si = 0; si < steps.size(); ++si) {
@@ -226,15 +244,25 @@ class PlanChecker {
           continue;
         }
         if (inflight[ev.tensor] == e) inflight[ev.tensor] = kNoEvent;
-        valid[ev.tensor] |= ev.kind == StepKind::kStore ? uint64_t{1} << ev.tier : dev;
+        valid[ev.tensor] |= uint64_t{1} << ev.tier;
       }
       if (s.kind == StepKind::kCompute && s.host) {
         if (computed[s.target]) {
           return at(prog, step,
                     fmt::format("op {} '{}' is computed twice", s.target, w_.ops[s.target].name));
         }
-        if (auto issue = check_host_step(prog, step, s, produced, valid, host_reads)) return issue;
+        if (auto issue = check_host_step(prog, step, s, produced, valid, inflight, host_reads)) {
+          return issue;
+        }
+        for (uint32_t t : w_.ops[s.target].outputs) host_held[t] = true;
         computed[s.target] = true;
+        continue;
+      }
+      if (s.host) {
+        if (auto issue =
+                check_host_copy(prog, step, s, produced, valid, inflight, host_reads, host_held)) {
+          return issue;
+        }
         continue;
       }
       switch (s.kind) {
@@ -343,6 +371,7 @@ class PlanChecker {
                       static_cast<int>(t));
           }
           inflight[t] = s.event;
+          if (s.tier == p_.host_tier) host_held[t] = true;
           break;
         }
         case StepKind::kDetach: {
@@ -380,11 +409,77 @@ class PlanChecker {
     return std::nullopt;
   }
 
+  /// The rules of a host prefetch and a host detach (plan.h: host copy).
+  std::optional<PlanIssue> check_host_copy(int prog, int step, const Step& s,
+                                           const std::vector<bool>& produced,
+                                           std::vector<uint64_t>& valid,
+                                           std::vector<uint32_t>& inflight,
+                                           const std::vector<uint32_t>& host_reads,
+                                           std::vector<bool>& host_held) const {
+    const uint32_t t = s.target;
+    const std::string_view host = p_.tiers[p_.host_tier];
+    const auto tensor = static_cast<int>(t);
+    if (inflight[t] != kNoEvent) {
+      return at(
+          prog, step,
+          fmt::format("host {} of {} while a transfer of it is in flight: wait on event {} "
+                      "first",
+                      kStepKindNames[static_cast<size_t>(s.kind)], tensor_name(t), inflight[t]),
+          tensor);
+    }
+    if (s.kind == StepKind::kPrefetch) {
+      if (w_.tensors[t].origin != kExternal && !produced[t]) {
+        return at(prog, step,
+                  fmt::format("host prefetch of {} before its producer op {} runs", tensor_name(t),
+                              w_.tensors[t].origin),
+                  tensor);
+      }
+      if (host_held[t]) {
+        return at(prog, step,
+                  fmt::format("{} already has a copy on '{}': detach it there first",
+                              tensor_name(t), host),
+                  tensor);
+      }
+      if ((valid[t] & (uint64_t{1} << s.tier)) == 0) {
+        return at(prog, step,
+                  fmt::format("'{}' holds no valid copy of {} (home '{}')", p_.tiers[s.tier],
+                              tensor_name(t), p_.tiers[p_.home[t]]),
+                  tensor);
+      }
+      host_held[t] = true;
+      inflight[t] = s.event;
+      return std::nullopt;
+    }
+    // A host detach.
+    if (!host_held[t]) {
+      return at(prog, step,
+                fmt::format("host detach of {}, which has no copy on '{}'", tensor_name(t), host),
+                tensor);
+    }
+    if (p_.home[t] == p_.host_tier) {
+      return at(prog, step,
+                fmt::format("host detach of {}: '{}' is its home, whose copy stays", tensor_name(t),
+                            host),
+                tensor);
+    }
+    if (host_reads[t] != kNoEvent) {
+      return at(prog, step,
+                fmt::format("host detach of {} while a host step reads it: wait on event {} "
+                            "first",
+                            tensor_name(t), host_reads[t]),
+                tensor);
+    }
+    host_held[t] = false;
+    valid[t] &= ~(uint64_t{1} << p_.host_tier);
+    return std::nullopt;
+  }
+
   /// The rules of a host step (plan.h): its op reads current host copies, updates nothing
   /// in place, and makes outputs homed on the host tier.
   std::optional<PlanIssue> check_host_step(int prog, int step, const Step& s,
                                            std::vector<bool>& produced,
                                            std::vector<uint64_t>& valid,
+                                           const std::vector<uint32_t>& inflight,
                                            std::vector<uint32_t>& host_reads) const {
     const Op& op = w_.ops[s.target];
     const std::string_view tier = p_.tiers[p_.host_tier];
@@ -407,10 +502,18 @@ class PlanChecker {
                   static_cast<int>(t));
       }
       if ((valid[t] & (uint64_t{1} << p_.host_tier)) == 0) {
+        const EventInfo* moving = inflight[t] == kNoEvent ? nullptr : event(inflight[t]);
+        const std::string fix =
+            moving != nullptr && moving->tier == p_.host_tier
+                ? fmt::format("wait on event {} (its {} there) first", inflight[t],
+                              moving->kind == StepKind::kStore ? "store" : "host prefetch")
+            : (valid[t] & (uint64_t{1} << p_.device_tier)) != 0
+                ? "store it there and wait for the store first"
+                : "fetch it there (a prefetch on the host) and wait for it first";
         return at(prog, step,
                   fmt::format("op '{}' runs on the host and reads {}, which has no current copy "
-                              "on '{}': store it there and wait for the store first",
-                              op.name, tensor_name(t), tier),
+                              "on '{}': {}",
+                              op.name, tensor_name(t), tier, fix),
                   static_cast<int>(t));
       }
       host_reads[t] = s.event;

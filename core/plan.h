@@ -22,6 +22,11 @@
 //                waits have completed and every input has a current copy on the host tier;
 //                its outputs are allocated there and homed there, and are current there
 //                once its event completes.
+//   host copy    a prefetch or detach on the host (FlexGen's --cpu with the KV cache on
+//                disk): a host prefetch copies a tensor from another host-side tier to the
+//                host tier, allocating it there when it issues and current there once its
+//                event completes, for host steps to read; a host detach frees that copy. The
+//                device holds neither.
 #pragma once
 
 #include <array>
@@ -50,9 +55,15 @@ struct Step {
   /// Prefetch only: an on-demand fetch of a tensor the plan did not foresee (an MoE
   /// expert the realized routing picked, planner/realize.h); counted as a miss.
   bool demand = false;
-  /// Compute only: a host step (see the glossary); it completes `event`.
+  /// Compute: a host step (see the glossary); it completes `event`. Prefetch: a host
+  /// prefetch from `tier` to Plan::host_tier; detach: a host detach of the host tier's copy.
   bool host = false;
 };
+
+/// A host step (a compute step on the host), not a host copy.
+inline bool is_host_step(const Step& s) {
+  return s.host && s.kind == StepKind::kCompute;
+}
 
 struct Program {
   uint32_t device = 0;

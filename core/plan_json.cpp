@@ -402,8 +402,10 @@ class PlanReader {
     if (s.demand && s.kind != StepKind::kPrefetch) {
       r_.fail_at(demand_at, "only a prefetch step takes 'demand'");
     }
-    if (seen[9] && s.kind != StepKind::kCompute) {
-      r_.fail_at(on_at, "only a compute step takes 'on'");
+    if (s.host && s.kind == StepKind::kStore) {
+      r_.fail_at(on_at,
+                 "a store moves data off the device; 'on': 'host' is for compute, "
+                 "prefetch (into the host tier) and detach (of the host tier's copy) steps");
     }
     if (seen[9] && !v3_) {
       r_.fail_at(on_at, "'on' is a field of '{}' plans (they compute on the host)", kPlanFormatV3);
@@ -518,10 +520,13 @@ std::string write_plan(const Plan& p, const Workload* inline_workload) {
       w.begin_object().key(kStepKindNames[static_cast<size_t>(s.kind)]).integer(s.target);
       if (s.kind == StepKind::kPrefetch || s.kind == StepKind::kStore) {
         w.key(s.kind == StepKind::kPrefetch ? "from" : "to").string(p.tiers[s.tier]);
+        if (s.host) w.key("on").string("host");
         w.key("event").integer(s.event);
         if (s.demand) w.key("demand").boolean(true);
+      } else if (s.host) {
+        w.key("on").string("host");
+        if (s.kind == StepKind::kCompute) w.key("event").integer(s.event);
       }
-      if (s.host) w.key("on").string("host").key("event").integer(s.event);
       if (!s.wait.empty()) {
         w.key("wait").begin_array();
         for (const uint32_t e : s.wait) w.integer(e);

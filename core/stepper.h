@@ -15,10 +15,12 @@
 //   host queue  the host steps (core/plan.h) reached but not started, in program order:
 //               the program's host engine runs them one at a time, beside its device.
 //
-// Allocation points: a prefetch allocates its device copy when it issues; a store
+// Allocation points: a prefetch allocates its device copy (a host prefetch: its host tier
+// copy) when it issues; a store
 // allocates its destination copy when it issues unless that tier already holds one; a
 // compute step allocates its outputs and workspace when it starts (a host step on the
-// host tier), and its workspace is freed when it ends; a detach frees the device copy. Home copies
+// host tier), and its workspace is freed when it ends; a detach frees the device copy (a host
+// detach: the host tier's). Home copies
 // of external tensors exist from time 0 (the driver places them and tells the stepper with
 // add_copy()).
 //
@@ -125,7 +127,7 @@ class Stepper {
     const std::vector<Step>& steps = c.prog->steps;
     while (!c.stopped && !d_.halted() && !c.busy && c.next < c.end) {
       const Step& s = steps[c.next];
-      if (s.host) {
+      if (is_host_step(s)) {
         // Its anchor finished: it joins the host queue without holding back the steps after.
         c.host_queue.push_back(static_cast<uint32_t>(c.next));
         ++c.next;
@@ -238,10 +240,15 @@ class Stepper {
     const uint32_t dev = plan_.device_tier;
     switch (s.kind) {
       case StepKind::kPrefetch: {
-        const uint64_t bytes = w_.tensors[t].bytes;
-        if (!fits(c, d_.reserve(p, step, dev, bytes))) return false;
-        if (!d_.allocate(p, step, dev, t, bytes)) return stop(c), false;
-        c.copies[t] |= uint64_t{1} << dev;
+        // Into the device tier, or (a host prefetch) into the host tier.
+        const uint32_t to = s.host ? plan_.host_tier : dev;
+        const uint64_t bit = uint64_t{1} << to;
+        if ((c.copies[t] & bit) == 0) {
+          const uint64_t bytes = w_.tensors[t].bytes;
+          if (!fits(c, d_.reserve(p, step, to, bytes))) return false;
+          if (!d_.allocate(p, step, to, t, bytes)) return stop(c), false;
+          c.copies[t] |= bit;
+        }
         if (!d_.transfer(p, step, s)) return stop(c), false;
         break;
       }
@@ -256,10 +263,13 @@ class Stepper {
         if (!d_.transfer(p, step, s)) return stop(c), false;
         break;
       }
-      case StepKind::kDetach:
-        d_.release(p, dev, t);
-        c.copies[t] &= ~(uint64_t{1} << dev);
+      case StepKind::kDetach: {
+        // The device copy, or (a host detach) the host tier's.
+        const uint32_t from = s.host ? plan_.host_tier : dev;
+        d_.release(p, from, t);
+        c.copies[t] &= ~(uint64_t{1} << from);
         break;
+      }
       case StepKind::kCompute:
         return false;  // advance() starts compute steps
     }

@@ -25,18 +25,21 @@ std::string plan_text(const Plan& p, const Workload& w, size_t program) {
   for (const Step& s : p.programs[program].steps) {
     switch (s.kind) {
       case StepKind::kCompute:
-        out += fmt::format("compute {}{}\n", w.ops[s.target].name, waits(s.wait));
+        out += s.host ? fmt::format("compute {} on host -> e{}{}\n", w.ops[s.target].name, s.event,
+                                    waits(s.wait))
+                      : fmt::format("compute {}{}\n", w.ops[s.target].name, waits(s.wait));
         break;
       case StepKind::kPrefetch:
-        out += fmt::format("prefetch {} from {} -> e{}{}\n", w.tensors[s.target].name,
-                           p.tiers[s.tier], s.event, waits(s.wait));
+        out += fmt::format("prefetch {} from {}{} -> e{}{}\n", w.tensors[s.target].name,
+                           p.tiers[s.tier], s.host ? " on host" : "", s.event, waits(s.wait));
         break;
       case StepKind::kStore:
         out += fmt::format("store {} to {} -> e{}{}\n", w.tensors[s.target].name, p.tiers[s.tier],
                            s.event, waits(s.wait));
         break;
       case StepKind::kDetach:
-        out += fmt::format("detach {}{}\n", w.tensors[s.target].name, waits(s.wait));
+        out += fmt::format("detach {}{}{}\n", w.tensors[s.target].name, s.host ? " on host" : "",
+                           waits(s.wait));
         break;
     }
   }

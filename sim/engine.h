@@ -67,6 +67,9 @@ struct ProgramState {
   std::vector<Time> host;
   Time host_wake = -1;  ///< the latest kHostIssued wake-up scheduled
   std::vector<uint32_t> dev_rec;  ///< per tensor: ledger record of the device copy
+  /// Per tensor: ledger record of a copy allocated on the host tier (by a store, a host
+  /// prefetch or a host step), which a host detach frees; empty without a host tier.
+  std::vector<uint32_t> host_rec;
   DeviceResult res;
 };
 

@@ -67,17 +67,22 @@ void Recorder::begin(const std::vector<size_t>& tier_map) {
       kinds_mask_[home == plan_.device_tier ? dev_slot : fabric_.tier_slot(tier_map[home], dev)] |=
           tensor_bit(t);
     }
+    // A host step's outputs and workspace, and a host prefetch's copy, are on the host tier.
+    const uint32_t host_slot = plan_.host_tier < tier_map.size()
+                                   ? fabric_.tier_slot(tier_map[plan_.host_tier], dev)
+                                   : dev_slot;
     for (const Step& s : prog.steps) {
+      const uint32_t slot = s.host ? host_slot : dev_slot;
       switch (s.kind) {
         case StepKind::kCompute: {
           if (s.target >= w_.ops.size()) break;
           const Op& op = w_.ops[s.target];
-          for (uint32_t t : op.outputs) kinds_mask_[dev_slot] |= tensor_bit(t);
-          if (op.workspace > 0) kinds_mask_[dev_slot] |= bit(kWorkspaceKind);
+          for (uint32_t t : op.outputs) kinds_mask_[slot] |= tensor_bit(t);
+          if (op.workspace > 0) kinds_mask_[slot] |= bit(kWorkspaceKind);
           break;
         }
         case StepKind::kPrefetch:
-          kinds_mask_[dev_slot] |= tensor_bit(s.target);
+          kinds_mask_[slot] |= tensor_bit(s.target);
           break;
         case StepKind::kStore:
           if (s.tier < tier_map.size()) {

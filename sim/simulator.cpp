@@ -116,6 +116,8 @@ bool Simulator::allocate(uint32_t p, size_t step, uint32_t tier, uint32_t what, 
     (tier == plan_.device_tier ? st.workspace : st.host_workspace) = record;
   } else if (tier == plan_.device_tier) {
     st.dev_rec[what] = record;
+  } else if (tier == plan_.host_tier) {
+    st.host_rec[what] = record;
   }
   // A device compute step's allocations are sampled once, when it starts.
   const Step& s = st.prog->steps[step];
@@ -126,9 +128,12 @@ bool Simulator::allocate(uint32_t p, size_t step, uint32_t tier, uint32_t what, 
 void Simulator::release(uint32_t p, uint32_t tier, uint32_t what) {
   ProgramState& st = progs_[p];
   const bool device = tier == plan_.device_tier;
-  uint32_t& record = (what & kWorkspaceBit) == 0 ? st.dev_rec[what]
-                     : device                    ? st.workspace
-                                                 : st.host_workspace;
+  const bool tensor = (what & kWorkspaceBit) == 0;
+  TF_ASSERT(device || tier == plan_.host_tier, "a release on tier {}", tier);
+  uint32_t& record = tensor   ? (device ? st.dev_rec[what] : st.host_rec[what])
+                     : device ? st.workspace
+                              : st.host_workspace;
+  TF_ASSERT(record != kNoRecord, "a release of what no record holds");
   ledger_release(record, q_.now());
   record = kNoRecord;
   const uint32_t slot = device ? st.dev_slot : slot_of(p, tier);
@@ -205,7 +210,8 @@ bool Simulator::transfer(uint32_t p, size_t step, const Step& s) {
   ProgramState& st = progs_[p];
   const bool prefetch = s.kind == StepKind::kPrefetch;
   const size_t from = prefetch ? tier_map_[s.tier] : dev_tier_;
-  const size_t to = prefetch ? dev_tier_ : tier_map_[s.tier];
+  // A host prefetch lands on the host tier, not the device.
+  const size_t to = s.host ? tier_map_[plan_.host_tier] : prefetch ? dev_tier_ : tier_map_[s.tier];
   const hw::FabricPath* path = fabric_.path(from, to, st.device);
   if (path == nullptr) {
     fail(SimError::Kind::kTopology, int(p), int(step), int(s.target),
@@ -227,7 +233,7 @@ bool Simulator::transfer(uint32_t p, size_t step, const Step& s) {
   tr.dense_event = dense_event(s.event);
   events_[tr.dense_event].transfer = x;
   ++st.res.transfers;
-  (prefetch ? st.res.bytes_in : st.res.bytes_out) += tr.rec.bytes;
+  if (!s.host) (prefetch ? st.res.bytes_in : st.res.bytes_out) += tr.rec.bytes;
   for (uint32_t g : path->engines) engines_[g].queue.push_back(x);
   try_start(x);
   return true;

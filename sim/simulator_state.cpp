@@ -46,6 +46,7 @@ bool Simulator::setup() {
     stepper_.start(uint32_t(p), end);
     st.dev_slot = bound_.programs[p].device_slot;
     st.dev_rec.assign(w_.tensors.size(), kNoRecord);
+    if (plan_.host_tier != kNoTier) st.host_rec.assign(w_.tensors.size(), kNoRecord);
     const hw::Device& d = t_.devices[fabric_.device_class(st.device)];
     if (d.dispatch_compute.ps > 0 || d.dispatch_copy.ps > 0 || d.dispatch_detach.ps > 0) {
       // One host thread issues the steps in program order and never waits for the device.

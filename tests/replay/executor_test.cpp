@@ -177,6 +177,31 @@ TEST_CASE("host steps run on the host engine beside the device, timed as the sim
   CHECK(r.makespan >= s.makespan - 1000);
 }
 
+TEST_CASE("the cache on disk: host copies run on the copy engines, the host step after them") {
+  const LoadedPlan lp = read_plan(kSource + "/tests/fixtures/plans/host_disk_attention.json");
+  const hw::Topology t =
+      unit_hw({"tiers.hbm.capacity=4KiB", "system.cpu.tier=ddr", "system.cpu.peak.bf16=2GFLOP/s"});
+  const ReplayResult r = run(lp.plan, lp.workload, t, 1000);
+  REQUIRE_FALSE(r.error);
+  CHECK(r.steps == steps_of(lp.plan));
+  check_order(lp.plan, r);
+  const ProgramRecord& prog = r.programs[0];
+  CHECK(prog.transfers == 3);  // kv to the host, q to the host, o back
+  const StepRecord& fetch = prog.steps[0];
+  const StepRecord& attn = prog.steps[3];
+  const StepRecord& free_kv = prog.steps[6];
+  CHECK(attn.start >= fetch.end);
+  CHECK(free_kv.issue >= attn.end);
+  const sim::SimResult s = sim::simulate(lp.plan, lp.workload, t);
+  check_peaks_equal(r, s, /*unshifted=*/true);
+  // The host tier's arena held the cache while the host read it, and let it go after.
+  for (const ArenaRecord& a : r.arenas) {
+    if (a.spec.name != "ddr[0]") continue;
+    CHECK(a.stats.logical_peak == 256 + 16 + 16);
+    CHECK(a.stats.logical_in_use == 16 + 16);
+  }
+}
+
 TEST_CASE("a host step in a dtype the host CPU has no rate for is refused as the simulator does") {
   const LoadedPlan lp = read_plan(kSource + "/tests/fixtures/plans/host_attention.json");
   const hw::Topology t =

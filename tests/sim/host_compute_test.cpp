@@ -15,6 +15,7 @@
 #include "core/plan.h"
 #include "core/plan_json.h"
 #include "hw_models/bind.h"
+#include "hw_models/cost.h"
 #include "sim/simulator.h"
 #include "sim/timeline.h"
 #include "tests/support/fixtures.h"
@@ -26,7 +27,7 @@ using namespace tierflow::sim;
 namespace {
 
 constexpr Time kNs = 1000;  // ps
-constexpr uint32_t kHbm = 0, kDdr = 1;
+constexpr uint32_t kHbm = 0, kDdr = 1, kSsd = 2;
 
 hw::Topology with_cpu() {
   hw::Topology t = testing::unit_hw();
@@ -52,6 +53,16 @@ Step store(uint32_t t, uint32_t ev) {
 Step detach(uint32_t t, std::vector<uint32_t> wait = {}) {
   return Step{StepKind::kDetach, t, 0, kNoEvent, std::move(wait)};
 }
+Step host_prefetch(uint32_t t, uint32_t ev, std::vector<uint32_t> wait = {}) {
+  Step s{StepKind::kPrefetch, t, kSsd, ev, std::move(wait)};
+  s.host = true;
+  return s;
+}
+Step host_detach(uint32_t t, std::vector<uint32_t> wait = {}) {
+  Step s = detach(t, std::move(wait));
+  s.host = true;
+  return s;
+}
 
 // w (32 B weight, hbm), kv (256 B, ddr) --qproj--> q --attn (host)--> o --oproj--> y;
 // `side` (400 FLOP) reads w and runs on the device while the host computes.
@@ -70,7 +81,8 @@ struct Attention {
     w.add_op({"side", OpKind::kNorm, Dtype::kBf16, 400, 128, {weight}, {z}});
     w.add_op({"oproj", OpKind::kNorm, Dtype::kBf16, 160, 128, {o, weight}, {y}});
   }
-  // homes: w hbm, kv ddr, q ddr (stored there), o ddr (made there), y and z hbm
+  // homes: w hbm, kv ddr (ssd in disk_plan()), q ddr (stored there), o ddr (made there),
+  // y and z hbm
   [[nodiscard]] Plan plan(std::vector<Step> steps) const {
     Plan p;
     p.name = "host";
@@ -87,6 +99,19 @@ struct Attention {
   //          |-setup-|q 16 B|   store q (event 1)
   //                         |== attn on the host 300 ns ==|            (event 2)
   //                                         prefetch o waits on 2 |-setup-|o|  (event 3)
+  /// The cache on disk: the host fetches it to ddr for the host step (a host prefetch)
+  /// and frees it there after (a host detach).
+  [[nodiscard]] Plan disk_plan(std::vector<Step> steps) const {
+    Plan p = plan(std::move(steps));
+    p.tiers.push_back("ssd");
+    p.home[kv] = kSsd;
+    return p;
+  }
+  [[nodiscard]] Plan disk() const {
+    return disk_plan({host_prefetch(kv, 4), compute(0), store(q, 1), on_host(1, 2, {1, 4}),
+                      compute(2), detach(q, {1}), host_detach(kv, {2}), prefetch(o, 3, {2}),
+                      compute(3, {3}), detach(o)});
+  }
   [[nodiscard]] Plan good() const {
     return plan({compute(0), store(q, 1), on_host(1, 2, {1}), compute(2), detach(q, {1}),
                  prefetch(o, 3, {2}), compute(3, {3}), detach(o)});
@@ -206,10 +231,10 @@ TEST_CASE("host step rules: each broken one is named") {
   device_event.event = 9;
   cases.push_back({"an event on a device step", a.plan({device_event}),
                    "a compute step on the device completes no event"});
-  Step host_prefetch = prefetch(a.kv, 4);
-  host_prefetch.host = true;
-  cases.push_back(
-      {"a host prefetch", a.plan({host_prefetch}), "only a compute step runs on the host"});
+  Step host_store = store(a.q, 4);
+  host_store.host = true;
+  cases.push_back({"a store on the host", a.plan({compute(0), host_store}),
+                   "a store moves data off the device: it does not run on the host"});
   cases.push_back(
       {"store over what a host step reads",
        a.plan({compute(0), store(a.q, 1), on_host(1, 2, {1}), compute(2), store(a.q, 4)}),
@@ -223,6 +248,87 @@ TEST_CASE("host step rules: each broken one is named") {
     b.w.ops[1].updates = {b.kv};
     CHECK(issue_of(b.good(), b.w).find("updates tensor 1 'kv' in place") != std::string::npos);
   }
+}
+
+TEST_CASE("the cache on disk: a host prefetch brings it next to the CPU, a host detach frees it") {
+  const Attention a;
+  const Plan p = a.disk();
+  REQUIRE(issue_of(p, a.w).empty());
+  const hw::Topology t = with_cpu();
+  std::vector<std::vector<StepTime>> times;
+  SimOptions o;
+  o.step_times = &times;
+  const SimResult r = simulate(p, a.w, t, o);
+  require_ok(r);
+  // kv (256 B) crosses from ssd to ddr by the topology's route, alone on it, from time 0.
+  const hw::Route* route = t.route(*t.tier_index("ssd"), *t.tier_index("ddr"));
+  REQUIRE(route != nullptr);
+  const Time fetch = hw::transfer_time_alone(*route, Bytes{256}).ps;
+  CHECK(times[0][0].start == 0);
+  CHECK(times[0][0].end == fetch);
+  // The host step starts once both the fetch (event 4) and the store of q (341 ns) landed.
+  REQUIRE(fetch > 341 * kNs);
+  CHECK(times[0][3].start == fetch);
+  CHECK(times[0][3].end == fetch + 300 * kNs);
+  // Then o comes back as in good(): 171 ns, and oproj 170 ns.
+  CHECK(r.makespan == fetch + (300 + 171 + 170) * kNs);
+  CHECK(r.devices[0].bytes_in == 16);  // o only: the cache never reaches the device
+  for (const TierResult& x : r.tiers) {
+    CAPTURE(x.name);
+    if (x.name == "ddr[0]") CHECK(x.peak == 256 + 16 + 16);  // kv while the host reads it
+    if (x.name == "hbm[0]") CHECK(x.peak == 80);
+  }
+  // Written as plan/3 and read back the same.
+  const std::string text = write_plan(p, &a.w);
+  CHECK(text.find("{\"prefetch\": 1, \"from\": \"ssd\", \"on\": \"host\", \"event\": 4}") !=
+        std::string::npos);
+  CHECK(text.find("{\"detach\": 1, \"on\": \"host\", \"wait\": [2]}") != std::string::npos);
+  CHECK(write_plan(read_plan_text(text, "p.json", ".").plan, &a.w) == text);
+}
+
+TEST_CASE("host copy rules: each broken one is named") {
+  const Attention a;
+  struct Case {
+    std::string name;
+    Plan plan;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {"a host step that does not wait for the fetch",
+       a.disk_plan({host_prefetch(a.kv, 4), compute(0), store(a.q, 1), on_host(1, 2, {1})}),
+       "reads tensor 1 'kv', which has no current copy on 'ddr'"},
+      {"a host step that reads what was never fetched",
+       a.disk_plan({compute(0), store(a.q, 1), on_host(1, 2, {1})}),
+       "reads tensor 1 'kv', which has no current copy on 'ddr'"},
+      {"a fetch from the host tier itself", a.disk_plan({[&] {
+         Step s = host_prefetch(a.q, 4);
+         s.tier = kDdr;
+         return s;
+       }()}),
+       "a host prefetch copies into the host tier 'ddr' from another tier, not from itself"},
+      {"a second fetch of what the host holds",
+       a.disk_plan({host_prefetch(a.kv, 4), compute(0, {4}), host_prefetch(a.kv, 5)}),
+       "tensor 1 'kv' already has a copy on 'ddr': detach it there first"},
+      {"a fetch while the first is in flight",
+       a.disk_plan({host_prefetch(a.kv, 4), host_detach(a.kv)}),
+       "host detach of tensor 1 'kv' while a transfer of it is in flight: wait on event 4"},
+      {"a detach while the host step reads it",
+       a.disk_plan({host_prefetch(a.kv, 4), compute(0), store(a.q, 1), on_host(1, 2, {1, 4}),
+                    host_detach(a.kv)}),
+       "host detach of tensor 1 'kv' while a host step reads it: wait on event 2"},
+      {"a detach of the home copy", a.plan({compute(0), host_detach(a.kv)}),
+       "host detach of tensor 1 'kv': 'ddr' is its home, whose copy stays"},
+      {"a detach of nothing", a.disk_plan({compute(0), host_detach(a.kv)}),
+       "host detach of tensor 1 'kv', which has no copy on 'ddr'"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    CHECK(issue_of(c.plan, a.w).find(c.expect) != std::string::npos);
+  }
+  Plan no_tier = a.disk();
+  no_tier.host_tier = kNoTier;
+  CHECK(issue_of(no_tier, a.w).find("a host prefetch needs the plan's 'host_tier'") !=
+        std::string::npos);
 }
 
 TEST_CASE("a plan with host steps is tierflow.plan/3 on disk and reads back the same") {

@@ -5,7 +5,8 @@
 //   compute (collective)   COMP_NODE (COMM_COLL_NODE, ALL_REDUCE of the op's inputs)
 //   compute on the host    COMP_NODE with is_cpu_op true, after the previous host step and
 //                          its anchor
-//   prefetch / store       MEM_LOAD_NODE / MEM_STORE_NODE
+//   prefetch / store       MEM_LOAD_NODE / MEM_STORE_NODE (a host prefetch: is_cpu_op
+//                          true, dst_tier the host tier)
 //   detach                 none: its waits pass to the next prefetch or store of its tensor
 //   wait on an event       data_deps += the node of the step completing it
 //   program order          data_deps += compute on the previous compute, cache on its anchor

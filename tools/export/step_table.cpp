@@ -61,10 +61,12 @@ std::vector<StepRow> step_rows(const ExportInput& in, size_t program) {
       case StepKind::kStore: {
         r.anchor = anchor;
         const bool prefetch = s.kind == StepKind::kPrefetch;
+        // A host prefetch lands on the host tier.
+        const uint32_t landing = s.host ? in.plan.host_tier : in.plan.device_tier;
         r.from_tier = prefetch ? in.plan.tiers[s.tier] : device_tier;
-        r.to_tier = prefetch ? device_tier : in.plan.tiers[s.tier];
+        r.to_tier = prefetch ? in.plan.tiers[landing] : in.plan.tiers[s.tier];
         const size_t from = prefetch ? b.tier(s.tier) : b.device_tier;
-        const size_t to = prefetch ? b.device_tier : b.tier(s.tier);
+        const size_t to = prefetch ? b.tier(landing) : b.tier(s.tier);
         if (const hw::Route* route = in.topology.route(from, to)) {
           for (const hw::Hop& h : route->hops) r.route.push_back(in.topology.links[h.link].id);
         }
@@ -79,7 +81,7 @@ std::vector<StepRow> step_rows(const ExportInput& in, size_t program) {
       }
       case StepKind::kDetach:
         r.anchor = anchor;
-        r.from_tier = device_tier;
+        r.from_tier = s.host ? in.plan.tiers[in.plan.host_tier] : device_tier;
         r.issue_ps = r.start_ps;
         break;
     }

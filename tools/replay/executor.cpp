@@ -81,7 +81,7 @@ class Executor {
     if (compute && !st.reached) {
       st.reached = true;
       st.rec.steps[step].issue = now();
-    } else if (s.host && st.rec.steps[step].issue < 0) {
+    } else if (is_host_step(s) && st.rec.steps[step].issue < 0) {
       st.rec.steps[step].issue = now();
     }
     return first_undone(s) == kNoEvent;
@@ -102,9 +102,11 @@ class Executor {
   /// Returns a device copy's or a workspace's block to its arena.
   void release(uint32_t p, uint32_t tier, uint32_t what) {
     ProgramState& st = progs_[p];
-    std::optional<Block>& b = (what & kWorkspaceBit) == 0 ? st.dev[what]
-                              : tier == plan_.device_tier ? st.workspace
-                                                          : st.host_workspace;
+    const bool device = tier == plan_.device_tier;
+    std::optional<Block>& b = (what & kWorkspaceBit) == 0
+                                  ? (device ? st.dev[what] : copy_of(p, what, tier))
+                              : device ? st.workspace
+                                       : st.host_workspace;
     if (b) release_block(*b);
     b.reset();
   }
@@ -326,17 +328,23 @@ bool Executor::transfer(uint32_t p, size_t step, const Step& s) {
   ProgramState& st = progs_[p];
   const uint32_t t = s.target;
   const bool prefetch = s.kind == StepKind::kPrefetch;
-  const auto& path = (prefetch ? layout_.fetch : layout_.store)[p][s.tier];
+  // A host prefetch lands on the host tier.
+  const auto& path = (s.host     ? layout_.host_fetch
+                      : prefetch ? layout_.fetch
+                                 : layout_.store)[p][s.tier];
   if (!path) {
     const size_t from = prefetch ? bound_.tier(s.tier) : bound_.device_tier;
-    const size_t to = prefetch ? bound_.device_tier : bound_.tier(s.tier);
+    const size_t to = s.host     ? bound_.tier(plan_.host_tier)
+                      : prefetch ? bound_.device_tier
+                                 : bound_.tier(s.tier);
     fail(ReplayError::Kind::kTopology, int(p), int(step), int(t),
          run_errors::no_route(t_.name, t_.tiers[from].id, t_.tiers[to].id, s.kind, w_, t));
     return false;
   }
   st.rec.steps[step].issue = now();
+  const std::optional<Block>& landing = s.host ? copy_of(p, t, plan_.host_tier) : st.dev[t];
   const Block src = (prefetch ? copy_of(p, t, s.tier) : st.dev[t]).value_or(Block{});
-  const Block dst = (prefetch ? st.dev[t] : copy_of(p, t, s.tier)).value_or(Block{});
+  const Block dst = (prefetch ? landing : copy_of(p, t, s.tier)).value_or(Block{});
   issue_copy(p, step, *path, src, dst);
   return true;
 }

@@ -103,6 +103,8 @@ std::optional<ReplayError> build_layout(const hw::BoundPlan& b, uint64_t memory_
     for (const Step& s : plan.programs[p].steps) {
       if (s.kind == StepKind::kStore && s.tier < nt && s.target < w.tensors.size()) {
         held[s.tier][s.target] = true;
+      } else if (s.kind == StepKind::kPrefetch && s.host && s.target < w.tensors.size()) {
+        held[plan.host_tier][s.target] = true;
       } else if (s.kind == StepKind::kCompute && s.host && s.target < w.ops.size()) {
         const Op& op = w.ops[s.target];
         for (uint32_t x : op.outputs) held[plan.host_tier][x] = true;
@@ -167,10 +169,15 @@ std::optional<ReplayError> build_layout(const hw::BoundPlan& b, uint64_t memory_
   };
   out.fetch.assign(np, std::vector<std::optional<ReplayPath>>(nt));
   out.store.assign(np, std::vector<std::optional<ReplayPath>>(nt));
+  out.host_fetch.assign(np, std::vector<std::optional<ReplayPath>>(nt));
   for (size_t p = 0; p < np; ++p) {
     for (const Step& s : plan.programs[p].steps) {
       if (s.tier >= nt) continue;
-      if (s.kind == StepKind::kPrefetch && !out.fetch[p][s.tier]) {
+      if (s.kind == StepKind::kPrefetch && s.host) {
+        if (!out.host_fetch[p][s.tier]) {
+          out.host_fetch[p][s.tier] = make_path(p, b.tier_map[s.tier], b.tier_map[plan.host_tier]);
+        }
+      } else if (s.kind == StepKind::kPrefetch && !out.fetch[p][s.tier]) {
         out.fetch[p][s.tier] = make_path(p, b.tier_map[s.tier], b.device_tier);
       } else if (s.kind == StepKind::kStore && !out.store[p][s.tier]) {
         out.store[p][s.tier] = make_path(p, b.device_tier, b.tier_map[s.tier]);

@@ -47,6 +47,8 @@ struct Layout {
   /// [program][plan tier]: prefetch path (tier -> device) and store path (device -> tier);
   /// nullopt where the topology has no route or no step needs it.
   std::vector<std::vector<std::optional<ReplayPath>>> fetch, store;
+  /// [program][plan tier]: a host prefetch's path (tier -> the plan's host tier).
+  std::vector<std::vector<std::optional<ReplayPath>>> host_fetch;
   /// [device class][op]: the simulator's op time; nullopt when the device has no peak rate
   /// for the op's dtype.
   std::vector<std::vector<std::optional<Time>>> op_time;

@@ -218,7 +218,7 @@ ReplayComparison compare_runs(const Plan& plan, const replay::ReplayResult& r,
       const replay::StepRecord& rec = r.programs[p].steps[i];
       if (!rec.ran) continue;
       const Step& st = steps[i];
-      if (st.host) {
+      if (is_host_step(st)) {
         ++c.host_steps;
         c.host_measured += rec.end - rec.start;
         continue;
