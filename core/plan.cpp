@@ -259,8 +259,8 @@ class PlanChecker {
         continue;
       }
       if (s.host) {
-        if (auto issue =
-                check_host_copy(prog, step, s, produced, valid, inflight, host_reads, host_held)) {
+        if (auto issue = check_host_copy(prog, step, s, produced, valid, inflight, host_reads,
+                                         host_held, last_use)) {
           return issue;
         }
         continue;
@@ -415,7 +415,8 @@ class PlanChecker {
                                            std::vector<uint64_t>& valid,
                                            std::vector<uint32_t>& inflight,
                                            const std::vector<uint32_t>& host_reads,
-                                           std::vector<bool>& host_held) const {
+                                           std::vector<bool>& host_held,
+                                           const std::vector<int>& last_use) const {
     const uint32_t t = s.target;
     const std::string_view host = p_.tiers[p_.host_tier];
     const auto tensor = static_cast<int>(t);
@@ -456,10 +457,15 @@ class PlanChecker {
                 fmt::format("host detach of {}, which has no copy on '{}'", tensor_name(t), host),
                 tensor);
     }
-    if (p_.home[t] == p_.host_tier) {
+    // A home copy goes only when it is dead: made in the step, read, and read no more.
+    const bool dead = w_.tensors[t].origin != kExternal && last_use[t] >= 0 && last_use[t] < step;
+    if (p_.home[t] == p_.host_tier && !dead) {
       return at(prog, step,
-                fmt::format("host detach of {}: '{}' is its home, whose copy stays", tensor_name(t),
-                            host),
+                fmt::format("host detach of {}: '{}' is its home, whose copy stays{}",
+                            tensor_name(t), host,
+                            w_.tensors[t].origin == kExternal || last_use[t] < 0
+                                ? ""
+                                : fmt::format(" while step {} still reads it", last_use[t])),
                 tensor);
     }
     if (host_reads[t] != kNoEvent) {

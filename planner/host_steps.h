@@ -7,10 +7,18 @@
 // Glossary
 //   host tier  the tier the topology's CPU computes next to (system.cpu.tier).
 //   movable    an op of a chosen kind that updates nothing in place and is no collective,
-//              whose external inputs are each homed on the host tier and updated by no op,
-//              and whose outputs no op updates.
+//              whose external inputs are each updated by no op and homed on the host tier
+//              or on a tier the host fetches from (a host-side tier other than the device
+//              tier with a route to the host tier: FlexGen's KV cache on disk), and whose
+//              outputs no op updates.
 //   host-only  an external tensor that only moved ops read: the plan's cache steps of it
-//              are dropped (it is read where it lives).
+//              are dropped (it is read where it lives, or staged).
+//   staged     an external tensor a moved op reads, homed off the host tier: a host prefetch
+//              copies it to the host tier (core/plan.h host copy) when the host step before
+//              that op is reached (for the first host step: at the start), the host step
+//              waits for it, and a host detach frees it after the last of a run of
+//              consecutive host steps reading it. The host tier then holds at most two host
+//              steps' staged inputs at once.
 //   sent       a tensor made on the device that only moved ops read and no op updates (a
 //              query): stored to the host tier right after the compute step that makes it,
 //              and detached once that store has landed; homed on the host tier. The plan's
@@ -62,6 +70,9 @@ struct HostPlan {
   uint64_t moved = 0;           ///< ops moved to the host, per program
   uint64_t kept = 0;            ///< ops of the chosen kinds that stay on the device (not movable)
   std::string why_kept;         ///< why the first of those stays ("op 't0.L0.attention' reads ...")
+  /// The least time the host prefetches of staged tensors take (glossary: staged): each
+  /// crossing once from its home, alone on its route, those from one home one after another.
+  int64_t staged_ps = 0;
 };
 
 /// InputError at `source` when `t` describes no host CPU (system.cpu).
@@ -75,13 +86,14 @@ HostPlan move_to_host(const Plan& plan, const Workload& w, const hw::Topology& t
 
 /// What the policy plans when the ops of `kinds` are to run on the host: `w` with every op
 /// of those kinds that is movable under the pins (`pinned`, planner::pinned_tiers: an
-/// external input counts as homed on the CPU's tier when a pin homes it there) reading none
-/// of the external tensors only such ops read (the KV cache they read where it lives), so
+/// external input counts as homed where a pin homes it: on the CPU's tier, or on a tier
+/// other than `device_tier` (topology tiers) the host fetches from) reading none of the
+/// external tensors only such ops read (the KV cache they read where it lives), so
 /// that the plan never brings those to the device nor counts them in its working set.
 /// Tensors and ops keep their ids: a plan of it is one of `w` once move_to_host() has made
 /// those ops host steps. nullopt when no op can move before planning (its inputs are homed
 /// by the policy, not by pins).
-std::optional<Workload> host_planned(const Workload& w, const hw::Topology& t,
+std::optional<Workload> host_planned(const Workload& w, const hw::Topology& t, size_t device_tier,
                                      const std::vector<uint32_t>& pinned,
                                      const std::vector<OpKind>& kinds);
 
@@ -95,8 +107,9 @@ Workload device_share(const Workload& w, const std::vector<bool>& moved,
 /// class `device_class`, from `device`, the bounds of its device_share() (the device runs
 /// those ops with the same budget and pins; its residency op is mapped back through
 /// `op_of`): the makespan is no shorter than either engine's compute, each running one op at
-/// a time.
+/// a time, nor than `staged_ps` (HostPlan::staged_ps).
 Bounds host_plan_bounds(Bounds device, const std::vector<uint32_t>& op_of, const Workload& w,
-                        const hw::Topology& t, size_t device_class, const std::vector<bool>& moved);
+                        const hw::Topology& t, size_t device_class, const std::vector<bool>& moved,
+                        int64_t staged_ps = 0);
 
 }  // namespace tierflow::planner

@@ -54,10 +54,10 @@
 #                       FlexGen's machine (one 16 GB T4, 208 GB of memory, 1.5 TB of local
 #                       NVMe): half the weights homed in host memory and half on the disks,
 #                       the KV cache on the disks (FlexGen's --percent 0 50 0 0 0 100
-#                       --gpu-batch-size 32 --num-gpu-batches 8); attention runs on the GPU
-#                       (FlexGen's --cpu reads the cache on the CPU, but from disk, which plans
-#                       cannot copy to host memory); then the prompts' prefill in the same
-#                       micro-batches
+#                       --gpu-batch-size 32 --num-gpu-batches 8); attention on the GPU,
+#                       then on the CPU with each layer's cache read from disk into host
+#                       memory (FlexGen's --cpu, --on-host attention); then the prompts'
+#                       prefill in the same micro-batches
 #   opt30b-t4-cpu       OPT-30B decode (fp16), 32 tokens from a 512-token prompt, batch 64 as 4
 #                       micro-batches of 16, on the same machine with the weights and the KV
 #                       cache in host memory: attention on the GPU (the cache crosses PCIe every
@@ -225,6 +225,8 @@ opt175b_t4_flexgen() {
     --kv-block 8 --weight-dtype fp16 --act-dtype fp16
   compare "${a[@]}"
   plan tierflow.txt "${a[@]}"
+  # --cpu: attention on the CPU, each layer's cache read from disk into host memory.
+  timed "$dir" compare-cpu.txt "$tf" compare "${a[@]}" --on-host attention
   # The prompts' prefill, in the same 8 micro-batches: FlexGen's throughput counts it.
   timed "$dir" gen-prefill.txt "$tf" trace gen --model opt-175b --phase prefill --seq 512 \
     --batch 256 --micro-batches 8 --kv-block 8 --weight-dtype fp16 --act-dtype fp16 \

@@ -154,7 +154,7 @@ contains on-host-sim-makespan "$tmp/out" "makespan $(cat "$tmp/opt-host.makespan
 check on-host-compare 0 "$tf" compare "${onhost[@]:0:8}" --on-host attention
 contains on-host-compare-line "$tmp/out" "on host    4 attention ops per device"
 check on-host-kept 0 "$tf" plan "${onhost[@]:0:6}" --policy layerwise --on-host attention
-contains on-host-kept-why "$tmp/out" "4 stay on the device (op 't0.L0.attention' reads 'L0.kv0', which is not homed on 'ddr')"
+contains on-host-kept-why "$tmp/out" "4 stay on the device (op 't0.L0.attention' reads 'L0.kv0', which is not homed on 'ddr' nor on a tier the host fetches from)"
 check on-host-typo 2 "$tf" plan "${onhost[@]}" --on-host atention
 contains on-host-typo-msg "$tmp/err" "error: --on-host: 'atention' is not an op kind"
 check on-host-no-cpu 2 "$tf" plan --workload "$tmp/opt.json" --on-host attention

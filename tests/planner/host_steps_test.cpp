@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -137,7 +138,7 @@ TEST_CASE(
     }
   }
   const std::vector<OpKind> attention{OpKind::kAttention};
-  const auto planned = planner::host_planned(w, topo, pinned, attention);
+  const auto planned = planner::host_planned(w, topo, *topo.tier_index("gddr"), pinned, attention);
   REQUIRE(planned.has_value());
   REQUIRE(planned->ops.size() == w.ops.size());
   REQUIRE(planned->tensors.size() == w.tensors.size());
@@ -154,7 +155,8 @@ TEST_CASE(
   }
   // Nothing pinned to the CPU's tier: nothing can be known to move before planning.
   const std::vector<uint32_t> none(w.tensors.size(), UINT32_MAX);
-  CHECK_FALSE(planner::host_planned(w, topo, none, attention).has_value());
+  CHECK_FALSE(
+      planner::host_planned(w, topo, *topo.tier_index("gddr"), none, attention).has_value());
 
   // A budget below an attention op's working set (its layer's whole cache): the device
   // could not run it, the host can; the step plans, every attention op on the host, and
@@ -172,6 +174,95 @@ TEST_CASE(
   CHECK(host.main().device_peak <= budget);
 }
 
+TEST_CASE("attention on the host with the KV cache on disk: the host fetches it, frees it") {
+  Study study;
+  for (const std::string policy : {"layerwise", "tierflow"}) {
+    CAPTURE(policy);
+    Scenario s = opt_on_t4(policy, true);
+    s.pins = {"weight=ddr", "kv=ssd"};
+    const Trial t = study.run(s);
+    REQUIRE_MESSAGE(t.ok, t.main().why());
+    const PhaseResult& p = t.main();
+    const Workload& w = *p.workload;
+    const Plan& plan = *p.outcome.plan;
+    CHECK(p.host.moved == kLayers * kTokens);
+    REQUIRE_FALSE(verify_plan(plan, w).has_value());
+    const auto ssd = static_cast<uint32_t>(std::ranges::find(plan.tiers, std::string("ssd")) -
+                                           plan.tiers.begin());
+    REQUIRE(ssd < plan.tiers.size());
+    std::map<uint32_t, int> fetched, freed;  // per context KV block
+    uint64_t staged = 0;
+    for (const Step& x : plan.programs.at(0).steps) {
+      const Tensor& tensor = w.tensors[x.target];
+      if (x.kind == StepKind::kCompute) continue;
+      const bool context = tensor.kind == TensorKind::kKv && tensor.origin == kExternal;
+      if (!context) continue;
+      // The context's cache never reaches the GPU: only the host fetches it, from its home.
+      REQUIRE(x.host);
+      if (x.kind == StepKind::kPrefetch) {
+        CHECK(x.tier == ssd);
+        ++fetched[x.target];
+        staged += tensor.bytes;
+      } else {
+        CHECK(x.kind == StepKind::kDetach);
+        ++freed[x.target];
+      }
+    }
+    CHECK_FALSE(fetched.empty());
+    CHECK(fetched == freed);  // every copy the host fetched is freed there
+    // Each token's attention of a layer reads every context block of that layer.
+    uint64_t reads = 0;
+    for (const Op& op : w.ops) {
+      if (op.kind != OpKind::kAttention) continue;
+      for (uint32_t x : op.inputs) {
+        const Tensor& tensor = w.tensors[x];
+        if (tensor.kind == TensorKind::kKv && tensor.origin == kExternal) reads += tensor.bytes;
+      }
+    }
+    CHECK(staged == reads);
+    REQUIRE(p.sim.has_value());
+    CHECK(p.sim->devices[0].host_ops == uint64_t{kLayers * kTokens});
+    CHECK(p.makespan_ps >= p.outcome.bounds.makespan_ps);
+    // Never faster than with the cache in host memory (the disk is read once per token;
+    // here the weights crossing PCIe hide most of it).
+    const Trial ddr = study.run(opt_on_t4(policy, true));
+    REQUIRE(ddr.ok);
+    CHECK(ddr.main().makespan_ps <= p.makespan_ps);
+  }
+}
+
+TEST_CASE("the cache on disk: a block the device filled is fetched from disk, not kept") {
+  // 10 tokens in 8-token blocks: the block each layer's first 8 tokens fill is final after
+  // the 8th and stored home; the 9th and 10th tokens' attention fetch it from disk like the
+  // context, and the host lets it go after each (the other layer's attention runs between).
+  Study study;
+  Scenario s = opt_on_t4("layerwise", true);
+  set_field(s, "tokens", "10", "test");
+  s.pins = {"weight=ddr", "kv=ssd"};
+  const Trial t = study.run(s);
+  REQUIRE_MESSAGE(t.ok, t.main().why());
+  const Workload& w = *t.main().workload;
+  const Plan& plan = *t.main().outcome.plan;
+  REQUIRE_FALSE(verify_plan(plan, w).has_value());
+  std::map<uint32_t, int> made_fetched, made_freed;  // per KV block made in the step
+  for (const Step& x : plan.programs.at(0).steps) {
+    if (x.kind == StepKind::kCompute || !x.host) continue;
+    const Tensor& tensor = w.tensors[x.target];
+    if (tensor.kind != TensorKind::kKv || tensor.origin == kExternal) continue;
+    ++(x.kind == StepKind::kPrefetch ? made_fetched : made_freed)[x.target];
+  }
+  REQUIRE(made_fetched.size() == kLayers);
+  for (const auto& [block, fetches] : made_fetched) {
+    CAPTURE(w.tensors[block].name);
+    CHECK(fetches == 2);  // for the 9th and the 10th token
+    // After every read: the first 8 tokens' (the next token changes it, and its sync store
+    // brings the new value), the 9th's and the 10th's.
+    CHECK(made_freed.at(block) == 10);
+  }
+  REQUIRE(t.main().sim.has_value());
+  CHECK_FALSE(t.main().sim->error);
+}
+
 TEST_CASE("the planner scores a plan of the step it plans for --on-host as it will run") {
   Study study;
   const hw::Topology topo = hw::load_topology(kSource + "/configs/hw/t4-flexgen.yaml");
@@ -185,7 +276,7 @@ TEST_CASE("the planner scores a plan of the step it plans for --on-host as it wi
   for (uint32_t x = 0; x < w.tensors.size(); ++x) {
     if (w.tensors[x].origin == kExternal) pinned[x] = ddr;
   }
-  const auto planned = planner::host_planned(w, topo, pinned, attention);
+  const auto planned = planner::host_planned(w, topo, *topo.tier_index("gddr"), pinned, attention);
   REQUIRE(planned.has_value());
   // The device plan fetches a cache the planned step no longer reads: still a plan of it.
   REQUIRE_FALSE(verify_plan(plan, *planned).has_value());

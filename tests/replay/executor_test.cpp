@@ -33,6 +33,13 @@ namespace {
 const std::string kSource = TIERFLOW_SOURCE_DIR;
 using tierflow::testing::unit_hw;
 
+/// The fixture with room for the host-step plans (tests/fixtures/plans/host_*.json) and a
+/// host CPU next to ddr with a rate for `dtype` only.
+hw::Topology host_unit_hw(const std::string& dtype = "bf16") {
+  return unit_hw(
+      {"tiers.hbm.capacity=4KiB", "system.cpu.tier=ddr", "system.cpu.peak." + dtype + "=2GFLOP/s"});
+}
+
 hw::Topology roomy_unit_hw() {
   return unit_hw({"tiers.hbm.capacity=1MiB", "tiers.ddr.capacity=1MiB"});
 }
@@ -144,8 +151,7 @@ TEST_CASE("host steps run on the host engine beside the device, timed as the sim
   // tests/sim/host_compute_test.cpp works the simulated times out by hand: the host step
   // (attn, 300 ns) starts when q's store lands, while the device runs `side`.
   const LoadedPlan lp = read_plan(kSource + "/tests/fixtures/plans/host_attention.json");
-  const hw::Topology t =
-      unit_hw({"tiers.hbm.capacity=4KiB", "system.cpu.tier=ddr", "system.cpu.peak.bf16=2GFLOP/s"});
+  const hw::Topology t = host_unit_hw();
   CpuBackendOptions o;
   o.time_scale = 1000;  // 1 us of plan time in 1 ms
   Recording backend(o);
@@ -179,8 +185,7 @@ TEST_CASE("host steps run on the host engine beside the device, timed as the sim
 
 TEST_CASE("the cache on disk: host copies run on the copy engines, the host step after them") {
   const LoadedPlan lp = read_plan(kSource + "/tests/fixtures/plans/host_disk_attention.json");
-  const hw::Topology t =
-      unit_hw({"tiers.hbm.capacity=4KiB", "system.cpu.tier=ddr", "system.cpu.peak.bf16=2GFLOP/s"});
+  const hw::Topology t = host_unit_hw();
   const ReplayResult r = run(lp.plan, lp.workload, t, 1000);
   REQUIRE_FALSE(r.error);
   CHECK(r.steps == steps_of(lp.plan));
@@ -204,8 +209,7 @@ TEST_CASE("the cache on disk: host copies run on the copy engines, the host step
 
 TEST_CASE("a host step in a dtype the host CPU has no rate for is refused as the simulator does") {
   const LoadedPlan lp = read_plan(kSource + "/tests/fixtures/plans/host_attention.json");
-  const hw::Topology t =
-      unit_hw({"tiers.hbm.capacity=4KiB", "system.cpu.tier=ddr", "system.cpu.peak.fp32=2GFLOP/s"});
+  const hw::Topology t = host_unit_hw("fp32");
   const ReplayResult r = run(lp.plan, lp.workload, t, 1000);
   REQUIRE(r.error);
   const sim::SimResult s = sim::simulate(lp.plan, lp.workload, t);

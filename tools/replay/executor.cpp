@@ -121,6 +121,9 @@ class Executor {
   void advance(uint32_t p);
   void issue_copy(uint32_t p, size_t step, const ReplayPath& path, const Block& src,
                   const Block& dst);
+  /// A completion under m_: the step's plan times, its event (dense; kNoEvent: none) done,
+  /// one fewer thing running, the programs woken. Returns the step's record.
+  StepRecord& landed(uint32_t p, size_t step, Time start, Time end, uint32_t event);
   [[nodiscard]] uint32_t first_undone(const Step& s) const;
   std::optional<Block> allocate_block(uint32_t p, size_t step, ArenaId a, uint64_t bytes);
   void release_block(const Block& b);
@@ -310,18 +313,25 @@ void Executor::issue_copy(uint32_t p, size_t step, const ReplayPath& path, const
   const uint32_t d = dense(s.event);
   backend_.copy(r, [this, p, step, d](Time start, Time end) {
     const std::lock_guard lock(m_);
-    ProgramState& owner = progs_[p];
-    StepRecord& rec = owner.rec.steps[step];
-    rec.start = start - origin_;
-    rec.end = end - origin_;
-    owner.rec.end = std::max(owner.rec.end, rec.end);
-    events_[d].done = true;
-    events_[d].end = rec.end;
-    --owner.in_flight;
-    --in_flight_;
-    ++gen_;
-    cv_.notify_all();
+    landed(p, step, start, end, d);
   });
+}
+
+StepRecord& Executor::landed(uint32_t p, size_t step, Time start, Time end, uint32_t event) {
+  ProgramState& owner = progs_[p];
+  StepRecord& rec = owner.rec.steps[step];
+  rec.start = start - origin_;
+  rec.end = end - origin_;
+  owner.rec.end = std::max(owner.rec.end, rec.end);
+  if (event != kNoEvent) {
+    events_[event].done = true;
+    events_[event].end = rec.end;
+  }
+  --owner.in_flight;
+  --in_flight_;
+  ++gen_;
+  cv_.notify_all();
+  return rec;
 }
 
 bool Executor::transfer(uint32_t p, size_t step, const Step& s) {
@@ -384,17 +394,9 @@ bool Executor::compute(uint32_t p, size_t step, const Step& s, uint64_t /*need*/
   const ComputeWork work = work_of(t_, cls, op, *duration);
   backend_.compute(p, work, [this, p, step](Time start, Time end) {
     const std::lock_guard lock(m_);
-    ProgramState& owner = progs_[p];
-    StepRecord& r = owner.rec.steps[step];
-    r.start = start - origin_;
-    r.end = end - origin_;
-    owner.rec.compute_ps += r.end - r.start;
-    owner.rec.end = std::max(owner.rec.end, r.end);
-    owner.compute_done = true;
-    --owner.in_flight;
-    --in_flight_;
-    ++gen_;
-    cv_.notify_all();
+    const StepRecord& r = landed(p, step, start, end, kNoEvent);
+    progs_[p].rec.compute_ps += r.end - r.start;
+    progs_[p].compute_done = true;
   });
   return true;
 }
@@ -419,20 +421,10 @@ bool Executor::host_compute(uint32_t p, size_t step, const Step& s) {
   const ComputeWork work = work_of(t_, cls, w_.ops[s.target], *duration);
   backend_.host_compute(p, work, [this, p, step, d](Time start, Time end) {
     const std::lock_guard lock(m_);
-    ProgramState& owner = progs_[p];
-    StepRecord& r = owner.rec.steps[step];
-    r.start = start - origin_;
-    r.end = end - origin_;
-    owner.rec.host_ps += r.end - r.start;
-    ++owner.rec.host_ops;
-    owner.rec.end = std::max(owner.rec.end, r.end);
-    events_[d].done = true;
-    events_[d].end = r.end;
-    owner.host_done = true;
-    --owner.in_flight;
-    --in_flight_;
-    ++gen_;
-    cv_.notify_all();
+    const StepRecord& r = landed(p, step, start, end, d);
+    progs_[p].rec.host_ps += r.end - r.start;
+    ++progs_[p].rec.host_ops;
+    progs_[p].host_done = true;
   });
   return true;
 }

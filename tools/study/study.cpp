@@ -313,7 +313,8 @@ std::vector<OpKind> host_ops(const hw::Topology& topo, std::string_view text) {
 planner::PlanOutcome plan_for(const Workload& w, const hw::Topology& topo, planner::PlanRequest req,
                               const std::vector<OpKind>& kinds) {
   const std::optional<Workload> planned =
-      planner::host_planned(w, topo, planner::pinned_tiers(w, req.pins), kinds);
+      planner::host_planned(w, topo, planner::resolved(topo, req.target).device_tier,
+                            planner::pinned_tiers(w, req.pins), kinds);
   if (!planned) return planner::make_plan(w, topo, req);
   HostMoveEvaluator eval(*planned, w, topo, kinds);
   if (req.evaluator != nullptr) req.evaluator = &eval;
@@ -332,9 +333,9 @@ HostMove move_to_host(planner::PlanOutcome& out, const Workload& w, const hw::To
   planner::PlanRequest alone = req;
   alone.traffic_memo.reset();  // it remembers `w`'s bounds, not these
   planner::PlanState s = planner::initial_state(device, topo, alone, out.budget);
-  out.bounds =
-      planner::host_plan_bounds(planner::lower_bounds(s), op_of, w, topo,
-                                planner::resolved(topo, req.target).device_class, h.moved_ops);
+  out.bounds = planner::host_plan_bounds(planner::lower_bounds(s), op_of, w, topo,
+                                         planner::resolved(topo, req.target).device_class,
+                                         h.moved_ops, h.staged_ps);
   h.plan.meta["on_host"] = fmt::format("\"{}\"", planner::host_ops_text(kinds));
   out.plan = std::move(h.plan);
   out.evaluation.reset();
