@@ -958,6 +958,14 @@ hostile stop47/replay-host-op-time-limit 2 "reached at 341ns simulated); a repla
 hostile stop47/replay-hours-long 2 "more than the 3600s a replay may take; give a smaller --time-scale" \
   --out "$d/r.json" -- \
   "$tf" replay --plan "$d/host.json" "${ut[@]}" --set devices.dev.peak.bf16=1e-3FLOP/s --time-scale 1 -o "$d/r.json"
+# The cache on disk (host copies): a host tier too small for what the host fetches is a
+# capacity error naming it (exit 1) in sim and replay alike (each reports what ran).
+cp -p tests/fixtures/plans/host_disk_attention.json "$d/disk.json"
+hostile stop47/host-fetch-over-capacity 1 "'ddr[0]' is over capacity: prefetch step 0 needs 256B" -- \
+  "$tf" sim --plan "$d/disk.json" "${ut[@]}" --set tiers.ddr.capacity=200B
+hostile stop47/host-fetch-over-capacity-replay 1 "'ddr[0]' is over capacity: prefetch step 0" \
+  --in "$d/disk.json" -- \
+  "$tf" replay --plan "$d/disk.json" "${ut[@]}" --set tiers.ddr.capacity=200B
 hostile stop47/replay-hours-long-cuda 2 "3600s a replay may take|--backend: cuda" --out "$d/r.json" -- \
   "$tf" replay --plan "$d/host.json" "${ut[@]}" --set devices.dev.peak.bf16=1e-3FLOP/s --backend cuda -o "$d/r.json"
 hostile stop46/host-plan-sim-output-over-plan 2 "host.json" --in "$d/host.json" -- \
