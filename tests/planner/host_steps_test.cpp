@@ -252,9 +252,10 @@ TEST_CASE("the cache on disk: a block the device filled is fetched from disk, no
     ++(x.kind == StepKind::kPrefetch ? made_fetched : made_freed)[x.target];
   }
   REQUIRE(made_fetched.size() == kLayers);
-  for (const auto& [block, fetches] : made_fetched) {
+  for (const auto& entry : made_fetched) {
+    const uint32_t block = entry.first;  // a plain name: CAPTURE takes it in a lambda
     CAPTURE(w.tensors[block].name);
-    CHECK(fetches == 2);  // for the 9th and the 10th token
+    CHECK(entry.second == 2);  // for the 9th and the 10th token
     // After every read: the first 8 tokens' (the next token changes it, and its sync store
     // brings the new value), the 9th's and the 10th's.
     CHECK(made_freed.at(block) == 10);
