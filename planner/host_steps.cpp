@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <functional>
 #include <iterator>
 #include <stdexcept>
 #include <unordered_map>
@@ -20,15 +19,12 @@ namespace {
 /// What the move does with each tensor (see the glossary in host_steps.h).
 enum class Role : uint8_t { kKeep, kHostOnly, kStaged, kSent, kSynced, kReturned };
 
-/// Whether a tensor homed on a tier (as analyse() numbers them) can be fetched to the host
-/// tier by a host prefetch: a host-side tier with a route to it.
-using Reachable = std::function<bool(uint32_t tier)>;
-
 struct Analysis {
   std::vector<bool> moved;  ///< per op
   std::vector<Role> role;   ///< per tensor
   std::vector<bool> staged;  ///< per tensor: external, read by moved ops, homed off the host tier
-  /// Per tier (as analyse() numbers them): the host fetches from it (Reachable).
+  /// Per tier (as analyse() numbers them): a host-side tier, not the host tier, with a route
+  /// to the host tier: a host prefetch can bring what it holds.
   std::vector<bool> fetchable;
   uint64_t moved_ops = 0;
   uint64_t kept = 0;
@@ -42,7 +38,7 @@ bool wanted(const Op& op, const std::vector<OpKind>& kinds) {
 /// Why op `o` cannot move, or empty (glossary: movable).
 std::string why_not_movable(const Workload& w, uint32_t o, const std::vector<uint32_t>& home,
                             uint32_t host, const std::string& host_name,
-                            const std::vector<bool>& updated, const Reachable& reachable) {
+                            const std::vector<bool>& updated, const std::vector<bool>& fetchable) {
   const Op& op = w.ops[o];
   if (!op.updates.empty()) return "updates a tensor in place";
   if (op.collective_bytes > 0) return "is a collective";
@@ -50,7 +46,7 @@ std::string why_not_movable(const Workload& w, uint32_t o, const std::vector<uin
     if (w.tensors[t].origin != kExternal) continue;
     if (updated[t])
       return fmt::format("reads '{}', which an op updates in place", w.tensors[t].name);
-    if (home[t] != host && !reachable(home[t])) {
+    if (home[t] != host && !(home[t] < fetchable.size() && fetchable[home[t]])) {
       return fmt::format(
           "reads '{}', which is not homed on '{}' nor on a tier the host fetches "
           "from",
@@ -64,11 +60,11 @@ std::string why_not_movable(const Workload& w, uint32_t o, const std::vector<uin
   return "";
 }
 
-/// The movable ops of `kinds` and each tensor's role, on `w` with homes `home` (plan tiers)
-/// and the host tier `host`.
+/// The movable ops of `kinds` and each tensor's role, on `w` with homes `home` (tiers as
+/// `fetchable` numbers them; a home past them is unknown) and the host tier `host`.
 Analysis analyse(const Workload& w, const std::vector<uint32_t>& home, uint32_t host,
                  const std::string& host_name, const std::vector<OpKind>& kinds,
-                 const Reachable& reachable) {
+                 std::vector<bool> fetchable) {
   const size_t nt = w.tensors.size();
   std::vector<std::vector<uint32_t>> users(nt);  // ops reading or updating each tensor
   std::vector<bool> updated(nt);
@@ -83,7 +79,7 @@ Analysis analyse(const Workload& w, const std::vector<uint32_t>& home, uint32_t 
   a.moved.assign(w.ops.size(), false);
   for (uint32_t o = 0; o < w.ops.size(); ++o) {
     if (!wanted(w.ops[o], kinds)) continue;
-    const std::string why = why_not_movable(w, o, home, host, host_name, updated, reachable);
+    const std::string why = why_not_movable(w, o, home, host, host_name, updated, fetchable);
     a.moved[o] = why.empty();
     (a.moved[o] ? a.moved_ops : a.kept) += 1;
     if (!why.empty() && a.why_kept.empty()) {
@@ -92,6 +88,7 @@ Analysis analyse(const Workload& w, const std::vector<uint32_t>& home, uint32_t 
   }
   a.role.assign(nt, Role::kKeep);
   a.staged.assign(nt, false);
+  a.fetchable = std::move(fetchable);
   for (uint32_t t = 0; t < nt; ++t) {
     const auto& u = users[t];
     const bool host_read = std::ranges::any_of(u, [&](uint32_t o) { return a.moved[o]; });
@@ -457,14 +454,13 @@ HostPlan move_to_host(const Plan& plan, const Workload& w, const hw::Topology& t
   const auto at = std::ranges::find(p.tiers, cpu.tier);
   const bool listed = at != p.tiers.end();
   const auto host = static_cast<uint32_t>(std::distance(p.tiers.begin(), at));
-  const size_t cpu_tier = *t.tier_index(cpu.tier);  // hw::bind checked it names a tier
-  const auto reachable = [&](uint32_t h) {
-    if (h == p.device_tier || h == host || h >= p.tiers.size()) return false;
+  const size_t cpu_tier = *t.tier_index(cpu.tier);  // the loader checked it names a tier
+  std::vector<bool> fetchable(p.tiers.size());
+  for (uint32_t h = 0; h < p.tiers.size(); ++h) {
     const auto from = t.tier_index(p.tiers[h]);
-    return from && t.route(*from, cpu_tier) != nullptr;
-  };
-  Analysis a = analyse(w, p.home, host, cpu.tier, kinds, reachable);
-  for (uint32_t h = 0; h < p.tiers.size(); ++h) a.fetchable.push_back(reachable(h));
+    fetchable[h] = h != p.device_tier && h != host && from && t.route(*from, cpu_tier) != nullptr;
+  }
+  const Analysis a = analyse(w, p.home, host, cpu.tier, kinds, std::move(fetchable));
   out.moved = a.moved_ops;
   out.moved_ops = a.moved;
   out.kept = a.kept;
@@ -473,7 +469,8 @@ HostPlan move_to_host(const Plan& plan, const Workload& w, const hw::Topology& t
   // Each staged tensor crosses at least once; the copies from one home share its route.
   std::vector<uint64_t> staged_bytes(p.tiers.size());
   for (uint32_t x = 0; x < w.tensors.size(); ++x) {
-    if (a.staged[x]) staged_bytes[p.home[x]] += w.tensors[x].bytes;
+    if (a.staged[x])
+      staged_bytes[p.home[x]] = saturating_add(staged_bytes[p.home[x]], w.tensors[x].bytes);
   }
   for (uint32_t h = 0; h < staged_bytes.size(); ++h) {
     if (staged_bytes[h] == 0) continue;
@@ -498,13 +495,14 @@ std::optional<Workload> host_planned(const Workload& w, const hw::Topology& t, s
                                      const std::vector<OpKind>& kinds) {
   const auto cpu = t.tier_index(t.system.cpu.tier);
   if (!cpu || kinds.empty()) return std::nullopt;
-  // Topology tiers as analyse() takes them; a tensor no pin places is homed by the policy
-  // (kNone): it may be on the device.
-  const auto reachable = [&](uint32_t tier) {
-    return tier != kNone && tier != device_tier && tier != *cpu && t.route(tier, *cpu) != nullptr;
-  };
-  const Analysis a =
-      analyse(w, pinned, static_cast<uint32_t>(*cpu), t.system.cpu.tier, kinds, reachable);
+  // Topology tiers as analyse() takes them; a tensor no pin places (kNone, past them) is
+  // homed by the policy: it may be on the device.
+  std::vector<bool> fetchable(t.tiers.size());
+  for (size_t x = 0; x < fetchable.size(); ++x) {
+    fetchable[x] = x != device_tier && x != *cpu && t.route(x, *cpu) != nullptr;
+  }
+  const Analysis a = analyse(w, pinned, static_cast<uint32_t>(*cpu), t.system.cpu.tier, kinds,
+                             std::move(fetchable));
   if (a.moved_ops == 0) return std::nullopt;
   Workload out = w;
   for (uint32_t o = 0; o < out.ops.size(); ++o) {

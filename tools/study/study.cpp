@@ -312,6 +312,7 @@ std::vector<OpKind> host_ops(const hw::Topology& topo, std::string_view text) {
 
 planner::PlanOutcome plan_for(const Workload& w, const hw::Topology& topo, planner::PlanRequest req,
                               const std::vector<OpKind>& kinds) {
+  if (kinds.empty()) return planner::make_plan(w, topo, req);
   const std::optional<Workload> planned =
       planner::host_planned(w, topo, planner::resolved(topo, req.target).device_tier,
                             planner::pinned_tiers(w, req.pins), kinds);
