@@ -11,6 +11,8 @@ packages=(
   # Chakra execution traces (tools/export/chakra): the schema compiler and runtime.
   protobuf-compiler libprotobuf-dev
   python3
+  # The allocator the executables link (CMakeLists.txt, TIERFLOW_MIMALLOC).
+  libmimalloc-dev
   # The Python API (tools/python): the binding, and pandas for the tables it returns.
   pybind11-dev python3-dev python3-pandas python3-setuptools
 )
