@@ -206,16 +206,24 @@ std::shared_ptr<const Workload> Study::workload(const Scenario& s, const traces:
   return it->second;
 }
 
+Study::Memo& Study::memo_of(const std::shared_ptr<const Workload>& w) {
+  std::erase_if(memos_, [](const auto& m) { return m.second.alive.expired(); });
+  Memo& m = memos_[w.get()];
+  if (m.alive.lock() != w) m = Memo{w, nullptr, {}};  // a new workload at a freed address
+  return m;
+}
+
 std::shared_ptr<planner::TrafficMemo> Study::traffic_memo(
     const std::shared_ptr<const Workload>& w) {
   std::lock_guard lock(mu_);
-  std::erase_if(memos_, [](const auto& m) { return m.second.first.expired(); });
-  auto& [alive, memo] = memos_[w.get()];
-  if (alive.lock() != w || !memo) {
-    alive = w;
-    memo = std::make_shared<planner::TrafficMemo>(*w);
-  }
-  return memo;
+  Memo& m = memo_of(w);
+  if (!m.traffic) m.traffic = std::make_shared<planner::TrafficMemo>(*w);
+  return m.traffic;
+}
+
+bool Study::has_winner() {
+  std::lock_guard lock(mu_);
+  return !last_winner_.empty();
 }
 
 void Study::limit_workloads(size_t n) {
@@ -356,12 +364,14 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
   check_budget(topo, req.target, "--budget");
   req.pins = parse_pins(s.pins, topo);
   req.threads = s.threads;
+  const std::shared_ptr<const Workload>& searched = planned ? planned : p.workload;
   if (probe_) {
     std::lock_guard lock(mu_);
-    req.hint = last_winner_;
+    const std::string& own = memo_of(searched).winner;
+    req.hint = own.empty() ? last_winner_ : own;
   }
-  const Workload& plan_w = planned ? *planned : *p.workload;
-  req.traffic_memo = traffic_memo(planned ? planned : p.workload);
+  const Workload& plan_w = *searched;
+  req.traffic_memo = traffic_memo(searched);
   if (planned) {
     // Room for what a realized plan holds beyond the planned one: one demand copy, or the
     // expert cache.
@@ -391,6 +401,7 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
       if (!t.best) continue;
       std::lock_guard lock(mu_);
       last_winner_ = t.pipeline;
+      memo_of(searched).winner = t.pipeline;
     }
   }
   if (p.outcome.ok && planned) {

@@ -143,11 +143,14 @@ class Study {
   /// trial still running keeps its own alive. Sweeps bound their memory with it.
   void limit_workloads(size_t n);
 
-  /// Each tierflow-policy plan from now on is searched with the pipeline that won the last
-  /// one as its probe (planner::PlanRequest::hint): neighbouring points of a sweep mostly
-  /// share their winner. The plans are the same; the portfolio's reasons for skipping an
-  /// entry then depend on the points before (so a single plan's --explain never uses it).
+  /// Each tierflow-policy plan from now on is searched with a probe
+  /// (planner::PlanRequest::hint): the pipeline that won the last plan of the same workload,
+  /// or else the last one of any: neighbouring points of a sweep mostly share their winner.
+  /// The plans are the same; the portfolio's reasons for skipping an entry then depend on
+  /// the points before (so a single plan's --explain never uses it).
   void probe_with_last_winner() { probe_ = true; }
+  /// Whether a tierflow-policy plan has named a winner to probe with yet.
+  [[nodiscard]] bool has_winner();
 
   /// Plans and simulates `s`. Bad input throws InputError; "does not fit" is a result.
   Trial run(const Scenario& s);
@@ -172,12 +175,17 @@ class Study {
   std::map<std::string, std::shared_ptr<const Workload>> workloads_;
   std::deque<std::string> workload_order_;  ///< cached keys, oldest first
   size_t workload_limit_ = 0;
+  /// What the study remembers of a workload while it is alive.
+  struct Memo {
+    std::weak_ptr<const Workload> alive;
+    std::shared_ptr<planner::TrafficMemo> traffic;  ///< made when first asked
+    std::string winner;  ///< the portfolio entry its last tierflow-policy plan kept
+  };
+  /// `w`'s memo (a fresh one when `w` is new). Call with mu_ held.
+  Memo& memo_of(const std::shared_ptr<const Workload>& w);
   /// The traffic memo of workload `w`, made when first asked (planner/bounds.h).
   std::shared_ptr<planner::TrafficMemo> traffic_memo(const std::shared_ptr<const Workload>& w);
-  /// Per workload still alive: its traffic memo.
-  std::map<const Workload*,
-           std::pair<std::weak_ptr<const Workload>, std::shared_ptr<planner::TrafficMemo>>>
-      memos_;
+  std::map<const Workload*, Memo> memos_;
   bool probe_ = false;
   std::string last_winner_;  ///< the portfolio entry the last tierflow-policy plan kept
 };

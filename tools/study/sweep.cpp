@@ -5,7 +5,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -642,17 +641,38 @@ SweepSummary run_sweep(const SweepSpec& spec, ResultDb& db, const SweepOptions& 
   study.limit_workloads(2 * static_cast<size_t>(jobs) + 2);
   const unsigned plan_threads = std::max(1u, hw_threads / jobs);
 
-  std::atomic<size_t> next{0};
+  // The turns are taken in order, but for one case: until a tierflow-policy point has
+  // named a winner to probe with, a second such point waits while the first runs (the
+  // other jobs take the baselines after it), so that it can start from the first's winner
+  // instead of searching without a probe beside it.
   std::mutex mu;
+  std::vector<bool> taken(turns.size(), false);
+  size_t first_open = 0;  // every turn before it is taken
+  size_t searching = 0;   // tierflow-policy points running
+  auto take = [&]() -> std::optional<size_t> {
+    while (first_open < turns.size() && taken[first_open]) ++first_open;
+    if (first_open == turns.size()) return std::nullopt;
+    size_t i = first_open;
+    if (searching > 0 && !turns[i].later && !study.has_winner()) {
+      size_t j = i;
+      while (j < turns.size() && (taken[j] || !turns[j].later)) ++j;
+      if (j < turns.size()) i = j;
+    }
+    taken[i] = true;
+    if (!turns[i].later) ++searching;
+    return i;
+  };
   std::exception_ptr fatal;  // a database error stops the sweep
   auto worker = [&] {
     while (true) {
+      size_t i = 0;
       {
         std::lock_guard lock(mu);
         if (fatal) return;
+        const std::optional<size_t> next = take();
+        if (!next) return;
+        i = *next;
       }
-      const size_t i = next.fetch_add(1);
-      if (i >= turns.size()) return;
       const SweepPoint& p = *turns[i].point;
       const auto t0 = Clock::now();
       Row row;
@@ -677,6 +697,7 @@ SweepSummary run_sweep(const SweepSpec& spec, ResultDb& db, const SweepOptions& 
       }
       const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
       std::lock_guard lock(mu);
+      if (!turns[i].later) --searching;
       if (fatal) return;
       try {
         db.record(p, row, exit_class, wall);
