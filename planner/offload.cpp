@@ -153,6 +153,7 @@ uint32_t ProfileTree::argmax() const {
 
 std::vector<Span> occupancy(const std::vector<Run>& runs, uint32_t positions) {
   std::vector<Span> out;
+  out.reserve(runs.size());
   const uint32_t last = positions == 0 ? 0 : positions - 1;
   for (const Run& r : runs) {
     const uint32_t to = r.release == kNone ? last : std::min(last, r.release - 1 + r.hold);

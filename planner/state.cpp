@@ -251,6 +251,7 @@ std::vector<Run> split_runs(const PlanState& s, uint32_t t, const std::vector<ui
   TF_ASSERT(!external || home_off_device || gaps.empty(),
             "an external tensor kept on the device cannot leave it between uses");
   std::vector<Run> runs;
+  runs.reserve(u.empty() ? 1 : gaps.size() + 1);
   if (u.empty()) {
     if (external) {
       if (!home_off_device) runs.push_back(Run{0, 0, 0, kNone});

@@ -170,6 +170,7 @@ class Select : public Pass {
     const int64_t fetch = c.fetch_ps(tier, bytes);
     const int64_t store = c.store_ps(tier, bytes);
     std::vector<uint32_t> gaps;
+    gaps.reserve(u.size());
     bool dirty = !external;
     for (uint32_t g = 0; g + 1 < u.size(); ++g) {
       dirty |= m[g];
