@@ -27,7 +27,9 @@ constexpr std::string_view kTierflowPipeline =
 /// scenario set) and in estimated time as the link frees (`belady`); the baselines'
 /// selections scheduled on multi-tier placement; and the other policies as they are. Plans
 /// that repeat one already scored, or whose copies alone take longer than the best so far,
-/// are not simulated. The best is then refined. On a workload of kSearchCutOps ops or more
+/// are not simulated; nor are the selections leaving more of the budget free when the
+/// selection they vary already copies for longer than the best plan takes. The best is then
+/// refined. On a workload of kSearchCutOps ops or more
 /// only the entries marked `large` run: the own selection that fetches right before use
 /// with both schedules (what won at 1 M ops), `belady` (what won on MoE decode), and the
 /// baselines as they are.
@@ -38,12 +40,16 @@ constexpr PortfolioEntry kPortfolio[] = {
      "own selection assuming fetches right before use (the least memory per offload)", true},
     {"reorder,place{multi=true},liveness,select{lead=0},insert,schedule{room=soonest},verify",
      "the same, the budget's room to the soonest-needed prefetch first", true},
-    {"reorder,place{multi=true},liveness,select{headroom=0.02,lead=0},insert,schedule,verify",
-     "own selection leaving 2% of the budget for the schedule to prefetch into"},
-    {"reorder,place{multi=true},liveness,select{headroom=0.05},insert,schedule,verify",
-     "own selection leaving 5% of the budget free"},
-    {"reorder,place{multi=true},liveness,select{headroom=0.1},insert,schedule,verify",
-     "own selection leaving 10% of the budget free"},
+    {.pipeline =
+         "reorder,place{multi=true},liveness,select{headroom=0.02,lead=0},insert,schedule,verify",
+     .tries = "own selection leaving 2% of the budget for the schedule to prefetch into",
+     .variant_of = 1},
+    {.pipeline = "reorder,place{multi=true},liveness,select{headroom=0.05},insert,schedule,verify",
+     .tries = "own selection leaving 5% of the budget free",
+     .variant_of = 0},
+    {.pipeline = "reorder,place{multi=true},liveness,select{headroom=0.1},insert,schedule,verify",
+     .tries = "own selection leaving 10% of the budget free",
+     .variant_of = 0},
     {"reorder{mode=hoist},place{multi=true},liveness,select,insert,schedule,verify",
      "optimizer updates hoisted to right after their inputs, then own selection"},
     {"reorder{mode=hoist},place{multi=true},liveness,select{lead=0},insert,schedule,verify",
@@ -67,7 +73,8 @@ constexpr PortfolioEntry kPortfolio[] = {
     {"reorder,place{multi=true},liveness,belady,insert,verify",
      "Belady paging in estimated time, prefetching as the link frees", true},
     {"place,liveness,select,insert,schedule,verify", "hyperoffload as it is", true},
-    {"place,liveness,distance{select=16,prefetch=4,release=0},insert,verify", "distance as it is", true},
+    {"place,liveness,distance{select=16,prefetch=4,release=0},insert,verify", "distance as it is",
+     true},
     {"place,liveness,layerwise{ahead=1},insert,verify", "layerwise as it is", true},
     {"place,liveness,reactive,insert,verify", "reactive as it is", true},
 };

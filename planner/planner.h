@@ -41,6 +41,14 @@ struct PortfolioEntry {
   /// furthest-next-use pager already sees, it wins nowhere in the scenario set and costs
   /// several times that pager.
   bool experts = false;
+  /// A variant of the entry at this index (the same selection leaving more of the budget
+  /// free), or -1. It runs after the other entries, and only when that entry's copies
+  /// alone do not already rule it out against the best plan they found (planner/search.h).
+  /// A rule of thumb, not a bound: leaving more room fetches more as a rule, so such a
+  /// variant would copy for longer still. It changed no plan of the scenario set or the
+  /// sweep benchmark (docs/performance.md); it spares the variants' selections on the
+  /// points whose best plan pages (the sweep's small batches).
+  int variant_of = -1;
 };
 /// The tierflow policy's portfolio, in the order it is tried (the first of equal plans
 /// wins).

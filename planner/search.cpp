@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <map>
@@ -85,6 +86,10 @@ class Search {
         e.cut = true;
         e.why_not = "not run: no routed experts";
       }
+      // Printing every pass runs every pipeline in order.
+      if (share_ && pe.variant_of >= 0 && static_cast<size_t>(pe.variant_of) < entries_.size()) {
+        e.variant_of = static_cast<size_t>(pe.variant_of);
+      }
       const auto& passes = e.pipeline.passes();
       while (share_ && e.split < passes.size() && is_prefix_pass(passes[e.split]->name())) {
         ++e.split;
@@ -111,8 +116,9 @@ class Search {
         hint = Pipeline::parse(req.hint).str();
       } catch (const std::exception&) {
       }
+      // Not a variant: whether it runs depends on the best of the others.
       for (size_t i = 0; i < entries_.size(); ++i) {
-        if (!entries_[i].cut && entries_[i].pipeline.str() == hint) {
+        if (!entries_[i].cut && !entries_[i].variant_of && entries_[i].pipeline.str() == hint) {
           probe_ = i;
           break;
         }
@@ -135,7 +141,9 @@ class Search {
       }
     }
     runs_before_.assign(1, 0);
-    for (const Entry& e : entries_) runs_before_.push_back(runs_before_.back() + (e.cut ? 0 : 1));
+    for (const Entry& e : entries_) {
+      runs_before_.push_back(runs_before_.back() + (e.cut || e.variant_of ? 0 : 1));
+    }
     const unsigned hardware = std::max(1U, std::thread::hardware_concurrency());
     const unsigned wanted = req.threads == 0 ? hardware : req.threads;
     workers_ = share_ ? std::min<size_t>(wanted, entries_.size()) : 1;
@@ -168,6 +176,9 @@ class Search {
     std::string rest;  ///< the passes from `emit` on
     bool cut = false;  ///< not run: the search is cut (kSearchCutOps), or `why_not`
     std::string_view why_not = "not run: search cut";
+    /// A variant (PortfolioEntry::variant_of) of this earlier entry: run after the others,
+    /// unless that entry's copies rule it out against their best.
+    std::optional<size_t> variant_of;
     /// An earlier entry that runs the same passes up to `emit` from the same prefix (the
     /// passes after differ): its state there is this entry's too.
     std::optional<size_t> selects_as;
@@ -212,8 +223,9 @@ class Search {
   /// The lower bounds for prefix p's state (the order only matters).
   const Bounds& bounds(uint32_t p);
   /// Runs entry i up to `emit` and, unless the gate rules it out or likely will, on to the
-  /// end, scoring its plan when the evaluator is thread-safe and the plan is new.
-  std::unique_ptr<Trial> run_entry(size_t i);
+  /// end, scoring its plan when the evaluator is thread-safe and the plan is new. A variant
+  /// (Entry::variant_of) runs only at its turn after the others (`variant_turn`).
+  std::unique_ptr<Trial> run_entry(size_t i, bool variant_turn = false);
   /// Runs the passes from `emit` on and concludes the trial.
   void complete(Trial& trial);
   /// Why the gate rules out entry i's plan by its copies alone, or empty. Call with m_ held.
@@ -226,6 +238,16 @@ class Search {
   void run_probe();
   /// Takes entries in order until stopped.
   void worker(size_t k);
+  /// Runs the variants after the other entries are merged, each unless the entry it
+  /// varies is ruled out by its copies alone against the best, and merges them as if they
+  /// had been merged in portfolio order (the earlier of equal plans kept).
+  void merge_variants(std::unique_ptr<Trial>& best, std::vector<PortfolioTrial>& tried,
+                      std::vector<Facts>& facts);
+  /// Merges the trial of one entry into the search, as one thread would in portfolio
+  /// order: the gate (copies alone, then a repeated plan), then its score, kept as `best`
+  /// when it wins; its result goes to tried[entry].
+  void merge(std::unique_ptr<Trial> a, std::vector<Facts>& facts, std::unique_ptr<Trial>& best,
+             std::vector<PortfolioTrial>& tried);
   /// The best trial's outcome, refined.
   PlanOutcome finish(std::unique_ptr<Trial> best);
 
@@ -297,11 +319,11 @@ const Bounds& Search::bounds(uint32_t p) {
   return x.bounds;
 }
 
-std::unique_ptr<Search::Trial> Search::run_entry(size_t i) {
+std::unique_ptr<Search::Trial> Search::run_entry(size_t i, bool variant_turn) {
   auto trial = std::make_unique<Trial>();
   trial->entry = i;
   const Entry& e = entries_[i];
-  if (e.cut) return trial;
+  if (e.cut || (e.variant_of && !variant_turn)) return trial;
   // The state another entry's selection ended in, when that one ran first.
   std::shared_ptr<const Selection> kept;
   if (e.selects_as) {
@@ -586,50 +608,18 @@ PlanOutcome Search::run() {
       cv_.notify_all();
       continue;
     }
-    std::string skipped;
-    {
-      const std::lock_guard lock(m_);
-      skipped = copies_gate(a->same_as ? facts[*a->same_as] : a->facts, i);
-    }
-    if (skipped.empty() && a->deferred) complete(*a);
-    facts[i] = a->same_as ? facts[*a->same_as] : a->facts;
-    const Facts& f = facts[i];
-    if (skipped.empty() && f.ok) {
-      const std::lock_guard lock(m_);
-      const auto [it, added] = seen_.emplace(f.fingerprint, i);
-      if (!added) skipped = fmt::format("same plan as #{}", it->second + 1);
-    }
-    TF_ASSERT(!a->stopped || !skipped.empty(), "entry {} stopped early yet passes the gate", i);
     tried.push_back(PortfolioTrial{std::string(text), std::string(entries_[i].tries), "", false});
-    if (!skipped.empty()) {
-      tried.back().result = "skipped: " + skipped;
-    } else {
-      // A repeat that passes the gate repeats a failure (a successful original's plan is
-      // in seen_ by now).
-      TF_ASSERT(!a->same_as || !f.ok, "entry {} repeats a plan not yet seen", i);
-      if (f.ok) {
-        EmittedPlan& emitted = a->state->emitted;
-        if (!emitted.evaluation()) emitted.set_evaluation(evaluate(*req_.evaluator, *a->state));
-        a->out.evaluation = emitted.evaluation();
-      }
-      const bool scored = f.ok && a->out.evaluation && a->out.evaluation->ok;
-      tried.back().result =
-          scored ? to_string_approx(Duration{a->out.evaluation->makespan_ps}) : "does not fit";
-      if (!a->same_as && (!best || better_than(a->out, best->out))) {
-        best = std::move(a);
-        if (best->out.ok && best->out.evaluation && best->out.evaluation->ok) {
-          const std::lock_guard lock(m_);
-          best_makespan_ = best->out.evaluation->makespan_ps;
-          if (!likely_best_ || *best_makespan_ < *likely_best_) likely_best_ = best_makespan_;
-        }
-      }
+    // A variant's turn comes after the others (merge_variants).
+    if (!entries_[i].variant_of) {
+      merge(std::move(a), facts, best, tried);
       // Nothing to choose between when everything fits.
-      if (best->out.ok && !best->moves) break;
+      if (best && best->out.ok && !best->moves) break;
     }
     const std::lock_guard lock(m_);
     merged_ = i + 1;
     cv_.notify_all();
   }
+  merge_variants(best, tried, facts);
   if (best) tried[best->entry].best = true;
   PlanOutcome out = finish(std::move(best));
   if (cut_) {
@@ -643,6 +633,111 @@ PlanOutcome Search::run() {
   }
   out.portfolio = std::move(tried);
   return out;
+}
+
+void Search::merge_variants(std::unique_ptr<Trial>& best, std::vector<PortfolioTrial>& tried,
+                            std::vector<Facts>& facts) {
+  // Which variants run: decided against the best of the other entries, so that the choice
+  // does not depend on the order they run in.
+  std::vector<size_t> run;
+  for (size_t i = 0; i < entries_.size() && i < tried.size(); ++i) {
+    const Entry& e = entries_[i];
+    if (e.cut || !e.variant_of) continue;
+    // Nothing to choose between when the best plan fits without moving anything.
+    if (best && best->out.ok && !best->moves) {
+      tried[i].result = "not run: the best plan moves nothing";
+      continue;
+    }
+    const size_t v = *e.variant_of;
+    const Facts& pf = facts[v];
+    // Strict where the entry varied comes before the best: it would win a tie.
+    const bool strict = best && v < best->entry;
+    const std::lock_guard lock(m_);
+    if (best_makespan_ && pf.counted && pf.ingress > 0 &&
+        rules_out(pf.fetched, pf.ingress, pf.compute_ps, *best_makespan_, strict)) {
+      tried[i].result =
+          fmt::format("skipped: a variant of #{}, whose copies alone take {} {}", v + 1,
+                      strict ? ">" : ">=", to_string_approx(Duration{*best_makespan_}));
+    } else {
+      run.push_back(i);
+    }
+  }
+  // Run on the search's threads (its workers have no entries left), then merged in order.
+  std::vector<std::unique_ptr<Trial>> trials(run.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k = next++; k < run.size(); k = next++) {
+      try {
+        trials[k] = run_entry(run[k], /*variant_turn=*/true);
+      } catch (...) {
+        trials[k] = std::make_unique<Trial>();
+        trials[k]->error = std::current_exception();
+      }
+    }
+  };
+  {
+    std::vector<std::thread> helpers;
+    for (size_t k = 1; k < std::min(workers_, run.size()); ++k) helpers.emplace_back(work);
+    work();
+    for (std::thread& th : helpers) th.join();
+  }
+  for (std::unique_ptr<Trial>& a : trials) merge(std::move(a), facts, best, tried);
+}
+
+void Search::merge(std::unique_ptr<Trial> a, std::vector<Facts>& facts,
+                   std::unique_ptr<Trial>& best, std::vector<PortfolioTrial>& tried) {
+  if (a->error) std::rethrow_exception(a->error);
+  const size_t i = a->entry;
+  std::string skipped;
+  {
+    const std::lock_guard lock(m_);
+    skipped = copies_gate(a->same_as ? facts[*a->same_as] : a->facts, i);
+  }
+  if (skipped.empty() && a->deferred) complete(*a);
+  facts[i] = a->same_as ? facts[*a->same_as] : a->facts;
+  const Facts& f = facts[i];
+  // A variant merged after a later entry with the same plan: in portfolio order that one
+  // repeats this.
+  std::optional<size_t> later_twin;
+  if (skipped.empty() && f.ok) {
+    const std::lock_guard lock(m_);
+    const auto [it, added] = seen_.emplace(f.fingerprint, i);
+    if (!added && it->second < i) {
+      skipped = fmt::format("same plan as #{}", it->second + 1);
+    } else if (!added) {
+      later_twin = it->second;
+      it->second = i;
+    }
+  }
+  TF_ASSERT(!a->stopped || !skipped.empty(), "entry {} stopped early yet passes the gate", i);
+  if (!skipped.empty()) {
+    tried[i].result = "skipped: " + skipped;
+    return;
+  }
+  // A repeat that passes the gate repeats a failure (a successful original's plan is in
+  // seen_ by now).
+  TF_ASSERT(!a->same_as || !f.ok, "entry {} repeats a plan not yet seen", i);
+  if (f.ok) {
+    EmittedPlan& emitted = a->state->emitted;
+    if (!emitted.evaluation()) emitted.set_evaluation(evaluate(*req_.evaluator, *a->state));
+    a->out.evaluation = emitted.evaluation();
+  }
+  const bool scored = f.ok && a->out.evaluation && a->out.evaluation->ok;
+  tried[i].result =
+      scored ? to_string_approx(Duration{a->out.evaluation->makespan_ps}) : "does not fit";
+  if (later_twin) tried[*later_twin].result = fmt::format("skipped: same plan as #{}", i + 1);
+  if (a->same_as) return;
+  // An entry before the best in portfolio order (a variant) stays the best unless the
+  // other is better; one after it must be better.
+  const bool wins =
+      !best || (i < best->entry ? !better_than(best->out, a->out) : better_than(a->out, best->out));
+  if (!wins) return;
+  best = std::move(a);
+  if (best->out.ok && best->out.evaluation && best->out.evaluation->ok) {
+    const std::lock_guard lock(m_);
+    best_makespan_ = best->out.evaluation->makespan_ps;
+    if (!likely_best_ || *best_makespan_ < *likely_best_) likely_best_ = best_makespan_;
+  }
 }
 
 PlanOutcome Search::finish(std::unique_ptr<Trial> best) {

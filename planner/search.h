@@ -24,6 +24,14 @@
 //              take at least as long (the probe, earlier, would win the tie). The probe is
 //              merged at its turn like any entry, so the plan chosen is the same with or
 //              without it.
+//   variant    an entry that varies an earlier one's selection by leaving more of the
+//              budget free (PortfolioEntry::variant_of). Variants run after every other
+//              entry is merged, each unless the entry it varies is ruled out by its copies
+//              alone against the best plan found (leaving more room usually fetches more: a
+//              rule of thumb, not a bound; planner/planner.h), and
+//              are merged as if in portfolio order: the earlier of equal plans is kept. The
+//              rule depends on the final best only, so it is the same with any probe or none;
+//              a variant is never the probe.
 //   trial      one portfolio pipeline's run: its state, context and outcome, kept while it
 //              may still be the best, so that the search refines the best from where its
 //              pipeline stopped instead of running it again.

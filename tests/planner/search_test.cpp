@@ -390,3 +390,51 @@ TEST_CASE("a traffic memo shared by plans of one workload changes no outcome") {
     CHECK(memo->size() <= 3 * budgets.size());
   }
 }
+
+// Variants (PortfolioEntry::variant_of): a selection leaving more of the budget free runs
+// after the other entries, and not at all when the selection it varies already copies for
+// longer than the best plan takes. On these workloads that rule skips variants, and the
+// search still keeps the plan a search that runs every pipeline to its end keeps.
+TEST_CASE("variants whose selection already copies too long are not run, the plan the same") {
+  size_t skipped = 0, ran = 0;
+  for (const char* link : {"200kB/s", "50kB/s", "5MB/s"}) {
+    const hw::Topology topo = small_topology(link);
+    for (uint64_t seed = 1; seed <= 16; ++seed) {
+      CAPTURE(link);
+      CAPTURE(seed);
+      const auto [w, offload] = offloading(seed, topo);
+      PlanRequest req = offload;
+      req.policy = "tierflow";
+      req.threads = 1;
+      study::SimEvaluator eval(w, topo);
+      req.evaluator = &eval;
+      const PlanOutcome out = make_plan(w, topo, req);
+      const auto table = tierflow_portfolio();
+      REQUIRE(out.portfolio.size() == table.size());
+      for (size_t i = 0; i < table.size(); ++i) {
+        if (table[i].variant_of < 0) continue;
+        CAPTURE(out.portfolio[i].result);
+        const std::string& r = out.portfolio[i].result;
+        if (r.rfind("skipped: a variant of #", 0) == 0) {
+          ++skipped;
+          CHECK_FALSE(out.portfolio[i].best);
+        } else if (r.rfind("skipped", 0) != 0 && r.rfind("not run", 0) != 0) {
+          ++ran;
+        }
+      }
+      study::SimEvaluator full_eval(w, topo);
+      PlanRequest full = req;
+      full.evaluator = &full_eval;
+      full.after_pass = [](std::string_view, const PlanState&) {};
+      const PlanOutcome all = make_plan(w, topo, full);
+      REQUIRE(all.ok == out.ok);
+      CHECK(all.pipeline == out.pipeline);
+      if (!out.ok) continue;
+      CHECK(plan_text(*all.plan, w) == plan_text(*out.plan, w));
+      CHECK(all.evaluation->makespan_ps == out.evaluation->makespan_ps);
+    }
+  }
+  CHECK(skipped >= 3);
+  CHECK(ran >= 3);
+  MESSAGE("variants skipped ", skipped, ", scored ", ran);
+}
