@@ -13,29 +13,28 @@ ProfileTree::ProfileTree(const std::vector<uint64_t>& levels)
     : size_(static_cast<uint32_t>(levels.size())) {
   size_t cap = 1;
   while (cap < levels.size()) cap <<= 1;
-  max_.assign(2 * cap, 0);
-  lazy_.assign(2 * cap, 0);
+  n_.assign(2 * cap, Node{});
   for (size_t i = 0; i < levels.size(); ++i) {
-    max_[cap + i] = static_cast<int64_t>(levels[i]);
+    n_[cap + i].max = static_cast<int64_t>(levels[i]);
   }
-  for (size_t i = cap - 1; i >= 1; --i) max_[i] = std::max(max_[2 * i], max_[2 * i + 1]);
+  for (size_t i = cap - 1; i >= 1; --i) n_[i].max = std::max(n_[2 * i].max, n_[2 * i + 1].max);
 }
 
-// Bottom-up: a node's max_ is the max of its children's plus its own lazy_ (the adds that
-// cover it whole), so a position's value is its leaf plus the lazy_ of its ancestors.
+// Bottom-up: a node's max is the max of its children's plus its own lazy (the adds that
+// cover it whole), so a position's value is its leaf plus the lazy of its ancestors.
 std::pair<size_t, size_t> ProfileTree::cover(uint32_t from, uint32_t to, int64_t delta) {
-  const size_t cap = max_.size() / 2;
+  const size_t cap = n_.size() / 2;
   size_t l = cap + from;
   size_t r = cap + to + 1;
   const std::pair<size_t, size_t> ends{l, r - 1};
   for (; l < r; l >>= 1, r >>= 1) {
     if ((l & 1) != 0) {
-      max_[l] += delta;
-      lazy_[l++] += delta;
+      n_[l].max += delta;
+      n_[l++].lazy += delta;
     }
     if ((r & 1) != 0) {
-      max_[--r] += delta;
-      lazy_[r] += delta;
+      n_[--r].max += delta;
+      n_[r].lazy += delta;
     }
   }
   return ends;
@@ -44,7 +43,7 @@ std::pair<size_t, size_t> ProfileTree::cover(uint32_t from, uint32_t to, int64_t
 void ProfileTree::recompute_above(size_t p) {
   while (p > 1) {
     p >>= 1;
-    max_[p] = std::max(max_[2 * p], max_[2 * p + 1]) + lazy_[p];
+    n_[p].max = std::max(n_[2 * p].max, n_[2 * p + 1].max) + n_[p].lazy;
   }
 }
 
@@ -73,7 +72,7 @@ void ProfileTree::add_all(const std::vector<std::pair<Span, int64_t>>& pieces) {
   while (!touched_.empty() && touched_.front() >= 1) {
     size_t n = 0;
     for (const size_t p : touched_) {
-      max_[p] = std::max(max_[2 * p], max_[2 * p + 1]) + lazy_[p];
+      n_[p].max = std::max(n_[2 * p].max, n_[2 * p + 1].max) + n_[p].lazy;
       if (p > 1 && (n == 0 || touched_[n - 1] != p >> 1)) touched_[n++] = p >> 1;
     }
     touched_.resize(n);
@@ -86,28 +85,28 @@ uint64_t ProfileTree::max(uint32_t from, uint32_t to) const {
   if (from > to) return 0;
   // The nodes covering [from, to], climbing from the leaves: those taken on the left all
   // lie under node l - 1 after each climb, those on the right under node r, so each side
-  // adds the lazy_ of that one ancestor per level; then the lazy_ above, to the root.
+  // adds the lazy of that one ancestor per level; then the lazy above, to the root.
   constexpr int64_t kNothing = INT64_MIN / 4;
-  const size_t cap = max_.size() / 2;
+  const size_t cap = n_.size() / 2;
   size_t l = cap + from;
   size_t r = cap + to + 1;
   int64_t left = kNothing;
   int64_t right = kNothing;
   while (l < r) {
-    if ((l & 1) != 0) left = std::max(left, max_[l++]);
-    if ((r & 1) != 0) right = std::max(right, max_[--r]);
+    if ((l & 1) != 0) left = std::max(left, n_[l++].max);
+    if ((r & 1) != 0) right = std::max(right, n_[--r].max);
     l >>= 1;
     r >>= 1;
-    left += lazy_[l - 1];
-    right += lazy_[r];
+    left += n_[l - 1].lazy;
+    right += n_[r].lazy;
   }
   for (size_t p = l - 1; p > 1;) {
     p >>= 1;
-    left += lazy_[p];
+    left += n_[p].lazy;
   }
   for (size_t p = r; p > 1;) {
     p >>= 1;
-    right += lazy_[p];
+    right += n_[p].lazy;
   }
   return static_cast<uint64_t>(std::max<int64_t>(0, std::max(left, right)));
 }
@@ -125,28 +124,28 @@ uint32_t ProfileTree::last_above(uint32_t from, uint32_t to, uint64_t threshold)
   if (from > to || size_ == 0) return kNone;
   to = std::min(to, size_ - 1);
   if (from > to) return kNone;
-  const auto cap = static_cast<uint32_t>(max_.size() / 2);
+  const auto cap = static_cast<uint32_t>(n_.size() / 2);
   return last_above(1, 0, cap - 1, from, to, static_cast<int64_t>(threshold));
 }
 
 uint32_t ProfileTree::last_above(size_t node, uint32_t lo, uint32_t hi, uint32_t from,
                                  uint32_t to, int64_t threshold) const {
   // `threshold` is relative to this node: the lazy adds above it are already taken off.
-  if (to < lo || hi < from || max_[node] <= threshold) return kNone;
+  if (to < lo || hi < from || n_[node].max <= threshold) return kNone;
   if (lo == hi) return lo;
   const uint32_t mid = lo + (hi - lo) / 2;
-  const int64_t below = threshold - lazy_[node];
+  const int64_t below = threshold - n_[node].lazy;
   const uint32_t right = last_above(2 * node + 1, mid + 1, hi, from, to, below);
   return right != kNone ? right : last_above(2 * node, lo, mid, from, to, below);
 }
 
 uint32_t ProfileTree::argmax() const {
-  const auto cap = static_cast<uint32_t>(max_.size() / 2);
+  const auto cap = static_cast<uint32_t>(n_.size() / 2);
   size_t node = 1;
-  int64_t want = max_[1];
+  int64_t want = n_[1].max;
   while (node < cap) {
-    want -= lazy_[node];
-    node = max_[2 * node] == want ? 2 * node : 2 * node + 1;
+    want -= n_[node].lazy;
+    node = n_[2 * node].max == want ? 2 * node : 2 * node + 1;
   }
   return std::min(static_cast<uint32_t>(node - cap), size_ == 0 ? 0 : size_ - 1);
 }
@@ -206,14 +205,18 @@ Candidate make_candidate(const PlanState& s, uint32_t t, std::vector<Run> runs,
   out.home_off_device = home_off_device;
   const uint64_t bytes = s.w.tensors[t].bytes;
   const uint32_t tier = s.tensors[t].tier;
+  // Copies added less copies gone, each kind timed once (the tensor's size on its route).
+  int64_t fetches = 0, stores = 0;
   for (const Run& r : runs) {
-    if (r.fetched) out.transfer_ps += c.fetch_ps(tier, bytes);
-    if (r.store) out.transfer_ps += c.store_ps(tier, bytes);
+    fetches += r.fetched ? 1 : 0;
+    stores += r.store ? 1 : 0;
   }
   for (const Run& r : s.tensors[t].runs) {
-    if (r.fetched) out.transfer_ps -= c.fetch_ps(tier, bytes);
-    if (r.store) out.transfer_ps -= c.store_ps(tier, bytes);
+    fetches -= r.fetched ? 1 : 0;
+    stores -= r.store ? 1 : 0;
   }
+  if (fetches != 0) out.transfer_ps += fetches * c.fetch_ps(tier, bytes);
+  if (stores != 0) out.transfer_ps += stores * c.store_ps(tier, bytes);
   out.runs = std::move(runs);
   out.delta = delta_of(s, t, out.runs);
   for (const auto& [span, d] : out.delta) {

@@ -49,7 +49,13 @@ class ProfileTree {
   std::pair<size_t, size_t> cover(uint32_t from, uint32_t to, int64_t delta);
   void recompute_above(size_t leaf);
   uint32_t size_ = 0;
-  std::vector<int64_t> max_, lazy_;
+  /// Per node: the max of its range (its lazy add included) and the add covering it whole;
+  /// side by side, so that a climb reads one cache line per level.
+  struct Node {
+    int64_t max = 0;
+    int64_t lazy = 0;
+  };
+  std::vector<Node> n_;
   std::vector<size_t> touched_;  ///< add_all's scratch
 };
 
