@@ -73,17 +73,27 @@ class Schedule : public Pass {
     });
 
     // Per link direction (or the tier's read port when the route has no link): the start
-    // of the earliest copy placed on it so far.
-    std::map<uint64_t, int64_t> frontier;
-    // Per tier, the keys of its route into the device.
-    std::vector<std::vector<uint64_t>> keys(s.topo.tiers.size());
+    // of the earliest copy placed on it so far, once one is. Each gets a dense index.
+    std::map<uint64_t, uint32_t> index;
+    std::vector<int64_t> frontier;
+    std::vector<bool> placed_on;
+    // Per tier, the indices of its route's links (and read port) into the device.
+    std::vector<std::vector<uint32_t>> keys(s.topo.tiers.size());
+    auto key_index = [&](uint64_t k) {
+      const auto [it, fresh] = index.try_emplace(k, static_cast<uint32_t>(frontier.size()));
+      if (fresh) {
+        frontier.push_back(0);
+        placed_on.push_back(false);
+      }
+      return it->second;
+    };
     for (const Fetch& f : fetches) {
       const uint32_t tier = s.tensors[f.tensor].tier;
       if (!keys[tier].empty()) continue;
       for (const hw::Hop& h : c.routes[tier].in->hops) {
-        keys[tier].push_back(uint64_t{h.link} * 2 + (h.forward ? 1 : 0));
+        keys[tier].push_back(key_index(uint64_t{h.link} * 2 + (h.forward ? 1 : 0)));
       }
-      keys[tier].push_back((uint64_t{1} << 40) + tier);
+      keys[tier].push_back(key_index((uint64_t{1} << 40) + tier));
     }
     // The slot each prefetch wants from the link, latest deadline first.
     std::vector<uint32_t> wanted(fetches.size());
@@ -94,10 +104,9 @@ class Schedule : public Pass {
       const auto dur = static_cast<int64_t>(
           static_cast<double>(c.fetch_ps(r.tier, s.w.tensors[f.tensor].bytes)) * o_.preferred);
       int64_t end = f.deadline;
-      const std::vector<uint64_t>& route = keys[r.tier];
-      for (uint64_t k : route) {
-        auto it = frontier.find(k);
-        if (it != frontier.end()) end = std::min(end, it->second);
+      const std::vector<uint32_t>& route = keys[r.tier];
+      for (const uint32_t k : route) {
+        if (placed_on[k]) end = std::min(end, frontier[k]);
       }
       const int64_t start = end - dur;
       const uint32_t floor = f.run == 0 ? 0 : r.runs[f.run - 1].release;
@@ -114,9 +123,9 @@ class Schedule : public Pass {
       // slot and shares it with the ones placed after it, rather than pushing every earlier
       // one before a start it never has.
       const int64_t placed = std::max(start, c.start_ps[wanted[i]]);
-      for (uint64_t k : route) {
-        auto [slot, fresh] = frontier.emplace(k, placed);
-        if (!fresh) slot->second = std::min(slot->second, placed);
+      for (const uint32_t k : route) {
+        frontier[k] = placed_on[k] ? std::min(frontier[k], placed) : placed;
+        placed_on[k] = true;
       }
     }
     // Then the memory: each prefetch moves to its slot, an earlier one only as far as the
