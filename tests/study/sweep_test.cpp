@@ -178,4 +178,45 @@ TEST_CASE("results database: another spec or shard is refused") {
   std::filesystem::remove_all(dir);
 }
 
+// How the points are taken (a tierflow point waits for a winner to probe with while the
+// first runs; each probes with its own workload's last winner) changes only the work:
+// with one job or three, every point is recorded once, with the same row.
+TEST_CASE("sweep: the order points run in and their probes change no row") {
+  const SweepSpec spec = parse_sweep_spec(R"(
+name: order
+base:
+  hw: h100-sxm-8gpu
+  model: llama-3-8b
+  layers: 2
+  context: 256
+  tokens: 4
+  tiers.hbm.capacity: 3GB
+axes:
+  - batch: [1, 8]
+  - links.gpu-pcie.bandwidth: [16GB/s, 32GB/s, 64GB/s]
+  - policy: [tierflow, resident, reactive]
+)",
+                                          "order.yaml");
+  std::vector<ResultDb::Table> tables;
+  for (const unsigned jobs : {1U, 3U}) {
+    CAPTURE(jobs);
+    ResultDb db = ResultDb::for_sweep(":memory:", spec, Shard{});
+    SweepOptions o;
+    o.jobs = jobs;
+    const SweepSummary s = run_sweep(spec, db, o);
+    CHECK(s.ran == 18);
+    CHECK(s.failed == 0);
+    CHECK(s.ok >= 12);  // the tierflow and reactive points
+    tables.push_back(db.table());
+    REQUIRE(tables.back().rows.size() == 18);
+  }
+  for (size_t r = 0; r < 18; ++r) {
+    for (size_t c = 0; c < tables[0].columns.size(); ++c) {
+      CAPTURE(r);
+      CAPTURE(tables[0].columns[c]);
+      CHECK(cell_text(tables[0].rows[r][c]) == cell_text(tables[1].rows[r][c]));
+    }
+  }
+}
+
 }  // namespace tierflow::study
