@@ -312,6 +312,30 @@ uint64_t TrafficMemo::get(const PlanState& s, const std::vector<bool>& cold,
   return bytes;
 }
 
+size_t TrafficMemo::order_index(const std::vector<uint32_t>& order) {
+  size_t i = 0;
+  while (i < orders_.size() && orders_[i] != order) ++i;
+  if (i == orders_.size()) orders_.push_back(order);
+  return i;
+}
+
+std::shared_ptr<const Liveness> TrafficMemo::liveness(
+    const Workload& w, const std::vector<uint32_t>& order,
+    const std::function<std::shared_ptr<const Liveness>()>& compute) {
+  TF_ASSERT(&w == w_, "a traffic memo asked about another workload");
+  {
+    const std::lock_guard lock(mu_);
+    const size_t i = order_index(order);
+    if (i < liveness_.size() && liveness_[i]) return liveness_[i];
+  }
+  std::shared_ptr<const Liveness> l = compute();
+  const std::lock_guard lock(mu_);
+  const size_t i = order_index(order);
+  if (liveness_.size() <= i) liveness_.resize(i + 1);
+  if (!liveness_[i]) liveness_[i] = std::move(l);
+  return liveness_[i];
+}
+
 size_t TrafficMemo::size() {
   const std::lock_guard lock(mu_);
   return entries_.size();

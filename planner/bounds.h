@@ -53,9 +53,9 @@ Bounds lower_bounds(PlanState& s);
 
 /// The traffic bound's bytes, remembered for one workload: they depend on the order, the
 /// budget and the tensors pinned off the device, not on the links or the policy, so the
-/// points of a sweep that share a workload compute them once per order and budget. Set
-/// PlanRequest::traffic_memo to one made for the workload planned (Study keeps one per
-/// workload); thread-safe.
+/// points of a sweep that share a workload compute them once per order and budget; and
+/// the liveness of each order, which depends on nothing else. Set PlanRequest::traffic_memo
+/// to one made for the workload planned (Study keeps one per workload); thread-safe.
 class TrafficMemo {
  public:
   explicit TrafficMemo(const Workload& w) : w_(&w) {}
@@ -65,6 +65,11 @@ class TrafficMemo {
                const std::function<uint64_t()>& compute);
   /// The (order, budget, pins) cases remembered.
   size_t size();
+  /// The liveness of this memo's workload in `order` (the same for every plan of it in
+  /// that order), from `compute` when not yet known.
+  std::shared_ptr<const Liveness> liveness(
+      const Workload& w, const std::vector<uint32_t>& order,
+      const std::function<std::shared_ptr<const Liveness>()>& compute);
 
  private:
   struct Entry {
@@ -75,8 +80,12 @@ class TrafficMemo {
   };
   const Workload* w_;
   std::mutex mu_;
+  /// Index of `order` in orders_, added when new. Call with mu_ held.
+  size_t order_index(const std::vector<uint32_t>& order);
   std::vector<std::vector<uint32_t>> orders_;  ///< each order once (a few per workload)
   std::vector<Entry> entries_;                 ///< one per order, budget and pins
+  /// Per index of orders_: its liveness, once asked for.
+  std::vector<std::shared_ptr<const Liveness>> liveness_;
 };
 
 }  // namespace tierflow::planner

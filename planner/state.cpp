@@ -9,6 +9,7 @@
 #include "core/diagnostics.h"
 #include "core/stepper.h"
 #include "hw_models/cost.h"
+#include "planner/bounds.h"
 
 namespace tierflow::planner {
 
@@ -126,8 +127,9 @@ const Costs& PlanState::ensure_costs() {
   return *costs;
 }
 
-const Liveness& PlanState::ensure_liveness() {
-  if (liveness) return *liveness;
+namespace {
+
+Liveness liveness_in(const Workload& w, const std::vector<uint32_t>& order) {
   Liveness l;
   l.uses.resize(w.tensors.size());
   l.modifies.resize(w.tensors.size());
@@ -149,7 +151,16 @@ const Liveness& PlanState::ensure_liveness() {
     const TensorKind k = w.tensors[t].kind;
     l.persists[t] = l.born[t] != kNone && (k == TensorKind::kOutput || k == TensorKind::kKv);
   }
-  liveness = std::make_shared<const Liveness>(std::move(l));
+  return l;
+}
+
+}  // namespace
+
+const Liveness& PlanState::ensure_liveness() {
+  if (liveness) return *liveness;
+  auto compute = [&] { return std::make_shared<const Liveness>(liveness_in(w, order)); };
+  // The plans of a study's workload share the liveness of each order.
+  liveness = traffic_memo ? traffic_memo->liveness(w, order, compute) : compute();
   return *liveness;
 }
 

@@ -388,6 +388,18 @@ TEST_CASE("a traffic memo shared by plans of one workload changes no outcome") {
     // reorder modes), per budget.
     CHECK(memo->size() >= budgets.size());
     CHECK(memo->size() <= 3 * budgets.size());
+    // The liveness of an order is made once and shared by every plan of the workload.
+    PlanRequest req = offload;
+    req.traffic_memo = memo;
+    const PlanState a = initial_state(w, base, req, offload.target.budget);
+    const hw::Topology slow = small_topology("50kB/s");
+    const PlanState b = initial_state(w, slow, req, offload.target.budget * 2);
+    CHECK(a.liveness.get() == b.liveness.get());
+    PlanRequest alone = offload;
+    const PlanState c = initial_state(w, base, alone, offload.target.budget);
+    CHECK(c.liveness.get() != a.liveness.get());
+    CHECK(c.liveness->uses == a.liveness->uses);
+    CHECK(c.liveness->born == a.liveness->born);
   }
 }
 
