@@ -21,7 +21,8 @@ void advise_huge_pages(const void* p, size_t bytes);
 /// blocks up to 32 MiB come from the allocator's heap and freed memory stays there for the
 /// next plan, instead of each large array being mapped from the kernel, faulted in page by
 /// page and unmapped again (glibc's mmap and trim thresholds; a no-op elsewhere). Call
-/// once, at the start of main, before other threads run.
+/// once, at the start of main, before other threads run. Where the executables allocate with
+/// mimalloc, its own option keeps freed memory instead (core/mimalloc_options.cpp).
 void reuse_freed_memory();
 
 /// Zero-filled memory: from 2 MiB on, mapped from the kernel, aligned to and rounded up to
