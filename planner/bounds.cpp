@@ -291,8 +291,7 @@ uint64_t TrafficMemo::get(const PlanState& s, const std::vector<bool>& cold,
                           const std::function<uint64_t()>& compute) {
   TF_ASSERT(&s.w == w_, "a traffic memo asked about another workload");
   auto find = [&](size_t& order) -> const Entry* {
-    order = 0;
-    while (order < orders_.size() && orders_[order] != s.order) ++order;
+    order = order_index(s.order);
     for (const Entry& e : entries_) {
       if (e.order == order && e.budget == s.target.budget && e.cold == cold) return &e;
     }
@@ -305,10 +304,7 @@ uint64_t TrafficMemo::get(const PlanState& s, const std::vector<bool>& cold,
   }
   const uint64_t bytes = compute();
   const std::lock_guard lock(mu_);
-  if (find(order) == nullptr) {
-    if (order == orders_.size()) orders_.push_back(s.order);
-    entries_.push_back(Entry{order, s.target.budget, cold, bytes});
-  }
+  if (find(order) == nullptr) entries_.push_back(Entry{order, s.target.budget, cold, bytes});
   return bytes;
 }
 

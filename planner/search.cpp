@@ -86,10 +86,11 @@ class Search {
         e.cut = true;
         e.why_not = "not run: no routed experts";
       }
+      TF_ASSERT(pe.variant_of < 0 || static_cast<size_t>(pe.variant_of) < entries_.size(),
+                "portfolio entry {} varies entry {}, which does not come before it",
+                entries_.size(), pe.variant_of);
       // Printing every pass runs every pipeline in order.
-      if (share_ && pe.variant_of >= 0 && static_cast<size_t>(pe.variant_of) < entries_.size()) {
-        e.variant_of = static_cast<size_t>(pe.variant_of);
-      }
+      if (share_ && pe.variant_of >= 0) e.variant_of = static_cast<size_t>(pe.variant_of);
       const auto& passes = e.pipeline.passes();
       while (share_ && e.split < passes.size() && is_prefix_pass(passes[e.split]->name())) {
         ++e.split;
@@ -226,6 +227,9 @@ class Search {
   /// end, scoring its plan when the evaluator is thread-safe and the plan is new. A variant
   /// (Entry::variant_of) runs only at its turn after the others (`variant_turn`).
   std::unique_ptr<Trial> run_entry(size_t i, bool variant_turn = false);
+  /// run_entry(), with what it throws kept in the trial (Trial::error) for the merge to
+  /// rethrow in portfolio order.
+  std::unique_ptr<Trial> run_caught(size_t i, bool variant_turn = false);
   /// Runs the passes from `emit` on and concludes the trial.
   void complete(Trial& trial);
   /// Why the gate rules out entry i's plan by its copies alone, or empty. Call with m_ held.
@@ -523,28 +527,26 @@ void Search::worker(size_t k) {
       if (stop_) return;
       i = next_++;
     }
-    std::unique_ptr<Trial> trial;
-    try {
-      trial = run_entry(i);
-    } catch (...) {
-      trial = std::make_unique<Trial>();
-      trial->error = std::current_exception();
-    }
+    std::unique_ptr<Trial> trial = run_caught(i);
     const std::lock_guard lock(m_);
     done_[i] = std::move(trial);
     cv_.notify_all();
   }
 }
 
-void Search::run_probe() {
-  std::unique_ptr<Trial> t;
+std::unique_ptr<Search::Trial> Search::run_caught(size_t i, bool variant_turn) {
   try {
-    t = run_entry(*probe_);
+    return run_entry(i, variant_turn);
   } catch (...) {
-    t = std::make_unique<Trial>();
-    t->entry = *probe_;
+    auto t = std::make_unique<Trial>();
+    t->entry = i;
     t->error = std::current_exception();
+    return t;
   }
+}
+
+void Search::run_probe() {
+  std::unique_ptr<Trial> t = run_caught(*probe_);
   // Not run (it repeats an earlier entry), or no plan: no bound; its turn merges it as is.
   if (!t->error && !t->same_as && t->facts.ok && t->state) {
     EmittedPlan& emitted = t->state->emitted;
@@ -667,12 +669,7 @@ void Search::merge_variants(std::unique_ptr<Trial>& best, std::vector<PortfolioT
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t k = next++; k < run.size(); k = next++) {
-      try {
-        trials[k] = run_entry(run[k], /*variant_turn=*/true);
-      } catch (...) {
-        trials[k] = std::make_unique<Trial>();
-        trials[k]->error = std::current_exception();
-      }
+      trials[k] = run_caught(run[k], /*variant_turn=*/true);
     }
   };
   {
@@ -719,6 +716,11 @@ void Search::merge(std::unique_ptr<Trial> a, std::vector<Facts>& facts,
   TF_ASSERT(!a->same_as || !f.ok, "entry {} repeats a plan not yet seen", i);
   if (f.ok) {
     EmittedPlan& emitted = a->state->emitted;
+    // The same plan as the best, merged before it: its score, not a second simulation.
+    if (!emitted.evaluation() && later_twin && best && best->entry == *later_twin &&
+        best->out.evaluation) {
+      emitted.set_evaluation(*best->out.evaluation);
+    }
     if (!emitted.evaluation()) emitted.set_evaluation(evaluate(*req_.evaluator, *a->state));
     a->out.evaluation = emitted.evaluation();
   }

@@ -56,6 +56,13 @@ TEST_CASE("the tierflow portfolio: pipelines that print back as written, each sa
     CAPTURE(table[i].pipeline);
     CHECK(Pipeline::parse(table[i].pipeline).str() == table[i].pipeline);
     CHECK(!table[i].tries.empty());
+    // A variant varies an earlier entry that is no variant itself (planner/search.h).
+    if (table[i].variant_of >= 0) {
+      const auto v = static_cast<size_t>(table[i].variant_of);
+      REQUIRE(v < i);
+      CHECK(table[v].variant_of < 0);
+      CHECK((!table[i].large || table[v].large));  // run in a cut search only with it
+    }
     for (size_t j = 0; j < i; ++j) {
       CHECK(table[j].pipeline != table[i].pipeline);
       CHECK(table[j].tries != table[i].tries);
