@@ -48,6 +48,9 @@ struct Evaluation {
   int64_t makespan_ps = 0;
   uint64_t device_peak = 0;  ///< largest over the programs' device tiers
   std::vector<int64_t> exposed_by_event;
+  /// The evaluation stopped early (PlanEvaluator::evaluate_until): the plan surely ends
+  /// after the limit it was given; `ok` is false and `makespan_ps` is where it stopped.
+  bool stopped = false;
   /// What the evaluator kept of the run behind this score, opaque to the planner (the
   /// simulation itself, for a caller that would otherwise run it again); may be null.
   std::shared_ptr<const void> run;

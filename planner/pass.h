@@ -49,6 +49,15 @@ class PlanEvaluator {
   /// `verified`: the plan passed verify_plan() against the workload (the verify pass
   /// checked it as emitted), so the evaluator need not check the plan rules again.
   virtual Evaluation evaluate(const Plan& plan, bool verified) = 0;
+  /// evaluate(), except that it may stop as soon as the plan surely ends after `after_ps`,
+  /// given `ingress` (Bounds::ingress of the plan's state): the score then has `stopped`
+  /// set. The default runs to the end.
+  virtual Evaluation evaluate_until(const Plan& plan, bool verified, int64_t after_ps,
+                                    double ingress) {
+    (void)after_ps;
+    (void)ingress;
+    return evaluate(plan, verified);
+  }
   /// Whether `evaluate` may be called from several threads at once (the tierflow policy
   /// then scores plans on the threads that make them).
   [[nodiscard]] virtual bool thread_safe() const { return false; }

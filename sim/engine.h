@@ -34,8 +34,9 @@ struct EventState {
   std::vector<uint32_t> waiters;  ///< programs with a step blocked on it (may repeat)
 };
 
+/// A transfer while it runs; its record (SimResult::transfers) is kept apart, at the same
+/// index, so that the records become the result without a copy.
 struct Transfer {
-  TransferRecord rec;
   const hw::FabricPath* path = nullptr;
   uint32_t dense_event = 0;
   uint32_t flow = hw::kNoFlow;
@@ -214,6 +215,7 @@ class Simulator {
   std::unordered_map<uint32_t, uint32_t> event_map_;
   std::vector<EventState> events_;
   std::vector<Transfer> transfers_;
+  std::vector<TransferRecord> records_;  ///< per transfer
   std::vector<uint32_t> flow_owner_;
   struct EngineState {
     int free = 0;
@@ -231,6 +233,15 @@ class Simulator {
   std::optional<SimError> error_;
   uint64_t solves_ = 0;
   uint64_t events_processed_ = 0;
+  /// SimOptions::stop_after: bytes of device prefetches program 0 has yet to begin, and
+  /// whether the bound has passed the limit.
+  uint64_t unbegun_fetch_ = 0;
+  bool stopped_ = false;
+  /// Whether program 0's unbegun prefetches alone end after SimOptions::stop_after.
+  [[nodiscard]] bool past_stop() const {
+    return static_cast<double>(q_.now()) + static_cast<double>(unbegun_fetch_) / o_.ingress * 1e12 >
+           static_cast<double>(o_.stop_after);
+  }
 };
 
 }  // namespace tierflow::sim::detail

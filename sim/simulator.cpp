@@ -164,9 +164,10 @@ bool Simulator::compute(uint32_t p, size_t step, const Step& s, uint64_t need) {
       const uint32_t transfer = events_[dense_event(e)].transfer;
       if (transfer == kNone) continue;  // a host step's event
       Transfer& x = transfers_[transfer];
-      if (x.rec.kind == StepKind::kPrefetch && x.rec.program == p && !x.arrowed) {
+      const TransferRecord& r = records_[transfer];
+      if (r.kind == StepKind::kPrefetch && r.program == p && !x.arrowed) {
         x.arrowed = true;  // one arrow per prefetch: to its first consumer
-        rec_.arrow(x.track, x.rec.start, e, int(p));
+        rec_.arrow(x.track, r.start, e, int(p));
       }
     }
   }
@@ -220,20 +221,14 @@ bool Simulator::transfer(uint32_t p, size_t step, const Step& s) {
   }
   const uint32_t x = uint32_t(transfers_.size());
   Transfer& tr = transfers_.emplace_back();
-  tr.rec = TransferRecord{p,
-                          uint32_t(step),
-                          s.kind,
-                          s.target,
-                          s.event,
-                          w_.tensors[s.target].bytes,
-                          uint32_t(from),
-                          uint32_t(to),
-                          q_.now()};
+  const TransferRecord& rec = records_.emplace_back(
+      TransferRecord{p, uint32_t(step), s.kind, s.target, s.event, w_.tensors[s.target].bytes,
+                     uint32_t(from), uint32_t(to), q_.now()});
   tr.path = path;
   tr.dense_event = dense_event(s.event);
   events_[tr.dense_event].transfer = x;
   ++st.res.transfers;
-  if (!s.host) (prefetch ? st.res.bytes_in : st.res.bytes_out) += tr.rec.bytes;
+  if (!s.host) (prefetch ? st.res.bytes_in : st.res.bytes_out) += rec.bytes;
   for (uint32_t g : path->engines) engines_[g].queue.push_back(x);
   try_start(x);
   return true;
@@ -248,11 +243,12 @@ bool Simulator::try_start(uint32_t x) {
     --engines_[g].free;
     engines_[g].queue.pop_front();
   }
-  tr.rec.start = q_.now();
-  if (rec_.drawing()) tr.lanes = rec_.transfer_start(int(tr.rec.program), *tr.path);
+  TransferRecord& rec = records_[x];
+  rec.start = q_.now();
+  if (rec_.drawing()) tr.lanes = rec_.transfer_start(int(rec.program), *tr.path);
   const Time setup = tr.path->route->setup.ps;
   if (setup > kMaxSimTimePs - q_.now()) {
-    past_time_limit(int(tr.rec.program), int(tr.rec.step), int(tr.rec.tensor),
+    past_time_limit(int(rec.program), int(rec.step), int(rec.tensor),
                     fmt::format("a transfer's setup of {}", to_string_approx(Duration{setup})));
     return true;
   }
@@ -262,20 +258,21 @@ bool Simulator::try_start(uint32_t x) {
 
 void Simulator::complete_transfer(uint32_t x) {
   Transfer& tr = transfers_[x];
-  tr.rec.end = q_.now();
-  if (StepTime* at = step_time(tr.rec.program, tr.rec.step)) at->end = q_.now();
+  TransferRecord& rec = records_[x];
+  rec.end = q_.now();
+  if (StepTime* at = step_time(rec.program, rec.step)) at->end = q_.now();
   for (uint32_t g : tr.path->engines) ++engines_[g].free;
   for (uint32_t g : tr.path->engines) {
     while (!engines_[g].queue.empty() && try_start(engines_[g].queue.front())) {
     }
   }
-  if (rec_.drawing()) tr.track = rec_.transfer_end(tr.lanes, tr.rec);
-  ProgramState& owner = progs_[tr.rec.program];
+  if (rec_.drawing()) tr.track = rec_.transfer_end(tr.lanes, rec);
+  ProgramState& owner = progs_[rec.program];
   owner.res.end = std::max(owner.res.end, q_.now());
   for (uint32_t p : events_[tr.dense_event].waiters) {
     ProgramState& st = progs_[p];
     if (st.wait_event != tr.dense_event) continue;
-    tr.rec.exposed += q_.now() - st.wait_begin;  // its compute step waited for this one
+    rec.exposed += q_.now() - st.wait_begin;  // its compute step waited for this one
     if (rec_.on()) rec_.waited(int(p), uint32_t(next_step(p)), x, st.wait_begin, q_.now());
     st.wait_event = kNone;
   }
@@ -329,12 +326,16 @@ void Simulator::dispatch(const Event& ev) {
     }
     case kSetupDone: {
       Transfer& tr = transfers_[ev.data];
-      tr.rec.active = q_.now();
-      if (tr.rec.bytes == 0) {
+      TransferRecord& rec = records_[ev.data];
+      rec.active = q_.now();
+      if (rec.program == 0 && rec.kind == StepKind::kPrefetch && rec.to == dev_tier_) {
+        unbegun_fetch_ -= rec.bytes;
+      }
+      if (rec.bytes == 0) {
         complete_transfer(ev.data);
         break;
       }
-      tr.flow = net_.start(tr.path->resources, double(tr.rec.bytes), q_.now());
+      tr.flow = net_.start(tr.path->resources, double(rec.bytes), q_.now());
       if (flow_owner_.size() <= tr.flow) flow_owner_.resize(tr.flow + 1, kNone);
       flow_owner_[tr.flow] = ev.data;
       break;
@@ -375,11 +376,12 @@ void Simulator::resolve() {
   ++solves_;
   for (uint32_t f : net_.changed_flows()) {
     Transfer& tr = transfers_[flow_owner_[f]];
+    const TransferRecord& rec = records_[flow_owner_[f]];
     if (tr.flow_event != 0) q_.cancel(tr.flow_event - 1);
     const Time done = net_.completion(f);
     if (done > kMaxSimTimePs) {
-      past_time_limit(int(tr.rec.program), int(tr.rec.step), int(tr.rec.tensor),
-                      fmt::format("a transfer of {}", to_string(Bytes{tr.rec.bytes})));
+      past_time_limit(int(rec.program), int(rec.step), int(rec.tensor),
+                      fmt::format("a transfer of {}", to_string(Bytes{rec.bytes})));
       tr.flow_event = 0;
       continue;
     }
@@ -400,6 +402,10 @@ void Simulator::loop() {
     if (next && *next == ev.time) continue;
     // Every event of this instant has run: re-solve rates once, sample levels once.
     if (net_.dirty()) resolve();
+    if (o_.stop_after > 0 && past_stop()) {
+      stopped_ = true;
+      break;
+    }
     for (uint32_t s : changed_slots_) {
       rec_.tier_level(s, ev.time, ledger_->stats(s).level);
       slot_changed_[s] = 0;
@@ -428,6 +434,14 @@ SimResult Simulator::run() {
   if (setup()) {
     start_programs();
     loop();
+    if (stopped_) {
+      r.stopped = true;
+      r.makespan = q_.now();
+      r.events = events_processed_;
+      r.steps = stepper_.steps();
+      r.solves = solves_;
+      return r;
+    }
     if (!error_) {
       for (uint32_t p = 0; p < progs_.size(); ++p) {
         const stepper::Cursor& c = stepper_.cursor(p);

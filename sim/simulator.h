@@ -71,6 +71,13 @@ struct SimOptions {
   /// The plan already passed verify_plan() against this workload (the planner's verify
   /// pass checked it): setup does not check the plan rules again.
   bool verified = false;
+  /// When above 0: stop as soon as the run surely ends after this time (SimResult::
+  /// stopped), by the bound `now + bytes program 0 has yet to begin prefetching onto the
+  /// device / ingress`, with `ingress` an upper bound on the bytes per second the device
+  /// tier receives (planner::Bounds::ingress). A search uses it to rule out a plan against
+  /// a better one without running it to its end.
+  Time stop_after = 0;
+  double ingress = 0;
 };
 
 /// Why a plan cannot run (core/plan.h), shared with the replayer.
@@ -154,6 +161,9 @@ struct SimResult {
   uint64_t events = 0;  ///< kernel events processed
   uint64_t steps = 0;   ///< plan steps executed
   uint64_t solves = 0;  ///< max-min re-solves
+  /// The run stopped at `makespan` because it surely ends after SimOptions::stop_after;
+  /// only `makespan` and the counts above are then filled.
+  bool stopped = false;
 };
 
 /// Simulates a bound plan. Plan-rule violations are found by core's verify_plan and

@@ -35,6 +35,14 @@ bool Simulator::setup() {
   host_op_time_.resize(t_.devices.size());
 
   progs_.resize(plan_.programs.size());
+  if (o_.stop_after > 0) {
+    TF_ASSERT(o_.ingress > 0, "a stop bound needs the device tier's ingress");
+    if (!plan_.programs.empty()) {
+      for (const Step& s : plan_.programs[0].steps) {
+        if (s.kind == StepKind::kPrefetch && !s.host) unbegun_fetch_ += w_.tensors[s.target].bytes;
+      }
+    }
+  }
   for (size_t p = 0; p < plan_.programs.size(); ++p) {
     const Program& prog = plan_.programs[p];
     ProgramState& st = progs_[p];
@@ -75,6 +83,9 @@ bool Simulator::setup() {
       }
     }
   }
+  // Each transfer completes an event (so do host steps): room for every one at once.
+  transfers_.reserve(events_.size());
+  records_.reserve(events_.size());
   const bool table = size_t{max_id} < 4 * events_.size() + 1024;
   if (table) event_table_.assign(size_t{max_id} + 1, kNone);
   uint32_t next = 0;
@@ -241,11 +252,12 @@ void Simulator::finish(SimResult& r) {
   // Resources that carried bytes.
   std::vector<uint64_t> count(fabric_.resources().size());
   std::vector<Time> queue(count.size()), max_queue(count.size());
-  for (const Transfer& x : transfers_) {
-    for (uint32_t res : x.path->resources) {
+  for (size_t x = 0; x < transfers_.size(); ++x) {
+    const Time waited = records_[x].start - records_[x].issue;
+    for (uint32_t res : transfers_[x].path->resources) {
       ++count[res];
-      queue[res] += x.rec.start - x.rec.issue;
-      max_queue[res] = std::max(max_queue[res], x.rec.start - x.rec.issue);
+      queue[res] += waited;
+      max_queue[res] = std::max(max_queue[res], waited);
     }
   }
   for (uint32_t res = 0; res < fabric_.resources().size(); ++res) {
@@ -268,10 +280,7 @@ void Simulator::finish(SimResult& r) {
     lr.max_queue_ps = max_queue[res];
     r.links.push_back(std::move(lr));
   }
-  if (o_.keep_transfers) {
-    r.transfers.reserve(transfers_.size());
-    for (const Transfer& x : transfers_) r.transfers.push_back(x.rec);
-  }
+  if (o_.keep_transfers) r.transfers = std::move(records_);
 }
 
 }  // namespace tierflow::sim::detail

@@ -764,3 +764,52 @@ TEST_CASE("step times: when each step of the single-prefetch plan ran") {
     CHECK(times[0][i].end == 389 * kNs);
   }
 }
+
+TEST_CASE("stop_after: a run stops once its unbegun prefetches surely end it after the limit") {
+  // a and b (32 B each, home ddr) feed two norms; b's prefetch issues after the first.
+  //  0      155 187       357    512 544       714 ns
+  //  |setup a|=a=|== n1 ==|setup b|=b=|== n2 ==|
+  Workload w;
+  const uint32_t a = w.add_tensor({"a", 32, TensorKind::kInput});
+  const uint32_t b = w.add_tensor({"b", 32, TensorKind::kInput});
+  const uint32_t y = w.add_tensor({"y", 32, TensorKind::kActivation});
+  const uint32_t z = w.add_tensor({"z", 32, TensorKind::kActivation});
+  w.add_op(norm("n1", {a}, {y}));
+  w.add_op(norm("n2", {b, y}, {z}));
+  const Plan p = make_plan({kDdr, kDdr, kHbm, kHbm},
+                           {Program{0,
+                                    {prefetch(a, 1), compute(0, {1}), detach(a), prefetch(b, 2),
+                                     compute(1, {2}), detach(b), detach(y), detach(z)}}});
+  REQUIRE_FALSE(verify_plan(p, w).has_value());
+  const SimResult full = run(p, w, unit_hw());
+  require_ok(full);
+  CHECK_FALSE(full.stopped);
+  CHECK(full.makespan == 714 * kNs);
+  SimOptions o;
+  o.ingress = 1e9;  // 1 B/ns
+  // At the limit the bound never passes it: the same run to its end.
+  o.stop_after = full.makespan;
+  const SimResult same = simulate(p, w, unit_hw(), o);
+  require_ok(same);
+  CHECK_FALSE(same.stopped);
+  CHECK(same.makespan == full.makespan);
+  CHECK(same.transfers.size() == full.transfers.size());
+  // Just below it, the run stops at its last event, which passes the limit.
+  o.stop_after = full.makespan - 1;
+  const SimResult late = simulate(p, w, unit_hw(), o);
+  CHECK(late.stopped);
+  CHECK_FALSE(late.error.has_value());
+  CHECK(late.makespan == full.makespan);
+  // Below 187 ns: at a's setup (155 ns) the 32 bytes of b not begun take it to 187 ns.
+  o.stop_after = 180 * kNs;
+  const SimResult early = simulate(p, w, unit_hw(), o);
+  CHECK(early.stopped);
+  CHECK(early.makespan == 155 * kNs);
+  CHECK(early.transfers.empty());
+  // At 187 ns exactly: not yet at 155 ns (the bound is 187 ns); at 187 ns (a landed) b's
+  // 32 bytes still take it to 219 ns.
+  o.stop_after = 187 * kNs;
+  const SimResult at = simulate(p, w, unit_hw(), o);
+  CHECK(at.stopped);
+  CHECK(at.makespan == 187 * kNs);
+}

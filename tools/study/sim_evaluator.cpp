@@ -15,17 +15,29 @@ uint64_t device_peak(const sim::SimResult& r) {
   return peak;
 }
 
-planner::Evaluation SimEvaluator::evaluate(const Plan& plan, bool verified) {
+planner::Evaluation SimEvaluator::run(const Plan& plan, bool verified, int64_t after_ps,
+                                      double ingress) {
   sim::SimOptions o;
   o.verified = verified;
   o.keep_transfers = true;
   o.live_top = 0;
+  if (after_ps > 0 && ingress > 0) {
+    o.stop_after = after_ps;
+    o.ingress = ingress;
+  }
   auto run = std::make_shared<SimRun>();
   if (keep_runs_) o.op_end = &run->op_end;
   run->result = sim::simulate(plan, w_, t_, o);
   const sim::SimResult& r = run->result;
   ++runs_;
   planner::Evaluation e;
+  if (r.stopped) {
+    e.ok = false;
+    e.stopped = true;
+    e.makespan_ps = r.makespan;
+    e.error = "stopped: it ends after the limit";
+    return e;
+  }
   if (keep_runs_) e.run = run;
   if (r.error) {
     e.ok = false;

@@ -27,7 +27,15 @@ class SimEvaluator : public planner::PlanEvaluator {
   /// the simulation of the plan it gets instead of running it again.
   SimEvaluator(const Workload& w, const hw::Topology& t, bool keep_runs = false)
       : w_(w), t_(t), keep_runs_(keep_runs) {}
-  planner::Evaluation evaluate(const Plan& plan, bool verified) override;
+  planner::Evaluation evaluate(const Plan& plan, bool verified) override {
+    return run(plan, verified, 0, 0);
+  }
+  /// Stops the simulation once the plan surely ends after `after_ps` (SimOptions::
+  /// stop_after).
+  planner::Evaluation evaluate_until(const Plan& plan, bool verified, int64_t after_ps,
+                                     double ingress) override {
+    return run(plan, verified, after_ps, ingress);
+  }
   [[nodiscard]] bool thread_safe() const override { return true; }
   [[nodiscard]] uint64_t runs() const { return runs_.load(); }
 
@@ -37,6 +45,8 @@ class SimEvaluator : public planner::PlanEvaluator {
   }
 
  private:
+  planner::Evaluation run(const Plan& plan, bool verified, int64_t after_ps, double ingress);
+
   const Workload& w_;
   const hw::Topology& t_;
   bool keep_runs_ = false;
