@@ -1,5 +1,7 @@
 #include "planner/outcome.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "planner/offload.h"
@@ -146,18 +148,90 @@ std::vector<OffloadInfo> offloads_of(const PlanState& s, const std::optional<Eva
   return out;
 }
 
+std::string plan_policy(const PlanRequest& req) {
+  return req.pipeline.empty() ? req.policy : "custom";
+}
+
 PlanState initial_state(const Workload& w, const hw::Topology& t, const PlanRequest& req,
                         uint64_t budget) {
   Target target = req.target;
   target.budget = budget;
   PlanState s(w, t, target);
-  s.policy = req.pipeline.empty() ? req.policy : "custom";
+  s.policy = plan_policy(req);
   s.traffic_memo = req.traffic_memo;
   s.set_pins(req.pins);
   s.ensure_costs();
   s.ensure_liveness();
   reset_resident(s);
   return s;
+}
+
+std::shared_ptr<const StartState> StartMemo::get(const std::string& key,
+                                                 const std::function<StartState()>& make) {
+  std::shared_ptr<Slot> slot;
+  {
+    const std::lock_guard lock(m_);
+    std::shared_ptr<Slot>& s = slots_[key];
+    if (!s) s = std::make_shared<Slot>();
+    slot = s;
+  }
+  // Another plan asking for the same state waits here for the first to make it.
+  std::call_once(slot->once, [&] { slot->state = std::make_shared<const StartState>(make()); });
+  return slot->state;
+}
+
+size_t leading_prefix(const Pipeline& p) {
+  size_t n = 0;
+  while (n < p.passes().size()) {
+    const std::string_view name = p.passes()[n]->name();
+    if (name != "reorder" && name != "place" && name != "liveness") break;
+    ++n;
+  }
+  return n;
+}
+
+StartMemo* shared_memo(const PlanRequest& req) {
+  // Pins change the initial state; printing or checking after each pass runs every pass.
+  const bool ok = req.pins.empty() && !req.after_pass && !req.verify_each;
+  return ok ? req.start_memo.get() : nullptr;
+}
+
+std::shared_ptr<const StartState> start_state(const Workload& w, const hw::Topology& t,
+                                              const PlanRequest& req, uint64_t budget,
+                                              const Pipeline* prefix, StartMemo* memo) {
+  // The prefix's passes run, and the bounds of where they end (also when one fails).
+  const auto go_on = [&](StartState& x) {
+    if (prefix != nullptr) {
+      PassContext ctx = context_for(req);
+      x.result = prefix->run(x.state, ctx);
+      x.failure = std::move(ctx.failure);
+      x.report = std::move(ctx.report);
+    }
+    x.bounds = lower_bounds(x.state);
+  };
+  const auto initial = [&] {
+    StartState x{initial_state(w, t, req, budget), {}, PassResult::kUnchanged, {}, {}, 0};
+    x.resident_peak = ProfileTree(memory_profile(x.state)).max();
+    return x;
+  };
+  if (memo == nullptr) {
+    StartState x = initial();
+    go_on(x);
+    return std::make_shared<const StartState>(std::move(x));
+  }
+  const std::string key = fmt::format("{}/{}/{}/{}", req.target.device_class, req.target.devices,
+                                      req.target.device_tier, budget);
+  const std::shared_ptr<const StartState> base = memo->get(key, [&] {
+    StartState x = initial();
+    x.bounds = lower_bounds(x.state);
+    return x;
+  });
+  if (prefix == nullptr) return base;
+  return memo->get(key + "|" + prefix->str(), [&] {
+    StartState x{base->state, {}, PassResult::kUnchanged, {}, {}, base->resident_peak};
+    go_on(x);
+    return x;
+  });
 }
 
 PassContext context_for(const PlanRequest& req) {
@@ -197,11 +271,26 @@ PlanOutcome run_pipeline(const Workload& w, const hw::Topology& t, const PlanReq
   const Pipeline pipeline = Pipeline::parse(pipeline_text);
   out.pipeline = pipeline.str();
   out.budget = budget;
-  PlanState s = initial_state(w, t, req, budget);
+  const size_t split = leading_prefix(pipeline);
+  const std::optional<Pipeline> prefix =
+      split > 0 ? std::optional(Pipeline::parse(pipeline.str(0, split))) : std::nullopt;
+  const std::shared_ptr<const StartState> start =
+      start_state(w, t, req, budget, prefix ? &*prefix : nullptr, shared_memo(req));
+  PlanState s = start->state;
+  s.policy = plan_policy(req);
   PassContext ctx = context_for(req);
-  out.resident_peak = ProfileTree(memory_profile(s)).max();
-  const PassResult r = pipeline.run(s, ctx);
-  out.bounds = lower_bounds(s);
+  ctx.report = start->report;
+  ctx.failure = start->failure;
+  out.resident_peak = start->resident_peak;
+  PassResult r = start->result;
+  if (r != PassResult::kFailed) {
+    const PassResult rest = pipeline.run(s, ctx, split, pipeline.passes().size());
+    if (rest != PassResult::kUnchanged) r = rest;
+  }
+  // The bounds depend on the order alone (and the request): the prefix's, unless a later
+  // pass reordered.
+  out.bounds =
+      r != PassResult::kFailed && s.order == start->state.order ? start->bounds : lower_bounds(s);
   if (conclude(out, s, ctx, r)) report(out, s, req.evaluator);
   return out;
 }

@@ -9,7 +9,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -27,6 +32,54 @@ PlanState initial_state(const Workload& w, const hw::Topology& t, const PlanRequ
                         uint64_t budget);
 /// A context with the request's evaluator, --verify-each and --print-after.
 PassContext context_for(const PlanRequest& req);
+
+/// Where a pipeline goes on from: the initial state after the pipeline's leading prefix
+/// passes (reorder, place, liveness; maybe none), what they reported, the lower bounds of
+/// that state, and the largest resident profile of the initial state.
+struct StartState {
+  PlanState state;
+  PassReport report;
+  PassResult result = PassResult::kUnchanged;
+  std::string failure;  ///< the prefix's, as Pipeline::run words it
+  Bounds bounds;        ///< lower_bounds(state), unless the prefix failed
+  uint64_t resident_peak = 0;
+};
+
+/// The start states of the plans of one workload on one topology, each computed once (by
+/// the first plan that needs it) per target, budget and prefix: the points of a sweep
+/// that differ only in policy share them. Thread-safe. PlanRequest::start_memo.
+class StartMemo {
+ public:
+  /// The state under `key`, made by `make` if no plan has made it yet.
+  std::shared_ptr<const StartState> get(const std::string& key,
+                                        const std::function<StartState()>& make);
+
+ private:
+  struct Slot {
+    std::once_flag once;
+    std::shared_ptr<const StartState> state;
+  };
+  std::mutex m_;
+  std::map<std::string, std::shared_ptr<Slot>> slots_;
+};
+
+/// Passes at the start of `p` that only prepare the state (reorder, place, liveness):
+/// the prefix a StartState holds.
+size_t leading_prefix(const Pipeline& p);
+
+/// The request's StartMemo when its plans may share start states with other requests'
+/// (no pins, nothing printed or checked after each pass), else null.
+StartMemo* shared_memo(const PlanRequest& req);
+
+/// The start state after the passes of `prefix` (none: the initial state) for `req` at
+/// `budget`: from `memo` (made there by the first to ask), or made for this call when
+/// `memo` is null. Its `state.policy` is that of the request that made it: set your own
+/// on a copy.
+std::shared_ptr<const StartState> start_state(const Workload& w, const hw::Topology& t,
+                                              const PlanRequest& req, uint64_t budget,
+                                              const Pipeline* prefix, StartMemo* memo);
+/// The policy a request's plans are named for (PlanState::policy).
+std::string plan_policy(const PlanRequest& req);
 
 /// Fills what a finished pipeline run reports: counters, notes and the failure, or the
 /// estimated peak of its plan (emitted when no pass did). Returns whether it succeeded.

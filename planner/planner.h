@@ -21,6 +21,8 @@
 
 namespace tierflow::planner {
 
+class StartMemo;
+
 struct Policy {
   std::string_view name;
   std::string_view pipeline;
@@ -90,6 +92,10 @@ struct PlanRequest {
   /// Shared by plans of the same workload (made for it): the traffic bound computed once
   /// per order and budget (planner/bounds.h). None: computed for each plan.
   std::shared_ptr<TrafficMemo> traffic_memo;
+  /// Shared by plans of the same workload on the same topology (made for that pair): the
+  /// states their pipelines start from, computed once per target, budget and leading
+  /// prefix passes (planner/outcome.h). None: computed for each plan.
+  std::shared_ptr<StartMemo> start_memo;
   /// Called after each pass (--print-after); the state's emitted.last() is its plan from
   /// `insert` on.
   std::function<void(std::string_view pass, const PlanState&)> after_pass;

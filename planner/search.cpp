@@ -47,10 +47,6 @@ bool same_state(const PlanState& a, const PlanState& b) {
   return true;
 }
 
-bool is_prefix_pass(std::string_view name) {
-  return name == "reorder" || name == "place" || name == "liveness";
-}
-
 /// Passes that only materialize, schedule and check the runs: they never change which
 /// runs are fetched, so the copies a plan will make are known before them.
 bool is_materializing_pass(std::string_view name) {
@@ -71,11 +67,15 @@ class Search {
  public:
   Search(const Workload& w, const hw::Topology& t, const PlanRequest& req,
          std::span<const PortfolioEntry> portfolio, uint64_t budget)
-      : w_(w), t_(t), req_(req), budget_(budget), base_(initial_state(w, t, req, budget)) {
+      : w_(w), t_(t), req_(req), budget_(budget) {
     // --print-after: every pass of every pipeline, in order, as the pipelines are written:
     // nothing shared, skipped or stopped early, on one thread.
     share_ = !req.after_pass;
-    resident_peak_ = ProfileTree(memory_profile(base_)).max();
+    // The start states: shared with other plans of the workload when the request allows,
+    // else this search's own.
+    memo_ = shared_memo(req);
+    if (memo_ == nullptr) memo_ = &own_memo_;
+    resident_peak_ = start_state(w_, t_, req_, budget_, nullptr, memo_)->resident_peak;
     cut_ = share_ && w.ops.size() >= req.search_cut_ops;
     const bool moe = !share_ || has_routed_experts(w);
     for (const PortfolioEntry& pe : portfolio) {
@@ -92,9 +92,7 @@ class Search {
       // Printing every pass runs every pipeline in order.
       if (share_ && pe.variant_of >= 0) e.variant_of = static_cast<size_t>(pe.variant_of);
       const auto& passes = e.pipeline.passes();
-      while (share_ && e.split < passes.size() && is_prefix_pass(passes[e.split]->name())) {
-        ++e.split;
-      }
+      if (share_) e.split = leading_prefix(e.pipeline);
       e.emit = passes.size();
       while (e.emit > e.split && is_materializing_pass(passes[e.emit - 1]->name())) --e.emit;
       const std::string prefix = e.pipeline.str(0, e.split);
@@ -158,13 +156,10 @@ class Search {
     std::string text;
     std::optional<Pipeline> pipeline;  ///< none: the prefix is empty
     std::once_flag once;
-    std::optional<PlanState> state;
-    PassReport report;  ///< what its passes reported: each entry goes on from a copy
-    PassResult result = PassResult::kUnchanged;
-    std::string failure;
+    /// Where its passes end, what they reported (each entry goes on from a copy), and the
+    /// bounds there.
+    std::shared_ptr<const StartState> start;
     uint32_t same_as = 0;  ///< the first prefix that ends in an equal state (itself if none)
-    std::once_flag bounds_once;
-    Bounds bounds;  ///< computed when first needed, for the first of equal prefixes only
   };
   struct Entry {
     std::string_view text;
@@ -221,8 +216,11 @@ class Search {
   };
 
   Prefix& prefix(uint32_t p);
-  /// The lower bounds for prefix p's state (the order only matters).
+  /// The lower bounds for prefix p's state (the order only matters): those of the first of
+  /// equal prefixes.
   const Bounds& bounds(uint32_t p);
+  /// A copy of prefix p's state, named for this search's policy.
+  PlanState state_of(uint32_t p);
   /// Runs entry i up to `emit` and, unless the gate rules it out or likely will, on to the
   /// end, scoring its plan when the evaluator is thread-safe and the plan is new. A variant
   /// (Entry::variant_of) runs only at its turn after the others (`variant_turn`).
@@ -254,12 +252,20 @@ class Search {
              std::vector<PortfolioTrial>& tried);
   /// The best trial's outcome, refined.
   PlanOutcome finish(std::unique_ptr<Trial> best);
+  /// Scores the plan of a trial with facts `f` at its turn in merge(). With a probe (one
+  /// thread, PlanRequest::hint), a plan that surely ends after the probe's cannot win:
+  /// its simulation stops once that is sure (the same point whenever it runs, as the
+  /// probe's score is known before any other entry runs).
+  Evaluation score(PlanState& s, const Facts& f);
+  /// What a stopped score says in the portfolio, for a stop at `at_ps`.
+  [[nodiscard]] std::string stop_reason(int64_t at_ps);
 
   const Workload& w_;
   const hw::Topology& t_;
   const PlanRequest& req_;
   uint64_t budget_;
-  PlanState base_;
+  StartMemo own_memo_;
+  StartMemo* memo_ = nullptr;  ///< the request's shared one, or own_memo_
   bool share_ = true;  ///< false when printing after passes
   bool cut_ = false;   ///< a large workload: only the `large` entries run
   uint64_t resident_peak_ = 0;
@@ -298,17 +304,15 @@ class Search {
 Search::Prefix& Search::prefix(uint32_t p) {
   Prefix& x = *prefixes_[p];
   std::call_once(x.once, [&] {
-    PlanState s = base_;
-    PassContext ctx = context_for(req_);
-    x.result = x.pipeline ? x.pipeline->run(s, ctx) : PassResult::kUnchanged;
-    x.failure = ctx.failure;
-    x.report = std::move(ctx.report);
-    x.state.emplace(std::move(s));
+    x.start = start_state(w_, t_, req_, budget_, x.pipeline ? &*x.pipeline : nullptr, memo_);
     x.same_as = p;
-    for (uint32_t q = 0; q < p && x.result != PassResult::kFailed; ++q) {
+    const StartState& mine = *x.start;
+    for (uint32_t q = 0; q < p && mine.result != PassResult::kFailed; ++q) {
       const Prefix& y = prefix(q);
-      if (y.same_as == q && y.result != PassResult::kFailed &&
-          y.report.infeasible == x.report.infeasible && same_state(*y.state, *x.state)) {
+      const StartState& other = *y.start;
+      if (y.same_as == q && other.result != PassResult::kFailed &&
+          other.report.infeasible == mine.report.infeasible &&
+          same_state(other.state, mine.state)) {
         x.same_as = q;
         break;
       }
@@ -318,9 +322,13 @@ Search::Prefix& Search::prefix(uint32_t p) {
 }
 
 const Bounds& Search::bounds(uint32_t p) {
-  Prefix& x = *prefixes_[prefix(p).same_as];
-  std::call_once(x.bounds_once, [&] { x.bounds = lower_bounds(*x.state); });
-  return x.bounds;
+  return prefixes_[prefix(p).same_as]->start->bounds;
+}
+
+PlanState Search::state_of(uint32_t p) {
+  PlanState s = prefix(p).start->state;
+  s.policy = plan_policy(req_);
+  return s;
 }
 
 std::unique_ptr<Search::Trial> Search::run_entry(size_t i, bool variant_turn) {
@@ -340,12 +348,12 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i, bool variant_turn) {
   out.pipeline = e.pipeline.str();
   out.budget = budget_;
   out.resident_peak = resident_peak_;
-  if (p.result == PassResult::kFailed) {
+  if (p.start->result == PassResult::kFailed) {
     out.bounds = bounds(e.prefix);
-    PlanState s = *p.state;
+    PlanState s = state_of(e.prefix);
     PassContext ctx;
-    ctx.failure = p.failure;
-    ctx.report = p.report;
+    ctx.failure = p.start->failure;
+    ctx.report = p.start->report;
     conclude(out, s, ctx, PassResult::kFailed);
     return trial;
   }
@@ -356,11 +364,15 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i, bool variant_turn) {
       return trial;
     }
   }
-  trial->state.emplace(kept ? kept->state : *p.state);
+  if (kept) {
+    trial->state.emplace(kept->state);
+  } else {
+    trial->state.emplace(state_of(e.prefix));
+  }
   PlanState& s = *trial->state;
   PassContext& ctx = trial->ctx;
   ctx = context_for(req_);
-  ctx.report = kept ? kept->report : p.report;
+  ctx.report = kept ? kept->report : p.start->report;
   Facts& f = trial->facts;
   // A pass that reorders changes the bounds: no limit for it. When passes are printed,
   // every pipeline runs to its end.
@@ -398,7 +410,7 @@ std::unique_ptr<Search::Trial> Search::run_entry(size_t i, bool variant_turn) {
     }
   }
   ctx.limits.fetch_bytes = UINT64_MAX;
-  out.bounds = s.order == p.state->order ? bounds(e.prefix) : lower_bounds(s);
+  out.bounds = s.order == p.start->state.order ? bounds(e.prefix) : lower_bounds(s);
   f.counted = true;
   f.fetched = fetched_bytes(s);
   f.ingress = out.bounds.ingress;
@@ -460,7 +472,7 @@ void Search::complete(Trial& trial) {
   if (trial.result != PassResult::kFailed) {
     const PassResult rest = e.pipeline.run(s, ctx, e.emit, e.pipeline.passes().size());
     if (rest == PassResult::kFailed || rest == PassResult::kChanged) trial.result = rest;
-    if (s.order != prefix(e.prefix).state->order) trial.out.bounds = lower_bounds(s);
+    if (s.order != prefix(e.prefix).start->state.order) trial.out.bounds = lower_bounds(s);
   }
   if (!conclude(trial.out, s, ctx, trial.result)) return;
   trial.facts.ok = true;
@@ -721,14 +733,17 @@ void Search::merge(std::unique_ptr<Trial> a, std::vector<Facts>& facts,
         best->out.evaluation) {
       emitted.set_evaluation(*best->out.evaluation);
     }
-    if (!emitted.evaluation()) emitted.set_evaluation(evaluate(*req_.evaluator, *a->state));
+    if (!emitted.evaluation()) emitted.set_evaluation(score(*a->state, f));
     a->out.evaluation = emitted.evaluation();
   }
   const bool scored = f.ok && a->out.evaluation && a->out.evaluation->ok;
-  tried[i].result =
-      scored ? to_string_approx(Duration{a->out.evaluation->makespan_ps}) : "does not fit";
+  const bool stopped = f.ok && a->out.evaluation && a->out.evaluation->stopped;
+  tried[i].result = scored    ? to_string_approx(Duration{a->out.evaluation->makespan_ps})
+                    : stopped ? stop_reason(a->out.evaluation->makespan_ps)
+                              : "does not fit";
   if (later_twin) tried[*later_twin].result = fmt::format("skipped: same plan as #{}", i + 1);
-  if (a->same_as) return;
+  // It ends after a plan that is or will be merged: it cannot win.
+  if (a->same_as || stopped) return;
   // An entry before the best in portfolio order (a variant) stays the best unless the
   // other is better; one after it must be better.
   const bool wins =
@@ -740,6 +755,25 @@ void Search::merge(std::unique_ptr<Trial> a, std::vector<Facts>& facts,
     best_makespan_ = best->out.evaluation->makespan_ps;
     if (!likely_best_ || *best_makespan_ < *likely_best_) likely_best_ = best_makespan_;
   }
+}
+
+Evaluation Search::score(PlanState& s, const Facts& f) {
+  std::optional<int64_t> limit;
+  if (workers_ == 1 && f.ingress > 0) {
+    const std::lock_guard lock(m_);
+    limit = probe_makespan_;
+  }
+  if (!limit) return evaluate(*req_.evaluator, s);
+  const Plan& plan = s.plan();  // emitted first: verified() speaks of this plan
+  return req_.evaluator->evaluate_until(plan, s.emitted.verified(), *limit, f.ingress);
+}
+
+std::string Search::stop_reason(int64_t at_ps) {
+  const std::lock_guard lock(m_);
+  TF_ASSERT(probe_makespan_.has_value(), "a score stopped without the probe's");
+  return fmt::format("skipped: ends after {} (#{}, scored first), as its simulation showed at {}",
+                     to_string_approx(Duration{*probe_makespan_}), *probe_ + 1,
+                     to_string_approx(Duration{at_ps}));
 }
 
 PlanOutcome Search::finish(std::unique_ptr<Trial> best) {

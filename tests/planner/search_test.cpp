@@ -276,9 +276,11 @@ TEST_CASE("a plan the verify pass checked is simulated unchecked, with the same 
 // PlanRequest::hint: the entry it names runs and is scored first, as a bound for the gate.
 // Whatever the hint (any entry of the portfolio, or none it knows), the plan, its score and
 // the entry kept are the same as without one; only reasons for skipping may differ. And a
-// good hint spares work: it rules out entries before it that the search would have scored.
+// good hint spares work: it rules out entries before it that the search would have scored,
+// and stops the simulation of a plan once it surely ends after the hint's.
 TEST_CASE("a hint changes the work of the search, never its plan") {
   size_t spared = 0;
+  size_t stopped = 0;
   // Slow links, so that copies and not compute bound most plans (the gate has work to do).
   for (const char* link : {"200kB/s", "50kB/s"}) {
     const hw::Topology topo = small_topology(link);
@@ -339,12 +341,17 @@ TEST_CASE("a hint changes the work of the search, never its plan") {
             REQUIRE(out.evaluation.has_value());
             CHECK(out.evaluation->makespan_ps == plain.evaluation->makespan_ps);
             if (threads == 1 && scored(out) < scored(plain)) ++spared;
+            for (const PortfolioTrial& t : out.portfolio) {
+              if (t.result.rfind("skipped: ends after", 0) == 0) ++stopped;
+            }
           }
         }
       }
     }
   }
   CHECK(spared >= 3);  // hints rule out entries the search would have scored
+  // ... and stop simulations once a plan surely ends after the hint's (Search::score).
+  CHECK(stopped >= 20);
 }
 
 // TrafficMemo: plans of one workload share the traffic bound's bytes, computed once per

@@ -209,7 +209,7 @@ std::shared_ptr<const Workload> Study::workload(const Scenario& s, const traces:
 Study::Memo& Study::memo_of(const std::shared_ptr<const Workload>& w) {
   std::erase_if(memos_, [](const auto& m) { return m.second.alive.expired(); });
   Memo& m = memos_[w.get()];
-  if (m.alive.lock() != w) m = Memo{w, nullptr, {}};  // a new workload at a freed address
+  if (m.alive.lock() != w) m = Memo{w, nullptr, {}, {}};  // a new workload at a freed address
   return m;
 }
 
@@ -219,6 +219,14 @@ std::shared_ptr<planner::TrafficMemo> Study::traffic_memo(
   Memo& m = memo_of(w);
   if (!m.traffic) m.traffic = std::make_shared<planner::TrafficMemo>(*w);
   return m.traffic;
+}
+
+std::shared_ptr<planner::StartMemo> Study::start_memo(const std::shared_ptr<const Workload>& w,
+                                                      const hw::Topology& topo) {
+  std::lock_guard lock(mu_);
+  std::shared_ptr<planner::StartMemo>& m = memo_of(w).starts[&topo];
+  if (!m) m = std::make_shared<planner::StartMemo>();
+  return m;
 }
 
 bool Study::has_winner() {
@@ -327,7 +335,8 @@ planner::PlanOutcome plan_for(const Workload& w, const hw::Topology& topo, plann
   if (!planned) return planner::make_plan(w, topo, req);
   HostMoveEvaluator eval(*planned, w, topo, kinds);
   if (req.evaluator != nullptr) req.evaluator = &eval;
-  req.traffic_memo.reset();  // it remembers `w`'s bounds
+  req.traffic_memo.reset();  // it remembers `w`'s bounds and states
+  req.start_memo.reset();
   return planner::make_plan(*planned, topo, req);
 }
 
@@ -340,7 +349,8 @@ HostMove move_to_host(planner::PlanOutcome& out, const Workload& w, const hw::To
   std::vector<uint32_t> op_of;
   const Workload device = planner::device_share(w, h.moved_ops, op_of);
   planner::PlanRequest alone = req;
-  alone.traffic_memo.reset();  // it remembers `w`'s bounds, not these
+  alone.traffic_memo.reset();  // it remembers `w`'s bounds and states, not these
+  alone.start_memo.reset();
   planner::PlanState s = planner::initial_state(device, topo, alone, out.budget);
   out.bounds = planner::host_plan_bounds(planner::lower_bounds(s), op_of, w, topo,
                                          planner::resolved(topo, req.target).device_class,
@@ -372,6 +382,7 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
   }
   const Workload& plan_w = *searched;
   req.traffic_memo = traffic_memo(searched);
+  req.start_memo = start_memo(searched, topo);
   if (planned) {
     // Room for what a realized plan holds beyond the planned one: one demand copy, or the
     // expert cache.

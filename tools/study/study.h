@@ -180,11 +180,17 @@ class Study {
     std::weak_ptr<const Workload> alive;
     std::shared_ptr<planner::TrafficMemo> traffic;  ///< made when first asked
     std::string winner;  ///< the portfolio entry its last tierflow-policy plan kept
+    /// Per topology (topologies_ keeps each alive): its plans' start states.
+    std::map<const hw::Topology*, std::shared_ptr<planner::StartMemo>> starts;
   };
   /// `w`'s memo (a fresh one when `w` is new). Call with mu_ held.
   Memo& memo_of(const std::shared_ptr<const Workload>& w);
   /// The traffic memo of workload `w`, made when first asked (planner/bounds.h).
   std::shared_ptr<planner::TrafficMemo> traffic_memo(const std::shared_ptr<const Workload>& w);
+  /// The start states of workload `w`'s plans on `topo` (planner/outcome.h), made when
+  /// first asked.
+  std::shared_ptr<planner::StartMemo> start_memo(const std::shared_ptr<const Workload>& w,
+                                                 const hw::Topology& topo);
   std::map<const Workload*, Memo> memos_;
   bool probe_ = false;
   std::string last_winner_;  ///< the portfolio entry the last tierflow-policy plan kept
