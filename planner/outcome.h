@@ -53,6 +53,11 @@ class StartMemo {
   /// The state under `key`, made by `make` if no plan has made it yet.
   std::shared_ptr<const StartState> get(const std::string& key,
                                         const std::function<StartState()>& make);
+  /// States asked for so far.
+  [[nodiscard]] size_t size() {
+    const std::lock_guard lock(m_);
+    return slots_.size();
+  }
 
  private:
   struct Slot {

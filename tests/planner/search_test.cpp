@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "hw_models/loader.h"
 #include "planner/outcome.h"
@@ -407,6 +408,61 @@ TEST_CASE("a traffic memo shared by plans of one workload changes no outcome") {
     CHECK(c.liveness.get() != a.liveness.get());
     CHECK(c.liveness->uses == a.liveness->uses);
     CHECK(c.liveness->born == a.liveness->born);
+  }
+}
+
+// StartMemo: plans of one workload on one topology share their start states (the initial
+// state and the states after each leading prefix, per target and budget). With the memo
+// every outcome is what it is without one, whatever the policy and the budget, also when
+// plans ask for the same state at once; a state made for one policy is named for the next.
+TEST_CASE("start states shared by plans of one workload on one topology change no outcome") {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    CAPTURE(seed);
+    const hw::Topology topo = small_topology("50kB/s");
+    const auto [w, offload] = offloading(seed, topo);
+    auto memo = std::make_shared<StartMemo>();
+    const std::vector<std::string> policies = {"resident", "reactive",     "layerwise",
+                                               "distance", "hyperoffload", "tierflow"};
+    for (const uint64_t budget : {offload.target.budget, offload.target.budget * 3 / 2}) {
+      std::vector<PlanOutcome> plain(policies.size()), shared(policies.size());
+      std::vector<std::thread> threads;
+      for (size_t k = 0; k < policies.size(); ++k) {
+        PlanRequest req = offload;
+        req.policy = policies[k];
+        req.target.budget = budget;
+        req.threads = 1;
+        study::SimEvaluator e1(w, topo);
+        req.evaluator = &e1;
+        plain[k] = make_plan(w, topo, req);
+        // The shared plans run at once: the first to ask makes a state, the others wait.
+        threads.emplace_back([&, k, req]() mutable {
+          study::SimEvaluator e2(w, topo);
+          req.evaluator = &e2;
+          req.start_memo = memo;
+          shared[k] = make_plan(w, topo, req);
+        });
+      }
+      for (std::thread& t : threads) t.join();
+      // Per budget: the initial state, after `place,liveness` (every baseline, and the
+      // tierflow search's own baselines) and after the search's two reorders.
+      CHECK(memo->size() == (budget == offload.target.budget ? 4 : 8));
+      for (size_t k = 0; k < policies.size(); ++k) {
+        CAPTURE(budget);
+        CAPTURE(policies[k]);
+        CHECK(shared[k].ok == plain[k].ok);
+        CHECK(shared[k].reason == plain[k].reason);
+        CHECK(shared[k].pipeline == plain[k].pipeline);
+        CHECK(shared[k].resident_peak == plain[k].resident_peak);
+        CHECK(shared[k].bounds.makespan_ps == plain[k].bounds.makespan_ps);
+        CHECK(shared[k].bounds.residency == plain[k].bounds.residency);
+        CHECK(notes_of(shared[k]) == notes_of(plain[k]));
+        if (shared[k].ok && plain[k].ok) {
+          CHECK(plan_text(*shared[k].plan, w) == plan_text(*plain[k].plan, w));
+          CHECK(shared[k].plan->meta.at("policy") == plain[k].plan->meta.at("policy"));
+          CHECK(shared[k].evaluation->makespan_ps == plain[k].evaluation->makespan_ps);
+        }
+      }
+    }
   }
 }
 
