@@ -36,6 +36,9 @@ Emitted emit_plan(const PlanState& s, std::string_view policy) {
     uint32_t run;
   };
   std::vector<uint32_t> release_at(n + 2, 0), fetch_at(n + 2, 0);
+  // The events each slot's compute step (and its prefetches) wait on, slot by slot in one
+  // array: counted first, filled as the events are numbered.
+  std::vector<uint32_t> compute_at(n + 2, 0), landed_at(n + 2, 0);
   for (uint32_t t = 0; t < s.tensors.size(); ++t) {
     const Residency& r = s.tensors[t];
     if (r.home_off_device) p.home[t] = tier_of(r.tier);
@@ -44,16 +47,23 @@ Emitted emit_plan(const PlanState& s, std::string_view policy) {
       if (run.fetched) {
         TF_ASSERT(run.alloc <= run.first && run.first < n, "prefetch of {} after its use", t);
         ++fetch_at[run.alloc + 1];
+        ++compute_at[run.first + 1];
       }
       if (run.release != kNone) {
         TF_ASSERT(run.release <= n, "release of {} past the end", t);
         ++release_at[run.release + 1];
+        if (run.store && run.release + run.hold <= n) {
+          ++compute_at[run.release + run.hold + 1];
+          ++landed_at[run.release + run.hold + 1];
+        }
       }
     }
   }
   for (uint32_t j = 0; j <= n; ++j) {
     release_at[j + 1] += release_at[j];
     fetch_at[j + 1] += fetch_at[j];
+    compute_at[j + 1] += compute_at[j];
+    landed_at[j + 1] += landed_at[j];
   }
   std::vector<Ref> releases(release_at[n + 1]), fetches(fetch_at[n + 1]);
   {
@@ -80,7 +90,9 @@ Emitted emit_plan(const PlanState& s, std::string_view policy) {
 
   Program program;
   program.steps.reserve(n + fetches.size() + 2 * releases.size());
-  std::vector<std::vector<uint32_t>> compute_waits(n + 1), fetch_waits(n + 1);
+  std::vector<uint32_t> compute_waits(compute_at[n + 1]), fetch_waits(landed_at[n + 1]);
+  std::vector<uint32_t> compute_fill(compute_at.begin(), compute_at.end() - 1);
+  std::vector<uint32_t> landed_fill(landed_at.begin(), landed_at.end() - 1);
   uint32_t event = 0;
   for (uint32_t j = 0; j <= n; ++j) {
     for (uint32_t x = release_at[j]; x < release_at[j + 1]; ++x) {
@@ -95,8 +107,8 @@ Emitted emit_plan(const PlanState& s, std::string_view policy) {
         wait.push_back(event);
         const uint32_t landed = j + run.hold;
         if (landed <= n) {
-          compute_waits[landed].push_back(event);
-          fetch_waits[landed].push_back(event);
+          compute_waits[compute_fill[landed]++] = event;
+          fetch_waits[landed_fill[landed]++] = event;
         }
         ++event;
       }
@@ -106,16 +118,18 @@ Emitted emit_plan(const PlanState& s, std::string_view policy) {
       const Ref& ref = fetches[x];
       const Residency& r = s.tensors[ref.tensor];
       const Run& run = r.runs[ref.run];
-      program.steps.push_back(
-          Step{StepKind::kPrefetch, ref.tensor, plan_tier[r.tier], event, fetch_waits[j]});
+      program.steps.push_back(Step{StepKind::kPrefetch, ref.tensor, plan_tier[r.tier], event,
+                                   std::vector<uint32_t>(fetch_waits.begin() + landed_at[j],
+                                                         fetch_waits.begin() + landed_fill[j])});
       out.event_run.emplace_back(ref.tensor, ref.run);
-      compute_waits[run.first].push_back(event++);
+      compute_waits[compute_fill[run.first]++] = event++;
     }
     if (j < n) {
-      auto& wait = compute_waits[j];
-      std::sort(wait.begin(), wait.end());
-      wait.erase(std::unique(wait.begin(), wait.end()), wait.end());
-      program.steps.push_back(Step{StepKind::kCompute, s.order[j], 0, kNoEvent, std::move(wait)});
+      const auto first = compute_waits.begin() + compute_at[j];
+      const auto last = compute_waits.begin() + compute_fill[j];
+      std::sort(first, last);
+      program.steps.push_back(Step{StepKind::kCompute, s.order[j], 0, kNoEvent,
+                                   std::vector<uint32_t>(first, std::unique(first, last))});
     }
   }
   out.events_per_program = event;
