@@ -18,6 +18,9 @@ struct EventInfo {
                       ///< prefetch), or the store's tier
 };
 
+/// Per tensor, op or event: a yes or no (a byte each: read and written on every step).
+using Flags = std::vector<uint8_t>;
+
 class PlanChecker {
  public:
   PlanChecker(const Plan& p, const Workload& w) : p_(p), w_(w) {}
@@ -190,17 +193,17 @@ class PlanChecker {
     const size_t nt = w_.tensors.size();
     const uint64_t dev = uint64_t{1} << p_.device_tier;
     const uint64_t host = p_.host_tier == kNoTier ? 0 : uint64_t{1} << p_.host_tier;
-    std::vector<bool> resident(nt), produced(nt);
+    Flags resident(nt), produced(nt);
     std::vector<uint64_t> valid(nt);
     std::vector<uint32_t> inflight(nt, kNoEvent);
     /// Per tensor: the event of a host step that reads its host copy, until waited on.
     std::vector<uint32_t> host_reads(nt, kNoEvent);
     /// Per tensor: a copy is allocated on the host tier (its home, a store, a host prefetch
     /// or a host step made it; a host detach frees it).
-    std::vector<bool> host_held(nt);
-    std::vector<bool> computed(w_.ops.size());
+    Flags host_held(nt);
+    Flags computed(w_.ops.size());
     std::vector<int> last_use(nt, -1);
-    std::vector<bool> waited(events_.size());  // by slot: already waited on here
+    Flags waited(events_.size());  // by slot: already waited on here
     for (size_t t = 0; t < nt; ++t) {
       if (w_.tensors[t].origin == kExternal) {
         valid[t] = uint64_t{1} << p_.home[t];
@@ -410,12 +413,11 @@ class PlanChecker {
   }
 
   /// The rules of a host prefetch and a host detach (plan.h: host copy).
-  std::optional<PlanIssue> check_host_copy(int prog, int step, const Step& s,
-                                           const std::vector<bool>& produced,
+  std::optional<PlanIssue> check_host_copy(int prog, int step, const Step& s, const Flags& produced,
                                            std::vector<uint64_t>& valid,
                                            std::vector<uint32_t>& inflight,
                                            const std::vector<uint32_t>& host_reads,
-                                           std::vector<bool>& host_held,
+                                           Flags& host_held,
                                            const std::vector<int>& last_use) const {
     const uint32_t t = s.target;
     const std::string_view host = p_.tiers[p_.host_tier];
@@ -482,8 +484,7 @@ class PlanChecker {
 
   /// The rules of a host step (plan.h): its op reads current host copies, updates nothing
   /// in place, and makes outputs homed on the host tier.
-  std::optional<PlanIssue> check_host_step(int prog, int step, const Step& s,
-                                           std::vector<bool>& produced,
+  std::optional<PlanIssue> check_host_step(int prog, int step, const Step& s, Flags& produced,
                                            std::vector<uint64_t>& valid,
                                            const std::vector<uint32_t>& inflight,
                                            std::vector<uint32_t>& host_reads) const {
@@ -540,7 +541,7 @@ class PlanChecker {
 
   const Plan& p_;
   const Workload& w_;
-  std::vector<bool> on_host_;  ///< per op: a host step of the program being checked runs it
+  Flags on_host_;      ///< per op: a host step of the program being checked runs it
   bool flat_ = false;  ///< events_ is indexed by event id
   std::vector<EventInfo> events_;
   std::unordered_map<uint32_t, uint32_t> slot_of_;  ///< event id -> index (not flat_)

@@ -51,11 +51,27 @@ class Schedule : public Pass {
       uint32_t tensor;
       uint32_t run;
     };
-    std::vector<Fetch> fetches;
-    for (uint32_t t = 0; t < s.tensors.size(); ++t) {
+    // Latest deadline first, then the highest tensor and run: a counting sort over the
+    // positions, those that start at the same time (ops of no duration) in one bucket.
+    const uint32_t n = s.positions();
+    std::vector<uint32_t> bucket(n + 1, 0);  // position -> first position of its start time
+    for (uint32_t i = 1; i <= n; ++i) {
+      bucket[i] = c.start_ps[i] == c.start_ps[i - 1] ? bucket[i - 1] : i;
+    }
+    std::vector<uint32_t> at(n + 2, 0);  // by n - bucket: latest first
+    for (const Residency& r : s.tensors) {
+      for (const Run& run : r.runs) {
+        if (run.fetched) ++at[n - bucket[run.first] + 1];
+      }
+    }
+    for (uint32_t i = 0; i <= n; ++i) at[i + 1] += at[i];
+    std::vector<Fetch> fetches(at[n + 1]);
+    for (uint32_t t = static_cast<uint32_t>(s.tensors.size()); t-- > 0;) {
       const auto& runs = s.tensors[t].runs;
-      for (uint32_t k = 0; k < runs.size(); ++k) {
-        if (runs[k].fetched) fetches.push_back({c.start_ps[runs[k].first], t, k});
+      for (uint32_t k = static_cast<uint32_t>(runs.size()); k-- > 0;) {
+        if (runs[k].fetched) {
+          fetches[at[n - bucket[runs[k].first]]++] = {c.start_ps[runs[k].first], t, k};
+        }
       }
     }
     ProfileTree tree(memory_profile(s));
@@ -67,10 +83,6 @@ class Schedule : public Pass {
       s.emitted.runs_changed();
       return PassResult::kChanged;
     }
-    std::sort(fetches.begin(), fetches.end(), [](const Fetch& a, const Fetch& b) {
-      if (a.deadline != b.deadline) return a.deadline > b.deadline;
-      return a.tensor > b.tensor;
-    });
 
     // Per link direction (or the tier's read port when the route has no link): the start
     // of the earliest copy placed on it so far, once one is. Each gets a dense index.
