@@ -99,7 +99,15 @@ class EmittedPlan {
   /// The current plan passed verify_plan() (the verify pass says so); false once the runs
   /// change or the plan is emitted again from changed runs.
   [[nodiscard]] bool verified() const { return verified_; }
-  void set_verified() { verified_ = plan_.has_value(); }
+  /// The verify pass checked the current plan, whose estimated profile peaks at `peak`.
+  void set_verified(uint64_t peak) {
+    verified_ = plan_.has_value();
+    peak_ = peak;
+  }
+  /// The estimated peak the verify pass found, while the plan it checked stands.
+  [[nodiscard]] std::optional<uint64_t> verified_peak() const {
+    return verified_ ? std::optional(peak_) : std::nullopt;
+  }
 
  private:
   bool started_ = false;
@@ -109,6 +117,7 @@ class EmittedPlan {
   std::optional<Evaluation> evaluation_;
   bool shed_ = false;  ///< the plan was freed by shed(): its score still holds
   bool verified_ = false;
+  uint64_t peak_ = 0;  ///< with verified_
 };
 
 }  // namespace tierflow::planner

@@ -31,7 +31,24 @@ inline constexpr uint32_t kNone = UINT32_MAX;
 struct EventState {
   bool done = false;
   uint32_t transfer = kNone;
-  std::vector<uint32_t> waiters;  ///< programs with a step blocked on it (may repeat)
+  /// Programs with a step blocked on it (may repeat), in the order they came: the first
+  /// here (most events have one at most, and need no allocation), the others after.
+  uint32_t waiter = kNone;
+  std::vector<uint32_t> more_waiters;
+  void add_waiter(uint32_t p) {
+    if (waiter == kNone) {
+      waiter = p;
+    } else {
+      more_waiters.push_back(p);
+    }
+  }
+  /// Calls f(p) for each waiter in order.
+  template <class F>
+  void for_each_waiter(F&& f) const {
+    if (waiter == kNone) return;
+    f(waiter);
+    for (uint32_t p : more_waiters) f(p);
+  }
 };
 
 /// A transfer while it runs; its record (SimResult::transfers) is kept apart, at the same

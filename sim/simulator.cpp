@@ -78,7 +78,7 @@ bool Simulator::ready(uint32_t p, size_t step, const Step& s, bool compute) {
   for (uint32_t e : s.wait) {
     const uint32_t d = dense_event(e);
     if (events_[d].done) continue;
-    events_[d].waiters.push_back(p);
+    events_[d].add_waiter(p);
     if (compute) {
       block(st, Cause::kTransfer);
       // Woken again while the same event is due, it keeps waiting from when it began.
@@ -269,21 +269,35 @@ void Simulator::complete_transfer(uint32_t x) {
   if (rec_.drawing()) tr.track = rec_.transfer_end(tr.lanes, rec);
   ProgramState& owner = progs_[rec.program];
   owner.res.end = std::max(owner.res.end, q_.now());
-  for (uint32_t p : events_[tr.dense_event].waiters) {
+  events_[tr.dense_event].for_each_waiter([&](uint32_t p) {
     ProgramState& st = progs_[p];
-    if (st.wait_event != tr.dense_event) continue;
+    if (st.wait_event != tr.dense_event) return;
     rec.exposed += q_.now() - st.wait_begin;  // its compute step waited for this one
     if (rec_.on()) rec_.waited(int(p), uint32_t(next_step(p)), x, st.wait_begin, q_.now());
     st.wait_event = kNone;
-  }
+  });
   complete_event(tr.dense_event);
 }
 
 void Simulator::complete_event(uint32_t d) {
   EventState& ev = events_[d];
   ev.done = true;
+  if (ev.waiter == kNone) return;
+  if (ev.more_waiters.empty()) {
+    // One waiter: woken without a list.
+    const uint32_t p = ev.waiter;
+    ev.waiter = kNone;
+    if (progs_[p].wait_event == d) progs_[p].wait_event = kNone;
+    ++wake_stamp_;
+    progs_[p].woken = wake_stamp_;
+    stepper_.advance(p);
+    return;
+  }
   std::vector<uint32_t> waiters;
-  waiters.swap(ev.waiters);
+  waiters.reserve(ev.more_waiters.size() + 1);
+  ev.for_each_waiter([&](uint32_t p) { waiters.push_back(p); });
+  ev.waiter = kNone;
+  ev.more_waiters = {};
   for (uint32_t p : waiters) {
     if (progs_[p].wait_event == d) progs_[p].wait_event = kNone;
   }

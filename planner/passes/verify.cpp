@@ -21,9 +21,9 @@ class Verify : public Pass {
                                 issue->message);
       return PassResult::kFailed;
     }
-    s.emitted.set_verified();
-    if (end_fitting(s, ctx, ProfileTree(memory_profile(s)), PassResult::kUnchanged) ==
-        PassResult::kFailed) {
+    const ProfileTree tree(memory_profile(s));
+    s.emitted.set_verified(tree.max());
+    if (end_fitting(s, ctx, tree, PassResult::kUnchanged) == PassResult::kFailed) {
       return PassResult::kFailed;
     }
     std::vector<uint64_t> held(s.topo.tiers.size(), 0);
