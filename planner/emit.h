@@ -41,7 +41,8 @@ namespace tierflow::planner {
 struct PlanState;
 
 /// What scoring a plan says: the makespan, the device peak, and per plan event how long
-/// compute waited for it (the exposed time of that transfer).
+/// compute waited for it (the exposed time of that transfer; events past the end of the
+/// list had none).
 struct Evaluation {
   bool ok = true;
   std::string error;

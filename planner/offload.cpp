@@ -167,9 +167,27 @@ std::vector<std::pair<Span, int64_t>> delta_of(const PlanState& s, uint32_t t,
   // edges are usually ascending already (runs in order): merged then, else sorted. Only
   // the sum at each position matters, so the order among equal positions does not.
   const auto bytes = static_cast<int64_t>(s.w.tensors[t].bytes);
-  std::vector<std::pair<uint32_t, int64_t>> edges;
+  if (bytes == 0) return {};
   const std::vector<Span> was = occupancy(s.tensors[t].runs, s.positions());
   const std::vector<Span> now = occupancy(runs, s.positions());
+  // The common case (a resident tensor split into runs): one span before, the new spans
+  // ascending and apart inside it. The change is then -bytes between them, nothing else.
+  bool inside = was.size() == 1;
+  for (size_t i = 0; inside && i < now.size(); ++i) {
+    inside = now[i].from >= (i == 0 ? was[0].from : now[i - 1].to + 1) && now[i].to <= was[0].to;
+  }
+  if (inside) {
+    std::vector<std::pair<Span, int64_t>> out;
+    out.reserve(now.size() + 1);
+    uint32_t from = was[0].from;  // the first position not yet covered
+    for (const Span& sp : now) {
+      if (sp.from > from) out.push_back({{from, sp.from - 1}, -bytes});
+      from = sp.to + 1;
+    }
+    if (from <= was[0].to) out.push_back({{from, was[0].to}, -bytes});
+    return out;
+  }
+  std::vector<std::pair<uint32_t, int64_t>> edges;
   edges.reserve(2 * (was.size() + now.size()));
   for (const Span& sp : was) {
     edges.emplace_back(sp.from, -bytes);

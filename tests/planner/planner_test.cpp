@@ -1,16 +1,19 @@
 // Planner tests: pipeline text, pass goldens on a hand-made graph, and property tests on
 // seeded random graphs (STYLE "Tests"): every plan verifies, the simulated peak fits the
 // budget, unlimited memory means no transfers, results never beat the lower bounds.
+#include "planner/planner.h"
+
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <tuple>
 
+#include "planner/offload.h"
 #include "planner/outcome.h"
-#include "planner/planner.h"
 #include "planner/print.h"
 #include "planner/state.h"
 #include "sim/simulator.h"
@@ -433,6 +436,81 @@ TEST_CASE("split_runs: a persisting tensor stored since its last change leaves a
     } else {
       CHECK(runs[2].release == runs[2].last + 1);
       CHECK_FALSE(runs[2].store);
+    }
+  }
+}
+
+// delta_of: the profile change of a tensor's new runs, as disjoint ascending pieces, is the
+// new occupancy less the old one at every position; the common case (one run split into
+// runs inside it) takes a shortcut that must agree with the general sweep.
+TEST_CASE("delta_of is the new occupancy less the old, position by position") {
+  Workload w;
+  const uint32_t x = w.add_tensor({"x", 8, TensorKind::kWeight});
+  for (int i = 0; i < 40; ++i) {
+    const uint32_t y = w.add_tensor({fmt::format("y{}", i), 4, TensorKind::kOutput});
+    w.add_op({fmt::format("op{}", i), OpKind::kElementwise, Dtype::kBf16, 100, 0, {x}, {y}});
+  }
+  REQUIRE_FALSE(verify_workload(w));
+  const hw::Topology topo = testing::roomy_unit_hw();
+  PlanRequest req;
+  req.target.device_tier = *topo.tier_index("hbm");
+  PlanState s = initial_state(w, topo, req, uint64_t{1} << 20);
+  const uint32_t n = s.positions();
+  std::mt19937_64 rng(7);
+  // Runs over [lo, hi): ascending and apart when `apart`, else anywhere.
+  auto runs_in = [&](uint32_t lo, uint32_t hi, size_t count, bool apart) {
+    std::vector<Run> out;
+    uint32_t at = lo;
+    for (size_t k = 0; k < count && at < hi; ++k) {
+      Run r;
+      r.alloc = apart ? at + static_cast<uint32_t>(rng() % 3) : static_cast<uint32_t>(rng() % n);
+      const uint32_t len = 1 + static_cast<uint32_t>(rng() % 6);
+      r.release = rng() % 9 == 0 ? kNone : std::min(r.alloc + len, apart ? hi : n);
+      r.hold = apart ? 0 : static_cast<uint32_t>(rng() % 3);
+      r.first = r.last = r.alloc;
+      if (apart && (r.alloc >= hi || (r.release != kNone && r.release > hi))) break;
+      if (apart && r.release == kNone && hi < n) r.release = hi;
+      out.push_back(r);
+      at = (r.release == kNone ? n : r.release) + 1;
+    }
+    return out;
+  };
+  auto level = [&](const std::vector<Run>& runs, uint32_t p) {
+    int64_t b = 0;
+    for (const Span& sp : occupancy(runs, n)) b += sp.from <= p && p <= sp.to ? 8 : 0;
+    return b;
+  };
+  for (int round = 0; round < 3000; ++round) {
+    CAPTURE(round);
+    const bool inside = round % 2 == 0;
+    std::vector<Run> was;
+    std::vector<Run> now;
+    if (inside) {
+      const auto lo = static_cast<uint32_t>(rng() % (n / 2));
+      const auto hi = lo + 1 + static_cast<uint32_t>(rng() % (n - lo - 1));
+      Run whole;
+      whole.alloc = whole.first = lo;
+      whole.last = hi - 1;
+      whole.release = rng() % 4 == 0 ? kNone : hi;
+      was = {whole};
+      now = runs_in(lo, whole.release == kNone ? n : hi, 1 + rng() % 5, true);
+    } else {
+      was = runs_in(0, n, 1 + rng() % 3, false);
+      now = runs_in(0, n, rng() % 4, false);
+    }
+    s.tensors[x].runs = was;
+    const auto delta = delta_of(s, x, now);
+    uint32_t prev_end = 0;
+    for (size_t i = 0; i < delta.size(); ++i) {
+      CHECK(delta[i].second != 0);
+      CHECK(delta[i].first.from <= delta[i].first.to);
+      if (i > 0) CHECK(delta[i].first.from >= prev_end);
+      prev_end = delta[i].first.to + 1;
+    }
+    for (uint32_t p = 0; p < n; ++p) {
+      int64_t sum = 0;
+      for (const auto& [span, d] : delta) sum += span.from <= p && p <= span.to ? d : 0;
+      CHECK(sum == level(now, p) - level(was, p));
     }
   }
 }

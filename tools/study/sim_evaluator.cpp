@@ -46,16 +46,11 @@ planner::Evaluation SimEvaluator::run(const Plan& plan, bool verified, int64_t a
   }
   e.makespan_ps = r.makespan;
   e.device_peak = device_peak(r);
+  // Up to the last event a transfer completes: those after it were exposed for no time.
   uint32_t events = 0;
-  for (const Program& p : plan.programs) {
-    for (const Step& s : p.steps) {
-      if (s.event != kNoEvent) events = std::max(events, s.event + 1);
-    }
-  }
+  for (const sim::TransferRecord& tr : r.transfers) events = std::max(events, tr.event + 1);
   e.exposed_by_event.assign(events, 0);
-  for (const sim::TransferRecord& tr : r.transfers) {
-    if (tr.event < events) e.exposed_by_event[tr.event] += tr.exposed;
-  }
+  for (const sim::TransferRecord& tr : r.transfers) e.exposed_by_event[tr.event] += tr.exposed;
   return e;
 }
 
