@@ -23,7 +23,13 @@
 //              than the probe's makespan (it could not be the best), one after it when they
 //              take at least as long (the probe, earlier, would win the tie). The probe is
 //              merged at its turn like any entry, so the plan chosen is the same with or
-//              without it.
+//              without it. With its makespan known, every later score is a simulation
+//              that stops once the plan surely ends after it (the time so far plus the
+//              device prefetches not yet begun over the ingress bound: SimOptions::
+//              stop_after): that plan cannot win either.
+//   start      the state a prefix ends in, with its bounds: from PlanRequest::start_memo
+//              when plans of the same workload and topology share them (a sweep's points),
+//              else the search's own (planner/outcome.h, StartMemo).
 //   variant    an entry that varies an earlier one's selection by leaving more of the
 //              budget free (PortfolioEntry::variant_of). Variants run after every other
 //              entry is merged, each unless the entry it varies is ruled out by its copies
