@@ -181,8 +181,16 @@ std::shared_ptr<const StartState> StartMemo::get(const std::string& key,
   {
     const std::lock_guard lock(m_);
     std::shared_ptr<Slot>& s = slots_[key];
-    if (!s) s = std::make_shared<Slot>();
+    if (!s) {
+      s = std::make_shared<Slot>();
+      order_.push_back(key);
+    }
     slot = s;
+    // A plan making or holding a dropped state keeps it alive until it is done with it.
+    while (slots_.size() > kKept) {
+      slots_.erase(order_.front());
+      order_.pop_front();
+    }
   }
   // Another plan asking for the same state waits here for the first to make it.
   std::call_once(slot->once, [&] { slot->state = std::make_shared<const StartState>(make()); });

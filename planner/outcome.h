@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -47,17 +48,22 @@ struct StartState {
 
 /// The start states of the plans of one workload on one topology, each computed once (by
 /// the first plan that needs it) per target, budget and prefix: the points of a sweep
-/// that differ only in policy share them. Thread-safe. PlanRequest::start_memo.
+/// that differ only in policy share them. It holds the kKept states made last (a search
+/// over budgets makes new ones at each: those of old budgets are made again if asked for).
+/// Thread-safe. PlanRequest::start_memo.
 class StartMemo {
  public:
   /// The state under `key`, made by `make` if no plan has made it yet.
   std::shared_ptr<const StartState> get(const std::string& key,
                                         const std::function<StartState()>& make);
-  /// States asked for so far.
+  /// States held now.
   [[nodiscard]] size_t size() {
     const std::lock_guard lock(m_);
     return slots_.size();
   }
+  /// The most states held: four per target and budget (the initial state, after
+  /// `place,liveness`, after the search's two reorders), for two of them.
+  static constexpr size_t kKept = 8;
 
  private:
   struct Slot {
@@ -66,6 +72,7 @@ class StartMemo {
   };
   std::mutex m_;
   std::map<std::string, std::shared_ptr<Slot>> slots_;
+  std::deque<std::string> order_;  ///< keys of slots_, oldest first
 };
 
 /// Passes at the start of `p` that only prepare the state (reorder, place, liveness):
