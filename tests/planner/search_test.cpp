@@ -420,7 +420,9 @@ TEST_CASE("start states shared by plans of one workload on one topology change n
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     CAPTURE(seed);
     const hw::Topology topo = small_topology("50kB/s");
-    const auto [w, offload] = offloading(seed, topo);
+    const Offloading made = offloading(seed, topo);  // (no bindings: the threads capture w)
+    const Workload& w = made.w;
+    const PlanRequest& offload = made.req;
     auto memo = std::make_shared<StartMemo>();
     const std::vector<std::string> policies = {"resident", "reactive",     "layerwise",
                                                "distance", "hyperoffload", "tierflow"};
