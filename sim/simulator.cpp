@@ -342,8 +342,9 @@ void Simulator::dispatch(const Event& ev) {
       Transfer& tr = transfers_[ev.data];
       TransferRecord& rec = records_[ev.data];
       rec.active = q_.now();
-      if (rec.program == 0 && rec.kind == StepKind::kPrefetch && rec.to == dev_tier_) {
-        unbegun_fetch_ -= rec.bytes;
+      if (o_.stop_after > 0 && rec.program == 0 && rec.kind == StepKind::kPrefetch &&
+          rec.to == dev_tier_) {
+        unbegun_fetch_ -= rec.bytes;  // counted only with a stop bound (setup)
       }
       if (rec.bytes == 0) {
         complete_transfer(ev.data);
