@@ -42,7 +42,7 @@ struct StartState {
   PassReport report;
   PassResult result = PassResult::kUnchanged;
   std::string failure;  ///< the prefix's, as Pipeline::run words it
-  Bounds bounds;        ///< lower_bounds(state), unless the prefix failed
+  Bounds bounds;        ///< lower_bounds(state), also where a failed prefix stopped
   uint64_t resident_peak = 0;
 };
 

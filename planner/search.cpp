@@ -759,9 +759,9 @@ void Search::merge(std::unique_ptr<Trial> a, std::vector<Facts>& facts,
 
 Evaluation Search::score(PlanState& s, const Facts& f) {
   std::optional<int64_t> limit;
-  if (workers_ == 1 && f.ingress > 0) {
+  if (f.ingress > 0) {
     const std::lock_guard lock(m_);
-    limit = probe_makespan_;
+    limit = probe_makespan_;  // (only ever set on one thread)
   }
   if (!limit) return evaluate(*req_.evaluator, s);
   const Plan& plan = s.plan();  // emitted first: verified() speaks of this plan

@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -145,7 +146,7 @@ class Simulator {
   void start_programs();
   void loop();
   void dispatch(const Event& ev);
-  void wake(const std::vector<uint32_t>& programs);
+  void wake(std::span<const uint32_t> programs);
   void block(ProgramState& st, Cause c);
   void unblock(ProgramState& st);
   bool try_start(uint32_t x);

@@ -198,7 +198,7 @@ void Simulator::finished(uint32_t p) {
   }
 }
 
-void Simulator::wake(const std::vector<uint32_t>& programs) {
+void Simulator::wake(std::span<const uint32_t> programs) {
   const uint64_t stamp = ++wake_stamp_;
   for (uint32_t p : programs) {
     if (progs_[p].woken == stamp) continue;
@@ -288,9 +288,7 @@ void Simulator::complete_event(uint32_t d) {
     const uint32_t p = ev.waiter;
     ev.waiter = kNone;
     if (progs_[p].wait_event == d) progs_[p].wait_event = kNone;
-    ++wake_stamp_;
-    progs_[p].woken = wake_stamp_;
-    stepper_.advance(p);
+    wake(std::span(&p, 1));
     return;
   }
   std::vector<uint32_t> waiters;
