@@ -39,6 +39,7 @@ Emitted emit_plan(const PlanState& s, std::string_view policy) {
   // The events each slot's compute step (and its prefetches) wait on, slot by slot in one
   // array: counted first, filled as the events are numbered.
   std::vector<uint32_t> compute_at(n + 2, 0), landed_at(n + 2, 0);
+  size_t stores = 0;
   for (uint32_t t = 0; t < s.tensors.size(); ++t) {
     const Residency& r = s.tensors[t];
     if (r.home_off_device) p.home[t] = tier_of(r.tier);
@@ -52,6 +53,7 @@ Emitted emit_plan(const PlanState& s, std::string_view policy) {
       if (run.release != kNone) {
         TF_ASSERT(run.release <= n, "release of {} past the end", t);
         ++release_at[run.release + 1];
+        stores += run.store ? 1 : 0;
         if (run.store && run.release + run.hold <= n) {
           ++compute_at[run.release + run.hold + 1];
           ++landed_at[run.release + run.hold + 1];
@@ -80,16 +82,27 @@ Emitted emit_plan(const PlanState& s, std::string_view policy) {
 
   // Prefetches of one slot queue on the copy engines in the order they are issued: the one
   // needed soonest first (ties by tensor).
+  // (A slot holds a few: insertion sorts, stable, without stable_sort's buffer per slot.)
+  const auto first_use = [&](const Ref& x) { return s.tensors[x.tensor].runs[x.run].first; };
   for (uint32_t j = 0; j <= n; ++j) {
-    std::stable_sort(fetches.begin() + fetch_at[j], fetches.begin() + fetch_at[j + 1],
-                     [&](const Ref& a, const Ref& b) {
-                       return s.tensors[a.tensor].runs[a.run].first <
-                              s.tensors[b.tensor].runs[b.run].first;
-                     });
+    const auto begin = fetches.begin() + fetch_at[j];
+    const auto end = fetches.begin() + fetch_at[j + 1];
+    if (end - begin > 32) {
+      std::stable_sort(begin, end,
+                       [&](const Ref& a, const Ref& b) { return first_use(a) < first_use(b); });
+      continue;
+    }
+    for (auto i = begin + (begin == end ? 0 : 1); i < end; ++i) {
+      const Ref v = *i;
+      const uint32_t key = first_use(v);
+      auto k = i;
+      for (; k > begin && key < first_use(*(k - 1)); --k) *k = *(k - 1);
+      *k = v;
+    }
   }
 
   Program program;
-  program.steps.reserve(n + fetches.size() + 2 * releases.size());
+  program.steps.reserve(n + fetches.size() + releases.size() + stores);
   std::vector<uint32_t> compute_waits(compute_at[n + 1]), fetch_waits(landed_at[n + 1]);
   std::vector<uint32_t> compute_fill(compute_at.begin(), compute_at.end() - 1);
   std::vector<uint32_t> landed_fill(landed_at.begin(), landed_at.end() - 1);

@@ -228,7 +228,7 @@ std::shared_ptr<const StartState> start_state(const Workload& w, const hw::Topol
   };
   const auto initial = [&] {
     StartState x{initial_state(w, t, req, budget), {}, PassResult::kUnchanged, {}, {}, 0};
-    x.resident_peak = ProfileTree(memory_profile(x.state)).max();
+    x.resident_peak = memory_peak(x.state);
     return x;
   };
   if (memo == nullptr) {
@@ -279,7 +279,7 @@ bool conclude(PlanOutcome& out, PlanState& s, PassContext& ctx, PassResult r) {
   s.plan();
   // The verify pass's, when the plan it checked still stands.
   const std::optional<uint64_t> checked = s.emitted.verified_peak();
-  out.estimated_peak = checked ? *checked : ProfileTree(memory_profile(s)).max();
+  out.estimated_peak = checked ? *checked : memory_peak(s);
   out.ok = true;
   return true;
 }

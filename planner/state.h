@@ -167,6 +167,8 @@ bool holds_copy(const Residency& r);
 /// Per position: device-tier bytes in use (runs, static homes, workspace); the size is
 /// the number of positions (at least 1).
 std::vector<uint64_t> memory_profile(const PlanState& s);
+/// The largest value of memory_profile(s).
+uint64_t memory_peak(const PlanState& s);
 
 /// One run per tensor covering all its uses, nothing offloaded: what `resident` keeps.
 void reset_resident(PlanState& s);

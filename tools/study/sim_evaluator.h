@@ -3,6 +3,8 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "core/kinds.h"
@@ -23,7 +25,7 @@ struct SimRun {
 /// Thread-safe: the planner may score several plans at once.
 class SimEvaluator : public planner::PlanEvaluator {
  public:
-  /// With `keep_runs`, each evaluation carries its SimRun (run_of()): the caller takes
+  /// With `keep_runs`, each evaluation carries its SimRun (take_run()): the caller takes
   /// the simulation of the plan it gets instead of running it again.
   SimEvaluator(const Workload& w, const hw::Topology& t, bool keep_runs = false)
       : w_(w), t_(t), keep_runs_(keep_runs) {}
@@ -39,9 +41,10 @@ class SimEvaluator : public planner::PlanEvaluator {
   [[nodiscard]] bool thread_safe() const override { return true; }
   [[nodiscard]] uint64_t runs() const { return runs_.load(); }
 
-  /// The simulation an evaluation of a keep_runs evaluator carries, or null.
-  static const SimRun* run_of(const planner::Evaluation& e) {
-    return static_cast<const SimRun*>(e.run.get());
+  /// Takes the simulation out of `e` (which then carries none), or null. A run made by
+  /// this evaluator is never const: whoever holds the only reference may move from it.
+  static std::shared_ptr<const SimRun> take_run(planner::Evaluation& e) {
+    return std::static_pointer_cast<const SimRun>(std::exchange(e.run, nullptr));
   }
 
  private:

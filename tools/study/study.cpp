@@ -440,12 +440,19 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
     return p;
   }
   std::vector<sim::Time> op_end;
-  const SimRun* scored =
-      p.outcome.evaluation ? SimEvaluator::run_of(*p.outcome.evaluation) : nullptr;
+  std::shared_ptr<const SimRun> scored =
+      p.outcome.evaluation ? SimEvaluator::take_run(*p.outcome.evaluation) : nullptr;
   if (scored != nullptr && !planned && !moved) {
-    p.sim = scored->result;
-    op_end = scored->op_end;
-    p.outcome.evaluation->run.reset();
+    if (scored.use_count() == 1) {
+      // No one else holds the run: its result moves (a copy is megabytes).
+      auto& run = const_cast<SimRun&>(*scored);
+      p.sim = std::move(run.result);
+      op_end = std::move(run.op_end);
+    } else {
+      p.sim = scored->result;
+      op_end = scored->op_end;
+    }
+    scored.reset();
   } else {
     sim::SimOptions so;
     so.live_top = 0;
