@@ -586,6 +586,78 @@ void FlowNetwork::fill(const Component& c, Time now) {
   }
 }
 
+bool FlowNetwork::fill_one_route(const Component& c, Time now) {
+  // One route: the flows on the first busy resource are all the component's, each on the
+  // same route, which crosses no resource twice (so its resources are the busy ones).
+  const uint32_t* const cres = res_scratch_.data();
+  const size_t n = c.flows;
+  if (c.busy > kShortRoute) return false;
+  const std::vector<uint32_t>& flows = res_flows_[cres[0]];
+  if (flows.size() != n) return false;
+  const std::span<const uint32_t> common = route(flows[0]);
+  if (common.size() != c.busy) return false;
+  for (size_t i = 1; i < common.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (common[i] == common[j]) return false;
+    }
+  }
+  for (size_t i = 1; i < n; ++i) {
+    const std::span<const uint32_t> other = route(flows[i]);
+    if (!std::equal(other.begin(), other.end(), common.begin(), common.end())) return false;
+  }
+  // fill(), step by step: every leaf keyed by its first share; the least key surfaces and
+  // either saturates (its key is current) or takes its current share and goes back. No
+  // flow is frozen before one resource saturates, and then all are.
+  const Key low = std::bit_ceil(std::max(resources(), size_t{2})) - 1;
+  const double unfrozen = static_cast<double>(n);  // (Filling::unfrozen of every leaf)
+  Key keys[kShortRoute];
+  for (size_t i = 0; i < c.busy; ++i) {
+    const uint32_t r = cres[i];
+    keys[i] = (ordered_bits(capacity_[r] * reciprocal_[n]) & ~low) | r;
+  }
+  size_t k = 0;
+  double current = 0;
+  while (true) {
+    k = 0;
+    for (size_t i = 1; i < c.busy; ++i) k = keys[i] < keys[k] ? i : k;
+    const uint32_t r = cres[k];
+    current = capacity_[r] / unfrozen;
+    const Key key = (ordered_bits(current) & ~low) | r;
+    if (key == keys[k]) break;
+    keys[k] = key;
+  }
+  const uint32_t saturated = cres[k];
+  const double share = std::max(current, capacity_[saturated] * 1e-12);
+  changed_flows_.resize(n);
+  old_rate_.resize(n);
+  size_t n_changed = 0;
+  double sum = 0;
+  for (uint32_t f : res_flows_[saturated]) {
+    const double before = rate_[f];
+    frozen_at_[f] = epoch_;
+    rate_[f] = share;
+    sum += share;
+    changed_flows_[n_changed] = f;
+    old_rate_[n_changed] = before;
+    n_changed += std::bit_cast<uint64_t>(before) != std::bit_cast<uint64_t>(share) ? 1U : 0U;
+  }
+  stats_[saturated].peak_rate = std::max(stats_[saturated].peak_rate, sum);
+  changed_flows_.resize(n_changed);
+  for (size_t i = 0; i < n_changed; ++i) drain(changed_flows_[i], old_rate_[i], now);
+  // The other resources never surface: each gave the share to every flow, in turn.
+  for (size_t i = 0; i < c.busy; ++i) {
+    if (i == k) continue;
+    const uint32_t q = cres[i];
+    const double cap = capacity_[q];
+    double left = cap;
+    for (size_t j = 0; j < n; ++j) left -= share;
+    if (cap - left + cap * 1e-6 >= stats_[q].peak_rate) {
+      stats_[q].peak_rate = std::max(stats_[q].peak_rate, load(q));
+    }
+  }
+  return true;
+}
+
 void FlowNetwork::solve(Time now) {
   split();
   const Component c = gather();
@@ -608,7 +680,7 @@ void FlowNetwork::solve(Time now) {
     }
     rate_[f] = least;
   } else if (c.flows > 1) {
-    fill(c, now);
+    if (!one_route_ || !fill_one_route(c, now)) fill(c, now);
   }
   if (c.flows <= 1) {
     // With two or more flows, filling has set the peak rates.

@@ -67,6 +67,10 @@ class FlowNetwork {
   [[nodiscard]] bool dirty() const { return !dirty_groups_.empty() || !emptied_.empty(); }
 
   [[nodiscard]] double rate(uint32_t flow) const { return rate_[flow]; }
+  /// Whether a component whose flows all cross the same resources is solved by the short
+  /// way (on by default; the same rates, to the bit, as progressive filling): off, every
+  /// component of two or more flows is filled (tests compare the two).
+  void set_one_route_shortcut(bool on) { one_route_ = on; }
   /// Time at which the flow's last byte lands if rates stay as they are.
   [[nodiscard]] Time completion(uint32_t flow) const;
   /// Sum of the rates of the flows on a resource.
@@ -139,6 +143,11 @@ class FlowNetwork {
   /// Sets the rates of the component's flows (two or more) by progressive filling, and
   /// the peak rates of its resources with flows; lists the flows whose rate changed.
   void fill(const Component& c, Time now);
+  /// fill() of a component whose flows (two or more) all cross the same resources, each
+  /// once: every flow takes the share of the resource that saturates first, found the way
+  /// fill() finds it, with the same rates, changed flows and peaks. False, doing nothing,
+  /// when the flows' routes differ.
+  bool fill_one_route(const Component& c, Time now);
   [[nodiscard]] std::span<const uint32_t> route(uint32_t f) const {
     return {route_.data() + routes_[f].begin, routes_[f].hops};
   }
@@ -193,6 +202,7 @@ class FlowNetwork {
   std::vector<uint32_t> leaf_;          ///< by resource: its leaf in the tree while filling
   std::vector<double> reciprocal_ = {0.0};  ///< 1 / n, for n up to the most flows on a resource
   std::vector<uint32_t> changed_flows_;
+  bool one_route_ = true;
 };
 
 }  // namespace tierflow::hw
