@@ -11,21 +11,52 @@ namespace tierflow::planner {
 
 ProfileTree::ProfileTree(const std::vector<uint64_t>& levels)
     : size_(static_cast<uint32_t>(levels.size())) {
-  size_t cap = 1;
-  while (cap < levels.size()) cap <<= 1;
-  n_.assign(2 * cap, Node{});
-  for (size_t i = 0; i < levels.size(); ++i) {
-    n_[cap + i].max = static_cast<int64_t>(levels[i]);
+  const uint32_t blocks = (size_ + kBlock - 1) / kBlock;
+  while (cap_ < blocks) cap_ <<= 1;
+  v_.assign(size_t{blocks} * kBlock, kNothing);
+  for (size_t i = 0; i < levels.size(); ++i) v_[i] = static_cast<int64_t>(levels[i]);
+  n_.assign(2 * size_t{cap_}, Node{kNothing, 0});
+  for (uint32_t b = 0; b < blocks; ++b) {
+    const int64_t* x = v_.data() + block_start(b);
+    n_[cap_ + b].max = *std::max_element(x, x + kBlock);
   }
-  for (size_t i = cap - 1; i >= 1; --i) n_[i].max = std::max(n_[2 * i].max, n_[2 * i + 1].max);
+  for (size_t i = cap_ - 1; i >= 1; --i) n_[i].max = std::max(n_[2 * i].max, n_[2 * i + 1].max);
+}
+
+int64_t ProfileTree::offset(uint32_t b) const {
+  int64_t sum = 0;
+  for (size_t p = cap_ + b; p >= 1; p >>= 1) sum += n_[p].lazy;
+  return sum;
+}
+
+void ProfileTree::add_inside(uint32_t b, uint32_t from, uint32_t to, int64_t delta) {
+  // The block's largest stored value: raised by a positive add to what it reaches; a
+  // negative one rescans the block only if the largest was in the range.
+  Node& leaf = n_[cap_ + b];
+  const int64_t stored = leaf.max - leaf.lazy;
+  int64_t* const x = v_.data();
+  int64_t top = stored;
+  if (delta >= 0) {
+    for (uint32_t i = from; i <= to; ++i) top = std::max(top, x[i] += delta);
+  } else {
+    int64_t before = kNothing;
+    for (uint32_t i = from; i <= to; ++i) {
+      before = std::max(before, x[i]);
+      x[i] += delta;
+    }
+    if (before == stored) {
+      const int64_t* const first = x + block_start(b);
+      top = *std::max_element(first, first + kBlock);
+    }
+  }
+  leaf.max = top + leaf.lazy;
 }
 
 // Bottom-up: a node's max is the max of its children's plus its own lazy (the adds that
-// cover it whole), so a position's value is its leaf plus the lazy of its ancestors.
+// cover it whole), so a block's max is its leaf's plus the lazy of its ancestors.
 std::pair<size_t, size_t> ProfileTree::cover(uint32_t from, uint32_t to, int64_t delta) {
-  const size_t cap = n_.size() / 2;
-  size_t l = cap + from;
-  size_t r = cap + to + 1;
+  size_t l = cap_ + from;
+  size_t r = cap_ + to + 1;
   const std::pair<size_t, size_t> ends{l, r - 1};
   for (; l < r; l >>= 1, r >>= 1) {
     if ((l & 1) != 0) {
@@ -47,27 +78,76 @@ void ProfileTree::recompute_above(size_t p) {
   }
 }
 
+void ProfileTree::leaf_changed(size_t p) {
+  // Only this leaf changed below: once an ancestor keeps its max, those above it do too.
+  while (p > 1) {
+    p >>= 1;
+    const int64_t m = std::max(n_[2 * p].max, n_[2 * p + 1].max) + n_[p].lazy;
+    if (m == n_[p].max) return;
+    n_[p].max = m;
+  }
+}
+
 void ProfileTree::add(uint32_t from, uint32_t to, int64_t delta) {
   if (from > to || size_ == 0) return;
   to = std::min(to, size_ - 1);
   if (from > to) return;
-  const auto [l0, r0] = cover(from, to, delta);
+  const uint32_t bl = block_of(from);
+  const uint32_t br = block_of(to);
+  // Blocks [first, last] are covered whole; the partial ones at either end by position.
+  uint32_t first = bl;
+  uint32_t last = br;
+  if (from != block_start(bl) || (bl == br && to != block_end(br))) {
+    add_inside(bl, from, bl == br ? to : block_end(bl), delta);
+    leaf_changed(cap_ + bl);
+    if (bl == br) return;
+    ++first;
+  }
+  if (to != block_end(br)) {
+    add_inside(br, block_start(br), to, delta);
+    leaf_changed(cap_ + br);
+    --last;
+  }
+  if (first > last) return;
+  const auto [l0, r0] = cover(first, last, delta);
   recompute_above(l0);
   recompute_above(r0);
 }
 
 void ProfileTree::add_all(const std::vector<std::pair<Span, int64_t>>& pieces) {
-  // Every node a cover changes hangs below the paths from its two end leaves to the root,
-  // so recomputing those paths once, bottom up, after all covers gives what add() would.
+  // Every node a piece changes is a leaf it changes or hangs below the paths from its
+  // cover's two end leaves to the root, so recomputing those paths once, bottom up, after
+  // all pieces gives what add() would. The pieces ascend, so the leaves do.
   touched_.clear();
+  auto touch = [&](size_t leaf) {
+    if (touched_.empty() || touched_.back() != leaf >> 1) touched_.push_back(leaf >> 1);
+  };
   for (const auto& [span, delta] : pieces) {
     if (span.from > span.to || size_ == 0 || span.from >= size_) continue;
-    const auto [l0, r0] = cover(span.from, std::min(span.to, size_ - 1), delta);
-    for (const size_t leaf : {l0, r0}) {
-      if (touched_.empty() || touched_.back() != leaf >> 1) touched_.push_back(leaf >> 1);
+    const uint32_t from = span.from;
+    const uint32_t to = std::min(span.to, size_ - 1);
+    const uint32_t bl = block_of(from);
+    const uint32_t br = block_of(to);
+    uint32_t first = bl;
+    uint32_t last = br;
+    if (from != block_start(bl) || (bl == br && to != block_end(br))) {
+      add_inside(bl, from, bl == br ? to : block_end(bl), delta);
+      touch(cap_ + bl);
+      if (bl == br) continue;
+      ++first;
+    }
+    const bool right = to != block_end(br);
+    if (right) --last;
+    if (first <= last) {
+      const auto [l0, r0] = cover(first, last, delta);
+      touch(l0);
+      touch(r0);
+    }
+    if (right) {
+      add_inside(br, block_start(br), to, delta);
+      touch(cap_ + br);
     }
   }
-  // The spans ascend, so the parents do: one level at a time, each parent once.
   TF_ASSERT(std::is_sorted(touched_.begin(), touched_.end()), "add_all: spans not ascending");
   while (!touched_.empty() && touched_.front() >= 1) {
     size_t n = 0;
@@ -79,17 +159,12 @@ void ProfileTree::add_all(const std::vector<std::pair<Span, int64_t>>& pieces) {
   }
 }
 
-uint64_t ProfileTree::max(uint32_t from, uint32_t to) const {
-  if (from > to || size_ == 0) return 0;
-  to = std::min(to, size_ - 1);
-  if (from > to) return 0;
+int64_t ProfileTree::blocks_max(uint32_t from, uint32_t to) const {
   // The nodes covering [from, to], climbing from the leaves: those taken on the left all
   // lie under node l - 1 after each climb, those on the right under node r, so each side
   // adds the lazy of that one ancestor per level; then the lazy above, to the root.
-  constexpr int64_t kNothing = INT64_MIN / 4;
-  const size_t cap = n_.size() / 2;
-  size_t l = cap + from;
-  size_t r = cap + to + 1;
+  size_t l = cap_ + from;
+  size_t r = cap_ + to + 1;
   int64_t left = kNothing;
   int64_t right = kNothing;
   while (l < r) {
@@ -108,7 +183,35 @@ uint64_t ProfileTree::max(uint32_t from, uint32_t to) const {
     p >>= 1;
     right += n_[p].lazy;
   }
-  return static_cast<uint64_t>(std::max<int64_t>(0, std::max(left, right)));
+  return std::max(left, right);
+}
+
+uint64_t ProfileTree::max(uint32_t from, uint32_t to) const {
+  if (from > to || size_ == 0) return 0;
+  to = std::min(to, size_ - 1);
+  if (from > to) return 0;
+  const int64_t* const x = v_.data();
+  auto inside = [&](uint32_t b, uint32_t a, uint32_t c) {
+    return *std::max_element(x + a, x + c + 1) + offset(b);
+  };
+  const uint32_t bl = block_of(from);
+  const uint32_t br = block_of(to);
+  int64_t best = kNothing;
+  if (bl == br) {
+    best =
+        from == block_start(bl) && to == block_end(br) ? blocks_max(bl, bl) : inside(bl, from, to);
+  } else {
+    uint32_t first = bl;
+    uint32_t last = br;
+    if (from != block_start(bl)) best = inside(bl, from, block_end(bl)), ++first;
+    if (to != block_end(br)) best = std::max(best, inside(br, block_start(br), to)), --last;
+    if (first <= last) best = std::max(best, blocks_max(first, last));
+  }
+  return static_cast<uint64_t>(std::max<int64_t>(0, best));
+}
+
+uint64_t ProfileTree::max() const {
+  return size_ == 0 ? 0 : static_cast<uint64_t>(std::max<int64_t>(0, n_[1].max));
 }
 
 uint32_t ProfileTree::earliest_room(uint32_t want, uint32_t was, uint64_t bytes,
@@ -120,34 +223,64 @@ uint32_t ProfileTree::earliest_room(uint32_t want, uint32_t was, uint64_t bytes,
   return full == kNone ? want : full + 1;
 }
 
+uint32_t ProfileTree::last_inside(uint32_t b, uint32_t from, uint32_t to, int64_t threshold) const {
+  const int64_t below = threshold - offset(b);
+  for (uint32_t i = to + 1; i-- > from;) {
+    if (v_[i] > below) return i;
+  }
+  return kNone;
+}
+
 uint32_t ProfileTree::last_above(uint32_t from, uint32_t to, uint64_t threshold) const {
   if (from > to || size_ == 0) return kNone;
   to = std::min(to, size_ - 1);
   if (from > to) return kNone;
-  const auto cap = static_cast<uint32_t>(n_.size() / 2);
-  return last_above(1, 0, cap - 1, from, to, static_cast<int64_t>(threshold));
+  const auto limit = static_cast<int64_t>(threshold);
+  const uint32_t bl = block_of(from);
+  const uint32_t br = block_of(to);
+  if (bl == br) return last_inside(bl, from, to, limit);
+  // From the right: the partial last block, the whole blocks, the partial first block.
+  uint32_t first = bl;
+  uint32_t last = br;
+  if (to != block_end(br)) {
+    const uint32_t i = last_inside(br, block_start(br), to, limit);
+    if (i != kNone) return i;
+    --last;
+  }
+  if (from != block_start(bl)) ++first;
+  if (first <= last) {
+    const uint32_t b = last_block_above(1, 0, cap_ - 1, first, last, limit);
+    if (b != kNone) return last_inside(b, block_start(b), block_end(b), limit);
+  }
+  if (from != block_start(bl)) return last_inside(bl, from, block_end(bl), limit);
+  return kNone;
 }
 
-uint32_t ProfileTree::last_above(size_t node, uint32_t lo, uint32_t hi, uint32_t from,
-                                 uint32_t to, int64_t threshold) const {
+uint32_t ProfileTree::last_block_above(size_t node, uint32_t lo, uint32_t hi, uint32_t from,
+                                       uint32_t to, int64_t threshold) const {
   // `threshold` is relative to this node: the lazy adds above it are already taken off.
   if (to < lo || hi < from || n_[node].max <= threshold) return kNone;
   if (lo == hi) return lo;
   const uint32_t mid = lo + (hi - lo) / 2;
   const int64_t below = threshold - n_[node].lazy;
-  const uint32_t right = last_above(2 * node + 1, mid + 1, hi, from, to, below);
-  return right != kNone ? right : last_above(2 * node, lo, mid, from, to, below);
+  const uint32_t right = last_block_above(2 * node + 1, mid + 1, hi, from, to, below);
+  return right != kNone ? right : last_block_above(2 * node, lo, mid, from, to, below);
 }
 
 uint32_t ProfileTree::argmax() const {
-  const auto cap = static_cast<uint32_t>(n_.size() / 2);
+  if (size_ == 0) return 0;
+  // The first block holding the maximum (ties to the left), then its first position.
   size_t node = 1;
   int64_t want = n_[1].max;
-  while (node < cap) {
+  while (node < cap_) {
     want -= n_[node].lazy;
     node = n_[2 * node].max == want ? 2 * node : 2 * node + 1;
   }
-  return std::min(static_cast<uint32_t>(node - cap), size_ == 0 ? 0 : size_ - 1);
+  const auto b = static_cast<uint32_t>(node - cap_);
+  const int64_t stored = want - n_[node].lazy;
+  const int64_t* const x = v_.data() + block_start(b);
+  const auto at = static_cast<uint32_t>(std::find(x, x + kBlock, stored) - x);
+  return std::min(block_start(b) + at, size_ - 1);
 }
 
 std::vector<Span> occupancy(const std::vector<Run>& runs, uint32_t positions) {

@@ -20,16 +20,20 @@ struct Span {
 };
 std::vector<Span> occupancy(const std::vector<Run>& runs, uint32_t positions);
 
-/// Per-position bytes with range add and range max, O(log n) each.
+/// Per-position bytes with range add and range max. Two levels: the positions in blocks of
+/// kBlock, each value kept as it is less the adds that covered its whole block; and a
+/// range-add / range-max tree over the blocks, which holds those adds. An update or a query
+/// walks at most two partial blocks and O(log(n / kBlock)) nodes of a tree small enough to
+/// stay in cache (the schedule pass and the selections update it once per prefetch they
+/// move or tensor they offload).
 class ProfileTree {
  public:
   explicit ProfileTree(const std::vector<uint64_t>& levels);
   void add(uint32_t from, uint32_t to, int64_t delta);  ///< inclusive range
-  /// add() of each (span, delta), the spans ascending and disjoint: the same tree, with
-  /// the ancestors they share recomputed once.
+  /// add() of each (span, delta), the spans ascending and disjoint: the same tree.
   void add_all(const std::vector<std::pair<Span, int64_t>>& pieces);
   [[nodiscard]] uint64_t max(uint32_t from, uint32_t to) const;
-  [[nodiscard]] uint64_t max() const { return size_ == 0 ? 0 : max(0, size_ - 1); }
+  [[nodiscard]] uint64_t max() const;
   /// The first position holding the maximum.
   [[nodiscard]] uint32_t argmax() const;
   /// The last position in [from, to] whose value exceeds `threshold`, or kNone.
@@ -42,20 +46,45 @@ class ProfileTree {
   [[nodiscard]] uint32_t size() const { return size_; }
 
  private:
-  [[nodiscard]] uint32_t last_above(size_t node, uint32_t lo, uint32_t hi, uint32_t from,
-                                    uint32_t to, int64_t threshold) const;
-  /// Adds `delta` to the nodes covering [from, to] (clamped, nonempty); returns the two
-  /// leaves whose ancestors need recomputing.
-  std::pair<size_t, size_t> cover(uint32_t from, uint32_t to, int64_t delta);
-  void recompute_above(size_t leaf);
-  uint32_t size_ = 0;
-  /// Per node: the max of its range (its lazy add included) and the add covering it whole;
-  /// side by side, so that a climb reads one cache line per level.
+  static constexpr uint32_t kBlock = 16;  ///< positions per block (a power of two)
+  /// Below every value (a padded position, an empty side of a query); adds cannot lift it
+  /// near a real one.
+  static constexpr int64_t kNothing = INT64_MIN / 4;
+  /// A block tree node: the max of its blocks (its lazy add included) and the add covering
+  /// it whole; side by side, so that a climb reads one cache line per level. A leaf's max
+  /// is its block's largest stored value plus its lazy.
   struct Node {
     int64_t max = 0;
     int64_t lazy = 0;
   };
-  std::vector<Node> n_;
+  [[nodiscard]] static uint32_t block_of(uint32_t i) { return i / kBlock; }
+  [[nodiscard]] static uint32_t block_start(uint32_t b) { return b * kBlock; }
+  [[nodiscard]] static uint32_t block_end(uint32_t b) { return b * kBlock + kBlock - 1; }
+  /// The adds covering block b whole: its leaf's lazy and its ancestors'.
+  [[nodiscard]] int64_t offset(uint32_t b) const;
+  /// Adds `delta` to the stored values of positions [from, to] of block b (not the whole
+  /// block) and sets its leaf; the caller recomputes the leaf's ancestors.
+  void add_inside(uint32_t b, uint32_t from, uint32_t to, int64_t delta);
+  /// Adds `delta` to the nodes covering blocks [from, to]; returns the two leaves whose
+  /// ancestors need recomputing.
+  std::pair<size_t, size_t> cover(uint32_t from, uint32_t to, int64_t delta);
+  void recompute_above(size_t leaf);
+  /// recompute_above() after a change of leaf p alone.
+  void leaf_changed(size_t p);
+  /// The max over blocks [from, to] (kNothing when empty).
+  [[nodiscard]] int64_t blocks_max(uint32_t from, uint32_t to) const;
+  /// The last block in [from, to] under `node` (covering blocks [lo, hi]) whose max exceeds
+  /// `threshold` (relative to the node: the lazy above it taken off), or kNone.
+  [[nodiscard]] uint32_t last_block_above(size_t node, uint32_t lo, uint32_t hi, uint32_t from,
+                                          uint32_t to, int64_t threshold) const;
+  /// The last position in [from, to] of block b whose value exceeds `threshold`, or kNone.
+  [[nodiscard]] uint32_t last_inside(uint32_t b, uint32_t from, uint32_t to,
+                                     int64_t threshold) const;
+
+  uint32_t size_ = 0;
+  uint32_t cap_ = 1;             ///< leaves of the block tree (a power of two)
+  std::vector<int64_t> v_;       ///< per position (padded to whole blocks): less its block's adds
+  std::vector<Node> n_;          ///< the block tree, root at 1, leaves from cap_
   std::vector<size_t> touched_;  ///< add_all's scratch
 };
 

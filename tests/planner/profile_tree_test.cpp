@@ -11,11 +11,15 @@
 
 using namespace tierflow::planner;
 
-TEST_CASE("ProfileTree agrees with a plain array") {
-  for (uint64_t seed = 1; seed <= 200; ++seed) {
+namespace {
+
+/// Seeded random range adds and queries on profiles of up to `max_n` positions, against a
+/// plain array.
+void check_against_array(uint64_t seeds, uint32_t max_n) {
+  for (uint64_t seed = 1; seed <= seeds; ++seed) {
     CAPTURE(seed);
     std::mt19937_64 rng(seed);
-    const auto n = static_cast<uint32_t>(1 + rng() % 70);
+    const auto n = static_cast<uint32_t>(1 + rng() % max_n);
     std::vector<int64_t> plain(n);
     for (auto& x : plain) x = static_cast<int64_t>(rng() % 50);
     std::vector<uint64_t> levels(plain.begin(), plain.end());
@@ -64,6 +68,15 @@ TEST_CASE("ProfileTree agrees with a plain array") {
       }
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("ProfileTree agrees with a plain array") {
+  // Profiles within a few blocks, and profiles of many blocks (ranges that cover whole
+  // blocks and end inside others).
+  check_against_array(200, 70);
+  check_against_array(40, 3000);
 }
 
 TEST_CASE("ProfileTree::add_all is add() of each piece") {
