@@ -193,6 +193,7 @@ class PlanChecker {
     const size_t nt = w_.tensors.size();
     const uint64_t dev = uint64_t{1} << p_.device_tier;
     const uint64_t host = p_.host_tier == kNoTier ? 0 : uint64_t{1} << p_.host_tier;
+    // produced: made by its op here, or external (there from the start).
     Flags resident(nt), produced(nt);
     std::vector<uint64_t> valid(nt);
     std::vector<uint32_t> inflight(nt, kNoEvent);
@@ -208,6 +209,7 @@ class PlanChecker {
       if (w_.tensors[t].origin == kExternal) {
         valid[t] = uint64_t{1} << p_.home[t];
         resident[t] = p_.home[t] == p_.device_tier;
+        produced[t] = true;
       }
       host_held[t] = host != 0 && p_.home[t] == p_.host_tier && w_.tensors[t].origin == kExternal;
     }
@@ -276,11 +278,11 @@ class PlanChecker {
           }
           for (const auto* list : {&op.inputs, &op.updates}) {
             for (uint32_t t : *list) {
-              const Tensor& x = w_.tensors[t];
-              if (x.origin != kExternal && !produced[t]) {
+              if (!produced[t]) {
                 return at(prog, step,
                           fmt::format("op '{}' reads {} before its producer op {} runs", op.name,
-                                      tensor_name(t), x.origin), static_cast<int>(t));
+                                      tensor_name(t), w_.tensors[t].origin),
+                          static_cast<int>(t));
               }
               if (!resident[t]) {
                 return at(prog, step,
@@ -315,7 +317,7 @@ class PlanChecker {
         }
         case StepKind::kPrefetch: {
           const uint32_t t = s.target;
-          if (w_.tensors[t].origin != kExternal && !produced[t]) {
+          if (!produced[t]) {
             return at(prog, step,
                       fmt::format("prefetch of {} before its producer op {} runs", tensor_name(t),
                                   w_.tensors[t].origin), static_cast<int>(t));
@@ -350,7 +352,7 @@ class PlanChecker {
         }
         case StepKind::kStore: {
           const uint32_t t = s.target;
-          if (w_.tensors[t].origin != kExternal && !produced[t]) {
+          if (!produced[t]) {
             return at(prog, step,
                       fmt::format("store of {} before its producer op {} runs", tensor_name(t),
                                   w_.tensors[t].origin), static_cast<int>(t));
@@ -431,7 +433,7 @@ class PlanChecker {
           tensor);
     }
     if (s.kind == StepKind::kPrefetch) {
-      if (w_.tensors[t].origin != kExternal && !produced[t]) {
+      if (!produced[t]) {
         return at(prog, step,
                   fmt::format("host prefetch of {} before its producer op {} runs", tensor_name(t),
                               w_.tensors[t].origin),
