@@ -229,11 +229,6 @@ std::shared_ptr<planner::StartMemo> Study::start_memo(const std::shared_ptr<cons
   return m;
 }
 
-bool Study::has_winner() {
-  std::lock_guard lock(mu_);
-  return !last_winner_.empty();
-}
-
 void Study::limit_workloads(size_t n) {
   std::lock_guard lock(mu_);
   workload_limit_ = n;

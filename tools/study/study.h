@@ -149,8 +149,6 @@ class Study {
   /// The plans are the same; the portfolio's reasons for skipping an entry then depend on
   /// the points before (so a single plan's --explain never uses it).
   void probe_with_last_winner() { probe_ = true; }
-  /// Whether a tierflow-policy plan has named a winner to probe with yet.
-  [[nodiscard]] bool has_winner();
 
   /// Plans and simulates `s`. Bad input throws InputError; "does not fit" is a result.
   Trial run(const Scenario& s);

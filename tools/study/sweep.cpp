@@ -641,25 +641,28 @@ SweepSummary run_sweep(const SweepSpec& spec, ResultDb& db, const SweepOptions& 
   study.limit_workloads(2 * static_cast<size_t>(jobs) + 2);
   const unsigned plan_threads = std::max(1u, hw_threads / jobs);
 
-  // The turns are taken in order, but for one case: until a tierflow-policy point has
-  // named a winner to probe with, a second such point waits while the first runs (the
-  // other jobs take the baselines after it), so that it can start from the first's winner
-  // instead of searching without a probe beside it.
+  // The turns are taken in order, but for one case: while a workload's first tierflow-
+  // policy point runs, a second one of the same workload waits (the other jobs take the
+  // baselines after it, when there are any), so that it starts from the winner of its own
+  // workload (Study::probe_with_last_winner) instead of one of another workload, or none.
   std::mutex mu;
   std::vector<bool> taken(turns.size(), false);
   size_t first_open = 0;  // every turn before it is taken
-  size_t searching = 0;   // tierflow-policy points running
+  // Per workload group: tierflow-policy points running, and whether one has finished.
+  std::vector<size_t> searching(first.size(), 0);
+  std::vector<bool> searched(first.size(), false);
   auto take = [&]() -> std::optional<size_t> {
     while (first_open < turns.size() && taken[first_open]) ++first_open;
     if (first_open == turns.size()) return std::nullopt;
     size_t i = first_open;
-    if (searching > 0 && !turns[i].later && !study.has_winner()) {
+    const size_t g = turns[i].group;
+    if (!turns[i].later && searching[g] > 0 && !searched[g]) {
       size_t j = i;
       while (j < turns.size() && (taken[j] || !turns[j].later)) ++j;
       if (j < turns.size()) i = j;
     }
     taken[i] = true;
-    if (!turns[i].later) ++searching;
+    if (!turns[i].later) ++searching[turns[i].group];
     return i;
   };
   std::exception_ptr fatal;  // a database error stops the sweep
@@ -697,7 +700,10 @@ SweepSummary run_sweep(const SweepSpec& spec, ResultDb& db, const SweepOptions& 
       }
       const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
       std::lock_guard lock(mu);
-      if (!turns[i].later) --searching;
+      if (!turns[i].later) {
+        --searching[turns[i].group];
+        searched[turns[i].group] = true;
+      }
       if (fatal) return;
       try {
         db.record(p, row, exit_class, wall);
