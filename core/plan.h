@@ -33,13 +33,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/workload.h"
 
 namespace tierflow {
 
-enum class StepKind { kCompute, kPrefetch, kStore, kDetach };
+enum class StepKind : uint8_t { kCompute, kPrefetch, kStore, kDetach };
 inline constexpr std::array<std::string_view, 4> kStepKindNames = {"compute", "prefetch", "store",
                                                                    "detach"};
 
@@ -47,18 +48,26 @@ inline constexpr uint32_t kNoEvent = UINT32_MAX;
 inline constexpr uint32_t kNoTier = UINT32_MAX;
 
 struct Step {
+  // (The flags beside the kind: a plan holds hundreds of thousands of steps, 40 bytes each.)
   StepKind kind = StepKind::kCompute;
-  uint32_t target = 0;  ///< op id (compute) or tensor id
-  uint32_t tier = 0;    ///< prefetch: source tier; store: destination tier (index into Plan::tiers)
-  uint32_t event = kNoEvent;  ///< event this prefetch/store completes
-  std::vector<uint32_t> wait;
   /// Prefetch only: an on-demand fetch of a tensor the plan did not foresee (an MoE
   /// expert the realized routing picked, planner/realize.h); counted as a miss.
   bool demand = false;
   /// Compute: a host step (see the glossary); it completes `event`. Prefetch: a host
   /// prefetch from `tier` to Plan::host_tier; detach: a host detach of the host tier's copy.
   bool host = false;
+  uint32_t target = 0;  ///< op id (compute) or tensor id
+  uint32_t tier = 0;    ///< prefetch: source tier; store: destination tier (index into Plan::tiers)
+  uint32_t event = kNoEvent;  ///< event this prefetch/store completes
+  std::vector<uint32_t> wait;
+
+  Step() = default;
+  /// A step that is not on demand and not on the host (set those after).
+  Step(StepKind k, uint32_t target_id, uint32_t tier_index, uint32_t event_id,
+       std::vector<uint32_t> waits = {})
+      : kind(k), target(target_id), tier(tier_index), event(event_id), wait(std::move(waits)) {}
 };
+static_assert(sizeof(Step) <= 40, "a step is kept small: plans hold many");
 
 /// A host step (a compute step on the host), not a host copy.
 inline bool is_host_step(const Step& s) {
