@@ -103,6 +103,7 @@ Emitted emit_plan(const PlanState& s, std::string_view policy) {
 
   Program program;
   program.steps.reserve(n + fetches.size() + releases.size() + stores);
+  out.event_run.reserve(fetches.size() + stores);
   std::vector<uint32_t> compute_waits(compute_at[n + 1]), fetch_waits(landed_at[n + 1]);
   std::vector<uint32_t> compute_fill(compute_at.begin(), compute_at.end() - 1);
   std::vector<uint32_t> landed_fill(landed_at.begin(), landed_at.end() - 1);

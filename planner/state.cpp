@@ -179,12 +179,14 @@ bool holds_copy(const Residency& r) {
 
 std::vector<uint64_t> memory_profile(const PlanState& s) {
   const uint32_t n = std::max<uint32_t>(1, s.positions());
-  std::vector<int64_t> diff(n + 1, 0);
+  // The changes at each position, then their running sum, in the one array: in unsigned
+  // arithmetic a decrease wraps around and the sums come out as the levels.
+  std::vector<uint64_t> out(n + 1, 0);
   auto add = [&](uint32_t from, uint32_t to, uint64_t bytes) {
     if (from > to || from >= n) return;
     to = std::min(to, n - 1);
-    diff[from] += static_cast<int64_t>(bytes);
-    diff[to + 1] -= static_cast<int64_t>(bytes);
+    out[from] += bytes;
+    out[to + 1] -= bytes;
   };
   for (uint32_t t = 0; t < s.tensors.size(); ++t) {
     const uint64_t bytes = s.w.tensors[t].bytes;
@@ -197,12 +199,8 @@ std::vector<uint64_t> memory_profile(const PlanState& s) {
     const uint64_t ws = s.w.ops[s.order[i]].workspace;
     if (ws > 0) add(i, i, ws);
   }
-  std::vector<uint64_t> out(n);
-  int64_t level = 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    level += diff[i];
-    out[i] = static_cast<uint64_t>(level);
-  }
+  for (uint32_t i = 1; i < n; ++i) out[i] += out[i - 1];
+  out.pop_back();
   return out;
 }
 

@@ -75,14 +75,16 @@ bool Simulator::setup() {
   }
   // Events: dense numbering in plan order.
   uint32_t max_id = 0;
+  size_t event_count = 0;
   for (const Program& prog : plan_.programs) {
     for (const Step& s : prog.steps) {
       if (s.event != kNoEvent) {
         max_id = std::max(max_id, s.event);
-        events_.emplace_back();
+        ++event_count;
       }
     }
   }
+  events_.resize(event_count);
   // Each transfer completes an event (so do host steps): room for every one at once.
   transfers_.reserve(events_.size());
   records_.reserve(events_.size());
