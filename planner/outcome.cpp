@@ -197,6 +197,31 @@ std::shared_ptr<const StartState> StartMemo::get(const std::string& key,
   return slot->state;
 }
 
+void StartMemo::put_score(const std::string& key, uint64_t fingerprint, const Evaluation& e) {
+  const std::lock_guard lock(m_);
+  const auto [it, added] = scores_.insert_or_assign(key, std::pair(fingerprint, e));
+  if (added) score_order_.push_back(key);
+  while (scores_.size() > kKeptScores) {
+    scores_.erase(score_order_.front());
+    score_order_.pop_front();
+  }
+}
+
+std::optional<Evaluation> StartMemo::take_score(const std::string& key, uint64_t fingerprint) {
+  const std::lock_guard lock(m_);
+  const auto it = scores_.find(key);
+  if (it == scores_.end() || it->second.first != fingerprint) return std::nullopt;
+  Evaluation e = std::move(it->second.second);
+  scores_.erase(it);
+  std::erase(score_order_, key);
+  return e;
+}
+
+std::string memo_key(const PlanRequest& req, uint64_t budget) {
+  return fmt::format("{}/{}/{}/{}", req.target.device_class, req.target.devices,
+                     req.target.device_tier, budget);
+}
+
 size_t leading_prefix(const Pipeline& p) {
   size_t n = 0;
   while (n < p.passes().size()) {
@@ -236,8 +261,7 @@ std::shared_ptr<const StartState> start_state(const Workload& w, const hw::Topol
     go_on(x);
     return std::make_shared<const StartState>(std::move(x));
   }
-  const std::string key = fmt::format("{}/{}/{}/{}", req.target.device_class, req.target.devices,
-                                      req.target.device_tier, budget);
+  const std::string key = memo_key(req, budget);
   const std::shared_ptr<const StartState> base = memo->get(key, [&] {
     StartState x = initial();
     x.bounds = lower_bounds(x.state);
@@ -310,7 +334,16 @@ PlanOutcome run_pipeline(const Workload& w, const hw::Topology& t, const PlanReq
   // pass reordered.
   out.bounds =
       r != PassResult::kFailed && s.order == start->state.order ? start->bounds : lower_bounds(s);
-  if (conclude(out, s, ctx, r)) report(out, s, req.evaluator);
+  if (!conclude(out, s, ctx, r)) return out;
+  // The same plan scored by a search (StartMemo::put_score): its score, not a second
+  // simulation.
+  StartMemo* memo = shared_memo(req);
+  if (memo != nullptr && req.evaluator != nullptr && !s.emitted.evaluation()) {
+    std::optional<Evaluation> e =
+        memo->take_score(memo_key(req, budget) + "|" + out.pipeline, fingerprint(s.plan()));
+    if (e) s.emitted.set_evaluation(std::move(*e));
+  }
+  report(out, s, req.evaluator);
   return out;
 }
 

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "planner/planner.h"
@@ -65,6 +66,17 @@ class StartMemo {
   /// `place,liveness`, after the search's two reorders), for two of them.
   static constexpr size_t kKept = 8;
 
+  /// The score of a plan that the pipeline `key` names (memo_key() + "|" + its text) will
+  /// make again: a search scored a plan that one of its entries, a baseline policy as it
+  /// is, would repeat; that policy's own plan takes the score instead of simulating the
+  /// same plan again (when its fingerprint matches). Kept until taken, the kKeptScores
+  /// last (each may hold a simulation of many megabytes).
+  void put_score(const std::string& key, uint64_t fingerprint, const Evaluation& e);
+  /// The score put under `key` for a plan of `fingerprint`, removed; none if there is none
+  /// or it is of another plan.
+  std::optional<Evaluation> take_score(const std::string& key, uint64_t fingerprint);
+  static constexpr size_t kKeptScores = 4;
+
  private:
   struct Slot {
     std::once_flag once;
@@ -73,7 +85,12 @@ class StartMemo {
   std::mutex m_;
   std::map<std::string, std::shared_ptr<Slot>> slots_;
   std::deque<std::string> order_;  ///< keys of slots_, oldest first
+  std::map<std::string, std::pair<uint64_t, Evaluation>> scores_;
+  std::deque<std::string> score_order_;  ///< keys of scores_, oldest first
 };
+
+/// The part of a StartMemo key that names the request's target and the budget.
+std::string memo_key(const PlanRequest& req, uint64_t budget);
 
 /// Passes at the start of `p` that only prepare the state (reorder, place, liveness):
 /// the prefix a StartState holds.

@@ -123,6 +123,12 @@ class Search {
         }
       }
     }
+    policy_.assign(entries_.size(), false);
+    for (size_t i = 0; share_ && i < entries_.size(); ++i) {
+      for (const Policy& p : policies()) {
+        if (entries_[i].pipeline.str() == Pipeline::parse(p.pipeline).str()) policy_[i] = true;
+      }
+    }
     selections_.resize(entries_.size());
     selection_users_.assign(entries_.size(), 0);
     for (size_t i = 0; share_ && i < entries_.size(); ++i) {
@@ -259,6 +265,10 @@ class Search {
   Evaluation score(PlanState& s, const Facts& f);
   /// What a stopped score says in the portfolio, for a stop at `at_ps`.
   [[nodiscard]] std::string stop_reason(int64_t at_ps);
+  /// Puts the score of entry i's plan in the shared StartMemo for each later entry that
+  /// is a baseline policy's pipeline and will repeat that plan (the same passes after an
+  /// equal prefix state): that policy's own plan of the workload takes it.
+  void publish(size_t i, uint64_t fingerprint, const Evaluation& e);
 
   const Workload& w_;
   const hw::Topology& t_;
@@ -299,6 +309,8 @@ class Search {
   /// have yet to start; and how many of those have yet to start.
   std::vector<std::shared_ptr<const Selection>> selections_;
   std::vector<size_t> selection_users_;
+  /// Per entry: its pipeline is a baseline policy's (planner::policies()).
+  std::vector<bool> policy_;
 };
 
 Search::Prefix& Search::prefix(uint32_t p) {
@@ -737,6 +749,7 @@ void Search::merge(std::unique_ptr<Trial> a, std::vector<Facts>& facts,
     a->out.evaluation = emitted.evaluation();
   }
   const bool scored = f.ok && a->out.evaluation && a->out.evaluation->ok;
+  if (scored && !a->same_as) publish(i, f.fingerprint, *a->out.evaluation);
   const bool stopped = f.ok && a->out.evaluation && a->out.evaluation->stopped;
   tried[i].result = scored    ? to_string_approx(Duration{a->out.evaluation->makespan_ps})
                     : stopped ? stop_reason(a->out.evaluation->makespan_ps)
@@ -774,6 +787,20 @@ std::string Search::stop_reason(int64_t at_ps) {
   return fmt::format("skipped: ends after {} (#{}, scored first), as its simulation showed at {}",
                      to_string_approx(Duration{*probe_makespan_}), *probe_ + 1,
                      to_string_approx(Duration{at_ps}));
+}
+
+void Search::publish(size_t i, uint64_t fingerprint, const Evaluation& e) {
+  StartMemo* shared = shared_memo(req_);
+  if (shared == nullptr) return;
+  const Entry& mine = entries_[i];
+  for (size_t j = i + 1; j < entries_.size(); ++j) {
+    const Entry& o = entries_[j];
+    if (!policy_[j] || o.cut || o.suffix != mine.suffix ||
+        prefix(o.prefix).same_as != prefix(mine.prefix).same_as) {
+      continue;
+    }
+    shared->put_score(memo_key(req_, budget_) + "|" + o.pipeline.str(), fingerprint, e);
+  }
 }
 
 PlanOutcome Search::finish(std::unique_ptr<Trial> best) {

@@ -473,6 +473,57 @@ TEST_CASE("start states shared by plans of one workload on one topology change n
   }
 }
 
+// StartMemo::put_score: a search that scored a plan its baseline entry as it is repeats
+// leaves the score for that baseline's own plan, which then is not simulated again: its
+// outcome is the unshared one (the score included), and the score is taken once.
+TEST_CASE("a baseline's plan takes the score of the same plan a search scored") {
+  size_t reused = 0;
+  for (const char* link : {"50kB/s", "200kB/s"}) {
+    for (uint64_t seed = 1; seed <= 12; ++seed) {
+      CAPTURE(link);
+      CAPTURE(seed);
+      const hw::Topology topo = small_topology(link);
+      const Offloading made = offloading(seed, topo);
+      const Workload& w = made.w;
+      auto memo = std::make_shared<StartMemo>();
+      PlanRequest req = made.req;
+      req.threads = 1;
+      req.start_memo = memo;
+      study::SimEvaluator searched(w, topo);
+      req.policy = "tierflow";
+      req.evaluator = &searched;
+      (void)make_plan(w, topo, req);
+      for (const char* policy : {"hyperoffload", "reactive", "distance", "layerwise"}) {
+        CAPTURE(std::string(policy));
+        PlanRequest alone = made.req;
+        alone.policy = policy;
+        alone.threads = 1;
+        study::SimEvaluator e0(w, topo), e1(w, topo), e2(w, topo);
+        alone.evaluator = &e0;
+        const PlanOutcome plain = make_plan(w, topo, alone);
+        PlanRequest shared = alone;
+        shared.start_memo = memo;
+        shared.evaluator = &e1;
+        const PlanOutcome first = make_plan(w, topo, shared);
+        shared.evaluator = &e2;
+        const PlanOutcome again = make_plan(w, topo, shared);
+        REQUIRE(first.ok == plain.ok);
+        if (!plain.ok) continue;
+        CHECK(plan_text(*first.plan, w) == plan_text(*plain.plan, w));
+        REQUIRE(first.evaluation.has_value());
+        CHECK(first.evaluation->ok == plain.evaluation->ok);
+        CHECK(first.evaluation->makespan_ps == plain.evaluation->makespan_ps);
+        CHECK(first.evaluation->device_peak == plain.evaluation->device_peak);
+        CHECK(first.evaluation->exposed_by_event == plain.evaluation->exposed_by_event);
+        if (e1.runs() == 0) ++reused;
+        CHECK(e2.runs() == 1);  // taken by the first: the second simulates
+        CHECK(again.evaluation->makespan_ps == plain.evaluation->makespan_ps);
+      }
+    }
+  }
+  CHECK(reused >= 8);  // hyperoffload as it is repeats the first entry on most of these
+}
+
 // Variants (PortfolioEntry::variant_of): a selection leaving more of the budget free runs
 // after the other entries, and not at all when the selection it varies already copies for
 // longer than the best plan takes. On these workloads that rule skips variants, and the
