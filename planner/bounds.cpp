@@ -332,6 +332,24 @@ std::shared_ptr<const Liveness> TrafficMemo::liveness(
   return liveness_[i];
 }
 
+std::shared_ptr<const Reordering> TrafficMemo::reordering(
+    const Workload& w, const std::vector<uint32_t>& order, int options,
+    const std::function<Reordering()>& compute) {
+  TF_ASSERT(&w == w_, "a traffic memo asked about another workload");
+  // (The index of the order it starts from, taken first: `order` may be the state's own,
+  // which compute() moves on.)
+  std::pair<size_t, int> key;
+  {
+    const std::lock_guard lock(mu_);
+    key = {order_index(order), options};
+    const auto it = reorderings_.find(key);
+    if (it != reorderings_.end()) return it->second;
+  }
+  auto r = std::make_shared<const Reordering>(compute());
+  const std::lock_guard lock(mu_);
+  return reorderings_.try_emplace(key, std::move(r)).first->second;
+}
+
 size_t TrafficMemo::size() {
   const std::lock_guard lock(mu_);
   return entries_.size();

@@ -28,7 +28,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "planner/state.h"
@@ -56,6 +60,15 @@ Bounds lower_bounds(PlanState& s);
 /// points of a sweep that share a workload compute them once per order and budget; and
 /// the liveness of each order, which depends on nothing else. Set PlanRequest::traffic_memo
 /// to one made for the workload planned (Study keeps one per workload); thread-safe.
+/// What the `reorder` pass made of an order (planner/passes/reorder.cpp): whether it
+/// changed it, to what, and the stats and notes it reported.
+struct Reordering {
+  bool changed = false;
+  std::vector<uint32_t> order;  ///< when changed
+  std::vector<std::pair<std::string, double>> stats;
+  std::vector<std::string> notes;
+};
+
 class TrafficMemo {
  public:
   explicit TrafficMemo(const Workload& w) : w_(&w) {}
@@ -70,6 +83,11 @@ class TrafficMemo {
   std::shared_ptr<const Liveness> liveness(
       const Workload& w, const std::vector<uint32_t>& order,
       const std::function<std::shared_ptr<const Liveness>()>& compute);
+  /// What `reorder` with `options` (its mode and keep rule as bits) makes of `order` of
+  /// this memo's workload (the same on every topology), from `compute` when not yet known.
+  std::shared_ptr<const Reordering> reordering(const Workload& w,
+                                               const std::vector<uint32_t>& order, int options,
+                                               const std::function<Reordering()>& compute);
 
  private:
   struct Entry {
@@ -86,6 +104,8 @@ class TrafficMemo {
   std::vector<Entry> entries_;                 ///< one per order, budget and pins
   /// Per index of orders_: its liveness, once asked for.
   std::vector<std::shared_ptr<const Liveness>> liveness_;
+  /// Per (index of orders_, reorder options): what reorder made of it.
+  std::map<std::pair<size_t, int>, std::shared_ptr<const Reordering>> reorderings_;
 };
 
 }  // namespace tierflow::planner

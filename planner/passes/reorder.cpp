@@ -15,6 +15,7 @@
 #include <queue>
 
 #include "core/diagnostics.h"
+#include "planner/bounds.h"
 #include "planner/pass.h"
 
 namespace tierflow::planner {
@@ -37,6 +38,32 @@ class Reorder : public Pass {
       for (size_t t = 0; t < tiers.size(); ++t) s.tensors[t].tier = tiers[t];
     };
     restore();
+    // What reorder makes of an order depends on the workload and the order alone (the
+    // resident profile counts bytes, not time): the plans of a workload, on every
+    // topology, share it through their traffic memo.
+    const int options = (hoist_ ? 2 : 0) | (equal_ ? 1 : 0);
+    const std::shared_ptr<const Reordering> r =
+        s.traffic_memo
+            ? s.traffic_memo->reordering(s.w, s.order, options, [&] { return decide(s, restore); })
+            : std::make_shared<const Reordering>(decide(s, restore));
+    if (r->changed && s.order != r->order) {
+      // Made for another plan of the workload: this state takes the order it chose.
+      s.order = r->order;
+      s.invalidate();
+      s.ensure_costs();
+      restore();
+    }
+    for (const auto& [stat, value] : r->stats) ctx.report.stat(name(), stat, value);
+    ctx.report.notes.insert(ctx.report.notes.end(), r->notes.begin(), r->notes.end());
+    return r->changed ? PassResult::kChanged : PassResult::kUnchanged;
+  }
+
+ private:
+  /// Reorders `s` (restored as `restore` does) and says what it did.
+  template <class Restore>
+  Reordering decide(PlanState& s, Restore& restore) {
+    const uint32_t n = s.positions();
+    Reordering out;
     const uint64_t before = peak(s);
 
     // Dependency edges between positions of the current order.
@@ -65,7 +92,7 @@ class Reorder : public Pass {
       for (uint32_t t : op.outputs) write(t);
     }
 
-    if (hoist_) return hoist(s, ctx.report, succ, restore, before);
+    if (hoist_) return hoist(s, succ, restore, before);
 
     // Remaining uses per tensor, to know which op frees what.
     std::vector<uint32_t> remaining(s.w.tensors.size(), 0);
@@ -109,7 +136,7 @@ class Reorder : public Pass {
         if (--preds[j] == 0) ready.emplace(gain(j), j);
       }
     }
-    if (order.size() != n || order == s.order) return PassResult::kUnchanged;
+    if (order.size() != n || order == s.order) return out;
 
     const std::vector<uint32_t> old = s.order;
     s.order = order;
@@ -122,23 +149,25 @@ class Reorder : public Pass {
       s.invalidate();
       s.ensure_costs();
       restore();
-      ctx.report.stat(name(), "kept the order (no lower peak)", 1);
-      return PassResult::kUnchanged;
+      out.stats.emplace_back("kept the order (no lower peak)", 1);
+      return out;
     }
-    ctx.report.stat(name(), "resident peak bytes before", static_cast<double>(before));
-    ctx.report.stat(name(), "resident peak bytes after", static_cast<double>(after));
-    ctx.report.notes.push_back(
+    out.stats.emplace_back("resident peak bytes before", static_cast<double>(before));
+    out.stats.emplace_back("resident peak bytes after", static_cast<double>(after));
+    out.notes.push_back(
         fmt::format("reorder: compute order changed, resident peak {} -> {} bytes", before, after));
-    return PassResult::kChanged;
+    out.changed = true;
+    out.order = s.order;
+    return out;
   }
 
- private:
   /// Moves every op that allocates nothing (no outputs, no workspace: optimizer updates)
   /// to right after the last op it depends on. That never raises the peak and frees
   /// what it reads as early as the dependencies allow.
   template <class Restore>
-  PassResult hoist(PlanState& s, PassReport& report, const std::vector<std::vector<uint32_t>>& succ,
-                   Restore& restore, uint64_t before) {
+  Reordering hoist(PlanState& s, const std::vector<std::vector<uint32_t>>& succ, Restore& restore,
+                   uint64_t before) {
+    Reordering out;
     const uint32_t n = s.positions();
     std::vector<uint32_t> last_pred(n, kNone);
     for (uint32_t a = 0; a < n; ++a) {
@@ -168,21 +197,22 @@ class Reorder : public Pass {
         for (auto it = after[x].rbegin(); it != after[x].rend(); ++it) stack.push_back(*it);
       }
     }
-    if (order.size() != n || order == s.order) return PassResult::kUnchanged;
-    const std::vector<uint32_t> old = s.order;
+    if (order.size() != n || order == s.order) return out;
     s.order = std::move(order);
     s.invalidate();
     s.ensure_costs();
     restore();
     const uint64_t now = peak(s);
     TF_ASSERT(now <= before, "hoisting raised the peak from {} to {}", before, now);
-    report.stat(name(), "ops hoisted",
-                static_cast<double>(std::count(hoisted.begin(), hoisted.end(), true)));
-    report.notes.push_back(
+    out.stats.emplace_back("ops hoisted",
+                           static_cast<double>(std::count(hoisted.begin(), hoisted.end(), true)));
+    out.notes.push_back(
         fmt::format("reorder: ops that allocate nothing run right after what they "
                     "depend on; resident peak {} -> {} bytes",
                     before, now));
-    return PassResult::kChanged;
+    out.changed = true;
+    out.order = s.order;
+    return out;
   }
 
   bool equal_ = false;
