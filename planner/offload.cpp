@@ -88,10 +88,10 @@ void ProfileTree::leaf_changed(size_t p) {
   }
 }
 
-void ProfileTree::add(uint32_t from, uint32_t to, int64_t delta) {
-  if (from > to || size_ == 0) return;
+template <class Changed>
+void ProfileTree::add_range(uint32_t from, uint32_t to, int64_t delta, Changed&& changed) {
+  if (from > to || size_ == 0 || from >= size_) return;
   to = std::min(to, size_ - 1);
-  if (from > to) return;
   const uint32_t bl = block_of(from);
   const uint32_t br = block_of(to);
   // Blocks [first, last] are covered whole; the partial ones at either end by position.
@@ -99,19 +99,31 @@ void ProfileTree::add(uint32_t from, uint32_t to, int64_t delta) {
   uint32_t last = br;
   if (from != block_start(bl) || (bl == br && to != block_end(br))) {
     add_inside(bl, from, bl == br ? to : block_end(bl), delta);
-    leaf_changed(cap_ + bl);
+    changed(cap_ + bl, true);
     if (bl == br) return;
     ++first;
   }
-  if (to != block_end(br)) {
-    add_inside(br, block_start(br), to, delta);
-    leaf_changed(cap_ + br);
-    --last;
+  const bool right = to != block_end(br);
+  if (right) --last;
+  if (first <= last) {
+    const auto [l0, r0] = cover(first, last, delta);
+    changed(l0, false);
+    changed(r0, false);
   }
-  if (first > last) return;
-  const auto [l0, r0] = cover(first, last, delta);
-  recompute_above(l0);
-  recompute_above(r0);
+  if (right) {
+    add_inside(br, block_start(br), to, delta);
+    changed(cap_ + br, true);
+  }
+}
+
+void ProfileTree::add(uint32_t from, uint32_t to, int64_t delta) {
+  add_range(from, to, delta, [&](size_t leaf, bool alone) {
+    if (alone) {
+      leaf_changed(leaf);
+    } else {
+      recompute_above(leaf);
+    }
+  });
 }
 
 void ProfileTree::add_all(const std::vector<std::pair<Span, int64_t>>& pieces) {
@@ -119,34 +131,10 @@ void ProfileTree::add_all(const std::vector<std::pair<Span, int64_t>>& pieces) {
   // cover's two end leaves to the root, so recomputing those paths once, bottom up, after
   // all pieces gives what add() would. The pieces ascend, so the leaves do.
   touched_.clear();
-  auto touch = [&](size_t leaf) {
-    if (touched_.empty() || touched_.back() != leaf >> 1) touched_.push_back(leaf >> 1);
-  };
   for (const auto& [span, delta] : pieces) {
-    if (span.from > span.to || size_ == 0 || span.from >= size_) continue;
-    const uint32_t from = span.from;
-    const uint32_t to = std::min(span.to, size_ - 1);
-    const uint32_t bl = block_of(from);
-    const uint32_t br = block_of(to);
-    uint32_t first = bl;
-    uint32_t last = br;
-    if (from != block_start(bl) || (bl == br && to != block_end(br))) {
-      add_inside(bl, from, bl == br ? to : block_end(bl), delta);
-      touch(cap_ + bl);
-      if (bl == br) continue;
-      ++first;
-    }
-    const bool right = to != block_end(br);
-    if (right) --last;
-    if (first <= last) {
-      const auto [l0, r0] = cover(first, last, delta);
-      touch(l0);
-      touch(r0);
-    }
-    if (right) {
-      add_inside(br, block_start(br), to, delta);
-      touch(cap_ + br);
-    }
+    add_range(span.from, span.to, delta, [&](size_t leaf, bool) {
+      if (touched_.empty() || touched_.back() != leaf >> 1) touched_.push_back(leaf >> 1);
+    });
   }
   TF_ASSERT(std::is_sorted(touched_.begin(), touched_.end()), "add_all: spans not ascending");
   while (!touched_.empty() && touched_.front() >= 1) {

@@ -68,6 +68,12 @@ class ProfileTree {
   /// Adds `delta` to the nodes covering blocks [from, to]; returns the two leaves whose
   /// ancestors need recomputing.
   std::pair<size_t, size_t> cover(uint32_t from, uint32_t to, int64_t delta);
+  /// Adds `delta` to positions [from, to] (clamped): the partial blocks at either end by
+  /// position, the blocks between covered whole. Calls changed(leaf, alone) for each leaf
+  /// whose ancestors need recomputing, in ascending order; `alone`: only that leaf changed
+  /// below them (its climb may stop where a max stays).
+  template <class Changed>
+  void add_range(uint32_t from, uint32_t to, int64_t delta, Changed&& changed);
   void recompute_above(size_t leaf);
   /// recompute_above() after a change of leaf p alone.
   void leaf_changed(size_t p);
