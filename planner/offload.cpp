@@ -458,7 +458,8 @@ std::string offload_rooms(const PlanState& s) {
 Fitting begin_fitting(PlanState& s) {
   const Costs& c = s.ensure_costs();
   const Liveness& l = s.ensure_liveness();
-  return Fitting{c, l, ProfileTree(memory_profile(s)), s.target.budget};
+  const std::shared_ptr<const std::vector<uint64_t>> kept = std::move(s.start_profile);
+  return Fitting{c, l, ProfileTree(kept ? *kept : memory_profile(s)), s.target.budget};
 }
 
 PassResult end_fitting(PlanState& s, PassContext& ctx, const ProfileTree& tree, PassResult done,

@@ -238,6 +238,23 @@ StartMemo* shared_memo(const PlanRequest& req) {
   return ok ? req.start_memo.get() : nullptr;
 }
 
+namespace {
+
+/// Keeps the memory profile of a start state's runs with it (PlanState::start_profile),
+/// where the passes that fit runs read them as they are: no pins (select first merges a
+/// pinned weight's runs) and nothing fetched yet (distance first moves fetches).
+void keep_profile(PlanState& s) {
+  for (const Residency& r : s.tensors) {
+    if (r.pinned) return;
+    for (const Run& run : r.runs) {
+      if (run.fetched) return;
+    }
+  }
+  s.start_profile = std::make_shared<const std::vector<uint64_t>>(memory_profile(s));
+}
+
+}  // namespace
+
 std::shared_ptr<const StartState> start_state(const Workload& w, const hw::Topology& t,
                                               const PlanRequest& req, uint64_t budget,
                                               const Pipeline* prefix, StartMemo* memo) {
@@ -248,12 +265,16 @@ std::shared_ptr<const StartState> start_state(const Workload& w, const hw::Topol
       x.result = prefix->run(x.state, ctx);
       x.failure = std::move(ctx.failure);
       x.report = std::move(ctx.report);
+      if (x.result != PassResult::kFailed) keep_profile(x.state);
     }
     x.bounds = lower_bounds(x.state);
   };
   const auto initial = [&] {
     StartState x{initial_state(w, t, req, budget), {}, PassResult::kUnchanged, {}, {}, 0};
-    x.resident_peak = memory_peak(x.state);
+    keep_profile(x.state);
+    x.resident_peak = x.state.start_profile ? *std::max_element(x.state.start_profile->begin(),
+                                                                x.state.start_profile->end())
+                                            : memory_peak(x.state);
     return x;
   };
   if (memo == nullptr) {

@@ -231,6 +231,7 @@ PassResult Pipeline::run(PlanState& s, PassContext& ctx, size_t first, size_t la
   for (size_t i = first; i < std::min(last, passes_.size()); ++i) {
     const auto& pass = passes_[i];
     const PassResult r = pass->run(s, ctx);
+    s.start_profile.reset();  // (the pass may have changed the runs)
     if (r == PassResult::kFailed) {
       ctx.failure = fmt::format("{}: {}", pass->name(), ctx.failure);
       return r;

@@ -140,6 +140,10 @@ struct PlanState {
   /// The traffic bound's bytes remembered across plans of this workload (planner/bounds.h;
   /// PlanRequest::traffic_memo), or none.
   std::shared_ptr<TrafficMemo> traffic_memo;
+  /// The memory profile of the runs as a start state left them (planner/outcome.h), until
+  /// a pass runs: the first pass that fits the runs (begin_fitting) takes it instead of
+  /// computing it again. Pipeline::run drops it after every pass.
+  std::shared_ptr<const std::vector<uint64_t>> start_profile;
   /// User pins (planner/pins.h) and, per tensor, the tier they home it on (kNone: the
   /// policy's choice). Set both with set_pins().
   std::vector<Pin> pins;
