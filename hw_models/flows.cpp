@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/diagnostics.h"
+#include "core/small_sort.h"
 
 namespace tierflow::hw {
 namespace {
@@ -256,22 +257,12 @@ void FlowNetwork::split() {
   cut_.resize(n);
   // Within a group, the resources with the fewest flows search first: a search from a
   // hub (a pool's port, say) would walk all its flows before the others had a turn.
-  // (A stable insertion sort: a finish lists a few resources, and stable_sort would
-  // allocate its buffer at every solve.)
+  // (A finish lists a few resources: stable_sort_small, no buffer at every solve.)
   const auto before = [&](uint32_t a, uint32_t b) {
     if (group_[a] != group_[b]) return group_[a] < group_[b];
     return res_flows_[a].size() < res_flows_[b].size();
   };
-  if (n <= 32) {
-    for (size_t i = 1; i < n; ++i) {
-      const uint32_t v = cut_[i];
-      size_t j = i;
-      for (; j > 0 && before(v, cut_[j - 1]); --j) cut_[j] = cut_[j - 1];
-      cut_[j] = v;
-    }
-  } else {
-    std::stable_sort(cut_.begin(), cut_.end(), before);
-  }
+  stable_sort_small(cut_.begin(), cut_.end(), before);
   for (size_t i = 0; i < cut_.size();) {
     size_t j = i + 1;
     while (j < cut_.size() && group_[cut_[j]] == group_[cut_[i]]) ++j;

@@ -55,11 +55,6 @@ struct Bounds {
 
 Bounds lower_bounds(PlanState& s);
 
-/// The traffic bound's bytes, remembered for one workload: they depend on the order, the
-/// budget and the tensors pinned off the device, not on the links or the policy, so the
-/// points of a sweep that share a workload compute them once per order and budget; and
-/// the liveness of each order, which depends on nothing else. Set PlanRequest::traffic_memo
-/// to one made for the workload planned (Study keeps one per workload); thread-safe.
 /// What the `reorder` pass made of an order (planner/passes/reorder.cpp): whether it
 /// changed it, to what, and the stats and notes it reported.
 struct Reordering {
@@ -69,6 +64,11 @@ struct Reordering {
   std::vector<std::string> notes;
 };
 
+/// The traffic bound's bytes, remembered for one workload: they depend on the order, the
+/// budget and the tensors pinned off the device, not on the links or the policy, so the
+/// points of a sweep that share a workload compute them once per order and budget; and
+/// the liveness of each order, which depends on nothing else. Set PlanRequest::traffic_memo
+/// to one made for the workload planned (Study keeps one per workload); thread-safe.
 class TrafficMemo {
  public:
   explicit TrafficMemo(const Workload& w) : w_(&w) {}

@@ -6,6 +6,7 @@
 
 #include "core/diagnostics.h"
 #include "core/json_writer.h"
+#include "core/small_sort.h"
 #include "planner/state.h"
 
 namespace tierflow::planner {
@@ -82,23 +83,13 @@ Emitted emit_plan(const PlanState& s, std::string_view policy) {
 
   // Prefetches of one slot queue on the copy engines in the order they are issued: the one
   // needed soonest first (ties by tensor).
-  // (A slot holds a few: insertion sorts, stable, without stable_sort's buffer per slot.)
-  const auto first_use = [&](const Ref& x) { return s.tensors[x.tensor].runs[x.run].first; };
+  // (A slot holds a few: stable_sort_small, no buffer per slot.)
   for (uint32_t j = 0; j <= n; ++j) {
-    const auto begin = fetches.begin() + fetch_at[j];
-    const auto end = fetches.begin() + fetch_at[j + 1];
-    if (end - begin > 32) {
-      std::stable_sort(begin, end,
-                       [&](const Ref& a, const Ref& b) { return first_use(a) < first_use(b); });
-      continue;
-    }
-    for (auto i = begin + (begin == end ? 0 : 1); i < end; ++i) {
-      const Ref v = *i;
-      const uint32_t key = first_use(v);
-      auto k = i;
-      for (; k > begin && key < first_use(*(k - 1)); --k) *k = *(k - 1);
-      *k = v;
-    }
+    stable_sort_small(fetches.begin() + fetch_at[j], fetches.begin() + fetch_at[j + 1],
+                      [&](const Ref& a, const Ref& b) {
+                        return s.tensors[a.tensor].runs[a.run].first <
+                               s.tensors[b.tensor].runs[b.run].first;
+                      });
   }
 
   Program program;

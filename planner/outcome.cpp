@@ -222,6 +222,10 @@ std::string memo_key(const PlanRequest& req, uint64_t budget) {
                      req.target.device_tier, budget);
 }
 
+std::string memo_key(const PlanRequest& req, uint64_t budget, std::string_view pipeline) {
+  return fmt::format("{}|{}", memo_key(req, budget), pipeline);
+}
+
 size_t leading_prefix(const Pipeline& p) {
   size_t n = 0;
   while (n < p.passes().size()) {
@@ -272,9 +276,8 @@ std::shared_ptr<const StartState> start_state(const Workload& w, const hw::Topol
   const auto initial = [&] {
     StartState x{initial_state(w, t, req, budget), {}, PassResult::kUnchanged, {}, {}, 0};
     keep_profile(x.state);
-    x.resident_peak = x.state.start_profile ? *std::max_element(x.state.start_profile->begin(),
-                                                                x.state.start_profile->end())
-                                            : memory_peak(x.state);
+    x.resident_peak =
+        x.state.start_profile ? profile_peak(*x.state.start_profile) : memory_peak(x.state);
     return x;
   };
   if (memo == nullptr) {
@@ -289,7 +292,7 @@ std::shared_ptr<const StartState> start_state(const Workload& w, const hw::Topol
     return x;
   });
   if (prefix == nullptr) return base;
-  return memo->get(key + "|" + prefix->str(), [&] {
+  return memo->get(memo_key(req, budget, prefix->str()), [&] {
     StartState x{base->state, {}, PassResult::kUnchanged, {}, {}, base->resident_peak};
     go_on(x);
     return x;
@@ -361,7 +364,7 @@ PlanOutcome run_pipeline(const Workload& w, const hw::Topology& t, const PlanReq
   StartMemo* memo = shared_memo(req);
   if (memo != nullptr && req.evaluator != nullptr && !s.emitted.evaluation()) {
     std::optional<Evaluation> e =
-        memo->take_score(memo_key(req, budget) + "|" + out.pipeline, fingerprint(s.plan()));
+        memo->take_score(memo_key(req, budget, out.pipeline), fingerprint(s.plan()));
     if (e) s.emitted.set_evaluation(std::move(*e));
   }
   report(out, s, req.evaluator);

@@ -89,8 +89,10 @@ class StartMemo {
   std::deque<std::string> score_order_;  ///< keys of scores_, oldest first
 };
 
-/// The part of a StartMemo key that names the request's target and the budget.
+/// The part of a StartMemo key that names the request's target and the budget; with a
+/// pipeline (a prefix, or a whole one for a score), the key of what it makes.
 std::string memo_key(const PlanRequest& req, uint64_t budget);
+std::string memo_key(const PlanRequest& req, uint64_t budget, std::string_view pipeline);
 
 /// Passes at the start of `p` that only prepare the state (reorder, place, liveness):
 /// the prefix a StartState holds.

@@ -124,9 +124,11 @@ class Search {
       }
     }
     policy_.assign(entries_.size(), false);
-    for (size_t i = 0; share_ && i < entries_.size(); ++i) {
-      for (const Policy& p : policies()) {
-        if (entries_[i].pipeline.str() == Pipeline::parse(p.pipeline).str()) policy_[i] = true;
+    if (share_) {
+      std::vector<std::string> baselines;
+      for (const Policy& p : policies()) baselines.push_back(Pipeline::parse(p.pipeline).str());
+      for (size_t i = 0; i < entries_.size(); ++i) {
+        policy_[i] = std::ranges::find(baselines, entries_[i].pipeline.str()) != baselines.end();
       }
     }
     selections_.resize(entries_.size());
@@ -799,7 +801,7 @@ void Search::publish(size_t i, uint64_t fingerprint, const Evaluation& e) {
         prefix(o.prefix).same_as != prefix(mine.prefix).same_as) {
       continue;
     }
-    shared->put_score(memo_key(req_, budget_) + "|" + o.pipeline.str(), fingerprint, e);
+    shared->put_score(memo_key(req_, budget_, o.pipeline.str()), fingerprint, e);
   }
 }
 

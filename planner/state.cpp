@@ -204,11 +204,6 @@ std::vector<uint64_t> memory_profile(const PlanState& s) {
   return out;
 }
 
-uint64_t memory_peak(const PlanState& s) {
-  const std::vector<uint64_t> profile = memory_profile(s);
-  return *std::max_element(profile.begin(), profile.end());  // (never empty)
-}
-
 uint32_t slot_ahead(const Costs& c, uint32_t before, int64_t need_ps, uint32_t floor) {
   // The largest slot j <= before with start_ps[before] - start_ps[j] >= need_ps.
   const int64_t latest = c.start_ps[before] - need_ps;

@@ -23,6 +23,7 @@
 //   prefetch t in slot 1: issued when op0 ends, allocated from position 1 on.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -171,8 +172,14 @@ bool holds_copy(const Residency& r);
 /// Per position: device-tier bytes in use (runs, static homes, workspace); the size is
 /// the number of positions (at least 1).
 std::vector<uint64_t> memory_profile(const PlanState& s);
+/// The largest value of a memory profile (never empty).
+inline uint64_t profile_peak(const std::vector<uint64_t>& profile) {
+  return *std::max_element(profile.begin(), profile.end());
+}
 /// The largest value of memory_profile(s).
-uint64_t memory_peak(const PlanState& s);
+inline uint64_t memory_peak(const PlanState& s) {
+  return profile_peak(memory_profile(s));
+}
 
 /// One run per tensor covering all its uses, nothing offloaded: what `resident` keeps.
 void reset_resident(PlanState& s);

@@ -2,7 +2,6 @@
 // written), the device budget on the estimated profile, and the room on offload tiers.
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <vector>
 
 #include "core/units.h"
@@ -24,8 +23,8 @@ class Verify : public Pass {
                                 issue->message);
       return PassResult::kFailed;
     }
-    std::vector<uint64_t> profile = memory_profile(s);
-    const uint64_t peak = *std::max_element(profile.begin(), profile.end());
+    const std::vector<uint64_t> profile = memory_profile(s);
+    const uint64_t peak = profile_peak(profile);
     s.emitted.set_verified(peak);
     if (peak > s.target.budget) {
       // Over the budget: the tree finds what is live at the peak, for the message.
