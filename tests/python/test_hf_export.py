@@ -87,6 +87,17 @@ def test_linear_flops(exports, family):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+def test_integer_ops_count_no_flops(exports, family):
+    """Ops on integer and boolean tensors (positions, masks; Mistral's sliding window is
+    or'ed in place) count no FLOPs, out of place or in place: they are timed by their bytes,
+    and a topology needs no integer peak rate to plan the export."""
+    doc = forward(exports, family)
+    integer = [o for o in doc["ops"] if o["dtype"] == "int8"]
+    assert integer, "the export has no integer op to check"
+    assert [(o["name"], o["flops"]) for o in integer if o["flops"] > 0] == []
+
+
+@pytest.mark.parametrize("family", FAMILIES)
 def test_weights_are_the_parameters(exports, family):
     """Weight tensors: every parameter once (tied ones once), bf16 sizes; buffers besides."""
     doc = forward(exports, family)

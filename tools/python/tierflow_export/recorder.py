@@ -530,8 +530,13 @@ class Recorder(fx.Interpreter):
                                                          "scatter", "index_put") \
                 else sum(t.numel() for _, t in others if t.is_floating_point())
             rule = "copy" if flops == 0 else "generic"
-        else:
+        elif target.is_floating_point():
             flops = ELEMENTWISE_COST.get(base.lstrip("i"), 1) * target.numel()
+            rule = "generic"
+        else:
+            # Integer and boolean updates (a mask or'ed with another) count no FLOPs, as
+            # an op's integer results do not: they are timed by their bytes.
+            flops = 0
             rule = "generic"
         inputs = [self.resolve(r) for r, _ in others]
         nb = self.read_bytes(others) + 2 * min(self.nbytes(target), self.wl.tensors[tid].bytes)
