@@ -230,11 +230,25 @@ def test_host_steps_refused(tmp_path):
         tierflow_torch.plan.load_plan(str(plan))
 
 
+def anchors(plan):
+    """The anchor events a plain run records on the compute stream: one before each copy
+    that follows compute steps no earlier copy followed (a run of compute steps with no copy
+    between them needs only its last one's)."""
+    count, stale = 0, False
+    for step in tierflow_torch.plan.load_plan(str(plan)).steps:
+        if step.kind == "compute":
+            stale = True
+        elif step.kind in ("prefetch", "store") and stale:
+            count, stale = count + 1, False
+    return count
+
+
 def test_cuda_profile_marks(tierflow_cli, exports, tmp_path):
     """--profile on the CUDA path (the stand-in): one timing mark before each compute step's
-    kernels and each copy, on the step's own stream, besides the events the run records
-    anyway; every executed step has its host interval, and every compute step, prefetch and
-    store its stream interval."""
+    kernels and each copy, on the step's own stream, and an anchor event after every compute
+    step (its end mark; a plain run records one only where a copy follows); every executed
+    step has its host interval, and every compute step, prefetch and store its stream
+    interval."""
     plan = make_plan(tierflow_cli, exports.path("--hf-config", LLAMA, "--seq", str(SEQ)),
                      "tierflow", "128KiB", tmp_path / "plan.json")
     script = os.path.join(ROOT, "tests", "python", "cuda_stand_in.py")
@@ -250,8 +264,9 @@ def test_cuda_profile_marks(tierflow_cli, exports, tmp_path):
     assert plain["profile"] is None and profiled["ok"]
     steps, before, after = profiled["steps"], plain["calls"], profiled["calls"]
     # After the run, MARK_SAMPLES more on the compute stream time one mark's host cost.
-    for stream, kind, extra in (("compute", "compute", MARK_SAMPLES), ("h2d", "prefetch", 0),
-                                ("d2h", "store", 0)):
+    ends = profiled["steps"]["compute"] - anchors(plan)
+    for stream, kind, extra in (("compute", "compute", MARK_SAMPLES + ends),
+                                ("h2d", "prefetch", 0), ("d2h", "store", 0)):
         key = f"event on {stream}"
         assert after.get(key, 0) == before.get(key, 0) + steps[kind] + extra, key
     assert steps["prefetch"] > 0
@@ -284,8 +299,9 @@ def test_cuda_path_bookkeeping(tierflow_cli, exports, tmp_path):
     """The CUDA path's bookkeeping on a stand-in for torch.cuda (cuda_stand_in.py: streams
     and events that count their calls, tensors on the CPU). Not a GPU test: it checks that
     every prefetch records its event on the host-to-device stream and marks its tensor for
-    the compute stream, every store the same on the device-to-host stream, every compute
-    step records the anchor event, and the results still equal the un-offloaded run."""
+    the compute stream, every store the same on the device-to-host stream, the compute
+    stream records an anchor event before each copy that follows compute steps (no more),
+    and the results still equal the un-offloaded run."""
     workload = exports.path("--hf-config", LLAMA, "--seq", str(SEQ), "--train")
     plan = make_plan(tierflow_cli, workload, "tierflow", "600KiB", tmp_path / "plan.json")
     result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "python",
@@ -299,7 +315,8 @@ def test_cuda_path_bookkeeping(tierflow_cli, exports, tmp_path):
     assert steps["prefetch"] > 0 and steps["store"] > 0
     assert calls["event on h2d"] == calls["record_stream compute"] == steps["prefetch"]
     assert calls["event on d2h"] == calls["record_stream d2h"] == steps["store"]
-    assert calls["event on compute"] == steps["compute"] + 2  # one per step, start and end
+    assert 0 < anchors(plan) < steps["compute"]
+    assert calls["event on compute"] == anchors(plan) + 2  # and the start and the end
     assert calls["h2d waits"] >= steps["prefetch"]  # each at least on its anchor
     assert calls["d2h waits"] >= steps["store"]
 
@@ -360,3 +377,42 @@ def test_dispatch_predicts_a_host_bound_run(tierflow_cli, llama_workload, tmp_pa
     predicted = json.loads(sim.stdout)["makespan_ps"] / 1e6
     host = report["profile"]["steps"][-1]["host_end_us"]
     assert predicted == pytest.approx(host, rel=0.25)
+
+
+def test_host_time_bench(tierflow_cli):
+    """bench/torch_runtime_bench.py (run on demand) still runs: its plan checks equal to the
+    un-offloaded model and it reports a host time for every kind of step the plan has."""
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "torch_runtime_bench.py"),
+                             "--layers", "2", "--reps", "2", "--budget", "256KiB", "--tierflow",
+                             tierflow_cli.binary, "--json"], capture_output=True, text=True,
+                            cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    steps = report["steps"]
+    kinds = {k for k in ("compute", "prefetch", "store", "detach") if steps[k]}
+    assert {"compute", "prefetch", "detach"} <= kinds
+    assert set(report["host_us_per_step"]) == kinds
+    assert all(v > 0 for v in report["host_us_per_step"].values())
+    assert report["reference_us_per_op"] > 0 and report["ops"] == steps["compute"]
+
+
+def test_module_slots():
+    """A module runs with the plan's tensors set in its own parameter and buffer tables
+    (owner's table and key per name, nested names included); a parametrized module has no
+    such slots and takes functional_call."""
+    import torch
+    from torch.nn.utils import parametrize
+    from tierflow_torch.executor import Executor
+    slots = Executor.module_slots.__get__(object.__new__(Executor))
+    block = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.BatchNorm1d(2))
+    found = slots(block, {"0.weight": 1, "1.running_mean": 2})
+    assert [(id(table), key) for table, key in found] == \
+        [(id(block[0]._parameters), "weight"), (id(block[1]._buffers), "running_mean")]
+    assert slots(block, {"0.missing": 1}) is None
+
+    class Double(torch.nn.Module):
+        def forward(self, w):
+            return 2 * w
+    linear = torch.nn.Linear(2, 2)
+    parametrize.register_parametrization(linear, "weight", Double())
+    assert slots(linear, {"bias": 1}) is None

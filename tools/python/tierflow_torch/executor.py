@@ -111,6 +111,26 @@ class Executor:
         self._bdeclared = set()
         self._hook_error = None
         self._compute_marks = (None, None)  # the latest compute step's (begin, end) marks
+        import torch.fx as fx
+        self.fx = fx
+        # Worked out here, before the clock starts, rather than on the steps' time:
+        # the recorded values of nodes with no tensor result, mapped by const;
+        self._consts = {node: fx.node.map_aggregate(v, self.const)
+                        for node, v in self.rec.consts.items()}
+        self._forms = {}  # node -> its arguments, constants mapped and fx nodes marked
+        self._modules = {}  # call_module node -> its module
+        self._slots = {}  # call_module node with plan tensors -> where each is set, or None
+        for node in self.model.gm.graph.nodes:
+            if node.op in ("call_function", "call_method", "call_module"):
+                self._forms[node] = self.form(node)
+            if node.op == "call_module":
+                module = self._modules[node] = self.model.gm.get_submodule(node.target)
+                names = self.model.params.get(node)
+                if names:
+                    self._slots[node] = self.module_slots(module, names)
+        # op id -> the tensors its step may read (its inputs, updates and outputs)
+        self._allowed = {op.id: set(op.inputs) | set(op.updates) | set(op.outputs)
+                         for op in self.wl.ops}
 
     # -- the program ----------------------------------------------------------------------
 
@@ -119,7 +139,17 @@ class Executor:
         target, host begin ns, host end ns, backend begin mark, backend end mark): the marks
         are the CUDA backend's timing events around the step's work on its stream, after
         its waits (a compute step's kernels, a copy), None on the CPU backend and for
-        detaches."""
+        detaches.
+
+        A forward step records no autograd graph: for one the whole program runs under
+        no_grad, entered once; a training step's forward ops record their islands."""
+        if self.model.train:
+            self._run(profile)
+        else:
+            with self.torch.no_grad():
+                self._run(profile)
+
+    def _run(self, profile):
         mem = self.mem
         clock = time.perf_counter_ns
         for step in self.plan.steps:
@@ -164,8 +194,7 @@ class Executor:
         for tid in op.updates:
             self.mem.updated(tid)
             self.version[tid] = self.version.get(tid, 0) + 1
-        self.backend.after_compute()
-        self._compute_marks = (begin, getattr(self.backend, "anchor", None) if marks else None)
+        self._compute_marks = (begin, self.backend.after_compute(marks))
 
     # -- reading values -------------------------------------------------------------------
 
@@ -197,9 +226,8 @@ class Executor:
         """The value of an fx node for this step."""
         if node in ctx.memo:
             return ctx.memo[node]
-        import torch.fx as fx
-        if node in self.rec.consts:
-            v = fx.node.map_aggregate(self.rec.consts[node], self.const)
+        if node in self._consts:
+            v = self._consts[node]
         elif node.op == "placeholder":
             v = self.read(ctx, self.rec.refs[node].tid)
         elif node.op == "get_attr":
@@ -236,24 +264,91 @@ class Executor:
         _, _, size, stride, delta = skel
         return base.as_strided(size, stride, base.storage_offset() + delta)
 
+    # An argument of an fx node, as its form holds it: a constant (already mapped by const),
+    # an fx node (its value), or a structure with fx nodes inside (mapped whole).
+    CONST, NODE, NESTED = 0, 1, 2
+
+    def form(self, node):
+        """The node's (args, kwargs) as (kind, item) pairs, made once: walking the structure
+        of every argument again on every call costs more than most kernels take to launch."""
+        fx = self.fx
+
+        def slot(a):
+            if isinstance(a, fx.Node):
+                return (self.NODE, a)
+            inner = []
+            fx.node.map_arg(a, inner.append)
+            if inner:
+                return (self.NESTED, a)
+            return (self.CONST, fx.node.map_aggregate(a, self.const))
+        return (tuple(slot(a) for a in node.args),
+                tuple((k, slot(a)) for k, a in node.kwargs.items()))
+
+    def arg(self, item, ctx):
+        kind, a = item
+        if kind == self.CONST:
+            return a
+        fx = self.fx
+        if kind == self.NODE:
+            v = self.value(a, ctx)
+            # A tensor maps to itself; anything else as the whole structure would.
+            return v if isinstance(v, self.torch.Tensor) else \
+                fx.node.map_aggregate(v, self.const)
+        return fx.node.map_aggregate(fx.node.map_arg(a, lambda n: self.value(n, ctx)),
+                                     self.const)
+
     def args_of(self, node, ctx):
-        import torch.fx as fx
-        args = fx.node.map_arg(node.args, lambda n: self.value(n, ctx))
-        kwargs = fx.node.map_arg(node.kwargs, lambda n: self.value(n, ctx))
-        args = fx.node.map_aggregate(args, self.const)
-        kwargs = fx.node.map_aggregate(kwargs, self.const)
-        return args, kwargs
+        args, kwargs = self._forms[node]
+        return (tuple(self.arg(a, ctx) for a in args),
+                {k: self.arg(a, ctx) for k, a in kwargs})
+
+    def module_slots(self, module, names):
+        """Where each of the module's parameters and buffers that a plan tensor holds is
+        kept: (table, key) per name, the table being the owning module's _parameters or
+        _buffers; None when the module is parametrized (torch.nn.utils.parametrize), whose
+        tensors only functional_call sets correctly."""
+        from torch.nn.utils import parametrize
+        slots = []
+        for name in names:
+            path, _, key = name.rpartition(".")
+            owner = module.get_submodule(path) if path else module
+            if parametrize.is_parametrized(owner):
+                slots = None
+                break
+            table = owner._parameters if key in owner._parameters else owner._buffers
+            if key not in table:
+                slots = None
+                break
+            slots.append((table, key))
+        return slots
+
+    def call_module(self, node, module, names, ctx, args, kwargs):
+        """The module run with the plan's device copies of its parameters and buffers in
+        place of its own (which release_weights moved to the meta device), and its own put
+        back after: what functional_call does, without the module's class swapped and its
+        tensors walked by name on every call."""
+        tensors = [self.read(ctx, tid) for tid in names.values()]
+        slots = self._slots[node]
+        if slots is None:
+            from torch.nn.utils.stateless import functional_call
+            return functional_call(module, dict(zip(names, tensors)), args, kwargs)
+        originals = [table[key] for table, key in slots]
+        try:
+            for (table, key), t in zip(slots, tensors):
+                table[key] = t
+            return module(*args, **kwargs)
+        finally:
+            for (table, key), t in zip(slots, originals):
+                table[key] = t
 
     def call(self, node, ctx):
         """Runs one fx node on the current values of its arguments."""
         args, kwargs = self.args_of(node, ctx)
         if node.op == "call_module":
-            module = self.model.gm.get_submodule(node.target)
+            module = self._modules[node]
             names = self.model.params.get(node)
             if names:
-                from torch.nn.utils.stateless import functional_call
-                tensors = {name: self.read(ctx, tid) for name, tid in names.items()}
-                return functional_call(module, tensors, tuple(args), dict(kwargs))
+                return self.call_module(node, module, names, ctx, args, kwargs)
             return module(*args, **kwargs)
         if node.op == "call_function":
             return node.target(*args, **kwargs)
@@ -266,12 +361,11 @@ class Executor:
     def forward_op(self, step, op):
         torch = self.torch
         node, sub = self.model.node_of_op[op.id]
-        allowed = set(op.inputs) | set(op.updates) | set(op.outputs)
+        allowed = self._allowed[op.id]
         island = Island(op, node, sub) if self.model.train else None
         ctx = Ctx(step, allowed, island)
-        if island is None:
-            with torch.no_grad():
-                produced = self.forward_compute(node, sub, ctx)
+        if island is None:  # run() turned gradients off
+            produced = self.forward_compute(node, sub, ctx)
         else:
             self._packing = island
             try:
@@ -305,7 +399,7 @@ class Executor:
     def forward_compute(self, node, sub, ctx):
         """Runs forward op `sub` of fx node `node`; returns {tensor id: tensor} of the
         tensors it creates (and records the node's skeleton)."""
-        module = self.model.gm.get_submodule(node.target) if node.op == "call_module" else None
+        module = self._modules.get(node)
         if module is not None and isinstance(module, self.torch.nn.MultiheadAttention):
             return self.mha(node, module, sub, ctx)
         if len(self.rec.node_ops[node]) != 1:
@@ -522,7 +616,7 @@ class Executor:
     def backward_op(self, step, op):
         torch = self.torch
         of, part, targets = self.wl.backward[op.id]
-        ctx = Ctx(step, set(op.inputs) | set(op.updates) | set(op.outputs))
+        ctx = Ctx(step, self._allowed[op.id])
         if part == "loss":
             return self.loss_op(step, op, targets, ctx)
         island = self.islands.get(of)

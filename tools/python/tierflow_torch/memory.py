@@ -25,8 +25,16 @@ def layout_copy(torch, t, device=None, pin=False):
     return out
 
 
+def storage_of(t):
+    """t's storage, untyped: Tensor.untyped_storage (torch 2.0 and later) or _storage
+    (1.13), which make no TypedStorage wrapper in Python (and run no deprecation check) on
+    every call as Tensor.storage does."""
+    untyped = getattr(t, "untyped_storage", None) or getattr(t, "_storage", None)
+    return untyped() if untyped is not None else t.storage()
+
+
 def storage_key(t):
-    return (t.device.type, t.device.index, t.storage().data_ptr())
+    return (t.device.type, t.device.index, storage_of(t).data_ptr())
 
 
 class CpuBackend:
@@ -56,8 +64,8 @@ class CpuBackend:
     def compute_waits(self, events):
         pass
 
-    def after_compute(self):
-        pass
+    def after_compute(self, mark=False):
+        return None
 
     def uses(self, t):
         pass
@@ -88,7 +96,8 @@ class CudaBackend:
         self.compute = torch.cuda.current_stream(self.device)
         self.h2d = torch.cuda.Stream(self.device)
         self.d2h = torch.cuda.Stream(self.device)
-        self.anchor = None  # event after the latest compute step
+        self.anchor = None  # event after the latest compute step (or the run's start)
+        self.stale = False  # compute steps were issued after the anchor was recorded
         self.last_copy = {}  # copy stream -> its latest event, joined at the end
         # With a profile: every event is a timing event, and profile_mark records one on
         # a stream where the work of a step begins (after its waits).
@@ -101,6 +110,8 @@ class CudaBackend:
         self.anchor = start
 
     def _issue(self, stream, waits):
+        if self.stale:
+            self._record_anchor()
         if self.anchor is not None:
             stream.wait_event(self.anchor)
         for e in waits:
@@ -154,10 +165,22 @@ class CudaBackend:
             if e is not None:
                 self.compute.wait_event(e)
 
-    def after_compute(self):
-        done = self._event()
-        done.record(self.compute)
-        self.anchor = done
+    def _record_anchor(self):
+        self.anchor = self._event()
+        self.anchor.record(self.compute)
+        self.stale = False
+
+    def after_compute(self, mark=False):
+        """After a compute step's kernels. Its anchor event is recorded when a copy next
+        needs it (_issue): an event recorded then on the compute stream completes after
+        exactly the compute steps issued before the copy, as one recorded after the latest
+        of them does, and the runs of compute steps with no copy between them record none.
+        With `mark` (a profiled run) it is recorded now and returned: the step's end mark."""
+        if not mark:
+            self.stale = True
+            return None
+        self._record_anchor()
+        return self.anchor
 
     def uses(self, t):
         pass
@@ -181,9 +204,9 @@ class Memory:
         self.plan = plan
         self.bytes = [t["bytes"] for t in workload["tensors"]]
         self.names = [t["name"] for t in workload["tensors"]]
-        self.dev = {}  # tensor id -> device copy
+        self.dev = {}  # tensor id -> (device copy, the key of its storage)
         self.tier = {}  # (tensor id, tier) -> tier copy
-        self.valid = set()  # (tensor id, tier) holding the current value
+        self.valid = {}  # tensor id -> the tiers whose copy holds the current value
         self.pending = {}  # tensor id -> (event, step) of the prefetch that brought it
         self.events = {}  # plan event -> (backend event or None, issuing step)
         self.waited = set()  # plan events some executed step waited on
@@ -195,18 +218,18 @@ class Memory:
 
     # -- accounting ----------------------------------------------------------------------
 
-    def _alloc(self, tid, tensor, step):
-        self.dev[tid] = tensor
-        self.storages.setdefault(storage_key(tensor), set()).add(tid)
+    def _alloc(self, tid, tensor, step, key=None):
+        key = storage_key(tensor) if key is None else key
+        self.dev[tid] = (tensor, key)
+        self.storages.setdefault(key, set()).add(tid)
         self.current += self.bytes[tid]
         if self.current > self.peak:
             self.peak = self.current
             self.peak_step = step.index if step is not None else None
 
     def _free(self, tid):
-        tensor = self.dev.pop(tid)
+        tensor, key = self.dev.pop(tid)
         self.current -= self.bytes[tid]
-        key = storage_key(tensor)
         owners = self.storages.get(key, set())
         owners.discard(tid)
         if not owners:
@@ -215,7 +238,7 @@ class Memory:
             # step holds the tensors an op read and wrote) must not keep the memory: the
             # plan freed it. Nothing reads it again unless the plan is broken, and then the
             # read fails on the empty storage instead of seeing stale data.
-            tensor.storage().resize_(0)
+            storage_of(tensor).resize_(0)
         self.pending.pop(tid, None)
 
     # -- the start ------------------------------------------------------------------------
@@ -227,7 +250,7 @@ class Memory:
             self._alloc(tid, self.backend.initial(value, True), None)
         else:
             self.tier[(tid, home)] = self.backend.initial(value, False)
-            self.valid.add((tid, home))
+            self.valid.setdefault(tid, set()).add(home)
 
     # -- the steps ------------------------------------------------------------------------
 
@@ -255,7 +278,7 @@ class Memory:
         if tid in self.dev:
             raise PlanError(step, f"'{self.names[tid]}' is already on the device",
                             self.workload)
-        if (tid, tier) not in self.valid:
+        if tier not in self.valid.get(tid, ()):
             why = ("has no copy there" if (tid, tier) not in self.tier else
                    "has a stale copy there (updated on the device since it was stored)")
             raise PlanError(step, f"'{self.names[tid]}' {why}", self.workload)
@@ -272,7 +295,7 @@ class Memory:
             waits.append(self.events.get(self.pending[tid][0], (None,))[0])
         host, done = self.backend.to_host(dev, waits)
         self.tier[(tid, tier)] = host
-        self.valid.add((tid, tier))
+        self.valid.setdefault(tid, set()).add(tier)
         self._issued(step, done)
 
     def detach(self, step):
@@ -288,18 +311,17 @@ class Memory:
         if tid in self.dev:
             raise PlanError(step, f"its output '{self.names[tid]}' is already on the device",
                             self.workload)
-        if storage_key(tensor) in self.storages:
+        key = storage_key(tensor)
+        if key in self.storages:
             # A result that shares memory with another tensor of the plan (autograd can
             # hand back the gradient it was given): the plan holds them apart.
-            tensor = layout_copy(self.torch, tensor)
-        self._alloc(tid, tensor, step)
-        for key in [k for k in self.valid if k[0] == tid]:
-            self.valid.discard(key)
+            tensor, key = layout_copy(self.torch, tensor), None
+        self._alloc(tid, tensor, step, key)
+        self.valid.pop(tid, None)
 
     def updated(self, tid):
         """The device copy was modified in place: tier copies are no longer current."""
-        for key in [k for k in self.valid if k[0] == tid]:
-            self.valid.discard(key)
+        self.valid.pop(tid, None)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -333,13 +355,13 @@ class Memory:
             # its own stream): compute waits for the copy itself before its first read.
             self.backend.compute_waits([self.events[event][0]])
             del self.pending[tid]
-        return self.dev[tid]
+        return self.dev[tid][0]
 
     def final_value(self, tid):
         """The current value of a tensor after the run: its device copy, else a current tier
         copy, else None (the plan dropped it)."""
         if tid in self.dev:
-            return self.dev[tid]
-        for key in sorted(k for k in self.valid if k[0] == tid):
-            return self.tier[key]
+            return self.dev[tid][0]
+        for tier in sorted(self.valid.get(tid, ())):
+            return self.tier[(tid, tier)]
         return None

@@ -5,6 +5,7 @@ against the plan's workload, and its initial tensors."""
 import tierflow_export as te
 
 from .errors import InputError, UnsupportedError
+from .memory import storage_of
 from .plan import first_difference
 
 
@@ -138,7 +139,7 @@ class Model:
         # objects, not the memory.
         for t in originals:
             if t.numel() > 0:
-                t.storage().resize_(0)
+                storage_of(t).resize_(0)
         self.values = None
         self.param_of_tid = {}
 
