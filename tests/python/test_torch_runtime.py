@@ -109,6 +109,56 @@ def test_llama_prefill(tierflow_cli, llama_workload, tmp_path, policy, budget):
     assert out["dtype"] == "bfloat16" and out["shape"] == [1, SEQ, 128]
 
 
+# The other families the exporter knows: Mistral's sliding-window mask (or'ed in place on
+# booleans), Qwen2's biases, Mixtral's router and experts (an element of topk's result read
+# alone: its values, not its indices). Budgets at three quarters of the weights.
+@pytest.mark.parametrize("family", ["mistral", "qwen2", "mixtral"])
+def test_other_families_prefill(tierflow_cli, exports, tmp_path, family):
+    workload = exports.path("--hf-config", config_path(family), "--seq", str(SEQ))
+    budget = f"{weight_bytes(workload) * 3 // 4 // 1024}KiB"
+    plan = make_plan(tierflow_cli, workload, "tierflow", budget, tmp_path / "plan.json")
+    report = tierflow_torch.run(plan, {"hf_config": config_path(family), "seq": SEQ},
+                                check=True, tierflow=tierflow_cli.binary)
+    check_report(report, plan, tierflow_cli)
+    assert report["steps"]["prefetch"] > 0
+
+
+# Training steps whose weights, gradients and AdamW states move. In the Llama and Mistral
+# plans the embedding table is fetched back for its AdamW step before the embedding's wgrad
+# runs, which autograd (torch 1.13) hands the table for its size alone, and which does not
+# wait for that fetch: the runtime gives it a meta stand-in instead of recomputing the
+# forward from a table the plan has not waited for.
+@pytest.mark.parametrize("family, budget", [("llama", "512KiB"), ("mistral", "600KiB"),
+                                            ("qwen2", "600KiB")])
+def test_training_steps(tierflow_cli, exports, tmp_path, family, budget):
+    workload = exports.path("--hf-config", config_path(family), "--seq", "16", "--train")
+    plan = make_plan(tierflow_cli, workload, "tierflow", budget, tmp_path / "plan.json")
+    report = tierflow_torch.run(plan, {"hf_config": config_path(family), "seq": 16},
+                                check=True, tierflow=tierflow_cli.binary)
+    check_report(report, plan, tierflow_cli)
+    assert report["steps"]["prefetch"] > 0 and report["steps"]["store"] > 0
+    assert report["check"]["loss"]["equal"]
+    assert report["saved_tensors"]["meta_operands"] > 0
+
+
+def test_moe_training_refused(tierflow_cli, exports, tmp_path):
+    """Mixtral's training step adds each expert's output into one buffer in place, a value
+    that needs a gradient: refused before any step runs (exit 2, naming the op), never a
+    traceback."""
+    workload = exports.path("--hf-config", config_path("mixtral"), "--seq", str(SEQ),
+                            "--train")
+    plan = make_plan(tierflow_cli, workload, "tierflow", "2MiB", tmp_path / "plan.json")
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools", "python"),
+               TIERFLOW_BIN=tierflow_cli.binary)
+    result = subprocess.run([sys.executable, "-m", "tierflow_torch", "run", "--plan", plan,
+                             "--hf-config", config_path("mixtral"), "--check"],
+                            capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: 'model.layers.0.block_sparse_moe.index_add_")
+    assert "updates 'model.layers.0.block_sparse_moe.zeros' in place" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_cli_json(tierflow_cli, llama_workload, tmp_path):
     plan = make_plan(tierflow_cli, llama_workload, "tierflow", "128KiB", tmp_path / "plan.json")
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools", "python"),
@@ -416,3 +466,20 @@ def test_module_slots():
     linear = torch.nn.Linear(2, 2)
     parametrize.register_parametrization(linear, "weight", Double())
     assert slots(linear, {"bias": 1}) is None
+
+
+def test_unexpected_error_exits_3(monkeypatch, capsys):
+    """An exception the runtime did not expect is an internal error: exit 3 with its
+    traceback and `error: internal: ...`, never 1, which means a check failed."""
+    from tierflow_torch import __main__ as cli, runner
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                           "operation.")
+    monkeypatch.setattr(runner, "run", broken)
+    code = cli.main(["run", "--plan", "plan.json", "--hf-config", LLAMA])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_INTERNAL == 3
+    assert "Traceback" in err
+    assert err.rstrip().endswith("error: internal: RuntimeError: a leaf Variable that requires "
+                                 "grad is being used in an in-place operation.")

@@ -9,6 +9,7 @@ plan that cannot run (one line `error: ...` naming the step), 3 internal error.
 import argparse
 import json
 import sys
+import traceback
 
 from .errors import InputError, PlanError
 
@@ -105,6 +106,10 @@ def main(argv=None):
         return EXIT_BAD_INPUT
     except InternalError as e:
         print(f"error: internal: {e}", file=sys.stderr)
+        return EXIT_INTERNAL
+    except Exception as e:  # noqa: BLE001 - a bug: its traceback, and never exit 1 (a check)
+        traceback.print_exc()
+        print(f"error: internal: {type(e).__name__}: {e}", file=sys.stderr)
         return EXIT_INTERNAL
     write(json.dumps(report, indent=1) + "\n" if args.json else text(report), args.output)
     if args.check and not report.get("ok"):

@@ -27,6 +27,7 @@ reads only the tensors the workload lists for its op (anything else is an intern
 """
 
 import math
+import operator
 import time
 
 from .errors import InputError, PlanError, UnsupportedError
@@ -120,7 +121,12 @@ class Executor:
         self._forms = {}  # node -> its arguments, constants mapped and fx nodes marked
         self._modules = {}  # call_module node -> its module
         self._slots = {}  # call_module node with plan tensors -> where each is set, or None
+        self._elements = {}  # node -> (node, index or key): an element of another's result
         for node in self.model.gm.graph.nodes:
+            if node.op == "call_function" and node.target is operator.getitem and \
+                    len(node.args) == 2 and isinstance(node.args[0], fx.Node) and \
+                    isinstance(node.args[1], (int, str)):
+                self._elements[node] = node.args
             if node.op in ("call_function", "call_method", "call_module"):
                 self._forms[node] = self.form(node)
             if node.op == "call_module":
@@ -131,6 +137,26 @@ class Executor:
         # op id -> the tensors its step may read (its inputs, updates and outputs)
         self._allowed = {op.id: set(op.inputs) | set(op.updates) | set(op.outputs)
                          for op in self.wl.ops}
+        if self.model.train:
+            self.refuse_graded_updates()
+
+    def refuse_graded_updates(self):
+        """UnsupportedError, before any step runs, for a forward op of a training step that
+        updates in place a value needing a gradient (an MoE block adding each expert's output
+        into one buffer with index_add_): its island reads that value as a leaf that requires
+        a gradient, which autograd does not let an in-place op change, and the backward of
+        an in-place update's earlier value is not run."""
+        for op in self.wl.ops:
+            if op.id in self.wl.backward or op.id in self.wl.optimizer or not op.updates:
+                continue
+            before = dict(op.in_vals)
+            for tid in op.updates:
+                if self.wl.requires.get((tid, before.get(tid, 0)), False):
+                    raise UnsupportedError(
+                        f"'{op.name}' updates '{self.wl.tensors[tid].name}' in place, and its "
+                        "value needs a gradient: a training step with in-place updates of "
+                        "values that need gradients (as MoE blocks accumulate their experts' "
+                        "outputs) does not run on this runtime")
 
     # -- the program ----------------------------------------------------------------------
 
@@ -237,9 +263,28 @@ class Executor:
                 raise InternalError(f"'{node.name}' is read before its ops ran")
             v = self.rebuild(self.skeleton[node], ctx)
         else:
-            v = self.call(node, ctx)
+            part = self.element_skeleton(node)
+            v = self.call(node, ctx) if part is None else self.rebuild(part, ctx)
         ctx.memo[node] = v
         return v
+
+    def element_skeleton(self, node):
+        """The skeleton of the element an alias node takes from an op's structured result
+        (`topk(...)[0]`, a chain of such), or None. An element is rebuilt alone: rebuilding
+        the whole result would read every tensor of it, and a step may read only those its
+        op lists (sum(topk(x)[0]) reads the values, not the indices)."""
+        found = self._elements.get(node)
+        if found is None:
+            return None
+        source, key = found
+        whole = self.skeleton.get(source)
+        if whole is None:
+            whole = self.element_skeleton(source)
+        if isinstance(whole, list) and isinstance(key, int) and -len(whole) <= key < len(whole):
+            return whole[key]
+        if isinstance(whole, dict) and key in whole:
+            return whole[key]
+        return None
 
     def from_refs(self, refs, ctx):
         if isinstance(refs, tuple):
@@ -529,10 +574,12 @@ class Executor:
         tid = saved.tid
         rule = island.op.bw.get("rule")
         declared = tid in self._bdeclared
-        if tid is not None and rule == "linear" and not declared:
+        if tid is not None and not declared and \
+                (rule == "linear" or rule == "embedding" and tid == island.op.bw.get("w")):
             # A product's backward reads the other operand and only the sizes of this one:
-            # dgrad reads W, not x; wgrad reads x, not W (the workload's ops say so). Autograd
-            # unpacks both; the one not read is a meta tensor of the same layout, which fails
+            # dgrad reads W, not x; wgrad reads x, not W (the workload's ops say so). An
+            # embedding's wgrad reads the indices and only the table's size. Autograd unpacks
+            # what it saved; one not read is a meta tensor of the same layout, which fails
             # loudly if a kernel ever reads it.
             self.saved_stats["meta_operands"] += 1
             return torch.empty_strided(saved.size, saved.stride, dtype=saved.dtype,
