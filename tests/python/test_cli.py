@@ -21,6 +21,11 @@ LLAMA = config_path("llama")
     (["--torchvision", "vit_b_17"], "no model 'vit_b_17' in torchvision"),
     (["--hf-config", "no/such/config.json"], "no/such/config.json: No such file or directory"),
     (["--hf-config", LLAMA, "-o", "no/such/dir/out.json"], "does not exist"),
+    (["--hf-config", LLAMA, "--seq", "257"],
+     "--seq 257 is more than the 256 positions of"),
+    # An input no allocator can give (more than the address space): out of memory, exit 2.
+    (["--torchvision", "resnet50", "--batch", "1000000000"],
+     "out of memory running the model; use a smaller --batch"),
 ])
 def test_bad_input(args, message):
     result = run_tool(args)
@@ -85,3 +90,18 @@ def test_layout(exports):
     doc = json.loads("\n".join(lines))
     assert len(tensor_lines) == len(doc["tensors"]) and len(op_lines) == len(doc["ops"])
     assert all(isinstance(op["flops"], int) for op in doc["ops"])
+
+
+def test_memory_floor_refused(tmp_path):
+    """A run whose weights and one layer's attention scores alone exceed the memory (and
+    swap) available is refused before the weights are made, not killed out of memory."""
+    with open(LLAMA, encoding="utf-8") as f:
+        config = json.load(f)
+    config["max_position_embeddings"] = 1 << 24
+    long_context = tmp_path / "long.json"
+    long_context.write_text(json.dumps(config))
+    result = run_tool(["--hf-config", str(long_context), "--seq", str(1 << 23)])
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"error: running {long_context} at batch 1, 8388608 tokens "
+                                    "takes at least ")
+    assert "(its weights and one layer's attention scores)" in result.stderr

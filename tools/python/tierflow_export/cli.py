@@ -82,6 +82,12 @@ def check_flags(args):
     return args
 
 
+def out_of_memory(e):
+    """Python's MemoryError, or torch's allocator refusing a request (a RuntimeError)."""
+    return isinstance(e, MemoryError) or \
+        isinstance(e, RuntimeError) and "can't allocate memory" in str(e)
+
+
 def main(argv=None):
     """Runs the command; returns the exit status."""
     try:
@@ -96,11 +102,11 @@ def main(argv=None):
     except InternalError as e:
         print(f"error: internal: {one_line(e)}", file=sys.stderr)
         return EXIT_INTERNAL
-    except MemoryError:
-        print("error: out of memory running the model; use a smaller --batch, --seq or model",
-              file=sys.stderr)
-        return EXIT_BAD_INPUT
     except Exception as e:  # noqa: BLE001
+        if out_of_memory(e):
+            print("error: out of memory running the model; use a smaller --batch, --seq, "
+                  "--image-size or model", file=sys.stderr)
+            return EXIT_BAD_INPUT
         print(f"error: internal: {type(e).__name__}: {one_line(e)}", file=sys.stderr)
         return EXIT_INTERNAL
     if args.verbose:

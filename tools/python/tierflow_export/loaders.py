@@ -12,6 +12,7 @@ from .errors import ExportError, one_line
 from .tracer import hf_real_value_tracer, scoped_tracer
 
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp32": "float32"}
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 FILL_BLOCK = 1_000_003  # a prime: rows of a tiled weight never repeat one another
 
 
@@ -82,6 +83,8 @@ def load_hf(args, torch):
     config_dict = read_hf_config(args.hf_config)
     model_type = config_dict.pop("model_type")
     model, config = build_hf_model(args, torch, model_type, config_dict)
+    check_context(args, config)
+    check_memory(args, model, config)
     model = fill_weights(model, torch, args.seed).eval()
     vocab = config.vocab_size
     gen = torch.Generator().manual_seed(args.seed)
@@ -93,6 +96,49 @@ def load_hf(args, torch):
     info = {"model": config_dict.get("_name_or_path") or stem, "family": model_type,
             "class": type(model).__name__}
     return model, gm, [sample[k] for k in names], {}, info, stem
+
+
+def check_context(args, config):
+    """ExportError when --seq is beyond the positions the model is made for."""
+    limit = getattr(config, "max_position_embeddings", None)
+    if isinstance(limit, int) and limit > 0 and args.seq > limit:
+        raise ExportError(f"--seq {args.seq} is more than the {limit} positions of "
+                          f"{args.hf_config} (max_position_embeddings)")
+
+
+def available_memory():
+    """MemAvailable plus SwapFree of /proc/meminfo in bytes, or None where there is none."""
+    fields = {}
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key in ("MemAvailable", "SwapFree"):
+                    fields[key] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None if "MemAvailable" not in fields else sum(fields.values())
+
+
+def export_memory(args, model, config):
+    """A floor on the memory that running the model on the CPU takes: its weights, and one
+    layer's attention scores in eager attention (batch x heads x seq^2, in the model's dtype
+    and again in fp32 for the softmax)."""
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    heads = getattr(config, "num_attention_heads", 0) or 0
+    scores = args.batch * heads * args.seq * args.seq * (DTYPE_BYTES[args.dtype] + 4)
+    return weights + scores
+
+
+def check_memory(args, model, config):
+    """ExportError when that floor is above the memory available (with swap): the export
+    runs the model for real, and a process out of memory is killed without a word."""
+    need, have = export_memory(args, model, config), available_memory()
+    if have is not None and need > have:
+        raise ExportError(f"running {args.hf_config} at batch {args.batch}, {args.seq} tokens "
+                          f"takes at least {need / 2**30:.1f} GiB (its weights and one "
+                          f"layer's attention scores) and {have / 2**30:.1f} GiB is "
+                          "available: use a smaller --batch or --seq, or a larger machine")
 
 
 def read_hf_config(path):
