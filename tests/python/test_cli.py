@@ -105,3 +105,15 @@ def test_memory_floor_refused(tmp_path):
     assert result.stderr.startswith(f"error: running {long_context} at batch 1, 8388608 tokens "
                                     "takes at least ")
     assert "(its weights and one layer's attention scores)" in result.stderr
+
+
+def test_output_never_overwrites_the_config(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(open(LLAMA, encoding="utf-8").read())
+    before = config.read_text()
+    result = run_tool(["--hf-config", str(config), "-o", str(config)])
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"error: {config}: refusing to write this output: it is the model's config "
+        "(--hf-config); outputs never overwrite inputs, choose another path")
+    assert config.read_text() == before

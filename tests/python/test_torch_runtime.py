@@ -483,3 +483,33 @@ def test_unexpected_error_exits_3(monkeypatch, capsys):
     assert "Traceback" in err
     assert err.rstrip().endswith("error: internal: RuntimeError: a leaf Variable that requires "
                                  "grad is being used in an in-place operation.")
+
+
+def test_outputs_never_overwrite_inputs(tmp_path, capsys):
+    """-o naming an input (the plan, the config, the simulator's report, a profile; by any
+    name of the same file) or a missing directory is refused before the run, exit 2, and the
+    input is left as it was."""
+    from tierflow_torch import __main__ as cli
+    plan, config, report = tmp_path / "plan.json", tmp_path / "config.json", tmp_path / "s.json"
+    for f in (plan, config, report):
+        f.write_text("{}\n")
+    (tmp_path / "link.json").symlink_to(plan)
+    cases = [
+        (["run", "--plan", str(plan), "--hf-config", str(config), "-o", str(plan)],
+         "it is the plan (--plan)"),
+        (["run", "--plan", str(plan), "--hf-config", str(config), "-o", str(config)],
+         "it is the model's config (--hf-config)"),
+        (["run", "--plan", str(plan), "--hf-config", str(config), "--sim-report", str(report),
+          "-o", str(report)], "it is the simulator's report (--sim-report)"),
+        (["run", "--plan", str(plan), "--hf-config", str(config), "-o",
+          str(tmp_path / "link.json")], f"it is the plan (--plan) ('{plan}' is the same file)"),
+        (["calibrate", "--profile", str(report), "-o", str(report)],
+         "it is the profiled run (--profile)"),
+        (["run", "--plan", str(plan), "--hf-config", str(config), "-o",
+          str(tmp_path / "no" / "out.json")], "does not exist"),
+    ]
+    for argv, message in cases:
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and message in err, err
+    assert all(f.read_text() == "{}\n" for f in (plan, config, report))

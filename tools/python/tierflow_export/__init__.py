@@ -28,11 +28,12 @@ from .exporter import Traced, export, trace
 from .loaders import fill_weights, parameters_on_meta
 from .rules import check_workload
 from .verify import verify_file
-from .workload import FORMAT, MAX_BYTES, Op, Tensor, Workload, render, to_document, write_atomic
+from .workload import (FORMAT, MAX_BYTES, Op, Tensor, Workload, check_output, render,
+                       to_document, write_atomic)
 
 __all__ = [
     "main", "parse_args", "trace", "export", "Traced", "ExportError", "InternalError",
     "EXIT_BAD_INPUT", "EXIT_INTERNAL", "Workload", "Tensor", "Op", "FORMAT", "MAX_BYTES",
-    "to_document", "render", "write_atomic", "verify_file", "check_workload",
+    "to_document", "render", "write_atomic", "check_output", "verify_file", "check_workload",
     "parameters_on_meta", "fill_weights",
 ]

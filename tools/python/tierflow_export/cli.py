@@ -9,7 +9,7 @@ from . import __doc__ as package_doc
 from .errors import ExportError, InternalError, one_line
 from .exporter import trace
 from .verify import verify_file
-from .workload import render, write_atomic
+from .workload import check_output, render, write_atomic
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
@@ -92,6 +92,7 @@ def main(argv=None):
     """Runs the command; returns the exit status."""
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
+        check_output(args.output, [("the model's config (--hf-config)", args.hf_config)])
         doc = trace(args, check=False).doc
         checked = []
         write_atomic(args.output, render(doc),

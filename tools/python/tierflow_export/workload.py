@@ -150,6 +150,30 @@ def render(doc):
     return "\n".join(lines) + "\n"
 
 
+def check_output(path, inputs):
+    """ExportError unless `path` can take an output, checked before the work that makes it:
+    its directory exists, and it is none of `inputs` ((role, path) pairs, e.g. ("the model's
+    config", "config.json")), the same file by device and inode through any name."""
+    if path is None or path == "-":
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ExportError(f"{path}: directory {directory} does not exist")
+    try:
+        out = os.stat(path)
+    except OSError:
+        return
+    for role, source in inputs:
+        try:
+            st = os.stat(source)
+        except (OSError, TypeError):
+            continue
+        if (st.st_dev, st.st_ino) == (out.st_dev, out.st_ino):
+            same = "" if source == path else f" ('{source}' is the same file)"
+            raise ExportError(f"{path}: refusing to write this output: it is {role}{same}; "
+                              "outputs never overwrite inputs, choose another path")
+
+
 def write_atomic(path, text, verify=None):
     """Writes text to path ("-": standard output) through a temporary file beside it that
     replaces path only when complete. verify(file), when given, checks the temporary file

@@ -73,12 +73,29 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
+def check_output(path, inputs):
+    """InputError unless `path` (-o) can take the output: checked before the run, so that a
+    path that cannot be written, or that names an input, costs no run."""
+    import tierflow_export as te
+    try:
+        te.check_output(path, inputs)
+    except te.ExportError as e:
+        raise InputError(str(e)) from None
+
+
 def write(out, path):
-    if path:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(out)
-    else:
+    """The output to `path` through a temporary file beside it, renamed when complete (a
+    failed write leaves what was there); standard output without one."""
+    if not path:
         sys.stdout.write(out)
+        return
+    import tierflow_export as te
+    try:
+        te.write_atomic(path, out)
+    except te.ExportError as e:
+        raise InputError(str(e)) from None
+    except OSError as e:
+        raise InputError(f"{path}: {e.strerror}") from None
 
 
 def main(argv=None):
@@ -88,10 +105,14 @@ def main(argv=None):
         args = parse_args(sys.argv[1:] if argv is None else argv)
         if args.command == "calibrate":
             from . import calibrate
+            check_output(args.output, [("the profiled run (--profile)", args.profile)])
             result = calibrate.calibrate(args.profile, args.device)
             write(json.dumps(result, indent=1) + "\n" if args.json else calibrate.text(result),
                   args.output)
             return 0
+        check_output(args.output, [("the plan (--plan)", args.plan),
+                                   ("the model's config (--hf-config)", args.hf_config),
+                                   ("the simulator's report (--sim-report)", args.sim_report)])
         for flag in ("batch", "seq", "image_size"):
             if getattr(args, flag) is not None and getattr(args, flag) < 1:
                 raise InputError(f"--{flag.replace('_', '-')} must be at least 1")
@@ -101,6 +122,7 @@ def main(argv=None):
         report = run(args.plan, source, device=args.device, check=args.check,
                      sim_report=args.sim_report, tierflow=args.tierflow,
                      profile=args.profile)
+        write(json.dumps(report, indent=1) + "\n" if args.json else text(report), args.output)
     except (InputError, PlanError) as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -111,7 +133,6 @@ def main(argv=None):
         traceback.print_exc()
         print(f"error: internal: {type(e).__name__}: {e}", file=sys.stderr)
         return EXIT_INTERNAL
-    write(json.dumps(report, indent=1) + "\n" if args.json else text(report), args.output)
     if args.check and not report.get("ok"):
         return EXIT_CHECK
     return 0

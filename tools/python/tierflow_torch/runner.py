@@ -40,15 +40,19 @@ def simulate(plan_path, sim_report=None, tierflow=None):
         try:
             with open(sim_report, encoding="utf-8") as f:
                 return json.load(f), None
-        except (OSError, json.JSONDecodeError) as e:
-            raise InputError(f"--sim-report {sim_report}: {e}") from None
+        except OSError as e:
+            raise InputError(f"--sim-report {sim_report}: {e.strerror}") from None
+        except json.JSONDecodeError as e:
+            raise InputError(f"--sim-report {sim_report}:{e.lineno}:{e.colno}: {e.msg}") \
+                from None
     binary = find_tierflow(tierflow)
     if binary is None:
         return None, "no tierflow CLI found (--tierflow, $TIERFLOW_BIN or PATH)"
     result = subprocess.run([binary, "sim", "--plan", plan_path, "--json"], capture_output=True,
                             text=True, timeout=3600)
     if result.returncode != 0:
-        return None, f"tierflow sim failed: {result.stderr.strip()}"
+        why = result.stderr.strip() or "no message"
+        return None, f"tierflow sim failed (exit {result.returncode}): {why}"
     return json.loads(result.stdout), None
 
 
