@@ -97,6 +97,58 @@ def test_integer_ops_count_no_flops(exports, family):
     assert [(o["name"], o["flops"]) for o in integer if o["flops"] > 0] == []
 
 
+@pytest.mark.parametrize("family", ["llama", "mistral", "qwen2"])
+def test_workspace(exports, family):
+    """An op's workspace is the scratch its kernels allocate and free before it returns.
+    The RMSNorms of these models (transformers 4.47.1, pinned) hold, at their peak, the input
+    in fp32 and its normalized product (4 bytes per element each) and the variance and its
+    rsqrt (4 bytes per token each), and return a bf16 result: 6 bytes per element and 8 per
+    token of scratch. A linear layer allocates its result alone; backward and AdamW ops are
+    derived, not run, and have none."""
+    doc = forward(exports, family)
+    _, config = build(family)
+    elements, tokens = TOKENS * config.hidden_size, TOKENS
+    ops = {op["name"]: op for op in doc["ops"]}
+    norms = [op for name, op in ops.items() if name.endswith("layernorm") or name == "model.norm"]
+    assert len(norms) == 2 * config.num_hidden_layers + 1
+    assert all(op["workspace"] == 6 * elements + 8 * tokens for op in norms), \
+        [(op["name"], op["workspace"]) for op in norms]
+    assert all(op["workspace"] == 0 for op in doc["ops"] if op["kind"] == "matmul")
+    train = exports.doc("--hf-config", config_path(family), "--seq", str(SEQ), "--batch",
+                        str(BATCH), "--train")
+    _, backward, optimizer = phase_split(train)
+    assert all(op["workspace"] == 0 for op in backward + optimizer)
+
+
+def test_scratch_tracker():
+    """The tracker counts storages allocated inside the block from their call to their
+    last tensor's release; views and in-place results are not allocations."""
+    import torch
+    from tierflow_export.scratch import ScratchTracker
+    x = torch.ones(16, 8, dtype=torch.bfloat16)
+    n = x.numel()
+
+    def upcast_twice(x):
+        y = x.float()  # 4n, live until return
+        z = y * 2  # 4n, live until return
+        return z.to(torch.bfloat16)  # 2n: the result
+
+    with ScratchTracker() as t:
+        out = upcast_twice(x)
+    assert (t.peak, t.current, t.scratch()) == (10 * n, 2 * n, 8 * n)
+    del out
+    assert t.current == 0  # its result freed after the block: released all the same
+
+    def views_and_in_place(x):
+        v = x.view(-1)[2:]
+        v.mul_(2)
+        return x.transpose(0, 1)
+
+    with ScratchTracker() as t:
+        views_and_in_place(x)
+    assert (t.peak, t.scratch()) == (0, 0)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_weights_are_the_parameters(exports, family):
     """Weight tensors: every parameter once (tied ones once), bf16 sizes; buffers besides."""

@@ -19,6 +19,7 @@ from .names import (ACTIVATION_MODULES, ADD_NAMES, ATTENTION_RE, COPY_NAMES, FAC
                     REDUCTION_NAMES, SELECT_NAMES, VIEW_NAMES, canonical_name, function_name,
                     layer_of)
 from .refs import EMPTY, NEW, Ref, map_struct, replace_new, storage_ptr, tensor_leaves
+from .scratch import ScratchTracker
 
 DTYPE_NAMES = {
     torch.float64: "fp64", torch.float32: "fp32", torch.bfloat16: "bf16",
@@ -182,9 +183,19 @@ class Recorder(fx.Interpreter):
     def run_node(self, n):
         args, kwargs = self.fetch_args_kwargs_from_env(n)
         first = len(self.wl.ops)
-        result = getattr(self, n.op)(n.target, args, kwargs)
+        scratch = 0
+        if n.op in ("call_module", "call_function", "call_method"):
+            with ScratchTracker() as tracker:
+                result = getattr(self, n.op)(n.target, args, kwargs)
+            scratch = tracker.scratch()
+        else:
+            result = getattr(self, n.op)(n.target, args, kwargs)
         self.refs[n] = self.record(n, args, kwargs, result)
         self.node_ops[n] = list(range(first, len(self.wl.ops)))
+        # The node's scratch is its op's workspace (a node split into several ops, as
+        # nn.MultiheadAttention is, computes each part apart: none is given one).
+        if len(self.node_ops[n]) == 1:
+            self.wl.ops[first].workspace = scratch
         if not tensor_leaves(result, []):
             self.consts[n] = result
         return result

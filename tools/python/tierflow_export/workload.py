@@ -28,7 +28,7 @@ class Op:
     """An op of the workload; bw says how its backward ops are derived (training.py),
     in_vals and out_vals are the tensor values it reads and writes (Workload.val)."""
     __slots__ = ("id", "name", "kind", "dtype", "flops", "bytes", "inputs", "outputs",
-                 "updates", "layer", "bw", "in_vals", "out_vals")
+                 "updates", "layer", "bw", "in_vals", "out_vals", "workspace")
 
     def __init__(self, oid, name, kind, dtype, flops, nbytes, inputs, outputs, updates, layer,
                  bw, in_vals, out_vals):
@@ -36,6 +36,7 @@ class Op:
         self.flops, self.bytes = flops, nbytes
         self.inputs, self.outputs, self.updates, self.layer = inputs, outputs, updates, layer
         self.bw, self.in_vals, self.out_vals = bw, in_vals, out_vals
+        self.workspace = 0  # scratch bytes live only while it runs (scratch.py)
 
 
 class Workload:
@@ -124,7 +125,7 @@ def to_document(wl, name, meta):
                 "origin": t.origin, "layer": t.layer} for t in wl.tensors]
     ops = [{"id": o.id, "name": o.name, "kind": o.kind, "dtype": o.dtype, "flops": o.flops,
             "bytes": o.bytes, "inputs": o.inputs, "outputs": o.outputs, "updates": o.updates,
-            "workspace": 0, "layer": o.layer, "collective_bytes": 0} for o in wl.ops]
+            "workspace": o.workspace, "layer": o.layer, "collective_bytes": 0} for o in wl.ops]
     return {"format": FORMAT, "name": name, "meta": meta, "tensors": tensors, "ops": ops}
 
 
