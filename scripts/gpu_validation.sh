@@ -12,9 +12,11 @@
 #              with the default memory limit (GPU and host memory; the report says which)
 #   torch      a Hugging Face model built from a config (random bf16 weights) run by
 #              tierflow_torch on the GPU with a device budget below its weights: once with
-#              --profile and once plain; `tierflow_torch calibrate` reads the runtime's host
-#              time per step from the profile (dispatch.json), and plans made with it at two
-#              budgets run TORCH_RUNS times (default 2) each against their prediction
+#              --profile, once plain and once with --memory-profile; `tierflow_torch
+#              calibrate` reads the runtime's host time per step from the profile
+#              (dispatch.json) and what it holds beyond the plan from the memory profile
+#              (memory.json), and plans made with the dispatch at two budgets run TORCH_RUNS
+#              times (default 2) each against their prediction (time, and peak plus that)
 #
 #   scripts/gpu_validation.sh                run every step
 #   scripts/gpu_validation.sh bundle DIR     make DIR: the CUDA build's binaries with the
@@ -157,7 +159,7 @@ step tests && rm -f "$out/tests.txt"
 step replay && rm -f "$out/replay.md" "$out"/ops-*.md
 step full && rm -f "$out/full.md" "$out"/full.*.replay*.json
 step torch && rm -f "$out/torch.md" "$out"/hf.run*.json "$out"/hf-d*.json "$out/hf.profile.json" \
-  "$out/dispatch.json"
+  "$out/dispatch.json" "$out/hf.memory.json" "$out/memory.json"
 failed() {
   echo "$1" >>"$out/failed.txt"
   echo "gpu_validation: FAILED: $1 (see $log)" >&2
@@ -354,6 +356,13 @@ EOF
       torch_run hf hf.profile --profile && torch_run hf hf.run1 &&
       run "torch calibrate" env PYTHONPATH="$root/tools/python" "$python" -m tierflow_torch \
         calibrate --profile "$out/hf.profile.json" --json -o "$out/dispatch.json" &&
+      # A run with --memory-profile: the caching allocator's bytes at every step, and what
+      # the runtime holds beyond the plan's tensors and the ops' workspace (its reserved).
+      # (On the CPU there is no allocator to read: the rehearsal runs it, and reads nothing.)
+      torch_run hf hf.memory --memory-profile &&
+      { [ "$backend" != cuda ] || run "torch calibrate memory" env PYTHONPATH="$root/tools/python" \
+        "$python" -m tierflow_torch calibrate --profile "$out/hf.memory.json" --json \
+        -o "$out/memory.json"; } &&
       mapfile -t dispatch < <("$python" -c 'import json, sys
 for s in json.load(open(sys.argv[1]))["sets"]: print("--set"); print(s)' "$out/dispatch.json") &&
       # The plan made with the runtime's dispatch, at the profiled budget and a smaller one
@@ -366,11 +375,14 @@ for s in json.load(open(sys.argv[1]))["sets"]: print("--set"); print(s)' "$out/d
           for i in $(seq 1 "${TORCH_RUNS:-2}"); do torch_run "$n" "$n.run$i"; done
       done
     "$python" - "$out" >"$out/torch.md" <<'EOF2'
-import glob, json, sys
+import glob, json, os, sys
 out = sys.argv[1]
+extra = None
+if os.path.exists(f"{out}/memory.json"):
+    extra = (json.load(open(f"{out}/memory.json")).get("extra_memory") or {}).get("bytes")
 print("| plan | run | measured makespan | predicted | error | tokens/s | peak allocated | "
-      "tracked peak | predicted peak | outputs equal |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+      "tracked peak | predicted peak | predicted + runtime's extra | error | outputs equal |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for f in sorted(glob.glob(f"{out}/hf*.run*.json")) + sorted(glob.glob(f"{out}/hf.profile.json")):
     r = json.load(open(f))
     m, t, d = r.get("measured", {}), r["timings"], r["device_bytes"]
@@ -379,11 +391,15 @@ for f in sorted(glob.glob(f"{out}/hf*.run*.json")) + sorted(glob.glob(f"{out}/hf
     plan, run = name.rsplit(".", 1)
     plan = {"hf": "1.5GiB, no dispatch"}.get(plan, plan.removeprefix("hf-d") + ", dispatch")
     peak = m.get("peak_bytes")
+    with_extra = d["predicted_peak"] + extra if d["predicted_peak"] and extra is not None \
+        else None
     print(f"| {plan} | {run} | " + (f"{ms * 1e3:.1f} ms" if ms else "-") + " | " +
           (f"{sim * 1e3:.1f} ms" if sim else "-") + " | " +
           (f"{100 * (ms - sim) / sim:+.1f}%" if ms and sim else "-") + " | " +
           (f"{512 / ms:,.0f}" if ms else "-") + " | " + (f"{peak:,} B" if peak else "-") +
           f" | {d['tracked_peak']:,} B | {d['predicted_peak'] or 0:,} B | " +
+          (f"{with_extra:,} B | {100 * (peak - with_extra) / with_extra:+.2f}%"
+           if with_extra and peak else "- | -") + " | " +
           ("yes" if r.get("check", {}).get("ok") else "NO") + " |")
 EOF2
     cat "$out/torch.md" >&2

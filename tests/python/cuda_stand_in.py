@@ -50,6 +50,7 @@ torch.cuda.Event = Event
 torch.cuda.synchronize = lambda device=None: None
 torch.cuda.reset_peak_memory_stats = lambda device=None: None
 torch.cuda.max_memory_allocated = lambda device=None: 0
+torch.cuda.memory_allocated = lambda device=None: 0
 torch.Tensor.record_stream = lambda self, stream: calls.update([f"record_stream {stream.name}"])
 _empty_strided = torch.empty_strided
 

@@ -513,3 +513,52 @@ def test_outputs_never_overwrite_inputs(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.startswith("error: ") and message in err, err
     assert all(f.read_text() == "{}\n" for f in (plan, config, report))
+
+
+def test_memory_report():
+    """What the runtime holds beyond the plan: the allocator's most while a step is issued,
+    less the more of the tracked bytes before and after it (a detach's peak is before it
+    frees) and the running op's workspace."""
+    from types import SimpleNamespace
+    from tierflow_torch.runner import memory_report
+    wl = SimpleNamespace(ops=[SimpleNamespace(workspace=0), SimpleNamespace(workspace=300)])
+    records = [(0, "prefetch", 7, 0, 1000, 1100, 1100),      # 100 beyond
+               (1, "compute", 1, 1000, 1500, 1600, 2050),     # 2050 - 1500 - 300 = 250
+               (2, "detach", 7, 1500, 500, 600, 1600),        # 1600 - 1500 = 100
+               (3, "compute", 0, 500, 700, 800, 820)]         # 120
+    m = memory_report(records, wl)
+    assert m["extra"] == {"bytes": 250, "step": 1, "kind": "compute", "target": 1}
+    assert m["tracked_peak"] == 1500 and m["allocated_peak"] == 2050
+    assert [r["workspace"] for r in m["steps"]] == [0, 300, 0, 0]
+    cpu = memory_report([(r[0], r[1], r[2], r[3], r[4], None, None) for r in records], wl)
+    assert cpu["extra"] is None and cpu["allocated_peak"] is None
+
+
+def test_memory_profile(tierflow_cli, llama_workload, tmp_path):
+    """--memory-profile on the CPU: every step's tracked bytes before and after it, which
+    add up to the run's tracked peak; no allocator figures; calibrate has nothing to read
+    from it alone, and from a CUDA run's reads the extra as the device's reserved bytes."""
+    plan = make_plan(tierflow_cli, llama_workload, "tierflow", "128KiB", tmp_path / "plan.json")
+    report = tierflow_torch.run(plan, {"hf_config": LLAMA, "seq": SEQ},
+                                tierflow=tierflow_cli.binary, memory_profile=True)
+    m = report["memory_profile"]
+    rows = m["steps"]
+    assert len(rows) == report["steps"]["executed"]
+    assert all(a["tracked_after"] == b["tracked_before"] for a, b in zip(rows, rows[1:]))
+    assert m["tracked_peak"] == report["device_bytes"]["tracked_peak"]
+    assert m["extra"] is None and all(r["allocated"] is None for r in rows)
+    assert any(r["workspace"] > 0 for r in rows if r["kind"] == "compute")
+    assert "memory       tracked peak" in text(report)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(report))
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools", "python"))
+    cal = [sys.executable, "-m", "tierflow_torch", "calibrate", "--profile", str(path)]
+    bad = subprocess.run(cal, capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    assert bad.returncode == 2 and "has no allocator statistics" in bad.stderr
+    m["extra"] = {"bytes": 65536, "step": 3, "kind": "compute", "target": 1}
+    report["device"] = "cuda"
+    path.write_text(json.dumps(report))
+    out = subprocess.run(cal + ["--json"], capture_output=True, text=True, env=env, cwd=ROOT,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["sets"] == ["devices.dev.reserved=65536B"]

@@ -19,11 +19,11 @@ from .plan import load_plan
 
 
 def run(plan_path, source, device="cpu", check=False, sim_report=None, tierflow=None,
-        profile=False):
+        profile=False, memory_profile=False):
     """See runner.run."""
     from .runner import run as _run
     return _run(plan_path, source, device=device, check=check, sim_report=sim_report,
-                tierflow=tierflow, profile=profile)
+                tierflow=tierflow, profile=profile, memory_profile=memory_profile)
 
 
 __all__ = ["run", "load_plan", "InputError", "PlanError", "UnsupportedError"]

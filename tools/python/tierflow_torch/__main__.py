@@ -58,6 +58,11 @@ def parse_args(argv):
     r.add_argument("--profile", action="store_true",
                    help="record every step's host time and, on CUDA, its time on its stream "
                         "(timing events): the report's \"profile\"")
+    r.add_argument("--memory-profile", action="store_true",
+                   help="record every step's tracked bytes and, on CUDA, the caching "
+                        "allocator's: the report's \"memory_profile\", with what the runtime "
+                        "holds beyond the plan (resets the allocator's peak every step: not a "
+                        "run to time)")
     r.add_argument("--json", action="store_true", help="print the report as JSON")
     r.add_argument("-o", "--output", metavar="FILE", help="write the report here")
     c = sub.add_parser("calibrate", help="the runtime's host time per step, from a profiled "
@@ -121,7 +126,7 @@ def main(argv=None):
                   "dtype": args.dtype, "train": args.train, "seed": args.seed}
         report = run(args.plan, source, device=args.device, check=args.check,
                      sim_report=args.sim_report, tierflow=args.tierflow,
-                     profile=args.profile)
+                     profile=args.profile, memory_profile=args.memory_profile)
         write(json.dumps(report, indent=1) + "\n" if args.json else text(report), args.output)
     except (InputError, PlanError) as e:
         print(f"error: {e}", file=sys.stderr)

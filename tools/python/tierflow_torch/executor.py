@@ -160,25 +160,30 @@ class Executor:
 
     # -- the program ----------------------------------------------------------------------
 
-    def run(self, profile=None):
+    def run(self, profile=None, memory=None):
         """Executes the program. With a list `profile`, each step appends (index, kind,
         target, host begin ns, host end ns, backend begin mark, backend end mark): the marks
         are the CUDA backend's timing events around the step's work on its stream, after
         its waits (a compute step's kernels, a copy), None on the CPU backend and for
-        detaches.
+        detaches. With a list `memory`, each step appends (index, kind, target, tracked
+        bytes before it, tracked bytes after it, allocated bytes after it, the most allocated
+        while it was issued): the last two the CUDA caching allocator's, None on the CPU.
 
         A forward step records no autograd graph: for one the whole program runs under
         no_grad, entered once; a training step's forward ops record their islands."""
         if self.model.train:
-            self._run(profile)
+            self._run(profile, memory)
         else:
             with self.torch.no_grad():
-                self._run(profile)
+                self._run(profile, memory)
 
-    def _run(self, profile):
+    def _run(self, profile, memory):
         mem = self.mem
         clock = time.perf_counter_ns
         for step in self.plan.steps:
+            if memory is not None:
+                self.backend.memory_begin()
+                before = mem.current
             t0 = clock() if profile is not None else 0
             begin = end = None
             if step.kind == "compute":
@@ -195,6 +200,9 @@ class Executor:
                     begin = self.backend.copy_begin if self.backend.name == "cuda" else None
                     end = mem.events[step.event][0] if step.event is not None else None
                 profile.append((step.index, step.kind, step.target, t0, clock(), begin, end))
+            if memory is not None:
+                memory.append((step.index, step.kind, step.target, before, mem.current,
+                               *self.backend.memory_now()))
             self.executed.append((step.index, step.kind, step.target))
         computed = {s.target for s in self.plan.steps if s.kind == "compute"}
         missing = [o.name for o in self.wl.ops if o.id not in computed]

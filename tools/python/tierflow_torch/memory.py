@@ -67,6 +67,14 @@ class CpuBackend:
     def after_compute(self, mark=False):
         return None
 
+    def memory_begin(self):
+        pass
+
+    def memory_now(self):
+        """(allocated, peak allocated since memory_begin): the CPU backend has no allocator
+        statistics."""
+        return None, None
+
     def uses(self, t):
         pass
 
@@ -184,6 +192,16 @@ class CudaBackend:
 
     def uses(self, t):
         pass
+
+    def memory_begin(self):
+        """Starts a step's peak: the caching allocator's peak statistics reset."""
+        self.torch.cuda.reset_peak_memory_stats(self.device)
+
+    def memory_now(self):
+        """(bytes allocated now, the most allocated since memory_begin), as the caching
+        allocator counts them on the host, when a step is issued."""
+        cuda = self.torch.cuda
+        return cuda.memory_allocated(self.device), cuda.max_memory_allocated(self.device)
 
     def join(self):
         """The compute stream waits for every copy issued so far."""

@@ -128,12 +128,35 @@ def profile_report(records, t0_ns, start=None, mark_us=None):
     return {"steps": steps, "totals": totals, "mark_host_us": mark_us}
 
 
+def memory_report(records, wl):
+    """The memory profile of a run (Executor.run's memory records): every step's tracked
+    bytes before and after it and, on CUDA, the caching allocator's bytes after it and the
+    most it held while the step was issued; and the runtime's extra: the most the allocator
+    held beyond the plan's tensors (the more of the tracked bytes before and after the step)
+    and the running op's workspace, with the step where (None on the CPU)."""
+    steps, extra = [], None
+    for index, kind, target, before, after, allocated, peak in records:
+        workspace = wl.ops[target].workspace if kind == "compute" else 0
+        steps.append({"step": index, "kind": kind, "target": target, "tracked_before": before,
+                      "tracked_after": after, "workspace": workspace,
+                      "allocated": allocated, "peak_allocated": peak})
+        if peak is not None:
+            over = peak - max(before, after) - workspace
+            if extra is None or over > extra["bytes"]:
+                extra = {"bytes": over, "step": index, "kind": kind, "target": target}
+    peaks = [r["peak_allocated"] for r in steps if r["peak_allocated"] is not None]
+    return {"steps": steps, "tracked_peak": max((r["tracked_after"] for r in steps), default=0),
+            "allocated_peak": max(peaks) if peaks else None, "extra": extra}
+
+
 def run(plan_path, source, device="cpu", check=False, sim_report=None, tierflow=None,
-        profile=False):
+        profile=False, memory_profile=False):
     """Runs the plan at plan_path on the model `source` names (see model.exporter_args) and
     returns the report (a dict, REPORT_FORMAT). With profile, the report's "profile" holds
     every step's host and stream intervals (profile_report; timing events on CUDA cost the
-    run a little). Raises InputError on bad input and PlanError when a step cannot run as
+    run a little); with memory_profile, "memory_profile" every step's bytes (memory_report;
+    the allocator's peak reset before every step, which costs the host time: not a run to
+    time). Raises InputError on bad input and PlanError when a step cannot run as
     the plan says."""
     clock = time.perf_counter
     t0 = clock()
@@ -180,6 +203,7 @@ def run(plan_path, source, device="cpu", check=False, sim_report=None, tierflow=
     executor = Executor(model, plan, memory, backend)
     measured = {}
     records = [] if profile else None
+    memory_records = [] if memory_profile else None
     start = None
     if backend.name == "cuda":
         backend.timing = bool(profile)
@@ -191,7 +215,7 @@ def run(plan_path, source, device="cpu", check=False, sim_report=None, tierflow=
         backend.begin(start)
     t2_ns = time.perf_counter_ns()
     t2 = clock()
-    executor.run(records)
+    executor.run(records, memory_records)
     if backend.name == "cuda":
         backend.join()
         end.record(backend.compute)
@@ -245,6 +269,8 @@ def run(plan_path, source, device="cpu", check=False, sim_report=None, tierflow=
         report["measured"] = measured
     if records is not None:
         report["profile"] = profile_report(records, t2_ns, start, mark_host_us(backend))
+    if memory_records is not None:
+        report["memory_profile"] = memory_report(memory_records, wl)
     if executor.loss is not None:
         report["loss"] = executor.loss.item()
     if reference is not None:
@@ -344,6 +370,15 @@ def text(report):
             lines.append(f"profile      {kind}: {t['steps']} steps, host "
                          f"{t['host_us'] / 1e3:.3f} ms" +
                          (f", stream {t['stream_us'] / 1e3:.3f} ms" if t["stream_us"] else ""))
+    if "memory_profile" in r:
+        m = r["memory_profile"]
+        line = f"memory       tracked peak {fmt_bytes(m['tracked_peak'])} over the steps"
+        if m["allocated_peak"] is not None:
+            e = m["extra"]
+            line += (f"; allocated peak {fmt_bytes(m['allocated_peak'])}, at most "
+                     f"{fmt_bytes(e['bytes'])} ({e['bytes']} B) beyond the plan's tensors and "
+                     f"the op's workspace (step {e['step']}, {e['kind']})")
+        lines.append(line)
     for n in r["notes"]:
         lines.append(f"note         {n}")
     return "\n".join(lines) + "\n"
