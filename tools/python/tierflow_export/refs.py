@@ -17,10 +17,18 @@ EMPTY = object()  # a tensor with no elements: no workload tensor, dropped from 
 NEW = object()  # marks a result tensor that needs a new workload tensor
 
 
+def untyped_storage(t):
+    """t's storage, untyped: Tensor.untyped_storage (torch 2.0 and later) or _storage (1.13),
+    which make no TypedStorage wrapper in Python (and run no deprecation check) on every call
+    as Tensor.storage does."""
+    untyped = getattr(t, "untyped_storage", None) or getattr(t, "_storage", None)
+    return untyped() if untyped is not None else t.storage()
+
+
 def storage_ptr(t):
     """The address of a tensor's storage (None if it has no elements or no storage)."""
     try:
-        return t.storage().data_ptr() if t.numel() > 0 else None
+        return untyped_storage(t).data_ptr() if t.numel() > 0 else None
     except Exception:  # noqa: BLE001 - tensors without storage (sparse, ...)
         return None
 

@@ -14,11 +14,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-
-def untyped_storage(t):
-    """t's untyped storage (Tensor.untyped_storage from torch 2.0, _storage in 1.13)."""
-    untyped = getattr(t, "untyped_storage", None) or getattr(t, "_storage", None)
-    return untyped() if untyped is not None else t.storage()
+from .refs import untyped_storage
 
 
 class ScratchTracker(TorchDispatchMode):

@@ -12,6 +12,8 @@ Glossary:
   event         a plan event: completed by a prefetch or store, waited on by later steps
 """
 
+from tierflow_export.refs import untyped_storage as storage_of
+
 from .errors import PlanError
 
 
@@ -23,14 +25,6 @@ def layout_copy(torch, t, device=None, pin=False):
                               pin_memory=pin)
     out.copy_(t)
     return out
-
-
-def storage_of(t):
-    """t's storage, untyped: Tensor.untyped_storage (torch 2.0 and later) or _storage
-    (1.13), which make no TypedStorage wrapper in Python (and run no deprecation check) on
-    every call as Tensor.storage does."""
-    untyped = getattr(t, "untyped_storage", None) or getattr(t, "_storage", None)
-    return untyped() if untyped is not None else t.storage()
 
 
 def storage_key(t):
