@@ -20,30 +20,43 @@ uint64_t bytes_of(double params, Dtype dtype) {
 
 namespace {
 
+/// How messages name option `field` (a GenOptions member): the CLI's flag ("--kv-block"), or
+/// the field as Python's tierflow.generate and study and sweep specs spell it ("kv_block").
+std::string opt(const GenOptions& o, std::string_view field) {
+  std::string name(field);
+  if (o.field_names) return name;
+  std::replace(name.begin(), name.end(), '_', '-');
+  return "--" + name;
+}
+
 void check_options(const Arch& a, const GenOptions& o) {
-  auto bad = [](std::string_view flag, std::string msg) {
-    throw InputError(SourcePos{std::string(flag)}, std::move(msg));
+  auto bad = [&](std::string_view field, std::string msg) {
+    throw InputError(SourcePos{opt(o, field)}, std::move(msg));
   };
-  if (o.batch < 1) bad("--batch", "batch must be at least 1");
+  auto name = [&](std::string_view field) { return opt(o, field); };
+  if (o.batch < 1) bad("batch", "batch must be at least 1");
   // The largest counts (docs/cli.md, "Limits"): far beyond real deployments, small enough
   // that every product of counts and model sizes the generator forms fits in 64 bits.
-  for (auto [flag, value, max] : {std::tuple{"--batch", o.batch, kMaxBatch},
-                                  {"--seq", o.seq, kMaxSeq},
-                                  {"--context", o.context, kMaxContext},
-                                  {"--tokens", o.tokens, kMaxDecodeTokens},
-                                  {"--kv-block", o.kv_block, kMaxSeq},
-                                  {"--tp", int64_t{o.tp}, int64_t{kMaxTp}}}) {
-    if (value > max) bad(flag, fmt::format("{} {} is above the largest allowed, {}", flag, value, max));
+  for (auto [field, value, max] : {std::tuple{"batch", o.batch, kMaxBatch},
+                                   {"seq", o.seq, kMaxSeq},
+                                   {"context", o.context, kMaxContext},
+                                   {"tokens", o.tokens, kMaxDecodeTokens},
+                                   {"kv_block", o.kv_block, kMaxSeq},
+                                   {"tp", int64_t{o.tp}, int64_t{kMaxTp}}}) {
+    if (value > max) {
+      bad(field, fmt::format("{} {} is above the largest allowed, {}", name(field), value, max));
+    }
   }
   if (o.phase != Phase::kDecode && o.batch * o.seq > kMaxStepTokens) {
-    bad("--seq", fmt::format("--batch {} x --seq {} is {} tokens in one step, above the largest "
-                             "allowed, {}",
-                             o.batch, o.seq, o.batch * o.seq, kMaxStepTokens));
+    bad("seq",
+        fmt::format("{} {} x {} {} is {} tokens in one step, above the largest "
+                    "allowed, {}",
+                    name("batch"), o.batch, name("seq"), o.seq, o.batch * o.seq, kMaxStepTokens));
   }
   if (o.micro_batches < 1 || o.micro_batches > o.batch || o.batch % o.micro_batches != 0) {
-    bad("--micro-batches", fmt::format("{} does not divide the batch of {} into "
-                                       "micro-batches of whole sequences",
-                                       o.micro_batches, o.batch));
+    bad("micro_batches", fmt::format("{} does not divide the batch of {} into "
+                                     "micro-batches of whole sequences",
+                                     o.micro_batches, o.batch));
   }
   if (o.micro_batches > 1 && o.micro_batches <= o.batch && o.layers >= 0 && o.layers <= a.layers) {
     // Every micro-batch runs every layer (every step): counted before any op is made.
@@ -55,37 +68,40 @@ void check_options(const Arch& a, const GenOptions& o) {
         saturating_mul(saturating_mul(static_cast<uint64_t>(o.micro_batches), n_layers), steps),
         kOpsPerLayerAtLeast);
     if (ops > kMaxGeneratedOps) {
-      bad("--micro-batches",
+      bad("micro_batches",
           fmt::format("{} micro-batches x {} layers x {} steps is at least {} ops, above the "
                       "largest workload generated, {}",
                       o.micro_batches, n_layers, steps, ops, kMaxGeneratedOps));
     }
   }
   if (o.micro_batches > 1 && o.phase == Phase::kTrain) {
-    bad("--micro-batches", "micro-batches are an inference schedule (FlexGen's zig-zag "
-                           "blocks); a training step runs its batch whole");
+    bad("micro_batches",
+        "micro-batches are an inference schedule (FlexGen's zig-zag "
+        "blocks); a training step runs its batch whole");
   }
-  if (o.tp < 1) bad("--tp", "tensor-parallel degree must be at least 1");
+  if (o.tp < 1) bad("tp", "tensor-parallel degree must be at least 1");
   if (a.heads % o.tp != 0) {
-    bad("--tp",
+    bad("tp",
         fmt::format("tp {} does not divide the {} attention heads of {}", o.tp, a.heads, a.name));
   }
   if (a.attention == AttentionKind::kGqa && a.kv_heads % o.tp != 0 && o.tp % a.kv_heads != 0) {
-    bad("--tp", fmt::format("tp {} neither divides nor is a multiple of the {} KV heads of {}",
-                            o.tp, a.kv_heads, a.name));
+    bad("tp", fmt::format("tp {} neither divides nor is a multiple of the {} KV heads of {}", o.tp,
+                          a.kv_heads, a.name));
   }
   for (auto [width, what] :
        {std::pair{a.intermediate, "intermediate"}, {a.moe_intermediate, "moe_intermediate"}}) {
     if (width % o.tp != 0) {
-      bad("--tp", fmt::format("tp {} does not divide {} = {} of {}", o.tp, what, width, a.name));
+      bad("tp", fmt::format("tp {} does not divide {} = {} of {}", o.tp, what, width, a.name));
     }
   }
-  if (o.phase == Phase::kDecode && o.tokens < 1) bad("--tokens", "decode needs --tokens >= 1");
-  if (o.phase != Phase::kDecode && o.seq < 1) bad("--seq", "--seq must be at least 1");
-  if (o.context < 0) bad("--context", "--context must not be negative");
-  if (o.kv_block < 1) bad("--kv-block", "--kv-block must be at least 1");
+  if (o.phase == Phase::kDecode && o.tokens < 1)
+    bad("tokens", fmt::format("decode needs {} >= 1", name("tokens")));
+  if (o.phase != Phase::kDecode && o.seq < 1)
+    bad("seq", fmt::format("{} must be at least 1", name("seq")));
+  if (o.context < 0) bad("context", fmt::format("{} must not be negative", name("context")));
+  if (o.kv_block < 1) bad("kv_block", fmt::format("{} must be at least 1", name("kv_block")));
   if (o.layers < 0 || o.layers > a.layers) {
-    bad("--layers", fmt::format("--layers must be between 0 (all) and {}", a.layers));
+    bad("layers", fmt::format("{} must be between 0 (all) and {}", name("layers"), a.layers));
   }
   if (o.phase != Phase::kTrain && o.layers >= 0 && o.layers <= a.layers && o.kv_block >= 1 &&
       o.context >= 0) {
@@ -99,67 +115,76 @@ void check_options(const Arch& a, const GenOptions& o) {
       blocks = saturating_add(blocks, static_cast<uint64_t>((attended + o.kv_block - 1) / o.kv_block));
     }
     if (blocks > kMaxGeneratedOps) {
-      bad("--kv-block",
-          fmt::format("--kv-block {} over {} tokens gives {} KV-cache blocks, above the largest "
-                      "workload generated, {} tensors; raise --kv-block",
-                      o.kv_block, kept, blocks, kMaxGeneratedOps));
+      bad("kv_block",
+          fmt::format("{} {} over {} tokens gives {} KV-cache blocks, above the largest "
+                      "workload generated, {} tensors; raise {}",
+                      name("kv_block"), o.kv_block, kept, blocks, kMaxGeneratedOps,
+                      name("kv_block")));
     }
   }
   if (o.phase == Phase::kTrain &&
       (o.weight_dtype == Dtype::kInt4 || o.weight_dtype == Dtype::kFp4)) {
-    bad("--weight-dtype", "training with 4-bit weights is not modelled");
+    bad("weight_dtype", "training with 4-bit weights is not modelled");
   }
   if (o.compute_dtype && *o.compute_dtype != o.act_dtype && *o.compute_dtype != o.weight_dtype) {
-    bad("--compute-dtype",
-        fmt::format("--compute-dtype {} is neither the activation dtype ({}) nor the weight "
-                    "dtype ({})",
-                    name_of(*o.compute_dtype), name_of(o.act_dtype), name_of(o.weight_dtype)));
+    bad("compute_dtype",
+        fmt::format("{} {} is neither the activation dtype ({}) nor the weight dtype ({})",
+                    name("compute_dtype"), name_of(*o.compute_dtype), name_of(o.act_dtype),
+                    name_of(o.weight_dtype)));
   }
   if (o.compute_dtype && *o.compute_dtype == o.weight_dtype && *o.compute_dtype != o.act_dtype &&
       !is_quantized(o.weight_dtype)) {
-    bad("--compute-dtype",
-        fmt::format("--compute-dtype {}: weights of {} bits are not quantized; matmuls "
-                    "compute in the activation dtype ({})",
-                    name_of(*o.compute_dtype), kDtypeBits[static_cast<size_t>(o.weight_dtype)],
-                    name_of(o.act_dtype)));
+    bad("compute_dtype",
+        fmt::format("{} {}: weights of {} bits are not quantized; matmuls compute in the "
+                    "activation dtype ({})",
+                    name("compute_dtype"), name_of(*o.compute_dtype),
+                    kDtypeBits[static_cast<size_t>(o.weight_dtype)], name_of(o.act_dtype)));
   }
-  if (o.quant_group < -1) bad("--quant-group", "--quant-group must be 0 (per channel) or more");
+  if (o.quant_group < -1) {
+    bad("quant_group", fmt::format("{} must be 0 (per channel) or more", name("quant_group")));
+  }
   if (!(o.routing_skew >= 0 && o.routing_skew <= kMaxRoutingSkew)) {
-    bad("--routing-skew", fmt::format("--routing-skew must be from 0 to {}, got {}",
-                                      kMaxRoutingSkew, o.routing_skew));
+    bad("routing_skew", fmt::format("{} must be from 0 to {}, got {}", name("routing_skew"),
+                                    kMaxRoutingSkew, o.routing_skew));
   }
   if (!(o.routing_repeat >= 0 && o.routing_repeat <= 1)) {
-    bad("--routing-repeat",
-        fmt::format("--routing-repeat is a probability, from 0 to 1, got {}", o.routing_repeat));
+    bad("routing_repeat", fmt::format("{} is a probability, from 0 to 1, got {}",
+                                      name("routing_repeat"), o.routing_repeat));
   }
   if ((o.routing_skew > 0 || o.routing_repeat > 0) && o.routing != Routing::kSeeded) {
-    bad(o.routing_skew > 0 ? "--routing-skew" : "--routing-repeat",
-        "skew and repeats shape the seeded router: give --routing seeded (or oracle, realistic)");
+    bad(o.routing_skew > 0 ? "routing_skew" : "routing_repeat",
+        fmt::format("skew and repeats shape the seeded router: give {} seeded (or oracle, "
+                    "realistic)",
+                    name("routing")));
   }
   if (!o.routing_trace.empty() && o.routing != Routing::kSeeded) {
-    bad("--routing-trace",
-        "a routing trace is the routing that runs: give --routing seeded (or oracle, realistic)");
+    bad("routing_trace",
+        fmt::format("a routing trace is the routing that runs: give {} seeded (or oracle, "
+                    "realistic)",
+                    name("routing")));
   }
   if (!o.routing_trace.empty() && (o.routing_skew > 0 || o.routing_repeat > 0)) {
-    bad("--routing-trace", "a routing trace's picks are given: skew and repeats shape the seeded "
-                           "router, not a trace");
+    bad("routing_trace",
+        "a routing trace's picks are given: skew and repeats shape the seeded "
+        "router, not a trace");
   }
   if (o.quant_zeros && (o.weight_dtype == Dtype::kFp8 || o.weight_dtype == Dtype::kFp4)) {
-    bad("--quant-zeros", fmt::format("{} weights are scaled only; zero points are for int4 and "
-                                     "int8",
-                                     name_of(o.weight_dtype)));
+    bad("quant_zeros", fmt::format("{} weights are scaled only; zero points are for int4 and "
+                                   "int8",
+                                   name_of(o.weight_dtype)));
   }
 }
 
 /// Every size the generator computed (saturated where it overflowed) must be within the
 /// workload format's limits: a bigger one comes from the model's sizes and the counts
 /// together, so the message names both.
-void check_generated_sizes(const Arch& a, const Workload& w) {
+void check_generated_sizes(const Arch& a, const GenOptions& o, const Workload& w) {
   auto refuse = [&](std::string_view what, std::string_view name, const SizeIssue& s) {
-    throw InputError(SourcePos{"--batch"},
+    throw InputError(SourcePos{opt(o, "batch")},
                      fmt::format("model '{}' at these counts gives {} '{}': {}; lower "
-                                 "--batch, --seq, --context or --kv-block, or the model's sizes",
-                                 a.name, what, name, s.message));
+                                 "{}, {}, {} or {}, or the model's sizes",
+                                 a.name, what, name, s.message, opt(o, "batch"), opt(o, "seq"),
+                                 opt(o, "context"), opt(o, "kv_block")));
   };
   for (const Tensor& t : w.tensors) {
     if (auto s = size_issue(t)) refuse("tensor", t.name, *s);
@@ -286,7 +311,7 @@ Workload generate(const Arch& a, const GenOptions& o) {
         }
         if (s == 0 && saturating_mul(b.workload().ops.size(), static_cast<uint64_t>(o.tokens)) >
                           kMaxGeneratedOps) {
-          throw InputError(SourcePos{"--tokens"},
+          throw InputError(SourcePos{opt(o, "tokens")},
                            fmt::format("{} decode steps of {} ops each would be above the "
                                        "largest workload generated, {} ops",
                                        o.tokens, b.workload().ops.size(), kMaxGeneratedOps));
@@ -324,7 +349,7 @@ Workload generate(const Arch& a, const GenOptions& o) {
     }
   }
   Workload w = std::move(b.workload());
-  check_generated_sizes(a, w);
+  check_generated_sizes(a, o, w);
 #ifndef NDEBUG
   // A generator bug, not bad input. Checked in debug builds (the sanitizer CI run) and by
   // the generator tests; release builds skip the pass, and every reader verifies anyway.

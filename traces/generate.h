@@ -71,10 +71,14 @@ struct GenOptions {
   /// its own activations and KV cache ("t3.mb2.L5.qkv", "mb2.L5.kv0"). 1: one batch, the
   /// workload as without it.
   int64_t micro_batches = 1;
+  /// Errors name options as Python's tierflow.generate and study and sweep specs spell them
+  /// (kv_block), not as the CLI's flags (--kv-block).
+  bool field_names = false;
 };
 
-/// Generates the workload; throws InputError (position "--…" flags) for options the
-/// architecture cannot take (tp not dividing the heads, a dtype the layout forbids).
+/// Generates the workload; throws InputError (position: the option, "--kv-block" or with
+/// field_names "kv_block") for options the architecture cannot take (tp not dividing the
+/// heads, a dtype the layout forbids).
 Workload generate(const Arch& arch, const GenOptions& options);
 
 /// Query-key pairs of `tokens` new tokens after `past` cached ones, causal: the token at

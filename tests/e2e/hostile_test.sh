@@ -635,7 +635,7 @@ hostile stop42/micro-batches-vary 2 "micro_batches" --out "$d/c.txt" -- \
   --vary micro_batches=2,x --quiet -o "$d/c.txt"
 
 # A sweep point whose count is too large is recorded failed as bad input (class 2), the
-# reason naming the flag, and the sweep exits 2.
+# reason naming the field as the spec spells it (not the CLI's flag), and the sweep exits 2.
 d=$(fresh sweep-count)
 sed -e 's/name: hostile-tiny/name: hostile-count/' -e 's/  - policy: \[resident, layerwise\]/  - tokens: [1, 1000000000000]/' \
   "$d/tiny.yaml" >"$d/count.yaml"
@@ -643,7 +643,7 @@ hostile sweep/axis-tokens-1e12 2 "1 point failed" --in "$d/count.yaml" -- \
   "$tf" sweep "$d/count.yaml" -o "$d/count.db" --jobs 1 --quiet
 if selected sweep/axis-tokens-1e12-reason; then
   "$tf" sweep export "$d/count.db" >"$d/count-rows.csv" 2>/dev/null
-  contains sweep/axis-tokens-1e12-reason "$d/count-rows.csv" "--tokens 1000000000000 is above the largest allowed"
+  contains sweep/axis-tokens-1e12-reason "$d/count-rows.csv" "tokens: tokens 1000000000000 is above the largest allowed"
 fi
 
 # A replay memory limit above what the machine can give: refused before the arenas are

@@ -143,8 +143,14 @@ def test_generate(cli, small_workload, tmp_path):
     f8 = json.loads(tierflow.generate("llama-3-8b", layers=1, weight_dtype="fp8",
                                       compute_dtype="fp8").to_json())
     assert f8["meta"]["compute_dtype"] == "fp8"
-    with pytest.raises(tierflow.InputError, match="--compute-dtype fp8 is neither"):
+    # Errors name the arguments as Python spells them, not as the CLI's flags.
+    with pytest.raises(tierflow.InputError, match="^compute_dtype: compute_dtype fp8 is neither"):
         tierflow.generate("llama-3-8b", weight_dtype="int4", compute_dtype="fp8")
+    with pytest.raises(tierflow.InputError, match="^context: context 1000000000000 is above the "
+                       "largest allowed"):
+        tierflow.generate("llama-3-8b", context=10**12)
+    with pytest.raises(tierflow.InputError, match="raise kv_block$"):
+        tierflow.generate("llama-3-8b", layers=1, kv_block=1, context=10**9)
     # A routing trace: the same workload as the flag gives.
     trace = tmp_path / "routing.jsonl"
     trace.write_text("".join(

@@ -480,3 +480,27 @@ TEST_CASE("micro-batches: a prefill in zig-zag blocks, the same work as the whol
   CHECK(order == std::vector<std::string>{"L0", "L1"});
   CHECK(w.meta.at("micro_batches") == "2");
 }
+
+TEST_CASE("generate's errors name the CLI's flags, or with field_names the fields") {
+  const Arch a = model("llama-3-8b");
+  GenOptions o;
+  o.layers = 1;
+  o.context = int64_t{1} << 40;
+  CHECK_THROWS_WITH_AS(
+      generate(a, o), "--context: --context 1099511627776 is above the largest allowed, 1073741824",
+      InputError);
+  o.field_names = true;  // Python's tierflow.generate, study and sweep specs
+  CHECK_THROWS_WITH_AS(generate(a, o),
+                       "context: context 1099511627776 is above the largest allowed, 1073741824",
+                       InputError);
+  o.context = 1 << 20;
+  o.kv_block = 1;
+  o.layers = 32;
+  CHECK_THROWS_WITH_AS(generate(a, o),
+                       doctest::Contains("KV-cache blocks, above the largest "
+                                         "workload generated, 16777216 tensors; "
+                                         "raise kv_block"),
+                       InputError);
+  o.field_names = false;
+  CHECK_THROWS_WITH_AS(generate(a, o), doctest::Contains("; raise --kv-block"), InputError);
+}

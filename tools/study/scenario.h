@@ -51,8 +51,9 @@ struct WorkloadSource {
   bool hf_lenient = false;  ///< --lenient: unknown keys that change no count are warnings
   std::vector<std::string> model_sets;  ///< KEY=VALUE overrides of the model's fields
   /// Phase, batch, seq, context, tokens, tp, dtypes; the routing that runs is the seeded
-  /// router's (the default is realistic routing, below).
-  traces::GenOptions gen{.routing = traces::Routing::kSeeded};
+  /// router's (the default is realistic routing, below). Errors name the fields as specs
+  /// and Python spell them; the CLI's scenarios take its flags' options, which name flags.
+  traces::GenOptions gen{.routing = traces::Routing::kSeeded, .field_names = true};
 };
 
 /// Prefill of `prompt` tokens, then `generate` tokens, for `gen.batch` sequences.
