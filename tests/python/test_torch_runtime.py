@@ -562,3 +562,29 @@ def test_memory_profile(tierflow_cli, llama_workload, tmp_path):
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["sets"] == ["devices.dev.reserved=65536B"]
+
+
+def test_inplace_activations(tierflow_cli, exports, tmp_path):
+    """torchvision's in-place activation modules (ReLU, Hardswish with inplace=True) are ops
+    that update their input, run once: MobileNetV3's Hardswish, read twice by its
+    squeeze-excitation block, was left out of the workload and run again at each read
+    (hardswish of hardswish: outputs differed). A training step through them is refused."""
+    workload = exports.path("--torchvision", "mobilenet_v3_small", "--batch", "1",
+                            "--image-size", "64")
+    with open(workload, encoding="utf-8") as f:
+        doc = json.load(f)
+    names = {t["id"]: t["name"] for t in doc["tensors"]}
+    (act,) = [op for op in doc["ops"] if op["name"] == "features.4.block.1.2"]
+    assert act["kind"] == "elementwise" and act["flops"] > 0 and act["outputs"] == []
+    assert [names[t] for t in act["updates"]] == ["features.4.block.1.1"]
+    plan = make_plan(tierflow_cli, workload, "tierflow", f"{weight_bytes(workload) // 2048}KiB",
+                     tmp_path / "plan.json")
+    report = tierflow_torch.run(plan, {"torchvision": "mobilenet_v3_small", "image_size": 64,
+                                       "batch": 1}, check=True, tierflow=tierflow_cli.binary)
+    check_report(report, plan, tierflow_cli)
+    train = exports.path("--torchvision", "resnet18", "--batch", "1", "--image-size", "32",
+                         "--train")
+    plan = make_plan(tierflow_cli, train, "tierflow", "1GiB", tmp_path / "train.json")
+    with pytest.raises(tierflow_torch.UnsupportedError, match="^'relu' updates 'bn1' in place"):
+        tierflow_torch.run(plan, {"torchvision": "resnet18", "image_size": 32, "batch": 1,
+                                  "train": True}, tierflow=tierflow_cli.binary)

@@ -284,6 +284,11 @@ class Recorder(fx.Interpreter):
                 acts + weights, new, {"rule": "generic"}))
         if cls in ACTIVATION_MODULES:
             fname = ACTIVATION_MODULES[cls]
+            if acts and isinstance(result, torch.Tensor) and result.numel() > 0 and \
+                    storage_ptr(result) == storage_ptr(acts[0][1]):
+                # inplace=True (torchvision's ReLU and Hardswish): an update of its input,
+                # as the in-place function is, not a view that costs nothing
+                return self.record_inplace(n, fname + "_", acts, result)
             return self.finish(n, result, mapped, lambda new: self.elementwise(
                 n, fname, acts + weights, new))
         # Dropout and Identity return their input in eval mode (a view, handled by
