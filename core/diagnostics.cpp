@@ -24,6 +24,13 @@ SourcePos text_position(std::string_view text, size_t offset, std::string file) 
   return SourcePos{std::move(file), line, col};
 }
 
+std::string option_name(std::string_view field, bool cli) {
+  std::string name(field);
+  if (!cli) return name;
+  std::replace(name.begin(), name.end(), '_', '-');
+  return "--" + name;
+}
+
 std::string SourcePos::str() const {
   if (line <= 0) return file;
   if (col <= 0) return fmt::format("{}:{}", file, line);

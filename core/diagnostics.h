@@ -90,6 +90,10 @@ std::string nearest(std::string_view word, std::span<const std::string_view> can
 std::string did_you_mean(std::string_view word, std::span<const std::string> candidates);
 std::string did_you_mean(std::string_view word, std::span<const std::string_view> candidates);
 
+/// How a message names option `field` (e.g. "kv_block"): as the CLI's flag ("--kv-block"),
+/// or, for Python's arguments and study and sweep specs, as the field itself.
+std::string option_name(std::string_view field, bool cli);
+
 /// Programmer-error check: prints the message with its location and aborts.
 [[noreturn]] void assert_fail(const char* expr, const char* file, int line, const std::string& msg);
 

@@ -20,13 +20,9 @@ uint64_t bytes_of(double params, Dtype dtype) {
 
 namespace {
 
-/// How messages name option `field` (a GenOptions member): the CLI's flag ("--kv-block"), or
-/// the field as Python's tierflow.generate and study and sweep specs spell it ("kv_block").
+/// How messages name option `field` (a GenOptions member), as the caller spells it.
 std::string opt(const GenOptions& o, std::string_view field) {
-  std::string name(field);
-  if (o.field_names) return name;
-  std::replace(name.begin(), name.end(), '_', '-');
-  return "--" + name;
+  return option_name(field, !o.field_names);
 }
 
 void check_options(const Arch& a, const GenOptions& o) {

@@ -218,8 +218,7 @@ std::string serve_flag(std::string field, SettingNames names) {
     if (field == "find") return "--question";
     if (std::find(kOwn.begin(), kOwn.end(), field) == kOwn.end()) return "--serve " + field;
   }
-  std::replace(field.begin(), field.end(), '_', '-');
-  return "--" + field;
+  return option_name(field, true);
 }
 
 std::shared_ptr<const traces::RequestTrace> ServeTraceCache::get(const ServeSettings& s,

@@ -169,11 +169,7 @@ void check_policy(const std::string& name, std::string_view source) {
 }
 
 planner::PlanRequest plan_request(const hw::Topology& topo, const PlanSettings& s, bool cli) {
-  const auto name = [cli](std::string field) {
-    if (!cli) return field;
-    std::replace(field.begin(), field.end(), '_', '-');
-    return "--" + field;
-  };
+  const auto name = [cli](std::string_view field) { return option_name(field, cli); };
   planner::PlanRequest req;
   check_policy(s.policy, name("policy"));
   req.policy = s.policy;
