@@ -47,7 +47,12 @@ def parse_args(argv):
     p.add_argument("--tierflow", default=None, help="the CLI (default: $TIERFLOW_BIN, then "
                    "this tree's build/bench, build/release, build/rel, build/test)")
     p.add_argument("--json", action="store_true")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    for flag, value, least in (("--layers", args.layers, 0), ("--seq", args.seq, 1),
+                               ("--reps", args.reps, 1)):
+        if value < least:
+            p.error(f"{flag} must be at least {least}, got {value}")
+    return args
 
 
 def cli(explicit):

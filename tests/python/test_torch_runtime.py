@@ -444,6 +444,9 @@ def test_host_time_bench(tierflow_cli):
     assert set(report["host_us_per_step"]) == kinds
     assert all(v > 0 for v in report["host_us_per_step"].values())
     assert report["reference_us_per_op"] > 0 and report["ops"] == steps["compute"]
+    bad = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "torch_runtime_bench.py"),
+                          "--reps", "0"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert bad.returncode == 2 and "--reps must be at least 1, got 0" in bad.stderr
 
 
 def test_module_slots():
