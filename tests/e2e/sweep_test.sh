@@ -138,6 +138,49 @@ check bad-shard 2 "$tf" sweep "$small" --shard 3/3 -o "$tmp/x.db"
 contains bad-shard-why "$tmp/err" "a shard is I/N with 0 <= I < N"
 check export-not-a-db 2 "$tf" sweep export "$small"
 contains export-not-a-db-why "$tmp/err" "not a tierflow sweep database"
+# merge -o replaces only a database of the same sweep, keeping its rows; another sweep's
+# database, a user's SQLite file or text, or a database a sweep is writing are refused.
+check merge-again 0 "$tf" sweep merge -o "$tmp/partial.db" "$tmp/shard-0.db"
+contains merge-again-keeps "$tmp/out" "with the rows already in the output: 36 of 36 points"
+cp "$tmp/other.db" "$tmp/other-keep.db"
+check merge-over-other-sweep 2 "$tf" sweep merge -o "$tmp/other.db" "$tmp/shard-0.db"
+contains merge-over-other-sweep-why "$tmp/err" "exists and holds the results of another sweep"
+same merge-over-other-sweep-untouched "$tmp/other.db" "$tmp/other-keep.db"
+python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("CREATE TABLE mine(x)")' "$tmp/mine.db"
+cp "$tmp/mine.db" "$tmp/mine-keep.db"
+check merge-over-user-db 2 "$tf" sweep merge -o "$tmp/mine.db" "$tmp/shard-0.db"
+contains merge-over-user-db-why "$tmp/err" "not a tierflow sweep database"
+same merge-over-user-db-untouched "$tmp/mine.db" "$tmp/mine-keep.db"
+check merge-over-notes 2 "$tf" sweep merge -o "$tmp/notes.db" "$tmp/shard-0.db"
+ok merge-over-notes-untouched test "$(cat "$tmp/notes.db")" = "my notes"
+python3 -c 'import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX); open(sys.argv[2], "w").close()
+time.sleep(30)' "$tmp/merged.db" "$tmp/locked" &
+locker=$!
+for _ in $(seq 100); do [ -e "$tmp/locked" ] && break; sleep 0.1; done
+check merge-over-running-sweep 2 "$tf" sweep merge -o "$tmp/merged.db" "$tmp/shard-0.db"
+contains merge-over-running-sweep-why "$tmp/err" "is in use by a running sweep"
+kill "$locker"; wait "$locker" 2>/dev/null
+# A database edited by hand is refused, not trusted: a point count that is no number, an
+# exit class tierflow has not, a point beyond the sweep.
+cp "$tmp/shard-0.db" "$tmp/edited.db"
+python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1])
+c.execute("UPDATE meta SET value = ? WHERE key = ?", ("99999999999999999999", "points")); c.commit()' "$tmp/edited.db"
+check merge-edited-points 2 "$tf" sweep merge -o "$tmp/edited-merged.db" "$tmp/edited.db"
+contains merge-edited-points-why "$tmp/err" "its meta 'points' is '99999999999999999999', not a point count"
+ok merge-edited-points-no-output test ! -e "$tmp/edited-merged.db"
+cp "$tmp/shard-0.db" "$tmp/edited.db"
+python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1])
+c.execute("UPDATE results SET exit_class = 99"); c.commit()' "$tmp/edited.db"
+check resume-edited-exit-class 2 "$tf" sweep "$small" --shard 0/3 -o "$tmp/edited.db"
+contains resume-edited-exit-class-why "$tmp/err" "has exit class '99', which is none of tierflow's"
+cp "$tmp/shard-0.db" "$tmp/edited.db"
+python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1])
+c.execute("INSERT INTO results(point, exit_class) VALUES (1000, 0)"); c.commit()' "$tmp/edited.db"
+check export-edited-point 2 "$tf" sweep export "$tmp/edited.db"
+contains export-edited-point-why "$tmp/err" "holds point 1000, but its sweep has 36 points"
+check export-directory 2 "$tf" sweep export "$tmp"
+contains export-directory-why "$tmp/err" "is a directory, not a results database"
 
 # A point that fails is recorded with its error and exit class, not retried silently.
 check failing 2 "$tf" sweep tests/e2e/sweep/failing.yaml -o "$tmp/failing.db" --jobs 2

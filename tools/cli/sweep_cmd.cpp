@@ -91,8 +91,10 @@ int run_sweep_cmd(const SweepCliOptions& o) {
 
 int run_merge(const MergeCliOptions& o) {
   const study::MergeSummary m = study::merge_results(o.output, o.inputs);
-  fmt::print("merged {} database{} (shards {}): {} of {} points -> {}\n", o.inputs.size(),
-             o.inputs.size() == 1 ? "" : "s", fmt::join(m.shards, " "), m.rows, m.points, o.output);
+  fmt::print("merged {} database{} (shards {}){}: {} of {} points -> {}\n", o.inputs.size(),
+             o.inputs.size() == 1 ? "" : "s", fmt::join(m.shards, " "),
+             m.kept_output ? " with the rows already in the output" : "", m.rows, m.points,
+             o.output);
   if (m.rows < m.points) {
     std::fflush(stdout);
     fmt::print(

@@ -186,12 +186,51 @@ void expect_sweep(sqlite3* db, const std::string& path) {
   bool ok = false;
   std::string why;
   try {
-    Statement st(db, path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('meta', 'results')");
-    ok = st.step() && st.integer(0) == 2 && meta_of(db, path, "format") == kFormat;
-  } catch (const InputError&) {
-    why = fmt::format(": {}", sqlite3_errmsg(db));
+    Statement st(db, path,
+                 "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('meta', "
+                 "'results', 'timing')");
+    ok = st.step() && st.integer(0) == 3 && meta_of(db, path, "format") == kFormat;
+  } catch (const InputError& e) {
+    why = fmt::format(": {}", e.message());
   }
   if (!ok) throw InputError::at(SourcePos{path}, "not a tierflow sweep database ({}){}", kFormat, why);
+}
+
+/// The spec's point count a database records (meta 'points'); InputError when it is not a
+/// count, e.g. a database edited by hand.
+int64_t points_of(sqlite3* db, const std::string& path) {
+  const std::string text = meta_of(db, path, "points");
+  int64_t n = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < 0) {
+    throw InputError::at(
+        SourcePos{path},
+        "its meta 'points' is '{}', not a point count: the database was edited or damaged", text);
+  }
+  return n;
+}
+
+/// Throws unless every row of the results is one a sweep of `points` points writes: a point
+/// number in [0, points) and an exit class tierflow has (0 ok, 1 infeasible, 2 bad input, 3
+/// internal error).
+void check_rows(sqlite3* db, const std::string& path, int64_t points) {
+  Statement st(db, path,
+               "SELECT point, exit_class FROM results WHERE point < 0 OR point >= ?1 OR "
+               "exit_class NOT IN (0, 1, 2, 3) OR typeof(exit_class) != 'integer' LIMIT 1");
+  st.bind(1, Cell{points});
+  if (!st.step()) return;
+  const int64_t point = st.integer(0);
+  if (point < 0 || point >= points) {
+    throw InputError::at(
+        SourcePos{path},
+        "holds point {}, but its sweep has {} points (0 to {}): the database was edited or damaged",
+        point, points, points - 1);
+  }
+  throw InputError::at(
+      SourcePos{path},
+      "point {} has exit class '{}', which is none of tierflow's (0 ok, 1 infeasible, 2 bad "
+      "input, 3 internal error): the database was edited or damaged",
+      point, st.text(1));
 }
 
 std::string now_utc() {
@@ -320,6 +359,7 @@ ResultDb ResultDb::for_sweep(const std::string& path, const SweepSpec& spec, con
           meta_of(r.db_, path, "tierflow_version"),
           missing == want.end() ? std::string() : fmt::format(", without '{}'", *missing));
     }
+    check_rows(r.db_, path, static_cast<int64_t>(spec.size()));
     return r;
   }
   exec(r.db_, path, "BEGIN IMMEDIATE;" + schema_sql(axis_columns(spec), row_columns(spec)));
@@ -349,8 +389,19 @@ ResultDb ResultDb::for_sweep(const std::string& path, const SweepSpec& spec, con
 ResultDb ResultDb::open(const std::string& path) {
   if (!fs::exists(path)) throw InputError::at(SourcePos{path}, "no such results database");
   guard_file(path, "a results database this command reads");
+  return read_only(path);
+}
+
+ResultDb ResultDb::read_only(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw InputError::at(SourcePos{path}, "is a directory, not a results database");
+  if (!fs::is_regular_file(path, ec)) {
+    throw InputError::at(SourcePos{path}, "is not a regular file, so not a results database");
+  }
   ResultDb r(path, open_db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX));
   expect_sweep(r.db_, path);
+  check_rows(r.db_, path, points_of(r.db_, path));
   return r;
 }
 
@@ -415,44 +466,107 @@ ResultDb::Table ResultDb::table() const {
   return t;
 }
 
+namespace {
+
+/// An exclusive flock(2) on the existing file `path` (the lock a running sweep holds on its
+/// database), or InputError when another process holds it. The descriptor is closed by
+/// the caller.
+int lock_existing(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    throw InputError::at(SourcePos{path}, "cannot open: {}",
+                         std::generic_category().message(error));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    throw InputError::at(
+        SourcePos{path},
+        "is in use by a running sweep: refusing to replace it; wait for the sweep to "
+        "finish, or give another -o");
+  }
+  return fd;
+}
+
+}  // namespace
+
 MergeSummary merge_results(const std::string& out, const std::vector<std::string>& inputs) {
   if (inputs.empty()) throw InputError::at(SourcePos{"sweep merge"}, "no shard databases to merge");
   MergeSummary sum;
+  check_output_path(out);  // `merge -o a.db a.db b.db` would replace a shard
+  // An existing output is replaced only by a merge of the same sweep, and its rows are kept
+  // (merged like an input): an earlier merge, or the database a full sweep wrote. Any other
+  // file there (another sweep's database, the user's own, one a sweep is writing) is refused.
+  std::vector<std::string> sources = inputs;
+  int out_lock = -1;
+  const auto unlock = [&] {
+    if (out_lock >= 0) ::close(out_lock);
+    out_lock = -1;
+  };
+  std::error_code size_ec;
+  if (fs::exists(out) && fs::file_size(out, size_ec) > 0 && !size_ec) {
+    out_lock = lock_existing(out);
+    try {
+      ResultDb::read_only(out);
+    } catch (const InputError& e) {
+      unlock();
+      throw InputError::at(SourcePos{out},
+                           "{}: refusing to replace it; give a new -o, or remove it", e.message());
+    }
+    sources.push_back(out);
+  }
+  const bool keep_out = out_lock >= 0;
   // The first input fixes the sweep and the schema; every other must match both.
-  std::string id, schema, name, points;
+  std::string id, schema, name;
+  int64_t points = 0;
   std::vector<std::string> columns;
-  for (const std::string& in : inputs) {
-    const ResultDb db = ResultDb::open(in);
-    const std::string this_id = db.meta("sweep_id");
-    std::string sql;
-    {
-      Statement st(db.db_, in, "SELECT sql FROM sqlite_master WHERE type = 'table' ORDER BY name");
-      while (st.step()) sql += st.text(0) + ";\n";
+  try {
+    for (size_t k = 0; k < sources.size(); ++k) {
+      const std::string& in = sources[k];
+      const bool is_out = keep_out && k + 1 == sources.size();
+      const ResultDb db = is_out ? ResultDb::read_only(in) : ResultDb::open(in);
+      const std::string this_id = db.meta("sweep_id");
+      std::string sql;
+      {
+        Statement st(db.db_, in,
+                     "SELECT sql FROM sqlite_master WHERE type = 'table' ORDER BY name");
+        while (st.step()) sql += st.text(0) + ";\n";
+      }
+      if (id.empty()) {
+        id = this_id;
+        schema = sql;
+        name = db.meta("name");
+        points = points_of(db.db_, in);
+        columns = db.table().columns;
+      } else if (this_id != id) {
+        throw InputError::at(
+            SourcePos{in}, "{} another sweep ('{}', id {}) than {} ('{}', id {}){}",
+            is_out ? "exists and holds the results of" : "is a shard of", db.meta("name"),
+            this_id.substr(0, 12), inputs.front(), name, id.substr(0, 12),
+            is_out ? ": refusing to replace it; give a new -o" : "");
+      } else if (sql != schema) {
+        throw InputError::at(SourcePos{in},
+                             "has other columns than {} (written by another tierflow version?)",
+                             inputs.front());
+      } else if (points_of(db.db_, in) != points) {
+        throw InputError::at(SourcePos{in},
+                             "records {} points, {} records {}: the database was edited or damaged",
+                             points_of(db.db_, in), inputs.front(), points);
+      }
+      if (!is_out) sum.shards.push_back(db.meta("shard"));
     }
-    if (id.empty()) {
-      id = this_id;
-      schema = sql;
-      name = db.meta("name");
-      points = db.meta("points");
-      columns = db.table().columns;
-    } else if (this_id != id) {
-      throw InputError::at(SourcePos{in}, "is a shard of another sweep ('{}', id {}) than {} ('{}', id {})",
-                           db.meta("name"), this_id.substr(0, 12), inputs.front(), name, id.substr(0, 12));
-    } else if (sql != schema) {
-      throw InputError::at(SourcePos{in}, "has other columns than {} (written by another tierflow version?)",
-                           inputs.front());
-    }
-    sum.shards.push_back(db.meta("shard"));
+  } catch (...) {
+    unlock();
+    throw;
   }
 
-  check_output_path(out);  // `merge -o a.db a.db b.db` would replace a shard
   const std::string temp = fmt::format("{}.tmp.{}", out, ::getpid());
   fs::remove(temp);
   try {
     ResultDb db(temp, open_db(temp, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE));
     exec(db.db_, temp, "PRAGMA journal_mode=DELETE; BEGIN IMMEDIATE;" + schema + "COMMIT;");
-    for (size_t k = 0; k < inputs.size(); ++k) {
-      const std::string& in = inputs[k];
+    for (size_t k = 0; k < sources.size(); ++k) {
+      const std::string& in = sources[k];
       {
         Statement at(db.db_, temp, "ATTACH DATABASE ?1 AS src");
         at.bind(1, Cell{in});
@@ -489,16 +603,25 @@ MergeSummary merge_results(const std::string& out, const std::vector<std::string
     sum.rows = n.integer(0);
   } catch (...) {
     fs::remove(temp);
+    unlock();
     throw;
   }
   std::error_code ec;
-  check_output_path(out);
+  try {
+    check_output_path(out);
+  } catch (...) {
+    fs::remove(temp);
+    unlock();
+    throw;
+  }
   fs::rename(temp, out, ec);
+  unlock();
   if (ec) {
     fs::remove(temp);
     throw InputError::at(SourcePos{out}, "cannot write the merged database: {}", ec.message());
   }
-  sum.points = std::stoll(points);
+  sum.points = points;
+  sum.kept_output = keep_out;
   return sum;
 }
 

@@ -34,6 +34,7 @@ struct MergeSummary {
   int64_t points = 0;  ///< of the whole spec
   int64_t rows = 0;    ///< in the merged database
   std::vector<std::string> shards;  ///< as each input recorded it
+  bool kept_output = false;  ///< `out` existed (an earlier merge of the sweep): its rows are kept
 };
 
 class ResultDb {
@@ -68,6 +69,8 @@ class ResultDb {
  private:
   friend MergeSummary merge_results(const std::string& out, const std::vector<std::string>& inputs);
   ResultDb(std::string path, sqlite3* db);
+  /// open() without guarding the file: merge reads the database it is about to replace.
+  static ResultDb read_only(const std::string& path);
   std::string path_;
   sqlite3* db_ = nullptr;
   /// A descriptor of the database file holding an exclusive flock(2) while a sweep writes
@@ -81,7 +84,9 @@ class ResultDb {
 
 /// Joins shard databases into a new database `out` (written to a temporary file and
 /// renamed). Inputs must hold the same sweep id; a point recorded in two inputs must have
-/// equal rows. InputError names the input at fault.
+/// equal rows. An existing `out` must be a database of the same sweep that no sweep is
+/// writing (its rows are merged too); any other file there is refused. InputError names
+/// the input at fault.
 MergeSummary merge_results(const std::string& out, const std::vector<std::string>& inputs);
 
 /// The table as CSV (header, RFC 4180 quoting, doubles in shortest round-trip form) or
