@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <unordered_map>
 
 #include "core/diagnostics.h"
 #include "core/io.h"
@@ -75,6 +76,46 @@ size_t array_item_offset(const JsonReader& r, size_t array_at, uint64_t index) {
   return again.offset();
 }
 
+/// Where each hash id of a trace first came, and what came before it in that prompt: a
+/// hash names its block together with everything before it, so it always follows the same
+/// hash (or always starts the prompt). Repeated or reordered ids would make prompts share
+/// blocks they do not share (and one prompt hold a block twice).
+class PrefixChains {
+ public:
+  /// Checks request `blocks` (item i read at offset `at[i]` of `r`'s text) against every
+  /// request before it; InputError at the first id that breaks a chain.
+  void add(const JsonReader& r, const std::vector<uint64_t>& blocks,
+           const std::vector<size_t>& at) {
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const Link here{i > 0 ? blocks[i - 1] : 0, i == 0, at[i]};
+      const auto [it, fresh] = links_.try_emplace(blocks[i], here);
+      const Link& first = it->second;
+      if (fresh || (first.root == here.root && (here.root || first.parent == here.parent)))
+        continue;
+      r.fail_at(at[i],
+                "hash id {} {} here, but {} on line {}: a hash names its block together with "
+                "everything before it, so one prompt's ids are distinct and an id always follows "
+                "the same id",
+                blocks[i], what(here), what(first), line_of(r.text(), first.at));
+    }
+  }
+
+ private:
+  struct Link {
+    uint64_t parent;  ///< the id before it (when not root)
+    bool root;        ///< it starts a prompt
+    size_t at;        ///< where it came first
+  };
+  static std::string what(const Link& l) {
+    return l.root ? std::string("starts the prompt") : fmt::format("follows {}", l.parent);
+  }
+  static size_t line_of(std::string_view text, size_t offset) {
+    return 1 + static_cast<size_t>(std::count(
+                   text.begin(), text.begin() + static_cast<std::ptrdiff_t>(offset), '\n'));
+  }
+  std::unordered_map<uint64_t, Link> links_;
+};
+
 }  // namespace
 
 RequestTrace parse_mooncake(std::string_view text, const std::string& name, const TraceOptions& o) {
@@ -85,6 +126,8 @@ RequestTrace parse_mooncake(std::string_view text, const std::string& name, cons
   JsonReader r(text, name);
   uint64_t total_blocks = 0;
   uint64_t zero_outputs = 0;
+  PrefixChains chains;
+  std::vector<size_t> id_at;  // where each hash id of the request was read
   while (r.peek() != JsonReader::Kind::kEnd) {
     const size_t at = r.offset();
     if (!starts_line(text, at)) {
@@ -155,6 +198,7 @@ RequestTrace parse_mooncake(std::string_view text, const std::string& name, cons
                                    ? blocks_for(static_cast<uint64_t>(input), kMooncakeBlockTokens)
                                    : blocks_for(kMaxRequestTokens, kMooncakeBlockTokens);
           q.blocks.reserve(input > 0 ? cap : 64);
+          id_at.clear();
           r.begin_array("hash_ids");
           while (r.next_item()) {
             if (q.blocks.size() == cap) {
@@ -163,6 +207,7 @@ RequestTrace parse_mooncake(std::string_view text, const std::string& name, cons
                         "hash_ids: more than {} ids, the most an input_length of {} needs", cap,
                         kMaxRequestTokens);
             }
+            id_at.push_back(r.offset());
             q.blocks.push_back(r.read_uint("hash_ids", UINT64_MAX));
           }
           break;
@@ -193,6 +238,7 @@ RequestTrace parse_mooncake(std::string_view text, const std::string& name, cons
     if (total_blocks > kMaxTraceBlocks) {
       r.fail_at(hash_at, "more than {} hash blocks in all: the limit of a trace", kMaxTraceBlocks);
     }
+    chains.add(r, q.blocks, id_at);
     trace.requests.push_back(std::move(q));
   }
   if (zero_outputs > 0)

@@ -399,6 +399,14 @@ TEST_CASE("every bad request trace fails with its message at FILE:LINE:COL") {
       {"m14-timestamp-past-limit.jsonl", 2, 15,
        "timestamp 3000000000 ms is past the limit of 2305843009 ms (2^61 ps, about 26.7 days)"},
       {"m15-negative-output-length.jsonl", 1, 56, "output_length must be >= 0, got -3"},
+      {"m16-repeated-hash-id.jsonl", 2, 77,
+       "hash id 10 follows 10 here, but starts the prompt on line 1: a hash names its block "
+       "together with everything before it, so one prompt's ids are distinct and an id always "
+       "follows the same id"},
+      {"m17-reordered-hash-ids.jsonl", 2, 73,
+       "hash id 4 starts the prompt here, but follows 3 on line 1: a hash names its block "
+       "together with everything before it, so one prompt's ids are distinct and an id always "
+       "follows the same id"},
       {"x01-blank.jsonl", 0, 0,
        "empty file: a request trace is Mooncake JSON Lines or an Azure LLM inference CSV"},
       {"x02-unknown-format.txt", 1, 1,
