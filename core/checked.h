@@ -34,6 +34,13 @@ constexpr int64_t saturating_add_ps(int64_t a, int64_t b) {
   return a > INT64_MAX - b ? INT64_MAX : a + b;
 }
 
+/// floor(v) as picoseconds: 0 for negative or NaN values, INT64_MAX for values of 2^63
+/// and more (a plain cast is undefined behaviour there).
+inline int64_t saturating_floor_ps(double v) {
+  if (!(v > 0)) return 0;
+  return v >= 9223372036854775808.0 ? INT64_MAX : static_cast<int64_t>(std::floor(v));
+}
+
 /// ps x factor (factor >= 0), saturating at INT64_MAX.
 constexpr int64_t scaled_ps(int64_t ps, double factor) {
   const double v = static_cast<double>(ps) * factor;

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "core/checked.h"
 #include "core/diagnostics.h"
 
 namespace tierflow::planner {
@@ -240,8 +241,7 @@ Bounds lower_bounds(PlanState& s) {
         rate = std::min(rate, c.routes[tier].in->bandwidth.bytes_per_s);
       }
       if (rate <= 0) continue;
-      const auto ps =
-          static_cast<int64_t>(std::floor(static_cast<double>(cold_bytes[tier]) / rate * 1e12));
+      const int64_t ps = saturating_floor_ps(static_cast<double>(cold_bytes[tier]) / rate * 1e12);
       if (ps > b.pinned_ps) {
         b.pinned_ps = ps;
         b.pinned_bytes = cold_bytes[tier];
@@ -280,8 +280,7 @@ Bounds lower_bounds(PlanState& s) {
   };
   b.traffic_bytes = s.traffic_memo ? s.traffic_memo->get(s, cold, traffic) : traffic();
   if (b.traffic_bytes > 0 && b.ingress > 0) {
-    b.traffic_ps =
-        static_cast<int64_t>(std::floor(static_cast<double>(b.traffic_bytes) / b.ingress * 1e12));
+    b.traffic_ps = saturating_floor_ps(static_cast<double>(b.traffic_bytes) / b.ingress * 1e12);
   }
   b.makespan_ps = std::max({b.compute_ps, b.traffic_ps, b.pinned_ps});
   return b;

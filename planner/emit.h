@@ -46,6 +46,8 @@ struct PlanState;
 struct Evaluation {
   bool ok = true;
   std::string error;
+  /// What kind of error `error` is (a simulator's run error); unset when ok or stopped.
+  std::optional<RunError::Kind> error_kind;
   int64_t makespan_ps = 0;
   uint64_t device_peak = 0;  ///< largest over the programs' device tiers
   std::vector<int64_t> exposed_by_event;

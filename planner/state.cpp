@@ -122,6 +122,22 @@ const Costs& PlanState::ensure_costs() {
       c.fetch_by_size[i].push_back(hw::transfer_time_alone(*r.in, Bytes{bytes}).ps);
       c.store_by_size[i].push_back(hw::transfer_time_alone(*r.out, Bytes{bytes}).ps);
     }
+    // One copy of the largest tensor each way must fit in the simulator's time: past it,
+    // sums of copy times would overflow (a bandwidth of bytes per second, not gigabytes).
+    const int64_t slowest =
+        c.sizes.empty() ? 0 : std::max(c.fetch_by_size[i].back(), c.store_by_size[i].back());
+    if (slowest > kMaxSimTimePs / 4) {
+      throw InputError::at(SourcePos{"--hw"},
+                           "moving a tensor of {} between '{}' and '{}' would take {:.3g} s, "
+                           "past the {} a copy may take (a quarter of the simulator's time "
+                           "limit): the route's bandwidth ({} in, {} out) is implausibly low",
+                           to_string(Bytes{c.sizes.back()}), topo.tiers[i].id,
+                           topo.tiers[target.device_tier].id,
+                           static_cast<double>(c.sizes.back()) /
+                               std::min(r.in->bandwidth.bytes_per_s, r.out->bandwidth.bytes_per_s),
+                           to_string_approx(Duration{kMaxSimTimePs / 4}),
+                           to_string(r.in->bandwidth), to_string(r.out->bandwidth));
+    }
   }
   costs = std::make_shared<const Costs>(std::move(c));
   return *costs;

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <map>
 
+#include "core/checked.h"
 #include "planner/offload.h"
 #include "planner/pass.h"
 #include "planner/rescored_queue.h"
@@ -175,7 +176,7 @@ class Select : public Pass {
     for (uint32_t g = 0; g + 1 < u.size(); ++g) {
       dirty |= m[g];
       if (u[g + 1] == u[g] + 1) continue;
-      const int64_t trip = fetch + (dirty ? store : 0);
+      const int64_t trip = saturating_add_ps(fetch, dirty ? store : 0);
       const int64_t gap = c.span_ps(u[g] + 1, u[g + 1]);
       if (all_gaps || static_cast<double>(gap) >= static_cast<double>(trip) * o_.preferred) {
         gaps.push_back(g);

@@ -974,6 +974,19 @@ sed 's/"on": "host"/"on": "hots"/' "$d/host.json" >"$d/engine.json"
 hostile stop46/host-plan-bad-engine 2 "engine.json:33:28: on: 'hots'" --in "$d/engine.json" -- \
   "$tf" sim --plan "$d/engine.json" "${ut[@]}"
 
+# --------------------------------------------------------------------------------------
+# Absurd rates and scales: refused before any work, not overflowed into a wrong answer.
+d=$(fresh rates)
+hostile rates/link-bandwidth-1B-per-s 2 "is implausibly low" --out "$d/p1.json" -- \
+  "$tf" plan --hw "$d/topo.yaml" --workload "$d/w.json" --set links.gpu-pcie.bandwidth=1B/s --budget 1GiB -o "$d/p1.json"
+hostile rates/link-bandwidth-1e-9 2 "is implausibly low" --out "$d/p2.json" -- \
+  "$tf" plan --hw "$d/topo.yaml" --workload "$d/w.json" --set links.gpu-pcie.bandwidth=1e-9B/s --budget 1GiB -o "$d/p2.json"
+hostile rates/replay-time-scale-1e-9 2 "--time-scale: 1e-9 is outside" --in "$d/p.json" -- \
+  "$tf" replay --backend cpu --plan "$d/p.json" --time-scale 1e-9
+printf '%s\n' '{"timestamp": 0, "input_length": 2000, "output_length": 5, "hash_ids": [1, 1, 1, 1]}' >"$d/same-ids.jsonl"
+hostile rates/trace-repeated-hash-ids 2 "same-ids.jsonl:1:76: hash id 1 follows 1 here" --in "$d/same-ids.jsonl" -- \
+  "$tf" serve --model llama-3-8b --hw "$hw" --trace "$d/same-ids.jsonl" --kv-tiers ddr:1% --cache-only
+
 signal_case() {
   local name=signal/sim-timeline-sigterm
   selected "$name" || return 0

@@ -84,6 +84,19 @@ int run_plan(const PlanCliOptions& o) {
   }
   if (o.explain) fmt::print("{}", study::plan_explain(out, w, topo));
   if (o.stats) fmt::print("{}", study::plan_stats(out));
+  if (out.evaluation && !out.evaluation->ok && out.evaluation->error_kind) {
+    // A plan its own simulation refuses is no answer: nothing is written. Past the time
+    // limit is implausible input, a full tier infeasible, anything else the planner's bug.
+    const RunError::Kind kind = *out.evaluation->error_kind;
+    std::fflush(stdout);
+    fmt::print(stderr, "error: {}: the plan's simulation failed: {}{}\n", o.workload,
+               out.evaluation->error,
+               o.output.empty() && o.timeline.empty() ? "" : " (nothing written)");
+    return static_cast<int>(kind == RunError::Kind::kTimeLimit || kind == RunError::Kind::kTopology
+                                ? ExitCode::kBadInput
+                            : kind == RunError::Kind::kCapacity ? ExitCode::kInfeasible
+                                                                : ExitCode::kInternal);
+  }
   if (!o.output.empty()) {
     Plan& plan = *out.plan;  // written as it is, with its references (no copy: a plan of
                              // 100,000 programs is gigabytes)

@@ -26,6 +26,9 @@ using replay::Time;
 /// Real time the automatic time scale aims a replay at: long enough that thread hand-offs
 /// (tens of microseconds) are small next to the plan, short enough for a shell.
 constexpr double kAutoRealPs = 1.0 * double(kPsPerS);
+/// The time scales a replay takes (docs/cli.md, "replay").
+constexpr double kMinTimeScale = 1e-3;
+constexpr double kMaxTimeScale = 1e9;
 
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -84,6 +87,13 @@ CheckedReplay check_replay_settings(const ReplaySettings& s) {
     if (!(v > 0) || !std::isfinite(v)) {
       throw refuse("--time-scale",
                    "expected a positive number or auto, got '" + s.time_scale + "'");
+    }
+    // Below a thousandth a plan's nanosecond is a picosecond of real time, which no host
+    // clock keeps; above 1e9 a microsecond is a quarter of an hour.
+    if (v < kMinTimeScale || v > kMaxTimeScale) {
+      throw refuse("--time-scale", fmt::format("{} is outside [{:g}, {:g}]: the real seconds per "
+                                               "plan second a replay can keep",
+                                               s.time_scale, kMinTimeScale, kMaxTimeScale));
     }
     c.scale = v;
   }

@@ -42,6 +42,7 @@ planner::Evaluation SimEvaluator::run(const Plan& plan, bool verified, int64_t a
   if (r.error) {
     e.ok = false;
     e.error = r.error->message;
+    e.error_kind = r.error->kind;
     return e;
   }
   e.makespan_ps = r.makespan;
