@@ -313,6 +313,32 @@ void check_output_path(const std::string& path) {
   }
 }
 
+void check_outputs(std::initializer_list<OutputArg> outputs) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<const OutputArg*, fs::path>> seen;
+  for (const OutputArg& o : outputs) {
+    if (o.path.empty() || o.path == "-") continue;
+    try {
+      check_output_path(o.path);
+    } catch (const InputError& e) {
+      throw InputError(e.pos(), fmt::format("{}: {}", o.flag, e.message()));
+    }
+    std::error_code ec;
+    fs::path where = fs::weakly_canonical(fs::absolute(o.path, ec), ec);
+    if (ec) where = fs::path(o.path).lexically_normal();
+    for (const auto& [other, other_where] : seen) {
+      std::error_code same_ec;
+      if (where == other_where || fs::equivalent(o.path, other->path, same_ec)) {
+        throw InputError(SourcePos{o.path},
+                         fmt::format("{} names the same file as {}: one would be written over "
+                                     "the other; give each output its own file",
+                                     o.flag, other->flag));
+      }
+    }
+    seen.emplace_back(&o, std::move(where));
+  }
+}
+
 AtomicOutput::AtomicOutput(std::string path) : path_(std::move(path)) {
   if (path_ == "-") {
     buffer_.reserve(kBufferBytes);

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -73,6 +74,19 @@ void disable_output_guard();
 /// allowed. Commands call it before long work so that a bad output path is refused at
 /// once; AtomicOutput calls it again before it writes.
 void check_output_path(const std::string& path);
+
+/// An output option of a command: its flag ("--timeline") and the path it was given (empty:
+/// not given).
+struct OutputArg {
+  std::string_view flag;
+  const std::string& path;
+};
+
+/// check_output_path for every given output, the error naming its flag; and InputError
+/// when two of them name the same file (the same path, or the same file id), which would
+/// write one over the other. "-" (standard output) is not a file. Commands call it before
+/// any work, so that a refused run writes nothing.
+void check_outputs(std::initializer_list<OutputArg> outputs);
 
 /// A file written piece by piece that appears at its path only when complete. "-" means
 /// standard output (written through, nothing to rename). Errors are InputError

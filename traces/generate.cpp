@@ -118,6 +118,20 @@ void check_options(const Arch& a, const GenOptions& o) {
                       name("kv_block")));
     }
   }
+  if (a.experts > 0 && o.layers >= 0 && o.layers <= a.layers) {
+    // One weight tensor per expert and MoE layer, counted before any is made.
+    uint64_t experts = 0;
+    for (int l = 0, n = o.layers == 0 ? a.layers : o.layers; l < n; ++l) {
+      if (a.is_moe_layer(l)) experts = saturating_add(experts, static_cast<uint64_t>(a.experts));
+    }
+    if (experts > kMaxGeneratedOps) {
+      bad("layers", fmt::format("{} experts over the MoE layers of {} layers are {} expert weight "
+                                "tensors, above the largest workload generated, {} tensors; give "
+                                "fewer {}",
+                                a.experts, o.layers == 0 ? a.layers : o.layers, experts,
+                                kMaxGeneratedOps, name("layers")));
+    }
+  }
   if (o.phase == Phase::kTrain &&
       (o.weight_dtype == Dtype::kInt4 || o.weight_dtype == Dtype::kFp4)) {
     bad("weight_dtype", "training with 4-bit weights is not modelled");

@@ -401,4 +401,17 @@ assert r["ok"], r
 peaks = {t["tier"].split("[")[0]: t["peak"] for t in r["tiers"]}
 assert peaks.get("ssd", 0) >= 42 * 2**30 and peaks.get("ddr", 0) <= 32e9, peaks' <"$tmp/out"
 
+# A mistyped option or subcommand is named, with what it may stand for; an empty value is
+# refused, naming its flag, not taken as the default.
+check typo-option 2 "$tf" plan --workload w.json --budgte 1GiB
+contains typo-option-why "$tmp/err" "unknown option '--budgte' for 'tierflow plan'; did you mean '--budget'?"
+check typo-option-value 2 "$tf" serve --replica=2
+contains typo-option-value-why "$tmp/err" "unknown option '--replica' for 'tierflow serve'; did you mean '--replicas'?"
+check typo-subcommand 2 "$tf" reprot
+contains typo-subcommand-why "$tmp/err" "unexpected argument 'reprot' for 'tierflow'; did you mean 'report'?"
+check typo-nested-subcommand 2 "$tf" hw shwo
+contains typo-nested-subcommand-why "$tmp/err" "unexpected argument 'shwo' for 'tierflow hw'; did you mean 'show'?"
+check empty-value 2 "$tf" plan --workload w.json --budget ''
+contains empty-value-why "$tmp/err" "--budget: an empty value: give one, or leave the option out"
+
 finish

@@ -987,6 +987,26 @@ printf '%s\n' '{"timestamp": 0, "input_length": 2000, "output_length": 5, "hash_
 hostile rates/trace-repeated-hash-ids 2 "same-ids.jsonl:1:76: hash id 1 follows 1 here" --in "$d/same-ids.jsonl" -- \
   "$tf" serve --model llama-3-8b --hw "$hw" --trace "$d/same-ids.jsonl" --kv-tiers ddr:1% --cache-only
 
+# --------------------------------------------------------------------------------------
+# Two outputs on one file, or an output in no folder: refused before any work, so that
+# nothing is written (the user's file there stays as it was).
+d=$(fresh outputs)
+echo precious >"$d/mine.json"
+hostile outputs/plan-output-is-timeline 2 "--timeline names the same file as -o" --out "$d/mine.json" -- \
+  "$tf" plan --hw "$d/topo.yaml" --workload "$d/w.json" -o "$d/mine.json" --timeline "$d/./mine.json"
+hostile outputs/sim-output-is-transfers 2 "--transfers names the same file as -o" --out "$d/mine.json" -- \
+  "$tf" sim --plan "$d/p.json" -o "$d/mine.json" --transfers "$d/mine.json"
+hostile outputs/serve-output-is-timeline 2 "--timeline names the same file as -o" --out "$d/mine.json" -- \
+  "$tf" serve --model llama-3-8b --hw "$hw" --arrivals poisson,rate=5/s,n=3,prompt=fixed:100,output=fixed:4 -o "$d/mine.json" --timeline "$d/mine.json"
+hostile outputs/compare-output-is-timeline 2 "--timeline names the same file as -o" --out "$d/mine.json" -- \
+  "$tf" compare "${scen[@]}" --policies layerwise -o "$d/mine.json" --timeline "$d/mine.json"
+hostile outputs/sweep-csv-is-jsonl 2 "--jsonl names the same file as --csv" --out "$d/mine.json" --out "$d/new.db" -- \
+  "$tf" sweep "$d/tiny.yaml" -o "$d/new.db" --csv "$d/mine.json" --jsonl "$d/mine.json"
+hostile outputs/sweep-csv-no-folder 2 "--csv: cannot write: no folder" --out "$d/new.db" -- \
+  "$tf" sweep "$d/tiny.yaml" -o "$d/new.db" --csv "$d/nodir/x.csv"
+hostile outputs/sweep-export-csv-is-jsonl 2 "--jsonl names the same file as --csv" --out "$d/mine.json" -- \
+  "$tf" sweep export "$d/r.db" --csv "$d/mine.json" --jsonl "$d/mine.json"
+
 signal_case() {
   local name=signal/sim-timeline-sigterm
   selected "$name" || return 0

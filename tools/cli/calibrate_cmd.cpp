@@ -42,6 +42,7 @@ uint64_t size_option(const std::string& flag, const std::string& text) {
 }
 
 int run_calibrate(const CalibrateCliOptions& o) {
+  check_outputs({{"-o", o.output}, {"--report", o.report}});
   replay::CalibrateOptions co;
   co.min_bytes = size_option("--min-size", o.min_size);
   co.max_bytes = size_option("--max-size", o.max_size);

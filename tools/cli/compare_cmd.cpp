@@ -38,8 +38,7 @@ int run_compare(const CompareOptions& o) {
   // Policies, then output paths, are checked before anything is made or planned.
   for (const std::string& name : o.policies) study::check_policy(name, "--policies");
   if (!o.plans_dir.empty()) make_output_dir(o.plans_dir, "--plans");
-  check_output_path(o.output.empty() ? "-" : o.output);
-  if (!o.timeline.empty()) check_output_path(o.timeline);
+  check_outputs({{"-o", o.output}, {"--timeline", o.timeline}});
 
   // Progress on a terminal only, on one line that the table replaces.
   const bool tty = !o.quiet && isatty(fileno(stderr)) != 0;

@@ -6,22 +6,23 @@
 
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include "core/diagnostics.h"
 #include "core/huge_pages.h"
 #include "core/io.h"
 #include "tools/cli/calibrate_cmd.h"
 #include "tools/cli/common.h"
-#include "tools/cli/hw_cmd.h"
 #include "tools/cli/compare_cmd.h"
 #include "tools/cli/export_cmd.h"
+#include "tools/cli/hw_cmd.h"
 #include "tools/cli/plan_cmd.h"
 #include "tools/cli/replay_cmd.h"
 #include "tools/cli/report_cmd.h"
 #include "tools/cli/serve_cmd.h"
 #include "tools/cli/sim_cmd.h"
-#include "tools/cli/trace_cmd.h"
 #include "tools/cli/sweep_cmd.h"
+#include "tools/cli/trace_cmd.h"
 #include "tools/cli/whatif_cmd.h"
 
 #ifndef TIERFLOW_VERSION
@@ -37,26 +38,83 @@ void print_error(const InputError& e) {
 
 namespace {
 
-/// Every option that names a file to write (-o/--output, --summary, --report, --timeline,
-/// --csv) refuses an empty value at parse time, naming the flag, in every subcommand.
-void refuse_empty_output_paths(CLI::App& app) {
-  static const CLI::Validator kNonEmpty(
+/// Every option that takes a value refuses an empty one at parse time, naming the flag, in
+/// every subcommand (`--budget ''` would otherwise fall back to the default unnoticed);
+/// those that name a file to write (-o/--output, --summary, --report, --timeline, --csv)
+/// say so.
+void refuse_empty_values(CLI::App& app) {
+  static const CLI::Validator kNonEmptyPath(
       [](std::string& path) {
         return path.empty() ? std::string("an empty path: give a file name") : std::string();
       },
       "FILE");
+  static const CLI::Validator kNonEmpty(
+      [](std::string& value) {
+        return value.empty() ? std::string("an empty value: give one, or leave the option out")
+                             : std::string();
+      },
+      "");
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
     for (CLI::Option* opt : sub->get_options()) {
+      if (opt->get_type_size_min() == 0) continue;  // a flag
+      bool path = false;
       for (const std::string& name : opt->get_lnames()) {
-        if (name == "output" || name == "summary" || name == "report" || name == "timeline" ||
-            name == "csv") {
-          opt->check(kNonEmpty);
-          break;
-        }
+        path = path || name == "output" || name == "summary" || name == "report" ||
+               name == "timeline" || name == "csv";
       }
+      opt->check(path ? kNonEmptyPath : kNonEmpty);
     }
-    refuse_empty_output_paths(*sub);
+    refuse_empty_values(*sub);
   }
+}
+
+/// The deepest subcommand the command line selected (the app itself when none).
+CLI::App* deepest_selected(CLI::App* app) {
+  for (CLI::App* sub : app->get_subcommands()) return deepest_selected(sub);
+  return app;
+}
+
+/// "tierflow plan", "tierflow sweep merge": how a message names a subcommand.
+std::string command_path(const CLI::App* app) {
+  std::string path = app->get_name();
+  for (const CLI::App* p = app->get_parent(); p != nullptr; p = p->get_parent()) {
+    path = p->get_name() + " " + path;
+  }
+  return path;
+}
+
+/// The message of a parse error, with "did you mean" for a mistyped option or subcommand:
+/// CLI11 says "The following arguments were not expected: 1GiB --budgte" and "A subcommand
+/// is required"; this says which word is wrong and what it may stand for.
+std::string parse_error_text(CLI::App& app, const CLI::ParseError& e) {
+  CLI::App* at = deepest_selected(&app);
+  const std::vector<std::string> extra = at->remaining();
+  std::vector<std::string> options, commands;
+  for (const CLI::Option* opt : at->get_options()) {
+    for (const std::string& n : opt->get_lnames()) options.push_back("--" + n);
+    for (const std::string& n : opt->get_snames()) options.push_back("-" + n);
+  }
+  for (const CLI::App* sub : at->get_subcommands([](CLI::App*) { return true; })) {
+    commands.push_back(sub->get_name());
+  }
+  const std::string where = command_path(at);
+  for (const std::string& word : extra) {
+    if (word.size() > 1 && word[0] == '-') {
+      const std::string flag = word.substr(0, word.find('='));
+      return fmt::format("unknown option '{}' for '{}'{}", flag, where,
+                         did_you_mean(flag, options));
+    }
+  }
+  if (!extra.empty()) {
+    const std::string hint = did_you_mean(extra.front(), commands);
+    if (!hint.empty() || dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+      return fmt::format("unexpected argument '{}' for '{}'{}", extra.front(), where,
+                         hint.empty() && !commands.empty()
+                             ? fmt::format(" (its subcommands: {})", fmt::join(commands, ", "))
+                             : hint);
+    }
+  }
+  return e.what();
 }
 
 int run(int argc, char** argv) {
@@ -78,7 +136,7 @@ int run(int argc, char** argv) {
   add_report_command(app);
   add_replay_command(app);
   add_calibrate_command(app);
-  refuse_empty_output_paths(app);
+  refuse_empty_values(app);
   try {
     app.parse(argc, argv);
   } catch (const CommandResult& r) {
@@ -91,7 +149,7 @@ int run(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "error: {}\nRun with --help for usage.\n", e.what());
+    fmt::print(stderr, "error: {}\nRun with --help for usage.\n", parse_error_text(app, e));
     return static_cast<int>(ExitCode::kBadInput);
   }
   return 0;
@@ -106,6 +164,14 @@ int main(int argc, char** argv) {
     return tierflow::cli::run(argc, argv);
   } catch (const tierflow::InputError& e) {
     tierflow::cli::print_error(e);
+    return static_cast<int>(tierflow::ExitCode::kBadInput);
+  } catch (const std::bad_alloc&) {
+    // Every size an input sets is capped (docs/cli.md, "Limits"), but the caps together may
+    // still ask for more than this machine has: a bad input for this machine.
+    std::fflush(stdout);
+    fmt::print(stderr,
+               "error: out of memory: this run needs more memory than the machine (or its "
+               "ulimit) gives; give smaller sizes (docs/cli.md, \"Limits\")\n");
     return static_cast<int>(tierflow::ExitCode::kBadInput);
   } catch (const std::exception& e) {
     std::fflush(stdout);

@@ -41,9 +41,7 @@ int run_plan(const PlanCliOptions& o) {
   const FileText workload_text(o.workload);
   const Workload w = read_workload_text(workload_text.view(), o.workload);
   // Outputs that are inputs are refused before planning (the reproducer too).
-  for (const std::string* out : {&o.output, &o.timeline, &o.reproducer}) {
-    if (!out->empty()) check_output_path(*out);
-  }
+  check_outputs({{"-o", o.output}, {"--timeline", o.timeline}, {"--reproducer", o.reproducer}});
   planner::PlanRequest req =
       study::plan_request(topo,
                           {o.policy, o.pipeline, o.f.device, o.f.devices, o.f.budget,

@@ -31,6 +31,7 @@ struct ReplayCliOptions {
 int run_replay(const ReplayCliOptions& o) {
   const LoadedPlan lp = read_plan(o.plan, /*verify=*/false);
   const hw::Topology topo = study::plan_topology(lp.plan, o.plan, o.hw, o.sets);
+  check_outputs({{"-o", o.output}, {"--timeline", o.timeline}});
   const study::ReplayOutcome out = study::replay_plan(lp, topo, o.settings, o.checked);
   if (out.refused) return print_run_error(o.plan, *out.refused, /*measured=*/true);
   const study::ReplayVsSim& x = *out.runs;

@@ -38,9 +38,10 @@ int run_serve(ServeCliOptions& o) {
   study::ServeSetup setup = study::prepare_serve(s);
   // The inputs are read: an output that would replace one is refused before any run and
   // before any output is written.
-  for (const std::string* out : {&o.summary, &o.output, &o.report}) {
-    if (!out->empty()) check_output_path(*out);
-  }
+  check_outputs({{"--summary", o.summary},
+                 {"-o", o.output},
+                 {"--report", o.report},
+                 {"--timeline", s.timeline}});
   if (ask) {
     std::function<void(const study::ServeProbe&)> progress;
     if (tty) {

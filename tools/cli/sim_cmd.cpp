@@ -36,6 +36,7 @@ int run_sim(const SimCliOptions& o) {
   // Rules are checked by the simulator, which also says when a broken step is reached.
   const LoadedPlan lp = read_plan(o.plan, /*verify=*/false);
   const hw::Topology topo = study::plan_topology(lp.plan, o.plan, o.hw, o.sets);
+  check_outputs({{"-o", o.output}, {"--timeline", o.timeline}, {"--transfers", o.transfers}});
 
   std::unique_ptr<sim::Timeline> tl;
   if (!o.timeline.empty()) tl = std::make_unique<sim::Timeline>(o.timeline);

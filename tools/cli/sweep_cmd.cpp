@@ -55,10 +55,10 @@ int run_sweep_cmd(const SweepCliOptions& o) {
   if (o.output.empty())
     throw InputError::at(SourcePos{"-o"}, "give the results database: -o RESULTS.db");
 
+  // Refused now, before the database is made: an export over the database or the spec, two
+  // outputs on one file, a folder that does not exist.
+  check_outputs({{"-o", o.output}, {"--csv", o.csv}, {"--jsonl", o.jsonl}});
   study::ResultDb db = study::ResultDb::for_sweep(o.output, spec, shard);
-  // Refused now, not after the sweep: an export over the database or the spec.
-  if (!o.csv.empty()) check_output_path(o.csv);
-  if (!o.jsonl.empty()) check_output_path(o.jsonl);
   study::SweepOptions so;
   so.jobs = o.jobs;
   so.shard = shard;
@@ -107,6 +107,7 @@ int run_merge(const MergeCliOptions& o) {
 
 int run_export(const ExportCliOptions& o) {
   const study::ResultDb db = study::ResultDb::open(o.db);
+  check_outputs({{"--csv", o.csv}, {"--jsonl", o.jsonl}});
   study::export_results(db, o.csv.empty() && o.jsonl.empty() ? "-" : o.csv, o.jsonl);
   return static_cast<int>(ExitCode::kOk);
 }

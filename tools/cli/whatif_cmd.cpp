@@ -48,6 +48,7 @@ int run_whatif(const WhatIfCliOptions& o) {
 
   study::Study study;
   const auto topo = study.topology(base);
+  check_outputs({{"-o", o.output}, {"--plan-out", o.plan_out}});
   std::vector<study::Answer> answers;
   for (const auto& [s, values] : grid) {
     answers.push_back(study::whatif(study, s, w));

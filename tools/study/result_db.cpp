@@ -299,6 +299,9 @@ int lock_for_writing(const std::string& path) {
 }  // namespace
 
 ResultDb ResultDb::for_sweep(const std::string& path, const SweepSpec& spec, const Shard& shard) {
+  // The id reads every file the spec names (hashed): one missing is refused before the
+  // database is made.
+  const std::string id = sweep_id(spec);
   // SQLite's in-memory database is no file: nothing to lock or guard.
   const int lock = path == ":memory:" ? -1 : lock_for_writing(path);
   sqlite3* handle = nullptr;
@@ -324,7 +327,6 @@ ResultDb ResultDb::for_sweep(const std::string& path, const SweepSpec& spec, con
   // A rollback journal with a full sync per commit: a kill at any moment keeps every
   // committed row, and the file alone is the whole database after each commit.
   exec(r.db_, path, "PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL;");
-  const std::string id = sweep_id(spec);
   const std::vector<std::string> paths = spec.axis_paths();
   for (const auto& [name, type] : axis_columns(spec)) {
     const auto i = static_cast<size_t>(std::ranges::find(paths, name) - paths.begin());

@@ -60,7 +60,13 @@ std::string resolve(std::string_view path, const std::string& value, const std::
   }
   // Absolute: the same point wherever the sweep is started from.
   const fs::path p(value);
-  return fs::absolute(p.is_absolute() ? p : fs::path(dir) / p).lexically_normal().string();
+  std::string file =
+      fs::absolute(p.is_absolute() ? p : fs::path(dir) / p).lexically_normal().string();
+  // Found now, at the value: a missing file would otherwise be found as the database is made.
+  std::error_code ec;
+  if (!fs::exists(file, ec)) throw InputError::at(at, "{}: no such file", file);
+  if (fs::is_directory(file, ec)) throw InputError::at(at, "{}: is a directory, not a file", file);
+  return file;
 }
 
 /// The text of a scalar value node; null is the empty value (e.g. no pins).
