@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <system_error>
@@ -44,6 +45,11 @@ struct Guarded {
 std::mutex guard_mutex;
 std::vector<Guarded> guarded;  // few entries: a command reads a handful of files
 std::atomic<bool> guarding{false};
+int open_scopes = 0;  // OutputGuardScope objects alive; under guard_mutex
+/// Guarding was turned on by OutputGuardScope objects (calls of a host such as Python that
+/// may run at once), not for the whole process: an output one call wrote is no input of
+/// another.
+std::atomic<bool> scopes_guarding{false};
 
 /// Guards the file whose stat is `st`.
 void guard_stat(const struct stat& st, const std::string& path, std::string_view role) {
@@ -81,6 +87,11 @@ std::string file_kind(mode_t mode) {
 /// limit, or a pipe (read with the limit as a cap). Returns the descriptor and its stat.
 int open_input(const std::string& path, struct stat& st) {
   const uint64_t cap = max_input_bytes();  // before the open: it may throw
+  // A path from Python may hold a NUL byte, which the system call would cut the path at.
+  if (path.find('\0') != std::string::npos) {
+    throw InputError(SourcePos{path.substr(0, path.find('\0'))},
+                     "cannot open file: the path holds a NUL byte");
+  }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int error = errno;
@@ -185,7 +196,28 @@ void untrack_temp(size_t slot) {
   if (slot < kTempSlots) temp_live[slot].store(false);
 }
 
-/// Removes `PATH.tmp.PID` files beside `path` whose process no longer runs.
+/// Temp file names this process writes now: two threads writing one path at once (the
+/// Python API) take `PATH.tmp.PID` and `PATH.tmp.PID.1`, not each other's file.
+std::mutex temp_names_mutex;
+std::set<std::string> temp_names;
+
+/// The first of `base`, `base.1`, `base.2`, ... that no output of this process writes now,
+/// claimed until release_temp_name.
+std::string claim_temp_name(const std::string& base) {
+  const std::lock_guard lock(temp_names_mutex);
+  std::string name = base;
+  for (unsigned k = 1; temp_names.contains(name); ++k) name = fmt::format("{}.{}", base, k);
+  temp_names.insert(name);
+  return name;
+}
+
+void release_temp_name(const std::string& name) {
+  const std::lock_guard lock(temp_names_mutex);
+  temp_names.erase(name);
+}
+
+/// Removes `PATH.tmp.PID` (and `PATH.tmp.PID.K`) files beside `path` whose process no
+/// longer runs.
 void remove_stale_temps(const std::string& path) {
   const std::filesystem::path p(path);
   const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
@@ -195,8 +227,17 @@ void remove_stale_temps(const std::string& path) {
   while (const dirent* e = ::readdir(d)) {
     const std::string_view name(e->d_name);
     if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix) continue;
-    const std::string_view digits = name.substr(prefix.size());
-    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string_view::npos) {
+    std::string_view digits = name.substr(prefix.size());
+    if (const size_t dot = digits.find('.'); dot != std::string_view::npos) {
+      const std::string_view k = digits.substr(dot + 1);
+      if (k.empty() || k.size() > 9 ||
+          k.find_first_not_of("0123456789") != std::string_view::npos) {
+        continue;
+      }
+      digits = digits.substr(0, dot);
+    }
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string_view::npos) {
       continue;
     }
     const long pid = std::strtol(std::string(digits).c_str(), nullptr, 10);
@@ -238,6 +279,23 @@ void disable_output_guard() {
   guarding.store(false);
   const std::lock_guard lock(guard_mutex);
   guarded.clear();
+}
+
+OutputGuardScope::OutputGuardScope() {
+  const std::lock_guard lock(guard_mutex);
+  if (open_scopes++ == 0 && !guarding.load()) {
+    scopes_guarding.store(true);
+    guarding.store(true);
+  }
+}
+
+OutputGuardScope::~OutputGuardScope() {
+  const std::lock_guard lock(guard_mutex);
+  if (--open_scopes == 0 && scopes_guarding.load()) {
+    scopes_guarding.store(false);
+    guarding.store(false);
+    guarded.clear();
+  }
 }
 
 std::string read_text_file(const std::string& path) {
@@ -352,15 +410,17 @@ AtomicOutput::AtomicOutput(std::string path) : path_(std::move(path)) {
   }
   remove_stale_temps(path_);
   buffer_.reserve(kBufferBytes);
-  temp_path_ = fmt::format("{}.tmp.{}", path_, static_cast<long>(::getpid()));
+  temp_path_ = claim_temp_name(fmt::format("{}.tmp.{}", path_, static_cast<long>(::getpid())));
   file_ = std::fopen(temp_path_.c_str(), "wbx");
   if (file_ == nullptr && errno == EEXIST) {
-    // This process's own temp file from an output it abandoned: replace it.
+    // No output of this process writes it: left by an earlier process of the same id.
     std::remove(temp_path_.c_str());
     file_ = std::fopen(temp_path_.c_str(), "wbx");
   }
   if (file_ == nullptr) {
     const int error = errno;
+    release_temp_name(temp_path_);
+    temp_path_.clear();
     throw InputError(SourcePos{path_}, fmt::format("cannot write: {}", errno_text(error)));
   }
   temp_slot_ = track_temp(temp_path_);
@@ -444,8 +504,11 @@ void AtomicOutput::commit() {
     throw InputError(SourcePos{path_}, fmt::format("cannot replace file: {}", ec.message()));
   }
   untrack_temp(temp_slot_);
+  release_temp_name(temp_path_);
   // A second output to the same path in this run would replace this one.
-  if (have_id) guard_stat(written, path_, "an output this command already wrote");
+  if (have_id && !scopes_guarding.load()) {
+    guard_stat(written, path_, "an output this command already wrote");
+  }
 }
 
 void AtomicOutput::discard_temp() {
@@ -458,6 +521,7 @@ void AtomicOutput::discard_temp() {
 void AtomicOutput::remove_temp() {
   std::remove(temp_path_.c_str());
   untrack_temp(temp_slot_);
+  release_temp_name(temp_path_);
 }
 
 void write_file_atomic(const std::string& path, std::string_view content) {

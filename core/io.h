@@ -68,6 +68,17 @@ void enable_output_guard();
 /// Turns guarding off and forgets every guarded file (tests that turned it on).
 void disable_output_guard();
 
+/// Guarding for the lifetime of the object, in a host that leaves it off (Python): the
+/// files a call reads are guarded during the call, and forgotten when the last scope open
+/// at once ends. Nothing changes where guarding was already on (the CLI).
+class OutputGuardScope {
+ public:
+  OutputGuardScope();
+  ~OutputGuardScope();
+  OutputGuardScope(const OutputGuardScope&) = delete;
+  OutputGuardScope& operator=(const OutputGuardScope&) = delete;
+};
+
 /// Throws InputError (at `path`) when `path` names a guarded file (same file id): an output
 /// that would replace one of the run's inputs; and, guarding or not, when it is empty, a
 /// directory, or in a folder that does not exist or cannot be written. "-" is always

@@ -635,3 +635,92 @@ def test_import_without_pandas_names_what_to_install():
     assert r.returncode != 0
     assert "ImportError: tierflow needs pandas for its tables" in r.stderr, r.stderr
     assert "apt install python3-pandas" in r.stderr, r.stderr
+
+
+def test_topology_is_what_was_read(cli, small_workload, tmp_path, monkeypatch):
+    """A Topology is the machine its file held when it was read: after os.chdir it is the
+    same file; after the file is edited, a call that would read it again refuses, and a plan
+    saved from it names the hash of what was read (so the CLI refuses it as stale)."""
+    binary = os.path.abspath(os.environ.get("TIERFLOW_BIN") or os.path.join(
+        os.path.dirname(tierflow.__file__), "..", "..", "tools", "tierflow"))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with open(H100) as f:
+        text = f.read()
+    (tmp_path / "a" / "t.yaml").write_text(text)
+    (tmp_path / "b" / "t.yaml").write_text(text.replace("name: h100-sxm-8gpu", "name: other"))
+    monkeypatch.chdir(tmp_path / "a")
+    topo = tierflow.load_topology("t.yaml")
+    p = tierflow.plan(topo, small_workload, budget="2GiB")
+    monkeypatch.chdir(tmp_path / "b")
+    assert topo.file == str(tmp_path / "a" / "t.yaml")
+    rows = tierflow.compare(hw=topo, policies=["reactive"], **SMALL)
+    assert list(rows["topology"]) == ["h100-sxm-8gpu"]
+    with open(topo.file, "a") as f:
+        f.write("# edited\n")
+    with pytest.raises(tierflow.InputError, match="changed since load_topology read it"):
+        tierflow.simulate(p, set=["description=x"])
+    with pytest.raises(tierflow.InputError, match="changed since load_topology read it"):
+        tierflow.compare(hw=topo, policies=["reactive"], **SMALL)
+    p.save(tmp_path / "stale.json")
+    r = subprocess.run([binary, "sim", "--plan", str(tmp_path / "stale.json")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "has changed since the plan was made" in r.stderr, r.stderr
+
+
+def test_outputs_never_replace_inputs(small_workload, tmp_path):
+    """No call writes over a file it reads, or the plan's own topology; an empty output path
+    is refused; saves from several threads at once all land."""
+    topo_file = tmp_path / "t.yaml"
+    with open(H100) as f:
+        topo_file.write_text(f.read())
+    p = tierflow.plan(tierflow.load_topology(str(topo_file)), small_workload, budget="2GiB")
+    plan_file = tmp_path / "p.json"
+    p.save(plan_file)
+    before = plan_file.read_bytes()
+    for call in (lambda: tierflow.simulate(str(plan_file), timeline=str(plan_file)),
+                 lambda: tierflow.replay(str(plan_file), timeline=str(plan_file)),
+                 lambda: tierflow.simulate(p, timeline=str(topo_file)),
+                 lambda: p.save(topo_file)):
+        with pytest.raises(tierflow.InputError, match="refusing to write this output"):
+            call()
+    assert plan_file.read_bytes() == before
+    with pytest.raises(tierflow.InputError, match="an empty path"):
+        p.save("")
+    with pytest.raises(tierflow.InputError, match="timeline: an empty path"):
+        tierflow.simulate(p, timeline="")
+    errors = []
+
+    def save():
+        try:
+            for _ in range(10):
+                p.save(tmp_path / "same.json")
+        except Exception as e:  # noqa: BLE001 - collected and asserted below
+            errors.append(e)
+
+    threads = [threading.Thread(target=save) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(os.listdir(tmp_path)) == ["p.json", "same.json", "t.yaml"]
+
+
+def test_whatif_limits_are_the_cli_s(cli):
+    """A limit the question does not use, or one that is not a finite number above 0, is
+    refused as the CLI refuses it; max_tpot takes a duration as --max-tpot does."""
+    for kw, message in [
+            (dict(question="max-batch", max_tpot=0), "max_tpot: must be a finite number above 0"),
+            (dict(question="max-batch", max_tpot=float("nan")), "max_tpot: must be a finite"),
+            (dict(question="max-batch", min_throughput=0), "min_throughput: must be a finite"),
+            (dict(question="max-batch", max_overhead="5%"), "max_overhead: applies to question min-memory"),
+            (dict(max_tpot=50), "max_tpot: applies to question max-batch and max-context only"),
+            (dict(pins=["weight=ddr;kv=ddr"]), "holds ';'"),
+            (dict(vary={"batch": "1,4"}), "give its values as a list")]:
+        with pytest.raises(tierflow.InputError, match=message.replace("(", r"\(")):
+            tierflow.whatif(model="llama-3-8b", layers=2, **kw)
+    got = tierflow.whatif(question="max-batch", max_tpot="50ms", **SMALL)
+    want = json.loads(cli("whatif", "--question", "max-batch", "--max-tpot", "50ms", "--json",
+                          *SMALL_FLAGS))
+    assert got["answers"] == want["answers"]

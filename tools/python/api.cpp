@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <type_traits>
 
@@ -116,11 +117,31 @@ study::Scenario scenario_of(const Fields& fields, std::string_view source) {
 
 TopologyHandle load_topology(const std::string& name, const std::vector<std::string>& sets) {
   TopologyHandle t;
-  t.file = name.empty() ? study::default_topology() : study::find_topology(name, "path");
+  const std::string found =
+      name.empty() ? study::default_topology() : study::find_topology(name, "path");
+  // Absolute: the same file after os.chdir. Read once: what is loaded is what is hashed.
+  t.file = std::filesystem::absolute(found).lexically_normal().string();
   t.sets = sets;
-  t.topology =
-      std::make_shared<const hw::Topology>(hw::load_topology(t.file, hw::LoadOptions{sets, false}));
+  const std::string text = read_text_file(found);
+  t.sha256 = sha256_hex(text);
+  t.topology = std::make_shared<const hw::Topology>(
+      hw::load_topology_text(text, found, hw::LoadOptions{sets, false}));
   return t;
+}
+
+std::string unchanged_topology_file(const TopologyHandle& t) {
+  std::string text;
+  try {
+    text = read_text_file(t.file);
+  } catch (const InputError& e) {
+    throw InputError(e.pos(), e.message() + " (it was there when load_topology read it)");
+  }
+  if (sha256_hex(text) != t.sha256) {
+    throw InputError::at(SourcePos{t.file},
+                         "changed since load_topology read it: load it again (the Topology holds "
+                         "the machine as it was read then)");
+  }
+  return t.file;
 }
 
 WorkloadHandle generate(const Fields& fields) {
@@ -132,7 +153,10 @@ WorkloadHandle generate(const Fields& fields) {
 }
 
 WorkloadHandle load_workload(const std::string& path) {
-  return {std::make_shared<const Workload>(read_workload(path)), path};
+  return {std::make_shared<const Workload>(read_workload(path)),
+          path,
+          {},
+          std::filesystem::absolute(path).lexically_normal().string()};
 }
 
 PlanHandle make_plan(const TopologyHandle& t, const WorkloadHandle& w, const PlanOptions& o) {
@@ -158,14 +182,27 @@ std::string plan_json(const PlanHandle& p, const std::string& path) {
   // Named as `tierflow plan -o` names them: the topology relative to the plan's folder; the
   // workload inline.
   Plan plan = *p.plan;
-  study::refer_inputs(plan, path, p.topology.file, sha256_hex(FileText(p.topology.file).view()),
-                      p.topology.sets);
+  // The hash of what was loaded: a file edited since then no longer matches, and the CLI
+  // refuses the saved plan instead of running it on another machine.
+  study::refer_inputs(plan, path, p.topology.file, p.topology.sha256, p.topology.sets);
   study::record_outcome(plan, p.outcome);
   return write_plan(plan, p.workload.workload.get());
 }
 
+void save_plan(const PlanHandle& p, const std::string& path) {
+  if (path.empty()) throw InputError::at(SourcePos{"path"}, "an empty path: give a file name");
+  const OutputGuardScope scope;
+  guard_file(p.topology.file, "the plan's topology");
+  if (!p.workload.file.empty()) guard_file(p.workload.file, "the plan's workload");
+  check_output_path(path);
+  write_file_atomic(path, plan_json(p, path));
+}
+
 SimulationHandle simulate(const PlanHandle& p, const TopologyHandle* topology,
                           const SimRequest& r) {
+  const OutputGuardScope scope;  // the timeline may not replace the plan's topology
+  guard_file(p.topology.file, "the plan's topology");
+  if (topology != nullptr) guard_file(topology->file, "the topology it runs on");
   if (!p.plan) throw InputError::at(SourcePos{"plan"}, "no plan was made: {}", p.outcome.reason);
   return run_simulation(p.plan, p.workload.workload,
                         topology != nullptr ? topology->topology : p.topology.topology,
@@ -174,6 +211,7 @@ SimulationHandle simulate(const PlanHandle& p, const TopologyHandle* topology,
 
 SimulationHandle simulate_file(const std::string& path, const std::string& hw,
                                const std::vector<std::string>& sets, const SimRequest& r) {
+  const OutputGuardScope scope;  // the timeline may not replace the plan or its topology
   LoadedPlan lp = read_plan(path);
   const std::string file = hw.empty() ? hw : study::find_topology(hw, "topology");
   auto topo = std::make_shared<const hw::Topology>(study::plan_topology(lp.plan, path, file, sets));
@@ -183,6 +221,9 @@ SimulationHandle simulate_file(const std::string& path, const std::string& hw,
 }
 
 ReplayHandle replay(const PlanHandle& p, const TopologyHandle* topology, const ReplayRequest& r) {
+  const OutputGuardScope scope;
+  guard_file(p.topology.file, "the plan's topology");
+  if (topology != nullptr) guard_file(topology->file, "the topology it runs on");
   const study::CheckedReplay checked = study::check_replay_settings(r.settings);
   if (!p.plan) throw InputError::at(SourcePos{"plan"}, "no plan was made: {}", p.outcome.reason);
   const LoadedPlan lp{*p.plan, *p.workload.workload};
@@ -192,6 +233,7 @@ ReplayHandle replay(const PlanHandle& p, const TopologyHandle* topology, const R
 
 ReplayHandle replay_file(const std::string& path, const std::string& hw,
                          const std::vector<std::string>& sets, const ReplayRequest& r) {
+  const OutputGuardScope scope;  // the timeline may not replace the plan or its topology
   const study::CheckedReplay checked = study::check_replay_settings(r.settings);
   const LoadedPlan lp = read_plan(path, /*verify=*/false);
   const std::string file = hw.empty() ? hw : study::find_topology(hw, "topology");
@@ -200,6 +242,7 @@ ReplayHandle replay_file(const std::string& path, const std::string& hw,
 }
 
 ServeOutput serve(const Fields& fields) {
+  const OutputGuardScope scope;  // the timeline may not replace the trace or the topology
   study::ServeSettings s;
   s.names = study::SettingNames::kFields;
   // Numbers come as text: read as the CLI reads its flags; what they may be is the study
@@ -268,6 +311,7 @@ CompareResult compare(const Fields& fields, const std::vector<std::string>& poli
 }
 
 SweepResult sweep(const SweepRequest& r) {
+  const OutputGuardScope scope;  // the database may not be the spec
   const study::SweepSpec spec = r.path.empty() ? study::parse_sweep_spec(r.text, r.name, r.dir)
                                                : study::load_sweep_spec(r.path);
   const study::Shard shard = study::parse_shard(r.shard, "shard");

@@ -41,7 +41,8 @@ using Fields = std::vector<std::pair<std::string, std::string>>;
 
 struct TopologyHandle {
   std::shared_ptr<const hw::Topology> topology;
-  std::string file;               ///< the YAML it was read from
+  std::string file;               ///< the YAML it was read from, absolute
+  std::string sha256;             ///< of the bytes read (a saved plan names them)
   std::vector<std::string> sets;  ///< PATH=VALUE overrides applied
 };
 
@@ -49,6 +50,7 @@ struct WorkloadHandle {
   std::shared_ptr<const Workload> workload;
   std::string description;  ///< "llama-3-8b decode, batch 1, ..." or the file read
   std::vector<std::string> warnings;  ///< e.g. a context past the model's declared maximum
+  std::string file;                   ///< the JSON it was read from, absolute; empty when generated
 };
 
 /// tierflow.plan()'s arguments: the CLI's `plan` settings (study/target.h).
@@ -113,6 +115,11 @@ study::Scenario scenario_of(const Fields& fields, std::string_view source);
 /// `name` a path or a shipped topology name; empty: the default topology.
 TopologyHandle load_topology(const std::string& name, const std::vector<std::string>& sets);
 
+/// The file of `t`, for a call that reads it again (with more overrides, or as a scenario's
+/// `hw`); InputError when it changed (or went) since load_topology read it: the answer
+/// would be about another machine than the Topology says.
+std::string unchanged_topology_file(const TopologyHandle& t);
+
 /// The workload of the scenario `fields` describe (model or hf_config or workload file,
 /// generator fields, model.KEY overrides).
 WorkloadHandle generate(const Fields& fields);
@@ -123,6 +130,9 @@ PlanHandle make_plan(const TopologyHandle& t, const WorkloadHandle& w, const Pla
 /// The plan's JSON as `tierflow plan -o PATH` would write it for the folder of `path`,
 /// with the workload inline. InputError when no plan was made.
 std::string plan_json(const PlanHandle& p, const std::string& path);
+/// Writes plan_json to `path` (atomically); InputError when `path` is empty, or is the
+/// plan's topology or workload file.
+void save_plan(const PlanHandle& p, const std::string& path);
 
 /// Simulates a plan that plan() made, on its own topology or `topology`.
 SimulationHandle simulate(const PlanHandle& p, const TopologyHandle* topology, const SimRequest& r);

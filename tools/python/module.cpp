@@ -134,9 +134,13 @@ void bind_classes(py::module_& m) {
       .def_property_readonly(
           "sets", [](const TopologyHandle& t) { return t.sets; },
           "the PATH=VALUE overrides applied")
+      .def("_unchanged_file", &unchanged_topology_file,
+           "the file, for a call that reads it again; InputError when it changed since it was read")
       .def_property_readonly(
           "devices",
-          [](const TopologyHandle& t) { return to_python(study::show_json(*t.topology)["devices"]); },
+          [](const TopologyHandle& t) {
+            return to_python(study::show_json(*t.topology)["devices"]);
+          },
           "device classes as dicts (as in `tierflow hw show --json`)")
       .def_property_readonly(
           "tiers",
@@ -146,11 +150,13 @@ void bind_classes(py::module_& m) {
           "links",
           [](const TopologyHandle& t) { return to_python(study::show_json(*t.topology)["links"]); },
           "links as dicts, in base units")
-      .def_property_readonly(
-          "switches",
-          [](const TopologyHandle& t) { return to_python(study::show_json(*t.topology)["switches"]); })
+      .def_property_readonly("switches",
+                             [](const TopologyHandle& t) {
+                               return to_python(study::show_json(*t.topology)["switches"]);
+                             })
       .def(
-          "to_dict", [](const TopologyHandle& t) { return to_python(study::show_json(*t.topology)); },
+          "to_dict",
+          [](const TopologyHandle& t) { return to_python(study::show_json(*t.topology)); },
           "everything `tierflow hw show --json` prints")
       .def(
           "show",
@@ -306,7 +312,7 @@ void bind_classes(py::module_& m) {
           "save",
           [](const PlanHandle& p, const std::filesystem::path& path) {
             py::gil_scoped_release release;
-            write_file_atomic(path.string(), plan_json(p, path.string()));
+            save_plan(p, path.string());
           },
           py::arg("path"), "writes the plan JSON; `tierflow sim --plan PATH` runs it")
       .def("__repr__", [](const PlanHandle& p) {

@@ -15,7 +15,9 @@ Plan.infeasible True; a what-if answer has found False; a study row has status
 sweep, columns) are pandas DataFrames. The reference is docs/python.md.
 """
 
+import difflib
 import json
+import math
 import os
 
 # Tables are pandas DataFrames: without pandas, fail here with what to install rather than
@@ -80,6 +82,16 @@ def _text(value, name):
     raise TypeError(f"{name}: expected a str, int, float or bool, not {type(value).__name__}")
 
 
+def _out_path(value, name):
+    """An output path ("" when None): an empty one is refused, as the CLI refuses it."""
+    if value is None:
+        return ""
+    path = _text(value, name)
+    if not path:
+        raise _input_error(name, "an empty path: give a file name")
+    return path
+
+
 def _bytes(value, name):
     """Bytes: an int is a count of bytes, a str carries its unit ("40GiB")."""
     if value is None:
@@ -114,7 +126,7 @@ def _topology(topology, overrides=()):
     if isinstance(topology, Topology):
         if not overrides:
             return topology
-        return load_topology(topology.file, set=list(topology.sets) + list(overrides))
+        return load_topology(topology._unchanged_file(), set=list(topology.sets) + list(overrides))
     return load_topology(topology, set=overrides)
 
 
@@ -123,7 +135,7 @@ def _scenario_fields(defaults, fields, hw, sets, model_set):
     out = []
     if hw is not None:
         if isinstance(hw, Topology):
-            out.append(("hw", hw.file))
+            out.append(("hw", hw._unchanged_file()))
             out.extend(("set", s) for s in hw.sets)
         else:
             out.append(("hw", _text(hw, "hw")))
@@ -141,7 +153,11 @@ def _scenario_fields(defaults, fields, hw, sets, model_set):
         if path == "budget":
             out.append((path, _bytes(value, path)))
         elif path == "pins":
-            out.append((path, ";".join(_strings(value, path))))
+            pins = _strings(value, path)
+            for pin in pins:
+                if ";" in pin:
+                    raise _input_error(path, f"'{pin}' holds ';': give each pin as its own item")
+            out.append((path, ";".join(pins)))
         else:
             out.append((path, _text(value, path)))
     return out
@@ -152,6 +168,9 @@ def _axes(vary):
     if vary is None:
         return []
     if isinstance(vary, dict):
+        for path, values in vary.items():
+            if isinstance(values, (str, bytes)):
+                raise _input_error("vary", f"{path}: give its values as a list, not one string")
         return [f"{path}=" + ",".join(_text(v, path) for v in values) for path, values in vary.items()]
     return _strings(vary, "vary")
 
@@ -267,7 +286,7 @@ def simulate(plan, topology=None, set=(), on_full="fail", timeline=None):
     if on_full not in ("fail", "wait"):
         raise _input_error("on_full", f"'{on_full}' is not 'fail' or 'wait'")
     wait = on_full == "wait"
-    out = "" if timeline is None else _text(timeline, "timeline")
+    out = _out_path(timeline, "timeline")
     overrides = _strings(set, "set")
     if isinstance(plan, Plan):
         topo = None
@@ -276,7 +295,7 @@ def simulate(plan, topology=None, set=(), on_full="fail", timeline=None):
         return _tierflow.simulate(plan, topo, wait, out)
     if isinstance(topology, Topology):
         overrides = list(topology.sets) + overrides
-        topology = topology.file
+        topology = topology._unchanged_file()
     hw = "" if topology is None else _text(topology, "topology")
     return _tierflow.simulate_file(_text(plan, "plan"), hw, overrides, wait, out)
 
@@ -347,7 +366,7 @@ def replay(plan, topology=None, set=(), backend="cpu", copy="paced", compute="ti
     args = (_text(backend, "backend"), _text(copy, "copy"), _text(compute, "compute"),
             None if device is None else int(device), str(time_scale),
             "" if memory_limit is None else _text(memory_limit, "memory_limit"),
-            "" if timeline is None else _text(timeline, "timeline"))
+            _out_path(timeline, "timeline"))
     overrides = _strings(set, "set")
     if isinstance(plan, Plan):
         topo = None
@@ -356,7 +375,7 @@ def replay(plan, topology=None, set=(), backend="cpu", copy="paced", compute="ti
         return Replay(_tierflow.replay(plan, "", "", [], topo, *args))
     if isinstance(topology, Topology):
         overrides = list(topology.sets) + overrides
-        topology = topology.file
+        topology = topology._unchanged_file()
     hw = "" if topology is None else _text(topology, "topology")
     return Replay(_tierflow.replay(None, _text(plan, "plan"), hw, overrides, None, *args))
 
@@ -425,14 +444,14 @@ def serve(trace=None, arrivals=None, set=(), model_set=(), **options):
             fields.append((key, _text(value, key)))
     for key, value in options.items():
         if key not in _SERVE_ARGS:
-            close = [a for a in _SERVE_ARGS if a.startswith(key[:3])]
+            close = difflib.get_close_matches(key, _SERVE_ARGS, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             raise TypeError(f"serve() got an unexpected argument '{key}'{hint}")
         if value is None:
             continue
         if isinstance(value, Topology):
             fields.extend(("set", v) for v in value.sets)
-            value = value.file
+            value = value._unchanged_file()
         fields.append((key, _text(value, key)))
     fields.extend(("set", v) for v in _strings(set, "set"))
     fields.extend(("model_set", v) for v in _strings(model_set, "model_set"))
@@ -442,7 +461,28 @@ def serve(trace=None, arrivals=None, set=(), model_set=(), **options):
 _serve = serve  # whatif's `serve` argument (the settings) hides the function
 
 
-def whatif(question="min-memory", max_overhead="1%", min_throughput=None, max_tpot=None, vary=None,
+_MS_PER_UNIT = {"": 1.0, "ms": 1.0, "s": 1e3, "us": 1e-3, "ns": 1e-6}
+
+
+def _limit(value, name, milliseconds=False):
+    """A limit of a what-if search: a finite number above 0 (max_tpot: in ms, or a duration
+    such as "50ms" or "0.05s"), as the CLI's --min-throughput and --max-tpot take them."""
+    number = value
+    if milliseconds and isinstance(value, str):
+        text = value.strip()
+        unit = next((u for u in ("ms", "us", "ns", "s") if text.endswith(u)), "")
+        try:
+            number = float(text[:len(text) - len(unit)]) * _MS_PER_UNIT[unit]
+        except ValueError:
+            raise _input_error(name, f"'{value}' is not a duration such as 50ms") from None
+    if isinstance(number, bool) or not isinstance(number, (int, float)):
+        raise _input_error(name, f"expected a number, not {type(value).__name__}")
+    if not math.isfinite(number) or number <= 0:
+        raise _input_error(name, f"must be a finite number above 0, got {value!r}")
+    return float(number)
+
+
+def whatif(question="min-memory", max_overhead=None, min_throughput=None, max_tpot=None, vary=None,
            hw=None, set=(), model_set=(), trace=None, arrivals=None, target=None, serve=None,
            **fields):
     """Answers a capacity question by search (`tierflow whatif --json`): min-memory,
@@ -464,8 +504,9 @@ def whatif(question="min-memory", max_overhead="1%", min_throughput=None, max_tp
     if trace is not None or arrivals is not None:
         step = "describes a step, not a service: a question about a service (trace or arrivals) " \
                "takes serve={FIELD: VALUE}"
-        given = {"max_overhead": max_overhead != "1%", "min_throughput": min_throughput,
-                 "max_tpot": max_tpot, "vary": vary}
+        given = {"max_overhead": max_overhead is not None,
+                 "min_throughput": min_throughput is not None, "max_tpot": max_tpot is not None,
+                 "vary": vary is not None}
         deployment = ("model", "hf_config", "tp", "device", "weight_dtype", "kv_dtype", "act_dtype")
         for key in [k for k, v in given.items() if v] + [k for k in fields if k not in deployment]:
             raise _input_error(key, step)
@@ -475,9 +516,19 @@ def whatif(question="min-memory", max_overhead="1%", min_throughput=None, max_tp
         options.update(serve or {})
         return _serve(trace=trace, arrivals=arrivals, set=set, model_set=model_set, hw=hw,
                       find=question, target=target, **options).answer
+    # A limit the question does not use is refused, not ignored (as the CLI does).
+    question = _text(question, "question")
+    if max_overhead is not None and question != "min-memory":
+        raise _input_error("max_overhead", f"applies to question min-memory only (not {question})")
+    for name, value in (("min_throughput", min_throughput), ("max_tpot", max_tpot)):
+        if value is not None and question not in ("max-batch", "max-context"):
+            raise _input_error(name, f"applies to question max-batch and max-context only "
+                                     f"(not {question})")
+    throughput = 0.0 if min_throughput is None else _limit(min_throughput, "min_throughput")
+    tpot = 0.0 if max_tpot is None else _limit(max_tpot, "max_tpot", milliseconds=True)
+    overhead = "1%" if max_overhead is None else _fraction(max_overhead, "max_overhead")
     return _tierflow.whatif(_scenario_fields(_WHATIF_DEFAULTS, fields, hw, set, model_set),
-                            _text(question, "question"), _fraction(max_overhead, "max_overhead") or "1%",
-                            float(min_throughput or 0), float(max_tpot or 0), _axes(vary))
+                            question, overhead, throughput, tpot, _axes(vary))
 
 
 def compare(policies=None, hw=None, set=(), model_set=(), **fields):
@@ -521,6 +572,8 @@ def sweep(spec, db=None, jobs=0, shard=None, retry_failed=False):
     r.db = ":memory:" if db is None else _text(db, "db")
     r.jobs = jobs
     if shard is not None:
+        if isinstance(shard, tuple) and len(shard) != 2:
+            raise _input_error("shard", f"{shard!r}: give (I, N) or \"I/N\"")
         r.shard = f"{shard[0]}/{shard[1]}" if isinstance(shard, tuple) else _text(shard, "shard")
     r.retry_failed = retry_failed
     table, summary = _tierflow.sweep(r)
