@@ -229,4 +229,32 @@ sum=$(sha256sum <"$tmp/t.jsonl")
 check output-over-input 2 "$tf" serve "${base[@]}" --trace "$tmp/t.jsonl" -o "$tmp/t.jsonl"
 ok output-over-input-untouched test "$(sha256sum <"$tmp/t.jsonl")" = "$sum"
 
+# Settings that contradict each other, or would be ignored, are refused (exit 2), naming one.
+check cache-only-find-latency 2 "$tf" serve "${base[@]}" --trace "$trace" --cache-only --find max-rate --target p99-ttft=1s
+contains cache-only-find-latency-why "$tmp/err" "error: --target: --cache-only runs no time, so it has no p99-ttft"
+check cache-only-timeline 2 "$tf" serve "${base[@]}" --trace "$trace" --cache-only --timeline "$tmp/never.json"
+contains cache-only-timeline-why "$tmp/err" "error: --timeline: has no effect with --cache-only"
+ok cache-only-timeline-nothing-written test ! -e "$tmp/never.json"
+check cache-only-rows 2 "$tf" serve "${base[@]}" --trace "$trace" --cache-only -o "$tmp/never.csv"
+contains cache-only-rows-why "$tmp/err" "--cache-only times no request, so it writes no per-request rows"
+check slo-twice 2 "$tf" serve "${base[@]}" --trace "$trace" --slo ttft=2s,ttft=300ms
+contains slo-twice-why "$tmp/err" "'ttft=300ms': ttft is bounded twice"
+check kv-tier-two-write-modes 2 "$tf" serve "${base[@]}" --trace "$trace" --kv-tiers ddr:back:through
+contains kv-tier-two-write-modes-why "$tmp/err" "tier 'ddr' has two write modes, 'back' and 'through'"
+check whatif-serve-twice 2 "$tf" whatif --trace "$trace" --question max-rate --target p99-ttft=2s --serve replicas=1 --serve replicas=2
+contains whatif-serve-twice-why "$tmp/err" "--serve replicas: given twice"
+# max-rate: a trace whose requests all arrive at once has no rate to scale; a search that
+# passes every probe answers a lower bound.
+printf '%s\n' '{"timestamp": 0, "input_length": 100, "output_length": 2, "hash_ids": [1]}' \
+  '{"timestamp": 0, "input_length": 100, "output_length": 2, "hash_ids": [2]}' >"$tmp/once.jsonl"
+check max-rate-at-once 2 "$tf" serve "${base[@]}" --trace "$tmp/once.jsonl" --find max-rate --target p99-ttft=10s
+contains max-rate-at-once-why "$tmp/err" "all 2 requests of $tmp/once.jsonl arrive at once: there is no rate to scale"
+printf '%s\n' '{"timestamp": 0, "input_length": 100, "output_length": 2, "hash_ids": [1]}' \
+  '{"timestamp": 50, "input_length": 100, "output_length": 2, "hash_ids": [2]}' >"$tmp/spread.jsonl"
+check max-rate-at-limit 0 "$tf" serve "${base[@]}" --trace "$tmp/spread.jsonl" --find max-rate --target p99-ttft=10s --json
+ok max-rate-at-limit-json python3 -c '
+import json, sys
+a = json.load(open(sys.argv[1]))
+assert a["found"] and a["at_limit"] and a["answer"] == 1024, a["answer"]' "$tmp/out"
+
 finish

@@ -26,6 +26,11 @@ struct ServeCliOptions {
 
 int run_serve(ServeCliOptions& o) {
   study::ServeSettings& s = o.s;
+  if (s.cache_only && !o.output.empty()) {
+    throw InputError::at(SourcePos{"-o"},
+                         "--cache-only times no request, so it writes no per-request rows: leave "
+                         "-o out (the summary holds the hits per level)");
+  }
   const auto ask = study::parse_serve_ask(o.find, o.target, study::SettingNames::kServeFlags);
   const bool tty = !o.quiet && isatty(fileno(stderr)) != 0;
   if (tty && !ask) {

@@ -86,6 +86,7 @@ int run_whatif_serve(const CLI::App* cmd, const ScenarioFlags& f, const WhatIfSe
   settings.act_dtype = f.gen.act_dtype;
   settings.trace = s.trace;
   settings.arrivals = s.arrivals;
+  std::vector<std::string> set_fields;
   for (const std::string& item : s.serve) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos || eq == 0) {
@@ -93,6 +94,11 @@ int run_whatif_serve(const CLI::App* cmd, const ScenarioFlags& f, const WhatIfSe
                            item);
     }
     const std::string field = item.substr(0, eq);
+    if (std::find(set_fields.begin(), set_fields.end(), field) != set_fields.end()) {
+      throw InputError::at(SourcePos{"--serve " + field},
+                           "given twice: the last would win unnoticed");
+    }
+    set_fields.push_back(field);
     const std::string named = study::serve_flag(field, study::SettingNames::kWhatif);
     const auto& fields = study::serve_field_names();
     if (!named.starts_with("--serve") && std::find(fields.begin(), fields.end(), field) != fields.end()) {

@@ -127,10 +127,27 @@ std::vector<serve::KvTier> parse_kv_tiers(const std::string& text, std::string_v
     serve::KvTier k;
     size_t p = 0;
     bool first = true;
+    // Each of a tier's settings once: `ddr:back:through` would keep the last unnoticed.
+    std::array<std::string, 4> given;  // capacity, policy, write mode, admission
+    const auto once = [&](size_t what, const std::string& part) {
+      static constexpr std::array<std::string_view, 4> kWhat = {"capacity", "policy", "write mode",
+                                                                "admission"};
+      if (!given[what].empty()) {
+        throw refuse(fmt::format("tier '{}' has two {}s, '{}' and '{}'", k.tier, kWhat[what],
+                                 given[what], part));
+      }
+      given[what] = part;
+    };
     while (p <= item.size()) {
       const size_t colon = std::min(item.find(':', p), item.size());
       const std::string part = item.substr(p, colon - p);
       p = colon + 1;
+      if (!first) {
+        const bool policy = part == "lru" || part == "lfu" || part == "s3fifo";
+        const bool write = part == "back" || part == "through";
+        const bool admission = part == "all" || part == "second";
+        once(policy ? 1 : write ? 2 : admission ? 3 : 0, part);
+      }
       if (first) {
         if (part.empty()) throw refuse("a KV tier needs a tier id, e.g. ddr:512GiB");
         k.tier = part;
@@ -189,16 +206,22 @@ Slo parse_slo(const std::string& text, std::string_view source) {
     const std::string key = item.substr(0, eq);
     const auto d =
         eq == std::string::npos ? ParseResult<Duration>{} : parse_duration(item.substr(eq + 1));
-    if (eq == std::string::npos || !d.ok() || d.value.ps <= 0) {
+    if (eq == std::string::npos || !d.ok()) {
       throw InputError::at(SourcePos{std::string(source)},
                            "'{}': expected KEY=DURATION items (ttft=2s,tpot=100ms,e2e=30s)", item);
     }
-    if (key == "ttft") {
-      slo.ttft = d.value.ps;
-    } else if (key == "tpot") {
-      slo.tpot = d.value.ps;
-    } else if (key == "e2e") {
-      slo.e2e = d.value.ps;
+    if (d.value.ps <= 0) {
+      throw InputError::at(SourcePos{std::string(source)}, "'{}': a bound must be above 0", item);
+    }
+    int64_t* bound = key == "ttft"   ? &slo.ttft
+                     : key == "tpot" ? &slo.tpot
+                     : key == "e2e"  ? &slo.e2e
+                                     : nullptr;
+    if (bound != nullptr && *bound != 0) {
+      throw InputError::at(SourcePos{std::string(source)}, "'{}': {} is bounded twice", item, key);
+    }
+    if (bound != nullptr) {
+      *bound = d.value.ps;
     } else {
       throw InputError::at(SourcePos{std::string(source)}, "unknown SLO '{}'{}", key,
                            did_you_mean(key, std::vector<std::string>{"ttft", "tpot", "e2e"}));
@@ -274,6 +297,24 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   if (const double r = s.trace_options.rate_scale; !(r > 0) || !std::isfinite(r)) {
     throw InputError::at(SourcePos{name("rate_scale")}, "expected a finite number above 0, got {}",
                          r);
+  }
+  if (s.cache_only) {
+    // A replay of the cache alone has no time, batches or preemption: a setting of those
+    // would be ignored, so it is refused.
+    for (const auto& [field, given] : {std::pair{"timeline", !s.timeline.empty()},
+                                       {"slo", !s.slo.empty()},
+                                       {"warmup", !s.warmup.empty()},
+                                       {"preemption", s.preemption != "recompute"},
+                                       {"swap_space", !s.swap_space.empty()},
+                                       {"swap_tier", !s.swap_tier.empty()},
+                                       {"load", s.load != "layered"}}) {
+      if (given) {
+        throw InputError::at(SourcePos{name(field)},
+                             "has no effect with {}, which replays the cache alone (no time, "
+                             "batches or preemption): leave one of them out",
+                             name("cache_only"));
+      }
+    }
   }
   ServeSetup x;
   x.slo = parse_slo(s.slo, name("slo"));

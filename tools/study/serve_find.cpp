@@ -323,6 +323,11 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
     throw InputError::at(SourcePos{name("target")}, "goodput is the share meeting {}: give {}",
                          name("slo"), name("slo"));
   }
+  if (base.cache_only && target.metric != "hit") {
+    throw InputError::at(SourcePos{name("target")},
+                         "{} runs no time, so it has no {}: with {}, search for hit=SHARE",
+                         name("cache_only"), target.metric, name("cache_only"));
+  }
   if (q == ServeQuestion::kUpgrade) return upgrade_serve(base, std::move(setup), ask);
   // The settings were checked and the inputs read once; each probe changes one knob.
   std::vector<serve::KvTier>& tiers = setup.engine.kv_tiers;
@@ -376,6 +381,15 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
   };
 
   if (q == ServeQuestion::kMaxRate) {
+    // The rate scales the arrival times: with every request arriving at once there is none.
+    const auto& rq = setup.trace->requests;
+    if (rq.front().arrival_ps == rq.back().arrival_ps) {
+      throw InputError::at(SourcePos{name("find")},
+                           "max-rate scales the arrival times, and all {} requests of {} arrive "
+                           "at once: there is no rate to scale (ask min-replicas, or give "
+                           "arrivals that spread over time)",
+                           rq.size(), setup.trace_name);
+    }
     // Geometric: double while it passes, or halve until it does; then narrow to 1%.
     double lo = 0, hi = 0;
     auto [ok, x] = probe(1);
@@ -391,6 +405,7 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
         lo = m;
         keep(m, x2);
       }
+      a.at_limit = hi == 0;
     } else {
       hi = 1;
       for (double m = 0.5; m >= 1 / kRateLimit; m /= 2) {
@@ -530,8 +545,15 @@ std::string serve_answer_text(const ServeAnswer& a) {
   }
   switch (a.question) {
     case ServeQuestion::kMaxRate:
-      out += fmt::format("\nanswer: {} the trace's rate ({:.4g} requests/s), within 1%\n",
-                         knob_text(a.question, a.knob), a.requests_per_s);
+      if (a.at_limit) {
+        out += fmt::format(
+            "\nanswer: at least {} the trace's rate ({:.4g} requests/s): every probe passed, up "
+            "to the search's limit of {:g}x; the rate where the target starts to miss lies above\n",
+            knob_text(a.question, a.knob), a.requests_per_s, kRateLimit);
+      } else {
+        out += fmt::format("\nanswer: {} the trace's rate ({:.4g} requests/s), within 1%\n",
+                           knob_text(a.question, a.knob), a.requests_per_s);
+      }
       break;
     case ServeQuestion::kMinReplicas:
       out += fmt::format("\nanswer: {} replicas\n", knob_text(a.question, a.knob));
@@ -574,7 +596,10 @@ std::string serve_answer_json(const ServeAnswer& a) {
     return j.dump(2) + "\n";
   }
   j["answer"] = a.found ? nlohmann::ordered_json(a.knob) : nlohmann::ordered_json();
-  if (a.question == ServeQuestion::kMaxRate) j["requests_per_s"] = a.requests_per_s;
+  if (a.question == ServeQuestion::kMaxRate) {
+    j["requests_per_s"] = a.requests_per_s;
+    j["at_limit"] = a.at_limit;
+  }
   nlohmann::ordered_json probes = nlohmann::ordered_json::array();
   for (const ServeProbe& p : a.probes) {
     probes.push_back({{"knob", p.knob},

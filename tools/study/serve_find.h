@@ -82,6 +82,9 @@ struct ServeAnswer {
   bool found = false;
   double knob = 0;                 ///< the answer: rate multiple, replicas or bytes per instance
   double requests_per_s = 0;       ///< max-rate: the arrival rate the answer means
+  /// max-rate: every probe passed up to the search's limit (1024x the trace's rate), so the
+  /// answer is a lower bound, not the rate where the target starts to miss.
+  bool at_limit = false;
   std::vector<ServeProbe> probes;  ///< in the order run
   /// upgrade: the metric of the base run, and the upgrades, best first.
   double base_value = 0;
