@@ -257,4 +257,10 @@ import json, sys
 a = json.load(open(sys.argv[1]))
 assert a["found"] and a["at_limit"] and a["answer"] == 1024, a["answer"]' "$tmp/out"
 
+# A rejected request (its KV larger than the device pool) is counted and meets no SLO.
+printf '%s\n' '{"timestamp": 0, "input_length": 100, "output_length": 16777216, "hash_ids": [7]}' >>"$tmp/spread.jsonl"
+check rejected-counted 0 "$tf" serve --hw h100-sxm-8gpu --model llama-3-8b --quiet --trace "$tmp/spread.jsonl" --slo ttft=10s
+contains rejected-counted-requests "$tmp/out" "requests 3 counted, 2 finished, 1 rejected"
+contains rejected-counted-goodput "$tmp/out" "2 of 3 requests (66.7%)"
+
 finish

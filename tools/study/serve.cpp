@@ -43,8 +43,11 @@ ServeSummary summarize(const serve::ServeResult& result, const Slo& slo) {
   bool first = true;
   for (const serve::RequestRecord& r : result.requests) {
     s.rejected += r.rejected ? 1U : 0U;
-    if (!r.counted || r.rejected) continue;
+    if (!r.counted) continue;
+    // A rejected request is counted (it arrived in the measured window) and never served:
+    // it finishes nothing and misses every SLO, so goodput's share falls with it.
     ++s.counted;
+    if (r.rejected) continue;
     s.preemptions += r.preemptions;
     if (r.finish < 0) continue;
     ++s.finished;

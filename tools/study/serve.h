@@ -121,6 +121,8 @@ struct ServeLatency {
 
 /// What the summaries say of a run, counted from its records once.
 struct ServeSummary {
+  /// counted: requests arriving after the warm-up, rejected ones among them (they finish
+  /// nothing and meet no SLO); rejected: every rejected request, the warm-up's too.
   uint64_t counted = 0, finished = 0, rejected = 0, preemptions = 0;
   ServeLatency queue{"queue", {}, 0}, ttft{"ttft", {}, 0}, tpot{"tpot", {}, 0}, e2e{"e2e", {}, 0};
   uint64_t input_tokens = 0, output_tokens = 0;
