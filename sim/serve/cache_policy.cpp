@@ -105,10 +105,15 @@ void CacheLevel::link_front(ListHead& list, uint32_t slot) {
   (list.head == kNoSlot ? list.tail : entries_[list.head].prev) = slot;
   list.head = slot;
   ++list.size;
+  if (eviction_ == EvictionKind::kS3Fifo) {
+    e.order = ++next_order_;
+    if (e.pins == 0) unpinned_[e.queue].emplace(e.order, slot);
+  }
 }
 
 void CacheLevel::unlink(ListHead& list, uint32_t slot) {
   Entry& e = entries_[slot];
+  if (eviction_ == EvictionKind::kS3Fifo && e.pins == 0) unpinned_[e.queue].erase({e.order, slot});
   (e.prev == kNoSlot ? list.head : entries_[e.prev].next) = e.next;
   (e.next == kNoSlot ? list.tail : entries_[e.next].prev) = e.prev;
   e.prev = e.next = kNoSlot;
@@ -195,6 +200,7 @@ void CacheLevel::pin(uint32_t slot) {
   ++pinned_;
   if (eviction_ == EvictionKind::kS3Fifo) {
     --(e.queue == kSmall ? unpinned_small_ : unpinned_main_);
+    unpinned_[e.queue].erase({e.order, slot});
   } else {
     remove(slot);
   }
@@ -207,15 +213,15 @@ void CacheLevel::unpin(uint32_t slot) {
   --pinned_;
   if (eviction_ == EvictionKind::kS3Fifo) {
     ++(e.queue == kSmall ? unpinned_small_ : unpinned_main_);
+    unpinned_[e.queue].emplace(e.order, slot);  // where it was: S3-FIFO leaves it in place
   } else {
     link_newest(slot);
   }
 }
 
 uint32_t CacheLevel::oldest_unpinned(const ListHead& list) const {
-  uint32_t s = list.tail;
-  while (s != kNoSlot && entries_[s].pins > 0) s = entries_[s].prev;
-  return s;
+  const auto& unpinned = unpinned_[&list == &main_ ? kMain : kSmall];
+  return unpinned.empty() ? kNoSlot : unpinned.begin()->second;
 }
 
 bool CacheLevel::evict_lfu(uint32_t& slot) {

@@ -13,6 +13,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <set>
+#include <utility>
 #include <vector>
 
 namespace tierflow::serve {
@@ -127,6 +129,7 @@ class CacheLevel {
     uint32_t pins = 0;
     uint16_t count = 0;  // LFU: accesses since stored; S3-FIFO: 2-bit frequency
     uint8_t queue = 0;   // S3-FIFO: kSmall or kMain
+    uint64_t order = 0;  // S3-FIFO: when it entered its queue's newest end (larger: newer)
   };
   static constexpr uint8_t kSmall = 0, kMain = 1;
 
@@ -154,6 +157,10 @@ class CacheLevel {
   std::array<uint64_t, (kMaxLfuCount + 64) / 64> nonempty_{};
   uint64_t small_capacity_ = 0;
   uint64_t unpinned_small_ = 0, unpinned_main_ = 0;
+  /// S3-FIFO: each queue's unpinned entries by `order`, oldest first, so that the oldest
+  /// unpinned one is found at once however many pinned ones lie behind it in the queue.
+  std::array<std::set<std::pair<uint64_t, uint32_t>>, 2> unpinned_;
+  uint64_t next_order_ = 0;
   GhostList ghost_;
 };
 
