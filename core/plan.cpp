@@ -564,6 +564,75 @@ std::optional<PlanIssue> verify_plan(const Plan& p, const Workload& w) {
   return PlanChecker(p, w).run();
 }
 
+std::optional<PlanIssue> find_wait_cycle(const Plan& p) {
+  // Steps as nodes (numbered program by program); an edge from each step to the next of
+  // its program, and from the step completing an event to each step waiting on it. Kahn's
+  // order leaves exactly the steps a cycle blocks.
+  std::vector<size_t> first(p.programs.size() + 1, 0);
+  for (size_t g = 0; g < p.programs.size(); ++g)
+    first[g + 1] = first[g] + p.programs[g].steps.size();
+  const size_t n = first.back();
+  std::unordered_map<uint32_t, size_t> producer;  // event -> step completing it
+  for (size_t g = 0; g < p.programs.size(); ++g) {
+    const auto& steps = p.programs[g].steps;
+    for (size_t s = 0; s < steps.size(); ++s) {
+      if (steps[s].event != kNoEvent) producer.emplace(steps[s].event, first[g] + s);
+    }
+  }
+  std::vector<uint32_t> indegree(n, 0);
+  std::vector<std::vector<size_t>> waiters(n);
+  for (size_t g = 0; g < p.programs.size(); ++g) {
+    const auto& steps = p.programs[g].steps;
+    for (size_t s = 0; s < steps.size(); ++s) {
+      const size_t node = first[g] + s;
+      if (s > 0) ++indegree[node];
+      for (const uint32_t e : steps[s].wait) {
+        const auto it = producer.find(e);
+        if (it == producer.end() || it->second == node) continue;
+        waiters[it->second].push_back(node);
+        ++indegree[node];
+      }
+    }
+  }
+  std::vector<size_t> ready;
+  for (size_t g = 0; g < p.programs.size(); ++g) {
+    if (first[g] < first[g + 1] && indegree[first[g]] == 0) ready.push_back(first[g]);
+  }
+  std::vector<bool> ran(n, false);
+  while (!ready.empty()) {
+    const size_t node = ready.back();
+    ready.pop_back();
+    ran[node] = true;
+    const auto g =
+        static_cast<size_t>(std::upper_bound(first.begin(), first.end(), node) - first.begin() - 1);
+    if (node + 1 < first[g + 1] && --indegree[node + 1] == 0) ready.push_back(node + 1);
+    for (const size_t w : waiters[node]) {
+      if (--indegree[w] == 0) ready.push_back(w);
+    }
+  }
+  for (size_t g = 0; g < p.programs.size(); ++g) {
+    const auto& steps = p.programs[g].steps;
+    for (size_t s = 0; s < steps.size(); ++s) {
+      if (ran[first[g] + s]) continue;
+      // The first step that cannot run: its own waits hold it (its program order is free).
+      for (const uint32_t e : steps[s].wait) {
+        const auto it = producer.find(e);
+        if (it == producer.end() || ran[it->second]) continue;
+        const auto pg = static_cast<size_t>(
+            std::upper_bound(first.begin(), first.end(), it->second) - first.begin() - 1);
+        return PlanIssue{
+            static_cast<int>(g), static_cast<int>(s), -1,
+            fmt::format("waits on event {}, which program {} step {} completes, and that "
+                        "step cannot run before this one does: the programs wait on "
+                        "each other forever",
+                        e, pg, it->second - first[pg])};
+      }
+      break;  // held by an earlier step of its program, which is reported in its turn
+    }
+  }
+  return std::nullopt;
+}
+
 PlanCheck verify_plan_programs(const Plan& p, const Workload& w) {
   return PlanChecker(p, w).run_all();
 }

@@ -127,6 +127,13 @@ bool computes_on_host(const Plan& p);
 /// issue in document order.
 std::optional<PlanIssue> verify_plan(const Plan& p, const Workload& w);
 
+/// Programs that wait on each other forever: a step waiting on an event that a step of
+/// another program completes, which cannot be reached before the first step (through
+/// program order and other waits). The issue names the waiting step the cycle blocks first
+/// in document order; nullopt when every step can run. Events no step completes are
+/// verify_plan's to report.
+std::optional<PlanIssue> find_wait_cycle(const Plan& p);
+
 /// The same rules, with the first issue of every program: what the simulator needs to
 /// run each program up to the step that breaks a rule.
 struct PlanCheck {

@@ -170,6 +170,7 @@ class PlanReader {
     }
     if (verify) {
       if (auto issue = verify_plan(p, out.workload)) report(*issue);
+      if (auto issue = find_wait_cycle(p)) report(*issue);
     }
     return out;
   }

@@ -430,7 +430,7 @@ hostile stop37/serve-summary-over-trace 2 "t.jsonl" --in "$d/t.jsonl" -- \
   "$tf" serve "${srv[@]}" --trace "$d/t.jsonl" --summary "$d/t.jsonl"
 hostile stop37/serve-find-summary-over-trace 2 "t.jsonl" --in "$d/t.jsonl" -- \
   "$tf" serve "${srv[@]}" --trace "$d/t.jsonl" --find min-replicas --target p90-ttft=10s --summary "$d/t.jsonl"
-hostile stop37/serve-summary-directory 2 "$d: cannot write: it is a directory" --out "$d/r.csv" -- \
+hostile stop37/serve-summary-directory 2 "$d: --summary: cannot write: it is a directory" --out "$d/r.csv" -- \
   "$tf" serve "${srv[@]}" --trace "$moon" --summary "$d" -o "$d/r.csv"
 hostile stop37/serve-summary-empty 2 "--summary: an empty path" --out "$d/r.csv" -- \
   "$tf" serve "${srv[@]}" --trace "$moon" --summary "" -o "$d/r.csv"
@@ -440,7 +440,7 @@ hostile stop38/serve-output-no-folder 2 "cannot write: no folder '$d/nowhere'" -
   "$tf" serve "${srv[@]}" --trace "$moon" --summary "$d/s.txt" -o "$d/nowhere/r.csv"
 hostile stop38/plan-output-no-folder 2 "cannot write: no folder '$d/nowhere'" -- \
   "$tf" plan --hw "$fix/topo.yaml" --workload "$fix/w.json" --policy layerwise -o "$d/nowhere/p.json"
-hostile stop38/plan-timeline-directory 2 "$d: cannot write: it is a directory" --out "$d/p.json" -- \
+hostile stop38/plan-timeline-directory 2 "$d: --timeline: cannot write: it is a directory" --out "$d/p.json" -- \
   "$tf" plan --hw "$fix/topo.yaml" --workload "$fix/w.json" --policy layerwise -o "$d/p.json" --timeline "$d"
 # An output flag given an empty path is refused naming the flag, in every command (whatif
 # wrote to standard output instead).

@@ -236,7 +236,7 @@ check cache-only-timeline 2 "$tf" serve "${base[@]}" --trace "$trace" --cache-on
 contains cache-only-timeline-why "$tmp/err" "error: --timeline: has no effect with --cache-only"
 ok cache-only-timeline-nothing-written test ! -e "$tmp/never.json"
 check cache-only-rows 2 "$tf" serve "${base[@]}" --trace "$trace" --cache-only -o "$tmp/never.csv"
-contains cache-only-rows-why "$tmp/err" "--cache-only times no request, so it writes no per-request rows"
+contains cache-only-rows-why "$tmp/err" "--cache-only times no request: it has no rows to write"
 check slo-twice 2 "$tf" serve "${base[@]}" --trace "$trace" --slo ttft=2s,ttft=300ms
 contains slo-twice-why "$tmp/err" "'ttft=300ms': ttft is bounded twice"
 check kv-tier-two-write-modes 2 "$tf" serve "${base[@]}" --trace "$trace" --kv-tiers ddr:back:through

@@ -376,6 +376,18 @@ TEST_CASE("programs that wait on each other's events are stuck, as the simulator
     p.programs.push_back(prog);
   }
   REQUIRE_FALSE(verify_plan(p, w));
+  // The cycle is found before any run (`plan verify`, read_plan), at the first step it
+  // blocks.
+  const auto cycle = find_wait_cycle(p);
+  REQUIRE(cycle);
+  CHECK(cycle->program == 0);
+  CHECK(cycle->step == 0);
+  CHECK(cycle->message ==
+        "waits on event 2, which program 1 step 0 completes, and that step cannot run before "
+        "this one does: the programs wait on each other forever");
+  p.programs[1].steps[0].wait.clear();  // program 1 no longer waits: both run
+  CHECK_FALSE(find_wait_cycle(p));
+  p.programs[1].steps[0].wait = {1};
   const hw::Topology t = roomy_unit_hw();
   const ReplayResult r = run(p, w, t);
   const sim::SimResult s = sim::simulate(p, w, t);

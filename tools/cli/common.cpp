@@ -14,8 +14,9 @@ int print_run_error(const std::string& plan_file, const RunError& e, bool measur
   const std::string when = e.time < 0  ? ""
                            : measured ? fmt::format(" (at {} measured)", at)
                                       : fmt::format(" (reached at {})", at);
-  if (e.kind == RunError::Kind::kPlanRule) {
-    // The verifier's message at the step's JSON position.
+  if (e.kind == RunError::Kind::kPlanRule || e.kind == RunError::Kind::kDeadlock) {
+    // The verifier's message at the step's JSON position (programs waiting on each other
+    // are found by it too).
     try {
       (void)read_plan(plan_file, /*verify=*/true);
     } catch (const InputError& positioned) {

@@ -2,12 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
 #include "core/diagnostics.h"
 #include "core/kinds.h"
 #include "core/units.h"
+#include "planner/pass.h"
 #include "tools/study/target.h"
 #include "traces/hf_import.h"
 
@@ -30,6 +32,16 @@ const CLI::Validator kPositiveFinite(
       return {};
     },
     "> 0");
+
+const CLI::Validator kPassName(
+    [](std::string& text) -> std::string {
+      std::vector<std::string> names;
+      for (const planner::PassInfo& p : planner::registered_passes()) names.emplace_back(p.name);
+      if (std::find(names.begin(), names.end(), text) != names.end()) return {};
+      return fmt::format("no pass '{}'{} (passes: {})", text, did_you_mean(text, names),
+                         fmt::join(names, ", "));
+    },
+    "PASS");
 
 const CLI::Validator kCount(
     [](std::string& text) -> std::string {

@@ -26,6 +26,8 @@ extern const CLI::Validator kCount;
 /// A time in milliseconds: a bare number (ms) or a duration with its unit ("50ms", "0.05s"),
 /// rewritten as the number of milliseconds.
 extern const CLI::Validator kMilliseconds;
+/// The name of a planner pass (planner::registered_passes()), with "did you mean".
+extern const CLI::Validator kPassName;
 
 /// Generator parameters as flags (trace gen, compare, whatif).
 struct GenFlags {

@@ -25,22 +25,19 @@ namespace tierflow::cli {
 namespace {
 
 struct PlanCliOptions {
-  ScenarioFlags
-      f;  ///< the target flags (--hw, --set, --device, --devices, --budget, --pin, --threads)
+  ScenarioFlags f;  ///< --hw, --set, --device, --devices, --budget, --pin, --threads
   std::string workload, policy = "tierflow", pipeline, max_overhead, output;
   std::string timeline, print_after, reproducer;
   bool explain = false, stats = false, print_after_all = false, verify_each = false;
 };
 
 int run_plan(const PlanCliOptions& o) {
-  // Read once: the plan names the SHA-256 of the bytes it was made on.
+  // Read once (the workload stays mapped): the plan names the SHA-256 of the bytes read.
   const std::string topology_text = read_text_file(o.f.hw);
   const hw::Topology topo =
       hw::load_topology_text(topology_text, o.f.hw, hw::LoadOptions{o.f.sets, false});
-  // The text stays mapped: the plan and the reproducer name the SHA-256 of what was read.
   const FileText workload_text(o.workload);
   const Workload w = read_workload_text(workload_text.view(), o.workload);
-  // Outputs that are inputs are refused before planning (the reproducer too).
   check_outputs({{"-o", o.output}, {"--timeline", o.timeline}, {"--reproducer", o.reproducer}});
   planner::PlanRequest req =
       study::plan_request(topo,
@@ -65,35 +62,24 @@ int run_plan(const PlanCliOptions& o) {
   if (!out.ok) {
     std::fflush(stdout);
     fmt::print(stderr, "error: {}: {}\n", o.workload, out.reason);
-    if (!out.infeasible) {
-      if (o.reproducer.empty()) {
-        fmt::print(stderr,
-                   "note: rerun with --reproducer FILE to save a reproducer of this failure\n");
-      } else {
-        const planner::Reproducer r{o.workload, sha256_hex(workload_text.view()),
-                                    o.f.hw,     out.pipeline,
-                                    out.budget, out.reason};
-        write_file_atomic(o.reproducer, planner::reproducer_json(r));
-        fmt::print(stderr, "note: reproducer written to {}\n", o.reproducer);
-      }
-      return static_cast<int>(ExitCode::kInternal);
+    if (out.infeasible) return static_cast<int>(ExitCode::kInfeasible);
+    if (o.reproducer.empty()) {
+      fmt::print(stderr,
+                 "note: rerun with --reproducer FILE to save a reproducer of this failure\n");
+    } else {
+      write_file_atomic(o.reproducer,
+                        planner::reproducer_json({o.workload, sha256_hex(workload_text.view()),
+                                                  o.f.hw, out.pipeline, out.budget, out.reason}));
+      fmt::print(stderr, "note: reproducer written to {}\n", o.reproducer);
     }
-    return static_cast<int>(ExitCode::kInfeasible);
+    return static_cast<int>(ExitCode::kInternal);
   }
   if (o.explain) fmt::print("{}", study::plan_explain(out, w, topo));
   if (o.stats) fmt::print("{}", study::plan_stats(out));
-  if (out.evaluation && !out.evaluation->ok && out.evaluation->error_kind) {
-    // A plan its own simulation refuses is no answer: nothing is written. Past the time
-    // limit is implausible input, a full tier infeasible, anything else the planner's bug.
-    const RunError::Kind kind = *out.evaluation->error_kind;
+  if (const auto failed = study::plan_simulation_failure(out)) {
     std::fflush(stdout);
-    fmt::print(stderr, "error: {}: the plan's simulation failed: {}{}\n", o.workload,
-               out.evaluation->error,
-               o.output.empty() && o.timeline.empty() ? "" : " (nothing written)");
-    return static_cast<int>(kind == RunError::Kind::kTimeLimit || kind == RunError::Kind::kTopology
-                                ? ExitCode::kBadInput
-                            : kind == RunError::Kind::kCapacity ? ExitCode::kInfeasible
-                                                                : ExitCode::kInternal);
+    fmt::print(stderr, "error: {}: {} (nothing written)\n", o.workload, failed->second);
+    return static_cast<int>(failed->first);
   }
   if (!o.output.empty()) {
     Plan& plan = *out.plan;  // written as it is, with its references (no copy: a plan of
@@ -130,22 +116,23 @@ void add_plan_commands(CLI::App& app) {
   plan->add_flag("--explain", o->explain, "list the largest offloaded tensors and why; warnings");
   plan->add_flag("--stats", o->stats, "print the passes' counters");
   plan->add_flag("--print-after-all", o->print_after_all, "print the plan after every pass");
-  plan->add_option("--print-after", o->print_after, "print the plan after the named pass");
+  plan->add_option("--print-after", o->print_after, "print the plan after the named pass")
+      ->check(kPassName);
   plan->add_flag("--verify-each", o->verify_each, "check the plan rules after every pass");
   plan->add_option("--reproducer", o->reproducer,
                    "where to write a reproducer if a pass fails (none is written unless asked)");
   plan->callback([o, plan] {
     if (!plan->get_subcommands().empty()) return;
-    if (o->workload.empty()) {
+    if (o->workload.empty())
       throw CLI::ValidationError("plan needs --workload (or: plan verify FILE)");
-    }
     o->f.hw = o->f.hw.empty() ? study::default_topology() : study::find_topology(o->f.hw, "--hw");
     throw CommandResult(run_plan(*o));
   });
 
   auto file = std::make_shared<std::string>();
   CLI::App* verify = plan->add_subcommand(
-      "verify", "check a plan against its workload: references and the residency rules");
+      "verify",
+      "check a plan against its workload: references, residency rules, waits across programs");
   verify->add_option("file", *file, "plan JSON (tierflow.plan/2)")->required();
   verify->callback([file] {
     const LoadedPlan p = read_plan(*file);

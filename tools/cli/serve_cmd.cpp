@@ -26,11 +26,8 @@ struct ServeCliOptions {
 
 int run_serve(ServeCliOptions& o) {
   study::ServeSettings& s = o.s;
-  if (s.cache_only && !o.output.empty()) {
-    throw InputError::at(SourcePos{"-o"},
-                         "--cache-only times no request, so it writes no per-request rows: leave "
-                         "-o out (the summary holds the hits per level)");
-  }
+  if (s.cache_only && !o.output.empty())
+    throw InputError::at(SourcePos{"-o"}, "--cache-only times no request: it has no rows to write");
   const auto ask = study::parse_serve_ask(o.find, o.target, study::SettingNames::kServeFlags);
   const bool tty = !o.quiet && isatty(fileno(stderr)) != 0;
   if (tty && !ask) {
@@ -41,8 +38,7 @@ int run_serve(ServeCliOptions& o) {
   }
   s.engine.record_series = !o.report.empty();
   study::ServeSetup setup = study::prepare_serve(s);
-  // The inputs are read: an output that would replace one is refused before any run and
-  // before any output is written.
+  // The inputs are read: an output over one, or over another output, is refused before any run.
   check_outputs({{"--summary", o.summary},
                  {"-o", o.output},
                  {"--report", o.report},
@@ -57,9 +53,8 @@ int run_serve(ServeCliOptions& o) {
     const study::ServeAnswer a = study::find_serve(s, std::move(setup), *ask, progress);
     write_file_atomic(o.summary,
                       o.json ? study::serve_answer_json(a) : study::serve_answer_text(a));
-    if (!o.output.empty() && a.at_answer && !a.at_answer->result.cache_only) {
+    if (!o.output.empty() && a.at_answer)
       write_file_atomic(o.output, study::requests_file(*a.at_answer, o.output));
-    }
     // The report and the timeline are the answer's run; with no answer there is none.
     if (!o.report.empty() && a.at_answer) {
       write_file_atomic(o.report, exporter::serve_report_html(*a.at_answer));
@@ -72,8 +67,7 @@ int run_serve(ServeCliOptions& o) {
   const study::ServeStudy x = study::run_serve(setup);
   for (const std::string& note : x.trace.notes) fmt::print(stderr, "note: {}\n", note);
   write_file_atomic(o.summary, o.json ? study::serve_json(x) : study::serve_text(x));
-  if (!o.output.empty() && !x.result.cache_only)
-    write_file_atomic(o.output, study::requests_file(x, o.output));
+  if (!o.output.empty()) write_file_atomic(o.output, study::requests_file(x, o.output));
   if (!o.report.empty()) write_file_atomic(o.report, exporter::serve_report_html(x));
   return static_cast<int>(ExitCode::kOk);
 }

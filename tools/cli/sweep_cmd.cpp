@@ -54,9 +54,7 @@ int run_sweep_cmd(const SweepCliOptions& o) {
   }
   if (o.output.empty())
     throw InputError::at(SourcePos{"-o"}, "give the results database: -o RESULTS.db");
-
-  // Refused now, before the database is made: an export over the database or the spec, two
-  // outputs on one file, a folder that does not exist.
+  // Refused before the database is made: an output over an input or another output.
   check_outputs({{"-o", o.output}, {"--csv", o.csv}, {"--jsonl", o.jsonl}});
   study::ResultDb db = study::ResultDb::for_sweep(o.output, spec, shard);
   study::SweepOptions so;
@@ -91,17 +89,9 @@ int run_sweep_cmd(const SweepCliOptions& o) {
 
 int run_merge(const MergeCliOptions& o) {
   const study::MergeSummary m = study::merge_results(o.output, o.inputs);
-  fmt::print("merged {} database{} (shards {}){}: {} of {} points -> {}\n", o.inputs.size(),
-             o.inputs.size() == 1 ? "" : "s", fmt::join(m.shards, " "),
-             m.kept_output ? " with the rows already in the output" : "", m.rows, m.points,
-             o.output);
-  if (m.rows < m.points) {
-    std::fflush(stdout);
-    fmt::print(
-        stderr,
-        "warning: {} points are missing: rerun the shards (each resumes), then merge again\n",
-        m.points - m.rows);
-  }
+  fmt::print("{}", study::merge_summary_text(m, o.output));
+  std::fflush(stdout);
+  fmt::print(stderr, "{}", study::merge_missing_text(m));
   return static_cast<int>(ExitCode::kOk);
 }
 
@@ -121,7 +111,8 @@ void add_sweep_command(CLI::App& app) {
       "a spec's grid planned and simulated on all cores into SQLite: resumable, shardable");
   cmd->add_option("spec", o->spec, "sweep spec YAML (docs/sweeps.md; examples in configs/sweeps/)");
   cmd->add_option("-o,--output", o->output, "results database (SQLite); rerunning resumes it");
-  cmd->add_option("--jobs,-j", o->jobs, "points run at once (default: one per hardware thread)");
+  cmd->add_option("--jobs,-j", o->jobs, "points run at once (default: one per hardware thread)")
+      ->check(CLI::Range(1u, 4096u));
   cmd->add_option("--shard", o->shard,
                   "I/N: run the points whose number is I modulo N (0 <= I < N)")
       ->capture_default_str();

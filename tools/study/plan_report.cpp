@@ -47,6 +47,17 @@ std::string plan_summary(const planner::PlanOutcome& o, const Workload& w,
   return out;
 }
 
+std::optional<std::pair<ExitCode, std::string>> plan_simulation_failure(
+    const planner::PlanOutcome& o) {
+  if (!o.evaluation || o.evaluation->ok || !o.evaluation->error_kind) return std::nullopt;
+  const RunError::Kind kind = *o.evaluation->error_kind;
+  const ExitCode code = kind == RunError::Kind::kTimeLimit || kind == RunError::Kind::kTopology
+                            ? ExitCode::kBadInput
+                        : kind == RunError::Kind::kCapacity ? ExitCode::kInfeasible
+                                                            : ExitCode::kInternal;
+  return std::pair{code, "the plan's simulation failed: " + o.evaluation->error};
+}
+
 std::string plan_on_host(planner::PlanOutcome& out, const Workload& w, const hw::Topology& topo,
                          const planner::PlanRequest& req, const std::vector<OpKind>& kinds) {
   if (!out.ok || kinds.empty()) return "";

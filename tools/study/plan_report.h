@@ -3,9 +3,12 @@
 // the tierflow portfolio as tried, warnings) and --stats (the passes' counters).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/diagnostics.h"
 #include "core/workload.h"
 #include "hw_models/topology.h"
 #include "planner/planner.h"
@@ -22,6 +25,12 @@ std::string plan_portfolio(const planner::PlanOutcome& o);
 std::string plan_explain(const planner::PlanOutcome& o, const Workload& w,
                          const hw::Topology& topo);
 std::string plan_stats(const planner::PlanOutcome& o);
+/// A plan whose own simulation failed is no answer (nothing is written): the exit code its
+/// failure's class gives (past the time limit or a topology mismatch: bad input; a tier over
+/// capacity: infeasible; anything else: the planner's bug) and the message; nullopt when
+/// the simulation ran (or was not run).
+std::optional<std::pair<ExitCode, std::string>> plan_simulation_failure(
+    const planner::PlanOutcome& o);
 /// `--on-host` for `tierflow plan`: `kinds` (when any) of the plan `out` made moved to the
 /// host CPU (study::move_to_host()) and the moved plan scored with req.evaluator; returns
 /// the `on host` line to print (empty without kinds or without a plan).

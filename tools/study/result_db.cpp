@@ -627,6 +627,20 @@ MergeSummary merge_results(const std::string& out, const std::vector<std::string
   return sum;
 }
 
+std::string merge_summary_text(const MergeSummary& m, const std::string& out) {
+  return fmt::format("merged {} database{} (shards {}){}: {} of {} points -> {}\n", m.shards.size(),
+                     m.shards.size() == 1 ? "" : "s", fmt::join(m.shards, " "),
+                     m.kept_output ? " with the rows already in the output" : "", m.rows, m.points,
+                     out);
+}
+
+std::string merge_missing_text(const MergeSummary& m) {
+  if (m.rows >= m.points) return "";
+  return fmt::format(
+      "warning: {} points are missing: rerun the shards (each resumes), then merge again\n",
+      m.points - m.rows);
+}
+
 std::string table_csv(const ResultDb::Table& t) { return csv_of(t.columns, t.rows); }
 
 std::string table_jsonl(const ResultDb::Table& t) { return jsonl_of(t.columns, t.rows); }

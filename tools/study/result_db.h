@@ -89,6 +89,11 @@ class ResultDb {
 /// the input at fault.
 MergeSummary merge_results(const std::string& out, const std::vector<std::string>& inputs);
 
+/// What `sweep merge` prints: the inputs, the rows and where they went; and, on standard
+/// error, how many points are still missing (empty when none is).
+std::string merge_summary_text(const MergeSummary& m, const std::string& out);
+std::string merge_missing_text(const MergeSummary& m);
+
 /// The table as CSV (header, RFC 4180 quoting, doubles in shortest round-trip form) or
 /// JSON Lines (keys in column order); the bytes do not depend on how the rows were made
 /// (one run, a resumed run, or merged shards).
