@@ -8,6 +8,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <vector>
 
 #include "core/json_reader.h"
 #include "core/utf8.h"
@@ -201,6 +202,26 @@ SetArg split_set(const std::string& arg, int index, std::string_view example) {
   }
   return SetArg{arg.substr(0, eq), arg.substr(eq + 1), SourcePos{"--set", index, 1},
                 SourcePos{"--set", index, static_cast<int>(eq) + 2}};
+}
+
+void check_unique_keys(const YAML::Node& node, const std::string& file, size_t budget) {
+  std::vector<YAML::Node> todo{node};
+  while (!todo.empty() && budget > 0) {
+    const YAML::Node n = todo.back();
+    todo.pop_back();
+    --budget;
+    if (n.IsSequence()) {
+      for (const YAML::Node& item : n) todo.push_back(item);
+    } else if (n.IsMap()) {
+      std::set<std::string> seen;
+      for (auto it = n.begin(); it != n.end(); ++it) {
+        if (it->first.IsScalar() && !seen.insert(it->first.Scalar()).second) {
+          throw InputError::at(pos_of(it->first, file), "duplicate key '{}'", it->first.Scalar());
+        }
+        todo.push_back(it->second);
+      }
+    }
+  }
 }
 
 std::string peek_scalar(const YAML::Node& map, const char* key) {

@@ -19,6 +19,11 @@ YAML::Node load_yaml_file(const std::string& path);
 /// Parses YAML text; `name` is used in positions.
 YAML::Node load_yaml_text(const std::string& text, const std::string& name);
 
+/// Throws InputError at the second of two equal keys in any mapping under `node`
+/// (yaml-cpp keeps both, and a lookup finds the first: the other would be ignored
+/// unnoticed). Visits at most `budget` nodes (aliases are visited at each use).
+void check_unique_keys(const YAML::Node& node, const std::string& file, size_t budget = 1'000'000);
+
 /// The 1-based position of a node (line 0 when yaml-cpp has none).
 SourcePos pos_of(const YAML::Node& node, const std::string& file);
 

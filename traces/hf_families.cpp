@@ -386,7 +386,14 @@ void build_llama4(const Config& c, Arch& a) {
   const Json* nr = c.get("no_rope_layers");
   if (nr != nullptr && !nr->is_array()) c.fail("no_rope_layers", "'no_rope_layers' must be a list");
   if (nr != nullptr && !nr->empty()) {
-    for (const auto& x : *nr) chunked.push_back(x != 0);
+    for (size_t i = 0; i < nr->size(); ++i) {
+      const Json& x = (*nr)[i];
+      if (!x.is_number_integer() || (x != 0 && x != 1)) {
+        c.fail("no_rope_layers", "'no_rope_layers' item {} is {}: each is 0 (no rotary) or 1", i,
+               x.dump());
+      }
+      chunked.push_back(x == 1);
+    }
     set_layer_pattern(c, a, "no_rope_layers", chunked);
   } else {
     const int interval = c.count("no_rope_layer_interval", 4);

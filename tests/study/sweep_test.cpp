@@ -72,6 +72,11 @@ TEST_CASE("sweep spec: errors at file:line:col, before anything runs") {
   CHECK(error_of("axes:\n  - batch: []\n") == "bad.yaml:2:5: axis 'batch' has no values");
   CHECK(error_of("base: {hw: no-such-topology}\naxes:\n  - batch: [1]\n").find("no-such-topology") != std::string::npos);
   CHECK(error_of("name: x\n").starts_with("bad.yaml:1:1: a sweep spec needs 'axes'"));
+  // A key given twice is refused at the second, at any depth (the last would win unnoticed).
+  CHECK(error_of("base: {model: llama-2-7b, model: llama-3-8b}\naxes:\n  - batch: [1]\n") ==
+        "bad.yaml:1:27: duplicate key 'model'");
+  CHECK(error_of("name: a\nname: b\naxes:\n  - batch: [1]\n") ==
+        "bad.yaml:2:1: duplicate key 'name'");
 }
 
 TEST_CASE("shards split the points: disjoint, complete, deterministic") {

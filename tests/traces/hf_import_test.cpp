@@ -184,6 +184,24 @@ TEST_CASE("import errors: unknown field, unknown model_type, bad JSON") {
                        doctest::Contains("cannot open file"), InputError);
 }
 
+TEST_CASE("import errors: no_rope_layers items are 0 or 1") {
+  const auto llama4 = [](const std::string& layers) {
+    return R"({"model_type": "llama4_text", "hidden_size": 32, "num_hidden_layers": 4,
+ "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "intermediate_size": 16,
+ "intermediate_size_mlp": 64, "num_local_experts": 4, "num_experts_per_tok": 1,
+ "interleave_moe_layer_step": 2, "attention_chunk_size": 8, "vocab_size": 50,
+ "no_rope_layers": )" +
+           layers + "}";
+  };
+  CHECK_NOTHROW(import_hf_config_text(llama4("[1, 1, 1, 0]"), "c.json"));
+  for (const std::string bad :
+       {"[2, 2, 2, 2]", "[-7, 1, 1, 0]", "[true, 1, 1, 0]", "[0.5, 1, 1, 0]"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(import_hf_config_text(llama4(bad), "c.json"),
+                         doctest::Contains("'no_rope_layers' item 0 is"), InputError);
+  }
+}
+
 TEST_CASE("import errors: features that change the graph and are not modelled") {
   CHECK_THROWS_WITH_AS(import_hf_config(fixture("bad_qwen2_sliding.json")),
                        doctest::Contains("bad_qwen2_sliding.json:8:3: use_sliding_window: true "

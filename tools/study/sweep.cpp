@@ -369,6 +369,7 @@ Shard parse_shard(std::string_view text, std::string_view source) {
 
 SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, const std::string& dir) {
   const YAML::Node root = schema::load_yaml_text(text, name);
+  schema::check_unique_keys(root, name);
   schema::expect_map(root, name, "a sweep spec");
   SweepSpec spec;
   spec.serve_base.names = SettingNames::kFields;  // errors name the fields, as the spec writes them
