@@ -144,7 +144,10 @@ template <class Str>
 std::vector<std::string> suggestions_impl(std::string_view word, std::span<const Str> candidates,
                                           size_t limit) {
   std::vector<std::string> out;
-  if (limit == 0 || candidates.empty()) return out;
+  // A word this long is no typo of a name (and measuring it against a long candidate would
+  // cost its length squared): nothing is suggested.
+  constexpr size_t kLongestWord = 256;
+  if (limit == 0 || candidates.empty() || word.size() > kLongestWord) return out;
   const std::string lw = lower(word);
   // The whole word: a case-insensitive match, else the closest typo. Strictly-less keeps
   // the first of equally close candidates: declaration order. A candidate whose length

@@ -27,6 +27,12 @@ void PassOptions::bad(std::string_view key, std::string_view why) const {
                        pass_, why);
 }
 
+double PassOptions::share(std::string_view key, double fallback) {
+  const double x = number(key, fallback);
+  if (x >= 1) bad(key, fmt::format("'{}' is not a share of the budget in [0, 1)", *find(key)));
+  return x;
+}
+
 double PassOptions::number(std::string_view key, double fallback) {
   const std::string* v = find(key);
   if (v == nullptr) return fallback;

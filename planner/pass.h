@@ -95,6 +95,8 @@ class PassOptions {
   /// Typed getters: the value of `key`, or `fallback` when absent. A malformed value is
   /// an InputError at the pipeline column.
   double number(std::string_view key, double fallback);
+  /// A share of something (the budget): a number (or percentage) in [0, 1).
+  double share(std::string_view key, double fallback);
   uint64_t bytes(std::string_view key, uint64_t fallback);
   uint32_t count(std::string_view key, uint32_t fallback);
   bool flag(std::string_view key, bool fallback);

@@ -59,8 +59,8 @@ std::unique_ptr<Pass> make_page(PassOptions& o) {
                : prefetch == "link" ? PrefetchKind::kLink
                                     : PrefetchKind::kMiss;
   p.ahead = o.count("ahead", 0);
-  p.headroom = o.number("headroom", 0.0);
-  p.keep = o.number("keep", 0.0);
+  p.headroom = o.share("headroom", 0.0);
+  p.keep = o.share("keep", 0.0);
   p.warm = o.flag("warm", false);
   if (p.prefetch == PrefetchKind::kLink && p.clock == ClockKind::kOps) {
     o.reject("prefetch", "'link' needs clock=time (counting ops, there is no link)");
@@ -84,8 +84,8 @@ std::unique_ptr<Pass> make_reactive(PassOptions& o) {
   PageOptions p;
   p.evict = o.choice("evict", {"lru", "furthest"}) == "furthest" ? EvictKind::kFurthest
                                                                  : EvictKind::kLeastRecent;
-  p.headroom = o.number("headroom", 0.0);
-  p.keep = o.number("keep", 0.0);
+  p.headroom = o.share("headroom", 0.0);
+  p.keep = o.share("keep", 0.0);
   p.warm = o.flag("warm", false);
   const uint32_t ahead = o.count("ahead", 0);
   if (p.evict == EvictKind::kFurthest && ahead > 0) {

@@ -219,7 +219,7 @@ std::unique_ptr<Pass> make_select(PassOptions& o) {
   SelectOptions s;
   s.min_bytes = o.bytes("min-bytes", 0);
   s.preferred = o.number("preferred", 1.0);
-  s.headroom = o.number("headroom", 0.0);
+  s.headroom = o.share("headroom", 0.0);
   s.exposed = o.flag("exposed", true);
   s.lead = o.number("lead", 1.0);
   return std::make_unique<Select>(s);

@@ -75,6 +75,11 @@ TEST_CASE("did you mean lists candidates that hold the word as a component or a 
   CHECK(suggestions("pcie", many, /*limit=*/5) ==
         std::vector<std::string>{"a-pcie", "b-pcie", "c-pcie", "d-pcie", "xpciex"});
   CHECK(nearest("pcie", many) == "a-pcie");
+  // A word past 256 characters is no typo: nothing is measured (two 50,000-character ids
+  // took seconds).
+  const std::string huge(50'000, 'a');
+  const std::vector<std::string> huge_ids = {huge + "b"};
+  CHECK(suggestions(huge, huge_ids).empty());
   // Parts shorter than three characters, or less than half the word they are in, suggest
   // nothing ('rc' is in 'src', 'node' in 'supernode').
   const std::vector<std::string> short_ids = {"rc", "hbm"};

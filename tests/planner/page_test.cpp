@@ -138,6 +138,14 @@ TEST_CASE("page: options that do not go together are errors at the pass") {
             .find("'ahead' needs ahead=K") != std::string::npos);
   CHECK(testing::pipeline_error("page{evict=furthest,ahead=4}")
             .find("only prefetch=ahead looks ahead") != std::string::npos);
+  // Shares of the budget lie in [0, 1): more would leave less than nothing to plan in.
+  CHECK(testing::pipeline_error("page{headroom=2}")
+            .find("option 'headroom' of pass 'page': '2' is not a share of the budget in [0, 1)") !=
+        std::string::npos);
+  CHECK(testing::pipeline_error("reactive{keep=100%}").find("is not a share of the budget") !=
+        std::string::npos);
+  CHECK(testing::pipeline_error("select{headroom=1}").find("is not a share of the budget") !=
+        std::string::npos);
   CHECK(testing::pipeline_error("page{clock=days}").find("'days' is not ops or time") !=
         std::string::npos);
   // The presets take the options they always took, and no others.
