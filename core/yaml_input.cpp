@@ -4,6 +4,7 @@
 #include <yaml-cpp/parser.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -222,6 +223,31 @@ void check_unique_keys(const YAML::Node& node, const std::string& file, size_t b
       }
     }
   }
+}
+
+Input list_override(const Input& in) {
+  if (in.items.size() != 1) return in;
+  const std::string& text = in.items.front();
+  size_t begin = 0, end = text.size();
+  if (end >= 2 && text.front() == '[' && text.back() == ']') {
+    ++begin;
+    --end;
+  }
+  Input out{{}, {}, in.pos};
+  while (begin <= end) {
+    const size_t comma = std::min(text.find(',', begin), end);
+    size_t a = begin, b = comma;
+    while (a < b && std::isspace(static_cast<unsigned char>(text[a])) != 0) ++a;
+    while (b > a && std::isspace(static_cast<unsigned char>(text[b - 1])) != 0) --b;
+    if (a < b || comma < end) {  // `[]` and `` are no items; `a,,b` has an empty one
+      out.items.push_back(text.substr(a, b - a));
+      SourcePos p = in.pos;
+      p.col += static_cast<int>(a);
+      out.item_pos.push_back(p);
+    }
+    begin = comma + 1;
+  }
+  return out;
 }
 
 std::string peek_scalar(const YAML::Node& map, const char* key) {

@@ -114,6 +114,9 @@ struct SetArg {
 /// Splits argument number `index` (1-based); `example` shows the expected form.
 SetArg split_set(const std::string& arg, int index, std::string_view example);
 
+/// The value of an override for a list field: `[a, b]` or `a,b`, each id with its column.
+Input list_override(const Input& in);
+
 /// Applies `--set KEY=VALUE` to one object: the key must be declared (an unknown key is
 /// an error with a suggestion, never a new field).
 template <class Obj>
@@ -125,7 +128,8 @@ void apply_override(Obj& obj, const Schema<Obj>& s, const std::string& key,
     for (const auto& fld : s.fields) keys.push_back(fld.key);
     throw InputError::at(key_pos, "unknown key '{}' in {}{}", key, what, did_you_mean(key, keys));
   }
-  f->set(obj, in);
+  const bool list = f->type == ValueType::kRefPair || f->type == ValueType::kRefList;
+  f->set(obj, list ? list_override(in) : in);
   obj.origins.fields[key] = Origin{in.pos, "--set", {}};
 }
 

@@ -113,6 +113,21 @@ TEST_CASE("usable memory: a tier's capacity less its devices' reserve") {
                        doctest::Contains("reserved"), InputError);
 }
 
+TEST_CASE("--set of a list field: [a, b] or a,b, each id checked at its column") {
+  const std::string h100 = config("h100-sxm-8gpu.yaml");
+  for (const std::string v : {"[rc, hbm]", "rc,hbm", "[ rc , hbm ]"}) {
+    CAPTURE(v);
+    const Topology t = load_topology(h100, LoadOptions{{"links.gpu-pcie.endpoints=" + v}, false});
+    const auto& ends = t.links[0].endpoints;
+    CHECK(ends == std::vector<std::string>{"rc", "hbm"});
+  }
+  CHECK_THROWS_WITH_AS(load_topology(h100, LoadOptions{{"links.gpu-pcie.endpoints=[]"}, false}),
+                       doctest::Contains("expected a list of 2 ids, got 0"), InputError);
+  CHECK_THROWS_WITH_AS(
+      load_topology(h100, LoadOptions{{"links.gpu-pcie.endpoints=[hbm,rc,x]"}, false}),
+      doctest::Contains("expected a list of 2 ids, got 3"), InputError);
+}
+
 TEST_CASE("--set on an unknown id suggests the ids it is a part of") {
   // The links of this file are gpu-pcie, nvlink and nvme-link.
   const std::string h100 = config("h100-sxm-8gpu.yaml");
