@@ -1006,6 +1006,14 @@ hostile outputs/sweep-csv-no-folder 2 "--csv: cannot write: no folder" --out "$d
   "$tf" sweep "$d/tiny.yaml" -o "$d/new.db" --csv "$d/nodir/x.csv"
 hostile outputs/sweep-export-csv-is-jsonl 2 "--jsonl names the same file as --csv" --out "$d/mine.json" -- \
   "$tf" sweep export "$d/r.db" --csv "$d/mine.json" --jsonl "$d/mine.json"
+# compare --plans into the workload's own folder writes no plan; an export that does not
+# fit leaves no folder behind.
+mkdir -p "$d/pd"
+cp "$d/w.json" "$d/pd/tierflow.json"
+hostile outputs/compare-plans-over-workload 2 "it is an input of this command" --in "$d/pd/tierflow.json" --out "$d/pd/layerwise.json" -- \
+  "$tf" compare --workload "$d/pd/tierflow.json" --policies layerwise,tierflow --plans "$d/pd"
+hostile outputs/export-chakra-infeasible 1 "is full" --out "$d/chakra-out" -- \
+  "$tf" export --plan "$d/p.json" --format chakra -o "$d/chakra-out" --set tiers.hbm.capacity=1.6GB
 
 signal_case() {
   local name=signal/sim-timeline-sigterm

@@ -48,12 +48,19 @@ int run_compare(const CompareOptions& o) {
       });
   if (tty) fmt::print(stderr, "\r\033[K");
   if (!o.plans_dir.empty()) {
-    for (size_t i = 0; i < cmp.trials.size(); ++i) {
-      const study::Trial& t = cmp.trials[i];
-      if (!t.main().outcome.ok) continue;
-      const std::string path = o.plans_dir + "/" + cmp.stems[i] + ".json";
-      write_file_atomic(
-          path, write_plan(study::plan_for_file(t, t.main(), path), t.main().workload.get()));
+    // Every plan's path is checked before the first is written: one over an input (the
+    // workload in that folder) writes none.
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t i = 0; i < cmp.trials.size(); ++i) {
+        const study::Trial& t = cmp.trials[i];
+        if (!t.main().outcome.ok) continue;
+        const std::string path = o.plans_dir + "/" + cmp.stems[i] + ".json";
+        if (pass == 0)
+          check_output_path(path);
+        else
+          write_file_atomic(
+              path, write_plan(study::plan_for_file(t, t.main(), path), t.main().workload.get()));
+      }
     }
   }
   const auto format = o.json  ? study::CompareFormat::kJson

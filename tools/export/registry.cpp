@@ -30,8 +30,9 @@ constexpr std::array kFormats = {
            OutputKind::kFile, SimNeed::kResult, &write_report_csv},
 };
 
-/// Checks OUT for `f` before anything runs; creates a folder OUT that does not exist yet.
-void prepare_out(const Format& f, const std::string& out) {
+/// Checks OUT for `f` before anything runs; creates a folder OUT that does not exist yet
+/// (true when it did).
+bool prepare_out(const Format& f, const std::string& out) {
   namespace fs = std::filesystem;
   const SourcePos at{out};
   std::error_code ec;
@@ -40,7 +41,7 @@ void prepare_out(const Format& f, const std::string& out) {
     if (fs::is_directory(st)) {
       throw InputError::at(at, "is a folder, but format '{}' writes one file: name a file", f.name);
     }
-    return;
+    return false;
   }
   if (out == "-") {
     throw InputError::at(SourcePos{"-o"},
@@ -48,13 +49,14 @@ void prepare_out(const Format& f, const std::string& out) {
                          "output: name a folder",
                          f.name);
   }
-  if (fs::is_directory(st)) return;
+  if (fs::is_directory(st)) return false;
   if (fs::exists(st)) {
     throw InputError::at(at, "is a file, but format '{}' writes a folder (one file per program)",
                          f.name);
   }
   fs::create_directory(out, ec);
   if (ec) throw InputError::at(at, "cannot create the folder: {}", ec.message());
+  return true;
 }
 
 }  // namespace
@@ -90,7 +92,7 @@ ExportOutcome run_export(const Format& format, const Plan& plan, const Workload&
   if (stem.find('/') != std::string::npos || stem == "." || stem == "..") {
     throw InputError::at(SourcePos{"--stem"}, "'{}' is not a file name stem", stem);
   }
-  prepare_out(format, out);
+  const bool made_folder = prepare_out(format, out);
   ExportInput in{plan, workload, topology, plan_file};
   in.options = options;
   if (format.sim == SimNeed::kNone) {
@@ -107,8 +109,13 @@ ExportOutcome run_export(const Format& format, const Plan& plan, const Workload&
   const hw::Binding bound = hw::bind(plan, workload, topology);
   const sim::SimResult result = bound.bound ? sim::simulate(*bound.bound, so)
                                             : sim::unbound_result(plan, workload, *bound.error);
-  // A failed run leaves no output (an unfinished timeline removes its temp file).
-  if (result.error) return ExportOutcome{result.error};
+  // A failed run leaves no output (an unfinished timeline removes its temp file, and a
+  // folder made for the output goes again).
+  if (result.error) {
+    std::error_code ec;
+    if (made_folder) std::filesystem::remove(out, ec);
+    return ExportOutcome{result.error};
+  }
   in.bound = &*bound.bound;
   in.sim = &result;
   in.step_times = &step_times;
