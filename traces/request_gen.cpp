@@ -349,14 +349,22 @@ RequestTrace generate_requests(const std::string& spec, const TraceOptions& o,
   };
   const auto fresh = [&] { return mix(salt + next_hash++); };
 
-  // Each group's system prompt: its whole blocks are shared by the group's requests.
+  // Each group's system prompt: its whole blocks are shared by the group's requests. Made
+  // when a request first draws the group (its hashes the ones it would have had made up
+  // front, numbers g*S .. g*S+S-1): a spec of many groups and few requests costs the
+  // groups it uses.
   const uint64_t system_blocks = static_cast<uint64_t>(s.system) / block;
-  count_blocks(static_cast<uint64_t>(s.groups) * system_blocks);
   std::vector<std::vector<uint64_t>> group_blocks(static_cast<size_t>(s.groups));
-  for (auto& g : group_blocks) {
-    g.resize(system_blocks);
-    for (uint64_t& h : g) h = fresh();
-  }
+  next_hash = static_cast<uint64_t>(s.groups) * system_blocks;
+  const auto group_chain = [&](size_t g) -> const std::vector<uint64_t>& {
+    std::vector<uint64_t>& chain = group_blocks[g];
+    if (chain.empty() && system_blocks > 0) {
+      count_blocks(system_blocks);
+      chain.resize(system_blocks);
+      for (uint64_t i = 0; i < system_blocks; ++i) chain[i] = mix(salt + g * system_blocks + i);
+    }
+    return chain;
+  };
 
   // Gamma gaps with mean 1/rate and coefficient of variation cv: shape 1/cv^2, scale
   // cv^2/rate. Poisson gaps are exponential with mean 1/rate.
@@ -382,7 +390,7 @@ RequestTrace generate_requests(const std::string& spec, const TraceOptions& o,
     uint64_t base = 0;  // tokens every turn's prompt starts with: system, then history
     chain.clear();
     if (s.groups > 0) {
-      chain = group_blocks[static_cast<size_t>(draw.index(s.groups))];
+      chain = group_chain(static_cast<size_t>(draw.index(s.groups)));
       base = static_cast<uint64_t>(s.system);
     }
     for (int64_t turn = 0; turn < s.turns && rs.size() < n; ++turn) {

@@ -413,5 +413,7 @@ check typo-nested-subcommand 2 "$tf" hw shwo
 contains typo-nested-subcommand-why "$tmp/err" "unexpected argument 'shwo' for 'tierflow hw'; did you mean 'show'?"
 check empty-value 2 "$tf" plan --workload w.json --budget ''
 contains empty-value-why "$tmp/err" "--budget: an empty value: give one, or leave the option out"
+check top-negative 2 "$tf" trace info w.json --top -1
+contains top-negative-why "$tmp/err" "--top: Value -1 not in range"
 
 finish

@@ -262,5 +262,10 @@ printf '%s\n' '{"timestamp": 0, "input_length": 100, "output_length": 16777216, 
 check rejected-counted 0 "$tf" serve --hw h100-sxm-8gpu --model llama-3-8b --quiet --trace "$tmp/spread.jsonl" --slo ttft=10s
 contains rejected-counted-requests "$tmp/out" "requests 3 counted, 2 finished, 1 rejected"
 contains rejected-counted-goodput "$tmp/out" "2 of 3 requests (66.7%)"
+# A generator's groups cost only those its requests draw: 131,072 groups of a 1M-token
+# system prompt and one request (the spec's blocks, counted up front, were over the limit).
+check many-groups-one-request 0 "$tf" serve --hw h100-sxm-8gpu --model llama-3-8b --quiet --cache-only \
+  --arrivals poisson,rate=5/s,n=1,prompt=fixed:10,output=fixed:1,groups=131072,system=1048576
+contains many-groups-one-request-prompt "$tmp/out" "prompt tokens 1048586"
 
 finish

@@ -67,7 +67,8 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--on-full", o->on_full,
                   "when a tier is full: fail (the page shows the error) or wait (a memory stall)")
       ->check(CLI::IsMember({"fail", "wait"}));
-  cmd->add_option("--top", o->top, "rows of the exposed-wait table (default 40)");
+  cmd->add_option("--top", o->top, "rows of the exposed-wait table (default 40)")
+      ->check(CLI::Range(0, 1'000'000));
   cmd->add_option("-o,--output", o->output, "write the page here (default: standard output)");
   cmd->callback([o] { throw CommandResult(run_report(*o)); });
 }

@@ -74,7 +74,8 @@ void add_sim_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "print the report as JSON, every transfer included");
   cmd->add_flag("--csv", o->csv, "print the report as CSV rows: section,name,metric,value");
   cmd->add_option("--transfers", o->transfers, "write one CSV row per transfer to FILE");
-  cmd->add_option("--top", o->top, "largest live tensors listed per tier (default 10)");
+  cmd->add_option("--top", o->top, "largest live tensors listed per tier (default 10)")
+      ->check(CLI::Range(0, 1'000'000));
   cmd->add_option("-o,--output", o->output, "write the report to FILE instead of stdout");
   cmd->callback([o] {
     if (o->json && o->csv) throw CLI::ValidationError("--json and --csv exclude each other");
