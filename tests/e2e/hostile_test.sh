@@ -1014,6 +1014,12 @@ hostile outputs/compare-plans-over-workload 2 "it is an input of this command" -
   "$tf" compare --workload "$d/pd/tierflow.json" --policies layerwise,tierflow --plans "$d/pd"
 hostile outputs/export-chakra-infeasible 1 "is full" --out "$d/chakra-out" -- \
   "$tf" export --plan "$d/p.json" --format chakra -o "$d/chakra-out" --set tiers.hbm.capacity=1.6GB
+# plan verify binds the plan to the topology it names: a program on a device it lacks.
+python3 -c 'import json, sys
+p = json.load(open(sys.argv[1])); p["programs"][0]["device"] = 99
+json.dump(p, open(sys.argv[2], "w"))' "$d/p.json" "$d/p99.json"
+hostile outputs/verify-device-99 2 "program 0 runs on device 99, but 'h100-sxm-8gpu' has 8 devices" --in "$d/p99.json" -- \
+  "$tf" plan verify "$d/p99.json"
 
 signal_case() {
   local name=signal/sim-timeline-sigterm

@@ -136,6 +136,8 @@ void add_plan_commands(CLI::App& app) {
   verify->add_option("file", *file, "plan JSON (tierflow.plan/2)")->required();
   verify->callback([file] {
     const LoadedPlan p = read_plan(*file);
+    if (const std::string why = study::plan_binding_error(p, *file); !why.empty())
+      throw InputError::at(SourcePos{*file}, "{}", why);
     size_t steps = 0;
     for (const Program& prog : p.plan.programs) steps += prog.steps.size();
     fmt::print("ok: {}: {} programs, {} steps over {} ops and {} tensors\n", *file,

@@ -14,6 +14,7 @@
 #include "core/sha256.h"
 #include "core/units.h"
 #include "core/workload_json.h"
+#include "hw_models/bind.h"
 #include "hw_models/loader.h"
 #include "planner/bounds.h"
 #include "planner/host_steps.h"
@@ -157,6 +158,13 @@ hw::Topology plan_topology(const Plan& plan, const std::string& plan_path, const
                file, plan.topology_ref.file);
   }
   return hw::load_topology_text(text, file, hw::LoadOptions{all, false});
+}
+
+std::string plan_binding_error(const LoadedPlan& lp, const std::string& plan_path) {
+  if (lp.plan.topology_ref.file.empty()) return "";  // nothing named to check against
+  const hw::Topology topo = plan_topology(lp.plan, plan_path, "", {});
+  const hw::Binding b = hw::bind(lp.plan, lp.workload, topo);
+  return b.error ? b.error->message : "";
 }
 
 int64_t Trial::latency_ps() const {

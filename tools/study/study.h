@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "core/plan_json.h"
 #include "core/workload.h"
 #include "hw_models/topology.h"
 #include "planner/planner.h"
@@ -221,6 +222,11 @@ void write_plan_timeline(const std::string& path, const Plan& plan, const Worklo
 /// inverse of plan_for_file(), for `sim`, `replay` and the Python API.
 hw::Topology plan_topology(const Plan& plan, const std::string& plan_path, const std::string& hw,
                            const std::vector<std::string>& sets);
+
+/// Why the plan of `plan_path` cannot run on the topology it names (a device it lacks, a
+/// tier it lacks, ...), for `plan verify`; empty when it binds. A topology that cannot be
+/// read is reported as such.
+std::string plan_binding_error(const LoadedPlan& lp, const std::string& plan_path);
 
 /// Metrics of a phase from its simulation (the derived fields of PhaseResult).
 void summarize(PhaseResult& p, const hw::Topology& topo);
