@@ -459,7 +459,7 @@ def test_compare(cli):
     for i, row in enumerate(rows):
         for name, value in row.items():
             cell = frame[name].iloc[i]
-            if value == "":
+            if value == "":  # None where the cell is null, "" where the text is empty
                 assert pd.isna(cell) or cell == "", (name, cell)
             elif frame[name].dtype == object:
                 assert cell == value, name
@@ -724,3 +724,15 @@ def test_whatif_limits_are_the_cli_s(cli):
     want = json.loads(cli("whatif", "--question", "max-batch", "--max-tpot", "50ms", "--json",
                           *SMALL_FLAGS))
     assert got["answers"] == want["answers"]
+
+
+def test_errors_name_the_arguments(small_workload):
+    """Errors of plan() name its arguments, not the CLI's flags; a service question with the
+    step question's default says which to give."""
+    with pytest.raises(tierflow.InputError, match=r"^devices: 100 programs.*set=devices\.h100"):
+        tierflow.plan("h100-sxm-8gpu", small_workload, devices=100)
+    with pytest.raises(tierflow.InputError, match=r"^pins: 'weight=nosuch': no tier 'nosuch'"):
+        tierflow.plan("h100-sxm-8gpu", small_workload, pins=["weight=nosuch"])
+    with pytest.raises(tierflow.InputError, match="^question: a question about a service"):
+        tierflow.whatif(arrivals="poisson,rate=5/s,n=3,prompt=fixed:10,output=fixed:2",
+                        target="p99-ttft=1s")

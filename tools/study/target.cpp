@@ -90,19 +90,22 @@ planner::Target make_target(const hw::Topology& topo, const std::string& device,
   const hw::Device& dev = topo.devices[t.device_class];
   t.device_tier = *topo.tier_index(dev.local_tier);
   if (devices > static_cast<uint32_t>(std::max(1, dev.count))) {
-    throw InputError::at(SourcePos{"--devices"},
+    // Named as `source` names the device: --devices for the CLI, devices for Python.
+    const bool cli = source.starts_with("--");
+    throw InputError::at(SourcePos{std::string(source) + "s"},
                          "{} programs, but the topology has {} '{}' device{} (raise it with "
-                         "--set devices.{}.count=N)",
-                         devices, dev.count, dev.id, dev.count == 1 ? "" : "s", dev.id);
+                         "{}devices.{}.count=N)",
+                         devices, dev.count, dev.id, dev.count == 1 ? "" : "s",
+                         cli ? "--set " : "set=", dev.id);
   }
   t.devices = devices == 0 ? static_cast<uint32_t>(std::max(1, dev.count)) : devices;
   return t;
 }
 
-std::vector<planner::Pin> parse_pins(const std::vector<std::string>& pins,
-                                     const hw::Topology& topo) {
+std::vector<planner::Pin> parse_pins(const std::vector<std::string>& pins, const hw::Topology& topo,
+                                     std::string_view source) {
   std::vector<planner::Pin> out;
-  const SourcePos at{"--pin"};
+  const SourcePos at{std::string(source)};
   for (const std::string& p : pins) {
     const auto eq = p.find('=');
     if (eq == std::string::npos) {
@@ -132,7 +135,7 @@ std::vector<planner::Pin> parse_pins(const std::vector<std::string>& pins,
       }
       double fraction = 1.0;
       if (colon != std::string::npos) {
-        fraction = parse_fraction(share.substr(colon + 1), "--pin");
+        fraction = parse_fraction(share.substr(colon + 1), source);
         if (!(fraction > 0 && fraction <= 1)) {
           throw InputError::at(at, "'{}': the fraction of '{}' must be in (0, 1] (or 0-100%)", p,
                                tier);
@@ -183,7 +186,7 @@ planner::PlanRequest plan_request(const hw::Topology& topo, const PlanSettings& 
   if (!s.budget.empty()) req.target.budget = parse_budget(s.budget, name("budget"));
   check_budget(topo, req.target, name("budget"));
   if (!s.max_overhead.empty()) req.max_overhead = parse_overhead(s.max_overhead, name("max_overhead"));
-  req.pins = parse_pins(s.pins, topo);
+  req.pins = parse_pins(s.pins, topo, cli ? "--pin" : "pins");
   req.verify_each = s.verify_each;
   req.threads = s.threads;
   return req;

@@ -44,8 +44,8 @@ planner::Target make_target(const hw::Topology& topo, const std::string& device,
 
 /// `KIND=TIER[:FRACTION][,TIER:FRACTION...]` pins (planner/pins.h; ',' or '+' between
 /// shares), tiers as topology indices. InputError at `--pin` for a bad one.
-std::vector<planner::Pin> parse_pins(const std::vector<std::string>& pins,
-                                     const hw::Topology& topo);
+std::vector<planner::Pin> parse_pins(const std::vector<std::string>& pins, const hw::Topology& topo,
+                                     std::string_view source = "--pin");
 
 /// Throws InputError at `source` unless `name` is a policy, with the nearest one.
 void check_policy(const std::string& name, std::string_view source);

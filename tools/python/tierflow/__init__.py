@@ -512,6 +512,9 @@ def whatif(question="min-memory", max_overhead=None, min_throughput=None, max_tp
             raise _input_error(key, step)
         if target is None:
             raise _input_error("target", "a service question needs target METRIC=BOUND")
+        if question == "min-memory":  # the step question, the default
+            raise _input_error("question", "a question about a service is max-rate, min-replicas, "
+                                           "min-capacity:TIER or upgrade: give question=...")
         options = dict(fields)
         options.update(serve or {})
         return _serve(trace=trace, arrivals=arrivals, set=set, model_set=model_set, hw=hw,
