@@ -79,12 +79,13 @@ constexpr std::string_view kWrapperKeys[] = {
 std::pair<std::string, std::string> model_name(const Json& j, std::string_view model_type) {
   std::string raw;
   std::string origin = "the config's _name_or_path";
-  if (auto it = j.find("_name_or_path"); it != j.end() && it->is_string()) {
-    raw = std::filesystem::path(it->get<std::string>()).filename().string();
-  }
+  const auto it = j.find("_name_or_path");
+  const bool given = it != j.end() && it->is_string();
+  if (given) raw = std::filesystem::path(it->get<std::string>()).filename().string();
   if (raw.empty()) {
     raw = std::string(model_type);
-    origin = "the config's model_type (it has no _name_or_path)";
+    origin = given ? "the config's model_type (its _name_or_path names no model)"
+                   : "the config's model_type (it has no _name_or_path)";
   }
   std::string out;
   for (char ch : raw) {

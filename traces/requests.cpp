@@ -51,12 +51,14 @@ constexpr std::array<std::string_view, 4> kMooncakeKeys = {"timestamp", "input_l
                                                            "output_length", "hash_ids"};
 
 /// Whether a line break lies between the last value and the token at `at` (only white
-/// space can lie between them).
+/// space can lie between them), or only white space (after a UTF-8 byte order mark) lies
+/// before it in the file.
 bool starts_line(std::string_view text, size_t at) {
-  for (size_t k = at; k > 0 && is_blank(text[k - 1]); --k) {
+  size_t k = at;
+  for (; k > 0 && is_blank(text[k - 1]); --k) {
     if (text[k - 1] == '\n') return true;
   }
-  return at == 0;
+  return k == 0 || (k == 3 && text.substr(0, 3) == "\xEF\xBB\xBF");
 }
 
 std::string too_many_ids(uint64_t want, int64_t input) {
@@ -124,6 +126,7 @@ RequestTrace parse_mooncake(std::string_view text, const std::string& name, cons
   trace.has_prefixes = true;
   trace.source = "mooncake " + name;
   JsonReader r(text, name);
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") r.seek(3);  // a byte order mark, as Azure's reader skips
   uint64_t total_blocks = 0;
   uint64_t zero_outputs = 0;
   PrefixChains chains;

@@ -415,5 +415,7 @@ check empty-value 2 "$tf" plan --workload w.json --budget ''
 contains empty-value-why "$tmp/err" "--budget: an empty value: give one, or leave the option out"
 check top-negative 2 "$tf" trace info w.json --top -1
 contains top-negative-why "$tmp/err" "--top: Value -1 not in range"
+check typo-sweep-subcommand 2 "$tf" sweep merg -o "$tmp/z.db"
+contains typo-sweep-subcommand-why "$tmp/err" "or a subcommand: merge, export; did you mean 'merge'?"
 
 finish

@@ -342,6 +342,15 @@ TEST_CASE("read_request_trace tells the formats apart by content") {
   CHECK(read_request_trace(kAzure, {}).source == "azure " + kAzure);
 }
 
+TEST_CASE("a Mooncake trace may start with a byte order mark or white space") {
+  const std::string line =
+      R"({"timestamp": 0, "input_length": 100, "output_length": 2, "hash_ids": [1]})";
+  for (const std::string& text : {"\xEF\xBB\xBF" + line + "\n", "  " + line + "\n", line}) {
+    const RequestTrace t = parse_mooncake(text, "t.jsonl", {});
+    CHECK(t.requests.size() == 1);
+  }
+}
+
 TEST_CASE("every bad request trace fails with its message at FILE:LINE:COL") {
   struct Case {
     const char* file;

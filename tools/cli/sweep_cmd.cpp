@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <thread>
 #include <unistd.h>
@@ -40,10 +41,14 @@ struct ExportCliOptions {
 };
 
 int run_sweep_cmd(const SweepCliOptions& o) {
-  if (o.spec.empty()) {
-    throw InputError::at(SourcePos{"sweep"},
-                         "give a spec (tierflow sweep SPEC.yaml -o RESULTS.db), "
-                         "or a subcommand: merge, export");
+  // No spec, or a mistyped subcommand taken for one (`sweep merg`).
+  const std::vector<std::string> subcommands = {"merge", "export"};
+  if (std::error_code ec; o.spec.empty() || (!std::filesystem::exists(o.spec, ec) &&
+                                             !nearest(o.spec, subcommands).empty())) {
+    throw InputError::at(SourcePos{o.spec.empty() ? "sweep" : o.spec},
+                         "give a spec (tierflow sweep SPEC.yaml -o RESULTS.db), or a subcommand: "
+                         "merge, export{}",
+                         o.spec.empty() ? "" : did_you_mean(o.spec, subcommands));
   }
   const study::Shard shard = study::parse_shard(o.shard);
   const study::SweepSpec spec = study::load_sweep_spec(o.spec);
