@@ -87,4 +87,15 @@ for e in kinds:
     assert sum(e["args"].values()) == totals[e["ts"]], e
 EOF
 
+# A plan that breaks a rule is drawn up to the stop, its error at the step's position as sim
+# gives it.
+python3 -c 'import json, sys
+p = json.load(open(sys.argv[1]))
+s = next(s for s in p["programs"][0]["steps"] if "compute" in s and s.get("wait"))
+del s["wait"]
+json.dump(p, open(sys.argv[2], "w"), indent=1)' "$tmp/p.json" "$tmp/broken.json"
+check broken-rule 2 "$tf" report "$tmp/broken.json" -o "$tmp/broken.html"
+grep -qE "^error: $tmp/broken.json:[0-9]+:[0-9]+: program 0 step [0-9]+: op " "$tmp/err" && passes=$((passes + 1)) ||
+  { echo "FAIL broken-rule-position: no file:line:col"; cat "$tmp/err"; fails=$((fails + 1)); }
+
 finish

@@ -35,17 +35,9 @@ int run_report(const ReportCliOptions& o) {
   ro.top_waits = o.top;
   write_file_atomic(o.output, exporter::html_report(runs, ro));
   // A run that stopped is drawn up to the stop; it is still an error of the command.
+  // As sim says it: a broken rule or programs waiting on each other at the step's position.
   for (const exporter::ReportRun& r : runs) {
-    if (!r.result.error) continue;
-    const sim::SimError& e = *r.result.error;
-    std::string where;
-    if (e.program >= 0) where += fmt::format("program {}", e.program);
-    if (e.step >= 0) where += fmt::format(" step {}", e.step);
-    std::fflush(stdout);
-    fmt::print(
-        stderr, "error: {}: {}{}{}{} ({})\n", r.file, where, where.empty() ? "" : ": ", e.message,
-        e.time >= 0 ? fmt::format(" (reached at {})", to_string_approx(Duration{e.time})) : "",
-        sim::error_kind_name(e.kind));
+    if (r.result.error) (void)print_run_error(r.file, *r.result.error);
   }
   if (o.output != "-") {
     fmt::print(stderr, "wrote {}: {} plan{}\n", o.output, runs.size(), runs.size() == 1 ? "" : "s");
