@@ -44,6 +44,14 @@ bool try_set_in_list(std::vector<Obj>& list, const schema::Schema<Obj>& s, const
   }
   const std::string id(rest.substr(0, dot));
   const std::string key(rest.substr(dot + 1));
+  if (key == "id") {
+    SourcePos key_pos = a.key_pos;
+    key_pos.col += static_cast<int>(a.path.size() - key.size());
+    throw InputError::at(key_pos,
+                         "--set '{}': an id is not changed by --set (what names it would "
+                         "no longer find it): edit the file",
+                         a.path);
+  }
   std::vector<std::string> ids;
   for (auto& obj : list) {
     ids.push_back(obj.id);

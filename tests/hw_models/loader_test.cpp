@@ -121,6 +121,9 @@ TEST_CASE("--set of a list field: [a, b] or a,b, each id checked at its column")
     const auto& ends = t.links[0].endpoints;
     CHECK(ends == std::vector<std::string>{"rc", "hbm"});
   }
+  CHECK_THROWS_WITH_AS(load_topology(h100, LoadOptions{{"tiers.hbm.id=ddr"}, false}),
+                       doctest::Contains("--set:1:11: --set 'tiers.hbm.id': an id is not changed"),
+                       InputError);
   CHECK_THROWS_WITH_AS(load_topology(h100, LoadOptions{{"links.gpu-pcie.endpoints=[]"}, false}),
                        doctest::Contains("expected a list of 2 ids, got 0"), InputError);
   CHECK_THROWS_WITH_AS(
