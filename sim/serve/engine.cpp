@@ -275,7 +275,8 @@ void Engine::setup_devices(const traces::Arch& arch) {
   tp_ = gen_.tp;
   const int need = tp_ * o_.replicas;
   if (need > cls->count) {
-    throw InputError(SourcePos{"replicas"},
+    // One replica too wide is the tensor parallelism's doing; more, the replicas'.
+    throw InputError(SourcePos{o_.replicas > 1 ? "replicas" : "tp"},
                      fmt::format("{} replicas of TP {} need {} devices; '{}' has {} of class '{}'",
                                  o_.replicas, tp_, need, topo_.name, cls->count, cls->id));
   }
@@ -291,8 +292,9 @@ void Engine::setup_devices(const traces::Arch& arch) {
   const uint64_t usable = topo_.usable(device_tier_);
   const uint64_t fixed = cost_->weight_bytes() + workspace_;
   if (fixed >= usable || (usable - fixed) / block_shard_bytes_ == 0) {
+    // Named by what takes the most: the weights (tp splits them) or the iteration's workspace.
     throw DoesNotFit(
-        SourcePos{"tp"},
+        SourcePos{workspace_ > cost_->weight_bytes() ? "token_budget" : "tp"},
         fmt::format("the weights ({}) and the workspace of a {}-token iteration ({}) "
                     "leave no room for a KV block ({}) in the {} usable of '{}' per "
                     "device: raise the tensor parallelism (tp) or lower the token budget",

@@ -267,5 +267,11 @@ contains rejected-counted-goodput "$tmp/out" "2 of 3 requests (66.7%)"
 check many-groups-one-request 0 "$tf" serve --hw h100-sxm-8gpu --model llama-3-8b --quiet --cache-only \
   --arrivals poisson,rate=5/s,n=1,prompt=fixed:10,output=fixed:1,groups=131072,system=1048576
 contains many-groups-one-request-prompt "$tmp/out" "prompt tokens 1048586"
+# The setting at fault is named: one replica too wide is --tp's; a workspace larger than
+# the weights is --token-budget's.
+check one-replica-too-wide 2 "$tf" serve --hw h100-sxm-8gpu --model llama-3-8b --quiet --arrivals poisson,rate=5/s,n=3,prompt=fixed:100,output=fixed:4 --tp 16
+contains one-replica-too-wide-names-tp "$tmp/err" "error: --tp: 1 replicas of TP 16 need 16 devices"
+check token-budget-too-large 2 "$tf" serve --hw h100-sxm-8gpu --model llama-3-8b --quiet --arrivals poisson,rate=5/s,n=3,prompt=fixed:100,output=fixed:4 --token-budget 10000000
+contains token-budget-too-large-names-it "$tmp/err" "error: --token-budget: the weights"
 
 finish

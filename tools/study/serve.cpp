@@ -81,8 +81,8 @@ void naming_settings(SettingNames names, const F& f) {
   try {
     f();
   } catch (const InputError& e) {
-    static constexpr std::array<std::string_view, 7> kFields = {
-        "device", "replicas", "tp", "kv_tiers", "model", "swap_tier", "swap_space"};
+    static constexpr std::array<std::string_view, 8> kFields = {
+        "device", "replicas", "tp", "token_budget", "kv_tiers", "model", "swap_tier", "swap_space"};
     const std::string& at = e.pos().file;
     if (std::find(kFields.begin(), kFields.end(), at) == kFields.end()) throw;
     if (dynamic_cast<const serve::DoesNotFit*>(&e) != nullptr) {
