@@ -736,3 +736,13 @@ def test_errors_name_the_arguments(small_workload):
     with pytest.raises(tierflow.InputError, match="^question: a question about a service"):
         tierflow.whatif(arrivals="poisson,rate=5/s,n=3,prompt=fixed:10,output=fixed:2",
                         target="p99-ttft=1s")
+
+
+def test_counts_out_of_range_are_input_errors(small_workload):
+    """A count out of range is an InputError naming the argument, not pybind11's TypeError."""
+    for kw in (dict(devices=-1), dict(devices=2**70), dict(threads=-1)):
+        name = next(iter(kw))
+        with pytest.raises(tierflow.InputError, match=f"^{name}: expected a whole number"):
+            tierflow.plan("h100-sxm-8gpu", small_workload, **kw)
+    with pytest.raises(tierflow.InputError, match="^jobs: expected a whole number"):
+        tierflow.sweep(SPEC, jobs=-1)

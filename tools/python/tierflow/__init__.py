@@ -92,6 +92,16 @@ def _out_path(value, name):
     return path
 
 
+def _count(value, name, most=2**32 - 1):
+    """A whole number from 0 to `most` (a bad value is an InputError naming the argument, not
+    the binding's TypeError)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: expected an int, not {type(value).__name__}")
+    if not 0 <= value <= most:
+        raise _input_error(name, f"expected a whole number from 0 to {most}, got {value}")
+    return value
+
+
 def _bytes(value, name):
     """Bytes: an int is a count of bytes, a str carries its unit ("40GiB")."""
     if value is None:
@@ -264,11 +274,11 @@ def plan(topology, workload, policy="tierflow", budget=None, pins=(), devices=1,
     o.policy = _text(policy, "policy")
     o.pipeline = "" if pipeline is None else _text(pipeline, "pipeline")
     o.device = "" if device is None else _text(device, "device")
-    o.devices = devices
+    o.devices = _count(devices, "devices")
     o.budget = _bytes(budget, "budget")
     o.max_overhead = _fraction(max_overhead, "max_overhead")
     o.pins = _strings(pins, "pins")
-    o.threads = threads
+    o.threads = _count(threads, "threads", 4096)
     o.verify_each = verify_each
     if not isinstance(workload, Workload):
         workload = load_workload(workload)
@@ -573,7 +583,7 @@ def sweep(spec, db=None, jobs=0, shard=None, retry_failed=False):
     else:
         r.path = _text(spec, "spec")
     r.db = ":memory:" if db is None else _text(db, "db")
-    r.jobs = jobs
+    r.jobs = _count(jobs, "jobs", 4096)
     if shard is not None:
         if isinstance(shard, tuple) and len(shard) != 2:
             raise _input_error("shard", f"{shard!r}: give (I, N) or \"I/N\"")
