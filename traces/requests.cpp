@@ -98,7 +98,8 @@ class PrefixChains {
                 "hash id {} {} here, but {} on line {}: a hash names its block together with "
                 "everything before it, so one prompt's ids are distinct and an id always follows "
                 "the same id",
-                blocks[i], what(here), what(first), line_of(r.text(), first.at));
+                blocks[i], what(here), what(first),
+                text_position(r.text(), first.at, r.file()).line);
     }
   }
 
@@ -110,10 +111,6 @@ class PrefixChains {
   };
   static std::string what(const Link& l) {
     return l.root ? std::string("starts the prompt") : fmt::format("follows {}", l.parent);
-  }
-  static size_t line_of(std::string_view text, size_t offset) {
-    return 1 + static_cast<size_t>(std::count(
-                   text.begin(), text.begin() + static_cast<std::ptrdiff_t>(offset), '\n'));
   }
   std::unordered_map<uint64_t, Link> links_;
 };
