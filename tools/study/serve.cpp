@@ -573,9 +573,13 @@ std::string serve_json(const ServeStudy& x) {
     j["input_tokens_per_s"] = static_cast<double>(s.input_tokens) / s.span_s();
     j["output_tokens_per_s"] = static_cast<double>(s.output_tokens) / s.span_s();
     j["requests_per_s"] = static_cast<double>(s.finished) / s.span_s();
-    j["goodput"] = {{"ttft_s", to_seconds(x.slo.ttft)},
-                    {"tpot_s", to_seconds(x.slo.tpot)},
-                    {"e2e_s", to_seconds(x.slo.e2e)},
+    // A bound --slo does not set is null, not 0 (no request could meet a bound of 0).
+    const auto bound = [](serve::Time t) {
+      return t == 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(to_seconds(t));
+    };
+    j["goodput"] = {{"ttft_s", bound(x.slo.ttft)},
+                    {"tpot_s", bound(x.slo.tpot)},
+                    {"e2e_s", bound(x.slo.e2e)},
                     {"requests", s.good},
                     {"requests_per_s", static_cast<double>(s.good) / s.span_s()}};
     nlohmann::ordered_json res = nlohmann::ordered_json::array();
