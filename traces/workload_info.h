@@ -9,6 +9,9 @@
 
 namespace tierflow::traces {
 
+/// The most largest tensors `top` may ask for (`trace info --top`, Workload.info).
+inline constexpr int kMaxInfoTop = 1'000'000;
+
 struct InfoOptions {
   int top = 10;  ///< how many of the largest tensors to list
 };

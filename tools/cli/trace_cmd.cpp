@@ -114,7 +114,7 @@ void add_trace_commands(CLI::App& app) {
   info->add_flag("--json", o->json, "machine-readable output");
   info->add_option("--top", o->top, "how many of the largest tensors to list")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1'000'000));
+      ->check(CLI::Range(0, traces::kMaxInfoTop));
   info->add_option("-o,--output", o->output, "write to FILE instead of standard output");
   info->callback([o] { throw CommandResult(run_info(*o)); });
 

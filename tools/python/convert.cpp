@@ -1,11 +1,29 @@
 // JSON, study cells and tables as Python objects (convert.h).
 #include "tools/python/convert.h"
 
+#include <fmt/format.h>
+
 #include <variant>
+
+#include "core/diagnostics.h"
 
 namespace py = pybind11;
 
 namespace tierflow::python {
+
+int64_t to_count(const py::handle& value, const char* name, int64_t most) {
+  if (!PyLong_Check(value.ptr()) || PyBool_Check(value.ptr())) {
+    throw py::type_error(
+        fmt::format("{}: expected an int, not {}", name, Py_TYPE(value.ptr())->tp_name));
+  }
+  int overflow = 0;
+  const long long n = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  if (overflow != 0 || n < 0 || n > most) {
+    throw InputError::at(SourcePos{name}, "expected a whole number from 0 to {}, got {}", most,
+                         py::str(value).cast<std::string>());
+  }
+  return n;
+}
 
 py::object to_python(const nlohmann::ordered_json& j) {
   switch (j.type()) {

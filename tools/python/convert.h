@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <string>
@@ -16,6 +17,11 @@ namespace tierflow::python {
 
 /// Objects become dicts (key order kept), arrays lists, numbers int or float.
 pybind11::object to_python(const nlohmann::ordered_json& j);
+
+/// A whole number from 0 to `most` given as the argument `name`: anything but an int (bool
+/// included) is a TypeError naming it, an int out of range an InputError at `name` (as
+/// tierflow/__init__.py's _count(), for the methods bound without a Python wrapper).
+int64_t to_count(const pybind11::handle& value, const char* name, int64_t most);
 
 /// int, float, str, bool; null is None.
 pybind11::object to_python(const study::Cell& c);

@@ -75,6 +75,11 @@ study::Question question_of(const std::string& name) {
   return static_cast<study::Question>(*i);
 }
 
+/// `top` of Workload.info: as `trace info --top` takes it.
+int info_top(const py::object& top) {
+  return static_cast<int>(to_count(top, "top", traces::kMaxInfoTop));
+}
+
 double seconds(int64_t ps) {
   return static_cast<double>(ps) * 1e-12;
 }
@@ -179,13 +184,15 @@ void bind_classes(py::module_& m) {
                              [](const WorkloadHandle& w) { return w.workload->tensors.size(); })
       .def(
           "info",
-          [](const WorkloadHandle& w, int top) {
-            return to_python(traces::info_json(*w.workload, {top}));
+          [](const WorkloadHandle& w, const py::object& top) {
+            return to_python(traces::info_json(*w.workload, {info_top(top)}));
           },
           py::arg("top") = 10, "what `tierflow trace info --json` prints")
       .def(
           "info_text",
-          [](const WorkloadHandle& w, int top) { return traces::info_text(*w.workload, {top}); },
+          [](const WorkloadHandle& w, const py::object& top) {
+            return traces::info_text(*w.workload, {info_top(top)});
+          },
           py::arg("top") = 10, "what `tierflow trace info` prints")
       .def(
           "to_json",
@@ -290,13 +297,12 @@ void bind_classes(py::module_& m) {
           [](const PlanHandle& p) { return std::make_shared<WorkloadHandle>(p.workload); })
       .def(
           "text",
-          [](const PlanHandle& p, size_t program) -> std::string {
+          [](const PlanHandle& p, const py::object& given) -> std::string {
             if (!p.plan)
               throw InputError::at(SourcePos{"plan"}, "no plan was made: {}", p.outcome.reason);
-            if (program >= p.plan->programs.size()) {
-              throw InputError::at(SourcePos{"program"}, "program {} of {}", program,
-                                   p.plan->programs.size());
-            }
+            // One of the plan's programs: "from 0 to N-1" names how many there are.
+            const auto last = static_cast<int64_t>(p.plan->programs.size()) - 1;
+            const auto program = static_cast<size_t>(to_count(given, "program", last));
             return planner::plan_text(*p.plan, *p.workload.workload, program);
           },
           py::arg("program") = 0, "one line per step of a program (as --print-after)")
