@@ -117,6 +117,24 @@ def test_input_errors_of_arguments():
         tierflow.plan(H100, "w.json", budget=[1])
 
 
+def test_study_errors_name_keywords(small_workload, tmp_path):
+    # Errors found once the study runs name the keywords too, not the CLI's flags.
+    with pytest.raises(tierflow.InputError,
+                       match=r"^devices: 99 programs, .* \(raise it with set=devices\.h100\.count=N\)"):
+        tierflow.compare(["resident"], model="llama-3-8b", devices=99)
+    with pytest.raises(tierflow.InputError, match="^expert_cache: an expert cache is what"):
+        tierflow.compare(["resident"], model="mixtral-8x7b", routing="oracle",
+                         expert_cache="lru:8GiB")
+    w = tmp_path / "w.json"
+    small_workload.save(w)
+    with pytest.raises(tierflow.InputError, match="^question: max-batch regenerates the "
+                       "workload: give model or hf_config, not workload$"):
+        tierflow.whatif("max-batch", workload=str(w))
+    with pytest.raises(tierflow.InputError, match="^prompt: a request is generated from a "
+                       "model: give model or hf_config, not a workload file$"):
+        tierflow.compare(["resident"], workload=str(w), prompt=16, generate=2)
+
+
 def test_generate(cli, small_workload, tmp_path):
     w = small_workload
     assert w.description == "llama-3-8b decode, batch 4, 4 tokens from a 1024-token context"
@@ -126,6 +144,12 @@ def test_generate(cli, small_workload, tmp_path):
     assert w.to_json() == out.read_text()
     assert w.info() == json.loads(cli("trace", "info", str(out), "--json"))
     assert w.info_text(top=3) == cli("trace", "info", str(out), "--top", "3")
+    # As --top takes it: -1 listed nothing, 2**70 was pybind11's TypeError.
+    for top in (-1, 2**70):
+        with pytest.raises(tierflow.InputError, match=r"^top: expected a whole number from 0 to 1000000"):
+            w.info(top=top)
+    with pytest.raises(TypeError, match="^top: expected an int, not bool$"):
+        w.info_text(top=True)
     saved = tmp_path / "saved.json"
     w.save(saved)
     assert saved.read_text() == out.read_text()
@@ -203,6 +227,11 @@ def test_plan(cli, small_workload, tmp_path):
     lines = p.text().splitlines()
     assert len([x for x in lines if not x.startswith("home ")]) == p.num_steps
     assert "home L0.wqkv ddr" in lines
+    # A program out of range, or not an int, names the argument (not pybind11's TypeError).
+    with pytest.raises(tierflow.InputError, match=r"^program: expected a whole number from 0 to 0, got -1$"):
+        p.text(program=-1)
+    with pytest.raises(TypeError, match="^program: expected an int, not float$"):
+        p.text(program=0.5)
     # Bytes as an int, a topology by name, a workload by path: the same plan.
     wfile = tmp_path / "w.json"
     small_workload.save(wfile)

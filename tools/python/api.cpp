@@ -93,6 +93,7 @@ ReplayHandle run_replay(const LoadedPlan& lp, const hw::Topology& topo, const Re
 
 study::Scenario scenario_of(const Fields& fields, std::string_view source) {
   study::Scenario s;
+  s.naming = study::Naming::kFields;  // errors name the keywords, not the CLI's flags
   for (const auto& [path, value] : fields) {
     if (path == "hw") {
       s.hw = study::find_topology(value, "hw");

@@ -153,6 +153,14 @@ const std::vector<std::string_view>& field_names() {
   return names;
 }
 
+std::string Scenario::name(std::string_view field) const {
+  if (naming == Naming::kFields) return std::string(field);
+  if (field == "pins") return "--pin";  // one flag per pin
+  std::string flag = "--" + std::string(field);
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
 void set_field(Scenario& s, std::string_view path, std::string_view value,
                std::string_view source) {
   const SourcePos at{std::string(source)};

@@ -62,6 +62,10 @@ struct Request {
   int64_t generate = 0;
 };
 
+/// How errors name a scenario's settings: as the CLI's flags (`--devices`, `--expert-cache`)
+/// or as its fields (`devices`, `expert_cache`: Python's keywords).
+enum class Naming : uint8_t { kFlags, kFields };
+
 struct Scenario {
   std::string hw;                 ///< topology YAML; empty: default_topology()
   std::vector<std::string> sets;  ///< topology overrides, PATH=VALUE, applied in order
@@ -89,6 +93,11 @@ struct Scenario {
   /// Op kinds the host CPU runs where it can (`on_host=attention`, FlexGen's `--cpu`): the
   /// plan, once made, moves them there (planner/host_steps.h). Empty: every op on the device.
   std::vector<OpKind> on_host;
+  Naming naming = Naming::kFlags;  ///< how errors name the settings
+
+  /// The setting `field` ("expert_cache") as errors name it: "--expert-cache" or
+  /// "expert_cache".
+  [[nodiscard]] std::string name(std::string_view field) const;
 
   /// Whether this scenario runs realistic routing (realistic_routing, less a workload
   /// file's default).

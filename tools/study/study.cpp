@@ -299,7 +299,7 @@ namespace {
 /// `plan` (over `planned`) homes there, in the usable bytes of one instance as the simulator
 /// counts them.
 std::string expert_home(const hw::Topology& topo, const planner::Target& target, const Workload& w,
-                        const Plan& plan, const Workload& planned) {
+                        const Plan& plan, const Workload& planned, const std::string& source) {
   std::vector<uint64_t> homed(topo.tiers.size(), 0);
   std::unordered_set<std::string_view> known;
   for (uint32_t t = 0; t < planned.tensors.size(); ++t) {
@@ -315,7 +315,7 @@ std::string expert_home(const hw::Topology& topo, const planner::Target& target,
   for (const uint32_t i : planner::offload_tiers(topo, target.device_tier)) {
     if (topo.usable(i) >= homed[i] && topo.usable(i) - homed[i] >= bytes) return topo.tiers[i].id;
   }
-  throw InputError::at(SourcePos{"--expert-cache"},
+  throw InputError::at(SourcePos{source},
                        "no tier the device reaches has room for the routed experts ({}) beside "
                        "the plan's own",
                        to_string_approx(Bytes{bytes}));
@@ -372,10 +372,10 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
   p.workload = std::move(w);
   planner::PlanRequest req;
   req.policy = s.policy;
-  req.target = make_target(topo, s.device, s.devices, "--device");
+  req.target = make_target(topo, s.device, s.devices, s.name("device"));
   req.target.budget = s.budget;
-  check_budget(topo, req.target, "--budget");
-  req.pins = parse_pins(s.pins, topo);
+  check_budget(topo, req.target, s.name("budget"));
+  req.pins = parse_pins(s.pins, topo, s.name("pins"));
   req.threads = s.threads;
   const std::shared_ptr<const Workload>& searched = planned ? planned : p.workload;
   if (probe_) {
@@ -391,14 +391,14 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
     // expert cache.
     const uint64_t budget = planner::resolved(topo, req.target).budget;
     const uint64_t reserve =
-        planner::routing_reserve(*p.workload, s.expert_cache, "--expert-cache");
+        planner::routing_reserve(*p.workload, s.expert_cache, s.name("expert_cache"));
     if (reserve >= budget) {
       if (s.expert_cache.on()) {
-        throw InputError::at(SourcePos{"--expert-cache"},
+        throw InputError::at(SourcePos{s.name("expert_cache")},
                              "a cache of {} leaves the plan no room: the budget is {}",
                              to_string_approx(Bytes{reserve}), to_string_approx(Bytes{budget}));
       }
-      throw InputError::at(SourcePos{"--routing"},
+      throw InputError::at(SourcePos{s.name("routing")},
                            "realistic routing needs room for an expert ({}) on top of the plan: "
                            "the budget is {}",
                            to_string_approx(Bytes{reserve}), to_string_approx(Bytes{budget}));
@@ -419,9 +419,10 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
     }
   }
   if (p.outcome.ok && planned) {
-    const std::string home =
-        s.expert_cache.on() ? expert_home(topo, req.target, *p.workload, *p.outcome.plan, plan_w)
-                            : std::string();
+    const std::string home = s.expert_cache.on()
+                                 ? expert_home(topo, req.target, *p.workload, *p.outcome.plan,
+                                               plan_w, s.name("expert_cache"))
+                                 : std::string();
     planner::RealizedPlan r =
         planner::realize_routing(*p.outcome.plan, plan_w, *p.workload, s.expert_cache, home);
     p.outcome.plan = std::move(r.plan);
@@ -483,23 +484,23 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
 Trial Study::run(const Scenario& s) {
   Trial t;
   t.scenario = s;
-  check_policy(s.policy, "--policy");
+  check_policy(s.policy, s.name("policy"));
   if (!s.workload.gen.routing_trace.empty() && !s.workload.file.empty()) {
-    throw InputError::at(SourcePos{"--routing-trace"},
+    throw InputError::at(SourcePos{s.name("routing_trace")},
                          "a routing trace shapes a generated workload; a workload file holds its "
                          "own routing");
   }
   if (s.expert_cache.on() && !s.realistic()) {
-    throw InputError::at(SourcePos{"--expert-cache"},
+    throw InputError::at(SourcePos{s.name("expert_cache")},
                          "an expert cache is what a runtime keeps under realistic routing; the "
                          "routing here is '{}' (the plan itself decides what stays)",
                          get_field(s, "routing"));
   }
   const auto topo = topology(s);
   // Before planning, not after.
-  if (!s.on_host.empty()) planner::require_host_cpu(*topo, "--on-host");
+  if (!s.on_host.empty()) planner::require_host_cpu(*topo, s.name("on_host"));
   t.topology = topo->name;
-  planner::Target target = make_target(*topo, s.device, s.devices, "--device");
+  planner::Target target = make_target(*topo, s.device, s.devices, s.name("device"));
   target.budget = s.budget;
   t.device_tier = topo->tiers[target.device_tier].id;
   t.budget = planner::resolved(*topo, target).budget;
@@ -535,9 +536,10 @@ Trial Study::run(const Scenario& s) {
 
   if (!s.request) {
     if (s.realistic() && !s.workload.file.empty()) {
-      throw InputError::at(SourcePos{"--routing"},
+      throw InputError::at(SourcePos{s.name("routing")},
                            "realistic routing generates the planned and the realized workload: "
-                           "give --model or --hf-config, not a workload file");
+                           "give {} or {}, not a workload file",
+                           s.name("model"), s.name("hf_config"));
     }
     t.phases.push_back(phase(s.workload.gen, "step"));
     conclude();
@@ -546,13 +548,13 @@ Trial Study::run(const Scenario& s) {
 
   const Request& r = *s.request;
   if (r.prompt < 1 || r.generate < 1) {
-    throw InputError::at(SourcePos{"--prompt"},
-                         "a request needs --prompt P >= 1 and --generate G >= 1");
+    throw InputError::at(SourcePos{s.name("prompt")}, "a request needs {} P >= 1 and {} G >= 1",
+                         s.name("prompt"), s.name("generate"));
   }
   if (!s.workload.file.empty()) {
-    throw InputError::at(
-        SourcePos{"--prompt"},
-        "a request is generated from a model: give --model or --hf-config, not a workload file");
+    throw InputError::at(SourcePos{s.name("prompt")},
+                         "a request is generated from a model: give {} or {}, not a workload file",
+                         s.name("model"), s.name("hf_config"));
   }
   traces::GenOptions g = s.workload.gen;
   g.phase = traces::Phase::kPrefill;
@@ -631,7 +633,7 @@ Trial Study::unlimited_trial(const Scenario& s) {
   r.budget = kUnlimited;
   r.expert_cache = {};  // every expert resident: nothing for a cache to do
   const auto topo = topology(s);
-  const planner::Target target = make_target(*topo, s.device, s.devices, "--device");
+  const planner::Target target = make_target(*topo, s.device, s.devices, s.name("device"));
   r.sets.push_back(capacity_for_budget(*topo, target.device_tier, kUnlimited));
   return run(r);
 }

@@ -41,7 +41,7 @@ struct DeviceTier {
 
 DeviceTier device_tier(Study& study, const Scenario& s) {
   auto topo = study.topology(s);
-  const planner::Target t = make_target(*topo, s.device, s.devices, "--device");
+  const planner::Target t = make_target(*topo, s.device, s.devices, s.name("device"));
   const uint64_t usable = topo->usable(t.device_tier);
   return {std::move(topo), t.device_tier, usable};
 }
@@ -244,7 +244,7 @@ Answer max_value(Study& study, const Scenario& s, const WhatIfOptions& o) {
   auto passes = [&](int64_t v) {
     if (auto it = probe_at.find(v); it != probe_at.end()) return a.probes[it->second].pass;
     Scenario p = base;
-    set_field(p, field, std::to_string(v), "--question");
+    set_field(p, field, std::to_string(v), base.name("question"));
     Trial t = study.run(p);
     bool pass = t.ok;
     std::string why = t.reason;
@@ -411,12 +411,13 @@ double tpot_ms_of(const Trial& t) {
 }
 
 Answer whatif(Study& study, const Scenario& s, const WhatIfOptions& o) {
-  check_policy(s.policy, "--policy");
+  check_policy(s.policy, s.name("policy"));
   if (!s.workload.file.empty() &&
       (o.question == Question::kMaxBatch || o.question == Question::kMaxContext)) {
-    throw InputError::at(SourcePos{"--question"},
-                         "{} regenerates the workload: give --model or --hf-config, not --workload",
-                         kQuestionNames[static_cast<size_t>(o.question)]);
+    throw InputError::at(SourcePos{s.name("question")},
+                         "{} regenerates the workload: give {} or {}, not {}",
+                         kQuestionNames[static_cast<size_t>(o.question)], s.name("model"),
+                         s.name("hf_config"), s.name("workload"));
   }
   Answer a;
   switch (o.question) {

@@ -101,7 +101,7 @@ std::string whatif_text(const WhatIfOptions& o, const Scenario& base, const hw::
       "question   {}\nworkload   {}\ntopology   {} ({} program{} on '{}')\n", question_text(o),
       describe_workload(base, searched_field(o.question, base)), topo.name, base.devices,
       base.devices == 1 ? "" : "s",
-      topo.tiers[make_target(topo, base.device, base.devices, "--device").device_tier].id);
+      topo.tiers[make_target(topo, base.device, base.devices, base.name("device")).device_tier].id);
   if (!base.sets.empty()) text += fmt::format("overrides  {}\n", fmt::join(base.sets, " "));
   text += fmt::format("policy     {}\n", base.policy);
   const bool realized = std::ranges::any_of(answers, [](const Answer& a) {
