@@ -200,6 +200,9 @@ class Simulator {
     return o_.step_times == nullptr ? nullptr : &(*o_.step_times)[p][step];
   }
   std::string largest_live(uint32_t slot) const;
+  /// The slot as capacity errors name it: the tier instance, "within the plan's budget"
+  /// when a program's budget holds it below its capacity.
+  std::string room_name(uint32_t slot) const;
   /// Program p's instance of plan tier `tier`.
   [[nodiscard]] uint32_t slot_of(uint32_t p, uint32_t tier) const {
     return tier == plan_.device_tier ? progs_[p].dev_slot

@@ -90,12 +90,19 @@ bool Simulator::ready(uint32_t p, size_t step, const Step& s, bool compute) {
   return true;
 }
 
+std::string Simulator::room_name(uint32_t slot) const {
+  const SlotStats& x = ledger_->stats(slot);
+  std::string name = fabric_.slot_name(slot);
+  if (x.limit < x.capacity) name += " within the plan's budget";
+  return name;
+}
+
 stepper::Fit Simulator::reserve(uint32_t p, size_t step, uint32_t tier, uint64_t bytes) {
   const uint32_t slot = slot_of(p, tier);
   if (ledger_->fits(slot, bytes)) return stepper::Fit::kFits;
   ProgramState& st = progs_[p];
   const Step& s = st.prog->steps[step];
-  if (o_.on_full == OnFull::kWait && bytes <= ledger_->stats(slot).capacity) {
+  if (o_.on_full == OnFull::kWait && bytes <= ledger_->stats(slot).limit) {
     if (s.kind == StepKind::kCompute && !s.host) block(st, Cause::kMemory);
     mem_waiters_[slot].push_back(p);
     return stepper::Fit::kWait;
@@ -103,7 +110,7 @@ stepper::Fit Simulator::reserve(uint32_t p, size_t step, uint32_t tier, uint64_t
   const SlotStats& x = ledger_->stats(slot);
   fail(SimError::Kind::kCapacity, int(p), int(step),
        s.kind == StepKind::kCompute ? -1 : int(s.target),
-       run_errors::over_capacity(fabric_.slot_name(slot), s.kind, step, bytes, x.level, x.capacity,
+       run_errors::over_capacity(room_name(slot), s.kind, step, bytes, x.level, x.limit,
                                  largest_live(slot)));
   return stepper::Fit::kFailed;
 }

@@ -26,6 +26,10 @@ bool Simulator::setup() {
     capacity[s] = t_.usable(fabric_.slot_tier(s).first);
   }
   ledger_ = std::make_unique<MemoryLedger>(std::move(capacity));
+  // A program's device holds the plan's budget, as the replayer's arena does (hw/bind.h:
+  // never more than the tier's usable bytes).
+  for (const hw::BoundProgram& bp : bound_.programs)
+    ledger_->hold_to(bp.device_slot, bound_.budget);
   static_by_kind_.assign(fabric_.tier_slots(), std::vector<uint64_t>(kKindSlots));
   mem_waiters_.resize(fabric_.tier_slots());
   slot_changed_.assign(fabric_.tier_slots(), 0);
@@ -111,8 +115,8 @@ bool Simulator::setup() {
       if (!ledger_->fits(st.dev_slot, x.bytes)) {
         const SlotStats& room = ledger_->stats(st.dev_slot);
         fail(SimError::Kind::kCapacity, int(p), -1, int(t),
-             run_errors::home_does_not_fit(fabric_.slot_name(st.dev_slot), w_, t, room.level,
-                                           room.capacity, largest_live(st.dev_slot)));
+             run_errors::home_does_not_fit(room_name(st.dev_slot), w_, t, room.level, room.limit,
+                                           largest_live(st.dev_slot)));
         return false;
       }
       st.dev_rec[t] = ledger_allocate(st.dev_slot, x.bytes, t, p, 0);

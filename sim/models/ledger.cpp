@@ -1,12 +1,19 @@
 #include "sim/models/ledger.h"
 
+#include <algorithm>
+
 #include "core/diagnostics.h"
 
 namespace tierflow::sim {
 
 MemoryLedger::MemoryLedger(std::vector<uint64_t> capacity)
     : slots_(capacity.size()), kept_(capacity.size()), kept_head_(capacity.size()) {
-  for (size_t i = 0; i < capacity.size(); ++i) slots_[i].capacity = capacity[i];
+  for (size_t i = 0; i < capacity.size(); ++i) slots_[i].capacity = slots_[i].limit = capacity[i];
+}
+
+void MemoryLedger::hold_to(uint32_t slot, uint64_t bytes) {
+  SlotStats& s = slots_[slot];
+  s.limit = std::min(s.capacity, bytes);
 }
 
 void MemoryLedger::change(SlotStats& s, Time now) {

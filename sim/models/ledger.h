@@ -35,6 +35,7 @@ struct Allocation {
 
 struct SlotStats {
   uint64_t capacity = 0;
+  uint64_t limit = 0;  ///< what the level may reach: the capacity, or less (hold_to)
   uint64_t level = 0;
   uint64_t peak = 0;
   Time peak_time = 0;
@@ -50,8 +51,10 @@ class MemoryLedger {
   [[nodiscard]] size_t slots() const { return slots_.size(); }
   [[nodiscard]] bool fits(uint32_t slot, uint64_t bytes) const {
     const SlotStats& s = slots_[slot];
-    return s.level <= s.capacity && bytes <= s.capacity - s.level;
+    return s.level <= s.limit && bytes <= s.limit - s.level;
   }
+  /// Holds the slot to `bytes` when that is below its capacity (a plan's budget).
+  void hold_to(uint32_t slot, uint64_t bytes);
   /// Adds bytes present from time zero (home copies).
   void add_static(uint32_t slot, uint64_t bytes);
   /// Allocates at `now` (the caller decided it may); returns the record id.

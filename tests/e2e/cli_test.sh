@@ -208,6 +208,14 @@ rc=0; "$tf" calibrate --backend cuda -o "$tmp/cuda.yaml" --max-size 1MiB --repea
 if [ "$rc" = 0 ] || { [ "$rc" = 2 ] && grep -qi "cuda" "$tmp/err"; }; then passes=$((passes + 1)); else
   echo "FAIL calibrate-cuda: exit $rc"; fails=$((fails + 1)); fi
 check plan-sim 0 "$tf" sim --plan "$tmp/p7.json"
+# The simulator holds the device to the plan's own budget, as replay does: edited to 100 MB
+# (below its peak), the plan runs out of room there.
+python3 -c 'import json, sys
+p = json.load(open(sys.argv[1])); p["budget"] = 100000000
+json.dump(p, open(sys.argv[2], "w"))' "$tmp/p7.json" "$tmp/p7small.json"
+check sim-held-to-budget 1 "$tf" sim --plan "$tmp/p7small.json"
+contains sim-held-to-budget-msg "$tmp/err" "'hbm[0] within the plan's budget' is over capacity"
+contains sim-held-to-budget-free "$tmp/err" "of 95.4MiB is free"
 check plan-again 0 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w7.json" --devices 1 \
   --budget 300MiB --policy hyperoffload -o "$tmp/p7b.json"
 cmp -s "$tmp/p7.json" "$tmp/p7b.json" && passes=$((passes + 1)) ||

@@ -40,7 +40,7 @@ ReportRun small_run(std::vector<std::string> sets = {}, std::string name = "plan
   Plan& p = r.plan.plan;
   p.name = std::move(name);
   p.meta["policy"] = "\"layerwise\"";
-  p.budget = 100;
+  p.budget = 128;  // its peak: h, x, a and b live at once
   p.meta["bounds_makespan_ps"] = "300000";
   p.tiers = {"hbm", "ddr"};
   p.device_tier = kHbm;
@@ -60,7 +60,8 @@ ReportRun small_run(std::vector<std::string> sets = {}, std::string name = "plan
 
 TEST_CASE("the page of one run: summary, plots, waits, every name escaped") {
   std::vector<ReportRun> runs;
-  runs.push_back(small_run({"links.pcie.copy_engines=1"}));
+  // Room above the plan's budget: the plot draws both lines.
+  runs.push_back(small_run({"links.pcie.copy_engines=1", "tiers.hbm.capacity=256B"}));
   REQUIRE_FALSE(runs[0].result.error.has_value());
   const std::string page = html_report(runs);
   CHECK(page.rfind("<!DOCTYPE html>", 0) == 0);
@@ -87,8 +88,8 @@ TEST_CASE("the page of one run: summary, plots, waits, every name escaped") {
   CHECK(page.find("hbm[0] bytes by tensor kind") != std::string::npos);
   CHECK(page.find("ddr[0] bytes by tensor kind") != std::string::npos);
   CHECK(page.find("pcie[0] rc-&gt;hbm rate") != std::string::npos);
-  CHECK(page.find(">capacity 128B</text>") != std::string::npos);  // hbm peaks at all 128 B
-  CHECK(page.find(">budget 100B</text>") != std::string::npos);
+  CHECK(page.find("of its 256B (off scale); budget 128B") != std::string::npos);
+  CHECK(page.find(">budget 128B</text>") != std::string::npos);  // hbm peaks at all of it
   CHECK(page.find(">capacity 1 GB/s</text>") != std::string::npos);
   CHECK(page.find("time (ns)") != std::string::npos);
   // Kind colours: weight, activation and output on hbm[0].
