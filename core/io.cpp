@@ -1,5 +1,6 @@
 #include "core/io.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -216,12 +217,36 @@ void release_temp_name(const std::string& name) {
   temp_names.erase(name);
 }
 
-/// Removes `PATH.tmp.PID` (and `PATH.tmp.PID.K`) files beside `path` whose process no
-/// longer runs.
-void remove_stale_temps(const std::string& path) {
-  const std::filesystem::path p(path);
-  const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
-  const std::string prefix = p.filename().string() + ".tmp.";
+/// Whether the file whose stat is `st` is guarded.
+bool is_guarded(const struct stat& st) {
+  if (!guarding.load(std::memory_order_relaxed)) return false;
+  const std::lock_guard lock(guard_mutex);
+  return std::ranges::any_of(
+      guarded, [&](const Guarded& g) { return g.dev == st.st_dev && g.ino == st.st_ino; });
+}
+
+/// The marker between a destination's name and the writing process's id in a temp file's
+/// name. Only names with it are ever removed as stale: `out.json.tmp.99` may be the user's.
+constexpr std::string_view kTempMarker = ".tierflow-tmp.";
+/// A destination's name is cut to this many bytes in its temp file's name, so that a name
+/// near the system's limit of 255 still has a temp file.
+constexpr size_t kTempStem = 200;
+
+/// `PATH.tierflow-tmp.` for the destination `target`: the prefix of its temp files' names.
+std::string temp_prefix(const std::string& target) {
+  const std::filesystem::path p(target);
+  const std::string name = p.filename().string();
+  return (p.parent_path() / name.substr(0, std::min(name.size(), kTempStem))).string() +
+         std::string(kTempMarker);
+}
+
+/// Removes `PATH.tierflow-tmp.PID` (and `...PID.K`) files beside `target` whose process no
+/// longer runs (a run killed with SIGKILL), never a file this run reads.
+void remove_stale_temps(const std::string& target) {
+  const std::filesystem::path prefix_path(temp_prefix(target));
+  const std::string dir =
+      prefix_path.has_parent_path() ? prefix_path.parent_path().string() : std::string(".");
+  const std::string prefix = prefix_path.filename().string();
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return;
   while (const dirent* e = ::readdir(d)) {
@@ -243,9 +268,28 @@ void remove_stale_temps(const std::string& path) {
     const long pid = std::strtol(std::string(digits).c_str(), nullptr, 10);
     if (pid <= 0 || pid == static_cast<long>(::getpid())) continue;
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
-    ::unlink((std::filesystem::path(dir) / std::string(name)).c_str());
+    const std::string stale = (std::filesystem::path(dir) / std::string(name)).string();
+    struct stat st {};
+    if (::lstat(stale.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || is_guarded(st)) continue;
+    ::unlink(stale.c_str());
   }
   ::closedir(d);
+}
+
+/// Whether an output to `path` is written straight into it, with no temp file and no
+/// rename: a character device or a pipe (`/dev/null`, a FIFO), or what the process's own
+/// descriptors name (`/dev/stdout`, `/dev/fd/3`, `/proc/self/fd/1`: whatever the shell
+/// opened, a regular file included). Renaming over these would replace the device node or
+/// the link, not write to them.
+bool writes_through(const std::string& path, const struct stat& st) {
+  return S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || path == "/dev/stdout" ||
+         path == "/dev/stderr" || path.starts_with("/dev/fd/") || path.starts_with("/proc/");
+}
+
+/// Whether the existing regular file at `path` may not be replaced: no write permission
+/// for anyone (`chmod a-w`, which root could ignore), or none for this process.
+bool read_only(const std::string& path, const struct stat& st) {
+  return (st.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH)) == 0 || ::access(path.c_str(), W_OK) != 0;
 }
 
 }  // namespace
@@ -350,16 +394,47 @@ void make_output_dir(const std::string& dir, std::string_view flag) {
   }
 }
 
+std::string output_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  std::error_code ec;
+  // A loop of links is left as it is: opening the path then fails, naming it.
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
+    const fs::path to = fs::read_symlink(p, ec);
+    if (ec) break;
+    p = to.is_absolute() ? to : p.parent_path() / to;
+  }
+  return p.string();
+}
+
 void check_output_path(const std::string& path) {
   if (path == "-") return;
   if (path.empty()) throw InputError(SourcePos{"(empty path)"}, "cannot write: empty output path");
+  if (path.find('\0') != std::string::npos) {
+    throw InputError(SourcePos{path.substr(0, path.find('\0'))},
+                     "cannot write: the path holds a NUL byte");
+  }
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
     if (guarding.load(std::memory_order_relaxed)) refuse_if_guarded(st, path);
     if (S_ISDIR(st.st_mode)) throw InputError(SourcePos{path}, "cannot write: it is a directory");
+    if (S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode)) {
+      throw InputError(SourcePos{path},
+                       fmt::format("cannot write: it is {}; outputs are regular files, pipes or "
+                                   "character devices",
+                                   file_kind(st.st_mode)));
+    }
+    if (writes_through(path, st)) return;
+    if (read_only(path, st)) {
+      throw InputError(SourcePos{path},
+                       fmt::format("cannot write: the file is read-only (mode {:04o}); tierflow "
+                                   "does not replace it: make it writable or choose another path",
+                                   st.st_mode & 07777));
+    }
   }
-  // The folder the file will be renamed into: found now, not after the work.
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  // The folder the file will be renamed into (a link's target's): found now, not after the
+  // work.
+  const std::filesystem::path parent = std::filesystem::path(output_target(path)).parent_path();
   const std::string dir = parent.empty() ? std::string(".") : parent.string();
   if (struct stat d {}; ::stat(dir.c_str(), &d) != 0 || !S_ISDIR(d.st_mode)) {
     throw InputError(SourcePos{path}, fmt::format("cannot write: no folder '{}'", dir));
@@ -397,39 +472,81 @@ void check_outputs(std::initializer_list<OutputArg> outputs) {
   }
 }
 
+TempFile::TempFile(const std::string& dest) : target_(output_target(dest)) {
+  remove_stale_temps(target_);
+  path_ = claim_temp_name(temp_prefix(target_) + std::to_string(static_cast<long>(::getpid())));
+  slot_ = track_temp(path_);
+}
+
+TempFile::~TempFile() {
+  if (path_.empty()) return;
+  ::unlink(path_.c_str());
+  untrack_temp(slot_);
+  release_temp_name(path_);
+}
+
+void TempFile::rename_over(const std::string& dest) {
+  // Checked again at the last moment: an input read while the temp file was written.
+  try {
+    check_output_path(dest);
+  } catch (const InputError&) {
+    ::unlink(path_.c_str());
+    throw;
+  }
+  // The destination's permission bits (and owner, where this process may set it) carry
+  // over: a file kept private stays private.
+  if (struct stat st{}; ::stat(target_.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    (void)::chmod(path_.c_str(), st.st_mode & 07777);
+    if (::geteuid() == 0) (void)::chown(path_.c_str(), st.st_uid, st.st_gid);
+  }
+  std::error_code ec;
+  std::filesystem::rename(path_, target_, ec);
+  if (ec) {
+    ::unlink(path_.c_str());
+    throw InputError(SourcePos{dest}, fmt::format("cannot replace file: {}", ec.message()));
+  }
+  untrack_temp(slot_);
+  release_temp_name(path_);
+  path_.clear();
+}
+
 AtomicOutput::AtomicOutput(std::string path) : path_(std::move(path)) {
+  buffer_.reserve(kBufferBytes);
   if (path_ == "-") {
-    buffer_.reserve(kBufferBytes);
     file_ = stdout;
     return;
   }
-  if (path_.empty()) throw InputError(SourcePos{"(empty path)"}, "cannot write: empty output path");
-  if (struct stat st {}; ::stat(path_.c_str(), &st) == 0) {
-    refuse_if_guarded(st, path_);
-    if (S_ISDIR(st.st_mode)) throw InputError(SourcePos{path_}, "cannot write: it is a directory");
+  check_output_path(path_);
+  if (struct stat st{}; ::stat(path_.c_str(), &st) == 0 && writes_through(path_, st)) {
+    file_ = std::fopen(path_.c_str(), "wb");
+    if (file_ == nullptr) {
+      const int error = errno;
+      throw InputError(SourcePos{path_}, fmt::format("cannot write: {}", errno_text(error)));
+    }
+    direct_ = true;
+    std::setvbuf(file_, nullptr, _IONBF, 0);
+    return;
   }
-  remove_stale_temps(path_);
-  buffer_.reserve(kBufferBytes);
-  temp_path_ = claim_temp_name(fmt::format("{}.tmp.{}", path_, static_cast<long>(::getpid())));
-  file_ = std::fopen(temp_path_.c_str(), "wbx");
+  temp_.emplace(path_);
+  const std::string& temp = temp_->path();
+  file_ = std::fopen(temp.c_str(), "wbx");
   if (file_ == nullptr && errno == EEXIST) {
     // No output of this process writes it: left by an earlier process of the same id.
-    std::remove(temp_path_.c_str());
-    file_ = std::fopen(temp_path_.c_str(), "wbx");
+    std::remove(temp.c_str());
+    file_ = std::fopen(temp.c_str(), "wbx");
   }
   if (file_ == nullptr) {
     const int error = errno;
-    release_temp_name(temp_path_);
-    temp_path_.clear();
+    temp_.reset();
     throw InputError(SourcePos{path_}, fmt::format("cannot write: {}", errno_text(error)));
   }
-  temp_slot_ = track_temp(temp_path_);
   // buffer_ is the only buffer: stdio's own would copy every byte a second time.
   std::setvbuf(file_, nullptr, _IONBF, 0);
 }
 
 AtomicOutput::~AtomicOutput() {
-  if (!committed_) discard_temp();
+  // The temp file (temp_) is removed after this, unless committed.
+  if (file_ != nullptr && file_ != stdout) std::fclose(file_);
 }
 
 void AtomicOutput::write(std::string_view data) {
@@ -461,10 +578,17 @@ void AtomicOutput::commit() {
   TF_ASSERT(!committed_, "AtomicOutput::commit on '{}' called twice", path_);
   drain();
   committed_ = true;
-  if (temp_path_.empty()) {
+  if (!temp_) {  // standard output, a device or a pipe: written through
     if (!failed_ && std::fflush(file_) != 0) {
       error_ = errno;
       failed_ = true;
+    }
+    if (direct_) {
+      if (std::fclose(file_) != 0 && !failed_) {
+        error_ = errno;
+        failed_ = true;
+      }
+      file_ = nullptr;
     }
     if (failed_) {
       throw InputError(SourcePos{path_}, fmt::format("cannot write: {}", errno_text(error_)));
@@ -487,41 +611,15 @@ void AtomicOutput::commit() {
     failed_ = true;
   }
   if (failed_) {
-    remove_temp();
+    temp_.reset();
     throw InputError(SourcePos{path_}, fmt::format("cannot write: {}", errno_text(error_)));
   }
-  // Checked again at the last moment: an input read while this output was being written.
-  try {
-    check_output_path(path_);
-  } catch (const InputError&) {
-    remove_temp();
-    throw;
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp_path_, path_, ec);
-  if (ec) {
-    remove_temp();
-    throw InputError(SourcePos{path_}, fmt::format("cannot replace file: {}", ec.message()));
-  }
-  untrack_temp(temp_slot_);
-  release_temp_name(temp_path_);
+  temp_->rename_over(path_);
+  temp_.reset();
   // A second output to the same path in this run would replace this one.
   if (have_id && !scopes_guarding.load()) {
     guard_stat(written, path_, "an output this command already wrote");
   }
-}
-
-void AtomicOutput::discard_temp() {
-  if (temp_path_.empty() || file_ == nullptr) return;
-  std::fclose(file_);
-  file_ = nullptr;
-  remove_temp();
-}
-
-void AtomicOutput::remove_temp() {
-  std::remove(temp_path_.c_str());
-  untrack_temp(temp_slot_);
-  release_temp_name(temp_path_);
 }
 
 void write_file_atomic(const std::string& path, std::string_view content) {

@@ -10,10 +10,15 @@
 //                link to w.json all have w.json's id.
 //   guarded      a file this process read as an input (or wrote as an output, or holds
 //                open as a database): no output may replace it.
-//   temp file    `PATH.tmp.PID`, in the destination's directory so that the final rename
-//                stays on one file system and is atomic. A temp file whose process no
-//                longer runs (a run killed with SIGKILL) is removed by the next run that
-//                writes PATH.
+//   target       where an output lands: its path with symbolic links followed (a link's
+//                target is replaced, the link kept).
+//   temp file    `TARGET.tierflow-tmp.PID`, in the target's directory so that the final
+//                rename stays on one file system and is atomic. A temp file whose process
+//                no longer runs (a run killed with SIGKILL) is removed by the next run that
+//                writes TARGET; no other file is ever removed.
+//   written through  a character device or a pipe (`/dev/null`, a FIFO), or a name of the
+//                process's own descriptors (`/dev/stdout`, `/dev/fd/N`, `/proc/...`): written
+//                straight into, never renamed over.
 //   commit       flush, fsync, close and rename the temp file over the destination. Until
 //                then the destination keeps its old contents (or does not exist).
 #pragma once
@@ -21,6 +26,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -79,11 +85,15 @@ class OutputGuardScope {
   OutputGuardScope& operator=(const OutputGuardScope&) = delete;
 };
 
+/// `path` with its symbolic links followed, as far as they lead (a dangling link: where it
+/// points); `path` itself when it is no link.
+std::string output_target(const std::string& path);
+
 /// Throws InputError (at `path`) when `path` names a guarded file (same file id): an output
 /// that would replace one of the run's inputs; and, guarding or not, when it is empty, a
-/// directory, or in a folder that does not exist or cannot be written. "-" is always
-/// allowed. Commands call it before long work so that a bad output path is refused at
-/// once; AtomicOutput calls it again before it writes.
+/// directory, a block device or socket, a read-only file, or in a folder that does not exist
+/// or cannot be written. "-" is always allowed. Commands call it before long work so that a bad
+/// output path is refused at once; AtomicOutput calls it again before it writes.
 void check_output_path(const std::string& path);
 
 /// An output option of a command: its flag ("--timeline") and the path it was given (empty:
@@ -99,12 +109,36 @@ struct OutputArg {
 /// any work, so that a refused run writes nothing.
 void check_outputs(std::initializer_list<OutputArg> outputs);
 
+/// The temp file of an output to `dest`: its name claimed (`TARGET.tierflow-tmp.PID`, or
+/// `...PID.K` while this process writes the first), the stale ones of dead processes
+/// removed, and the file removed on a fatal signal or on destruction unless renamed. The
+/// file itself is made by its user (fopen, SQLite).
+class TempFile {
+ public:
+  explicit TempFile(const std::string& dest);
+  ~TempFile();
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  [[nodiscard]] const std::string& path() const { return path_; }
+  /// Checks `dest` again (check_output_path), gives the temp file the target's permission
+  /// bits (and owner, as root) when it exists, and renames it over the target. InputError,
+  /// the temp file removed, on failure.
+  void rename_over(const std::string& dest);
+
+ private:
+  std::string target_;
+  std::string path_;        ///< empty once renamed
+  size_t slot_ = SIZE_MAX;  ///< the signal handler's record of path_
+};
+
 /// A file written piece by piece that appears at its path only when complete. "-" means
-/// standard output (written through, nothing to rename). Errors are InputError
-/// positioned at the path: the user chose it and can fix it.
+/// standard output, and a device or pipe is written through (nothing to rename). Errors
+/// are InputError positioned at the path: the user chose it and can fix it.
 class AtomicOutput {
  public:
-  /// Opens `PATH.tmp.PID` for writing. Throws InputError when it cannot be created.
+  /// Checks the path (check_output_path) and opens its temp file for writing. Throws
+  /// InputError when it cannot be created.
   explicit AtomicOutput(std::string path);
   /// Closes and removes the temp file unless committed; the destination is untouched.
   ~AtomicOutput();
@@ -121,18 +155,16 @@ class AtomicOutput {
   [[nodiscard]] const std::string& path() const { return path_; }
 
  private:
-  void drain();         ///< writes buffer_ to file_ and empties it
-  void discard_temp();  ///< closes file_ and removes the temp file
-  void remove_temp();   ///< removes the (closed) temp file and forgets it for the handler
+  void drain();  ///< writes buffer_ to file_ and empties it
 
   std::string path_;
-  std::string temp_path_;  ///< empty when writing to stdout
+  std::optional<TempFile> temp_;  ///< none when written through
   std::FILE* file_ = nullptr;
+  bool direct_ = false;  ///< file_ is the destination itself (a device or pipe), not stdout
   std::string buffer_;   ///< pending bytes; drained when it reaches kBufferBytes
   int error_ = 0;        ///< errno of the first failure
   bool failed_ = false;  ///< a write, flush or sync failed; commit() reports it
   bool committed_ = false;
-  size_t temp_slot_ = SIZE_MAX;  ///< the signal handler's record of temp_path_
 };
 
 /// Writes `content` to `path` atomically. "-" means standard output. Throws InputError

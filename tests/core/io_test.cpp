@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -174,9 +176,71 @@ TEST_CASE("outputs: a path that is one of the run's inputs is refused, links and
 TEST_CASE("outputs: a temp file whose process is gone is removed by the next write") {
   ScratchDir dir("stale");
   const std::string out = dir.file("o.txt");
-  write_file_atomic(out + ".tmp.999999999", "left by a killed run");
+  write_file_atomic(out + ".tierflow-tmp.999999999", "left by a killed run");
   write_file_atomic(out, "new");
   CHECK(dir.entries() == std::vector<std::string>{"o.txt"});
+  // Only tierflow's own temp names: a user's file named like a temp file stays.
+  write_file_atomic(out + ".tmp.999999999", "the user's");
+  write_file_atomic(out, "newer");
+  CHECK(dir.entries() == std::vector<std::string>{"o.txt", "o.txt.tmp.999999999"});
+  // Nor a file this run reads, even with the marker.
+  const std::string input = out + ".tierflow-tmp.999999998";
+  write_file_atomic(input, "an input");
+  enable_output_guard();
+  CHECK(read_text_file(input) == "an input");
+  write_file_atomic(out, "again");
+  disable_output_guard();
+  CHECK(read_all(input) == "an input");
+}
+
+TEST_CASE("outputs: a link's target is replaced, the link kept; a file keeps its mode") {
+  ScratchDir dir("link");
+  std::filesystem::create_directory(dir.file("sub"));
+  const std::string target = dir.file("sub/t.json");
+  write_file_atomic(target, "old");
+  std::filesystem::create_symlink("sub/t.json", dir.file("l.json"));
+  write_file_atomic(dir.file("l.json"), "new");
+  CHECK(std::filesystem::is_symlink(dir.file("l.json")));
+  CHECK(read_all(target) == "new");
+  // A dangling link: its target is made.
+  std::filesystem::create_symlink("sub/made.json", dir.file("d.json"));
+  write_file_atomic(dir.file("d.json"), "made");
+  CHECK(std::filesystem::is_symlink(dir.file("d.json")));
+  CHECK(read_all(dir.file("sub/made.json")) == "made");
+  // A private file stays private.
+  const std::string priv = dir.file("p.json");
+  write_file_atomic(priv, "1");
+  ::chmod(priv.c_str(), 0600);
+  write_file_atomic(priv, "2");
+  struct stat st {};
+  REQUIRE(::stat(priv.c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0600);
+  // A read-only one is refused, before any work and when written.
+  ::chmod(priv.c_str(), 0444);
+  CHECK_THROWS_WITH_AS(check_output_path(priv), doctest::Contains("read-only (mode 0444)"),
+                       InputError);
+  CHECK_THROWS_WITH_AS(write_file_atomic(priv, "3"), doctest::Contains("read-only"), InputError);
+  CHECK(read_all(priv) == "2");
+  ::chmod(priv.c_str(), 0600);
+}
+
+TEST_CASE("outputs: a pipe or a character device is written into, never replaced") {
+  ScratchDir dir("fifo");
+  const std::string fifo = dir.file("ff");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::string got;
+  std::thread reader([&] { got = read_all(fifo); });
+  write_file_atomic(fifo, "through the pipe");
+  reader.join();
+  CHECK(got == "through the pipe");
+  struct stat st {};
+  REQUIRE(::lstat(fifo.c_str(), &st) == 0);
+  CHECK(S_ISFIFO(st.st_mode));
+  // /dev/null stays the device.
+  write_file_atomic("/dev/null", "gone");
+  REQUIRE(::lstat("/dev/null", &st) == 0);
+  CHECK(S_ISCHR(st.st_mode));
+  CHECK(dir.entries() == std::vector<std::string>{"ff"});
 }
 
 TEST_CASE("write_file_atomic writes and replaces whole files") {

@@ -56,16 +56,16 @@ fail_case() {  # fail_case NAME REASON [STDERR_FILE]
   fails=$((fails + 1))
 }
 
-leftovers() {  # leftovers: temporaries (*.tmp.*) and reproducers in $tmp (recursively) and the repository root
-  { find "$tmp" \( -name '*.tmp.*' -o -name 'tierflow-reproducer.json' \)
-    find "$root" -maxdepth 1 \( -name '*.tmp.*' -o -name 'tierflow-reproducer.json' \); } 2>/dev/null | sort
+leftovers() {  # leftovers: temporaries (*.tierflow-tmp.*) and reproducers in $tmp (recursively) and the repository root
+  { find "$tmp" \( -name '*.tierflow-tmp.*' -o -name 'tierflow-reproducer.json' \)
+    find "$root" -maxdepth 1 \( -name '*.tierflow-tmp.*' -o -name 'tierflow-reproducer.json' \); } 2>/dev/null | sort
 }
 
 # hostile NAME WANT_RC NEEDLE [--out PATH]... [--in PATH]... [--cd DIR] [--timeout S] -- COMMAND...
 # Runs COMMAND (in DIR if given) under the caps and checks: the exit code is WANT_RC (never a
 # signal, 3 or a timeout); stderr holds NEEDLE (alternatives separated by '|') and no
 # std::bad_alloc; every --out PATH is absent afterwards or, if it existed, unchanged; every
-# --in PATH is unchanged; no *.tmp.* file or tierflow-reproducer.json appeared in $tmp (at
+# --in PATH is unchanged; no *.tierflow-tmp.* file or tierflow-reproducer.json appeared in $tmp (at
 # any depth, so DIR included when it is below $tmp) or the repository root.
 # Output in $tmp/out and $tmp/err.
 hostile() {
@@ -894,20 +894,24 @@ fi
 # A stale temporary of a dead process beside OUT is removed by the next successful write.
 dead=999999
 while kill -0 "$dead" 2>/dev/null; do dead=$((dead + 1)); done
-stale() {  # stale NAME OUT COMMAND...: COMMAND writes OUT; OUT.tmp.$dead must be gone after
+stale() {  # stale NAME OUT COMMAND...: COMMAND writes OUT; OUT.tierflow-tmp.$dead must be gone
+  # after, and a user's OUT.tmp.$dead (no marker) must stay
   local name=$1 out=$2
   shift 2
   selected "$name" || return 0
   started=$(($(date +%s%N) / 1000000))
   rm -f "$out"
-  echo "half-written" >"$out.tmp.$dead"
+  echo "half-written" >"$out.tierflow-tmp.$dead"
+  echo "the user's" >"$out.tmp.$dead"
   capped 20 "$@" >"$tmp/out" 2>"$tmp/err"
   local rc=$?
   if [ "$rc" != 0 ]; then fail_case "$name" "exit $rc, expected 0" "$tmp/err"
   elif [ ! -s "$out" ]; then fail_case "$name" "did not write $out"
-  elif [ -e "$out.tmp.$dead" ]; then fail_case "$name" "stale $(basename "$out").tmp.$dead still there"
+  elif [ -e "$out.tierflow-tmp.$dead" ]; then
+    fail_case "$name" "stale $(basename "$out").tierflow-tmp.$dead still there"
+  elif [ ! -e "$out.tmp.$dead" ]; then fail_case "$name" "removed the user's $(basename "$out").tmp.$dead"
   else pass_case "$name"; fi
-  rm -f "$out.tmp.$dead"
+  rm -f "$out.tierflow-tmp.$dead" "$out.tmp.$dead"
 }
 d=$(fresh stale)
 stale stale-tmp/trace-gen "$d/st-w.json" "$tf" trace gen "${gen_small[@]}" -o "$d/st-w.json"
@@ -915,6 +919,38 @@ stale stale-tmp/hw-show "$d/st-hw.txt" "$tf" hw show "$hw" -o "$d/st-hw.txt"
 stale stale-tmp/plan "$d/st-p.json" "$tf" plan --hw "$hw" --workload "$d/w.json" --policy layerwise -o "$d/st-p.json"
 stale stale-tmp/sim "$d/st-s.txt" "$tf" sim --plan "$d/p.json" -o "$d/st-s.txt"
 stale stale-tmp/sweep-export-csv "$d/st-r.csv" "$tf" sweep export "$d/r.db" --csv "$d/st-r.csv"
+
+# Outputs that are not plain files: a FIFO is written into (not replaced by a file); a
+# symbolic link's target is replaced and the link kept; a replaced file keeps its mode; a
+# read-only file is refused before any work.
+special_outputs() {
+  local name=outputs/fifo-link-mode
+  selected "$name" || return 0
+  started=$(($(date +%s%N) / 1000000))
+  local o
+  o=$(fresh special)
+  mkfifo "$o/ff" && mkdir "$o/sub" && echo old >"$o/sub/t.json" && ln -s sub/t.json "$o/l.json" &&
+    echo x >"$o/m.json" && chmod 600 "$o/m.json" || { fail_case "$name" "could not set up"; return; }
+  cat "$o/ff" >"$o/from-fifo" &
+  local reader=$!
+  capped 20 "$tf" hw show "$hw" -o "$o/ff" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  wait "$reader"
+  capped 20 "$tf" hw show "$hw" -o "$o/l.json" >>"$tmp/out" 2>>"$tmp/err" || rc=$?
+  capped 20 "$tf" hw show "$hw" -o "$o/m.json" >>"$tmp/out" 2>>"$tmp/err" || rc=$?
+  if [ "$rc" != 0 ]; then fail_case "$name" "exit $rc, expected 0" "$tmp/err"
+  elif [ ! -p "$o/ff" ]; then fail_case "$name" "the FIFO was replaced by a file"
+  elif [ ! -s "$o/from-fifo" ]; then fail_case "$name" "nothing came through the FIFO"
+  elif [ ! -L "$o/l.json" ]; then fail_case "$name" "the link was replaced by a file"
+  elif ! cmp -s "$o/sub/t.json" "$o/from-fifo"; then fail_case "$name" "the link's target was not written"
+  elif [ "$(stat -c %a "$o/m.json")" != 600 ]; then fail_case "$name" "m.json lost its mode 600"
+  else pass_case "$name"; fi
+}
+special_outputs
+d2=$(fresh readonly)
+echo "keep" >"$d2/ro.json" && chmod 444 "$d2/ro.json"
+hostile outputs/read-only 2 "is read-only (mode 0444)" --out "$d2/ro.json" -- \
+  "$tf" plan --hw "$hw" --workload "$d/w.json" --policy layerwise -o "$d2/ro.json"
 
 # SIGTERM while an output is being written (a timeline streams while the simulation runs):
 # the process dies of the signal and its temporary goes with it; the output never appears.
@@ -1035,16 +1071,16 @@ signal_case() {
   "$tf" sim --plan "$d/pbig.json" --timeline "$d/t.json" >/dev/null 2>"$tmp/err" &
   local pid=$! seen=0 i
   for i in $(seq 1 3000); do
-    if compgen -G "$d/t.json.tmp.*" >/dev/null; then seen=1; break; fi
+    if compgen -G "$d/t.json.tierflow-tmp.*" >/dev/null; then seen=1; break; fi
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.01
   done
   kill -TERM "$pid" 2>/dev/null
   wait "$pid"
   local rc=$?
-  if [ "$seen" = 0 ]; then fail_case "$name" "never saw t.json.tmp.* while sim ran (exit $rc)" "$tmp/err"
+  if [ "$seen" = 0 ]; then fail_case "$name" "never saw t.json.tierflow-tmp.* while sim ran (exit $rc)" "$tmp/err"
   elif [ "$rc" != 143 ]; then fail_case "$name" "exit $rc, expected 143 (SIGTERM)" "$tmp/err"
-  elif compgen -G "$d/t.json.tmp.*" >/dev/null; then fail_case "$name" "left $(ls "$d"/t.json.tmp.*)"
+  elif compgen -G "$d/t.json.tierflow-tmp.*" >/dev/null; then fail_case "$name" "left $(ls "$d"/t.json.tierflow-tmp.*)"
   elif [ -e "$d/t.json" ]; then fail_case "$name" "wrote t.json"
   else pass_case "$name"; fi
 }

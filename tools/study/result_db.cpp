@@ -562,11 +562,14 @@ MergeSummary merge_results(const std::string& out, const std::vector<std::string
     throw;
   }
 
-  const std::string temp = fmt::format("{}.tmp.{}", out, ::getpid());
+  // Removed on a fatal signal, as every output's temp file. No journal: the file is renamed
+  // over the output only once complete, and a journal would be left beside it by a signal.
+  TempFile temp_file(out);
+  const std::string& temp = temp_file.path();
   fs::remove(temp);
   try {
     ResultDb db(temp, open_db(temp, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE));
-    exec(db.db_, temp, "PRAGMA journal_mode=DELETE; BEGIN IMMEDIATE;" + schema + "COMMIT;");
+    exec(db.db_, temp, "PRAGMA journal_mode=OFF; BEGIN IMMEDIATE;" + schema + "COMMIT;");
     for (size_t k = 0; k < sources.size(); ++k) {
       const std::string& in = sources[k];
       {
@@ -608,20 +611,13 @@ MergeSummary merge_results(const std::string& out, const std::vector<std::string
     unlock();
     throw;
   }
-  std::error_code ec;
   try {
-    check_output_path(out);
+    temp_file.rename_over(out);
   } catch (...) {
-    fs::remove(temp);
     unlock();
     throw;
   }
-  fs::rename(temp, out, ec);
   unlock();
-  if (ec) {
-    fs::remove(temp);
-    throw InputError::at(SourcePos{out}, "cannot write the merged database: {}", ec.message());
-  }
   sum.points = points;
   sum.kept_output = keep_out;
   return sum;
