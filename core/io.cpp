@@ -381,10 +381,17 @@ void guard_file(const std::string& path, std::string_view role) {
   if (::stat(path.c_str(), &st) == 0) guard_stat(st, path, role);
 }
 
-void make_output_dir(const std::string& dir, std::string_view flag) {
+MadeDir::~MadeDir() {
+  std::error_code ec;
+  // remove() takes only an empty folder.
+  if (made_ && std::filesystem::is_empty(dir_, ec)) std::filesystem::remove(dir_, ec);
+}
+
+bool make_output_dir(const std::string& dir, std::string_view flag) {
   std::error_code ec;
   if (dir.empty()) throw InputError(SourcePos{std::string(flag)}, "empty directory path");
-  if (std::filesystem::create_directories(dir, ec); ec) {
+  const bool made = std::filesystem::create_directories(dir, ec);
+  if (ec) {
     throw InputError(SourcePos{std::string(flag)},
                      fmt::format("cannot create the directory '{}': {}", dir, ec.message()));
   }
@@ -392,6 +399,7 @@ void make_output_dir(const std::string& dir, std::string_view flag) {
     throw InputError(SourcePos{std::string(flag)},
                      fmt::format("'{}' exists and is not a directory", dir));
   }
+  return made;
 }
 
 std::string output_target(const std::string& path) {
@@ -446,7 +454,7 @@ void check_output_path(const std::string& path) {
   }
 }
 
-void check_outputs(std::initializer_list<OutputArg> outputs) {
+void check_outputs(std::span<const OutputArg> outputs) {
   namespace fs = std::filesystem;
   std::vector<std::pair<const OutputArg*, fs::path>> seen;
   for (const OutputArg& o : outputs) {
@@ -457,8 +465,10 @@ void check_outputs(std::initializer_list<OutputArg> outputs) {
       throw InputError(e.pos(), fmt::format("{}: {}", o.flag, e.message()));
     }
     std::error_code ec;
-    fs::path where = fs::weakly_canonical(fs::absolute(o.path, ec), ec);
-    if (ec) where = fs::path(o.path).lexically_normal();
+    // Where it lands: a link to another output (made or not yet) is that output.
+    const std::string target = output_target(o.path);
+    fs::path where = fs::weakly_canonical(fs::absolute(target, ec), ec);
+    if (ec) where = fs::path(target).lexically_normal();
     for (const auto& [other, other_where] : seen) {
       std::error_code same_ec;
       if (where == other_where || fs::equivalent(o.path, other->path, same_ec)) {

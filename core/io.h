@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -64,8 +65,24 @@ class FileText {
 void guard_file(const std::string& path, std::string_view role = "an input of this command");
 
 /// Creates the output directory `dir` (and its parents) if needed. InputError at `flag`
-/// when it exists as something else or cannot be created.
-void make_output_dir(const std::string& dir, std::string_view flag);
+/// when it exists as something else or cannot be created. True when it made `dir`.
+bool make_output_dir(const std::string& dir, std::string_view flag);
+
+/// An output folder that a command made (make_output_dir) and removes again when it leaves
+/// it empty: a refused or failed run leaves no empty folder behind. A folder that existed
+/// before is never removed.
+class MadeDir {
+ public:
+  MadeDir() = default;
+  MadeDir(std::string dir, bool made) : dir_(std::move(dir)), made_(made) {}
+  ~MadeDir();
+  MadeDir(const MadeDir&) = delete;
+  MadeDir& operator=(const MadeDir&) = delete;
+
+ private:
+  std::string dir_;
+  bool made_ = false;
+};
 
 /// Turns guarding on for this process (the CLI does, first thing): from then on every file
 /// read is guarded. Off by default, so a long-lived host (Python) may read and rewrite a
@@ -107,7 +124,10 @@ struct OutputArg {
 /// when two of them name the same file (the same path, or the same file id), which would
 /// write one over the other. "-" (standard output) is not a file. Commands call it before
 /// any work, so that a refused run writes nothing.
-void check_outputs(std::initializer_list<OutputArg> outputs);
+void check_outputs(std::span<const OutputArg> outputs);
+inline void check_outputs(std::initializer_list<OutputArg> outputs) {
+  check_outputs(std::span<const OutputArg>(outputs.begin(), outputs.size()));
+}
 
 /// The temp file of an output to `dest`: its name claimed (`TARGET.tierflow-tmp.PID`, or
 /// `...PID.K` while this process writes the first), the stale ones of dead processes

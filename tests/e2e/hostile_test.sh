@@ -951,6 +951,32 @@ d2=$(fresh readonly)
 echo "keep" >"$d2/ro.json" && chmod 444 "$d2/ro.json"
 hostile outputs/read-only 2 "is read-only (mode 0444)" --out "$d2/ro.json" -- \
   "$tf" plan --hw "$hw" --workload "$d/w.json" --policy layerwise -o "$d2/ro.json"
+# A refused run writes nothing, found before the work: an output over the scenario's
+# workload (compare), over a plan --plans writes, over a file a sweep spec names, or a link
+# to another output; a --plans folder made for a run that plans nothing is removed.
+cp -p "$d/w.json" "$d2/w.json"
+hostile outputs/compare-timeline-over-workload 2 "--timeline: refusing to write this output: it is an input" \
+  --out "$d2/x.json" --in "$d2/w.json" -- \
+  "$tf" compare --hw "$hw" --workload "$d2/w.json" --policies layerwise --json -o "$d2/x.json" --timeline "$d2/w.json"
+mkdir -p "$d2/pl"
+hostile outputs/compare-output-over-plan 2 "--plans names the same file as -o" --out "$d2/pl/layerwise.json" -- \
+  "$tf" compare --hw "$hw" --workload "$d2/w.json" --policies layerwise --plans "$d2/pl" -o "$d2/pl/layerwise.json"
+if selected outputs/compare-plans-folder-removed; then
+  started=$(($(date +%s%N) / 1000000))
+  rc=0
+  capped 20 "$tf" compare --hw "$hw" --workload "$d2/w.json" --policies layerwise --budget 1KiB \
+    --plans "$d2/none" >"$tmp/out" 2>"$tmp/err" || rc=$?
+  if [ "$rc" != 1 ]; then fail_case outputs/compare-plans-folder-removed "exit $rc, expected 1" "$tmp/err"
+  elif [ -e "$d2/none" ]; then fail_case outputs/compare-plans-folder-removed "left the empty folder"
+  else pass_case outputs/compare-plans-folder-removed; fi
+fi
+printf 'name: wk\nbase:\n  hw: %s\n  workload: w.json\naxes:\n  - policy: [layerwise]\n' "$root/$hw" >"$d2/wk.yaml"
+hostile outputs/sweep-jsonl-over-spec-workload 2 "--jsonl: refusing to write this output: it is a file the sweep spec names" \
+  --out "$d2/wk.db" --out "$d2/wk.csv" --in "$d2/w.json" -- \
+  "$tf" sweep "$d2/wk.yaml" -o "$d2/wk.db" --csv "$d2/wk.csv" --jsonl "$d2/w.json" --quiet
+ln -s wk2.db "$d2/link.db"
+hostile outputs/sweep-csv-link-to-database 2 "--csv names the same file as -o" --out "$d2/wk2.db" -- \
+  "$tf" sweep "$d2/wk.yaml" -o "$d2/wk2.db" --csv "$d2/link.db" --quiet
 
 # SIGTERM while an output is being written (a timeline streams while the simulation runs):
 # the process dies of the signal and its temporary goes with it; the output never appears.

@@ -4,7 +4,9 @@
 
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <unistd.h>
+#include <vector>
 
 #include "core/io.h"
 #include "core/plan_json.h"
@@ -37,7 +39,9 @@ int run_compare(const CompareOptions& o) {
 
   // Policies, then output paths, are checked before anything is made or planned.
   for (const std::string& name : o.policies) study::check_policy(name, "--policies");
-  if (!o.plans_dir.empty()) make_output_dir(o.plans_dir, "--plans");
+  // A folder made here is removed again if no plan lands in it.
+  const MadeDir plans_dir(o.plans_dir,
+                          !o.plans_dir.empty() && make_output_dir(o.plans_dir, "--plans"));
   check_outputs({{"-o", o.output}, {"--timeline", o.timeline}});
 
   // Progress on a terminal only, on one line that the table replaces.
@@ -47,21 +51,20 @@ int run_compare(const CompareOptions& o) {
         if (tty) fmt::print(stderr, "\r\033[Kplanning {} ({} of {}) ...", name, i + 1, n);
       });
   if (tty) fmt::print(stderr, "\r\033[K");
-  if (!o.plans_dir.empty()) {
-    // Every plan's path is checked before the first is written: one over an input (the
-    // workload in that folder) writes none.
-    for (int pass = 0; pass < 2; ++pass) {
-      for (size_t i = 0; i < cmp.trials.size(); ++i) {
-        const study::Trial& t = cmp.trials[i];
-        if (!t.main().outcome.ok) continue;
-        const std::string path = o.plans_dir + "/" + cmp.stems[i] + ".json";
-        if (pass == 0)
-          check_output_path(path);
-        else
-          write_file_atomic(
-              path, write_plan(study::plan_for_file(t, t.main(), path), t.main().workload.get()));
-      }
-    }
+  // Every output, each plan's included, is checked again before the first is written, now
+  // that every input is read: one over an input or over another output writes none.
+  std::vector<std::string> plans(cmp.trials.size());
+  for (size_t i = 0; i < cmp.trials.size() && !o.plans_dir.empty(); ++i) {
+    if (cmp.trials[i].main().outcome.ok) plans[i] = o.plans_dir + "/" + cmp.stems[i] + ".json";
+  }
+  std::vector<OutputArg> outputs = {{"-o", o.output}, {"--timeline", o.timeline}};
+  for (const std::string& path : plans) outputs.push_back({"--plans", path});
+  check_outputs(outputs);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (plans[i].empty()) continue;
+    const study::Trial& t = cmp.trials[i];
+    write_file_atomic(
+        plans[i], write_plan(study::plan_for_file(t, t.main(), plans[i]), t.main().workload.get()));
   }
   const auto format = o.json  ? study::CompareFormat::kJson
                       : o.csv ? study::CompareFormat::kCsv

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/diagnostics.h"
+#include "core/io.h"
 #include "core/kinds.h"
 #include "core/units.h"
 #include "planner/pass.h"
@@ -246,6 +247,12 @@ study::Scenario to_scenario(const ScenarioFlags& f) {
   if (f.prompt > 0) s.request = study::Request{f.prompt, f.generate};
   if (s.request && !f.workload.empty()) {
     throw CLI::ValidationError("a request (--prompt/--generate) is generated from --model or --hf-config, not --workload");
+  }
+  // The files the scenario reads are inputs from now: an output naming one is refused
+  // before any work (check_outputs), not once the study has read it.
+  for (const std::string* file : {&s.hw, &s.workload.file, &s.workload.hf_config, &s.workload.model,
+                                  &s.workload.gen.routing_trace}) {
+    if (!file->empty()) guard_file(*file);
   }
   return s;
 }

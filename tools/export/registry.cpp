@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "core/diagnostics.h"
+#include "core/io.h"
 #include "core/table.h"
 #include "tools/export/export.h"
 #include "tools/export/writers.h"
@@ -92,7 +93,8 @@ ExportOutcome run_export(const Format& format, const Plan& plan, const Workload&
   if (stem.find('/') != std::string::npos || stem == "." || stem == "..") {
     throw InputError::at(SourcePos{"--stem"}, "'{}' is not a file name stem", stem);
   }
-  const bool made_folder = prepare_out(format, out);
+  // A folder made here is removed again if the export fails before writing into it.
+  const MadeDir folder(out, prepare_out(format, out));
   ExportInput in{plan, workload, topology, plan_file};
   in.options = options;
   if (format.sim == SimNeed::kNone) {
@@ -111,11 +113,7 @@ ExportOutcome run_export(const Format& format, const Plan& plan, const Workload&
                                             : sim::unbound_result(plan, workload, *bound.error);
   // A failed run leaves no output (an unfinished timeline removes its temp file, and a
   // folder made for the output goes again).
-  if (result.error) {
-    std::error_code ec;
-    if (made_folder) std::filesystem::remove(out, ec);
-    return ExportOutcome{result.error};
-  }
+  if (result.error) return ExportOutcome{result.error};
   in.bound = &*bound.bound;
   in.sim = &result;
   in.step_times = &step_times;

@@ -53,7 +53,9 @@ std::string resolve(std::string_view path, const std::string& value, const std::
   if (!is_file_field(path, value) || value.empty()) return value;
   if (path == "hw" && value.find('/') == std::string::npos && !value.ends_with(".yaml")) {
     try {
-      return find_topology(value, "hw");
+      std::string file = find_topology(value, "hw");
+      guard_file(file, "a file the sweep spec names");
+      return file;
     } catch (const InputError& e) {
       throw InputError(at, e.message());
     }
@@ -66,6 +68,9 @@ std::string resolve(std::string_view path, const std::string& value, const std::
   std::error_code ec;
   if (!fs::exists(file, ec)) throw InputError::at(at, "{}: no such file", file);
   if (fs::is_directory(file, ec)) throw InputError::at(at, "{}: is a directory, not a file", file);
+  // An input of the sweep from now: an output naming it is refused before the database is
+  // made, not after every point has run.
+  guard_file(file, "a file the sweep spec names");
   return file;
 }
 
