@@ -101,6 +101,7 @@ struct Replica {
   std::deque<uint32_t> waiting;   ///< seq indices
   std::vector<uint32_t> running;  ///< in admission order
   bool busy = false;
+  bool start_pending = false;  ///< an iteration starts once the instant's events are in
   // The iteration in flight.
   std::vector<uint32_t> batch;  ///< seqs in it
   std::vector<int64_t> tokens;  ///< their new tokens
@@ -173,6 +174,10 @@ class Engine {
   /// its next tokens to the batch. False, and nothing changed, when there is no room.
   bool swap_in(uint32_t r, int64_t& budget);
   void end_iteration(uint32_t r);
+  /// Starts an iteration of replica `r` once every event of this instant is handled
+  /// (start_pending): requests arriving together, or as an iteration ends, join one batch.
+  void want_start(uint32_t r);
+  void start_pending();
   void finish_seq(uint32_t r, uint32_t seq);
   void carry(uint32_t r, const std::vector<Move>& moves, bool loads);
   /// One transfer of `blocks` blocks between tiers `from` and `to`: each device's shard
@@ -228,6 +233,7 @@ class Engine {
   std::vector<int> level_device_;   ///< a device whose instance the level is
   std::vector<LevelRecord> level_info_;
   std::vector<Replica> replicas_;
+  std::vector<uint32_t> pending_starts_;  ///< replicas to start at the end of the instant
   std::vector<Seq> seqs_;
   std::vector<uint32_t> next_turn_;  ///< per request: the next turn of its session, or none
   std::vector<RequestRecord> records_;
@@ -582,9 +588,25 @@ void Engine::arrive(uint32_t req) {
   rep.waiting.push_back(req);
   rep.load += rq.prompt_tokens + rq.output_tokens;
   if (!rep.busy) {
-    start_iteration(r);
+    want_start(r);
   } else {
     record_queues(r);
+  }
+}
+
+void Engine::want_start(uint32_t r) {
+  Replica& rep = replicas_[r];
+  if (rep.start_pending) return;
+  rep.start_pending = true;
+  pending_starts_.push_back(r);
+}
+
+void Engine::start_pending() {
+  std::vector<uint32_t> starts;
+  starts.swap(pending_starts_);
+  for (const uint32_t r : starts) {
+    replicas_[r].start_pending = false;
+    start_iteration(r);
   }
 }
 
@@ -953,7 +975,7 @@ void Engine::end_iteration(uint32_t r) {
   }
   rep.reserved = 0;
   carry(r, moves_, /*loads=*/false);
-  start_iteration(r);
+  want_start(r);
 }
 
 void Engine::setup_timeline() {
@@ -1077,8 +1099,12 @@ ServeResult Engine::run() {
       default:
         TF_ASSERT(false, "unknown serving event {}", ev.tag);
     }
-    // Rates change once per instant, after every event of it.
-    const std::optional<Time> next = q_.next_time();
+    // Iterations start, and then rates change, once per instant, after every event of it.
+    std::optional<Time> next = q_.next_time();
+    if (!next || *next > q_.now()) {
+      start_pending();
+      next = q_.next_time();
+    }
     if (!next || *next > q_.now()) resolve();
   }
   // Every request finishes or is rejected: an engine that stops with work left has lost it.

@@ -62,6 +62,21 @@ TEST_CASE("serve: one server, fixed service, Poisson arrivals: the M/D/1 waiting
   CHECK(mean_queue_s(r) == doctest::Approx(want).epsilon(0.05));
 }
 
+TEST_CASE("serve: requests arriving at one instant start in one iteration, not one alone") {
+  Setup s;
+  traces::RequestTrace trace = traces::generate_requests(
+      "poisson,rate=1/s,n=5,prompt=fixed:1536,output=fixed:4", {}, "test");
+  for (traces::Request& q : trace.requests) q.arrival_ps = 0;
+  const serve::ServeResult r = serve::serve(trace, s.arch, s.gen, s.topo, serve::ServeOptions{});
+  // 5 x 1536 tokens fit the 8192-token budget: every prompt in the first iteration, none
+  // queued behind a batch of one.
+  for (const serve::RequestRecord& q : r.requests) {
+    CHECK(q.scheduled == 0);
+    CHECK(q.first_token == r.requests[0].first_token);
+  }
+  CHECK(r.iterations == 4);  // the prefill (with the first token), then 3 decodes
+}
+
 TEST_CASE("serve: Little's law: the time-average queue is the arrival rate times the mean wait") {
   // Four running sequences at most, so requests queue; memory for all, so none is preempted
   // and a request waits once, from arrival to its first admission. The engine's waiting
