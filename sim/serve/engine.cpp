@@ -1136,6 +1136,7 @@ ServeResult Engine::run() {
   out.transfers = transfer_count_;
   out.makespan = end;
   for (const RequestRecord& r : out.requests) {
+    if (r.rejected) continue;  // its prompt met no cache and was never computed
     out.prompt_tokens += r.prompt_tokens;
     uint64_t hit = 0;
     for (const uint64_t h : r.hit_tokens) hit += h;

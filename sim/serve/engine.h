@@ -178,8 +178,8 @@ struct ServeResult {
   int replicas = 1;
   /// Cache-only replay (cache_only()): no requests' times, the cache's counts.
   bool cache_only = false;
-  uint64_t prompt_tokens = 0;    ///< of every request
-  uint64_t computed_tokens = 0;  ///< prompt tokens no level held
+  uint64_t prompt_tokens = 0;    ///< of every request served (not rejected)
+  uint64_t computed_tokens = 0;  ///< of those, the prompt tokens no level held
 };
 
 /// Serves `trace` with `arch` (generated as `gen` says: dtypes, tp) on `t`. Throws

@@ -264,6 +264,22 @@ printf '%s\n' '{"timestamp": 0, "input_length": 100, "output_length": 16777216, 
 check rejected-counted 0 "$tf" serve --hw h100-sxm-8gpu --model llama-3-8b --quiet --trace "$tmp/spread.jsonl" --slo ttft=10s
 contains rejected-counted-requests "$tmp/out" "requests 3 counted, 2 finished, 1 rejected"
 contains rejected-counted-goodput "$tmp/out" "2 of 3 requests (66.7%)"
+# Its prompt meets no cache and is never computed: tokens of the two served alone.
+contains rejected-not-computed "$tmp/out" "prompt tokens 200, computed 200 (0.0% hit)"
+# The span starts at the first counted arrival, a rejected one included: here the rejected
+# request arrives first (at 0), the served ones at 1 s and 1.05 s.
+printf '%s\n' '{"timestamp": 0, "input_length": 100, "output_length": 16777216, "hash_ids": [7]}' \
+  '{"timestamp": 1000, "input_length": 100, "output_length": 2, "hash_ids": [1]}' \
+  '{"timestamp": 1050, "input_length": 100, "output_length": 2, "hash_ids": [2]}' >"$tmp/late.jsonl"
+check rejected-first-span 0 "$tf" serve --hw h100-sxm-8gpu --model llama-3-8b --quiet --trace "$tmp/late.jsonl" \
+  --json --summary "$tmp/late.json" -o "$tmp/late.csv"
+ok rejected-first-span-json python3 -c '
+import csv, json, sys
+d = json.load(open(sys.argv[1]))
+last = max(float(r["arrival_s"]) + float(r["e2e_s"]) for r in csv.DictReader(open(sys.argv[2]))
+           if r["rejected"] == "0")
+assert abs(d["requests_per_s"] - 2 / last) < 1e-7 * d["requests_per_s"], (d["requests_per_s"], 2 / last)' \
+  "$tmp/late.json" "$tmp/late.csv"
 # A generator's groups cost only those its requests draw: 131,072 groups of a 1M-token
 # system prompt and one request (the spec's blocks, counted up front, were over the limit).
 check many-groups-one-request 0 "$tf" serve --hw h100-sxm-8gpu --model llama-3-8b --quiet --cache-only \

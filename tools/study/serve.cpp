@@ -47,12 +47,13 @@ ServeSummary summarize(const serve::ServeResult& result, const Slo& slo) {
     // A rejected request is counted (it arrived in the measured window) and never served:
     // it finishes nothing and misses every SLO, so goodput's share falls with it.
     ++s.counted;
+    // The measured span starts at the first counted arrival, served or not.
+    if (first || r.arrival < s.first_arrival) s.first_arrival = r.arrival;
+    first = false;
     if (r.rejected) continue;
     s.preemptions += r.preemptions;
     if (r.finish < 0) continue;
     ++s.finished;
-    if (first || r.arrival < s.first_arrival) s.first_arrival = r.arrival;
-    first = false;
     s.last_finish = std::max(s.last_finish, r.finish);
     s.queue.sorted.push_back(to_seconds(r.scheduled - r.arrival));
     s.ttft.sorted.push_back(to_seconds(r.first_token - r.arrival));
