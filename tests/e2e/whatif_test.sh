@@ -68,6 +68,15 @@ check upgrade 0 "$tf" whatif "${small[@]}" --budget 1GiB --question upgrade
 contains upgrade-pcie "$tmp/out" "links.gpu-pcie.bandwidth="
 contains upgrade-answer "$tmp/out" "answer     worth most: link 'gpu-pcie' bandwidth"
 contains upgrade-binding "$tmp/out" "binding    link 'gpu-pcie' bandwidth: doubled, the latency is -"
+# Under a budget, more memory is a larger budget: the row says so and its set applies it
+# (doubling the tier's capacity under the same budget changes nothing).
+contains upgrade-budget-row "$tmp/out" "budget on tier 'hbm'"
+contains upgrade-budget-set "$tmp/out" "budget=2GiB"
+# Settings the question overrides are refused, not ignored.
+check min-memory-budget 2 "$tf" whatif "${small[@]}" --budget 1GiB
+contains min-memory-budget-msg "$tmp/err" "--budget: min-memory searches the budget"
+check max-batch-vary-batch 2 "$tf" whatif "${small[@]}" --question max-batch --vary batch=1,2
+contains max-batch-vary-batch-msg "$tmp/err" "--vary: max-batch searches batch"
 # Everything resident: nothing to relax, compute binds.
 check max-batch-compute 0 "$tf" whatif "${small[@]}" --question max-batch --max-tpot 3ms
 contains max-batch-compute-binding "$tmp/out" "TPOT 3.003 ms above 3.000 ms; compute (nothing moved)"

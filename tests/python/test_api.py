@@ -125,6 +125,12 @@ def test_study_errors_name_keywords(small_workload, tmp_path):
     with pytest.raises(tierflow.InputError, match="^expert_cache: an expert cache is what"):
         tierflow.compare(["resident"], model="mixtral-8x7b", routing="oracle",
                          expert_cache="lru:8GiB")
+    # Settings the question overrides are refused, as the CLI refuses them.
+    with pytest.raises(tierflow.InputError, match="^budget: min-memory searches the budget .* "
+                       "within max_overhead of"):
+        tierflow.whatif(model="llama-3-8b", budget="1GiB")
+    with pytest.raises(tierflow.InputError, match="^vary: max-batch searches batch"):
+        tierflow.whatif("max-batch", model="llama-3-8b", vary={"batch": [1, 2]})
     w = tmp_path / "w.json"
     small_workload.save(w)
     with pytest.raises(tierflow.InputError, match="^question: max-batch regenerates the "

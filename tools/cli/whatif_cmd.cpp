@@ -44,6 +44,7 @@ int run_whatif(const WhatIfCliOptions& o) {
   if (tty) w.progress = [](const std::string& line) { fmt::print(stderr, "\r\033[K{}", line); };
   std::vector<study::Axis> axes;
   for (const std::string& v : o.vary) axes.push_back(study::parse_axis(v, "--vary"));
+  study::check_whatif_grid(base, w, axes, "--vary");
   const auto grid = study::expand_grid(base, axes);
 
   study::Study study;

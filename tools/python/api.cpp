@@ -286,6 +286,7 @@ nlohmann::ordered_json whatif(const Fields& fields, const WhatIfRequest& r) {
   w.max_overhead = study::parse_overhead(r.max_overhead, "max_overhead");  // as --max-overhead
   w.min_throughput = r.min_throughput;
   w.max_tpot_ms = r.max_tpot_ms;
+  study::check_whatif_grid(base, w, r.vary, "vary");
   const auto grid = study::expand_grid(base, r.vary);
   study::Study study;
   const auto topo = study.topology(base);

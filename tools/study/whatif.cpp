@@ -75,7 +75,26 @@ Scenario scaled(const Scenario& s, const Knob& k, double f) {
   p.sets.push_back(fmt::format("{}={}", k.path,
                                k.bandwidth ? to_string(Bandwidth{k.now * f})
                                            : to_string(Bytes{static_cast<uint64_t>(k.now * f)})));
-  if (!k.bandwidth && s.budget != 0) p.budget = static_cast<uint64_t>(static_cast<double>(s.budget) * f);
+  return p;
+}
+
+/// The scenario with the device memory the plan may use scaled by `f`, and what applies
+/// it (`set_2x`): the capacity knob's `--set`, or, where a budget holds the plan below the
+/// tier, the budget (`budget=6GiB`), with the capacity only when the budget outgrows it.
+Scenario scaled_memory(const Scenario& s, const Knob& k, double f, const DeviceTier& dev,
+                       std::string& applied) {
+  if (s.budget == 0) {
+    Scenario p = scaled(s, k, f);
+    applied = p.sets.back();
+    return p;
+  }
+  Scenario p = s;
+  p.budget = static_cast<uint64_t>(static_cast<double>(s.budget) * f);
+  applied = fmt::format("budget={}", to_string(Bytes{p.budget}));
+  if (p.budget > dev.usable) {
+    p.sets.push_back(capacity_for_budget(*dev.topo, dev.index, p.budget));
+    applied += " " + p.sets.back();
+  }
   return p;
 }
 
@@ -344,17 +363,20 @@ Answer upgrade(Study& study, const Scenario& s, const WhatIfOptions& o) {
   for (const sim::LinkResult& l : m.sim->links) {
     if (l.bytes > 0) add(knob_of(*topo, l));
   }
-  const hw::Tier dev = device_tier(study, s).tier();
-  add({fmt::format("tier '{}' capacity", dev.id), fmt::format("tiers.{}.capacity", dev.id),
-       static_cast<double>(dev.capacity.value), false});
+  const DeviceTier dev_tier = device_tier(study, s);
+  const hw::Tier& dev = dev_tier.tier();
+  add({s.budget == 0 ? fmt::format("tier '{}' capacity", dev.id)
+                     : fmt::format("budget on tier '{}'", dev.id),
+       fmt::format("tiers.{}.capacity", dev.id), static_cast<double>(dev.capacity.value), false});
   const double base_ps = static_cast<double>(base.latency_ps());
   for (const Knob& k : knobs) {
     Upgrade u;
     u.what = k.what;
     for (int i = 0; i < 2; ++i) {
       const double f = i == 0 ? 1.25 : 2.0;
-      const Scenario p = scaled(s, k, f);
-      if (i == 1) u.set = p.sets.back();
+      std::string applied;
+      const Scenario p = k.bandwidth ? scaled(s, k, f) : scaled_memory(s, k, f, dev_tier, applied);
+      if (i == 1) u.set = k.bandwidth ? p.sets.back() : applied;
       const Trial t = study.run(p);
       u.latency_ps[static_cast<size_t>(i)] = t.ok ? t.latency_ps() : 0;
       u.gain[static_cast<size_t>(i)] = t.ok ? (base_ps - static_cast<double>(t.latency_ps())) / base_ps : 0;
@@ -408,6 +430,26 @@ double tpot_ms_of(const Trial& t) {
   const auto& g = t.scenario.workload.gen;
   if (g.phase != traces::Phase::kDecode || g.tokens == 0) return 0;
   return static_cast<double>(t.main().makespan_ps) * 1e-9 / static_cast<double>(g.tokens);
+}
+
+void check_whatif_grid(const Scenario& base, const WhatIfOptions& o, const std::vector<Axis>& axes,
+                       std::string_view vary) {
+  const std::string_view question = kQuestionNames[static_cast<size_t>(o.question)];
+  if (o.question == Question::kMinMemory && base.budget != 0) {
+    throw InputError::at(SourcePos{base.name("budget")},
+                         "min-memory searches the budget (its answer is the smallest that "
+                         "keeps the latency within {} of the fastest): give no budget",
+                         base.name("max_overhead"));
+  }
+  const std::string searched =
+      o.question == Question::kMinMemory ? "budget" : searched_field(o.question, base);
+  for (const Axis& a : axes) {
+    if (!searched.empty() && a.path == searched) {
+      throw InputError::at(SourcePos{std::string(vary)},
+                           "{} searches {}: varying it gives the same answer at every point",
+                           question, searched);
+    }
+  }
 }
 
 Answer whatif(Study& study, const Scenario& s, const WhatIfOptions& o) {

@@ -78,6 +78,12 @@ struct Answer {
   std::vector<Upgrade> upgrades;  ///< ranked
 };
 
+/// Refuses a setting the question would override, not use: a budget (given, or an axis)
+/// for min-memory, which searches it; an axis over the field max-batch or max-context
+/// searches. InputError at the setting, named as `base` names it, or at `vary`.
+void check_whatif_grid(const Scenario& base, const WhatIfOptions& o, const std::vector<Axis>& axes,
+                       std::string_view vary);
+
 /// Answers `o.question` for `s`. Bad input throws InputError.
 Answer whatif(Study& study, const Scenario& s, const WhatIfOptions& o);
 
