@@ -275,6 +275,25 @@ check compare-json-again 0 "$tf" compare --workload "$tmp/w7.json" --budget 300M
 cmp -s "$tmp/c1.json" "$tmp/c2.json" && passes=$((passes + 1)) ||
   { echo "FAIL compare is not deterministic"; fails=$((fails + 1)); }
 contains compare-json-format "$tmp/c1.json" '"format": "tierflow.compare/1"'
+# A request: TTFT and TPOT per policy; peak, exposed and moved of the prefill and the decode
+# (the prefill needs more than the decode here: "resident needs" is the prefill's).
+req=(--model llama-3-8b --layers 2 --batch 8 --prompt 2048 --generate 40 --policies resident,layerwise
+  --budget 2800MiB --quiet)
+check compare-request 0 "$tf" compare "${req[@]}"
+contains compare-request-cols "$tmp/out" "latency    TTFT     TPOT"
+contains compare-request-resident "$tmp/out" "resident needs 4.33GiB"
+contains compare-request-decode "$tmp/out" "decode     decode of 39 tokens"
+check compare-request-json 0 "$tf" compare "${req[@]}" --json -o "$tmp/creq.json"
+check compare-request-csv 0 "$tf" compare "${req[@]}" --csv -o "$tmp/creq.csv"
+ok compare-request-agree python3 -c '
+import csv, json, sys
+j = json.load(open(sys.argv[1]))["policies"][1]
+row = list(csv.DictReader(open(sys.argv[2])))[1]
+assert j["makespan_ps"] == j["ttft_ps"] + j["decode_ps"], j
+assert abs(j["device_peak"] / 2**30 - float(row["device_peak_gib"])) < 1e-9, (j, row)
+assert abs(j["exposed_ps"] * 1e-12 - float(row["exposed_s"])) < 1e-9, (j, row)
+assert abs(j["bytes_moved"] / 2**30 - float(row["moved_gib"])) < 1e-9, (j, row)
+assert sum(l["bytes"] for l in j["links"]) == j["bytes_moved"], j' "$tmp/creq.json" "$tmp/creq.csv"
 check compare-csv 0 "$tf" compare --workload "$tmp/w7.json" --budget 300MiB --csv --policies resident,tierflow
 contains compare-csv-head "$tmp/out" "topology,hw,sets,workload"
 check compare-bad-policy 2 "$tf" compare --workload "$tmp/w7.json" --policies tierflw

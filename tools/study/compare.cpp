@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 #include "core/json_tree.h"
@@ -85,9 +87,23 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
   for (size_t i = 0; i < trials.size(); ++i)
     rows.push_back({labels[i], trials[i], trials[i].main()});
   std::set<std::string> tier_cols, link_cols;
-  for (const Line& r : rows) {
-    for (const auto& [k, v] : r.p.tier_peak) tier_cols.insert(k);
-    for (const auto& [k, v] : r.p.link_bytes) link_cols.insert(k);
+  // Per tier the largest peak of the trial's phases, per link the bytes of all of them (as
+  // Trial::moved_bytes() counts them: a request's prefill and whole decode).
+  std::vector<std::map<std::string, uint64_t>> tier_peak(rows.size());
+  std::vector<std::map<std::string, double>> link_bytes(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Trial& t = rows[i].t;
+    for (size_t k = 0; k < t.phases.size(); ++k) {
+      const double w = t.phase_weight(k);
+      for (const auto& [name, v] : t.phases[k].tier_peak) {
+        tier_peak[i][name] = std::max(tier_peak[i][name], v);
+        tier_cols.insert(name);
+      }
+      for (const auto& [name, v] : t.phases[k].link_bytes) {
+        if (w > 0) link_bytes[i][name] += w * v;
+        link_cols.insert(name);
+      }
+    }
   }
   std::string text;
   // The line whose plan gives the budget and the bounds: the first, or with an expert cache
@@ -117,7 +133,8 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
                    {"compute_ps", b.compute_ps},       {"traffic_bytes", b.traffic_bytes},
                    {"ingress_bytes_per_s", b.ingress}, {"pinned_bytes", b.pinned_bytes},
                    {"pinned_ps", b.pinned_ps}};
-    for (const Line& r : rows) {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Line& r = rows[i];
       nlohmann::ordered_json x;
       x["policy"] = r.t.scenario.policy;
       if (any_realized) x["routing"] = get_field(r.t.scenario, "routing");
@@ -125,9 +142,19 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
       if (!r.t.ok) x["reason"] = r.t.reason;
       if (r.t.ok) {
         x["makespan_ps"] = r.t.latency_ps();
-        x["device_peak"] = r.p.device_peak;
-        x["exposed_ps"] = r.p.exposed_ps;
-        x["bytes_moved"] = r.p.moved_bytes;
+        if (r.t.request) {
+          const RequestMetrics& q = *r.t.request;
+          x["ttft_ps"] = q.ttft_ps;
+          x["decode_ps"] = q.decode_ps;
+          x["tpot_ms"] = q.tpot_ms;
+          x["decode_tokens_per_s"] = q.decode_tokens_per_s;
+          x["throughput_tokens_per_s"] = q.throughput_tokens_per_s;
+          x["decode_extrapolated"] = q.extrapolated;
+        }
+        // A request's: its prefill's and decode's (Trial::device_peak() and the like).
+        x["device_peak"] = r.t.device_peak();
+        x["exposed_ps"] = r.t.exposed_ps();
+        x["bytes_moved"] = r.t.moved_bytes();
         x["busiest_link"] = r.p.busiest_link;
         x["busiest_link_bytes"] = r.p.busiest_link_bytes;
         if (r.p.realized) {
@@ -141,10 +168,16 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
           x["predicted_bytes"] = r.p.routing.predicted_bytes;
         }
         nlohmann::ordered_json tiers = nlohmann::ordered_json::array();
-        for (const auto& t : r.p.sim->tiers) tiers.push_back({{"tier", t.name}, {"peak", t.peak}});
+        // Each tier instance's largest peak over the trial's phases.
+        std::map<std::string, uint64_t> peaks;
+        for (const PhaseResult& p : r.t.phases) {
+          if (!p.sim) continue;
+          for (const auto& t : p.sim->tiers) peaks[t.name] = std::max(peaks[t.name], t.peak);
+        }
+        for (const auto& [name, peak] : peaks) tiers.push_back({{"tier", name}, {"peak", peak}});
         x["tiers"] = tiers;
         nlohmann::ordered_json links = nlohmann::ordered_json::array();
-        for (const auto& [name, bytes] : r.p.link_bytes) {
+        for (const auto& [name, bytes] : link_bytes[i]) {
           links.push_back({{"link", name}, {"bytes", bytes}});
         }
         x["links"] = links;
@@ -163,9 +196,13 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
                         topo.tiers[target.device_tier].id);
     if (!base.sets.empty()) text += fmt::format("overrides  {}\n", fmt::join(base.sets, " "));
     if (head != nullptr) {
+      // A request's resident plan needs the most any of its phases does.
+      uint64_t resident = 0;
+      for (const PhaseResult& p : head->t.phases)
+        resident = std::max(resident, p.outcome.resident_peak);
       text += fmt::format("budget     {} per device; resident needs {}\n",
                           to_string_approx(Bytes{head->p.outcome.budget}),
-                          to_string_approx(Bytes{head->p.outcome.resident_peak}));
+                          to_string_approx(Bytes{resident}));
     }
     if (base.expert_cache.on() && !rows.empty()) {
       text += fmt::format("cache      {} of routed experts; the realistic plans get {} for the rest\n",
@@ -192,6 +229,11 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
         Table::Align::kLeft,  Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
         Table::Align::kRight, Table::Align::kRight, Table::Align::kRight, Table::Align::kRight,
         Table::Align::kLeft,  Table::Align::kRight};
+    if (base.request) {
+      // A request's own figures, after its latency.
+      cols.insert(cols.begin() + 2, {"TTFT", "TPOT"});
+      col_align.insert(col_align.begin() + 2, 2, Table::Align::kRight);
+    }
     if (any_realized) {
       for (const char* h : {"hits", "misses", "miss bytes", "miss stall", "wasted"}) {
         cols.emplace_back(h);
@@ -207,16 +249,23 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
         t.add_row(std::move(cells));
         continue;
       }
-      cells = {r.policy,
-               to_string_approx(Duration{r.t.latency_ps()}),
-               ratio(static_cast<double>(r.t.latency_ps()), static_cast<double>(reference)),
-               ratio(static_cast<double>(r.p.makespan_ps), static_cast<double>(b.makespan_ps)),
-               to_string_approx(Bytes{r.p.device_peak}),
-               ratio(static_cast<double>(r.p.device_peak), static_cast<double>(b.residency)),
-               to_string_approx(Duration{r.p.exposed_ps}),
-               to_string_approx(Bytes{static_cast<uint64_t>(r.p.moved_bytes)}),
-               r.p.busiest_link,
-               fmt::format("{:.0f}%", 100 * r.p.busiest_link_busy)};
+      cells = {
+          r.policy,
+          to_string_approx(Duration{r.t.latency_ps()}),
+          ratio(static_cast<double>(r.t.latency_ps()), static_cast<double>(reference)),
+          ratio(static_cast<double>(r.p.makespan_ps), static_cast<double>(b.makespan_ps)),
+          to_string_approx(Bytes{r.t.device_peak()}),
+          ratio(static_cast<double>(r.t.device_peak()), static_cast<double>(r.t.residency_bound())),
+          to_string_approx(Duration{r.t.exposed_ps()}),
+          to_string_approx(Bytes{static_cast<uint64_t>(r.t.moved_bytes())}),
+          r.p.busiest_link,
+          fmt::format("{:.0f}%", 100 * r.p.busiest_link_busy)};
+      if (r.t.request) {
+        const RequestMetrics& q = *r.t.request;
+        cells.insert(cells.begin() + 2,
+                     {to_string_approx(Duration{q.ttft_ps}),
+                      q.tpot_ms > 0 ? fmt::format("{:.2f}ms", q.tpot_ms) : std::string("-")});
+      }
       if (any_realized && r.p.realized) {
         cells.push_back(std::to_string(r.p.routing.hits));
         cells.push_back(std::to_string(r.p.routing.misses));
@@ -241,15 +290,18 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
       align.push_back(Table::Align::kRight);
     }
     Table m(heads, align);
-    for (const Line& r : rows) {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Line& r = rows[i];
       if (!r.t.ok) continue;
       std::vector<std::string> cells = {r.policy};
       for (const auto& c : tier_cols) {
-        cells.push_back(r.p.tier_peak.count(c) != 0 ? to_string_approx(Bytes{r.p.tier_peak.at(c)}) : "-");
+        const auto it = tier_peak[i].find(c);
+        cells.push_back(it != tier_peak[i].end() ? to_string_approx(Bytes{it->second}) : "-");
       }
       for (const auto& c : link_cols) {
-        cells.push_back(r.p.link_bytes.count(c) != 0
-                            ? to_string_approx(Bytes{static_cast<uint64_t>(r.p.link_bytes.at(c))})
+        const auto it = link_bytes[i].find(c);
+        cells.push_back(it != link_bytes[i].end()
+                            ? to_string_approx(Bytes{static_cast<uint64_t>(it->second)})
                             : "-");
       }
       m.add_row(std::move(cells));
@@ -270,6 +322,13 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
       text +=
           "\nrealistic: planned on the expected routing, run on the seeded one (--seed); misses "
           "fetched on demand on the critical path. oracle: the plan sees the routing that runs.\n";
+    }
+    if (best != nullptr && best->request) {
+      text += fmt::format(
+          "\ndecode     {}; device peak, exposed, moved and the tier and link "
+          "table cover the prefill and the decode, the busiest link is the "
+          "decode's\n",
+          best->request->decode_note);
     }
     if (best != nullptr) text += fmt::format("\nbest: {}\n", best->scenario.policy);
   }

@@ -32,6 +32,12 @@ std::function<Cell(const Trial&)> metric(F f) {
   return [f](const Trial& t) -> Cell { return t.main().ok() ? Cell{f(t.main())} : Cell{}; };
 }
 
+/// A metric of the whole trial (Trial::device_peak() and the like), null unless it ran.
+template <class F>
+std::function<Cell(const Trial&)> whole(F f) {
+  return [f](const Trial& t) -> Cell { return t.ok ? Cell{f(t)} : Cell{}; };
+}
+
 std::vector<Def> make_defs() {
   std::vector<Def> d;
   auto in = [&](std::string name, std::string_view what) {
@@ -127,10 +133,11 @@ std::vector<Def> make_defs() {
                }});
   d.push_back({"decode_extrapolated", "request: decode extrapolated from two steady windows",
                [](const Trial& t) -> Cell { return t.request ? Cell{t.request->extrapolated} : Cell{}; }});
-  d.push_back({"device_peak_gib", "simulated device-tier peak, largest over the programs",
-               metric([](const PhaseResult& p) { return gib(static_cast<double>(p.device_peak)); })});
+  d.push_back({"device_peak_gib",
+               "simulated device-tier peak, largest over the programs (and a request's phases)",
+               whole([](const Trial& t) { return gib(static_cast<double>(t.device_peak())); })});
   d.push_back({"residency_bound_gib", "lower bound on the device peak",
-               [](const Trial& t) { return Cell{gib(static_cast<double>(t.main().outcome.bounds.residency))}; }});
+               [](const Trial& t) { return Cell{gib(static_cast<double>(t.residency_bound()))}; }});
   d.push_back({"makespan_bound_s", "lower bound on the makespan",
                [](const Trial& t) { return Cell{to_seconds(t.main().outcome.bounds.makespan_ps)}; }});
   d.push_back({"compute_s", "compute time of the main phase (its makespan with unlimited memory)",
@@ -140,15 +147,16 @@ std::vector<Def> make_defs() {
                  if (!p.ok()) return Cell{};
                  return ratio_cell(static_cast<double>(p.makespan_ps), static_cast<double>(p.outcome.bounds.makespan_ps));
                }});
-  d.push_back({"peak_over_residency_bound", "device peak / residency bound", [](const Trial& t) -> Cell {
-                 const PhaseResult& p = t.main();
-                 if (!p.ok()) return Cell{};
-                 return ratio_cell(static_cast<double>(p.device_peak), static_cast<double>(p.outcome.bounds.residency));
-               }});
-  d.push_back({"exposed_s", "time compute waited on transfers",
-               metric([](const PhaseResult& p) { return to_seconds(p.exposed_ps); })});
-  d.push_back({"moved_gib", "bytes prefetched and stored",
-               metric([](const PhaseResult& p) { return gib(p.moved_bytes); })});
+  d.push_back(
+      {"peak_over_residency_bound", "device peak / residency bound", [](const Trial& t) -> Cell {
+         if (!t.ok) return Cell{};
+         return ratio_cell(static_cast<double>(t.device_peak()),
+                           static_cast<double>(t.residency_bound()));
+       }});
+  d.push_back({"exposed_s", "time compute waited on transfers (a request: prefill and decode)",
+               whole([](const Trial& t) { return to_seconds(t.exposed_ps()); })});
+  d.push_back({"moved_gib", "bytes prefetched and stored (a request: prefill and decode)",
+               whole([](const Trial& t) { return gib(t.moved_bytes()); })});
   // Realistic routing only (null otherwise): the realized plan's on-demand expert fetches.
   auto realized = [](auto f) {
     return [f](const Trial& t) -> Cell {

@@ -172,6 +172,52 @@ int64_t Trial::latency_ps() const {
   return phases.empty() ? 0 : phases.front().makespan_ps;
 }
 
+uint64_t Trial::device_peak() const {
+  uint64_t most = 0;
+  for (const PhaseResult& p : phases) most = std::max(most, p.device_peak);
+  return most;
+}
+
+uint64_t Trial::residency_bound() const {
+  uint64_t most = 0;
+  for (const PhaseResult& p : phases) most = std::max(most, p.outcome.bounds.residency);
+  return most;
+}
+
+double Trial::phase_weight(size_t i) const {
+  if (!request) return i == 0 ? 1.0 : 0.0;
+  if (i == 0) return 1.0;
+  if (i > 1 || phases.size() < 2) return 0.0;
+  // The decode: from its first window to every step when extrapolated.
+  const PhaseResult& decode = phases[1];
+  return request->extrapolated && decode.makespan_ps > 0
+             ? static_cast<double>(request->decode_ps) / static_cast<double>(decode.makespan_ps)
+             : 1.0;
+}
+
+namespace {
+
+/// The trial's total of `f` over its phases, each by its phase_weight().
+template <class F>
+double request_total(const Trial& t, F f) {
+  double sum = 0;
+  for (size_t i = 0; i < t.phases.size(); ++i) {
+    if (const double w = t.phase_weight(i); w > 0) sum += w * f(t.phases[i]);
+  }
+  return sum;
+}
+
+}  // namespace
+
+int64_t Trial::exposed_ps() const {
+  return static_cast<int64_t>(
+      request_total(*this, [](const PhaseResult& p) { return static_cast<double>(p.exposed_ps); }));
+}
+
+double Trial::moved_bytes() const {
+  return request_total(*this, [](const PhaseResult& p) { return p.moved_bytes; });
+}
+
 std::shared_ptr<const hw::Topology> Study::topology(const Scenario& s) {
   const std::string hw = s.hw.empty() ? default_topology() : s.hw;
   const std::string key = fmt::format("{}\n{}", hw, fmt::join(s.sets, "\n"));

@@ -126,6 +126,17 @@ struct Trial {
 
   /// The makespan of a step, or TTFT + decode time of a request.
   [[nodiscard]] int64_t latency_ps() const;
+  /// Over the whole trial, as latency_ps() is: the step's, or a request's prefill and decode
+  /// (the largest peak of its phases; the time compute waited and the bytes moved of the
+  /// prefill plus the decode's, scaled to every decode step when the decode was
+  /// extrapolated from a window). Of an ok trial.
+  [[nodiscard]] uint64_t device_peak() const;
+  [[nodiscard]] uint64_t residency_bound() const;  ///< the largest over the phases
+  [[nodiscard]] int64_t exposed_ps() const;
+  [[nodiscard]] double moved_bytes() const;
+  /// How much phase `i` counts in those totals: 1 for a step and a request's prefill, the
+  /// decode's scale to every step for its (first) decode window, 0 for the last window.
+  [[nodiscard]] double phase_weight(size_t i) const;
   /// The phase whose plan a trial reports: the step, or a request's (first) decode.
   [[nodiscard]] const PhaseResult& main() const {
     return phases.size() > 1 ? phases[1] : phases[0];
