@@ -72,6 +72,17 @@ contains upgrade-binding "$tmp/out" "binding    link 'gpu-pcie' bandwidth: doubl
 # (doubling the tier's capacity under the same budget changes nothing).
 contains upgrade-budget-row "$tmp/out" "budget on tier 'hbm'"
 contains upgrade-budget-set "$tmp/out" "budget=2GiB"
+# A throughput target the starting batch misses: throughput grows with the batch, so the
+# search goes up (it halved down to batch 1 and answered none).
+check max-batch-throughput-up 0 "$tf" whatif --hw $hw --model llama-3-8b --layers 2 --context 1024 --tokens 2 \
+  --batch 1 --question max-batch --min-throughput 10000 --threads 1 --json -o "$tmp/up.json"
+ok max-batch-throughput-up-json python3 -c '
+import json, sys
+a = json.load(open(sys.argv[1]))["answers"][0]
+assert a["found"] and a["answer_number"] >= 16, a["answer"]
+probes = {p["value"]: p["pass"] for p in a["probes"]}
+assert probes["batch 1"] is False and probes["batch 16"] is True, probes
+assert probes["batch %d" % (a["answer_number"] + 1)] is False, probes' "$tmp/up.json"
 # Settings the question overrides are refused, not ignored.
 check min-memory-budget 2 "$tf" whatif "${small[@]}" --budget 1GiB
 contains min-memory-budget-msg "$tmp/err" "--budget: min-memory searches the budget"

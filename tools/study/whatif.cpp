@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "core/checked.h"
 #include "core/diagnostics.h"
@@ -260,6 +261,7 @@ Answer max_value(Study& study, const Scenario& s, const WhatIfOptions& o) {
   std::map<int64_t, Trial> done;
   std::map<int64_t, size_t> probe_at;
   std::map<int64_t, std::string> missed;  // a probe that ran but missed the target: by how much
+  std::set<int64_t> slow;                 // a probe that ran below --min-throughput
   auto passes = [&](int64_t v) {
     if (auto it = probe_at.find(v); it != probe_at.end()) return a.probes[it->second].pass;
     Scenario p = base;
@@ -269,6 +271,7 @@ Answer max_value(Study& study, const Scenario& s, const WhatIfOptions& o) {
     std::string why = t.reason;
     if (pass && o.min_throughput > 0 && throughput_of(t) < o.min_throughput) {
       pass = false;
+      slow.insert(v);
       const auto [got, want] = apart(throughput_of(t), o.min_throughput, 1);
       missed[v] = fmt::format("{} tokens/s below {}", got, want);
     }
@@ -290,9 +293,45 @@ Answer max_value(Study& study, const Scenario& s, const WhatIfOptions& o) {
   const int64_t now = batch ? s.workload.gen.batch : s.request ? s.request->prompt : s.workload.gen.context;
   const int64_t v0 = std::max(step, now);
   int64_t lo = 0, hi = 0;  // lo passes (0: none yet), hi fails (0: none yet)
-  if (passes(v0)) {
-    lo = v0;
-    for (int64_t v = v0 * 2; v <= cap; v *= 2) {
+  const bool start_passes = passes(v0);
+  bool exhausted = false;  // the search found no value that passes: nothing to bisect
+  if (!start_passes && batch && slow.contains(v0)) {
+    // Below the throughput target: a larger batch gives more tokens per second, so the
+    // batches that meet it lie above, up to the largest that fits. Doubling to the first
+    // that passes, or to the first that fails otherwise (does not fit, or misses the TPOT).
+    int64_t below = v0;  // ran, below the target
+    for (int64_t v = v0 * 2; v <= cap && lo == 0 && hi == 0; v *= 2) {
+      if (passes(v)) {
+        lo = v;
+      } else if (slow.contains(v)) {
+        below = v;
+      } else {
+        hi = v;
+      }
+    }
+    // Between the last below the target and the first that failed otherwise: bisection
+    // to the first that passes (then the search goes on above it), or to the fit limit.
+    while (lo == 0 && hi - below > step) {
+      int64_t mid = below + (hi - below) / 2;
+      mid = std::max(below + step, mid / step * step);
+      if (mid >= hi) break;
+      if (passes(mid)) {
+        lo = mid;
+      } else if (slow.contains(mid)) {
+        below = mid;
+      } else {
+        hi = mid;
+      }
+    }
+    if (lo == 0) {
+      // None meets it: the answer is none, bound by the last probe (nothing to bisect).
+      hi = hi == 0 ? below : hi;
+      exhausted = true;
+    }
+  }
+  if (start_passes || (lo > 0 && hi == 0)) {
+    if (lo == 0) lo = v0;
+    for (int64_t v = lo * 2; v <= cap; v *= 2) {
       if (!passes(v)) {
         hi = v;
         break;
@@ -307,10 +346,10 @@ Answer max_value(Study& study, const Scenario& s, const WhatIfOptions& o) {
       a.binding = fmt::format("none up to {}, the search's cap", cap);
       return a;
     }
-  } else {
+  } else if (hi == 0) {
     hi = v0;
   }
-  while (hi - lo > step) {
+  while (!exhausted && hi - lo > step) {
     int64_t mid = lo + (hi - lo) / 2;
     mid = std::max(lo + step, mid / step * step);
     if (mid >= hi) break;
