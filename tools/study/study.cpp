@@ -123,7 +123,9 @@ void write_plan_timeline(const std::string& path, const Plan& plan, const Worklo
 
 void record_outcome(Plan& plan, const planner::PlanOutcome& o) {
   plan.pipeline = o.pipeline;
-  plan.budget = o.budget;
+  // A realized plan's own budget is the larger: the planned share and the room for its
+  // demand copies (Study::run_phase).
+  plan.budget = std::max(plan.budget, o.budget);
   const planner::Bounds& b = o.bounds;
   if (b.makespan_ps > 0) plan.meta["bounds_makespan_ps"] = std::to_string(b.makespan_ps);
   if (b.compute_ps > 0) plan.meta["bounds_compute_ps"] = std::to_string(b.compute_ps);
@@ -432,10 +434,14 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
   const Workload& plan_w = *searched;
   req.traffic_memo = traffic_memo(searched);
   req.start_memo = start_memo(searched, topo);
+  // What the runtime holds: a realized plan's budget is the whole budget, the plan's own
+  // share and the room for its demand copies (or expert cache) together.
+  uint64_t runtime_budget = 0;
   if (planned) {
     // Room for what a realized plan holds beyond the planned one: one demand copy, or the
     // expert cache.
     const uint64_t budget = planner::resolved(topo, req.target).budget;
+    runtime_budget = budget;
     const uint64_t reserve =
         planner::routing_reserve(*p.workload, s.expert_cache, s.name("expert_cache"));
     if (reserve >= budget) {
@@ -472,6 +478,7 @@ PhaseResult Study::run_phase(const Scenario& s, const hw::Topology& topo,
     planner::RealizedPlan r =
         planner::realize_routing(*p.outcome.plan, plan_w, *p.workload, s.expert_cache, home);
     p.outcome.plan = std::move(r.plan);
+    p.outcome.plan->budget = runtime_budget;
     p.routing = r.stats;
     p.realized = true;
   }
