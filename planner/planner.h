@@ -69,8 +69,11 @@ std::string unknown_policy_hint(std::string_view name);
 /// cores).
 inline constexpr size_t kSearchCutOps = 500'000;
 
+/// The policy a plan is made with when none is named.
+inline constexpr std::string_view kDefaultPolicy = "tierflow";
+
 struct PlanRequest {
-  std::string policy = "tierflow";
+  std::string policy = std::string(kDefaultPolicy);
   std::string pipeline;  ///< overrides the policy's pipeline when set
   Target target;
   std::vector<Pin> pins;     ///< planner/pins.h

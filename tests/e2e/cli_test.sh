@@ -208,6 +208,9 @@ rc=0; "$tf" calibrate --backend cuda -o "$tmp/cuda.yaml" --max-size 1MiB --repea
 if [ "$rc" = 0 ] || { [ "$rc" = 2 ] && grep -qi "cuda" "$tmp/err"; }; then passes=$((passes + 1)); else
   echo "FAIL calibrate-cuda: exit $rc"; fails=$((fails + 1)); fi
 check plan-sim 0 "$tf" sim --plan "$tmp/p7.json"
+check plan-policy-and-pipeline 2 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w7.json" \
+  --policy layerwise --pipeline place,liveness,insert,verify -o "$tmp/pp.json"
+contains plan-policy-and-pipeline-msg "$tmp/err" "--pipeline: --pipeline replaces the policy's passes: give --policy or --pipeline, not both"
 # The simulator holds the device to the plan's own budget, as replay does: edited to 100 MB
 # (below its peak), the plan runs out of room there.
 python3 -c 'import json, sys

@@ -107,8 +107,11 @@ def test_input_errors_of_arguments():
         tierflow.generate("llama-3-9b")
     with pytest.raises(tierflow.InputError, match="batch: 0 is below 1"):
         tierflow.generate("llama-3-8b", batch=0)
-    with pytest.raises(tierflow.InputError, match="did you mean 'bf16'"):
+    with pytest.raises(tierflow.InputError, match="did you mean 'bf16'") as caught:
         tierflow.generate("llama-3-8b", weight_dtype="bf61")
+    assert caught.value.file == "weight_dtype"  # the argument, as docs/python.md says
+    with pytest.raises(tierflow.InputError, match="^batch: 0 is below 1$"):
+        tierflow.compare(batch=0)
     with pytest.raises(tierflow.InputError, match="unknown field 'bacth'.*did you mean 'batch'"):
         tierflow.compare(bacth=4)
     with pytest.raises(tierflow.InputError, match="unknown question 'min-mem'"):
@@ -233,6 +236,9 @@ def test_plan(cli, small_workload, tmp_path):
     lines = p.text().splitlines()
     assert len([x for x in lines if not x.startswith("home ")]) == p.num_steps
     assert "home L0.wqkv ddr" in lines
+    # A pipeline replaces the policy's passes: both given is an error, not the policy dropped.
+    with pytest.raises(tierflow.InputError, match="^pipeline: pipeline replaces the policy's passes"):
+        tierflow.plan(t, small_workload, policy="layerwise", pipeline="place,liveness,insert,verify")
     # A program out of range, or not an int, names the argument (not pybind11's TypeError).
     with pytest.raises(tierflow.InputError, match=r"^program: expected a whole number from 0 to 0, got -1$"):
         p.text(program=-1)

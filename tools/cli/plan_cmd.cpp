@@ -26,7 +26,7 @@ namespace {
 
 struct PlanCliOptions {
   ScenarioFlags f;  ///< --hw, --set, --device, --devices, --budget, --pin, --threads
-  std::string workload, policy = "tierflow", pipeline, max_overhead, output;
+  std::string workload, policy, pipeline, max_overhead, output;  // policy: tierflow
   std::string timeline, print_after, reproducer;
   bool explain = false, stats = false, print_after_all = false, verify_each = false;
 };

@@ -110,7 +110,18 @@ study::Scenario scenario_of(const Fields& fields, std::string_view source) {
       }
       s.threads = n;
     } else {
-      study::set_field(s, path, value, source);
+      try {
+        study::set_field(s, path, value, source);
+      } catch (const InputError& e) {
+        // An error of the argument is at the argument (e.file its name, as docs/python.md
+        // says), not at the function: "weight_dtype: 'bf61' is not ...".
+        if (e.pos().file != source || e.pos().line > 0) throw;
+        std::string message = e.message();
+        if (const std::string prefix = path + ": "; message.starts_with(prefix)) {
+          message.erase(0, prefix.size());
+        }
+        throw InputError::at(SourcePos{path}, "{}", message);
+      }
     }
   }
   return s;

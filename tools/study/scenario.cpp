@@ -154,11 +154,8 @@ const std::vector<std::string_view>& field_names() {
 }
 
 std::string Scenario::name(std::string_view field) const {
-  if (naming == Naming::kFields) return std::string(field);
-  if (field == "pins") return "--pin";  // one flag per pin
-  std::string flag = "--" + std::string(field);
-  std::replace(flag.begin(), flag.end(), '_', '-');
-  return flag;
+  if (naming == Naming::kFlags && field == "pins") return "--pin";  // one flag per pin
+  return option_name(field, naming == Naming::kFlags);
 }
 
 void set_field(Scenario& s, std::string_view path, std::string_view value,

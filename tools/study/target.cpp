@@ -174,8 +174,14 @@ void check_policy(const std::string& name, std::string_view source) {
 planner::PlanRequest plan_request(const hw::Topology& topo, const PlanSettings& s, bool cli) {
   const auto name = [cli](std::string_view field) { return option_name(field, cli); };
   planner::PlanRequest req;
-  check_policy(s.policy, name("policy"));
-  req.policy = s.policy;
+  // A pipeline replaces the policy's passes: both given would drop the policy silently.
+  if (!s.policy.empty() && !s.pipeline.empty()) {
+    throw InputError::at(SourcePos{name("pipeline")},
+                         "{} replaces the policy's passes: give {} or {}, not both",
+                         name("pipeline"), name("policy"), name("pipeline"));
+  }
+  req.policy = s.policy.empty() ? std::string(planner::kDefaultPolicy) : s.policy;
+  check_policy(req.policy, name("policy"));
   req.pipeline = s.pipeline;
   if (!s.pipeline.empty()) (void)planner::Pipeline::parse(s.pipeline, name("pipeline"));
   req.target = make_target(topo, s.device, s.devices, name("device"));

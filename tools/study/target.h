@@ -53,7 +53,7 @@ void check_policy(const std::string& name, std::string_view source);
 /// What a user asks of one plan, as given (`tierflow plan` flags, `tierflow.plan()`
 /// arguments).
 struct PlanSettings {
-  std::string policy = "tierflow";
+  std::string policy;    ///< empty: planner::kDefaultPolicy (or the pipeline's passes)
   std::string pipeline;  ///< passes instead of the policy's
   std::string device;    ///< device class; empty: the first
   uint32_t devices = 1;  ///< programs; 0: every device of the class

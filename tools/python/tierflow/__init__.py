@@ -260,18 +260,20 @@ def load_workload(path):
     return _tierflow.load_workload(_text(path, "path"))
 
 
-def plan(topology, workload, policy="tierflow", budget=None, pins=(), devices=1, max_overhead=None,
+def plan(topology, workload, policy=None, budget=None, pins=(), devices=1, max_overhead=None,
          device=None, pipeline=None, threads=0, verify_each=False):
     """Plans a workload on a topology with the simulator in the loop (`tierflow plan`).
 
     topology: a Topology, a YAML path or a shipped name. workload: a Workload or a JSON path.
+    policy: one of tierflow.policies() (default "tierflow"); pipeline: passes to run instead
+    of a policy's (not both).
     budget: device bytes per program ("40GiB" or an int); max_overhead instead minimises
     the budget with the makespan within that of the fastest (0.01 or "1%"). pins:
     ["weight=ddr", ...]. devices: programs, one per device (0: every device of the class).
     Returns a Plan; when it does not fit, Plan.ok is False and Plan.infeasible True.
     """
     o = _tierflow.PlanOptions()
-    o.policy = _text(policy, "policy")
+    o.policy = "" if policy is None else _text(policy, "policy")
     o.pipeline = "" if pipeline is None else _text(pipeline, "pipeline")
     o.device = "" if device is None else _text(device, "device")
     o.devices = _count(devices, "devices")
