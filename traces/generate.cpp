@@ -163,15 +163,11 @@ void check_options(const Arch& a, const GenOptions& o) {
   }
   if ((o.routing_skew > 0 || o.routing_repeat > 0) && o.routing != Routing::kSeeded) {
     bad(o.routing_skew > 0 ? "routing_skew" : "routing_repeat",
-        fmt::format("skew and repeats shape the seeded router: give {} seeded (or oracle, "
-                    "realistic)",
-                    name("routing")));
+        fmt::format("skew and repeats shape the seeded router: give {} seeded", name("routing")));
   }
   if (!o.routing_trace.empty() && o.routing != Routing::kSeeded) {
     bad("routing_trace",
-        fmt::format("a routing trace is the routing that runs: give {} seeded (or oracle, "
-                    "realistic)",
-                    name("routing")));
+        fmt::format("a routing trace is the routing that runs: give {} seeded", name("routing")));
   }
   if (!o.routing_trace.empty() && (o.routing_skew > 0 || o.routing_repeat > 0)) {
     bad("routing_trace",

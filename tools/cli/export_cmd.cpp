@@ -67,7 +67,7 @@ void add_export_command(CLI::App& app) {
                   "where to write: a file ('-' = standard output), or a folder for chakra");
   add_plan_topology_flags(cmd, o->hw, o->sets);
   cmd->add_option("--on-full", o->on_full,
-                  "when a tier is full: fail (an error naming the step) or wait (a memory stall)")
+                  "when a tier is full: fail (the default: an error naming the step) or wait")
       ->check(CLI::IsMember({"fail", "wait"}));
   cmd->add_flag("--inline-workload", o->inline_workload,
                 "plan-json: embed the workload instead of referencing its file");

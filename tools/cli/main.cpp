@@ -56,7 +56,7 @@ void refuse_empty_values(CLI::App& app) {
       "");
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
     for (CLI::Option* opt : sub->get_options()) {
-      if (opt->get_type_size_min() == 0) continue;  // a flag
+      if (opt->get_expected_max() == 0) continue;  // a flag: no value (nor ":FILE" in help)
       bool path = false;
       for (const std::string& name : opt->get_lnames()) {
         path = path || name == "output" || name == "summary" || name == "report" ||

@@ -57,7 +57,7 @@ void add_report_command(CLI::App& app) {
       ->required();
   add_plan_topology_flags(cmd, o->hw, o->sets);
   cmd->add_option("--on-full", o->on_full,
-                  "when a tier is full: fail (the page shows the error) or wait (a memory stall)")
+                  "when a tier is full: fail (the default; the page shows the error) or wait")
       ->check(CLI::IsMember({"fail", "wait"}));
   cmd->add_option("--top", o->top, "rows of the exposed-wait table (default 40)")
       ->check(CLI::Range(0, 1'000'000));

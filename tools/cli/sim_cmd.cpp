@@ -67,7 +67,8 @@ void add_sim_command(CLI::App& app) {
   cmd->add_option("--plan", o->plan, "plan JSON (tierflow.plan/2)")->required();
   add_plan_topology_flags(cmd, o->hw, o->sets);
   cmd->add_option("--on-full", o->on_full,
-                  "when a tier is full: fail (an error naming the step) or wait (a memory stall)")
+                  "when a tier is full: fail (the default: an error naming the step) or wait (a "
+                  "memory stall)")
       ->check(CLI::IsMember({"fail", "wait"}));
   cmd->add_option("--timeline", o->timeline,
                   "write a Chrome trace (open in ui.perfetto.dev), streamed while simulating");
