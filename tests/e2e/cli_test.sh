@@ -278,6 +278,14 @@ check compare-json-again 0 "$tf" compare --workload "$tmp/w7.json" --budget 300M
 cmp -s "$tmp/c1.json" "$tmp/c2.json" && passes=$((passes + 1)) ||
   { echo "FAIL compare is not deterministic"; fails=$((fails + 1)); }
 contains compare-json-format "$tmp/c1.json" '"format": "tierflow.compare/1"'
+# A workload file's row names what the file holds (its meta), not the generator's defaults.
+check compare-file-row 0 "$tf" compare --workload "$tmp/w7.json" --budget 300MiB --csv --policies tierflow \
+  -o "$tmp/c7.csv"
+ok compare-file-row-inputs python3 -c '
+import csv, sys
+r = list(csv.DictReader(open(sys.argv[1])))[0]
+assert (r["phase"], r["batch"], r["seq"], r["context"], r["tokens"]) == ("decode", "1", "", "512", "2"), r
+assert abs(float(r["decode_tokens_per_s"]) * float(r["makespan_s"]) - 2) < 1e-6, r' "$tmp/c7.csv"
 # A request: TTFT and TPOT per policy; peak, exposed and moved of the prefill and the decode
 # (the prefill needs more than the decode here: "resident needs" is the prefill's).
 req=(--model llama-3-8b --layers 2 --batch 8 --prompt 2048 --generate 40 --policies resident,layerwise

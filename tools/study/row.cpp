@@ -38,16 +38,40 @@ std::function<Cell(const Trial&)> whole(F f) {
   return [f](const Trial& t) -> Cell { return t.ok ? Cell{f(t)} : Cell{}; };
 }
 
+/// A value as a cell: an integer when it is one, else text; null when empty.
+Cell value_cell(const std::string& v) {
+  if (v.empty()) return Cell{};
+  int64_t i = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), i);
+  if (ec == std::errc() && end == v.data() + v.size()) return Cell{i};
+  return Cell{v};
+}
+
+/// What a workload file's meta records under `key` (its JSON text, a string unquoted);
+/// null when it records none or the workload was not read.
+Cell meta_cell(const Trial& t, const std::string& key) {
+  if (t.phases.empty() || t.phases.front().workload == nullptr) return Cell{};
+  const auto& meta = t.phases.front().workload->meta;
+  const auto it = meta.find(key);
+  if (it == meta.end()) return Cell{};
+  std::string v = it->second;
+  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+  return value_cell(v);
+}
+
 std::vector<Def> make_defs() {
   std::vector<Def> d;
   auto in = [&](std::string name, std::string_view what) {
     d.push_back({name, what, [name](const Trial& t) -> Cell {
-                   const std::string v = get_field(t.scenario, name);
-                   if (v.empty()) return Cell{};
-                   int64_t i = 0;
-                   const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), i);
-                   if (ec == std::errc() && end == v.data() + v.size()) return Cell{i};
-                   return Cell{v};
+                   return value_cell(get_field(t.scenario, name));
+                 }});
+  };
+  // A generator input: of a workload file, what its meta records (null where it records
+  // none), not the generator's defaults, which did not make it.
+  auto gen_in = [&](std::string name, std::string_view what) {
+    d.push_back({name, what, [name](const Trial& t) -> Cell {
+                   if (!t.scenario.workload.file.empty()) return meta_cell(t, name);
+                   return value_cell(get_field(t.scenario, name));
                  }});
   };
   d.push_back({"topology", "topology name", [](const Trial& t) { return Cell{t.topology}; }});
@@ -72,18 +96,19 @@ std::vector<Def> make_defs() {
                  return Cell{fmt::format("{}", fmt::join(t.scenario.workload.model_sets, ";"))};
                }});
   d.push_back({"phase", "prefill, decode, train, or request", [](const Trial& t) {
-                 return Cell{t.scenario.request ? std::string("request")
-                                                : get_field(t.scenario, "phase")};
+                 if (t.scenario.request) return Cell{std::string("request")};
+                 if (!t.scenario.workload.file.empty()) return meta_cell(t, "phase");
+                 return Cell{get_field(t.scenario, "phase")};
                }});
-  in("batch", "sequences");
-  in("seq", "prefill or training tokens per sequence (step phases)");
-  in("context", "decode: tokens cached before the first step");
-  in("tokens", "decode: steps planned");
+  gen_in("batch", "sequences");
+  gen_in("seq", "prefill or training tokens per sequence (step phases)");
+  gen_in("context", "decode: tokens cached before the first step");
+  gen_in("tokens", "decode: steps planned");
   in("prompt", "request: prompt tokens");
   in("generate", "request: generated tokens");
-  in("tp", "tensor-parallel degree");
-  in("weight_dtype", "weight element type");
-  in("kv_dtype", "KV-cache element type");
+  gen_in("tp", "tensor-parallel degree");
+  gen_in("weight_dtype", "weight element type");
+  gen_in("kv_dtype", "KV-cache element type");
   in("routing", "MoE routing: expected, oracle (the plan sees the routing that runs) or realistic");
   in("expert_cache", "realistic routing: the runtime's expert cache (none, lru:SIZE, lfu:SIZE[,predict])");
   in("device", "device class (empty: the first)");
@@ -123,8 +148,14 @@ std::vector<Def> make_defs() {
                  }
                  const PhaseResult& p = t.main();
                  if (!p.ok() || p.tokens == 0) return Cell{};
-                 return Cell{static_cast<double>(t.scenario.workload.gen.batch * p.tokens) /
-                             to_seconds(p.makespan_ps)};
+                 // A workload file's batch is its own (meta), not the generator's default.
+                 int64_t batch = t.scenario.workload.gen.batch;
+                 if (!t.scenario.workload.file.empty()) {
+                   const Cell b = meta_cell(t, "batch");
+                   if (!std::holds_alternative<int64_t>(b)) return Cell{};
+                   batch = std::get<int64_t>(b);
+                 }
+                 return Cell{static_cast<double>(batch * p.tokens) / to_seconds(p.makespan_ps)};
                }});
   d.push_back({"throughput_tokens_per_s",
                "request: batch x generated tokens / (TTFT + decode time), as FlexGen defines it",
