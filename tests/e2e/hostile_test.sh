@@ -974,6 +974,11 @@ printf 'name: wk\nbase:\n  hw: %s\n  workload: w.json\naxes:\n  - policy: [layer
 hostile outputs/sweep-jsonl-over-spec-workload 2 "--jsonl: refusing to write this output: it is a file the sweep spec names" \
   --out "$d2/wk.db" --out "$d2/wk.csv" --in "$d2/w.json" -- \
   "$tf" sweep "$d2/wk.yaml" -o "$d2/wk.db" --csv "$d2/wk.csv" --jsonl "$d2/w.json" --quiet
+# Every command names the flag of an output over its input, before writing.
+hostile outputs/trace-info-over-input 2 "-o: refusing to write this output: it is an input" --in "$d2/w.json" -- \
+  "$tf" trace info "$d2/w.json" -o "$d2/w.json"
+hostile outputs/report-over-plan 2 "-o: refusing to write this output: it is an input" --in "$d/p.json" -- \
+  "$tf" report "$d/p.json" -o "$d/p.json"
 ln -s wk2.db "$d2/link.db"
 hostile outputs/sweep-csv-link-to-database 2 "--csv names the same file as -o" --out "$d2/wk2.db" -- \
   "$tf" sweep "$d2/wk.yaml" -o "$d2/wk2.db" --csv "$d2/link.db" --quiet

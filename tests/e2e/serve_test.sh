@@ -259,6 +259,10 @@ import json, sys
 a = json.load(open(sys.argv[1]))
 assert a["found"] and a["at_limit"] and a["answer"] == 1024, a["answer"]' "$tmp/out"
 
+# A TPOT target on one-token outputs: no request has a TPOT, refused (every probe failed).
+check find-tpot-one-token 2 "$tf" serve --hw h100-sxm-8gpu --model llama-3-8b --quiet \
+  --arrivals "poisson,rate=5/s,n=20,prompt=fixed:100,output=fixed:1" --find max-rate --target p99-tpot=1ms
+contains find-tpot-one-token-msg "$tmp/err" "--target: p99-tpot: no request of --arrivals generates more than one token"
 # A rejected request (its KV larger than the device pool) is counted and meets no SLO.
 printf '%s\n' '{"timestamp": 0, "input_length": 100, "output_length": 16777216, "hash_ids": [7]}' >>"$tmp/spread.jsonl"
 check rejected-counted 0 "$tf" serve --hw h100-sxm-8gpu --model llama-3-8b --quiet --trace "$tmp/spread.jsonl" --slo ttft=10s

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "core/io.h"
 #include "core/plan_json.h"
 #include "tools/cli/common.h"
 #include "tools/cli/flags.h"
@@ -40,6 +41,7 @@ int run_export(const ExportCliOptions& o) {
   // reached; plan-json is not simulated and verifies the plan as it reads it.
   const LoadedPlan lp = read_plan(o.plan, /*verify=*/format.sim == exporter::SimNeed::kNone);
   const hw::Topology topo = study::plan_topology(lp.plan, o.plan, o.hw, o.sets);
+  if (format.output == exporter::OutputKind::kFile) check_outputs({{"-o", o.output}});
 
   exporter::ExportOptions eo;
   eo.on_full = o.on_full == "wait" ? sim::OnFull::kWait : sim::OnFull::kFail;

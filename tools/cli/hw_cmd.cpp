@@ -59,6 +59,7 @@ int run_show(const HwOptions& o) {
   const std::string& name = o.files.front();
   const hw::Topology t =
       hw::load_topology(study::find_topology(name, name), hw::LoadOptions{o.sets, false});
+  check_outputs({{"-o", o.output}});
   const std::string text =
       o.json ? json_text(study::show_json(t)) : study::show_text(t, study::ShowOptions{o.all_routes});
   write_file_atomic(o.output, text);

@@ -31,6 +31,7 @@ int run_report(const ReportCliOptions& o) {
   for (const std::string& plan : o.plans) {
     runs.push_back(exporter::run_for_report(plan, o.hw, o.sets, on_full));
   }
+  check_outputs({{"-o", o.output}});  // every plan read: one over an input writes nothing
   exporter::ReportOptions ro;
   ro.top_waits = o.top;
   write_file_atomic(o.output, exporter::html_report(runs, ro));

@@ -41,6 +41,7 @@ int run_gen(TraceOptions& o) {
   } else {
     arch = traces::load_arch(traces::find_arch(o.model, study::config_dir()), o.sets);
   }
+  check_outputs({{"-o", o.output}});
   study::Scenario s;
   s.workload.gen = o.gen.options();
   if (const std::string warn = study::context_warning(arch, s); !warn.empty()) {
@@ -56,6 +57,7 @@ int run_gen(TraceOptions& o) {
 
 int run_info(const TraceOptions& o) {
   const Workload w = read_workload(o.file);
+  check_outputs({{"-o", o.output}});
   const traces::InfoOptions io{o.top};
   const std::string text = o.json ? json_text(traces::info_json(w, io)) : traces::info_text(w, io);
   write_file_atomic(o.output.empty() ? "-" : o.output, text);
@@ -70,6 +72,7 @@ int run_import(const TraceOptions& o) {
   static const Workload* volatile kept = nullptr;
   kept = new Workload(read_workload(o.file));
   const Workload& w = *kept;
+  check_outputs({{"-o", o.output}});
   if (!o.output.empty()) write_file_atomic(o.output, write_workload(w));
   fmt::print(stderr, "ok: {}: {} ops, {} tensors{}\n", o.file, w.ops.size(), w.tensors.size(),
              o.output.empty() ? "" : fmt::format(", written to {}", o.output));

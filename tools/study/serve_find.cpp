@@ -328,6 +328,16 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
                          "{} runs no time, so it has no {}: with {}, search for hit=SHARE",
                          name("cache_only"), target.metric, name("cache_only"));
   }
+  // TPOT is the time per output token after the first: a trace of one-token outputs has
+  // none, and every probe would fail on a metric that does not exist.
+  if (target.metric.ends_with("-tpot") && setup.trace != nullptr &&
+      std::none_of(setup.trace->requests.begin(), setup.trace->requests.end(),
+                   [](const traces::Request& r) { return r.output_tokens > 1; })) {
+    throw InputError::at(SourcePos{name("target")},
+                         "{}: no request of {} generates more than one token, so none has a "
+                         "TPOT (the time per output token after the first)",
+                         target.metric, setup.trace_name);
+  }
   if (q == ServeQuestion::kUpgrade) return upgrade_serve(base, std::move(setup), ask);
   // The settings were checked and the inputs read once; each probe changes one knob.
   std::vector<serve::KvTier>& tiers = setup.engine.kv_tiers;
