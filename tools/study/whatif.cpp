@@ -300,7 +300,8 @@ Answer max_value(Study& study, const Scenario& s, const WhatIfOptions& o) {
     // batches that meet it lie above, up to the largest that fits. Doubling to the first
     // that passes, or to the first that fails otherwise (does not fit, or misses the TPOT).
     int64_t below = v0;  // ran, below the target
-    for (int64_t v = v0 * 2; v <= cap && lo == 0 && hi == 0; v *= 2) {
+    // A probe passes (lo), falls below the target (below) or fails otherwise (hi).
+    const auto probe_up = [&](int64_t v) {
       if (passes(v)) {
         lo = v;
       } else if (slow.contains(v)) {
@@ -308,20 +309,15 @@ Answer max_value(Study& study, const Scenario& s, const WhatIfOptions& o) {
       } else {
         hi = v;
       }
-    }
+    };
+    for (int64_t v = v0 * 2; v <= cap && lo == 0 && hi == 0; v *= 2) probe_up(v);
     // Between the last below the target and the first that failed otherwise: bisection
     // to the first that passes (then the search goes on above it), or to the fit limit.
     while (lo == 0 && hi - below > step) {
       int64_t mid = below + (hi - below) / 2;
       mid = std::max(below + step, mid / step * step);
       if (mid >= hi) break;
-      if (passes(mid)) {
-        lo = mid;
-      } else if (slow.contains(mid)) {
-        below = mid;
-      } else {
-        hi = mid;
-      }
+      probe_up(mid);
     }
     if (lo == 0) {
       // None meets it: the answer is none, bound by the last probe (nothing to bisect).
