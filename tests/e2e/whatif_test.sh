@@ -83,6 +83,12 @@ assert a["found"] and a["answer_number"] >= 16, a["answer"]
 probes = {p["value"]: p["pass"] for p in a["probes"]}
 assert probes["batch 1"] is False and probes["batch 16"] is True, probes
 assert probes["batch %d" % (a["answer_number"] + 1)] is False, probes' "$tmp/up.json"
+# An override's error is where the user gave it: a --vary value at --vary (it was
+# --set:1:20, a --set never given), a --model-set at --model-set (it was --set:1:8).
+check vary-bad-capacity 2 "$tf" whatif "${small[@]}" --vary tiers.hbm.capacity=80GB,abc
+contains vary-bad-capacity-msg "$tmp/err" "error: --vary: tiers.hbm.capacity: bad value for 'capacity': malformed number in 'abc'"
+check model-set-bad 2 "$tf" whatif "${small[@]}" --model-set layers=-1
+contains model-set-bad-msg "$tmp/err" "error: --model-set:1:8: bad value for 'layers': must be at least 1, got -1"
 # Settings the question overrides are refused, not ignored.
 check min-memory-budget 2 "$tf" whatif "${small[@]}" --budget 1GiB
 contains min-memory-budget-msg "$tmp/err" "--budget: min-memory searches the budget"

@@ -128,6 +128,11 @@ def test_study_errors_name_keywords(small_workload, tmp_path):
     with pytest.raises(tierflow.InputError, match="^expert_cache: an expert cache is what"):
         tierflow.compare(["resident"], model="mixtral-8x7b", routing="oracle",
                          expert_cache="lru:8GiB")
+    # An override's error is at the argument that gave it.
+    with pytest.raises(tierflow.InputError, match=r"^model_set:1:8: bad value for 'layers'"):
+        tierflow.compare(["resident"], model="llama-3-8b", model_set=["layers=-1"])
+    with pytest.raises(tierflow.InputError, match=r"^vary: tiers.hbm.capacity: bad value"):
+        tierflow.whatif(model="llama-3-8b", vary={"tiers.hbm.capacity": ["80GB", "x"]})
     # Settings the question overrides are refused, as the CLI refuses them.
     with pytest.raises(tierflow.InputError, match="^budget: min-memory searches the budget .* "
                        "within max_overhead of"):

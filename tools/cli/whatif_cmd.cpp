@@ -15,6 +15,7 @@
 #include "tools/cli/common.h"
 #include "tools/cli/flags.h"
 #include "tools/cli/whatif_serve.h"
+#include "tools/study/sweep.h"
 #include "tools/study/target.h"
 #include "tools/study/whatif.h"
 #include "tools/study/whatif_json.h"
@@ -45,6 +46,7 @@ int run_whatif(const WhatIfCliOptions& o) {
   std::vector<study::Axis> axes;
   for (const std::string& v : o.vary) axes.push_back(study::parse_axis(v, "--vary"));
   study::check_whatif_grid(base, w, axes, "--vary");
+  study::check_axes(base, axes, "--vary");
   const auto grid = study::expand_grid(base, axes);
 
   study::Study study;

@@ -25,6 +25,7 @@
 #include "tools/study/row.h"
 #include "tools/study/serve_find.h"
 #include "tools/study/sim_evaluator.h"
+#include "tools/study/sweep.h"
 #include "tools/study/target.h"
 #include "tools/study/whatif_json.h"
 
@@ -94,6 +95,7 @@ ReplayHandle run_replay(const LoadedPlan& lp, const hw::Topology& topo, const Re
 study::Scenario scenario_of(const Fields& fields, std::string_view source) {
   study::Scenario s;
   s.naming = study::Naming::kFields;  // errors name the keywords, not the CLI's flags
+  s.workload.sets_flag = "model_set";
   for (const auto& [path, value] : fields) {
     if (path == "hw") {
       s.hw = study::find_topology(value, "hw");
@@ -298,6 +300,7 @@ nlohmann::ordered_json whatif(const Fields& fields, const WhatIfRequest& r) {
   w.min_throughput = r.min_throughput;
   w.max_tpot_ms = r.max_tpot_ms;
   study::check_whatif_grid(base, w, r.vary, "vary");
+  study::check_axes(base, r.vary, "vary");
   const auto grid = study::expand_grid(base, r.vary);
   study::Study study;
   const auto topo = study.topology(base);

@@ -380,9 +380,16 @@ std::vector<std::pair<Scenario, std::vector<std::string>>> expand_grid(
 
 traces::Arch load_model(const WorkloadSource& w) {
   if (!w.hf_config.empty()) return traces::import_hf_config(w.hf_config, {w.hf_lenient, nullptr});
-  return traces::load_arch(
-      traces::find_arch(w.model.empty() ? std::string(kDefaultModel) : w.model, config_dir()),
-      w.model_sets);
+  const std::string file =
+      traces::find_arch(w.model.empty() ? std::string(kDefaultModel) : w.model, config_dir());
+  try {
+    return traces::load_arch(file, w.model_sets);
+  } catch (const InputError& e) {
+    // The loader names an override as trace gen's flag does (`--set:1:8`); here it is one
+    // of the model's overrides (`--model-set:1:8`, Python's model_set).
+    if (e.pos().file != "--set") throw;
+    throw InputError(SourcePos{w.sets_flag, e.pos().line, e.pos().col}, e.message());
+  }
 }
 
 std::string context_warning(const Scenario& s) {

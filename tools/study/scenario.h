@@ -50,6 +50,7 @@ struct WorkloadSource {
   std::string hf_config;  ///< a Hugging Face config.json instead of `model`
   bool hf_lenient = false;  ///< --lenient: unknown keys that change no count are warnings
   std::vector<std::string> model_sets;  ///< KEY=VALUE overrides of the model's fields
+  std::string sets_flag = "--model-set";  ///< how errors name model_sets ("model_set": Python)
   /// Phase, batch, seq, context, tokens, tp, dtypes; the routing that runs is the seeded
   /// router's (the default is realistic routing, below). Errors name the fields as specs
   /// and Python spell them; the CLI's scenarios take its flags' options, which name flags.

@@ -346,6 +346,7 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
                          "a swap space is only used by swap preemption");
   }
   WorkloadSource model = s.model;
+  model.sets_flag = name("model_set");
   model.gen.weight_dtype = dtype("weight_dtype", s.weight_dtype);
   model.gen.kv_dtype = dtype("kv_dtype", s.kv_dtype);
   model.gen.act_dtype = dtype("act_dtype", s.act_dtype);

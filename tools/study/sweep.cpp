@@ -199,6 +199,27 @@ std::string workload_key(const Scenario& s) {
   return k;
 }
 
+/// Checks the topology or model that `value` of the axis `path` gives alone on `base`; an
+/// error sits at `at` (the value's place: its spec position, or `--vary`), not at the
+/// position of the override it became (`--set:1:7`).
+void check_axis_value(const Scenario& base, const std::string& path, const std::string& value,
+                      const SourcePos& at) {
+  const bool topo = is_topology_field(path), model = is_model_field(path);
+  if (!topo && !model) return;
+  Scenario s = base;
+  set_field(s, path, value, at.file);
+  try {
+    if (topo) check_topology(s);
+    if (model) check_model(s);
+  } catch (const InputError& e) {
+    // Some errors name the path already ("--set 'links.x.bandwidth': ..."): without the
+    // flag, which is not where the value came from.
+    std::string why = cause(e);
+    if (why.starts_with("--set '")) why.erase(0, 6);
+    throw InputError::at(at, "{}{}", why.find(path) == std::string::npos ? path + ": " : "", why);
+  }
+}
+
 /// Checks every distinct topology and model the points use, each once; an error names the
 /// point and sits at the value of the axis most likely at fault.
 void check_points(const SweepSpec& spec, const std::vector<SweepPoint>& points) {
@@ -206,20 +227,10 @@ void check_points(const SweepSpec& spec, const std::vector<SweepPoint>& points) 
   for (const AxisGroup& g : spec.groups) {
     for (size_t k = 0; k < g.axes.size(); ++k) {
       const Axis& a = g.axes[k];
-      const bool topo = is_topology_field(a.path), model = is_model_field(a.path);
-      if (!topo && !model) continue;
       for (size_t i = 0; i < a.values.size(); ++i) {
-        Scenario s = spec.base;
-        set_field(s, a.path, resolve(a.path, a.values[i], spec.dir, g.value_pos[k][i]), spec.file);
-        try {
-          if (topo) check_topology(s);
-          if (model) check_model(s);
-        } catch (const InputError& e) {
-          // Some errors name the path already ("--set 'links.x.bandwidth': ...").
-          const std::string why = cause(e);
-          throw InputError::at(g.value_pos[k][i], "{}{}",
-                               why.find(a.path) == std::string::npos ? a.path + ": " : "", why);
-        }
+        check_axis_value(spec.base, a.path,
+                         resolve(a.path, a.values[i], spec.dir, g.value_pos[k][i]),
+                         g.value_pos[k][i]);
       }
     }
   }
@@ -337,6 +348,13 @@ Trial failed_trial(const Scenario& s, std::string reason) {
 }
 
 }  // namespace
+
+void check_axes(const Scenario& base, const std::vector<Axis>& axes, std::string_view source) {
+  for (const Axis& a : axes) {
+    for (const std::string& v : a.values)
+      check_axis_value(base, a.path, v, SourcePos{std::string(source)});
+  }
+}
 
 std::vector<std::string> SweepSpec::axis_paths() const {
   std::vector<std::string> out;

@@ -83,6 +83,11 @@ struct SweepPoint {
 /// The points of the spec, first group slowest.
 std::vector<SweepPoint> sweep_points(const SweepSpec& spec);
 
+/// Checks each topology or model value of `axes` (`--vary`) alone on `base`, before any
+/// work: an error sits at `source`, naming the path, not at the override it becomes
+/// (`--set:1:7`).
+void check_axes(const Scenario& base, const std::vector<Axis>& axes, std::string_view source);
+
 /// The most points one sweep spec may have (docs/cli.md, "Limits"); every point is built
 /// before the first runs.
 inline constexpr int64_t kMaxSweepPoints = 1'000'000;
