@@ -26,6 +26,14 @@ same() {  # same NAME FILE1 FILE2: byte-identical
 check dry-run 0 "$tf" sweep "$small" --dry-run --shard 1/3
 contains dry-run-count "$tmp/out" "36 points, shard 1/3 holds 12"
 contains dry-run-zipped "$tmp/out" "batch (zipped): 1, 8"
+# A value twice in an axis would run its points twice: refused at the second, before any
+# database; zipped axes are told apart by the whole tuple.
+printf 'name: twice\nbase:\n  model: llama-3-8b\n  layers: 1\naxes:\n  - batch: [1, 2, 1]\n' >"$tmp/twice.yaml"
+check axis-value-twice 2 "$tf" sweep "$tmp/twice.yaml" -o "$tmp/twice.db"
+contains axis-value-twice-msg "$tmp/err" "twice.yaml:6:19: batch=1 appears twice in the axis (first at $tmp/twice.yaml:6:13)"
+ok axis-value-twice-no-db test ! -e "$tmp/twice.db"
+printf 'name: zip\nbase:\n  model: llama-3-8b\n  layers: 1\naxes:\n  - batch: [1, 1]\n    context: [512, 1024]\n' >"$tmp/zip.yaml"
+check axis-zipped-repeat 0 "$tf" sweep "$tmp/zip.yaml" --dry-run
 check full 0 "$tf" sweep "$small" -o "$tmp/full.db" --jobs 2 --csv "$tmp/full-run.csv" --jsonl "$tmp/full.jsonl"
 contains full-summary "$tmp/out" "ran 36 (0 already recorded)"
 contains full-outcomes "$tmp/out" "30 ok, 6 infeasible, 0 failed"

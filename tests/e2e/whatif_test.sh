@@ -89,6 +89,8 @@ check vary-bad-capacity 2 "$tf" whatif "${small[@]}" --vary tiers.hbm.capacity=8
 contains vary-bad-capacity-msg "$tmp/err" "error: --vary: tiers.hbm.capacity: bad value for 'capacity': malformed number in 'abc'"
 check model-set-bad 2 "$tf" whatif "${small[@]}" --model-set layers=-1
 contains model-set-bad-msg "$tmp/err" "error: --model-set:1:8: bad value for 'layers': must be at least 1, got -1"
+check vary-value-twice 2 "$tf" whatif "${small[@]}" --vary batch=1,2,2
+contains vary-value-twice-msg "$tmp/err" "--vary: 'batch=1,2,2': 2 appears twice"
 # Settings the question overrides are refused, not ignored.
 check min-memory-budget 2 "$tf" whatif "${small[@]}" --budget 1GiB
 contains min-memory-budget-msg "$tmp/err" "--budget: min-memory searches the budget"

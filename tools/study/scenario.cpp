@@ -350,6 +350,10 @@ Axis parse_axis(std::string_view text, std::string_view source) {
     const std::string_view v = rest.substr(0, comma);
     if (v.empty())
       throw InputError::at(SourcePos{std::string(source)}, "'{}': an empty value", text);
+    if (std::find(a.values.begin(), a.values.end(), v) != a.values.end()) {
+      throw InputError::at(SourcePos{std::string(source)},
+                           "'{}': {} appears twice: its points would run twice", text, v);
+    }
     a.values.emplace_back(v);
     if (comma == std::string_view::npos) break;
     rest = rest.substr(comma + 1);

@@ -515,6 +515,19 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
           g.axes.push_back(std::move(axis));
         }
         if (g.axes.empty()) throw InputError::at(g.pos, "an empty axis");
+        // A value given twice (the same tuple, for zipped axes) would run its points twice.
+        std::map<std::vector<std::string>, size_t> seen;
+        for (size_t i = 0; i < g.axes.front().values.size(); ++i) {
+          std::vector<std::string> tuple;
+          for (const Axis& a : g.axes) tuple.push_back(a.path + "=" + a.values[i]);
+          const auto [first, fresh] = seen.emplace(tuple, i);
+          if (!fresh) {
+            throw InputError::at(g.value_pos.front()[i],
+                                 "{} appears twice in the axis (first at {}): its points would "
+                                 "run twice",
+                                 fmt::join(tuple, ", "), g.value_pos.front()[first->second].str());
+          }
+        }
         spec.groups.push_back(std::move(g));
       }
     }
