@@ -762,10 +762,14 @@ def test_whatif_limits_are_the_cli_s(cli):
             (dict(question="max-batch", min_throughput=0), "min_throughput: must be a finite"),
             (dict(question="max-batch", max_overhead="5%"), "max_overhead: applies to question min-memory"),
             (dict(max_tpot=50), "max_tpot: applies to question max-batch and max-context only"),
+            (dict(question="max-batch", max_tpot="50 parsecs"), "max_tpot: "),
             (dict(pins=["weight=ddr;kv=ddr"]), "holds ';'"),
             (dict(vary={"batch": "1,4"}), "give its values as a list")]:
         with pytest.raises(tierflow.InputError, match=message.replace("(", r"\(")):
             tierflow.whatif(model="llama-3-8b", layers=2, **kw)
+    # Read as --max-tpot reads it, by the same parser ("0.05s" is 50 ms).
+    assert tierflow.whatif(question="max-batch", max_tpot="0.05s", **SMALL)["answers"] == \
+        tierflow.whatif(question="max-batch", max_tpot=50, **SMALL)["answers"]
     got = tierflow.whatif(question="max-batch", max_tpot="50ms", **SMALL)
     want = json.loads(cli("whatif", "--question", "max-batch", "--max-tpot", "50ms", "--json",
                           *SMALL_FLAGS))

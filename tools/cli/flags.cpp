@@ -55,12 +55,11 @@ const CLI::Validator kCount(
 
 const CLI::Validator kMilliseconds(
     [](std::string& text) -> std::string {
-      double ms = 0;
-      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
-      if (ec == std::errc() && end == text.data() + text.size()) return {};  // ms already
-      const ParseResult<Duration> r = parse_duration(text);
-      if (!r.ok()) return r.error + " (or a number of milliseconds)";
-      text = fmt::format("{}", static_cast<double>(r.value.ps) / static_cast<double>(kPsPerMs));
+      try {
+        text = fmt::format("{}", study::parse_milliseconds(text, ""));
+      } catch (const InputError& e) {
+        return e.message();
+      }
       return {};
     },
     "TIME");

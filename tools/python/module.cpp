@@ -22,11 +22,12 @@
 #include "core/kinds.h"
 #include "core/plan_json.h"
 #include "core/workload_json.h"
-#include "tools/study/hw_show.h"
 #include "planner/print.h"
 #include "sim/report.h"
 #include "tools/python/api.h"
 #include "tools/python/convert.h"
+#include "tools/study/hw_show.h"
+#include "tools/study/target.h"
 #include "traces/arch_loader.h"
 #include "traces/workload_info.h"
 
@@ -660,6 +661,8 @@ void bind_functions(py::module_& m) {
       "names of the shipped models");
   m.def(
       "config_dir", [] { return study::config_dir(); }, "the folder holding hw/ and models/");
+  m.def("parse_milliseconds", &study::parse_milliseconds, py::arg("text"), py::arg("source"),
+        "a duration in milliseconds, as --max-tpot takes it ('50', '50ms', '0.05s')");
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include "core/diagnostics.h"
@@ -30,6 +31,18 @@ double parse_overhead(const std::string& text, std::string_view source) {
                          text, text);
   }
   return x;
+}
+
+double parse_milliseconds(const std::string& text, std::string_view source) {
+  double ms = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+  if (ec == std::errc() && end == text.data() + text.size()) return ms;  // ms already
+  const ParseResult<Duration> r = parse_duration(text);
+  if (!r.ok()) {
+    throw InputError::at(SourcePos{std::string(source)}, "{} (or a number of milliseconds)",
+                         r.error);
+  }
+  return static_cast<double>(r.value.ps) / static_cast<double>(kPsPerMs);
 }
 
 double parse_fraction(const std::string& text, std::string_view source) {

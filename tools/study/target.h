@@ -37,6 +37,11 @@ double parse_fraction(const std::string& text, std::string_view source);
 /// is refused as ambiguous (10% or 1000%?), as is anything above the largest fraction.
 double parse_overhead(const std::string& text, std::string_view source);
 
+/// A duration in milliseconds: a plain number of them ("50") or a duration with its unit
+/// ("50ms", "0.05s"), as --max-tpot and Python's max_tpot take it; InputError at `source`
+/// otherwise.
+double parse_milliseconds(const std::string& text, std::string_view source);
+
 /// The device class (id, or the first), its device tier and the number of programs (0 =
 /// every device of the class); budget 0 (the tier's capacity).
 planner::Target make_target(const hw::Topology& topo, const std::string& device, uint32_t devices,

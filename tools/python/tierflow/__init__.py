@@ -473,7 +473,6 @@ def serve(trace=None, arrivals=None, set=(), model_set=(), **options):
 _serve = serve  # whatif's `serve` argument (the settings) hides the function
 
 
-_MS_PER_UNIT = {"": 1.0, "ms": 1.0, "s": 1e3, "us": 1e-3, "ns": 1e-6}
 
 
 def _limit(value, name, milliseconds=False):
@@ -481,12 +480,7 @@ def _limit(value, name, milliseconds=False):
     such as "50ms" or "0.05s"), as the CLI's --min-throughput and --max-tpot take them."""
     number = value
     if milliseconds and isinstance(value, str):
-        text = value.strip()
-        unit = next((u for u in ("ms", "us", "ns", "s") if text.endswith(u)), "")
-        try:
-            number = float(text[:len(text) - len(unit)]) * _MS_PER_UNIT[unit]
-        except ValueError:
-            raise _input_error(name, f"'{value}' is not a duration such as 50ms") from None
+        number = _tierflow.parse_milliseconds(_text(value, name), name)  # as --max-tpot reads it
     if isinstance(number, bool) or not isinstance(number, (int, float)):
         raise _input_error(name, f"expected a number, not {type(value).__name__}")
     if not math.isfinite(number) or number <= 0:
