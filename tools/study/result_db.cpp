@@ -273,9 +273,11 @@ namespace {
 /// Opens (creating) the database file and takes the sweep's exclusive lock on it; the file
 /// becomes guarded, so no output of the run may replace it. InputError when another
 /// process holds the lock.
-int lock_for_writing(const std::string& path) {
-  check_output_path(path);  // an input of this run (the spec) given as -o
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+/// Opens `path` (`flags`; 0644 when O_CREAT makes it) and takes an exclusive flock(2) on it
+/// without waiting: the lock a sweep holds on its database while it writes. InputError at
+/// the path, `busy` when another process holds the lock. The caller closes the descriptor.
+int open_locked(const std::string& path, int flags, std::string_view busy) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC, 0644);
   if (fd < 0) {
     const int error = errno;
     throw InputError::at(SourcePos{path}, "cannot open the results database: {}",
@@ -284,14 +286,18 @@ int lock_for_writing(const std::string& path) {
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
     ::close(fd);
-    if (error == EWOULDBLOCK) {
-      throw InputError::at(SourcePos{path},
-                           "the results database is in use by another sweep; wait for it to "
-                           "finish (a rerun then resumes), or give another -o");
-    }
+    if (error == EWOULDBLOCK) throw InputError::at(SourcePos{path}, "{}", busy);
     throw InputError::at(SourcePos{path}, "cannot lock the results database: {}",
                          std::generic_category().message(error));
   }
+  return fd;
+}
+
+int lock_for_writing(const std::string& path) {
+  check_output_path(path);  // an input of this run (the spec) given as -o
+  const int fd = open_locked(path, O_RDWR | O_CREAT,
+                             "the results database is in use by another sweep; wait for it to "
+                             "finish (a rerun then resumes), or give another -o");
   guard_file(path, "the results database of this sweep");
   return fd;
 }
@@ -474,20 +480,9 @@ namespace {
 /// database), or InputError when another process holds it. The descriptor is closed by
 /// the caller.
 int lock_existing(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int error = errno;
-    throw InputError::at(SourcePos{path}, "cannot open: {}",
-                         std::generic_category().message(error));
-  }
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    ::close(fd);
-    throw InputError::at(
-        SourcePos{path},
-        "is in use by a running sweep: refusing to replace it; wait for the sweep to "
-        "finish, or give another -o");
-  }
-  return fd;
+  return open_locked(path, O_RDONLY,
+                     "is in use by a running sweep: refusing to replace it; wait for the sweep "
+                     "to finish, or give another -o");
 }
 
 }  // namespace
