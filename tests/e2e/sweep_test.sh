@@ -34,6 +34,13 @@ contains axis-value-twice-msg "$tmp/err" "twice.yaml:6:19: batch=1 appears twice
 ok axis-value-twice-no-db test ! -e "$tmp/twice.db"
 printf 'name: zip\nbase:\n  model: llama-3-8b\n  layers: 1\naxes:\n  - batch: [1, 1]\n    context: [512, 1024]\n' >"$tmp/zip.yaml"
 check axis-zipped-repeat 0 "$tf" sweep "$tmp/zip.yaml" --dry-run
+# Rows on standard output are the whole of it: the summary goes to stderr.
+check csv-stdout 0 "$tf" sweep "$tmp/zip.yaml" -o "$tmp/zip.db" --quiet --csv -
+ok csv-stdout-parses python3 -c '
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 2 and rows[0]["point"] == "0", rows[:1]' "$tmp/out"
+contains csv-stdout-summary "$tmp/err" "2 points"
 check full 0 "$tf" sweep "$small" -o "$tmp/full.db" --jobs 2 --csv "$tmp/full-run.csv" --jsonl "$tmp/full.jsonl"
 contains full-summary "$tmp/out" "ran 36 (0 already recorded)"
 contains full-outcomes "$tmp/out" "30 ok, 6 infeasible, 0 failed"

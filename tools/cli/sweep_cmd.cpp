@@ -18,15 +18,10 @@ namespace tierflow::cli {
 namespace {
 
 struct SweepCliOptions {
-  std::string spec;
-  std::string output;
+  std::string spec, output, csv, jsonl;
   unsigned jobs = 0;
   std::string shard = "0/1";
-  bool retry_failed = false;
-  bool dry_run = false;
-  bool quiet = false;
-  std::string csv;
-  std::string jsonl;
+  bool retry_failed = false, dry_run = false, quiet = false;
 };
 
 struct MergeCliOptions {
@@ -76,7 +71,11 @@ int run_sweep_cmd(const SweepCliOptions& o) {
   const study::SweepSummary s = study::run_sweep(spec, db, so);
   if (tty) fmt::print(stderr, "\r\033[K");
 
-  fmt::print("{}", study::sweep_summary_text(spec, db, s, shard, points.size(), jobs, o.output));
+  // Rows on standard output (--csv - or --jsonl -) keep it theirs: the summary goes aside.
+  std::FILE* summary = o.csv == "-" || o.jsonl == "-" ? stderr : stdout;
+  fmt::print(summary, "{}",
+             study::sweep_summary_text(spec, db, s, shard, points.size(), jobs, o.output));
+  std::fflush(summary);
   study::export_results(db, o.csv, o.jsonl);
   if (s.failed == 0) return static_cast<int>(ExitCode::kOk);
   int worst = 0;
