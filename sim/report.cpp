@@ -92,6 +92,9 @@ std::string report_table(const SimResult& r, const ReportContext& c) {
   fmt::format_to(std::back_inserter(out), "plan {} on {} ({} programs, {} steps, {} transfers)\n",
                  c.plan.name.empty() ? c.plan_file : c.plan.name, c.topology.name,
                  c.plan.programs.size(), r.steps, r.transfers.size());
+  // A plan from whatif --plan-out ran on an enlarged device: the table says so.
+  if (!c.sets.empty())
+    fmt::format_to(std::back_inserter(out), "overrides {}\n", fmt::join(c.sets, " "));
   fmt::format_to(std::back_inserter(out), "makespan {}\n", dur(r.makespan));
 
   // Host steps (core/plan.h) add the host CPU's time and op count.

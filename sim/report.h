@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/plan.h"
 #include "core/workload.h"
@@ -22,6 +23,9 @@ struct ReportContext {
   const Workload& workload;
   const hw::Topology& topology;
   std::string plan_file;
+  /// The topology overrides the run applied: the plan's own (topology.set), then the
+  /// command's --set. The table names them under its first line.
+  std::vector<std::string> sets = {};
 };
 
 std::string report_table(const SimResult& r, const ReportContext& c);

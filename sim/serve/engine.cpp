@@ -301,10 +301,10 @@ void Engine::setup_devices(const traces::Arch& arch) {
     // Named by what takes the most: the weights (tp splits them) or the iteration's workspace.
     throw DoesNotFit(
         SourcePos{workspace_ > cost_->weight_bytes() ? "token_budget" : "tp"},
-        fmt::format("the weights ({}) and the workspace of a {}-token iteration ({}) "
+        fmt::format("the weights of {} ({}) and the workspace of a {}-token iteration ({}) "
                     "leave no room for a KV block ({}) in the {} usable of '{}' per "
                     "device: raise the tensor parallelism (tp) or lower the token budget",
-                    to_string_approx(Bytes{cost_->weight_bytes()}), o_.token_budget,
+                    arch.name, to_string_approx(Bytes{cost_->weight_bytes()}), o_.token_budget,
                     to_string_approx(Bytes{workspace_}),
                     to_string_approx(Bytes{block_shard_bytes_}), to_string_approx(Bytes{usable}),
                     topo_.tiers[device_tier_].id));

@@ -104,6 +104,7 @@ plan=tests/fixtures/plans/tiny.json
 big=(--set tiers.hbm.capacity=4KiB)
 check sim-ok 0 "$tf" sim --plan "$plan" "${big[@]}" --timeline "$tmp/tl.json"
 contains sim-makespan "$tmp/out" "makespan 4.778us"
+contains sim-overrides "$tmp/out" "overrides tiers.hbm.capacity=4KiB"
 check sim-json 0 "$tf" sim --plan "$plan" "${big[@]}" --json -o "$tmp/r1.json" --timeline "$tmp/tl2.json"
 contains sim-json-makespan "$tmp/r1.json" '"makespan_ps": 4778000'
 check sim-json-again 0 "$tf" sim --plan "$plan" "${big[@]}" --json -o "$tmp/r2.json" --timeline "$tmp/tl3.json"

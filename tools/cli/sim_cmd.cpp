@@ -47,7 +47,9 @@ int run_sim(const SimCliOptions& o) {
   const sim::SimResult r = sim::simulate(lp.plan, lp.workload, topo, so);
   if (tl) tl->finish();
 
-  const sim::ReportContext ctx{lp.plan, lp.workload, topo, o.plan};
+  std::vector<std::string> sets = lp.plan.topology_ref.sets;
+  sets.insert(sets.end(), o.sets.begin(), o.sets.end());
+  const sim::ReportContext ctx{lp.plan, lp.workload, topo, o.plan, sets};
   const std::string report = o.json  ? sim::report_json(r, ctx, /*with_transfers=*/true)
                              : o.csv ? sim::report_csv(r, ctx)
                                      : sim::report_table(r, ctx);
