@@ -95,6 +95,9 @@ check gen-train 0 "$tf" trace gen --model mixtral-8x7b --phase train --seq 64 --
 check gen-hf 0 "$tf" trace gen --hf-config tests/fixtures/hf/qwen2_moe.json --phase prefill --seq 32 -o "$tmp/q.json"
 check gen-bad-model 2 "$tf" trace gen --model llama-3-7b --phase decode -o "$tmp/x.json"
 contains gen-bad-model-msg "$tmp/err" "did you mean"
+check gen-negative-seed 2 "$tf" trace gen --model mixtral-8x7b --layers 1 --routing seeded --seed -1 -o "$tmp/x.json"
+contains gen-negative-seed-msg "$tmp/err" "--seed: negative value '-1'"
+check gen-negative-quant-group 2 "$tf" trace gen --model llama-3-8b --weight-dtype int4 --quant-group -1 -o "$tmp/x.json"
 check gen-bad-tp 2 "$tf" trace gen --model llama-3-70b --tp 3 -o "$tmp/x.json"
 contains gen-bad-tp-msg "$tmp/err" "tp 3 does not divide the 64 attention heads"
 [ ! -e "$tmp/x.json" ] && passes=$((passes + 1)) || { echo "FAIL output written on error"; fails=$((fails + 1)); }
@@ -279,6 +282,9 @@ check compare-json-again 0 "$tf" compare --workload "$tmp/w7.json" --budget 300M
 cmp -s "$tmp/c1.json" "$tmp/c2.json" && passes=$((passes + 1)) ||
   { echo "FAIL compare is not deterministic"; fails=$((fails + 1)); }
 contains compare-json-format "$tmp/c1.json" '"format": "tierflow.compare/1"'
+# A workload file holds its own shape: a generator option with it is refused (was ignored).
+check compare-file-with-batch 2 "$tf" compare --workload "$tmp/w7.json" --batch 3
+contains compare-file-with-batch-msg "$tmp/err" "--workload excludes --batch"
 # A workload file's row names what the file holds (its meta), not the generator's defaults.
 check compare-file-row 0 "$tf" compare --workload "$tmp/w7.json" --budget 300MiB --csv --policies tierflow \
   -o "$tmp/c7.csv"

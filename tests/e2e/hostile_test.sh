@@ -615,7 +615,7 @@ for p in 0 1; do for l in 0 1; do
 done; done >"$d/full.jsonl"
 hostile stop42/routing-trace-output-over 2 "full.jsonl: refusing to write this output" --in "$d/full.jsonl" -- \
   "$tf" "${rt[@]}" --routing-trace "$d/full.jsonl" -o "$d/full.jsonl"
-hostile stop42/routing-trace-with-workload 2 "--routing-trace: a routing trace shapes a generated workload" --out "$d/c.txt" -- \
+hostile stop42/routing-trace-with-workload 2 "--workload excludes --routing-trace" --out "$d/c.txt" -- \
   "$tf" compare --hw "$fix/topo.yaml" --workload "$fix/w.json" --routing-trace "$d/one.jsonl" -o "$d/c.txt"
 
 # Micro-batches: zero, a count that does not divide the batch, a huge count, a prefill.

@@ -133,6 +133,26 @@ def test_study_errors_name_keywords(small_workload, tmp_path):
         tierflow.compare(["resident"], model="llama-3-8b", model_set=["layers=-1"])
     with pytest.raises(tierflow.InputError, match=r"^vary: tiers.hbm.capacity: bad value"):
         tierflow.whatif(model="llama-3-8b", vary={"tiers.hbm.capacity": ["80GB", "x"]})
+    # One workload source, as --model, --hf-config and --workload exclude each other (the
+    # last keyword won).
+    with pytest.raises(tierflow.InputError, match="^workload: give one of model, hf_config or workload"):
+        tierflow.compare(["resident"], model="llama-3-70b", workload="w.json")
+    with pytest.raises(tierflow.InputError, match="^hf_config: give model or hf_config, not both"):
+        tierflow.generate(model="llama-3-8b", hf_config="config.json")
+    with pytest.raises(tierflow.InputError, match="^routing: 'oracle' is not one of expected, seeded"):
+        tierflow.generate("llama-3-8b", routing="oracle")
+    # A service question's serving settings may not redo the deployment or the question.
+    arrivals = "poisson,rate=2/s,n=5,prompt=fixed:100,output=fixed:10"
+    for serve, message in [({"tp": 2}, "^serve: tp: give it as whatif's tp"),
+                           ({"timeline": "t.json"}, "^serve: timeline: not a serving setting"),
+                           ({"replicsa": 2}, "did you mean 'replicas'"),
+                           (["replicas=2"], "^serve: expected a dict")]:
+        with pytest.raises(tierflow.InputError, match=message):
+            tierflow.whatif("max-rate", model="llama-3-8b", arrivals=arrivals,
+                            target="p99-ttft=1s", serve=serve)
+    # cache_only is read as the CLI reads it: 1 is no boolean (it ran a timed run).
+    with pytest.raises(tierflow.InputError, match="cache_only"):
+        tierflow.serve(model="llama-3-8b", arrivals=arrivals, cache_only=1)
     # Settings the question overrides are refused, as the CLI refuses them.
     with pytest.raises(tierflow.InputError, match="^budget: min-memory searches the budget .* "
                        "within max_overhead of"):
@@ -321,6 +341,16 @@ def test_simulate(cli, small_workload, tmp_path):
     assert not small.ok and small.error_kind == "capacity" and small.makespan_s is None
     with pytest.raises(tierflow.InputError, match="on_full"):
         tierflow.simulate(p, on_full="stall")
+    # On another topology a plan keeps its own overrides, first, as sim --hw does with a file
+    # (a Plan object lost them: a plan made on 16 GB/s ran at the named topology's 64 GB/s).
+    slow = tierflow.load_topology("h100-sxm-8gpu", set=["links.gpu-pcie.bandwidth=16GB/s"])
+    q = tierflow.plan(slow, small_workload, budget="2GiB")
+    q.save(tmp_path / "q.json")
+    on_named = tierflow.simulate(q, topology="h100-sxm-8gpu").makespan_ps
+    assert on_named == tierflow.simulate(str(tmp_path / "q.json"), topology="h100-sxm-8gpu").makespan_ps
+    assert on_named == json.loads(cli("sim", "--plan", str(tmp_path / "q.json"), "--hw", "h100-sxm-8gpu",
+                                      "--json"))["makespan_ps"]
+    assert on_named == tierflow.simulate(q).makespan_ps
 
 
 def test_replay(cli, small_workload, tmp_path):

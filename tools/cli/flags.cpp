@@ -111,7 +111,8 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
       ->check(CLI::IsMember(words(kDtypeNames)));
   cmd->add_option("--quant-group", f.gen.quant_group,
                   "quantized weights: input elements per scale, 0 = per output channel (default "
-                  "128 for int4/int8/fp4, per channel for fp8)");
+                  "128 for int4/int8/fp4, per channel for fp8)")
+      ->transform(kCount);  // a negative group was read as the default
   cmd->add_flag("--quant-zeros", f.gen.quant_zeros,
                 "quantized int4/int8 weights: asymmetric, a zero point per group (AWQ); default "
                 "symmetric (GPTQ sym)");
@@ -141,7 +142,9 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
         ->check(CLI::IsMember(words(traces::kRoutingNames)))
         ->capture_default_str();
   }
-  cmd->add_option("--seed", f.gen.seed, "seed of the seeded router")->capture_default_str();
+  cmd->add_option("--seed", f.gen.seed, "seed of the seeded router")
+      ->transform(kCount)  // -1 became 2^64 - 1; the fields (Python, sweeps) refuse it too
+      ->capture_default_str();
   cmd->add_option("--routing-skew", f.gen.routing_skew,
                   "seeded router: expert popularity falls as 1 / rank^S (0: uniform)");
   cmd->add_option("--micro-batches", f.gen.micro_batches,
@@ -194,8 +197,15 @@ void add_workload_flags(CLI::App* cmd, ScenarioFlags& f) {
                 "with --hf-config: warn about unknown config.json fields instead of failing, "
                 "except those that are (or look like) fields known to change counts")
       ->needs(hf);
+  const size_t before = cmd->get_options().size();
   cmd->add_option("--model-set", f.model_sets, "override a model field: KEY=VALUE (repeatable)");
   add_gen_flags(cmd, f.gen, /*routing_modes=*/true);
+  // A workload file holds its own shape: the generator's options with it were ignored.
+  const std::vector<CLI::Option*> options = cmd->get_options();
+  for (size_t i = before; i < options.size(); ++i) {
+    const std::string& name = options[i]->get_name();
+    if (name != "--routing" && name != "--expert-cache") file->excludes(options[i]);
+  }
   cmd->add_option("--prompt", f.prompt,
                   "request: prompt tokens; with --generate, plans prefill and decode and "
                   "reports TTFT, TPOT and throughput")

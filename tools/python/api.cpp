@@ -265,8 +265,8 @@ ServeOutput serve(const Fields& fields) {
   for (const auto& [key, value] : fields) {
     if (key == "timeline") s.timeline = value;
     else if (key == "find") find = value;
-    else if (key == "target") target = value;
-    else if (key == "cache_only") s.cache_only = value == "true";
+    else if (key == "target")
+      target = value;
     else study::set_serve_field(s, key, value, key);
   }
   if (const auto ask = study::parse_serve_ask(find, target, study::SettingNames::kFields)) {

@@ -140,6 +140,20 @@ def _topology(topology, overrides=()):
     return load_topology(topology, set=overrides)
 
 
+def _plan_topology(plan, topology, overrides):
+    """The topology a Plan runs on: its own (None), or `topology` with the plan's own
+    overrides first and `overrides` after them, as `sim --hw T --set ...` applies them to a
+    plan file."""
+    if topology is None and not overrides:
+        return None
+    if topology is None:
+        return _topology(plan.topology, overrides)
+    own = list(plan.topology.sets)
+    if isinstance(topology, Topology):
+        return load_topology(topology._unchanged_file(), set=own + list(topology.sets) + list(overrides))
+    return load_topology(topology, set=own + list(overrides))
+
+
 def _scenario_fields(defaults, fields, hw, sets, model_set):
     """(path, value) pairs for the study's scenario: the defaults, then `fields` in order."""
     out = []
@@ -157,6 +171,11 @@ def _scenario_fields(defaults, fields, hw, sets, model_set):
         out.append((f"model.{key}", value))
     merged = dict(defaults)
     merged.update(fields)
+    # One workload source, as the CLI's --model, --hf-config and --workload exclude each other.
+    sources = [k for k in ("model", "hf_config", "workload") if merged.get(k) is not None]
+    if len(sources) > 1:
+        raise _input_error(sources[1], f"give one of model, hf_config or workload, not "
+                                       f"{' and '.join(sources)}")
     for path, value in merged.items():
         if value is None:
             continue
@@ -220,9 +239,9 @@ def load_topology(path=None, set=()):
     return _tierflow.load_topology(name, _strings(set, "set"))
 
 
-def generate(model="llama-3-70b", phase="decode", batch=1, seq=2048, context=4096, tokens=1, tp=1,
+def generate(model=None, phase="decode", batch=1, seq=2048, context=4096, tokens=1, tp=1,
              layers=0, weight_dtype="bf16", kv_dtype="bf16", act_dtype="bf16", kv_block=256,
-             checkpoint=False, routing="expected", seed=1, hf_config=None, model_set=(),
+             checkpoint=False, routing=None, seed=1, hf_config=None, model_set=(),
              compute_dtype=None, quant_group=None, quant_zeros=False, routing_skew=0,
              routing_repeat=0, routing_trace=None, micro_batches=1):
     """Generates the operator graph of one step (`tierflow trace gen`): a shipped model
@@ -232,9 +251,16 @@ def generate(model="llama-3-70b", phase="decode", batch=1, seq=2048, context=409
     quantized weights as --compute-dtype, --quant-group and --quant-zeros do; `routing_skew`
     and `routing_repeat` shape the seeded router as --routing-skew and --routing-repeat;
     `routing_trace` (a tierflow.routing/1 file) gives the picks instead, with
-    routing="seeded"; `micro_batches` runs a decode batch as FlexGen's zig-zag blocks."""
+    routing="seeded" (the default with a routing trace; else "expected"); `micro_batches`
+    runs a decode batch as FlexGen's zig-zag blocks. model: None is llama-3-70b."""
+    if model is not None and hf_config is not None:
+        raise _input_error("hf_config", "give model or hf_config, not both")
+    if routing is None:
+        routing = "expected" if routing_trace is None else "seeded"
+    if routing not in ("expected", "seeded"):  # as trace gen --routing takes it
+        raise _input_error("routing", f"'{routing}' is not one of expected, seeded")
     fields = [("hf_config", _text(hf_config, "hf_config")) if hf_config is not None
-              else ("model", _text(model, "model"))]
+              else ("model", _text("llama-3-70b" if model is None else model, "model"))]
     for item in _strings(model_set, "model_set"):
         key, eq, value = item.partition("=")
         if not eq:
@@ -301,10 +327,7 @@ def simulate(plan, topology=None, set=(), on_full="fail", timeline=None):
     out = _out_path(timeline, "timeline")
     overrides = _strings(set, "set")
     if isinstance(plan, Plan):
-        topo = None
-        if topology is not None or overrides:
-            topo = _topology(plan.topology if topology is None else topology, overrides)
-        return _tierflow.simulate(plan, topo, wait, out)
+        return _tierflow.simulate(plan, _plan_topology(plan, topology, overrides), wait, out)
     if isinstance(topology, Topology):
         overrides = list(topology.sets) + overrides
         topology = topology._unchanged_file()
@@ -381,10 +404,8 @@ def replay(plan, topology=None, set=(), backend="cpu", copy="paced", compute="ti
             _out_path(timeline, "timeline"))
     overrides = _strings(set, "set")
     if isinstance(plan, Plan):
-        topo = None
-        if topology is not None or overrides:
-            topo = _topology(plan.topology if topology is None else topology, overrides)
-        return Replay(_tierflow.replay(plan, "", "", [], topo, *args))
+        return Replay(_tierflow.replay(plan, "", "", [], _plan_topology(plan, topology, overrides),
+                                       *args))
     if isinstance(topology, Topology):
         overrides = list(topology.sets) + overrides
         topology = topology._unchanged_file()
@@ -521,8 +542,20 @@ def whatif(question="min-memory", max_overhead=None, min_throughput=None, max_tp
         if question == "min-memory":  # the step question, the default
             raise _input_error("question", "a question about a service is max-rate, min-replicas, "
                                            "min-capacity:TIER or upgrade: give question=...")
+        settings = {} if serve is None else serve
+        if not isinstance(settings, dict):
+            raise _input_error("serve", "expected a dict {FIELD: VALUE}, e.g. {'kv_tiers': 'ddr:1TB'}")
+        for key in settings:
+            if key in deployment or key in ("hw", "set", "model_set"):
+                raise _input_error("serve", f"{key}: give it as whatif's {key}, not a serving setting")
+            if key not in _SERVE_ARGS or key in ("trace", "arrivals", "find", "target", "timeline"):
+                settings_names = [k for k in _SERVE_ARGS if k not in deployment + (
+                    "hw", "trace", "arrivals", "find", "target", "timeline")]
+                close = difflib.get_close_matches(str(key), settings_names, n=1)
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                raise _input_error("serve", f"{key}: not a serving setting of a question{hint}")
         options = dict(fields)
-        options.update(serve or {})
+        options.update(settings)
         return _serve(trace=trace, arrivals=arrivals, set=set, model_set=model_set, hw=hw,
                       find=question, target=target, **options).answer
     # A limit the question does not use is refused, not ignored (as the CLI does).
