@@ -150,6 +150,9 @@ def test_study_errors_name_keywords(small_workload, tmp_path):
         with pytest.raises(tierflow.InputError, match=message):
             tierflow.whatif("max-rate", model="llama-3-8b", arrivals=arrivals,
                             target="p99-ttft=1s", serve=serve)
+    # A step question has no target: refused, not ignored.
+    with pytest.raises(tierflow.InputError, match="^target: is for a question about a service"):
+        tierflow.whatif(model="llama-3-8b", target="p99-ttft=1s")
     # cache_only is read as the CLI reads it: 1 is no boolean (it ran a timed run).
     with pytest.raises(tierflow.InputError, match="cache_only"):
         tierflow.serve(model="llama-3-8b", arrivals=arrivals, cache_only=1)
@@ -518,6 +521,10 @@ def test_whatif(cli):
                                   "--vary", "links.gpu-pcie.bandwidth=32GB/s,64GB/s", *SMALL_FLAGS))
     assert [x["vary"] for x in grid["answers"]] == [{"links.gpu-pcie.bandwidth": "32GB/s"},
                                                     {"links.gpu-pcie.bandwidth": "64GB/s"}]
+    # A partial pin's tiers as pins= writes them (a comma): the CLI's '+' (it was split).
+    pins = tierflow.whatif(vary={"pins": ["weight=hbm:0.5,ddr:0.5", "weight=ddr"]}, **SMALL)
+    assert pins == json.loads(cli("whatif", "--json", "--vary", "pins=weight=hbm:0.5+ddr:0.5,weight=ddr",
+                                  *SMALL_FLAGS))
 
 
 def test_compare(cli):

@@ -197,10 +197,18 @@ def _axes(vary):
     if vary is None:
         return []
     if isinstance(vary, dict):
+        axes = []
         for path, values in vary.items():
             if isinstance(values, (str, bytes)):
                 raise _input_error("vary", f"{path}: give its values as a list, not one string")
-        return [f"{path}=" + ",".join(_text(v, path) for v in values) for path, values in vary.items()]
+            texts = [_text(v, path) for v in values]
+            if path == "pins":  # a partial pin's tiers, as --vary writes them: hbm:0.2+ddr:0.8
+                texts = [t.replace(",", "+") for t in texts]
+            for t in texts:
+                if "," in t:
+                    raise _input_error("vary", f"{path}: '{t}' holds ',', which separates values")
+            axes.append(f"{path}=" + ",".join(texts))
+        return axes
     return _strings(vary, "vary")
 
 
@@ -399,7 +407,7 @@ def replay(plan, topology=None, set=(), backend="cpu", copy="paced", compute="ti
     timeline: write the measured timeline (Chrome trace) there. Returns a Replay.
     """
     args = (_text(backend, "backend"), _text(copy, "copy"), _text(compute, "compute"),
-            None if device is None else int(device), str(time_scale),
+            None if device is None else _count(device, "device", 2**31 - 1), str(time_scale),
             "" if memory_limit is None else _text(memory_limit, "memory_limit"),
             _out_path(timeline, "timeline"))
     overrides = _strings(set, "set")
@@ -560,6 +568,9 @@ def whatif(question="min-memory", max_overhead=None, min_throughput=None, max_tp
                       find=question, target=target, **options).answer
     # A limit the question does not use is refused, not ignored (as the CLI does).
     question = _text(question, "question")
+    for name, value in (("target", target), ("serve", serve)):
+        if value is not None:
+            raise _input_error(name, "is for a question about a service: give trace or arrivals")
     if max_overhead is not None and question != "min-memory":
         raise _input_error("max_overhead", f"applies to question min-memory only (not {question})")
     for name, value in (("min_throughput", min_throughput), ("max_tpot", max_tpot)):
