@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <memory>
 
 #include "core/io.h"
@@ -41,7 +42,10 @@ int run_export(const ExportCliOptions& o) {
   // reached; plan-json is not simulated and verifies the plan as it reads it.
   const LoadedPlan lp = read_plan(o.plan, /*verify=*/format.sim == exporter::SimNeed::kNone);
   const hw::Topology topo = study::plan_topology(lp.plan, o.plan, o.hw, o.sets);
-  if (format.output == exporter::OutputKind::kFile) check_outputs({{"-o", o.output}});
+  // A file format's output over an input is refused naming -o (a folder, by the format).
+  if (format.output == exporter::OutputKind::kFile && !std::filesystem::is_directory(o.output)) {
+    check_outputs({{"-o", o.output}});
+  }
 
   exporter::ExportOptions eo;
   eo.on_full = o.on_full == "wait" ? sim::OnFull::kWait : sim::OnFull::kFail;
