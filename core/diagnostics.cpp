@@ -149,6 +149,19 @@ std::vector<std::string> suggestions_impl(std::string_view word, std::span<const
   constexpr size_t kLongestWord = 256;
   if (limit == 0 || candidates.empty() || word.size() > kLongestWord) return out;
   const std::string lw = lower(word);
+  // The word as a name's leading part (`h200` of `h200-sxm-8gpu`): those names first, before
+  // a typo of another (`gh200`), which still follows them.
+  if (lw.size() >= 2) {
+    for (const auto& c : candidates) {
+      const std::string lc = lower(std::string_view(c));
+      if (lc.size() > lw.size() && lc.starts_with(lw) &&
+          std::string_view("-_.:").find(lc[lw.size()]) != std::string_view::npos &&
+          std::find(out.begin(), out.end(), std::string_view(c)) == out.end()) {
+        out.emplace_back(std::string_view(c));
+        if (out.size() == limit) return out;
+      }
+    }
+  }
   // The whole word: a case-insensitive match, else the closest typo. Strictly-less keeps
   // the first of equally close candidates: declaration order. A candidate whose length
   // alone puts it beyond a typo is not measured (a long key costs no more than a short one).
@@ -167,9 +180,11 @@ std::vector<std::string> suggestions_impl(std::string_view word, std::span<const
     }
   }
   if (best_d <= typo) {
-    out.emplace_back(best);
+    if (best_d == 0) out.clear();  // the word itself, whatever its case
+    if (std::find(out.begin(), out.end(), best) == out.end()) out.emplace_back(best);
     return out;
   }
+  if (!out.empty()) return out;
   // Parts of it: by rank, then declaration order.
   std::vector<std::pair<int, size_t>> found;
   for (size_t i = 0; i < candidates.size(); ++i) {

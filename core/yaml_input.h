@@ -4,6 +4,7 @@
 // is reported at its parent's position. Unknown keys suggest the nearest valid one.
 #pragma once
 
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <map>
@@ -126,7 +127,11 @@ void apply_override(Obj& obj, const Schema<Obj>& s, const std::string& key,
   if (f == nullptr) {
     std::vector<std::string> keys;
     for (const auto& fld : s.fields) keys.push_back(fld.key);
-    throw InputError::at(key_pos, "unknown key '{}' in {}{}", key, what, did_you_mean(key, keys));
+    // With no close key, the keys it has (`size` is no typo of `capacity`).
+    const std::string hint = did_you_mean(key, keys);
+    throw InputError::at(
+        key_pos, "unknown key '{}' in {}{}", key, what,
+        hint.empty() ? fmt::format(" (its keys: {})", fmt::join(keys, ", ")) : hint);
   }
   const bool list = f->type == ValueType::kRefPair || f->type == ValueType::kRefList;
   f->set(obj, list ? list_override(in) : in);

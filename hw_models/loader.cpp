@@ -96,8 +96,18 @@ void apply_overrides(Topology& t, const std::vector<std::string>& overrides) {
     } else {
       static const std::vector<std::string> kHeads = {"name",  "description", "system", "devices",
                                                       "tiers", "switches",    "links"};
-      throw InputError::at(a.key_pos, "--set: unknown path '{}'{}{}", a.path,
-                           did_you_mean(head, kHeads),
+      // An object's id without its list (`hbm.capacity`): the path it meant.
+      std::string hint = did_you_mean(head, kHeads);
+      const auto in = [&](const auto& list, std::string_view name) {
+        for (const auto& x : list) {
+          if (x.id == head) hint = fmt::format("; did you mean '{}.{}'?", name, a.path);
+        }
+      };
+      in(t.tiers, "tiers");
+      in(t.devices, "devices");
+      in(t.links, "links");
+      in(t.switches, "switches");
+      throw InputError::at(a.key_pos, "--set: unknown path '{}'{}{}", a.path, hint,
                            head == "routes" ? " (route pins are edited in the file)" : "");
     }
   }

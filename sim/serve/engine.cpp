@@ -412,8 +412,12 @@ size_t Engine::lower_tier(const std::string& id, const char* field, std::string_
   if (!ti) {
     std::vector<std::string> ids;
     for (const hw::Tier& x : topo_.tiers) ids.push_back(x.id);
-    throw InputError(SourcePos{field},
-                     fmt::format("no tier '{}' in '{}'{}", id, topo_.name, did_you_mean(id, ids)));
+    // With no close name, the tiers it has (a user guessing `cpu` learns `ddr`).
+    const std::string hint = did_you_mean(id, ids);
+    throw InputError(
+        SourcePos{field},
+        fmt::format("no tier '{}' in '{}'{}", id, topo_.name,
+                    hint.empty() ? fmt::format(" (its tiers: {})", fmt::join(ids, ", ")) : hint));
   }
   if (*ti == device_tier_) {
     throw InputError(SourcePos{field},

@@ -53,6 +53,12 @@ TEST_CASE("nearest suggests only plausible typos, first declared wins ties") {
   CHECK(did_you_mean("zzzzzz", keys).empty());
   const std::vector<std::string> tie = {"ab", "ac"};
   CHECK(nearest("aa", tie) == "ab");
+  // The word as a name's leading part comes first, then a typo of another name (`--hw
+  // h200` suggested only 'gh200').
+  const std::vector<std::string> topos = {"gh200", "h100-sxm-8gpu", "h200-sxm-8gpu"};
+  CHECK(did_you_mean("h200", topos) == "; did you mean 'h200-sxm-8gpu' or 'gh200'?");
+  CHECK(nearest("h200", topos) == "h200-sxm-8gpu");
+  CHECK(nearest("GH200", topos) == "gh200");  // the name itself, whatever its case
 }
 
 TEST_CASE("did you mean lists candidates that hold the word as a component or a part") {

@@ -979,6 +979,15 @@ hostile outputs/trace-info-over-input 2 "-o: refusing to write this output: it i
   "$tf" trace info "$d2/w.json" -o "$d2/w.json"
 hostile outputs/report-over-plan 2 "-o: refusing to write this output: it is an input" --in "$d/p.json" -- \
   "$tf" report "$d/p.json" -o "$d/p.json"
+# Hints a new user needs: a name's leading part, an object's id without its list, the keys
+# an object has when none is close.
+hostile hints/hw-leading-part 2 "did you mean 'h200-sxm-8gpu' or 'gh200'?" -- "$tf" hw show h200
+hostile hints/set-id-without-list 2 "unknown path 'hbm.capacity'; did you mean 'tiers.hbm.capacity'?" -- \
+  "$tf" hw show h100-sxm-8gpu --set hbm.capacity=24GB
+hostile hints/set-key-lists-keys 2 "unknown key 'size' in tier 'hbm' (its keys: " -- \
+  "$tf" hw show h100-sxm-8gpu --set tiers.hbm.size=24GB
+hostile hints/kv-tier-lists-tiers 2 "no tier 'cpu' in 'h100-sxm-8gpu' (its tiers: " -- \
+  "$tf" serve --model llama-3-8b --kv-tiers cpu:100GiB --arrivals "poisson,rate=1/s,n=2,prompt=fixed:10,output=fixed:2"
 ln -s wk2.db "$d2/link.db"
 hostile outputs/sweep-csv-link-to-database 2 "--csv names the same file as -o" --out "$d2/wk2.db" -- \
   "$tf" sweep "$d2/wk.yaml" -o "$d2/wk2.db" --csv "$d2/link.db" --quiet

@@ -251,7 +251,8 @@ void set_field(Scenario& s, std::string_view path, std::string_view value,
   } else if (path == "device") {
     s.device = v;
   } else if (path == "devices") {
-    s.devices = static_cast<uint32_t>(parse_int(path, value, at, 1));
+    // 0: every device of the class, as --devices 0 (and within a count: 2^32 wrapped to 0).
+    s.devices = static_cast<uint32_t>(parse_int(path, value, at, 0, UINT32_MAX));
   } else if (path == "pins") {
     // KIND=TIER pins, ';'-separated as the study row writes them; empty: none.
     s.pins.clear();
