@@ -91,6 +91,10 @@ check model-set-bad 2 "$tf" whatif "${small[@]}" --model-set layers=-1
 contains model-set-bad-msg "$tmp/err" "error: --model-set:1:8: bad value for 'layers': must be at least 1, got -1"
 check vary-value-twice 2 "$tf" whatif "${small[@]}" --vary batch=1,2,2
 contains vary-value-twice-msg "$tmp/err" "--vary: 'batch=1,2,2': 2 appears twice"
+# A throughput no batch reaches: the answer says how close the best came.
+check max-batch-throughput-none 1 "$tf" whatif --hw $hw --model llama-3-8b --layers 2 --context 1024 --tokens 2 \
+  --batch 1 --question max-batch --min-throughput 1e9 --threads 1
+contains max-batch-throughput-none-note "$tmp/out" "note       the most any probe reached: "
 # Settings the question overrides are refused, not ignored.
 check min-memory-budget 2 "$tf" whatif "${small[@]}" --budget 1GiB
 contains min-memory-budget-msg "$tmp/err" "--budget: min-memory searches the budget"

@@ -153,6 +153,9 @@ def test_study_errors_name_keywords(small_workload, tmp_path):
         with pytest.raises(tierflow.InputError, match=message):
             tierflow.whatif("max-rate", model="llama-3-8b", arrivals=arrivals,
                             target="p99-ttft=1s", serve=serve)
+    # The remedy named as Python spells it (it said --set).
+    with pytest.raises(tierflow.InputError, match=r"raise its capacity \(set=tiers\.hbm\.capacity=\.\.\.\)"):
+        tierflow.plan("h100-sxm-8gpu", small_workload, budget="1000TiB")
     # A step question has no target: refused, not ignored.
     with pytest.raises(tierflow.InputError, match="^target: is for a question about a service"):
         tierflow.whatif(model="llama-3-8b", target="p99-ttft=1s")

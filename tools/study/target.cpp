@@ -81,10 +81,13 @@ void check_budget(const hw::Topology& topo, const planner::Target& target, std::
   if (target.budget <= usable) return;
   // A budget is a share of the device: a bigger device is a what-if on the topology.
   const std::string& tier = topo.tiers[target.device_tier].id;
+  // Named as `source` names the budget: --set for the CLI, set= for Python.
+  const bool cli = source.starts_with("--");
   throw InputError::at(SourcePos{std::string(source)},
                        "budget {} is above the {} that tier '{}' gives a program on '{}'; to plan "
-                       "for a bigger device, raise its capacity (--set tiers.{}.capacity=...)",
-                       to_string(Bytes{target.budget}), to_string(Bytes{usable}), tier, topo.name, tier);
+                       "for a bigger device, raise its capacity ({}tiers.{}.capacity=...)",
+                       to_string(Bytes{target.budget}), to_string(Bytes{usable}), tier, topo.name,
+                       cli ? "--set " : "set=", tier);
 }
 
 planner::Target make_target(const hw::Topology& topo, const std::string& device, uint32_t devices,

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 
 #include "core/checked.h"
 #include "core/diagnostics.h"
@@ -367,6 +368,19 @@ Answer max_value(Study& study, const Scenario& s, const WhatIfOptions& o) {
   if (!target) a.note = "no target given: the largest that fits without offload (policy resident)";
   if (lo == 0) {
     a.found = false;
+    if (o.min_throughput > 0) {
+      // What came closest: a target past every value's throughput says so, beside why the
+      // last probe failed.
+      double best = 0;
+      int64_t at = 0;
+      for (const auto& [v, t] : done) {
+        if (t.ok && throughput_of(t) > best) std::tie(best, at) = std::pair{throughput_of(t), v};
+      }
+      if (at > 0) {
+        a.note = fmt::format("the most any probe reached: {:.1f} tokens/s at {} {}, below {:.1f}",
+                             best, field, at, o.min_throughput);
+      }
+    }
     return a;
   }
   a.found = true;
