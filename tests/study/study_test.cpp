@@ -1,4 +1,6 @@
 // The study layer: scenarios, trials, rows and the what-if searches.
+#include "tools/study/study.h"
+
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -12,8 +14,8 @@
 
 #include "core/diagnostics.h"
 #include "tests/study/golden_columns.h"
+#include "tools/study/replay_vs_sim.h"
 #include "tools/study/row.h"
-#include "tools/study/study.h"
 #include "tools/study/target.h"
 #include "tools/study/whatif.h"
 
@@ -362,4 +364,40 @@ TEST_CASE("expert cache on a routing trace: hits equal a brute-force LRU of the 
   CHECK(p.routing.misses == misses);
   CHECK(hits > 0);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("replay against sim: the p90 transfer error by count and by copy time") {
+  // Ten copies: nine of 1 us measured at 3 us (+200%, the jitter of a tiny copy), one of
+  // 1 ms measured 2% slow. By count the p90 is the tiny copies' error; by copy time it is
+  // the long copy's, which holds 99% of the simulated copy time.
+  Plan plan;
+  plan.programs.resize(1);
+  replay::ReplayResult r;
+  r.programs.resize(1);
+  sim::SimResult s;
+  for (uint32_t i = 0; i < 10; ++i) {
+    plan.programs[0].steps.emplace_back(StepKind::kPrefetch, i, 0, i);
+    const replay::Time sim_ps = i == 9 ? kPsPerMs : kPsPerUs;
+    const replay::Time measured = i == 9 ? kPsPerMs + kPsPerMs / 50 : 3 * kPsPerUs;
+    replay::StepRecord rec;
+    rec.ran = true;
+    rec.issue = rec.start = replay::Time{10} * kPsPerMs * i;
+    rec.end = rec.start + measured;
+    r.programs[0].steps.push_back(rec);
+    sim::TransferRecord x;
+    x.program = 0;
+    x.step = i;
+    x.start = rec.start;
+    x.end = rec.start + sim_ps;
+    s.transfers.push_back(x);
+  }
+  const ReplayComparison c = compare_runs(plan, r, s);
+  CHECK(c.transfers == 10);
+  CHECK(c.error_median == doctest::Approx(2.0));
+  CHECK(c.error_p90 == doctest::Approx(2.0));
+  CHECK(c.error_p90_by_time == doctest::Approx(0.02));
+  // Weighed equally, the 90% point falls among the tiny copies again.
+  s.transfers[9].end = s.transfers[9].start + kPsPerUs;
+  r.programs[0].steps[9].end = r.programs[0].steps[9].start + kPsPerUs + kPsPerUs / 50;
+  CHECK(compare_runs(plan, r, s).error_p90_by_time == doctest::Approx(2.0));
 }

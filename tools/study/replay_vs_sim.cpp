@@ -37,6 +37,20 @@ double quantile(std::vector<double> v, double q) {
   return v[std::min(i, v.size() - 1)];
 }
 
+/// The smallest x of (x, weight) pairs below or at which q of the whole weight lies.
+double weighted_quantile(std::vector<std::pair<double, double>> v, double q) {
+  double total = 0;
+  for (const auto& [x, w] : v) total += w;
+  if (v.empty() || total <= 0) return 0;
+  std::sort(v.begin(), v.end());
+  double below = 0;
+  for (const auto& [x, w] : v) {
+    below += w;
+    if (below >= q * total) return x;
+  }
+  return v.back().first;
+}
+
 std::string signed_percent(double x) {
   return fmt::format("{:+.1f}%", 100.0 * x);
 }
@@ -221,6 +235,7 @@ ReplayComparison compare_runs(const Plan& plan, const replay::ReplayResult& r,
     sim_duration[{x.program, x.step}] = x.end - x.start;
   }
   std::vector<double> errors, abs_errors;
+  std::vector<std::pair<double, double>> by_time;  // |error|, simulated duration
   std::vector<WaitRow> waits;
   for (uint32_t p = 0; p < r.programs.size(); ++p) {
     const auto& steps = plan.programs[p].steps;
@@ -246,10 +261,12 @@ ReplayComparison compare_runs(const Plan& plan, const replay::ReplayResult& r,
       const double e = double(rec.end - rec.start) / double(it->second) - 1.0;
       errors.push_back(e);
       abs_errors.push_back(std::abs(e));
+      by_time.emplace_back(std::abs(e), double(it->second));
     }
   }
   c.error_median = quantile(errors, 0.5);
   c.error_p90 = quantile(abs_errors, 0.9);
+  c.error_p90_by_time = weighted_quantile(std::move(by_time), 0.9);
   std::stable_sort(waits.begin(), waits.end(),
                    [](const WaitRow& a, const WaitRow& b) { return a.waited > b.waited; });
   if (waits.size() > 5) waits.resize(5);
@@ -287,8 +304,11 @@ std::string replay_table(const LoadedPlan& lp, const hw::Topology& topo, const R
                      to_string_approx(Duration{c.measured}),
                      s.error ? std::string("-") : to_string_approx(Duration{c.simulated}),
                      s.error ? std::string("-") : signed_percent(err));
-  out += fmt::format("transfers            {}: duration error median {}, p90 |error| {:.1f}%\n",
-                     c.transfers, signed_percent(c.error_median), 100.0 * c.error_p90);
+  out += fmt::format(
+      "transfers            {}: duration error median {}, p90 |error| {:.1f}% ({:.1f}% by copy "
+      "time)\n",
+      c.transfers, signed_percent(c.error_median), 100.0 * c.error_p90,
+      100.0 * c.error_p90_by_time);
   out += fmt::format("exposed wait         {} over {} compute steps (simulated {})\n",
                      to_string_approx(Duration{c.waited_total}), c.compute_steps,
                      to_string_approx(Duration{c.simulated_stall}));
@@ -327,7 +347,8 @@ std::string replay_json(const LoadedPlan& lp, const hw::Topology& topo, const Re
   j["makespan_ps"] = {{"measured", c.measured}, {"simulated", c.simulated}};
   j["transfers"] = {{"count", c.transfers},
                     {"duration_error_median", c.error_median},
-                    {"duration_error_p90_abs", c.error_p90}};
+                    {"duration_error_p90_abs", c.error_p90},
+                    {"duration_error_p90_abs_by_time", c.error_p90_by_time}};
   auto worst = nlohmann::ordered_json::array();
   for (const WaitRow& w : c.worst) {
     worst.push_back({{"program", w.program},
