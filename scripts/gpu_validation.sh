@@ -105,6 +105,7 @@ LD_LIBRARY_PATH="$here/lib:$cuda/lib64:$cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_
 EOF
     chmod +x "$dir/bin/$name"
   done
+  bundle_wheels "$dir/wheels"
   {
     echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown)"
     echo "source_dir $root"
@@ -113,6 +114,47 @@ EOF
   } >"$dir/BUNDLE"
   du -sh "$dir"
   cat "$dir/BUNDLE"
+}
+
+# The exporter traces Hugging Face models with transformers.utils.fx, which transformers 5
+# removed; a GPU host's Python may have only transformers 5 (it had 4.47.1 on 2026-11-27 and
+# 5.17.0 on 2026-11-30). bundle_wheels DIR puts there the wheels of the exporter's pinned
+# packages (tools/requirements.txt) and the requests stack transformers 4 checks for at
+# import, for Python 3.10 to 3.13 on x86-64 Linux; the torch step puts the ones the host's
+# Python can load ahead of its own when it lacks the tracer (use_bundled_transformers).
+bundle_wheels() {
+  local dir=$1 v pins
+  pins=$(sed -n 's/^\([A-Za-z0-9_.-]*==[^ ]*\).*/\1/p' tools/requirements.txt)
+  mkdir -p "$dir"
+  for v in 3.10 3.11 3.12 3.13; do
+    # shellcheck disable=SC2086 # one word per pin
+    python3 -m pip download -q --no-deps --only-binary=:all: --platform manylinux2014_x86_64 \
+      --python-version "$v" --implementation cp -d "$dir" $pins requests==2.32.3 \
+      urllib3==2.2.3 idna==3.10 certifi==2024.12.14 charset-normalizer==3.4.0 ||
+      die "pip download of the exporter's wheels for Python $v failed"
+  done
+}
+
+# use_bundled_transformers: the bundle's wheels that this Python can load, unpacked into
+# $bundle_dir/python, go ahead of its own on PYTHONPATH; says what it unpacked.
+use_bundled_transformers() {
+  local into=$bundle_dir/python
+  rm -rf "$into"
+  mkdir -p "$into"
+  "$python" - "$bundle_dir/wheels" "$into" <<'EOF' || return 1
+import glob, os, sys, zipfile
+from packaging.tags import sys_tags
+from packaging.utils import parse_wheel_filename
+ours = set(sys_tags())
+taken = set()
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.whl"))):
+    name, _, _, tags = parse_wheel_filename(os.path.basename(path))
+    if name not in taken and ours & set(tags):
+        zipfile.ZipFile(path).extractall(sys.argv[2])
+        taken.add(name)
+print("unpacked:", ", ".join(sorted(taken)))
+EOF
+  export PYTHONPATH="$into${PYTHONPATH:+:$PYTHONPATH}"
 }
 
 if [ "${1:-}" = bundle ]; then
@@ -337,7 +379,14 @@ if step torch; then
   elif [ "$backend" = cuda ] && ! "$python" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then
     echo "== torch: skipped: torch sees no CUDA device" | tee -a "$log" >&2
     failed torch
+  elif ! "$python" -c 'from transformers.utils import fx' >/dev/null 2>&1 &&
+    { [ ! -d "${bundle_dir:-}/wheels" ] || ! use_bundled_transformers >>"$log" 2>&1 ||
+      ! "$python" -c 'from transformers.utils import fx' >>"$log" 2>&1; }; then
+    echo "== torch: skipped: $python's transformers has no torch.fx tracer (transformers.utils.fx, gone in 5.0), and no bundle's could stand in" | tee -a "$log" >&2
+    failed torch
   else
+    "$python" -c 'import torch, transformers; print(f"torch step: torch {torch.__version__}, transformers {transformers.__version__} from {transformers.__file__}")' 2>&1 |
+      tail -1 | tee -a "$log" "$out/env.txt" >&2
     "$python" - "$root/tests/fixtures/hf/released/mistral-7b-v0.1.json" "$out/mistral-4l.json" <<'EOF'
 import json, sys
 c = json.load(open(sys.argv[1]))

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import FAMILIES, config_path, phase_split, run_tool
+from conftest import FAMILIES, TOOLS_PYTHON, config_path, phase_split, run_tool
 from workload_rules import violations
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -252,3 +252,19 @@ def test_training_step(exports, family):
     assert all(op["name"].endswith((".dgrad", ".wgrad", ".bwd")) for op in backward_ops)
     assert all(tensors[t]["kind"] == "grad" for op in backward_ops
                for t in op["outputs"] + op["updates"])
+
+
+def test_transformers_without_fx_tracer(tmp_path):
+    """transformers 5 has no transformers.utils.fx: the exporter says what it needs, at
+    once (exit 2, before building the model), not an internal ImportError."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\nsys.modules['transformers.utils.fx'] = None  # as transformers 5\n")
+    path = os.pathsep.join([str(tmp_path)] + [
+        p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + [TOOLS_PYTHON])
+    out = tmp_path / "w.json"
+    result = run_tool(["--hf-config", config_path(FAMILIES[0]), "--seq", "16", "-o", str(out)],
+                      env={"PYTHONPATH": path})
+    assert result.returncode == 2, result.stderr
+    assert "has no torch.fx tracer (transformers.utils.fx, removed in 5.0)" in result.stderr
+    assert "transformers==4.47.1" not in result.stderr and "pins 4.47.1" in result.stderr
+    assert not out.exists()

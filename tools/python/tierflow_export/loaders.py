@@ -82,6 +82,7 @@ def load_hf(args, torch):
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     config_dict = read_hf_config(args.hf_config)
     model_type = config_dict.pop("model_type")
+    hf_fx_module()  # before the minute a large model takes to build
     model, config = build_hf_model(args, torch, model_type, config_dict)
     check_context(args, config)
     check_memory(args, model, config)
@@ -184,11 +185,26 @@ def build_hf_model(args, torch, model_type, config_dict):
     return model, config
 
 
+def hf_fx_module():
+    """transformers.utils.fx, the torch.fx tracer of Hugging Face models, or ExportError:
+    transformers 5 removed it."""
+    import transformers
+    try:
+        from transformers.utils import fx
+    except ImportError:
+        raise ExportError(
+            f"transformers {transformers.__version__} has no torch.fx tracer "
+            "(transformers.utils.fx, removed in 5.0), which the exporter traces Hugging Face "
+            "models with: run it with transformers 4 (tools/requirements.txt pins 4.47.1, "
+            "which scripts/setup-python.sh installs)") from None
+    return fx
+
+
 def trace_hf(model, sample, torch):
     """The fx GraphModule of a Hugging Face model traced on the sample input (a dict by
     input name; its order is the placeholders')."""
     import torch.fx as fx
-    from transformers.utils import fx as hf_fx
+    hf_fx = hf_fx_module()
     tracer_cls, failures = hf_real_value_tracer(hf_fx, fx, model, sample)
     try:
         with torch.no_grad():
