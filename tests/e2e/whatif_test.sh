@@ -198,6 +198,20 @@ contains service-bad-tier-msg "$tmp/err" "error: --serve kv_tiers: no tier 'dram
 check service-tier-not-given 2 "$tf" whatif --question min-capacity:ddr --model llama-3-8b \
   --trace "$trace" --target hit=10%
 contains service-tier-not-given-msg "$tmp/err" "error: --question: tier 'ddr' is not among --serve kv_tiers"
+# The default model is Llama-3.1-70B (32k within its 131,072 positions: no warning); a
+# default context past a model's declared maximum is cut to it, and said; a given one is not.
+check default-model 0 "$tf" whatif --layers 2 --question max-batch
+contains default-model-name "$tmp/out" "workload   llama-3.1-70b decode, batch searched from 16, 8 tokens from a 32768-token context"
+ok default-model-no-warning bash -c '! grep -qF "$2" "$1"' _ "$tmp/out" "more than the"
+check default-context-cut 0 "$tf" whatif --model llama-2-7b --layers 2 --question max-batch
+contains default-context-cut-workload "$tmp/out" "8 tokens from a 4088-token context"
+contains default-context-cut-note "$tmp/out" "context 4088 tokens: the default 32768 cut to the 4096 positions that llama-2-7b declares (max_context) with 8 generated; give --context to go past it"
+check given-context-kept 0 "$tf" whatif --model llama-2-7b --layers 2 --question max-batch --context 32768
+contains given-context-kept-warning "$tmp/out" "32776 positions, more than the 4096 that llama-2-7b declares"
+ok given-context-kept-no-cut bash -c '! grep -qF "$2" "$1"' _ "$tmp/out" "cut to the"
+check compare-context-cut 0 "$tf" compare --model opt-30b --layers 2 --policies tierflow
+contains compare-context-cut-note "$tmp/err" "note: context 2040 tokens: the default 4096 cut to the 2048 positions that opt-30b declares"
+contains compare-context-cut-scenario "$tmp/out" "opt-30b decode, batch 1, 8 tokens from a 2040-token context"
 check service-no-fit 2 "$tf" whatif --question max-rate --model llama-3-70b --trace "$trace" --target hit=10%
 contains service-no-fit-msg "$tmp/err" "error: --tp: the weights"
 

@@ -41,6 +41,13 @@ MODELS = [
         "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
         "vocab_size": 128256, "max_position_embeddings": 8192, "rope_theta": 500000.0,
         "rms_norm_eps": 1e-05, "tie_word_embeddings": False}},
+    {"name": "llama-3.1-70b", "shipped": "configs/models/llama-3.1-70b.yaml", "config": {
+        "model_type": "llama", "hidden_size": 8192, "intermediate_size": 28672,
+        "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+        "vocab_size": 128256, "max_position_embeddings": 131072, "rope_theta": 500000.0,
+        "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                         "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+        "rms_norm_eps": 1e-05, "tie_word_embeddings": False}},
     {"name": "llama-3.1-405b", "shipped": "configs/models/llama-3.1-405b.yaml", "config": {
         "model_type": "llama", "hidden_size": 16384, "intermediate_size": 53248,
         "num_hidden_layers": 126, "num_attention_heads": 128, "num_key_value_heads": 8,

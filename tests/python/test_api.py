@@ -240,6 +240,30 @@ def test_generate_warns_past_the_declared_context():
         tierflow.generate("llama-3-8b", phase="decode", context=8000, tokens=1, layers=1)
 
 
+def test_command_defaults_as_the_cli(cli):
+    """whatif and compare start from the CLI's defaults (one definition, in C++), with the
+    default model named once; a default context past the model's maximum is cut to it,
+    and said, as the CLI does; a context given is kept."""
+    assert tierflow.DEFAULT_MODEL == "llama-3.1-70b"
+    d = tierflow.whatif(question="max-batch", layers=2)
+    assert d["workload"] == ("llama-3.1-70b decode, batch searched from 16, 8 tokens from a "
+                             "32768-token context")
+    d = tierflow.whatif(question="max-batch", model="llama-2-7b", layers=2)
+    assert "4088-token context" in d["workload"]
+    assert "context 4088 tokens: the default 32768 cut to the 4096 positions that llama-2-7b " \
+           "declares (max_context) with 8 generated; give context= to go past it" \
+           in d["answers"][0]["note"]
+    out = cli("whatif", "--question", "max-batch", "--model", "llama-2-7b", "--layers", "2",
+              "--json")
+    assert json.loads(out)["workload"] == d["workload"]
+    with pytest.warns(UserWarning, match="the default 4096 cut to the 2048 positions that opt-30b"):
+        frame = tierflow.compare(model="opt-30b", layers=2, policies=["tierflow"])
+    assert frame["context"].tolist() == [2040] and frame["batch"].tolist() == [1]
+    with pytest.warns(UserWarning, match="more than the 2048 that opt-30b declares"):
+        frame = tierflow.compare(model="opt-30b", layers=2, context=4096, policies=["tierflow"])
+    assert frame["context"].tolist() == [4096]
+
+
 def test_load_workload(small_workload, tmp_path):
     path = tmp_path / "w.json"
     small_workload.save(path)

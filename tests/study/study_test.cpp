@@ -401,3 +401,34 @@ TEST_CASE("replay against sim: the p90 transfer error by count and by copy time"
   r.programs[0].steps[9].end = r.programs[0].steps[9].start + kPsPerUs + kPsPerUs / 50;
   CHECK(compare_runs(plan, r, s).error_p90_by_time == doctest::Approx(2.0));
 }
+
+TEST_CASE("a default decode context past the model's maximum is cut to it, nothing else") {
+  Scenario s;
+  set_command_defaults(s.workload.gen, Command::kWhatIf);
+  s.workload.model = "llama-2-7b";  // max_context 4096
+  Scenario kept = s;
+  cut_default_context(s);
+  CHECK(s.workload.gen.context == 4096 - 8);
+  CHECK(s.workload.context_cut_from == 32768);
+  CHECK(context_note(s).starts_with("context 4088 tokens: the default 32768 cut to the 4096"));
+  CHECK(context_warning(s).empty());
+  // Within the maximum, a request, another phase, or no room for the tokens: as it was.
+  s = kept;
+  s.workload.model = "llama-3.1-70b";
+  cut_default_context(s);
+  CHECK(s.workload.gen.context == 32768);
+  CHECK(context_note(s).empty());
+  s = kept;
+  s.request = Request{512, 4};
+  cut_default_context(s);
+  CHECK(s.workload.gen.context == 32768);
+  s = kept;
+  s.workload.gen.phase = traces::Phase::kPrefill;
+  cut_default_context(s);
+  CHECK(s.workload.gen.context == 32768);
+  s = kept;
+  s.workload.gen.tokens = 5000;
+  cut_default_context(s);
+  CHECK(s.workload.gen.context == 32768);
+  CHECK(s.workload.context_cut_from == 0);
+}

@@ -33,6 +33,8 @@ int run_compare(const CompareOptions& o) {
   if (const std::string w = study::context_warning(base); !w.empty()) {
     fmt::print(stderr, "warning: {}\n", w);
   }
+  if (const std::string n = study::context_note(base); !n.empty())
+    fmt::print(stderr, "note: {}\n", n);
   study::Study study;
   const auto topo = study.topology(base);
   const planner::Target target = study::make_target(*topo, base.device, base.devices, "--device");
@@ -85,8 +87,7 @@ int run_compare(const CompareOptions& o) {
 
 void add_compare_command(CLI::App& app) {
   auto o = std::make_shared<CompareOptions>();
-  o->f.gen.gen.context = 4096;
-  o->f.gen.gen.tokens = 8;
+  study::set_command_defaults(o->f.gen.gen, study::Command::kCompare);
   CLI::App* cmd = app.add_subcommand(
       "compare", "every policy side by side: makespan, memory, traffic, gap to the bounds");
   add_target_flags(cmd, o->f);

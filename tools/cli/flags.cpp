@@ -90,9 +90,9 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
   cmd->add_option("--seq", f.gen.seq, "prefill/training tokens per sequence")
       ->transform(kCount)
       ->capture_default_str();
-  cmd->add_option("--context", f.gen.context, "decode: tokens already cached")
-      ->transform(kCount)
-      ->capture_default_str();
+  f.context_option = cmd->add_option("--context", f.gen.context, "decode: tokens already cached")
+                         ->transform(kCount)
+                         ->capture_default_str();
   cmd->add_option("--tokens", f.gen.tokens, "decode: tokens to generate")
       ->transform(kCount)
       ->capture_default_str();
@@ -185,11 +185,14 @@ void add_target_flags(CLI::App* cmd, ScenarioFlags& f) {
                   "thread; the results do not depend on it)");
 }
 
+std::string model_flag_help() {
+  return fmt::format("a shipped model (configs/models/NAME.yaml) or a model YAML (default {})",
+                     study::kDefaultModel);
+}
+
 void add_workload_flags(CLI::App* cmd, ScenarioFlags& f) {
   auto* file = cmd->add_option("--workload", f.workload, "workload JSON instead of generating one");
-  auto* model = cmd->add_option("--model", f.model,
-                                "a shipped model (configs/models/NAME.yaml) or a model YAML "
-                                "(default llama-3-70b)");
+  auto* model = cmd->add_option("--model", f.model, model_flag_help());
   auto* hf = cmd->add_option("--hf-config", f.hf_config, "a Hugging Face config.json");
   file->excludes(model)->excludes(hf);
   model->excludes(hf);
@@ -256,6 +259,10 @@ study::Scenario to_scenario(const ScenarioFlags& f) {
   if (f.prompt > 0) s.request = study::Request{f.prompt, f.generate};
   if (s.request && !f.workload.empty()) {
     throw CLI::ValidationError("a request (--prompt/--generate) is generated from --model or --hf-config, not --workload");
+  }
+  // A default context past the model's declared maximum is cut to it (the study's rule).
+  if (f.gen.context_option != nullptr && f.gen.context_option->count() == 0) {
+    study::cut_default_context(s);
   }
   // The files the scenario reads are inputs from now: an output naming one is refused
   // before any work (check_outputs), not once the study has read it.

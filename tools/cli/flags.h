@@ -37,6 +37,7 @@ struct GenFlags {
   std::string compute_dtype;  ///< empty: the activation dtype
   std::string routing = "expected";
   CLI::Option* routing_option = nullptr;  ///< whether --routing was given
+  CLI::Option* context_option = nullptr;  ///< whether --context was given
   std::string expert_cache;  ///< study commands: --expert-cache (empty: none)
 
   /// The options with the words parsed (CLI11 checked them already).
@@ -69,12 +70,15 @@ struct ScenarioFlags {
 
 /// --hw, --set, --device, --devices, --budget, --pin, --on-host, --threads.
 void add_target_flags(CLI::App* cmd, ScenarioFlags& f);
+/// The help of --model: what it takes and the default model (study::kDefaultModel).
+std::string model_flag_help();
 /// --workload | --model | --hf-config, --model-set, the generator flags, --prompt and
 /// --generate.
 void add_workload_flags(CLI::App* cmd, ScenarioFlags& f);
 
 /// Checks the combination (one workload source; --prompt with --generate) and builds the
-/// scenario. Throws CLI::ValidationError or InputError.
+/// scenario; a --context left at its default is cut to the model's max_context
+/// (study::cut_default_context). Throws CLI::ValidationError or InputError.
 study::Scenario to_scenario(const ScenarioFlags& f);
 
 /// --hw and --set of the commands that run a plan (sim, replay): see study::plan_topology().

@@ -81,7 +81,7 @@ void add_serve_command(CLI::App& app) {
   study::ServeSettings& s = o->s;
   cmd->add_option("--hw", s.hw, "topology YAML or shipped name (default h100-sxm-8gpu)");
   cmd->add_option("--set", s.sets, "override a topology field: PATH=VALUE (repeatable)");
-  cmd->add_option("--model", s.model.model, "shipped model or model YAML (default llama-3-70b)");
+  cmd->add_option("--model", s.model.model, model_flag_help());
   cmd->add_option("--hf-config", s.model.hf_config, "a Hugging Face config.json instead");
   cmd->add_option("--model-set", s.model.model_sets, "override a model field: KEY=VALUE");
   auto* trace = cmd->add_option("--trace", s.trace, "request trace: Mooncake JSONL or Azure CSV");

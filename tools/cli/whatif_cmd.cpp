@@ -82,10 +82,8 @@ int run_whatif(const WhatIfCliOptions& o) {
 
 void add_whatif_command(CLI::App& app) {
   auto o = std::make_shared<WhatIfCliOptions>();
-  // The default question: Llama-3-70B decode, batch 16, 32k context, on one H100.
-  o->f.gen.gen.batch = 16;
-  o->f.gen.gen.context = 32768;
-  o->f.gen.gen.tokens = 8;
+  // The default question: Llama-3.1-70B decode, batch 16, 32k context, on one H100.
+  study::set_command_defaults(o->f.gen.gen, study::Command::kWhatIf);
   CLI::App* cmd = app.add_subcommand(
       "whatif",
       "capacity questions answered by search: min-memory, max-batch, max-context, upgrade; "

@@ -92,10 +92,13 @@ ReplayHandle run_replay(const LoadedPlan& lp, const hw::Topology& topo, const Re
 
 }  // namespace
 
-study::Scenario scenario_of(const Fields& fields, std::string_view source) {
+study::Scenario scenario_of(const Fields& fields, std::string_view source,
+                            std::optional<study::Command> command) {
   study::Scenario s;
   s.naming = study::Naming::kFields;  // errors name the keywords, not the CLI's flags
   s.workload.sets_flag = "model_set";
+  if (command) study::set_command_defaults(s.workload.gen, *command);
+  bool context_given = false;
   for (const auto& [path, value] : fields) {
     if (path == "hw") {
       s.hw = study::find_topology(value, "hw");
@@ -112,6 +115,7 @@ study::Scenario scenario_of(const Fields& fields, std::string_view source) {
       }
       s.threads = n;
     } else {
+      context_given = context_given || path == "context";
       try {
         study::set_field(s, path, value, source);
       } catch (const InputError& e) {
@@ -126,6 +130,7 @@ study::Scenario scenario_of(const Fields& fields, std::string_view source) {
       }
     }
   }
+  if (command && !context_given) study::cut_default_context(s);
   return s;
 }
 
@@ -293,7 +298,7 @@ std::string report_text(const SimulationHandle& s) {
 }
 
 nlohmann::ordered_json whatif(const Fields& fields, const WhatIfRequest& r) {
-  const study::Scenario base = scenario_of(fields, "tierflow.whatif");
+  const study::Scenario base = scenario_of(fields, "tierflow.whatif", study::Command::kWhatIf);
   study::WhatIfOptions w;
   w.question = r.question;
   w.max_overhead = study::parse_overhead(r.max_overhead, "max_overhead");  // as --max-overhead
@@ -314,7 +319,7 @@ nlohmann::ordered_json whatif(const Fields& fields, const WhatIfRequest& r) {
 }
 
 CompareResult compare(const Fields& fields, const std::vector<std::string>& policies) {
-  const study::Scenario base = scenario_of(fields, "tierflow.compare");
+  const study::Scenario base = scenario_of(fields, "tierflow.compare", study::Command::kCompare);
   study::Study study;
   const study::Comparison c = study::compare(study, base, policies, "policies");
   CompareResult r;
@@ -323,6 +328,7 @@ CompareResult compare(const Fields& fields, const std::vector<std::string>& poli
   r.reference_s = static_cast<double>(c.reference_ps) * 1e-12;
   if (c.best) r.best = c.trials[*c.best].scenario.policy;
   if (std::string w = study::context_warning(base); !w.empty()) r.warnings.push_back(std::move(w));
+  if (std::string n = study::context_note(base); !n.empty()) r.warnings.push_back(std::move(n));
   return r;
 }
 

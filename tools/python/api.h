@@ -109,8 +109,11 @@ struct SweepResult {
   std::string db;
 };
 
-/// A scenario from fields (see the glossary); InputError at `source` for a bad one.
-study::Scenario scenario_of(const Fields& fields, std::string_view source);
+/// A scenario from fields (see the glossary); InputError at `source` for a bad one. With
+/// a command, it starts from that command's decode (study::set_command_defaults), as the
+/// CLI's does, and a context not among the fields is cut to the model's maximum.
+study::Scenario scenario_of(const Fields& fields, std::string_view source,
+                            std::optional<study::Command> command = std::nullopt);
 
 /// `name` a path or a shipped topology name; empty: the default topology.
 TopologyHandle load_topology(const std::string& name, const std::vector<std::string>& sets);

@@ -27,6 +27,7 @@
 #include "tools/python/api.h"
 #include "tools/python/convert.h"
 #include "tools/study/hw_show.h"
+#include "tools/study/scenario.h"
 #include "tools/study/target.h"
 #include "traces/arch_loader.h"
 #include "traces/workload_info.h"
@@ -672,6 +673,7 @@ PYBIND11_MODULE(_tierflow, m) {
   using namespace tierflow::python;
   m.doc() = "tierflow's C++ core; use the `tierflow` package, which wraps it.";
   m.attr("__version__") = TIERFLOW_VERSION;
+  m.attr("DEFAULT_MODEL") = std::string(tierflow::study::kDefaultModel);
   // The module holds the class; the translator borrows it.
   input_error_type = py::exception<tierflow::InputError>(m, "InputError", PyExc_ValueError).ptr();
   py::register_exception_translator([](std::exception_ptr p) {

@@ -88,9 +88,7 @@ std::vector<Def> make_defs() {
                [](const Trial& t) -> Cell {
                  const WorkloadSource& w = t.scenario.workload;
                  if (!w.file.empty()) return Cell{};
-                 return Cell{!w.hf_config.empty() ? w.hf_config
-                             : w.model.empty()    ? std::string(kDefaultModel)
-                                                  : w.model};
+                 return Cell{model_label(w)};
                }});
   d.push_back({"model_sets", "model overrides, ';'-separated", [](const Trial& t) {
                  return Cell{fmt::format("{}", fmt::join(t.scenario.workload.model_sets, ";"))};

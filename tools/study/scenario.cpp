@@ -429,12 +429,42 @@ std::string context_warning(const traces::Arch& a, const Scenario& s) {
       what, positions, a.max_context, a.name, cite);
 }
 
+std::string model_label(const WorkloadSource& w) {
+  if (!w.hf_config.empty()) return w.hf_config;
+  return w.model.empty() ? std::string(kDefaultModel) : w.model;
+}
+
+void set_command_defaults(traces::GenOptions& g, Command c) {
+  g.batch = c == Command::kWhatIf ? 16 : 1;
+  g.context = c == Command::kWhatIf ? 32768 : 4096;
+  g.tokens = 8;
+}
+
+void cut_default_context(Scenario& s) {
+  WorkloadSource& w = s.workload;
+  if (!w.file.empty() || s.request || w.gen.phase != traces::Phase::kDecode) return;
+  const traces::Arch a = load_model(w);
+  const int64_t room = int64_t{a.max_context} - w.gen.tokens;
+  if (a.max_context <= 0 || room < 1 || w.gen.context <= room) return;
+  w.context_cut_from = w.gen.context;
+  w.gen.context = room;
+}
+
+std::string context_note(const Scenario& s) {
+  const WorkloadSource& w = s.workload;
+  if (w.context_cut_from == 0) return "";
+  const std::string model = model_label(w);
+  return fmt::format(
+      "context {} tokens: the default {} cut to the {} positions that {} declares "
+      "(max_context) with {} generated; {} past it",
+      w.gen.context, w.context_cut_from, w.gen.context + w.gen.tokens, model, w.gen.tokens,
+      s.naming == Naming::kFields ? "give context= to go" : "give --context to go");
+}
+
 std::string describe_workload(const Scenario& s, std::string_view searched) {
   const WorkloadSource& w = s.workload;
   if (!w.file.empty()) return w.file;
-  const std::string model = !w.hf_config.empty() ? w.hf_config
-                            : w.model.empty()    ? std::string(kDefaultModel)
-                                                 : w.model;
+  const std::string model = model_label(w);
   const traces::GenOptions& g = w.gen;
   // A searched field is the search's start, not the workload's size.
   const std::string batch = searched == "batch" ? fmt::format("batch searched from {}", g.batch)

@@ -34,7 +34,7 @@ std::string config_dir();
 
 /// The shipped topology every command defaults to: an 8-GPU H100 SXM server.
 std::string default_topology();
-inline constexpr std::string_view kDefaultModel = "llama-3-70b";
+inline constexpr std::string_view kDefaultModel = "llama-3.1-70b";
 
 /// Names of the shipped topologies: the stems of config_dir()/hw/*.yaml, sorted.
 std::vector<std::string> shipped_topology_names();
@@ -55,6 +55,9 @@ struct WorkloadSource {
   /// router's (the default is realistic routing, below). Errors name the fields as specs
   /// and Python spell them; the CLI's scenarios take its flags' options, which name flags.
   traces::GenOptions gen{.routing = traces::Routing::kSeeded, .field_names = true};
+  /// The default decode context cut_default_context() cut to the model's maximum (0: none
+  /// cut; gen.context is what runs).
+  int64_t context_cut_from = 0;
 };
 
 /// Prefill of `prompt` tokens, then `generate` tokens, for `gen.batch` sequences.
@@ -145,6 +148,10 @@ Axis parse_axis(std::string_view text, std::string_view source);
 std::vector<std::pair<Scenario, std::vector<std::string>>> expand_grid(const Scenario& base,
                                                                        const std::vector<Axis>& axes);
 
+/// The model of a generated workload as rows and descriptions name it: the HF config's
+/// path, else the model name or YAML (kDefaultModel when none).
+std::string model_label(const WorkloadSource& w);
+
 /// The model a generated workload comes from: the HF config, else the model name or YAML
 /// (kDefaultModel when none) with its overrides. Throws InputError.
 traces::Arch load_model(const WorkloadSource& w);
@@ -156,6 +163,21 @@ traces::Arch load_model(const WorkloadSource& w);
 std::string context_warning(const Scenario& s);
 /// The same for a model already loaded (the scenario's workload source is not read).
 std::string context_warning(const traces::Arch& a, const Scenario& s);
+
+/// The commands whose scenario starts from a decode of their own when the flags (or
+/// Python's keywords) leave it: compare from batch 1, 8 tokens after a 4,096-token
+/// context; whatif from batch 16, 8 tokens after 32,768. The CLI and Python take them here.
+enum class Command : uint8_t { kCompare, kWhatIf };
+void set_command_defaults(traces::GenOptions& g, Command c);
+
+/// A decode context left at its default (not given) whose positions, with the tokens
+/// generated, pass the model's max_context is cut to fit, and the default kept in
+/// WorkloadSource::context_cut_from: `whatif --model llama-2-7b` asks about 4,088 tokens,
+/// not 32,768. Nothing for a workload file, a request, another phase, or a model that
+/// declares no maximum (or too few positions for the tokens). Throws what load_model does.
+void cut_default_context(Scenario& s);
+/// What cut_default_context() did, in a line ("context 4088 tokens: ..."); empty if nothing.
+std::string context_note(const Scenario& s);
 
 /// One line saying what the workload is: "llama-3-70b decode, batch 16, 8 tokens from a
 /// 32768-token context", the file's path, or the request.

@@ -530,6 +530,9 @@ Answer whatif(Study& study, const Scenario& s, const WhatIfOptions& o) {
     const std::string w = context_warning(searched ? a.trial->scenario : s);
     if (!w.empty()) a.note = a.note.empty() ? w : a.note + "; " + w;
   }
+  if (const std::string cut = context_note(s); !cut.empty() && !searched) {
+    a.note = a.note.empty() ? cut : a.note + "; " + cut;
+  }
   return a;
 }
 

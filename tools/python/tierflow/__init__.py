@@ -39,6 +39,7 @@ except ImportError as _e:
 from ._tierflow import InputError, Plan, Simulation, Topology, Workload
 
 __version__ = _tierflow.__version__
+DEFAULT_MODEL = _tierflow.DEFAULT_MODEL  # the model a scenario without one runs, as the CLI's
 
 # They are tierflow's: tracebacks and reprs name them so.
 for _cls in (InputError, Plan, Simulation, Topology, Workload):
@@ -46,7 +47,7 @@ for _cls in (InputError, Plan, Simulation, Topology, Workload):
 del _cls
 
 __all__ = [
-    "InputError", "Topology", "Workload", "Plan", "Simulation", "Replay", "Serving",
+    "InputError", "Topology", "Workload", "Plan", "Simulation", "Replay", "Serving", "DEFAULT_MODEL",
     "load_topology", "generate", "load_workload", "plan", "simulate", "replay", "serve",
     "whatif", "compare",
     "sweep", "columns", "policies", "topologies", "models",
@@ -58,10 +59,6 @@ __all__ = [
 _BUNDLED_CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
 if os.path.isdir(_BUNDLED_CONFIGS) and not os.environ.get("TIERFLOW_CONFIG_DIR"):
     os.environ["TIERFLOW_CONFIG_DIR"] = _BUNDLED_CONFIGS
-
-# The whatif and compare commands' defaults (tierflow whatif --help, tierflow compare --help).
-_WHATIF_DEFAULTS = {"batch": 16, "context": 32768, "tokens": 8}
-_COMPARE_DEFAULTS = {"context": 4096, "tokens": 8}
 
 
 def _input_error(source, message):
@@ -154,8 +151,9 @@ def _plan_topology(plan, topology, overrides):
     return load_topology(topology, set=own + list(overrides))
 
 
-def _scenario_fields(defaults, fields, hw, sets, model_set):
-    """(path, value) pairs for the study's scenario: the defaults, then `fields` in order."""
+def _scenario_fields(fields, hw, sets, model_set):
+    """(path, value) pairs for the study's scenario, `fields` in order (the command's
+    defaults come first, in C++: study::set_command_defaults)."""
     out = []
     if hw is not None:
         if isinstance(hw, Topology):
@@ -169,8 +167,7 @@ def _scenario_fields(defaults, fields, hw, sets, model_set):
         if not eq:
             raise _input_error("model_set", f"'{item}' is not KEY=VALUE")
         out.append((f"model.{key}", value))
-    merged = dict(defaults)
-    merged.update(fields)
+    merged = dict(fields)
     # One workload source, as the CLI's --model, --hf-config and --workload exclude each other.
     sources = [k for k in ("model", "hf_config", "workload") if merged.get(k) is not None]
     if len(sources) > 1:
@@ -260,7 +257,8 @@ def generate(model=None, phase="decode", batch=1, seq=2048, context=4096, tokens
     and `routing_repeat` shape the seeded router as --routing-skew and --routing-repeat;
     `routing_trace` (a tierflow.routing/1 file) gives the picks instead, with
     routing="seeded" (the default with a routing trace; else "expected"); `micro_batches`
-    runs a decode batch as FlexGen's zig-zag blocks. model: None is llama-3-70b."""
+    runs a decode batch as FlexGen's zig-zag blocks. model: None is DEFAULT_MODEL
+    (llama-3.1-70b), the CLI's default."""
     if model is not None and hf_config is not None:
         raise _input_error("hf_config", "give model or hf_config, not both")
     if routing is None:
@@ -268,7 +266,7 @@ def generate(model=None, phase="decode", batch=1, seq=2048, context=4096, tokens
     if routing not in ("expected", "seeded"):  # as trace gen --routing takes it
         raise _input_error("routing", f"'{routing}' is not one of expected, seeded")
     fields = [("hf_config", _text(hf_config, "hf_config")) if hf_config is not None
-              else ("model", _text("llama-3-70b" if model is None else model, "model"))]
+              else ("model", _text(DEFAULT_MODEL if model is None else model, "model"))]
     for item in _strings(model_set, "model_set"):
         key, eq, value = item.partition("=")
         if not eq:
@@ -533,7 +531,8 @@ def whatif(question="min-memory", max_overhead=None, min_throughput=None, max_tp
     PATH=VALUE), `model_set` (model overrides KEY=VALUE) and any scenario field as a keyword
     (model, phase, batch, context, tokens, prompt, generate, budget, policy, layers, ...;
     tierflow.columns() and docs/python.md list them; `**{"tiers.hbm.capacity": "8GB"}`
-    works too), starting from the command's defaults: batch 16, context 32768, tokens 8.
+    works too), starting from the command's defaults: batch 16, context 32768, tokens 8 (a
+    default context past the model's max_context is cut to it, which the answer's note says).
     vary: {PATH: [V1, V2, ...]} answers for every point of the grid.
     """
     if trace is not None or arrivals is not None:
@@ -580,7 +579,7 @@ def whatif(question="min-memory", max_overhead=None, min_throughput=None, max_tp
     throughput = 0.0 if min_throughput is None else _limit(min_throughput, "min_throughput")
     tpot = 0.0 if max_tpot is None else _limit(max_tpot, "max_tpot", milliseconds=True)
     overhead = "1%" if max_overhead is None else _fraction(max_overhead, "max_overhead")
-    return _tierflow.whatif(_scenario_fields(_WHATIF_DEFAULTS, fields, hw, set, model_set),
+    return _tierflow.whatif(_scenario_fields(fields, hw, set, model_set),
                             question, overhead, throughput, tpot, _axes(vary))
 
 
@@ -591,10 +590,11 @@ def compare(policies=None, hw=None, set=(), model_set=(), **fields):
     columns as tierflow.columns(). `frame.attrs` holds `resident_reference_s` (the resident
     plan on unlimited memory, the fastest any plan can be) and `best` (the fastest row a
     runtime can run: its policy, as `compare --json` names it). The scenario as for whatif(), from the command's
-    defaults: context 4096, tokens 8."""
+    defaults: batch 1, context 4096, tokens 8 (a default context past the model's
+    max_context is cut to it, with a UserWarning)."""
     names = [] if policies is None else _strings(policies, "policies")
     table, reference, best = _tierflow.compare(
-        _scenario_fields(_COMPARE_DEFAULTS, fields, hw, set, model_set), names)
+        _scenario_fields(fields, hw, set, model_set), names)
     frame = _frame(table)
     frame.attrs["resident_reference_s"] = reference
     frame.attrs["best"] = best
