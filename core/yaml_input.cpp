@@ -194,15 +194,17 @@ void read_sources(const YAML::Node& node, std::map<std::string, std::string>& ou
   }
 }
 
-SetArg split_set(const std::string& arg, int index, std::string_view example) {
+SetArg split_set(const std::string& arg, int index, std::string_view example,
+                 std::string_view flag) {
+  const std::string file(flag);
   const auto eq = arg.find('=');
   if (eq == std::string::npos || eq == 0) {
-    throw InputError::at(SourcePos{"--set", index, 1}, "expected {} (e.g. {}), got '{}'",
+    throw InputError::at(SourcePos{file, index, 1}, "expected {} (e.g. {}), got '{}'",
                          example.substr(0, example.find(' ')),
                          example.substr(example.find(' ') + 1), arg);
   }
-  return SetArg{arg.substr(0, eq), arg.substr(eq + 1), SourcePos{"--set", index, 1},
-                SourcePos{"--set", index, static_cast<int>(eq) + 2}};
+  return SetArg{arg.substr(0, eq), arg.substr(eq + 1), SourcePos{file, index, 1},
+                SourcePos{file, index, static_cast<int>(eq) + 2}};
 }
 
 void check_unique_keys(const YAML::Node& node, const std::string& file, size_t budget) {

@@ -112,8 +112,10 @@ struct SetArg {
   SourcePos key_pos;
   SourcePos value_pos;
 };
-/// Splits argument number `index` (1-based); `example` shows the expected form.
-SetArg split_set(const std::string& arg, int index, std::string_view example);
+/// Splits argument number `index` (1-based) of `flag` (positions are `FLAG:N:COL`: the CLI's
+/// `--set`, `--model-set`, Python's `set`); `example` shows the expected form.
+SetArg split_set(const std::string& arg, int index, std::string_view example,
+                 std::string_view flag = "--set");
 
 /// The value of an override for a list field: `[a, b]` or `a,b`, each id with its column.
 Input list_override(const Input& in);

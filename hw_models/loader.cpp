@@ -48,7 +48,7 @@ bool try_set_in_list(std::vector<Obj>& list, const schema::Schema<Obj>& s, const
     SourcePos key_pos = a.key_pos;
     key_pos.col += static_cast<int>(a.path.size() - key.size());
     throw InputError::at(key_pos,
-                         "--set '{}': an id is not changed by --set (what names it would "
+                         "'{}': an id is not changed by an override (what names it would "
                          "no longer find it): edit the file",
                          a.path);
   }
@@ -65,14 +65,15 @@ bool try_set_in_list(std::vector<Obj>& list, const schema::Schema<Obj>& s, const
   }
   SourcePos id_pos = a.key_pos;
   id_pos.col += static_cast<int>(a.path.size() - rest.size());
-  throw InputError::at(id_pos, "--set '{}': no {} with id '{}'{}", a.path, s.object_name, id,
+  throw InputError::at(id_pos, "'{}': no {} with id '{}'{}", a.path, s.object_name, id,
                        did_you_mean(id, ids));
 }
 
-void apply_overrides(Topology& t, const std::vector<std::string>& overrides) {
+void apply_overrides(Topology& t, const std::vector<std::string>& overrides,
+                     std::string_view flag) {
   for (size_t i = 0; i < overrides.size(); ++i) {
     const SetArg a = schema::split_set(overrides[i], static_cast<int>(i) + 1,
-                                       "PATH=VALUE tiers.ddr.capacity=2TiB");
+                                       "PATH=VALUE tiers.ddr.capacity=2TiB", flag);
     const auto dot = a.path.find('.');
     const std::string head = a.path.substr(0, dot);
     const std::string rest = dot == std::string::npos ? std::string() : a.path.substr(dot + 1);
@@ -107,7 +108,7 @@ void apply_overrides(Topology& t, const std::vector<std::string>& overrides) {
       in(t.devices, "devices");
       in(t.links, "links");
       in(t.switches, "switches");
-      throw InputError::at(a.key_pos, "--set: unknown path '{}'{}{}", a.path, hint,
+      throw InputError::at(a.key_pos, "unknown path '{}'{}{}", a.path, hint,
                            head == "routes" ? " (route pins are edited in the file)" : "");
     }
   }
@@ -487,7 +488,7 @@ Topology parse(const YAML::Node& root, const std::string& file, const LoadOption
   if (t.devices.empty()) throw InputError::at(schema::pos_of(*devices, file), "'devices' is empty");
   if (t.tiers.empty()) throw InputError::at(schema::pos_of(*tiers, file), "'tiers' is empty");
 
-  apply_overrides(t, opt.overrides);
+  apply_overrides(t, opt.overrides, opt.sets_flag);
   place_host_cpu(t.system);
   Validator(t, opt).run();
   resolve_routes(t);

@@ -14,6 +14,8 @@ struct LoadOptions {
   std::vector<std::string> overrides;
   /// Every number must resolve to a citation (its own `source:` or its object's).
   bool require_sources = false;
+  /// How positions name the overrides: `--set:N:COL` (the CLI), `set:N:COL` (Python).
+  std::string sets_flag = "--set";
 };
 
 /// Loads, validates and resolves routes. Throws InputError naming file:line:col.

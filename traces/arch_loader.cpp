@@ -15,10 +15,10 @@ using schema::Input;
 
 constexpr std::string_view kWhat = "the model";
 
-void apply_overrides(Arch& a, const std::vector<std::string>& overrides) {
+void apply_overrides(Arch& a, const std::vector<std::string>& overrides, std::string_view flag) {
   for (size_t i = 0; i < overrides.size(); ++i) {
     const schema::SetArg arg =
-        schema::split_set(overrides[i], static_cast<int>(i) + 1, "KEY=VALUE layers=2");
+        schema::split_set(overrides[i], static_cast<int>(i) + 1, "KEY=VALUE layers=2", flag);
     schema::apply_override(a, arch_schema(), arg.path, arg.key_pos,
                            Input{{arg.value}, {arg.value_pos}, arg.value_pos}, std::string(kWhat));
   }
@@ -54,7 +54,8 @@ void check_sources(const Arch& a, bool require_sources) {
 }
 
 Arch parse(const YAML::Node& root, const std::string& file,
-           const std::vector<std::string>& overrides, bool require_sources) {
+           const std::vector<std::string>& overrides, bool require_sources,
+           std::string_view sets_flag) {
   if (!root.IsDefined() || root.IsNull()) {
     throw InputError::at(SourcePos{file, 1, 1},
                          "empty model file: expected a mapping with 'tierflow: {}'",
@@ -115,7 +116,7 @@ Arch parse(const YAML::Node& root, const std::string& file,
                            f.description);
     }
   }
-  apply_overrides(a, overrides);
+  apply_overrides(a, overrides, sets_flag);
   check_sources(a, require_sources);
   resolve_arch(a);
   return a;
@@ -276,13 +277,14 @@ void resolve_arch(Arch& a) {
 }
 
 Arch load_arch(const std::string& path, const std::vector<std::string>& overrides,
-               bool require_sources) {
-  return parse(schema::load_yaml_file(path), path, overrides, require_sources);
+               bool require_sources, std::string_view sets_flag) {
+  return parse(schema::load_yaml_file(path), path, overrides, require_sources, sets_flag);
 }
 
 Arch load_arch_text(const std::string& text, const std::string& name,
-                    const std::vector<std::string>& overrides, bool require_sources) {
-  return parse(schema::load_yaml_text(text, name), name, overrides, require_sources);
+                    const std::vector<std::string>& overrides, bool require_sources,
+                    std::string_view sets_flag) {
+  return parse(schema::load_yaml_text(text, name), name, overrides, require_sources, sets_flag);
 }
 
 std::vector<std::string> shipped_arch_names(const std::string& configs_dir) {

@@ -13,13 +13,15 @@
 namespace tierflow::traces {
 
 /// Loads and checks a model file. `overrides` are `KEY=VALUE` (`--set layers=2`),
-/// applied after reading; an unknown KEY is an error at `--set:N:COL`. With
+/// applied after reading; an unknown KEY is an error at `SETS_FLAG:N:COL` (`--set:1:1`;
+/// `--model-set` for the study's commands, `model_set` for Python). With
 /// `require_sources`, every number must resolve to a citation. Throws InputError.
 Arch load_arch(const std::string& path, const std::vector<std::string>& overrides = {},
-               bool require_sources = false);
+               bool require_sources = false, std::string_view sets_flag = "--set");
 /// The same from YAML text; `name` stands for the file in positions.
 Arch load_arch_text(const std::string& text, const std::string& name,
-                    const std::vector<std::string>& overrides = {}, bool require_sources = false);
+                    const std::vector<std::string>& overrides = {}, bool require_sources = false,
+                    std::string_view sets_flag = "--set");
 
 /// Fills the defaults that depend on other fields (kv_heads = heads, head_dim =
 /// hidden / heads; for MLA head_dim = qk_nope + qk_rope) and checks that the fields

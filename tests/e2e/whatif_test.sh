@@ -212,6 +212,15 @@ ok given-context-kept-no-cut bash -c '! grep -qF "$2" "$1"' _ "$tmp/out" "cut to
 check compare-context-cut 0 "$tf" compare --model opt-30b --layers 2 --policies tierflow
 contains compare-context-cut-note "$tmp/err" "note: context 2040 tokens: the default 4096 cut to the 2048 positions that opt-30b declares"
 contains compare-context-cut-scenario "$tmp/out" "opt-30b decode, batch 1, 8 tokens from a 2040-token context"
+# trace gen likewise: its default 4,096 on Llama-2-7B (4,096 positions) is cut to 4,095.
+check gen-context-cut 0 "$tf" trace gen --model llama-2-7b --layers 1 -o "$tmp/l2.json"
+contains gen-context-cut-note "$tmp/err" "note: context 4095 tokens: the default 4096 cut to the 4096 positions that llama-2-7b declares"
+ok gen-context-cut-file python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["meta"]["context"] == 4095' "$tmp/l2.json"
+# Weights wider than the checkpoint holds them are a warning naming the dtype it ships in.
+check gen-weights-wider 0 "$tf" trace gen --model deepseek-v3 --layers 4 -o "$tmp/ds.json"
+contains gen-weights-wider-msg "$tmp/err" "warning: deepseek-v3's checkpoint holds fp8 weights (checkpoint_dtype, source MD4); these are bf16, 2x its bytes: --weight-dtype fp8 plans them as shipped"
+check gen-weights-shipped 0 "$tf" trace gen --model deepseek-v3 --layers 4 --weight-dtype fp8 -o "$tmp/ds.json"
+ok gen-weights-shipped-quiet bash -c '! grep -q "checkpoint holds" "$1"' _ "$tmp/err"
 check service-no-fit 2 "$tf" whatif --question max-rate --model llama-3-70b --trace "$trace" --target hit=10%
 contains service-no-fit-msg "$tmp/err" "error: --tp: the weights"
 

@@ -121,9 +121,10 @@ TEST_CASE("--set of a list field: [a, b] or a,b, each id checked at its column")
     const auto& ends = t.links[0].endpoints;
     CHECK(ends == std::vector<std::string>{"rc", "hbm"});
   }
-  CHECK_THROWS_WITH_AS(load_topology(h100, LoadOptions{{"tiers.hbm.id=ddr"}, false}),
-                       doctest::Contains("--set:1:11: --set 'tiers.hbm.id': an id is not changed"),
-                       InputError);
+  CHECK_THROWS_WITH_AS(
+      load_topology(h100, LoadOptions{{"tiers.hbm.id=ddr"}, false}),
+      doctest::Contains("--set:1:11: 'tiers.hbm.id': an id is not changed by an override"),
+      InputError);
   CHECK_THROWS_WITH_AS(load_topology(h100, LoadOptions{{"links.gpu-pcie.endpoints=[]"}, false}),
                        doctest::Contains("expected a list of 2 ids, got 0"), InputError);
   CHECK_THROWS_WITH_AS(
@@ -134,15 +135,14 @@ TEST_CASE("--set of a list field: [a, b] or a,b, each id checked at its column")
 TEST_CASE("--set on an unknown id suggests the ids it is a part of") {
   // The links of this file are gpu-pcie, nvlink and nvme-link.
   const std::string h100 = config("h100-sxm-8gpu.yaml");
-  CHECK_THROWS_WITH_AS(
-      load_topology(h100, LoadOptions{{"links.pcie.bandwidth=10GB/s"}, false}),
-      "--set:1:7: --set 'links.pcie.bandwidth': no link with id 'pcie'; did you mean "
-      "'gpu-pcie'?",
-      InputError);
+  CHECK_THROWS_WITH_AS(load_topology(h100, LoadOptions{{"links.pcie.bandwidth=10GB/s"}, false}),
+                       "--set:1:7: 'links.pcie.bandwidth': no link with id 'pcie'; did you mean "
+                       "'gpu-pcie'?",
+                       InputError);
   CHECK_THROWS_WITH_AS(
       load_topology(h100,
                     LoadOptions{{"tiers.hbm.capacity=1TB", "links.link.bandwidth=1GB/s"}, false}),
-      "--set:2:7: --set 'links.link.bandwidth': no link with id 'link'; did you mean "
+      "--set:2:7: 'links.link.bandwidth': no link with id 'link'; did you mean "
       "'nvme-link' or 'nvlink'?",
       InputError);
 }

@@ -376,7 +376,7 @@ TEST_CASE("--set on a path that does not exist is an error, not a new field") {
                        "--set:1:11: unknown key 'capacty' in tier 'hbm'; did you mean 'capacity'?",
                        InputError);
   CHECK_THROWS_WITH_AS(unit_hw({"tiers.hmb.capacity=1GB"}),
-                       "--set:1:7: --set 'tiers.hmb.capacity': no tier with id 'hmb'; did you "
+                       "--set:1:7: 'tiers.hmb.capacity': no tier with id 'hmb'; did you "
                        "mean 'hbm'?",
                        InputError);
   CHECK_THROWS_WITH_AS(unit_hw({"tiers.hbm.capacity=1XB"}),

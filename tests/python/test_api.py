@@ -101,7 +101,7 @@ def test_input_errors_of_arguments():
     assert e.file == "path" and e.line is None and e.col is None
     assert "unknown topology 'h100-sxm-8gp'" in e.message and "did you mean 'h100-sxm-8gpu'" in e.message
     assert str(e) == "path: " + e.message
-    with pytest.raises(tierflow.InputError, match=r"^--set:1:7: --set 'tiers.hmb.capacity': no tier with id 'hmb'"):
+    with pytest.raises(tierflow.InputError, match=r"^set:1:7: 'tiers.hmb.capacity': no tier with id 'hmb'"):
         tierflow.load_topology(H100, set=["tiers.hmb.capacity=8GB"])
     with pytest.raises(tierflow.InputError, match="unknown model 'llama-3-9b'"):
         tierflow.generate("llama-3-9b")
@@ -134,6 +134,9 @@ def test_study_errors_name_keywords(small_workload, tmp_path):
     # An override's error is at the argument that gave it.
     with pytest.raises(tierflow.InputError, match=r"^model_set:1:8: bad value for 'layers'"):
         tierflow.compare(["resident"], model="llama-3-8b", model_set=["layers=-1"])
+    # A topology override's error is at the keyword set, as the CLI's is at --set.
+    with pytest.raises(tierflow.InputError, match=r"^set:1:7: 'tiers.hmb.capacity': no tier"):
+        tierflow.compare(["resident"], model="llama-3-8b", layers=1, set=["tiers.hmb.capacity=1GB"])
     with pytest.raises(tierflow.InputError, match=r"^vary: tiers.hbm.capacity: bad value"):
         tierflow.whatif(model="llama-3-8b", vary={"tiers.hbm.capacity": ["80GB", "x"]})
     # One workload source, as --model, --hf-config and --workload exclude each other (the
@@ -262,6 +265,20 @@ def test_command_defaults_as_the_cli(cli):
     with pytest.warns(UserWarning, match="more than the 2048 that opt-30b declares"):
         frame = tierflow.compare(model="opt-30b", layers=2, context=4096, policies=["tierflow"])
     assert frame["context"].tolist() == [4096]
+
+
+def test_generate_default_context_and_checkpoint_dtype():
+    """generate() without a context cuts the default to the model's positions, with a
+    UserWarning, as trace gen does; weights wider than the checkpoint's are a UserWarning."""
+    with pytest.warns(UserWarning, match="the default 4096 cut to the 4096 positions that llama-2-7b"):
+        w = tierflow.generate("llama-2-7b", layers=1)
+    assert w.description == "llama-2-7b decode, batch 1, 1 token from a 4095-token context"
+    with pytest.warns(UserWarning, match="deepseek-v3's checkpoint holds fp8 weights .*weight_dtype='fp8'"):
+        tierflow.generate("deepseek-v3", layers=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tierflow.generate("deepseek-v3", layers=4, weight_dtype="fp8")
+        tierflow.generate("llama-3.1-70b", layers=1, weight_dtype="int4")  # narrower: a choice
 
 
 def test_load_workload(small_workload, tmp_path):

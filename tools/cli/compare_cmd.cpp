@@ -30,9 +30,7 @@ struct CompareOptions {
 
 int run_compare(const CompareOptions& o) {
   const study::Scenario base = to_scenario(o.f);
-  if (const std::string w = study::context_warning(base); !w.empty()) {
-    fmt::print(stderr, "warning: {}\n", w);
-  }
+  for (const std::string& w : study::model_warnings(base)) fmt::print(stderr, "warning: {}\n", w);
   if (const std::string n = study::context_note(base); !n.empty())
     fmt::print(stderr, "note: {}\n", n);
   study::Study study;

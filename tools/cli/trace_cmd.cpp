@@ -44,7 +44,11 @@ int run_gen(TraceOptions& o) {
   check_outputs({{"-o", o.output}});
   study::Scenario s;
   s.workload.gen = o.gen.options();
-  if (const std::string warn = study::context_warning(arch, s); !warn.empty()) {
+  if (o.gen.context_option->count() == 0) study::cut_default_context(s, arch);
+  if (const std::string n = study::context_note(s, arch.name); !n.empty()) {
+    fmt::print(stderr, "note: {}\n", n);
+  }
+  for (const std::string& warn : study::model_warnings(arch, s)) {
     fmt::print(stderr, "warning: {}\n", warn);
   }
   const Workload w = traces::generate(arch, s.workload.gen);

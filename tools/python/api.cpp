@@ -144,7 +144,7 @@ TopologyHandle load_topology(const std::string& name, const std::vector<std::str
   const std::string text = read_text_file(found);
   t.sha256 = sha256_hex(text);
   t.topology = std::make_shared<const hw::Topology>(
-      hw::load_topology_text(text, found, hw::LoadOptions{sets, false}));
+      hw::load_topology_text(text, found, hw::LoadOptions{sets, false, "set"}));
   return t;
 }
 
@@ -164,10 +164,16 @@ std::string unchanged_topology_file(const TopologyHandle& t) {
 }
 
 WorkloadHandle generate(const Fields& fields) {
-  const study::Scenario s = scenario_of(fields, "tierflow.generate");
+  study::Scenario s = scenario_of(fields, "tierflow.generate");
+  // A context not given is the generator's default, cut to the model's (as trace gen).
+  if (std::none_of(fields.begin(), fields.end(),
+                   [](const auto& f) { return f.first == "context"; })) {
+    study::cut_default_context(s);
+  }
   study::Study study;
   WorkloadHandle h{study.workload(s, s.workload.gen), study::describe_workload(s), {}};
-  if (std::string w = study::context_warning(s); !w.empty()) h.warnings.push_back(std::move(w));
+  if (std::string n = study::context_note(s); !n.empty()) h.warnings.push_back(std::move(n));
+  for (std::string& w : study::model_warnings(s)) h.warnings.push_back(std::move(w));
   return h;
 }
 
@@ -327,7 +333,7 @@ CompareResult compare(const Fields& fields, const std::vector<std::string>& poli
   for (const study::Trial& t : c.trials) r.table.rows.push_back(study::row_of(t).cells);
   r.reference_s = static_cast<double>(c.reference_ps) * 1e-12;
   if (c.best) r.best = c.trials[*c.best].scenario.policy;
-  if (std::string w = study::context_warning(base); !w.empty()) r.warnings.push_back(std::move(w));
+  for (std::string& w : study::model_warnings(base)) r.warnings.push_back(std::move(w));
   if (std::string n = study::context_note(base); !n.empty()) r.warnings.push_back(std::move(n));
   return r;
 }

@@ -387,14 +387,45 @@ traces::Arch load_model(const WorkloadSource& w) {
   if (!w.hf_config.empty()) return traces::import_hf_config(w.hf_config, {w.hf_lenient, nullptr});
   const std::string file =
       traces::find_arch(w.model.empty() ? std::string(kDefaultModel) : w.model, config_dir());
-  try {
-    return traces::load_arch(file, w.model_sets);
-  } catch (const InputError& e) {
-    // The loader names an override as trace gen's flag does (`--set:1:8`); here it is one
-    // of the model's overrides (`--model-set:1:8`, Python's model_set).
-    if (e.pos().file != "--set") throw;
-    throw InputError(SourcePos{w.sets_flag, e.pos().line, e.pos().col}, e.message());
+  return traces::load_arch(file, w.model_sets, false, w.sets_flag);
+}
+
+namespace {
+
+/// ", source KEY" for a model field that cites one, else empty.
+std::string source_of(const traces::Arch& a, const std::string& field) {
+  const auto src = a.origins.fields.find(field);
+  if (src == a.origins.fields.end() || src->second.source.empty()) return "";
+  return fmt::format(", source {}", src->second.source);
+}
+
+}  // namespace
+
+std::string weights_warning(const traces::Arch& a, const Scenario& s) {
+  const Dtype w = s.workload.gen.weight_dtype;
+  const int bits = kDtypeBits[static_cast<size_t>(w)];
+  const int shipped = kDtypeBits[static_cast<size_t>(a.checkpoint_dtype)];
+  if (!s.workload.file.empty() || bits <= shipped) return "";
+  const std::string cite = source_of(a, "checkpoint_dtype");
+  return fmt::format(
+      "{}'s checkpoint holds {} weights (checkpoint_dtype{}); these are {}, {}x its bytes: {} "
+      "plans them as shipped",
+      a.name, name_of(a.checkpoint_dtype), cite, name_of(w), bits / shipped,
+      s.naming == Naming::kFields ? fmt::format("weight_dtype='{}'", name_of(a.checkpoint_dtype))
+                                  : fmt::format("--weight-dtype {}", name_of(a.checkpoint_dtype)));
+}
+
+std::vector<std::string> model_warnings(const Scenario& s) {
+  if (!s.workload.file.empty()) return {};
+  return model_warnings(load_model(s.workload), s);
+}
+
+std::vector<std::string> model_warnings(const traces::Arch& a, const Scenario& s) {
+  std::vector<std::string> out;
+  for (std::string w : {context_warning(a, s), weights_warning(a, s)}) {
+    if (!w.empty()) out.push_back(std::move(w));
   }
+  return out;
 }
 
 std::string context_warning(const Scenario& s) {
@@ -419,10 +450,7 @@ std::string context_warning(const traces::Arch& a, const Scenario& s) {
     what = fmt::format("a sequence of {} tokens", g.seq);
   }
   if (positions <= a.max_context) return "";
-  const auto src = a.origins.fields.find("max_context");
-  const std::string cite = src == a.origins.fields.end() || src->second.source.empty()
-                               ? ""
-                               : fmt::format(", source {}", src->second.source);
+  const std::string cite = source_of(a, "max_context");
   return fmt::format(
       "{}: {} positions, more than the {} that {} declares (max_context{}); "
       "results past it assume the model runs that far",
@@ -441,19 +469,24 @@ void set_command_defaults(traces::GenOptions& g, Command c) {
 }
 
 void cut_default_context(Scenario& s) {
+  const WorkloadSource& w = s.workload;
+  if (!w.file.empty() || s.request || w.gen.phase != traces::Phase::kDecode) return;
+  cut_default_context(s, load_model(w));
+}
+
+void cut_default_context(Scenario& s, const traces::Arch& a) {
   WorkloadSource& w = s.workload;
   if (!w.file.empty() || s.request || w.gen.phase != traces::Phase::kDecode) return;
-  const traces::Arch a = load_model(w);
   const int64_t room = int64_t{a.max_context} - w.gen.tokens;
   if (a.max_context <= 0 || room < 1 || w.gen.context <= room) return;
   w.context_cut_from = w.gen.context;
   w.gen.context = room;
 }
 
-std::string context_note(const Scenario& s) {
+std::string context_note(const Scenario& s, std::string_view model_name) {
   const WorkloadSource& w = s.workload;
   if (w.context_cut_from == 0) return "";
-  const std::string model = model_label(w);
+  const std::string model = model_name.empty() ? model_label(w) : std::string(model_name);
   return fmt::format(
       "context {} tokens: the default {} cut to the {} positions that {} declares "
       "(max_context) with {} generated; {} past it",

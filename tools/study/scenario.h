@@ -163,6 +163,14 @@ traces::Arch load_model(const WorkloadSource& w);
 std::string context_warning(const Scenario& s);
 /// The same for a model already loaded (the scenario's workload source is not read).
 std::string context_warning(const traces::Arch& a, const Scenario& s);
+/// A warning when the generated weights are wider than the model's checkpoint holds them
+/// (Arch::checkpoint_dtype): DeepSeek-V3's fp8 planned in bf16 is twice the bytes it ships
+/// as. Empty otherwise (a narrower, quantized dtype is a choice) and for a workload file.
+std::string weights_warning(const traces::Arch& a, const Scenario& s);
+/// Both warnings that apply, the context's first: what trace gen, compare and Python's
+/// generate and compare print, and a whatif answer notes.
+std::vector<std::string> model_warnings(const Scenario& s);
+std::vector<std::string> model_warnings(const traces::Arch& a, const Scenario& s);
 
 /// The commands whose scenario starts from a decode of their own when the flags (or
 /// Python's keywords) leave it: compare from batch 1, 8 tokens after a 4,096-token
@@ -176,8 +184,11 @@ void set_command_defaults(traces::GenOptions& g, Command c);
 /// not 32,768. Nothing for a workload file, a request, another phase, or a model that
 /// declares no maximum (or too few positions for the tokens). Throws what load_model does.
 void cut_default_context(Scenario& s);
+/// The same for a model already loaded (trace gen's, with its --set overrides).
+void cut_default_context(Scenario& s, const traces::Arch& a);
 /// What cut_default_context() did, in a line ("context 4088 tokens: ..."); empty if nothing.
-std::string context_note(const Scenario& s);
+/// `model_name` names the model when the scenario does not (trace gen's loaded model).
+std::string context_note(const Scenario& s, std::string_view model_name = {});
 
 /// One line saying what the workload is: "llama-3-70b decode, batch 16, 8 tokens from a
 /// 32768-token context", the file's path, or the request.

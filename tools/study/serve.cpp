@@ -239,9 +239,9 @@ std::string serve_flag(std::string field, SettingNames names) {
   if (names == SettingNames::kFields) return field;
   if (names == SettingNames::kWhatif) {
     // The fields whatif sets from its own flags; the question and target have theirs.
-    static constexpr std::array<std::string_view, 11> kOwn = {
-        "hw",       "device",       "model",    "hf_config", "tp",      "weight_dtype",
-        "kv_dtype", "act_dtype",    "trace",    "arrivals",  "target"};
+    static constexpr std::array<std::string_view, 12> kOwn = {
+        "hw",           "set",      "device",    "model", "hf_config", "tp",
+        "weight_dtype", "kv_dtype", "act_dtype", "trace", "arrivals",  "target"};
     if (field == "find") return "--question";
     if (std::find(kOwn.begin(), kOwn.end(), field) == kOwn.end()) return "--serve " + field;
   }
@@ -386,7 +386,7 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   x.arch = load_model(model);
   x.gen = model.gen;
   const std::string file = s.hw.empty() ? default_topology() : find_topology(s.hw, name("hw"));
-  x.topology = hw::load_topology(file, hw::LoadOptions{s.sets, false});
+  x.topology = hw::load_topology(file, hw::LoadOptions{s.sets, false, name("set")});
   x.cache_only = s.cache_only;
   x.timeline = s.timeline;
   x.names = s.names;

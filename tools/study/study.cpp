@@ -227,8 +227,8 @@ std::shared_ptr<const hw::Topology> Study::topology(const Scenario& s) {
     std::lock_guard lock(mu_);
     if (auto it = topologies_.find(key); it != topologies_.end()) return it->second;
   }
-  auto t =
-      std::make_shared<const hw::Topology>(hw::load_topology(hw, hw::LoadOptions{s.sets, false}));
+  auto t = std::make_shared<const hw::Topology>(
+      hw::load_topology(hw, hw::LoadOptions{s.sets, false, s.name("set")}));
   std::lock_guard lock(mu_);
   return topologies_.emplace(key, std::move(t)).first->second;
 }

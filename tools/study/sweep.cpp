@@ -124,9 +124,12 @@ bool is_model_field(std::string_view path) {
 }
 
 /// An error from loading a point's inputs, for a message at the spec's position: an
-/// override's own position (`--set:1:7`) says nothing there; a file's does.
+/// override's own position (`--set:1:7`; `set:1:7` and `model_set:1:8` as fields and
+/// Python name them) says nothing there; a file's does.
 std::string cause(const InputError& e) {
-  return e.pos().file.starts_with("--") || e.pos().file.empty() ? e.message() : e.what();
+  const std::string& f = e.pos().file;
+  const bool override = f.empty() || f.starts_with("--") || f == "set" || f == "model_set";
+  return override ? e.message() : e.what();
 }
 
 /// An error of one point of the spec, naming the point and the values it took, at the
@@ -142,7 +145,7 @@ InputError point_error(const SweepSpec& spec, const SweepPoint& p, const InputEr
 /// Loads what a scenario's topology and target need; throws InputError.
 void check_topology(const Scenario& s) {
   const std::string hw = s.hw.empty() ? default_topology() : s.hw;
-  const hw::Topology topo = hw::load_topology(hw, hw::LoadOptions{s.sets, false});
+  const hw::Topology topo = hw::load_topology(hw, hw::LoadOptions{s.sets, false, s.name("set")});
   make_target(topo, s.device, s.devices, "devices");
   parse_pins(s.pins, topo);
 }
@@ -212,10 +215,8 @@ void check_axis_value(const Scenario& base, const std::string& path, const std::
     if (topo) check_topology(s);
     if (model) check_model(s);
   } catch (const InputError& e) {
-    // Some errors name the path already ("--set 'links.x.bandwidth': ..."): without the
-    // flag, which is not where the value came from.
-    std::string why = cause(e);
-    if (why.starts_with("--set '")) why.erase(0, 6);
+    // Some errors name the path already ("'links.x.bandwidth': no link ...").
+    const std::string why = cause(e);
     throw InputError::at(at, "{}{}", why.find(path) == std::string::npos ? path + ": " : "", why);
   }
 }

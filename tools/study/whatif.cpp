@@ -527,8 +527,9 @@ Answer whatif(Study& study, const Scenario& s, const WhatIfOptions& o) {
   // the one asked about.
   const bool searched = o.question == Question::kMaxContext;
   if (!searched || (a.found && a.trial)) {
-    const std::string w = context_warning(searched ? a.trial->scenario : s);
-    if (!w.empty()) a.note = a.note.empty() ? w : a.note + "; " + w;
+    for (const std::string& w : model_warnings(searched ? a.trial->scenario : s)) {
+      a.note = a.note.empty() ? w : a.note + "; " + w;
+    }
   }
   if (const std::string cut = context_note(s); !cut.empty() && !searched) {
     a.note = a.note.empty() ? cut : a.note + "; " + cut;

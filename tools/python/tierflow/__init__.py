@@ -244,7 +244,7 @@ def load_topology(path=None, set=()):
     return _tierflow.load_topology(name, _strings(set, "set"))
 
 
-def generate(model=None, phase="decode", batch=1, seq=2048, context=4096, tokens=1, tp=1,
+def generate(model=None, phase="decode", batch=1, seq=2048, context=None, tokens=1, tp=1,
              layers=0, weight_dtype="bf16", kv_dtype="bf16", act_dtype="bf16", kv_block=256,
              checkpoint=False, routing=None, seed=1, hf_config=None, model_set=(),
              compute_dtype=None, quant_group=None, quant_zeros=False, routing_skew=0,
@@ -258,7 +258,9 @@ def generate(model=None, phase="decode", batch=1, seq=2048, context=4096, tokens
     `routing_trace` (a tierflow.routing/1 file) gives the picks instead, with
     routing="seeded" (the default with a routing trace; else "expected"); `micro_batches`
     runs a decode batch as FlexGen's zig-zag blocks. model: None is DEFAULT_MODEL
-    (llama-3.1-70b), the CLI's default."""
+    (llama-3.1-70b), the CLI's default. context: None is 4096, cut to the model's
+    max_context less the tokens when that is shorter (with a UserWarning saying so), as
+    trace gen does without --context."""
     if model is not None and hf_config is not None:
         raise _input_error("hf_config", "give model or hf_config, not both")
     if routing is None:
@@ -272,8 +274,9 @@ def generate(model=None, phase="decode", batch=1, seq=2048, context=4096, tokens
         if not eq:
             raise _input_error("model_set", f"'{item}' is not KEY=VALUE")
         fields.append((f"model.{key}", value))
-    for name, value in (("phase", phase), ("batch", batch), ("seq", seq), ("context", context),
-                        ("tokens", tokens), ("tp", tp), ("layers", layers),
+    if context is not None:
+        fields.append(("context", _text(context, "context")))
+    for name, value in (("phase", phase), ("batch", batch), ("seq", seq), ("tokens", tokens), ("tp", tp), ("layers", layers),
                         ("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype),
                         ("act_dtype", act_dtype), ("kv_block", kv_block),
                         ("checkpoint", checkpoint), ("routing", routing), ("seed", seed),
