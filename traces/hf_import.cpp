@@ -271,8 +271,8 @@ Arch import_hf_config_text(const std::string& text, const std::string& name,
       if (opts.warnings != nullptr) {
         opts.warnings->push_back(fmt::format(
             "{}: warning: unknown field '{}' in config.json for model_type '{}' ignored "
-            "(--lenient: it is not a field known to change counts){}",
-            u.second.str(), u.first, type, did_you_mean(u.first, known)));
+            "({}: it is not a field known to change counts){}",
+            u.second.str(), u.first, type, opts.lenient_flag, did_you_mean(u.first, known)));
       }
       continue;
     }
@@ -289,8 +289,10 @@ Arch import_hf_config_text(const std::string& text, const std::string& name,
   };
   const std::string lenient_note =
       opts.lenient ? ""
-                   : " (--lenient skips those that neither are nor look like a field that "
-                     "changes counts)";
+                   : fmt::format(
+                         " ({} skips those that neither are nor look like a field "
+                         "that changes counts)",
+                         opts.lenient_flag);
   if (fatal.size() == 1) {
     const auto& [key, p] = fatal.front();
     const std::string h = hint(key);

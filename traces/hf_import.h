@@ -13,6 +13,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "traces/arch.h"
@@ -24,6 +25,8 @@ struct HfImportOptions {
   bool lenient = false;
   /// Where those warnings go ("FILE:LINE:COL: warning: ..."); nullptr drops them.
   std::vector<std::string>* warnings = nullptr;
+  /// How messages name the leniency: the CLI's --lenient, Python's lenient=True.
+  std::string_view lenient_flag = "--lenient";
 };
 
 /// Reads `path`; errors are InputError at FILE:LINE:COL of the offending key (JSON

@@ -281,6 +281,68 @@ def test_generate_default_context_and_checkpoint_dtype():
         tierflow.generate("llama-3.1-70b", layers=1, weight_dtype="int4")  # narrower: a choice
 
 
+def test_plan_on_host_as_the_cli(cli, tmp_path):
+    """plan(on_host=...) moves the ops the host CPU runs, as plan --on-host: the same plan
+    file; a kind that is no op kind is an InputError at on_host."""
+    w = tierflow.generate("opt-175b", layers=2, context=512, tokens=2, batch=8, kv_block=8,
+                          weight_dtype="fp16", act_dtype="fp16")
+    path = tmp_path / "opt.json"
+    w.save(path)
+    p = tierflow.plan("t4-flexgen", w, policy="layerwise", pins=["weight=ddr", "kv=ddr"],
+                      on_host="attention")
+    assert p.ok and '"on_host": "attention"' in p.to_json(str(tmp_path / "p.json"))
+    p.save(tmp_path / "p.json")
+    cli("plan", "--hw", "t4-flexgen", "--workload", str(path), "--pin", "weight=ddr", "--pin",
+        "kv=ddr", "--policy", "layerwise", "--on-host", "attention", "-o", str(tmp_path / "c.json"))
+    mine = json.loads((tmp_path / "p.json").read_text())
+    theirs = json.loads((tmp_path / "c.json").read_text())
+    mine.pop("workload"), theirs.pop("workload")  # inline against a file
+    assert mine == theirs
+    with pytest.raises(tierflow.InputError, match="^on_host: 'atention' is not an op kind"):
+        tierflow.plan("t4-flexgen", w, on_host="atention")
+
+
+def test_lenient_hf_import(tmp_path):
+    """lenient=True, as --lenient: an unknown config.json field that changes no count is a
+    UserWarning; without it, the error says how to pass it."""
+    config = json.loads(open(os.path.join(ROOT, "tests", "fixtures", "hf", "released",
+                                          "mistral-7b-v0.1.json")).read())
+    config["my_serving_note"] = "fast"
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(tierflow.InputError, match=r"lenient=True skips those"):
+        tierflow.generate(hf_config=str(path), layers=1)
+    with pytest.warns(UserWarning, match="unknown field 'my_serving_note'.*lenient=True"):
+        w = tierflow.generate(hf_config=str(path), layers=1, lenient=True)
+    assert w.num_ops > 0
+    with pytest.raises(tierflow.InputError, match="^lenient: applies to an hf_config import"):
+        tierflow.generate("llama-3-8b", lenient=True)
+    with pytest.warns(UserWarning, match="unknown field 'my_serving_note'"):
+        tierflow.compare(["resident"], hf_config=str(path), layers=1, lenient=True)
+
+
+def test_whatif_plan_out_as_the_cli(cli, tmp_path):
+    """whatif(plan_out=...) writes the answer's plan as --plan-out does, byte for byte;
+    with no answer it is an InputError at plan_out, and a service question refuses it."""
+    args = dict(model="llama-3-8b", layers=2, batch=2, context=1024, tokens=2,
+                policy="hyperoffload", threads=1)
+    mine = tmp_path / "mine.json"
+    d = tierflow.whatif(max_overhead="5%", plan_out=mine, **args)
+    assert d["answers"][0]["found"]
+    theirs = tmp_path / "theirs.json"
+    cli("whatif", "--model", "llama-3-8b", "--layers", "2", "--batch", "2", "--context", "1024",
+        "--tokens", "2", "--policy", "hyperoffload", "--threads", "1", "--max-overhead", "5%",
+        "--plan-out", str(theirs))
+    assert mine.read_bytes() == theirs.read_bytes()
+    cli("sim", "--plan", str(mine))
+    with pytest.raises(tierflow.InputError, match="^plan_out: no plan to write"):
+        tierflow.whatif(question="max-batch", min_throughput=1e12, plan_out=tmp_path / "none.json",
+                        **args)
+    with pytest.raises(tierflow.InputError, match="^plan_out: describes a step"):
+        tierflow.whatif(question="max-rate", arrivals="poisson,rate=1/s,n=10,prompt=100,output=10",
+                        target="p99-ttft=2s", plan_out=tmp_path / "x.json")
+
+
 def test_load_workload(small_workload, tmp_path):
     path = tmp_path / "w.json"
     small_workload.save(path)

@@ -22,12 +22,14 @@
 #include "sim/simulator.h"
 #include "sim/timeline.h"
 #include "tools/study/compare.h"
+#include "tools/study/plan_report.h"
 #include "tools/study/row.h"
 #include "tools/study/serve_find.h"
 #include "tools/study/sim_evaluator.h"
 #include "tools/study/sweep.h"
 #include "tools/study/target.h"
 #include "tools/study/whatif_json.h"
+#include "traces/hf_import.h"
 
 namespace tierflow::python {
 namespace {
@@ -97,6 +99,7 @@ study::Scenario scenario_of(const Fields& fields, std::string_view source,
   study::Scenario s;
   s.naming = study::Naming::kFields;  // errors name the keywords, not the CLI's flags
   s.workload.sets_flag = "model_set";
+  s.workload.lenient_flag = "lenient=True";
   if (command) study::set_command_defaults(s.workload.gen, *command);
   bool context_given = false;
   for (const auto& [path, value] : fields) {
@@ -163,6 +166,20 @@ std::string unchanged_topology_file(const TopologyHandle& t) {
   return t.file;
 }
 
+namespace {
+
+/// The importer's warnings of a lenient Hugging Face import: the CLI prints them, Python
+/// warns them.
+void add_import_warnings(const study::Scenario& s, std::vector<std::string>& out) {
+  const study::WorkloadSource& w = s.workload;
+  if (w.hf_config.empty() || !w.hf_lenient) return;
+  std::vector<std::string> warnings;
+  (void)traces::import_hf_config(w.hf_config, {true, &warnings, w.lenient_flag});
+  for (std::string& x : warnings) out.push_back(std::move(x));
+}
+
+}  // namespace
+
 WorkloadHandle generate(const Fields& fields) {
   study::Scenario s = scenario_of(fields, "tierflow.generate");
   // A context not given is the generator's default, cut to the model's (as trace gen).
@@ -172,6 +189,7 @@ WorkloadHandle generate(const Fields& fields) {
   }
   study::Study study;
   WorkloadHandle h{study.workload(s, s.workload.gen), study::describe_workload(s), {}};
+  add_import_warnings(s, h.warnings);
   if (std::string n = study::context_note(s); !n.empty()) h.warnings.push_back(std::move(n));
   for (std::string& w : study::model_warnings(s)) h.warnings.push_back(std::move(w));
   return h;
@@ -187,9 +205,12 @@ WorkloadHandle load_workload(const std::string& path) {
 PlanHandle make_plan(const TopologyHandle& t, const WorkloadHandle& w, const PlanOptions& o) {
   const hw::Topology& topo = *t.topology;
   planner::PlanRequest req = study::plan_request(topo, o, /*cli=*/false);
+  const std::vector<OpKind> on_host = study::host_ops(topo, o.on_host, "on_host");
   study::SimEvaluator eval(*w.workload, topo);
   req.evaluator = &eval;
-  PlanHandle p{planner::make_plan(*w.workload, topo, req), nullptr, t, w};
+  planner::PlanOutcome out = study::plan_for(*w.workload, topo, req, on_host);
+  (void)study::plan_on_host(out, *w.workload, topo, req, on_host);  // moves them, as plan does
+  PlanHandle p{std::move(out), nullptr, t, w};
   if (p.outcome.plan) {
     // The plan as `tierflow plan -o` writes it (its budget, pipeline and bounds), so that
     // simulate() and replay() of it run what they run of the saved file.
@@ -304,6 +325,7 @@ std::string report_text(const SimulationHandle& s) {
 }
 
 nlohmann::ordered_json whatif(const Fields& fields, const WhatIfRequest& r) {
+  const OutputGuardScope scope;  // the plan may not replace what the scenario reads
   const study::Scenario base = scenario_of(fields, "tierflow.whatif", study::Command::kWhatIf);
   study::WhatIfOptions w;
   w.question = r.question;
@@ -315,11 +337,21 @@ nlohmann::ordered_json whatif(const Fields& fields, const WhatIfRequest& r) {
   const auto grid = study::expand_grid(base, r.vary);
   study::Study study;
   const auto topo = study.topology(base);
+  if (!r.plan_out.empty()) check_output_path(r.plan_out);
   std::vector<study::Answer> answers;
   std::vector<std::vector<std::string>> values;
   for (const auto& [s, v] : grid) {
     answers.push_back(study::whatif(study, s, w));
     values.push_back(v);
+  }
+  if (!r.plan_out.empty()) {
+    const study::Answer& a = answers.front();
+    if (!a.trial || !a.trial->main().outcome.ok) {
+      throw InputError::at(SourcePos{"plan_out"}, "no plan to write: the question has no answer");
+    }
+    write_file_atomic(r.plan_out,
+                      write_plan(study::plan_for_file(*a.trial, a.trial->main(), r.plan_out),
+                                 a.trial->main().workload.get()));
   }
   return study::whatif_json(w, base, *topo, r.vary, values, answers);
 }
@@ -333,6 +365,7 @@ CompareResult compare(const Fields& fields, const std::vector<std::string>& poli
   for (const study::Trial& t : c.trials) r.table.rows.push_back(study::row_of(t).cells);
   r.reference_s = static_cast<double>(c.reference_ps) * 1e-12;
   if (c.best) r.best = c.trials[*c.best].scenario.policy;
+  add_import_warnings(base, r.warnings);
   for (std::string& w : study::model_warnings(base)) r.warnings.push_back(std::move(w));
   if (std::string n = study::context_note(base); !n.empty()) r.warnings.push_back(std::move(n));
   return r;

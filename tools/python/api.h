@@ -82,6 +82,7 @@ struct WhatIfRequest {
   double min_throughput = 0;
   double max_tpot_ms = 0;
   std::vector<study::Axis> vary;
+  std::string plan_out;  ///< write the (first) answer's plan there, as --plan-out
 };
 
 struct Table {

@@ -467,7 +467,8 @@ void bind_functions(py::module_& m) {
       .def_readwrite("max_overhead", &PlanOptions::max_overhead)
       .def_readwrite("pins", &PlanOptions::pins)
       .def_readwrite("threads", &PlanOptions::threads)
-      .def_readwrite("verify_each", &PlanOptions::verify_each);
+      .def_readwrite("verify_each", &PlanOptions::verify_each)
+      .def_readwrite("on_host", &PlanOptions::on_host);
 
   m.def(
       "simulate",
@@ -558,8 +559,10 @@ void bind_functions(py::module_& m) {
   m.def(
       "whatif",
       [](const Fields& fields, const std::string& question, const std::string& max_overhead,
-         double min_throughput, double max_tpot_ms, const std::vector<std::string>& vary) {
+         double min_throughput, double max_tpot_ms, const std::vector<std::string>& vary,
+         const std::string& plan_out) {
         WhatIfRequest r;
+        r.plan_out = plan_out;
         r.question = question_of(question);
         r.max_overhead = max_overhead;
         r.min_throughput = min_throughput;
@@ -573,7 +576,7 @@ void bind_functions(py::module_& m) {
         return to_python(j);
       },
       py::arg("fields"), py::arg("question"), py::arg("max_overhead"), py::arg("min_throughput"),
-      py::arg("max_tpot_ms"), py::arg("vary"));
+      py::arg("max_tpot_ms"), py::arg("vary"), py::arg("plan_out") = "");
 
   m.def(
       "compare",

@@ -142,6 +142,7 @@ const std::vector<std::string_view>& field_names() {
                                                       "checkpoint",
                                                       "model",
                                                       "hf_config",
+                                                      "lenient",
                                                       "workload",
                                                       "hw",
                                                       "budget",
@@ -238,6 +239,8 @@ void set_field(Scenario& s, std::string_view path, std::string_view value,
     s.workload.hf_config = v;
     s.workload.model.clear();
     s.workload.file.clear();
+  } else if (path == "lenient") {
+    s.workload.hf_lenient = parse_bool(path, value, at);
   } else if (path == "workload") {
     s.workload.file = v;
   } else if (path == "hw") {
@@ -322,6 +325,7 @@ std::string get_field(const Scenario& s, std::string_view path) {
   if (path == "checkpoint") return g.checkpoint ? "true" : "false";
   if (path == "model") return s.workload.model;
   if (path == "hf_config") return s.workload.hf_config;
+  if (path == "lenient") return s.workload.hf_lenient ? "true" : "false";
   if (path == "workload") return s.workload.file;
   if (path == "hw") return s.hw;
   if (path == "pins") return fmt::format("{}", fmt::join(s.pins, ";"));
@@ -384,7 +388,9 @@ std::vector<std::pair<Scenario, std::vector<std::string>>> expand_grid(
 }
 
 traces::Arch load_model(const WorkloadSource& w) {
-  if (!w.hf_config.empty()) return traces::import_hf_config(w.hf_config, {w.hf_lenient, nullptr});
+  if (!w.hf_config.empty()) {
+    return traces::import_hf_config(w.hf_config, {w.hf_lenient, nullptr, w.lenient_flag});
+  }
   const std::string file =
       traces::find_arch(w.model.empty() ? std::string(kDefaultModel) : w.model, config_dir());
   return traces::load_arch(file, w.model_sets, false, w.sets_flag);

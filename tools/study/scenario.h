@@ -49,6 +49,7 @@ struct WorkloadSource {
   std::string model;      ///< a shipped model name or a model YAML (default kDefaultModel)
   std::string hf_config;  ///< a Hugging Face config.json instead of `model`
   bool hf_lenient = false;  ///< --lenient: unknown keys that change no count are warnings
+  std::string lenient_flag = "--lenient";  ///< how messages name it ("lenient=True": Python)
   std::vector<std::string> model_sets;  ///< KEY=VALUE overrides of the model's fields
   std::string sets_flag = "--model-set";  ///< how errors name model_sets ("model_set": Python)
   /// Phase, batch, seq, context, tokens, tp, dtypes; the routing that runs is the seeded

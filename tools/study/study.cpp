@@ -371,9 +371,10 @@ std::string expert_home(const hw::Topology& topo, const planner::Target& target,
 
 }  // namespace
 
-std::vector<OpKind> host_ops(const hw::Topology& topo, std::string_view text) {
-  std::vector<OpKind> kinds = planner::parse_host_ops(text, "--on-host");
-  if (!kinds.empty()) planner::require_host_cpu(topo, "--on-host");
+std::vector<OpKind> host_ops(const hw::Topology& topo, std::string_view text,
+                             std::string_view source) {
+  std::vector<OpKind> kinds = planner::parse_host_ops(text, source);
+  if (!kinds.empty()) planner::require_host_cpu(topo, source);
   return kinds;
 }
 

@@ -100,7 +100,8 @@ planner::PlanOutcome plan_for(const Workload& w, const hw::Topology& topo, plann
                               const std::vector<OpKind>& kinds);
 /// `--on-host KINDS` read (planner::parse_host_ops); refused on a topology without a host
 /// CPU, before planning.
-std::vector<OpKind> host_ops(const hw::Topology& topo, std::string_view text);
+std::vector<OpKind> host_ops(const hw::Topology& topo, std::string_view text,
+                             std::string_view source = "--on-host");
 
 /// Request-level metrics (scenario.request).
 struct RequestMetrics {

@@ -67,6 +67,7 @@ struct PlanSettings {
   std::vector<std::string> pins;
   bool verify_each = false;
   unsigned threads = 0;
+  std::string on_host;  ///< op kinds the host CPU runs (--on-host); empty: none
 };
 
 /// The planner request for `s` on `topo`, every setting checked before any work (policy,

@@ -248,7 +248,7 @@ def generate(model=None, phase="decode", batch=1, seq=2048, context=None, tokens
              layers=0, weight_dtype="bf16", kv_dtype="bf16", act_dtype="bf16", kv_block=256,
              checkpoint=False, routing=None, seed=1, hf_config=None, model_set=(),
              compute_dtype=None, quant_group=None, quant_zeros=False, routing_skew=0,
-             routing_repeat=0, routing_trace=None, micro_batches=1):
+             routing_repeat=0, routing_trace=None, micro_batches=1, lenient=False):
     """Generates the operator graph of one step (`tierflow trace gen`): a shipped model
     name or a model YAML, or a Hugging Face config.json as `hf_config`; `model_set` holds
     KEY=VALUE overrides of the model's fields. `compute_dtype` (None: the activation
@@ -257,12 +257,16 @@ def generate(model=None, phase="decode", batch=1, seq=2048, context=None, tokens
     and `routing_repeat` shape the seeded router as --routing-skew and --routing-repeat;
     `routing_trace` (a tierflow.routing/1 file) gives the picks instead, with
     routing="seeded" (the default with a routing trace; else "expected"); `micro_batches`
-    runs a decode batch as FlexGen's zig-zag blocks. model: None is DEFAULT_MODEL
+    runs a decode batch as FlexGen's zig-zag blocks; `lenient` (with hf_config), as
+    --lenient: unknown config.json fields that change no count are UserWarnings, not
+    errors. model: None is DEFAULT_MODEL
     (llama-3.1-70b), the CLI's default. context: None is 4096, cut to the model's
     max_context less the tokens when that is shorter (with a UserWarning saying so), as
     trace gen does without --context."""
     if model is not None and hf_config is not None:
         raise _input_error("hf_config", "give model or hf_config, not both")
+    if lenient and hf_config is None:
+        raise _input_error("lenient", "applies to an hf_config import")
     if routing is None:
         routing = "expected" if routing_trace is None else "seeded"
     if routing not in ("expected", "seeded"):  # as trace gen --routing takes it
@@ -285,7 +289,7 @@ def generate(model=None, phase="decode", batch=1, seq=2048, context=None, tokens
                         ("quant_zeros", quant_zeros), ("routing_skew", routing_skew),
                         ("routing_repeat", routing_repeat),
                         ("routing_trace", "" if routing_trace is None else routing_trace),
-                        ("micro_batches", micro_batches)):
+                        ("micro_batches", micro_batches), ("lenient", lenient)):
         fields.append((name, _text(value, name)))
     return _tierflow.generate(fields)
 
@@ -296,7 +300,7 @@ def load_workload(path):
 
 
 def plan(topology, workload, policy=None, budget=None, pins=(), devices=1, max_overhead=None,
-         device=None, pipeline=None, threads=0, verify_each=False):
+         device=None, pipeline=None, threads=0, verify_each=False, on_host=None):
     """Plans a workload on a topology with the simulator in the loop (`tierflow plan`).
 
     topology: a Topology, a YAML path or a shipped name. workload: a Workload or a JSON path.
@@ -305,6 +309,7 @@ def plan(topology, workload, policy=None, budget=None, pins=(), devices=1, max_o
     budget: device bytes per program ("40GiB" or an int); max_overhead instead minimises
     the budget with the makespan within that of the fastest (0.01 or "1%"). pins:
     ["weight=ddr", ...]. devices: programs, one per device (0: every device of the class).
+    on_host: op kinds the host CPU runs where it can ("attention"), as --on-host.
     Returns a Plan; when it does not fit, Plan.ok is False and Plan.infeasible True.
     """
     o = _tierflow.PlanOptions()
@@ -317,6 +322,7 @@ def plan(topology, workload, policy=None, budget=None, pins=(), devices=1, max_o
     o.pins = _strings(pins, "pins")
     o.threads = _count(threads, "threads", 4096)
     o.verify_each = verify_each
+    o.on_host = "" if on_host is None else _text(on_host, "on_host")
     if not isinstance(workload, Workload):
         workload = load_workload(workload)
     return _tierflow.plan(_topology(topology), workload, o)
@@ -520,7 +526,7 @@ def _limit(value, name, milliseconds=False):
 
 def whatif(question="min-memory", max_overhead=None, min_throughput=None, max_tpot=None, vary=None,
            hw=None, set=(), model_set=(), trace=None, arrivals=None, target=None, serve=None,
-           **fields):
+           plan_out=None, **fields):
     """Answers a capacity question by search (`tierflow whatif --json`): min-memory,
     max-batch, max-context or upgrade. Returns the tierflow.whatif/1 document as a dict.
 
@@ -536,14 +542,15 @@ def whatif(question="min-memory", max_overhead=None, min_throughput=None, max_tp
     tierflow.columns() and docs/python.md list them; `**{"tiers.hbm.capacity": "8GB"}`
     works too), starting from the command's defaults: batch 16, context 32768, tokens 8 (a
     default context past the model's max_context is cut to it, which the answer's note says).
-    vary: {PATH: [V1, V2, ...]} answers for every point of the grid.
+    vary: {PATH: [V1, V2, ...]} answers for every point of the grid. plan_out: write the
+    plan of the (first point's) answer there, as --plan-out (`tierflow sim --plan` runs it).
     """
     if trace is not None or arrivals is not None:
         step = "describes a step, not a service: a question about a service (trace or arrivals) " \
                "takes serve={FIELD: VALUE}"
         given = {"max_overhead": max_overhead is not None,
                  "min_throughput": min_throughput is not None, "max_tpot": max_tpot is not None,
-                 "vary": vary is not None}
+                 "vary": vary is not None, "plan_out": plan_out is not None}
         deployment = ("model", "hf_config", "tp", "device", "weight_dtype", "kv_dtype", "act_dtype")
         for key in [k for k, v in given.items() if v] + [k for k in fields if k not in deployment]:
             raise _input_error(key, step)
@@ -583,7 +590,8 @@ def whatif(question="min-memory", max_overhead=None, min_throughput=None, max_tp
     tpot = 0.0 if max_tpot is None else _limit(max_tpot, "max_tpot", milliseconds=True)
     overhead = "1%" if max_overhead is None else _fraction(max_overhead, "max_overhead")
     return _tierflow.whatif(_scenario_fields(fields, hw, set, model_set),
-                            question, overhead, throughput, tpot, _axes(vary))
+                            question, overhead, throughput, tpot, _axes(vary),
+                            _out_path(plan_out, "plan_out"))
 
 
 def compare(policies=None, hw=None, set=(), model_set=(), **fields):
