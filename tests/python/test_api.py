@@ -124,6 +124,7 @@ def test_study_errors_name_keywords(small_workload, tmp_path):
     # devices=0 is every device of the class, as --devices 0 (it was refused as below 1).
     every = tierflow.compare(["resident"], model="llama-3-8b", layers=1, devices=0)
     assert every["status"][0] == "ok"
+    assert every["devices"][0] == 8  # the devices it planned, not the 0 that asked for them
     # Errors found once the study runs name the keywords too, not the CLI's flags.
     with pytest.raises(tierflow.InputError,
                        match=r"^devices: 99 programs, .* \(raise it with set=devices\.h100\.count=N\)"):

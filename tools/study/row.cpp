@@ -110,7 +110,16 @@ std::vector<Def> make_defs() {
   in("routing", "MoE routing: expected, oracle (the plan sees the routing that runs) or realistic");
   in("expert_cache", "realistic routing: the runtime's expert cache (none, lru:SIZE, lfu:SIZE[,predict])");
   in("device", "device class (empty: the first)");
-  in("devices", "programs, one per device");
+  d.push_back({"devices",
+               "programs, one per device (0, every device of the class, as many as "
+               "it planned)",
+               [](const Trial& t) -> Cell {
+                 const auto& plan = t.main().outcome.plan;
+                 if (t.scenario.devices == 0 && plan) {
+                   return Cell{static_cast<int64_t>(plan->programs.size())};
+                 }
+                 return value_cell(get_field(t.scenario, "devices"));
+               }});
   in("policy", "planning policy");
   d.push_back({"pins", "KIND=TIER pins, ';'-separated", [](const Trial& t) {
                  return Cell{fmt::format("{}", fmt::join(t.scenario.pins, ";"))};
