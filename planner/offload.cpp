@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 
 #include "core/diagnostics.h"
 #include "core/units.h"
@@ -422,11 +423,32 @@ std::string infeasible_reason(const PlanState& s, const ProfileTree& tree, uint6
     names += fmt::format("{}{} ({})", i == 0 ? "" : ", ", s.w.tensors[live[i].second].name,
                          to_string_approx(Bytes{live[i].first}));
   }
+  // What the bytes are: a KV-bound step reads differently from a weight-bound one.
+  std::array<std::pair<uint64_t, size_t>, kTensorKindNames.size()> kinds{};
+  for (const auto& [bytes, t] : live) {
+    auto& k = kinds[static_cast<size_t>(s.w.tensors[t].kind)];
+    k.first += bytes;
+    ++k.second;
+  }
+  std::vector<size_t> order;
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    if (kinds[k].second > 0) order.push_back(k);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return kinds[a].first > kinds[b].first; });
+  std::string by_kind;
+  for (size_t k : order) {
+    by_kind += fmt::format("{}{} {} ({} tensor{})", by_kind.empty() ? "" : ", ",
+                           kTensorKindNames[k], to_string_approx(Bytes{kinds[k].first}),
+                           kinds[k].second, kinds[k].second == 1 ? "" : "s");
+  }
   const uint32_t op = s.positions() == 0 ? 0 : s.order[at];
   std::string out = fmt::format(
-      "{} needed on the device at op {} '{}' (position {}), budget {}; largest live there: {}",
+      "{} needed on the device at op {} '{}' (position {}), budget {}; live there: {}; "
+      "largest: {}",
       to_string_approx(Bytes{peak}), op, s.positions() == 0 ? "" : s.w.ops[op].name, at,
-      to_string_approx(Bytes{budget}), names.empty() ? "none" : names);
+      to_string_approx(Bytes{budget}), by_kind.empty() ? "none" : by_kind,
+      names.empty() ? "none" : names);
   // Tensors that have nowhere to go: the offload tiers, not the device, are the limit.
   uint64_t stuck = 0;
   size_t stuck_count = 0;

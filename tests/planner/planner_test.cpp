@@ -20,6 +20,8 @@
 #include "tests/support/fixtures.h"
 #include "tests/support/plan_builders.h"
 #include "tools/study/sim_evaluator.h"
+#include "traces/arch_loader.h"
+#include "traces/generate.h"
 
 using namespace tierflow;
 using namespace tierflow::planner;
@@ -368,7 +370,32 @@ TEST_CASE("infeasible budgets are results with a reason") {
   CHECK_FALSE(out.ok);
   CHECK(out.infeasible);
   CHECK(out.reason.find("does not fit") != std::string::npos);
-  CHECK(out.reason.find("largest live there") != std::string::npos);
+  CHECK(out.reason.find("; largest: ") != std::string::npos);
+  // The bytes live at the peak by kind, largest first, with their tensor counts.
+  const size_t at = out.reason.find("; live there: ");
+  REQUIRE(at != std::string::npos);
+  CHECK(out.reason.find(" tensor", at) < out.reason.find("; largest: "));
+}
+
+TEST_CASE("a KV-bound step that does not fit says the KV cache is what fills it") {
+  const hw::Topology topo = testing::roomy_unit_hw();
+  traces::GenOptions g;
+  g.phase = traces::Phase::kDecode;
+  g.layers = 2;
+  g.batch = 64;
+  g.context = 32768;
+  g.tokens = 1;
+  const Workload w = traces::generate(
+      traces::load_arch(std::string(TIERFLOW_SOURCE_DIR) + "/configs/models/llama-3-8b.yaml"), g);
+  PlanRequest req;
+  req.policy = "resident";
+  req.target.device_tier = *topo.tier_index("hbm");
+  req.target.budget = uint64_t{1} << 30;
+  const PlanOutcome out = make_plan(w, topo, req);
+  REQUIRE_FALSE(out.ok);
+  CAPTURE(out.reason);
+  CHECK(out.reason.find("; live there: kv 16.1GiB (258 tensors), weight 2.77GiB (15 tensors)") !=
+        std::string::npos);
 }
 
 TEST_CASE("the same request gives the same plan") {
