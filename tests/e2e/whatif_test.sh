@@ -212,6 +212,7 @@ ok given-context-kept-no-cut bash -c '! grep -qF "$2" "$1"' _ "$tmp/out" "cut to
 check compare-context-cut 0 "$tf" compare --model opt-30b --layers 2 --policies tierflow
 contains compare-context-cut-note "$tmp/err" "note: context 2040 tokens: the default 4096 cut to the 2048 positions that opt-30b declares"
 contains compare-context-cut-scenario "$tmp/out" "opt-30b decode, batch 1, 8 tokens from a 2040-token context"
+contains compare-legend "$tmp/out" "x bound: makespan over its lower bound"
 # trace gen likewise: its default 4,096 on Llama-2-7B (4,096 positions) is cut to 4,095.
 check gen-context-cut 0 "$tf" trace gen --model llama-2-7b --layers 1 -o "$tmp/l2.json"
 contains gen-context-cut-note "$tmp/err" "note: context 4095 tokens: the default 4096 cut to the 4096 positions that llama-2-7b declares"

@@ -278,6 +278,11 @@ std::string render_comparison(const Comparison& cmp, const Scenario& base, const
       t.add_row(std::move(cells));
     }
     text += t.render();
+    text +=
+        "  vs resident: latency over the resident plan's on unlimited memory; x bound: makespan "
+        "over its lower bound\n  (the bounds line); x residency: device peak over the residency "
+        "bound; exposed (compute waiting on copies)\n  and moved (bytes copied): summed over the "
+        "programs; busy: the busiest link's share of the makespan\n";
     // Memory per tier and traffic per link direction.
     std::vector<std::string> heads = {"policy"};
     std::vector<Table::Align> align = {Table::Align::kLeft};
