@@ -263,6 +263,8 @@ def test_command_defaults_as_the_cli(cli):
     with pytest.warns(UserWarning, match="the default 4096 cut to the 2048 positions that opt-30b"):
         frame = tierflow.compare(model="opt-30b", layers=2, policies=["tierflow"])
     assert frame["context"].tolist() == [2040] and frame["batch"].tolist() == [1]
+    # A shipped topology by its name: the same row on every checkout.
+    assert frame["hw"].tolist() == ["h100-sxm-8gpu"]
     with pytest.warns(UserWarning, match="more than the 2048 that opt-30b declares"):
         frame = tierflow.compare(model="opt-30b", layers=2, context=4096, policies=["tierflow"])
     assert frame["context"].tolist() == [4096]

@@ -432,3 +432,11 @@ TEST_CASE("a default decode context past the model's maximum is cut to it, nothi
   CHECK(s.workload.gen.context == 32768);
   CHECK(s.workload.context_cut_from == 0);
 }
+
+TEST_CASE("rows name a shipped topology by its name, another file by its path") {
+  CHECK(topology_label(default_topology()) == "h100-sxm-8gpu");
+  CHECK(topology_label(config_dir() + "/hw/../hw/gh200.yaml") == "gh200");
+  CHECK(topology_label("/tmp/my/gh200.yaml") == "/tmp/my/gh200.yaml");
+  CHECK(topology_label(kSource + "/tests/fixtures/unit_hw.yaml") ==
+        kSource + "/tests/fixtures/unit_hw.yaml");
+}

@@ -75,8 +75,9 @@ std::vector<Def> make_defs() {
                  }});
   };
   d.push_back({"topology", "topology name", [](const Trial& t) { return Cell{t.topology}; }});
-  d.push_back({"hw", "topology file", [](const Trial& t) {
-                 return Cell{t.scenario.hw.empty() ? default_topology() : t.scenario.hw};
+  d.push_back({"hw", "topology file (a shipped one by its name)", [](const Trial& t) {
+                 return Cell{
+                     topology_label(t.scenario.hw.empty() ? default_topology() : t.scenario.hw)};
                }});
   d.push_back({"sets", "topology overrides, ';'-separated", [](const Trial& t) {
                  return Cell{fmt::format("{}", fmt::join(t.scenario.sets, ";"))};

@@ -29,6 +29,14 @@ std::string default_topology() {
   return config_dir() + "/hw/h100-sxm-8gpu.yaml";
 }
 
+std::string topology_label(const std::string& file) {
+  const std::filesystem::path p = std::filesystem::path(file).lexically_normal();
+  const std::filesystem::path shipped =
+      (std::filesystem::path(config_dir()) / "hw").lexically_normal();
+  if (p.extension() == ".yaml" && p.parent_path() == shipped) return p.stem().string();
+  return file;
+}
+
 std::vector<std::string> shipped_topology_names() {
   std::vector<std::string> names;
   std::error_code ec;

@@ -36,6 +36,10 @@ std::string config_dir();
 std::string default_topology();
 inline constexpr std::string_view kDefaultModel = "llama-3.1-70b";
 
+/// How rows name a topology file: a shipped one (config_dir()/hw/NAME.yaml) by its NAME,
+/// the same on every checkout; any other by its path.
+std::string topology_label(const std::string& file);
+
 /// Names of the shipped topologies: the stems of config_dir()/hw/*.yaml, sorted.
 std::vector<std::string> shipped_topology_names();
 /// The file for `name`: a path (anything with '/', ending in .yaml or .yml, or an existing
