@@ -251,9 +251,9 @@ class Validator {
     if (d.reserved.value >= local.capacity.value) {
       throw InputError::at(d.origins.pos_of("reserved"),
                            "{}: reserved {} leaves nothing of local_tier '{}' ({}) to plans; "
-                           "lower it (--set devices.{}.reserved=0B)",
+                           "lower it ({}{}devices.{}.reserved=0B)",
                            what, to_string(d.reserved), d.local_tier, to_string(local.capacity),
-                           d.id);
+                           opt_.sets_flag, opt_.sets_flag.starts_with("--") ? " " : "=", d.id);
     }
     if (d.count % t_.system.hosts != 0) {
       throw InputError::at(d.origins.pos_of("count"),

@@ -103,6 +103,9 @@ def test_input_errors_of_arguments():
     assert str(e) == "path: " + e.message
     with pytest.raises(tierflow.InputError, match=r"^set:1:7: 'tiers.hmb.capacity': no tier with id 'hmb'"):
         tierflow.load_topology(H100, set=["tiers.hmb.capacity=8GB"])
+    # Its hints name the keyword too, not the CLI's --set.
+    with pytest.raises(tierflow.InputError, match=r"lower it \(set=devices.h100.reserved=0B\)"):
+        tierflow.load_topology(H100, set=["tiers.hbm.capacity=1GB"])
     with pytest.raises(tierflow.InputError, match="unknown model 'llama-3-9b'"):
         tierflow.generate("llama-3-9b")
     with pytest.raises(tierflow.InputError, match="batch: 0 is below 1"):
