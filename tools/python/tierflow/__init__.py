@@ -151,6 +151,14 @@ def _plan_topology(plan, topology, overrides):
     return load_topology(topology, set=own + list(overrides))
 
 
+def _file_topology(topology, overrides):
+    """(hw, overrides) for a plan file run on `topology` (None: the plan's own): a Topology's
+    own overrides come before `overrides`, as `sim --hw T --set ...` applies them."""
+    if isinstance(topology, Topology):
+        return topology._unchanged_file(), list(topology.sets) + overrides
+    return ("" if topology is None else _text(topology, "topology")), overrides
+
+
 def _scenario_fields(fields, hw, sets, model_set):
     """(path, value) pairs for the study's scenario, `fields` in order (the command's
     defaults come first, in C++: study::set_command_defaults)."""
@@ -343,10 +351,7 @@ def simulate(plan, topology=None, set=(), on_full="fail", timeline=None):
     overrides = _strings(set, "set")
     if isinstance(plan, Plan):
         return _tierflow.simulate(plan, _plan_topology(plan, topology, overrides), wait, out)
-    if isinstance(topology, Topology):
-        overrides = list(topology.sets) + overrides
-        topology = topology._unchanged_file()
-    hw = "" if topology is None else _text(topology, "topology")
+    hw, overrides = _file_topology(topology, overrides)
     return _tierflow.simulate_file(_text(plan, "plan"), hw, overrides, wait, out)
 
 
@@ -421,10 +426,7 @@ def replay(plan, topology=None, set=(), backend="cpu", copy="paced", compute="ti
     if isinstance(plan, Plan):
         return Replay(_tierflow.replay(plan, "", "", [], _plan_topology(plan, topology, overrides),
                                        *args))
-    if isinstance(topology, Topology):
-        overrides = list(topology.sets) + overrides
-        topology = topology._unchanged_file()
-    hw = "" if topology is None else _text(topology, "topology")
+    hw, overrides = _file_topology(topology, overrides)
     return Replay(_tierflow.replay(None, _text(plan, "plan"), hw, overrides, None, *args))
 
 
