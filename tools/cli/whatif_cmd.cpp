@@ -64,15 +64,7 @@ int run_whatif(const WhatIfCliOptions& o) {
       o.json ? json_text(study::whatif_json(w, base, *topo, axes, values, answers))
              : study::whatif_text(w, base, *topo, axes, values, answers);
   write_file_atomic(o.output.empty() ? "-" : o.output, text);
-  if (!o.plan_out.empty()) {
-    const study::Answer& a = answers.front();
-    if (!a.trial || !a.trial->main().outcome.ok) {
-      throw InputError::at(SourcePos{"--plan-out"}, "no plan to write: the question has no answer");
-    }
-    write_file_atomic(o.plan_out,
-                      write_plan(study::plan_for_file(*a.trial, a.trial->main(), o.plan_out),
-                                 a.trial->main().workload.get()));
-  }
+  if (!o.plan_out.empty()) study::write_answer_plan(answers.front(), o.plan_out, "--plan-out");
   bool any = false;
   for (const auto& a : answers) any = any || a.found;
   return static_cast<int>(any ? ExitCode::kOk : ExitCode::kInfeasible);

@@ -344,15 +344,7 @@ nlohmann::ordered_json whatif(const Fields& fields, const WhatIfRequest& r) {
     answers.push_back(study::whatif(study, s, w));
     values.push_back(v);
   }
-  if (!r.plan_out.empty()) {
-    const study::Answer& a = answers.front();
-    if (!a.trial || !a.trial->main().outcome.ok) {
-      throw InputError::at(SourcePos{"plan_out"}, "no plan to write: the question has no answer");
-    }
-    write_file_atomic(r.plan_out,
-                      write_plan(study::plan_for_file(*a.trial, a.trial->main(), r.plan_out),
-                                 a.trial->main().workload.get()));
-  }
+  if (!r.plan_out.empty()) study::write_answer_plan(answers.front(), r.plan_out, "plan_out");
   return study::whatif_json(w, base, *topo, r.vary, values, answers);
 }
 

@@ -10,6 +10,8 @@
 
 #include "core/checked.h"
 #include "core/diagnostics.h"
+#include "core/io.h"
+#include "core/plan_json.h"
 #include "core/units.h"
 #include "tools/study/target.h"
 
@@ -535,6 +537,15 @@ Answer whatif(Study& study, const Scenario& s, const WhatIfOptions& o) {
     a.note = a.note.empty() ? cut : a.note + "; " + cut;
   }
   return a;
+}
+
+void write_answer_plan(const Answer& a, const std::string& path, std::string_view source) {
+  if (!a.trial || !a.trial->main().outcome.ok) {
+    throw InputError::at(SourcePos{std::string(source)},
+                         "no plan to write: the question has no answer");
+  }
+  write_file_atomic(path, write_plan(plan_for_file(*a.trial, a.trial->main(), path),
+                                     a.trial->main().workload.get()));
 }
 
 }  // namespace tierflow::study
