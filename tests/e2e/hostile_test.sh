@@ -988,6 +988,13 @@ hostile hints/set-key-lists-keys 2 "unknown key 'size' in tier 'hbm' (its keys: 
   "$tf" hw show h100-sxm-8gpu --set tiers.hbm.size=24GB
 hostile hints/kv-tier-lists-tiers 2 "no tier 'cpu' in 'h100-sxm-8gpu' (its tiers: " -- \
   "$tf" serve --model llama-3-8b --kv-tiers cpu:100GiB --arrivals "poisson,rate=1/s,n=2,prompt=fixed:10,output=fixed:2"
+# Stop 54: the lenient field and the default context cut: bad values exit 2 naming them.
+hostile stop54/vary-lenient-not-bool 2 "--vary: lenient: 'maybe' is not true or false" -- \
+  "$tf" whatif --model llama-3-8b --layers 1 --vary lenient=maybe
+hostile stop54/context-negative-given 2 "--context" -- \
+  "$tf" whatif --model llama-2-7b --layers 1 --context -1
+hostile stop54/context-huge-given 2 "--context" -- \
+  "$tf" trace gen --model llama-2-7b --layers 1 --context 99999999999999999999 -o "$d2/huge.json"
 ln -s wk2.db "$d2/link.db"
 hostile outputs/sweep-csv-link-to-database 2 "--csv names the same file as -o" --out "$d2/wk2.db" -- \
   "$tf" sweep "$d2/wk.yaml" -o "$d2/wk2.db" --csv "$d2/link.db" --quiet

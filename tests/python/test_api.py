@@ -344,6 +344,14 @@ def test_whatif_plan_out_as_the_cli(cli, tmp_path):
     with pytest.raises(tierflow.InputError, match="^plan_out: no plan to write"):
         tierflow.whatif(question="max-batch", min_throughput=1e12, plan_out=tmp_path / "none.json",
                         **args)
+    # Never over an input: the topology it reads stays as it was.
+    hw = tmp_path / "hw.yaml"
+    hw.write_text(open(H100).read())
+    with pytest.raises(tierflow.InputError, match="it is an input of this command"):
+        tierflow.whatif(hw=str(hw), plan_out=hw, **args)
+    assert hw.read_text() == open(H100).read()
+    with pytest.raises(tierflow.InputError, match="^lenient: 'maybe' is not true or false"):
+        tierflow.compare(["resident"], model="llama-3-8b", layers=1, lenient="maybe")
     with pytest.raises(tierflow.InputError, match="^plan_out: describes a step"):
         tierflow.whatif(question="max-rate", arrivals="poisson,rate=1/s,n=10,prompt=100,output=10",
                         target="p99-ttft=2s", plan_out=tmp_path / "x.json")

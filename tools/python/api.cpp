@@ -133,7 +133,8 @@ study::Scenario scenario_of(const Fields& fields, std::string_view source,
       }
     }
   }
-  if (command && !context_given) study::cut_default_context(s);
+  // A context not given is a default: cut to the model's maximum, as the CLI cuts it.
+  if (!context_given) study::cut_default_context(s);
   return s;
 }
 
@@ -181,12 +182,7 @@ void add_import_warnings(const study::Scenario& s, std::vector<std::string>& out
 }  // namespace
 
 WorkloadHandle generate(const Fields& fields) {
-  study::Scenario s = scenario_of(fields, "tierflow.generate");
-  // A context not given is the generator's default, cut to the model's (as trace gen).
-  if (std::none_of(fields.begin(), fields.end(),
-                   [](const auto& f) { return f.first == "context"; })) {
-    study::cut_default_context(s);
-  }
+  const study::Scenario s = scenario_of(fields, "tierflow.generate");
   study::Study study;
   WorkloadHandle h{study.workload(s, s.workload.gen), study::describe_workload(s), {}};
   add_import_warnings(s, h.warnings);

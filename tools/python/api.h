@@ -112,7 +112,8 @@ struct SweepResult {
 
 /// A scenario from fields (see the glossary); InputError at `source` for a bad one. With
 /// a command, it starts from that command's decode (study::set_command_defaults), as the
-/// CLI's does, and a context not among the fields is cut to the model's maximum.
+/// CLI's does; a context not among the fields is cut to the model's maximum (as the CLI's
+/// trace gen, compare and whatif cut theirs).
 study::Scenario scenario_of(const Fields& fields, std::string_view source,
                             std::optional<study::Command> command = std::nullopt);
 
