@@ -991,6 +991,8 @@ hostile hints/kv-tier-lists-tiers 2 "no tier 'cpu' in 'h100-sxm-8gpu' (its tiers
 # Stop 54: the lenient field and the default context cut: bad values exit 2 naming them.
 hostile stop54/vary-lenient-not-bool 2 "--vary: lenient: 'maybe' is not true or false" -- \
   "$tf" whatif --model llama-3-8b --layers 1 --vary lenient=maybe
+hostile lenient/vary-with-a-model 2 "lenient: applies to an hf_config import, not to model 'llama-3-8b'" -- \
+  "$tf" whatif --model llama-3-8b --layers 1 --vary lenient=false,true
 hostile stop54/context-negative-given 2 "--context" -- \
   "$tf" whatif --model llama-2-7b --layers 1 --context -1
 hostile stop54/context-huge-given 2 "--context" -- \

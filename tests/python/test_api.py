@@ -325,6 +325,17 @@ def test_lenient_hf_import(tmp_path):
         tierflow.generate("llama-3-8b", lenient=True)
     with pytest.warns(UserWarning, match="unknown field 'my_serving_note'"):
         tierflow.compare(["resident"], hf_config=str(path), layers=1, lenient=True)
+    with pytest.warns(UserWarning, match="unknown field 'my_serving_note'"):
+        d = tierflow.whatif(hf_config=str(path), layers=1, tokens=1, context=512, batch=1,
+                            lenient=True)
+    assert d["answers"][0]["found"]
+    # Set where it changes nothing it is refused, not ignored: every command, as --lenient
+    # needs --hf-config.
+    with pytest.raises(tierflow.InputError,
+                       match="^lenient: applies to an hf_config import, not to model 'llama-3-8b'"):
+        tierflow.compare(["resident"], model="llama-3-8b", layers=1, lenient=True)
+    with pytest.raises(tierflow.InputError, match="^lenient: applies to an hf_config import"):
+        tierflow.whatif(model="llama-3-8b", layers=1, lenient=True)
 
 
 def test_whatif_plan_out_as_the_cli(cli, tmp_path):
@@ -808,7 +819,7 @@ def test_sweep_errors(tmp_path):
 def test_long_calls_release_the_interpreter():
     """While plan() runs on another thread, this one keeps running Python."""
     topology = tierflow.load_topology("h100-sxm-8gpu")
-    workload = tierflow.generate("llama-3-70b", batch=16, context=8192, tokens=8)
+    workload = tierflow.generate("llama-3.1-70b", batch=16, context=8192, tokens=8)
     spans = []
 
     def work():

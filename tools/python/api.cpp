@@ -320,7 +320,7 @@ std::string report_text(const SimulationHandle& s) {
   return sim::report_table(*s.phase.sim, ctx);
 }
 
-nlohmann::ordered_json whatif(const Fields& fields, const WhatIfRequest& r) {
+WhatIfResult whatif(const Fields& fields, const WhatIfRequest& r) {
   const OutputGuardScope scope;  // the plan may not replace what the scenario reads
   const study::Scenario base = scenario_of(fields, "tierflow.whatif", study::Command::kWhatIf);
   study::WhatIfOptions w;
@@ -341,7 +341,9 @@ nlohmann::ordered_json whatif(const Fields& fields, const WhatIfRequest& r) {
     values.push_back(v);
   }
   if (!r.plan_out.empty()) study::write_answer_plan(answers.front(), r.plan_out, "plan_out");
-  return study::whatif_json(w, base, *topo, r.vary, values, answers);
+  WhatIfResult out{study::whatif_json(w, base, *topo, r.vary, values, answers), {}};
+  add_import_warnings(base, out.warnings);
+  return out;
 }
 
 CompareResult compare(const Fields& fields, const std::vector<std::string>& policies) {

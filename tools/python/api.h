@@ -184,8 +184,14 @@ struct ServeOutput {
 /// block_tokens, warmup, weight_dtype, kv_dtype, act_dtype, cache_only, timeline).
 ServeOutput serve(const Fields& fields);
 
-/// The `tierflow whatif --json` document (tierflow.whatif/1) for the scenario of `fields`.
-nlohmann::ordered_json whatif(const Fields& fields, const WhatIfRequest& r);
+/// The `tierflow whatif --json` document (tierflow.whatif/1) for the scenario of `fields`,
+/// and what the CLI prints on stderr besides it (a lenient import's warnings; the model's
+/// warnings and a context cut are in the answers' notes, as the CLI writes them).
+struct WhatIfResult {
+  nlohmann::ordered_json doc;
+  std::vector<std::string> warnings;
+};
+WhatIfResult whatif(const Fields& fields, const WhatIfRequest& r);
 
 /// study::compare as rows: one study row per trial (per policy; with realistic MoE
 /// routing, each policy's realistic row then its oracle row), as `tierflow compare --csv`.

@@ -568,12 +568,13 @@ void bind_functions(py::module_& m) {
         r.min_throughput = min_throughput;
         r.max_tpot_ms = max_tpot_ms;
         for (const std::string& v : vary) r.vary.push_back(study::parse_axis(v, "vary"));
-        nlohmann::ordered_json j;
+        WhatIfResult out;
         {
           py::gil_scoped_release release;
-          j = whatif(fields, r);
+          out = whatif(fields, r);
         }
-        return to_python(j);
+        warn_all(out.warnings);
+        return to_python(out.doc);
       },
       py::arg("fields"), py::arg("question"), py::arg("max_overhead"), py::arg("min_throughput"),
       py::arg("max_tpot_ms"), py::arg("vary"), py::arg("plan_out") = "");

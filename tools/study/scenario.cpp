@@ -395,7 +395,15 @@ std::vector<std::pair<Scenario, std::vector<std::string>>> expand_grid(
   return out;
 }
 
+void check_lenient(const WorkloadSource& w) {
+  if (!w.hf_lenient || !w.hf_config.empty()) return;
+  throw InputError::at(SourcePos{"lenient"}, "applies to an hf_config import, not to {}",
+                       w.file.empty() ? fmt::format("model '{}'", model_label(w))
+                                      : fmt::format("workload file '{}'", w.file));
+}
+
 traces::Arch load_model(const WorkloadSource& w) {
+  check_lenient(w);
   if (!w.hf_config.empty()) {
     return traces::import_hf_config(w.hf_config, {w.hf_lenient, nullptr, w.lenient_flag});
   }

@@ -158,8 +158,12 @@ std::vector<std::pair<Scenario, std::vector<std::string>>> expand_grid(const Sce
 std::string model_label(const WorkloadSource& w);
 
 /// The model a generated workload comes from: the HF config, else the model name or YAML
-/// (kDefaultModel when none) with its overrides. Throws InputError.
+/// (kDefaultModel when none) with its overrides. Throws InputError (lenient without an HF
+/// config among them: check_lenient).
 traces::Arch load_model(const WorkloadSource& w);
+/// `lenient` is an HF import's: set with a model or a workload file it would change nothing,
+/// so it is refused (InputError at "lenient") rather than ignored.
+void check_lenient(const WorkloadSource& w);
 
 /// A warning when the scenario's workload spans more positions than its model declares
 /// (Arch::max_context): a decode's context plus its tokens, a request's prompt plus what

@@ -246,6 +246,7 @@ std::shared_ptr<const Workload> Study::workload(const Scenario& s, const traces:
   if (without_experts) {
     w = std::make_shared<const Workload>(planner::without_routed_experts(*workload(s, g)));
   } else if (!src.file.empty()) {
+    check_lenient(src);
     w = std::make_shared<const Workload>(read_workload(src.file));
   } else {
     w = std::make_shared<const Workload>(traces::generate(load_model(src), g));

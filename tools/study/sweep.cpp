@@ -152,6 +152,7 @@ void check_topology(const Scenario& s) {
 
 void check_model(const Scenario& s) {
   const WorkloadSource& w = s.workload;
+  check_lenient(w);
   if (!w.file.empty()) {
     if (!fs::exists(w.file)) throw InputError::at(SourcePos{w.file}, "no such workload file");
     return;
@@ -165,8 +166,9 @@ std::string topology_key(const Scenario& s) {
 }
 
 std::string model_key(const Scenario& s) {
-  return fmt::format("{}\n{}\n{}\n{}", s.workload.model, s.workload.hf_config,
-                     fmt::join(s.workload.model_sets, "\n"), s.workload.file);
+  return fmt::format("{}\n{}\n{}\n{}\n{}", s.workload.model, s.workload.hf_config,
+                     fmt::join(s.workload.model_sets, "\n"), s.workload.file,
+                     s.workload.hf_lenient);
 }
 
 /// Every input of a scenario, one per line: equal keys, equal trials.
