@@ -967,3 +967,70 @@ def test_counts_out_of_range_are_input_errors(small_workload):
             tierflow.plan("h100-sxm-8gpu", small_workload, **kw)
     with pytest.raises(tierflow.InputError, match="^jobs: expected a whole number"):
         tierflow.sweep(SPEC, jobs=-1)
+
+
+def test_report_and_export_as_the_cli(cli, small_workload, tmp_path):
+    """report() and export() are `tierflow report` and `tierflow export`: the same bytes on a
+    plan file; a Plan gives the page and the formats without saving it first."""
+    p = tierflow.plan("h100-sxm-8gpu", small_workload, budget="2GiB")
+    path = tmp_path / "plan.json"
+    p.save(path)
+    page = tierflow.report(str(path), output=tmp_path / "mine.html")
+    cli("report", str(path), "-o", str(tmp_path / "theirs.html"))
+    assert page == (tmp_path / "mine.html").read_text()
+    assert (tmp_path / "mine.html").read_bytes() == (tmp_path / "theirs.html").read_bytes()
+    assert "<svg" in tierflow.report(p) and "<svg" in tierflow.report([p, str(path)])
+    # Each format, from the file and from the Plan: the CLI's bytes.
+    names = [f[0] for f in tierflow.export_formats()]
+    assert "chakra" in names and "plan-json" in names and ("chakra", "folder") == tierflow.export_formats()[names.index("chakra")][:2]
+    for fmt, kind, _ in tierflow.export_formats():
+        if kind != "file":
+            continue
+        tierflow.export(str(path), fmt, tmp_path / f"mine.{fmt}")
+        cli("export", "--plan", str(path), "--format", fmt, "-o", str(tmp_path / f"theirs.{fmt}"))
+        assert (tmp_path / f"mine.{fmt}").read_bytes() == (tmp_path / f"theirs.{fmt}").read_bytes()
+        if fmt != "plan-json":
+            tierflow.export(p, fmt, tmp_path / f"obj.{fmt}")
+            assert (tmp_path / f"obj.{fmt}").stat().st_size > 0
+    # From a Plan, the same simulation as from its file.
+    assert (json.loads((tmp_path / "obj.report-json").read_text())["makespan_ps"] ==
+            json.loads((tmp_path / "mine.report-json").read_text())["makespan_ps"])
+    tierflow.export(p, "chakra", tmp_path / "et", stem="step")
+    assert sorted(os.listdir(tmp_path / "et")) == ["step.0.et"]
+    with pytest.raises(tierflow.InputError, match="^format: unknown format 'chakr'.*did you mean 'chakra'"):
+        tierflow.export(p, "chakr", tmp_path / "x")
+    with pytest.raises(tierflow.InputError, match="^format: 'plan-json' of a Plan is what Plan.save"):
+        tierflow.export(p, "plan-json", tmp_path / "x.json")
+    with pytest.raises(tierflow.InputError, match="^stem: 'a/b' is not a file name stem"):
+        tierflow.export(p, "chakra", tmp_path / "et2", stem="a/b")
+    # Never over an input: the plan file stays as it was.
+    before = path.read_bytes()
+    with pytest.raises(tierflow.InputError, match="input"):
+        tierflow.export(str(path), "csv", path)
+    with pytest.raises(tierflow.InputError, match="input"):
+        tierflow.report(str(path), output=path)
+    assert path.read_bytes() == before
+    # A run that stops: the page draws it and warns; export writes nothing and raises.
+    small = ["tiers.hbm.capacity=1GB", "devices.h100.reserved=0B"]
+    with pytest.warns(UserWarning, match="capacity|full|does not fit|hbm"):
+        assert "<svg" in tierflow.report(p, set=small)
+    with pytest.raises(tierflow.SimulationError):
+        tierflow.export(p, "csv", tmp_path / "none.csv", set=small)
+    assert not (tmp_path / "none.csv").exists()
+    with pytest.raises(tierflow.InputError, match="^plans: no plan"):
+        tierflow.report([])
+
+
+def test_serve_report_as_the_cli(cli, tmp_path):
+    """serve(report=...) writes the page `serve --report` writes, byte for byte."""
+    arrivals = "poisson,rate=2/s,n=20,prompt=fixed:512,output=fixed:8,seed=3"
+    tierflow.serve(arrivals=arrivals, model="llama-3-8b", report=tmp_path / "mine.html")
+    cli("serve", "--arrivals", arrivals, "--model", "llama-3-8b", "--quiet",
+        "--report", str(tmp_path / "theirs.html"))
+    assert (tmp_path / "mine.html").read_bytes() == (tmp_path / "theirs.html").read_bytes()
+    assert "<svg" in (tmp_path / "mine.html").read_text()
+    with pytest.raises(tierflow.InputError, match="^report: an empty path"):
+        tierflow.serve(arrivals=arrivals, model="llama-3-8b", report="")
+    with pytest.raises(tierflow.InputError, match="names the same file"):
+        tierflow.serve(arrivals=arrivals, model="llama-3-8b", report=tmp_path / "a.html",
+                       timeline=tmp_path / "a.html")

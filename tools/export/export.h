@@ -52,6 +52,7 @@ struct ExportOptions {
   /// chakra: file names are `STEM.PROGRAM.et`; empty = the plan file's name without
   /// its extension. A stem with a '/' (or "." or "..") is an error.
   std::string stem;
+  std::string_view stem_flag = "--stem";  ///< how errors name `stem` (Python: "stem")
   /// The topology the export used, as given on the command line: plan-json records it
   /// (empty `hw` = the plan's own topology reference; `sets` are appended to the plan's).
   std::string hw;
@@ -89,8 +90,8 @@ struct Format {
 /// Every format, in the order `--list-formats` prints them.
 std::span<const Format> formats();
 
-/// The format named `name`. Throws InputError at `--format` naming the nearest one.
-const Format& find_format(std::string_view name);
+/// The format named `name`. Throws InputError at `source` naming the nearest one.
+const Format& find_format(std::string_view name, std::string_view source = "--format");
 
 /// The registry as an aligned table: name, output kind, description; one line each.
 std::string formats_table();

@@ -66,13 +66,13 @@ std::span<const Format> formats() {
   return kFormats;
 }
 
-const Format& find_format(std::string_view name) {
+const Format& find_format(std::string_view name, std::string_view source) {
   for (const Format& f : kFormats) {
     if (f.name == name) return f;
   }
   std::vector<std::string_view> names;
   for (const Format& f : kFormats) names.push_back(f.name);
-  throw InputError::at(SourcePos{"--format"},
+  throw InputError::at(SourcePos{std::string(source)},
                        "unknown format '{}'{} (tierflow export --list-formats lists them)", name,
                        did_you_mean(name, names));
 }
@@ -91,7 +91,8 @@ ExportOutcome run_export(const Format& format, const Plan& plan, const Workload&
                          const std::string& out, const ExportOptions& options) {
   const std::string& stem = options.stem;
   if (stem.find('/') != std::string::npos || stem == "." || stem == "..") {
-    throw InputError::at(SourcePos{"--stem"}, "'{}' is not a file name stem", stem);
+    throw InputError::at(SourcePos{std::string(options.stem_flag)}, "'{}' is not a file name stem",
+                         stem);
   }
   // A folder made here is removed again if the export fails before writing into it.
   const MadeDir folder(out, prepare_out(format, out));

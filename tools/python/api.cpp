@@ -21,6 +21,9 @@
 #include "sim/report.h"
 #include "sim/simulator.h"
 #include "sim/timeline.h"
+#include "tools/export/export.h"
+#include "tools/export/html_report.h"
+#include "tools/export/serve_report.h"
 #include "tools/study/compare.h"
 #include "tools/study/plan_report.h"
 #include "tools/study/row.h"
@@ -289,25 +292,141 @@ ServeOutput serve(const Fields& fields) {
   s.names = study::SettingNames::kFields;
   // Numbers come as text: read as the CLI reads its flags; what they may be is the study
   // layer's to check, for both.
-  std::string find, target;
+  std::string find, target, report;
   for (const auto& [key, value] : fields) {
     if (key == "timeline") s.timeline = value;
     else if (key == "find") find = value;
     else if (key == "target")
       target = value;
+    else if (key == "report")
+      report = value;
     else study::set_serve_field(s, key, value, key);
   }
-  if (const auto ask = study::parse_serve_ask(find, target, study::SettingNames::kFields)) {
-    const study::ServeAnswer a = study::find_serve(s, study::prepare_serve(s), *ask);
+  const auto ask = study::parse_serve_ask(find, target, study::SettingNames::kFields);
+  s.engine.record_series = !report.empty();
+  study::ServeSetup setup = study::prepare_serve(s);
+  // The inputs are read: an output over one, or over the other output, is refused before
+  // any run (as the CLI's check_outputs).
+  check_outputs({{"report", report}, {"timeline", s.timeline}});
+  if (ask) {
+    const study::ServeAnswer a = study::find_serve(s, std::move(setup), *ask);
+    // The page is the answer's run; with no answer there is none (the answer says so).
+    if (!report.empty() && a.at_answer) {
+      write_file_atomic(report, exporter::serve_report_html(*a.at_answer));
+    }
     return ServeOutput{study::serve_answer_json(a),
                        a.at_answer && !a.at_answer->result.cache_only
                            ? study::requests_csv(*a.at_answer)
                            : std::string(),
                        {}};
   }
-  const study::ServeStudy x = study::run_serve(s);
+  const study::ServeStudy x = study::run_serve(setup);
+  if (!report.empty()) write_file_atomic(report, exporter::serve_report_html(x));
   return ServeOutput{study::serve_json(x), x.result.cache_only ? std::string() : study::requests_csv(x),
                      x.trace.notes};
+}
+
+namespace {
+
+/// A Plan's plan and the topology it runs on (guarded: no output may replace them).
+struct HeldPlan {
+  const Plan& plan;
+  const Workload& workload;
+  const TopologyHandle& topology;
+};
+HeldPlan hold(const PlanSource& src) {
+  const PlanHandle& p = *src.plan;
+  if (!p.plan) throw InputError::at(SourcePos{"plan"}, "no plan was made: {}", p.outcome.reason);
+  guard_file(p.topology.file, "the plan's topology");
+  if (!p.workload.file.empty()) guard_file(p.workload.file, "the plan's workload");
+  const TopologyHandle& t = src.topology != nullptr ? *src.topology : p.topology;
+  if (src.topology != nullptr) guard_file(t.file, "the topology it runs on");
+  return {*p.plan, *p.workload.workload, t};
+}
+
+/// `hw` as --hw takes it: a shipped name or a file; "" stays "" (the plan's own).
+std::string topology_file(const std::string& hw) {
+  return hw.empty() ? hw : study::find_topology(hw, "topology");
+}
+
+std::string run_error(const std::string& name, const sim::SimError& e) {
+  return fmt::format("{}: {}", name, e.message);
+}
+
+}  // namespace
+
+ReportResult report(const std::vector<PlanSource>& plans, bool wait_when_full, size_t top,
+                    const std::string& output) {
+  const OutputGuardScope scope;  // the page may not replace a plan or a topology
+  const sim::OnFull on_full = wait_when_full ? sim::OnFull::kWait : sim::OnFull::kFail;
+  std::vector<exporter::ReportRun> runs;
+  for (const PlanSource& src : plans) {
+    if (src.plan == nullptr) {
+      runs.push_back(exporter::run_for_report(src.path, topology_file(src.hw), src.sets, on_full));
+      continue;
+    }
+    const HeldPlan h = hold(src);
+    exporter::ReportRun r;
+    r.file = h.plan.name;
+    r.plan = LoadedPlan{h.plan, h.workload};
+    r.topology = *h.topology.topology;
+    r.sets = h.topology.sets;
+    exporter::simulate_for_report(r, on_full);
+    runs.push_back(std::move(r));
+  }
+  if (!output.empty()) check_outputs({{"output", output}});  // every plan read
+  exporter::ReportOptions ro;
+  ro.top_waits = top;
+  ReportResult out{exporter::html_report(runs, ro), {}};
+  if (!output.empty()) write_file_atomic(output, out.html);
+  for (const exporter::ReportRun& r : runs) {
+    if (r.result.error) out.errors.push_back(run_error(r.file, *r.result.error));
+  }
+  return out;
+}
+
+std::optional<std::string> export_plan(const PlanSource& src, const std::string& format_name,
+                                       const std::string& output, bool wait_when_full,
+                                       bool inline_workload, const std::string& stem) {
+  const OutputGuardScope scope;  // the output may not replace the plan or its topology
+  const exporter::Format& format = exporter::find_format(format_name, "format");
+  exporter::ExportOptions eo;
+  eo.on_full = wait_when_full ? sim::OnFull::kWait : sim::OnFull::kFail;
+  eo.inline_workload = inline_workload;
+  eo.stem = stem;
+  eo.stem_flag = "stem";
+  std::optional<sim::SimError> error;
+  std::string name;
+  if (src.plan == nullptr) {
+    // A simulated format leaves the rules to the simulator; plan-json verifies as it reads.
+    const LoadedPlan lp = read_plan(src.path, /*verify=*/format.sim == exporter::SimNeed::kNone);
+    eo.hw = topology_file(src.hw);
+    eo.sets = src.sets;
+    const hw::Topology topo = study::plan_topology(lp.plan, src.path, eo.hw, src.sets);
+    if (format.output == exporter::OutputKind::kFile && !std::filesystem::is_directory(output)) {
+      check_output_path(output);
+    }
+    name = src.path;
+    error = exporter::run_export(format, lp.plan, lp.workload, topo, src.path, output, eo).error;
+  } else {
+    if (format.sim == exporter::SimNeed::kNone) {
+      throw InputError::at(SourcePos{"format"},
+                           "'{}' of a Plan is what Plan.save(path) writes: save it, or export "
+                           "a plan file",
+                           format.name);
+    }
+    const HeldPlan h = hold(src);
+    if (format.output == exporter::OutputKind::kFile && !std::filesystem::is_directory(output)) {
+      check_output_path(output);
+    }
+    // A Plan has no file: its name stands for one (chakra's default stem).
+    name = h.plan.name;
+    if (eo.stem.empty()) eo.stem = name;
+    error = exporter::run_export(format, h.plan, h.workload, *h.topology.topology, name, output, eo)
+                .error;
+  }
+  if (error) return run_error(name, *error);
+  return std::nullopt;
 }
 
 nlohmann::ordered_json report_json(const SimulationHandle& s, bool with_transfers) {

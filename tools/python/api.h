@@ -181,8 +181,37 @@ struct ServeOutput {
 /// `tierflow serve` from (argument, value text) pairs named as the CLI's flags with `_`
 /// (trace, arrivals, hw, set (repeated), model, hf_config, model_set (repeated), tp,
 /// replicas, device, router, token_budget, max_seqs, kv_tiers, load, slo, rate_scale, first,
-/// block_tokens, warmup, weight_dtype, kv_dtype, act_dtype, cache_only, timeline).
+/// block_tokens, warmup, weight_dtype, kv_dtype, act_dtype, cache_only, timeline, report:
+/// the HTML page as --report writes it, of the answer's run with find).
 ServeOutput serve(const Fields& fields);
+
+/// One plan of tierflow.report() or tierflow.export(): a Plan (run on `topology`, or on its
+/// own when null) or a plan file (`hw`: a topology instead of its own, "" for none; `sets`
+/// after the plan's, as `--hw`/`--set`).
+struct PlanSource {
+  const PlanHandle* plan = nullptr;
+  const TopologyHandle* topology = nullptr;
+  std::string path;
+  std::string hw;
+  std::vector<std::string> sets;
+};
+
+/// `tierflow report`: the HTML page of the plans (each simulated with its time series),
+/// written atomically to `output` when not empty; `errors`, one per run that stopped
+/// ("NAME: message"), the page drawing it up to the stop (the CLI's exit 1 or 3).
+struct ReportResult {
+  std::string html;
+  std::vector<std::string> errors;
+};
+ReportResult report(const std::vector<PlanSource>& plans, bool wait_when_full, size_t top,
+                    const std::string& output);
+
+/// `tierflow export`: one plan in `format` (exporter::formats()) to `output` (a file, or a
+/// folder for chakra). Throws InputError; a simulation that stops writes nothing and is
+/// returned ("NAME: message"), as the CLI's exit 1 or 3.
+std::optional<std::string> export_plan(const PlanSource& plan, const std::string& format,
+                                       const std::string& output, bool wait_when_full,
+                                       bool inline_workload, const std::string& stem);
 
 /// The `tierflow whatif --json` document (tierflow.whatif/1) for the scenario of `fields`,
 /// and what the CLI prints on stderr besides it (a lenient import's warnings; the model's

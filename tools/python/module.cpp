@@ -24,6 +24,7 @@
 #include "core/workload_json.h"
 #include "planner/print.h"
 #include "sim/report.h"
+#include "tools/export/export.h"
 #include "tools/python/api.h"
 #include "tools/python/convert.h"
 #include "tools/study/hw_show.h"
@@ -50,6 +51,19 @@ void warn_all(const std::vector<std::string>& warnings) {
 
 /// The Python class of InputError; the module holds the reference.
 PyObject* input_error_type = nullptr;
+
+/// One plan of report() and export_plan(): (Plan or None, Topology or None, path, hw, sets),
+/// as the package builds it. The handles stay alive in the caller's list.
+PlanSource plan_source(const py::handle& item) {
+  const auto t = item.cast<py::tuple>();
+  PlanSource s;
+  if (!t[0].is_none()) s.plan = t[0].cast<PlanHandle*>();
+  if (!t[1].is_none()) s.topology = t[1].cast<TopologyHandle*>();
+  s.path = t[2].cast<std::string>();
+  s.hw = t[3].cast<std::string>();
+  s.sets = t[4].cast<std::vector<std::string>>();
+  return s;
+}
 
 py::object optional_int(int v) {
   return v > 0 ? py::object(py::int_(v)) : py::object(py::none());
@@ -555,6 +569,45 @@ void bind_functions(py::module_& m) {
         return py::make_tuple(out.json, out.csv, out.notes);
       },
       py::arg("fields"));
+
+  m.def(
+      "report",
+      [](const py::list& plans, bool wait, size_t top, const std::string& output) {
+        std::vector<PlanSource> sources;
+        for (const py::handle& item : plans) sources.push_back(plan_source(item));
+        ReportResult out;
+        {
+          py::gil_scoped_release release;
+          out = report(sources, wait, top, output);
+        }
+        return py::make_tuple(out.html, out.errors);
+      },
+      py::arg("plans"), py::arg("wait_when_full"), py::arg("top"), py::arg("output"));
+
+  m.def(
+      "export_plan",
+      [](const py::tuple& plan, const std::string& format, const std::string& output, bool wait,
+         bool inline_workload, const std::string& stem) {
+        const PlanSource source = plan_source(plan);
+        std::optional<std::string> error;
+        {
+          py::gil_scoped_release release;
+          error = export_plan(source, format, output, wait, inline_workload, stem);
+        }
+        return error ? py::object(py::str(*error)) : py::object(py::none());
+      },
+      py::arg("plan"), py::arg("format"), py::arg("output"), py::arg("wait_when_full"),
+      py::arg("inline_workload"), py::arg("stem"));
+
+  m.def("export_formats", [] {
+    py::list out;
+    for (const exporter::Format& f : exporter::formats()) {
+      out.append(py::make_tuple(std::string(f.name),
+                                f.output == exporter::OutputKind::kFolder ? "folder" : "file",
+                                std::string(f.description)));
+    }
+    return out;
+  });
 
   m.def(
       "whatif",

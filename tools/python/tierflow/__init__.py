@@ -19,6 +19,7 @@ import difflib
 import json
 import math
 import os
+import warnings
 
 # Tables are pandas DataFrames: without pandas, fail here with what to install rather than
 # at the first table.
@@ -46,10 +47,18 @@ for _cls in (InputError, Plan, Simulation, Topology, Workload):
     _cls.__module__ = __name__
 del _cls
 
+
+
+class SimulationError(RuntimeError):
+    """export(): the plan's simulation stopped (a broken rule, a full tier, programs waiting
+    on each other), so nothing was written; the text names the plan and the step."""
+
+
 __all__ = [
-    "InputError", "Topology", "Workload", "Plan", "Simulation", "Replay", "Serving", "DEFAULT_MODEL",
+    "InputError", "SimulationError", "Topology", "Workload", "Plan", "Simulation", "Replay",
+    "Serving", "DEFAULT_MODEL",
     "load_topology", "generate", "load_workload", "plan", "simulate", "replay", "serve",
-    "whatif", "compare",
+    "whatif", "compare", "report", "export", "export_formats",
     "sweep", "columns", "policies", "topologies", "models",
 ]
 
@@ -355,6 +364,67 @@ def simulate(plan, topology=None, set=(), on_full="fail", timeline=None):
     return _tierflow.simulate_file(_text(plan, "plan"), hw, overrides, wait, out)
 
 
+def _plan_source(plan, topology, overrides):
+    """(Plan or None, Topology or None, path, hw, sets) for the module: a Plan runs on
+    `topology` (None: its own) with the overrides after its own; a plan file as `--hw
+    --set` run it."""
+    if isinstance(plan, Plan):
+        return (plan, _plan_topology(plan, topology, overrides), "", "", [])
+    if isinstance(plan, (str, os.PathLike)):
+        hw, sets = _file_topology(topology, overrides)
+        return (None, None, _text(plan, "plan"), hw, sets)
+    raise TypeError(f"plan: expected a Plan or a plan JSON path, not {type(plan).__name__}")
+
+
+def report(plans, topology=None, set=(), on_full="fail", top=40, output=None):
+    """The HTML page `tierflow report` writes: each plan (a Plan, a plan JSON path, or a list
+    of them) simulated with its memory by tensor kind, link bandwidth, activity and exposed
+    waits over time; with several plans, a comparison. topology, set, on_full: as for
+    simulate(), for every plan. top: rows of the exposed-wait table. output: also write the
+    page there (atomically). Returns the page as a str. A run that stops is drawn up to the
+    stop, and a UserWarning names its error (the CLI exits 1 or 3).
+    """
+    if on_full not in ("fail", "wait"):
+        raise _input_error("on_full", f"'{on_full}' is not 'fail' or 'wait'")
+    items = list(plans) if isinstance(plans, (list, tuple)) else [plans]
+    if not items:
+        raise _input_error("plans", "no plan: give a Plan, a plan JSON path or a list of them")
+    overrides = _strings(set, "set")
+    sources = [_plan_source(p, topology, overrides) for p in items]
+    html, errors = _tierflow.report(sources, on_full == "wait",
+                                    _count(top, "top", most=1_000_000), _out_path(output, "output"))
+    for error in errors:
+        warnings.warn(error, UserWarning, stacklevel=2)
+    return html
+
+
+def export_formats():
+    """The formats export() writes, as `tierflow export --list-formats`: a list of (name,
+    "file" or "folder", description)."""
+    return [tuple(f) for f in _tierflow.export_formats()]
+
+
+def export(plan, format, output, topology=None, set=(), on_full="fail", inline_workload=False,
+           stem=None):
+    """Writes a plan, simulated once, in another format (`tierflow export`): plan a Plan or a
+    plan JSON path; format one of export_formats() (chakra, csv, chrome, ...); output a
+    file, or a folder for chakra (created when missing). topology, set, on_full: as for
+    simulate(). inline_workload: plan-json embeds the workload (plan-json of a Plan is
+    Plan.save()). stem: chakra's file names STEM.PROGRAM.et (default: the plan file's name,
+    or the Plan's name). A simulation that stops writes nothing: SimulationError.
+    """
+    if on_full not in ("fail", "wait"):
+        raise _input_error("on_full", f"'{on_full}' is not 'fail' or 'wait'")
+    if not isinstance(inline_workload, bool):
+        raise TypeError(f"inline_workload: expected a bool, not {type(inline_workload).__name__}")
+    source = _plan_source(plan, topology, _strings(set, "set"))
+    error = _tierflow.export_plan(source, _text(format, "format"), _out_path(output, "output"),
+                                  on_full == "wait", inline_workload,
+                                  "" if stem is None else _text(stem, "stem"))
+    if error is not None:
+        raise SimulationError(error)
+
+
 class Replay:
     """A plan run for real and by the simulator (tierflow.replay, `tierflow replay`).
 
@@ -472,7 +542,7 @@ _SERVE_ARGS = ("trace", "arrivals", "hw", "model", "hf_config", "tp", "replicas"
                "router", "device_policy", "preemption", "swap_space", "swap_tier",
                "token_budget", "max_seqs", "kv_tiers", "load", "slo", "rate_scale",
                "first", "block_tokens", "warmup", "weight_dtype", "kv_dtype", "act_dtype",
-               "cache_only", "timeline", "find", "target")
+               "cache_only", "timeline", "report", "find", "target")
 
 
 def serve(trace=None, arrivals=None, set=(), model_set=(), **options):
@@ -483,7 +553,9 @@ def serve(trace=None, arrivals=None, set=(), model_set=(), **options):
     swap_tier, token_budget, max_seqs,
     kv_tiers, load,
     slo, rate_scale, first, block_tokens, warmup, weight_dtype, kv_dtype, act_dtype,
-    cache_only, timeline. Returns a Serving; with find ("max-rate", "min-replicas",
+    cache_only, timeline, report (the HTML page `--report` writes: latency CDFs, hits per
+    level, levels and sequences over time; with find, of the run at the answer). Returns a
+    Serving; with find ("max-rate", "min-replicas",
     "min-capacity:TIER", "upgrade") and target ("p99-ttft=2s", "goodput=95%", "hit=30%"), the search
     `tierflow serve --find` runs, as a Serving of the run at the answer whose `answer` holds
     the `tierflow.serve-answer/1` document (None: a plain run).
@@ -502,7 +574,8 @@ def serve(trace=None, arrivals=None, set=(), model_set=(), **options):
         if isinstance(value, Topology):
             fields.extend(("set", v) for v in value.sets)
             value = value._unchanged_file()
-        fields.append((key, _text(value, key)))
+        fields.append((key, _out_path(value, key) if key in ("timeline", "report")
+                       else _text(value, key)))
     fields.extend(("set", v) for v in _strings(set, "set"))
     fields.extend(("model_set", v) for v in _strings(model_set, "model_set"))
     return Serving(_tierflow.serve(fields))
@@ -567,9 +640,10 @@ def whatif(question="min-memory", max_overhead=None, min_throughput=None, max_tp
         for key in settings:
             if key in deployment or key in ("hw", "set", "model_set"):
                 raise _input_error("serve", f"{key}: give it as whatif's {key}, not a serving setting")
-            if key not in _SERVE_ARGS or key in ("trace", "arrivals", "find", "target", "timeline"):
+            if key not in _SERVE_ARGS or key in ("trace", "arrivals", "find", "target", "timeline",
+                                                 "report"):
                 settings_names = [k for k in _SERVE_ARGS if k not in deployment + (
-                    "hw", "trace", "arrivals", "find", "target", "timeline")]
+                    "hw", "trace", "arrivals", "find", "target", "timeline", "report")]
                 close = difflib.get_close_matches(str(key), settings_names, n=1)
                 hint = f"; did you mean '{close[0]}'?" if close else ""
                 raise _input_error("serve", f"{key}: not a serving setting of a question{hint}")
