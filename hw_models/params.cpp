@@ -300,6 +300,17 @@ const Schema<Link>& link_schema() {
                                     .desc = "cost of programming a transfer that crosses this "
                                             "link, paid once before its first byte (a route pays "
                                             "the largest of its links')"}));
+    r.fields.push_back(declare(
+        "contended_setup", &Link::contended_setup,
+        Spec{.def = "0ns",
+             .desc = "setup a transfer a->b pays besides `dma_setup` when it starts while the "
+                     "link carries a transfer b->a (a GPU's device-to-host copy behind a "
+                     "host-to-device stream; `tierflow calibrate` measures it)"}));
+    r.fields.push_back(
+        declare("contended_setup_reverse", &Link::contended_setup_reverse,
+                Spec{.def = "0ns",
+                     .desc = "the same for a transfer b->a while the link carries one a->b (each "
+                             "direction its own)"}));
     return r;
   }();
   return kSchema;

@@ -159,8 +159,17 @@ struct Link {
   double duplex_efficiency = 1.0;
   int copy_engines = 1;  ///< concurrent transfers per direction
   Duration dma_setup;    ///< paid once per transfer crossing this link
+  /// Setup a transfer a->b (b->a) pays on top of dma_setup when it starts while the link
+  /// carries a transfer the other way: measured, e.g. a GPU's device-to-host copy waits
+  /// behind a host-to-device stream. Each direction its own; 0 = none.
+  Duration contended_setup;
+  Duration contended_setup_reverse;
   schema::Origins origins;
 
+  /// contended_setup of one direction (forward = a->b).
+  [[nodiscard]] Duration contended(bool forward) const {
+    return forward ? contended_setup : contended_setup_reverse;
+  }
   /// Achievable bandwidth in one direction (forward = a->b).
   [[nodiscard]] Bandwidth effective(bool forward) const;
   /// Peak bandwidth in one direction.

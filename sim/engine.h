@@ -243,6 +243,10 @@ class Simulator {
     std::deque<uint32_t> queue;
   };
   std::vector<EngineState> engines_;
+  /// Per engine group: the link direction's contended setup (hw::Link::contended_setup) and
+  /// the group of the same link instance's other direction.
+  std::vector<Time> contended_;
+  std::vector<uint32_t> reverse_engine_;
   std::vector<std::vector<Time>> op_time_;  ///< per device class, per op; -1 = not yet
   std::vector<std::vector<Time>> host_op_time_;  ///< the same on the host CPU
   std::vector<std::vector<uint32_t>> mem_waiters_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/checked.h"
 #include "hw_models/cost.h"
 #include "sim/engine.h"
 
@@ -253,7 +254,17 @@ bool Simulator::try_start(uint32_t x) {
   TransferRecord& rec = records_[x];
   rec.start = q_.now();
   if (rec_.drawing()) tr.lanes = rec_.transfer_start(int(rec.program), *tr.path);
-  const Time setup = tr.path->route->setup.ps;
+  Time setup = tr.path->route->setup.ps;
+  // Starting while a link it crosses carries a transfer the other way: that direction's
+  // contended setup too (the largest over its links, as one DMA is programmed once).
+  Time contended = 0;
+  for (uint32_t g : tr.path->engines) {
+    const uint32_t other = reverse_engine_[g];
+    if (contended_[g] > contended && engines_[other].free < fabric_.engines()[other].capacity) {
+      contended = contended_[g];
+    }
+  }
+  setup = saturating_add_ps(setup, contended);
   if (setup > kMaxSimTimePs - q_.now()) {
     past_time_limit(int(rec.program), int(rec.step), int(rec.tensor),
                     fmt::format("a transfer's setup of {}", to_string_approx(Duration{setup})));

@@ -35,6 +35,19 @@ bool Simulator::setup() {
   slot_changed_.assign(fabric_.tier_slots(), 0);
   engines_.resize(fabric_.engines().size());
   for (size_t g = 0; g < engines_.size(); ++g) engines_[g].free = fabric_.engines()[g].capacity;
+  // The fabric makes each link instance's two engine groups one after the other.
+  contended_.assign(engines_.size(), 0);
+  reverse_engine_.assign(engines_.size(), 0);
+  for (size_t g = 0; g < engines_.size(); ++g) {
+    const hw::EngineGroup& e = fabric_.engines()[g];
+    const size_t other = g ^ 1U;
+    TF_ASSERT(other < engines_.size() && fabric_.engines()[other].link == e.link &&
+                  fabric_.engines()[other].instance == e.instance &&
+                  fabric_.engines()[other].forward != e.forward,
+              "engine group {} has no reverse beside it", g);
+    reverse_engine_[g] = static_cast<uint32_t>(other);
+    contended_[g] = t_.links[e.link].contended(e.forward).ps;
+  }
   op_time_.resize(t_.devices.size());
   host_op_time_.resize(t_.devices.size());
 

@@ -197,6 +197,32 @@ ok h200-full-pick-no-slower python3 -c '
 import json, sys
 ms = [json.load(open(f))["makespan_ps"] for f in sys.argv[1:]]
 assert ms[2] <= min(ms[:2]), ms' "$tmp"/full-{27,28,30}.sim.json
+
+# replay --measured scores a recorded GPU replay again, no GPU needed: on the topology it
+# ran on it gives the recorded comparison back exactly; with the device->host copies'
+# contended setup (8.8 us, fitted on the 11-30 run) the 11-28 training step's transfers
+# meet the 25% p90 that they missed by 200%.
+mkdir -p "$tmp/h200"
+tar xzf docs/validation/h200-2026-11-28/replays.tar.gz -C "$tmp/h200" train.plan.json train.json \
+  train.timed.replay1.json
+h200=(--plan "$tmp/h200/train.plan.json" --hw docs/validation/h200-2026-11-28/cuda.yaml)
+check measured-same 0 "$tf" replay --measured "$tmp/h200/train.timed.replay1.json" "${h200[@]}" \
+  --json -o "$tmp/rescored.json"
+ok measured-same-numbers python3 -c '
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert a["makespan_ps"] == b["makespan_ps"] and a["transfers"]["duration_error_p90_abs"] == \
+    b["transfers"]["duration_error_p90_abs"] and a["measured_steps"] == b["measured_steps"], (a, b)
+assert b["transfers"]["duration_error_p90_abs"] > 1.5' "$tmp/h200/train.timed.replay1.json" \
+  "$tmp/rescored.json"
+check measured-contended 0 "$tf" replay --measured "$tmp/h200/train.timed.replay1.json" \
+  "${h200[@]}" --set links.copy.contended_setup=8.8us --json -o "$tmp/contended.json"
+ok measured-contended-p90 python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))["transfers"]
+assert t["duration_error_p90_abs"] <= 0.25, t' "$tmp/contended.json"
+check measured-text 0 "$tf" replay --measured "$tmp/h200/train.timed.replay1.json" "${h200[@]}"
+contains measured-text-line "$tmp/out" "replay llama-2-7b-train.tierflow on calibrated-cuda: backend cuda"
 check plan-too-many-devices 2 "$tf" plan --hw configs/hw/gh200.yaml --workload "$tmp/w7.json" --devices 2 \
   --policy resident -o "$tmp/p-dev.json"
 contains plan-too-many-devices-msg "$tmp/err" "--devices: 2 programs, but the topology has 1 'hopper' device"

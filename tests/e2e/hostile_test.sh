@@ -991,6 +991,35 @@ hostile hints/kv-tier-lists-tiers 2 "no tier 'cpu' in 'h100-sxm-8gpu' (its tiers
 # Stop 54: the lenient field and the default context cut: bad values exit 2 naming them.
 hostile stop54/vary-lenient-not-bool 2 "--vary: lenient: 'maybe' is not true or false" -- \
   "$tf" whatif --model llama-3-8b --layers 1 --vary lenient=maybe
+# replay --measured: a recorded replay of another plan, another format, an unknown key or a
+# step the plan does not have is refused at its place; it runs nothing else.
+d3=$(fresh measured)
+"$tf" replay --plan "$d3/p.json" --time-scale 1 --json -o "$d3/rec.json" >/dev/null 2>&1
+edit_rec() {  # edit_rec OUT PYTHON: rec.json changed by PYTHON (on `r`) into OUT
+  python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+exec(sys.argv[3])
+json.dump(r, open(sys.argv[2], "w"), indent=1)' "$d3/rec.json" "$1" "$2"
+}
+edit_rec "$d3/other.json" 'r["plan"] = "another.plan"'
+edit_rec "$d3/key.json" 'r["measured_stepz"] = r.pop("measured_steps")'
+edit_rec "$d3/kind.json" 's = r["measured_steps"][0]; s["kind"] = "store" if s["kind"] != "store" else "compute"'
+edit_rec "$d3/step.json" 'r["measured_steps"][0]["step"] = 99999'
+hostile measured/another-plan 2 "a replay of plan 'another.plan', not of " -- \
+  "$tf" replay --plan "$d3/p.json" --measured "$d3/other.json"
+hostile measured/unknown-key 2 "unknown key 'measured_stepz' in a recorded replay (tierflow.replay/1); did you mean 'measured_steps'?" -- \
+  "$tf" replay --plan "$d3/p.json" --measured "$d3/key.json"
+hostile measured/step-kind 2 "not a replay of it" -- \
+  "$tf" replay --plan "$d3/p.json" --measured "$d3/kind.json"
+hostile measured/no-such-step 2 "program 0 step 99999: the plan" -- \
+  "$tf" replay --plan "$d3/p.json" --measured "$d3/step.json"
+hostile measured/a-plan-not-a-replay 2 "not a recorded replay" -- \
+  "$tf" replay --plan "$d3/p.json" --measured "$d3/p.json"
+hostile measured/report-over-the-recorded 2 "-o: refusing to write this output: it is the recorded replay it scores" \
+  --in "$d3/rec.json" -- "$tf" replay --plan "$d3/p.json" --measured "$d3/rec.json" -o "$d3/rec.json"
+hostile measured/with-a-backend 2 "--backend excludes --measured" -- \
+  "$tf" replay --plan "$d3/p.json" --measured "$d3/rec.json" --backend cpu
 hostile lenient/vary-with-a-model 2 "lenient: applies to an hf_config import, not to model 'llama-3-8b'" -- \
   "$tf" whatif --model llama-3-8b --layers 1 --vary lenient=false,true
 hostile stop54/context-negative-given 2 "--context" -- \

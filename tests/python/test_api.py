@@ -530,6 +530,27 @@ def test_replay(cli, small_workload, tmp_path):
         tierflow.replay(p, copy="native", time_scale=8)
     with pytest.raises(tierflow.InputError, match="device"):
         tierflow.replay(p, device=1)
+    # measured: the recorded run scored again, nothing run: the CLI's --measured, and the
+    # same measured steps and makespan back on the same topology.
+    recorded = tmp_path / "recorded.json"
+    recorded.write_text(json.dumps(doc))
+    again = tierflow.replay(p, measured=recorded)
+    assert again.ok and again.document["measured_steps"] == doc["measured_steps"]
+    assert again.document["makespan_ps"] == doc["makespan_ps"]
+    assert again.document["time_scale"] == doc["time_scale"] and doc["time_scale"] > 1
+    assert again.document == json.loads(cli("replay", "--plan", str(path), "--measured",
+                                            str(recorded), "--json"))
+    faster = tierflow.replay(str(path), measured=recorded, set=["links.gpu-pcie.bandwidth=128GB/s"])
+    assert faster.simulated_s < again.simulated_s and faster.measured_s == again.measured_s
+    with pytest.raises(tierflow.InputError, match="^backend: runs a replay; measured scores"):
+        tierflow.replay(p, measured=recorded, backend="cuda")
+    with pytest.raises(tierflow.InputError, match="a replay of plan 'another', not of"):
+        other = dict(doc, plan="another")
+        (tmp_path / "other.json").write_text(json.dumps(other))
+        tierflow.replay(p, measured=tmp_path / "other.json")
+    with pytest.raises(tierflow.InputError, match="it is the recorded replay it scores"):
+        tierflow.replay(p, measured=recorded, timeline=recorded)
+    assert json.loads(recorded.read_text()) == doc
 
 
 def test_replay_host_steps(cli):

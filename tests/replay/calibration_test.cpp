@@ -119,6 +119,26 @@ TEST_CASE("a calibration whose directions slow each other writes the link's dupl
   CHECK(hw::load_topology_text(topology_yaml(c), "cal.yaml").links[0].duplex_efficiency == 1.0);
 }
 
+TEST_CASE("a measured contended setup is written per direction; one not measured is not") {
+  // device->host copies 8.8 us slower beside a host->device one; the other way 0.3 us.
+  Calibration c = synthetic(1, true);
+  c.directions[0].contended = 0.3e-6;  // host->device
+  c.directions[1].contended = 8.8e-6;  // device->host: the link's a->b
+  const std::string yaml = topology_yaml(c);
+  const hw::Topology t = hw::load_topology_text(yaml, "cal.yaml");
+  REQUIRE(t.links.size() == 1);
+  CHECK(t.links[0].endpoints[0] == "hbm");
+  CHECK(t.links[0].contended_setup.ps == 8'800'000);
+  CHECK(t.links[0].contended_setup_reverse.ps == 300'000);
+  CHECK(yaml.find("takes 8.80 us more device->host, 0.30 us more host->device") !=
+        std::string::npos);
+  // Not measured (the CPU backend): nothing written.
+  Calibration cpu = synthetic(1, true);
+  const hw::Topology none = hw::load_topology_text(topology_yaml(cpu), "cal.yaml");
+  CHECK(none.links[0].contended_setup.ps == 0);
+  CHECK(topology_yaml(cpu).find("contended_setup") == std::string::npos);
+}
+
 TEST_CASE("a CUDA calibration's topology rates every dtype as the GEMM the backend runs") {
   for (const bool bf16 : {true, false}) {
     CAPTURE(bf16);

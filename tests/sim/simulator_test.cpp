@@ -284,6 +284,28 @@ TEST_CASE("half duplex: a prefetch and a store share one capacity; full duplex t
     CHECK(link(r, "pcie[0] hbm<->rc").bytes == doctest::Approx(128));
     CHECK(link(r, "pcie[0] hbm<->rc").peak_rate == doctest::Approx(1.5e9));
   }
+  SUBCASE("a transfer starting while the other direction carries one pays contended_setup") {
+    // pcie is [hbm, rc]: the store k runs a->b. x starts first (nothing the other way);
+    // k starts beside it and pays 100 ns more setup.
+    //  0        155 ns    219 ns          255 ns    319 ns     389 ns
+    //  |--setup--|= x 64 =|                                            rc->hbm
+    //  |--setup + 100 ns contended ------|= k 64 =|                    hbm->rc
+    //                     |======== norm 170 ==========================|
+    const SimResult r =
+        run(p, w, unit_hw({"tiers.hbm.capacity=4KiB", "links.pcie.contended_setup=100ns"}));
+    require_ok(r);
+    REQUIRE(r.transfers.size() == 2);
+    CHECK(r.transfers[0].end == 219 * kNs);
+    CHECK(r.transfers[1].active == 255 * kNs);
+    CHECK(r.transfers[1].end == 319 * kNs);
+    CHECK(r.makespan == 389 * kNs);
+    // Each direction its own: b->a's setting does not slow k, and x started alone.
+    const SimResult rev =
+        run(p, w, unit_hw({"tiers.hbm.capacity=4KiB", "links.pcie.contended_setup_reverse=100ns"}));
+    require_ok(rev);
+    CHECK(rev.transfers[0].end == 219 * kNs);
+    CHECK(rev.transfers[1].end == 219 * kNs);
+  }
   SUBCASE("one direction alone is not slowed by duplex_efficiency") {
     const Plan one = make_plan({kDdr, kHbm, kHbm}, {Program{0, {prefetch(x, 1), compute(0, {1})}}});
     const SimResult r =

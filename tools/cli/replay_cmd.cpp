@@ -23,6 +23,7 @@ struct ReplayCliOptions {
   std::string plan;
   std::vector<std::string> sets;
   std::string timeline;
+  std::string measured;  ///< --measured: a recorded replay scored again, nothing run
   std::string output = "-";
   bool json = false;
   study::CheckedReplay checked;  ///< by the command's callback, before any file is read
@@ -31,8 +32,11 @@ struct ReplayCliOptions {
 int run_replay(const ReplayCliOptions& o) {
   const LoadedPlan lp = read_plan(o.plan, /*verify=*/false);
   const hw::Topology topo = study::plan_topology(lp.plan, o.plan, o.hw, o.sets);
+  if (!o.measured.empty()) guard_file(o.measured, "the recorded replay it scores");
   check_outputs({{"-o", o.output}, {"--timeline", o.timeline}});
-  const study::ReplayOutcome out = study::replay_plan(lp, topo, o.settings, o.checked);
+  const study::ReplayOutcome out = o.measured.empty()
+                                       ? study::replay_plan(lp, topo, o.settings, o.checked)
+                                       : study::rescore_replay(lp, topo, o.measured);
   if (out.refused) return print_run_error(o.plan, *out.refused, /*measured=*/true);
   const study::ReplayVsSim& x = *out.runs;
   // A replay refused before its first step has nothing to report but why.
@@ -46,6 +50,13 @@ int run_replay(const ReplayCliOptions& o) {
     fmt::print(stderr, "warning: {}: the simulation stopped: {}\n", o.plan, x.sim.error->message);
   }
   if (!x.replay.error) return static_cast<int>(ExitCode::kOk);
+  if (!o.measured.empty()) {
+    // Scored again as far as it ran; its failure was that run's, not this command's.
+    std::fflush(stdout);
+    fmt::print(stderr, "warning: {}: the recorded replay stopped: {}\n", o.measured,
+               x.replay.error->message);
+    return static_cast<int>(ExitCode::kOk);
+  }
   return print_run_error(o.plan, *x.replay.error, /*measured=*/true);
 }
 
@@ -81,6 +92,14 @@ void add_replay_command(CLI::App& app) {
       ->check(CLI::IsMember({"timed", "gemm"}));
   cmd->add_option("--device", o->settings.device, "cuda: the GPU to run on (CUDA device ordinal)")
       ->check(CLI::NonNegativeNumber);
+  auto* measured = cmd->add_option(
+      "--measured", o->measured,
+      "score a replay recorded earlier (its --json) against this simulation instead of "
+      "running one: the plan's run on a GPU scored again after the topology or model changed");
+  for (const char* run_flag :
+       {"--backend", "--copy", "--time-scale", "--memory-limit", "--compute", "--device"}) {
+    measured->excludes(run_flag);
+  }
   cmd->add_flag("--json", o->json, "print the comparison as JSON, every measured step included");
   cmd->add_option("-o,--output", o->output, "write the report to FILE instead of stdout");
   cmd->callback([o, cmd] {

@@ -78,7 +78,11 @@ SimulationHandle run_simulation(std::shared_ptr<const Plan> plan, std::shared_pt
 /// The settings were checked (`checked`) before any file was read, as the CLI does.
 ReplayHandle run_replay(const LoadedPlan& lp, const hw::Topology& topo, const ReplayRequest& r,
                         const study::CheckedReplay& checked) {
-  const study::ReplayOutcome out = study::replay_plan(lp, topo, r.settings, checked);
+  if (!r.measured.empty()) guard_file(r.measured, "the recorded replay it scores");
+  if (!r.timeline.empty()) check_output_path(r.timeline);
+  const study::ReplayOutcome out = r.measured.empty()
+                                       ? study::replay_plan(lp, topo, r.settings, checked)
+                                       : study::rescore_replay(lp, topo, r.measured);
   ReplayHandle h;
   if (out.refused) {
     h.error = out.refused;

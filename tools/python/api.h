@@ -153,6 +153,9 @@ std::string report_text(const SimulationHandle& s);
 struct ReplayRequest {
   study::ReplaySettings settings;  ///< `cli` false: errors name the Python arguments
   std::string timeline;            ///< the measured timeline (Chrome trace); empty: none
+  /// A recorded replay (`tierflow replay --json`) scored again instead of a run, as
+  /// --measured (study::rescore_replay); empty: run the backend.
+  std::string measured;
 };
 
 /// A plan run for real and by the simulator (study::replay_plan).

@@ -521,8 +521,9 @@ void bind_functions(py::module_& m) {
   const auto replay_request = [](const std::string& backend, const std::string& copy,
                                  const std::string& compute, std::optional<int> device,
                                  const std::string& time_scale, const std::string& memory_limit,
-                                 const std::string& timeline) {
+                                 const std::string& timeline, const std::string& measured) {
     ReplayRequest r;
+    r.measured = measured;
     r.settings.backend = backend;
     r.settings.copy = copy;
     r.settings.compute = compute;
@@ -542,10 +543,10 @@ void bind_functions(py::module_& m) {
                                     std::optional<std::shared_ptr<TopologyHandle>> topology,
                                     const std::string& backend, const std::string& copy,
                                     const std::string& compute, std::optional<int> device,
-                                    const std::string& time_scale,
-                                    const std::string& memory_limit, const std::string& timeline) {
-        const ReplayRequest r =
-            replay_request(backend, copy, compute, device, time_scale, memory_limit, timeline);
+                                    const std::string& time_scale, const std::string& memory_limit,
+                                    const std::string& timeline, const std::string& measured) {
+        const ReplayRequest r = replay_request(backend, copy, compute, device, time_scale,
+                                               memory_limit, timeline, measured);
         ReplayHandle h;
         {
           py::gil_scoped_release release;
@@ -556,7 +557,8 @@ void bind_functions(py::module_& m) {
       },
       py::arg("plan").none(true), py::arg("path"), py::arg("hw"), py::arg("sets"),
       py::arg("topology"), py::arg("backend"), py::arg("copy"), py::arg("compute"),
-      py::arg("device"), py::arg("time_scale"), py::arg("memory_limit"), py::arg("timeline"));
+      py::arg("device"), py::arg("time_scale"), py::arg("memory_limit"), py::arg("timeline"),
+      py::arg("measured") = "");
 
   m.def(
       "serve",

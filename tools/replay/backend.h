@@ -46,6 +46,10 @@ struct ArenaSpec {
 struct EngineGroupSpec {
   std::string name;  ///< "pcie[0] rc->hbm"
   int engines = 1;
+  /// Paced copies: setup a copy adds when it starts while group `reverse` (the same link's
+  /// other direction) holds an engine (hw::Link::contended_setup; 0: none).
+  int64_t contended_ps = 0;
+  uint32_t reverse = UINT32_MAX;  ///< that group, or none among the plan's
 };
 
 /// A block of an arena. `bytes` is its size in the arena (size-shifted).

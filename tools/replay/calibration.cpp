@@ -477,6 +477,12 @@ hw::Topology calibrated_topology(const Calibration& c) {
       h2d.concurrent.empty() ? 0.0 : h2d.concurrent.front() / 1e9,
       h2d.concurrent.empty() ? 0.0 : h2d.concurrent.back() / 1e9, h2d.concurrent.size(),
       c.duplex_ratio);
+  if (d2h.contended >= 0 && h2d.contended >= 0 && !d2h.sweep.empty()) {
+    t.sources["M2"] += fmt::format(
+        "; a {} copy while a large one runs the other way takes {:.2f} us more device->host, "
+        "{:.2f} us more host->device",
+        to_string_approx(Bytes{d2h.sweep.front().bytes}), d2h.contended * 1e6, h2d.contended * 1e6);
+  }
   t.sources["M3"] = cuda ? "device and host tiers are one GPU's memory and pinned host memory; "
                            "copy latency is charged once per transfer as DMA setup on the "
                            "link, host-side extra latency on the host tier"
@@ -592,6 +598,15 @@ hw::Topology calibrated_topology(const Calibration& c) {
   cite(link.origins, "copy_engines", "M2");
   link.dma_setup = whole_ns(dma);
   cite(link.origins, "dma_setup", "M2", "fitted intercept");
+  // a->b is device->host: its copies pay contended_setup beside a host->device one.
+  if (d2h.contended >= 0 && h2d.contended >= 0) {
+    link.contended_setup = whole_ns(d2h.contended);
+    cite(link.origins, "contended_setup", "M2",
+         "a small device->host copy beside a large host->device one, less its time alone");
+    link.contended_setup_reverse = whole_ns(h2d.contended);
+    cite(link.origins, "contended_setup_reverse", "M2",
+         "a small host->device copy beside a large device->host one, less its time alone");
+  }
   return t;
 }
 

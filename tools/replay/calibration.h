@@ -58,6 +58,10 @@ struct CopyDirection {
   LinearFit fit;
   std::vector<double> concurrent;  ///< aggregate bytes/s with k = 1.. copies in flight
   int engines = 1;                 ///< see the glossary
+  /// Seconds a copy of the sweep's smallest size this way takes beyond its time alone while
+  /// a large copy runs the other way (the link's contended setup); negative: not measured
+  /// (the CPU backend's copies are memcpy threads, with no DMA to set up).
+  double contended = -1;
 };
 
 struct ComputeRate {

@@ -36,6 +36,11 @@ std::string calibration_table(const Calibration& c, const std::string& file) {
       out += fmt::format(" {}: {}", k + 1, gb_s(d.concurrent[k]));
     }
     out += fmt::format("  -> {} engine{}\n", d.engines, d.engines == 1 ? "" : "s");
+    if (d.contended >= 0) {
+      out += fmt::format("  a {} copy while a large one runs the other way: +{}\n",
+                         to_string_approx(Bytes{d.sweep.empty() ? 0 : d.sweep.front().bytes}),
+                         seconds(d.contended));
+    }
   }
   out += fmt::format("\nboth directions at once: {:.2f}x one direction ({} duplex)\n",
                      c.duplex_ratio, c.full_duplex ? "full" : "half");
@@ -76,6 +81,7 @@ std::string calibration_json(const Calibration& c, const std::string& file) {
     x["sweep"] = sweep;
     x["concurrent_bytes_per_s"] = d.concurrent;
     x["engines"] = d.engines;
+    if (d.contended >= 0) x["contended_s"] = d.contended;
     dirs.push_back(x);
   }
   j["directions"] = dirs;

@@ -53,6 +53,8 @@ void CpuBackend::start(const BackendSetup& setup) {
     engines += uint32_t(g.engines);
   }
   queues_ = EngineQueues::numbered(counts);
+  groups_ = setup.engine_groups;
+  busy_.assign(groups_.size(), 0);
   engines = std::min(engines, std::max<uint32_t>(1, options_.max_copy_threads));
   started_ = true;
   t0_ = Clock::now();  // before any thread reads it
@@ -90,6 +92,15 @@ void CpuBackend::start_ready(std::vector<uint32_t>& started) {
       [&](uint32_t x, std::vector<uint32_t> held) {
         Job& job = jobs_[x];
         job.held = std::move(held);
+        // Starting while a group's other direction holds an engine: its contended setup
+        // (the largest over the route, as the simulator charges it).
+        for (const uint32_t g : job.req.engines) {
+          const EngineGroupSpec& spec = groups_[g];
+          if (spec.reverse < busy_.size() && busy_[spec.reverse] > 0) {
+            job.contended = std::max(job.contended, spec.contended_ps);
+          }
+        }
+        for (const uint32_t g : job.req.engines) ++busy_[g];
         job.started = true;
         job.real_start = Clock::now();
         job.start = now();
@@ -142,7 +153,7 @@ void CpuBackend::run_copy(Job& job) {
     }
     return;
   }
-  const Clock::time_point active = job.real_start + (real(r.setup) - t0_);
+  const Clock::time_point active = job.real_start + (real(r.setup + job.contended) - t0_);
   TimedEngines::wait_until(active);
   const uint64_t bytes =
       r.src.bytes > 0 && r.dst.bytes > 0 ? std::min(r.src.bytes, r.dst.bytes) : 0;
@@ -219,6 +230,7 @@ void CpuBackend::copy_worker() {
     {
       const std::lock_guard lock(copy_m_);
       queues_.release(job->req.engines, job->held);
+      for (const uint32_t g : job->req.engines) --busy_[g];
       start_ready(started);
       ready_.insert(ready_.end(), started.begin(), started.end());
       done = std::move(job->done);

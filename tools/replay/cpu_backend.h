@@ -98,6 +98,7 @@ class CpuBackend final : public Backend {
     Clock::time_point real_start;
     bool started = false;
     std::vector<uint32_t> held;  ///< engines, one per group of the route
+    Time contended = 0;          ///< paced: setup added for starting beside the other direction
     uint32_t flow = hw::kNoFlow;  ///< paced: its flow in net_ while moving (pace_m_)
   };
 
@@ -118,6 +119,8 @@ class CpuBackend final : public Backend {
   std::mutex copy_m_;  // guards jobs_, queues_, ready_, stopping_
   std::condition_variable copy_cv_;
   std::deque<Job> jobs_;  ///< stable addresses; never shrinks during a run
+  std::vector<EngineGroupSpec> groups_;  ///< the setup's engine groups
+  std::vector<int> busy_;                ///< engines held per group (copy_m_)
   EngineQueues queues_;
   std::mutex pace_m_;  // guards net_ and the jobs' flows
   /// Paced transfers moving bytes, sharing the resources' bandwidth as the simulator's do.

@@ -206,6 +206,51 @@ CopyDirection measure_direction(const CalibrateOptions& o, const Buffers& b, boo
   return d;
 }
 
+/// Seconds a copy of the sweep's smallest size takes (host->device when `to_device`) beyond
+/// `alone`, its time by itself, while a copy of the largest size runs the other way: the
+/// link's contended setup. Each round issues the large copy on stream 0 and, from the same
+/// moment, kSide small copies one after another on stream 1, each timed by its own events
+/// (as a replay times a copy); the first of a round and those that end after the large
+/// copy are left out. The median over the rounds after a warm-up round, at least 0.
+double measure_contended(const CalibrateOptions& o, Resources& r, const Buffers& b, bool to_device,
+                         double alone) {
+  constexpr int kSide = 8;
+  std::vector<cudaEvent_t> begin, end;
+  for (int i = 0; i < kSide; ++i) {
+    begin.push_back(r.event());
+    end.push_back(r.event());
+  }
+  const size_t small = size_t(o.min_bytes);
+  cudaStream_t big = b.streams[0];
+  cudaStream_t side = b.streams[1];
+  std::vector<double> extra;
+  for (int round = 0; round <= o.repeats; ++round) {
+    TF_CUDA(cudaEventRecord(b.start[0], big));
+    TF_CUDA(cudaStreamWaitEvent(side, b.start[0], 0));
+    void* big_dst = to_device ? b.host[0] : b.device[0];
+    const void* big_src = to_device ? b.device[0] : b.host[0];
+    TF_CUDA(cudaMemcpyAsync(big_dst, big_src, size_t(o.max_bytes), cudaMemcpyDefault, big));
+    for (int i = 0; i < kSide; ++i) {
+      TF_CUDA(cudaEventRecord(begin[size_t(i)], side));
+      void* dst = to_device ? b.device[1] : b.host[1];
+      const void* src = to_device ? b.host[1] : b.device[1];
+      TF_CUDA(cudaMemcpyAsync(dst, src, small, cudaMemcpyDefault, side));
+      TF_CUDA(cudaEventRecord(end[size_t(i)], side));
+    }
+    TF_CUDA(cudaEventRecord(b.end[0], big));
+    TF_CUDA(cudaEventSynchronize(b.end[0]));
+    TF_CUDA(cudaEventSynchronize(end.back()));
+    if (round == 0) continue;  // warm-up
+    const double big_end = elapsed(b.start[0], b.end[0]);
+    for (size_t i = 1; i < size_t(kSide); ++i) {
+      if (elapsed(b.start[0], end[i]) >= big_end) continue;  // not beside the large copy
+      extra.push_back(elapsed(begin[i], end[i]) - alone);
+    }
+  }
+  if (extra.empty()) return 0;
+  return std::max(0.0, summarize(0, std::move(extra)).seconds);
+}
+
 void measure_compute(const CalibrateOptions& o, Resources& r, Calibration& c, size_t free_bytes,
                      const std::function<void(const std::string&)>& say) {
   // Three fp32 n x n matrices in at most a quarter of the free memory.
@@ -379,6 +424,14 @@ Calibration calibrate_cuda(const CalibrateOptions& options) {
   c.full_duplex = c.duplex_ratio >= 1.5;
   say(fmt::format("both directions at once: {:.2f}x the faster one alone ({} duplex)",
                   c.duplex_ratio, c.full_duplex ? "full" : "half"));
+
+  for (size_t k = 0; k < 2; ++k) {
+    CopyDirection& d = c.directions[k];
+    d.contended = measure_contended(o, r, b, /*to_device=*/k == 0, d.sweep.front().seconds);
+    say(fmt::format("{} {} while {} of the other way runs: +{:.2f} us", d.from + "->" + d.to,
+                    to_string_approx(Bytes{d.sweep.front().bytes}),
+                    to_string_approx(Bytes{o.max_bytes}), d.contended * 1e6));
+  }
 
   measure_compute(o, r, c, free_bytes - need, say);
   r.close();

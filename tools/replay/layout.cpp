@@ -184,6 +184,14 @@ std::optional<ReplayError> build_layout(const hw::BoundPlan& b, uint64_t memory_
       }
     }
   }
+  // Each group's contended setup, and its link's other direction among the plan's groups
+  // (the fabric makes a link instance's two groups one after the other).
+  for (const auto& [g, local] : groups) {
+    const hw::EngineGroup& e = b.fabric.engines()[g];
+    EngineGroupSpec& spec = out.setup.engine_groups[local];
+    spec.contended_ps = t.links[e.link].contended(e.forward).ps;
+    if (const auto it = groups.find(g ^ 1U); it != groups.end()) spec.reverse = it->second;
+  }
   out.setup.programs = uint32_t(np);
   out.setup.host = computes_on_host(plan);
 

@@ -151,6 +151,13 @@ std::string show_text(const Topology& t, const ShowOptions& options) {
                      std::to_string(l.copy_engines), to_string(l.dma_setup)});
     }
     out += links.render() + "\n";
+    for (const auto& l : t.links) {
+      if (l.contended_setup.ps == 0 && l.contended_setup_reverse.ps == 0) continue;
+      out += fmt::format(
+          "  {}: a transfer starting while the other direction carries one pays setup +{} a->b, "
+          "+{} b->a\n",
+          l.id, to_string(l.contended_setup), to_string(l.contended_setup_reverse));
+    }
   }
 
   out += options.all_routes
@@ -273,7 +280,8 @@ json show_json(const Topology& t) {
          {"latency_ps", l.latency.ps},
          {"duplex", kDuplexNames[static_cast<size_t>(l.duplex)]},
          {"copy_engines", l.copy_engines},
-         {"dma_setup_ps", l.dma_setup.ps}});
+         {"dma_setup_ps", l.dma_setup.ps},
+         {"contended_setup_ps", {l.contended_setup.ps, l.contended_setup_reverse.ps}}});
   }
   j["routes"] = json::array();
   const size_t n = t.tiers.size();

@@ -5,10 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <queue>
+#include <span>
 
 #include "core/diagnostics.h"
+#include "core/io.h"
+#include "core/json_reader.h"
 #include "core/json_tree.h"
 #include "core/units.h"
 #include "sim/timeline.h"
@@ -208,6 +212,204 @@ ReplayOutcome replay_plan(const LoadedPlan& lp, const hw::Topology& topo,
   }
   const auto backend = make_replay_backend(s, c, x.scale);
   x.replay = replay::replay(*b.bound, *backend);
+  x.comparison = compare_runs(b.bound->plan, x.replay, x.sim);
+  out.runs = std::move(x);
+  return out;
+}
+
+namespace {
+
+constexpr std::string_view kRecordedKeys[] = {"format",
+                                              "plan",
+                                              "topology",
+                                              "backend",
+                                              "time_scale",
+                                              "size_shift",
+                                              "memory_limit",
+                                              "steps",
+                                              "makespan_ps",
+                                              "transfers",
+                                              "exposed_wait",
+                                              "host_compute",
+                                              "peak_device_memory",
+                                              "measured_steps",
+                                              "simulation_error",
+                                              "error"};
+
+/// The next key of an object of the recorded replay: one of `known`, else an error naming
+/// the nearest.
+bool recorded_key(JsonReader& in, std::string& key, std::span<const std::string_view> known,
+                  std::string_view where) {
+  if (!in.next_key(key)) return false;
+  if (std::find(known.begin(), known.end(), key) == known.end()) {
+    in.fail_at(in.key_offset(), "unknown key '{}' in {}{}", key, where, did_you_mean(key, known));
+  }
+  return true;
+}
+
+void read_measured_steps(JsonReader& in, const Plan& plan, replay::ReplayResult& r) {
+  constexpr std::string_view kKeys[] = {"program",  "step",   "kind",     "issue_ps",
+                                        "start_ps", "end_ps", "waited_ps"};
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  in.begin_array("measured_steps");
+  while (in.next_item()) {
+    const size_t at = in.offset();
+    in.begin_object("a measured step");
+    int64_t program = -1, step = -1;
+    std::string kind, key;
+    replay::StepRecord rec;
+    rec.ran = true;
+    while (recorded_key(in, key, kKeys, "a measured step")) {
+      if (key == "program")
+        program = in.read_int("program", 0, kMax);
+      else if (key == "step")
+        step = in.read_int("step", 0, kMax);
+      else if (key == "kind")
+        kind = in.read_string("kind");
+      else if (key == "issue_ps")
+        rec.issue = in.read_int("issue_ps", -1, kMax);
+      else if (key == "start_ps")
+        rec.start = in.read_int("start_ps", -1, kMax);
+      else if (key == "end_ps")
+        rec.end = in.read_int("end_ps", -1, kMax);
+      else
+        rec.waited = in.read_int("waited_ps", 0, kMax);
+    }
+    if (program < 0 || step < 0 || kind.empty()) {
+      in.fail_at(at, "a measured step needs program, step and kind");
+    }
+    if (size_t(program) >= plan.programs.size() ||
+        size_t(step) >= plan.programs[size_t(program)].steps.size()) {
+      in.fail_at(at, "program {} step {}: the plan '{}' has no such step: not a replay of it",
+                 program, step, plan.name);
+    }
+    const StepKind planned = plan.programs[size_t(program)].steps[size_t(step)].kind;
+    if (kind != kStepKindNames[size_t(planned)]) {
+      in.fail_at(at,
+                 "program {} step {} is a {} here and a {} in the plan '{}': not a replay of it",
+                 program, step, kind, kStepKindNames[size_t(planned)], plan.name);
+    }
+    replay::StepRecord& slot = r.programs[size_t(program)].steps[size_t(step)];
+    if (slot.ran) in.fail_at(at, "program {} step {} is measured twice", program, step);
+    slot = rec;
+  }
+}
+
+}  // namespace
+
+RecordedReplay read_recorded_replay(const std::string& path, const Plan& plan) {
+  const FileText text(path);
+  JsonReader in(text.view(), path);
+  RecordedReplay recorded;
+  replay::ReplayResult& r = recorded.result;
+  r.programs.resize(plan.programs.size());
+  for (size_t p = 0; p < plan.programs.size(); ++p) {
+    r.programs[p].device = static_cast<int>(plan.programs[p].device);
+    r.programs[p].steps.resize(plan.programs[p].steps.size());
+  }
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  bool format = false, measured = false, steps = false;
+  std::string key;
+  in.begin_object("a recorded replay");
+  while (recorded_key(in, key, kRecordedKeys, "a recorded replay (tierflow.replay/1)")) {
+    const size_t at = in.offset();
+    if (key == "format") {
+      if (in.read_string("format") != "tierflow.replay/1") {
+        in.fail_at(at,
+                   "not a recorded replay: format must be tierflow.replay/1 (tierflow "
+                   "replay --json writes it)");
+      }
+      format = true;
+    } else if (key == "plan") {
+      const std::string name = in.read_string("plan");
+      if (name != plan.name) {
+        in.fail_at(at, "a replay of plan '{}', not of '{}'", name, plan.name);
+      }
+    } else if (key == "backend") {
+      r.backend = in.read_string("backend");
+    } else if (key == "time_scale") {
+      recorded.time_scale = in.read_number("time_scale");
+      if (!(recorded.time_scale > 0)) in.fail_at(at, "time_scale must be above 0");
+    } else if (key == "size_shift") {
+      r.shift = uint32_t(in.read_int("size_shift", 0, 63));
+    } else if (key == "memory_limit") {
+      constexpr std::string_view kKeys[] = {"bytes", "origin"};
+      in.begin_object("memory_limit");
+      std::string k;
+      while (recorded_key(in, k, kKeys, "memory_limit")) {
+        if (k == "bytes")
+          r.memory_limit = in.read_uint("memory_limit bytes", UINT64_MAX);
+        else
+          r.memory_limit_origin = in.read_string("memory_limit origin");
+      }
+    } else if (key == "steps") {
+      r.steps = in.read_uint("steps", UINT64_MAX);
+    } else if (key == "makespan_ps") {
+      constexpr std::string_view kKeys[] = {"measured", "simulated"};
+      in.begin_object("makespan_ps");
+      std::string k;
+      while (recorded_key(in, k, kKeys, "makespan_ps")) {
+        if (k == "measured") {
+          r.makespan = in.read_int("makespan_ps measured", 0, kMax);
+          measured = true;
+        } else {
+          in.skip_value();  // the simulation of then; this one is run again
+        }
+      }
+    } else if (key == "peak_device_memory") {
+      constexpr std::string_view kKeys[] = {"arena", "measured",   "predicted",
+                                            "equal", "arena_peak", "arena_high_water"};
+      in.begin_array("peak_device_memory");
+      while (in.next_item()) {
+        replay::ArenaRecord a;
+        in.begin_object("a peak");
+        std::string k;
+        while (recorded_key(in, k, kKeys, "a peak of peak_device_memory")) {
+          if (k == "arena")
+            a.spec.name = in.read_string("arena");
+          else if (k == "measured")
+            a.stats.logical_peak = in.read_uint("measured", UINT64_MAX);
+          else if (k == "arena_peak")
+            a.stats.peak = in.read_uint("arena_peak", UINT64_MAX);
+          else if (k == "arena_high_water")
+            a.stats.high_water = in.read_uint("arena_high_water", UINT64_MAX);
+          else
+            in.skip_value();  // predicted then
+        }
+        r.arenas.push_back(std::move(a));
+      }
+    } else if (key == "measured_steps") {
+      read_measured_steps(in, plan, r);
+      steps = true;
+    } else if (key == "error") {
+      r.error = RunError{RunError::Kind::kPlanRule, -1, -1, -1, -1, in.read_string("error")};
+      r.error->time = 0;  // it ran: what it measured is compared
+    } else {
+      in.skip_value();  // the comparison of then: scored again here
+    }
+  }
+  in.expect_end();
+  if (!format || !measured || !steps) {
+    throw InputError::at(SourcePos{path},
+                         "not a recorded replay: it needs format, makespan_ps.measured and "
+                         "measured_steps (tierflow replay --json writes them)");
+  }
+  return recorded;
+}
+
+ReplayOutcome rescore_replay(const LoadedPlan& lp, const hw::Topology& topo,
+                             const std::string& path) {
+  ReplayOutcome out;
+  const hw::Binding b = hw::bind(lp.plan, lp.workload, topo);
+  if (!b.bound) {
+    out.refused = replay::broken_rule(lp.plan, lp.workload).value_or(*b.error);
+    return out;
+  }
+  ReplayVsSim x;
+  RecordedReplay recorded = read_recorded_replay(path, lp.plan);
+  x.replay = std::move(recorded.result);
+  x.scale = recorded.time_scale;
+  x.sim = sim::simulate(*b.bound);
   x.comparison = compare_runs(b.bound->plan, x.replay, x.sim);
   out.runs = std::move(x);
   return out;

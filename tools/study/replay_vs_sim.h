@@ -127,6 +127,22 @@ ReplayOutcome replay_plan(const LoadedPlan& lp, const hw::Topology& topo,
 ReplayComparison compare_runs(const Plan& plan, const replay::ReplayResult& r,
                               const sim::SimResult& s);
 
+/// A replay recorded earlier (`tierflow replay --json`: its measured steps, makespan and
+/// peaks) as a ReplayResult of `plan`. Throws InputError at FILE:LINE:COL for another
+/// format, another plan's replay (its name, or a step that is not the plan's), an unknown
+/// key (naming the nearest) or a bad value.
+struct RecordedReplay {
+  replay::ReplayResult result;
+  double time_scale = 1;  ///< real seconds per plan second of that run
+};
+RecordedReplay read_recorded_replay(const std::string& path, const Plan& plan);
+
+/// `tierflow replay --measured`: the recorded replay at `path` against this simulation of
+/// the plan on `topo` (a model or a topology changed since the run is scored again, no
+/// backend needed). Refused as replay_plan is when the plan does not bind.
+ReplayOutcome rescore_replay(const LoadedPlan& lp, const hw::Topology& topo,
+                             const std::string& path);
+
 /// Whether the replay ran (so that its report means something): not refused before its
 /// first step (a broken rule, arenas over the memory limit, a plan off the topology).
 bool replay_ran(const replay::ReplayResult& r);

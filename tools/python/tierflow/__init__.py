@@ -478,7 +478,7 @@ class Replay:
 
 
 def replay(plan, topology=None, set=(), backend="cpu", copy="paced", compute="timed",
-           time_scale="auto", memory_limit=None, device=None, timeline=None):
+           time_scale="auto", memory_limit=None, device=None, timeline=None, measured=None):
     """Runs a plan for real and compares it with the simulator (`tierflow replay`).
 
     plan: a Plan from plan(), or a plan JSON path. topology, set: as for simulate().
@@ -486,12 +486,20 @@ def replay(plan, topology=None, set=(), backend="cpu", copy="paced", compute="ti
     with it). copy: "paced" or "native" (cpu); compute: "timed" or "gemm" (cuda); device:
     the CUDA device ordinal. time_scale: real seconds per plan second, or "auto".
     memory_limit: most memory the arenas may take, e.g. "512MiB" (default: the CLI's).
-    timeline: write the measured timeline (Chrome trace) there. Returns a Replay.
+    timeline: write the measured timeline (Chrome trace) there. measured: instead of a run,
+    a replay recorded earlier (`tierflow replay --json`) scored against this simulation, as
+    --measured (the backend arguments are refused beside it). Returns a Replay.
     """
+    if measured is not None:
+        given = {"backend": backend != "cpu", "copy": copy != "paced", "compute": compute != "timed",
+                 "time_scale": time_scale != "auto", "memory_limit": memory_limit is not None,
+                 "device": device is not None}
+        for key in [k for k, v in given.items() if v]:
+            raise _input_error(key, "runs a replay; measured scores a recorded one instead")
     args = (_text(backend, "backend"), _text(copy, "copy"), _text(compute, "compute"),
             None if device is None else _count(device, "device", 2**31 - 1), str(time_scale),
             "" if memory_limit is None else _text(memory_limit, "memory_limit"),
-            _out_path(timeline, "timeline"))
+            _out_path(timeline, "timeline"), _out_path(measured, "measured"))
     overrides = _strings(set, "set")
     if isinstance(plan, Plan):
         return Replay(_tierflow.replay(plan, "", "", [], _plan_topology(plan, topology, overrides),
