@@ -249,6 +249,27 @@ check serve-bad-kind 2 "$tf" sweep tests/errors/sweep/14-unknown-kind.yaml -o "$
 contains serve-bad-kind-why "$tmp/err" "did you mean 'serve'?"
 ok serve-bad-kind-no-db test ! -e "$tmp/kind.db"
 
+# Rows name the spec's own files as it wrote them, a shipped topology by its name: the same
+# sweep in two folders (two machines, two checkouts) gives the same rows, step and serve.
+for where in a b/deeper; do
+  mkdir -p "$tmp/moved/$where/data"
+  cp configs/hw/h100-sxm-8gpu.yaml "$tmp/moved/$where/data/my-hw.yaml"
+  head -n 30 tests/data/serve/mooncake_conversation_200.jsonl >"$tmp/moved/$where/data/tr.jsonl"
+  printf 'name: moved\nbase: {hw: data/my-hw.yaml, model: llama-3-8b, layers: 1, tokens: 1, context: 128}\naxes:\n  - batch: [1, 2]\n' \
+    >"$tmp/moved/$where/step.yaml"
+  printf 'name: moved-serve\nkind: serve\nbase: {model: llama-3-8b, trace: data/tr.jsonl}\naxes:\n  - hw: [h100-sxm-8gpu, data/my-hw.yaml]\n' \
+    >"$tmp/moved/$where/serve.yaml"
+  for kind in step serve; do
+    check "moved-$kind-${where%%/*}" 0 "$tf" sweep "$tmp/moved/$where/$kind.yaml" \
+      -o "$tmp/moved/$where/$kind.db" --quiet --csv "$tmp/moved/$where/$kind.csv"
+  done
+done
+same moved-step-rows "$tmp/moved/a/step.csv" "$tmp/moved/b/deeper/step.csv"
+same moved-serve-rows "$tmp/moved/a/serve.csv" "$tmp/moved/b/deeper/serve.csv"
+contains moved-step-hw "$tmp/moved/a/step.csv" ",h100-sxm-8gpu,data/my-hw.yaml,"
+contains moved-serve-names "$tmp/moved/a/serve.csv" ",h100-sxm-8gpu,h100-sxm-8gpu,,llama-3-8b,,data/tr.jsonl,"
+contains moved-serve-file "$tmp/moved/a/serve.csv" ",h100-sxm-8gpu,data/my-hw.yaml,,llama-3-8b,,data/tr.jsonl,"
+
 # The shipped example specs are valid.
 for spec in configs/sweeps/*.yaml; do
   check "example-$(basename "$spec" .yaml)" 0 "$tf" sweep "$spec" --dry-run

@@ -76,20 +76,25 @@ std::vector<Def> make_defs() {
   };
   d.push_back({"topology", "topology name", [](const Trial& t) { return Cell{t.topology}; }});
   d.push_back({"hw", "topology file (a shipped one by its name)", [](const Trial& t) {
-                 return Cell{
-                     topology_label(t.scenario.hw.empty() ? default_topology() : t.scenario.hw)};
+                 const std::string label =
+                     topology_label(t.scenario.hw.empty() ? default_topology() : t.scenario.hw);
+                 return Cell{shown_file(t.scenario.written, "hw", label)};
                }});
   d.push_back({"sets", "topology overrides, ';'-separated", [](const Trial& t) {
                  return Cell{fmt::format("{}", fmt::join(t.scenario.sets, ";"))};
                }});
   d.push_back({"workload", "what was planned", [](const Trial& t) {
-                 return Cell{describe_workload(t.scenario)};
+                 const std::string what = describe_workload(t.scenario);
+                 if (t.scenario.workload.file.empty()) return Cell{what};
+                 return Cell{shown_file(t.scenario.written, "workload", what)};
                }});
   d.push_back({"model", "model name, model YAML or HF config.json (empty for a workload file)",
                [](const Trial& t) -> Cell {
                  const WorkloadSource& w = t.scenario.workload;
                  if (!w.file.empty()) return Cell{};
-                 return Cell{model_label(w)};
+                 return Cell{shown_file(t.scenario.written,
+                                        w.hf_config.empty() ? "model" : "hf_config",
+                                        model_label(w))};
                }});
   d.push_back({"model_sets", "model overrides, ';'-separated", [](const Trial& t) {
                  return Cell{fmt::format("{}", fmt::join(t.scenario.workload.model_sets, ";"))};

@@ -17,6 +17,8 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -75,6 +77,17 @@ struct Request {
 /// or as its fields (`devices`, `expert_cache`: Python's keywords).
 enum class Naming : uint8_t { kFlags, kFields };
 
+/// File fields ("hw", "workload", "hf_config", "model", "routing_trace", "trace") as a
+/// sweep spec wrote them, by field.
+using WrittenFiles = std::map<std::string, std::string, std::less<>>;
+
+/// `value` of file field `field` as written, if `written` has it.
+inline const std::string& shown_file(const WrittenFiles& written, std::string_view field,
+                                     const std::string& value) {
+  const auto it = written.find(field);
+  return it != written.end() ? it->second : value;
+}
+
 struct Scenario {
   std::string hw;                 ///< topology YAML; empty: default_topology()
   std::vector<std::string> sets;  ///< topology overrides, PATH=VALUE, applied in order
@@ -103,6 +116,10 @@ struct Scenario {
   /// plan, once made, moves them there (planner/host_steps.h). Empty: every op on the device.
   std::vector<OpKind> on_host;
   Naming naming = Naming::kFlags;  ///< how errors name the settings
+  /// File fields as a sweep spec wrote them (relative to its folder), by field: what study
+  /// rows show, so that a sweep's rows are the same wherever its folder lies (the fields
+  /// themselves hold the resolved paths that are read).
+  WrittenFiles written;
 
   /// The setting `field` ("expert_cache") as errors name it: "--expert-cache" or
   /// "expert_cache".

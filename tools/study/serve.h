@@ -40,6 +40,7 @@ struct ServeSettings {
   std::vector<std::string> sets;  ///< topology overrides
   WorkloadSource model;           ///< model / hf_config / model_sets; gen: tp
   std::string trace;              ///< a request trace file (Mooncake JSONL, Azure CSV)
+  WrittenFiles written;           ///< file fields as a sweep spec wrote them (Scenario::written)
   std::string arrivals;           ///< or a generator spec
   traces::TraceOptions trace_options;
   std::string warmup;                    ///< a duration; empty: none

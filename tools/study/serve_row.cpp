@@ -67,24 +67,30 @@ std::vector<Def> make_defs() {
   d.push_back({"topology", "topology name", text, [](const ServeOutcome& o) -> Cell {
                  return o.setup != nullptr ? Cell{o.setup->topology.name} : Cell{};
                }});
-  d.push_back({"hw", "topology file", text, [](const ServeOutcome& o) {
-                 return Cell{o.settings.hw.empty() ? default_topology() : o.settings.hw};
+  d.push_back({"hw", "topology file (a shipped one by its name)", text, [](const ServeOutcome& o) {
+                 const std::string label =
+                     topology_label(o.settings.hw.empty() ? default_topology() : o.settings.hw);
+                 return Cell{shown_file(o.settings.written, "hw", label)};
                }});
   d.push_back({"sets", "topology overrides, ';'-separated", text, [](const ServeOutcome& o) {
                  return Cell{fmt::format("{}", fmt::join(o.settings.sets, ";"))};
                }});
-  d.push_back({"model", "model name, model YAML or HF config.json", text,
-               [](const ServeOutcome& o) {
-                 return Cell{!o.settings.model.hf_config.empty() ? o.settings.model.hf_config
-                                                                 : o.settings.model.model};
-               }});
+  d.push_back(
+      {"model", "model name, model YAML or HF config.json", text, [](const ServeOutcome& o) {
+         const WorkloadSource& m = o.settings.model;
+         return Cell{m.hf_config.empty()
+                         ? shown_file(o.settings.written, "model", m.model)
+                         : shown_file(o.settings.written, "hf_config", m.hf_config)};
+       }});
   d.push_back({"model_sets", "model overrides, ';'-separated", text, [](const ServeOutcome& o) {
                  return Cell{fmt::format("{}", fmt::join(o.settings.model.model_sets, ";"))};
                }});
-  d.push_back({"trace", "the request trace file, or the generator's spec", text,
-               [](const ServeOutcome& o) {
-                 return Cell{o.settings.trace.empty() ? o.settings.arrivals : o.settings.trace};
-               }});
+  d.push_back(
+      {"trace", "the request trace file, or the generator's spec", text, [](const ServeOutcome& o) {
+         return Cell{o.settings.trace.empty()
+                         ? o.settings.arrivals
+                         : shown_file(o.settings.written, "trace", o.settings.trace)};
+       }});
   struct In {
     std::string_view name, what;
     CellType type;

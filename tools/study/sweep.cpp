@@ -46,6 +46,16 @@ bool is_file_field(std::string_view path, std::string_view value) {
   return path == "model" && (value.find('/') != std::string_view::npos || value.ends_with(".yaml"));
 }
 
+/// Keeps a file field's value as the spec wrote it, for the rows (Scenario::written); any
+/// other value of the field forgets it.
+void keep_written(WrittenFiles& written, std::string_view path, const std::string& value) {
+  if (is_file_field(path, value) && !value.empty()) {
+    written.insert_or_assign(std::string(path), value);
+  } else if (const auto it = written.find(path); it != written.end()) {
+    written.erase(it);
+  }
+}
+
 /// A value as set_field() takes it: file fields resolved against the spec's folder, a bare
 /// topology name (`h100-sxm-8gpu`) as the shipped file.
 std::string resolve(std::string_view path, const std::string& value, const std::string& dir,
@@ -448,9 +458,11 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
         }
         if (spec.serving()) {
           set_serve_at(spec.serve_base, path, resolve(path, value, dir, at), at);
+          keep_written(spec.serve_base.written, path, value);
           spec.base_pos.emplace(path, at);
         } else {
           set_at(spec.base, path, resolve(path, value, dir, at), schema::pos_of(field, name));
+          keep_written(spec.base.written, path, value);
         }
       }
     } else {
@@ -577,8 +589,10 @@ std::vector<SweepPoint> sweep_points(const SweepSpec& spec) {
           const std::string v = resolve(a.path, a.values[i], spec.dir, g.pos);
           if (spec.serving()) {
             set_serve_field(q.serve, a.path, v, spec.file);
+            keep_written(q.serve.written, a.path, a.values[i]);
           } else {
             set_field(q.scenario, a.path, v, spec.file);
+            keep_written(q.scenario.written, a.path, a.values[i]);
           }
           q.values.push_back(a.values[i]);
         }
