@@ -249,11 +249,12 @@ class Validator {
                            what, d.local_tier);
     }
     if (d.reserved.value >= local.capacity.value) {
-      throw InputError::at(d.origins.pos_of("reserved"),
-                           "{}: reserved {} leaves nothing of local_tier '{}' ({}) to plans; "
-                           "lower it ({}{}devices.{}.reserved=0B)",
-                           what, to_string(d.reserved), d.local_tier, to_string(local.capacity),
-                           opt_.sets_flag, opt_.sets_flag.starts_with("--") ? " " : "=", d.id);
+      throw InputError::at(
+          d.origins.pos_of("reserved"),
+          "{}: reserved {} leaves nothing of local_tier '{}' ({}) to plans; "
+          "lower it ({})",
+          what, to_string(d.reserved), d.local_tier, to_string(local.capacity),
+          override_hint(opt_.sets_flag, fmt::format("devices.{}.reserved=0B", d.id)));
     }
     if (d.count % t_.system.hosts != 0) {
       throw InputError::at(d.origins.pos_of("count"),
@@ -500,6 +501,10 @@ Topology parse(const YAML::Node& root, const std::string& file, const LoadOption
 
 Topology load_topology(const std::string& path, const LoadOptions& options) {
   return parse(schema::load_yaml_file(path), path, options);
+}
+
+std::string override_hint(std::string_view flag, std::string_view assignment) {
+  return fmt::format("{}{}{}", flag, flag.starts_with("--") ? " " : "=", assignment);
 }
 
 Topology load_topology_text(const std::string& text, const std::string& name,

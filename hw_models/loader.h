@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hw_models/topology.h"
@@ -17,6 +18,11 @@ struct LoadOptions {
   /// How positions name the overrides: `--set:N:COL` (the CLI), `set:N:COL` (Python).
   std::string sets_flag = "--set";
 };
+
+/// How a message tells the user to override a field: `assignment` ("tiers.hbm.capacity=...")
+/// after the CLI's flag (`--set tiers.hbm.capacity=...`) or as Python's argument
+/// (`set=tiers.hbm.capacity=...`), as `flag` (LoadOptions::sets_flag) names it.
+std::string override_hint(std::string_view flag, std::string_view assignment);
 
 /// Loads, validates and resolves routes. Throws InputError naming file:line:col.
 Topology load_topology(const std::string& path, const LoadOptions& options = {});

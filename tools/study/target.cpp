@@ -8,6 +8,7 @@
 
 #include "core/diagnostics.h"
 #include "core/units.h"
+#include "hw_models/loader.h"
 #include "planner/planner.h"
 
 namespace tierflow::study {
@@ -82,12 +83,12 @@ void check_budget(const hw::Topology& topo, const planner::Target& target, std::
   // A budget is a share of the device: a bigger device is a what-if on the topology.
   const std::string& tier = topo.tiers[target.device_tier].id;
   // Named as `source` names the budget: --set for the CLI, set= for Python.
-  const bool cli = source.starts_with("--");
   throw InputError::at(SourcePos{std::string(source)},
                        "budget {} is above the {} that tier '{}' gives a program on '{}'; to plan "
-                       "for a bigger device, raise its capacity ({}tiers.{}.capacity=...)",
+                       "for a bigger device, raise its capacity ({})",
                        to_string(Bytes{target.budget}), to_string(Bytes{usable}), tier, topo.name,
-                       cli ? "--set " : "set=", tier);
+                       hw::override_hint(source.starts_with("--") ? "--set" : "set",
+                                         fmt::format("tiers.{}.capacity=...", tier)));
 }
 
 planner::Target make_target(const hw::Topology& topo, const std::string& device, uint32_t devices,
@@ -107,12 +108,12 @@ planner::Target make_target(const hw::Topology& topo, const std::string& device,
   t.device_tier = *topo.tier_index(dev.local_tier);
   if (devices > static_cast<uint32_t>(std::max(1, dev.count))) {
     // Named as `source` names the device: --devices for the CLI, devices for Python.
-    const bool cli = source.starts_with("--");
     throw InputError::at(SourcePos{std::string(source) + "s"},
                          "{} programs, but the topology has {} '{}' device{} (raise it with "
-                         "{}devices.{}.count=N)",
+                         "{})",
                          devices, dev.count, dev.id, dev.count == 1 ? "" : "s",
-                         cli ? "--set " : "set=", dev.id);
+                         hw::override_hint(source.starts_with("--") ? "--set" : "set",
+                                           fmt::format("devices.{}.count=N", dev.id)));
   }
   t.devices = devices == 0 ? static_cast<uint32_t>(std::max(1, dev.count)) : devices;
   return t;
