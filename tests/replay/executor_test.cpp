@@ -505,14 +505,17 @@ TEST_CASE("paced copies share a half-duplex link and a tier port as the simulato
     std::map<uint32_t, double> ms;  ///< step -> the copy's expected duration
     bool whole = false;             ///< ms from start to end, setup included (else the body)
   };
+  // A store and a prefetch at once, then a prefetch once the store has landed.
+  const std::vector<Step> both_ways = {step(StepKind::kCompute, 0, 0, kNoEvent),
+                                       step(StepKind::kStore, 3, 1, 0),
+                                       step(StepKind::kPrefetch, 0, 1, 1),
+                                       step(StepKind::kPrefetch, 1, 1, 2, {0}),
+                                       step(StepKind::kCompute, 1, 0, kNoEvent, {1, 2}),
+                                       step(StepKind::kDetach, 3, 0, kNoEvent),
+                                       step(StepKind::kDetach, 0, 0, kNoEvent),
+                                       step(StepKind::kDetach, 1, 0, kNoEvent)};
   const std::vector<Case> cases{
-      {"half duplex",
-       {"links.pcie.duplex=half"},
-       {step(StepKind::kCompute, 0, 0, kNoEvent), step(StepKind::kStore, 3, 1, 0),
-        step(StepKind::kPrefetch, 0, 1, 1), step(StepKind::kPrefetch, 1, 1, 2, {0}),
-        step(StepKind::kCompute, 1, 0, kNoEvent, {1, 2}), step(StepKind::kDetach, 3, 0, kNoEvent),
-        step(StepKind::kDetach, 0, 0, kNoEvent), step(StepKind::kDetach, 1, 0, kNoEvent)},
-       {{1, 2.0}, {2, 2.0}}},
+      {"half duplex", {"links.pcie.duplex=half"}, both_ways, {{1, 2.0}, {2, 2.0}}},
       {"tier port",
        {"links.pcie.bandwidth=4GB/s"},
        {step(StepKind::kCompute, 0, 0, kNoEvent), step(StepKind::kPrefetch, 0, 1, 1),
@@ -522,10 +525,7 @@ TEST_CASE("paced copies share a half-duplex link and a tier port as the simulato
        {{1, 1.0}, {2, 1.0}}},
       {"contended",
        {"links.pcie.contended_setup_reverse=1ms"},
-       {step(StepKind::kCompute, 0, 0, kNoEvent), step(StepKind::kStore, 3, 1, 0),
-        step(StepKind::kPrefetch, 0, 1, 1), step(StepKind::kPrefetch, 1, 1, 2, {0}),
-        step(StepKind::kCompute, 1, 0, kNoEvent, {1, 2}), step(StepKind::kDetach, 3, 0, kNoEvent),
-        step(StepKind::kDetach, 0, 0, kNoEvent), step(StepKind::kDetach, 1, 0, kNoEvent)},
+       both_ways,
        {{1, 1.0}, {2, 3.0}},
        true},
   };

@@ -175,14 +175,24 @@ std::unique_ptr<replay::Backend> make_replay_backend(const ReplaySettings& s,
   return std::make_unique<replay::CpuBackend>(bo);
 }
 
+namespace {
+
+/// The plan bound to the topology; when it does not bind, why it cannot run in
+/// `out.refused` (a broken rule of the plan before the topology's objection, as
+/// replay::replay reports it).
+hw::Binding bind_or_refuse(const LoadedPlan& lp, const hw::Topology& topo, ReplayOutcome& out) {
+  hw::Binding b = hw::bind(lp.plan, lp.workload, topo);
+  if (!b.bound) out.refused = replay::broken_rule(lp.plan, lp.workload).value_or(*b.error);
+  return b;
+}
+
+}  // namespace
+
 ReplayOutcome replay_plan(const LoadedPlan& lp, const hw::Topology& topo,
                           const ReplaySettings& s, const CheckedReplay& c) {
   ReplayOutcome out;
-  const hw::Binding b = hw::bind(lp.plan, lp.workload, topo);
-  if (!b.bound) {
-    out.refused = replay::broken_rule(lp.plan, lp.workload).value_or(*b.error);
-    return out;
-  }
+  const hw::Binding b = bind_or_refuse(lp, topo, out);
+  if (!b.bound) return out;
   ReplayVsSim x;
   x.sim = sim::simulate(*b.bound);
   x.scale = replay_time_scale(s, c.scale, x.sim);
@@ -400,11 +410,8 @@ RecordedReplay read_recorded_replay(const std::string& path, const Plan& plan) {
 ReplayOutcome rescore_replay(const LoadedPlan& lp, const hw::Topology& topo,
                              const std::string& path) {
   ReplayOutcome out;
-  const hw::Binding b = hw::bind(lp.plan, lp.workload, topo);
-  if (!b.bound) {
-    out.refused = replay::broken_rule(lp.plan, lp.workload).value_or(*b.error);
-    return out;
-  }
+  const hw::Binding b = bind_or_refuse(lp, topo, out);
+  if (!b.bound) return out;
   ReplayVsSim x;
   RecordedReplay recorded = read_recorded_replay(path, lp.plan);
   x.replay = std::move(recorded.result);
