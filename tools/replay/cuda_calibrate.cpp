@@ -211,7 +211,8 @@ CopyDirection measure_direction(const CalibrateOptions& o, const Buffers& b, boo
 /// link's contended setup. Each round issues the large copy on stream 0 and, from the same
 /// moment, kSide small copies one after another on stream 1, each timed by its own events
 /// (as a replay times a copy); the first of a round and those that end after the large
-/// copy are left out. The median over the rounds after a warm-up round, at least 0.
+/// copy are left out. The median over the rounds after a warm-up round, at least 0; -1 (not
+/// measured) when no small copy ended beside the large one (a --max-size too small).
 double measure_contended(const CalibrateOptions& o, Resources& r, const Buffers& b, bool to_device,
                          double alone) {
   constexpr int kSide = 8;
@@ -247,7 +248,7 @@ double measure_contended(const CalibrateOptions& o, Resources& r, const Buffers&
       extra.push_back(elapsed(begin[i], end[i]) - alone);
     }
   }
-  if (extra.empty()) return 0;
+  if (extra.empty()) return -1;
   return std::max(0.0, summarize(0, std::move(extra)).seconds);
 }
 
@@ -428,9 +429,14 @@ Calibration calibrate_cuda(const CalibrateOptions& options) {
   for (size_t k = 0; k < 2; ++k) {
     CopyDirection& d = c.directions[k];
     d.contended = measure_contended(o, r, b, /*to_device=*/k == 0, d.sweep.front().seconds);
-    say(fmt::format("{} {} while {} of the other way runs: +{:.2f} us", d.from + "->" + d.to,
-                    to_string_approx(Bytes{d.sweep.front().bytes}),
-                    to_string_approx(Bytes{o.max_bytes}), d.contended * 1e6));
+    say(d.contended < 0
+            ? fmt::format("{} {} beside {} the other way: not measured (the large copy ended "
+                          "before any of them)",
+                          d.from + "->" + d.to, to_string_approx(Bytes{d.sweep.front().bytes}),
+                          to_string_approx(Bytes{o.max_bytes}))
+            : fmt::format("{} {} while {} of the other way runs: +{:.2f} us", d.from + "->" + d.to,
+                          to_string_approx(Bytes{d.sweep.front().bytes}),
+                          to_string_approx(Bytes{o.max_bytes}), d.contended * 1e6));
   }
 
   measure_compute(o, r, c, free_bytes - need, say);
