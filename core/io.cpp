@@ -96,9 +96,9 @@ int open_input(const std::string& path, struct stat& st) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int error = errno;
-    throw InputError(SourcePos{path}, error == ENOENT ? std::string("cannot open file: no such file")
-                                                      : fmt::format("cannot open file: {}",
-                                                                    errno_text(error)));
+    throw InputError(SourcePos{path}, error == ENOENT
+                                          ? std::string("cannot open file: no such file")
+                                          : fmt::format("cannot open file: {}", errno_text(error)));
   }
   if (::fstat(fd, &st) != 0) {
     const int error = errno;
@@ -113,11 +113,11 @@ int open_input(const std::string& path, struct stat& st) {
   }
   if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > cap) {
     ::close(fd);
-    throw InputError(SourcePos{path},
-                     fmt::format("file is {}, above the input limit of {} (set "
-                                 "TIERFLOW_MAX_INPUT_BYTES to read larger inputs)",
-                                 to_string(Bytes{static_cast<uint64_t>(st.st_size)}),
-                                 to_string(Bytes{cap})));
+    throw InputError(
+        SourcePos{path},
+        fmt::format("file is {}, above the input limit of {} (set "
+                    "TIERFLOW_MAX_INPUT_BYTES to read larger inputs)",
+                    to_string(Bytes{static_cast<uint64_t>(st.st_size)}), to_string(Bytes{cap})));
   }
   return fd;
 }
@@ -317,7 +317,9 @@ uint64_t max_input_bytes() {
   return limit;
 }
 
-void enable_output_guard() { guarding.store(true); }
+void enable_output_guard() {
+  guarding.store(true);
+}
 
 void disable_output_guard() {
   guarding.store(false);
@@ -444,7 +446,7 @@ void check_output_path(const std::string& path) {
   // work.
   const std::filesystem::path parent = std::filesystem::path(output_target(path)).parent_path();
   const std::string dir = parent.empty() ? std::string(".") : parent.string();
-  if (struct stat d {}; ::stat(dir.c_str(), &d) != 0 || !S_ISDIR(d.st_mode)) {
+  if (struct stat d{}; ::stat(dir.c_str(), &d) != 0 || !S_ISDIR(d.st_mode)) {
     throw InputError(SourcePos{path}, fmt::format("cannot write: no folder '{}'", dir));
   }
   if (::access(dir.c_str(), W_OK) != 0) {
@@ -560,7 +562,7 @@ AtomicOutput::~AtomicOutput() {
 }
 
 void AtomicOutput::write(std::string_view data) {
-  TF_ASSERT(!committed_, "AtomicOutput::write on '{}' after commit", path_);
+  TF_ASSERT(!committed_ && !finished_, "AtomicOutput::write on '{}' after commit", path_);
   if (failed_) return;
   if (buffer_.size() + data.size() > kBufferBytes) {
     drain();
@@ -585,9 +587,14 @@ void AtomicOutput::drain() {
 }
 
 void AtomicOutput::commit() {
-  TF_ASSERT(!committed_, "AtomicOutput::commit on '{}' called twice", path_);
+  finish();
+  publish();
+}
+
+void AtomicOutput::finish() {
+  TF_ASSERT(!committed_ && !finished_, "AtomicOutput::finish on '{}' called twice", path_);
   drain();
-  committed_ = true;
+  finished_ = true;
   if (!temp_) {  // standard output, a device or a pipe: written through
     if (!failed_ && std::fflush(file_) != 0) {
       error_ = errno;
@@ -601,6 +608,7 @@ void AtomicOutput::commit() {
       file_ = nullptr;
     }
     if (failed_) {
+      committed_ = true;
       throw InputError(SourcePos{path_}, fmt::format("cannot write: {}", errno_text(error_)));
     }
     return;
@@ -612,8 +620,7 @@ void AtomicOutput::commit() {
     failed_ = true;
   }
   // The file's id, which the destination takes on with the rename.
-  struct stat written {};
-  const bool have_id = ::fstat(::fileno(file_), &written) == 0;
+  have_id_ = ::fstat(::fileno(file_), &written_) == 0;
   const bool closed = std::fclose(file_) == 0;
   file_ = nullptr;
   if (!closed && !failed_) {
@@ -621,14 +628,21 @@ void AtomicOutput::commit() {
     failed_ = true;
   }
   if (failed_) {
+    committed_ = true;
     temp_.reset();
     throw InputError(SourcePos{path_}, fmt::format("cannot write: {}", errno_text(error_)));
   }
+}
+
+void AtomicOutput::publish() {
+  TF_ASSERT(finished_ && !committed_, "AtomicOutput::publish on '{}' before finish", path_);
+  committed_ = true;
+  if (!temp_) return;  // written through
   temp_->rename_over(path_);
   temp_.reset();
   // A second output to the same path in this run would replace this one.
-  if (have_id && !scopes_guarding.load()) {
-    guard_stat(written, path_, "an output this command already wrote");
+  if (have_id_ && !scopes_guarding.load()) {
+    guard_stat(written_, path_, "an output this command already wrote");
   }
 }
 
@@ -636,6 +650,17 @@ void write_file_atomic(const std::string& path, std::string_view content) {
   AtomicOutput out(path);
   out.write(content);
   out.commit();
+}
+
+void write_files_atomic(std::span<const std::pair<std::string, std::string>> outputs) {
+  std::vector<std::unique_ptr<AtomicOutput>> files;
+  for (const auto& [path, content] : outputs) {
+    if (path.empty()) continue;
+    files.push_back(std::make_unique<AtomicOutput>(path));
+    files.back()->write(content);
+  }
+  for (const auto& f : files) f->finish();  // a failure here leaves every destination
+  for (const auto& f : files) f->publish();
 }
 
 }  // namespace tierflow

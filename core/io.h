@@ -30,6 +30,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <sys/stat.h>
+#include <utility>
 
 namespace tierflow {
 
@@ -170,6 +172,11 @@ class AtomicOutput {
   /// Flushes, fsyncs, closes and renames the temp file over the destination. Throws
   /// InputError on a write, sync or rename failure (the temp file is removed). Call once.
   void commit();
+  /// commit() in two halves, for several outputs that appear together
+  /// (write_files_atomic): finish() flushes, syncs and closes (throws as commit() does, the
+  /// destination untouched); publish() then renames. commit() is finish() then publish().
+  void finish();
+  void publish();
 
   /// The destination path, as given.
   [[nodiscard]] const std::string& path() const { return path_; }
@@ -185,10 +192,18 @@ class AtomicOutput {
   int error_ = 0;        ///< errno of the first failure
   bool failed_ = false;  ///< a write, flush or sync failed; commit() reports it
   bool committed_ = false;
+  bool finished_ = false;
+  struct stat written_ {};  ///< the temp file's id, taken by the destination on rename
+  bool have_id_ = false;
 };
 
 /// Writes `content` to `path` atomically. "-" means standard output. Throws InputError
 /// (position: the path) when the directory is not writable.
 void write_file_atomic(const std::string& path, std::string_view content);
+
+/// Writes several outputs of one command as a set: every file written and synced first, then
+/// all renamed, so that a failure to write any (a full disk) leaves every destination as it
+/// was. Outputs with an empty path are skipped.
+void write_files_atomic(std::span<const std::pair<std::string, std::string>> outputs);
 
 }  // namespace tierflow

@@ -67,6 +67,30 @@ TEST_CASE("AtomicOutput: destruction without commit leaves neither file nor temp
   CHECK(dir.entries() == std::vector<std::string>{"out.txt"});
 }
 
+TEST_CASE("write_files_atomic: outputs appear together, or none when one cannot be written") {
+  ScratchDir dir("set");
+  const std::string a = dir.file("a.txt"), b = dir.file("b.txt");
+  write_file_atomic(a, "old a\n");
+  write_file_atomic(b, "old b\n");
+  using Out = std::pair<std::string, std::string>;
+  const Out both[] = {{a, "new a\n"}, {"", "skipped"}, {b, "new b\n"}};
+  write_files_atomic(both);
+  CHECK(read_all(a) == "new a\n");
+  CHECK(read_all(b) == "new b\n");
+  // A device that is always full fails at its flush, after a and b are written: neither is
+  // replaced, and no temp file is left.
+  if (::access("/dev/full", W_OK) == 0) {
+    const Out failing[] = {{a, "newer a\n"}, {b, "newer b\n"}, {"/dev/full", "x"}};
+    CHECK_THROWS_WITH_AS(write_files_atomic(failing), doctest::Contains("/dev/full: cannot write"),
+                         InputError);
+    CHECK(read_all(a) == "new a\n");
+    CHECK(read_all(b) == "new b\n");
+    CHECK(dir.entries() == std::vector<std::string>{"a.txt", "b.txt"});
+  } else {
+    MESSAGE("skipped the failing half: no writable /dev/full");
+  }
+}
+
 TEST_CASE("AtomicOutput: writes larger than its buffer arrive intact and in order") {
   ScratchDir dir("large");
   const std::string path = dir.file("big.bin");

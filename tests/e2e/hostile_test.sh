@@ -1020,6 +1020,14 @@ hostile measured/report-over-the-recorded 2 "-o: refusing to write this output: 
   --in "$d3/rec.json" -- "$tf" replay --plan "$d3/p.json" --measured "$d3/rec.json" -o "$d3/rec.json"
 hostile measured/with-a-backend 2 "--backend excludes --measured" -- \
   "$tf" replay --plan "$d3/p.json" --measured "$d3/rec.json" --backend cpu
+# Several outputs of one command are written together: a report that cannot be written (a
+# full device) leaves the summary and the rows as they were.
+if [ -w /dev/full ]; then
+  echo "old summary" >"$d3/sum.txt" && echo "old rows" >"$d3/rows.csv"
+  hostile outputs/serve-set-together 2 "/dev/full: cannot write" --out "$d3/sum.txt" \
+    --out "$d3/rows.csv" -- "$tf" serve --model llama-3-8b --quiet --summary "$d3/sum.txt" \
+    -o "$d3/rows.csv" --report /dev/full --arrivals "poisson,rate=2/s,n=4,prompt=fixed:64,output=fixed:2"
+fi
 hostile lenient/vary-with-a-model 2 "lenient: applies to an hf_config import, not to model 'llama-3-8b'" -- \
   "$tf" whatif --model llama-3-8b --layers 1 --vary lenient=false,true
 hostile stop54/context-negative-given 2 "--context" -- \

@@ -24,6 +24,15 @@ struct ServeCliOptions {
   bool quiet = false;
 };
 
+/// The summary, `run`'s rows and report: written together (one failing leaves all as they were).
+void write_outputs(const ServeCliOptions& o, std::string summary, const study::ServeStudy* run) {
+  const std::pair<std::string, std::string> out[] = {
+      {o.summary, std::move(summary)},
+      {run ? o.output : "", run && !o.output.empty() ? study::requests_file(*run, o.output) : ""},
+      {run ? o.report : "", run && !o.report.empty() ? exporter::serve_report_html(*run) : ""}};
+  write_files_atomic(out);
+}
+
 int run_serve(ServeCliOptions& o) {
   study::ServeSettings& s = o.s;
   if (s.cache_only && !o.output.empty())
@@ -51,24 +60,16 @@ int run_serve(ServeCliOptions& o) {
       };
     }
     const study::ServeAnswer a = study::find_serve(s, std::move(setup), *ask, progress);
-    write_file_atomic(o.summary,
-                      o.json ? study::serve_answer_json(a) : study::serve_answer_text(a));
-    if (!o.output.empty() && a.at_answer)
-      write_file_atomic(o.output, study::requests_file(*a.at_answer, o.output));
-    // The report and the timeline are the answer's run; with no answer there is none.
-    if (!o.report.empty() && a.at_answer) {
-      write_file_atomic(o.report, exporter::serve_report_html(*a.at_answer));
-    }
-    if (!a.found && (!o.report.empty() || !s.timeline.empty())) {
+    // The rows, the report and the timeline are the answer's run; with no answer, none.
+    write_outputs(o, o.json ? study::serve_answer_json(a) : study::serve_answer_text(a),
+                  a.at_answer ? &*a.at_answer : nullptr);
+    if (!a.found && (!o.report.empty() || !s.timeline.empty()))
       fmt::print(stderr, "note: no answer, so no run at it: --report and --timeline not written\n");
-    }
     return static_cast<int>(a.found ? ExitCode::kOk : ExitCode::kInfeasible);
   }
   const study::ServeStudy x = study::run_serve(setup);
   for (const std::string& note : x.trace.notes) fmt::print(stderr, "note: {}\n", note);
-  write_file_atomic(o.summary, o.json ? study::serve_json(x) : study::serve_text(x));
-  if (!o.output.empty()) write_file_atomic(o.output, study::requests_file(x, o.output));
-  if (!o.report.empty()) write_file_atomic(o.report, exporter::serve_report_html(x));
+  write_outputs(o, o.json ? study::serve_json(x) : study::serve_text(x), &x);
   return static_cast<int>(ExitCode::kOk);
 }
 
@@ -136,9 +137,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--target", o->target,
                   "what --find must meet: p99-ttft=2s, p90-tpot=50ms, goodput=95% (of --slo), "
                   "hit=30%");
-  cmd->add_option(
-      "--report", o->report,
-      "write an HTML page: latency CDFs, hits per level, levels and sequences over time");
+  cmd->add_option("--report", o->report,
+                  "write an HTML page: latency CDFs, hits per level, levels, sequences over time");
   cmd->add_flag("--json", o->json, "print the summary as JSON (tierflow.serve/1)");
   cmd->add_option("-o,--output", o->output, "one row per request: CSV, or JSON Lines (.jsonl)");
   cmd->add_option("--summary", o->summary, "write the summary to FILE instead of stdout");
