@@ -1028,6 +1028,10 @@ if [ -w /dev/full ]; then
     --out "$d3/rows.csv" -- "$tf" serve --model llama-3-8b --quiet --summary "$d3/sum.txt" \
     -o "$d3/rows.csv" --report /dev/full --arrivals "poisson,rate=2/s,n=4,prompt=fixed:64,output=fixed:2"
 fi
+hostile contended/negative 2 "bad value for 'contended_setup': negative value '-1us'" -- \
+  "$tf" hw show h100-sxm-8gpu --set links.gpu-pcie.contended_setup=-1us
+hostile contended/overflow 2 "'contended_setup_reverse': '1e300s' is too large" -- \
+  "$tf" sim --plan "$d3/p.json" --set links.gpu-pcie.contended_setup_reverse=1e300s
 hostile lenient/vary-with-a-model 2 "lenient: applies to an hf_config import, not to model 'llama-3-8b'" -- \
   "$tf" whatif --model llama-3-8b --layers 1 --vary lenient=false,true
 hostile stop54/context-negative-given 2 "--context" -- \

@@ -75,6 +75,11 @@ SimulationHandle run_simulation(std::shared_ptr<const Plan> plan, std::shared_pt
   return s;
 }
 
+/// `hw` as --hw takes it: a shipped name or a file; "" stays "" (the plan's own).
+std::string topology_file(const std::string& hw) {
+  return hw.empty() ? hw : study::find_topology(hw, "topology");
+}
+
 /// The settings were checked (`checked`) before any file was read, as the CLI does.
 ReplayHandle run_replay(const LoadedPlan& lp, const hw::Topology& topo, const ReplayRequest& r,
                         const study::CheckedReplay& checked) {
@@ -262,8 +267,8 @@ SimulationHandle simulate_file(const std::string& path, const std::string& hw,
                                const std::vector<std::string>& sets, const SimRequest& r) {
   const OutputGuardScope scope;  // the timeline may not replace the plan or its topology
   LoadedPlan lp = read_plan(path);
-  const std::string file = hw.empty() ? hw : study::find_topology(hw, "topology");
-  auto topo = std::make_shared<const hw::Topology>(study::plan_topology(lp.plan, path, file, sets));
+  auto topo = std::make_shared<const hw::Topology>(
+      study::plan_topology(lp.plan, path, topology_file(hw), sets));
   return run_simulation(std::make_shared<const Plan>(std::move(lp.plan)),
                         std::make_shared<const Workload>(std::move(lp.workload)), std::move(topo),
                         path, r);
@@ -285,8 +290,7 @@ ReplayHandle replay_file(const std::string& path, const std::string& hw,
   const OutputGuardScope scope;  // the timeline may not replace the plan or its topology
   const study::CheckedReplay checked = study::check_replay_settings(r.settings);
   const LoadedPlan lp = read_plan(path, /*verify=*/false);
-  const std::string file = hw.empty() ? hw : study::find_topology(hw, "topology");
-  const hw::Topology topo = study::plan_topology(lp.plan, path, file, sets);
+  const hw::Topology topo = study::plan_topology(lp.plan, path, topology_file(hw), sets);
   return run_replay(lp, topo, r, checked);
 }
 
@@ -348,11 +352,6 @@ HeldPlan hold(const PlanSource& src) {
   return {*p.plan, *p.workload.workload, t};
 }
 
-/// `hw` as --hw takes it: a shipped name or a file; "" stays "" (the plan's own).
-std::string topology_file(const std::string& hw) {
-  return hw.empty() ? hw : study::find_topology(hw, "topology");
-}
-
 std::string run_error(const std::string& name, const sim::SimError& e) {
   return fmt::format("{}: {}", name, e.message);
 }
@@ -399,6 +398,13 @@ std::optional<std::string> export_plan(const PlanSource& src, const std::string&
   eo.inline_workload = inline_workload;
   eo.stem = stem;
   eo.stem_flag = "stem";
+  // A file format's output over an input is refused before the simulation (once every
+  // input is read, so guarded); a folder is the format's to check.
+  const auto check_output = [&] {
+    if (format.output == exporter::OutputKind::kFile && !std::filesystem::is_directory(output)) {
+      check_output_path(output);
+    }
+  };
   std::optional<sim::SimError> error;
   std::string name;
   if (src.plan == nullptr) {
@@ -407,9 +413,7 @@ std::optional<std::string> export_plan(const PlanSource& src, const std::string&
     eo.hw = topology_file(src.hw);
     eo.sets = src.sets;
     const hw::Topology topo = study::plan_topology(lp.plan, src.path, eo.hw, src.sets);
-    if (format.output == exporter::OutputKind::kFile && !std::filesystem::is_directory(output)) {
-      check_output_path(output);
-    }
+    check_output();
     name = src.path;
     error = exporter::run_export(format, lp.plan, lp.workload, topo, src.path, output, eo).error;
   } else {
@@ -420,9 +424,7 @@ std::optional<std::string> export_plan(const PlanSource& src, const std::string&
                            format.name);
     }
     const HeldPlan h = hold(src);
-    if (format.output == exporter::OutputKind::kFile && !std::filesystem::is_directory(output)) {
-      check_output_path(output);
-    }
+    check_output();
     // A Plan has no file: its name stands for one (chakra's default stem).
     name = h.plan.name;
     if (eo.stem.empty()) eo.stem = name;

@@ -162,8 +162,8 @@ void check_topology(const Scenario& s) {
 
 void check_model(const Scenario& s) {
   const WorkloadSource& w = s.workload;
-  check_lenient(w);
   if (!w.file.empty()) {
+    check_lenient(w);  // load_model checks it for a model
     if (!fs::exists(w.file)) throw InputError::at(SourcePos{w.file}, "no such workload file");
     return;
   }

@@ -48,7 +48,6 @@ for _cls in (InputError, Plan, Simulation, Topology, Workload):
 del _cls
 
 
-
 class SimulationError(RuntimeError):
     """export(): the plan's simulation stopped (a broken rule, a full tier, programs waiting
     on each other), so nothing was written; the text names the plan and the step."""
@@ -345,6 +344,13 @@ def plan(topology, workload, policy=None, budget=None, pins=(), devices=1, max_o
     return _tierflow.plan(_topology(topology), workload, o)
 
 
+def _on_full(value):
+    """on_full as simulate(), report() and export() take it: True for "wait"."""
+    if value not in ("fail", "wait"):
+        raise _input_error("on_full", f"'{value}' is not 'fail' or 'wait'")
+    return value == "wait"
+
+
 def simulate(plan, topology=None, set=(), on_full="fail", timeline=None):
     """Simulates a plan (`tierflow sim`): a Plan from plan(), or a plan JSON path.
 
@@ -353,9 +359,7 @@ def simulate(plan, topology=None, set=(), on_full="fail", timeline=None):
     "wait" (a memory stall). timeline: write the Chrome trace (Perfetto) there.
     Returns a Simulation; a plan that cannot run gives ok False and the error.
     """
-    if on_full not in ("fail", "wait"):
-        raise _input_error("on_full", f"'{on_full}' is not 'fail' or 'wait'")
-    wait = on_full == "wait"
+    wait = _on_full(on_full)
     out = _out_path(timeline, "timeline")
     overrides = _strings(set, "set")
     if isinstance(plan, Plan):
@@ -384,14 +388,13 @@ def report(plans, topology=None, set=(), on_full="fail", top=40, output=None):
     page there (atomically). Returns the page as a str. A run that stops is drawn up to the
     stop, and a UserWarning names its error (the CLI exits 1 or 3).
     """
-    if on_full not in ("fail", "wait"):
-        raise _input_error("on_full", f"'{on_full}' is not 'fail' or 'wait'")
+    wait = _on_full(on_full)
     items = list(plans) if isinstance(plans, (list, tuple)) else [plans]
     if not items:
         raise _input_error("plans", "no plan: give a Plan, a plan JSON path or a list of them")
     overrides = _strings(set, "set")
     sources = [_plan_source(p, topology, overrides) for p in items]
-    html, errors = _tierflow.report(sources, on_full == "wait",
+    html, errors = _tierflow.report(sources, wait,
                                     _count(top, "top", most=1_000_000), _out_path(output, "output"))
     for error in errors:
         warnings.warn(error, UserWarning, stacklevel=2)
@@ -413,13 +416,12 @@ def export(plan, format, output, topology=None, set=(), on_full="fail", inline_w
     Plan.save()). stem: chakra's file names STEM.PROGRAM.et (default: the plan file's name,
     or the Plan's name). A simulation that stops writes nothing: SimulationError.
     """
-    if on_full not in ("fail", "wait"):
-        raise _input_error("on_full", f"'{on_full}' is not 'fail' or 'wait'")
+    wait = _on_full(on_full)
     if not isinstance(inline_workload, bool):
         raise TypeError(f"inline_workload: expected a bool, not {type(inline_workload).__name__}")
     source = _plan_source(plan, topology, _strings(set, "set"))
     error = _tierflow.export_plan(source, _text(format, "format"), _out_path(output, "output"),
-                                  on_full == "wait", inline_workload,
+                                  wait, inline_workload,
                                   "" if stem is None else _text(stem, "stem"))
     if error is not None:
         raise SimulationError(error)
