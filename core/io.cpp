@@ -652,15 +652,29 @@ void write_file_atomic(const std::string& path, std::string_view content) {
   out.commit();
 }
 
-void write_files_atomic(std::span<const std::pair<std::string, std::string>> outputs) {
-  std::vector<std::unique_ptr<AtomicOutput>> files;
-  for (const auto& [path, content] : outputs) {
-    if (path.empty()) continue;
-    files.push_back(std::make_unique<AtomicOutput>(path));
-    files.back()->write(content);
+AtomicOutput* OutputSet::open(const std::string& path) {
+  if (path.empty()) return nullptr;
+  return outputs_.emplace_back(std::make_unique<AtomicOutput>(path)).get();
+}
+
+void OutputSet::add(const std::string& path, std::string_view content) {
+  if (AtomicOutput* out = open(path)) out->write(content);
+}
+
+void OutputSet::publish() {
+  // Files first: a failure there leaves every destination, the written-through ones included.
+  for (const bool through : {false, true}) {
+    for (const auto& out : outputs_) {
+      if (out->written_through() == through) out->finish();
+    }
   }
-  for (const auto& f : files) f->finish();  // a failure here leaves every destination
-  for (const auto& f : files) f->publish();
+  for (const auto& out : outputs_) out->publish();
+}
+
+void write_files_atomic(std::span<const std::pair<std::string, std::string>> outputs) {
+  OutputSet set;
+  for (const auto& [path, content] : outputs) set.add(path, content);
+  set.publish();
 }
 
 }  // namespace tierflow

@@ -26,12 +26,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <sys/stat.h>
 #include <utility>
+#include <vector>
 
 namespace tierflow {
 
@@ -180,6 +182,9 @@ class AtomicOutput {
 
   /// The destination path, as given.
   [[nodiscard]] const std::string& path() const { return path_; }
+  /// Written straight to its destination (standard output, a device, a pipe): nothing to
+  /// hold back until publish().
+  [[nodiscard]] bool written_through() const { return !temp_; }
 
  private:
   void drain();  ///< writes buffer_ to file_ and empties it
@@ -201,9 +206,28 @@ class AtomicOutput {
 /// (position: the path) when the directory is not writable.
 void write_file_atomic(const std::string& path, std::string_view content);
 
-/// Writes several outputs of one command as a set: every file written and synced first, then
-/// all renamed, so that a failure to write any (a full disk) leaves every destination as it
-/// was. Outputs with an empty path are skipped.
+/// The outputs of one command, which appear together. Each is written to its temp file as
+/// it is added; publish() first finishes every one (flush and sync: a failure to write any,
+/// a full disk, leaves every destination as it was), then renames them all. Outputs written
+/// through (standard output, a device, a pipe) are finished last, after every file. What
+/// is not published is removed when the set is destroyed: a command that fails between
+/// two outputs writes none.
+class OutputSet {
+ public:
+  /// An output at `path` written piece by piece (a Timeline's); nullptr for an empty path.
+  AtomicOutput* open(const std::string& path);
+  /// An output at `path` holding `content`; an empty path is skipped.
+  void add(const std::string& path, std::string_view content);
+  /// Finishes every output, then renames them into place. Throws InputError as
+  /// AtomicOutput::finish does, with no destination touched. Call once.
+  void publish();
+
+ private:
+  std::vector<std::unique_ptr<AtomicOutput>> outputs_;
+};
+
+/// Writes several outputs of one command as a set (OutputSet). Outputs with an empty path
+/// are skipped.
 void write_files_atomic(std::span<const std::pair<std::string, std::string>> outputs);
 
 }  // namespace tierflow

@@ -67,7 +67,15 @@ char* write_ids(char* p, uint32_t pid, uint32_t track) {
 
 }  // namespace
 
-Timeline::Timeline(const std::string& path) : out_(path) {
+Timeline::Timeline(const std::string& path) : own_(std::in_place, path), out_(*own_) {
+  start();
+}
+
+Timeline::Timeline(AtomicOutput& out) : out_(out) {
+  start();
+}
+
+void Timeline::start() {
   chunk_.resize(kChunkBytes + kEventRoom * 16);
   writing_.resize(chunk_.size());
   // `ts` and `dur` are microseconds whatever displayTimeUnit says (it only sets how times
@@ -298,7 +306,7 @@ void Timeline::finish() {
   put("\n]}\n");
   hand_off();
   stop_writer();
-  out_.commit();
+  if (own_) own_->commit();
 }
 
 void Timeline::begin_event(char phase) {

@@ -40,6 +40,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <queue>
 #include <span>
 #include <string>
@@ -75,6 +76,10 @@ class Timeline {
  public:
   /// Opens `path` ("-" = stdout) and writes the header. Throws InputError if it cannot.
   explicit Timeline(const std::string& path);
+  /// Writes into `out`, which the caller finishes and publishes (an OutputSet's, so that
+  /// the timeline appears with the command's other outputs); finish() here writes the
+  /// closing bytes only.
+  explicit Timeline(AtomicOutput& out);
   /// Stops the writer; without finish() no file is left behind.
   ~Timeline();
   Timeline(const Timeline&) = delete;
@@ -117,8 +122,8 @@ class Timeline {
   /// An instant marker on `track` at `t_ps` (thread scope), e.g. an error.
   void instant(TrackId track, int64_t t_ps, std::string_view name, std::span<const Arg> args = {});
 
-  /// Writes the closing bytes and renames the file into place. Throws InputError on an
-  /// I/O failure. Without finish(), destruction leaves no file behind.
+  /// Writes the closing bytes and renames the file into place (an output of its own).
+  /// Throws InputError on an I/O failure. Without finish(), destruction leaves no file behind.
   void finish();
 
  private:
@@ -142,11 +147,13 @@ class Timeline {
   void put_uint(uint64_t v);
   void put_double(double v);
   ProcessId pid_of(TrackId track) const;
+  void start();        ///< writes the header and starts the writer
   void hand_off();     ///< queues chunk_ for the writer and takes an empty one
   void write_loop();   ///< the writer thread
   void stop_writer();  ///< lets the writer finish the queue and joins it
 
-  AtomicOutput out_;
+  std::optional<AtomicOutput> own_;  ///< the file opened by path; none when given one
+  AtomicOutput& out_;
   /// Formatted events not yet handed to the writer: the first len_ bytes. Events are
   /// written through pointers into its spare room, which is sized ahead.
   std::vector<char> chunk_;

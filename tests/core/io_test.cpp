@@ -91,6 +91,44 @@ TEST_CASE("write_files_atomic: outputs appear together, or none when one cannot 
   }
 }
 
+TEST_CASE("OutputSet: outputs written piece by piece appear with the rest; none unpublished") {
+  ScratchDir dir("outset");
+  const std::string a = dir.file("a.txt"), b = dir.file("b.txt");
+  write_file_atomic(a, "old a\n");
+  {
+    OutputSet set;
+    set.add(a, "new a\n");
+    AtomicOutput* streamed = set.open(b);
+    REQUIRE(streamed != nullptr);
+    CHECK(set.open("") == nullptr);
+    streamed->write("new ");
+    streamed->write("b\n");
+    // Written and not published: nothing at either destination yet.
+    CHECK(read_all(a) == "old a\n");
+    CHECK_FALSE(std::filesystem::exists(b));
+  }
+  // Destroyed unpublished (a command that failed between its outputs): none written, no
+  // temp file left.
+  CHECK(read_all(a) == "old a\n");
+  CHECK(dir.entries() == std::vector<std::string>{"a.txt"});
+  OutputSet set;
+  set.add(a, "new a\n");
+  set.open(b)->write("new b\n");
+  set.publish();
+  CHECK(read_all(a) == "new a\n");
+  CHECK(read_all(b) == "new b\n");
+  if (::access("/dev/full", W_OK) == 0) {
+    // A device fails at its flush, which comes after every file's: no file is renamed.
+    OutputSet failing;
+    failing.add("/dev/full", "x");
+    failing.add(a, "newer a\n");
+    CHECK_THROWS_WITH_AS(failing.publish(), doctest::Contains("/dev/full: cannot write"),
+                         InputError);
+    CHECK(read_all(a) == "new a\n");
+  }
+  CHECK(dir.entries() == std::vector<std::string>{"a.txt", "b.txt"});
+}
+
 TEST_CASE("AtomicOutput: writes larger than its buffer arrive intact and in order") {
   ScratchDir dir("large");
   const std::string path = dir.file("big.bin");

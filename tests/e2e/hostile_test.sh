@@ -1021,13 +1021,41 @@ hostile measured/report-over-the-recorded 2 "-o: refusing to write this output: 
 hostile measured/with-a-backend 2 "--backend excludes --measured" -- \
   "$tf" replay --plan "$d3/p.json" --measured "$d3/rec.json" --backend cpu
 # Several outputs of one command are written together: a report that cannot be written (a
-# full device) leaves the summary and the rows as they were.
+# full device) leaves the summary and the rows as they were, and writes no timeline.
 if [ -w /dev/full ]; then
   echo "old summary" >"$d3/sum.txt" && echo "old rows" >"$d3/rows.csv"
   hostile outputs/serve-set-together 2 "/dev/full: cannot write" --out "$d3/sum.txt" \
-    --out "$d3/rows.csv" -- "$tf" serve --model llama-3-8b --quiet --summary "$d3/sum.txt" \
-    -o "$d3/rows.csv" --report /dev/full --arrivals "poisson,rate=2/s,n=4,prompt=fixed:64,output=fixed:2"
+    --out "$d3/rows.csv" --out "$d3/serve-tl.json" -- "$tf" serve --model llama-3-8b --quiet \
+    --summary "$d3/sum.txt" -o "$d3/rows.csv" --timeline "$d3/serve-tl.json" --report /dev/full \
+    --arrivals "poisson,rate=2/s,n=4,prompt=fixed:64,output=fixed:2"
 fi
+# The same for every command that writes several (OutputSet): a timeline, report or table on
+# a full device leaves every other output as it was or unwritten (the old binary renamed them
+# one after another).
+if [ -w /dev/full ]; then
+  echo "old report" >"$d3/rep.txt"
+  hostile outputs/sim-set-together 2 "/dev/full: cannot write" --out "$d3/rep.txt" \
+    --out "$d3/tl.json" -- "$tf" sim --plan "$d3/p.json" -o "$d3/rep.txt" \
+    --timeline "$d3/tl.json" --transfers /dev/full
+  hostile outputs/plan-set-together 2 "/dev/full: cannot write" --out "$d3/new-plan.json" -- \
+    "$tf" plan --hw "$d3/topo.yaml" --workload "$d3/w.json" -o "$d3/new-plan.json" \
+    --timeline /dev/full
+  hostile outputs/compare-set-together 2 "/dev/full: cannot write" --out "$d3/cmp/resident.json" \
+    --out "$d3/cmp/layerwise.json" -- "$tf" compare "${scen[@]}" --policies resident,layerwise \
+    --plans "$d3/cmp" --timeline "$d3/cmp-tl.json" -o /dev/full
+  hostile outputs/replay-set-together 2 "/dev/full: cannot write" --out "$d3/rep.txt" -- \
+    "$tf" replay --plan "$d3/p.json" --measured "$d3/rec.json" -o "$d3/rep.txt" --timeline /dev/full
+  echo "old topology" >"$d3/cal.yaml"
+  hostile outputs/calibrate-set-together 2 "/dev/full: cannot write" --out "$d3/cal.yaml" -- \
+    "$tf" calibrate --backend cpu --max-size 1MiB --repeats 1 -o "$d3/cal.yaml" --report /dev/full
+  hostile outputs/sweep-tables-together 2 "/dev/full: cannot write" --out "$d3/rows.csv" -- \
+    "$tf" sweep "$d3/tiny.yaml" -o "$d3/r.db" --quiet --csv "$d3/rows.csv" --jsonl /dev/full
+fi
+# whatif --plan-out with no answer: no plan to write, so the answer is not written either.
+hostile outputs/whatif-no-plan-writes-nothing 2 "--plan-out: no plan to write" \
+  --out "$d3/ans.txt" --out "$d3/ans-plan.json" -- "$tf" whatif --hw "$d3/topo.yaml" \
+  --model llama-3-8b --layers 2 --context 1024 --tokens 2 --batch 1 --question max-batch \
+  --min-throughput 1e9 --threads 1 -o "$d3/ans.txt" --plan-out "$d3/ans-plan.json"
 hostile contended/negative 2 "bad value for 'contended_setup': negative value '-1us'" -- \
   "$tf" hw show h100-sxm-8gpu --set links.gpu-pcie.contended_setup=-1us
 hostile contended/overflow 2 "'contended_setup_reverse': '1e300s' is too large" -- \

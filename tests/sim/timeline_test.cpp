@@ -68,8 +68,8 @@ bool has_exponent(std::string_view text) {
 }
 
 // Writes a small timeline exercising every event kind; used for shape and determinism.
-void write_sample(const std::string& path) {
-  Timeline t(path);
+/// The sample's events, without finish().
+void fill_sample(Timeline& t) {
   const ProcessId gpu = t.process("gpu0", /*sort_index=*/1);
   const ProcessId host = t.process("host", /*sort_index=*/0);
   const TrackId h2d0 = t.track(gpu, "h2d lane 0", /*sort_index=*/0);
@@ -93,7 +93,28 @@ void write_sample(const std::string& path) {
   t.flow(2, h2d1, 500'000, compute, 1'500'000, "w1");
   const Arg err_args[] = {{"needed", int64_t{-3}}, {"ratio", 0.25}};
   t.instant(compute, 2'500'000, "out of memory", err_args);
+}
+
+void write_sample(const std::string& path) {
+  Timeline t(path);
+  fill_sample(t);
   t.finish();
+}
+
+TEST_CASE("Timeline: written into a command's output set, it appears with the set, same bytes") {
+  ScratchDir dir("set");
+  const std::string alone = dir.file("alone.json"), in_set = dir.file("set.json");
+  write_sample(alone);
+  tierflow::OutputSet set;
+  {
+    Timeline t(*set.open(in_set));
+    fill_sample(t);
+    t.finish();
+  }
+  CHECK_FALSE(std::filesystem::exists(in_set));  // finished, not yet published
+  set.add(dir.file("report.txt"), "report\n");
+  set.publish();
+  CHECK(read_all(in_set) == read_all(alone));
 }
 
 TEST_CASE("Timeline: metadata names and orders processes and tracks with unique ids") {

@@ -97,14 +97,12 @@ int run_calibrate(const CalibrateCliOptions& o) {
   const std::string yaml = replay::topology_yaml(c);
   // What is written must be a topology the other commands accept.
   (void)hw::load_topology_text(yaml, o.output);
-  write_file_atomic(o.output, yaml);
   const std::string report =
       o.json ? replay::calibration_json(c, o.output) : replay::calibration_table(c, o.output);
-  if (o.report.empty()) {
-    fmt::print("{}", report);
-  } else {
-    write_file_atomic(o.report, report);
-  }
+  // The topology and its report appear together (the report on standard output comes after).
+  const std::pair<std::string, std::string> outputs[] = {{o.output, yaml}, {o.report, report}};
+  write_files_atomic(outputs);
+  if (o.report.empty()) fmt::print("{}", report);
   return static_cast<int>(ExitCode::kOk);
 }
 

@@ -60,24 +60,26 @@ int run_compare(const CompareOptions& o) {
   std::vector<OutputArg> outputs = {{"-o", o.output}, {"--timeline", o.timeline}};
   for (const std::string& path : plans) outputs.push_back({"--plans", path});
   check_outputs(outputs);
+  OutputSet files;  // the plans, the table and the timeline appear together
   for (size_t i = 0; i < plans.size(); ++i) {
     if (plans[i].empty()) continue;
     const study::Trial& t = cmp.trials[i];
-    write_file_atomic(
-        plans[i], write_plan(study::plan_for_file(t, t.main(), plans[i]), t.main().workload.get()));
+    files.add(plans[i],
+              write_plan(study::plan_for_file(t, t.main(), plans[i]), t.main().workload.get()));
   }
   const auto format = o.json  ? study::CompareFormat::kJson
                       : o.csv ? study::CompareFormat::kCsv
                               : study::CompareFormat::kText;
-  write_file_atomic(o.output.empty() ? "-" : o.output,
-                    study::render_comparison(cmp, base, *topo, target, format));
+  files.add(o.output.empty() ? "-" : o.output,
+            study::render_comparison(cmp, base, *topo, target, format));
   const study::Trial* best = cmp.best ? &cmp.trials[*cmp.best] : nullptr;
   if (!o.timeline.empty() && best != nullptr) {
-    study::write_plan_timeline(o.timeline, *best->main().outcome.plan, *best->main().workload,
-                               *topo);
-    if (!o.json && !o.csv)
-      fmt::print(stderr, "timeline of the best plan ({}): {}\n", best->scenario.policy, o.timeline);
+    study::write_plan_timeline(files.open(o.timeline), *best->main().outcome.plan,
+                               *best->main().workload, *topo);
   }
+  files.publish();
+  if (!o.timeline.empty() && best != nullptr && !o.json && !o.csv)
+    fmt::print(stderr, "timeline of the best plan ({}): {}\n", best->scenario.policy, o.timeline);
   return static_cast<int>(best == nullptr ? ExitCode::kInfeasible : ExitCode::kOk);
 }
 

@@ -12,7 +12,6 @@
 #include "planner/planner.h"
 #include "planner/print.h"
 #include "planner/reproducer.h"
-#include "sim/timeline.h"
 #include "tools/cli/common.h"
 #include "tools/cli/flags.h"
 #include "tools/study/plan_report.h"
@@ -81,15 +80,16 @@ int run_plan(const PlanCliOptions& o) {
     fmt::print(stderr, "error: {}: {} (nothing written)\n", o.workload, failed->second);
     return static_cast<int>(failed->first);
   }
+  OutputSet outputs;  // the plan and its timeline appear together
   if (!o.output.empty()) {
-    Plan& plan = *out.plan;  // written as it is, with its references (no copy: a plan of
-                             // 100,000 programs is gigabytes)
+    Plan& plan = *out.plan;  // as it is, with its references (no copy: it may be gigabytes)
     study::refer_inputs(plan, o.output, o.f.hw, sha256_hex(topology_text), o.f.sets, o.workload,
                         sha256_hex(workload_text.view()));
     study::record_outcome(plan, out);
-    write_file_atomic(o.output, write_plan(plan, nullptr));
+    outputs.add(o.output, write_plan(plan, nullptr));
   }
-  if (!o.timeline.empty()) study::write_plan_timeline(o.timeline, *out.plan, w, topo);
+  study::write_plan_timeline(outputs.open(o.timeline), *out.plan, w, topo);
+  outputs.publish();
   return static_cast<int>(ExitCode::kOk);
 }
 

@@ -41,9 +41,11 @@ int run_replay(const ReplayCliOptions& o) {
   const study::ReplayVsSim& x = *out.runs;
   // A replay refused before its first step has nothing to report but why.
   if (study::replay_ran(x.replay)) {
-    write_file_atomic(o.output,
-                      o.json ? study::replay_json(lp, topo, x) : study::replay_table(lp, topo, x));
-    if (!o.timeline.empty()) study::write_replay_timeline(o.timeline, lp, x.replay);
+    OutputSet outputs;  // the report and the timeline appear together
+    outputs.add(o.output,
+                o.json ? study::replay_json(lp, topo, x) : study::replay_table(lp, topo, x));
+    if (!o.timeline.empty()) study::write_replay_timeline(*outputs.open(o.timeline), lp, x.replay);
+    outputs.publish();
   }
   if (x.sim.error && !x.replay.error) {
     std::fflush(stdout);

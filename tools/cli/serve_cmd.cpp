@@ -22,15 +22,15 @@ struct ServeCliOptions {
   std::string summary = "-";
   bool json = false;
   bool quiet = false;
+  OutputSet files;  ///< what the command writes, the run's timeline included
 };
 
-/// The summary, `run`'s rows and report: written together (one failing leaves all as they were).
-void write_outputs(const ServeCliOptions& o, std::string summary, const study::ServeStudy* run) {
-  const std::pair<std::string, std::string> out[] = {
-      {o.summary, std::move(summary)},
-      {run ? o.output : "", run && !o.output.empty() ? study::requests_file(*run, o.output) : ""},
-      {run ? o.report : "", run && !o.report.empty() ? exporter::serve_report_html(*run) : ""}};
-  write_files_atomic(out);
+/// The summary, `run`'s rows and report: with the timeline, all or none (OutputSet).
+void write_outputs(ServeCliOptions& o, const std::string& summary, const study::ServeStudy* run) {
+  o.files.add(o.summary, summary);
+  if (run && !o.output.empty()) o.files.add(o.output, study::requests_file(*run, o.output));
+  if (run && !o.report.empty()) o.files.add(o.report, exporter::serve_report_html(*run));
+  o.files.publish();
 }
 
 int run_serve(ServeCliOptions& o) {
@@ -40,9 +40,8 @@ int run_serve(ServeCliOptions& o) {
   const auto ask = study::parse_serve_ask(o.find, o.target, study::SettingNames::kServeFlags);
   const bool tty = !o.quiet && isatty(fileno(stderr)) != 0;
   if (tty && !ask) {
-    s.engine.progress = [](uint64_t done, uint64_t total) {
-      fmt::print(stderr, "\rserve: {}/{} requests finished", done, total);
-      if (done == total) fmt::print(stderr, "\n");
+    s.engine.progress = [](uint64_t n, uint64_t all) {
+      fmt::print(stderr, "\rserve: {}/{} requests finished{}", n, all, n == all ? "\n" : "");
     };
   }
   s.engine.record_series = !o.report.empty();
@@ -52,6 +51,7 @@ int run_serve(ServeCliOptions& o) {
                  {"-o", o.output},
                  {"--report", o.report},
                  {"--timeline", s.timeline}});
+  setup.outputs = &o.files;
   if (ask) {
     std::function<void(const study::ServeProbe&)> progress;
     if (tty) {

@@ -38,8 +38,10 @@ int run_sim(const SimCliOptions& o) {
   const hw::Topology topo = study::plan_topology(lp.plan, o.plan, o.hw, o.sets);
   check_outputs({{"-o", o.output}, {"--timeline", o.timeline}, {"--transfers", o.transfers}});
 
+  // The report, the timeline and the transfers appear together (OutputSet).
+  OutputSet outputs;
   std::unique_ptr<sim::Timeline> tl;
-  if (!o.timeline.empty()) tl = std::make_unique<sim::Timeline>(o.timeline);
+  if (!o.timeline.empty()) tl = std::make_unique<sim::Timeline>(*outputs.open(o.timeline));
   sim::SimOptions so;
   so.on_full = o.on_full == "wait" ? sim::OnFull::kWait : sim::OnFull::kFail;
   so.timeline = tl.get();
@@ -53,8 +55,9 @@ int run_sim(const SimCliOptions& o) {
   const std::string report = o.json  ? sim::report_json(r, ctx, /*with_transfers=*/true)
                              : o.csv ? sim::report_csv(r, ctx)
                                      : sim::report_table(r, ctx);
-  write_file_atomic(o.output, report);
-  if (!o.transfers.empty()) write_file_atomic(o.transfers, sim::transfers_csv(r, ctx));
+  outputs.add(o.output, report);
+  if (!o.transfers.empty()) outputs.add(o.transfers, sim::transfers_csv(r, ctx));
+  outputs.publish();
 
   if (!r.error) return static_cast<int>(ExitCode::kOk);
   return print_run_error(o.plan, *r.error);

@@ -63,8 +63,13 @@ int run_whatif(const WhatIfCliOptions& o) {
   const std::string text =
       o.json ? json_text(study::whatif_json(w, base, *topo, axes, values, answers))
              : study::whatif_text(w, base, *topo, axes, values, answers);
-  write_file_atomic(o.output.empty() ? "-" : o.output, text);
-  if (!o.plan_out.empty()) study::write_answer_plan(answers.front(), o.plan_out, "--plan-out");
+  // The answer and its plan appear together; with no plan to write, neither is written.
+  const std::pair<std::string, std::string> outputs[] = {
+      {o.output.empty() ? "-" : o.output, text},
+      {o.plan_out, o.plan_out.empty()
+                       ? std::string()
+                       : study::answer_plan_json(answers.front(), o.plan_out, "--plan-out")}};
+  write_files_atomic(outputs);
   bool any = false;
   for (const auto& a : answers) any = any || a.found;
   return static_cast<int>(any ? ExitCode::kOk : ExitCode::kInfeasible);

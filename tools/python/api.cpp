@@ -99,7 +99,11 @@ ReplayHandle run_replay(const LoadedPlan& lp, const hw::Topology& topo, const Re
   if (h.ran) {
     h.json = study::replay_json(lp, topo, x);
     h.table = study::replay_table(lp, topo, x);
-    if (!r.timeline.empty()) study::write_replay_timeline(r.timeline, lp, x.replay);
+    if (!r.timeline.empty()) {
+      OutputSet out;
+      study::write_replay_timeline(*out.open(r.timeline), lp, x.replay);
+      out.publish();
+    }
   }
   return h;
 }
@@ -316,12 +320,14 @@ ServeOutput serve(const Fields& fields) {
   // The inputs are read: an output over one, or over the other output, is refused before
   // any run (as the CLI's check_outputs).
   check_outputs({{"report", report}, {"timeline", s.timeline}});
+  OutputSet files;  // the report and the run's timeline appear together
+  setup.outputs = &files;
   if (ask) {
     const study::ServeAnswer a = study::find_serve(s, std::move(setup), *ask);
     // The page is the answer's run; with no answer there is none (the answer says so).
-    if (!report.empty() && a.at_answer) {
-      write_file_atomic(report, exporter::serve_report_html(*a.at_answer));
-    }
+    if (!report.empty() && a.at_answer)
+      files.add(report, exporter::serve_report_html(*a.at_answer));
+    files.publish();
     return ServeOutput{study::serve_answer_json(a),
                        a.at_answer && !a.at_answer->result.cache_only
                            ? study::requests_csv(*a.at_answer)
@@ -329,7 +335,8 @@ ServeOutput serve(const Fields& fields) {
                        {}};
   }
   const study::ServeStudy x = study::run_serve(setup);
-  if (!report.empty()) write_file_atomic(report, exporter::serve_report_html(x));
+  if (!report.empty()) files.add(report, exporter::serve_report_html(x));
+  files.publish();
   return ServeOutput{study::serve_json(x), x.result.cache_only ? std::string() : study::requests_csv(x),
                      x.trace.notes};
 }
@@ -465,7 +472,9 @@ WhatIfResult whatif(const Fields& fields, const WhatIfRequest& r) {
     answers.push_back(study::whatif(study, s, w));
     values.push_back(v);
   }
-  if (!r.plan_out.empty()) study::write_answer_plan(answers.front(), r.plan_out, "plan_out");
+  if (!r.plan_out.empty()) {
+    write_file_atomic(r.plan_out, study::answer_plan_json(answers.front(), r.plan_out, "plan_out"));
+  }
   WhatIfResult out{study::whatif_json(w, base, *topo, r.vary, values, answers), {}};
   add_import_warnings(base, out.warnings);
   return out;

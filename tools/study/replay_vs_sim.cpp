@@ -604,9 +604,8 @@ std::string replay_json(const LoadedPlan& lp, const hw::Topology& topo, const Re
   return json_text(j);
 }
 
-void write_replay_timeline(const std::string& path, const LoadedPlan& lp,
-                           const replay::ReplayResult& r) {
-  sim::Timeline tl(path);
+void write_replay_timeline(AtomicOutput& out, const LoadedPlan& lp, const replay::ReplayResult& r) {
+  sim::Timeline tl(out);
   for (uint32_t p = 0; p < r.programs.size(); ++p) {
     const int dev = r.programs[p].device;
     const sim::ProcessId pid = tl.process(fmt::format("device {} (measured)", dev), dev);

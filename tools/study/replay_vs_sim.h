@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/io.h"
 #include "core/plan_json.h"
 #include "hw_models/bind.h"
 #include "sim/simulator.h"
@@ -152,8 +153,7 @@ std::string replay_table(const LoadedPlan& lp, const hw::Topology& topo, const R
 std::string replay_json(const LoadedPlan& lp, const hw::Topology& topo, const ReplayVsSim& x);
 
 /// The measured timeline in the simulator's trace format (a process per device with a
-/// compute track and transfer lanes), written to `path`.
-void write_replay_timeline(const std::string& path, const LoadedPlan& lp,
-                           const replay::ReplayResult& r);
+/// compute track and transfer lanes), written into `out` (published by the caller).
+void write_replay_timeline(AtomicOutput& out, const LoadedPlan& lp, const replay::ReplayResult& r);
 
 }  // namespace tierflow::study

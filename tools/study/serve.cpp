@@ -409,7 +409,8 @@ ServeStudy run_serve(const ServeSetup& setup) {
   // The timeline file is opened first: a path that cannot be written fails before the run.
   std::unique_ptr<sim::Timeline> tl;
   if (!setup.timeline.empty() && !setup.cache_only) {
-    tl = std::make_unique<sim::Timeline>(setup.timeline);
+    tl = setup.outputs ? std::make_unique<sim::Timeline>(*setup.outputs->open(setup.timeline))
+                       : std::make_unique<sim::Timeline>(setup.timeline);
   }
   serve::ServeOptions engine = setup.engine;
   engine.timeline = tl.get();

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/io.h"
 #include "hw_models/topology.h"
 #include "sim/serve/engine.h"
 #include "tools/study/scenario.h"
@@ -105,6 +106,9 @@ struct ServeSetup {
   Slo slo;
   bool cache_only = false;
   std::string timeline;  ///< written by each run; empty: none
+  /// Where the timeline is opened, to appear with the command's other outputs (the caller
+  /// publishes the set); null: the timeline is an output of its own.
+  OutputSet* outputs = nullptr;
   SettingNames names = SettingNames::kServeFlags;  ///< the settings': how the engine's errors name them
   // The knobs.
   double rate_scale = 1.0;     ///< the trace's arrivals compressed by this factor

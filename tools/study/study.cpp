@@ -111,9 +111,10 @@ void refer_inputs(Plan& plan, const std::string& path, const std::string& hw, st
   }
 }
 
-void write_plan_timeline(const std::string& path, const Plan& plan, const Workload& w,
+void write_plan_timeline(AtomicOutput* out, const Plan& plan, const Workload& w,
                          const hw::Topology& topo) {
-  sim::Timeline tl(path);
+  if (out == nullptr) return;
+  sim::Timeline tl(*out);
   sim::SimOptions so;
   so.timeline = &tl;
   so.live_top = 0;

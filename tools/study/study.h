@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "core/io.h"
 #include "core/plan_json.h"
 #include "core/workload.h"
 #include "hw_models/topology.h"
@@ -224,9 +225,10 @@ void refer_inputs(Plan& plan, const std::string& path, const std::string& hw, st
 /// beside the result.
 void record_outcome(Plan& plan, const planner::PlanOutcome& o);
 
-/// Simulates `plan` (over `w`) on `topo` and writes its timeline to `path` (a Chrome trace,
-/// sim/timeline.h).
-void write_plan_timeline(const std::string& path, const Plan& plan, const Workload& w,
+/// Simulates `plan` (over `w`) on `topo` and writes its timeline into `out` (a Chrome trace,
+/// sim/timeline.h), which the caller publishes with the command's other outputs (an
+/// OutputSet's; null, as OutputSet::open gives for no path: nothing).
+void write_plan_timeline(AtomicOutput* out, const Plan& plan, const Workload& w,
                          const hw::Topology& topo);
 
 /// The topology a plan file runs on: `hw` if given, else the file the plan names (relative

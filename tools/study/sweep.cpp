@@ -849,8 +849,10 @@ std::string sweep_summary_text(const SweepSpec& spec, const ResultDb& db, const 
 void export_results(const ResultDb& db, const std::string& csv, const std::string& jsonl) {
   if (csv.empty() && jsonl.empty()) return;
   const ResultDb::Table t = db.table();
-  if (!csv.empty()) write_file_atomic(csv, table_csv(t));
-  if (!jsonl.empty()) write_file_atomic(jsonl, table_jsonl(t));
+  OutputSet outputs;  // both tables appear together
+  if (!csv.empty()) outputs.add(csv, table_csv(t));
+  if (!jsonl.empty()) outputs.add(jsonl, table_jsonl(t));
+  outputs.publish();
 }
 
 }  // namespace tierflow::study

@@ -539,13 +539,12 @@ Answer whatif(Study& study, const Scenario& s, const WhatIfOptions& o) {
   return a;
 }
 
-void write_answer_plan(const Answer& a, const std::string& path, std::string_view source) {
+std::string answer_plan_json(const Answer& a, const std::string& path, std::string_view source) {
   if (!a.trial || !a.trial->main().outcome.ok) {
     throw InputError::at(SourcePos{std::string(source)},
                          "no plan to write: the question has no answer");
   }
-  write_file_atomic(path, write_plan(plan_for_file(*a.trial, a.trial->main(), path),
-                                     a.trial->main().workload.get()));
+  return write_plan(plan_for_file(*a.trial, a.trial->main(), path), a.trial->main().workload.get());
 }
 
 }  // namespace tierflow::study

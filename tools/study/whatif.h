@@ -87,9 +87,9 @@ void check_whatif_grid(const Scenario& base, const WhatIfOptions& o, const std::
 /// Answers `o.question` for `s`. Bad input throws InputError.
 Answer whatif(Study& study, const Scenario& s, const WhatIfOptions& o);
 
-/// Writes the plan of an answer to `path` as `tierflow plan -o` writes one (`sim --plan`
-/// runs it): `--plan-out`, Python's plan_out. InputError at `source` when there is none.
-void write_answer_plan(const Answer& a, const std::string& path, std::string_view source);
+/// The plan of an answer as `tierflow plan -o` writes one to `path` (`sim --plan` runs it):
+/// `--plan-out`, Python's plan_out. InputError at `source` when there is none.
+std::string answer_plan_json(const Answer& a, const std::string& path, std::string_view source);
 
 /// The tokens/s a max-batch target compares: a request's generation throughput, a decode
 /// step's batch x tokens / makespan, a prefill's or training step's batch x seq / makespan.
