@@ -100,9 +100,9 @@ ReplayHandle run_replay(const LoadedPlan& lp, const hw::Topology& topo, const Re
     h.json = study::replay_json(lp, topo, x);
     h.table = study::replay_table(lp, topo, x);
     if (!r.timeline.empty()) {
-      OutputSet out;
-      study::write_replay_timeline(*out.open(r.timeline), lp, x.replay);
-      out.publish();
+      OutputSet files;
+      study::write_replay_timeline(*files.open(r.timeline), lp, x.replay);
+      files.publish();
     }
   }
   return h;
