@@ -276,6 +276,34 @@ void remove_stale_temps(const std::string& target) {
   ::closedir(d);
 }
 
+/// The descriptor of this process that `path` names: "-" and /dev/stdout 1, /dev/stderr 2,
+/// /dev/fd/N and /proc/self/fd/N (or /proc/PID/fd/N with this process's PID) N; none for
+/// any other path.
+std::optional<int> own_descriptor(const std::string& path) {
+  if (path == "-" || path == "/dev/stdout") return 1;
+  if (path == "/dev/stderr") return 2;
+  const std::string self = fmt::format("/proc/{}/fd/", ::getpid());
+  for (const std::string_view prefix :
+       {std::string_view("/dev/fd/"), std::string_view("/proc/self/fd/"), std::string_view(self)}) {
+    if (!path.starts_with(prefix)) continue;
+    const std::string_view digits = std::string_view(path).substr(prefix.size());
+    int fd = -1;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), fd);
+    if (ec == std::errc() && end == digits.data() + digits.size() && !digits.empty() && fd >= 0) {
+      return fd;
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+/// What descriptor `fd` of this process is called in messages.
+std::string descriptor_name(int fd) {
+  if (fd == 1) return "standard output";
+  if (fd == 2) return "standard error";
+  return fmt::format("descriptor {}", fd);
+}
+
 /// Whether an output to `path` is written straight into it, with no temp file and no
 /// rename: a character device or a pipe (`/dev/null`, a FIFO), or what the process's own
 /// descriptors name (`/dev/stdout`, `/dev/fd/3`, `/proc/self/fd/1`: whatever the shell
@@ -458,6 +486,35 @@ void check_output_path(const std::string& path) {
 
 void check_outputs(std::span<const OutputArg> outputs) {
   namespace fs = std::filesystem;
+  // Two outputs on one descriptor of this process ("-" and /dev/stdout) would interleave
+  // their bytes; an output to the file a descriptor output goes to (`-o - --timeline t.json
+  // > t.json`) would be renamed over the other's bytes.
+  std::vector<std::pair<const OutputArg*, int>> streams;
+  for (const OutputArg& o : outputs) {
+    const std::optional<int> fd = o.path.empty() ? std::nullopt : own_descriptor(o.path);
+    if (!fd) continue;
+    for (const auto& [other, other_fd] : streams) {
+      if (other_fd != *fd) continue;
+      throw InputError(SourcePos{std::string(o.flag)},
+                       fmt::format("{} and {} both write to {}: their bytes would interleave; "
+                                   "give one of them a file",
+                                   other->flag, o.flag, descriptor_name(*fd)));
+    }
+    streams.emplace_back(&o, *fd);
+  }
+  for (const OutputArg& o : outputs) {
+    struct stat st {};
+    if (o.path.empty() || own_descriptor(o.path) || ::stat(o.path.c_str(), &st) != 0) continue;
+    for (const auto& [stream, fd] : streams) {
+      struct stat to {};
+      if (::fstat(fd, &to) != 0 || S_ISCHR(to.st_mode)) continue;  // a terminal, /dev/null
+      if (to.st_dev != st.st_dev || to.st_ino != st.st_ino) continue;
+      throw InputError(SourcePos{o.path},
+                       fmt::format("{} names the file {} goes to, where {} writes: one would be "
+                                   "renamed over the other; give each output its own file",
+                                   o.flag, descriptor_name(fd), stream->flag));
+    }
+  }
   std::vector<std::pair<const OutputArg*, fs::path>> seen;
   for (const OutputArg& o : outputs) {
     if (o.path.empty() || o.path == "-") continue;
@@ -529,6 +586,21 @@ AtomicOutput::AtomicOutput(std::string path) : path_(std::move(path)) {
     return;
   }
   check_output_path(path_);
+  if (const std::optional<int> fd = own_descriptor(path_)) {
+    // Written through a copy of the descriptor: into what the shell opened, at its offset
+    // (`>> log` appends); opening the path again would truncate a file and write from its
+    // start over what was there.
+    const int copy = ::dup(*fd);
+    file_ = copy < 0 ? nullptr : ::fdopen(copy, "wb");
+    if (file_ == nullptr) {
+      const int error = errno;
+      if (copy >= 0) ::close(copy);
+      throw InputError(SourcePos{path_}, fmt::format("cannot write: {}", errno_text(error)));
+    }
+    direct_ = true;
+    std::setvbuf(file_, nullptr, _IONBF, 0);
+    return;
+  }
   if (struct stat st{}; ::stat(path_.c_str(), &st) == 0 && writes_through(path_, st)) {
     file_ = std::fopen(path_.c_str(), "wb");
     if (file_ == nullptr) {

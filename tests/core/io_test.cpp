@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -127,6 +129,75 @@ TEST_CASE("OutputSet: outputs written piece by piece appear with the rest; none 
     CHECK(read_all(a) == "new a\n");
   }
   CHECK(dir.entries() == std::vector<std::string>{"a.txt", "b.txt"});
+}
+
+TEST_CASE(
+    "AtomicOutput: the process's own descriptors are written through a copy, at their offset") {
+  ScratchDir dir("fd");
+  const std::string log = dir.file("log.txt");
+  write_file_atomic(log, "an earlier line\n");
+  // As `>> log.txt` opens it: appending. Opening /dev/fd/N again would truncate it.
+  const int fd = ::open(log.c_str(), O_WRONLY | O_APPEND);
+  REQUIRE(fd >= 0);
+  for (const std::string& path :
+       {fmt::format("/dev/fd/{}", fd), fmt::format("/proc/self/fd/{}", fd),
+        fmt::format("/proc/{}/fd/{}", ::getpid(), fd)}) {
+    write_file_atomic(path, path + "\n");
+  }
+  CHECK(::close(fd) == 0);  // still open: the outputs closed their copies only
+  CHECK(read_all(log) ==
+        fmt::format("an earlier line\n/dev/fd/{0}\n/proc/self/fd/{0}\n/proc/{1}/fd/{0}\n", fd,
+                    ::getpid()));
+  CHECK(dir.entries() == std::vector<std::string>{"log.txt"});
+}
+
+TEST_CASE(
+    "check_outputs: two outputs on one descriptor, or one on the file standard output goes to") {
+  ScratchDir dir("streams");
+  const std::string dash = "-", dev_stdout = "/dev/stdout", fd1 = "/dev/fd/1", err = "/dev/stderr";
+  const std::string file = dir.file("t.json"), none;
+  CHECK_THROWS_WITH_AS(check_outputs({{"-o", dash}, {"--timeline", dash}}),
+                       "--timeline: -o and --timeline both write to standard output: their bytes "
+                       "would interleave; give one of them a file",
+                       InputError);
+  CHECK_THROWS_WITH_AS(check_outputs({{"-o", dash}, {"--transfers", dev_stdout}}),
+                       doctest::Contains("-o and --transfers both write to standard output"),
+                       InputError);
+  CHECK_THROWS_WITH_AS(check_outputs({{"-o", fd1}, {"--timeline", dash}}),
+                       doctest::Contains("both write to standard output"), InputError);
+  // One each, or one and a file elsewhere: fine.
+  CHECK_NOTHROW(
+      check_outputs({{"-o", dash}, {"--timeline", err}, {"--transfers", file}, {"x", none}}));
+  // Standard output sent to the file another output names (`> t.json`).
+  write_file_atomic(file, "");
+  const int saved = ::dup(1);
+  REQUIRE(saved >= 0);
+  const int to_file = ::open(file.c_str(), O_WRONLY | O_APPEND);
+  REQUIRE(to_file >= 0);
+  std::fflush(stdout);
+  REQUIRE(::dup2(to_file, 1) == 1);
+  std::string refused;
+  try {
+    check_outputs({{"-o", dash}, {"--timeline", file}});
+  } catch (const InputError& e) {
+    refused = e.what();
+  }
+  const bool alone_ok = [&] {
+    try {
+      check_outputs({{"--timeline", file}});  // nothing on standard output: nothing to lose
+      return true;
+    } catch (const InputError&) {
+      return false;
+    }
+  }();
+  std::fflush(stdout);
+  ::dup2(saved, 1);
+  ::close(saved);
+  ::close(to_file);
+  CHECK(refused == file +
+                       ": --timeline names the file standard output goes to, where -o writes: "
+                       "one would be renamed over the other; give each output its own file");
+  CHECK(alone_ok);
 }
 
 TEST_CASE("AtomicOutput: writes larger than its buffer arrive intact and in order") {
@@ -316,7 +387,6 @@ TEST_CASE("write_file_atomic writes and replaces whole files") {
   CHECK(read_all(path).empty());
   CHECK(dir.entries() == std::vector<std::string>{"w.txt"});
 }
-
 
 TEST_CASE("check_output_path: an empty path, a directory or a missing folder, before any work") {
   ScratchDir dir("check");

@@ -229,6 +229,17 @@ contains plan-too-many-devices-msg "$tmp/err" "--devices: 2 programs, but the to
 check plan-more-devices 0 "$tf" plan --hw configs/hw/gh200.yaml --set devices.hopper.count=2 \
   --workload "$tmp/w7.json" --devices 2 --policy resident -o "$tmp/p-dev.json"
 check plan-verify 0 "$tf" plan verify "$tmp/p7.json"
+# The process's own descriptors are written through: `-o /dev/stdout >> log` appends to the
+# log (it was opened again, truncated, and the earlier lines lost).
+echo "an earlier line" >"$tmp/log.txt"
+ok own-descriptor-appends bash -c '"$1" sim --plan "$2" -o /dev/stdout >>"$3" &&
+  "$1" sim --plan "$2" --transfers /dev/stderr -o /dev/null 2>>"$3"' _ "$tf" "$tmp/p7.json" "$tmp/log.txt"
+ok own-descriptor-appends-kept python3 -c '
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+assert lines[0] == "an earlier line", lines[:2]
+assert lines[1].startswith("plan "), lines[1]
+assert any(l.startswith("program,step,kind,tensor") for l in lines[2:]), lines[-3:]' "$tmp/log.txt"
 # Calibrate: this machine's memcpy threads as a topology; a plan made on it replays with
 # native copies (real sizes, real speed).
 check calibrate-cpu 0 "$tf" calibrate --backend cpu -o "$tmp/cal.yaml" --max-size 1MiB --repeats 1 \

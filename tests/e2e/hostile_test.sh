@@ -1051,6 +1051,16 @@ if [ -w /dev/full ]; then
   hostile outputs/sweep-tables-together 2 "/dev/full: cannot write" --out "$d3/rows.csv" -- \
     "$tf" sweep "$d3/tiny.yaml" -o "$d3/r.db" --quiet --csv "$d3/rows.csv" --jsonl /dev/full
 fi
+# Two outputs on standard output interleave; an output on the file standard output goes to
+# would be renamed over it: both refused before any work.
+hostile outputs/two-on-stdout 2 "-o and --timeline both write to standard output" -- \
+  "$tf" sim --plan "$d3/p.json" --timeline -
+hostile outputs/dash-and-dev-stdout 2 "-o and --transfers both write to standard output" -- \
+  "$tf" sim --plan "$d3/p.json" --transfers /dev/stdout
+hostile outputs/compare-timeline-on-stdout 2 "-o and --timeline both write to standard output" -- \
+  "$tf" compare "${scen[@]}" --policies resident --timeline -
+hostile outputs/timeline-on-redirected-stdout 2 "--timeline names the file standard output goes to, where -o writes" -- \
+  bash -c '"$1" sim --plan "$2" --timeline "$3" >"$3"' _ "$tf" "$d3/p.json" "$d3/redirected.json"
 # whatif --plan-out with no answer: no plan to write, so the answer is not written either.
 hostile outputs/whatif-no-plan-writes-nothing 2 "--plan-out: no plan to write" \
   --out "$d3/ans.txt" --out "$d3/ans-plan.json" -- "$tf" whatif --hw "$d3/topo.yaml" \

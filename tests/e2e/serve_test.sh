@@ -295,5 +295,18 @@ check one-replica-too-wide 2 "$tf" serve --hw h100-sxm-8gpu --model llama-3-8b -
 contains one-replica-too-wide-names-tp "$tmp/err" "error: --tp: 1 replicas of TP 16 need 16 devices"
 check token-budget-too-large 2 "$tf" serve --hw h100-sxm-8gpu --model llama-3-8b --quiet --arrivals poisson,rate=5/s,n=3,prompt=fixed:100,output=fixed:4 --token-budget 10000000
 contains token-budget-too-large-names-it "$tmp/err" "error: --token-budget: the weights"
+# -o - puts the rows on standard output, alone: the summary goes to standard error (it
+# came first on standard output, which made the CSV unreadable); --summary FILE keeps it.
+arr=(--arrivals "poisson,rate=2/s,n=3,prompt=fixed:64,output=fixed:2")
+check rows-on-stdout 0 "$tf" serve --model llama-3-8b --quiet -o - "${arr[@]}"
+ok rows-on-stdout-csv-only python3 -c '
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 3 and rows[0]["id"] == "0", rows' "$tmp/out"
+contains rows-on-stdout-summary-on-stderr "$tmp/err" "serve llama-3-8b on h100-sxm-8gpu"
+check rows-on-stdout-summary-file 0 "$tf" serve --model llama-3-8b --quiet -o - --summary "$tmp/sum.txt" "${arr[@]}"
+contains rows-on-stdout-summary-file-written "$tmp/sum.txt" "serve llama-3-8b on h100-sxm-8gpu"
+check rows-and-summary-on-stdout 2 "$tf" serve --model llama-3-8b --quiet -o - --summary - "${arr[@]}"
+contains rows-and-summary-on-stdout-refused "$tmp/err" "--summary and -o both write to standard output"
 
 finish

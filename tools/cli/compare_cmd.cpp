@@ -23,7 +23,8 @@ namespace {
 
 struct CompareOptions {
   ScenarioFlags f;
-  std::string timeline, output, plans_dir;
+  std::string timeline, plans_dir;
+  std::string output = "-";
   std::vector<std::string> policies;
   bool json = false, csv = false, quiet = false;
 };
@@ -70,8 +71,7 @@ int run_compare(const CompareOptions& o) {
   const auto format = o.json  ? study::CompareFormat::kJson
                       : o.csv ? study::CompareFormat::kCsv
                               : study::CompareFormat::kText;
-  files.add(o.output.empty() ? "-" : o.output,
-            study::render_comparison(cmp, base, *topo, target, format));
+  files.add(o.output, study::render_comparison(cmp, base, *topo, target, format));
   const study::Trial* best = cmp.best ? &cmp.trials[*cmp.best] : nullptr;
   if (!o.timeline.empty() && best != nullptr) {
     study::write_plan_timeline(files.open(o.timeline), *best->main().outcome.plan,

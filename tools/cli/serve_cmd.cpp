@@ -19,7 +19,7 @@ namespace {
 struct ServeCliOptions {
   study::ServeSettings s;
   std::string output, find, target, report;
-  std::string summary = "-";
+  std::string summary;  ///< empty: standard output, or standard error where -o - takes it
   bool json = false;
   bool quiet = false;
   OutputSet files;  ///< what the command writes, the run's timeline included
@@ -46,6 +46,7 @@ int run_serve(ServeCliOptions& o) {
   }
   s.engine.record_series = !o.report.empty();
   study::ServeSetup setup = study::prepare_serve(s);
+  if (o.summary.empty()) o.summary = o.output == "-" ? "/dev/stderr" : "-";  // rows keep stdout
   // The inputs are read: an output over one, or over another output, is refused before any run.
   check_outputs({{"--summary", o.summary},
                  {"-o", o.output},
@@ -53,12 +54,10 @@ int run_serve(ServeCliOptions& o) {
                  {"--timeline", s.timeline}});
   setup.outputs = &o.files;
   if (ask) {
-    std::function<void(const study::ServeProbe&)> progress;
-    if (tty) {
-      progress = [](const study::ServeProbe& p) {
-        fmt::print(stderr, "serve: probe {:.6g}: {}\n", p.knob, p.pass ? "pass" : "fail");
-      };
-    }
+    std::function<void(const study::ServeProbe&)> progress = [](const study::ServeProbe& p) {
+      fmt::print(stderr, "serve: probe {:.6g}: {}\n", p.knob, p.pass ? "pass" : "fail");
+    };
+    if (!tty) progress = nullptr;
     const study::ServeAnswer a = study::find_serve(s, std::move(setup), *ask, progress);
     // The rows, the report and the timeline are the answer's run; with no answer, none.
     write_outputs(o, o.json ? study::serve_answer_json(a) : study::serve_answer_text(a),
@@ -141,7 +140,8 @@ void add_serve_command(CLI::App& app) {
                   "write an HTML page: latency CDFs, hits per level, levels, sequences over time");
   cmd->add_flag("--json", o->json, "print the summary as JSON (tierflow.serve/1)");
   cmd->add_option("-o,--output", o->output, "one row per request: CSV, or JSON Lines (.jsonl)");
-  cmd->add_option("--summary", o->summary, "write the summary to FILE instead of stdout");
+  cmd->add_option("--summary", o->summary,
+                  "write the summary to FILE instead of stdout (stderr with -o -)");
   cmd->add_flag("--quiet", o->quiet, "no progress on the terminal");
   cmd->callback([o] { throw CommandResult(run_serve(*o)); });
 }

@@ -30,7 +30,7 @@ struct WhatIfCliOptions {
   std::string max_overhead = "1%";
   double min_throughput = 0, max_tpot = 0;
   std::vector<std::string> vary;
-  std::string output, plan_out;
+  std::string output = "-", plan_out;
   bool json = false, quiet = false;
 };
 
@@ -65,7 +65,7 @@ int run_whatif(const WhatIfCliOptions& o) {
              : study::whatif_text(w, base, *topo, axes, values, answers);
   // The answer and its plan appear together; with no plan to write, neither is written.
   const std::pair<std::string, std::string> outputs[] = {
-      {o.output.empty() ? "-" : o.output, text},
+      {o.output, text},
       {o.plan_out, o.plan_out.empty()
                        ? std::string()
                        : study::answer_plan_json(answers.front(), o.plan_out, "--plan-out")}};
