@@ -1178,6 +1178,12 @@ hostile outputs/compare-plans-over-workload 2 "it is an input of this command" -
   "$tf" compare --workload "$d/pd/tierflow.json" --policies layerwise,tierflow --plans "$d/pd"
 hostile outputs/export-chakra-infeasible 1 "is full" --out "$d/chakra-out" -- \
   "$tf" export --plan "$d/p.json" --format chakra -o "$d/chakra-out" --set tiers.hbm.capacity=1.6GB
+# A Chakra export's traces (one per program) appear together: one that cannot be written
+# (its name taken by a folder) leaves the earlier trace of the other program as it was.
+"$tf" plan --hw "$d/topo.yaml" --workload "$d/w.json" --devices 2 --policy layerwise -o "$d/p2.json" >/dev/null
+mkdir -p "$d/et/p2.1.et" && echo "an earlier trace" >"$d/et/p2.0.et"
+hostile outputs/export-chakra-traces-together 2 "p2.1.et: cannot write: it is a directory" \
+  --out "$d/et/p2.0.et" -- "$tf" export --plan "$d/p2.json" --format chakra -o "$d/et"
 # plan verify binds the plan to the topology it names: a program on a device it lacks.
 python3 -c 'import json, sys
 p = json.load(open(sys.argv[1])); p["programs"][0]["device"] = 99

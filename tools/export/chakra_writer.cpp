@@ -228,10 +228,15 @@ std::string chakra_trace(const ExportInput& in, size_t program) {
 void write_chakra(const ExportInput& in, const std::string& out) {
   const std::string stem = chakra_stem(in);
   TF_ASSERT(!stem.empty(), "empty Chakra file stem for '{}'", in.plan_file);
+  // One file per program, appearing together: a failure to write any (a full disk) leaves
+  // every earlier trace in the folder as it was, not some programs of one plan beside
+  // others of another.
+  OutputSet files;
   for (size_t p = 0; p < in.plan.programs.size(); ++p) {
     const auto path = std::filesystem::path(out) / fmt::format("{}.{}.et", stem, p);
-    write_file_atomic(path.string(), chakra_trace(in, p));
+    files.add(path.string(), chakra_trace(in, p));
   }
+  files.publish();
 }
 
 }  // namespace tierflow::exporter
