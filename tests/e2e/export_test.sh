@@ -85,6 +85,13 @@ check chakra-again 0 "$tf" export --plan "$plan" --format chakra -o "$tmp/et2"
 same chakra-deterministic "$tmp/et1/p.0.et" "$tmp/et2/p.0.et"
 check chakra-stem 0 "$tf" export --plan "$plan" --format chakra -o "$tmp/et1" --stem llama
 [ -f "$tmp/et1/llama.0.et" ] && passes=$((passes + 1)) || { echo "FAIL --stem"; fails=$((fails + 1)); }
+# Traces of another export beyond this plan's programs stay, and a note names them.
+echo "an earlier trace" >"$tmp/et1/llama.1.et"
+check chakra-stale 0 "$tf" export --plan "$plan" --format chakra -o "$tmp/et1" --stem llama
+contains chakra-stale-note "$tmp/err" "note: $tmp/et1 also holds llama.1.et from another export: this plan has 1 program"
+contains chakra-stale-kept "$tmp/et1/llama.1.et" "an earlier trace"
+check chakra-no-stale 0 "$tf" export --plan "$plan" --format chakra -o "$tmp/et1"
+if grep -q "note:" "$tmp/err"; then echo "FAIL chakra-no-stale: $(cat "$tmp/err")"; fails=$((fails + 1)); else passes=$((passes + 1)); fi
 
 # Bad input: exit 2 with the reason; nothing written.
 check unknown-format 2 "$tf" export --plan "$plan" --format chakr -o "$tmp/x"

@@ -1018,6 +1018,17 @@ def test_report_and_export_as_the_cli(cli, small_workload, tmp_path):
             json.loads((tmp_path / "mine.report-json").read_text())["makespan_ps"])
     tierflow.export(p, "chakra", tmp_path / "et", stem="step")
     assert sorted(os.listdir(tmp_path / "et")) == ["step.0.et"]
+    # Another export's traces of the same stem beyond this plan's programs: kept, and named
+    # in a warning as the CLI's note names them.
+    for name in ("step.1.et", "step.2.et", "step.01.et", "other.1.et"):
+        (tmp_path / "et" / name).write_text("an earlier trace")
+    with pytest.warns(UserWarning, match=r"also holds step\.1\.et, step\.2\.et from another export: "
+                      r"this plan has 1 program, and ASTRA-sim run on more NPUs would read them"):
+        tierflow.export(p, "chakra", tmp_path / "et", stem="step")
+    assert (tmp_path / "et" / "step.2.et").read_text() == "an earlier trace"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tierflow.export(p, "chakra", tmp_path / "et3", stem="step")  # an empty folder: none
     with pytest.raises(tierflow.InputError, match="^format: unknown format 'chakr'.*did you mean 'chakra'"):
         tierflow.export(p, "chakr", tmp_path / "x")
     with pytest.raises(tierflow.InputError, match="^format: 'plan-json' of a Plan is what Plan.save"):

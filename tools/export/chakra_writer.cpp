@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <google/protobuf/io/coded_stream.h>
@@ -24,6 +25,9 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/diagnostics.h"
 #include "core/io.h"
@@ -237,6 +241,35 @@ void write_chakra(const ExportInput& in, const std::string& out) {
     files.add(path.string(), chakra_trace(in, p));
   }
   files.publish();
+  if (in.notes == nullptr) return;
+  // Traces of the same stem beyond this plan's programs, from an earlier export: ASTRA-sim
+  // run on more NPUs than this plan has programs would read them as this plan's.
+  std::vector<std::pair<size_t, std::string>> stale;
+  const std::string prefix = stem + ".";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(out, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix) || !name.ends_with(".et")) continue;
+    const std::string_view digits =
+        std::string_view(name).substr(prefix.size(), name.size() - prefix.size() - 3);
+    size_t program = 0;
+    const auto [end, err] = std::from_chars(digits.data(), digits.data() + digits.size(), program);
+    if (err != std::errc() || end != digits.data() + digits.size() || digits.empty() ||
+        (digits.size() > 1 && digits.front() == '0') || program < in.plan.programs.size()) {
+      continue;
+    }
+    stale.emplace_back(program, name);
+  }
+  if (stale.empty()) return;
+  std::sort(stale.begin(), stale.end());
+  std::vector<std::string> names;
+  for (size_t i = 0; i < stale.size() && i < 4; ++i) names.push_back(stale[i].second);
+  if (stale.size() > 4) names.push_back(fmt::format("... ({} in all)", stale.size()));
+  in.notes->push_back(fmt::format(
+      "{} also holds {} from another export: this plan has {} program{}, and ASTRA-sim run on "
+      "more NPUs would read {} as its own; remove {} or export to an empty folder",
+      out, fmt::join(names, ", "), in.plan.programs.size(), in.plan.programs.size() == 1 ? "" : "s",
+      stale.size() == 1 ? "it" : "them", stale.size() == 1 ? "it" : "them"));
 }
 
 }  // namespace tierflow::exporter

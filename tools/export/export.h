@@ -73,6 +73,8 @@ struct ExportInput {
   const std::vector<std::vector<sim::StepTime>>* step_times = nullptr;
   sim::Timeline* timeline = nullptr;  ///< streamed to OUT; the writer calls finish()
   ExportOptions options;
+  /// What the writer tells the user once written (ExportOutcome::notes).
+  std::vector<std::string>* notes = nullptr;
 };
 
 /// Writes OUT (a file path, "-", or a folder that exists). Throws InputError.
@@ -99,6 +101,9 @@ std::string formats_table();
 /// How an export ended: a simulation error means nothing was written.
 struct ExportOutcome {
   std::optional<sim::SimError> error;
+  /// Written, and worth knowing (the CLI prints them as notes, Python warns them): e.g.
+  /// traces of another export left in a Chakra folder.
+  std::vector<std::string> notes;
 };
 
 /// Runs one export: checks OUT against the format's output kind (a folder format needs a

@@ -98,9 +98,11 @@ ExportOutcome run_export(const Format& format, const Plan& plan, const Workload&
   const MadeDir folder(out, prepare_out(format, out));
   ExportInput in{plan, workload, topology, plan_file};
   in.options = options;
+  ExportOutcome outcome;
+  in.notes = &outcome.notes;
   if (format.sim == SimNeed::kNone) {
     format.write(in, out);
-    return {};
+    return outcome;
   }
   std::unique_ptr<sim::Timeline> timeline;
   if (format.sim == SimNeed::kTimeline) timeline = std::make_unique<sim::Timeline>(out);
@@ -120,7 +122,7 @@ ExportOutcome run_export(const Format& format, const Plan& plan, const Workload&
   in.step_times = &step_times;
   in.timeline = timeline.get();
   format.write(in, out);
-  return {};
+  return outcome;
 }
 
 }  // namespace tierflow::exporter

@@ -395,9 +395,9 @@ ReportResult report(const std::vector<PlanSource>& plans, bool wait_when_full, s
   return out;
 }
 
-std::optional<std::string> export_plan(const PlanSource& src, const std::string& format_name,
-                                       const std::string& output, bool wait_when_full,
-                                       bool inline_workload, const std::string& stem) {
+ExportResult export_plan(const PlanSource& src, const std::string& format_name,
+                         const std::string& output, bool wait_when_full, bool inline_workload,
+                         const std::string& stem) {
   const OutputGuardScope scope;  // the output may not replace the plan or its topology
   const exporter::Format& format = exporter::find_format(format_name, "format");
   exporter::ExportOptions eo;
@@ -412,7 +412,7 @@ std::optional<std::string> export_plan(const PlanSource& src, const std::string&
       check_output_path(output);
     }
   };
-  std::optional<sim::SimError> error;
+  exporter::ExportOutcome outcome;
   std::string name;
   if (src.plan == nullptr) {
     // A simulated format leaves the rules to the simulator; plan-json verifies as it reads.
@@ -422,7 +422,7 @@ std::optional<std::string> export_plan(const PlanSource& src, const std::string&
     const hw::Topology topo = study::plan_topology(lp.plan, src.path, eo.hw, src.sets);
     check_output();
     name = src.path;
-    error = exporter::run_export(format, lp.plan, lp.workload, topo, src.path, output, eo).error;
+    outcome = exporter::run_export(format, lp.plan, lp.workload, topo, src.path, output, eo);
   } else {
     if (format.sim == exporter::SimNeed::kNone) {
       throw InputError::at(SourcePos{"format"},
@@ -435,11 +435,11 @@ std::optional<std::string> export_plan(const PlanSource& src, const std::string&
     // A Plan has no file: its name stands for one (chakra's default stem).
     name = h.plan.name;
     if (eo.stem.empty()) eo.stem = name;
-    error = exporter::run_export(format, h.plan, h.workload, *h.topology.topology, name, output, eo)
-                .error;
+    outcome =
+        exporter::run_export(format, h.plan, h.workload, *h.topology.topology, name, output, eo);
   }
-  if (error) return run_error(name, *error);
-  return std::nullopt;
+  if (outcome.error) return {run_error(name, *outcome.error), {}};
+  return {std::nullopt, std::move(outcome.notes)};
 }
 
 nlohmann::ordered_json report_json(const SimulationHandle& s, bool with_transfers) {

@@ -211,10 +211,15 @@ ReportResult report(const std::vector<PlanSource>& plans, bool wait_when_full, s
 
 /// `tierflow export`: one plan in `format` (exporter::formats()) to `output` (a file, or a
 /// folder for chakra). Throws InputError; a simulation that stops writes nothing and is
-/// returned ("NAME: message"), as the CLI's exit 1 or 3.
-std::optional<std::string> export_plan(const PlanSource& plan, const std::string& format,
-                                       const std::string& output, bool wait_when_full,
-                                       bool inline_workload, const std::string& stem);
+/// returned ("NAME: message"), as the CLI's exit 1 or 3; so are the notes of what was written
+/// (ExportOutcome::notes), which Python warns as the CLI prints them.
+struct ExportResult {
+  std::optional<std::string> error;
+  std::vector<std::string> notes;
+};
+ExportResult export_plan(const PlanSource& plan, const std::string& format,
+                         const std::string& output, bool wait_when_full, bool inline_workload,
+                         const std::string& stem);
 
 /// The `tierflow whatif --json` document (tierflow.whatif/1) for the scenario of `fields`,
 /// and what the CLI prints on stderr besides it (a lenient import's warnings; the model's

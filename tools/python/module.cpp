@@ -591,12 +591,13 @@ void bind_functions(py::module_& m) {
       [](const py::tuple& plan, const std::string& format, const std::string& output, bool wait,
          bool inline_workload, const std::string& stem) {
         const PlanSource source = plan_source(plan);
-        std::optional<std::string> error;
+        ExportResult r;
         {
           py::gil_scoped_release release;
-          error = export_plan(source, format, output, wait, inline_workload, stem);
+          r = export_plan(source, format, output, wait, inline_workload, stem);
         }
-        return error ? py::object(py::str(*error)) : py::object(py::none());
+        return py::make_tuple(r.error ? py::object(py::str(*r.error)) : py::object(py::none()),
+                              r.notes);
       },
       py::arg("plan"), py::arg("format"), py::arg("output"), py::arg("wait_when_full"),
       py::arg("inline_workload"), py::arg("stem"));

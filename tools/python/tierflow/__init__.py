@@ -414,17 +414,20 @@ def export(plan, format, output, topology=None, set=(), on_full="fail", inline_w
     file, or a folder for chakra (created when missing). topology, set, on_full: as for
     simulate(). inline_workload: plan-json embeds the workload (plan-json of a Plan is
     Plan.save()). stem: chakra's file names STEM.PROGRAM.et (default: the plan file's name,
-    or the Plan's name). A simulation that stops writes nothing: SimulationError.
+    or the Plan's name). A simulation that stops writes nothing: SimulationError. What the
+    CLI prints as a note (traces of another export left in a chakra folder) is a UserWarning.
     """
     wait = _on_full(on_full)
     if not isinstance(inline_workload, bool):
         raise TypeError(f"inline_workload: expected a bool, not {type(inline_workload).__name__}")
     source = _plan_source(plan, topology, _strings(set, "set"))
-    error = _tierflow.export_plan(source, _text(format, "format"), _out_path(output, "output"),
-                                  wait, inline_workload,
-                                  "" if stem is None else _text(stem, "stem"))
+    error, notes = _tierflow.export_plan(source, _text(format, "format"),
+                                         _out_path(output, "output"), wait, inline_workload,
+                                         "" if stem is None else _text(stem, "stem"))
     if error is not None:
         raise SimulationError(error)
+    for note in notes:
+        warnings.warn(note, UserWarning, stacklevel=2)
 
 
 class Replay:
