@@ -306,6 +306,18 @@ assert len(rows) == 3 and rows[0]["id"] == "0", rows' "$tmp/out"
 contains rows-on-stdout-summary-on-stderr "$tmp/err" "serve llama-3-8b on h100-sxm-8gpu"
 check rows-on-stdout-summary-file 0 "$tf" serve --model llama-3-8b --quiet -o - --summary "$tmp/sum.txt" "${arr[@]}"
 contains rows-on-stdout-summary-file-written "$tmp/sum.txt" "serve llama-3-8b on h100-sxm-8gpu"
+# KV tiers listed slower first are taken as written, with a note naming both (on a search
+# too, and through whatif's service questions); nearest first, no note.
+check kv-order-slower-first 0 "$tf" serve --model llama-3-8b --quiet --kv-tiers ssd:1%,ddr:1% "${arr[@]}"
+contains kv-order-note "$tmp/err" "note: --kv-tiers: 'ssd' comes before 'ddr', whose blocks reach the device faster (53.76GB/s after 6.1us, against 53.76GB/s after 66.5us)"
+check kv-order-nearest-first 0 "$tf" serve --model llama-3-8b --quiet --kv-tiers ddr:1%,ssd:1% "${arr[@]}"
+if grep -q "note:" "$tmp/err"; then echo "FAIL kv-order-nearest-first: $(cat "$tmp/err")"; fails=$((fails + 1)); else passes=$((passes + 1)); fi
+check kv-order-find 0 "$tf" serve --model llama-3-8b --quiet --kv-tiers ssd:1%,ddr:1% "${arr[@]}" \
+  --find max-rate --target p99-ttft=10s
+contains kv-order-find-note "$tmp/err" "note: --kv-tiers: 'ssd' comes before 'ddr'"
+check kv-order-whatif 0 "$tf" whatif --model llama-3-8b --quiet "${arr[@]}" --question max-rate \
+  --target p99-ttft=10s --serve kv_tiers=ssd:1%,ddr:1%
+contains kv-order-whatif-note "$tmp/err" "note: --serve kv_tiers: 'ssd' comes before 'ddr'"
 check rows-and-summary-on-stdout 2 "$tf" serve --model llama-3-8b --quiet -o - --summary - "${arr[@]}"
 contains rows-and-summary-on-stdout-refused "$tmp/err" "--summary and -o both write to standard output"
 

@@ -585,6 +585,16 @@ def test_serve(cli, tmp_path):
     c = tierflow.serve(arrivals="poisson,rate=2/s,n=50,prompt=fixed:1000,output=fixed:10,groups=2,system=2048",
                        model="llama-3-8b", cache_only=True)
     assert c.summary["cache_only"] and c.requests.empty and c.levels["hit_tokens"].sum() > 0
+    # KV tiers listed slower first: taken as written, and noted as the CLI notes it.
+    small = "poisson,rate=2/s,n=4,prompt=fixed:64,output=fixed:2"
+    for find in (None, "max-rate"):
+        extra = {} if find is None else {"find": find, "target": "p99-ttft=10s"}
+        k = tierflow.serve(arrivals=small, model="llama-3-8b", kv_tiers="ssd:1%,ddr:1%", **extra)
+        assert [n for n in k.notes if "comes before" in n] == [
+            "kv_tiers: 'ssd' comes before 'ddr', whose blocks reach the device faster (53.76GB/s "
+            "after 6.1us, against 53.76GB/s after 66.5us): levels are nearest first, so demotions "
+            "fill 'ssd' first; list 'ddr' first unless that is meant"], k.notes
+    assert tierflow.serve(arrivals=small, model="llama-3-8b", kv_tiers="ddr:1%,ssd:1%").notes == []
     # Swap preemption: the CLI's summary.
     arrivals = "poisson,rate=20/s,n=100,prompt=uniform:512:4096,output=uniform:64:512,seed=9"
     w = tierflow.serve(arrivals=arrivals, hw="h100-sxm-8gpu", model="llama-3-8b",

@@ -20,8 +20,7 @@ struct ServeCliOptions {
   study::ServeSettings s;
   std::string output, find, target, report;
   std::string summary;  ///< empty: standard output, or standard error where -o - takes it
-  bool json = false;
-  bool quiet = false;
+  bool json = false, quiet = false;
   OutputSet files;  ///< what the command writes, the run's timeline included
 };
 
@@ -46,6 +45,7 @@ int run_serve(ServeCliOptions& o) {
   }
   s.engine.record_series = !o.report.empty();
   study::ServeSetup setup = study::prepare_serve(s);
+  for (const std::string& note : study::serve_notes(setup)) fmt::print(stderr, "note: {}\n", note);
   if (o.summary.empty()) o.summary = o.output == "-" ? "/dev/stderr" : "-";  // rows keep stdout
   // The inputs are read: an output over one, or over another output, is refused before any run.
   check_outputs({{"--summary", o.summary},
@@ -67,7 +67,6 @@ int run_serve(ServeCliOptions& o) {
     return static_cast<int>(a.found ? ExitCode::kOk : ExitCode::kInfeasible);
   }
   const study::ServeStudy x = study::run_serve(setup);
-  for (const std::string& note : x.trace.notes) fmt::print(stderr, "note: {}\n", note);
   write_outputs(o, o.json ? study::serve_json(x) : study::serve_text(x), &x);
   return static_cast<int>(ExitCode::kOk);
 }

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <functional>
 #include <optional>
-#include <tuple>
 #include <string_view>
+#include <tuple>
 #include <unistd.h>
 
 #include "core/diagnostics.h"
@@ -24,9 +24,9 @@ namespace {
 
 /// The whatif flags a service question takes; any other given is refused, not ignored.
 constexpr std::array<std::string_view, 17> kServeFlags = {
-    "--question", "--trace",     "--arrivals",  "--target",       "--serve",     "--hw",
-    "--set",      "--device",    "--model",     "--hf-config",    "--model-set", "--tp",
-    "--weight-dtype", "--kv-dtype", "--act-dtype", "--json", "--quiet"};
+    "--question",     "--trace",    "--arrivals",  "--target",    "--serve",     "--hw",
+    "--set",          "--device",   "--model",     "--hf-config", "--model-set", "--tp",
+    "--weight-dtype", "--kv-dtype", "--act-dtype", "--json",      "--quiet"};
 
 }  // namespace
 
@@ -37,7 +37,8 @@ void check_step_question(const std::string& q) {
   } catch (const InputError&) {
     std::vector<std::string> all(study::kQuestionNames.begin(), study::kQuestionNames.end());
     for (const char* s : {"max-rate", "min-replicas", "min-capacity:ddr"}) all.emplace_back(s);
-    throw InputError::at(SourcePos{"--question"}, "unknown question '{}'{}", q, did_you_mean(q, all));
+    throw InputError::at(SourcePos{"--question"}, "unknown question '{}'{}", q,
+                         did_you_mean(q, all));
   }
   throw InputError::at(SourcePos{"--question"},
                        "'{}' is a question about a service: give its requests (--trace or "
@@ -64,7 +65,8 @@ int run_whatif_serve(const CLI::App* cmd, const ScenarioFlags& f, const WhatIfSe
   for (const CLI::Option* opt : cmd->get_options()) {
     if (opt->count() == 0) continue;
     const std::string name = opt->get_name();
-    const bool service = std::find(kServeFlags.begin(), kServeFlags.end(), name) != kServeFlags.end();
+    const bool service =
+        std::find(kServeFlags.begin(), kServeFlags.end(), name) != kServeFlags.end();
     if (!service && name != "--output") {
       throw CLI::ValidationError(opt->get_name(),
                                  "describes a step, not a service: a question about a service "
@@ -101,7 +103,8 @@ int run_whatif_serve(const CLI::App* cmd, const ScenarioFlags& f, const WhatIfSe
     set_fields.push_back(field);
     const std::string named = study::serve_flag(field, study::SettingNames::kWhatif);
     const auto& fields = study::serve_field_names();
-    if (!named.starts_with("--serve") && std::find(fields.begin(), fields.end(), field) != fields.end()) {
+    if (!named.starts_with("--serve") &&
+        std::find(fields.begin(), fields.end(), field) != fields.end()) {
       throw InputError::at(SourcePos{"--serve " + field}, "give it as whatif's {}", named);
     }
     study::set_serve_field(settings, field, item.substr(eq + 1), "--serve " + field);
@@ -119,6 +122,7 @@ int run_whatif_serve(const CLI::App* cmd, const ScenarioFlags& f, const WhatIfSe
     };
   }
   study::ServeSetup setup = study::prepare_serve(settings);
+  for (const std::string& note : study::serve_notes(setup)) fmt::print(stderr, "note: {}\n", note);
   if (!output.empty()) check_output_path(output);
   const study::ServeAnswer a = study::find_serve(settings, std::move(setup), ask, progress);
   write_file_atomic(output.empty() ? "-" : output,

@@ -306,13 +306,16 @@ ServeOutput serve(const Fields& fields) {
   // layer's to check, for both.
   std::string find, target, report;
   for (const auto& [key, value] : fields) {
-    if (key == "timeline") s.timeline = value;
-    else if (key == "find") find = value;
+    if (key == "timeline")
+      s.timeline = value;
+    else if (key == "find")
+      find = value;
     else if (key == "target")
       target = value;
     else if (key == "report")
       report = value;
-    else study::set_serve_field(s, key, value, key);
+    else
+      study::set_serve_field(s, key, value, key);
   }
   const auto ask = study::parse_serve_ask(find, target, study::SettingNames::kFields);
   s.engine.record_series = !report.empty();
@@ -323,6 +326,7 @@ ServeOutput serve(const Fields& fields) {
   OutputSet files;  // the report and the run's timeline appear together
   setup.outputs = &files;
   if (ask) {
+    std::vector<std::string> notes = study::serve_notes(setup);
     const study::ServeAnswer a = study::find_serve(s, std::move(setup), *ask);
     // The page is the answer's run; with no answer there is none (the answer says so).
     if (!report.empty() && a.at_answer)
@@ -332,13 +336,13 @@ ServeOutput serve(const Fields& fields) {
                        a.at_answer && !a.at_answer->result.cache_only
                            ? study::requests_csv(*a.at_answer)
                            : std::string(),
-                       {}};
+                       std::move(notes)};
   }
   const study::ServeStudy x = study::run_serve(setup);
   if (!report.empty()) files.add(report, exporter::serve_report_html(x));
   files.publish();
-  return ServeOutput{study::serve_json(x), x.result.cache_only ? std::string() : study::requests_csv(x),
-                     x.trace.notes};
+  return ServeOutput{study::serve_json(x),
+                     x.result.cache_only ? std::string() : study::requests_csv(x), x.notes};
 }
 
 namespace {

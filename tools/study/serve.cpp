@@ -249,7 +249,7 @@ std::string serve_flag(std::string field, SettingNames names) {
 }
 
 std::shared_ptr<const traces::RequestTrace> ServeTraceCache::get(const ServeSettings& s,
-                                                                  const std::string& name) {
+                                                                 const std::string& name) {
   const std::string key = fmt::format("{}\n{}\n{}\n{}", s.trace, s.arrivals, s.trace_options.first,
                                       s.trace_options.block_tokens);
   {
@@ -264,6 +264,46 @@ std::shared_ptr<const traces::RequestTrace> ServeTraceCache::get(const ServeSett
   const std::lock_guard lock(m_);
   return traces_.try_emplace(key, std::move(trace)).first->second;
 }
+
+namespace {
+
+/// A note when `--kv-tiers` lists a level whose blocks reach the device more slowly than a
+/// later level's (on the route to the device's tier, no more bandwidth and no less setup,
+/// and not the same): levels are nearest first, so demotions fill the slower one first.
+/// Empty otherwise, and where a tier or route is missing (the engine's checks name that).
+std::string kv_order_note(const ServeSetup& x) {
+  const hw::Topology& t = x.topology;
+  const auto dev =
+      x.engine.device.empty() ? std::optional<size_t>(0) : t.device_index(x.engine.device);
+  if (!dev || *dev >= t.devices.size()) return {};
+  const auto local = t.tier_index(t.devices[*dev].local_tier);
+  if (!local) return {};
+  const auto route_of = [&](const serve::KvTier& k) -> const hw::Route* {
+    const auto tier = t.tier_index(k.tier);
+    return tier ? t.route(*tier, *local) : nullptr;
+  };
+  const std::vector<serve::KvTier>& kv = x.engine.kv_tiers;
+  for (size_t i = 0; i < kv.size(); ++i) {
+    const hw::Route* near = route_of(kv[i]);
+    for (size_t j = i + 1; j < kv.size() && near != nullptr; ++j) {
+      const hw::Route* far = route_of(kv[j]);
+      if (far == nullptr || far->bandwidth < near->bandwidth || far->setup > near->setup ||
+          (far->bandwidth == near->bandwidth && far->setup == near->setup)) {
+        continue;
+      }
+      return fmt::format(
+          "{}: '{}' comes before '{}', whose blocks reach the device faster ({} after {}, "
+          "against {} after {}): levels are nearest first, so demotions fill '{}' first; list "
+          "'{}' first unless that is meant",
+          serve_flag("kv_tiers", x.names), kv[i].tier, kv[j].tier, to_string(far->bandwidth),
+          to_string_approx(far->setup), to_string(near->bandwidth), to_string_approx(near->setup),
+          kv[i].tier, kv[j].tier);
+    }
+  }
+  return {};
+}
+
+}  // namespace
 
 ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   const auto name = [&s](std::string field) { return serve_flag(std::move(field), s.names); };
@@ -390,6 +430,7 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   x.cache_only = s.cache_only;
   x.timeline = s.timeline;
   x.names = s.names;
+  if (const std::string note = kv_order_note(x); !note.empty()) x.notes.push_back(note);
   return x;
 }
 
@@ -399,11 +440,18 @@ void check_serve(const ServeSetup& setup) {
   });
 }
 
+std::vector<std::string> serve_notes(const ServeSetup& setup) {
+  std::vector<std::string> notes = setup.trace->notes;
+  notes.insert(notes.end(), setup.notes.begin(), setup.notes.end());
+  return notes;
+}
+
 ServeStudy run_serve(const ServeSetup& setup) {
   ServeStudy x;
   x.slo = setup.slo;
   x.trace = *setup.trace;
   traces::scale_arrivals(x.trace, setup.rate_scale, setup.trace_name);
+  x.notes = serve_notes(setup);
   x.model = setup.arch.name;
   x.topology = setup.topology.name;
   // The timeline file is opened first: a path that cannot be written fails before the run.
@@ -617,8 +665,8 @@ double serve_hit_ratio(const ServeStudy& x) {
 
 std::string requests_jsonl(const ServeStudy& x) {
   const serve::ServeResult& r = x.result;
-  std::vector<std::string> names = {"id",    "replica", "arrival_s",     "queue_s",      "ttft_s",
-                                    "tpot_s", "e2e_s",  "prompt_tokens", "output_tokens"};
+  std::vector<std::string> names = {"id",     "replica", "arrival_s",     "queue_s",      "ttft_s",
+                                    "tpot_s", "e2e_s",   "prompt_tokens", "output_tokens"};
   size_t positions = 0;
   for (const serve::LevelRecord& l : r.levels) positions = std::max(positions, l.position + 1);
   std::vector<std::string> tiers(positions);

@@ -99,7 +99,7 @@ Slo parse_slo(const std::string& text, std::string_view source);
 struct ServeSetup {
   /// As read or generated at rate scale 1; shared by every run and copy of the setup.
   std::shared_ptr<const traces::RequestTrace> trace;
-  std::string trace_name;      ///< what arrival errors name: the file or the generator's flag
+  std::string trace_name;  ///< what arrival errors name: the file or the generator's flag
   traces::Arch arch;
   traces::GenOptions gen;  ///< dtypes, tp
   hw::Topology topology;
@@ -109,7 +109,11 @@ struct ServeSetup {
   /// Where the timeline is opened, to appear with the command's other outputs (the caller
   /// publishes the set); null: the timeline is an output of its own.
   OutputSet* outputs = nullptr;
-  SettingNames names = SettingNames::kServeFlags;  ///< the settings': how the engine's errors name them
+  /// About the settings, told with each run's (ServeStudy::notes): e.g. KV tiers listed
+  /// slower first.
+  std::vector<std::string> notes;
+  SettingNames names =
+      SettingNames::kServeFlags;  ///< the settings': how the engine's errors name them
   // The knobs.
   double rate_scale = 1.0;     ///< the trace's arrivals compressed by this factor
   serve::ServeOptions engine;  ///< replicas, KV tiers and their capacities, ...
@@ -138,7 +142,8 @@ struct ServeSummary {
 };
 
 struct ServeStudy {
-  traces::RequestTrace trace;  ///< as served: arrivals at the run's rate scale
+  traces::RequestTrace trace;      ///< as served: arrivals at the run's rate scale
+  std::vector<std::string> notes;  ///< serve_notes() of its setup
   serve::ServeResult result;
   Slo slo;
   ServeSummary summary;  ///< of `result` under `slo`
@@ -169,6 +174,11 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces = nullp
 /// tiers and the swap space against the topology). InputError naming the setting.
 void check_serve(const ServeSetup& setup);
 /// Serves the setup's trace at its knobs (or replays the cache only).
+/// What a setup's runs should tell the user once: the trace's notes (timestamps out of
+/// order, ...), then the settings' (ServeSetup::notes). The CLI prints them as notes,
+/// Python warns them.
+std::vector<std::string> serve_notes(const ServeSetup& setup);
+
 ServeStudy run_serve(const ServeSetup& setup);
 /// Both: one run of the settings.
 ServeStudy run_serve(const ServeSettings& s);

@@ -520,7 +520,8 @@ class Serving:
     the answer, for a search); answer: the search's `tierflow.serve-answer/1` document, or
     None;
     requests: one row per request as a DataFrame (the `-o` CSV's columns; empty for
-    cache_only); levels: the cache levels as a DataFrame; notes: what the trace reader said.
+    cache_only); levels: the cache levels as a DataFrame; notes: what the trace reader and
+    the settings said (the CLI's notes: e.g. kv_tiers listed slower first).
     """
 
     def __init__(self, result):
