@@ -310,8 +310,8 @@ std::string descriptor_name(int fd) {
 /// opened, a regular file included). Renaming over these would replace the device node or
 /// the link, not write to them.
 bool writes_through(const std::string& path, const struct stat& st) {
-  return S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || path == "/dev/stdout" ||
-         path == "/dev/stderr" || path.starts_with("/dev/fd/") || path.starts_with("/proc/");
+  return S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode) || own_descriptor(path).has_value() ||
+         path.starts_with("/proc/");
 }
 
 /// Whether the existing regular file at `path` may not be replaced: no write permission
@@ -490,9 +490,14 @@ void check_outputs(std::span<const OutputArg> outputs) {
   // their bytes; an output to the file a descriptor output goes to (`-o - --timeline t.json
   // > t.json`) would be renamed over the other's bytes.
   std::vector<std::pair<const OutputArg*, int>> streams;
+  std::vector<const OutputArg*> files;
   for (const OutputArg& o : outputs) {
-    const std::optional<int> fd = o.path.empty() ? std::nullopt : own_descriptor(o.path);
-    if (!fd) continue;
+    if (o.path.empty()) continue;
+    const std::optional<int> fd = own_descriptor(o.path);
+    if (!fd) {
+      files.push_back(&o);
+      continue;
+    }
     for (const auto& [other, other_fd] : streams) {
       if (other_fd != *fd) continue;
       throw InputError(SourcePos{std::string(o.flag)},
@@ -502,9 +507,10 @@ void check_outputs(std::span<const OutputArg> outputs) {
     }
     streams.emplace_back(&o, *fd);
   }
-  for (const OutputArg& o : outputs) {
+  for (const OutputArg* file : files) {
+    const OutputArg& o = *file;
     struct stat st {};
-    if (o.path.empty() || own_descriptor(o.path) || ::stat(o.path.c_str(), &st) != 0) continue;
+    if (streams.empty() || ::stat(o.path.c_str(), &st) != 0) continue;
     for (const auto& [stream, fd] : streams) {
       struct stat to {};
       if (::fstat(fd, &to) != 0 || S_ISCHR(to.st_mode)) continue;  // a terminal, /dev/null

@@ -9,6 +9,10 @@
 
 namespace tierflow::cli {
 
+void print_notes(const std::vector<std::string>& notes) {
+  for (const std::string& note : notes) fmt::print(stderr, "note: {}\n", note);
+}
+
 int print_run_error(const std::string& plan_file, const RunError& e, bool measured) {
   const std::string at = to_string_approx(Duration{e.time});
   const std::string when = e.time < 0  ? ""

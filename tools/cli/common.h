@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/diagnostics.h"
 #include "core/plan.h"
@@ -17,6 +18,9 @@ struct CommandResult {
 
 /// Prints "error: FILE:LINE:COL: message" to standard error.
 void print_error(const InputError& e);
+
+/// Prints each of `notes` as "note: ..." to standard error.
+void print_notes(const std::vector<std::string>& notes);
 
 /// Prints why simulating (or, `measured`, replaying) the plan in `plan_file` stopped: a
 /// broken plan rule as the verifier's message at the step's JSON position, anything else

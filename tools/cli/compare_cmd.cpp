@@ -73,7 +73,7 @@ int run_compare(const CompareOptions& o) {
                               : study::CompareFormat::kText;
   files.add(o.output, study::render_comparison(cmp, base, *topo, target, format));
   const study::Trial* best = cmp.best ? &cmp.trials[*cmp.best] : nullptr;
-  if (!o.timeline.empty() && best != nullptr) {
+  if (best != nullptr) {
     study::write_plan_timeline(files.open(o.timeline), *best->main().outcome.plan,
                                *best->main().workload, *topo);
   }

@@ -57,7 +57,7 @@ int run_export(const ExportCliOptions& o) {
       exporter::run_export(format, lp.plan, lp.workload, topo, o.plan, o.output, eo);
   if (out.error) return print_run_error(o.plan, *out.error);
   if (o.output != "-") fmt::print(stderr, "wrote {}\n", o.output);
-  for (const std::string& note : out.notes) fmt::print(stderr, "note: {}\n", note);
+  print_notes(out.notes);
   return static_cast<int>(ExitCode::kOk);
 }
 

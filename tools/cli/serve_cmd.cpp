@@ -45,7 +45,7 @@ int run_serve(ServeCliOptions& o) {
   }
   s.engine.record_series = !o.report.empty();
   study::ServeSetup setup = study::prepare_serve(s);
-  for (const std::string& note : study::serve_notes(setup)) fmt::print(stderr, "note: {}\n", note);
+  print_notes(study::serve_notes(setup));
   if (o.summary.empty()) o.summary = o.output == "-" ? "/dev/stderr" : "-";  // rows keep stdout
   // The inputs are read: an output over one, or over another output, is refused before any run.
   check_outputs({{"--summary", o.summary},

@@ -122,7 +122,7 @@ int run_whatif_serve(const CLI::App* cmd, const ScenarioFlags& f, const WhatIfSe
     };
   }
   study::ServeSetup setup = study::prepare_serve(settings);
-  for (const std::string& note : study::serve_notes(setup)) fmt::print(stderr, "note: {}\n", note);
+  print_notes(study::serve_notes(setup));
   if (!output.empty()) check_output_path(output);
   const study::ServeAnswer a = study::find_serve(settings, std::move(setup), ask, progress);
   write_file_atomic(output.empty() ? "-" : output,

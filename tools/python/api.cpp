@@ -325,8 +325,8 @@ ServeOutput serve(const Fields& fields) {
   check_outputs({{"report", report}, {"timeline", s.timeline}});
   OutputSet files;  // the report and the run's timeline appear together
   setup.outputs = &files;
+  std::vector<std::string> notes = study::serve_notes(setup);
   if (ask) {
-    std::vector<std::string> notes = study::serve_notes(setup);
     const study::ServeAnswer a = study::find_serve(s, std::move(setup), *ask);
     // The page is the answer's run; with no answer there is none (the answer says so).
     if (!report.empty() && a.at_answer)
@@ -342,7 +342,8 @@ ServeOutput serve(const Fields& fields) {
   if (!report.empty()) files.add(report, exporter::serve_report_html(x));
   files.publish();
   return ServeOutput{study::serve_json(x),
-                     x.result.cache_only ? std::string() : study::requests_csv(x), x.notes};
+                     x.result.cache_only ? std::string() : study::requests_csv(x),
+                     std::move(notes)};
 }
 
 namespace {

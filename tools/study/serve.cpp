@@ -451,7 +451,6 @@ ServeStudy run_serve(const ServeSetup& setup) {
   x.slo = setup.slo;
   x.trace = *setup.trace;
   traces::scale_arrivals(x.trace, setup.rate_scale, setup.trace_name);
-  x.notes = serve_notes(setup);
   x.model = setup.arch.name;
   x.topology = setup.topology.name;
   // The timeline file is opened first: a path that cannot be written fails before the run.

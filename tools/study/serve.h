@@ -142,8 +142,7 @@ struct ServeSummary {
 };
 
 struct ServeStudy {
-  traces::RequestTrace trace;      ///< as served: arrivals at the run's rate scale
-  std::vector<std::string> notes;  ///< serve_notes() of its setup
+  traces::RequestTrace trace;  ///< as served: arrivals at the run's rate scale
   serve::ServeResult result;
   Slo slo;
   ServeSummary summary;  ///< of `result` under `slo`
