@@ -22,6 +22,32 @@ SourcePos pos_of(const YAML::Node& node, const std::string& file) {
   return SourcePos{file, m.line + 1, m.column + 1};
 }
 
+namespace {
+bool before(const YAML::Mark& a, const YAML::Mark& b) {
+  return a.line >= 0 && b.line >= 0 &&
+         (a.line < b.line || (a.line == b.line && a.column < b.column));
+}
+}  // namespace
+
+Reached reached(const YAML::Node& map, const YAML::Node& key, const YAML::Node& value) {
+  // An anchor is written before its aliases, and a key before its value.
+  if (before(key.Mark(), map.Mark())) return Reached::kMerge;
+  if (value.IsDefined() && !value.IsNull() && before(value.Mark(), key.Mark())) {
+    return Reached::kAlias;
+  }
+  return Reached::kInPlace;
+}
+
+InputError at_use_site(const InputError& e, Reached how, const SourcePos& at,
+                       std::string_view key) {
+  if (e.pos().file == at.file && e.pos().line == at.line && e.pos().col == at.col) return e;
+  const std::string written = e.pos().line > 0 ? e.pos().str() : std::string("the anchor");
+  return InputError(
+      at, how == Reached::kMerge
+              ? fmt::format("{} ('{}' merged by '<<', written at {})", e.message(), key, written)
+              : fmt::format("{} (through an alias: written at {})", e.message(), written));
+}
+
 std::string_view node_kind(const YAML::Node& node) {
   if (!node.IsDefined() || node.IsNull()) return "nothing";
   if (node.IsMap()) return "a mapping";
@@ -107,6 +133,66 @@ class FirstEvent : public YAML::EventHandler {
   }
 };
 
+/// YAML's merge key, which yaml-cpp 0.7 reads as a plain key named '<<' (YAML 1.1's
+/// merge type): `<<: *defaults` or `<<: [*a, *b]` adds each merged mapping's entries to the
+/// mapping it is written in, unless that mapping has the key already (its own keys win,
+/// then the earlier merged mapping's), and '<<' goes. The added entries are the anchor's
+/// own nodes, with their positions. `depth` and `budget` bound hostile nesting and alias
+/// fan-out: a '<<' past them is left, and read as the unknown key it then is.
+void expand_merges(YAML::Node node, const std::string& file, int depth, size_t& budget) {
+  if (depth > 200 || budget == 0) return;
+  --budget;
+  if (node.IsSequence()) {
+    for (YAML::Node item : node) expand_merges(item, file, depth + 1, budget);
+    return;
+  }
+  if (!node.IsMap()) return;
+  YAML::Node merge_key, merged;
+  bool merges = false;  // a default-constructed node counts as defined
+  std::set<std::string> have;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    if (!it->first.IsScalar()) continue;
+    if (it->first.Scalar() == "<<" && it->first.Tag() != "!") {
+      merge_key = it->first;
+      merged = it->second;
+      merges = true;
+    } else {
+      have.insert(it->first.Scalar());
+    }
+  }
+  if (merges) {
+    std::vector<YAML::Node> sources;
+    if (merged.IsMap()) {
+      sources.push_back(merged);
+    } else if (merged.IsSequence()) {
+      for (YAML::Node m : merged) {
+        if (!m.IsMap()) {
+          throw InputError::at(pos_of(m, file), "'<<' merges mappings; this item of its list is {}",
+                               node_kind(m));
+        }
+        sources.push_back(m);
+      }
+    } else {
+      throw InputError::at(
+          pos_of(merged.IsDefined() && !merged.IsNull() ? merged : merge_key, file),
+          "'<<' merges a mapping or a list of mappings (e.g. '<<: *defaults'), "
+          "got {}",
+          node_kind(merged));
+    }
+    node.remove(merge_key);
+    for (YAML::Node m : sources) {
+      expand_merges(m, file, depth + 1, budget);
+      for (auto it = m.begin(); it != m.end(); ++it) {
+        if (it->first.IsScalar() && !have.insert(it->first.Scalar()).second) continue;
+        node.force_insert(it->first, it->second);
+      }
+    }
+  }
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    expand_merges(it->second, file, depth + 1, budget);
+  }
+}
+
 }  // namespace
 
 YAML::Node load_yaml_text(const std::string& text, const std::string& name) {
@@ -137,6 +223,8 @@ YAML::Node load_yaml_text(const std::string& text, const std::string& name) {
       throw InputError::at(pos, "malformed YAML: '{}' cannot start a key, a value or a list item",
                            at < text.size() ? text.substr(at, 1) : std::string("end of file"));
     }
+    size_t budget = 1'000'000;
+    expand_merges(doc, name, 0, budget);
     return doc;
   } catch (const YAML::ParserException& e) {
     SourcePos pos{name, e.mark.line + 1, e.mark.column + 1};

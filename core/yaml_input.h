@@ -48,6 +48,22 @@ void read_sources(const YAML::Node& node, std::map<std::string, std::string>& ou
 /// The scalar text of `map[key]` if present (used to name an object before reading it).
 std::string peek_scalar(const YAML::Node& map, const char* key);
 
+/// A top-level key the file's reader ignores: `x-` and a name, a place to define YAML
+/// anchors for later aliases and merges (`x-pcie: &pcie {kind: pcie, duplex: full}`).
+inline bool is_extension_key(std::string_view key) {
+  return key.size() > 2 && key.starts_with("x-");
+}
+
+/// How a mapping's entry came to be in it: written there, through an alias (`key: *anchor`:
+/// its value is written before its key) or merged (`<<: *defaults`: its key is written
+/// before the mapping).
+enum class Reached { kInPlace, kAlias, kMerge };
+Reached reached(const YAML::Node& map, const YAML::Node& key, const YAML::Node& value);
+
+/// An error about an entry that came through an alias or a merge, moved to where the mapping
+/// uses it (`at`: the key, or the mapping), with where the text is written.
+InputError at_use_site(const InputError& e, Reached how, const SourcePos& at, std::string_view key);
+
 /// Applies every field's declared default.
 template <class Obj>
 void apply_defaults(Obj& obj, const Schema<Obj>& s) {
@@ -78,21 +94,31 @@ void read_object(const YAML::Node& node, const Schema<Obj>& s, Obj& obj, const s
     if (!seen.insert(key).second) {
       throw InputError::at(key_pos, "duplicate key '{}' in {}", full, what);
     }
-    if (s.is_group(full)) {
-      read_object(it->second, s, obj, file, what + " " + key, full);
-      continue;
+    // A value written elsewhere (an alias's anchor, a merged mapping) is reported where
+    // this mapping uses it: the anchor may belong to another object.
+    const Reached how = reached(node, it->first, it->second);
+    const SourcePos use = how == Reached::kMerge ? pos_of(node, file) : key_pos;
+    try {
+      if (s.is_group(full)) {
+        read_object(it->second, s, obj, file, what + " " + key, full);
+        continue;
+      }
+      const Field<Obj>* f = s.find(full);
+      if (f == nullptr) {
+        const auto keys = s.keys_under(prefix);
+        throw InputError::at(key_pos, "unknown key '{}' in {}{}", full, what,
+                             did_you_mean(key, keys));
+      }
+      Origin origin;
+      Input in = read_input(it->second, key_pos, file, full, what, f->type, origin);
+      f->set(obj, in);
+      origin.items = in.item_pos;
+      if (how != Reached::kInPlace) origin.pos = use;
+      obj.origins.fields[full] = std::move(origin);
+    } catch (const InputError& e) {
+      if (how == Reached::kInPlace) throw;
+      throw at_use_site(e, how, use, key);
     }
-    const Field<Obj>* f = s.find(full);
-    if (f == nullptr) {
-      const auto keys = s.keys_under(prefix);
-      throw InputError::at(key_pos, "unknown key '{}' in {}{}", full, what,
-                           did_you_mean(key, keys));
-    }
-    Origin origin;
-    Input in = read_input(it->second, key_pos, file, full, what, f->type, origin);
-    f->set(obj, in);
-    origin.items = in.item_pos;
-    obj.origins.fields[full] = std::move(origin);
   }
   if (prefix.empty()) {
     for (const auto& f : s.fields) {

@@ -440,6 +440,7 @@ Topology parse(const YAML::Node& root, const std::string& file, const LoadOption
       }
       return v.Scalar();
     };
+    if (schema::is_extension_key(key)) continue;
     if (key == "tierflow") {
       tag = scalar("the format tag hw/1");
       if (tag != kFormatTag) {

@@ -78,6 +78,7 @@ Arch parse(const YAML::Node& root, const std::string& file,
     const std::string key = it->first.Scalar();
     if (!seen.insert(key).second) throw InputError::at(kp, "duplicate key '{}'", key);
     const YAML::Node v = it->second;  // the iterator yields temporaries: copy the handle
+    if (schema::is_extension_key(key)) continue;
     if (key == "tierflow") {
       const SourcePos vp = v.IsNull() ? kp : schema::pos_of(v, file);
       if (!v.IsScalar()) {
@@ -99,11 +100,21 @@ Arch parse(const YAML::Node& root, const std::string& file,
     if (f == nullptr) {
       throw InputError::at(kp, "unknown key '{}' in {}{}", key, kWhat, did_you_mean(key, known));
     }
-    schema::Origin origin;
-    Input in = schema::read_input(v, kp, file, key, kWhat, f->type, origin);
-    f->set(a, in);
-    origin.items = in.item_pos;
-    a.origins.fields[key] = std::move(origin);
+    // A value written elsewhere (an alias's anchor, a merged mapping) is reported where the
+    // model uses it, as schema::read_object does.
+    const schema::Reached how = schema::reached(root, it->first, v);
+    const SourcePos use = how == schema::Reached::kMerge ? a.origins.pos : kp;
+    try {
+      schema::Origin origin;
+      Input in = schema::read_input(v, kp, file, key, kWhat, f->type, origin);
+      f->set(a, in);
+      origin.items = in.item_pos;
+      if (how != schema::Reached::kInPlace) origin.pos = use;
+      a.origins.fields[key] = std::move(origin);
+    } catch (const InputError& e) {
+      if (how == schema::Reached::kInPlace) throw;
+      throw schema::at_use_site(e, how, use, key);
+    }
   }
   if (tag.empty()) {
     throw InputError::at(a.origins.pos,

@@ -51,6 +51,7 @@ expect_error() {
 #   - a trailing marker `# expect-error@COL: MESSAGE` (LINE = the marker's line), or
 #   - a comment `# expect-error-at: POS: MESSAGE` (an error positioned elsewhere, e.g. at
 #     a --set), giving the whole text after `error: `.
+# `{FIXTURE}` in either stands for the fixture's path.
 # Exactly one of them must appear, exactly once; otherwise it says why and returns 3.
 marker_expectation() {
   local fixture=$1 marker='# expect-error@' explicit='# expect-error-at: '
@@ -77,5 +78,8 @@ marker_expectation() {
     hit=$(grep -F -- "$explicit" "$fixture")
     expected="error: ${hit#*"$explicit"}"
   fi
+  # `{FIXTURE}` in the message stands for the fixture's path as given (an error that names a
+  # second position in the same file).
+  expected=${expected//\{FIXTURE\}/$fixture}
   printf '%s\n' "${expected%$'\r'}"
 }

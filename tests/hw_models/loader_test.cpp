@@ -278,3 +278,69 @@ TEST_CASE("system.cpu: --set overrides a CPU field like any other, or describes 
                        "'cpu.peak.fp32'?",
                        InputError);
 }
+
+TEST_CASE("YAML merge keys and aliases: '<<' merges a mapping's entries; its own keys win") {
+  const std::string head = R"(tierflow: hw/1
+name: merged
+devices: [{id: d, count: 1, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
+tiers:
+  - {id: hbm, kind: hbm, per: device, capacity: 16GiB, read_bandwidth: 1TB/s, write_bandwidth: 1TB/s, latency: 500ns}
+  - {id: ddr, kind: ddr, per: host, capacity: 64GiB, read_bandwidth: 100GB/s, write_bandwidth: 100GB/s, latency: 100ns}
+  - {id: cxl, kind: cxl, per: host, capacity: 64GiB, read_bandwidth: 50GB/s, write_bandwidth: 50GB/s, latency: 300ns}
+links:
+)";
+  const std::string expanded =
+      head +
+      R"(  - {id: a, kind: pcie, per: device, duplex: full, bandwidth: 32GB/s, latency: 1us, endpoints: [hbm, ddr]}
+  - {id: b, kind: pcie, per: device, duplex: full, bandwidth: 16GB/s, latency: 1us, endpoints: [hbm, cxl]}
+)";
+  const std::string merged =
+      head +
+      R"(  - &pcie {id: a, kind: pcie, per: device, duplex: full, bandwidth: 32GB/s, latency: &lat 1us, endpoints: [hbm, ddr]}
+  - <<: *pcie
+    id: b
+    bandwidth: 16GB/s
+    endpoints: [hbm, cxl]
+)";
+  const Topology want = load_topology_text(expanded, "t.yaml");
+  const Topology got = load_topology_text(merged, "t.yaml");
+  CHECK(study::show_json(got).dump() == study::show_json(want).dump());
+  // A list of mappings: the earlier one's keys win over the later's.
+  const std::string two =
+      head +
+      R"(  - &one {id: a, kind: pcie, per: device, duplex: full, bandwidth: 32GB/s, latency: 1us, endpoints: [hbm, ddr]}
+  - &two {id: c, kind: pcie, per: device, duplex: half, bandwidth: 8GB/s, latency: 2us, endpoints: [hbm, ddr]}
+  - {<<: [*one, *two], id: b, bandwidth: 16GB/s, endpoints: [hbm, cxl]}
+)";
+  const Topology t2 = load_topology_text(two, "two.yaml");
+  const Link& b = t2.links.back();
+  CHECK(b.id == "b");
+  CHECK(b.duplex == Duplex::kFull);
+  CHECK(b.latency.ps == load_topology_text(expanded, "e.yaml").links.back().latency.ps);
+  // A field reached through an alias or a merge is placed where this object uses it.
+  const std::string bad =
+      head +
+      R"(  - {id: a, kind: pcie, per: device, duplex: full, bandwidth: 32GB/s, latency: &lat 1us, endpoints: [hbm, ddr]}
+  - {id: b, kind: pcie, per: device, duplex: full, bandwidth: 16GB/s, latency: 1us, efficiency: *lat, endpoints: [hbm, cxl]}
+)";
+  CHECK_THROWS_WITH_AS(load_topology_text(bad, "bad.yaml"),
+                       "bad.yaml:10:85: bad value for 'efficiency': expected a fraction in (0, "
+                       "1], got '1us' (through an alias: written at bad.yaml:9:80)",
+                       InputError);
+  // A merged key's fault is named at the mapping that merges it, with where it is written:
+  // here a tier's entries merged into a link.
+  std::string tier_into_link = merged;
+  tier_into_link.replace(tier_into_link.find("  - {id: cxl"), 12, "  - &cxl {id: cxl");
+  tier_into_link += "  - {<<: *cxl, id: c, endpoints: [hbm, cxl]}\n";
+  CHECK_THROWS_WITH_AS(load_topology_text(tier_into_link, "m.yaml"),
+                       "m.yaml:14:5: unknown key 'capacity' in link 'c' ('capacity' merged by "
+                       "'<<', written at m.yaml:7:42)",
+                       InputError);
+  CHECK_THROWS_WITH_AS(load_topology_text(head + "  - {<<: 5, id: b}\n", "s.yaml"),
+                       "s.yaml:9:10: '<<' merges a mapping or a list of mappings (e.g. '<<: "
+                       "*defaults'), got a scalar",
+                       InputError);
+  // Quoted, '<<' is a plain key.
+  CHECK_THROWS_WITH_AS(load_topology_text(head + "  - {\"<<\": {id: b}}\n", "q.yaml"),
+                       "q.yaml:9:6: unknown key '<<' in link #1", InputError);
+}

@@ -105,6 +105,20 @@ TEST_CASE("sweep id: the same spec gives the same id; any changed input another"
   std::string layers = kSpec;
   layers.replace(layers.find("layers: 2"), 9, "layers: 3");
   CHECK(a != sweep_id(parse_sweep_spec(layers, "unit.yaml")));
+  // Anchors in an `x-` key, merged into base: the same spec, the same id.
+  const std::string merged = R"(
+name: unit
+x-shape: &shape {layers: 2, context: 256, tokens: 2}
+base:
+  <<: *shape
+  hw: h100-sxm-8gpu
+  model: llama-3-8b
+axes:
+  - {batch: [1, 2, 4], context: [128, 256, 512]}
+  - links.gpu-pcie.bandwidth: [16GB/s, 64GB/s]
+  - policy: [resident, tierflow]
+)";
+  CHECK(a == sweep_id(parse_sweep_spec(merged, "unit.yaml")));
 }
 
 TEST_CASE("results database: rows round-trip with their types; a rerun skips them") {

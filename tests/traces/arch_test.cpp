@@ -172,6 +172,19 @@ TEST_CASE("a small hand-written model: defaults and --set") {
   CHECK(b.origins.find("layers")->source == "--set");
 }
 
+TEST_CASE("a model file may define anchors under x- keys and use them through aliases") {
+  std::string aliased = kTiny;
+  aliased.replace(aliased.find("hidden: 64"), 10, "x-dims: {d: &d 64}\nhidden: *d");
+  const Arch a = load_arch_text(aliased, "a.yaml");
+  CHECK(a.hidden == 64);
+  CHECK(count_params(a).total == count_params(load_arch_text(kTiny, "tiny.yaml")).total);
+  // A value that is wrong where it is used is reported there, with where it is written.
+  CHECK_THROWS_WITH_AS(load_arch_text(aliased + "attention: *d\n", "a.yaml"),
+                       "a.yaml:13:1: bad value for 'attention': '64' is not one of: gqa, mla "
+                       "(through an alias: written at a.yaml:6:13)",
+                       InputError);
+}
+
 TEST_CASE("loader errors name the position and suggest the nearest key") {
   CHECK_THROWS_WITH_AS(load_arch_text(kTiny + "layer: 3\n", "m.yaml"),
                        "m.yaml:12:1: unknown key 'layer' in the model; did you mean 'layers'?",

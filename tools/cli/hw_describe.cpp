@@ -71,6 +71,15 @@ constexpr std::string_view kCited =
     "top-level `sources:`. `tierflow hw validate --require-sources` makes a number without a "
     "source an error (every shipped file passes it).\n";
 
+constexpr std::string_view kRepeated =
+    "YAML anchors, aliases and merge keys work as YAML defines them: `&name` marks a value, "
+    "`*name` repeats it, and `<<: *name` (or `<<: [*a, *b]`) in a mapping adds the named "
+    "mapping's keys that the mapping does not set itself (its own keys win, then the earlier "
+    "mapping's). Top-level keys that start with `x-` are ignored: a place to define anchors "
+    "(`x-pcie: &pcie {kind: pcie, per: device, duplex: full}`, then `- {<<: *pcie, id: "
+    "gpu-pcie, ...}` under `links`). An error in a value reached through an alias or a merge "
+    "names where the object uses it, then where the value is written.\n";
+
 }  // namespace
 
 std::string describe_text() {
@@ -83,6 +92,8 @@ std::string describe_text() {
   out += kUnits;
   out += '\n';
   out += kCited;
+  out += "\nRepeated values\n";
+  out += kRepeated;
   out += '\n';
   text_section(out, system_schema());
   text_section(out, device_schema());
@@ -123,6 +134,8 @@ std::string describe_markdown() {
   out += kUnits;
   out += "\n## Citations\n\n";
   out += kCited;
+  out += "\n## Repeated values\n\n";
+  out += kRepeated;
   out += '\n';
   md_section(out, system_schema(), "system");
   md_section(out, device_schema(), "devices[]");

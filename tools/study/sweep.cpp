@@ -428,6 +428,7 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
     const YAML::Node key_node = it->first;
     const SourcePos key_pos = schema::pos_of(key_node, name);
     const std::string key = key_node.Scalar();
+    if (schema::is_extension_key(key)) continue;
     if (std::ranges::find(kSpecKeys, key) == std::end(kSpecKeys)) {
       throw InputError::at(key_pos, "unknown key '{}' in a sweep spec (keys: name, description, kind, base, axes){}",
                            key, did_you_mean(key, std::span<const std::string_view>(kSpecKeys)));
