@@ -779,6 +779,7 @@ def test_sweep(cli, tmp_path):
     assert (frame["status"] == "ok").all() and (frame["exit_class"] == 0).all()
     summary = frame.attrs["sweep"]
     assert (summary["name"], summary["points"], summary["ran"], summary["ok"]) == ("api-test", 4, 4, 4)
+    assert summary["noted"] == 0 and (frame["notes"] == "").all()
     # The same spec as a file through the CLI gives the same rows.
     spec_file = tmp_path / "spec.yaml"
     spec_file.write_text(json.dumps(SPEC, indent=2))
@@ -798,6 +799,10 @@ def test_sweep(cli, tmp_path):
     # YAML text, and one shard of two.
     text = "base: {model: llama-3-8b, layers: 2, tokens: 2, context: 512}\naxes:\n  - batch: [1, 2, 3]\n"
     half = tierflow.sweep(text, shard=(1, 2), jobs=1)
+    # A context past the model's max_context is noted in its row.
+    past = tierflow.sweep("base: {model: llama-2-7b, layers: 2, tokens: 2}\naxes:\n  - context: [1024, 8192]\n")
+    assert past.attrs["sweep"]["noted"] == 1 and past["notes"][0] == ""
+    assert "more than the 4096 that llama-2-7b declares" in past["notes"][1]
     assert list(half["point"]) == [1] and list(half["batch"]) == [2]
 
 

@@ -194,6 +194,34 @@ TEST_CASE("serving rows: hits per tier kind add up to the hit share") {
   // No slo: no goodput.
   CHECK(std::holds_alternative<std::monostate>(at("goodput_share")));
   CHECK(std::get<double>(at("kv_pool_gib")) > 0);
+  CHECK(std::get<std::string>(at("notes")).empty());
+}
+
+TEST_CASE("serving sweep: a row carries its run's notes; the summary counts them") {
+  const SweepSpec spec = parse_sweep_spec(R"(
+name: kv-order
+kind: serve
+base:
+  model: llama-3-8b
+  tiers.hbm.capacity: 24GiB
+  arrivals: poisson,rate=20/s,n=40,prompt=fixed:1024,output=fixed:8,seed=1
+axes:
+  - kv_tiers: ["ddr:64GiB,ssd:1TiB", "ssd:1TiB,ddr:64GiB"]
+)",
+                                          "kv.yaml");
+  ResultDb db = ResultDb::for_sweep(":memory:", spec, Shard{});
+  const SweepSummary sum = run_sweep(spec, db, SweepOptions{});
+  const ResultDb::Table t = db.table();
+  REQUIRE(t.rows.size() == 2);
+  CHECK(std::get<std::string>(cell(t, 0, "notes")).empty());
+  const std::string& notes = std::get<std::string>(cell(t, 1, "notes"));
+  CHECK(notes.starts_with("kv_tiers: 'ssd' comes before 'ddr'"));
+  CHECK(sum.noted == 1);
+  CHECK(sum.first_noted == 1);
+  CHECK(sum.first_notes == notes);
+  CHECK(sweep_summary_text(spec, db, sum, Shard{}, 2, 1, "kv.db")
+            .find("  1 point run has notes (the 'notes' column); point 1's: kv_tiers: 'ssd'") !=
+        std::string::npos);
 }
 
 TEST_CASE("serving rows: the column set is pinned") {

@@ -167,6 +167,37 @@ TEST_CASE("results database: rows round-trip with their types; a rerun skips the
   CHECK(db.table().rows.size() == 6);
 }
 
+TEST_CASE("sweep rows: a point past the model's context or in wider weights says so") {
+  const SweepSpec spec = parse_sweep_spec(R"(
+base: {model: llama-2-7b, layers: 2, phase: decode, tokens: 8}
+axes:
+  - context: [1024, 8192]
+  - weight_dtype: [fp16, fp32]
+)",
+                                          "notes.yaml");
+  ResultDb db = ResultDb::for_sweep(":memory:", spec, Shard{});
+  const SweepSummary sum = run_sweep(spec, db, SweepOptions{});
+  const ResultDb::Table t = db.table();
+  REQUIRE(t.rows.size() == 4);
+  const auto notes = static_cast<size_t>(std::ranges::find(t.columns, "notes") - t.columns.begin());
+  REQUIRE(notes < t.columns.size());
+  auto at = [&](size_t r) { return std::get<std::string>(t.rows[r][notes]); };
+  CHECK(at(0).empty());
+  // The spec's own names, not the CLI's flags.
+  CHECK(at(1) ==
+        "llama-2-7b's checkpoint holds fp16 weights (checkpoint_dtype); these are fp32, 2x its "
+        "bytes: weight_dtype='fp16' plans them as shipped");
+  CHECK(
+      at(2).starts_with("a context of 8192 tokens and 8 generated: 8200 positions, more than "
+                        "the 4096 that llama-2-7b declares"));
+  CHECK(at(3) == at(2) + " | " + at(1));
+  CHECK(sum.noted == 3);
+  CHECK(sum.first_noted == 1);
+  // The same notes as a trial run directly.
+  Study study;
+  CHECK(row_of(study.run(sweep_points(spec)[3].scenario)).at("notes") == t.rows[3][notes]);
+}
+
 TEST_CASE("results database: another spec or shard is refused") {
   const auto dir = std::filesystem::temp_directory_path() / "tierflow-sweep-unit";
   std::filesystem::remove_all(dir);

@@ -668,6 +668,7 @@ void bind_functions(py::module_& m) {
         summary["infeasible"] = s.summary.infeasible;
         summary["failed"] = s.summary.failed;
         summary["seconds"] = s.summary.seconds;
+        summary["noted"] = s.summary.noted;  // points run with notes (the `notes` column)
         return py::make_tuple(table_to_python(s.table.columns, s.table.types, s.table.rows),
                               summary);
       },

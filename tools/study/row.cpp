@@ -1,10 +1,11 @@
 #include "tools/study/row.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <algorithm>
 #include <functional>
 
 #include "core/diagnostics.h"
@@ -138,6 +139,10 @@ std::vector<Def> make_defs() {
                  return Cell{std::string(t.ok ? "ok" : t.infeasible ? "infeasible" : "failed")};
                }});
   d.push_back({"reason", "why not ok", [](const Trial& t) { return Cell{t.reason}; }});
+  d.push_back({"notes",
+               "what to read the result with (a context past the model's max_context, ...), ' | "
+               "'-separated",
+               [](const Trial& t) { return Cell{fmt::format("{}", fmt::join(t.notes, " | "))}; }});
   d.push_back({"pipeline", "the main phase's pipeline as run",
                [](const Trial& t) { return Cell{t.main().outcome.pipeline}; }});
   d.push_back({"makespan_s", "simulated makespan of the main phase (the step, or the first decode)",
@@ -264,9 +269,9 @@ const std::vector<Def>& defs() {
 /// every measure real.
 CellType type_of(std::string_view name) {
   static constexpr std::string_view kText[] = {
-      "topology",     "hw",       "sets",     "workload",     "model",  "model_sets", "phase",
-      "weight_dtype", "kv_dtype", "routing",  "expert_cache", "device", "policy", "pins", "device_tier",
-      "status",       "reason",   "pipeline", "busiest_link", "binding"};
+      "topology",     "hw",       "sets",    "workload",     "model",    "model_sets",   "phase",
+      "weight_dtype", "kv_dtype", "routing", "expert_cache", "device",   "policy",       "pins",
+      "device_tier",  "status",   "reason",  "notes",        "pipeline", "busiest_link", "binding"};
   static constexpr std::string_view kInteger[] = {
       "batch", "seq", "context", "tokens", "prompt", "generate", "tp", "devices", "routing_hits", "routing_misses", "cache_evictions"};
   static constexpr std::string_view kBool[] = {"decode_extrapolated"};

@@ -1,6 +1,7 @@
 #include "tools/study/serve_row.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <functional>
@@ -120,6 +121,13 @@ std::vector<Def> make_defs() {
   d.push_back({"status", "ok, infeasible (the model does not fit) or failed", text,
                [](const ServeOutcome& o) { return Cell{o.status}; }});
   d.push_back({"reason", "why not ok", text, [](const ServeOutcome& o) { return Cell{o.reason}; }});
+  d.push_back(
+      {"notes",
+       "what to read the result with (serve_notes: the trace's, the settings'), ' | '-separated",
+       text, [](const ServeOutcome& o) {
+         if (o.setup == nullptr) return Cell{std::string()};
+         return Cell{fmt::format("{}", fmt::join(serve_notes(*o.setup), " | "))};
+       }});
   d.push_back({"requests", "requests counted: arrived after the warm-up and not rejected",
                integer, count([](const ServeStudy& x) {
                  return x.result.cache_only ? x.trace.requests.size() : x.summary.counted;

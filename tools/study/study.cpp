@@ -234,6 +234,19 @@ std::shared_ptr<const hw::Topology> Study::topology(const Scenario& s) {
   return topologies_.emplace(key, std::move(t)).first->second;
 }
 
+std::shared_ptr<const traces::Arch> Study::model(const WorkloadSource& src) {
+  const std::string key =
+      fmt::format("{}\n{}\n{}\n{}\n{}", src.model, src.hf_config, src.hf_lenient, src.sets_flag,
+                  fmt::join(src.model_sets, "\n"));
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = models_.find(key); it != models_.end()) return it->second;
+  }
+  auto a = std::make_shared<const traces::Arch>(load_model(src));
+  std::lock_guard lock(mu_);
+  return models_.emplace(key, std::move(a)).first->second;
+}
+
 std::shared_ptr<const Workload> Study::workload(const Scenario& s, const traces::GenOptions& g,
                                                 bool without_experts) {
   const WorkloadSource& src = s.workload;
@@ -250,7 +263,7 @@ std::shared_ptr<const Workload> Study::workload(const Scenario& s, const traces:
     check_lenient(src);
     w = std::make_shared<const Workload>(read_workload(src.file));
   } else {
-    w = std::make_shared<const Workload>(traces::generate(load_model(src), g));
+    w = std::make_shared<const Workload>(traces::generate(*model(src), g));
   }
   std::lock_guard lock(mu_);
   const auto [it, added] = workloads_.emplace(key, std::move(w));
@@ -561,7 +574,9 @@ Trial Study::run(const Scenario& s) {
   t.device_tier = topo->tiers[target.device_tier].id;
   t.budget = planner::resolved(*topo, target).budget;
 
-  auto conclude = [&t] {
+  auto conclude = [&] {
+    // The phases have read the model: the notes cost no second read.
+    if (s.workload.file.empty()) t.notes = model_warnings(*model(s.workload), s);
     t.ok = true;
     for (const PhaseResult& p : t.phases) {
       if (p.ok()) continue;

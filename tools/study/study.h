@@ -125,6 +125,9 @@ struct Trial {
   bool ok = false;
   bool infeasible = false;  ///< a phase does not fit (exit 1), as opposed to a failure
   std::string reason;
+  /// What the answer should be read with: the model's warnings (model_warnings: a context
+  /// past its max_context, weights wider than its checkpoint). Empty for a workload file.
+  std::vector<std::string> notes;
 
   /// The makespan of a step, or TTFT + decode time of a request.
   [[nodiscard]] int64_t latency_ps() const;
@@ -153,6 +156,9 @@ class Study {
   /// `without_experts`: planner::without_routed_experts() of it, also made once.
   std::shared_ptr<const Workload> workload(const Scenario& s, const traces::GenOptions& g,
                                            bool without_experts = false);
+  /// The model of a generated workload (a shipped name, a model YAML or an HF config with
+  /// their overrides), read once per distinct source.
+  std::shared_ptr<const traces::Arch> model(const WorkloadSource& src);
   /// Keeps at most `n` workloads cached (0, the default: all), dropping the oldest; a
   /// trial still running keeps its own alive. Sweeps bound their memory with it.
   void limit_workloads(size_t n);
@@ -185,6 +191,7 @@ class Study {
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<const hw::Topology>> topologies_;
   std::map<std::string, std::shared_ptr<const Workload>> workloads_;
+  std::map<std::string, std::shared_ptr<const traces::Arch>> models_;
   std::deque<std::string> workload_order_;  ///< cached keys, oldest first
   size_t workload_limit_ = 0;
   /// What the study remembers of a workload while it is alive.

@@ -408,7 +408,9 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
   schema::check_unique_keys(root, name);
   schema::expect_map(root, name, "a sweep spec");
   SweepSpec spec;
-  spec.serve_base.names = SettingNames::kFields;  // errors name the fields, as the spec writes them
+  // Errors and notes name the fields, as the spec writes them (not the CLI's flags).
+  spec.serve_base.names = SettingNames::kFields;
+  spec.base.naming = Naming::kFields;
   spec.file = name;
   spec.text = text;
   spec.name = fs::path(name).stem().string();
@@ -727,6 +729,9 @@ SweepSummary run_sweep(const SweepSpec& spec, ResultDb& db, const SweepOptions& 
     return i;
   };
   std::exception_ptr fatal;  // a database error stops the sweep
+  const std::vector<Column>& row_cols = spec.serving() ? serve_columns() : columns();
+  const auto notes_column = static_cast<size_t>(
+      std::ranges::find(row_cols, std::string_view("notes"), &Column::name) - row_cols.begin());
   auto worker = [&] {
     while (true) {
       size_t i = 0;
@@ -771,6 +776,13 @@ SweepSummary run_sweep(const SweepSpec& spec, ResultDb& db, const SweepOptions& 
       } catch (...) {
         fatal = std::current_exception();
         return;
+      }
+      if (const auto& notes = std::get<std::string>(row.cells[notes_column]); !notes.empty()) {
+        ++sum.noted;
+        if (sum.first_noted < 0 || p.index < sum.first_noted) {
+          sum.first_noted = p.index;
+          sum.first_notes = notes;
+        }
       }
       ++sum.ran;
       ++prog.ran;
@@ -842,8 +854,13 @@ std::string sweep_summary_text(const SweepSpec& spec, const ResultDb& db, const 
     out += fmt::format(", {:.0f} points/min on {} job{}",
                        60.0 * static_cast<double>(s.ran) / s.seconds, jobs, jobs == 1 ? "" : "s");
   }
-  out += fmt::format("\n  {} ok, {} infeasible, {} failed\n  results: {}\n", s.ok, s.infeasible,
-                     s.failed, output);
+  out += fmt::format("\n  {} ok, {} infeasible, {} failed\n", s.ok, s.infeasible, s.failed);
+  if (s.noted > 0) {
+    out += fmt::format("  {} point{} run ha{} notes (the 'notes' column); point {}'s: {}\n",
+                       s.noted, s.noted == 1 ? "" : "s", s.noted == 1 ? "s" : "ve", s.first_noted,
+                       s.first_notes);
+  }
+  out += fmt::format("  results: {}\n", output);
   return out;
 }
 

@@ -132,6 +132,11 @@ struct SweepSummary {
   int64_t infeasible = 0;
   int64_t failed = 0;  ///< over the whole database, this run and before
   double seconds = 0;
+  /// Points run now whose row has notes (its `notes` column), and the first of them by
+  /// point number with its notes.
+  int64_t noted = 0;
+  int64_t first_noted = -1;
+  std::string first_notes;
 };
 
 /// Runs the points of `o.shard` that `db` has not recorded (and, with retry_failed, those
