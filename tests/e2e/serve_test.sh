@@ -318,6 +318,14 @@ contains kv-order-find-note "$tmp/err" "note: --kv-tiers: 'ssd' comes before 'dd
 check kv-order-whatif 0 "$tf" whatif --model llama-3-8b --quiet "${arr[@]}" --question max-rate \
   --target p99-ttft=10s --serve kv_tiers=ssd:1%,ddr:1%
 contains kv-order-whatif-note "$tmp/err" "note: --serve kv_tiers: 'ssd' comes before 'ddr'"
+# Requests longer than the model's max_context are served, with a note that counts them (as
+# compare and whatif warn of a step past it); weights wider than the checkpoint, the same.
+check past-context 0 "$tf" serve --model llama-2-7b --quiet --weight-dtype fp32 \
+  --arrivals poisson,rate=2/s,n=4,prompt=fixed:4000,output=fixed:200,groups=2,system=512
+contains past-context-note "$tmp/err" "note: 4 of the 4 requests span more positions (prompt and output) than the 4096 that llama-2-7b declares (max_context, source CTX-L2), the longest 4712; results past it assume the model runs that far"
+contains past-context-weights-note "$tmp/err" "note: llama-2-7b's checkpoint holds fp16 weights (checkpoint_dtype); these are fp32, 2x its bytes: --weight-dtype fp16 plans them as shipped"
+check within-context 0 "$tf" serve --model llama-2-7b --quiet "${arr[@]}"
+if grep -q "note:" "$tmp/err"; then echo "FAIL within-context: $(cat "$tmp/err")"; fails=$((fails + 1)); else passes=$((passes + 1)); fi
 check rows-and-summary-on-stdout 2 "$tf" serve --model llama-3-8b --quiet -o - --summary - "${arr[@]}"
 contains rows-and-summary-on-stdout-refused "$tmp/err" "--summary and -o both write to standard output"
 

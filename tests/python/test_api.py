@@ -595,6 +595,16 @@ def test_serve(cli, tmp_path):
             "after 6.1us, against 53.76GB/s after 66.5us): levels are nearest first, so demotions "
             "fill 'ssd' first; list 'ddr' first unless that is meant"], k.notes
     assert tierflow.serve(arrivals=small, model="llama-3-8b", kv_tiers="ddr:1%,ssd:1%").notes == []
+    # Requests past the model's max_context and weights wider than its checkpoint: named as
+    # Python names the settings.
+    long = tierflow.serve(arrivals="poisson,rate=2/s,n=4,prompt=fixed:4000,output=fixed:200",
+                          model="llama-2-7b", weight_dtype="fp32")
+    assert long.notes == [
+        "4 of the 4 requests span more positions (prompt and output) than the 4096 that "
+        "llama-2-7b declares (max_context, source CTX-L2), the longest 4200; results past it "
+        "assume the model runs that far",
+        "llama-2-7b's checkpoint holds fp16 weights (checkpoint_dtype); these are fp32, 2x its "
+        "bytes: weight_dtype='fp16' plans them as shipped"], long.notes
     # Swap preemption: the CLI's summary.
     arrivals = "poisson,rate=20/s,n=100,prompt=uniform:512:4096,output=uniform:64:512,seed=9"
     w = tierflow.serve(arrivals=arrivals, hw="h100-sxm-8gpu", model="llama-3-8b",
@@ -656,7 +666,9 @@ def test_serve_errors_are_the_cli_s(key, value):
     result = subprocess.run([binary, "serve", "--model", "llama-3-8b", "--trace", trace, "--quiet",
                              flag, str(value)], capture_output=True, text=True, timeout=300)
     assert result.returncode == 2
-    assert result.stderr.splitlines()[0] == f"error: {flag}: {raised.value.message}"
+    # The trace's requests pass llama-3-8b's max_context: a note comes before the error.
+    errors = [line for line in result.stderr.splitlines() if not line.startswith("note: ")]
+    assert errors[0] == f"error: {flag}: {raised.value.message}"
 
 
 def test_whatif_service(cli):

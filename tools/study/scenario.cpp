@@ -472,11 +472,14 @@ std::string context_warning(const traces::Arch& a, const Scenario& s) {
     what = fmt::format("a sequence of {} tokens", g.seq);
   }
   if (positions <= a.max_context) return "";
-  const std::string cite = source_of(a, "max_context");
   return fmt::format(
-      "{}: {} positions, more than the {} that {} declares (max_context{}); "
-      "results past it assume the model runs that far",
-      what, positions, a.max_context, a.name, cite);
+      "{}: {} positions, more than {}; results past it assume the model runs that far", what,
+      positions, max_context_text(a));
+}
+
+std::string max_context_text(const traces::Arch& a) {
+  return fmt::format("the {} that {} declares (max_context{})", a.max_context, a.name,
+                     source_of(a, "max_context"));
 }
 
 std::string model_label(const WorkloadSource& w) {

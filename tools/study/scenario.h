@@ -189,6 +189,9 @@ void check_lenient(const WorkloadSource& w);
 std::string context_warning(const Scenario& s);
 /// The same for a model already loaded (the scenario's workload source is not read).
 std::string context_warning(const traces::Arch& a, const Scenario& s);
+/// "the 8192 that llama-3-8b declares (max_context, source CTX-L3)": how the warnings name
+/// a model's maximum.
+std::string max_context_text(const traces::Arch& a);
 /// A warning when the generated weights are wider than the model's checkpoint holds them
 /// (Arch::checkpoint_dtype): DeepSeek-V3's fp8 planned in bf16 is twice the bytes it ships
 /// as. Empty otherwise (a narrower, quantized dtype is a choice) and for a workload file.

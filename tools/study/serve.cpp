@@ -303,6 +303,38 @@ std::string kv_order_note(const ServeSetup& x) {
   return {};
 }
 
+/// A note when requests span more positions (prompt and output) than the model declares, as
+/// context_warning() says of a step: the engine serves them all the same.
+std::string context_note(const ServeSetup& x) {
+  const int64_t limit = x.arch.max_context;
+  if (limit <= 0) return {};
+  size_t over = 0;
+  int64_t longest = 0;
+  for (const traces::Request& r : x.trace->requests) {
+    const int64_t n = int64_t{r.prompt_tokens} + int64_t{r.output_tokens};
+    over += n > limit ? 1 : 0;
+    longest = std::max(longest, n);
+  }
+  if (over == 0) return {};
+  return fmt::format(
+      "{} of the {} requests span more positions (prompt and output) than {}, the longest {}; "
+      "results past it assume the model runs that far",
+      over, x.trace->requests.size(), max_context_text(x.arch), longest);
+}
+
+/// The notes of the settings themselves, in the order serve_notes() tells them.
+std::vector<std::string> settings_notes(const ServeSetup& x) {
+  std::vector<std::string> notes;
+  for (std::string n : {context_note(x), kv_order_note(x)}) {
+    if (!n.empty()) notes.push_back(std::move(n));
+  }
+  Scenario wide;  // weights_warning() reads the dtypes and how to name the setting
+  wide.workload.gen = x.gen;
+  wide.naming = x.names == SettingNames::kFields ? Naming::kFields : Naming::kFlags;
+  if (std::string w = weights_warning(x.arch, wide); !w.empty()) notes.push_back(std::move(w));
+  return notes;
+}
+
 }  // namespace
 
 ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
@@ -430,7 +462,7 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   x.cache_only = s.cache_only;
   x.timeline = s.timeline;
   x.names = s.names;
-  if (const std::string note = kv_order_note(x); !note.empty()) x.notes.push_back(note);
+  x.notes = settings_notes(x);
   return x;
 }
 
