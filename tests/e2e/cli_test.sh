@@ -297,6 +297,13 @@ check plan-bad-pipeline 2 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --worklo
 contains plan-bad-pipeline-msg "$tmp/err" "error: --pipeline:1:7: unknown pass 'selct'; did you mean 'select'?"
 check plan-bad-pin 2 "$tf" plan --hw configs/hw/h100-sxm-8gpu.yaml --workload "$tmp/w7.json" --pin weigth=ddr
 contains plan-bad-pin-msg "$tmp/err" "did you mean 'weight'?"
+# A missing required argument is named with what it is, and a positional with the usage.
+check required-positional 2 "$tf" report
+contains required-positional-msg "$tmp/err" "error: 'tierflow report' needs PLANS...: plan JSON files (tierflow.plan/2), e.g. DIR/*.json (usage: tierflow report [OPTIONS] PLANS...)"
+check required-option 2 "$tf" sim
+contains required-option-msg "$tmp/err" "error: 'tierflow sim' needs --plan: plan JSON (tierflow.plan/2)"
+check required-nested 2 "$tf" trace info
+contains required-nested-msg "$tmp/err" "error: 'tierflow trace info' needs FILE: workload JSON (usage: tierflow trace info [OPTIONS] FILE)"
 # --hw defaults to the shipped H100 server, as --help says and as compare and whatif do.
 check plan-default-hw 0 "$tf" plan --workload "$tmp/w7.json" -o "$tmp/default-hw.json"
 # One program by default, as every other command; --devices 0 plans every device of the class.

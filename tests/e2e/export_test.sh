@@ -99,7 +99,7 @@ contains unknown-format-msg "$tmp/err" "error: --format: unknown format 'chakr';
 check unknown-format-far 2 "$tf" export --plan "$plan" --format json -o "$tmp/x"
 contains unknown-format-far-msg "$tmp/err" "did you mean"
 check missing-o 2 "$tf" export --plan "$plan" --format csv
-contains missing-o-msg "$tmp/err" "-o is required"
+contains missing-o-msg "$tmp/err" "'tierflow export' needs -o: a file"
 check missing-plan 2 "$tf" export --format csv -o "$tmp/x.csv"
 check missing-format 2 "$tf" export --plan "$plan" -o "$tmp/x.csv"
 check chakra-stdout 2 "$tf" export --plan "$plan" --format chakra -o -

@@ -32,10 +32,15 @@ int run_export(const ExportCliOptions& o) {
     fmt::print("{}", exporter::formats_table());
     return static_cast<int>(ExitCode::kOk);
   }
-  if (o.plan.empty()) throw CLI::ValidationError("--plan is required");
-  if (o.format.empty()) throw CLI::ValidationError("--format is required (see --list-formats)");
+  // Required unless --list-formats, so checked here, in the words main() gives the others.
+  if (o.plan.empty())
+    throw CLI::ValidationError("'tierflow export' needs --plan: plan JSON (tierflow.plan/2)");
+  if (o.format.empty()) {
+    throw CLI::ValidationError("'tierflow export' needs --format: one of --list-formats");
+  }
   if (o.output.empty()) {
-    throw CLI::ValidationError("-o is required: a file ('-' for standard output) or a folder");
+    throw CLI::ValidationError(
+        "'tierflow export' needs -o: a file ('-' for standard output) or a folder");
   }
   const exporter::Format& format = exporter::find_format(o.format);
   // A simulated format leaves the rules to the simulator, which says when a broken step is

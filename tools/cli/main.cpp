@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <exception>
 #include <new>
@@ -98,6 +100,22 @@ std::string parse_error_text(CLI::App& app, const CLI::ParseError& e) {
     commands.push_back(sub->get_name());
   }
   const std::string where = command_path(at);
+  // "plans is required": which argument, what it is, and how the command is written.
+  if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+    for (const CLI::Option* opt : at->get_options()) {
+      if (!opt->get_required() || opt->count() > 0) continue;
+      if (!opt->get_lnames().empty() || !opt->get_snames().empty()) {
+        const std::string flag = opt->get_lnames().empty() ? "-" + opt->get_snames().front()
+                                                           : "--" + opt->get_lnames().front();
+        return fmt::format("'{}' needs {}: {}", where, flag, opt->get_description());
+      }
+      std::string name = opt->get_name();
+      std::ranges::transform(name, name.begin(), [](unsigned char c) { return std::toupper(c); });
+      const bool many = opt->get_expected_max() > 1;
+      return fmt::format("'{}' needs {}{}: {} (usage: {} [OPTIONS] {}{})", where, name,
+                         many ? "..." : "", opt->get_description(), where, name, many ? "..." : "");
+    }
+  }
   for (const std::string& word : extra) {
     if (word.size() > 1 && word[0] == '-') {
       const std::string flag = word.substr(0, word.find('='));
