@@ -326,6 +326,11 @@ contains past-context-note "$tmp/err" "note: 4 of the 4 requests span more posit
 contains past-context-weights-note "$tmp/err" "note: llama-2-7b's checkpoint holds fp16 weights (checkpoint_dtype); these are fp32, 2x its bytes: --weight-dtype fp16 plans them as shipped"
 check within-context 0 "$tf" serve --model llama-2-7b --quiet "${arr[@]}"
 if grep -q "note:" "$tmp/err"; then echo "FAIL within-context: $(cat "$tmp/err")"; fails=$((fails + 1)); else passes=$((passes + 1)); fi
+# --warmup says what is wrong with the duration, as every duration does.
+check warmup-overflow 2 "$tf" serve --model llama-3-8b --quiet "${arr[@]}" --warmup 1e300s
+contains warmup-overflow-msg "$tmp/err" "error: --warmup: '1e300s' is too large: it overflows the 64-bit picosecond count"
+check warmup-minutes 2 "$tf" serve --model llama-3-8b --quiet "${arr[@]}" --warmup 5min
+contains warmup-minutes-msg "$tmp/err" "(write minutes in seconds, e.g. 60s for 1min)"
 check rows-and-summary-on-stdout 2 "$tf" serve --model llama-3-8b --quiet -o - --summary - "${arr[@]}"
 contains rows-and-summary-on-stdout-refused "$tmp/err" "--summary and -o both write to standard output"
 

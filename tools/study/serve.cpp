@@ -425,7 +425,8 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   engine.kv_tiers = parse_kv_tiers(s.kv_tiers, name("kv_tiers"));
   if (!s.warmup.empty()) {
     const auto d = parse_duration(s.warmup);
-    if (!d.ok() || d.value.ps < 0) {
+    if (!d.ok()) throw InputError::at(SourcePos{name("warmup")}, "{}", d.error);
+    if (d.value.ps < 0) {
       throw InputError::at(SourcePos{name("warmup")}, "expected a duration such as 60s, got '{}'",
                            s.warmup);
     }
