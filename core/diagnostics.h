@@ -34,6 +34,7 @@ struct SourcePos {
 
   /// "file:line:col", "file:line" or "file" depending on what is known.
   [[nodiscard]] std::string str() const;
+  bool operator==(const SourcePos&) const = default;
 };
 
 /// The 1-based line and column of byte `offset` of `text` (a file's whole contents), in

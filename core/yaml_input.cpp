@@ -40,7 +40,7 @@ Reached reached(const YAML::Node& map, const YAML::Node& key, const YAML::Node& 
 
 InputError at_use_site(const InputError& e, Reached how, const SourcePos& at,
                        std::string_view key) {
-  if (e.pos().file == at.file && e.pos().line == at.line && e.pos().col == at.col) return e;
+  if (e.pos() == at) return e;
   const std::string written = e.pos().line > 0 ? e.pos().str() : std::string("the anchor");
   return InputError(
       at, how == Reached::kMerge
@@ -193,7 +193,78 @@ void expand_merges(YAML::Node node, const std::string& file, int depth, size_t& 
   }
 }
 
+/// Records where each alias stands, by its value's path (see alias_sites()).
+class AliasFinder : public YAML::EventHandler {
+ public:
+  AliasFinder(const std::string& file, AliasSites& out) : file_(file), out_(out) {}
+
+  void OnDocumentStart(const YAML::Mark& /*mark*/) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& /*mark*/, YAML::anchor_t /*anchor*/) override { place(nullptr); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t /*anchor*/) override {
+    std::string path = place(nullptr);
+    if (!path.empty())
+      out_.emplace(std::move(path), SourcePos{file_, mark.line + 1, mark.column + 1});
+  }
+  void OnScalar(const YAML::Mark& /*mark*/, const std::string& /*tag*/, YAML::anchor_t /*anchor*/,
+                const std::string& value) override {
+    place(&value);
+  }
+  void OnSequenceStart(const YAML::Mark& /*mark*/, const std::string& /*tag*/,
+                       YAML::anchor_t /*anchor*/, YAML::EmitterStyle::value /*style*/) override {
+    stack_.push_back(Frame{place(nullptr), false});
+  }
+  void OnSequenceEnd() override { stack_.pop_back(); }
+  void OnMapStart(const YAML::Mark& /*mark*/, const std::string& /*tag*/, YAML::anchor_t /*anchor*/,
+                  YAML::EmitterStyle::value /*style*/) override {
+    stack_.push_back(Frame{place(nullptr), true});
+  }
+  void OnMapEnd() override { stack_.pop_back(); }
+
+ private:
+  struct Frame {
+    std::string path;
+    bool map = false;
+    bool key_next = true;  ///< a mapping: the next node is a key
+    size_t index = 0;      ///< a list: the next item's
+    std::string key;       ///< a mapping: the key of the value to come
+  };
+
+  /// Places one node in its container: its path ("" for the root; "?" under a key that is
+  /// itself a list or a mapping, which names no value).
+  std::string place(const std::string* scalar) {
+    if (stack_.empty()) return "";
+    Frame& f = stack_.back();
+    if (!f.map) return fmt::format("{}[{}]", f.path, f.index++);
+    if (f.key_next) {
+      f.key_next = false;
+      f.key = scalar != nullptr ? *scalar : "?";
+      return "?";
+    }
+    f.key_next = true;
+    return f.path.empty() ? f.key : f.path + "." + f.key;
+  }
+
+  const std::string& file_;
+  AliasSites& out_;
+  std::vector<Frame> stack_;
+};
+
 }  // namespace
+
+AliasSites alias_sites(const std::string& text, const std::string& name) {
+  AliasSites out;
+  if (text.find('*') == std::string::npos) return out;
+  try {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    AliasFinder finder(name, out);
+    parser.HandleNextDocument(finder);
+  } catch (const YAML::Exception&) {
+    out.clear();  // load_yaml_text reports the syntax error
+  }
+  return out;
+}
 
 YAML::Node load_yaml_text(const std::string& text, const std::string& name) {
   // YAML is Unicode text (YAML 1.2 §5.2): a byte that starts no UTF-8 sequence would be

@@ -20,6 +20,13 @@ YAML::Node load_yaml_file(const std::string& path);
 /// Parses YAML text; `name` is used in positions.
 YAML::Node load_yaml_text(const std::string& text, const std::string& name);
 
+/// Where a document's aliases are written, by the path of the value each stands for:
+/// "tiers[1]" (the second item of the top-level list `tiers`), "base.model". yaml-cpp gives
+/// an alias's node the position of its anchor; this is the use's. Empty when the text has
+/// no alias (or does not parse: load_yaml_text says why).
+using AliasSites = std::map<std::string, SourcePos>;
+AliasSites alias_sites(const std::string& text, const std::string& name);
+
 /// Throws InputError at the second of two equal keys in any mapping under `node`
 /// (yaml-cpp keeps both, and a lookup finds the first: the other would be ignored
 /// unnoticed). Visits at most `budget` nodes (aliases are visited at each use).

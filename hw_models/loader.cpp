@@ -4,6 +4,7 @@
 #include <limits>
 #include <set>
 
+#include "core/io.h"
 #include "core/yaml_input.h"
 #include "hw_models/params.h"
 #include "hw_models/routes.h"
@@ -20,13 +21,26 @@ std::string label(std::string_view what, const std::string& id, size_t index) {
 
 template <class Obj>
 void read_list(const YAML::Node& node, const schema::Schema<Obj>& s, std::vector<Obj>& out,
-               const std::string& file) {
+               const std::string& file, const schema::AliasSites& aliases) {
   schema::expect_list(node, file, s.list_key);
   for (size_t i = 0; i < node.size(); ++i) {
     const YAML::Node item = node[i];
     Obj obj;
-    schema::read_object(item, s, obj, file,
-                        label(s.object_name, schema::peek_scalar(item, "id"), i));
+    const std::string what = label(s.object_name, schema::peek_scalar(item, "id"), i);
+    const auto alias = aliases.find(fmt::format("{}[{}]", s.list_key, i));
+    if (alias == aliases.end()) {
+      schema::read_object(item, s, obj, file, what);
+    } else {
+      // A whole item written as an alias (`- *gpu`): the object is where the list uses it,
+      // every field with it (the anchor may be another item).
+      try {
+        schema::read_object(item, s, obj, file, what);
+      } catch (const InputError& e) {
+        throw schema::at_use_site(e, schema::Reached::kAlias, alias->second, "");
+      }
+      obj.origins.pos = alias->second;
+      for (auto& [key, origin] : obj.origins.fields) origin.pos = alias->second;
+    }
     out.push_back(std::move(obj));
   }
 }
@@ -412,7 +426,8 @@ void check_reachable(const Topology& t) {
   }
 }
 
-Topology parse(const YAML::Node& root, const std::string& file, const LoadOptions& opt) {
+Topology parse(const YAML::Node& root, const std::string& file, const LoadOptions& opt,
+               const schema::AliasSites& aliases) {
   Topology t;
   t.file = file;
   if (!root.IsDefined() || root.IsNull()) {
@@ -482,11 +497,11 @@ Topology parse(const YAML::Node& root, const std::string& file, const LoadOption
   t.system.origins.pos = t.system.origins.pos.file.empty() ? top : t.system.origins.pos;
   if (!devices) throw InputError::at(top, "missing required key 'devices'");
   if (!tiers) throw InputError::at(top, "missing required key 'tiers'");
-  read_list(*devices, device_schema(), t.devices, file);
-  read_list(*tiers, tier_schema(), t.tiers, file);
-  if (switches) read_list(*switches, switch_schema(), t.switches, file);
-  if (links) read_list(*links, link_schema(), t.links, file);
-  if (routes) read_list(*routes, route_schema(), t.pins, file);
+  read_list(*devices, device_schema(), t.devices, file, aliases);
+  read_list(*tiers, tier_schema(), t.tiers, file, aliases);
+  if (switches) read_list(*switches, switch_schema(), t.switches, file, aliases);
+  if (links) read_list(*links, link_schema(), t.links, file, aliases);
+  if (routes) read_list(*routes, route_schema(), t.pins, file, aliases);
   if (t.devices.empty()) throw InputError::at(schema::pos_of(*devices, file), "'devices' is empty");
   if (t.tiers.empty()) throw InputError::at(schema::pos_of(*tiers, file), "'tiers' is empty");
 
@@ -501,7 +516,8 @@ Topology parse(const YAML::Node& root, const std::string& file, const LoadOption
 }  // namespace
 
 Topology load_topology(const std::string& path, const LoadOptions& options) {
-  return parse(schema::load_yaml_file(path), path, options);
+  const std::string text = read_text_file(path);
+  return parse(schema::load_yaml_text(text, path), path, options, schema::alias_sites(text, path));
 }
 
 std::string override_hint(std::string_view flag, std::string_view assignment) {
@@ -510,7 +526,7 @@ std::string override_hint(std::string_view flag, std::string_view assignment) {
 
 Topology load_topology_text(const std::string& text, const std::string& name,
                             const LoadOptions& options) {
-  return parse(schema::load_yaml_text(text, name), name, options);
+  return parse(schema::load_yaml_text(text, name), name, options, schema::alias_sites(text, name));
 }
 
 }  // namespace tierflow::hw

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "core/yaml_input.h"
 #include "tools/study/hw_show.h"
 
 using namespace tierflow;
@@ -340,6 +341,27 @@ links:
                        "s.yaml:9:10: '<<' merges a mapping or a list of mappings (e.g. '<<: "
                        "*defaults'), got a scalar",
                        InputError);
+  // A whole list item written as an alias is placed where the list uses it.
+  const std::string items = R"(tierflow: hw/1
+name: items
+x-tier: &t {id: hbm, kind: hbm, per: device, capacity: 16GiB, read_bandwidth: 1TB/s, write_bandwidth: 1TB/s, latency: 500ns}
+devices: [{id: d, count: 1, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
+tiers:
+  - *t
+  - *t
+)";
+  CHECK_THROWS_WITH_AS(load_topology_text(items, "i.yaml"),
+                       doctest::Contains("i.yaml:7:5: duplicate id 'hbm': already used by the "
+                                         "tier at line 6"),
+                       InputError);
+  CHECK_THROWS_WITH_AS(load_topology_text(items + "links:\n  - *t\n", "i.yaml"),
+                       "i.yaml:9:5: bad value for 'kind': 'hbm' is not one of: pcie, hccs, ub, "
+                       "nvlink, c2c, cxl, nvme, xgmi, rdma, memcpy (through an alias: written at "
+                       "i.yaml:3:28)",
+                       InputError);
+  CHECK(schema::alias_sites(items, "i.yaml") ==
+        schema::AliasSites{{"tiers[0]", SourcePos{"i.yaml", 6, 5}},
+                           {"tiers[1]", SourcePos{"i.yaml", 7, 5}}});
   // Quoted, '<<' is a plain key.
   CHECK_THROWS_WITH_AS(load_topology_text(head + "  - {\"<<\": {id: b}}\n", "q.yaml"),
                        "q.yaml:9:6: unknown key '<<' in link #1", InputError);
