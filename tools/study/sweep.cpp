@@ -447,25 +447,34 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
       for (auto f = v.begin(); f != v.end(); ++f) {
         const YAML::Node field = f->first, val = f->second;
         const std::string path = field.Scalar();
-        const SourcePos at = schema::pos_of(val, name);
-        std::string value;
-        if (val.IsSequence()) {
-          if (path != "pins" || spec.serving()) {
-            throw InputError::at(at, "base '{}' takes one value; vary it under axes", path);
+        // A value written elsewhere (an anchor, a merged mapping) is reported where base uses
+        // it, with where it is written, as a topology's fields are (schema::read_object).
+        const schema::Reached how = schema::reached(v, field, val);
+        const SourcePos use = schema::pos_of(how == schema::Reached::kMerge ? v : field, name);
+        try {
+          const SourcePos at = schema::pos_of(val, name);
+          std::string value;
+          if (val.IsSequence()) {
+            if (path != "pins" || spec.serving()) {
+              throw InputError::at(at, "base '{}' takes one value; vary it under axes", path);
+            }
+            std::vector<std::string> pins;
+            for (const YAML::Node& p : val) pins.push_back(scalar_text(p, name, "a pin"));
+            value = fmt::format("{}", fmt::join(pins, ";"));
+          } else {
+            value = scalar_text(val, name, "a base value");
           }
-          std::vector<std::string> pins;
-          for (const YAML::Node& p : val) pins.push_back(scalar_text(p, name, "a pin"));
-          value = fmt::format("{}", fmt::join(pins, ";"));
-        } else {
-          value = scalar_text(val, name, "a base value");
-        }
-        if (spec.serving()) {
-          set_serve_at(spec.serve_base, path, resolve(path, value, dir, at), at);
-          keep_written(spec.serve_base.written, path, value);
-          spec.base_pos.emplace(path, at);
-        } else {
-          set_at(spec.base, path, resolve(path, value, dir, at), schema::pos_of(field, name));
-          keep_written(spec.base.written, path, value);
+          if (spec.serving()) {
+            set_serve_at(spec.serve_base, path, resolve(path, value, dir, at), at);
+            keep_written(spec.serve_base.written, path, value);
+            spec.base_pos.emplace(path, how == schema::Reached::kInPlace ? at : use);
+          } else {
+            set_at(spec.base, path, resolve(path, value, dir, at), schema::pos_of(field, name));
+            keep_written(spec.base.written, path, value);
+          }
+        } catch (const InputError& e) {
+          if (how == schema::Reached::kInPlace) throw;
+          throw schema::at_use_site(e, how, use, path);
         }
       }
     } else {
