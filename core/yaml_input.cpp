@@ -203,8 +203,9 @@ class AliasFinder : public YAML::EventHandler {
   void OnNull(const YAML::Mark& /*mark*/, YAML::anchor_t /*anchor*/) override { place(nullptr); }
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t /*anchor*/) override {
     std::string path = place(nullptr);
-    if (!path.empty())
+    if (!path.empty() && path.front() != '?') {  // the root or a key is no value's place
       out_.emplace(std::move(path), SourcePos{file_, mark.line + 1, mark.column + 1});
+    }
   }
   void OnScalar(const YAML::Mark& /*mark*/, const std::string& /*tag*/, YAML::anchor_t /*anchor*/,
                 const std::string& value) override {

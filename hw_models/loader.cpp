@@ -517,7 +517,8 @@ Topology parse(const YAML::Node& root, const std::string& file, const LoadOption
 
 Topology load_topology(const std::string& path, const LoadOptions& options) {
   const std::string text = read_text_file(path);
-  return parse(schema::load_yaml_text(text, path), path, options, schema::alias_sites(text, path));
+  const YAML::Node root = schema::load_yaml_text(text, path);  // syntax errors first
+  return parse(root, path, options, schema::alias_sites(text, path));
 }
 
 std::string override_hint(std::string_view flag, std::string_view assignment) {
@@ -526,7 +527,8 @@ std::string override_hint(std::string_view flag, std::string_view assignment) {
 
 Topology load_topology_text(const std::string& text, const std::string& name,
                             const LoadOptions& options) {
-  return parse(schema::load_yaml_text(text, name), name, options, schema::alias_sites(text, name));
+  const YAML::Node root = schema::load_yaml_text(text, name);  // syntax errors first
+  return parse(root, name, options, schema::alias_sites(text, name));
 }
 
 }  // namespace tierflow::hw
