@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz with Debian's clang (ASan + UBSan) and fuzzes
 # each for SECONDS (default 60, CI's smoke run) on JOBS processes (default 1).
-#   scripts/fuzz.sh [SECONDS] [TARGET ...]     targets: topology workload plan hf_config requests routing generate
+#   scripts/fuzz.sh [SECONDS] [TARGET ...]     targets: topology model workload plan hf_config requests routing generate
 # The first six are the readers; `generate` is the command line's value paths: `trace gen`
 # flags and a Hugging Face config's sizes through the generator to bytes, a plan and a
 # simulation (its seeds: every flag set below with every small config).
@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(topology workload plan hf_config requests routing generate)
+[ ${#targets[@]} -gt 0 ] || targets=(topology model workload plan hf_config requests routing generate)
 jobs=${FUZZ_JOBS:-1}
 cpu_budget=${FUZZ_CPU_SECONDS:-0}
 
@@ -62,6 +62,7 @@ cmake --build "$dir" --target $(printf 'fuzz_%s ' "${targets[@]}")
 seeds() {
   case $1 in
     topology) ls configs/hw/*.yaml tests/errors/*.yaml tests/fixtures/*.yaml ;;
+    model) ls configs/models/*.yaml tests/fuzz/seeds/model/*.yaml ;;
     workload) ls tests/errors/workload/*.json tests/fuzz/seeds/workload/*.json ;;
     plan) ls tests/errors/plan/*.json tests/fixtures/plans/*.json tests/fuzz/seeds/plan/*.json ;;
     hf_config) ls tests/fixtures/hf/*.json tests/fixtures/hf/released/*.json tests/errors/hf/*.json \
@@ -99,8 +100,12 @@ generate_seeds() {
 # A dictionary of the keys and words the seeds use, so that mutations speak the format.
 dictionary() {
   local t=$1
-  if [ "$t" = topology ]; then
-    seeds "$t" | xargs cat | grep -oE '[A-Za-z_][A-Za-z0-9_-]*:' | sort -u | sed 's/.*/"&"/'
+  if [ "$t" = topology ] || [ "$t" = model ]; then
+    {
+      seeds "$t" | xargs cat | grep -oE '[A-Za-z_][A-Za-z0-9_-]*:' | sed 's/.*/"&"/'
+      # YAML's repetition: anchors, aliases, merge keys, the x- keys that hold anchors.
+      printf '"%s"\n' '&a ' '*a' '<<: ' '<<: [*a, *b]' 'x-a: '
+    } | sort -u
   elif [ "$t" = generate ]; then
     {
       seeds hf_config | xargs cat | grep -oE '"[A-Za-z_][A-Za-z0-9_./-]{0,40}"'
