@@ -108,6 +108,11 @@ void read_object(const YAML::Node& node, const Schema<Obj>& s, Obj& obj, const s
     try {
       if (s.is_group(full)) {
         read_object(it->second, s, obj, file, what + " " + key, full);
+        if (how != Reached::kInPlace) {  // the whole group came through: its fields with it
+          for (auto& [field, origin] : obj.origins.fields) {
+            if (field.starts_with(full + ".")) origin.pos = use;
+          }
+        }
         continue;
       }
       const Field<Obj>* f = s.find(full);

@@ -362,6 +362,17 @@ tiers:
   CHECK(schema::alias_sites(items, "i.yaml") ==
         schema::AliasSites{{"tiers[0]", SourcePos{"i.yaml", 6, 5}},
                            {"tiers[1]", SourcePos{"i.yaml", 7, 5}}});
+  // A whole group through an alias: its fields are placed at the use, for later checks.
+  const std::string peaks = R"(tierflow: hw/1
+name: peaks
+x-peak: &p {bf16: 1TFLOP/s, fp8: 2TFLOP/s}
+devices:
+  - {id: d, count: 1, local_tier: hbm, peak: *p}
+tiers:
+  - {id: hbm, kind: hbm, per: device, capacity: 16GiB, read_bandwidth: 1TB/s, write_bandwidth: 1TB/s, latency: 500ns}
+)";
+  const Topology with_peaks = load_topology_text(peaks, "p.yaml");
+  CHECK(with_peaks.devices[0].origins.pos_of("peak.fp8") == SourcePos{"p.yaml", 5, 40});
   // Quoted, '<<' is a plain key.
   CHECK_THROWS_WITH_AS(load_topology_text(head + "  - {\"<<\": {id: b}}\n", "q.yaml"),
                        "q.yaml:9:6: unknown key '<<' in link #1", InputError);
