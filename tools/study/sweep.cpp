@@ -487,7 +487,11 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
         for (auto a = item.begin(); a != item.end(); ++a) {
           const YAML::Node axis_key = a->first, vals = a->second;
           Axis axis{axis_key.Scalar(), {}};
-          const SourcePos at = schema::pos_of(axis_key, name);
+          // Values written elsewhere (an anchor's list, a merged mapping's axis) are reported
+          // where this axis uses them: at its key, or at the merging item.
+          const schema::Reached how = schema::reached(item, axis_key, vals);
+          const SourcePos at =
+              schema::pos_of(how == schema::Reached::kMerge ? item : axis_key, name);
           if (spec.serving()) check_serve_field(axis.path, at);
           if (axis.path == "policy" && vals.IsScalar() && vals.Scalar() == "all") {
             for (const planner::Policy& p : planner::policies()) axis.values.emplace_back(p.name);
@@ -514,7 +518,8 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
           // Each value as set_field() reads it, at its own position.
           std::vector<SourcePos> value_pos;
           for (size_t i = 0; i < axis.values.size(); ++i) {
-            value_pos.push_back(vals.IsSequence() ? schema::pos_of(vals[i], name) : at);
+            const bool here = how == schema::Reached::kInPlace && vals.IsSequence();
+            value_pos.push_back(here ? schema::pos_of(vals[i], name) : at);
             if (spec.serving()) {
               ServeSettings probe = spec.serve_base;
               set_serve_at(probe, axis.path,
