@@ -48,6 +48,19 @@ InputError at_use_site(const InputError& e, Reached how, const SourcePos& at,
               : fmt::format("{} (through an alias: written at {})", e.message(), written));
 }
 
+EntryUse entry_use(const YAML::Node& map, const YAML::Node& key, const YAML::Node& value,
+                   const std::string& file) {
+  const Reached how = reached(map, key, value);
+  return EntryUse{how, pos_of(how == Reached::kMerge ? map : key, file)};
+}
+
+void place_fields(Origins& o, const SourcePos& at, std::string_view prefix) {
+  if (prefix.empty()) o.pos = at;
+  for (auto& [field, origin] : o.fields) {
+    if (field.starts_with(prefix)) origin.pos = at;
+  }
+}
+
 std::string_view node_kind(const YAML::Node& node) {
   if (!node.IsDefined() || node.IsNull()) return "nothing";
   if (node.IsMap()) return "a mapping";

@@ -71,6 +71,33 @@ Reached reached(const YAML::Node& map, const YAML::Node& key, const YAML::Node& 
 /// uses it (`at`: the key, or the mapping), with where the text is written.
 InputError at_use_site(const InputError& e, Reached how, const SourcePos& at, std::string_view key);
 
+/// How a mapping's entry got there, and where the mapping uses it: its key, or for a merged
+/// entry the mapping (the merged key is written elsewhere).
+struct EntryUse {
+  Reached how = Reached::kInPlace;
+  SourcePos at;
+  [[nodiscard]] bool moved() const { return how != Reached::kInPlace; }
+};
+EntryUse entry_use(const YAML::Node& map, const YAML::Node& key, const YAML::Node& value,
+                   const std::string& file);
+
+/// Runs `read` for one entry; an InputError about an entry that came through an alias or a
+/// merge is moved to its use (at_use_site): the anchor may belong to another object.
+template <class F>
+void read_entry(const EntryUse& use, std::string_view key, F&& read) {
+  if (!use.moved()) return read();
+  try {
+    read();
+  } catch (const InputError& e) {
+    throw at_use_site(e, use.how, use.at, key);
+  }
+}
+
+/// Places the fields of `o` whose keys start with `prefix` at `at` (with no prefix, the
+/// object too): an object or a group that came whole through an alias is where it is used,
+/// for the checks after reading.
+void place_fields(Origins& o, const SourcePos& at, std::string_view prefix = "");
+
 /// Applies every field's declared default.
 template <class Obj>
 void apply_defaults(Obj& obj, const Schema<Obj>& s) {
@@ -101,19 +128,12 @@ void read_object(const YAML::Node& node, const Schema<Obj>& s, Obj& obj, const s
     if (!seen.insert(key).second) {
       throw InputError::at(key_pos, "duplicate key '{}' in {}", full, what);
     }
-    // A value written elsewhere (an alias's anchor, a merged mapping) is reported where
-    // this mapping uses it: the anchor may belong to another object.
-    const Reached how = reached(node, it->first, it->second);
-    const SourcePos use = how == Reached::kMerge ? pos_of(node, file) : key_pos;
-    try {
+    const EntryUse use = entry_use(node, it->first, it->second, file);
+    read_entry(use, key, [&] {
       if (s.is_group(full)) {
         read_object(it->second, s, obj, file, what + " " + key, full);
-        if (how != Reached::kInPlace) {  // the whole group came through: its fields with it
-          for (auto& [field, origin] : obj.origins.fields) {
-            if (field.starts_with(full + ".")) origin.pos = use;
-          }
-        }
-        continue;
+        if (use.moved()) place_fields(obj.origins, use.at, full + ".");
+        return;
       }
       const Field<Obj>* f = s.find(full);
       if (f == nullptr) {
@@ -125,12 +145,9 @@ void read_object(const YAML::Node& node, const Schema<Obj>& s, Obj& obj, const s
       Input in = read_input(it->second, key_pos, file, full, what, f->type, origin);
       f->set(obj, in);
       origin.items = in.item_pos;
-      if (how != Reached::kInPlace) origin.pos = use;
+      if (use.moved()) origin.pos = use.at;
       obj.origins.fields[full] = std::move(origin);
-    } catch (const InputError& e) {
-      if (how == Reached::kInPlace) throw;
-      throw at_use_site(e, how, use, key);
-    }
+    });
   }
   if (prefix.empty()) {
     for (const auto& f : s.fields) {

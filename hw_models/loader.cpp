@@ -28,19 +28,13 @@ void read_list(const YAML::Node& node, const schema::Schema<Obj>& s, std::vector
     Obj obj;
     const std::string what = label(s.object_name, schema::peek_scalar(item, "id"), i);
     const auto alias = aliases.find(fmt::format("{}[{}]", s.list_key, i));
-    if (alias == aliases.end()) {
-      schema::read_object(item, s, obj, file, what);
-    } else {
-      // A whole item written as an alias (`- *gpu`): the object is where the list uses it,
-      // every field with it (the anchor may be another item).
-      try {
-        schema::read_object(item, s, obj, file, what);
-      } catch (const InputError& e) {
-        throw schema::at_use_site(e, schema::Reached::kAlias, alias->second, "");
-      }
-      obj.origins.pos = alias->second;
-      for (auto& [key, origin] : obj.origins.fields) origin.pos = alias->second;
-    }
+    // A whole item written as an alias (`- *gpu`) is where the list uses it, every field
+    // with it (the anchor may be another item).
+    const schema::EntryUse use = alias == aliases.end()
+                                     ? schema::EntryUse{}
+                                     : schema::EntryUse{schema::Reached::kAlias, alias->second};
+    schema::read_entry(use, "", [&] { schema::read_object(item, s, obj, file, what); });
+    if (use.moved()) schema::place_fields(obj.origins, use.at);
     out.push_back(std::move(obj));
   }
 }

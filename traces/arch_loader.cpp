@@ -100,21 +100,16 @@ Arch parse(const YAML::Node& root, const std::string& file,
     if (f == nullptr) {
       throw InputError::at(kp, "unknown key '{}' in {}{}", key, kWhat, did_you_mean(key, known));
     }
-    // A value written elsewhere (an alias's anchor, a merged mapping) is reported where the
-    // model uses it, as schema::read_object does.
-    const schema::Reached how = schema::reached(root, it->first, v);
-    const SourcePos use = how == schema::Reached::kMerge ? a.origins.pos : kp;
-    try {
+    // A value written elsewhere is reported where the model uses it, as read_object does.
+    const schema::EntryUse use = schema::entry_use(root, it->first, v, file);
+    schema::read_entry(use, key, [&] {
       schema::Origin origin;
       Input in = schema::read_input(v, kp, file, key, kWhat, f->type, origin);
       f->set(a, in);
       origin.items = in.item_pos;
-      if (how != schema::Reached::kInPlace) origin.pos = use;
+      if (use.moved()) origin.pos = use.at;
       a.origins.fields[key] = std::move(origin);
-    } catch (const InputError& e) {
-      if (how == schema::Reached::kInPlace) throw;
-      throw schema::at_use_site(e, how, use, key);
-    }
+    });
   }
   if (tag.empty()) {
     throw InputError::at(a.origins.pos,

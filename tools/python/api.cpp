@@ -306,16 +306,17 @@ ServeOutput serve(const Fields& fields) {
   // layer's to check, for both.
   std::string find, target, report;
   for (const auto& [key, value] : fields) {
-    if (key == "timeline")
+    if (key == "timeline") {
       s.timeline = value;
-    else if (key == "find")
+    } else if (key == "find") {
       find = value;
-    else if (key == "target")
+    } else if (key == "target") {
       target = value;
-    else if (key == "report")
+    } else if (key == "report") {
       report = value;
-    else
+    } else {
       study::set_serve_field(s, key, value, key);
+    }
   }
   const auto ask = study::parse_serve_ask(find, target, study::SettingNames::kFields);
   s.engine.record_series = !report.empty();

@@ -424,17 +424,21 @@ std::string source_of(const traces::Arch& a, const std::string& field) {
 }  // namespace
 
 std::string weights_warning(const traces::Arch& a, const Scenario& s) {
-  const Dtype w = s.workload.gen.weight_dtype;
+  if (!s.workload.file.empty()) return "";
+  return weights_warning(a, s.workload.gen.weight_dtype, s.naming);
+}
+
+std::string weights_warning(const traces::Arch& a, Dtype w, Naming naming) {
   const int bits = kDtypeBits[static_cast<size_t>(w)];
   const int shipped = kDtypeBits[static_cast<size_t>(a.checkpoint_dtype)];
-  if (!s.workload.file.empty() || bits <= shipped) return "";
+  if (bits <= shipped) return "";
   const std::string cite = source_of(a, "checkpoint_dtype");
   return fmt::format(
       "{}'s checkpoint holds {} weights (checkpoint_dtype{}); these are {}, {}x its bytes: {} "
       "plans them as shipped",
       a.name, name_of(a.checkpoint_dtype), cite, name_of(w), bits / shipped,
-      s.naming == Naming::kFields ? fmt::format("weight_dtype='{}'", name_of(a.checkpoint_dtype))
-                                  : fmt::format("--weight-dtype {}", name_of(a.checkpoint_dtype)));
+      naming == Naming::kFields ? fmt::format("weight_dtype='{}'", name_of(a.checkpoint_dtype))
+                                : fmt::format("--weight-dtype {}", name_of(a.checkpoint_dtype)));
 }
 
 std::vector<std::string> model_warnings(const Scenario& s) {

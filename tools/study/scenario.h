@@ -196,6 +196,8 @@ std::string max_context_text(const traces::Arch& a);
 /// (Arch::checkpoint_dtype): DeepSeek-V3's fp8 planned in bf16 is twice the bytes it ships
 /// as. Empty otherwise (a narrower, quantized dtype is a choice) and for a workload file.
 std::string weights_warning(const traces::Arch& a, const Scenario& s);
+/// The same for weights of `weights`, the setting named as `naming` says (serve's).
+std::string weights_warning(const traces::Arch& a, Dtype weights, Naming naming);
 /// Both warnings that apply, the context's first: what trace gen, compare and Python's
 /// generate and compare print, and a whatif answer notes.
 std::vector<std::string> model_warnings(const Scenario& s);

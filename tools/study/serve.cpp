@@ -328,10 +328,10 @@ std::vector<std::string> settings_notes(const ServeSetup& x) {
   for (std::string n : {context_note(x), kv_order_note(x)}) {
     if (!n.empty()) notes.push_back(std::move(n));
   }
-  Scenario wide;  // weights_warning() reads the dtypes and how to name the setting
-  wide.workload.gen = x.gen;
-  wide.naming = x.names == SettingNames::kFields ? Naming::kFields : Naming::kFlags;
-  if (std::string w = weights_warning(x.arch, wide); !w.empty()) notes.push_back(std::move(w));
+  const Naming naming = x.names == SettingNames::kFields ? Naming::kFields : Naming::kFlags;
+  if (std::string w = weights_warning(x.arch, x.gen.weight_dtype, naming); !w.empty()) {
+    notes.push_back(std::move(w));
+  }
   return notes;
 }
 
@@ -425,11 +425,8 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   engine.kv_tiers = parse_kv_tiers(s.kv_tiers, name("kv_tiers"));
   if (!s.warmup.empty()) {
     const auto d = parse_duration(s.warmup);
+    // parse_duration refuses negative durations too.
     if (!d.ok()) throw InputError::at(SourcePos{name("warmup")}, "{}", d.error);
-    if (d.value.ps < 0) {
-      throw InputError::at(SourcePos{name("warmup")}, "expected a duration such as 60s, got '{}'",
-                           s.warmup);
-    }
     engine.warmup = d.value.ps;
   }
   if (!s.model.hf_config.empty() && !s.model.model.empty()) {

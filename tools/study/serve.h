@@ -109,8 +109,8 @@ struct ServeSetup {
   /// Where the timeline is opened, to appear with the command's other outputs (the caller
   /// publishes the set); null: the timeline is an output of its own.
   OutputSet* outputs = nullptr;
-  /// About the settings, told with each run's (ServeStudy::notes): e.g. KV tiers listed
-  /// slower first.
+  /// About the settings, told once before the runs (serve_notes): requests past the model's
+  /// max_context, weights wider than its checkpoint, KV tiers listed slower first.
   std::vector<std::string> notes;
   SettingNames names =
       SettingNames::kServeFlags;  ///< the settings': how the engine's errors name them
@@ -172,12 +172,12 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces = nullp
 /// class, replicas x TP against the devices, the weights against the device memory, the KV
 /// tiers and the swap space against the topology). InputError naming the setting.
 void check_serve(const ServeSetup& setup);
-/// Serves the setup's trace at its knobs (or replays the cache only).
 /// What a setup's runs should tell the user once: the trace's notes (timestamps out of
 /// order, ...), then the settings' (ServeSetup::notes). The CLI prints them as notes,
-/// Python warns them.
+/// Python returns them (Serving.notes), a serving sweep records them in its rows.
 std::vector<std::string> serve_notes(const ServeSetup& setup);
 
+/// Serves the setup's trace at its knobs (or replays the cache only).
 ServeStudy run_serve(const ServeSetup& setup);
 /// Both: one run of the settings.
 ServeStudy run_serve(const ServeSettings& s);

@@ -449,9 +449,8 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
         const std::string path = field.Scalar();
         // A value written elsewhere (an anchor, a merged mapping) is reported where base uses
         // it, with where it is written, as a topology's fields are (schema::read_object).
-        const schema::Reached how = schema::reached(v, field, val);
-        const SourcePos use = schema::pos_of(how == schema::Reached::kMerge ? v : field, name);
-        try {
+        const schema::EntryUse use = schema::entry_use(v, field, val, name);
+        schema::read_entry(use, path, [&] {
           const SourcePos at = schema::pos_of(val, name);
           std::string value;
           if (val.IsSequence()) {
@@ -467,15 +466,12 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
           if (spec.serving()) {
             set_serve_at(spec.serve_base, path, resolve(path, value, dir, at), at);
             keep_written(spec.serve_base.written, path, value);
-            spec.base_pos.emplace(path, how == schema::Reached::kInPlace ? at : use);
+            spec.base_pos.emplace(path, use.moved() ? use.at : at);
           } else {
             set_at(spec.base, path, resolve(path, value, dir, at), schema::pos_of(field, name));
             keep_written(spec.base.written, path, value);
           }
-        } catch (const InputError& e) {
-          if (how == schema::Reached::kInPlace) throw;
-          throw schema::at_use_site(e, how, use, path);
-        }
+        });
       }
     } else {
       has_axes = true;
@@ -489,9 +485,8 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
           Axis axis{axis_key.Scalar(), {}};
           // Values written elsewhere (an anchor's list, a merged mapping's axis) are reported
           // where this axis uses them: at its key, or at the merging item.
-          const schema::Reached how = schema::reached(item, axis_key, vals);
-          const SourcePos at =
-              schema::pos_of(how == schema::Reached::kMerge ? item : axis_key, name);
+          const schema::EntryUse use = schema::entry_use(item, axis_key, vals, name);
+          const SourcePos at = use.at;
           if (spec.serving()) check_serve_field(axis.path, at);
           if (axis.path == "policy" && vals.IsScalar() && vals.Scalar() == "all") {
             for (const planner::Policy& p : planner::policies()) axis.values.emplace_back(p.name);
@@ -518,7 +513,7 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
           // Each value as set_field() reads it, at its own position.
           std::vector<SourcePos> value_pos;
           for (size_t i = 0; i < axis.values.size(); ++i) {
-            const bool here = how == schema::Reached::kInPlace && vals.IsSequence();
+            const bool here = !use.moved() && vals.IsSequence();
             value_pos.push_back(here ? schema::pos_of(vals[i], name) : at);
             if (spec.serving()) {
               ServeSettings probe = spec.serve_base;
@@ -746,6 +741,7 @@ SweepSummary run_sweep(const SweepSpec& spec, ResultDb& db, const SweepOptions& 
   const std::vector<Column>& row_cols = spec.serving() ? serve_columns() : columns();
   const auto notes_column = static_cast<size_t>(
       std::ranges::find(row_cols, std::string_view("notes"), &Column::name) - row_cols.begin());
+  TF_ASSERT(notes_column < row_cols.size(), "the row columns have no 'notes'");
   auto worker = [&] {
     while (true) {
       size_t i = 0;
