@@ -129,19 +129,7 @@ const FabricPath* Fabric::path(size_t from, size_t to, int device) const {
   FabricPath p;
   p.route = r;
   p.resources.push_back(port(from, tier_instance(from, device), /*write=*/false));
-  for (const Hop& h : r->hops) {
-    const Link& l = t_.links[h.link];
-    const int inst = t_.instance_of(l.per, cls, idx);
-    const bool half = l.duplex == Duplex::kHalf;
-    const uint32_t stride = link_stride(l);
-    const uint32_t first = link_base_[h.link] + static_cast<uint32_t>(inst) * stride;
-    const uint32_t res = first + (half || h.forward ? 0U : 1U);
-    p.resources.push_back(res);
-    p.links.push_back(res);
-    if (stride == 3) p.resources.push_back(first + 2);  // both directions together
-    p.engines.push_back(engine_base_[h.link] + static_cast<uint32_t>(inst) * 2 +
-                        (h.forward ? 0U : 1U));
-  }
+  for (const Hop& h : r->hops) add_hop(p, h, t_.instance_of(t_.links[h.link].per, cls, idx));
   for (size_t s : r->staging_tiers) {
     p.resources.push_back(port(s, tier_instance(s, device), /*write=*/true));
     p.resources.push_back(port(s, tier_instance(s, device), /*write=*/false));
@@ -151,6 +139,71 @@ const FabricPath* Fabric::path(size_t from, size_t to, int device) const {
                           static_cast<uint32_t>(device));
   }
   p.resources.push_back(port(to, tier_instance(to, device), /*write=*/true));
+  paths_.push_back(std::move(p));
+  slot = static_cast<int32_t>(paths_.size() - 1);
+  return &paths_.back();
+}
+
+void Fabric::add_hop(FabricPath& p, const Hop& h, int inst) const {
+  const Link& l = t_.links[h.link];
+  const bool half = l.duplex == Duplex::kHalf;
+  const uint32_t stride = link_stride(l);
+  const uint32_t first = link_base_[h.link] + static_cast<uint32_t>(inst) * stride;
+  const uint32_t res = first + (half || h.forward ? 0U : 1U);
+  p.resources.push_back(res);
+  p.links.push_back(res);
+  if (stride == 3) p.resources.push_back(first + 2);  // both directions together
+  p.engines.push_back(engine_base_[h.link] + static_cast<uint32_t>(inst) * 2 +
+                      (h.forward ? 0U : 1U));
+}
+
+const FabricPath* Fabric::peer_path(size_t tier, int src, int dst) const {
+  const auto key = std::tuple{tier, src, dst};
+  if (const auto it = peer_index_.find(key); it != peer_index_.end()) {
+    return it->second < 0 ? nullptr : &paths_[size_t(it->second)];
+  }
+  int32_t& slot = peer_index_[key];
+  slot = -2;
+  const Route* r = t_.route(tier, tier);
+  if (r == nullptr || src == dst || r->steps.empty()) return nullptr;
+  const auto instance = [&](Scope scope, int device) {
+    return t_.instance_of(scope, dev_class_[size_t(device)], dev_index_[size_t(device)]);
+  };
+  const auto scope_of = [&](const Step& s) {
+    return s.to.is_switch ? t_.switches[s.to.index].per : t_.tiers[s.to.index].per;
+  };
+  // The turning point: the first step reaching the widest scope.
+  size_t turn = 0;
+  for (size_t i = 1; i < r->steps.size(); ++i) {
+    if (scope_of(r->steps[i]) > scope_of(r->steps[turn])) turn = i;
+  }
+  const Step& at = r->steps[turn];
+  if (at.to.is_switch) {
+    // Both devices must reach the same instance of the switch it turns at.
+    const Scope per = t_.switches[at.to.index].per;
+    if (instance(per, src) != instance(per, dst)) return nullptr;
+  } else if (at.link >= 0) {
+    // A direct link: one the devices share, or each device's own (per device).
+    const Scope per = t_.links[size_t(at.link)].per;
+    if (per != Scope::kDevice && instance(per, src) != instance(per, dst)) return nullptr;
+  }
+  FabricPath p;
+  p.route = r;
+  p.resources.push_back(port(tier, tier_instance(tier, src), /*write=*/false));
+  for (size_t i = 0; i < r->steps.size(); ++i) {
+    const Step& s = r->steps[i];
+    const int side = i <= turn ? src : dst;
+    if (s.link >= 0)
+      add_hop(p, Hop{size_t(s.link), s.forward}, instance(t_.links[size_t(s.link)].per, side));
+    if (!s.to.is_switch && i + 1 < r->steps.size()) {
+      p.resources.push_back(port(s.to.index, tier_instance(s.to.index, side), /*write=*/true));
+      p.resources.push_back(port(s.to.index, tier_instance(s.to.index, side), /*write=*/false));
+    }
+  }
+  if (r->buffers > 0) {
+    p.resources.push_back(staged_base_[tier * t_.tiers.size() + tier] + static_cast<uint32_t>(src));
+  }
+  p.resources.push_back(port(tier, tier_instance(tier, dst), /*write=*/true));
   paths_.push_back(std::move(p));
   slot = static_cast<int32_t>(paths_.size() - 1);
   return &paths_.back();

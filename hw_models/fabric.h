@@ -21,7 +21,9 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "hw_models/topology.h"
@@ -81,6 +83,14 @@ class Fabric {
   /// topology has no route between them.
   /// Paths are found on first use (not thread-safe).
   const FabricPath* path(size_t from, size_t to, int device) const;
+  /// The path of a copy from per-device tier `tier` of device `src` to the same tier of
+  /// device `dst` over the tier's peer route: the hops out to the route's turning point
+  /// (the vertex of widest scope it reaches, first of equals: the switch it goes out to
+  /// and back from, or the peer tier of a direct link) are `src`'s instances, the hops
+  /// after it `dst`'s. nullptr when the topology has no peer route for the tier, when
+  /// src == dst, or when the turning point is not one instance for both (devices of two
+  /// hosts whose switch is per host).
+  const FabricPath* peer_path(size_t tier, int src, int dst) const;
 
   [[nodiscard]] const std::vector<ResourceInfo>& resources() const { return info_; }
   [[nodiscard]] const std::vector<EngineGroup>& engines() const { return engines_; }
@@ -114,6 +124,10 @@ class Fabric {
   std::vector<EngineGroup> engines_;
   mutable std::deque<FabricPath> paths_;     ///< stable addresses
   mutable std::vector<int32_t> path_index_;  ///< [device][from * tiers + to] -> paths_, -1 unknown, -2 none
+  mutable std::map<std::tuple<size_t, int, int>, int32_t>
+      peer_index_;  ///< (tier, src, dst) -> paths_, -2 none
+  /// The resources and engine groups of one hop of a route, the link's instance `inst`.
+  void add_hop(FabricPath& p, const Hop& h, int inst) const;
 };
 
 /// "id" when a tier, link or device class has one instance, else "id[instance]".

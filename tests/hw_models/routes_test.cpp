@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "hw_models/cost.h"
+#include "hw_models/fabric.h"
 #include "hw_models/loader.h"
 #include "tests/support/fixtures.h"
 
@@ -382,4 +383,66 @@ TEST_CASE("--set on a path that does not exist is an error, not a new field") {
   CHECK_THROWS_WITH_AS(unit_hw({"tiers.hbm.capacity=1XB"}),
                        doctest::Contains("--set:1:20: bad value for 'capacity'"), InputError);
   CHECK_THROWS_AS(unit_hw({"nonsense"}), InputError);
+}
+
+TEST_CASE("a peer path leaves on the source's links and arrives on the destination's") {
+  const Topology t = unit_hw();
+  const Fabric f(t);
+  const size_t hbm = *t.tier_index("hbm");
+  const FabricPath* p = f.peer_path(hbm, 1, 3);
+  REQUIRE(p != nullptr);
+  CHECK(p->route == t.route(hbm, hbm));
+  std::vector<std::string> names;
+  for (const uint32_t r : p->resources) names.push_back(f.resources()[r].name);
+  // hbm[1] read, device 1's NVLink out to the fabric, device 3's back in, hbm[3] write.
+  CHECK(names == std::vector<std::string>{"hbm[1] read", "nvl[1] hbm->fabric", "nvl[3] fabric->hbm",
+                                          "hbm[3] write"});
+  REQUIRE(p->engines.size() == 2);
+  CHECK(f.engines()[p->engines[0]].name == "nvl[1] hbm->fabric");
+  CHECK(f.engines()[p->engines[1]].name == "nvl[3] fabric->hbm");
+  CHECK(f.peer_path(hbm, 1, 3) == p);  // found once
+  CHECK(f.peer_path(hbm, 3, 1) != p);
+  CHECK(f.peer_path(hbm, 2, 2) == nullptr);
+  // A tier with no peer route (ddr is per socket) has no peer path.
+  CHECK(f.peer_path(*t.tier_index("ddr"), 0, 1) == nullptr);
+}
+
+TEST_CASE("a peer path needs the switch it turns at to be one both devices reach") {
+  // Two hosts, a per-host switch: devices of one host reach each other, not the other's.
+  const std::string yaml = R"(tierflow: hw/1
+name: two-hosts
+system: {hosts: 2, sockets_per_host: 1}
+devices: [{id: d, count: 4, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
+tiers:
+  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}
+switches:
+  - {id: sw, kind: nvswitch, per: host}
+links:
+  - {id: nvl, kind: nvlink, endpoints: [hbm, sw], per: device, bandwidth: 5GB/s, latency: 1ns}
+)";
+  const Topology t = load_topology_text(yaml, "two-hosts.yaml");
+  const Fabric f(t);
+  const size_t hbm = *t.tier_index("hbm");
+  CHECK(f.peer_path(hbm, 0, 1) != nullptr);  // host 0
+  CHECK(f.peer_path(hbm, 2, 3) != nullptr);  // host 1
+  CHECK(f.peer_path(hbm, 1, 2) == nullptr);
+  CHECK(f.peer_path(hbm, 3, 0) == nullptr);
+}
+
+TEST_CASE("a direct peer link is the source's own: a full mesh") {
+  const std::string yaml = R"(tierflow: hw/1
+name: mesh
+devices: [{id: d, count: 3, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
+tiers:
+  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}
+links:
+  - {id: mesh, kind: xgmi, endpoints: [hbm, hbm], per: device, bandwidth: 5GB/s, latency: 1ns}
+)";
+  const Topology t = load_topology_text(yaml, "mesh.yaml");
+  const Fabric f(t);
+  const FabricPath* p = f.peer_path(0, 2, 0);
+  REQUIRE(p != nullptr);
+  std::vector<std::string> names;
+  for (const uint32_t r : p->resources) names.push_back(f.resources()[r].name);
+  CHECK(names == std::vector<std::string>{"hbm[2] read", "mesh[2] hbm->hbm", "hbm[0] write"});
 }
