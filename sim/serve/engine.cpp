@@ -64,14 +64,20 @@ struct Seq {
   size_t held = 0;     ///< leading blocks pinned in the device level
   size_t swapped = 0;  ///< leading blocks in the swap space (preempted by swap)
   bool admitted_once = false;
+  // Disaggregated: the prefill replica that computed its prompt, the blocks it keeps
+  // pinned there until the hand-over lands, and the hand-over's transfers in flight.
+  uint32_t prefill_replica = 0;
+  size_t handoff_held = 0;
+  uint32_t handoff_left = 0;
   /// The next turn of its session, if the trace has one: a block that fills up takes the
   /// hash that turn's prompt gives it, so that the turn finds this one's KV cached.
   const std::vector<uint64_t>* next_turn = nullptr;
 };
 
 /// What a transfer does, as the timeline names it: a MoveKind, or a swap.
-enum class TransferKind : uint8_t { kLoad, kDemotion, kStore, kSwapOut, kSwapIn };
-constexpr std::string_view kTransferNames[] = {"load", "demotion", "store", "swap out", "swap in"};
+enum class TransferKind : uint8_t { kLoad, kDemotion, kStore, kSwapOut, kSwapIn, kHandoff };
+constexpr std::string_view kTransferNames[] = {"load",     "demotion", "store",
+                                               "swap out", "swap in",  "handoff"};
 static_assert(static_cast<int>(TransferKind::kLoad) == static_cast<int>(MoveKind::kLoad) &&
               static_cast<int>(TransferKind::kDemotion) == static_cast<int>(MoveKind::kDemotion) &&
               static_cast<int>(TransferKind::kStore) == static_cast<int>(MoveKind::kStore));
@@ -84,6 +90,7 @@ struct Transfer {
   TransferKind kind = TransferKind::kLoad;
   Time start = 0;
   uint32_t lane = 0;  ///< on the timeline
+  uint32_t seq = 0;   ///< a hand-over's sequence
 };
 
 struct FlowRef {
@@ -115,6 +122,9 @@ struct Replica {
   /// computes (a swap frees or fills device blocks the compute uses).
   uint64_t swap_outs = 0, swap_ins = 0;
   uint64_t load = 0;  ///< tokens queued and running (least-loaded router)
+  bool prefill_only = false;      ///< disaggregated: computes prompts, hands them over
+  std::deque<uint32_t> incoming;  ///< disaggregated decode: hand-overs waiting for room
+  uint32_t receiving = 0;         ///< hand-overs admitted, their copies in flight
   // Timeline.
   sim::TrackId track = 0;
   sim::SeriesId seqs = 0;
@@ -128,6 +138,7 @@ class Engine {
     setup_devices(arch);
     setup_levels();
     setup_swap();
+    setup_handoffs();
     for (const hw::ResourceInfo& r : fabric_.resources()) net_.add_resource(r.capacity);
     if (o_.timeline != nullptr) setup_timeline();
     if (o_.record_series) {
@@ -160,6 +171,22 @@ class Engine {
   [[nodiscard]] uint64_t kv_bytes(const KvTier& k, size_t tier) const;
   void arrive(uint32_t req);
   uint32_t route(const Seq& s);
+  /// Disaggregated: checks that every prefill replica's devices reach the decode
+  /// replicas' over the device tier's peer route.
+  void setup_handoffs() const;
+  /// Disaggregated: `q`'s prompt is done on prefill replica `r`: it leaves r (its blocks
+  /// pinned there) for the least loaded decode replica's incoming queue.
+  void hand_off(uint32_t r, uint32_t q);
+  /// Admits decode replica `d`'s incoming hand-overs, first come first served, while it
+  /// has no preempted sequence waiting, room for their blocks and fewer than max_seqs
+  /// sequences: pins their blocks in its device level and copies those it lacked.
+  void admit_handoffs(uint32_t d);
+  /// `q`'s KV has landed: the prefill replica unpins it, the decode replica runs it.
+  void handoff_done(uint32_t q);
+  /// A new transfer (of replica `r`) with no flows yet; its index.
+  uint32_t new_transfer(uint32_t r, TransferKind kind, bool waited);
+  /// A flow of transfer `t`: `bytes` over `p`, starting after the route's setup.
+  void add_flow(uint32_t t, const hw::FabricPath* p, double bytes);
   void start_iteration(uint32_t r);
   bool schedule(uint32_t r);
   bool room(const Replica& rep, uint64_t blocks) const;
@@ -256,6 +283,8 @@ class Engine {
   std::vector<SeqWork> work_;
   std::vector<LevelId> where_;
   std::vector<Move> moves_;
+  std::vector<Move> handoff_moves_;  ///< a hand-over's evictions on the decode replica
+  uint64_t handoffs_ = 0, handoff_blocks_ = 0;
   std::vector<uint64_t> scratch_;
   std::vector<Series> series_;  ///< levels', then each replica's running and waiting
   // Timeline (when drawn).
@@ -279,12 +308,19 @@ void Engine::setup_devices(const traces::Arch& arch) {
   device_class_ = static_cast<size_t>(cls - topo_.devices.begin());
   device_tier_ = *topo_.tier_index(cls->local_tier);
   tp_ = gen_.tp;
-  const int need = tp_ * o_.replicas;
+  const int all = o_.replicas + o_.prefill_replicas;
+  const int need = tp_ * all;
   if (need > cls->count) {
     // One replica too wide is the tensor parallelism's doing; more, the replicas'.
-    throw InputError(SourcePos{o_.replicas > 1 ? "replicas" : "tp"},
-                     fmt::format("{} replicas of TP {} need {} devices; '{}' has {} of class '{}'",
-                                 o_.replicas, tp_, need, topo_.name, cls->count, cls->id));
+    const std::string what =
+        o_.prefill_replicas > 0
+            ? fmt::format("{} prefill and {} decode replicas", o_.prefill_replicas, o_.replicas)
+            : fmt::format("{} replicas", o_.replicas);
+    throw InputError(SourcePos{o_.prefill_replicas > 0 ? "prefill_replicas"
+                               : o_.replicas > 1       ? "replicas"
+                                                       : "tp"},
+                     fmt::format("{} of TP {} need {} devices; '{}' has {} of class '{}'", what,
+                                 tp_, need, topo_.name, cls->count, cls->id));
   }
   std::vector<int> devices;
   for (int d = 0; d < fabric_.devices(); ++d) {
@@ -310,10 +346,38 @@ void Engine::setup_devices(const traces::Arch& arch) {
                     topo_.tiers[device_tier_].id));
   }
   pool_blocks_ = (usable - fixed) / block_shard_bytes_;
-  replicas_.resize(static_cast<size_t>(o_.replicas));
-  for (int r = 0; r < o_.replicas; ++r) {
+  replicas_.resize(static_cast<size_t>(all));
+  for (int r = 0; r < all; ++r) {
     for (int k = 0; k < tp_; ++k)
       replicas_[size_t(r)].devices.push_back(devices[size_t(r * tp_ + k)]);
+    replicas_[size_t(r)].prefill_only = r < o_.prefill_replicas;
+  }
+}
+
+void Engine::setup_handoffs() const {
+  if (o_.prefill_replicas == 0) return;
+  // Shard k of a prefill replica goes to device k of the decode replica.
+  for (const Replica& p : replicas_) {
+    if (!p.prefill_only) continue;
+    for (const Replica& d : replicas_) {
+      if (d.prefill_only) continue;
+      for (int k = 0; k < tp_; ++k) {
+        const int a = p.devices[size_t(k)], b = d.devices[size_t(k)];
+        if (fabric_.peer_path(device_tier_, a, b) != nullptr) continue;
+        const std::string& tier = topo_.tiers[device_tier_].id;
+        throw InputError(
+            SourcePos{"prefill_replicas"},
+            fmt::format("disaggregated prefill hands each request's KV cache from a prefill "
+                        "replica's devices to a decode replica's over the peer route of '{}', "
+                        "and '{}' has {}",
+                        tier, topo_.name,
+                        topo_.route(device_tier_, device_tier_) == nullptr
+                            ? "none"
+                            : fmt::format("none from device {} to device {} (they reach no "
+                                          "switch in common)",
+                                          a, b)));
+      }
+    }
   }
 }
 
@@ -539,7 +603,8 @@ bool Engine::room(const Replica& rep, uint64_t blocks) const {
 }
 
 uint32_t Engine::route(const Seq& s) {
-  const size_t n = replicas_.size();
+  // Disaggregated: requests go to the prefill replicas, which come first.
+  const size_t n = o_.prefill_replicas > 0 ? size_t(o_.prefill_replicas) : replicas_.size();
   if (n == 1) return 0;
   switch (o_.router) {
     case RouterKind::kRoundRobin:
@@ -869,10 +934,7 @@ void Engine::carry(uint32_t r, const std::vector<Move>& moves, bool loads) {
   }
 }
 
-void Engine::transfer(uint32_t r, size_t from, size_t to, std::span<const int> devices, bool waited,
-                      TransferKind kind, uint64_t blocks) {
-  Replica& rep = replicas_[r];
-  const bool device_side = from == device_tier_ || to == device_tier_;
+uint32_t Engine::new_transfer(uint32_t r, TransferKind kind, bool waited) {
   const uint32_t t = take_slot(transfers_, free_transfers_);
   transfers_[t] = Transfer{};
   ++transfer_count_;
@@ -888,17 +950,105 @@ void Engine::transfer(uint32_t r, size_t from, size_t to, std::span<const int> d
                                         static_cast<int>(lane_tracks_.size())));
     }
   }
+  if (waited) ++replicas_[r].loads_left;
+  return t;
+}
+
+void Engine::add_flow(uint32_t t, const hw::FabricPath* p, double bytes) {
+  const uint32_t f = take_slot(flows_, free_flow_refs_);
+  flows_[f] = FlowRef{t, p, bytes, hw::kNoFlow, 0};
+  ++transfers_[t].flows_left;
+  q_.schedule(q_.now() + p->route->setup.ps, kFlowStart, f);
+}
+
+void Engine::transfer(uint32_t r, size_t from, size_t to, std::span<const int> devices, bool waited,
+                      TransferKind kind, uint64_t blocks) {
+  const bool device_side = from == device_tier_ || to == device_tier_;
+  const uint32_t t = new_transfer(r, kind, waited);
   const double bytes = static_cast<double>(block_shard_bytes_ * blocks *
                                            (device_side ? 1 : static_cast<uint64_t>(tp_)));
   for (const int d : devices) {
     const hw::FabricPath* p = fabric_.path(from, to, d);
     TF_ASSERT(p != nullptr, "no route from tier {} to {} for device {}", from, to, d);
-    const uint32_t f = take_slot(flows_, free_flow_refs_);
-    flows_[f] = FlowRef{t, p, bytes, hw::kNoFlow, 0};
-    ++tr.flows_left;
-    q_.schedule(q_.now() + p->route->setup.ps, kFlowStart, f);
+    add_flow(t, p, bytes);
   }
-  if (tr.load) ++rep.loads_left;
+}
+
+void Engine::hand_off(uint32_t r, uint32_t q) {
+  Replica& rep = replicas_[r];
+  Seq& s = seqs_[q];
+  rep.running.erase(std::find(rep.running.begin(), rep.running.end(), q));
+  const traces::Request& rq = trace_.requests[q];
+  const uint64_t tokens = rq.prompt_tokens + rq.output_tokens;
+  rep.load -= tokens;
+  s.prefill_replica = r;
+  s.handoff_held = s.held;
+  s.held = 0;
+  // The decode replica with the fewest tokens queued and running.
+  auto d = static_cast<uint32_t>(o_.prefill_replicas);
+  for (auto i = d + 1; i < replicas_.size(); ++i) {
+    if (replicas_[i].load < replicas_[d].load) d = i;
+  }
+  records_[q].decode_replica = static_cast<int32_t>(d);
+  replicas_[d].load += tokens;
+  replicas_[d].incoming.push_back(q);
+  admit_handoffs(d);
+}
+
+void Engine::admit_handoffs(uint32_t d) {
+  Replica& rep = replicas_[d];
+  const uint64_t most = blocks_per_transfer();
+  while (!rep.incoming.empty() && rep.waiting.empty() &&
+         static_cast<int64_t>(rep.running.size() + rep.receiving) < o_.max_seqs) {
+    const uint32_t q = rep.incoming.front();
+    Seq& s = seqs_[q];
+    const size_t blocks = s.handoff_held;
+    if (!room(rep, blocks)) break;
+    rep.incoming.pop_front();
+    // Each block is pinned in the device level: stored there (as a computed block is) or,
+    // when the level holds it already (a prefix another request brought), pinned in place
+    // and not copied.
+    handoff_moves_.clear();
+    uint64_t copy = 0;
+    for (size_t b = 0; b < blocks; ++b) {
+      if (!cache_.holds(rep.device_level, s.hashes[b])) ++copy;
+      const bool ok = cache_.insert(rep.path, s.hashes[b], handoff_moves_);
+      TF_ASSERT(ok, "a handed-over block found no room");
+    }
+    s.held = blocks;
+    ++rep.receiving;
+    ++handoffs_;
+    handoff_blocks_ += copy;
+    carry(d, handoff_moves_, /*loads=*/false);
+    // Shard k of the prefill replica goes to device k of this one.
+    const Replica& from = replicas_[s.prefill_replica];
+    s.handoff_left = 0;
+    for (uint64_t b = 0; b < copy; b += most) {
+      const uint32_t t = new_transfer(d, TransferKind::kHandoff, /*waited=*/false);
+      transfers_[t].seq = q;
+      const double bytes = static_cast<double>(block_shard_bytes_ * std::min(most, copy - b));
+      for (size_t k = 0; k < rep.devices.size(); ++k) {
+        add_flow(t, fabric_.peer_path(device_tier_, from.devices[k], rep.devices[k]), bytes);
+      }
+      ++s.handoff_left;
+    }
+    if (s.handoff_left == 0) handoff_done(q);
+  }
+}
+
+void Engine::handoff_done(uint32_t q) {
+  Seq& s = seqs_[q];
+  Replica& pre = replicas_[s.prefill_replica];
+  cache_.release(pre.path, std::span<const uint64_t>(s.hashes.data(), s.handoff_held));
+  s.handoff_held = 0;
+  const auto d = static_cast<uint32_t>(records_[q].decode_replica);
+  Replica& dec = replicas_[d];
+  --dec.receiving;
+  dec.running.push_back(q);
+  records_[q].handed_over = q_.now();
+  // Its blocks are free on the prefill replica, and it has work on the decode replica.
+  if (!dec.busy) want_start(d);
+  if (!pre.busy) want_start(s.prefill_replica);
 }
 
 void Engine::flow_done(uint32_t f) {
@@ -912,6 +1062,10 @@ void Engine::flow_done(uint32_t f) {
   if (--tr.flows_left > 0) return;
   if (tl_ != nullptr) draw_transfer(tr);
   free_transfers_.push_back(t);
+  if (tr.kind == TransferKind::kHandoff) {
+    if (--seqs_[tr.seq].handoff_left == 0) handoff_done(tr.seq);
+    return;
+  }
   if (!tr.load) return;
   const uint32_t r = tr.replica;
   Replica& rep = replicas_[r];
@@ -975,10 +1129,16 @@ void Engine::end_iteration(uint32_t r) {
       TF_ASSERT(ok, "a reserved block found no room");
     }
     if (s.generated > 0 && rec.first_token < 0) rec.first_token = q_.now();
-    if (s.generated >= s.output) finish_seq(r, q);
+    if (s.generated >= s.output) {
+      finish_seq(r, q);
+    } else if (rep.prefill_only && s.computed == s.prompt) {
+      hand_off(r, q);
+    }
   }
   rep.reserved = 0;
   carry(r, moves_, /*loads=*/false);
+  // Finishes made room for hand-overs waiting here.
+  if (!rep.incoming.empty()) admit_handoffs(r);
   want_start(r);
 }
 
@@ -987,9 +1147,12 @@ void Engine::setup_timeline() {
   int sort = 0;
   for (size_t r = 0; r < replicas_.size(); ++r) {
     Replica& rep = replicas_[r];
-    const sim::ProcessId pid = tl_->process(
-        fmt::format("replica {} (devices {}-{})", r, rep.devices.front(), rep.devices.back()),
-        sort++);
+    const std::string_view role = o_.prefill_replicas == 0 ? ""
+                                  : rep.prefill_only       ? "prefill "
+                                                           : "decode ";
+    const sim::ProcessId pid = tl_->process(fmt::format("{}replica {} (devices {}-{})", role, r,
+                                                        rep.devices.front(), rep.devices.back()),
+                                            sort++);
     rep.track = tl_->track(pid, "iterations", 0);
     static constexpr std::string_view kKeys[] = {"running", "waiting"};
     rep.seqs = tl_->series(pid, "sequences", kKeys);
@@ -1023,9 +1186,12 @@ void Engine::draw_iteration(uint32_t r) {
 }
 
 void Engine::draw_transfer(const Transfer& tr) {
-  const sim::Arg args[] = {{"replica", static_cast<uint64_t>(tr.replica)}};
+  const sim::Arg args[] = {{"replica", static_cast<uint64_t>(tr.replica)},
+                           {"request", static_cast<uint64_t>(tr.seq)}};
+  const size_t n = tr.kind == TransferKind::kHandoff ? 2 : 1;
   tl_->slice(lane_tracks_[tr.lane], tr.start, q_.now(),
-             kTransferNames[static_cast<size_t>(tr.kind)], "transfer", args);
+             kTransferNames[static_cast<size_t>(tr.kind)], "transfer",
+             std::span<const sim::Arg>(args, n));
   lanes_.release(tr.lane);
 }
 
@@ -1113,9 +1279,11 @@ ServeResult Engine::run() {
   }
   // Every request finishes or is rejected: an engine that stops with work left has lost it.
   for (const Replica& rep : replicas_) {
-    TF_ASSERT(rep.waiting.empty() && rep.running.empty(),
-              "the serving engine stopped with {} sequences waiting and {} running", rep.waiting.size(),
-              rep.running.size());
+    TF_ASSERT(
+        rep.waiting.empty() && rep.running.empty() && rep.incoming.empty() && rep.receiving == 0,
+        "the serving engine stopped with {} sequences waiting, {} running and {} handed "
+        "over",
+        rep.waiting.size(), rep.running.size(), rep.incoming.size() + rep.receiving);
   }
   ServeResult out = result();
   out.requests = std::move(records_);
@@ -1138,6 +1306,8 @@ ServeResult Engine::run() {
   out.swapped_in_blocks = swapped_in_blocks_;
   out.recomputed_tokens = recomputed_tokens_;
   out.transfers = transfer_count_;
+  out.handoffs = handoffs_;
+  out.handoff_blocks = handoff_blocks_;
   out.makespan = end;
   for (const RequestRecord& r : out.requests) {
     if (r.rejected) continue;  // its prompt met no cache and was never computed
@@ -1152,10 +1322,11 @@ ServeResult Engine::run() {
 ServeResult Engine::cache_only() {
   std::vector<CacheRequest> requests;
   requests.reserve(trace_.requests.size());
+  // Disaggregated: the prompts meet the prefill replicas' caches.
+  const size_t routed = o_.prefill_replicas > 0 ? size_t(o_.prefill_replicas) : replicas_.size();
   for (size_t i = 0; i < trace_.requests.size(); ++i) {
     const traces::Request& rq = trace_.requests[i];
-    requests.push_back(
-        CacheRequest{rq.blocks, rq.prompt_tokens, replicas_[i % replicas_.size()].path});
+    requests.push_back(CacheRequest{rq.blocks, rq.prompt_tokens, replicas_[i % routed].path});
   }
   const CacheOnlyResult c =
       replay_cache_only(cache_, requests, static_cast<uint32_t>(block_tokens_));
@@ -1182,6 +1353,7 @@ ServeResult Engine::result() const {
   out.device_pool_blocks = pool_blocks_;
   out.tp = tp_;
   out.replicas = o_.replicas;
+  out.prefill_replicas = o_.prefill_replicas;
   if (swap_tier_ != SIZE_MAX) {
     out.swap_tier = topo_.tiers[swap_tier_].id;
     out.swap_blocks = swap_blocks_;

@@ -22,6 +22,13 @@
 //               moves of the cache as transfers: a load brings a block up to the device
 //               (on each of the replica's devices, its shard), a demotion or a store takes
 //               one down. Demotions and stores do not hold up an iteration.
+//   disaggregated prefill
+//               (DistServe, Mooncake) `prefill_replicas` replicas compute prompts only;
+//               a request whose prompt is done there (its first token produced) hands
+//               its KV over to the least loaded of the `replicas` decode replicas, device
+//               by device over the device tier's peer route, once that replica has room;
+//               it decodes there. The prefill replica keeps the blocks pinned until the
+//               copy lands, then keeps them cached for later prefixes.
 //   swap space  `swap_bytes` per device in a tier below it (vLLM's --swap-space): with
 //               swap preemption a victim's blocks are copied there (swap out) and back
 //               (swap in) when it resumes, instead of being computed again; the iteration
@@ -75,7 +82,10 @@ class DoesNotFit : public InputError {
 
 struct ServeOptions {
   std::string device;  ///< device class id; empty: the first
-  int replicas = 1;
+  int replicas = 1;    ///< replicas that serve requests (with prefill_replicas: that decode)
+  /// Disaggregated prefill and decode: replicas more that only compute prompts, taking the
+  /// class's first devices; the `replicas` after them decode. 0: every replica does both.
+  int prefill_replicas = 0;
   int64_t token_budget = 8192;  ///< new tokens per iteration (max_num_batched_tokens)
   int64_t max_seqs = 256;       ///< running sequences per replica (max_num_seqs)
   EvictionKind device_eviction = EvictionKind::kLru;
@@ -108,7 +118,12 @@ struct Series {
 /// One request as served.
 struct RequestRecord {
   uint64_t id = 0;
-  uint32_t replica = 0;
+  uint32_t replica = 0;  ///< where it was sent (disaggregated: its prefill replica)
+  /// Disaggregated: the replica it decoded on (-1: none, its one token came of the prefill).
+  int32_t decode_replica = -1;
+  /// Disaggregated: when its KV had reached the decode replica (after waiting for room
+  /// there and the copy); -1 when it was not handed over.
+  Time handed_over = -1;
   Time arrival = 0;
   Time scheduled = -1;    ///< first admitted to a batch
   Time first_token = -1;  ///< end of the iteration that produced its first token
@@ -176,6 +191,11 @@ struct ServeResult {
   Time makespan = 0;  ///< last finish
   int tp = 1;
   int replicas = 1;
+  int prefill_replicas = 0;  ///< disaggregated: prefill-only replicas (first), 0: none
+  uint64_t handoffs = 0;     ///< requests handed from a prefill to a decode replica
+  /// Blocks those hand-overs copied: each device's shard of each block the decode
+  /// replica's device level did not hold already.
+  uint64_t handoff_blocks = 0;
   /// Cache-only replay (cache_only()): no requests' times, the cache's counts.
   bool cache_only = false;
   uint64_t prompt_tokens = 0;    ///< of every request served (not rejected)

@@ -345,3 +345,156 @@ TEST_CASE("serve: a swap space the topology cannot give is refused, naming the s
   o.swap_bytes = uint64_t{1} << 50;
   CHECK(error_at(o).find("does not fit") != std::string::npos);
 }
+
+namespace {
+
+double p99_tpot_s(const serve::ServeResult& r) {
+  std::vector<double> v;
+  for (const serve::RequestRecord& q : r.requests) {
+    if (q.output_tokens > 1)
+      v.push_back(static_cast<double>(q.finish - q.first_token) / (q.output_tokens - 1) / 1e12);
+  }
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(std::ceil(0.99 * static_cast<double>(v.size()))) - 1];
+}
+
+}  // namespace
+
+TEST_CASE("serve, disaggregated: the prefill replica gives the first token, NVLink the KV") {
+  Setup s;
+  const traces::RequestTrace one = traces::generate_requests(
+      "poisson,rate=1/s,n=1,prompt=fixed:4096,output=fixed:4", {}, "test");
+  serve::ServeOptions colo;
+  const serve::ServeResult c = serve::serve(one, s.arch, s.gen, s.topo, colo);
+  serve::ServeOptions o;
+  o.prefill_replicas = 1;
+  const serve::ServeResult r = serve::serve(one, s.arch, s.gen, s.topo, o);
+  REQUIRE(r.requests.size() == 1);
+  const serve::RequestRecord& q = r.requests[0];
+  CHECK(r.prefill_replicas == 1);
+  CHECK(r.replicas == 1);
+  CHECK(q.replica == 0);
+  CHECK(q.decode_replica == 1);
+  // The prompt's iteration is the one a colocated replica runs.
+  CHECK(q.first_token == c.requests[0].first_token);
+  // Its 8 blocks (4,096 tokens of 512) go device 0 -> device 1 over the peer route, one
+  // transfer a block, all at once: the route's setup, then 512 MiB at its bandwidth.
+  CHECK(r.handoffs == 1);
+  CHECK(r.handoff_blocks == 8);
+  const hw::Route* peer = s.topo.route(0, 0);
+  REQUIRE(peer != nullptr);
+  const double bytes = 4096.0 * static_cast<double>(r.kv_bytes_per_token);
+  CHECK(bytes == 512.0 * 1024 * 1024);
+  const double copy_ps =
+      static_cast<double>(peer->setup.ps) + bytes / peer->bandwidth.bytes_per_s * 1e12;
+  CHECK(static_cast<double>(q.handed_over - q.first_token) ==
+        doctest::Approx(copy_ps).epsilon(1e-6));
+  // Then the same three decode steps as colocated.
+  CHECK(q.finish - q.handed_over == c.requests[0].finish - c.requests[0].first_token);
+  double out = 0, in = 0;
+  for (const serve::ResourceRecord& x : r.resources) {
+    if (x.name == "nvlink[0] hbm->nvswitch") out = x.bytes;
+    if (x.name == "nvlink[1] nvswitch->hbm") in = x.bytes;
+  }
+  CHECK(out == doctest::Approx(bytes));
+  CHECK(in == doctest::Approx(bytes));
+  // A one-token request ends on its prefill replica: nothing is handed over.
+  const traces::RequestTrace single = traces::generate_requests(
+      "poisson,rate=1/s,n=1,prompt=fixed:4096,output=fixed:1", {}, "test");
+  const serve::ServeResult r1 = serve::serve(single, s.arch, s.gen, s.topo, o);
+  CHECK(r1.handoffs == 0);
+  CHECK(r1.requests[0].decode_replica == -1);
+  CHECK(r1.requests[0].finish == r1.requests[0].first_token);
+}
+
+TEST_CASE("serve, disaggregated: every request served, decodes free of prefills, deterministic") {
+  Setup s;
+  // Long prompts, moderate outputs: colocated, every prefill chunk slows the decodes that
+  // share its iteration; disaggregated, decode iterations hold decodes alone.
+  const traces::RequestTrace trace = traces::generate_requests(
+      "poisson,rate=3/s,n=300,prompt=uniform:4096:12288,output=uniform:64:256,seed=11", {}, "test");
+  serve::ServeOptions colo;
+  colo.replicas = 3;
+  serve::ServeOptions o;
+  o.prefill_replicas = 1;
+  o.replicas = 2;
+  const serve::ServeResult c = serve::serve(trace, s.arch, s.gen, s.topo, colo);
+  const serve::ServeResult r = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  std::map<int32_t, int> per_decode;
+  for (const serve::RequestRecord& q : r.requests) {
+    CHECK(q.finish > 0);
+    CHECK(q.replica == 0);
+    CHECK(q.handed_over >= q.first_token);
+    CHECK(q.finish > q.handed_over);
+    ++per_decode[q.decode_replica];
+  }
+  CHECK(r.handoffs == 300);
+  // The least loaded decode replica takes each: both get a fair share.
+  REQUIRE(per_decode.size() == 2);
+  CHECK(per_decode[1] > 100);
+  CHECK(per_decode[2] > 100);
+  CHECK(p99_tpot_s(r) < p99_tpot_s(c));
+  // The same inputs, the same run.
+  const serve::ServeResult again = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  for (size_t i = 0; i < r.requests.size(); ++i) {
+    CHECK(again.requests[i].finish == r.requests[i].finish);
+    CHECK(again.requests[i].handed_over == r.requests[i].handed_over);
+  }
+}
+
+TEST_CASE("serve, disaggregated: a decode replica holding a prefix is not sent it again") {
+  Setup s;
+  // Two-turn sessions: turn 2's prompt starts with turn 1's prompt and output, which the
+  // one decode replica still caches when turn 2 is handed over.
+  const traces::RequestTrace trace = traces::generate_requests(
+      "poisson,rate=1/s,n=40,turns=2,think=30s,prompt=fixed:2048,output=fixed:600,seed=2", {},
+      "test");
+  serve::ServeOptions o;
+  o.prefill_replicas = 1;
+  const serve::ServeResult r = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  uint64_t blocks = 0;
+  for (const serve::RequestRecord& q : r.requests) {
+    CHECK(q.finish > 0);
+    blocks += (q.prompt_tokens + r.block_tokens - 1) / r.block_tokens;
+  }
+  CHECK(r.handoffs == 40);
+  CHECK(r.handoff_blocks < blocks);
+  CHECK(r.handoff_blocks >= 20 * 4);  // at least turn 1's four blocks each
+}
+
+TEST_CASE("serve, disaggregated: devices the peer route cannot join are refused") {
+  Setup s;
+  const traces::RequestTrace trace =
+      traces::generate_requests("poisson,rate=1/s,n=2,prompt=fixed:512,output=fixed:2", {}, "test");
+  const auto error_at = [&](const hw::Topology& t, const serve::ServeOptions& x) -> std::string {
+    try {
+      serve::serve(trace, s.arch, s.gen, t, x);
+    } catch (const InputError& e) {
+      return e.pos().file + ": " + e.message();
+    }
+    return "no error";
+  };
+  serve::ServeOptions o;
+  o.prefill_replicas = 4;
+  o.replicas = 5;
+  CHECK(error_at(s.topo, o) ==
+        "prefill_replicas: 4 prefill and 5 decode replicas of TP 1 need 9 devices; "
+        "'h100-sxm-8gpu' has 8 of class 'h100'");
+  // Four hosts of 8 GPUs, NVSwitch per host: a TP-8 replica on each host reaches no other.
+  const hw::Topology cxl = hw::load_topology(config("hw/h100-cxl.yaml"));
+  traces::GenOptions tp8;
+  tp8.tp = 8;
+  o.prefill_replicas = 1;
+  o.replicas = 1;
+  std::string e;
+  try {
+    serve::serve(trace, s.arch, tp8, cxl, o);
+  } catch (const InputError& x) {
+    e = x.pos().file + ": " + x.message();
+  }
+  CHECK(e.starts_with("prefill_replicas: disaggregated prefill hands each request's KV cache"));
+  CHECK(e.find("none from device 0 to device 8") != std::string::npos);
+  // No peer route at all (four PCIe A100s).
+  const hw::Topology a100 = hw::load_topology(config("hw/a100-nvme-bounce.yaml"));
+  CHECK(error_at(a100, o).ends_with("and 'a100-nvme-bounce' has none"));
+}

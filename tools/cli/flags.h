@@ -13,6 +13,7 @@
 #include "core/plan.h"
 #include "hw_models/topology.h"
 #include "tools/study/scenario.h"
+#include "tools/study/serve.h"
 #include "traces/generate.h"
 
 namespace tierflow::cli {
@@ -80,6 +81,10 @@ void add_workload_flags(CLI::App* cmd, ScenarioFlags& f);
 /// scenario; a --context left at its default is cut to the model's max_context
 /// (study::cut_default_context). Throws CLI::ValidationError or InputError.
 study::Scenario to_scenario(const ScenarioFlags& f);
+
+/// `serve`'s settings as flags: the topology, the model, the requests, the replicas, the
+/// engine's scheduling, the KV tiers, preemption, dtypes, SLO, cache-only and the timeline.
+void add_serve_setting_flags(CLI::App* cmd, study::ServeSettings& s);
 
 /// --hw and --set of the commands that run a plan (sim, replay): see study::plan_topology().
 void add_plan_topology_flags(CLI::App* cmd, std::string& hw, std::vector<std::string>& sets);

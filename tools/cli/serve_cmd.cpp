@@ -78,58 +78,7 @@ void add_serve_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "serve", "serve the requests of a trace with replicas of a model and a tiered KV cache");
   study::ServeSettings& s = o->s;
-  cmd->add_option("--hw", s.hw, "topology YAML or shipped name (default h100-sxm-8gpu)");
-  cmd->add_option("--set", s.sets, "override a topology field: PATH=VALUE (repeatable)");
-  cmd->add_option("--model", s.model.model, model_flag_help());
-  cmd->add_option("--hf-config", s.model.hf_config, "a Hugging Face config.json instead");
-  cmd->add_option("--model-set", s.model.model_sets, "override a model field: KEY=VALUE");
-  auto* trace = cmd->add_option("--trace", s.trace, "request trace: Mooncake JSONL or Azure CSV");
-  cmd->add_option("--arrivals", s.arrivals,
-                  "generate requests instead: poisson|gamma,rate=R/s,n=N,prompt=...,output=... "
-                  "(docs/serving.md)")
-      ->excludes(trace);
-  cmd->add_option("--rate-scale", s.trace_options.rate_scale,
-                  "replay arrivals this many times faster (0.5: half the rate)");
-  cmd->add_option("--first", s.trace_options.first, "serve only the first N requests")
-      ->transform(kCount);
-  cmd->add_option("--block-tokens", s.trace_options.block_tokens,
-                  "tokens per KV block (default 512); of a Mooncake trace, a divisor of 512 "
-                  "splits its 512-token blocks into pages")
-      ->transform(kCount);
-  cmd->add_option("--warmup", s.warmup, "leave requests arriving before this out of the metrics");
-  cmd->add_option("--device", s.engine.device, "device class (default: the first)");
-  cmd->add_option("--tp", s.model.gen.tp, "devices per replica, tensor parallel (default 1)")
-      ->transform(kCount);
-  cmd->add_option("--replicas", s.engine.replicas, "data-parallel replicas (default 1)")
-      ->transform(kCount);
-  cmd->add_option("--router", s.router, "round-robin (default), least-loaded or prefix");
-  cmd->add_option("--token-budget", s.engine.token_budget, "iteration token budget (default 8192)")
-      ->transform(kCount);
-  cmd->add_option("--max-seqs", s.engine.max_seqs, "running sequences per replica (default 256)")
-      ->transform(kCount);
-  cmd->add_option("--device-policy", s.device_policy,
-                  "eviction of the device level's cached blocks: lru (default), lfu, s3fifo");
-  cmd->add_option("--preemption", s.preemption, "when KV blocks run out: recompute (default)|swap");
-  cmd->add_option("--swap-space", s.swap_space, "swap preemption: space per device (default 4GiB)");
-  cmd->add_option("--swap-tier", s.swap_tier, "swap preemption: its tier (default: the first DDR)");
-  cmd->add_option("--kv-tiers", s.kv_tiers,
-                  "KV tiers below the device, nearest first: TIER[:SIZE|PCT%][:lru|lfu|s3fifo]"
-                  "[:back|through][:all|second],...  e.g. ddr:512GiB,ssd:25%");
-  cmd->add_option("--load", s.load,
-                  "prefix hits below the device load before the prefill or layered with it "
-                  "(default layered)");
-  for (auto [flag, value] :
-       {std::pair{"--weight-dtype", &s.weight_dtype}, std::pair{"--kv-dtype", &s.kv_dtype},
-        std::pair{"--act-dtype", &s.act_dtype}}) {
-    cmd->add_option(flag, *value,
-                    fmt::format("element type: {} (default bf16)", fmt::join(kDtypeNames, ", ")));
-  }
-  cmd->add_option("--slo", s.slo, "goodput bounds: ttft=2s,tpot=100ms,e2e=30s (any of them)");
-  cmd->add_flag("--cache-only", s.cache_only,
-                "replay the trace against the cache alone: hits per level, no time");
-  cmd->add_option("--timeline", s.timeline,
-                  "write a Chrome trace (ui.perfetto.dev): iterations, sequences, level "
-                  "occupancy, KV transfers");
+  add_serve_setting_flags(cmd, s);
   cmd->add_option("--find", o->find,
                   "max-rate, min-replicas, min-capacity:TIER meeting --target; or upgrade");
   cmd->add_option("--target", o->target,

@@ -108,9 +108,9 @@ std::string serve_report_html(const study::ServeStudy& x) {
       "<title>tierflow serve: {}</title>\n<style>{}</style>\n</head>\n<body>\n",
       escape_html(title), kReportCss);
   out += fmt::format(
-      "<header class=\"top\"><h1>tierflow serve: {}</h1>\n<p>{} replica{} x TP {} ({}); {} "
+      "<header class=\"top\"><h1>tierflow serve: {}</h1>\n<p>{} x TP {} ({}); {} "
       "({} requests). Series are drawn at their peak per pixel column.</p></header>\n<main>\n",
-      escape_html(title), r.replicas, r.replicas == 1 ? "" : "s", r.tp, escape_html(x.device),
+      escape_html(title), study::replicas_text(r), r.tp, escape_html(x.device),
       escape_html(x.trace.source), x.trace.requests.size());
 
   // Cards and facts.
@@ -145,6 +145,10 @@ std::string serve_report_html(const study::ServeStudy& x) {
         r.iterations, r.transfers, time_text(r.makespan));
     if (const std::string p = study::preemption_text(r); !p.empty()) {
       out += fmt::format("<tr><th>preemption</th><td>{}</td></tr>", escape_html(p));
+    }
+    if (r.prefill_replicas > 0) {
+      out += fmt::format("<tr><th>hand-over</th><td>{}</td></tr>",
+                         escape_html(study::handoff_text(x)));
     }
   }
   out += "</table>";
@@ -194,7 +198,7 @@ std::string serve_report_html(const study::ServeStudy& x) {
       }
     }
     out += "<h2>Sequences per replica</h2>";
-    for (int rep = 0; rep < r.replicas; ++rep) {
+    for (int rep = 0; rep < r.replicas + r.prefill_replicas; ++rep) {
       std::vector<const serve::Series*> both;
       for (const serve::Series& s : r.series) {
         if (s.name == fmt::format("replica {} running", rep) ||
@@ -202,7 +206,11 @@ std::string serve_report_html(const study::ServeStudy& x) {
           both.push_back(&s);
         }
       }
-      out += fmt::format("<h4>replica {}</h4>", rep);
+      out += fmt::format("<h4>{}replica {}</h4>",
+                         r.prefill_replicas == 0    ? ""
+                         : rep < r.prefill_replicas ? "prefill "
+                                                    : "decode ",
+                         rep);
       out += series_plot(both, r.makespan, fmt::format("replica {}", rep), "sequences", 0, "");
     }
   }

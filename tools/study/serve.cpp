@@ -62,11 +62,12 @@ ServeSummary summarize(const serve::ServeResult& result, const Slo& slo) {
                               static_cast<double>(r.output_tokens - 1));
     }
     s.e2e.sorted.push_back(to_seconds(r.finish - r.arrival));
+    if (r.handed_over >= 0) s.handoff.sorted.push_back(to_seconds(r.handed_over - r.first_token));
     s.input_tokens += r.prompt_tokens;
     s.output_tokens += r.output_tokens;
     s.good += meets(r, slo) ? 1U : 0U;
   }
-  for (ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
+  for (ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e, &s.handoff}) {
     std::sort(m->sorted.begin(), m->sorted.end());
     double sum = 0;
     for (const double v : m->sorted) sum += v;
@@ -82,8 +83,9 @@ void naming_settings(SettingNames names, const F& f) {
   try {
     f();
   } catch (const InputError& e) {
-    static constexpr std::array<std::string_view, 8> kFields = {
-        "device", "replicas", "tp", "token_budget", "kv_tiers", "model", "swap_tier", "swap_space"};
+    static constexpr std::array<std::string_view, 9> kFields = {
+        "device", "replicas",  "tp",         "token_budget",    "kv_tiers",
+        "model",  "swap_tier", "swap_space", "prefill_replicas"};
     const std::string& at = e.pos().file;
     if (std::find(kFields.begin(), kFields.end(), at) == kFields.end()) throw;
     if (dynamic_cast<const serve::DoesNotFit*>(&e) != nullptr) {
@@ -367,6 +369,8 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   };
   whole("tp", s.model.gen.tp, kMaxTp);
   whole("replicas", s.engine.replicas, kMaxReplicas);
+  if (s.engine.prefill_replicas != 0)
+    whole("prefill_replicas", s.engine.prefill_replicas, kMaxReplicas);
   whole("token_budget", s.engine.token_budget, kMaxTokenBudget);
   whole("max_seqs", s.engine.max_seqs, kMaxSeqs);
   whole("block_tokens", s.trace_options.block_tokens, traces::kMaxBlockTokens);
@@ -519,11 +523,31 @@ std::string preemption_text(const serve::ServeResult& r) {
   return fmt::format("preemption by recompute: {} tokens computed again", r.recomputed_tokens);
 }
 
+std::string replicas_text(const serve::ServeResult& r) {
+  const auto n = [](int k, std::string_view what) {
+    return fmt::format("{} {}replica{}", k, what, k == 1 ? "" : "s");
+  };
+  if (r.prefill_replicas == 0) return n(r.replicas, "");
+  return fmt::format("{} and {}", n(r.prefill_replicas, "prefill "), n(r.replicas, "decode "));
+}
+
+std::string handoff_text(const ServeStudy& x) {
+  const serve::ServeResult& r = x.result;
+  const double bytes = static_cast<double>(r.handoff_blocks) *
+                       static_cast<double>(r.kv_bytes_per_token) * r.block_tokens * r.tp;
+  return fmt::format(
+      "disaggregated: {} requests handed from prefill to decode replicas, {} blocks copied "
+      "({}; blocks the decode replica held already are not); hand-over (first token to KV "
+      "on the decode replica) p50 {}, p99 {}",
+      r.handoffs, r.handoff_blocks, to_string_approx(Bytes{static_cast<uint64_t>(bytes)}),
+      ms(x.summary.handoff.percentile(50)), ms(x.summary.handoff.percentile(99)));
+}
+
 std::string serve_text(const ServeStudy& x) {
   const serve::ServeResult& r = x.result;
-  std::string out = fmt::format("serve {} on {}: {} replica{} x TP {} ({}), {} ({} requests)\n",
-                                x.model, x.topology, r.replicas, r.replicas == 1 ? "" : "s", r.tp,
-                                x.device, x.trace.source, x.trace.requests.size());
+  std::string out =
+      fmt::format("serve {} on {}: {} x TP {} ({}), {} ({} requests)\n", x.model, x.topology,
+                  replicas_text(r), r.tp, x.device, x.trace.source, x.trace.requests.size());
   const uint64_t block_bytes = r.kv_bytes_per_token * r.block_tokens;
   out += fmt::format(
       "device memory per device: weights {}, workspace {}, KV pool {} blocks of "
@@ -555,6 +579,7 @@ std::string serve_text(const ServeStudy& x) {
       "{} preemptions; {} iterations; {} transfers\n",
       s.counted, s.finished, s.rejected, s.preemptions, r.iterations, r.transfers);
   if (const std::string p = preemption_text(r); !p.empty()) out += p + "\n";
+  if (r.prefill_replicas > 0) out += handoff_text(x) + "\n";
   out += "\n         p50        p90        p99        mean\n";
   for (const ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
     out += fmt::format("{:<6} {:>10} {:>10} {:>10} {:>10}\n", m->name, ms(m->percentile(50)),
@@ -594,6 +619,7 @@ std::string serve_json(const ServeStudy& x) {
   j["trace"] = x.trace.source;
   j["requests"] = x.trace.requests.size();
   j["replicas"] = r.replicas;
+  j["prefill_replicas"] = r.prefill_replicas;
   j["tp"] = r.tp;
   j["cache_only"] = r.cache_only;
   j["block_tokens"] = r.block_tokens;
@@ -636,10 +662,16 @@ std::string serve_json(const ServeStudy& x) {
       j["swapped_in_blocks"] = r.swapped_in_blocks;
       j["swap_fallbacks"] = r.swap_fallbacks;
     }
+    if (r.prefill_replicas > 0) {
+      j["handoffs"] = r.handoffs;
+      j["handoff_blocks"] = r.handoff_blocks;
+    }
     j["iterations"] = r.iterations;
     j["transfers"] = r.transfers;
     j["makespan_s"] = to_seconds(r.makespan);
-    for (const ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
+    std::vector<const ServeLatency*> latencies = {&s.queue, &s.ttft, &s.tpot, &s.e2e};
+    if (r.prefill_replicas > 0) latencies.push_back(&s.handoff);
+    for (const ServeLatency* m : latencies) {
       nlohmann::ordered_json e;
       const auto num = [](double v) {
         return std::isnan(v) ? nlohmann::ordered_json() : nlohmann::ordered_json(v);
@@ -674,7 +706,7 @@ std::string serve_json(const ServeStudy& x) {
 
 double serve_latency(const ServeStudy& x, std::string_view which, double p) {
   const ServeSummary& s = x.summary;
-  for (const ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
+  for (const ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e, &s.handoff}) {
     if (m->name == which) return p == 0 ? m->mean : m->percentile(p);
   }
   TF_ASSERT(false, "no latency '{}'", which);
@@ -702,6 +734,8 @@ std::string requests_jsonl(const ServeStudy& x) {
   for (const serve::LevelRecord& l : r.levels) tiers[l.position] = l.tier;
   for (const std::string& n : tiers) names.push_back("hit_" + n);
   for (const char* n : {"preemptions", "counted", "rejected"}) names.emplace_back(n);
+  const bool pd = r.prefill_replicas > 0;
+  if (pd) names.insert(names.begin() + 2, {"decode_replica", "handoff_s"});
   std::vector<std::vector<Cell>> rows;
   rows.reserve(r.requests.size());
   for (const serve::RequestRecord& q : r.requests) {
@@ -725,6 +759,11 @@ std::string requests_jsonl(const ServeStudy& x) {
     row.emplace_back(static_cast<int64_t>(q.preemptions));
     row.emplace_back(q.counted);
     row.emplace_back(q.rejected);
+    if (pd) {
+      row.insert(row.begin() + 2,
+                 {q.decode_replica < 0 ? Cell{} : Cell{static_cast<int64_t>(q.decode_replica)},
+                  q.handed_over < 0 ? Cell{} : Cell{to_seconds(q.handed_over - q.first_token)}});
+    }
     rows.push_back(std::move(row));
   }
   return jsonl_of(names, rows);
@@ -736,7 +775,10 @@ std::string requests_file(const ServeStudy& x, std::string_view path) {
 
 std::string requests_csv(const ServeStudy& x) {
   const serve::ServeResult& r = x.result;
-  std::string out = "id,replica,arrival_s,queue_s,ttft_s,tpot_s,e2e_s,prompt_tokens,output_tokens";
+  const bool pd = r.prefill_replicas > 0;
+  std::string out =
+      fmt::format("id,replica,{}arrival_s,queue_s,ttft_s,tpot_s,e2e_s,prompt_tokens,output_tokens",
+                  pd ? "decode_replica,handoff_s," : "");
   size_t positions = 0;
   for (const serve::LevelRecord& l : r.levels) positions = std::max(positions, l.position + 1);
   std::vector<std::string> names(positions);
@@ -748,9 +790,14 @@ std::string requests_csv(const ServeStudy& x) {
   };
   for (const serve::RequestRecord& q : r.requests) {
     const bool done = q.finish >= 0;
+    out += fmt::format("{},{},", q.id, q.replica);
+    if (pd) {
+      out += fmt::format("{},{},", q.decode_replica < 0 ? "" : std::to_string(q.decode_replica),
+                         q.handed_over < 0 ? "" : time(q.handed_over - q.first_token));
+    }
     out += fmt::format(
-        "{},{},{},{},{},{},{},{},{}", q.id, q.replica, time(q.arrival),
-        done ? time(q.scheduled - q.arrival) : "", done ? time(q.first_token - q.arrival) : "",
+        "{},{},{},{},{},{},{}", time(q.arrival), done ? time(q.scheduled - q.arrival) : "",
+        done ? time(q.first_token - q.arrival) : "",
         done && q.output_tokens > 1
             ? fmt::format("{:.9f}", to_seconds(q.finish - q.first_token) / (q.output_tokens - 1))
             : "",

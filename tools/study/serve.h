@@ -134,6 +134,8 @@ struct ServeSummary {
   /// nothing and meet no SLO); rejected: every rejected request, the warm-up's too.
   uint64_t counted = 0, finished = 0, rejected = 0, preemptions = 0;
   ServeLatency queue{"queue", {}, 0}, ttft{"ttft", {}, 0}, tpot{"tpot", {}, 0}, e2e{"e2e", {}, 0};
+  /// Disaggregated: from the first token to the KV on the decode replica (handed over).
+  ServeLatency handoff{"handoff", {}, 0};
   uint64_t input_tokens = 0, output_tokens = 0;
   serve::Time first_arrival = 0, last_finish = 0;
   uint64_t good = 0;  ///< counted requests that met the SLO
@@ -185,6 +187,10 @@ ServeStudy run_serve(const ServeSettings& s);
 /// How the run preempted: by swap (the space, swaps, fallbacks) or by recompute, with the
 /// tokens computed again; empty for a recompute run that never preempted.
 std::string preemption_text(const serve::ServeResult& r);
+/// "2 replicas", or disaggregated "1 prefill replica and 2 decode replicas".
+std::string replicas_text(const serve::ServeResult& r);
+/// Disaggregated: the hand-overs, the blocks and bytes they copied, their P50 and P99.
+std::string handoff_text(const ServeStudy& x);
 /// The summary `tierflow serve` prints, as text and as `tierflow.serve/1` JSON.
 std::string serve_text(const ServeStudy& x);
 std::string serve_json(const ServeStudy& x);

@@ -55,7 +55,7 @@ struct FieldDef {
 };
 
 // One row per field of serve_field_names(), in its order.
-const std::array<FieldDef, 26> kFields = {{
+const std::array<FieldDef, 27> kFields = {{
     {"trace", [](ServeSettings& s) -> FieldRef { return &s.trace; }},
     {"arrivals", [](ServeSettings& s) -> FieldRef { return &s.arrivals; }},
     {"rate_scale", [](ServeSettings& s) -> FieldRef { return &s.trace_options.rate_scale; }},
@@ -68,6 +68,7 @@ const std::array<FieldDef, 26> kFields = {{
     {"hf_config", [](ServeSettings& s) -> FieldRef { return &s.model.hf_config; }},
     {"tp", [](ServeSettings& s) -> FieldRef { return &s.model.gen.tp; }},
     {"replicas", [](ServeSettings& s) -> FieldRef { return &s.engine.replicas; }},
+    {"prefill_replicas", [](ServeSettings& s) -> FieldRef { return &s.engine.prefill_replicas; }},
     {"router", [](ServeSettings& s) -> FieldRef { return &s.router; }},
     {"token_budget", [](ServeSettings& s) -> FieldRef { return &s.engine.token_budget; }},
     {"max_seqs", [](ServeSettings& s) -> FieldRef { return &s.engine.max_seqs; }},

@@ -78,7 +78,7 @@ double gain_of(const ServeTarget& t, double base, double v) {
 /// One upgrade to try: it changes a copy of the settings' overrides and the engine.
 struct Candidate {
   std::string what;
-  std::string path;  ///< a topology path scaled, or "replicas"
+  std::string path;  ///< a topology path scaled, "replicas" or "prefill_replicas"
   double now = 0;
   bool bandwidth = true;
   int kv_tier = -1;  ///< a KV tier whose bytes (when given) scale with its tier's capacity
@@ -134,8 +134,15 @@ ServeAnswer upgrade_serve(const ServeSettings& base, ServeSetup setup, const Ser
          static_cast<double>(t.capacity.value), false, static_cast<int>(k)});
   }
   if (device != topo.devices.end() &&
-      (setup.engine.replicas + 1) * setup.gen.tp <= device->count) {
-    add({"one replica more", "replicas", static_cast<double>(setup.engine.replicas), false});
+      (setup.engine.replicas + setup.engine.prefill_replicas + 1) * setup.gen.tp <= device->count) {
+    // Disaggregated: one decode replica more, or one prefill replica more.
+    const bool pd = setup.engine.prefill_replicas > 0;
+    add({pd ? "one decode replica more" : "one replica more", "replicas",
+         static_cast<double>(setup.engine.replicas), false});
+    if (pd) {
+      add({"one prefill replica more", "prefill_replicas",
+           static_cast<double>(setup.engine.prefill_replicas), false});
+    }
   }
   const std::string file =
       base.hw.empty() ? default_topology() : find_topology(base.hw, serve_flag("hw", base.names));
@@ -144,9 +151,10 @@ ServeAnswer upgrade_serve(const ServeSettings& base, ServeSetup setup, const Ser
   // run again below both go through here, so they cannot differ.
   const auto apply = [&](const Candidate& c, double f, std::string& set) -> std::optional<ServeSetup> {
     ServeSetup p = setup;
-    if (c.path == "replicas") {
-      p.engine.replicas += 1;
-      set = fmt::format("replicas={}", p.engine.replicas);
+    if (c.path == "replicas" || c.path == "prefill_replicas") {
+      int& n = c.path == "replicas" ? p.engine.replicas : p.engine.prefill_replicas;
+      n += 1;
+      set = fmt::format("{}={}", c.path, n);
       return p;
     }
     set = fmt::format("{}={}", c.path,
@@ -182,7 +190,7 @@ ServeAnswer upgrade_serve(const ServeSettings& base, ServeSetup setup, const Ser
     std::optional<ServeStudy> at2;
     for (size_t i = 0; i < kUpgradeFactors.size(); ++i) {
       u.value[i] = std::nan("");
-      if (c.path == "replicas" && i == 0) continue;  // whole replicas only
+      if (c.path.ends_with("replicas") && i == 0) continue;  // whole replicas only
       std::string set;
       const std::optional<ServeSetup> p = apply(c, kUpgradeFactors[i], set);
       if (!p) continue;

@@ -96,26 +96,28 @@ std::vector<Def> make_defs() {
     std::string_view name, what;
     CellType type;
   };
-  for (const In& f : {In{"rate_scale", "arrivals compressed by this factor", real},
-                      In{"first", "only the first N requests (empty: all)", integer},
-                      In{"block_tokens", "tokens per KV block of traces without hashes", integer},
-                      In{"warmup", "requests arriving before this left out of the measures", text},
-                      In{"device", "device class (empty: the first)", text},
-                      In{"tp", "devices per replica, tensor parallel", integer},
-                      In{"replicas", "data-parallel replicas", integer},
-                      In{"router", "round-robin, least-loaded or prefix", text},
-                      In{"token_budget", "new tokens per iteration (chunked prefill)", integer},
-                      In{"max_seqs", "running sequences per replica", integer},
-                      In{"device_policy", "eviction of the device level's blocks", text},
-                      In{"preemption", "recompute or swap", text},
-                      In{"swap_space", "swap preemption: space per device", text},
-                      In{"swap_tier", "swap preemption: its tier", text},
-                      In{"kv_tiers", "KV tiers below the device, as --kv-tiers", text},
-                      In{"load", "hits below the device loaded layered or before", text},
-                      In{"slo", "goodput bounds, as --slo", text},
-                      In{"weight_dtype", "weight element type", text},
-                      In{"kv_dtype", "KV-cache element type", text},
-                      In{"cache_only", "replayed against the cache alone (no time)", CellType::kBool}}) {
+  for (const In& f :
+       {In{"rate_scale", "arrivals compressed by this factor", real},
+        In{"first", "only the first N requests (empty: all)", integer},
+        In{"block_tokens", "tokens per KV block of traces without hashes", integer},
+        In{"warmup", "requests arriving before this left out of the measures", text},
+        In{"device", "device class (empty: the first)", text},
+        In{"tp", "devices per replica, tensor parallel", integer},
+        In{"replicas", "data-parallel replicas (with prefill replicas: decoding)", integer},
+        In{"prefill_replicas", "disaggregated: prefill-only replicas (0: none)", integer},
+        In{"router", "round-robin, least-loaded or prefix", text},
+        In{"token_budget", "new tokens per iteration (chunked prefill)", integer},
+        In{"max_seqs", "running sequences per replica", integer},
+        In{"device_policy", "eviction of the device level's blocks", text},
+        In{"preemption", "recompute or swap", text},
+        In{"swap_space", "swap preemption: space per device", text},
+        In{"swap_tier", "swap preemption: its tier", text},
+        In{"kv_tiers", "KV tiers below the device, as --kv-tiers", text},
+        In{"load", "hits below the device loaded layered or before", text},
+        In{"slo", "goodput bounds, as --slo", text},
+        In{"weight_dtype", "weight element type", text},
+        In{"kv_dtype", "KV-cache element type", text},
+        In{"cache_only", "replayed against the cache alone (no time)", CellType::kBool}}) {
     d.push_back({std::string(f.name), f.what, f.type, setting(std::string(f.name), f.type)});
   }
   d.push_back({"status", "ok, infeasible (the model does not fit) or failed", text,
@@ -155,7 +157,8 @@ std::vector<Def> make_defs() {
        {Latency{"queue", 50, false}, Latency{"queue", 99, false}, Latency{"ttft", 50, false},
         Latency{"ttft", 90, false}, Latency{"ttft", 99, false}, Latency{"ttft", 0, false},
         Latency{"tpot", 50, true}, Latency{"tpot", 90, true}, Latency{"tpot", 99, true},
-        Latency{"e2e", 50, false}, Latency{"e2e", 90, false}, Latency{"e2e", 99, false}}) {
+        Latency{"e2e", 50, false}, Latency{"e2e", 90, false}, Latency{"e2e", 99, false},
+        Latency{"handoff", 50, true}, Latency{"handoff", 99, true}}) {
     const std::string stat =
         l.percentile == 0 ? "mean" : fmt::format("p{}", static_cast<int>(l.percentile));
     const std::string name = fmt::format("{}_{}_{}", l.name, stat, l.in_ms ? "ms" : "s");
