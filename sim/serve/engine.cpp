@@ -770,8 +770,9 @@ bool Engine::schedule(uint32_t r) {
     budget -= chunk;
     ++i;
   }
+  // (A decode replica's hand-overs in flight count among its sequences.)
   while (budget > 0 && !rep.waiting.empty() &&
-         static_cast<int64_t>(rep.running.size()) < o_.max_seqs) {
+         static_cast<int64_t>(rep.running.size() + rep.receiving) < o_.max_seqs) {
     const uint32_t q = rep.waiting.front();
     Seq& s = seqs_[q];
     if (s.swapped > 0) {

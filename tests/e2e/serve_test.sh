@@ -334,4 +334,49 @@ contains warmup-minutes-msg "$tmp/err" "(write minutes in seconds, e.g. 60s for 
 check rows-and-summary-on-stdout 2 "$tf" serve --model llama-3-8b --quiet -o - --summary - "${arr[@]}"
 contains rows-and-summary-on-stdout-refused "$tmp/err" "--summary and -o both write to standard output"
 
+# Disaggregated prefill and decode: prompts on a prefill replica, their KV handed to the
+# decode replicas over NVLink; every request decodes on a decode replica; the hand-over in
+# the summary, the JSON, the rows and the timeline; a search and whatif take the field too.
+pd=(--model llama-3-8b --quiet --arrivals poisson,rate=2/s,n=60,prompt=uniform:2048:6144,output=uniform:16:128,seed=4)
+check pd 0 "$tf" serve "${pd[@]}" --prefill-replicas 1 --replicas 2 -o "$tmp/pd.csv" --timeline "$tmp/pd-tl.json"
+contains pd-title "$tmp/out" "serve llama-3-8b on h100-sxm-8gpu: 1 prefill replica and 2 decode replicas x TP 1 (h100)"
+contains pd-handoff "$tmp/out" "disaggregated: 60 requests handed from prefill to decode replicas"
+contains pd-nvlink "$tmp/out" "nvlink[0] hbm->nvswitch"
+ok pd-rows python3 -c '
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 60
+assert list(rows[0])[:4] == ["id", "replica", "decode_replica", "handoff_s"], list(rows[0])
+assert {r["replica"] for r in rows} == {"0"} and {r["decode_replica"] for r in rows} == {"1", "2"}
+assert all(0 < float(r["handoff_s"]) < 0.01 for r in rows)' "$tmp/pd.csv"
+ok pd-timeline python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+procs = {e["args"]["name"] for e in d["traceEvents"] if e.get("name") == "process_name"}
+assert "prefill replica 0 (devices 0-0)" in procs and "decode replica 2 (devices 2-2)" in procs, procs
+assert any(e.get("name") == "handoff" for e in d["traceEvents"])' "$tmp/pd-tl.json"
+check pd-json 0 "$tf" serve "${pd[@]}" --prefill-replicas 1 --replicas 2 --json
+ok pd-json-fields python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["prefill_replicas"] == 1 and d["replicas"] == 2 and d["handoffs"] == 60, d
+assert 0 < d["handoff"]["p50_s"] <= d["handoff"]["p99_s"] < 0.01, d["handoff"]' "$tmp/out"
+check pd-colocated-json 0 "$tf" serve "${pd[@]}" --replicas 3 --json
+ok pd-colocated-no-handoff python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["prefill_replicas"] == 0 and "handoff" not in d and "handoffs" not in d' "$tmp/out"
+check pd-upgrade 0 "$tf" serve "${pd[@]}" --prefill-replicas 1 --replicas 1 --find upgrade --target p99-ttft=1s
+contains pd-upgrade-prefill "$tmp/out" "one prefill replica more"
+contains pd-upgrade-decode "$tmp/out" "one decode replica more"
+check pd-whatif 0 "$tf" whatif --model llama-3-8b --quiet --arrivals poisson,rate=2/s,n=60,prompt=uniform:2048:6144,output=uniform:16:128,seed=4 \
+  --question min-replicas --target p99-tpot=50ms --serve prefill_replicas=1
+contains pd-whatif-answer "$tmp/out" "answer: 1 replicas"
+check pd-too-many 2 "$tf" serve "${pd[@]}" --prefill-replicas 5 --replicas 4
+contains pd-too-many-msg "$tmp/err" "error: --prefill-replicas: 5 prefill and 4 decode replicas of TP 1 need 9 devices; 'h100-sxm-8gpu' has 8 of class 'h100'"
+check pd-no-peer-route 2 "$tf" serve "${pd[@]}" --hw a100-nvme-bounce --prefill-replicas 1
+contains pd-no-peer-route-msg "$tmp/err" "error: --prefill-replicas: disaggregated prefill hands each request's KV cache from a prefill replica's devices to a decode replica's over the peer route of 'hbm', and 'a100-nvme-bounce' has none"
+check pd-negative 2 "$tf" serve "${pd[@]}" --prefill-replicas -1
+contains pd-negative-msg "$tmp/err" "--prefill-replicas"
+
 finish

@@ -1080,6 +1080,20 @@ def test_report_and_export_as_the_cli(cli, small_workload, tmp_path):
         tierflow.report([])
 
 
+def test_serve_disaggregated(cli, tmp_path):
+    arrivals = "poisson,rate=2/s,n=40,prompt=uniform:1024:4096,output=uniform:8:64,seed=9"
+    r = tierflow.serve(arrivals=arrivals, model="llama-3-8b", prefill_replicas=1, replicas=2)
+    flags = ["--model", "llama-3-8b", "--prefill-replicas", "1", "--replicas", "2", "--quiet",
+             "--arrivals", arrivals]
+    assert r.summary == json.loads(cli("serve", *flags, "--json"))
+    cli("serve", *flags, "-o", str(tmp_path / "req.csv"))
+    assert r.requests.equals(pd.read_csv(tmp_path / "req.csv"))
+    assert r.summary["handoffs"] == 40 and set(r.requests["decode_replica"]) == {1, 2}
+    assert (r.requests["handoff_s"] > 0).all()
+    with pytest.raises(tierflow.InputError, match="prefill_replicas: 5 prefill and 4 decode"):
+        tierflow.serve(arrivals=arrivals, model="llama-3-8b", prefill_replicas=5, replicas=4)
+
+
 def test_serve_report_as_the_cli(cli, tmp_path):
     """serve(report=...) writes the page `serve --report` writes, byte for byte."""
     arrivals = "poisson,rate=2/s,n=20,prompt=fixed:512,output=fixed:8,seed=3"

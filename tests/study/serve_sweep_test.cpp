@@ -162,6 +162,33 @@ TEST_CASE("serving sweep: each row is the run of its settings; a model that does
   CHECK(std::get<std::string>(cell(tt, 1, "status")) == "ok");
 }
 
+TEST_CASE("serving sweep: disaggregated prefill is a field: its rows, its hand-over times") {
+  const SweepSpec spec = parse_sweep_spec(
+      "kind: serve\nbase:\n  model: llama-3-8b\n  arrivals: "
+      "poisson,rate=2/s,n=30,prompt=uniform:1024:4096,output=uniform:8:64,seed=9\naxes:\n  - "
+      "{prefill_replicas: [0, 1], replicas: [2, 1]}\n",
+      "pd.yaml");
+  ResultDb db = ResultDb::for_sweep(":memory:", spec, Shard{});
+  SweepOptions o;
+  o.jobs = 2;
+  CHECK(run_sweep(spec, db, o).ok == 2);
+  const ResultDb::Table t = db.table();
+  REQUIRE(t.rows.size() == 2);
+  CHECK(std::get<int64_t>(cell(t, 0, "prefill_replicas")) == 0);
+  CHECK(std::get<int64_t>(cell(t, 1, "prefill_replicas")) == 1);
+  // Colocated: no hand-over; disaggregated: the run's.
+  CHECK(std::holds_alternative<std::monostate>(cell(t, 0, "handoff_p99_ms")));
+  ServeSettings s;
+  s.model.model = "llama-3-8b";
+  s.arrivals = "poisson,rate=2/s,n=30,prompt=uniform:1024:4096,output=uniform:8:64,seed=9";
+  s.engine.prefill_replicas = 1;
+  s.engine.replicas = 1;
+  const ServeStudy x = run_serve(s);
+  CHECK(x.result.handoffs == 30);
+  CHECK(std::get<double>(cell(t, 1, "handoff_p99_ms")) == serve_latency(x, "handoff", 99) * 1e3);
+  CHECK(std::get<double>(cell(t, 1, "ttft_p99_s")) == serve_latency(x, "ttft", 99));
+}
+
 TEST_CASE("serving rows: hits per tier kind add up to the hit share") {
   ServeSettings s;
   s.names = SettingNames::kFields;
