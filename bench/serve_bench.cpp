@@ -3,6 +3,8 @@
 // alone, and with its blocks split into 16-token pages; requests simulated per second are
 // reported as a counter. Requests and replicas
 // scale the cost: the same trace at twice and four times the rate over 2 replicas of TP 4.
+// Disaggregated: one prefill and one decode replica of TP 4, every request's KV handed over
+// NVLink.
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
@@ -21,7 +23,7 @@ const std::string kTrace =
     std::string(TIERFLOW_SOURCE_DIR) + "/../shared/data/mooncake/conversation_trace.jsonl";
 
 void serve_mooncake(benchmark::State& state, bool cache_only, int replicas, int tp, int copies,
-                    uint32_t page_tokens = 512) {
+                    uint32_t page_tokens = 512, int prefill_replicas = 0) {
   if (!std::filesystem::exists(kTrace)) {
     state.SkipWithError("the Mooncake trace is not at ../shared/data/mooncake");
     return;
@@ -47,6 +49,7 @@ void serve_mooncake(benchmark::State& state, bool cache_only, int replicas, int 
   gen.tp = tp;
   serve::ServeOptions o;
   o.replicas = replicas;
+  o.prefill_replicas = prefill_replicas;
   o.kv_tiers = {serve::KvTier{"ddr", 1.0, 1'000'000'000'000ULL}};
   for (auto _ : state) {
     const serve::ServeResult r = cache_only ? serve::cache_only(trace, arch, gen, topo, o)
@@ -84,5 +87,10 @@ void BM_ServeMooncake4xTwoReplicas(benchmark::State& state) {
   serve_mooncake(state, false, 2, 4, 4);
 }
 BENCHMARK(BM_ServeMooncake4xTwoReplicas)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+
+void BM_ServeMooncakeDisaggregated(benchmark::State& state) {
+  serve_mooncake(state, false, 1, 4, 1, 512, 1);
+}
+BENCHMARK(BM_ServeMooncakeDisaggregated)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
 }  // namespace
