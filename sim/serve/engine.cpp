@@ -308,6 +308,11 @@ void Engine::setup_devices(const traces::Arch& arch) {
   device_class_ = static_cast<size_t>(cls - topo_.devices.begin());
   device_tier_ = *topo_.tier_index(cls->local_tier);
   tp_ = gen_.tp;
+  if (o_.replicas < 1 || o_.prefill_replicas < 0) {
+    throw InputError(SourcePos{o_.replicas < 1 ? "replicas" : "prefill_replicas"},
+                     fmt::format("expected at least {} replicas, got {}", o_.replicas < 1 ? 1 : 0,
+                                 o_.replicas < 1 ? o_.replicas : o_.prefill_replicas));
+  }
   const int all = o_.replicas + o_.prefill_replicas;
   const int need = tp_ * all;
   if (need > cls->count) {

@@ -371,7 +371,7 @@ contains pd-upgrade-prefill "$tmp/out" "one prefill replica more"
 contains pd-upgrade-decode "$tmp/out" "one decode replica more"
 check pd-whatif 0 "$tf" whatif --model llama-3-8b --quiet --arrivals poisson,rate=2/s,n=60,prompt=uniform:2048:6144,output=uniform:16:128,seed=4 \
   --question min-replicas --target p99-tpot=50ms --serve prefill_replicas=1
-contains pd-whatif-answer "$tmp/out" "answer: 1 replicas"
+contains pd-whatif-answer "$tmp/out" "answer: 1 decode replicas (beside 1 prefill)"
 check pd-too-many 2 "$tf" serve "${pd[@]}" --prefill-replicas 5 --replicas 4
 contains pd-too-many-msg "$tmp/err" "error: --prefill-replicas: 5 prefill and 4 decode replicas of TP 1 need 9 devices; 'h100-sxm-8gpu' has 8 of class 'h100'"
 check pd-no-peer-route 2 "$tf" serve "${pd[@]}" --hw a100-nvme-bounce --prefill-replicas 1

@@ -480,6 +480,12 @@ TEST_CASE("serve, disaggregated: devices the peer route cannot join are refused"
   CHECK(error_at(s.topo, o) ==
         "prefill_replicas: 4 prefill and 5 decode replicas of TP 1 need 9 devices; "
         "'h100-sxm-8gpu' has 8 of class 'h100'");
+  serve::ServeOptions none;
+  none.replicas = 0;
+  CHECK(error_at(s.topo, none) == "replicas: expected at least 1 replicas, got 0");
+  none.replicas = 1;
+  none.prefill_replicas = -1;
+  CHECK(error_at(s.topo, none) == "prefill_replicas: expected at least 0 replicas, got -1");
   // Four hosts of 8 GPUs, NVSwitch per host: a TP-8 replica on each host reaches no other.
   const hw::Topology cxl = hw::load_topology(config("hw/h100-cxl.yaml"));
   traces::GenOptions tp8;

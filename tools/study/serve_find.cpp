@@ -573,9 +573,14 @@ std::string serve_answer_text(const ServeAnswer& a) {
                            knob_text(a.question, a.knob), a.requests_per_s);
       }
       break;
-    case ServeQuestion::kMinReplicas:
-      out += fmt::format("\nanswer: {} replicas\n", knob_text(a.question, a.knob));
+    case ServeQuestion::kMinReplicas: {
+      // Disaggregated, the search counts decode replicas beside the prefill ones.
+      const int prefill = a.at_answer ? a.at_answer->result.prefill_replicas : 0;
+      out += prefill == 0 ? fmt::format("\nanswer: {} replicas\n", knob_text(a.question, a.knob))
+                          : fmt::format("\nanswer: {} decode replicas (beside {} prefill)\n",
+                                        knob_text(a.question, a.knob), prefill);
       break;
+    }
     case ServeQuestion::kMinCapacity:
       out +=
           fmt::format("\nanswer: {} of '{}' per instance\n", knob_text(a.question, a.knob), a.tier);
