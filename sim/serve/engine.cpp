@@ -314,7 +314,7 @@ void Engine::setup_devices(const traces::Arch& arch) {
                                  o_.replicas < 1 ? o_.replicas : o_.prefill_replicas));
   }
   const int all = o_.replicas + o_.prefill_replicas;
-  const int need = tp_ * all;
+  const int64_t need = int64_t{tp_} * all;  // up to 2^16 x 2^21: past int
   if (need > cls->count) {
     // One replica too wide is the tensor parallelism's doing; more, the replicas'.
     const std::string what =

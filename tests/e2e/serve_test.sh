@@ -331,6 +331,10 @@ check warmup-overflow 2 "$tf" serve --model llama-3-8b --quiet "${arr[@]}" --war
 contains warmup-overflow-msg "$tmp/err" "error: --warmup: '1e300s' is too large: it overflows the 64-bit picosecond count"
 check warmup-minutes 2 "$tf" serve --model llama-3-8b --quiet "${arr[@]}" --warmup 5min
 contains warmup-minutes-msg "$tmp/err" "(write minutes in seconds, e.g. 60s for 1min)"
+# An error of the setup comes alone: no note about the requests it would have served.
+check notes-not-before-error 2 "$tf" serve --model llama-2-7b --quiet --kv-tiers nvme \
+  --arrivals poisson,rate=2/s,n=4,prompt=fixed:4000,output=fixed:200
+ok notes-not-before-error-alone test "$(cat "$tmp/err")" = "error: --kv-tiers: no tier 'nvme' in 'h100-sxm-8gpu' (its tiers: hbm, ddr, ssd)"
 check rows-and-summary-on-stdout 2 "$tf" serve --model llama-3-8b --quiet -o - --summary - "${arr[@]}"
 contains rows-and-summary-on-stdout-refused "$tmp/err" "--summary and -o both write to standard output"
 

@@ -45,13 +45,16 @@ int run_serve(ServeCliOptions& o) {
   }
   s.engine.record_series = !o.report.empty();
   study::ServeSetup setup = study::prepare_serve(s);
-  print_notes(study::serve_notes(setup));
   if (o.summary.empty()) o.summary = o.output == "-" ? "/dev/stderr" : "-";  // rows keep stdout
   // The inputs are read: an output over one, or over another output, is refused before any run.
   check_outputs({{"--summary", o.summary},
                  {"-o", o.output},
                  {"--report", o.report},
                  {"--timeline", s.timeline}});
+  // A run's setup errors come alone, not after notes about a run that will not happen (a
+  // search's knobs vary the setup: its first probe's error follows the notes).
+  if (!ask) study::check_serve(setup);
+  print_notes(study::serve_notes(setup));
   setup.outputs = &o.files;
   if (ask) {
     std::function<void(const study::ServeProbe&)> progress = [](const study::ServeProbe& p) {
