@@ -1022,6 +1022,7 @@ void Engine::admit_handoffs(uint32_t d) {
       TF_ASSERT(ok, "a handed-over block found no room");
     }
     s.held = blocks;
+    records_[q].handoff_admitted = q_.now();
     ++rep.receiving;
     ++handoffs_;
     handoff_blocks_ += copy;

@@ -121,8 +121,9 @@ struct RequestRecord {
   uint32_t replica = 0;  ///< where it was sent (disaggregated: its prefill replica)
   /// Disaggregated: the replica it decoded on (-1: none, its one token came of the prefill).
   int32_t decode_replica = -1;
-  /// Disaggregated: when its KV had reached the decode replica (after waiting for room
-  /// there and the copy); -1 when it was not handed over.
+  /// Disaggregated: when the decode replica admitted it (room for its blocks; its copy
+  /// starts) and when its KV had reached it; -1 when it was not handed over.
+  Time handoff_admitted = -1;
   Time handed_over = -1;
   Time arrival = 0;
   Time scheduled = -1;    ///< first admitted to a batch

@@ -350,7 +350,8 @@ ok pd-rows python3 -c '
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 assert len(rows) == 60
-assert list(rows[0])[:4] == ["id", "replica", "decode_replica", "handoff_s"], list(rows[0])
+assert list(rows[0])[:5] == ["id", "replica", "decode_replica", "handoff_s", "handoff_wait_s"], list(rows[0])
+assert all(0 <= float(r["handoff_wait_s"]) <= float(r["handoff_s"]) for r in rows)
 assert {r["replica"] for r in rows} == {"0"} and {r["decode_replica"] for r in rows} == {"1", "2"}
 assert all(0 < float(r["handoff_s"]) < 0.01 for r in rows)' "$tmp/pd.csv"
 ok pd-timeline python3 -c '
@@ -364,7 +365,8 @@ ok pd-json-fields python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["prefill_replicas"] == 1 and d["replicas"] == 2 and d["handoffs"] == 60, d
-assert 0 < d["handoff"]["p50_s"] <= d["handoff"]["p99_s"] < 0.01, d["handoff"]' "$tmp/out"
+assert 0 < d["handoff"]["p50_s"] <= d["handoff"]["p99_s"] < 0.01, d["handoff"]
+assert 0 <= d["handoff_wait"]["p99_s"] <= d["handoff"]["p99_s"], d["handoff_wait"]' "$tmp/out"
 check pd-colocated-json 0 "$tf" serve "${pd[@]}" --replicas 3 --json
 ok pd-colocated-no-handoff python3 -c '
 import json, sys

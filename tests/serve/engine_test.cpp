@@ -442,6 +442,33 @@ TEST_CASE("serve, disaggregated: every request served, decodes free of prefills,
   }
 }
 
+TEST_CASE("serve, disaggregated: a full decode replica holds hand-overs back; the copy waits") {
+  Setup s;
+  // Two sequences at most per replica, long outputs: the decode replica is the bottleneck,
+  // and prompts done on the prefill replica wait for a place there.
+  const traces::RequestTrace trace = traces::generate_requests(
+      "poisson,rate=20/s,n=40,prompt=fixed:1024,output=fixed:400,seed=6", {}, "test");
+  serve::ServeOptions o;
+  o.prefill_replicas = 1;
+  o.max_seqs = 2;
+  const serve::ServeResult r = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  const hw::Route* peer = s.topo.route(0, 0);
+  REQUIRE(peer != nullptr);
+  // Two blocks of 512 tokens a request: the copy alone (two transfers side by side).
+  const double copy_ps =
+      static_cast<double>(peer->setup.ps) +
+      1024.0 * static_cast<double>(r.kv_bytes_per_token) / peer->bandwidth.bytes_per_s * 1e12;
+  int waited = 0;
+  for (const serve::RequestRecord& q : r.requests) {
+    CHECK(q.first_token <= q.handoff_admitted);
+    waited += q.handoff_admitted > q.first_token ? 1 : 0;
+    // Nothing else shares NVLink: once admitted, the copy takes its time alone.
+    CHECK(static_cast<double>(q.handed_over - q.handoff_admitted) ==
+          doctest::Approx(copy_ps).epsilon(1e-6));
+  }
+  CHECK(waited > 30);
+}
+
 TEST_CASE("serve, disaggregated: a decode replica holding a prefix is not sent it again") {
   Setup s;
   // Two-turn sessions: turn 2's prompt starts with turn 1's prompt and output, which the

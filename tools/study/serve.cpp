@@ -62,12 +62,15 @@ ServeSummary summarize(const serve::ServeResult& result, const Slo& slo) {
                               static_cast<double>(r.output_tokens - 1));
     }
     s.e2e.sorted.push_back(to_seconds(r.finish - r.arrival));
-    if (r.handed_over >= 0) s.handoff.sorted.push_back(to_seconds(r.handed_over - r.first_token));
+    if (r.handed_over >= 0) {
+      s.handoff.sorted.push_back(to_seconds(r.handed_over - r.first_token));
+      s.handoff_wait.sorted.push_back(to_seconds(r.handoff_admitted - r.first_token));
+    }
     s.input_tokens += r.prompt_tokens;
     s.output_tokens += r.output_tokens;
     s.good += meets(r, slo) ? 1U : 0U;
   }
-  for (ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e, &s.handoff}) {
+  for (ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e, &s.handoff, &s.handoff_wait}) {
     std::sort(m->sorted.begin(), m->sorted.end());
     double sum = 0;
     for (const double v : m->sorted) sum += v;
@@ -538,9 +541,10 @@ std::string handoff_text(const ServeStudy& x) {
   return fmt::format(
       "disaggregated: {} requests handed from prefill to decode replicas, {} blocks copied "
       "({}; blocks the decode replica held already are not); hand-over (first token to KV "
-      "on the decode replica) p50 {}, p99 {}",
+      "on the decode replica) p50 {}, p99 {}, of which waiting for room there p50 {}, p99 {}",
       r.handoffs, r.handoff_blocks, to_string_approx(Bytes{static_cast<uint64_t>(bytes)}),
-      ms(x.summary.handoff.percentile(50)), ms(x.summary.handoff.percentile(99)));
+      ms(x.summary.handoff.percentile(50)), ms(x.summary.handoff.percentile(99)),
+      ms(x.summary.handoff_wait.percentile(50)), ms(x.summary.handoff_wait.percentile(99)));
 }
 
 std::string serve_text(const ServeStudy& x) {
@@ -670,7 +674,7 @@ std::string serve_json(const ServeStudy& x) {
     j["transfers"] = r.transfers;
     j["makespan_s"] = to_seconds(r.makespan);
     std::vector<const ServeLatency*> latencies = {&s.queue, &s.ttft, &s.tpot, &s.e2e};
-    if (r.prefill_replicas > 0) latencies.push_back(&s.handoff);
+    if (r.prefill_replicas > 0) latencies.insert(latencies.end(), {&s.handoff, &s.handoff_wait});
     for (const ServeLatency* m : latencies) {
       nlohmann::ordered_json e;
       const auto num = [](double v) {
@@ -706,7 +710,7 @@ std::string serve_json(const ServeStudy& x) {
 
 double serve_latency(const ServeStudy& x, std::string_view which, double p) {
   const ServeSummary& s = x.summary;
-  for (const ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e, &s.handoff}) {
+  for (const ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e, &s.handoff, &s.handoff_wait}) {
     if (m->name == which) return p == 0 ? m->mean : m->percentile(p);
   }
   TF_ASSERT(false, "no latency '{}'", which);
@@ -735,7 +739,7 @@ std::string requests_jsonl(const ServeStudy& x) {
   for (const std::string& n : tiers) names.push_back("hit_" + n);
   for (const char* n : {"preemptions", "counted", "rejected"}) names.emplace_back(n);
   const bool pd = r.prefill_replicas > 0;
-  if (pd) names.insert(names.begin() + 2, {"decode_replica", "handoff_s"});
+  if (pd) names.insert(names.begin() + 2, {"decode_replica", "handoff_s", "handoff_wait_s"});
   std::vector<std::vector<Cell>> rows;
   rows.reserve(r.requests.size());
   for (const serve::RequestRecord& q : r.requests) {
@@ -760,9 +764,11 @@ std::string requests_jsonl(const ServeStudy& x) {
     row.emplace_back(q.counted);
     row.emplace_back(q.rejected);
     if (pd) {
-      row.insert(row.begin() + 2,
-                 {q.decode_replica < 0 ? Cell{} : Cell{static_cast<int64_t>(q.decode_replica)},
-                  q.handed_over < 0 ? Cell{} : Cell{to_seconds(q.handed_over - q.first_token)}});
+      row.insert(
+          row.begin() + 2,
+          {q.decode_replica < 0 ? Cell{} : Cell{static_cast<int64_t>(q.decode_replica)},
+           q.handed_over < 0 ? Cell{} : Cell{to_seconds(q.handed_over - q.first_token)},
+           q.handed_over < 0 ? Cell{} : Cell{to_seconds(q.handoff_admitted - q.first_token)}});
     }
     rows.push_back(std::move(row));
   }
@@ -778,7 +784,7 @@ std::string requests_csv(const ServeStudy& x) {
   const bool pd = r.prefill_replicas > 0;
   std::string out =
       fmt::format("id,replica,{}arrival_s,queue_s,ttft_s,tpot_s,e2e_s,prompt_tokens,output_tokens",
-                  pd ? "decode_replica,handoff_s," : "");
+                  pd ? "decode_replica,handoff_s,handoff_wait_s," : "");
   size_t positions = 0;
   for (const serve::LevelRecord& l : r.levels) positions = std::max(positions, l.position + 1);
   std::vector<std::string> names(positions);
@@ -792,8 +798,9 @@ std::string requests_csv(const ServeStudy& x) {
     const bool done = q.finish >= 0;
     out += fmt::format("{},{},", q.id, q.replica);
     if (pd) {
-      out += fmt::format("{},{},", q.decode_replica < 0 ? "" : std::to_string(q.decode_replica),
-                         q.handed_over < 0 ? "" : time(q.handed_over - q.first_token));
+      out += fmt::format("{},{},{},", q.decode_replica < 0 ? "" : std::to_string(q.decode_replica),
+                         q.handed_over < 0 ? "" : time(q.handed_over - q.first_token),
+                         q.handed_over < 0 ? "" : time(q.handoff_admitted - q.first_token));
     }
     out += fmt::format(
         "{},{},{},{},{},{},{}", time(q.arrival), done ? time(q.scheduled - q.arrival) : "",

@@ -134,8 +134,9 @@ struct ServeSummary {
   /// nothing and meet no SLO); rejected: every rejected request, the warm-up's too.
   uint64_t counted = 0, finished = 0, rejected = 0, preemptions = 0;
   ServeLatency queue{"queue", {}, 0}, ttft{"ttft", {}, 0}, tpot{"tpot", {}, 0}, e2e{"e2e", {}, 0};
-  /// Disaggregated: from the first token to the KV on the decode replica (handed over).
-  ServeLatency handoff{"handoff", {}, 0};
+  /// Disaggregated: from the first token to the KV on the decode replica (handed over), and
+  /// the part of it spent waiting for the decode replica to have room.
+  ServeLatency handoff{"handoff", {}, 0}, handoff_wait{"handoff_wait", {}, 0};
   uint64_t input_tokens = 0, output_tokens = 0;
   serve::Time first_arrival = 0, last_finish = 0;
   uint64_t good = 0;  ///< counted requests that met the SLO

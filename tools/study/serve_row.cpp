@@ -158,7 +158,8 @@ std::vector<Def> make_defs() {
         Latency{"ttft", 90, false}, Latency{"ttft", 99, false}, Latency{"ttft", 0, false},
         Latency{"tpot", 50, true}, Latency{"tpot", 90, true}, Latency{"tpot", 99, true},
         Latency{"e2e", 50, false}, Latency{"e2e", 90, false}, Latency{"e2e", 99, false},
-        Latency{"handoff", 50, true}, Latency{"handoff", 99, true}}) {
+        Latency{"handoff", 50, true}, Latency{"handoff", 99, true},
+        Latency{"handoff_wait", 99, true}}) {
     const std::string stat =
         l.percentile == 0 ? "mean" : fmt::format("p{}", static_cast<int>(l.percentile));
     const std::string name = fmt::format("{}_{}_{}", l.name, stat, l.in_ms ? "ms" : "s");
