@@ -414,49 +414,69 @@ void Engine::setup_levels() {
     }
     // A replica's devices may use several instances of the tier (a TP group over two
     // sockets): each instance holds the shards of the replica's devices on it, so a block
-    // takes that many shards there and the least roomy instance bounds the level.
-    std::map<std::vector<int>, LevelId> by_instances;
+    // takes that many shards there and the least roomy instance bounds the level. Replicas
+    // whose devices use the same instances share a level; an instance that several levels
+    // use (TP groups straddling sockets unevenly) is divided among them by the devices of
+    // each on it, so that every device has an equal part and no byte is counted twice.
+    struct Group {
+      std::vector<int> instances;       // sorted, distinct
+      std::map<int, uint64_t> shards;   // per instance: the most shards a block takes there
+      std::map<int, uint64_t> devices;  // per instance: the group's devices on it
+      std::vector<size_t> replicas;
+    };
+    std::vector<Group> groups;
+    std::map<int, uint64_t> devices_on;  // per instance: every replica's devices on it
     for (size_t r = 0; r < replicas_.size(); ++r) {
-      std::vector<int> instances;
+      std::map<int, uint64_t> shards;
       for (const int d : replicas_[r].devices) {
         if (!reaches(tier, d)) {
           throw InputError(SourcePos{"kv_tiers"},
                            fmt::format("tier '{}' has no route to and from '{}' in '{}'", k.tier,
                                        topo_.tiers[device_tier_].id, topo_.name));
         }
-        instances.push_back(fabric_.tier_instance(tier, d));
+        ++shards[fabric_.tier_instance(tier, d)];
       }
-      std::map<int, uint64_t> shards;
-      for (const int inst : instances) ++shards[inst];
-      std::sort(instances.begin(), instances.end());
-      instances.erase(std::unique(instances.begin(), instances.end()), instances.end());
-      auto it = by_instances.find(instances);
-      if (it == by_instances.end()) {
-        uint64_t blocks = UINT64_MAX;
-        for (const auto& [inst, n] : shards)
-          blocks = std::min(blocks, bytes / (n * block_shard_bytes_));
-        if (blocks == 0) {
-          throw InputError(SourcePos{"kv_tiers"},
-                           fmt::format("tier '{}' holds {} for KV per instance, less than one "
-                                       "block's shards there ({} each)",
-                                       k.tier, to_string_approx(Bytes{bytes}),
-                                       to_string_approx(Bytes{block_shard_bytes_})));
-        }
-        const int count = topo_.instances(topo_.tiers[tier].per);
-        std::string name = k.tier;
-        if (count > 1) {
-          std::vector<std::string> ids;
-          for (const int inst : instances) ids.push_back(std::to_string(inst));
-          name = fmt::format("{}[{}]", k.tier, fmt::join(ids, ","));
-        }
-        const LevelId l =
-            cache_.add_level(LevelSpec{name, blocks, k.eviction, k.admission, k.write});
-        level_tier_.push_back(tier);
-        level_device_.push_back(replicas_[r].devices[0]);
-        level_info_.push_back(LevelRecord{name, k.tier, i + 1, blocks, 0, {}});
-        it = by_instances.emplace(instances, l).first;
+      std::vector<int> instances;
+      for (const auto& [inst, n] : shards) {
+        instances.push_back(inst);
+        devices_on[inst] += n;
       }
-      paths[r].push_back(it->second);
+      auto g = std::find_if(groups.begin(), groups.end(),
+                            [&](const Group& x) { return x.instances == instances; });
+      if (g == groups.end()) {
+        groups.push_back(Group{instances, {}, {}, {}});
+        g = groups.end() - 1;
+      }
+      for (const auto& [inst, n] : shards) {
+        g->shards[inst] = std::max(g->shards[inst], n);
+        g->devices[inst] += n;
+      }
+      g->replicas.push_back(r);
+    }
+    for (const Group& g : groups) {
+      uint64_t blocks = UINT64_MAX;
+      for (const auto& [inst, n] : g.shards) {
+        // This group's part of the instance: its devices' share of those using it.
+        const auto part = static_cast<uint64_t>(static_cast<double>(bytes) *
+                                                static_cast<double>(g.devices.at(inst)) /
+                                                static_cast<double>(devices_on.at(inst)));
+        blocks = std::min(blocks, part / (n * block_shard_bytes_));
+      }
+      if (blocks == 0) {
+        throw InputError(SourcePos{"kv_tiers"},
+                         fmt::format("tier '{}' holds {} for KV per instance, less than one "
+                                     "block's shards there ({} each) for each replica using it",
+                                     k.tier, to_string_approx(Bytes{bytes}),
+                                     to_string_approx(Bytes{block_shard_bytes_})));
+      }
+      const int count = topo_.instances(topo_.tiers[tier].per);
+      std::string name = k.tier;
+      if (count > 1) name = fmt::format("{}[{}]", k.tier, fmt::join(g.instances, ","));
+      const LevelId l = cache_.add_level(LevelSpec{name, blocks, k.eviction, k.admission, k.write});
+      level_tier_.push_back(tier);
+      level_device_.push_back(replicas_[g.replicas.front()].devices[0]);
+      level_info_.push_back(LevelRecord{name, k.tier, i + 1, blocks, 0, {}});
+      for (const size_t r : g.replicas) paths[r].push_back(l);
     }
   }
   for (size_t r = 0; r < replicas_.size(); ++r) {

@@ -531,3 +531,43 @@ TEST_CASE("serve, disaggregated: devices the peer route cannot join are refused"
   const hw::Topology a100 = hw::load_topology(config("hw/a100-nvme-bounce.yaml"));
   CHECK(error_at(a100, o).ends_with("and 'a100-nvme-bounce' has none"));
 }
+
+TEST_CASE(
+    "serve: KV tier instances that TP groups straddle unevenly are divided, not counted twice") {
+  // Six GPUs, three a socket; replicas of TP 2: devices 0-1 (socket 0), 2-3 (both), 4-5
+  // (socket 1). Socket 0's DDR serves two levels, ddr[0] and ddr[0,1]: each gets the part of
+  // its devices there (2 of 3, 1 of 3), so that the blocks they hold fit the socket once.
+  Setup s({"devices.h100.count=6"});
+  traces::GenOptions tp2;
+  tp2.tp = 2;
+  serve::ServeOptions o;
+  o.replicas = 3;
+  o.kv_tiers = {serve::KvTier{"ddr", 1.0, 0}};
+  const traces::RequestTrace trace =
+      traces::generate_requests("poisson,rate=1/s,n=4,prompt=fixed:512,output=fixed:2", {}, "test");
+  const serve::ServeResult r = serve::serve(trace, s.arch, tp2, s.topo, o);
+  REQUIRE(r.levels.size() == 6);
+  CHECK(r.levels[3].name == "ddr[0]");
+  CHECK(r.levels[4].name == "ddr[0,1]");
+  CHECK(r.levels[5].name == "ddr[1]");
+  const uint64_t shard = r.kv_bytes_per_token * r.block_tokens;
+  const uint64_t usable = s.topo.usable(*s.topo.tier_index("ddr"));
+  const uint64_t a = r.levels[3].capacity_blocks, b = r.levels[4].capacity_blocks;
+  const uint64_t c = r.levels[5].capacity_blocks;
+  // Socket 0 holds 2 shards of each ddr[0] block and 1 of each ddr[0,1] block; socket 1 the
+  // same with ddr[1].
+  CHECK((2 * a + b) * shard <= usable);
+  CHECK((2 * c + b) * shard <= usable);
+  // Each device an equal part, a third of its socket's DDR: every level the same number of
+  // blocks, and the sockets full but for rounding.
+  CHECK(a == b);
+  CHECK(c == a);
+  CHECK((2 * a + b + 3) * shard > usable);
+  // Aligned groups (TP 1, four replicas a socket) keep the whole socket each.
+  serve::ServeOptions one;
+  one.replicas = 6;
+  one.kv_tiers = o.kv_tiers;
+  const serve::ServeResult w = serve::serve(trace, s.arch, s.gen, s.topo, one);
+  REQUIRE(w.levels.size() == 8);
+  CHECK(w.levels[6].capacity_blocks == usable / (w.kv_bytes_per_token * w.block_tokens));
+}
