@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <map>
 #include <span>
@@ -174,6 +175,13 @@ class Engine {
   /// Disaggregated: checks that every prefill replica's devices reach the decode
   /// replicas' over the device tier's peer route.
   void setup_handoffs() const;
+  /// One device-to-device copy of a hand-over: `part` of the destination's shard.
+  struct ShardCopy {
+    int from = 0, to = 0;
+    double part = 1;
+  };
+  /// The copies that bring a block's KV from replica `from`'s devices to `to`'s.
+  [[nodiscard]] std::vector<ShardCopy> handoff_copies(const Replica& from, const Replica& to) const;
   /// Disaggregated: `q`'s prompt is done on prefill replica `r`: it leaves r (its blocks
   /// pinned there) for the least loaded decode replica's incoming queue.
   void hand_off(uint32_t r, uint32_t q);
@@ -246,15 +254,29 @@ class Engine {
   const ServeOptions& o_;
   hw::Fabric fabric_;
   traces::GenOptions gen_;
-  std::unique_ptr<IterationCost> cost_;
+  /// What the replicas of one tensor parallelism share: the cost model, one block's KV
+  /// bytes on one device, the workspace and the device pool. shapes_[0] is the colocated
+  /// (or decode) replicas', shapes_[1] the prefill replicas' (disaggregated).
+  struct Shape {
+    int tp = 1;
+    std::unique_ptr<IterationCost> cost;
+    uint64_t shard = 0;  ///< one block on one device
+    uint64_t workspace = 0;
+    uint64_t pool = 0;  ///< the device level's blocks
+    uint64_t swap_blocks = 0;
+  };
+  std::array<Shape, 2> shapes_;
+  [[nodiscard]] const Shape& shape(const Replica& rep) const {
+    return shapes_[rep.prefill_only ? 1 : 0];
+  }
+  /// Builds shapes_[i] for tensor parallelism `gen.tp`: DoesNotFit (at `tp_field` or the
+  /// token budget) when the weights and workspace leave no room for a block.
+  void setup_shape(size_t i, const traces::Arch& arch, const traces::GenOptions& gen,
+                   const char* tp_field);
   size_t device_class_ = 0;
   size_t device_tier_ = 0;
-  int tp_ = 1;
   int layers_ = 1;
   int64_t block_tokens_ = 512;
-  uint64_t block_shard_bytes_ = 0;  ///< one block on one device
-  uint64_t pool_blocks_ = 0;
-  uint64_t workspace_ = 0;
   TieredCache cache_;
   std::vector<size_t> level_tier_;  ///< topology tier of each level
   std::vector<int> level_device_;   ///< a device whose instance the level is
@@ -277,7 +299,6 @@ class Engine {
   uint32_t next_rr_ = 0;
   uint64_t iterations_ = 0, preemptions_ = 0, done_ = 0;
   size_t swap_tier_ = SIZE_MAX;  ///< the swap space's tier; SIZE_MAX: recompute only
-  uint64_t swap_blocks_ = 0;     ///< per replica
   uint64_t swap_outs_ = 0, swap_fallbacks_ = 0, swapped_blocks_ = 0, swapped_in_blocks_ = 0;
   uint64_t recomputed_tokens_ = 0;
   std::vector<SeqWork> work_;
@@ -307,67 +328,112 @@ void Engine::setup_devices(const traces::Arch& arch) {
   }
   device_class_ = static_cast<size_t>(cls - topo_.devices.begin());
   device_tier_ = *topo_.tier_index(cls->local_tier);
-  tp_ = gen_.tp;
   if (o_.replicas < 1 || o_.prefill_replicas < 0) {
     throw InputError(SourcePos{o_.replicas < 1 ? "replicas" : "prefill_replicas"},
                      fmt::format("expected at least {} replicas, got {}", o_.replicas < 1 ? 1 : 0,
                                  o_.replicas < 1 ? o_.replicas : o_.prefill_replicas));
   }
+  const int tp = gen_.tp;
+  const int ptp = o_.prefill_replicas > 0 && o_.prefill_tp > 0 ? o_.prefill_tp : tp;
   const int all = o_.replicas + o_.prefill_replicas;
-  const int64_t need = int64_t{tp_} * all;  // up to 2^16 x 2^21: past int
+  // Up to 2^16 x 2^21: past int.
+  const int64_t need = int64_t{tp} * o_.replicas + int64_t{ptp} * o_.prefill_replicas;
   if (need > cls->count) {
     // One replica too wide is the tensor parallelism's doing; more, the replicas'.
     const std::string what =
-        o_.prefill_replicas > 0
-            ? fmt::format("{} prefill and {} decode replicas", o_.prefill_replicas, o_.replicas)
-            : fmt::format("{} replicas", o_.replicas);
+        o_.prefill_replicas == 0 ? fmt::format("{} replicas of TP {}", o_.replicas, tp)
+        : ptp == tp ? fmt::format("{} prefill and {} decode replicas of TP {}", o_.prefill_replicas,
+                                  o_.replicas, tp)
+                    : fmt::format("{} prefill replicas of TP {} and {} decode replicas of TP {}",
+                                  o_.prefill_replicas, ptp, o_.replicas, tp);
     throw InputError(SourcePos{o_.prefill_replicas > 0 ? "prefill_replicas"
                                : o_.replicas > 1       ? "replicas"
                                                        : "tp"},
-                     fmt::format("{} of TP {} need {} devices; '{}' has {} of class '{}'", what,
-                                 tp_, need, topo_.name, cls->count, cls->id));
+                     fmt::format("{} need {} devices; '{}' has {} of class '{}'", what, need,
+                                 topo_.name, cls->count, cls->id));
   }
   std::vector<int> devices;
   for (int d = 0; d < fabric_.devices(); ++d) {
     if (fabric_.device_class(d) == device_class_) devices.push_back(d);
   }
-  cost_ = std::make_unique<IterationCost>(arch, gen_, topo_, device_class_, device_tier_);
   layers_ = std::max(1, arch.layers);
   block_tokens_ = trace_.block_tokens;
-  block_shard_bytes_ = cost_->kv_bytes_per_token() * static_cast<uint64_t>(block_tokens_);
-  workspace_ = cost_->workspace_bytes(o_.token_budget, o_.max_seqs);
+  setup_shape(0, arch, gen_, "tp");
+  if (o_.prefill_replicas > 0) {
+    traces::GenOptions g = gen_;
+    g.tp = ptp;
+    try {
+      setup_shape(1, arch, g, "prefill_tp");
+    } catch (const DoesNotFit&) {
+      throw;
+    } catch (const InputError& e) {
+      // The generator's refusal of a tensor parallelism names `tp` (or `--tp`): here it is
+      // prefill_tp's.
+      if (e.pos().file != "tp" && e.pos().file != "--tp") throw;
+      throw InputError(SourcePos{"prefill_tp"}, e.message());
+    }
+  }
+  // Prefill replicas take the first devices, the others the rest.
+  replicas_.resize(static_cast<size_t>(all));
+  size_t next = 0;
+  for (int r = 0; r < all; ++r) {
+    Replica& rep = replicas_[size_t(r)];
+    rep.prefill_only = r < o_.prefill_replicas;
+    for (int k = 0; k < shape(rep).tp; ++k) rep.devices.push_back(devices[next++]);
+  }
+}
+
+void Engine::setup_shape(size_t i, const traces::Arch& arch, const traces::GenOptions& gen,
+                         const char* tp_field) {
+  Shape& sh = shapes_[i];
+  sh.tp = gen.tp;
+  sh.cost = std::make_unique<IterationCost>(arch, gen, topo_, device_class_, device_tier_);
+  sh.shard = sh.cost->kv_bytes_per_token() * static_cast<uint64_t>(block_tokens_);
+  sh.workspace = sh.cost->workspace_bytes(o_.token_budget, o_.max_seqs);
   const uint64_t usable = topo_.usable(device_tier_);
-  const uint64_t fixed = cost_->weight_bytes() + workspace_;
-  if (fixed >= usable || (usable - fixed) / block_shard_bytes_ == 0) {
+  const uint64_t fixed = sh.cost->weight_bytes() + sh.workspace;
+  if (fixed >= usable || (usable - fixed) / sh.shard == 0) {
     // Named by what takes the most: the weights (tp splits them) or the iteration's workspace.
     throw DoesNotFit(
-        SourcePos{workspace_ > cost_->weight_bytes() ? "token_budget" : "tp"},
+        SourcePos{sh.workspace > sh.cost->weight_bytes() ? "token_budget" : tp_field},
         fmt::format("the weights of {} ({}) and the workspace of a {}-token iteration ({}) "
                     "leave no room for a KV block ({}) in the {} usable of '{}' per "
-                    "device: raise the tensor parallelism (tp) or lower the token budget",
-                    arch.name, to_string_approx(Bytes{cost_->weight_bytes()}), o_.token_budget,
-                    to_string_approx(Bytes{workspace_}),
-                    to_string_approx(Bytes{block_shard_bytes_}), to_string_approx(Bytes{usable}),
-                    topo_.tiers[device_tier_].id));
+                    "device{}: raise the tensor parallelism ({}) or lower the token budget",
+                    arch.name, to_string_approx(Bytes{sh.cost->weight_bytes()}), o_.token_budget,
+                    to_string_approx(Bytes{sh.workspace}), to_string_approx(Bytes{sh.shard}),
+                    to_string_approx(Bytes{usable}), topo_.tiers[device_tier_].id,
+                    i == 1 ? " of a prefill replica" : "", tp_field));
   }
-  pool_blocks_ = (usable - fixed) / block_shard_bytes_;
-  replicas_.resize(static_cast<size_t>(all));
-  for (int r = 0; r < all; ++r) {
-    for (int k = 0; k < tp_; ++k)
-      replicas_[size_t(r)].devices.push_back(devices[size_t(r * tp_ + k)]);
-    replicas_[size_t(r)].prefill_only = r < o_.prefill_replicas;
+  sh.pool = (usable - fixed) / sh.shard;
+}
+
+std::vector<Engine::ShardCopy> Engine::handoff_copies(const Replica& from,
+                                                      const Replica& to) const {
+  // Device i of p holds the KV heads' share [i/p, (i+1)/p), device j of d [j/d, (j+1)/d):
+  // in units of 1/(p d), [i d, (i+1) d) and [j p, (j+1) p). Device j's shard comes from
+  // the sources it overlaps, each the overlap's part of it (the whole shard when p == d).
+  const auto p = static_cast<int64_t>(from.devices.size());
+  const auto d = static_cast<int64_t>(to.devices.size());
+  std::vector<ShardCopy> out;
+  for (int64_t j = 0; j < d; ++j) {
+    for (int64_t i = 0; i < p; ++i) {
+      const int64_t overlap = std::min((i + 1) * d, (j + 1) * p) - std::max(i * d, j * p);
+      if (overlap <= 0) continue;
+      out.push_back(ShardCopy{from.devices[size_t(i)], to.devices[size_t(j)],
+                              static_cast<double>(overlap) / static_cast<double>(p)});
+    }
   }
+  return out;
 }
 
 void Engine::setup_handoffs() const {
   if (o_.prefill_replicas == 0) return;
-  // Shard k of a prefill replica goes to device k of the decode replica.
   for (const Replica& p : replicas_) {
     if (!p.prefill_only) continue;
     for (const Replica& d : replicas_) {
       if (d.prefill_only) continue;
-      for (int k = 0; k < tp_; ++k) {
-        const int a = p.devices[size_t(k)], b = d.devices[size_t(k)];
+      for (const ShardCopy& c : handoff_copies(p, d)) {
+        const int a = c.from, b = c.to;
         if (fabric_.peer_path(device_tier_, a, b) != nullptr) continue;
         const std::string& tier = topo_.tiers[device_tier_].id;
         throw InputError(
@@ -392,13 +458,13 @@ void Engine::setup_levels() {
   std::vector<std::vector<LevelId>> paths(replicas_.size());
   for (size_t r = 0; r < replicas_.size(); ++r) {
     const LevelId l = cache_.add_level(
-        LevelSpec{fmt::format("{}[r{}]", topo_.tiers[device_tier_].id, r), pool_blocks_,
+        LevelSpec{fmt::format("{}[r{}]", topo_.tiers[device_tier_].id, r), shape(replicas_[r]).pool,
                   o_.device_eviction, AdmissionKind::kAll, WriteKind::kBack});
     replicas_[r].device_level = l;
     level_tier_.push_back(device_tier_);
     level_device_.push_back(replicas_[r].devices[0]);
-    level_info_.push_back(
-        LevelRecord{cache_.spec(l).name, topo_.tiers[device_tier_].id, 0, pool_blocks_, 0, {}});
+    level_info_.push_back(LevelRecord{
+        cache_.spec(l).name, topo_.tiers[device_tier_].id, 0, shape(replicas_[r]).pool, 0, {}});
     paths[r].push_back(l);
   }
   for (size_t i = 0; i < o_.kv_tiers.size(); ++i) {
@@ -420,7 +486,7 @@ void Engine::setup_levels() {
     // each on it, so that every device has an equal part and no byte is counted twice.
     struct Group {
       std::vector<int> instances;       // sorted, distinct
-      std::map<int, uint64_t> shards;   // per instance: the most shards a block takes there
+      std::map<int, uint64_t> bytes;    // per instance: the most a block takes there
       std::map<int, uint64_t> devices;  // per instance: the group's devices on it
       std::vector<size_t> replicas;
     };
@@ -448,26 +514,26 @@ void Engine::setup_levels() {
         g = groups.end() - 1;
       }
       for (const auto& [inst, n] : shards) {
-        g->shards[inst] = std::max(g->shards[inst], n);
+        g->bytes[inst] = std::max(g->bytes[inst], n * shape(replicas_[r]).shard);
         g->devices[inst] += n;
       }
       g->replicas.push_back(r);
     }
     for (const Group& g : groups) {
       uint64_t blocks = UINT64_MAX;
-      for (const auto& [inst, n] : g.shards) {
+      for (const auto& [inst, per_block] : g.bytes) {
         // This group's part of the instance: its devices' share of those using it.
         const auto part = static_cast<uint64_t>(static_cast<double>(bytes) *
                                                 static_cast<double>(g.devices.at(inst)) /
                                                 static_cast<double>(devices_on.at(inst)));
-        blocks = std::min(blocks, part / (n * block_shard_bytes_));
+        blocks = std::min(blocks, part / per_block);
       }
       if (blocks == 0) {
         throw InputError(SourcePos{"kv_tiers"},
                          fmt::format("tier '{}' holds {} for KV per instance, less than one "
                                      "block's shards there ({} each) for each replica using it",
                                      k.tier, to_string_approx(Bytes{bytes}),
-                                     to_string_approx(Bytes{block_shard_bytes_})));
+                                     to_string_approx(Bytes{shapes_[0].shard})));
       }
       const int count = topo_.instances(topo_.tiers[tier].per);
       std::string name = k.tier;
@@ -554,12 +620,15 @@ void Engine::setup_swap() {
     swap_tier_ = ti;
   }
   const hw::Tier& tier = topo_.tiers[swap_tier_];
-  swap_blocks_ = o_.swap_bytes / block_shard_bytes_;
-  if (swap_blocks_ == 0) {
-    throw InputError(SourcePos{"swap_space"},
-                     fmt::format("{} of swap space per device holds no block's shard ({})",
-                                 to_string_approx(Bytes{o_.swap_bytes}),
-                                 to_string_approx(Bytes{block_shard_bytes_})));
+  for (Shape& sh : shapes_) {
+    if (!sh.cost) continue;
+    sh.swap_blocks = o_.swap_bytes / sh.shard;
+    if (sh.swap_blocks == 0) {
+      throw InputError(
+          SourcePos{"swap_space"},
+          fmt::format("{} of swap space per device holds no block's shard ({})",
+                      to_string_approx(Bytes{o_.swap_bytes}), to_string_approx(Bytes{sh.shard})));
+    }
   }
   // Each instance of the tier holds the swap space of the devices on it, beside what a KV
   // tier there takes.
@@ -585,7 +654,7 @@ void Engine::setup_swap() {
               to_string_approx(Bytes{usable})));
     }
   }
-  for (Replica& rep : replicas_) rep.swap_free = swap_blocks_;
+  for (Replica& rep : replicas_) rep.swap_free = shape(rep).swap_blocks;
 }
 
 uint64_t& Engine::hash_of(Seq& s, size_t block) {
@@ -624,7 +693,7 @@ void Engine::fill_blocks(uint32_t r, Seq& s, int64_t before, int64_t after) {
 }
 
 bool Engine::room(const Replica& rep, uint64_t blocks) const {
-  return cache_.pinned_blocks(rep.device_level) + rep.reserved + blocks <= pool_blocks_;
+  return cache_.pinned_blocks(rep.device_level) + rep.reserved + blocks <= shape(rep).pool;
 }
 
 uint32_t Engine::route(const Seq& s) {
@@ -671,7 +740,9 @@ void Engine::arrive(uint32_t req) {
   s.next_turn = next_turn_[req] == UINT32_MAX ? nullptr : &trace_.requests[next_turn_[req]].blocks;
   RequestRecord& rec = records_[req];
   // A request whose whole KV does not fit an empty device level can never be served.
-  if (static_cast<uint64_t>(blocks_for(s.prompt + s.output)) > pool_blocks_) {
+  // (Disaggregated, its prompt must also fit a prefill replica's.)
+  if (static_cast<uint64_t>(blocks_for(s.prompt + s.output)) > shapes_[0].pool ||
+      (o_.prefill_replicas > 0 && static_cast<uint64_t>(blocks_for(s.prompt)) > shapes_[1].pool)) {
     rec.rejected = true;
     ++done_;
     return;
@@ -813,7 +884,8 @@ bool Engine::schedule(uint32_t r) {
     const int64_t hit = tokens_in(s, static_cast<int64_t>(matched));
     // The chunk the budget allows, cut to the blocks the device level can still give.
     const uint64_t pinned = cache_.pinned_blocks(rep.device_level) + rep.reserved;
-    const int64_t free_blocks = static_cast<int64_t>(pool_blocks_ - std::min(pool_blocks_, pinned));
+    const uint64_t pool = shape(rep).pool;
+    const int64_t free_blocks = static_cast<int64_t>(pool - std::min(pool, pinned));
     const int64_t fits = tokens_in(s, free_blocks) - hit;
     const int64_t chunk = std::min({s.prompt - hit, budget, fits});
     if (chunk <= 0) break;
@@ -860,7 +932,8 @@ bool Engine::swap_in(uint32_t r, int64_t& budget) {
   // chunk the budget allows.
   const bool decode = s.computed >= s.prompt;
   const uint64_t pinned = cache_.pinned_blocks(rep.device_level) + rep.reserved;
-  const int64_t free_blocks = static_cast<int64_t>(pool_blocks_ - std::min(pool_blocks_, pinned));
+  const uint64_t pool = shape(rep).pool;
+  const int64_t free_blocks = static_cast<int64_t>(pool - std::min(pool, pinned));
   const int64_t chunk =
       decode ? 1
              : std::min({s.prompt - s.computed, budget, free_blocks * block_tokens_ - s.computed});
@@ -925,7 +998,7 @@ void Engine::start_iteration(uint32_t r) {
   rep.busy = true;
   ++iterations_;
   rep.start = q_.now();
-  rep.compute = cost_->time(work_);
+  rep.compute = shape(rep).cost->time(work_);
   carry(r, moves_, /*loads=*/true);
   if (rep.loads_left == 0) q_.schedule(q_.now() + rep.compute, kIterationEnd, r);
 }
@@ -991,8 +1064,9 @@ void Engine::transfer(uint32_t r, size_t from, size_t to, std::span<const int> d
                       TransferKind kind, uint64_t blocks) {
   const bool device_side = from == device_tier_ || to == device_tier_;
   const uint32_t t = new_transfer(r, kind, waited);
-  const double bytes = static_cast<double>(block_shard_bytes_ * blocks *
-                                           (device_side ? 1 : static_cast<uint64_t>(tp_)));
+  const Shape& sh = shape(replicas_[r]);
+  const double bytes =
+      static_cast<double>(sh.shard * blocks * (device_side ? 1 : static_cast<uint64_t>(sh.tp)));
   for (const int d : devices) {
     const hw::FabricPath* p = fabric_.path(from, to, d);
     TF_ASSERT(p != nullptr, "no route from tier {} to {} for device {}", from, to, d);
@@ -1047,15 +1121,16 @@ void Engine::admit_handoffs(uint32_t d) {
     ++handoffs_;
     handoff_blocks_ += copy;
     carry(d, handoff_moves_, /*loads=*/false);
-    // Shard k of the prefill replica goes to device k of this one.
-    const Replica& from = replicas_[s.prefill_replica];
+    // Each device's shard from the prefill devices holding its part (device k to device k
+    // when both have the same tensor parallelism).
+    const std::vector<ShardCopy> copies = handoff_copies(replicas_[s.prefill_replica], rep);
     s.handoff_left = 0;
     for (uint64_t b = 0; b < copy; b += most) {
       const uint32_t t = new_transfer(d, TransferKind::kHandoff, /*waited=*/false);
       transfers_[t].seq = q;
-      const double bytes = static_cast<double>(block_shard_bytes_ * std::min(most, copy - b));
-      for (size_t k = 0; k < rep.devices.size(); ++k) {
-        add_flow(t, fabric_.peer_path(device_tier_, from.devices[k], rep.devices[k]), bytes);
+      const double bytes = static_cast<double>(shape(rep).shard * std::min(most, copy - b));
+      for (const ShardCopy& c : copies) {
+        add_flow(t, fabric_.peer_path(device_tier_, c.from, c.to), bytes * c.part);
       }
       ++s.handoff_left;
     }
@@ -1374,16 +1449,23 @@ ServeResult Engine::result() const {
     out.levels.push_back(std::move(rec));
   }
   out.block_tokens = static_cast<uint32_t>(block_tokens_);
-  out.weight_bytes = cost_->weight_bytes();
-  out.workspace_bytes = workspace_;
-  out.kv_bytes_per_token = cost_->kv_bytes_per_token();
-  out.device_pool_blocks = pool_blocks_;
-  out.tp = tp_;
+  const Shape& sh = shapes_[0];
+  out.weight_bytes = sh.cost->weight_bytes();
+  out.workspace_bytes = sh.workspace;
+  out.kv_bytes_per_token = sh.cost->kv_bytes_per_token();
+  out.device_pool_blocks = sh.pool;
+  out.tp = sh.tp;
+  if (const Shape& p = shapes_[1]; p.cost) {
+    out.prefill_tp = p.tp;
+    out.prefill_weight_bytes = p.cost->weight_bytes();
+    out.prefill_workspace_bytes = p.workspace;
+    out.prefill_pool_blocks = p.pool;
+  }
   out.replicas = o_.replicas;
   out.prefill_replicas = o_.prefill_replicas;
   if (swap_tier_ != SIZE_MAX) {
     out.swap_tier = topo_.tiers[swap_tier_].id;
-    out.swap_blocks = swap_blocks_;
+    out.swap_blocks = sh.swap_blocks;
   }
   return out;
 }

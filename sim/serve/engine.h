@@ -86,6 +86,10 @@ struct ServeOptions {
   /// Disaggregated prefill and decode: replicas more that only compute prompts, taking the
   /// class's first devices; the `replicas` after them decode. 0: every replica does both.
   int prefill_replicas = 0;
+  /// Disaggregated: the prefill replicas' tensor parallelism (0: the decode replicas', as
+  /// `gen.tp` says). Each decode device's shard of a hand-over comes from the prefill
+  /// devices holding its part of the KV heads.
+  int prefill_tp = 0;
   int64_t token_budget = 8192;  ///< new tokens per iteration (max_num_batched_tokens)
   int64_t max_seqs = 256;       ///< running sequences per replica (max_num_seqs)
   EvictionKind device_eviction = EvictionKind::kLru;
@@ -193,6 +197,10 @@ struct ServeResult {
   int tp = 1;
   int replicas = 1;
   int prefill_replicas = 0;  ///< disaggregated: prefill-only replicas (first), 0: none
+  /// Disaggregated: the prefill replicas' TP and per device their weights, workspace and
+  /// KV pool in blocks (the fields above are the decode replicas'); 0 when none.
+  int prefill_tp = 0;
+  uint64_t prefill_weight_bytes = 0, prefill_workspace_bytes = 0, prefill_pool_blocks = 0;
   uint64_t handoffs = 0;     ///< requests handed from a prefill to a decode replica
   /// Blocks those hand-overs copied: each device's shard of each block the decode
   /// replica's device level did not hold already.

@@ -343,7 +343,7 @@ contains rows-and-summary-on-stdout-refused "$tmp/err" "--summary and -o both wr
 # the summary, the JSON, the rows and the timeline; a search and whatif take the field too.
 pd=(--model llama-3-8b --quiet --arrivals poisson,rate=2/s,n=60,prompt=uniform:2048:6144,output=uniform:16:128,seed=4)
 check pd 0 "$tf" serve "${pd[@]}" --prefill-replicas 1 --replicas 2 -o "$tmp/pd.csv" --timeline "$tmp/pd-tl.json"
-contains pd-title "$tmp/out" "serve llama-3-8b on h100-sxm-8gpu: 1 prefill replica and 2 decode replicas x TP 1 (h100)"
+contains pd-title "$tmp/out" "serve llama-3-8b on h100-sxm-8gpu: 1 prefill replica x TP 1 and 2 decode replicas x TP 1 (h100)"
 contains pd-handoff "$tmp/out" "disaggregated: 60 requests handed from prefill to decode replicas"
 contains pd-nvlink "$tmp/out" "nvlink[0] hbm->nvswitch"
 ok pd-rows python3 -c '
@@ -382,6 +382,24 @@ check pd-too-many 2 "$tf" serve "${pd[@]}" --prefill-replicas 5 --replicas 4
 contains pd-too-many-msg "$tmp/err" "error: --prefill-replicas: 5 prefill and 4 decode replicas of TP 1 need 9 devices; 'h100-sxm-8gpu' has 8 of class 'h100'"
 check pd-no-peer-route 2 "$tf" serve "${pd[@]}" --hw a100-nvme-bounce --prefill-replicas 1
 contains pd-no-peer-route-msg "$tmp/err" "error: --prefill-replicas: disaggregated prefill hands each request's KV cache from a prefill replica's devices to a decode replica's over the peer route of 'hbm', and 'a100-nvme-bounce' has none"
+# Prefill at one tensor parallelism, decode at another: each decode device's shard comes
+# from the prefill devices holding its part of the KV heads.
+pd70=(--hw h200-sxm-8gpu --model llama-3-70b --quiet --arrivals poisson,rate=1/s,n=20,prompt=fixed:4096,output=fixed:16)
+check pd-tp 0 "$tf" serve "${pd70[@]}" --tp 2 --replicas 2 --prefill-replicas 1 --prefill-tp 4 --json
+ok pd-tp-json python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert (d["tp"], d["prefill_tp"], d["handoffs"]) == (2, 4, 20), d
+assert d["prefill_weight_bytes"] * 2 < d["weight_bytes"] * 1.01, d' "$tmp/out"
+check pd-tp-text 0 "$tf" serve "${pd70[@]}" --tp 2 --replicas 2 --prefill-replicas 1 --prefill-tp 4
+contains pd-tp-title "$tmp/out" "serve llama-3-70b on h200-sxm-8gpu: 1 prefill replica x TP 4 and 2 decode replicas x TP 2 (h200)"
+contains pd-tp-memory "$tmp/out" "device memory per device (prefill): weights 32.9GiB"
+check pd-tp-alone 2 "$tf" serve "${pd70[@]}" --tp 2 --prefill-tp 4
+contains pd-tp-alone-msg "$tmp/err" "error: --prefill-tp: the prefill replicas' tensor parallelism needs --prefill-replicas (without prefill replicas it would be ignored)"
+check pd-tp-heads 2 "$tf" serve "${pd70[@]}" --tp 2 --prefill-replicas 1 --prefill-tp 3
+contains pd-tp-heads-msg "$tmp/err" "error: --prefill-tp: tp 3 does not divide the 64 attention heads of llama-3-70b"
+check pd-tp-devices 2 "$tf" serve "${pd70[@]}" --tp 2 --prefill-replicas 2 --prefill-tp 4
+contains pd-tp-devices-msg "$tmp/err" "error: --prefill-replicas: 2 prefill replicas of TP 4 and 1 decode replicas of TP 2 need 10 devices; 'h200-sxm-8gpu' has 8 of class 'h200'"
 check pd-negative 2 "$tf" serve "${pd[@]}" --prefill-replicas -1
 contains pd-negative-msg "$tmp/err" "--prefill-replicas"
 

@@ -1090,6 +1090,10 @@ def test_serve_disaggregated(cli, tmp_path):
     assert r.requests.equals(pd.read_csv(tmp_path / "req.csv"))
     assert r.summary["handoffs"] == 40 and set(r.requests["decode_replica"]) == {1, 2}
     assert (r.requests["handoff_s"] > 0).all()
+    wide = tierflow.serve(arrivals=arrivals, model="llama-3-8b", prefill_replicas=1, prefill_tp=2)
+    assert (wide.summary["prefill_tp"], wide.summary["tp"]) == (2, 1)
+    with pytest.raises(tierflow.InputError, match="prefill_tp: the prefill replicas' tensor"):
+        tierflow.serve(arrivals=arrivals, model="llama-3-8b", prefill_tp=2)
     with pytest.raises(tierflow.InputError, match="prefill_replicas: 5 prefill and 4 decode"):
         tierflow.serve(arrivals=arrivals, model="llama-3-8b", prefill_replicas=5, replicas=4)
 

@@ -571,3 +571,65 @@ TEST_CASE(
   REQUIRE(w.levels.size() == 8);
   CHECK(w.levels[6].capacity_blocks == usable / (w.kv_bytes_per_token * w.block_tokens));
 }
+
+TEST_CASE("serve, disaggregated: prefill at TP 4, decode at TP 2: each shard from its sources") {
+  // Llama-3-70B on an H200 node: one prefill replica of 4 GPUs, two decode replicas of 2.
+  traces::Arch arch = traces::load_arch(config("models/llama-3-70b.yaml"));
+  const hw::Topology topo = hw::load_topology(config("hw/h200-sxm-8gpu.yaml"));
+  traces::GenOptions tp2, tp4;
+  tp2.tp = 2;
+  tp4.tp = 4;
+  const traces::RequestTrace one = traces::generate_requests(
+      "poisson,rate=1/s,n=1,prompt=fixed:4096,output=fixed:4", {}, "test");
+  serve::ServeOptions o;
+  o.prefill_replicas = 1;
+  o.prefill_tp = 4;
+  o.replicas = 2;
+  const serve::ServeResult r = serve::serve(one, arch, tp2, topo, o);
+  CHECK(r.tp == 2);
+  CHECK(r.prefill_tp == 4);
+  // The prompt as one TP-4 replica computes it; the decode steps as one TP-2 replica's.
+  const serve::ServeResult p4 = serve::serve(one, arch, tp4, topo, serve::ServeOptions{});
+  const serve::ServeResult d2 = serve::serve(one, arch, tp2, topo, serve::ServeOptions{});
+  const serve::RequestRecord& q = r.requests[0];
+  CHECK(q.first_token == p4.requests[0].first_token);
+  CHECK(q.finish - q.handed_over == d2.requests[0].finish - d2.requests[0].first_token);
+  CHECK(r.prefill_weight_bytes == p4.weight_bytes);
+  CHECK(r.prefill_pool_blocks == p4.device_pool_blocks);
+  CHECK(r.weight_bytes == d2.weight_bytes);
+  CHECK(r.device_pool_blocks == d2.device_pool_blocks);
+  // Devices 0-3 prefill, 4-5 and 6-7 decode; the request decodes on replica 1 (devices 4-5).
+  // Device 4 holds the first half of the KV heads, which prefill devices 0 and 1 hold: each
+  // sends a quarter of a block, and device 4 receives half of each block.
+  CHECK(q.decode_replica == 1);
+  const double block = static_cast<double>(d2.kv_bytes_per_token) * 2 * 512;  // all heads
+  std::map<std::string, double> bytes;
+  for (const serve::ResourceRecord& x : r.resources) bytes[x.name] = x.bytes;
+  for (const char* out : {"nvlink[0] hbm->nvswitch", "nvlink[1] hbm->nvswitch",
+                          "nvlink[2] hbm->nvswitch", "nvlink[3] hbm->nvswitch"}) {
+    CAPTURE(out);
+    CHECK(bytes[out] == doctest::Approx(8 * block / 4));
+  }
+  CHECK(bytes["nvlink[4] nvswitch->hbm"] == doctest::Approx(8 * block / 2));
+  CHECK(bytes["nvlink[5] nvswitch->hbm"] == doctest::Approx(8 * block / 2));
+  CHECK(bytes.count("nvlink[6] nvswitch->hbm") == 0);
+  // A prefill TP the model refuses, or one whose replica cannot hold the weights, names
+  // prefill_tp.
+  const auto error_at = [&](int ptp, const hw::Topology& t) -> std::string {
+    serve::ServeOptions x = o;
+    x.prefill_tp = ptp;
+    try {
+      serve::serve(one, arch, tp2, t, x);
+    } catch (const InputError& e) {
+      return e.pos().file + ": " + e.message();
+    }
+    return "no error";
+  };
+  CHECK(error_at(3, topo) ==
+        "prefill_tp: tp 3 does not divide the 64 attention heads of llama-3-70b");
+  // 131 GiB of weights on one 80 GB H100.
+  const hw::Topology h100 = hw::load_topology(config("hw/h100-sxm-8gpu.yaml"));
+  const std::string e = error_at(1, h100);
+  CHECK(e.starts_with("prefill_tp: the weights of llama-3-70b"));
+  CHECK(e.find("per device of a prefill replica") != std::string::npos);
+}

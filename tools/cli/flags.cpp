@@ -309,7 +309,9 @@ void add_serve_setting_flags(CLI::App* cmd, study::ServeSettings& s) {
                    "data-parallel replicas (default 1); with --prefill-replicas, those decoding"},
         std::tuple{"--prefill-replicas", &s.engine.prefill_replicas,
                    "disaggregated prefill: replicas more that only compute prompts, their KV "
-                   "cache handed to the decode replicas over the peer route (default 0: none)"}}) {
+                   "cache handed to the decode replicas over the peer route (default 0: none)"},
+        std::tuple{"--prefill-tp", &s.engine.prefill_tp,
+                   "disaggregated prefill: the prefill replicas' devices (default: --tp)"}}) {
     cmd->add_option(flag, *value, help)->transform(kCount);
   }
   cmd->add_option("--router", s.router, "round-robin (default), least-loaded or prefix");

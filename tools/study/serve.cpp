@@ -86,9 +86,9 @@ void naming_settings(SettingNames names, const F& f) {
   try {
     f();
   } catch (const InputError& e) {
-    static constexpr std::array<std::string_view, 9> kFields = {
-        "device", "replicas",  "tp",         "token_budget",    "kv_tiers",
-        "model",  "swap_tier", "swap_space", "prefill_replicas"};
+    static constexpr std::array<std::string_view, 10> kFields = {
+        "device", "replicas",  "tp",         "token_budget",     "kv_tiers",
+        "model",  "swap_tier", "swap_space", "prefill_replicas", "prefill_tp"};
     const std::string& at = e.pos().file;
     if (std::find(kFields.begin(), kFields.end(), at) == kFields.end()) throw;
     if (dynamic_cast<const serve::DoesNotFit*>(&e) != nullptr) {
@@ -374,6 +374,16 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   whole("replicas", s.engine.replicas, kMaxReplicas);
   if (s.engine.prefill_replicas != 0)
     whole("prefill_replicas", s.engine.prefill_replicas, kMaxReplicas);
+  if (s.engine.prefill_tp != 0) {
+    whole("prefill_tp", s.engine.prefill_tp, kMaxTp);
+    // Without prefill replicas it would be ignored.
+    if (s.engine.prefill_replicas == 0) {
+      throw InputError::at(SourcePos{name("prefill_tp")},
+                           "the prefill replicas' tensor parallelism needs {} (without prefill "
+                           "replicas it would be ignored)",
+                           name("prefill_replicas"));
+    }
+  }
   whole("token_budget", s.engine.token_budget, kMaxTokenBudget);
   whole("max_seqs", s.engine.max_seqs, kMaxSeqs);
   whole("block_tokens", s.trace_options.block_tokens, traces::kMaxBlockTokens);
@@ -530,8 +540,9 @@ std::string replicas_text(const serve::ServeResult& r) {
   const auto n = [](int k, std::string_view what) {
     return fmt::format("{} {}replica{}", k, what, k == 1 ? "" : "s");
   };
-  if (r.prefill_replicas == 0) return n(r.replicas, "");
-  return fmt::format("{} and {}", n(r.prefill_replicas, "prefill "), n(r.replicas, "decode "));
+  if (r.prefill_replicas == 0) return fmt::format("{} x TP {}", n(r.replicas, ""), r.tp);
+  return fmt::format("{} x TP {} and {} x TP {}", n(r.prefill_replicas, "prefill "), r.prefill_tp,
+                     n(r.replicas, "decode "), r.tp);
 }
 
 std::string handoff_text(const ServeStudy& x) {
@@ -550,16 +561,28 @@ std::string handoff_text(const ServeStudy& x) {
 std::string serve_text(const ServeStudy& x) {
   const serve::ServeResult& r = x.result;
   std::string out =
-      fmt::format("serve {} on {}: {} x TP {} ({}), {} ({} requests)\n", x.model, x.topology,
-                  replicas_text(r), r.tp, x.device, x.trace.source, x.trace.requests.size());
+      fmt::format("serve {} on {}: {} ({}), {} ({} requests)\n", x.model, x.topology,
+                  replicas_text(r), x.device, x.trace.source, x.trace.requests.size());
   const uint64_t block_bytes = r.kv_bytes_per_token * r.block_tokens;
   out += fmt::format(
-      "device memory per device: weights {}, workspace {}, KV pool {} blocks of "
+      "device memory per device{}: weights {}, workspace {}, KV pool {} blocks of "
       "{} tokens ({}, {} tokens per replica)\n",
-      to_string_approx(Bytes{r.weight_bytes}), to_string_approx(Bytes{r.workspace_bytes}),
-      r.device_pool_blocks, r.block_tokens,
+      r.prefill_replicas > 0 ? " (decode)" : "", to_string_approx(Bytes{r.weight_bytes}),
+      to_string_approx(Bytes{r.workspace_bytes}), r.device_pool_blocks, r.block_tokens,
       to_string_approx(Bytes{r.device_pool_blocks * block_bytes}),
       r.device_pool_blocks * r.block_tokens);
+  if (r.prefill_replicas > 0) {
+    // A prefill device's shard of a block: the decode one's at the prefill TP.
+    const uint64_t prefill_block = block_bytes * static_cast<uint64_t>(r.tp) /
+                                   static_cast<uint64_t>(std::max(1, r.prefill_tp));
+    out += fmt::format(
+        "device memory per device (prefill): weights {}, workspace {}, KV pool {} blocks ({}, "
+        "{} tokens per replica)\n",
+        to_string_approx(Bytes{r.prefill_weight_bytes}),
+        to_string_approx(Bytes{r.prefill_workspace_bytes}), r.prefill_pool_blocks,
+        to_string_approx(Bytes{r.prefill_pool_blocks * prefill_block}),
+        r.prefill_pool_blocks * r.block_tokens);
+  }
   out +=
       "\ncache level     capacity (blocks)  hit tokens  share of prompt  loads out  demotions in  "
       "evictions  peak blocks\n";
@@ -624,6 +647,12 @@ std::string serve_json(const ServeStudy& x) {
   j["requests"] = x.trace.requests.size();
   j["replicas"] = r.replicas;
   j["prefill_replicas"] = r.prefill_replicas;
+  if (r.prefill_replicas > 0) {
+    j["prefill_tp"] = r.prefill_tp;
+    j["prefill_weight_bytes"] = r.prefill_weight_bytes;
+    j["prefill_workspace_bytes"] = r.prefill_workspace_bytes;
+    j["prefill_pool_blocks"] = r.prefill_pool_blocks;
+  }
   j["tp"] = r.tp;
   j["cache_only"] = r.cache_only;
   j["block_tokens"] = r.block_tokens;

@@ -55,7 +55,7 @@ struct FieldDef {
 };
 
 // One row per field of serve_field_names(), in its order.
-const std::array<FieldDef, 27> kFields = {{
+const std::array<FieldDef, 28> kFields = {{
     {"trace", [](ServeSettings& s) -> FieldRef { return &s.trace; }},
     {"arrivals", [](ServeSettings& s) -> FieldRef { return &s.arrivals; }},
     {"rate_scale", [](ServeSettings& s) -> FieldRef { return &s.trace_options.rate_scale; }},
@@ -69,6 +69,7 @@ const std::array<FieldDef, 27> kFields = {{
     {"tp", [](ServeSettings& s) -> FieldRef { return &s.model.gen.tp; }},
     {"replicas", [](ServeSettings& s) -> FieldRef { return &s.engine.replicas; }},
     {"prefill_replicas", [](ServeSettings& s) -> FieldRef { return &s.engine.prefill_replicas; }},
+    {"prefill_tp", [](ServeSettings& s) -> FieldRef { return &s.engine.prefill_tp; }, true},
     {"router", [](ServeSettings& s) -> FieldRef { return &s.router; }},
     {"token_budget", [](ServeSettings& s) -> FieldRef { return &s.engine.token_budget; }},
     {"max_seqs", [](ServeSettings& s) -> FieldRef { return &s.engine.max_seqs; }},

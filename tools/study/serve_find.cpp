@@ -133,15 +133,19 @@ ServeAnswer upgrade_serve(const ServeSettings& base, ServeSetup setup, const Ser
     add({fmt::format("tier '{}' capacity (a KV tier)", t.id), fmt::format("tiers.{}.capacity", t.id),
          static_cast<double>(t.capacity.value), false, static_cast<int>(k)});
   }
-  if (device != topo.devices.end() &&
-      (setup.engine.replicas + setup.engine.prefill_replicas + 1) * setup.gen.tp <= device->count) {
+  if (device != topo.devices.end()) {
     // Disaggregated: one decode replica more, or one prefill replica more.
-    const bool pd = setup.engine.prefill_replicas > 0;
-    add({pd ? "one decode replica more" : "one replica more", "replicas",
-         static_cast<double>(setup.engine.replicas), false});
-    if (pd) {
-      add({"one prefill replica more", "prefill_replicas",
-           static_cast<double>(setup.engine.prefill_replicas), false});
+    const serve::ServeOptions& e = setup.engine;
+    const bool pd = e.prefill_replicas > 0;
+    const int64_t tp = setup.gen.tp, ptp = e.prefill_tp > 0 ? e.prefill_tp : tp;
+    const int64_t used = e.replicas * tp + e.prefill_replicas * ptp;
+    if (used + tp <= device->count) {
+      add({pd ? "one decode replica more" : "one replica more", "replicas",
+           static_cast<double>(e.replicas), false});
+    }
+    if (pd && used + ptp <= device->count) {
+      add({"one prefill replica more", "prefill_replicas", static_cast<double>(e.prefill_replicas),
+           false});
     }
   }
   const std::string file =

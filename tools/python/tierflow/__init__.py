@@ -553,7 +553,7 @@ class Serving:
 
 
 _SERVE_ARGS = ("trace", "arrivals", "hw", "model", "hf_config", "tp", "replicas",
-               "prefill_replicas", "device",
+               "prefill_replicas", "prefill_tp", "device",
                "router", "device_policy", "preemption", "swap_space", "swap_tier",
                "token_budget", "max_seqs", "kv_tiers", "load", "slo", "rate_scale",
                "first", "block_tokens", "warmup", "weight_dtype", "kv_dtype", "act_dtype",
@@ -565,7 +565,8 @@ def serve(trace=None, arrivals=None, set=(), model_set=(), **options):
     path) or `arrivals` (a generator spec, "poisson,rate=5/s,n=1000,..."); `set` topology
     and `model_set` model overrides; the other options as the CLI's flags with `_`: hw,
     model, hf_config, tp, replicas, prefill_replicas (disaggregated prefill: that many
-    prefill-only replicas, `replicas` then decode), device, router, device_policy, preemption, swap_space,
+    prefill-only replicas, `replicas` then decode), prefill_tp (theirs; default tp), device,
+    router, device_policy, preemption, swap_space,
     swap_tier, token_budget, max_seqs,
     kv_tiers, load,
     slo, rate_scale, first, block_tokens, warmup, weight_dtype, kv_dtype, act_dtype,
