@@ -348,6 +348,13 @@ TEST_CASE("serve: a swap space the topology cannot give is refused, naming the s
 
 namespace {
 
+/// The time a copy of `bytes` takes alone over the topology's peer route of tier 0.
+double peer_copy_ps(const hw::Topology& t, double bytes) {
+  const hw::Route* peer = t.route(0, 0);
+  REQUIRE(peer != nullptr);
+  return static_cast<double>(peer->setup.ps) + bytes / peer->bandwidth.bytes_per_s * 1e12;
+}
+
 double p99_tpot_s(const serve::ServeResult& r) {
   std::vector<double> v;
   for (const serve::RequestRecord& q : r.requests) {
@@ -381,12 +388,9 @@ TEST_CASE("serve, disaggregated: the prefill replica gives the first token, NVLi
   // transfer a block, all at once: the route's setup, then 512 MiB at its bandwidth.
   CHECK(r.handoffs == 1);
   CHECK(r.handoff_blocks == 8);
-  const hw::Route* peer = s.topo.route(0, 0);
-  REQUIRE(peer != nullptr);
   const double bytes = 4096.0 * static_cast<double>(r.kv_bytes_per_token);
   CHECK(bytes == 512.0 * 1024 * 1024);
-  const double copy_ps =
-      static_cast<double>(peer->setup.ps) + bytes / peer->bandwidth.bytes_per_s * 1e12;
+  const double copy_ps = peer_copy_ps(s.topo, bytes);
   CHECK(static_cast<double>(q.handed_over - q.first_token) ==
         doctest::Approx(copy_ps).epsilon(1e-6));
   // Then the same three decode steps as colocated.
@@ -452,12 +456,8 @@ TEST_CASE("serve, disaggregated: a full decode replica holds hand-overs back; th
   o.prefill_replicas = 1;
   o.max_seqs = 2;
   const serve::ServeResult r = serve::serve(trace, s.arch, s.gen, s.topo, o);
-  const hw::Route* peer = s.topo.route(0, 0);
-  REQUIRE(peer != nullptr);
   // Two blocks of 512 tokens a request: the copy alone (two transfers side by side).
-  const double copy_ps =
-      static_cast<double>(peer->setup.ps) +
-      1024.0 * static_cast<double>(r.kv_bytes_per_token) / peer->bandwidth.bytes_per_s * 1e12;
+  const double copy_ps = peer_copy_ps(s.topo, 1024.0 * static_cast<double>(r.kv_bytes_per_token));
   int waited = 0;
   for (const serve::RequestRecord& q : r.requests) {
     CHECK(q.first_token <= q.handoff_admitted);
