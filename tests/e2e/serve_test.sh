@@ -360,6 +360,11 @@ d = json.load(open(sys.argv[1]))
 procs = {e["args"]["name"] for e in d["traceEvents"] if e.get("name") == "process_name"}
 assert "prefill replica 0 (devices 0-0)" in procs and "decode replica 2 (devices 2-2)" in procs, procs
 assert any(e.get("name") == "handoff" for e in d["traceEvents"])' "$tmp/pd-tl.json"
+check pd-report 0 "$tf" serve "${pd[@]}" --prefill-replicas 1 --replicas 2 --report "$tmp/pd.html"
+contains pd-report-title "$tmp/pd.html" "1 prefill replica x TP 1 and 2 decode replicas x TP 1 (h100)"
+contains pd-report-handoff-cdf "$tmp/pd.html" "hand-over (ms)"
+contains pd-report-facts "$tmp/pd.html" "<tr><th>hand-over</th><td>disaggregated: 60 requests handed"
+contains pd-report-replicas "$tmp/pd.html" "<h4>decode replica 2</h4>"
 check pd-json 0 "$tf" serve "${pd[@]}" --prefill-replicas 1 --replicas 2 --json
 ok pd-json-fields python3 -c '
 import json, sys

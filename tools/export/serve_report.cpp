@@ -154,17 +154,21 @@ std::string serve_report_html(const study::ServeStudy& x) {
   out += "</table>";
 
   if (!r.cache_only) {
-    std::vector<double> ttft, tpot;
+    std::vector<double> ttft, tpot, handoff;
     for (const serve::RequestRecord& q : r.requests) {
       if (!q.counted || q.finish < 0) continue;
       ttft.push_back(static_cast<double>(q.first_token - q.arrival) * 1e-12);
+      if (q.handed_over >= 0)
+        handoff.push_back(static_cast<double>(q.handed_over - q.first_token) * 1e-12);
       if (q.output_tokens > 1) {
         tpot.push_back(static_cast<double>(q.finish - q.first_token) * 1e-12 /
                        static_cast<double>(q.output_tokens - 1));
       }
     }
+    // Disaggregated: the hand-over, first token to the KV on the decode replica.
     out += "<h2>Latency</h2><div class=\"bars-grid\">" + cdf_plot(ttft, "TTFT") +
-           cdf_plot(tpot, "TPOT") + "</div>";
+           cdf_plot(tpot, "TPOT") +
+           (r.prefill_replicas > 0 ? cdf_plot(handoff, "hand-over") : std::string()) + "</div>";
   }
 
   // What each level served.
