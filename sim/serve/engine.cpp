@@ -1460,6 +1460,7 @@ ServeResult Engine::result() const {
     out.prefill_weight_bytes = p.cost->weight_bytes();
     out.prefill_workspace_bytes = p.workspace;
     out.prefill_pool_blocks = p.pool;
+    out.prefill_kv_bytes_per_token = p.cost->kv_bytes_per_token();
   }
   out.replicas = o_.replicas;
   out.prefill_replicas = o_.prefill_replicas;

@@ -201,6 +201,7 @@ struct ServeResult {
   /// KV pool in blocks (the fields above are the decode replicas'); 0 when none.
   int prefill_tp = 0;
   uint64_t prefill_weight_bytes = 0, prefill_workspace_bytes = 0, prefill_pool_blocks = 0;
+  uint64_t prefill_kv_bytes_per_token = 0;
   uint64_t handoffs = 0;     ///< requests handed from a prefill to a decode replica
   /// Blocks those hand-overs copied: each device's shard of each block the decode
   /// replica's device level did not hold already.

@@ -572,9 +572,7 @@ std::string serve_text(const ServeStudy& x) {
       to_string_approx(Bytes{r.device_pool_blocks * block_bytes}),
       r.device_pool_blocks * r.block_tokens);
   if (r.prefill_replicas > 0) {
-    // A prefill device's shard of a block: the decode one's at the prefill TP.
-    const uint64_t prefill_block = block_bytes * static_cast<uint64_t>(r.tp) /
-                                   static_cast<uint64_t>(std::max(1, r.prefill_tp));
+    const uint64_t prefill_block = r.prefill_kv_bytes_per_token * r.block_tokens;
     out += fmt::format(
         "device memory per device (prefill): weights {}, workspace {}, KV pool {} blocks ({}, "
         "{} tokens per replica)\n",
@@ -652,6 +650,7 @@ std::string serve_json(const ServeStudy& x) {
     j["prefill_weight_bytes"] = r.prefill_weight_bytes;
     j["prefill_workspace_bytes"] = r.prefill_workspace_bytes;
     j["prefill_pool_blocks"] = r.prefill_pool_blocks;
+    j["prefill_kv_bytes_per_token"] = r.prefill_kv_bytes_per_token;
   }
   j["tp"] = r.tp;
   j["cache_only"] = r.cache_only;
