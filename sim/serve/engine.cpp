@@ -340,17 +340,21 @@ void Engine::setup_devices(const traces::Arch& arch) {
   const int64_t need = int64_t{tp} * o_.replicas + int64_t{ptp} * o_.prefill_replicas;
   if (need > cls->count) {
     // One replica too wide is the tensor parallelism's doing; more, the replicas'.
-    const std::string what =
-        o_.prefill_replicas == 0 ? fmt::format("{} replicas of TP {}", o_.replicas, tp)
-        : ptp == tp ? fmt::format("{} prefill and {} decode replicas of TP {}", o_.prefill_replicas,
-                                  o_.replicas, tp)
-                    : fmt::format("{} prefill replicas of TP {} and {} decode replicas of TP {}",
-                                  o_.prefill_replicas, ptp, o_.replicas, tp);
-    throw InputError(SourcePos{o_.prefill_replicas > 0 ? "prefill_replicas"
-                               : o_.replicas > 1       ? "replicas"
-                                                       : "tp"},
-                     fmt::format("{} need {} devices; '{}' has {} of class '{}'", what, need,
-                                 topo_.name, cls->count, cls->id));
+    const auto n = [](int k, std::string_view kind, int of) {
+      return fmt::format("{} {}replica{} of TP {}", k, kind, k == 1 ? "" : "s", of);
+    };
+    const std::string what = o_.prefill_replicas == 0 ? n(o_.replicas, "", tp)
+                             : ptp == tp
+                                 ? fmt::format("{} prefill and {} decode replicas of TP {}",
+                                               o_.prefill_replicas, o_.replicas, tp)
+                                 : fmt::format("{} and {}", n(o_.prefill_replicas, "prefill ", ptp),
+                                               n(o_.replicas, "decode ", tp));
+    throw InputError(
+        SourcePos{o_.prefill_replicas > 0 ? "prefill_replicas"
+                  : o_.replicas > 1       ? "replicas"
+                                          : "tp"},
+        fmt::format("{} {} {} devices; '{}' has {} of class '{}'", what,
+                    all == 1 ? "needs" : "need", need, topo_.name, cls->count, cls->id));
   }
   std::vector<int> devices;
   for (int d = 0; d < fabric_.devices(); ++d) {

@@ -292,7 +292,7 @@ contains many-groups-one-request-prompt "$tmp/out" "prompt tokens 1048586"
 # The setting at fault is named: one replica too wide is --tp's; a workspace larger than
 # the weights is --token-budget's.
 check one-replica-too-wide 2 "$tf" serve --hw h100-sxm-8gpu --model llama-3-8b --quiet --arrivals poisson,rate=5/s,n=3,prompt=fixed:100,output=fixed:4 --tp 16
-contains one-replica-too-wide-names-tp "$tmp/err" "error: --tp: 1 replicas of TP 16 need 16 devices"
+contains one-replica-too-wide-names-tp "$tmp/err" "error: --tp: 1 replica of TP 16 needs 16 devices"
 check token-budget-too-large 2 "$tf" serve --hw h100-sxm-8gpu --model llama-3-8b --quiet --arrivals poisson,rate=5/s,n=3,prompt=fixed:100,output=fixed:4 --token-budget 10000000
 contains token-budget-too-large-names-it "$tmp/err" "error: --token-budget: the weights"
 # -o - puts the rows on standard output, alone: the summary goes to standard error (it
@@ -404,7 +404,7 @@ contains pd-tp-alone-msg "$tmp/err" "error: --prefill-tp: the prefill replicas' 
 check pd-tp-heads 2 "$tf" serve "${pd70[@]}" --tp 2 --prefill-replicas 1 --prefill-tp 3
 contains pd-tp-heads-msg "$tmp/err" "error: --prefill-tp: tp 3 does not divide the 64 attention heads of llama-3-70b"
 check pd-tp-devices 2 "$tf" serve "${pd70[@]}" --tp 2 --prefill-replicas 2 --prefill-tp 4
-contains pd-tp-devices-msg "$tmp/err" "error: --prefill-replicas: 2 prefill replicas of TP 4 and 1 decode replicas of TP 2 need 10 devices; 'h200-sxm-8gpu' has 8 of class 'h200'"
+contains pd-tp-devices-msg "$tmp/err" "error: --prefill-replicas: 2 prefill replicas of TP 4 and 1 decode replica of TP 2 need 10 devices; 'h200-sxm-8gpu' has 8 of class 'h200'"
 check pd-negative 2 "$tf" serve "${pd[@]}" --prefill-replicas -1
 contains pd-negative-msg "$tmp/err" "--prefill-replicas"
 
