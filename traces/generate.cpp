@@ -174,6 +174,23 @@ void check_options(const Arch& a, const GenOptions& o) {
         "a routing trace's picks are given: skew and repeats shape the seeded "
         "router, not a trace");
   }
+  // Scales and zero points belong to weights stored quantized for inference; anywhere else
+  // they would be ignored, and the user would read results of a scheme that did not run.
+  if (o.quant_group != -1 || o.quant_zeros) {
+    const char* field = o.quant_group != -1 ? "quant_group" : "quant_zeros";
+    const std::string given = o.quant_group != -1 ? fmt::format("{} {}", name(field), o.quant_group)
+                                                  : std::string(name(field));
+    if (!is_quantized(o.weight_dtype)) {
+      bad(field, fmt::format("{} is for quantized weights (int4, int8, fp4, fp8), and these are "
+                             "{}: it would be ignored",
+                             given, name_of(o.weight_dtype)));
+    }
+    if (o.phase == Phase::kTrain) {
+      bad(field, fmt::format("{}: a training step keeps every weight in {} without scales: it "
+                             "would be ignored",
+                             given, name_of(o.weight_dtype)));
+    }
+  }
   if (o.quant_zeros && (o.weight_dtype == Dtype::kFp8 || o.weight_dtype == Dtype::kFp4)) {
     bad("quant_zeros", fmt::format("{} weights are scaled only; zero points are for int4 and "
                                    "int8",

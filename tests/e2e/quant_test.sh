@@ -54,6 +54,13 @@ check bad-compute 2 "$tf" trace gen --model llama-3-8b --weight-dtype int4 --com
 contains bad-compute-msg "$tmp/err" "error: --compute-dtype: --compute-dtype fp8 is neither the activation dtype (bf16) nor the weight dtype (int4)"
 check bad-zeros 2 "$tf" trace gen --model llama-3-8b --weight-dtype fp8 --quant-zeros -o "$tmp/x.json"
 contains bad-zeros-msg "$tmp/err" "error: --quant-zeros:"
+# A group or zero points that would be ignored (16-bit weights, a training step): refused.
+check bad-group-bf16 2 "$tf" trace gen --model llama-3-8b --quant-group 64 -o "$tmp/x.json"
+contains bad-group-bf16-msg "$tmp/err" "error: --quant-group: --quant-group 64 is for quantized weights (int4, int8, fp4, fp8), and these are bf16: it would be ignored"
+check bad-zeros-bf16 2 "$tf" trace gen --model llama-3-8b --quant-zeros -o "$tmp/x.json"
+contains bad-zeros-bf16-msg "$tmp/err" "error: --quant-zeros: --quant-zeros is for quantized weights (int4, int8, fp4, fp8), and these are bf16"
+check bad-group-train 2 "$tf" trace gen --model llama-3-8b --phase train --seq 16 --weight-dtype int8 --quant-group 0 -o "$tmp/x.json"
+contains bad-group-train-msg "$tmp/err" "error: --quant-group: --quant-group 0: a training step keeps every weight in int8 without scales: it would be ignored"
 check bad-compute-word 2 "$tf" trace gen --model llama-3-8b --weight-dtype int4 --compute-dtype bf61 -o "$tmp/x.json"
 
 # The group size and zero points change the bytes: per channel is the smallest, AWQ zeros add.

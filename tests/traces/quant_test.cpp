@@ -190,6 +190,19 @@ TEST_CASE("bad quantization options name their flag") {
   o = decode(Dtype::kInt4);
   o.quant_group = -2;
   CHECK(flag_of(o) == "--quant-group");
+  // A group or zero points for weights that are not quantized, or in training, would be
+  // ignored: refused.
+  o = decode(Dtype::kBf16);
+  o.quant_group = 64;
+  CHECK(flag_of(o) == "--quant-group");
+  o.quant_group = -1;
+  o.quant_zeros = true;
+  CHECK(flag_of(o) == "--quant-zeros");
+  o = decode(Dtype::kInt8);
+  o.phase = Phase::kTrain;
+  o.seq = 16;
+  o.quant_group = 0;
+  CHECK(flag_of(o) == "--quant-group");
 }
 
 TEST_CASE("H100: int4 decode is memory-bound on the quantized bytes, prefill pays the dequant") {
