@@ -97,6 +97,16 @@ check gen-bad-model 2 "$tf" trace gen --model llama-3-7b --phase decode -o "$tmp
 contains gen-bad-model-msg "$tmp/err" "did you mean"
 check gen-negative-seed 2 "$tf" trace gen --model mixtral-8x7b --layers 1 --routing seeded --seed -1 -o "$tmp/x.json"
 contains gen-negative-seed-msg "$tmp/err" "--seed: negative value '-1'"
+# A flag the phase does not read would be ignored: refused, naming it (and in a request).
+check gen-seq-in-decode 2 "$tf" trace gen --model llama-3-8b --phase decode --seq 8192 -o "$tmp/x.json"
+contains gen-seq-in-decode-msg "$tmp/err" "error: --seq: a decode step does not read it, so it would be ignored: decode takes --context (the tokens cached) and --tokens (those generated)"
+check gen-context-in-prefill 2 "$tf" trace gen --model llama-3-8b --phase prefill --context 8192 -o "$tmp/x.json"
+contains gen-context-in-prefill-msg "$tmp/err" "error: --context: a prefill step does not read it, so it would be ignored: prefill and training take --seq (tokens per sequence)"
+check gen-checkpoint-in-decode 2 "$tf" trace gen --model llama-3-8b --checkpoint -o "$tmp/x.json"
+contains gen-checkpoint-in-decode-msg "$tmp/err" "error: --checkpoint: a decode step does not read it, so it would be ignored: activation checkpointing is training's"
+check gen-train-checkpoint 0 "$tf" trace gen --model llama-3-8b --phase train --seq 64 --layers 1 --checkpoint -o "$tmp/train-ck.json"
+check compare-request-context 2 "$tf" compare --model llama-3-8b --prompt 512 --generate 16 --context 4096
+contains compare-request-context-msg "$tmp/err" "error: --context: a request (--prompt, --generate) makes its own prefill and decode steps, so it would be ignored"
 check gen-negative-quant-group 2 "$tf" trace gen --model llama-3-8b --weight-dtype int4 --quant-group -1 -o "$tmp/x.json"
 check gen-bad-tp 2 "$tf" trace gen --model llama-3-70b --tp 3 -o "$tmp/x.json"
 contains gen-bad-tp-msg "$tmp/err" "tp 3 does not divide the 64 attention heads"

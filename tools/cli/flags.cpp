@@ -80,23 +80,36 @@ traces::GenOptions GenFlags::options() const {
   if (!g.routing_trace.empty() && (routing_option == nullptr || routing_option->count() == 0)) {
     g.routing = traces::Routing::kSeeded;
   }
+  // A flag the phase does not read would be ignored without a word.
+  const bool decode = g.phase == traces::Phase::kDecode;
+  for (const auto& [option, flag, used] :
+       {std::tuple{seq_option, "--seq", !decode}, std::tuple{context_option, "--context", decode},
+        std::tuple{tokens_option, "--tokens", decode},
+        std::tuple{checkpoint_option, "--checkpoint", g.phase == traces::Phase::kTrain}}) {
+    if (used || !given(option)) continue;
+    throw InputError::at(
+        SourcePos{flag}, "a {} step does not read it, so it would be ignored: {}", phase,
+        std::string_view(flag) == "--checkpoint" ? "activation checkpointing is training's"
+        : decode ? "decode takes --context (the tokens cached) and --tokens (those generated)"
+                 : "prefill and training take --seq (tokens per sequence)");
+  }
   return g;
 }
 
 void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
-  cmd->add_option("--phase", f.phase, "prefill, decode or train")
-      ->check(CLI::IsMember(words(traces::kPhaseNames)))
-      ->capture_default_str();
+  f.phase_option = cmd->add_option("--phase", f.phase, "prefill, decode or train")
+                       ->check(CLI::IsMember(words(traces::kPhaseNames)))
+                       ->capture_default_str();
   cmd->add_option("--batch", f.gen.batch, "sequences")->transform(kCount)->capture_default_str();
-  cmd->add_option("--seq", f.gen.seq, "prefill/training tokens per sequence")
-      ->transform(kCount)
-      ->capture_default_str();
+  f.seq_option = cmd->add_option("--seq", f.gen.seq, "prefill/training tokens per sequence")
+                     ->transform(kCount)
+                     ->capture_default_str();
   f.context_option = cmd->add_option("--context", f.gen.context, "decode: tokens already cached")
                          ->transform(kCount)
                          ->capture_default_str();
-  cmd->add_option("--tokens", f.gen.tokens, "decode: tokens to generate")
-      ->transform(kCount)
-      ->capture_default_str();
+  f.tokens_option = cmd->add_option("--tokens", f.gen.tokens, "decode: tokens to generate")
+                        ->transform(kCount)
+                        ->capture_default_str();
   cmd->add_option("--tp", f.gen.tp, "tensor-parallel degree (the workload is one shard)")
       ->capture_default_str();
   for (auto [flag, target, what] : {std::tuple{"--weight-dtype", &f.weight_dtype, "weights"},
@@ -120,7 +133,8 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
   cmd->add_option("--kv-block", f.gen.kv_block, "tokens per KV-cache block tensor")
       ->transform(kCount)
       ->capture_default_str();
-  cmd->add_flag("--checkpoint", f.gen.checkpoint, "training: activation checkpointing per layer");
+  f.checkpoint_option = cmd->add_flag("--checkpoint", f.gen.checkpoint,
+                                      "training: activation checkpointing per layer");
   if (routing_modes) {
     f.routing = "realistic";  // the study's default (study::Scenario)
     f.routing_option =
@@ -246,6 +260,18 @@ study::Scenario to_scenario(const ScenarioFlags& f) {
   s.workload.hf_lenient = f.lenient;
   if (f.lenient) print_hf_warnings(f.hf_config);
   s.workload.model_sets = f.model_sets;
+  // A request makes its own prefill and decode steps from --prompt and --generate.
+  if (f.prompt > 0 || f.generate > 0) {
+    for (const auto& [option, flag] :
+         {std::pair{f.gen.phase_option, "--phase"}, std::pair{f.gen.seq_option, "--seq"},
+          std::pair{f.gen.context_option, "--context"},
+          std::pair{f.gen.tokens_option, "--tokens"}}) {
+      if (!GenFlags::given(option)) continue;
+      throw InputError::at(SourcePos{flag},
+                           "a request (--prompt, --generate) makes its own prefill and decode "
+                           "steps, so it would be ignored");
+    }
+  }
   s.workload.gen = f.gen.options();
   // Left at its default, routing stays the scenario's (realistic; a workload file's own).
   if (f.gen.routing_option == nullptr || f.gen.routing_option->count() > 0) {

@@ -39,10 +39,19 @@ struct GenFlags {
   std::string routing = "expected";
   CLI::Option* routing_option = nullptr;  ///< whether --routing was given
   CLI::Option* context_option = nullptr;  ///< whether --context was given
+  // Whether the phase's own flags were given: one that the phase does not read is refused.
+  CLI::Option* phase_option = nullptr;
+  CLI::Option* seq_option = nullptr;
+  CLI::Option* tokens_option = nullptr;
+  CLI::Option* checkpoint_option = nullptr;
   std::string expert_cache;  ///< study commands: --expert-cache (empty: none)
 
-  /// The options with the words parsed (CLI11 checked them already).
+  /// The options with the words parsed (CLI11 checked them already). InputError at a flag
+  /// the phase would ignore (--seq in decode, --context or --tokens in prefill and training,
+  /// --checkpoint outside training).
   [[nodiscard]] traces::GenOptions options() const;
+  /// Whether `o` (one of the options above; null: not added) was given.
+  static bool given(const CLI::Option* o) { return o != nullptr && o->count() > 0; }
 };
 
 /// Adds --phase, --batch, --seq, --context, --tokens, --tp, the dtypes, --compute-dtype,
