@@ -238,6 +238,17 @@ def test_generate(cli, small_workload, tmp_path):
     assert r.to_json() == rout.read_text()
 
 
+def test_generate_refuses_what_the_step_would_ignore():
+    # As trace gen refuses the flags: a step's own argument given to a step that does not
+    # read it would be ignored.
+    for kw, name in ((dict(seq=4096), "seq"), (dict(phase="prefill", context=8192), "context"),
+                     (dict(phase="train", tokens=3), "tokens"), (dict(checkpoint=True), "checkpoint")):
+        with pytest.raises(tierflow.InputError, match=f"^{name}: a .* step does not read it"):
+            tierflow.generate("llama-3-8b", layers=1, **kw)
+    train = tierflow.generate("llama-3-8b", layers=1, phase="train", seq=64, checkpoint=True)
+    assert "64 tokens, checkpointed" in repr(train)
+
+
 def test_generate_warns_past_the_declared_context():
     """A context past the model's declared maximum (max_context) is a UserWarning."""
     with pytest.warns(UserWarning, match="more than the 8192 that llama-3-8b declares"):

@@ -260,7 +260,7 @@ def load_topology(path=None, set=()):
     return _tierflow.load_topology(name, _strings(set, "set"))
 
 
-def generate(model=None, phase="decode", batch=1, seq=2048, context=None, tokens=1, tp=1,
+def generate(model=None, phase="decode", batch=1, seq=None, context=None, tokens=None, tp=1,
              layers=0, weight_dtype="bf16", kv_dtype="bf16", act_dtype="bf16", kv_block=256,
              checkpoint=False, routing=None, seed=1, hf_config=None, model_set=(),
              compute_dtype=None, quant_group=None, quant_zeros=False, routing_skew=0,
@@ -278,7 +278,9 @@ def generate(model=None, phase="decode", batch=1, seq=2048, context=None, tokens
     errors. model: None is DEFAULT_MODEL
     (llama-3.1-70b), the CLI's default. context: None is 4096, cut to the model's
     max_context less the tokens when that is shorter (with a UserWarning saying so), as
-    trace gen does without --context."""
+    trace gen does without --context. seq (prefill and training; None: 2048), context and
+    tokens (decode; None: 1) and checkpoint (training) given to a step that does not read
+    them raise InputError, as trace gen refuses the flags."""
     if model is not None and hf_config is not None:
         raise _input_error("hf_config", "give model or hf_config, not both")
     if lenient and hf_config is None:
@@ -294,8 +296,21 @@ def generate(model=None, phase="decode", batch=1, seq=2048, context=None, tokens
         if not eq:
             raise _input_error("model_set", f"'{item}' is not KEY=VALUE")
         fields.append((f"model.{key}", value))
+    # A step's own arguments, given to a step that does not read them, would be ignored.
+    decode = phase == "decode"
+    for name, value, read in (("seq", seq, not decode), ("context", context, decode),
+                              ("tokens", tokens, decode),
+                              ("checkpoint", checkpoint or None, phase == "train")):
+        if value is not None and not read and phase in ("decode", "prefill", "train"):
+            takes = ("activation checkpointing is training's" if name == "checkpoint"
+                     else "decode takes context (the tokens cached) and tokens (those generated)"
+                     if decode else "prefill and training take seq (tokens per sequence)")
+            raise _input_error(name, f"a {phase} step does not read it, so it would be ignored: "
+                                     f"{takes}")
     if context is not None:
         fields.append(("context", _text(context, "context")))
+    seq = 2048 if seq is None else seq
+    tokens = 1 if tokens is None else tokens
     for name, value in (("phase", phase), ("batch", batch), ("seq", seq), ("tokens", tokens), ("tp", tp), ("layers", layers),
                         ("weight_dtype", weight_dtype), ("kv_dtype", kv_dtype),
                         ("act_dtype", act_dtype), ("kv_block", kv_block),
