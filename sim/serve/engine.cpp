@@ -172,6 +172,12 @@ class Engine {
   [[nodiscard]] uint64_t kv_bytes(const KvTier& k, size_t tier) const;
   void arrive(uint32_t req);
   uint32_t route(const Seq& s);
+  /// Disaggregated: the decode replica that takes `s` from its prefill replica.
+  uint32_t pick_decode(const Seq& s);
+  /// Of replicas [first, end), the one whose device level holds the longest prefix of
+  /// `hashes`; ties (and no hit) to the least `load(r)`, then the lowest number.
+  template <class Load>
+  uint32_t prefix_pick(uint32_t first, size_t end, std::span<const uint64_t> hashes, Load load);
   /// Disaggregated: checks that every prefill replica's devices reach the decode
   /// replicas' over the device tier's peer route.
   void setup_handoffs() const;
@@ -297,6 +303,7 @@ class Engine {
   std::vector<uint32_t> flow_owner_;  ///< by flow id in net_: index into flows_
   std::vector<uint64_t> level_hits_;
   uint32_t next_rr_ = 0;
+  uint32_t next_decode_rr_ = 0;  ///< disaggregated, round-robin: the next decode replica
   uint64_t iterations_ = 0, preemptions_ = 0, done_ = 0;
   size_t swap_tier_ = SIZE_MAX;  ///< the swap space's tier; SIZE_MAX: recompute only
   uint64_t swap_outs_ = 0, swap_fallbacks_ = 0, swapped_blocks_ = 0, swapped_in_blocks_ = 0;
@@ -714,24 +721,48 @@ uint32_t Engine::route(const Seq& s) {
       }
       return best;
     }
-    case RouterKind::kPrefix: {
-      // The longest prefix in a device level; ties (and no hit) to the least loaded.
-      uint32_t best = 0;
-      size_t best_len = 0;
-      for (uint32_t r = 0; r < n; ++r) {
-        const size_t len = cache_.lookup(replicas_[r].path, s.hashes, where_);
-        size_t on_device = 0;
-        while (on_device < len && where_[on_device] == replicas_[r].device_level) ++on_device;
-        if (on_device > best_len ||
-            (on_device == best_len && replicas_[r].load < replicas_[best].load)) {
-          best = r;
-          best_len = on_device;
-        }
-      }
-      return best;
-    }
+    case RouterKind::kPrefix:
+      return prefix_pick(0, n, s.hashes, [&](uint32_t r) { return replicas_[r].load; });
   }
   return 0;
+}
+
+uint32_t Engine::pick_decode(const Seq& s) {
+  const auto first = static_cast<uint32_t>(o_.prefill_replicas);
+  const auto load = [&](uint32_t i) { return replicas_[i].load; };
+  switch (o_.decode_router) {
+    case RouterKind::kRoundRobin:
+      return first + next_decode_rr_++ % static_cast<uint32_t>(o_.replicas);
+    case RouterKind::kLeastLoaded: {
+      uint32_t d = first;
+      for (auto i = first + 1; i < replicas_.size(); ++i) {
+        if (load(i) < load(d)) d = i;
+      }
+      return d;
+    }
+    case RouterKind::kPrefix:
+      // The blocks it would be sent: the fewer it lacks, the less to copy.
+      return prefix_pick(first, replicas_.size(),
+                         std::span<const uint64_t>(s.hashes.data(), s.handoff_held), load);
+  }
+  return first;
+}
+
+template <class Load>
+uint32_t Engine::prefix_pick(uint32_t first, size_t end, std::span<const uint64_t> hashes,
+                             Load load) {
+  uint32_t best = first;
+  size_t best_len = 0;
+  for (uint32_t r = first; r < end; ++r) {
+    const size_t len = cache_.lookup(replicas_[r].path, hashes, where_);
+    size_t on_device = 0;
+    while (on_device < len && where_[on_device] == replicas_[r].device_level) ++on_device;
+    if (on_device > best_len || (on_device == best_len && load(r) < load(best))) {
+      best = r;
+      best_len = on_device;
+    }
+  }
+  return best;
 }
 
 void Engine::arrive(uint32_t req) {
@@ -1088,11 +1119,7 @@ void Engine::hand_off(uint32_t r, uint32_t q) {
   s.prefill_replica = r;
   s.handoff_held = s.held;
   s.held = 0;
-  // The decode replica with the fewest tokens queued and running.
-  auto d = static_cast<uint32_t>(o_.prefill_replicas);
-  for (auto i = d + 1; i < replicas_.size(); ++i) {
-    if (replicas_[i].load < replicas_[d].load) d = i;
-  }
+  const uint32_t d = pick_decode(s);
   records_[q].decode_replica = static_cast<int32_t>(d);
   replicas_[d].load += tokens;
   replicas_[d].incoming.push_back(q);
@@ -1430,6 +1457,15 @@ ServeResult Engine::cache_only() {
   requests.reserve(trace_.requests.size());
   // Disaggregated: the prompts meet the prefill replicas' caches.
   const size_t routed = o_.prefill_replicas > 0 ? size_t(o_.prefill_replicas) : replicas_.size();
+  // Both other routers read the replicas' state as a request arrives (its load, what its
+  // device level has stored by then), which a replay without time does not have.
+  if (o_.router != RouterKind::kRoundRobin && routed > 1) {
+    throw InputError(SourcePos{"router"},
+                     fmt::format("{} routes by what each replica holds and runs when a request "
+                                 "arrives, which a cache-only replay (no time) does not have: it "
+                                 "sends requests to the replicas in turn",
+                                 kRouterNames[static_cast<size_t>(o_.router)]));
+  }
   for (size_t i = 0; i < trace_.requests.size(); ++i) {
     const traces::Request& rq = trace_.requests[i];
     requests.push_back(CacheRequest{rq.blocks, rq.prompt_tokens, replicas_[i % routed].path});
@@ -1465,6 +1501,7 @@ ServeResult Engine::result() const {
     out.prefill_workspace_bytes = p.workspace;
     out.prefill_pool_blocks = p.pool;
     out.prefill_kv_bytes_per_token = p.cost->kv_bytes_per_token();
+    out.decode_router = o_.decode_router;
   }
   out.replicas = o_.replicas;
   out.prefill_replicas = o_.prefill_replicas;

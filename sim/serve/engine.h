@@ -96,6 +96,10 @@ struct ServeOptions {
   std::vector<KvTier> kv_tiers;  ///< below the device, nearest first
   LoadMode load = LoadMode::kLayered;
   RouterKind router = RouterKind::kRoundRobin;
+  /// Disaggregated: which decode replica a prompt's KV goes to. least-loaded (the fewest
+  /// tokens queued and running), round-robin, or prefix (the one whose device level holds
+  /// the longest prefix of the blocks, so that fewer are copied; ties to the least loaded).
+  RouterKind decode_router = RouterKind::kLeastLoaded;
   PreemptionKind preemption = PreemptionKind::kRecompute;
   /// Swap preemption: the tier of the swap space (empty: the first DDR tier with routes to
   /// and from the device) and its size per device (vLLM's default, 4 GiB).
@@ -202,6 +206,7 @@ struct ServeResult {
   int prefill_tp = 0;
   uint64_t prefill_weight_bytes = 0, prefill_workspace_bytes = 0, prefill_pool_blocks = 0;
   uint64_t prefill_kv_bytes_per_token = 0;
+  RouterKind decode_router = RouterKind::kLeastLoaded;  ///< disaggregated: the decode pick
   uint64_t handoffs = 0;     ///< requests handed from a prefill to a decode replica
   /// Blocks those hand-overs copied: each device's shard of each block the decode
   /// replica's device level did not hold already.

@@ -239,6 +239,10 @@ contains cache-only-timeline-why "$tmp/err" "error: --timeline: has no effect wi
 ok cache-only-timeline-nothing-written test ! -e "$tmp/never.json"
 check cache-only-rows 2 "$tf" serve "${base[@]}" --trace "$trace" --cache-only -o "$tmp/never.csv"
 contains cache-only-rows-why "$tmp/err" "--cache-only times no request: it has no rows to write"
+# The routers other than round-robin read each replica's load and cache as a request
+# arrives, which a replay without time does not have: it sent requests in turn regardless.
+check cache-only-router 2 "$tf" serve --hw h200-sxm-8gpu --model llama-3-70b --quiet --trace "$trace" --tp 4 --replicas 2 --cache-only --router prefix
+contains cache-only-router-why "$tmp/err" "error: --router: 'prefix' routes by what each replica holds and runs when a request arrives, which --cache-only does not have"
 check slo-twice 2 "$tf" serve "${base[@]}" --trace "$trace" --slo ttft=2s,ttft=300ms
 contains slo-twice-why "$tmp/err" "'ttft=300ms': ttft is bounded twice"
 check kv-tier-two-write-modes 2 "$tf" serve "${base[@]}" --trace "$trace" --kv-tiers ddr:back:through
@@ -407,5 +411,27 @@ check pd-tp-devices 2 "$tf" serve "${pd70[@]}" --tp 2 --prefill-replicas 2 --pre
 contains pd-tp-devices-msg "$tmp/err" "error: --prefill-replicas: 2 prefill replicas of TP 4 and 1 decode replica of TP 2 need 10 devices; 'h200-sxm-8gpu' has 8 of class 'h200'"
 check pd-negative 2 "$tf" serve "${pd[@]}" --prefill-replicas -1
 contains pd-negative-msg "$tmp/err" "--prefill-replicas"
+# The decode router: least-loaded by default; in turn, each decode replica takes every
+# other request; by prefix, a session's next turn goes to the replica holding the last one,
+# so fewer blocks are copied.
+turns=(--model llama-3-8b --quiet --arrivals poisson,rate=4/s,n=200,turns=2,think=5s,prompt=fixed:2048,output=fixed:300,seed=3 --prefill-replicas 1 --replicas 2 --json)
+check pd-decode-load 0 "$tf" serve "${turns[@]}"
+cp "$tmp/out" "$tmp/pd-load.json"
+check pd-decode-prefix 0 "$tf" serve "${turns[@]}" --decode-router prefix
+cp "$tmp/out" "$tmp/pd-prefix.json"
+check pd-decode-turn 0 "$tf" serve "${turns[@]}" --decode-router round-robin -o "$tmp/pd-turn.csv"
+ok pd-decode-router-json python3 -c '
+import csv, json, sys
+load, prefix = (json.load(open(p)) for p in sys.argv[1:3])
+assert (load["decode_router"], prefix["decode_router"]) == ("least-loaded", "prefix")
+assert load["handoffs"] == prefix["handoffs"] == 200
+assert prefix["handoff_blocks"] < 0.85 * load["handoff_blocks"], (prefix["handoff_blocks"], load["handoff_blocks"])
+rows = list(csv.DictReader(open(sys.argv[3])))
+assert sorted(r["decode_replica"] for r in rows).count("1") == 100, rows' "$tmp/pd-load.json" "$tmp/pd-prefix.json" "$tmp/pd-turn.csv"
+check pd-decode-router-alone 2 "$tf" serve "${pd[@]}" --decode-router prefix
+contains pd-decode-router-alone-msg "$tmp/err" "error: --decode-router: how a decode replica is chosen needs --prefill-replicas (without prefill replicas it would be ignored)"
+check pd-decode-router-bad 2 "$tf" serve "${pd[@]}" --prefill-replicas 1 --decode-router prefixes
+contains pd-decode-router-bad-msg "$tmp/err" "error: --decode-router:"
+contains pd-decode-router-bad-hint "$tmp/err" "did you mean 'prefix'?"
 
 finish

@@ -1107,6 +1107,14 @@ def test_serve_disaggregated(cli, tmp_path):
         tierflow.serve(arrivals=arrivals, model="llama-3-8b", prefill_tp=2)
     with pytest.raises(tierflow.InputError, match="prefill_replicas: 5 prefill and 4 decode"):
         tierflow.serve(arrivals=arrivals, model="llama-3-8b", prefill_replicas=5, replicas=4)
+    # The decode router, as --decode-router: in turn, the 40 hand-overs alternate.
+    turn = tierflow.serve(arrivals=arrivals, model="llama-3-8b", prefill_replicas=1, replicas=2,
+                          decode_router="round-robin")
+    assert r.summary["decode_router"] == "least-loaded"
+    assert turn.summary["decode_router"] == "round-robin"
+    assert (turn.requests["decode_replica"].value_counts() == 20).all()
+    with pytest.raises(tierflow.InputError, match="decode_router: how a decode replica"):
+        tierflow.serve(arrivals=arrivals, model="llama-3-8b", decode_router="prefix")
 
 
 def test_serve_report_as_the_cli(cli, tmp_path):

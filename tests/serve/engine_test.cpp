@@ -489,6 +489,54 @@ TEST_CASE("serve, disaggregated: a decode replica holding a prefix is not sent i
   CHECK(r.handoff_blocks >= 20 * 4);  // at least turn 1's four blocks each
 }
 
+TEST_CASE(
+    "serve, disaggregated: the decode router: by prefix a turn goes where the last one "
+    "is, in turn alternately") {
+  Setup s;
+  // Two-turn sessions over two decode replicas, busy enough that their loads differ: by
+  // load alone turn 2 often lands on the replica that does not hold turn 1's KV.
+  const traces::RequestTrace trace = traces::generate_requests(
+      "poisson,rate=4/s,n=200,turns=2,think=5s,prompt=fixed:2048,output=fixed:300,seed=3", {},
+      "test");
+  serve::ServeOptions o;
+  o.prefill_replicas = 1;
+  o.replicas = 2;
+  const serve::ServeResult by_load = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  CHECK(by_load.decode_router == serve::RouterKind::kLeastLoaded);
+  o.decode_router = serve::RouterKind::kPrefix;
+  const serve::ServeResult by_prefix = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  CHECK(by_prefix.decode_router == serve::RouterKind::kPrefix);
+  o.decode_router = serve::RouterKind::kRoundRobin;
+  const serve::ServeResult in_turn = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  // In turn: the 200 hand-overs alternate, 100 to each decode replica whatever its load.
+  std::map<int32_t, int> in_turn_per;
+  for (const serve::RequestRecord& q : in_turn.requests) ++in_turn_per[q.decode_replica];
+  CHECK(in_turn_per == std::map<int32_t, int>{{1, 100}, {2, 100}});
+  std::map<int32_t, int> per_decode;
+  for (const serve::RequestRecord& q : by_prefix.requests) {
+    CHECK(q.finish > 0);
+    ++per_decode[q.decode_replica];
+  }
+  CHECK(by_prefix.handoffs == by_load.handoffs);
+  CHECK(by_prefix.handoff_blocks < by_load.handoff_blocks);
+  // Both decode replicas still serve: a first turn (no prefix anywhere) goes by load.
+  REQUIRE(per_decode.size() == 2);
+  CHECK(per_decode[1] > 40);
+  CHECK(per_decode[2] > 40);
+  // A cache-only replay has no arrival-time state to route by: it refuses both routers
+  // that need one, where it sent requests in turn without a word.
+  serve::ServeOptions two;
+  two.replicas = 2;
+  for (const serve::RouterKind k : {serve::RouterKind::kPrefix, serve::RouterKind::kLeastLoaded}) {
+    two.router = k;
+    CHECK_THROWS_WITH_AS(serve::cache_only(trace, s.arch, s.gen, s.topo, two),
+                         doctest::Contains("a cache-only replay (no time) does not have"),
+                         InputError);
+  }
+  two.router = serve::RouterKind::kRoundRobin;
+  CHECK(serve::cache_only(trace, s.arch, s.gen, s.topo, two).prompt_tokens > 0);
+}
+
 TEST_CASE("serve, disaggregated: devices the peer route cannot join are refused") {
   Setup s;
   const traces::RequestTrace trace =

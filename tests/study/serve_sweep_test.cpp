@@ -187,6 +187,19 @@ TEST_CASE("serving sweep: disaggregated prefill is a field: its rows, its hand-o
   CHECK(x.result.handoffs == 30);
   CHECK(std::get<double>(cell(t, 1, "handoff_p99_ms")) == serve_latency(x, "handoff", 99) * 1e3);
   CHECK(std::get<double>(cell(t, 1, "ttft_p99_s")) == serve_latency(x, "ttft", 99));
+  // The decode router is a field: by prefix, a session's second turn is copied in part.
+  const SweepSpec routers = parse_sweep_spec(
+      "kind: serve\nbase:\n  model: llama-3-8b\n  prefill_replicas: 1\n  replicas: 2\n  "
+      "arrivals: poisson,rate=4/s,n=100,turns=2,think=5s,prompt=fixed:2048,output=fixed:300,"
+      "seed=3\naxes:\n  - decode_router: [least-loaded, prefix]\n",
+      "routers.yaml");
+  ResultDb rdb = ResultDb::for_sweep(":memory:", routers, Shard{});
+  CHECK(run_sweep(routers, rdb, o).ok == 2);
+  const ResultDb::Table rt = rdb.table();
+  REQUIRE(rt.rows.size() == 2);
+  CHECK(std::get<std::string>(cell(rt, 0, "decode_router")) == "least-loaded");
+  CHECK(std::get<std::string>(cell(rt, 1, "decode_router")) == "prefix");
+  CHECK(std::get<std::string>(cell(rt, 1, "status")) == "ok");
 }
 
 TEST_CASE("serving rows: hits per tier kind add up to the hit share") {

@@ -341,6 +341,9 @@ void add_serve_setting_flags(CLI::App* cmd, study::ServeSettings& s) {
     cmd->add_option(flag, *value, help)->transform(kCount);
   }
   cmd->add_option("--router", s.router, "round-robin (default), least-loaded or prefix");
+  cmd->add_option("--decode-router", s.decode_router,
+                  "disaggregated: the decode replica a prompt's KV goes to: least-loaded "
+                  "(default), round-robin or prefix (the one holding most of its blocks)");
   cmd->add_option("--token-budget", s.engine.token_budget, "iteration token budget (default 8192)")
       ->transform(kCount);
   cmd->add_option("--max-seqs", s.engine.max_seqs, "running sequences per replica (default 256)")

@@ -374,6 +374,12 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   whole("replicas", s.engine.replicas, kMaxReplicas);
   if (s.engine.prefill_replicas != 0)
     whole("prefill_replicas", s.engine.prefill_replicas, kMaxReplicas);
+  if (!s.decode_router.empty() && s.engine.prefill_replicas == 0) {
+    throw InputError::at(SourcePos{name("decode_router")},
+                         "how a decode replica is chosen needs {} (without prefill replicas it "
+                         "would be ignored)",
+                         name("prefill_replicas"));
+  }
   if (s.engine.prefill_tp != 0) {
     whole("prefill_tp", s.engine.prefill_tp, kMaxTp);
     // Without prefill replicas it would be ignored.
@@ -408,6 +414,13 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
                              name("cache_only"));
       }
     }
+    if (s.router != "round-robin") {
+      throw InputError::at(SourcePos{name("router")},
+                           "'{}' routes by what each replica holds and runs when a request "
+                           "arrives, which {} does not have (it replays the cache alone, without "
+                           "time, sending requests to the replicas in turn): leave one of them out",
+                           s.router, name("cache_only"));
+    }
   }
   ServeSetup x;
   x.slo = parse_slo(s.slo, name("slo"));
@@ -416,6 +429,10 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   engine.load = static_cast<serve::LoadMode>(choice("load", s.load, {"layered", "before"}));
   engine.router = static_cast<serve::RouterKind>(
       choice("router", s.router, {"round-robin", "least-loaded", "prefix"}));
+  if (!s.decode_router.empty()) {
+    engine.decode_router = static_cast<serve::RouterKind>(
+        choice("decode_router", s.decode_router, {"round-robin", "least-loaded", "prefix"}));
+  }
   engine.device_eviction = static_cast<serve::EvictionKind>(
       choice("device_policy", s.device_policy, {"lru", "lfu", "s3fifo"}));
   engine.preemption =
@@ -550,12 +567,14 @@ std::string handoff_text(const ServeStudy& x) {
   const double bytes = static_cast<double>(r.handoff_blocks) *
                        static_cast<double>(r.kv_bytes_per_token) * r.block_tokens * r.tp;
   return fmt::format(
-      "disaggregated: {} requests handed from prefill to decode replicas, {} blocks copied "
-      "({}; blocks the decode replica held already are not); hand-over (first token to KV "
-      "on the decode replica) p50 {}, p99 {}, of which waiting for room there p50 {}, p99 {}",
-      r.handoffs, r.handoff_blocks, to_string_approx(Bytes{static_cast<uint64_t>(bytes)}),
-      ms(x.summary.handoff.percentile(50)), ms(x.summary.handoff.percentile(99)),
-      ms(x.summary.handoff_wait.percentile(50)), ms(x.summary.handoff_wait.percentile(99)));
+      "disaggregated: {} requests handed from prefill to decode replicas ({}), {} blocks "
+      "copied ({}; blocks the decode replica held already are not); hand-over (first token "
+      "to KV on the decode replica) p50 {}, p99 {}, of which waiting for room there p50 {}, "
+      "p99 {}",
+      r.handoffs, serve::kRouterNames[static_cast<size_t>(r.decode_router)], r.handoff_blocks,
+      to_string_approx(Bytes{static_cast<uint64_t>(bytes)}), ms(x.summary.handoff.percentile(50)),
+      ms(x.summary.handoff.percentile(99)), ms(x.summary.handoff_wait.percentile(50)),
+      ms(x.summary.handoff_wait.percentile(99)));
 }
 
 std::string serve_text(const ServeStudy& x) {
@@ -647,6 +666,7 @@ std::string serve_json(const ServeStudy& x) {
   j["prefill_replicas"] = r.prefill_replicas;
   if (r.prefill_replicas > 0) {
     j["prefill_tp"] = r.prefill_tp;
+    j["decode_router"] = serve::kRouterNames[static_cast<size_t>(r.decode_router)];
     j["prefill_weight_bytes"] = r.prefill_weight_bytes;
     j["prefill_workspace_bytes"] = r.prefill_workspace_bytes;
     j["prefill_pool_blocks"] = r.prefill_pool_blocks;

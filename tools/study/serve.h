@@ -50,6 +50,7 @@ struct ServeSettings {
   std::string slo;                       ///< "ttft=2s,tpot=100ms"; empty: none
   std::string load = "layered";          ///< layered or before
   std::string router = "round-robin";    ///< round-robin, least-loaded or prefix
+  std::string decode_router;  ///< disaggregated: the decode replica's pick; empty: least-loaded
   std::string device_policy = "lru";     ///< the device level's eviction: lru, lfu or s3fifo
   std::string preemption = "recompute";  ///< recompute or swap
   std::string swap_space;                ///< a size per device; empty: 4GiB

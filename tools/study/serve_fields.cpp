@@ -55,7 +55,7 @@ struct FieldDef {
 };
 
 // One row per field of serve_field_names(), in its order.
-const std::array<FieldDef, 28> kFields = {{
+const std::array<FieldDef, 29> kFields = {{
     {"trace", [](ServeSettings& s) -> FieldRef { return &s.trace; }},
     {"arrivals", [](ServeSettings& s) -> FieldRef { return &s.arrivals; }},
     {"rate_scale", [](ServeSettings& s) -> FieldRef { return &s.trace_options.rate_scale; }},
@@ -71,6 +71,7 @@ const std::array<FieldDef, 28> kFields = {{
     {"prefill_replicas", [](ServeSettings& s) -> FieldRef { return &s.engine.prefill_replicas; }},
     {"prefill_tp", [](ServeSettings& s) -> FieldRef { return &s.engine.prefill_tp; }, true},
     {"router", [](ServeSettings& s) -> FieldRef { return &s.router; }},
+    {"decode_router", [](ServeSettings& s) -> FieldRef { return &s.decode_router; }},
     {"token_budget", [](ServeSettings& s) -> FieldRef { return &s.engine.token_budget; }},
     {"max_seqs", [](ServeSettings& s) -> FieldRef { return &s.engine.max_seqs; }},
     {"device_policy", [](ServeSettings& s) -> FieldRef { return &s.device_policy; }},

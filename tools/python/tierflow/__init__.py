@@ -569,7 +569,7 @@ class Serving:
 
 _SERVE_ARGS = ("trace", "arrivals", "hw", "model", "hf_config", "tp", "replicas",
                "prefill_replicas", "prefill_tp", "device",
-               "router", "device_policy", "preemption", "swap_space", "swap_tier",
+               "router", "decode_router", "device_policy", "preemption", "swap_space", "swap_tier",
                "token_budget", "max_seqs", "kv_tiers", "load", "slo", "rate_scale",
                "first", "block_tokens", "warmup", "weight_dtype", "kv_dtype", "act_dtype",
                "cache_only", "timeline", "report", "find", "target")
@@ -581,7 +581,7 @@ def serve(trace=None, arrivals=None, set=(), model_set=(), **options):
     and `model_set` model overrides; the other options as the CLI's flags with `_`: hw,
     model, hf_config, tp, replicas, prefill_replicas (disaggregated prefill: that many
     prefill-only replicas, `replicas` then decode), prefill_tp (theirs; default tp), device,
-    router, device_policy, preemption, swap_space,
+    router, decode_router (disaggregated: least-loaded, round-robin or prefix), device_policy, preemption, swap_space,
     swap_tier, token_budget, max_seqs,
     kv_tiers, load,
     slo, rate_scale, first, block_tokens, warmup, weight_dtype, kv_dtype, act_dtype,
