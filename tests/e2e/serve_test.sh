@@ -339,6 +339,15 @@ contains warmup-minutes-msg "$tmp/err" "(write minutes in seconds, e.g. 60s for 
 check notes-not-before-error 2 "$tf" serve --model llama-2-7b --quiet --kv-tiers nvme \
   --arrivals poisson,rate=2/s,n=4,prompt=fixed:4000,output=fixed:200
 ok notes-not-before-error-alone test "$(cat "$tmp/err")" = "error: --kv-tiers: no tier 'nvme' in 'h100-sxm-8gpu' (its tiers: hbm, ddr, ssd)"
+# So in a search, whose first probe refuses the setup (serve --find, whatif of a service);
+# a search that runs tells the notes.
+long=(--model llama-2-7b --quiet --arrivals poisson,rate=2/s,n=4,prompt=fixed:4000,output=fixed:200)
+check find-notes-not-before-error 2 "$tf" serve "${long[@]}" --kv-tiers nvme --find max-rate --target p99-ttft=2s
+ok find-notes-not-before-error-alone test "$(cat "$tmp/err")" = "error: --kv-tiers: no tier 'nvme' in 'h100-sxm-8gpu' (its tiers: hbm, ddr, ssd)"
+check whatif-notes-not-before-error 2 "$tf" whatif "${long[@]}" --question max-rate --target p99-ttft=2s --serve kv_tiers=nvme
+ok whatif-notes-not-before-error-alone test "$(cat "$tmp/err")" = "error: --serve kv_tiers: no tier 'nvme' in 'h100-sxm-8gpu' (its tiers: hbm, ddr, ssd)"
+check whatif-notes-of-a-search 0 "$tf" whatif "${long[@]}" --question max-rate --target p99-ttft=2s
+contains whatif-notes-of-a-search-told "$tmp/err" "note: 4 of the 4 requests span more positions"
 check rows-and-summary-on-stdout 2 "$tf" serve --model llama-3-8b --quiet -o - --summary - "${arr[@]}"
 contains rows-and-summary-on-stdout-refused "$tmp/err" "--summary and -o both write to standard output"
 

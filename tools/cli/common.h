@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/diagnostics.h"
@@ -21,6 +22,22 @@ void print_error(const InputError& e);
 
 /// Prints each of `notes` as "note: ..." to standard error.
 void print_notes(const std::vector<std::string>& notes);
+
+/// Notes about runs, printed once, when the first run has been set up: a search calls it
+/// at each probe, so that a setup its first probe refuses comes alone, without them.
+class NotesOnce {
+ public:
+  explicit NotesOnce(std::vector<std::string> notes) : notes_(std::move(notes)) {}
+  void operator()() {
+    if (printed_) return;
+    printed_ = true;
+    print_notes(notes_);
+  }
+
+ private:
+  std::vector<std::string> notes_;
+  bool printed_ = false;
+};
 
 /// Prints why simulating (or, `measured`, replaying) the plan in `plan_file` stopped: a
 /// broken plan rule as the verifier's message at the step's JSON position, anything else

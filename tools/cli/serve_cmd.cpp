@@ -52,16 +52,20 @@ int run_serve(ServeCliOptions& o) {
                  {"--report", o.report},
                  {"--timeline", s.timeline}});
   // A run's setup errors come alone, not after notes about a run that will not happen (a
-  // search's knobs vary the setup: its first probe's error follows the notes).
-  if (!ask) study::check_serve(setup);
-  print_notes(study::serve_notes(setup));
+  // search's knobs vary the setup: its notes come with its first probe).
+  NotesOnce notes(study::serve_notes(setup));
+  if (!ask) {
+    study::check_serve(setup);
+    notes();
+  }
   setup.outputs = &o.files;
   if (ask) {
-    std::function<void(const study::ServeProbe&)> progress = [](const study::ServeProbe& p) {
-      fmt::print(stderr, "serve: probe {:.6g}: {}\n", p.knob, p.pass ? "pass" : "fail");
+    std::function<void(const study::ServeProbe&)> progress = [&](const study::ServeProbe& p) {
+      notes();
+      if (tty) fmt::print(stderr, "serve: probe {:.6g}: {}\n", p.knob, p.pass ? "pass" : "fail");
     };
-    if (!tty) progress = nullptr;
     const study::ServeAnswer a = study::find_serve(s, std::move(setup), *ask, progress);
+    notes();
     // The rows, the report and the timeline are the answer's run; with no answer, none.
     write_outputs(o, o.json ? study::serve_answer_json(a) : study::serve_answer_text(a),
                   a.at_answer ? &*a.at_answer : nullptr);

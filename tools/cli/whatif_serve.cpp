@@ -115,16 +115,17 @@ int run_whatif_serve(const CLI::App* cmd, const ScenarioFlags& f, const WhatIfSe
     throw InputError::at(SourcePos{"--question"}, "a service question needs --target METRIC=BOUND");
   }
   ask.target = study::parse_serve_target(s.target, "--target");
-  std::function<void(const study::ServeProbe&)> progress;
-  if (!quiet && isatty(fileno(stderr)) != 0) {
-    progress = [](const study::ServeProbe& p) {
-      fmt::print(stderr, "whatif: probe {:.6g}: {}\n", p.knob, p.pass ? "pass" : "fail");
-    };
-  }
   study::ServeSetup setup = study::prepare_serve(settings);
-  print_notes(study::serve_notes(setup));
   if (!output.empty()) check_output_path(output);
+  // The notes come with the first probe: a setup it refuses comes alone.
+  NotesOnce notes(study::serve_notes(setup));
+  const bool tty = !quiet && isatty(fileno(stderr)) != 0;
+  const std::function<void(const study::ServeProbe&)> progress = [&](const study::ServeProbe& p) {
+    notes();
+    if (tty) fmt::print(stderr, "whatif: probe {:.6g}: {}\n", p.knob, p.pass ? "pass" : "fail");
+  };
   const study::ServeAnswer a = study::find_serve(settings, std::move(setup), ask, progress);
+  notes();
   write_file_atomic(output.empty() ? "-" : output,
                     json ? study::serve_answer_json(a) : study::serve_answer_text(a));
   return static_cast<int>(a.found ? ExitCode::kOk : ExitCode::kInfeasible);
