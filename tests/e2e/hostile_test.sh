@@ -328,6 +328,16 @@ hostile units/tokens-prefix-overflow 2 "--tokens: '10000000T' is too large" --ou
   "$tf" trace gen --model llama-3-8b --layers 2 --phase decode --context 128 --tokens 10000000T -o "$g"
 hostile units/batch-not-whole 2 "--batch: '1.5' is not a whole number" --out "$g" -- \
   "$tf" trace gen --model llama-3-8b --layers 2 --batch 1.5 -o "$g"
+# A count past its target's type (a 32-bit one) is named with its bound, as a count past
+# 64 bits is; CLI11 said only "Could not convert".
+hostile units/tp-past-int 2 "--tp: '99999999999' is too large (more than 2147483647)" --out "$g" -- \
+  "$tf" trace gen --model llama-3-8b --layers 2 --tp 99999999999 -o "$g"
+hostile units/layers-past-int 2 "--layers: '4Gi' is too large (more than 2147483647)" --out "$g" -- \
+  "$tf" trace gen --model llama-3-8b --layers 4Gi -o "$g"
+hostile units/replicas-past-int 2 "--replicas: '99999999999' is too large" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3-8b --arrivals poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2 --replicas 99999999999 -o "$d/s.txt"
+hostile units/replay-device-past-int 2 "--device: '99999999999' is too large" --out "$d/r.txt" -- \
+  "$tf" replay --plan "$d/none.json" --device 99999999999 -o "$d/r.txt"
 hostile units/prompt-negative 2 "--prompt: negative value" --out "$d/c.txt" -- \
   "$tf" compare "${scen[@]}" --prompt -5 --generate 2 --policies resident -o "$d/c.txt"
 hostile units/max-tpot-unit 2 "--max-tpot: unknown unit 'xs'" --out "$d/a.txt" -- \

@@ -12,6 +12,7 @@
 #include "core/units.h"
 #include "hw_models/loader.h"
 #include "tools/cli/common.h"
+#include "tools/cli/flags.h"
 #include "tools/replay/calibration.h"
 #if defined(TIERFLOW_HAVE_CUDA)
 #include "tools/replay/cuda_backend.h"
@@ -131,7 +132,7 @@ void add_calibrate_command(CLI::App& app) {
                   "device tier capacity to write (default: cpu 1GiB; cuda the GPU's free "
                   "memory less 1GiB)");
   cmd->add_option("--device", o->device, "CUDA device ordinal (default 0)")
-      ->check(CLI::NonNegativeNumber);
+      ->transform(count_of(o->device));
   cmd->callback([o] { throw CommandResult(run_calibrate(*o)); });
 }
 

@@ -45,14 +45,18 @@ const CLI::Validator kPassName(
     },
     "PASS");
 
-const CLI::Validator kCount(
-    [](std::string& text) -> std::string {
-      const ParseResult<int64_t> r = parse_count(text);
-      if (!r.ok()) return r.error;
-      text = std::to_string(r.value);
-      return {};
-    },
-    "COUNT");
+CLI::Validator count_up_to(int64_t most) {
+  return {[most](std::string& text) -> std::string {
+            const ParseResult<int64_t> r = parse_count(text);
+            if (!r.ok()) return r.error;
+            if (r.value > most) {
+              return fmt::format("'{}' is too large (more than {})", text, most);
+            }
+            text = std::to_string(r.value);
+            return {};
+          },
+          "COUNT"};
+}
 
 const CLI::Validator kMilliseconds(
     [](std::string& text) -> std::string {
@@ -100,17 +104,20 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
   f.phase_option = cmd->add_option("--phase", f.phase, "prefill, decode or train")
                        ->check(CLI::IsMember(words(traces::kPhaseNames)))
                        ->capture_default_str();
-  cmd->add_option("--batch", f.gen.batch, "sequences")->transform(kCount)->capture_default_str();
+  cmd->add_option("--batch", f.gen.batch, "sequences")
+      ->transform(count_of(f.gen.batch))
+      ->capture_default_str();
   f.seq_option = cmd->add_option("--seq", f.gen.seq, "prefill/training tokens per sequence")
-                     ->transform(kCount)
+                     ->transform(count_of(f.gen.seq))
                      ->capture_default_str();
   f.context_option = cmd->add_option("--context", f.gen.context, "decode: tokens already cached")
-                         ->transform(kCount)
+                         ->transform(count_of(f.gen.context))
                          ->capture_default_str();
   f.tokens_option = cmd->add_option("--tokens", f.gen.tokens, "decode: tokens to generate")
-                        ->transform(kCount)
+                        ->transform(count_of(f.gen.tokens))
                         ->capture_default_str();
   cmd->add_option("--tp", f.gen.tp, "tensor-parallel degree (the workload is one shard)")
+      ->transform(count_of(f.gen.tp))
       ->capture_default_str();
   for (auto [flag, target, what] : {std::tuple{"--weight-dtype", &f.weight_dtype, "weights"},
                                     {"--kv-dtype", &f.kv_dtype, "KV cache"},
@@ -126,12 +133,12 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
   cmd->add_option("--quant-group", f.gen.quant_group,
                   "quantized weights: input elements per scale, 0 = per output channel (default "
                   "128 for int4/int8/fp4, per channel for fp8)")
-      ->transform(kCount);  // a negative group was read as the default
+      ->transform(count_of(f.gen.quant_group));  // a negative group was read as the default
   cmd->add_flag("--quant-zeros", f.gen.quant_zeros,
                 "quantized int4/int8 weights: asymmetric, a zero point per group (AWQ); default "
                 "symmetric (GPTQ sym)");
   cmd->add_option("--kv-block", f.gen.kv_block, "tokens per KV-cache block tensor")
-      ->transform(kCount)
+      ->transform(count_of(f.gen.kv_block))
       ->capture_default_str();
   f.checkpoint_option = cmd->add_flag("--checkpoint", f.gen.checkpoint,
                                       "training: activation checkpointing per layer");
@@ -158,14 +165,15 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
         ->capture_default_str();
   }
   cmd->add_option("--seed", f.gen.seed, "seed of the seeded router")
-      ->transform(kCount)  // -1 became 2^64 - 1; the fields (Python, sweeps) refuse it too
+      ->transform(
+          count_of(f.gen.seed))  // -1 became 2^64 - 1; the fields (Python, sweeps) refuse it too
       ->capture_default_str();
   cmd->add_option("--routing-skew", f.gen.routing_skew,
                   "seeded router: expert popularity falls as 1 / rank^S (0: uniform)");
   cmd->add_option("--micro-batches", f.gen.micro_batches,
                   "decode: run the batch as N micro-batches in FlexGen's zig-zag block schedule "
                   "(each layer for every micro-batch in turn)")
-      ->transform(kCount)
+      ->transform(count_of(f.gen.micro_batches))
       ->capture_default_str();
   cmd->add_option("--routing-trace", f.gen.routing_trace,
                   "MoE: the experts a real router picked (tierflow.routing/1 JSON Lines, "
@@ -173,7 +181,7 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
   cmd->add_option("--routing-repeat", f.gen.routing_repeat,
                   "seeded router: probability that a token takes its predecessor's experts");
   cmd->add_option("--layers", f.gen.layers, "generate only the first N layers (0 = all)")
-      ->transform(kCount)
+      ->transform(count_of(f.gen.layers))
       ->capture_default_str();
 }
 
@@ -227,9 +235,9 @@ void add_workload_flags(CLI::App* cmd, ScenarioFlags& f) {
   cmd->add_option("--prompt", f.prompt,
                   "request: prompt tokens; with --generate, plans prefill and decode and "
                   "reports TTFT, TPOT and throughput")
-      ->transform(kCount);
+      ->transform(count_of(f.prompt));
   cmd->add_option("--generate", f.generate, "request: tokens generated per sequence")
-      ->transform(kCount);
+      ->transform(count_of(f.generate));
 }
 
 namespace {
@@ -322,11 +330,11 @@ void add_serve_setting_flags(CLI::App* cmd, study::ServeSettings& s) {
   cmd->add_option("--rate-scale", s.trace_options.rate_scale,
                   "replay arrivals this many times faster (0.5: half the rate)");
   cmd->add_option("--first", s.trace_options.first, "serve only the first N requests")
-      ->transform(kCount);
+      ->transform(count_of(s.trace_options.first));
   cmd->add_option("--block-tokens", s.trace_options.block_tokens,
                   "tokens per KV block (default 512); of a Mooncake trace, a divisor of 512 "
                   "splits its 512-token blocks into pages")
-      ->transform(kCount);
+      ->transform(count_of(s.trace_options.block_tokens));
   cmd->add_option("--warmup", s.warmup, "leave requests arriving before this out of the metrics");
   cmd->add_option("--device", s.engine.device, "device class (default: the first)");
   for (auto [flag, value, help] :
@@ -338,16 +346,16 @@ void add_serve_setting_flags(CLI::App* cmd, study::ServeSettings& s) {
                    "cache handed to the decode replicas over the peer route (default 0: none)"},
         std::tuple{"--prefill-tp", &s.engine.prefill_tp,
                    "disaggregated prefill: the prefill replicas' devices (default: --tp)"}}) {
-    cmd->add_option(flag, *value, help)->transform(kCount);
+    cmd->add_option(flag, *value, help)->transform(count_of(*value));
   }
   cmd->add_option("--router", s.router, "round-robin (default), least-loaded or prefix");
   cmd->add_option("--decode-router", s.decode_router,
                   "disaggregated: the decode replica a prompt's KV goes to: least-loaded "
                   "(default), round-robin or prefix (the one holding most of its blocks)");
   cmd->add_option("--token-budget", s.engine.token_budget, "iteration token budget (default 8192)")
-      ->transform(kCount);
+      ->transform(count_of(s.engine.token_budget));
   cmd->add_option("--max-seqs", s.engine.max_seqs, "running sequences per replica (default 256)")
-      ->transform(kCount);
+      ->transform(count_of(s.engine.max_seqs));
   cmd->add_option("--device-policy", s.device_policy,
                   "eviction of the device level's cached blocks: lru (default), lfu, s3fifo");
   cmd->add_option("--preemption", s.preemption, "when KV blocks run out: recompute (default)|swap");

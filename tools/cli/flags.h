@@ -7,7 +7,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/plan.h"
@@ -21,9 +24,18 @@ namespace tierflow::cli {
 /// A flag's value must be a finite number above 0 (NaN, infinities, 0 and negatives are
 /// refused with the flag named; a target such as --max-tpot 0 is never silently dropped).
 extern const CLI::Validator kPositiveFinite;
-/// A count with an optional prefix ("8192", "8k" = 8,000, "32Ki" = 32,768): rewritten as
-/// the plain integer for CLI11's conversion, or the parser's own error.
-extern const CLI::Validator kCount;
+/// A count with an optional prefix ("8192", "8k" = 8,000, "32Ki" = 32,768) of at most
+/// `most`: rewritten as the plain integer for CLI11's conversion, or the parser's own error.
+CLI::Validator count_up_to(int64_t most);
+/// count_up_to the largest value `target`'s type holds (past it, CLI11 said only "Could
+/// not convert").
+template <class T>
+CLI::Validator count_of(const T& /*target*/) {
+  constexpr auto most = std::numeric_limits<T>::max();
+  return count_up_to(std::cmp_greater(most, std::numeric_limits<int64_t>::max())
+                         ? std::numeric_limits<int64_t>::max()
+                         : static_cast<int64_t>(most));
+}
 /// A time in milliseconds: a bare number (ms) or a duration with its unit ("50ms", "0.05s"),
 /// rewritten as the number of milliseconds.
 extern const CLI::Validator kMilliseconds;

@@ -93,7 +93,7 @@ void add_replay_command(CLI::App& app) {
                   "or gemm (cuBLAS GEMMs of the op's FLOPs)")
       ->check(CLI::IsMember({"timed", "gemm"}));
   cmd->add_option("--device", o->settings.device, "cuda: the GPU to run on (CUDA device ordinal)")
-      ->check(CLI::NonNegativeNumber);
+      ->transform(count_of(o->settings.device));
   auto* measured = cmd->add_option(
       "--measured", o->measured,
       "score a replay recorded earlier (its --json) against this simulation instead of "
