@@ -49,6 +49,17 @@ const Cell& cell(const ResultDb::Table& t, size_t row, std::string_view column) 
   return none;
 }
 
+/// Every point of the spec `yaml`, run on two workers into a database in memory.
+std::pair<SweepSummary, ResultDb::Table> run_spec(const std::string& yaml,
+                                                  const std::string& file) {
+  const SweepSpec spec = parse_sweep_spec(yaml, file);
+  ResultDb db = ResultDb::for_sweep(":memory:", spec, Shard{});
+  SweepOptions o;
+  o.jobs = 2;
+  const SweepSummary sum = run_sweep(spec, db, o);
+  return {sum, db.table()};
+}
+
 }  // namespace
 
 TEST_CASE("serving sweep spec: fields, zipped axes, points as settings") {
@@ -147,14 +158,12 @@ TEST_CASE("serving sweep: each row is the run of its settings; a model that does
   CHECK(again.skipped == 4);
 
   // Llama-3-70B does not fit one H100: a result of the point, not an error of the spec.
-  const SweepSpec tp = parse_sweep_spec(
-      "kind: serve\nbase:\n  model: llama-3-70b\n  arrivals: poisson,rate=2/s,n=8,prompt=fixed:512,output=fixed:8\naxes:\n  - tp: [1, 2]\n",
+  const auto [ts, tt] = run_spec(
+      "kind: serve\nbase:\n  model: llama-3-70b\n  arrivals: "
+      "poisson,rate=2/s,n=8,prompt=fixed:512,output=fixed:8\naxes:\n  - tp: [1, 2]\n",
       "tp.yaml");
-  ResultDb tdb = ResultDb::for_sweep(":memory:", tp, Shard{});
-  const SweepSummary ts = run_sweep(tp, tdb, o);
   CHECK(ts.infeasible == 1);
   CHECK(ts.ok == 1);
-  const ResultDb::Table tt = tdb.table();
   CHECK(std::get<int64_t>(tt.rows[0][1]) == 1);  // exit_class
   CHECK(std::get<std::string>(cell(tt, 0, "status")) == "infeasible");
   CHECK(std::get<std::string>(cell(tt, 0, "reason")).starts_with("tp: the weights"));
@@ -163,16 +172,12 @@ TEST_CASE("serving sweep: each row is the run of its settings; a model that does
 }
 
 TEST_CASE("serving sweep: disaggregated prefill is a field: its rows, its hand-over times") {
-  const SweepSpec spec = parse_sweep_spec(
+  const auto [sum, t] = run_spec(
       "kind: serve\nbase:\n  model: llama-3-8b\n  arrivals: "
       "poisson,rate=2/s,n=30,prompt=uniform:1024:4096,output=uniform:8:64,seed=9\naxes:\n  - "
       "{prefill_replicas: [0, 1], replicas: [2, 1]}\n",
       "pd.yaml");
-  ResultDb db = ResultDb::for_sweep(":memory:", spec, Shard{});
-  SweepOptions o;
-  o.jobs = 2;
-  CHECK(run_sweep(spec, db, o).ok == 2);
-  const ResultDb::Table t = db.table();
+  CHECK(sum.ok == 2);
   REQUIRE(t.rows.size() == 2);
   CHECK(std::get<int64_t>(cell(t, 0, "prefill_replicas")) == 0);
   CHECK(std::get<int64_t>(cell(t, 1, "prefill_replicas")) == 1);
@@ -188,14 +193,12 @@ TEST_CASE("serving sweep: disaggregated prefill is a field: its rows, its hand-o
   CHECK(std::get<double>(cell(t, 1, "handoff_p99_ms")) == serve_latency(x, "handoff", 99) * 1e3);
   CHECK(std::get<double>(cell(t, 1, "ttft_p99_s")) == serve_latency(x, "ttft", 99));
   // The decode router is a field: by prefix, a session's second turn is copied in part.
-  const SweepSpec routers = parse_sweep_spec(
+  const auto [rsum, rt] = run_spec(
       "kind: serve\nbase:\n  model: llama-3-8b\n  prefill_replicas: 1\n  replicas: 2\n  "
       "arrivals: poisson,rate=4/s,n=100,turns=2,think=5s,prompt=fixed:2048,output=fixed:300,"
       "seed=3\naxes:\n  - decode_router: [least-loaded, prefix]\n",
       "routers.yaml");
-  ResultDb rdb = ResultDb::for_sweep(":memory:", routers, Shard{});
-  CHECK(run_sweep(routers, rdb, o).ok == 2);
-  const ResultDb::Table rt = rdb.table();
+  CHECK(rsum.ok == 2);
   REQUIRE(rt.rows.size() == 2);
   CHECK(std::get<std::string>(cell(rt, 0, "decode_router")) == "least-loaded");
   CHECK(std::get<std::string>(cell(rt, 1, "decode_router")) == "prefix");
