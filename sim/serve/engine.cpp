@@ -7,6 +7,7 @@
 #include <array>
 #include <deque>
 #include <map>
+#include <optional>
 #include <span>
 #include <utility>
 
@@ -172,6 +173,10 @@ class Engine {
   [[nodiscard]] uint64_t kv_bytes(const KvTier& k, size_t tier) const;
   void arrive(uint32_t req);
   uint32_t route(const Seq& s);
+  /// The least tensor parallelism wider than `gen`'s (up to the class's devices) that
+  /// leaves room for KV blocks, and how many; none when no such one does.
+  std::optional<std::pair<int, uint64_t>> wider_tp(const traces::Arch& arch,
+                                                   const traces::GenOptions& gen) const;
   /// Disaggregated: the decode replica that takes `s` from its prefill replica.
   uint32_t pick_decode(const Seq& s);
   /// Of replicas [first, end), the one whose device level holds the longest prefix of
@@ -405,17 +410,59 @@ void Engine::setup_shape(size_t i, const traces::Arch& arch, const traces::GenOp
   const uint64_t fixed = sh.cost->weight_bytes() + sh.workspace;
   if (fixed >= usable || (usable - fixed) / sh.shard == 0) {
     // Named by what takes the most: the weights (tp splits them) or the iteration's workspace.
+    // What would make room: the least wider tensor parallelism that does (else narrower
+    // weights), a smaller iteration where the weights alone leave room; what takes the
+    // most first.
+    const int count = topo_.devices[device_class_].count;
+    const bool weights_fit = sh.cost->weight_bytes() + sh.shard <= usable;
+    std::vector<std::string> remedies;
+    if (const auto wider = wider_tp(arch, gen)) {
+      remedies.push_back(
+          fmt::format("raise the tensor parallelism ({}: {} is the least that "
+                      "leaves room, for {} blocks of {} tokens)",
+                      tp_field, wider->first, wider->second, block_tokens_));
+    } else if (!weights_fit) {
+      remedies.push_back(fmt::format(
+          "no tensor parallelism up to the {} device{} of class '{}' leaves room: narrower "
+          "weights (weight_dtype) or larger devices might",
+          count, count == 1 ? "" : "s", topo_.devices[device_class_].id));
+    }
+    if (weights_fit) remedies.emplace_back("lower the token budget");
+    if (sh.workspace > sh.cost->weight_bytes()) std::reverse(remedies.begin(), remedies.end());
+    const std::string remedy = fmt::format("{}", fmt::join(remedies, ", or "));
     throw DoesNotFit(
         SourcePos{sh.workspace > sh.cost->weight_bytes() ? "token_budget" : tp_field},
         fmt::format("the weights of {} ({}) and the workspace of a {}-token iteration ({}) "
                     "leave no room for a KV block ({}) in the {} usable of '{}' per "
-                    "device{}: raise the tensor parallelism ({}) or lower the token budget",
+                    "device{}: {}",
                     arch.name, to_string_approx(Bytes{sh.cost->weight_bytes()}), o_.token_budget,
                     to_string_approx(Bytes{sh.workspace}), to_string_approx(Bytes{sh.shard}),
                     to_string_approx(Bytes{usable}), topo_.tiers[device_tier_].id,
-                    i == 1 ? " of a prefill replica" : "", tp_field));
+                    i == 1 ? " of a prefill replica" : "", remedy));
   }
   sh.pool = (usable - fixed) / sh.shard;
+}
+
+std::optional<std::pair<int, uint64_t>> Engine::wider_tp(const traces::Arch& arch,
+                                                         const traces::GenOptions& gen) const {
+  const uint64_t usable = topo_.usable(device_tier_);
+  const int count = topo_.devices[device_class_].count;
+  for (int tp = gen.tp + 1; tp <= count; ++tp) {
+    traces::GenOptions g = gen;
+    g.tp = tp;
+    std::optional<IterationCost> cost;
+    try {
+      cost.emplace(arch, g, topo_, device_class_, device_tier_);
+    } catch (const InputError&) {
+      continue;  // it does not divide the heads
+    }
+    const uint64_t fixed =
+        cost->weight_bytes() + cost->workspace_bytes(o_.token_budget, o_.max_seqs);
+    const uint64_t shard = cost->kv_bytes_per_token() * static_cast<uint64_t>(block_tokens_);
+    if (fixed < usable && (usable - fixed) / shard > 0)
+      return std::pair{tp, (usable - fixed) / shard};
+  }
+  return std::nullopt;
 }
 
 std::vector<Engine::ShardCopy> Engine::handoff_copies(const Replica& from,

@@ -220,7 +220,14 @@ check too-many-devices 2 "$tf" serve "${base[@]}" --trace "$trace" --replicas 2
 contains too-many-devices-msg "$tmp/err" "need 16 devices"
 check weights-do-not-fit 2 "$tf" serve --hw h100-sxm-8gpu --model llama-3-70b --quiet --trace "$trace"
 contains weights-msg "$tmp/err" "error: --tp: the weights"
-contains weights-advice "$tmp/err" "raise the tensor parallelism (tp)"
+contains weights-advice "$tmp/err" "raise the tensor parallelism (tp: 2 is the least that leaves room, for 155 blocks of 512 tokens)"
+# Advice that can help, what takes the most first: the iteration's workspace, then a wider
+# tensor parallelism; where none up to the class's devices leaves room, narrower weights.
+tiny=(--quiet --arrivals poisson,rate=1/s,n=4,prompt=fixed:512,output=fixed:8)
+check workspace-do-not-fit 2 "$tf" serve "${tiny[@]}" --model llama-3-8b --token-budget 2M
+contains workspace-advice "$tmp/err" "per device: lower the token budget, or raise the tensor parallelism (tp: 4 is the least that leaves room"
+check nothing-fits 2 "$tf" serve "${tiny[@]}" --model llama-3.1-405b --hw l40s-server
+contains nothing-fits-advice "$tmp/err" "per device: no tensor parallelism up to the 1 device of class 'l40s' leaves room: narrower weights (weight_dtype) or larger devices might"
 check bad-trace 2 "$tf" serve "${base[@]}" --trace tests/errors/requests/m03-too-many-hash-ids.jsonl -o "$tmp/never.csv"
 grep -qE '^error: tests/errors/requests/m03-too-many-hash-ids.jsonl:[0-9]+:[0-9]+: ' "$tmp/err" && passes=$((passes + 1)) ||
   { echo "FAIL bad-trace: no file:line:col"; cat "$tmp/err"; fails=$((fails + 1)); }
