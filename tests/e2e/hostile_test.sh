@@ -330,9 +330,9 @@ hostile units/batch-not-whole 2 "--batch: '1.5' is not a whole number" --out "$g
   "$tf" trace gen --model llama-3-8b --layers 2 --batch 1.5 -o "$g"
 # A count past its target's type (a 32-bit one) is named with its bound, as a count past
 # 64 bits is; CLI11 said only "Could not convert".
-hostile units/tp-past-int 2 "--tp: '99999999999' is too large (more than 2147483647)" --out "$g" -- \
+hostile units/tp-past-int 2 "--tp: '99999999999' is too large: at most 2147483647" --out "$g" -- \
   "$tf" trace gen --model llama-3-8b --layers 2 --tp 99999999999 -o "$g"
-hostile units/layers-past-int 2 "--layers: '4Gi' is too large (more than 2147483647)" --out "$g" -- \
+hostile units/layers-past-int 2 "--layers: '4Gi' is too large: at most 2147483647" --out "$g" -- \
   "$tf" trace gen --model llama-3-8b --layers 4Gi -o "$g"
 hostile units/replicas-past-int 2 "--replicas: '99999999999' is too large" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b --arrivals poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2 --replicas 99999999999 -o "$d/s.txt"

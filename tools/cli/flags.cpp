@@ -50,7 +50,7 @@ CLI::Validator count_up_to(int64_t most) {
             const ParseResult<int64_t> r = parse_count(text);
             if (!r.ok()) return r.error;
             if (r.value > most) {
-              return fmt::format("'{}' is too large (more than {})", text, most);
+              return fmt::format("'{}' is too large: at most {}", text, most);
             }
             text = std::to_string(r.value);
             return {};
