@@ -449,5 +449,35 @@ contains pd-decode-router-alone-msg "$tmp/err" "error: --decode-router: how a de
 check pd-decode-router-bad 2 "$tf" serve "${pd[@]}" --prefill-replicas 1 --decode-router prefixes
 contains pd-decode-router-bad-msg "$tmp/err" "error: --decode-router:"
 contains pd-decode-router-bad-hint "$tmp/err" "did you mean 'prefix'?"
+# How to split: every division of the replicas between prefill and decode, colocated too;
+# the answer meets the target best. A division the devices cannot hold fails alone.
+split=(--hw h200-sxm-8gpu --model llama-3-70b --tp 2 --quiet --arrivals poisson,rate=1.5/s,n=300,prompt=lognormal:6000:0.8,output=uniform:100:400,seed=4)
+check split 0 "$tf" serve "${split[@]}" --replicas 4 --find split --target p99-tpot=40ms
+contains split-colocated "$tmp/out" "   4 colocated  p99-tpot"
+contains split-division "$tmp/out" "           3:1  p99-tpot"
+contains split-answer "$tmp/out" "answer: 1 prefill and 3 decode replicas (p99-tpot"
+contains split-run "$tmp/out" "serve llama-3-70b on h200-sxm-8gpu: 1 prefill replica x TP 2 and 3 decode replicas x TP 2 (h200)"
+check split-json 0 "$tf" serve "${split[@]}" --replicas 4 --find split --target p99-tpot=40ms --json
+ok split-json-best python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["question"] == "split" and d["replicas"] == 4 and d["found"], d
+assert [p["knob"] for p in d["probes"]] == [0, 1, 2, 3]
+best = min((p["value"], p["knob"]) for p in d["probes"] if p["pass"])
+assert d["answer"] == best[1] == d["run"]["prefill_replicas"] and d["run"]["replicas"] == 4 - best[1], d' "$tmp/out"
+check split-whatif 0 "$tf" whatif --hw h200-sxm-8gpu --model llama-3-70b --tp 2 --quiet --arrivals poisson,rate=1.5/s,n=300,prompt=lognormal:6000:0.8,output=uniform:100:400,seed=4 \
+  --question split --target p99-tpot=40ms --serve replicas=4
+contains split-whatif-answer "$tmp/out" "answer: 1 prefill and 3 decode replicas"
+check split-devices 0 "$tf" serve "${split[@]}" --prefill-replicas 1 --prefill-tp 4 --replicas 2 --find split --target p99-tpot=1s --json
+ok split-devices-alone python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+p = {q["knob"]: q for q in d["probes"]}
+assert d["replicas"] == 3 and p[2]["value"] is None and not p[2]["pass"], d["probes"]
+assert p[0]["pass"] and p[1]["pass"], d["probes"]' "$tmp/out"
+check split-one-replica 2 "$tf" serve "${split[@]}" --find split --target p99-tpot=40ms
+contains split-one-replica-msg "$tmp/err" "error: --find: split divides the replicas between prefill and decode: give at least 2 (--replicas and --prefill-replicas together; now 1)"
+check split-cache-only 2 "$tf" serve "${split[@]}" --replicas 4 --cache-only --find split --target hit=10%
+contains split-cache-only-msg "$tmp/err" "error: --find: split compares prefill and decode, which --cache-only does not run"
 
 finish

@@ -1115,6 +1115,16 @@ def test_serve_disaggregated(cli, tmp_path):
     assert (turn.requests["decode_replica"].value_counts() == 20).all()
     with pytest.raises(tierflow.InputError, match="decode_router: how a decode replica"):
         tierflow.serve(arrivals=arrivals, model="llama-3-8b", decode_router="prefix")
+    # How to split three replicas, as serve --find split and whatif answer it.
+    split = tierflow.serve(arrivals=arrivals, model="llama-3-8b", replicas=3, find="split",
+                           target="p99-tpot=1s")
+    assert split.answer["question"] == "split" and split.answer["replicas"] == 3
+    assert [p["knob"] for p in split.answer["probes"]] == [0, 1, 2]
+    assert split.answer == tierflow.whatif(question="split", arrivals=arrivals, model="llama-3-8b",
+                                           target="p99-tpot=1s", serve={"replicas": 3})
+    assert split.answer == json.loads(cli("serve", "--model", "llama-3-8b", "--quiet", "--arrivals",
+                                          arrivals, "--replicas", "3", "--find", "split",
+                                          "--target", "p99-tpot=1s", "--json"))
 
 
 def test_serve_report_as_the_cli(cli, tmp_path):

@@ -1,5 +1,5 @@
 // `tierflow whatif` about a service: with --trace or --arrivals, the question is one of
-// `serve --find`'s (max-rate, min-replicas, min-capacity:TIER, upgrade) and the scenario
+// `serve --find`'s (max-rate, min-replicas, min-capacity:TIER, split, upgrade) and the scenario
 // flags that describe the deployment (--hw, --set, --device, --model, --hf-config,
 // --model-set, --tp, the dtypes) with the serving settings as --serve FIELD=VALUE (the
 // fields serving sweeps and Python take) make the serving run it searches

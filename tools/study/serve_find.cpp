@@ -34,6 +34,8 @@ std::string_view question_name(ServeQuestion q) {
       return "min-replicas";
     case ServeQuestion::kMinCapacity:
       return "min-capacity";
+    case ServeQuestion::kSplit:
+      return "split";
     case ServeQuestion::kUpgrade:
       return "upgrade";
   }
@@ -50,14 +52,20 @@ std::string value_text(const ServeTarget& t, double v) {
   return t.is_time() ? fmt::format("{:.4g}s", v) : fmt::format("{:.2f}%", 100 * v);
 }
 
-std::string knob_text(ServeQuestion q, double knob) {
-  switch (q) {
+std::string knob_text(const ServeAnswer& a, double knob) {
+  switch (a.question) {
     case ServeQuestion::kMaxRate:
       return fmt::format("x{:.4g}", knob);
     case ServeQuestion::kMinReplicas:
       return fmt::format("{}", static_cast<int64_t>(knob));
     case ServeQuestion::kMinCapacity:
       return to_string_approx(Bytes{static_cast<uint64_t>(knob)});
+    case ServeQuestion::kSplit: {
+      // Prefill:decode, or every replica doing both.
+      const auto p = static_cast<int>(knob);
+      return p == 0 ? fmt::format("{} colocated", a.split_replicas)
+                    : fmt::format("{}:{}", p, a.split_replicas - p);
+    }
     case ServeQuestion::kUpgrade:
       return "";
   }
@@ -253,14 +261,15 @@ std::pair<ServeQuestion, std::string> parse_serve_question(const std::string& te
   if (text == "max-rate") return {ServeQuestion::kMaxRate, ""};
   if (text == "min-replicas") return {ServeQuestion::kMinReplicas, ""};
   if (text == "upgrade") return {ServeQuestion::kUpgrade, ""};
+  if (text == "split") return {ServeQuestion::kSplit, ""};
   if (text.starts_with("min-capacity:") && text.size() > 13) {
     return {ServeQuestion::kMinCapacity, text.substr(13)};
   }
   throw InputError::at(
       SourcePos{std::string(source)},
-      "unknown question '{}': max-rate, min-replicas, min-capacity:TIER or upgrade{}", text,
+      "unknown question '{}': max-rate, min-replicas, min-capacity:TIER, split or upgrade{}", text,
       did_you_mean(text, std::vector<std::string>{"max-rate", "min-replicas", "min-capacity:ddr",
-                                                  "upgrade"}));
+                                                  "split", "upgrade"}));
 }
 
 ServeTarget parse_serve_target(const std::string& text, std::string_view source) {
@@ -299,9 +308,10 @@ std::optional<ServeAsk> parse_serve_ask(const std::string& find, const std::stri
   const std::string find_flag = serve_flag("find", names), target_flag = serve_flag("target", names);
   if (find.empty()) {
     if (target.empty()) return std::nullopt;
-    throw InputError::at(SourcePos{target_flag},
-                         "needs {} QUESTION (max-rate, min-replicas, min-capacity:TIER or upgrade)",
-                         find_flag);
+    throw InputError::at(
+        SourcePos{target_flag},
+        "needs {} QUESTION (max-rate, min-replicas, min-capacity:TIER, split or upgrade)",
+        find_flag);
   }
   ServeAsk ask;
   std::tie(ask.question, ask.tier) = parse_serve_question(find, find_flag);
@@ -351,6 +361,20 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
                          target.metric, setup.trace_name);
   }
   if (q == ServeQuestion::kUpgrade) return upgrade_serve(base, std::move(setup), ask);
+  if (q == ServeQuestion::kSplit) {
+    a.split_replicas = setup.engine.replicas + setup.engine.prefill_replicas;
+    if (a.split_replicas < 2) {
+      throw InputError::at(SourcePos{name("find")},
+                           "split divides the replicas between prefill and decode: give at least "
+                           "2 ({} and {} together; now {})",
+                           name("replicas"), name("prefill_replicas"), a.split_replicas);
+    }
+    if (base.cache_only) {
+      throw InputError::at(SourcePos{name("find")},
+                           "split compares prefill and decode, which {} does not run",
+                           name("cache_only"));
+    }
+  }
   // The settings were checked and the inputs read once; each probe changes one knob.
   std::vector<serve::KvTier>& tiers = setup.engine.kv_tiers;
   size_t tier_index = tiers.size();
@@ -371,6 +395,10 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
     // (A capacity of 0 reads as the tier's fraction; it comes only of a tier with nothing
     // usable, where that is 0 bytes too.)
     if (q == ServeQuestion::kMinCapacity) tiers[tier_index].bytes = static_cast<uint64_t>(knob);
+    if (q == ServeQuestion::kSplit) {
+      setup.engine.prefill_replicas = static_cast<int>(knob);
+      setup.engine.replicas = a.split_replicas - static_cast<int>(knob);
+    }
   };
   // One run at `knob`; a setup the engine refuses (too many replicas, no room for a block)
   // fails the probe when it is the knob's doing.
@@ -378,7 +406,9 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
   bool first = true;
   const auto run = [&](double knob) -> std::optional<ServeStudy> {
     set_knob(knob);
-    const bool rethrow = first || q == ServeQuestion::kMaxRate;
+    // A split's divisions take different devices (prefill_tp): one the topology cannot
+    // hold fails alone.
+    const bool rethrow = (first && q != ServeQuestion::kSplit) || q == ServeQuestion::kMaxRate;
     first = false;
     try {
       return run_serve(setup);
@@ -449,6 +479,26 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
       } else {
         hi = mid;
       }
+    }
+  } else if (q == ServeQuestion::kSplit) {
+    // Every division, colocated first; the best value among those that pass, ties to the
+    // fewer prefill replicas.
+    const int base_prefill = setup.engine.prefill_replicas;
+    double best_value = 0;
+    bool ran = false;
+    for (int p = 0; p < a.split_replicas; ++p) {
+      auto [ok, x] = probe(p);
+      ran = ran || x.has_value();
+      const double v = a.probes.back().value;
+      if (ok && (!a.found || gain_of(target, best_value, v) > 0)) {
+        best_value = v;
+        keep(p, x);
+      }
+    }
+    // The base's own division is among them: when none could run, its error is the user's.
+    if (!ran) {
+      set_knob(base_prefill);
+      (void)run_serve(setup);
     }
   } else if (q == ServeQuestion::kMinReplicas) {
     // Doubling, then bisection between the last failing count and the first passing one.
@@ -554,7 +604,7 @@ std::string serve_answer_text(const ServeAnswer& a) {
       fmt::format("question: {} with {} {} {}\n\nprobes:\n", what, a.target.metric,
                   a.target.is_time() ? "<=" : ">=", value_text(a.target, a.target.bound));
   for (const ServeProbe& p : a.probes) {
-    out += fmt::format("  {:>12}  {} {:>10}  {}\n", knob_text(a.question, p.knob), a.target.metric,
+    out += fmt::format("  {:>12}  {} {:>10}  {}\n", knob_text(a, p.knob), a.target.metric,
                        value_text(a.target, p.value), p.pass ? "pass" : "fail");
   }
   if (!a.found) {
@@ -563,6 +613,8 @@ std::string serve_answer_text(const ServeAnswer& a) {
                                  ? "1/1024 of the trace's rate misses it"
                              : a.question == ServeQuestion::kMinReplicas
                                  ? "every replica count the devices allow misses it"
+                             : a.question == ServeQuestion::kSplit
+                                 ? "every division of the replicas misses it"
                                  : "the tier's whole capacity misses it");
   }
   switch (a.question) {
@@ -571,24 +623,33 @@ std::string serve_answer_text(const ServeAnswer& a) {
         out += fmt::format(
             "\nanswer: at least {} the trace's rate ({:.4g} requests/s): every probe passed, up "
             "to the search's limit of {:g}x; the rate where the target starts to miss lies above\n",
-            knob_text(a.question, a.knob), a.requests_per_s, kRateLimit);
+            knob_text(a, a.knob), a.requests_per_s, kRateLimit);
       } else {
         out += fmt::format("\nanswer: {} the trace's rate ({:.4g} requests/s), within 1%\n",
-                           knob_text(a.question, a.knob), a.requests_per_s);
+                           knob_text(a, a.knob), a.requests_per_s);
       }
       break;
     case ServeQuestion::kMinReplicas: {
       // Disaggregated, the search counts decode replicas beside the prefill ones.
       const int prefill = a.at_answer ? a.at_answer->result.prefill_replicas : 0;
-      out += prefill == 0 ? fmt::format("\nanswer: {} replicas\n", knob_text(a.question, a.knob))
+      out += prefill == 0 ? fmt::format("\nanswer: {} replicas\n", knob_text(a, a.knob))
                           : fmt::format("\nanswer: {} decode replicas (beside {} prefill)\n",
-                                        knob_text(a.question, a.knob), prefill);
+                                        knob_text(a, a.knob), prefill);
       break;
     }
     case ServeQuestion::kMinCapacity:
-      out +=
-          fmt::format("\nanswer: {} of '{}' per instance\n", knob_text(a.question, a.knob), a.tier);
+      out += fmt::format("\nanswer: {} of '{}' per instance\n", knob_text(a, a.knob), a.tier);
       break;
+    case ServeQuestion::kSplit: {
+      const auto p = static_cast<int>(a.knob);
+      const ServeProbe& at = a.probes[static_cast<size_t>(p)];
+      out += p == 0 ? fmt::format("\nanswer: colocated, all {} replicas doing both ({} {})\n",
+                                  a.split_replicas, a.target.metric, value_text(a.target, at.value))
+                    : fmt::format("\nanswer: {} prefill and {} decode replicas ({} {})\n", p,
+                                  a.split_replicas - p, a.target.metric,
+                                  value_text(a.target, at.value));
+      break;
+    }
     case ServeQuestion::kUpgrade:
       break;
   }
@@ -627,6 +688,7 @@ std::string serve_answer_json(const ServeAnswer& a) {
     j["requests_per_s"] = a.requests_per_s;
     j["at_limit"] = a.at_limit;
   }
+  if (a.question == ServeQuestion::kSplit) j["replicas"] = a.split_replicas;
   nlohmann::ordered_json probes = nlohmann::ordered_json::array();
   for (const ServeProbe& p : a.probes) {
     probes.push_back({{"knob", p.knob},

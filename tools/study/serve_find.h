@@ -3,6 +3,9 @@
 //                      target;
 //   min-replicas       the fewest replicas that meet it;
 //   min-capacity:TIER  the least capacity of a KV tier (per instance) that meets it;
+//   split              how to divide the replicas between prefill and decode (disaggregated
+//                      prefill): every division of them, colocated too, run; the answer
+//                      is the one meeting the target best;
 //   upgrade            which single upgrade helps the target's metric most: each link
 //                      direction and tier port that carried bytes, the device memory, each
 //                      KV tier's capacity and one replica more, each at 1.25x and 2x (a
@@ -28,7 +31,7 @@
 
 namespace tierflow::study {
 
-enum class ServeQuestion { kMaxRate, kMinReplicas, kMinCapacity, kUpgrade };
+enum class ServeQuestion { kMaxRate, kMinReplicas, kMinCapacity, kSplit, kUpgrade };
 
 /// What must hold of a run.
 struct ServeTarget {
@@ -37,7 +40,8 @@ struct ServeTarget {
   [[nodiscard]] bool is_time() const { return metric != "goodput" && metric != "hit"; }
 };
 
-/// "max-rate", "min-replicas", "min-capacity:TIER" or "upgrade"; InputError at `source`.
+/// "max-rate", "min-replicas", "min-capacity:TIER", "split" or "upgrade"; InputError at
+/// `source`.
 std::pair<ServeQuestion, std::string> parse_serve_question(const std::string& text,
                                                            std::string_view source);
 /// "p99-ttft=2s", "goodput=95%", "hit=0.3"; InputError at `source`.
@@ -56,7 +60,7 @@ std::optional<ServeAsk> parse_serve_ask(const std::string& find, const std::stri
                                         SettingNames names);
 
 struct ServeProbe {
-  double knob = 0;   ///< rate multiple, replicas or bytes
+  double knob = 0;   ///< rate multiple, replicas, bytes or (split) prefill replicas
   double value = 0;  ///< the target's metric at that knob (NaN when nothing finished)
   bool pass = false;
 };
@@ -80,7 +84,9 @@ struct ServeAnswer {
   std::string tier;  ///< min-capacity's tier
   ServeTarget target;
   bool found = false;
-  double knob = 0;                 ///< the answer: rate multiple, replicas or bytes per instance
+  /// The answer: rate multiple, replicas, bytes per instance or (split) prefill replicas.
+  double knob = 0;
+  int split_replicas = 0;          ///< split: the replicas divided (prefill and decode)
   double requests_per_s = 0;       ///< max-rate: the arrival rate the answer means
   /// max-rate: every probe passed up to the search's limit (1024x the trace's rate), so the
   /// answer is a lower bound, not the rate where the target starts to miss.
