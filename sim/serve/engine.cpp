@@ -409,7 +409,6 @@ void Engine::setup_shape(size_t i, const traces::Arch& arch, const traces::GenOp
   const uint64_t usable = topo_.usable(device_tier_);
   const uint64_t fixed = sh.cost->weight_bytes() + sh.workspace;
   if (fixed >= usable || (usable - fixed) / sh.shard == 0) {
-    // Named by what takes the most: the weights (tp splits them) or the iteration's workspace.
     // What would make room: the least wider tensor parallelism that does (else narrower
     // weights), a smaller iteration where the weights alone leave room; what takes the
     // most first.
@@ -430,6 +429,7 @@ void Engine::setup_shape(size_t i, const traces::Arch& arch, const traces::GenOp
     if (weights_fit) remedies.emplace_back("lower the token budget");
     if (sh.workspace > sh.cost->weight_bytes()) std::reverse(remedies.begin(), remedies.end());
     const std::string remedy = fmt::format("{}", fmt::join(remedies, ", or "));
+    // Named by what takes the most: the weights (tp splits them) or the iteration's workspace.
     throw DoesNotFit(
         SourcePos{sh.workspace > sh.cost->weight_bytes() ? "token_budget" : tp_field},
         fmt::format("the weights of {} ({}) and the workspace of a {}-token iteration ({}) "
