@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz with Debian's clang (ASan + UBSan) and fuzzes
 # each for SECONDS (default 60, CI's smoke run) on JOBS processes (default 1).
-#   scripts/fuzz.sh [SECONDS] [TARGET ...]     targets: topology model workload plan hf_config requests routing generate
-# The first six are the readers; `generate` is the command line's value paths: `trace gen`
+#   scripts/fuzz.sh [SECONDS] [TARGET ...]     targets: topology model workload plan hf_config requests routing generate serve
+# The first seven are the readers; `generate` is the command line's value paths: `trace gen`
 # flags and a Hugging Face config's sizes through the generator to bytes, a plan and a
-# simulation (its seeds: every flag set below with every small config).
+# simulation (its seeds: every flag set below with every small config); `serve` the serving
+# engine under combinations of `serve`'s flags (its seeds: tests/fuzz/seeds/serve).
 # The corpus grows in build/asan/corpus/TARGET across runs (seeded from the shipped files,
 # the bad-input fixtures and tests/fuzz/seeds); a finding is written to
 # build/asan/artifacts/TARGET/ and the script exits 1 naming it. Every file in
@@ -22,7 +23,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(topology model workload plan hf_config requests routing generate)
+[ ${#targets[@]} -gt 0 ] || targets=(topology model workload plan hf_config requests routing generate serve)
 jobs=${FUZZ_JOBS:-1}
 cpu_budget=${FUZZ_CPU_SECONDS:-0}
 
@@ -69,6 +70,7 @@ seeds() {
       tests/python/configs/*.json ;;
     requests) ls tests/data/serve/*.jsonl tests/data/serve/*.csv tests/errors/requests/* ;;
     routing) ls tests/fuzz/seeds/routing/* ;;
+    serve) ls tests/fuzz/seeds/serve/* ;;
     generate) ;;  # made by generate_seeds
   esac
 }
@@ -105,6 +107,11 @@ dictionary() {
       seeds "$t" | xargs cat | grep -oE '[A-Za-z_][A-Za-z0-9_-]*:' | sed 's/.*/"&"/'
       # YAML's repetition: anchors, aliases, merge keys, the x- keys that hold anchors.
       printf '"%s"\n' '&a ' '*a' '<<: ' '<<: [*a, *b]' 'x-a: '
+    } | sort -u
+  elif [ "$t" = serve ]; then
+    {
+      seeds serve | xargs cat | tr ' ,' '\n\n' | grep -v '^$' | sed 's/.*/"&"/'
+      printf '"%s"\n' 9223372036854775807 2147483647 1e300 -1 0 ',' '=' ':'
     } | sort -u
   elif [ "$t" = generate ]; then
     {
