@@ -307,7 +307,8 @@ std::string arch_path(const std::string& name, const std::string& configs_dir) {
   return configs_dir + "/models/" + name + ".yaml";
 }
 
-std::string find_arch(const std::string& name, const std::string& configs_dir) {
+std::string find_arch(const std::string& name, const std::string& configs_dir,
+                      std::string_view source) {
   const bool is_path = name.find('/') != std::string::npos ||
                        (name.size() > 5 && name.compare(name.size() - 5, 5, ".yaml") == 0);
   if (is_path) return name;
@@ -315,7 +316,7 @@ std::string find_arch(const std::string& name, const std::string& configs_dir) {
   if (std::find(names.begin(), names.end(), name) != names.end()) {
     return arch_path(name, configs_dir);
   }
-  throw InputError::at(SourcePos{}, "unknown model '{}' (shipped: {}){}", name,
+  throw InputError::at(SourcePos{std::string(source)}, "unknown model '{}' (shipped: {}){}", name,
                        fmt::join(names, ", "), did_you_mean(name, names));
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "traces/arch.h"
@@ -40,7 +41,9 @@ std::vector<std::string> shipped_arch_names(const std::string& configs_dir);
 /// `configs_dir`/models/NAME.yaml (whether or not it exists).
 std::string arch_path(const std::string& name, const std::string& configs_dir);
 /// The file for `name`: a path (anything with '/' or ending in .yaml) as is, else a
-/// shipped model; an unknown name is an InputError with a suggestion.
-std::string find_arch(const std::string& name, const std::string& configs_dir);
+/// shipped model; an unknown name is an InputError at `source` (the setting that named it:
+/// "--model", "model") with a suggestion.
+std::string find_arch(const std::string& name, const std::string& configs_dir,
+                      std::string_view source = "");
 
 }  // namespace tierflow::traces

@@ -95,6 +95,13 @@ check gen-train 0 "$tf" trace gen --model mixtral-8x7b --phase train --seq 64 --
 check gen-hf 0 "$tf" trace gen --hf-config tests/fixtures/hf/qwen2_moe.json --phase prefill --seq 32 -o "$tmp/q.json"
 check gen-bad-model 2 "$tf" trace gen --model llama-3-7b --phase decode -o "$tmp/x.json"
 contains gen-bad-model-msg "$tmp/err" "did you mean"
+# An unknown model names the flag, in every command that takes one (it named nothing).
+check gen-unknown-model 2 "$tf" trace gen --model llama-3-9b -o "$tmp/x.json"
+contains gen-unknown-model-flag "$tmp/err" "error: --model: unknown model 'llama-3-9b'"
+check serve-unknown-model 2 "$tf" serve --model llama-3-9b --arrivals poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2
+contains serve-unknown-model-flag "$tmp/err" "error: --model: unknown model 'llama-3-9b'"
+check compare-unknown-model 2 "$tf" compare --model llama-3-9b
+contains compare-unknown-model-flag "$tmp/err" "error: --model: unknown model 'llama-3-9b'"
 check gen-negative-seed 2 "$tf" trace gen --model mixtral-8x7b --layers 1 --routing seeded --seed -1 -o "$tmp/x.json"
 contains gen-negative-seed-msg "$tmp/err" "--seed: negative value '-1'"
 # A flag the phase does not read would be ignored: refused, naming it (and in a request).

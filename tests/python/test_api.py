@@ -106,8 +106,11 @@ def test_input_errors_of_arguments():
     # Its hints name the keyword too, not the CLI's --set.
     with pytest.raises(tierflow.InputError, match=r"lower it \(set=devices.h100.reserved=0B\)"):
         tierflow.load_topology(H100, set=["tiers.hbm.capacity=1GB"])
-    with pytest.raises(tierflow.InputError, match="unknown model 'llama-3-9b'"):
+    # An unknown model names the keyword, as every other setting's error does.
+    with pytest.raises(tierflow.InputError, match="^model: unknown model 'llama-3-9b'"):
         tierflow.generate("llama-3-9b")
+    with pytest.raises(tierflow.InputError, match="^model: unknown model 'llama-3-9b'"):
+        tierflow.serve(model="llama-3-9b", arrivals="poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2")
     with pytest.raises(tierflow.InputError, match="batch: 0 is below 1"):
         tierflow.generate("llama-3-8b", batch=0)
     with pytest.raises(tierflow.InputError, match="did you mean 'bf16'") as caught:

@@ -39,7 +39,7 @@ int run_gen(TraceOptions& o) {
     for (const std::string& w : warnings) fmt::print(stderr, "{}\n", w);
     fmt::print(stderr, "model '{}': named by {}\n", arch.name, arch.sources.at("name"));
   } else {
-    arch = traces::load_arch(traces::find_arch(o.model, study::config_dir()), o.sets);
+    arch = traces::load_arch(traces::find_arch(o.model, study::config_dir(), "--model"), o.sets);
   }
   check_outputs({{"-o", o.output}});
   study::Scenario s;

@@ -115,6 +115,7 @@ study::Scenario scenario_of(const Fields& fields, std::string_view source,
   study::Scenario s;
   s.naming = study::Naming::kFields;  // errors name the keywords, not the CLI's flags
   s.workload.sets_flag = "model_set";
+  s.workload.model_flag = "model";
   s.workload.lenient_flag = "lenient=True";
   if (command) study::set_command_defaults(s.workload.gen, *command);
   bool context_given = false;

@@ -407,8 +407,8 @@ traces::Arch load_model(const WorkloadSource& w) {
   if (!w.hf_config.empty()) {
     return traces::import_hf_config(w.hf_config, {w.hf_lenient, nullptr, w.lenient_flag});
   }
-  const std::string file =
-      traces::find_arch(w.model.empty() ? std::string(kDefaultModel) : w.model, config_dir());
+  const std::string file = traces::find_arch(w.model.empty() ? std::string(kDefaultModel) : w.model,
+                                             config_dir(), w.model_flag);
   return traces::load_arch(file, w.model_sets, false, w.sets_flag);
 }
 

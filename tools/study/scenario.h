@@ -58,6 +58,7 @@ struct WorkloadSource {
   std::string lenient_flag = "--lenient";  ///< how messages name it ("lenient=True": Python)
   std::vector<std::string> model_sets;  ///< KEY=VALUE overrides of the model's fields
   std::string sets_flag = "--model-set";  ///< how errors name model_sets ("model_set": Python)
+  std::string model_flag = "--model";     ///< how errors name model ("model": Python, sweeps)
   /// Phase, batch, seq, context, tokens, tp, dtypes; the routing that runs is the seeded
   /// router's (the default is realistic routing, below). Errors name the fields as specs
   /// and Python spell them; the CLI's scenarios take its flags' options, which name flags.

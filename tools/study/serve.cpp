@@ -453,6 +453,7 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   }
   WorkloadSource model = s.model;
   model.sets_flag = name("model_set");
+  model.model_flag = name("model");
   model.gen.weight_dtype = dtype("weight_dtype", s.weight_dtype);
   model.gen.kv_dtype = dtype("kv_dtype", s.kv_dtype);
   model.gen.act_dtype = dtype("act_dtype", s.act_dtype);

@@ -638,7 +638,7 @@ std::string sweep_id(const SweepSpec& spec) {
         s.model.hf_config = hash(s.model.hf_config);
       } else {
         const std::string model = s.model.model.empty() ? std::string(kDefaultModel) : s.model.model;
-        s.model.model = hash(traces::find_arch(model, config_dir()));
+        s.model.model = hash(traces::find_arch(model, config_dir(), "model"));
       }
       all += fmt::format("point {}\n{}", p.index, serve_key(s));
       continue;
@@ -653,7 +653,7 @@ std::string sweep_id(const SweepSpec& spec) {
       w.hf_config = hash(w.hf_config);
     } else {
       const std::string model = w.model.empty() ? std::string(kDefaultModel) : w.model;
-      w.model = hash(traces::find_arch(model, config_dir()));
+      w.model = hash(traces::find_arch(model, config_dir(), "model"));
     }
     all += fmt::format("point {}\n{}", p.index, scenario_key(s));
   }
