@@ -54,7 +54,7 @@ bool small_enough(const std::string& spec) {
   uint64_t n = 0, turns = 1;
   std::istringstream in(spec);
   for (std::string field; std::getline(in, field, ',');) {
-    for (const auto [key, into] : {std::pair{"n=", &n}, std::pair{"turns=", &turns}}) {
+    for (const auto& [key, into] : {std::pair{"n=", &n}, std::pair{"turns=", &turns}}) {
       if (!field.starts_with(key)) continue;
       const ParseResult<int64_t> v = parse_count(field.substr(std::string_view(key).size()));
       if (!v.ok() || v.value < 0) return true;  // the generator refuses it
