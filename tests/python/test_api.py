@@ -113,6 +113,9 @@ def test_input_errors_of_arguments():
         tierflow.serve(model="llama-3-9b", arrivals="poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2")
     with pytest.raises(tierflow.InputError, match="batch: 0 is below 1"):
         tierflow.generate("llama-3-8b", batch=0)
+    # Past the field's type: worded as the serving fields and the CLI's flags word it.
+    with pytest.raises(tierflow.InputError, match="^layers: '1099511627776' is too large: at most 2147483647$"):
+        tierflow.generate("llama-3-8b", layers=2**40)
     with pytest.raises(tierflow.InputError, match="did you mean 'bf16'") as caught:
         tierflow.generate("llama-3-8b", weight_dtype="bf61")
     assert caught.value.file == "weight_dtype"  # the argument, as docs/python.md says

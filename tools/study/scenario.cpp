@@ -74,7 +74,7 @@ int64_t parse_int(std::string_view path, std::string_view text, const SourcePos&
   if (!r.ok()) throw InputError::at(at, "{}: {}", path, r.error);
   const int64_t v = r.value;
   if (v < lo) throw InputError::at(at, "{}: {} is below {}", path, v, lo);
-  if (v > hi) throw InputError::at(at, "{}: {} is above {}", path, v, hi);
+  if (v > hi) throw InputError::at(at, "{}: '{}' is too large: at most {}", path, text, hi);
   return v;
 }
 
