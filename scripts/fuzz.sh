@@ -198,7 +198,11 @@ for t in "${targets[@]}"; do
   if [ -s "$dir/$t.budget-reached" ] && [ "$(cat "$dir/$t.budget-reached")" -gt "$cpu" ]; then
     cpu=$(cat "$dir/$t.budget-reached")
   fi
-  if [ "$jobs" -gt 1 ]; then cat "$dir"/fuzz-*.log >>"$log" 2>/dev/null; rm -f "$dir"/fuzz-*.log; fi
+  # Workers' logs (-jobs mode; fork mode, FUZZ_KEEP_GOING=1, writes none).
+  if [ "$jobs" -gt 1 ]; then
+    cat "$dir"/fuzz-*.log >>"$log" 2>/dev/null || true
+    rm -f "$dir"/fuzz-*.log
+  fi
   # Executions: the final statistics of each worker, or in fork mode the last status line.
   execs=$( (grep -aoE 'stat::number_of_executed_units: *[0-9]+' "$log" || true) |
     awk '{s += $2} END {print s + 0}')
