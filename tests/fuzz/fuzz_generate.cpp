@@ -93,7 +93,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const CLI::ParseError&) {
     return 0;  // the CLI prints it and exits 2
   }
-  const traces::GenOptions options = flags.options();
+  traces::GenOptions options;
+  try {
+    options = flags.options();
+  } catch (const InputError& e) {
+    // A flag the step does not read (--checkpoint in decode, ...): the CLI's exit 2.
+    if (!e.pos().file.starts_with("--") || e.message().empty())
+      fuzz::fail("a refused flag is not named", e.what(), "");
+    return 0;
+  }
   // A routing trace is a file: the fuzzer opens none (its reader is fuzz_routing's target,
   // the generator's use of it the unit tests').
   if (!options.routing_trace.empty()) return 0;
