@@ -524,6 +524,17 @@ hostile stop41/serve-mooncake-block-tokens-100 2 "block tokens 100: the trace's 
 hostile stop41/serve-find-upgrad 2 "--find: unknown question 'upgrad': max-rate, min-replicas, min-capacity:TIER, split or upgrade; did you mean 'upgrade'?" -- \
   "$tf" serve --model llama-3-8b --arrivals "poisson,rate=1/s,n=2,prompt=fixed:512,output=fixed:2" \
   --find upgrad --target p99-ttft=1s --quiet
+# The decode router and the split question: a bad or empty router, a router without
+# prefill replicas, a split of one replica; each exit 2 naming its flag.
+pdarr=(--model llama-3-8b --arrivals "poisson,rate=1/s,n=2,prompt=fixed:512,output=fixed:2" --quiet)
+hostile stop58/decode-router-bad 2 "--decode-router: expected one of round-robin, least-loaded, prefix, got 'nearest'" -- \
+  "$tf" serve "${pdarr[@]}" --prefill-replicas 1 --decode-router nearest
+hostile stop58/decode-router-alone 2 "--decode-router: how a decode replica is chosen needs --prefill-replicas" -- \
+  "$tf" serve "${pdarr[@]}" --decode-router prefix
+hostile stop58/split-one-replica 2 "--find: split divides the replicas between prefill and decode" -- \
+  "$tf" serve "${pdarr[@]}" --find split --target p99-ttft=1s
+hostile stop58/split-whatif-no-target 2 "--question: a service question needs --target" -- \
+  "$tf" whatif "${pdarr[@]}" --question split --serve replicas=2
 hostile stop41/serve-warmup-past-all 2 "--warmup: 1000s is after every arrival" -- \
   "$tf" serve --model llama-3-8b --arrivals "poisson,rate=2/s,n=50,prompt=fixed:512,output=fixed:8" \
   --warmup 1000s --quiet
