@@ -181,6 +181,9 @@ class Engine {
   uint32_t pick_decode(const Seq& s);
   /// Of replicas [first, end), the one whose device level holds the longest prefix of
   /// `hashes`; ties (and no hit) to the least `load(r)`, then the lowest number.
+  /// Of replicas [0, n), the one with the least prefill work if `s` joined it (RouterKind::
+  /// kKvAware); ties to the least loaded, then the lowest number.
+  uint32_t kv_aware_pick(size_t n, const Seq& s);
   template <class Load>
   uint32_t prefix_pick(uint32_t first, size_t end, std::span<const uint64_t> hashes, Load load);
   /// Disaggregated: checks that every prefill replica's devices reach the decode
@@ -344,6 +347,22 @@ void Engine::setup_devices(const traces::Arch& arch) {
     throw InputError(SourcePos{o_.replicas < 1 ? "replicas" : "prefill_replicas"},
                      fmt::format("expected at least {} replicas, got {}", o_.replicas < 1 ? 1 : 0,
                                  o_.replicas < 1 ? o_.replicas : o_.prefill_replicas));
+  }
+  // What only disaggregated serving reads: a library caller's setting that would be
+  // ignored is refused, as the command line's is.
+  if (o_.prefill_replicas == 0 &&
+      (o_.prefill_tp != 0 || o_.decode_router != RouterKind::kLeastLoaded)) {
+    throw InputError(SourcePos{o_.prefill_tp != 0 ? "prefill_tp" : "decode_router"},
+                     "only disaggregated serving reads it: give prefill_replicas too");
+  }
+  if (o_.prefill_tp < 0) {
+    throw InputError(SourcePos{"prefill_tp"},
+                     fmt::format("expected at least 1 device, got {}", o_.prefill_tp));
+  }
+  if (o_.decode_router == RouterKind::kKvAware) {
+    throw InputError(SourcePos{"decode_router"},
+                     "kv-aware weighs the prompt tokens a replica would compute, and a decode "
+                     "replica computes none: least-loaded, round-robin or prefix");
   }
   const int tp = gen_.tp;
   const int ptp = o_.prefill_replicas > 0 && o_.prefill_tp > 0 ? o_.prefill_tp : tp;
@@ -770,8 +789,33 @@ uint32_t Engine::route(const Seq& s) {
     }
     case RouterKind::kPrefix:
       return prefix_pick(0, n, s.hashes, [&](uint32_t r) { return replicas_[r].load; });
+    case RouterKind::kKvAware:
+      return kv_aware_pick(n, s);
   }
   return 0;
+}
+
+uint32_t Engine::kv_aware_pick(size_t n, const Seq& s) {
+  uint32_t best = 0;
+  int64_t best_work = INT64_MAX;
+  for (uint32_t r = 0; r < n; ++r) {
+    const Replica& rep = replicas_[r];
+    // Its prefill backlog: what its queued and running sequences have left of their prompts.
+    int64_t work = 0;
+    const auto left = [&](uint32_t q) {
+      work += std::max<int64_t>(0, seqs_[q].prompt - seqs_[q].computed);
+    };
+    std::for_each(rep.waiting.begin(), rep.waiting.end(), left);
+    std::for_each(rep.running.begin(), rep.running.end(), left);
+    // This prompt's tokens it would compute: those past the prefix its levels hold.
+    const size_t held = cache_.lookup(rep.path, s.hashes, where_);
+    work += std::max<int64_t>(0, s.prompt - static_cast<int64_t>(held) * block_tokens_);
+    if (work < best_work || (work == best_work && rep.load < replicas_[best].load)) {
+      best = r;
+      best_work = work;
+    }
+  }
+  return best;
 }
 
 uint32_t Engine::pick_decode(const Seq& s) {
@@ -780,6 +824,7 @@ uint32_t Engine::pick_decode(const Seq& s) {
   switch (o_.decode_router) {
     case RouterKind::kRoundRobin:
       return first + next_decode_rr_++ % static_cast<uint32_t>(o_.replicas);
+    case RouterKind::kKvAware:  // refused by setup_devices
     case RouterKind::kLeastLoaded: {
       uint32_t d = first;
       for (auto i = first + 1; i < replicas_.size(); ++i) {
@@ -1551,6 +1596,7 @@ ServeResult Engine::result() const {
     out.decode_router = o_.decode_router;
   }
   out.replicas = o_.replicas;
+  out.router = o_.router;
   out.prefill_replicas = o_.prefill_replicas;
   if (swap_tier_ != SIZE_MAX) {
     out.swap_tier = topo_.tiers[swap_tier_].id;

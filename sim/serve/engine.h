@@ -58,9 +58,12 @@ inline constexpr std::array<std::string_view, 2> kLoadModeNames = {"layered", "b
 enum class PreemptionKind : uint8_t { kRecompute, kSwap };
 inline constexpr std::array<std::string_view, 2> kPreemptionNames = {"recompute", "swap"};
 
-enum class RouterKind : uint8_t { kRoundRobin, kLeastLoaded, kPrefix };
-inline constexpr std::array<std::string_view, 3> kRouterNames = {"round-robin", "least-loaded",
-                                                                 "prefix"};
+/// Which replica takes a request. kKvAware: the least prefill work, the prompt tokens queued
+/// or in prefill there not yet computed plus this prompt's tokens its levels do not hold
+/// (a prefill replica's queue and cache both count, as KV-aware routers weigh them).
+enum class RouterKind : uint8_t { kRoundRobin, kLeastLoaded, kPrefix, kKvAware };
+inline constexpr std::array<std::string_view, 4> kRouterNames = {"round-robin", "least-loaded",
+                                                                 "prefix", "kv-aware"};
 
 /// A tier of the topology below the device that holds KV blocks.
 struct KvTier {
@@ -200,6 +203,7 @@ struct ServeResult {
   Time makespan = 0;  ///< last finish
   int tp = 1;
   int replicas = 1;
+  RouterKind router = RouterKind::kRoundRobin;  ///< which replica (prefill replica) a request takes
   int prefill_replicas = 0;  ///< disaggregated: prefill-only replicas (first), 0: none
   /// Disaggregated: the prefill replicas' TP and per device their weights, workspace and
   /// KV pool in blocks (the fields above are the decode replicas'); 0 when none.

@@ -82,12 +82,26 @@ contains cache-only-levels "$tmp/out" "ddr[0,1]"
 ok cache-only-no-times test "$(grep -c 'p50' "$tmp/out")" = 0
 
 # Generated requests, two replicas of TP 4, each router.
-for router in round-robin least-loaded prefix; do
+for router in round-robin least-loaded prefix kv-aware; do
   check "router-$router" 0 "$tf" serve --hw h100-sxm-8gpu --model llama-3-8b --tp 4 --replicas 2 --quiet \
     --arrivals "poisson,rate=4/s,n=100,prompt=lognormal:1500:0.5,output=uniform:16:128,groups=4,system=1024" \
     --router "$router" -o "$tmp/gen.csv"
   ok "router-$router-both" test "$(cut -d, -f2 "$tmp/gen.csv" | sort -u | grep -c '^[01]$')" = 2
 done
+# kv-aware weighs a replica's cached prefix against its backlog: on the Mooncake trace it
+# hits more than least-loaded and meets the SLO for more requests; both are named.
+kv=(--hw h200-sxm-8gpu --model llama-3-70b --tp 2 --replicas 4 --trace "$trace" --rate-scale 0.25 --kv-tiers ddr:64GiB --slo ttft=5s,tpot=50ms --quiet)
+check router-kv-text 0 "$tf" serve "${kv[@]}" --router kv-aware
+contains router-kv-named "$tmp/out" "4 replicas x TP 2 (h200), routed kv-aware, mooncake"
+check router-kv 0 "$tf" serve "${kv[@]}" --router kv-aware --json
+cp "$tmp/out" "$tmp/kv.json"
+check router-load 0 "$tf" serve "${kv[@]}" --router least-loaded --json
+ok router-kv-pays python3 -c '
+import json, sys
+kv, load = (json.load(open(p)) for p in sys.argv[1:3])
+assert (kv["router"], load["router"]) == ("kv-aware", "least-loaded")
+assert kv["computed_tokens"] < 0.98 * load["computed_tokens"], (kv["computed_tokens"], load["computed_tokens"])
+assert kv["goodput"]["requests"] > load["goodput"]["requests"], (kv["goodput"], load["goodput"])' "$tmp/kv.json" "$tmp/out"
 
 # Questions: the fewest replicas and the highest rate for a latency bound (exit 1 when the
 # search finds none), each probe printed.
@@ -446,6 +460,8 @@ rows = list(csv.DictReader(open(sys.argv[3])))
 assert sorted(r["decode_replica"] for r in rows).count("1") == 100, rows' "$tmp/pd-load.json" "$tmp/pd-prefix.json" "$tmp/pd-turn.csv"
 check pd-decode-router-alone 2 "$tf" serve "${pd[@]}" --decode-router prefix
 contains pd-decode-router-alone-msg "$tmp/err" "error: --decode-router: how a decode replica is chosen needs --prefill-replicas (without prefill replicas it would be ignored)"
+check pd-decode-router-kv 2 "$tf" serve "${pd[@]}" --prefill-replicas 1 --decode-router kv-aware
+contains pd-decode-router-kv-msg "$tmp/err" "error: --decode-router: kv-aware weighs the prompt tokens a replica would compute, and a decode replica computes none"
 check pd-decode-router-bad 2 "$tf" serve "${pd[@]}" --prefill-replicas 1 --decode-router prefixes
 contains pd-decode-router-bad-msg "$tmp/err" "error: --decode-router:"
 contains pd-decode-router-bad-hint "$tmp/err" "did you mean 'prefix'?"

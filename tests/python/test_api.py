@@ -1121,6 +1121,16 @@ def test_serve_disaggregated(cli, tmp_path):
     assert (turn.requests["decode_replica"].value_counts() == 20).all()
     with pytest.raises(tierflow.InputError, match="decode_router: how a decode replica"):
         tierflow.serve(arrivals=arrivals, model="llama-3-8b", decode_router="prefix")
+    with pytest.raises(tierflow.InputError, match="decode_router: kv-aware weighs the prompt"):
+        tierflow.serve(arrivals=arrivals, model="llama-3-8b", prefill_replicas=1,
+                       decode_router="kv-aware")
+    # The request router, named in the summary as the CLI's JSON names it.
+    assert r.summary["router"] == "round-robin"
+    kv = tierflow.serve(arrivals=arrivals, model="llama-3-8b", replicas=2, router="kv-aware")
+    assert kv.summary["router"] == "kv-aware"
+    assert kv.summary == json.loads(cli("serve", "--model", "llama-3-8b", "--quiet", "--arrivals",
+                                        arrivals, "--replicas", "2", "--router", "kv-aware",
+                                        "--json"))
     # How to split three replicas, as serve --find split and whatif answer it.
     split = tierflow.serve(arrivals=arrivals, model="llama-3-8b", replicas=3, find="split",
                            target="p99-tpot=1s")

@@ -681,3 +681,71 @@ TEST_CASE("serve, disaggregated: prefill at TP 4, decode at TP 2: each shard fro
   CHECK(e.starts_with("prefill_tp: the weights of llama-3-70b"));
   CHECK(e.find("per device of a prefill replica") != std::string::npos);
 }
+
+TEST_CASE("serve: the kv-aware router weighs a replica's cached prefix against its backlog") {
+  Setup s;
+  // Blocks of 512 tokens, hashes chosen by hand. A (16 blocks) and then B (A's blocks and
+  // two more) arrive on idle replicas; then, at one instant, C1 (32 new blocks) and C2 (B's
+  // blocks and two more).
+  traces::RequestTrace trace;
+  trace.block_tokens = 512;
+  trace.has_prefixes = true;
+  trace.source = "test";
+  const auto request = [&](int64_t at_s, std::vector<uint64_t> blocks) {
+    traces::Request q;
+    q.id = trace.requests.size();
+    q.arrival_ps = at_s * 1'000'000'000'000;
+    q.prompt_tokens = static_cast<uint32_t>(blocks.size() * 512);
+    q.output_tokens = 4;
+    q.blocks = std::move(blocks);
+    trace.requests.push_back(std::move(q));
+  };
+  const auto range = [](uint64_t from, uint64_t to) {
+    std::vector<uint64_t> v;
+    for (uint64_t h = from; h <= to; ++h) v.push_back(h);
+    return v;
+  };
+  request(0, range(1, 16));
+  request(10, range(1, 18));
+  request(20, range(100, 131));
+  std::vector<uint64_t> c2 = range(1, 18);
+  c2.push_back(19);
+  c2.push_back(20);
+  request(20, c2);
+  serve::ServeOptions o;
+  o.replicas = 2;
+  o.router = serve::RouterKind::kKvAware;
+  const serve::ServeResult kv = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  REQUIRE(kv.requests.size() == 4);
+  // Idle replicas: B goes where A's 16 blocks are and computes only its two new ones.
+  CHECK(kv.requests[0].replica == 0);
+  CHECK(kv.requests[1].replica == 0);
+  CHECK(kv.requests[1].hit_tokens[0] == 16 * 512);
+  // Idle again, C1 takes replica 0 (a tie: the lower number). C2 finds 18 of its 20 blocks
+  // there, behind C1's 16,384 tokens to compute: 17,408 tokens of work against 10,240 on
+  // replica 1, which it takes.
+  CHECK(kv.requests[2].replica == 0);
+  CHECK(kv.requests[3].replica == 1);
+  // The prefix router looks at the prefix alone: C2 waits behind C1.
+  o.router = serve::RouterKind::kPrefix;
+  const serve::ServeResult by_prefix = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  CHECK(by_prefix.requests[3].replica == 0);
+  CHECK(by_prefix.requests[3].hit_tokens[0] == 18 * 512);
+  CHECK(kv.requests[3].first_token - kv.requests[3].arrival <
+        by_prefix.requests[3].first_token - by_prefix.requests[3].arrival);
+  // kv-aware weighs prompts to compute: a decode replica computes none.
+  o.prefill_replicas = 1;
+  o.router = serve::RouterKind::kRoundRobin;
+  o.decode_router = serve::RouterKind::kKvAware;
+  CHECK_THROWS_WITH_AS(serve::serve(trace, s.arch, s.gen, s.topo, o),
+                       doctest::Contains("a decode replica computes none"), InputError);
+  // What only disaggregated serving reads is refused without prefill replicas, not ignored.
+  o.prefill_replicas = 0;
+  o.decode_router = serve::RouterKind::kPrefix;
+  CHECK_THROWS_WITH_AS(serve::serve(trace, s.arch, s.gen, s.topo, o),
+                       doctest::Contains("give prefill_replicas too"), InputError);
+  o.decode_router = serve::RouterKind::kLeastLoaded;
+  o.prefill_tp = 2;
+  CHECK_THROWS_WITH_AS(serve::serve(trace, s.arch, s.gen, s.topo, o),
+                       doctest::Contains("give prefill_replicas too"), InputError);
+}

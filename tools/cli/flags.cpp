@@ -348,7 +348,9 @@ void add_serve_setting_flags(CLI::App* cmd, study::ServeSettings& s) {
                    "disaggregated prefill: the prefill replicas' devices (default: --tp)"}}) {
     cmd->add_option(flag, *value, help)->transform(count_of(*value));
   }
-  cmd->add_option("--router", s.router, "round-robin (default), least-loaded or prefix");
+  cmd->add_option("--router", s.router,
+                  "round-robin (default), least-loaded, prefix (the longest cached prefix) or "
+                  "kv-aware (the least prompt work: queued plus uncached)");
   cmd->add_option("--decode-router", s.decode_router,
                   "disaggregated: the decode replica a prompt's KV goes to: least-loaded "
                   "(default), round-robin or prefix (the one holding most of its blocks)");

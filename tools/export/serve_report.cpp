@@ -108,9 +108,9 @@ std::string serve_report_html(const study::ServeStudy& x) {
       "<title>tierflow serve: {}</title>\n<style>{}</style>\n</head>\n<body>\n",
       escape_html(title), kReportCss);
   out += fmt::format(
-      "<header class=\"top\"><h1>tierflow serve: {}</h1>\n<p>{} ({}); {} "
+      "<header class=\"top\"><h1>tierflow serve: {}</h1>\n<p>{} ({}){}; {} "
       "({} requests). Series are drawn at their peak per pixel column.</p></header>\n<main>\n",
-      escape_html(title), study::replicas_text(r), escape_html(x.device),
+      escape_html(title), study::replicas_text(r), escape_html(x.device), study::router_text(r),
       escape_html(x.trace.source), x.trace.requests.size());
 
   // Cards and facts.

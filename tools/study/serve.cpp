@@ -428,8 +428,13 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   engine = s.engine;
   engine.load = static_cast<serve::LoadMode>(choice("load", s.load, {"layered", "before"}));
   engine.router = static_cast<serve::RouterKind>(
-      choice("router", s.router, {"round-robin", "least-loaded", "prefix"}));
+      choice("router", s.router, {"round-robin", "least-loaded", "prefix", "kv-aware"}));
   if (!s.decode_router.empty()) {
+    if (s.decode_router == "kv-aware") {
+      throw InputError::at(SourcePos{name("decode_router")},
+                           "kv-aware weighs the prompt tokens a replica would compute, and a "
+                           "decode replica computes none: least-loaded, round-robin or prefix");
+    }
     engine.decode_router = static_cast<serve::RouterKind>(
         choice("decode_router", s.decode_router, {"round-robin", "least-loaded", "prefix"}));
   }
@@ -563,6 +568,13 @@ std::string replicas_text(const serve::ServeResult& r) {
                      n(r.replicas, "decode "), r.tp);
 }
 
+std::string router_text(const serve::ServeResult& r) {
+  // Where it has a choice to make.
+  const int routed = r.prefill_replicas > 0 ? r.prefill_replicas : r.replicas;
+  if (routed < 2) return {};
+  return fmt::format(", routed {}", serve::kRouterNames[static_cast<size_t>(r.router)]);
+}
+
 std::string handoff_text(const ServeStudy& x) {
   const serve::ServeResult& r = x.result;
   const double bytes = static_cast<double>(r.handoff_blocks) *
@@ -580,9 +592,9 @@ std::string handoff_text(const ServeStudy& x) {
 
 std::string serve_text(const ServeStudy& x) {
   const serve::ServeResult& r = x.result;
-  std::string out =
-      fmt::format("serve {} on {}: {} ({}), {} ({} requests)\n", x.model, x.topology,
-                  replicas_text(r), x.device, x.trace.source, x.trace.requests.size());
+  std::string out = fmt::format("serve {} on {}: {} ({}){}, {} ({} requests)\n", x.model,
+                                x.topology, replicas_text(r), x.device, router_text(r),
+                                x.trace.source, x.trace.requests.size());
   const uint64_t block_bytes = r.kv_bytes_per_token * r.block_tokens;
   out += fmt::format(
       "device memory per device{}: weights {}, workspace {}, KV pool {} blocks of "
@@ -664,6 +676,7 @@ std::string serve_json(const ServeStudy& x) {
   j["trace"] = x.trace.source;
   j["requests"] = x.trace.requests.size();
   j["replicas"] = r.replicas;
+  j["router"] = serve::kRouterNames[static_cast<size_t>(r.router)];
   j["prefill_replicas"] = r.prefill_replicas;
   if (r.prefill_replicas > 0) {
     j["prefill_tp"] = r.prefill_tp;

@@ -191,6 +191,8 @@ ServeStudy run_serve(const ServeSettings& s);
 std::string preemption_text(const serve::ServeResult& r);
 /// "2 replicas", or disaggregated "1 prefill replica and 2 decode replicas".
 std::string replicas_text(const serve::ServeResult& r);
+/// ", routed NAME" where more than one replica takes requests; empty otherwise.
+std::string router_text(const serve::ServeResult& r);
 /// Disaggregated: the hand-overs, the blocks and bytes they copied, their P50 and P99.
 std::string handoff_text(const ServeStudy& x);
 /// The summary `tierflow serve` prints, as text and as `tierflow.serve/1` JSON.

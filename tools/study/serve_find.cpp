@@ -389,6 +389,8 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
   // the search is over.
   const std::string timeline = std::exchange(setup.timeline, std::string());
   const bool series = std::exchange(setup.engine.record_series, false);
+  const int split_prefill_tp = setup.engine.prefill_tp;
+  const serve::RouterKind split_router = setup.engine.decode_router;
   const auto set_knob = [&](double knob) {
     if (q == ServeQuestion::kMaxRate) setup.rate_scale = base.trace_options.rate_scale * knob;
     if (q == ServeQuestion::kMinReplicas) setup.engine.replicas = static_cast<int>(knob);
@@ -398,6 +400,9 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
     if (q == ServeQuestion::kSplit) {
       setup.engine.prefill_replicas = static_cast<int>(knob);
       setup.engine.replicas = a.split_replicas - static_cast<int>(knob);
+      // Colocated, what only disaggregated serving reads is not set (the engine refuses it).
+      setup.engine.prefill_tp = knob == 0 ? 0 : split_prefill_tp;
+      setup.engine.decode_router = knob == 0 ? serve::RouterKind::kLeastLoaded : split_router;
     }
   };
   // One run at `knob`; a setup the engine refuses (too many replicas, no room for a block)

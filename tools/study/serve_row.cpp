@@ -106,7 +106,7 @@ std::vector<Def> make_defs() {
         In{"replicas", "data-parallel replicas (with prefill replicas: decoding)", integer},
         In{"prefill_replicas", "disaggregated: prefill-only replicas (0: none)", integer},
         In{"prefill_tp", "disaggregated: the prefill replicas' TP (empty: tp)", integer},
-        In{"router", "round-robin, least-loaded or prefix", text},
+        In{"router", "round-robin, least-loaded, prefix or kv-aware", text},
         In{"decode_router", "disaggregated: the decode replica's pick (empty: least-loaded)", text},
         In{"token_budget", "new tokens per iteration (chunked prefill)", integer},
         In{"max_seqs", "running sequences per replica", integer},
