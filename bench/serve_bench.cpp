@@ -4,7 +4,8 @@
 // reported as a counter. Requests and replicas
 // scale the cost: the same trace at twice and four times the rate over 2 replicas of TP 4.
 // Disaggregated: one prefill and one decode replica of TP 4, every request's KV handed over
-// NVLink.
+// NVLink. Routers: four replicas of TP 2 routed least-loaded and kv-aware (the latter reads
+// every queue and every replica's cache at each arrival).
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
@@ -23,7 +24,8 @@ const std::string kTrace =
     std::string(TIERFLOW_SOURCE_DIR) + "/../shared/data/mooncake/conversation_trace.jsonl";
 
 void serve_mooncake(benchmark::State& state, bool cache_only, int replicas, int tp, int copies,
-                    uint32_t page_tokens = 512, int prefill_replicas = 0) {
+                    uint32_t page_tokens = 512, int prefill_replicas = 0,
+                    serve::RouterKind router = serve::RouterKind::kRoundRobin) {
   if (!std::filesystem::exists(kTrace)) {
     state.SkipWithError("the Mooncake trace is not at ../shared/data/mooncake");
     return;
@@ -50,6 +52,7 @@ void serve_mooncake(benchmark::State& state, bool cache_only, int replicas, int 
   serve::ServeOptions o;
   o.replicas = replicas;
   o.prefill_replicas = prefill_replicas;
+  o.router = router;
   o.kv_tiers = {serve::KvTier{"ddr", 1.0, 1'000'000'000'000ULL}};
   for (auto _ : state) {
     const serve::ServeResult r = cache_only ? serve::cache_only(trace, arch, gen, topo, o)
@@ -92,5 +95,21 @@ void BM_ServeMooncakeDisaggregated(benchmark::State& state) {
   serve_mooncake(state, false, 1, 4, 1, 512, 1);
 }
 BENCHMARK(BM_ServeMooncakeDisaggregated)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+
+void BM_ServeMooncakeFourReplicasLeastLoaded(benchmark::State& state) {
+  serve_mooncake(state, false, 4, 2, 1, 512, 0, serve::RouterKind::kLeastLoaded);
+}
+BENCHMARK(BM_ServeMooncakeFourReplicasLeastLoaded)
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1)
+    ->UseRealTime();
+
+void BM_ServeMooncakeFourReplicasKvAware(benchmark::State& state) {
+  serve_mooncake(state, false, 4, 2, 1, 512, 0, serve::RouterKind::kKvAware);
+}
+BENCHMARK(BM_ServeMooncakeFourReplicasKvAware)
+    ->Unit(benchmark::kSecond)
+    ->Iterations(1)
+    ->UseRealTime();
 
 }  // namespace
