@@ -451,7 +451,7 @@ void Engine::setup_shape(size_t i, const traces::Arch& arch, const traces::GenOp
     // Named by what takes the most: the weights (tp splits them) or the iteration's workspace.
     throw DoesNotFit(
         SourcePos{sh.workspace > sh.cost->weight_bytes() ? "token_budget" : tp_field},
-        fmt::format("the weights of {} ({}) and the workspace of a {}-token iteration ({}) "
+        fmt::format("the weights of {} ({}) and the workspace of an iteration of {} tokens ({}) "
                     "leave no room for a KV block ({}) in the {} usable of '{}' per "
                     "device{}: {}",
                     arch.name, to_string_approx(Bytes{sh.cost->weight_bytes()}), o_.token_budget,

@@ -414,7 +414,7 @@ hostile stop37/serve-timeline-over-trace 2 "t.jsonl" --in "$d/t.jsonl" -- \
 # onto the trace is refused and the trace unchanged; nothing is written.
 fnd=(serve "${srv[@]}" --trace "$moon" --summary "$d/s.txt")
 hostile stop37/serve-find-unknown-question 2 \
-  "--find: unknown question 'max-rates': max-rate, min-replicas, min-capacity:TIER, split or upgrade; did you mean 'max-rate'?" \
+  "--find: unknown question 'max-rates': max-rate, min-replicas, min-devices, min-capacity:TIER, split or upgrade; did you mean 'max-rate'?" \
   --out "$d/s.txt" -- "$tf" "${fnd[@]}" --find max-rates --target p99-ttft=2s
 hostile stop37/serve-find-without-target 2 "--find: needs --target" --out "$d/s.txt" -- \
   "$tf" "${fnd[@]}" --find max-rate
@@ -521,7 +521,7 @@ hostile stop41/serve-kv-tier-1EiB 2 "--kv-tiers: tier 'ddr' is given 1EiB for KV
 hostile stop41/serve-mooncake-block-tokens-100 2 "block tokens 100: the trace's 512-token prefix blocks split only into pages that divide them" -- \
   "$tf" serve --model llama-3-8b --trace tests/data/serve/mooncake_conversation_200.jsonl \
   --block-tokens 100 --quiet
-hostile stop41/serve-find-upgrad 2 "--find: unknown question 'upgrad': max-rate, min-replicas, min-capacity:TIER, split or upgrade; did you mean 'upgrade'?" -- \
+hostile stop41/serve-find-upgrad 2 "--find: unknown question 'upgrad': max-rate, min-replicas, min-devices, min-capacity:TIER, split or upgrade; did you mean 'upgrade'?" -- \
   "$tf" serve --model llama-3-8b --arrivals "poisson,rate=1/s,n=2,prompt=fixed:512,output=fixed:2" \
   --find upgrad --target p99-ttft=1s --quiet
 # The decode router and the split question: a bad or empty router, a router without

@@ -109,6 +109,38 @@ small=(--hw h100-sxm-8gpu --model llama-3-8b --trace "$trace" --quiet)
 check find-replicas 0 "$tf" serve "${small[@]}" --find min-replicas --target p90-ttft=10s
 contains find-replicas-answer "$tmp/out" "answer: 3 replicas"
 ok find-replicas-probes test "$(grep -cE '^ +[0-9]+  p90-ttft .* (pass|fail)$' "$tmp/out")" = 4
+# The fewest devices: every tensor parallelism (from --tp, doubling) and the fewest replicas
+# at each; with six devices the most replicas they hold (6, not a power of two) is tried.
+busy=(--hw h100-sxm-8gpu --model llama-3-8b --quiet --arrivals poisson,rate=40/s,n=600,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3)
+check find-devices 0 "$tf" serve "${busy[@]}" --find min-devices --target p99-tpot=15ms
+contains find-devices-answer "$tmp/out" "answer: 6 devices: 3 replicas of TP 2 (p99-tpot 0.01077s)"
+contains find-devices-probe "$tmp/out" "TP 1 x 6  p99-tpot   0.01345s  pass"
+check find-devices-json 0 "$tf" serve "${busy[@]}" --find min-devices --target p99-tpot=15ms --json
+ok find-devices-json-answer python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert (d["question"], d["answer"], d["tp"], d["replicas"]) == ("min-devices", 6, 2, 3), d
+assert (d["run"]["tp"], d["run"]["replicas"]) == (2, 3)
+assert all(p["tp"] * p["knob"] <= 8 for p in d["probes"]) and d["probes"][0]["tp"] == 1' "$tmp/out"
+check find-devices-tp 0 "$tf" serve "${busy[@]}" --find min-devices --target p99-tpot=15ms --tp 2
+ok find-devices-tp-from test "$(grep -c 'TP 1 x' "$tmp/out")" = 0
+check find-devices-whatif 0 "$tf" whatif --hw h100-sxm-8gpu --model llama-3-8b --quiet --arrivals poisson,rate=40/s,n=600,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3 \
+  --question min-devices --target p99-tpot=15ms
+contains find-devices-whatif-answer "$tmp/out" "answer: 6 devices: 3 replicas of TP 2"
+check find-devices-why 0 "$tf" serve --hw h100-sxm-8gpu --model llama-3-70b --quiet --arrivals poisson,rate=2/s,n=60,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3 \
+  --find min-devices --target p99-ttft=10s
+contains find-devices-why-msg "$tmp/out" "TP 1 x 1  p99-ttft          -  fail  (the weights of llama-3-70b (131GiB) and the workspace of an iteration of 8192 tokens (1.5GiB) leave no room for a KV block"
+check find-devices-pd 2 "$tf" serve "${busy[@]}" --prefill-replicas 1 --find min-devices --target p99-tpot=15ms
+contains find-devices-pd-msg "$tmp/err" "error: --find: min-devices counts replicas that prefill and decode; with --prefill-replicas ask split"
+# Two TP-1 replicas of Llama-3-70B meet the goodput target while turning away the requests
+# whose KV does not fit their pool: the answer says so; at two devices TP 2 serves all, with
+# the better goodput, and min-devices takes it.
+check find-rejects 0 "$tf" serve --hw h200-sxm-8gpu --model llama-3-70b --trace "$trace" --slo ttft=30s --rate-scale 0.1 --quiet --find min-replicas --target goodput=45%
+contains find-rejects-note "$tmp/out" "note: at the answer 36 of the 200 requests are rejected (their KV is larger than a replica's device pool): they count as missing the SLO"
+check find-rejects-devices 0 "$tf" serve --hw h200-sxm-8gpu --model llama-3-70b --trace "$trace" --slo ttft=30s --rate-scale 0.1 --quiet --find min-devices --target goodput=45%
+contains find-rejects-devices-answer "$tmp/out" "answer: 2 devices: 1 replica of TP 2 (goodput 89.00%)"
+check find-replicas-six 0 "$tf" serve "${busy[@]}" --set devices.h100.count=6 --find min-replicas --target p99-ttft=170ms
+contains find-replicas-six-answer "$tmp/out" "answer: 6 replicas"
 check find-rate 0 "$tf" serve "${small[@]}" --replicas 4 --find max-rate --target p90-ttft=10s --json --summary "$tmp/a.json"
 ok find-rate-json python3 -c '
 import json, sys

@@ -638,6 +638,17 @@ def test_serve(cli, tmp_path):
                                       "--trace", trace, "--find", "min-replicas", "--target",
                                       "p90-ttft=10s", "--json", "--quiet"))
     assert f.answer["found"] and f.summary["replicas"] == f.answer["answer"] == 3
+    # The fewest devices over every tensor parallelism: the CLI's answer, whatif's too.
+    dev = tierflow.serve(trace=trace, hw="h100-sxm-8gpu", model="llama-3-8b", find="min-devices",
+                         target="p90-ttft=10s")
+    assert dev.answer == json.loads(cli("serve", "--hw", "h100-sxm-8gpu", "--model", "llama-3-8b",
+                                        "--trace", trace, "--find", "min-devices", "--target",
+                                        "p90-ttft=10s", "--json", "--quiet"))
+    assert dev.answer == tierflow.whatif("min-devices", hw="h100-sxm-8gpu", model="llama-3-8b",
+                                         trace=trace, target="p90-ttft=10s")
+    assert dev.answer["answer"] == dev.answer["tp"] * dev.answer["replicas"] <= 3
+    assert (dev.summary["tp"], dev.summary["replicas"]) == (dev.answer["tp"],
+                                                            dev.answer["replicas"])
     up = tierflow.serve(trace=trace, hw="h100-sxm-8gpu", model="llama-3-8b", find="upgrade",
                         target="p90-ttft=10s")
     assert up.answer == json.loads(cli("serve", "--hw", "h100-sxm-8gpu", "--model", "llama-3-8b",

@@ -1,9 +1,10 @@
 // Questions over a service (tools/study/serve_find.h) answered by search: the split of the
-// replicas between prefill and decode. End to end (the CLI's text and JSON, whatif,
-// Python) in tests/e2e/serve_test.sh and tests/python/test_api.py.
+// replicas between prefill and decode, the fewest replicas and the fewest devices. End to end (the
+// CLI's text and JSON, whatif, Python) in tests/e2e/serve_test.sh and tests/python/test_api.py.
 #include "tools/study/serve_find.h"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <limits>
@@ -23,9 +24,10 @@ ServeSettings split_base(int replicas) {
   return s;
 }
 
-ServeAnswer ask(const ServeSettings& s, const std::string& target) {
+ServeAnswer ask(const ServeSettings& s, const std::string& target,
+                ServeQuestion q = ServeQuestion::kSplit) {
   ServeAsk a;
-  a.question = ServeQuestion::kSplit;
+  a.question = q;
   a.target = parse_serve_target(target, "target");
   return find_serve(s, prepare_serve(s), a);
 }
@@ -73,6 +75,101 @@ TEST_CASE("split: every division runs, colocated first; the best that passes is 
 TEST_CASE("split: one replica has nothing to divide") {
   CHECK_THROWS_WITH_AS(ask(split_base(1), "p99-tpot=1s"),
                        doctest::Contains("split divides the replicas between prefill and decode"),
+                       InputError);
+}
+
+namespace {
+
+/// Llama-3-8B on an H100 host of `devices` devices, busy enough that replicas matter.
+ServeSettings busy_base(int devices) {
+  ServeSettings s;
+  s.names = SettingNames::kFields;
+  s.sets = {fmt::format("devices.h100.count={}", devices)};
+  s.model.model = "llama-3-8b";
+  s.arrivals = "poisson,rate=40/s,n=600,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3";
+  return s;
+}
+
+double metric_at(ServeSettings s, int tp, int replicas, const ServeTarget& t) {
+  s.model.gen.tp = tp;
+  s.engine.replicas = replicas;
+  return serve_metric(run_serve(prepare_serve(s)), t);
+}
+
+}  // namespace
+
+TEST_CASE("min-replicas: the most replicas the devices hold is tried, not only powers of two") {
+  // Six devices: 1, 2 and 4 replicas miss the bound, 6 meet it (8 do not fit). The search
+  // said none when it doubled past the devices.
+  const ServeSettings s = busy_base(6);
+  const ServeAnswer a = ask(s, "p99-ttft=170ms", ServeQuestion::kMinReplicas);
+  const ServeTarget t = a.target;
+  REQUIRE(metric_at(s, 1, 6, t) <= 0.17);
+  REQUIRE(metric_at(s, 1, 5, t) > 0.17);
+  REQUIRE(a.found);
+  CHECK(a.knob == 6);
+  for (const ServeProbe& p : a.probes) CHECK(p.knob <= 6);
+}
+
+TEST_CASE("min-devices: the fewest devices over every tensor parallelism and replica count") {
+  const ServeSettings s = busy_base(8);
+  for (const std::string target : {"p99-ttft=300ms", "p99-tpot=15ms", "p99-ttft=1us"}) {
+    CAPTURE(target);
+    const ServeAnswer a = ask(s, target, ServeQuestion::kMinDevices);
+    // Every setup by brute force: the fewest devices that pass, ties to the better metric.
+    int best_devices = 0, best_tp = 0, best_replicas = 0;
+    double best = 0;
+    for (int tp = 1; tp <= 8; tp *= 2) {
+      for (int r = 1; r * tp <= 8; ++r) {
+        const double v = metric_at(s, tp, r, a.target);
+        if (!(v <= a.target.bound)) continue;
+        if (best_devices == 0 || tp * r < best_devices || (tp * r == best_devices && v < best)) {
+          best_devices = tp * r;
+          best_tp = tp;
+          best_replicas = r;
+          best = v;
+        }
+      }
+    }
+    CHECK(a.found == (best_devices > 0));
+    if (!a.found) {
+      CHECK(serve_answer_text(a).find("every tensor parallelism and replica count") !=
+            std::string::npos);
+      continue;
+    }
+    CHECK(a.knob == best_devices);
+    CHECK(a.tp == best_tp);
+    CHECK(a.replicas == best_replicas);
+    REQUIRE(a.at_answer);
+    CHECK(a.at_answer->result.tp == best_tp);
+    CHECK(a.at_answer->result.replicas == best_replicas);
+    // Each probe is the run of its setup, as serve runs it.
+    for (const ServeProbe& p : a.probes) {
+      CHECK(p.tp * p.knob <= 8);
+      CHECK(p.value == metric_at(s, p.tp, static_cast<int>(p.knob), a.target));
+    }
+    CHECK(serve_answer_text(a).find(fmt::format("answer: {} devices: {} replica", best_devices,
+                                                best_replicas)) != std::string::npos);
+  }
+}
+
+TEST_CASE("min-devices: a tensor parallelism the model cannot take fails alone, with why") {
+  // Llama-3-70B on H100s: TP 1 leaves no room for a KV block; the others run.
+  ServeSettings s = busy_base(8);
+  s.model.model = "llama-3-70b";
+  s.arrivals = "poisson,rate=2/s,n=60,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3";
+  const ServeAnswer a = ask(s, "p99-ttft=10s", ServeQuestion::kMinDevices);
+  REQUIRE(!a.probes.empty());
+  CHECK(a.probes.front().tp == 1);
+  CHECK_FALSE(a.probes.front().pass);
+  CHECK(a.probes.front().why.find("no room") != std::string::npos);
+  REQUIRE(a.found);
+  CHECK(a.tp >= 2);
+  CHECK(serve_answer_json(a).find("\"why\"") != std::string::npos);
+  // Disaggregated, the devices are divided by split, not counted here.
+  s.engine.prefill_replicas = 1;
+  CHECK_THROWS_WITH_AS(ask(s, "p99-ttft=10s", ServeQuestion::kMinDevices),
+                       doctest::Contains("min-devices counts replicas that prefill and decode"),
                        InputError);
 }
 

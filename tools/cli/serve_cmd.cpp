@@ -87,7 +87,8 @@ void add_serve_command(CLI::App& app) {
   study::ServeSettings& s = o->s;
   add_serve_setting_flags(cmd, s);
   cmd->add_option("--find", o->find,
-                  "max-rate, min-replicas, min-capacity:TIER, split meeting --target; or upgrade");
+                  "max-rate, min-replicas, min-devices, min-capacity:TIER, split meeting "
+                  "--target; or upgrade");
   cmd->add_option("--target", o->target,
                   "what --find must meet: p99-ttft=2s, p90-tpot=50ms, goodput=95% (of --slo), "
                   "hit=30%");

@@ -84,11 +84,11 @@ void add_whatif_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "whatif",
       "capacity questions answered by search: min-memory, max-batch, max-context, upgrade; "
-      "of a service (--trace or --arrivals): max-rate, min-replicas, min-capacity:TIER, split, "
-      "upgrade");
+      "of a service (--trace or --arrivals): max-rate, min-replicas, min-devices, "
+      "min-capacity:TIER, split, upgrade");
   cmd->add_option("--question", o->question,
                   "min-memory, max-batch, max-context or upgrade; of a service: max-rate, "
-                  "min-replicas, min-capacity:TIER, split or upgrade")
+                  "min-replicas, min-devices, min-capacity:TIER, split or upgrade")
       ->capture_default_str();
   add_whatif_serve_flags(cmd, o->serve);
   auto* overhead =

@@ -36,8 +36,9 @@ void check_step_question(const std::string& q) {
     (void)study::parse_serve_question(q, "--question");
   } catch (const InputError&) {
     std::vector<std::string> all(study::kQuestionNames.begin(), study::kQuestionNames.end());
-    for (const char* s : {"max-rate", "min-replicas", "min-capacity:ddr", "split"})
-      all.emplace_back(s);
+    for (const std::string_view s : study::kServeQuestionNames) {
+      if (s != "upgrade") all.emplace_back(s == "min-capacity:TIER" ? "min-capacity:ddr" : s);
+    }
     throw InputError::at(SourcePos{"--question"}, "unknown question '{}'{}", q,
                          did_you_mean(q, all));
   }

@@ -1,6 +1,6 @@
 // `tierflow whatif` about a service: with --trace or --arrivals, the question is one of
-// `serve --find`'s (max-rate, min-replicas, min-capacity:TIER, split, upgrade) and the scenario
-// flags that describe the deployment (--hw, --set, --device, --model, --hf-config,
+// `serve --find`'s (max-rate, min-replicas, min-devices, min-capacity:TIER, split, upgrade) and the
+// scenario flags that describe the deployment (--hw, --set, --device, --model, --hf-config,
 // --model-set, --tp, the dtypes) with the serving settings as --serve FIELD=VALUE (the
 // fields serving sweeps and Python take) make the serving run it searches
 // (tools/study/serve_find.h).

@@ -32,6 +32,8 @@ std::string_view question_name(ServeQuestion q) {
       return "max-rate";
     case ServeQuestion::kMinReplicas:
       return "min-replicas";
+    case ServeQuestion::kMinDevices:
+      return "min-devices";
     case ServeQuestion::kMinCapacity:
       return "min-capacity";
     case ServeQuestion::kSplit:
@@ -57,6 +59,7 @@ std::string knob_text(const ServeAnswer& a, double knob) {
     case ServeQuestion::kMaxRate:
       return fmt::format("x{:.4g}", knob);
     case ServeQuestion::kMinReplicas:
+    case ServeQuestion::kMinDevices:
       return fmt::format("{}", static_cast<int64_t>(knob));
     case ServeQuestion::kMinCapacity:
       return to_string_approx(Bytes{static_cast<uint64_t>(knob)});
@@ -70,6 +73,15 @@ std::string knob_text(const ServeAnswer& a, double knob) {
       return "";
   }
   return "";
+}
+
+/// Devices of the class a setup serves on (0: the topology has no such class, which the
+/// engine refuses).
+int class_devices(const ServeSetup& setup) {
+  for (const hw::Device& d : setup.topology.devices) {
+    if (setup.engine.device.empty() || d.id == setup.engine.device) return d.count;
+  }
+  return 0;
 }
 
 /// An upgrade counts when its metric at 2x is at least this much better than the base's.
@@ -256,20 +268,27 @@ ServeAnswer upgrade_serve(const ServeSettings& base, ServeSetup setup, const Ser
 
 }  // namespace
 
+std::string serve_question_list() {
+  const auto n = kServeQuestionNames.size();
+  return fmt::format("{} or {}",
+                     fmt::join(kServeQuestionNames.begin(), kServeQuestionNames.end() - 1, ", "),
+                     kServeQuestionNames[n - 1]);
+}
+
 std::pair<ServeQuestion, std::string> parse_serve_question(const std::string& text,
                                                            std::string_view source) {
-  if (text == "max-rate") return {ServeQuestion::kMaxRate, ""};
-  if (text == "min-replicas") return {ServeQuestion::kMinReplicas, ""};
-  if (text == "upgrade") return {ServeQuestion::kUpgrade, ""};
-  if (text == "split") return {ServeQuestion::kSplit, ""};
   if (text.starts_with("min-capacity:") && text.size() > 13) {
     return {ServeQuestion::kMinCapacity, text.substr(13)};
   }
-  throw InputError::at(
-      SourcePos{std::string(source)},
-      "unknown question '{}': max-rate, min-replicas, min-capacity:TIER, split or upgrade{}", text,
-      did_you_mean(text, std::vector<std::string>{"max-rate", "min-replicas", "min-capacity:ddr",
-                                                  "split", "upgrade"}));
+  std::vector<std::string> names;
+  for (size_t i = 0; i < kServeQuestionNames.size(); ++i) {
+    const auto q = static_cast<ServeQuestion>(i);
+    if (q != ServeQuestion::kMinCapacity && text == kServeQuestionNames[i]) return {q, ""};
+    names.emplace_back(q == ServeQuestion::kMinCapacity ? "min-capacity:ddr"
+                                                        : kServeQuestionNames[i]);
+  }
+  throw InputError::at(SourcePos{std::string(source)}, "unknown question '{}': {}{}", text,
+                       serve_question_list(), did_you_mean(text, names));
 }
 
 ServeTarget parse_serve_target(const std::string& text, std::string_view source) {
@@ -308,10 +327,8 @@ std::optional<ServeAsk> parse_serve_ask(const std::string& find, const std::stri
   const std::string find_flag = serve_flag("find", names), target_flag = serve_flag("target", names);
   if (find.empty()) {
     if (target.empty()) return std::nullopt;
-    throw InputError::at(
-        SourcePos{target_flag},
-        "needs {} QUESTION (max-rate, min-replicas, min-capacity:TIER, split or upgrade)",
-        find_flag);
+    throw InputError::at(SourcePos{target_flag}, "needs {} QUESTION ({})", find_flag,
+                         serve_question_list());
   }
   ServeAsk ask;
   std::tie(ask.question, ask.tier) = parse_serve_question(find, find_flag);
@@ -375,6 +392,12 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
                            name("cache_only"));
     }
   }
+  if (q == ServeQuestion::kMinDevices && setup.engine.prefill_replicas > 0) {
+    throw InputError::at(SourcePos{name("find")},
+                         "min-devices counts replicas that prefill and decode; with {} ask "
+                         "split (how to divide them) or min-replicas (decode replicas)",
+                         name("prefill_replicas"));
+  }
   // The settings were checked and the inputs read once; each probe changes one knob.
   std::vector<serve::KvTier>& tiers = setup.engine.kv_tiers;
   size_t tier_index = tiers.size();
@@ -393,7 +416,9 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
   const serve::RouterKind split_router = setup.engine.decode_router;
   const auto set_knob = [&](double knob) {
     if (q == ServeQuestion::kMaxRate) setup.rate_scale = base.trace_options.rate_scale * knob;
-    if (q == ServeQuestion::kMinReplicas) setup.engine.replicas = static_cast<int>(knob);
+    if (q == ServeQuestion::kMinReplicas || q == ServeQuestion::kMinDevices) {
+      setup.engine.replicas = static_cast<int>(knob);
+    }
     // (A capacity of 0 reads as the tier's fraction; it comes only of a tier with nothing
     // usable, where that is 0 bytes too.)
     if (q == ServeQuestion::kMinCapacity) tiers[tier_index].bytes = static_cast<uint64_t>(knob);
@@ -409,16 +434,20 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
   // fails the probe when it is the knob's doing.
   // The first probe runs the base setup's scale: an error there is the user's to see.
   bool first = true;
+  std::string why;  // the last refused run's error
   const auto run = [&](double knob) -> std::optional<ServeStudy> {
     set_knob(knob);
-    // A split's divisions take different devices (prefill_tp): one the topology cannot
-    // hold fails alone.
-    const bool rethrow = (first && q != ServeQuestion::kSplit) || q == ServeQuestion::kMaxRate;
+    // A split's divisions take different devices (prefill_tp), and min-devices tries
+    // every tensor parallelism: one the topology or the model cannot take fails alone.
+    const bool rethrow = (first && q != ServeQuestion::kSplit && q != ServeQuestion::kMinDevices) ||
+                         q == ServeQuestion::kMaxRate;
     first = false;
+    why.clear();
     try {
       return run_serve(setup);
-    } catch (const InputError&) {
+    } catch (const InputError& e) {
       if (rethrow) throw;
+      why = e.message();
       return std::nullopt;
     }
   };
@@ -426,6 +455,8 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
     std::optional<ServeStudy> x = run(knob);
     ServeProbe p{knob, x ? serve_metric(*x, target) : std::nan(""), false};
     p.pass = x && passes(target, p.value);
+    p.why = why;
+    if (q == ServeQuestion::kMinDevices) p.tp = setup.gen.tp;
     a.probes.push_back(p);
     if (progress) progress(p);
     return std::pair{p.pass, std::move(x)};
@@ -435,6 +466,35 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
     a.found = true;
     a.knob = knob;
     best = std::move(x);
+  };
+  // The fewest replicas in [1, cap] that pass: doubling (the cap last), then bisection
+  // between the last count that fails and the first that passes. 0 when none passes or a
+  // count is refused.
+  const auto fewest = [&](int cap) -> std::pair<int, std::optional<ServeStudy>> {
+    int fail = 0, pass = 0;
+    std::optional<ServeStudy> at;
+    for (int r = 1;; r = std::min(2 * r, cap)) {
+      auto [ok, x] = probe(r);
+      if (!x) break;
+      if (ok) {
+        pass = r;
+        at = std::move(x);
+        break;
+      }
+      fail = r;
+      if (r >= cap) break;
+    }
+    while (pass > 0 && pass - fail > 1) {
+      const int mid = fail + (pass - fail) / 2;
+      auto [ok, x] = probe(mid);
+      if (ok) {
+        pass = mid;
+        at = std::move(x);
+      } else {
+        fail = mid;
+      }
+    }
+    return {pass, std::move(at)};
   };
 
   if (q == ServeQuestion::kMaxRate) {
@@ -506,27 +566,40 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
       (void)run_serve(setup);
     }
   } else if (q == ServeQuestion::kMinReplicas) {
-    // Doubling, then bisection between the last failing count and the first passing one.
-    int fail = 0, pass = 0;
-    for (int r = 1; r <= (1 << 20); r *= 2) {
-      auto [ok, x] = probe(r);
-      if (!x) break;  // the topology has no devices for that many
-      if (ok) {
-        pass = r;
-        keep(r, x);
-        break;
+    // Up to as many as the devices hold beside the prefill replicas (the most the devices
+    // allow is tried, not only powers of two).
+    const serve::ServeOptions& e = setup.engine;
+    const int64_t tp = setup.gen.tp, ptp = e.prefill_tp > 0 ? e.prefill_tp : tp;
+    const int64_t cap =
+        (class_devices(setup) - e.prefill_replicas * ptp) / std::max<int64_t>(1, tp);
+    auto [pass, x] = fewest(static_cast<int>(std::max<int64_t>(1, cap)));
+    if (pass > 0) keep(pass, x);
+  } else if (q == ServeQuestion::kMinDevices) {
+    // Each tensor parallelism from the given one (1 by default), doubling, up to as many
+    // devices as the best so far (as many: a better metric wins the tie).
+    const int count = class_devices(setup);
+    const int base_tp = setup.gen.tp;
+    double best_value = 0;
+    for (int tp = base_tp; tp <= std::max(count, base_tp); tp *= 2) {
+      const int cap = (a.found ? std::min(count, static_cast<int>(a.knob)) : count) / tp;
+      if (cap < 1) break;
+      setup.gen.tp = tp;
+      auto [pass, x] = fewest(cap);
+      if (pass == 0) continue;
+      const double v = serve_metric(*x, target);
+      if (!a.found || pass * tp < a.knob || gain_of(target, best_value, v) > 0) {
+        best_value = v;
+        a.tp = tp;
+        a.replicas = pass;
+        keep(pass * tp, x);
       }
-      fail = r;
     }
-    while (pass > 0 && pass - fail > 1) {
-      const int mid = fail + (pass - fail) / 2;
-      auto [ok, x] = probe(mid);
-      if (ok) {
-        pass = mid;
-        keep(mid, x);
-      } else {
-        fail = mid;
-      }
+    // When no setup ran at all, the base's error is the user's.
+    if (std::all_of(a.probes.begin(), a.probes.end(),
+                    [](const ServeProbe& p) { return !p.why.empty(); })) {
+      setup.gen.tp = base_tp;
+      setup.engine.replicas = base.engine.replicas;
+      (void)run_serve(setup);
     }
   } else {
     // The instance's whole capacity first; then bisection below it.
@@ -554,7 +627,8 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
   }
   if (best && (!timeline.empty() || series)) {
     // The same run again (the engine is deterministic), with its timeline and series.
-    set_knob(a.knob);
+    set_knob(q == ServeQuestion::kMinDevices ? a.replicas : a.knob);
+    if (q == ServeQuestion::kMinDevices) setup.gen.tp = a.tp;
     setup.timeline = timeline;
     setup.engine.record_series = series;
     best = run_serve(setup);
@@ -609,8 +683,12 @@ std::string serve_answer_text(const ServeAnswer& a) {
       fmt::format("question: {} with {} {} {}\n\nprobes:\n", what, a.target.metric,
                   a.target.is_time() ? "<=" : ">=", value_text(a.target, a.target.bound));
   for (const ServeProbe& p : a.probes) {
-    out += fmt::format("  {:>12}  {} {:>10}  {}\n", knob_text(a, p.knob), a.target.metric,
-                       value_text(a.target, p.value), p.pass ? "pass" : "fail");
+    const std::string knob = a.question == ServeQuestion::kMinDevices
+                                 ? fmt::format("TP {} x {}", p.tp, static_cast<int64_t>(p.knob))
+                                 : knob_text(a, p.knob);
+    out += fmt::format("  {:>12}  {} {:>10}  {}{}\n", knob, a.target.metric,
+                       value_text(a.target, p.value), p.pass ? "pass" : "fail",
+                       p.why.empty() ? "" : fmt::format("  ({})", p.why));
   }
   if (!a.found) {
     return out + fmt::format("\nanswer: none within the search ({})\n",
@@ -618,6 +696,9 @@ std::string serve_answer_text(const ServeAnswer& a) {
                                  ? "1/1024 of the trace's rate misses it"
                              : a.question == ServeQuestion::kMinReplicas
                                  ? "every replica count the devices allow misses it"
+                             : a.question == ServeQuestion::kMinDevices
+                                 ? "every tensor parallelism and replica count the devices "
+                                   "allow misses it"
                              : a.question == ServeQuestion::kSplit
                                  ? "every division of the replicas misses it"
                                  : "the tier's whole capacity misses it");
@@ -642,6 +723,12 @@ std::string serve_answer_text(const ServeAnswer& a) {
                                         knob_text(a, a.knob), prefill);
       break;
     }
+    case ServeQuestion::kMinDevices:
+      out +=
+          fmt::format("\nanswer: {} devices: {} replica{} of TP {} ({} {})\n", knob_text(a, a.knob),
+                      a.replicas, a.replicas == 1 ? "" : "s", a.tp, a.target.metric,
+                      value_text(a.target, serve_metric(*a.at_answer, a.target)));
+      break;
     case ServeQuestion::kMinCapacity:
       out += fmt::format("\nanswer: {} of '{}' per instance\n", knob_text(a, a.knob), a.tier);
       break;
@@ -657,6 +744,16 @@ std::string serve_answer_text(const ServeAnswer& a) {
     }
     case ServeQuestion::kUpgrade:
       break;
+  }
+  // An answer that turns requests away meets a goodput or latency target on the others:
+  // say so beside it, not only in the run below.
+  if (const ServeSummary& s = a.at_answer->summary; s.rejected > 0) {
+    out += fmt::format(
+        "note: at the answer {} of the {} requests are rejected (their KV is larger than a "
+        "replica's device pool){}\n",
+        s.rejected, a.at_answer->trace.requests.size(),
+        a.target.metric == "goodput" ? ": they count as missing the SLO"
+                                     : ": the latencies are of the others");
   }
   return out + "\nthe run at the answer:\n" + serve_text(*a.at_answer);
 }
@@ -694,12 +791,19 @@ std::string serve_answer_json(const ServeAnswer& a) {
     j["at_limit"] = a.at_limit;
   }
   if (a.question == ServeQuestion::kSplit) j["replicas"] = a.split_replicas;
+  if (a.question == ServeQuestion::kMinDevices) {
+    j["tp"] = a.found ? nlohmann::ordered_json(a.tp) : nlohmann::ordered_json();
+    j["replicas"] = a.found ? nlohmann::ordered_json(a.replicas) : nlohmann::ordered_json();
+  }
   nlohmann::ordered_json probes = nlohmann::ordered_json::array();
   for (const ServeProbe& p : a.probes) {
-    probes.push_back({{"knob", p.knob},
-                      {"value", std::isnan(p.value) ? nlohmann::ordered_json()
-                                                    : nlohmann::ordered_json(p.value)},
-                      {"pass", p.pass}});
+    nlohmann::ordered_json o = {
+        {"knob", p.knob},
+        {"value", std::isnan(p.value) ? nlohmann::ordered_json() : nlohmann::ordered_json(p.value)},
+        {"pass", p.pass}};
+    if (a.question == ServeQuestion::kMinDevices) o["tp"] = p.tp;
+    if (!p.why.empty()) o["why"] = p.why;
+    probes.push_back(std::move(o));
   }
   j["probes"] = std::move(probes);
   j["run"] = a.at_answer ? nlohmann::ordered_json::parse(serve_json(*a.at_answer))

@@ -2,6 +2,10 @@
 //   max-rate           the highest arrival rate (a multiple of the trace's) that meets the
 //                      target;
 //   min-replicas       the fewest replicas that meet it;
+//   min-devices        the fewest devices that meet it: for each tensor parallelism (the
+//                      given one, 1 by default, doubled up to the class's devices), the
+//                      fewest replicas, as min-replicas searches them; ties to the better
+//                      metric;
 //   min-capacity:TIER  the least capacity of a KV tier (per instance) that meets it;
 //   split              how to divide the replicas between prefill and decode (disaggregated
 //                      prefill): every division of them, colocated too, run; the answer
@@ -31,7 +35,12 @@
 
 namespace tierflow::study {
 
-enum class ServeQuestion { kMaxRate, kMinReplicas, kMinCapacity, kSplit, kUpgrade };
+enum class ServeQuestion { kMaxRate, kMinReplicas, kMinDevices, kMinCapacity, kSplit, kUpgrade };
+/// The questions as `--find` names them (min-capacity takes its tier: min-capacity:TIER).
+inline constexpr std::array<std::string_view, 6> kServeQuestionNames = {
+    "max-rate", "min-replicas", "min-devices", "min-capacity:TIER", "split", "upgrade"};
+/// "max-rate, min-replicas, ..., split or upgrade", as errors and help list them.
+std::string serve_question_list();
 
 /// What must hold of a run.
 struct ServeTarget {
@@ -40,8 +49,7 @@ struct ServeTarget {
   [[nodiscard]] bool is_time() const { return metric != "goodput" && metric != "hit"; }
 };
 
-/// "max-rate", "min-replicas", "min-capacity:TIER", "split" or "upgrade"; InputError at
-/// `source`.
+/// One of kServeQuestionNames (min-capacity with its tier); InputError at `source`.
 std::pair<ServeQuestion, std::string> parse_serve_question(const std::string& text,
                                                            std::string_view source);
 /// "p99-ttft=2s", "goodput=95%", "hit=0.3"; InputError at `source`.
@@ -63,6 +71,8 @@ struct ServeProbe {
   double knob = 0;   ///< rate multiple, replicas, bytes or (split) prefill replicas
   double value = 0;  ///< the target's metric at that knob (NaN when nothing finished)
   bool pass = false;
+  int tp = 0;       ///< min-devices: the probe's tensor parallelism (knob: its replicas)
+  std::string why;  ///< a setup the engine refused (the knob's doing): its error
 };
 
 /// One upgrade the upgrade question tried.
@@ -84,8 +94,10 @@ struct ServeAnswer {
   std::string tier;  ///< min-capacity's tier
   ServeTarget target;
   bool found = false;
-  /// The answer: rate multiple, replicas, bytes per instance or (split) prefill replicas.
+  /// The answer: rate multiple, replicas, bytes per instance, (split) prefill replicas or
+  /// (min-devices) devices.
   double knob = 0;
+  int tp = 0, replicas = 0;        ///< min-devices: the answer's tensor parallelism, replicas
   int split_replicas = 0;          ///< split: the replicas divided (prefill and decode)
   double requests_per_s = 0;       ///< max-rate: the arrival rate the answer means
   /// max-rate: every probe passed up to the search's limit (1024x the trace's rate), so the

@@ -587,7 +587,7 @@ def serve(trace=None, arrivals=None, set=(), model_set=(), **options):
     slo, rate_scale, first, block_tokens, warmup, weight_dtype, kv_dtype, act_dtype,
     cache_only, timeline, report (the HTML page `--report` writes: latency CDFs, hits per
     level, levels and sequences over time; with find, of the run at the answer). Returns a
-    Serving; with find ("max-rate", "min-replicas", "split",
+    Serving; with find ("max-rate", "min-replicas", "min-devices", "split",
     "min-capacity:TIER", "upgrade") and target ("p99-ttft=2s", "goodput=95%", "hit=30%"), the search
     `tierflow serve --find` runs, as a Serving of the run at the answer whose `answer` holds
     the `tierflow.serve-answer/1` document (None: a plain run).
@@ -638,7 +638,7 @@ def whatif(question="min-memory", max_overhead=None, min_throughput=None, max_tp
     max-batch, max-context or upgrade. Returns the tierflow.whatif/1 document as a dict.
 
     About a service (`trace` or `arrivals` given, as `tierflow whatif --trace`): max-rate,
-    min-replicas, min-capacity:TIER, split or upgrade meeting `target` ("p99-ttft=2s"), the
+    min-replicas, min-devices, min-capacity:TIER, split or upgrade meeting `target` ("p99-ttft=2s"), the
     deployment from hw, set, model_set and the keywords model, hf_config, tp, device and the
     dtypes, the serving settings as `serve` ({FIELD: VALUE}, the fields of serve()).
     Returns the tierflow.serve-answer/1 document, the same as serve(find=...).answer.
@@ -665,7 +665,8 @@ def whatif(question="min-memory", max_overhead=None, min_throughput=None, max_tp
             raise _input_error("target", "a service question needs target METRIC=BOUND")
         if question == "min-memory":  # the step question, the default
             raise _input_error("question", "a question about a service is max-rate, min-replicas, "
-                                           "min-capacity:TIER, split or upgrade: give question=...")
+                                           "min-devices, min-capacity:TIER, split or upgrade: "
+                                           "give question=...")
         settings = {} if serve is None else serve
         if not isinstance(settings, dict):
             raise _input_error("serve", "expected a dict {FIELD: VALUE}, e.g. {'kv_tiers': 'ddr:1TB'}")
