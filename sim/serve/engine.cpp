@@ -274,7 +274,8 @@ class Engine {
   struct Shape {
     int tp = 1;
     std::unique_ptr<IterationCost> cost;
-    uint64_t shard = 0;  ///< one block on one device
+    std::unique_ptr<IterationCost> draft;  ///< speculative decoding's draft model, if any
+    uint64_t shard = 0;  ///< one block on one device (the draft's KV with the model's)
     uint64_t workspace = 0;
     uint64_t pool = 0;  ///< the device level's blocks
     uint64_t swap_blocks = 0;
@@ -283,6 +284,21 @@ class Engine {
   [[nodiscard]] const Shape& shape(const Replica& rep) const {
     return shapes_[rep.prefill_only ? 1 : 0];
   }
+  /// What a replica's devices hold besides KV blocks, and a block's bytes on one device:
+  /// the model's, and its draft's when speculative decoding has one.
+  struct Footprint {
+    uint64_t weights = 0, workspace = 0, shard = 0;
+  };
+  Footprint footprint(IterationCost& cost, IterationCost* draft) const;
+  /// The draft model's cost at `gen` (its tensor parallelism and dtypes); null without one.
+  /// InputError at spec_draft when the devices cannot run it or it does not match `arch`.
+  std::unique_ptr<IterationCost> draft_cost(const traces::Arch& arch,
+                                            const traces::GenOptions& gen) const;
+  /// The draft tokens of decode steps `s` verifies, from its acceptance draws: the leading
+  /// accepted ones of `k`.
+  [[nodiscard]] int64_t accepted(const Seq& s, int64_t k) const;
+  /// The draft model's passes of the iteration being started on `r` (0 without one).
+  Time draft_time(const Replica& rep);
   /// Builds shapes_[i] for tensor parallelism `gen.tp`: DoesNotFit (at `tp_field` or the
   /// token budget) when the weights and workspace leave no room for a block.
   void setup_shape(size_t i, const traces::Arch& arch, const traces::GenOptions& gen,
@@ -291,6 +307,8 @@ class Engine {
   size_t device_tier_ = 0;
   int layers_ = 1;
   int64_t block_tokens_ = 512;
+  uint64_t spec_steps_ = 0, spec_drafted_ = 0, spec_accepted_ = 0;
+  std::vector<SeqWork> draft_work_;
   TieredCache cache_;
   std::vector<size_t> level_tier_;  ///< topology tier of each level
   std::vector<int> level_device_;   ///< a device whose instance the level is
@@ -359,6 +377,25 @@ void Engine::setup_devices(const traces::Arch& arch) {
     throw InputError(SourcePos{"prefill_tp"},
                      fmt::format("expected at least 1 device, got {}", o_.prefill_tp));
   }
+  if (o_.spec.tokens < 0 || o_.spec.tokens > kMaxSpecTokens) {
+    throw InputError(
+        SourcePos{"spec_tokens"},
+        fmt::format("expected 0 (off) to {} draft tokens, got {}", kMaxSpecTokens, o_.spec.tokens));
+  }
+  if (!(o_.spec.accept >= 0 && o_.spec.accept <= 1)) {
+    throw InputError(SourcePos{"spec_accept"},
+                     fmt::format("expected a probability from 0 to 1, got {}", o_.spec.accept));
+  }
+  if (o_.spec.tokens == 0 && (o_.spec.accept != 0 || o_.spec.draft)) {
+    throw InputError(SourcePos{o_.spec.draft ? "spec_draft" : "spec_accept"},
+                     "speculative decoding is off (0 draft tokens per step), so it would be "
+                     "ignored");
+  }
+  if (o_.spec.tokens > 0 && o_.prefill_replicas > 0) {
+    throw InputError(SourcePos{"spec_tokens"},
+                     "speculative decoding with disaggregated prefill is not modelled (the "
+                     "draft's KV would be handed over too): leave one of them out");
+  }
   if (o_.decode_router == RouterKind::kKvAware) {
     throw InputError(SourcePos{"decode_router"},
                      "kv-aware weighs the prompt tokens a replica would compute, and a decode "
@@ -423,16 +460,18 @@ void Engine::setup_shape(size_t i, const traces::Arch& arch, const traces::GenOp
   Shape& sh = shapes_[i];
   sh.tp = gen.tp;
   sh.cost = std::make_unique<IterationCost>(arch, gen, topo_, device_class_, device_tier_);
-  sh.shard = sh.cost->kv_bytes_per_token() * static_cast<uint64_t>(block_tokens_);
-  sh.workspace = sh.cost->workspace_bytes(o_.token_budget, o_.max_seqs);
+  sh.draft = draft_cost(arch, gen);
+  const Footprint f = footprint(*sh.cost, sh.draft.get());
+  sh.shard = f.shard;
+  sh.workspace = f.workspace;
   const uint64_t usable = topo_.usable(device_tier_);
-  const uint64_t fixed = sh.cost->weight_bytes() + sh.workspace;
+  const uint64_t fixed = f.weights + sh.workspace;
   if (fixed >= usable || (usable - fixed) / sh.shard == 0) {
     // What would make room: the least wider tensor parallelism that does (else narrower
     // weights), a smaller iteration where the weights alone leave room; what takes the
     // most first.
     const int count = topo_.devices[device_class_].count;
-    const bool weights_fit = sh.cost->weight_bytes() + sh.shard <= usable;
+    const bool weights_fit = f.weights + sh.shard <= usable;
     std::vector<std::string> remedies;
     if (const auto wider = wider_tp(arch, gen)) {
       remedies.push_back(
@@ -446,20 +485,94 @@ void Engine::setup_shape(size_t i, const traces::Arch& arch, const traces::GenOp
           count, count == 1 ? "" : "s", topo_.devices[device_class_].id));
     }
     if (weights_fit) remedies.emplace_back("lower the token budget");
-    if (sh.workspace > sh.cost->weight_bytes()) std::reverse(remedies.begin(), remedies.end());
+    if (sh.workspace > f.weights) std::reverse(remedies.begin(), remedies.end());
     const std::string remedy = fmt::format("{}", fmt::join(remedies, ", or "));
     // Named by what takes the most: the weights (tp splits them) or the iteration's workspace.
     throw DoesNotFit(
-        SourcePos{sh.workspace > sh.cost->weight_bytes() ? "token_budget" : tp_field},
-        fmt::format("the weights of {} ({}) and the workspace of an iteration of {} tokens ({}) "
+        SourcePos{sh.workspace > f.weights ? "token_budget" : tp_field},
+        fmt::format("the weights of {}{} ({}) and the workspace of an iteration of {} tokens ({}) "
                     "leave no room for a KV block ({}) in the {} usable of '{}' per "
                     "device{}: {}",
-                    arch.name, to_string_approx(Bytes{sh.cost->weight_bytes()}), o_.token_budget,
+                    arch.name,
+                    o_.spec.draft ? fmt::format(" and its draft {}", o_.spec.draft->name) : "",
+                    to_string_approx(Bytes{f.weights}), o_.token_budget,
                     to_string_approx(Bytes{sh.workspace}), to_string_approx(Bytes{sh.shard}),
                     to_string_approx(Bytes{usable}), topo_.tiers[device_tier_].id,
                     i == 1 ? " of a prefill replica" : "", remedy));
   }
   sh.pool = (usable - fixed) / sh.shard;
+}
+
+Engine::Footprint Engine::footprint(IterationCost& cost, IterationCost* draft) const {
+  Footprint f;
+  f.weights = cost.weight_bytes();
+  f.workspace = cost.workspace_bytes(o_.token_budget, o_.max_seqs);
+  uint64_t per_token = cost.kv_bytes_per_token();
+  if (draft != nullptr) {
+    // The draft runs before the model, not beside it: the larger workspace serves both.
+    f.weights += draft->weight_bytes();
+    f.workspace = std::max(f.workspace, draft->workspace_bytes(o_.token_budget, o_.max_seqs));
+    per_token += draft->kv_bytes_per_token();
+  }
+  f.shard = per_token * static_cast<uint64_t>(block_tokens_);
+  return f;
+}
+
+std::unique_ptr<IterationCost> Engine::draft_cost(const traces::Arch& arch,
+                                                  const traces::GenOptions& gen) const {
+  if (!o_.spec.draft) return nullptr;
+  const traces::Arch& d = *o_.spec.draft;
+  if (d.vocab != arch.vocab) {
+    throw InputError(SourcePos{"spec_draft"},
+                     fmt::format("the draft {} has a vocabulary of {} tokens and {} of {}: a draft "
+                                 "proposes the model's own tokens",
+                                 d.name, d.vocab, arch.name, arch.vocab));
+  }
+  try {
+    return std::make_unique<IterationCost>(d, gen, topo_, device_class_, device_tier_);
+  } catch (const InputError& e) {
+    throw InputError(SourcePos{"spec_draft"}, fmt::format("the draft {}: {}", d.name, e.message()));
+  }
+}
+
+int64_t Engine::accepted(const Seq& s, int64_t k) const {
+  // One draw per draft token, from the seed, the request and the step (its output so far).
+  uint64_t z = o_.spec.seed ^ (uint64_t{s.req} << 32) ^ static_cast<uint64_t>(s.generated);
+  int64_t n = 0;
+  for (; n < k; ++n) {
+    z += 0x9e3779b97f4a7c15ULL;
+    uint64_t x = z;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    if (static_cast<double>(x >> 11) * 0x1.0p-53 >= o_.spec.accept) break;
+  }
+  return n;
+}
+
+Time Engine::draft_time(const Replica& rep) {
+  IterationCost* draft = shape(rep).draft.get();
+  if (draft == nullptr) return 0;
+  // The draft prefills the prompt chunks with the model (it needs their KV too), then
+  // proposes one token a pass for each decoding sequence, as many passes as the most
+  // draft tokens any of them takes.
+  Time total = 0;
+  int64_t passes = 1;
+  for (int64_t j = 0; j < passes; ++j) {
+    draft_work_.clear();
+    for (size_t i = 0; i < rep.batch.size(); ++i) {
+      const Seq& s = seqs_[rep.batch[i]];
+      const int64_t n = rep.tokens[i];
+      if (s.computed < s.prompt) {
+        if (j == 0) draft_work_.push_back(SeqWork{s.computed, n, s.computed + n == s.prompt});
+        continue;
+      }
+      passes = std::max(passes, n - 1);
+      if (n - 1 > j) draft_work_.push_back(SeqWork{s.prompt + s.generated - 1 + j, 1, true});
+    }
+    if (!draft_work_.empty()) total += draft->time(draft_work_);
+  }
+  return total;
 }
 
 std::optional<std::pair<int, uint64_t>> Engine::wider_tp(const traces::Arch& arch,
@@ -470,16 +583,17 @@ std::optional<std::pair<int, uint64_t>> Engine::wider_tp(const traces::Arch& arc
     traces::GenOptions g = gen;
     g.tp = tp;
     std::optional<IterationCost> cost;
+    std::unique_ptr<IterationCost> draft;
     try {
       cost.emplace(arch, g, topo_, device_class_, device_tier_);
+      draft = draft_cost(arch, g);
     } catch (const InputError&) {
-      continue;  // it does not divide the heads
+      continue;  // it does not divide the heads (of the model or its draft)
     }
-    const uint64_t fixed =
-        cost->weight_bytes() + cost->workspace_bytes(o_.token_budget, o_.max_seqs);
-    const uint64_t shard = cost->kv_bytes_per_token() * static_cast<uint64_t>(block_tokens_);
-    if (fixed < usable && (usable - fixed) / shard > 0)
-      return std::pair{tp, (usable - fixed) / shard};
+    const Footprint f = footprint(*cost, draft.get());
+    const uint64_t fixed = f.weights + f.workspace;
+    if (fixed < usable && (usable - fixed) / f.shard > 0)
+      return std::pair{tp, (usable - fixed) / f.shard};
   }
   return std::nullopt;
 }
@@ -963,14 +1077,20 @@ bool Engine::schedule(uint32_t r) {
       ++i;
       continue;
     }
-    // The step writes the KV of the last token generated and produces the next.
-    const uint64_t need = static_cast<uint64_t>(blocks_for(s.prompt + s.generated)) - s.held;
+    // The step writes the KV of the last token generated and produces the next; with
+    // speculative decoding it verifies k draft tokens too (room for all of their KV), as
+    // many as the output and the budget leave.
+    const int64_t k = std::min<int64_t>({o_.spec.tokens, s.output - s.generated - 1, budget - 1});
+    const uint64_t need =
+        static_cast<uint64_t>(blocks_for(s.prompt + s.generated + std::max<int64_t>(k, 0))) -
+        s.held;
     if (!room_for(r, i, need)) continue;
     rep.reserved += need;
     rep.batch.push_back(q);
-    rep.tokens.push_back(1);
-    work_.push_back(SeqWork{s.prompt + s.generated - 1, 1, true});
-    --budget;
+    rep.tokens.push_back(1 + std::max<int64_t>(k, 0));
+    work_.push_back(SeqWork{s.prompt + s.generated - 1, 1 + std::max<int64_t>(k, 0), true,
+                            std::max<int64_t>(k, 0)});
+    budget -= 1 + std::max<int64_t>(k, 0);
     ++i;
   }
   // Prefills under way, then new requests, first come first served. A prefill whose chunk
@@ -1125,7 +1245,7 @@ void Engine::start_iteration(uint32_t r) {
   rep.busy = true;
   ++iterations_;
   rep.start = q_.now();
-  rep.compute = shape(rep).cost->time(work_);
+  rep.compute = draft_time(rep) + shape(rep).cost->time(work_);
   carry(r, moves_, /*loads=*/true);
   if (rep.loads_left == 0) q_.schedule(q_.now() + rep.compute, kIterationEnd, r);
 }
@@ -1344,7 +1464,15 @@ void Engine::end_iteration(uint32_t r) {
       s.computed += rep.tokens[i];
       if (s.computed == s.prompt) ++s.generated;
     } else {
-      ++s.generated;
+      // The accepted draft tokens and one more (rejected drafts' KV is dropped).
+      const int64_t k = rep.tokens[i] - 1;
+      const int64_t n = k > 0 ? accepted(s, k) : 0;
+      if (k > 0) {
+        ++spec_steps_;
+        spec_drafted_ += static_cast<uint64_t>(k);
+        spec_accepted_ += static_cast<uint64_t>(n);
+      }
+      s.generated += 1 + n;
     }
     fill_blocks(r, s, before, kv_tokens());
     // The blocks its KV now fills, stored and pinned.
@@ -1533,6 +1661,9 @@ ServeResult Engine::run() {
   out.transfers = transfer_count_;
   out.handoffs = handoffs_;
   out.handoff_blocks = handoff_blocks_;
+  out.spec_steps = spec_steps_;
+  out.spec_drafted = spec_drafted_;
+  out.spec_accepted = spec_accepted_;
   out.makespan = end;
   for (const RequestRecord& r : out.requests) {
     if (r.rejected) continue;  // its prompt met no cache and was never computed
@@ -1585,6 +1716,15 @@ ServeResult Engine::result() const {
   out.weight_bytes = sh.cost->weight_bytes();
   out.workspace_bytes = sh.workspace;
   out.kv_bytes_per_token = sh.cost->kv_bytes_per_token();
+  if (sh.draft) {
+    out.draft_weight_bytes = sh.draft->weight_bytes();
+    out.draft_kv_bytes_per_token = sh.draft->kv_bytes_per_token();
+    out.weight_bytes += out.draft_weight_bytes;
+    out.kv_bytes_per_token += out.draft_kv_bytes_per_token;
+    out.spec_draft = o_.spec.draft->name;
+  }
+  out.spec_tokens = o_.spec.tokens;
+  out.spec_accept = o_.spec.accept;
   out.device_pool_blocks = sh.pool;
   out.tp = sh.tp;
   if (const Shape& p = shapes_[1]; p.cost) {

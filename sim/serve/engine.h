@@ -37,6 +37,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,22 @@ class DoesNotFit : public InputError {
   using InputError::InputError;
 };
 
+/// Speculative decoding: each decode step proposes up to `tokens` draft tokens that the
+/// model verifies in one pass; each is accepted with probability `accept`, independently,
+/// until the first rejection (the model of Leviathan et al., 2023), and the pass yields the
+/// accepted ones and one token more. The draft comes of a draft model (`draft`: its weights
+/// and KV cache beside the model's on every device, its passes timed before the model's)
+/// or, without one, of n-gram lookup in the prompt and output so far (no model, no time).
+/// The most draft tokens a speculative decoding step proposes.
+inline constexpr int kMaxSpecTokens = 64;
+
+struct SpecDecode {
+  int tokens = 0;     ///< draft tokens per step; 0: off
+  double accept = 0;  ///< each draft token's acceptance probability, in [0, 1]
+  std::shared_ptr<const traces::Arch> draft;  ///< the draft model; null: n-gram lookup
+  uint64_t seed = 1;                          ///< of the acceptance draws
+};
+
 struct ServeOptions {
   std::string device;  ///< device class id; empty: the first
   int replicas = 1;    ///< replicas that serve requests (with prefill_replicas: that decode)
@@ -104,6 +121,7 @@ struct ServeOptions {
   /// the longest prefix of the blocks, so that fewer are copied; ties to the least loaded).
   RouterKind decode_router = RouterKind::kLeastLoaded;
   PreemptionKind preemption = PreemptionKind::kRecompute;
+  SpecDecode spec;  ///< speculative decoding (off by default)
   /// Swap preemption: the tier of the swap space (empty: the first DDR tier with routes to
   /// and from the device) and its size per device (vLLM's default, 4 GiB).
   std::string swap_tier;
@@ -211,6 +229,15 @@ struct ServeResult {
   uint64_t prefill_weight_bytes = 0, prefill_workspace_bytes = 0, prefill_pool_blocks = 0;
   uint64_t prefill_kv_bytes_per_token = 0;
   RouterKind decode_router = RouterKind::kLeastLoaded;  ///< disaggregated: the decode pick
+  /// Speculative decoding: the draft tokens per step and acceptance probability (0: off),
+  /// the draft model's name (empty: n-gram lookup) and per device its weights and KV bytes
+  /// per token (also in weight_bytes and kv_bytes_per_token); decode steps that drafted,
+  /// the draft tokens they verified and those accepted.
+  int spec_tokens = 0;
+  double spec_accept = 0;
+  std::string spec_draft;
+  uint64_t draft_weight_bytes = 0, draft_kv_bytes_per_token = 0;
+  uint64_t spec_steps = 0, spec_drafted = 0, spec_accepted = 0;
   uint64_t handoffs = 0;     ///< requests handed from a prefill to a decode replica
   /// Blocks those hand-overs copied: each device's shard of each block the decode
   /// replica's device level did not hold already.

@@ -192,7 +192,7 @@ Time IterationCost::time(std::span<const SeqWork> work) {
   int64_t seqs = 0;
   for (const SeqWork& s : work) {
     tokens += s.tokens;
-    seqs += s.samples ? 1 : 0;
+    seqs += (s.samples ? 1 : 0) + s.verify;
   }
   TF_ASSERT(tokens > 0, "an iteration without tokens");
   Time total = tokens_time(tokens) + head_time(seqs);

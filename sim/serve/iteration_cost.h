@@ -40,6 +40,9 @@ struct SeqWork {
   int64_t past = 0;     ///< tokens already in its KV cache
   int64_t tokens = 1;   ///< new tokens this iteration (1 for a decode step)
   bool samples = true;  ///< produces a token: a decode step, or the last chunk of a prefill
+  /// Speculative decoding: draft tokens the step verifies (among `tokens`), each with its
+  /// logits through the head besides the sampled one.
+  int64_t verify = 0;
 };
 
 class IterationCost {

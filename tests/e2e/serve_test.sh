@@ -103,6 +103,48 @@ assert (kv["router"], load["router"]) == ("kv-aware", "least-loaded")
 assert kv["computed_tokens"] < 0.98 * load["computed_tokens"], (kv["computed_tokens"], load["computed_tokens"])
 assert kv["goodput"]["requests"] > load["goodput"]["requests"], (kv["goodput"], load["goodput"])' "$tmp/kv.json" "$tmp/out"
 
+# Speculative decoding: drafts by n-gram lookup or a draft model, each accepted with a
+# probability until the first rejection; the summary and JSON say what the steps yielded.
+spec=(--hw h200-sxm-8gpu --model llama-3.1-70b --tp 4 --quiet --arrivals poisson,rate=1/s,n=200,prompt=lognormal:1500:0.6,output=uniform:100:400,seed=3)
+check spec-off 0 "$tf" serve "${spec[@]}" --json
+cp "$tmp/out" "$tmp/spec-off.json"
+check spec-ngram 0 "$tf" serve "${spec[@]}" --spec-tokens 4 --spec-accept 0.7
+contains spec-ngram-setup "$tmp/out" "speculative decoding: up to 4 draft tokens a step from n-gram lookup (no model), each accepted with probability 0.7 until the first rejection (2.77 tokens a step expected)"
+contains spec-ngram-run "$tmp/out" "speculative decoding: 18237 decode steps drafted 72509 tokens, 31840 accepted (43.9%); 2.75 tokens a drafting step"
+check spec-ngram-json 0 "$tf" serve "${spec[@]}" --spec-tokens 4 --spec-accept 0.7 --json
+cp "$tmp/out" "$tmp/spec-ngram.json"
+check spec-draft 0 "$tf" serve "${spec[@]}" --spec-tokens 4 --spec-accept 0.7 --spec-draft llama-3-8b --json
+ok spec-json python3 -c '
+import json, sys
+off, ngram, draft = (json.load(open(p)) for p in sys.argv[1:4])
+assert "spec" not in off
+s = ngram["spec"]
+assert (s["tokens"], s["accept"], s["draft"], s["draft_weight_bytes"]) == (4, 0.7, None, 0), s
+assert abs(s["expected_tokens_per_step"] - 2.7731) < 1e-3 and s["accepted"] < s["drafted"]
+d = draft["spec"]
+assert d["draft"] == "llama-3-8b" and d["draft_weight_bytes"] > 0 and d["accepted"] == s["accepted"]
+assert draft["weight_bytes"] == ngram["weight_bytes"] + d["draft_weight_bytes"]
+assert draft["device_pool_blocks"] < ngram["device_pool_blocks"]
+# At this load the drafts pay: n-gram (free) most, a draft model (its passes timed) less.
+tpot = lambda j: j["tpot"]["p50_s"]
+assert tpot(ngram) < tpot(draft) < tpot(off), (tpot(ngram), tpot(draft), tpot(off))' "$tmp/spec-off.json" "$tmp/spec-ngram.json" "$tmp/out"
+check spec-accept-alone 2 "$tf" serve "${spec[@]}" --spec-accept 0.5
+contains spec-accept-alone-msg "$tmp/err" "error: --spec-accept: an acceptance probability needs --spec-tokens"
+check spec-draft-alone 2 "$tf" serve "${spec[@]}" --spec-draft llama-3-8b
+contains spec-draft-alone-msg "$tmp/err" "error: --spec-draft: a draft model needs --spec-tokens"
+check spec-draft-vocab 2 "$tf" serve "${spec[@]}" --spec-tokens 3 --spec-draft llama-2-7b
+contains spec-draft-vocab-msg "$tmp/err" "error: --spec-draft: the draft llama-2-7b has a vocabulary of 32000 tokens and llama-3.1-70b of 128256"
+check spec-draft-unknown 2 "$tf" serve "${spec[@]}" --spec-tokens 3 --spec-draft llama-3-9b
+contains spec-draft-unknown-msg "$tmp/err" "error: --spec-draft: unknown model 'llama-3-9b'"
+check spec-accept-range 2 "$tf" serve "${spec[@]}" --spec-tokens 3 --spec-accept 1.5
+contains spec-accept-range-msg "$tmp/err" "error: --spec-accept: expected a probability from 0 to 1, got 1.5"
+check spec-tokens-range 2 "$tf" serve "${spec[@]}" --spec-tokens 65
+contains spec-tokens-range-msg "$tmp/err" "error: --spec-tokens: expected 0 (off) to 64 draft tokens, got 65"
+check spec-pd 2 "$tf" serve "${spec[@]}" --spec-tokens 3 --prefill-replicas 1
+contains spec-pd-msg "$tmp/err" "error: --spec-tokens: speculative decoding with disaggregated prefill is not modelled"
+check spec-cache-only 2 "$tf" serve "${spec[@]}" --spec-tokens 3 --cache-only
+contains spec-cache-only-msg "$tmp/err" "error: --spec-tokens: has no effect with --cache-only"
+
 # Questions: the fewest replicas and the highest rate for a latency bound (exit 1 when the
 # search finds none), each probe printed.
 small=(--hw h100-sxm-8gpu --model llama-3-8b --trace "$trace" --quiet)

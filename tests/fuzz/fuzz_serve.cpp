@@ -3,7 +3,8 @@
 // definitions, tools/cli/flags.cpp) with requests from `--arrivals` (the generator) on a
 // shipped topology and model. The settings meet in the engine: replicas, disaggregated
 // prefill and its routers, tensor parallelism, KV tiers with their policies and write
-// modes, preemption by recompute or swap, chunked prefill, warm-up, SLOs. What must hold:
+// modes, preemption by recompute or swap, chunked prefill, speculative decoding (n-gram or
+// a draft model), warm-up, SLOs. What must hold:
 //   - a bad setting is refused by the flag parser, or as an InputError naming a flag
 //     (position "--NAME") or the topology or model file at fault, never anything else: no
 //     assertion, crash or overflow (the sanitizers' part);
@@ -15,6 +16,7 @@
 // are request sets too large to run in a fuzzing step: the trace readers are
 // fuzz_requests's, the limits the hostile suite's (tests/e2e/hostile_test.sh).
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include <optional>
 #include <sstream>
@@ -89,6 +91,15 @@ void check_books(const study::ServeStudy& x, const std::string& input) {
     }
   }
   if (handed != r.handoffs) fuzz::fail("hand-overs miscounted", input, std::to_string(handed));
+  // Speculative decoding: no more accepted than drafted, no more drafted than the steps
+  // could (each at most spec_tokens); off, nothing.
+  if (r.spec_accepted > r.spec_drafted ||
+      r.spec_drafted > r.spec_steps * static_cast<uint64_t>(r.spec_tokens) ||
+      (r.spec_tokens == 0 && r.spec_steps > 0)) {
+    fuzz::fail("speculative decoding's counts do not add up", input,
+               fmt::format("{} steps, {} drafted, {} accepted", r.spec_steps, r.spec_drafted,
+                           r.spec_accepted));
+  }
   if (r.computed_tokens > r.prompt_tokens)
     fuzz::fail("more prompt tokens computed than given", input, "");
 }
@@ -111,7 +122,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;  // the CLI prints it and exits 2
   }
   if (!s.trace.empty() || !s.model.hf_config.empty() || !s.timeline.empty()) return 0;
-  if (!shipped(s.hw) || !shipped(s.model.model)) return 0;
+  if (!shipped(s.hw) || !shipped(s.model.model) || !shipped(s.spec_draft)) return 0;
   if (s.arrivals.empty() || !small_enough(s.arrivals)) return 0;
 
   const auto run = [&]() -> std::optional<study::ServeStudy> {

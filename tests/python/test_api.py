@@ -1135,6 +1135,15 @@ def test_serve_disaggregated(cli, tmp_path):
     with pytest.raises(tierflow.InputError, match="decode_router: kv-aware weighs the prompt"):
         tierflow.serve(arrivals=arrivals, model="llama-3-8b", prefill_replicas=1,
                        decode_router="kv-aware")
+    # Speculative decoding, as --spec-tokens, --spec-accept and --spec-draft.
+    spec = tierflow.serve(arrivals=arrivals, model="llama-3-8b", spec_tokens=3, spec_accept=0.6,
+                          spec_draft="llama-3-8b")
+    assert spec.summary == json.loads(cli("serve", "--model", "llama-3-8b", "--quiet", "--arrivals",
+                                          arrivals, "--spec-tokens", "3", "--spec-accept", "0.6",
+                                          "--spec-draft", "llama-3-8b", "--json"))
+    assert spec.summary["spec"]["draft"] == "llama-3-8b" and spec.summary["spec"]["steps"] > 0
+    with pytest.raises(tierflow.InputError, match="^spec_accept: an acceptance probability needs"):
+        tierflow.serve(arrivals=arrivals, model="llama-3-8b", spec_accept=0.6)
     # The request router, named in the summary as the CLI's JSON names it.
     assert r.summary["router"] == "round-robin"
     kv = tierflow.serve(arrivals=arrivals, model="llama-3-8b", replicas=2, router="kv-aware")

@@ -749,3 +749,95 @@ TEST_CASE("serve: the kv-aware router weighs a replica's cached prefix against i
   CHECK_THROWS_WITH_AS(serve::serve(trace, s.arch, s.gen, s.topo, o),
                        doctest::Contains("give prefill_replicas too"), InputError);
 }
+
+TEST_CASE("serve: speculative decoding yields the accepted drafts and one more per step") {
+  Setup s;
+  const traces::RequestTrace trace = traces::generate_requests(
+      "poisson,rate=2/s,n=60,prompt=uniform:200:2000,output=uniform:20:300,seed=6", {}, "test");
+  uint64_t decode_tokens = 0;  // outputs after the first token
+  for (const traces::Request& q : trace.requests) decode_tokens += q.output_tokens - 1;
+  const serve::ServeResult plain = serve::serve(trace, s.arch, s.gen, s.topo, {});
+  CHECK(plain.spec_steps == 0);
+  serve::ServeOptions o;
+  o.spec.tokens = 3;
+  // Every draft accepted: each step yields k + 1 tokens but the last of an output, which
+  // drafts what is left; a step that has one token left drafts none.
+  o.spec.accept = 1;
+  const serve::ServeResult all = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  uint64_t steps = 0, drafting = 0;
+  for (const traces::Request& q : trace.requests) {
+    const uint64_t left = q.output_tokens - 1;
+    steps += (left + 3) / 4;
+    drafting += (left + 3) / 4 - (left % 4 == 1 ? 1 : 0);
+  }
+  CHECK(all.spec_steps == drafting);
+  CHECK(all.spec_accepted == all.spec_drafted);
+  CHECK(all.spec_steps + all.spec_accepted + (steps - drafting) == decode_tokens);
+  // None accepted: a step yields one token, as without drafts, and verifying the drafts
+  // costs time.
+  o.spec.accept = 0;
+  const serve::ServeResult none = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  CHECK(none.spec_accepted == 0);
+  double tpot_plain = 0, tpot_none = 0, tpot_all = 0;
+  for (size_t i = 0; i < trace.requests.size(); ++i) {
+    REQUIRE(none.requests[i].finish > 0);
+    tpot_plain += static_cast<double>(plain.requests[i].finish - plain.requests[i].first_token);
+    tpot_none += static_cast<double>(none.requests[i].finish - none.requests[i].first_token);
+    tpot_all += static_cast<double>(all.requests[i].finish - all.requests[i].first_token);
+  }
+  CHECK(tpot_none >= tpot_plain);
+  CHECK(tpot_all < 0.5 * tpot_plain);
+  // In between: the share of drafts accepted is what the acceptance probability gives,
+  // sum over n = 1..k of a^n out of k at full steps.
+  o.spec.accept = 0.6;
+  const serve::ServeResult some = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  const double share =
+      static_cast<double>(some.spec_accepted) / static_cast<double>(some.spec_drafted);
+  CHECK(share == doctest::Approx((0.6 + 0.36 + 0.216) / 3).epsilon(0.05));
+  // The same seed, the same draws; another seed, others.
+  CHECK(serve::serve(trace, s.arch, s.gen, s.topo, o).spec_accepted == some.spec_accepted);
+  o.spec.seed = 2;
+  CHECK(serve::serve(trace, s.arch, s.gen, s.topo, o).spec_accepted != some.spec_accepted);
+}
+
+TEST_CASE("serve: a draft model takes device memory and time; bad settings are refused") {
+  Setup s;
+  const traces::RequestTrace trace = traces::generate_requests(
+      "poisson,rate=2/s,n=40,prompt=uniform:200:2000,output=uniform:20:300,seed=6", {}, "test");
+  serve::ServeOptions o;
+  o.spec.tokens = 4;
+  o.spec.accept = 0.7;
+  const serve::ServeResult ngram = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  o.spec.draft = std::make_shared<const traces::Arch>(s.arch);  // Llama-3-8B drafting for itself
+  const serve::ServeResult drafted = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  CHECK(drafted.spec_draft == "llama-3-8b");
+  CHECK(drafted.draft_weight_bytes == ngram.weight_bytes);
+  CHECK(drafted.weight_bytes == 2 * ngram.weight_bytes);
+  CHECK(drafted.kv_bytes_per_token == 2 * ngram.kv_bytes_per_token);
+  CHECK(drafted.device_pool_blocks < ngram.device_pool_blocks / 2 + 1);
+  // The same draws, more time: four draft passes a step.
+  CHECK(drafted.spec_accepted == ngram.spec_accepted);
+  CHECK(drafted.makespan > ngram.makespan);
+  // A draft of another vocabulary proposes tokens the model does not have.
+  traces::Arch other = s.arch;
+  other.name = "other";
+  other.vocab = 32000;
+  o.spec.draft = std::make_shared<const traces::Arch>(other);
+  CHECK_THROWS_WITH_AS(serve::serve(trace, s.arch, s.gen, s.topo, o),
+                       doctest::Contains("the draft other has a vocabulary of 32000 tokens"),
+                       InputError);
+  o.spec.draft = nullptr;
+  o.spec.accept = 1.5;
+  CHECK_THROWS_WITH_AS(serve::serve(trace, s.arch, s.gen, s.topo, o),
+                       doctest::Contains("expected a probability from 0 to 1, got 1.5"),
+                       InputError);
+  o.spec.accept = 0.7;
+  o.spec.tokens = 0;
+  CHECK_THROWS_WITH_AS(serve::serve(trace, s.arch, s.gen, s.topo, o),
+                       doctest::Contains("speculative decoding is off (0 draft tokens per step)"),
+                       InputError);
+  o.spec.tokens = 4;
+  o.prefill_replicas = 1;
+  CHECK_THROWS_WITH_AS(serve::serve(trace, s.arch, s.gen, s.topo, o),
+                       doctest::Contains("disaggregated prefill is not modelled"), InputError);
+}

@@ -363,6 +363,15 @@ void add_serve_setting_flags(CLI::App* cmd, study::ServeSettings& s) {
   cmd->add_option("--preemption", s.preemption, "when KV blocks run out: recompute (default)|swap");
   cmd->add_option("--swap-space", s.swap_space, "swap preemption: space per device (default 4GiB)");
   cmd->add_option("--swap-tier", s.swap_tier, "swap preemption: its tier (default: the first DDR)");
+  cmd->add_option("--spec-tokens", s.engine.spec.tokens,
+                  "speculative decoding: draft tokens each decode step proposes and verifies "
+                  "(default 0: off)")
+      ->transform(count_of(s.engine.spec.tokens));
+  cmd->add_option("--spec-accept", s.engine.spec.accept,
+                  "speculative decoding: each draft token's acceptance probability, 0 to 1");
+  cmd->add_option("--spec-draft", s.spec_draft,
+                  "speculative decoding: the draft model (shipped name or YAML; default: n-gram "
+                  "lookup, no model)");
   cmd->add_option("--kv-tiers", s.kv_tiers,
                   "KV tiers below the device, nearest first: TIER[:SIZE|PCT%][:lru|lfu|s3fifo]"
                   "[:back|through][:all|second],...  e.g. ddr:512GiB,ssd:25%");

@@ -86,9 +86,10 @@ void naming_settings(SettingNames names, const F& f) {
   try {
     f();
   } catch (const InputError& e) {
-    static constexpr std::array<std::string_view, 10> kFields = {
-        "device", "replicas",  "tp",         "token_budget",     "kv_tiers",
-        "model",  "swap_tier", "swap_space", "prefill_replicas", "prefill_tp"};
+    static constexpr std::array<std::string_view, 15> kFields = {
+        "device", "replicas",      "tp",          "token_budget",     "kv_tiers",
+        "model",  "swap_tier",     "swap_space",  "prefill_replicas", "prefill_tp",
+        "router", "decode_router", "spec_tokens", "spec_accept",      "spec_draft"};
     const std::string& at = e.pos().file;
     if (std::find(kFields.begin(), kFields.end(), at) == kFields.end()) throw;
     if (dynamic_cast<const serve::DoesNotFit*>(&e) != nullptr) {
@@ -406,7 +407,8 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
                                        {"preemption", s.preemption != "recompute"},
                                        {"swap_space", !s.swap_space.empty()},
                                        {"swap_tier", !s.swap_tier.empty()},
-                                       {"load", s.load != "layered"}}) {
+                                       {"load", s.load != "layered"},
+                                       {"spec_tokens", s.engine.spec.tokens != 0}}) {
       if (given) {
         throw InputError::at(SourcePos{name(field)},
                              "has no effect with {}, which replays the cache alone (no time, "
@@ -462,6 +464,22 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   model.gen.weight_dtype = dtype("weight_dtype", s.weight_dtype);
   model.gen.kv_dtype = dtype("kv_dtype", s.kv_dtype);
   model.gen.act_dtype = dtype("act_dtype", s.act_dtype);
+  if (s.engine.spec.tokens == 0 && s.engine.spec.accept != 0) {
+    throw InputError::at(SourcePos{name("spec_accept")},
+                         "an acceptance probability needs {} (the draft tokens per step)",
+                         name("spec_tokens"));
+  }
+  if (!s.spec_draft.empty()) {
+    if (s.engine.spec.tokens == 0) {
+      throw InputError::at(SourcePos{name("spec_draft")},
+                           "a draft model needs {} (the draft tokens per step)",
+                           name("spec_tokens"));
+    }
+    WorkloadSource draft;
+    draft.model = s.spec_draft;
+    draft.model_flag = name("spec_draft");
+    engine.spec.draft = std::make_shared<const traces::Arch>(load_model(draft));
+  }
   engine.kv_tiers = parse_kv_tiers(s.kv_tiers, name("kv_tiers"));
   if (!s.warmup.empty()) {
     const auto d = parse_duration(s.warmup);
@@ -575,6 +593,41 @@ std::string router_text(const serve::ServeResult& r) {
   return fmt::format(", routed {}", serve::kRouterNames[static_cast<size_t>(r.router)]);
 }
 
+/// Tokens a drafting step yields on average with k drafts each accepted with probability a
+/// until the first rejection: the accepted ones and one more.
+double spec_expected(int k, double a) {
+  return a >= 1 ? k + 1.0 : (1 - std::pow(a, k + 1)) / (1 - a);
+}
+
+std::string spec_setup_text(const serve::ServeResult& r) {
+  if (r.spec_tokens == 0) return {};
+  return fmt::format(
+      "speculative decoding: up to {} draft tokens a step from {}, each accepted with "
+      "probability {:g} until the first rejection ({:.3g} tokens a step expected)",
+      r.spec_tokens,
+      r.spec_draft.empty()
+          ? std::string("n-gram lookup (no model)")
+          : fmt::format("the draft {} (its weights {} and KV {} a token per device are in the "
+                        "figures above)",
+                        r.spec_draft, to_string_approx(Bytes{r.draft_weight_bytes}),
+                        to_string_approx(Bytes{r.draft_kv_bytes_per_token})),
+      r.spec_accept, spec_expected(r.spec_tokens, r.spec_accept));
+}
+
+std::string spec_run_text(const serve::ServeResult& r) {
+  if (r.spec_tokens == 0) return {};
+  return fmt::format(
+      "speculative decoding: {} decode steps drafted {} tokens, {} accepted ({:.1f}%); {:.3g} "
+      "tokens a drafting step (fewer drafts near an output's end)",
+      r.spec_steps, r.spec_drafted, r.spec_accepted,
+      r.spec_drafted == 0
+          ? 0.0
+          : 100.0 * static_cast<double>(r.spec_accepted) / static_cast<double>(r.spec_drafted),
+      r.spec_steps == 0 ? 0.0
+                        : static_cast<double>(r.spec_steps + r.spec_accepted) /
+                              static_cast<double>(r.spec_steps));
+}
+
 std::string handoff_text(const ServeStudy& x) {
   const serve::ServeResult& r = x.result;
   const double bytes = static_cast<double>(r.handoff_blocks) *
@@ -603,6 +656,7 @@ std::string serve_text(const ServeStudy& x) {
       to_string_approx(Bytes{r.workspace_bytes}), r.device_pool_blocks, r.block_tokens,
       to_string_approx(Bytes{r.device_pool_blocks * block_bytes}),
       r.device_pool_blocks * r.block_tokens);
+  if (const std::string t = spec_setup_text(r); !t.empty()) out += t + "\n";
   if (r.prefill_replicas > 0) {
     const uint64_t prefill_block = r.prefill_kv_bytes_per_token * r.block_tokens;
     out += fmt::format(
@@ -637,6 +691,7 @@ std::string serve_text(const ServeStudy& x) {
       s.counted, s.finished, s.rejected, s.preemptions, r.iterations, r.transfers);
   if (const std::string p = preemption_text(r); !p.empty()) out += p + "\n";
   if (r.prefill_replicas > 0) out += handoff_text(x) + "\n";
+  if (const std::string t = spec_run_text(r); !t.empty()) out += t + "\n";
   out += "\n         p50        p90        p99        mean\n";
   for (const ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
     out += fmt::format("{:<6} {:>10} {:>10} {:>10} {:>10}\n", m->name, ms(m->percentile(50)),
@@ -687,6 +742,18 @@ std::string serve_json(const ServeStudy& x) {
     j["prefill_kv_bytes_per_token"] = r.prefill_kv_bytes_per_token;
   }
   j["tp"] = r.tp;
+  if (r.spec_tokens > 0) {
+    j["spec"] = {{"tokens", r.spec_tokens},
+                 {"accept", r.spec_accept},
+                 {"draft", r.spec_draft.empty() ? nlohmann::ordered_json()
+                                                : nlohmann::ordered_json(r.spec_draft)},
+                 {"draft_weight_bytes", r.draft_weight_bytes},
+                 {"draft_kv_bytes_per_token", r.draft_kv_bytes_per_token},
+                 {"expected_tokens_per_step", spec_expected(r.spec_tokens, r.spec_accept)},
+                 {"steps", r.spec_steps},
+                 {"drafted", r.spec_drafted},
+                 {"accepted", r.spec_accepted}};
+  }
   j["cache_only"] = r.cache_only;
   j["block_tokens"] = r.block_tokens;
   j["weight_bytes"] = r.weight_bytes;

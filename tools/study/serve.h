@@ -55,6 +55,8 @@ struct ServeSettings {
   std::string preemption = "recompute";  ///< recompute or swap
   std::string swap_space;                ///< a size per device; empty: 4GiB
   std::string swap_tier;                 ///< empty: the first DDR tier the devices reach
+  std::string
+      spec_draft;  ///< speculative decoding's draft model (engine.spec: k, accept); empty: n-gram
   std::string weight_dtype = "bf16", kv_dtype = "bf16", act_dtype = "bf16";
   bool cache_only = false;
   std::string timeline;  ///< a Chrome trace of the run to write; empty: none

@@ -55,7 +55,7 @@ struct FieldDef {
 };
 
 // One row per field of serve_field_names(), in its order.
-const std::array<FieldDef, 29> kFields = {{
+const std::array<FieldDef, 32> kFields = {{
     {"trace", [](ServeSettings& s) -> FieldRef { return &s.trace; }},
     {"arrivals", [](ServeSettings& s) -> FieldRef { return &s.arrivals; }},
     {"rate_scale", [](ServeSettings& s) -> FieldRef { return &s.trace_options.rate_scale; }},
@@ -78,6 +78,9 @@ const std::array<FieldDef, 29> kFields = {{
     {"preemption", [](ServeSettings& s) -> FieldRef { return &s.preemption; }},
     {"swap_space", [](ServeSettings& s) -> FieldRef { return &s.swap_space; }},
     {"swap_tier", [](ServeSettings& s) -> FieldRef { return &s.swap_tier; }},
+    {"spec_tokens", [](ServeSettings& s) -> FieldRef { return &s.engine.spec.tokens; }},
+    {"spec_accept", [](ServeSettings& s) -> FieldRef { return &s.engine.spec.accept; }},
+    {"spec_draft", [](ServeSettings& s) -> FieldRef { return &s.spec_draft; }},
     {"kv_tiers", [](ServeSettings& s) -> FieldRef { return &s.kv_tiers; }},
     {"load", [](ServeSettings& s) -> FieldRef { return &s.load; }},
     {"slo", [](ServeSettings& s) -> FieldRef { return &s.slo; }},

@@ -114,6 +114,9 @@ std::vector<Def> make_defs() {
         In{"preemption", "recompute or swap", text},
         In{"swap_space", "swap preemption: space per device", text},
         In{"swap_tier", "swap preemption: its tier", text},
+        In{"spec_tokens", "speculative decoding: draft tokens per step (0: off)", integer},
+        In{"spec_accept", "speculative decoding: each draft token's acceptance probability", real},
+        In{"spec_draft", "speculative decoding: the draft model (empty: n-gram lookup)", text},
         In{"kv_tiers", "KV tiers below the device, as --kv-tiers", text},
         In{"load", "hits below the device loaded layered or before", text},
         In{"slo", "goodput bounds, as --slo", text},
@@ -150,6 +153,15 @@ std::vector<Def> make_defs() {
                count([](const ServeStudy& x) { return x.result.swap_outs; })});
   d.push_back({"iterations", "engine iterations, all replicas", integer,
                count([](const ServeStudy& x) { return x.result.iterations; })});
+  d.push_back({"spec_tokens_per_step",
+               "speculative decoding: tokens a drafting decode step yields, accepted drafts and "
+               "one more (empty: off)",
+               real, measure([](const ServeStudy& x) {
+                 const serve::ServeResult& r = x.result;
+                 return r.spec_steps == 0 ? std::nan("")
+                                          : static_cast<double>(r.spec_steps + r.spec_accepted) /
+                                                static_cast<double>(r.spec_steps);
+               })});
   struct Latency {
     std::string_view name;
     double percentile;  // 0: the mean

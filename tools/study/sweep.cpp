@@ -284,31 +284,39 @@ void check_serve_point(const ServeSettings& s, ServeTraceCache& traces) {
   }
 }
 
-/// check_points() for a serving spec: each axis value alone on the base, then every
-/// distinct point.
+/// check_points() for a serving spec: each axis value on the base (a zipped group's values
+/// together, as its points take them: one may need another, such as spec_accept its
+/// spec_tokens), then every distinct point.
 void check_serve_points(const SweepSpec& spec, const std::vector<SweepPoint>& points) {
   ServeTraceCache traces;
   std::set<std::string> seen;
   for (const AxisGroup& g : spec.groups) {
-    for (size_t k = 0; k < g.axes.size(); ++k) {
-      const Axis& a = g.axes[k];
-      for (size_t i = 0; i < a.values.size(); ++i) {
-        ServeSettings s = spec.serve_base;
+    const size_t n = g.axes.front().values.size();
+    for (size_t i = 0; i < n; ++i) {
+      ServeSettings s = spec.serve_base;
+      for (size_t k = 0; k < g.axes.size(); ++k) {
+        const Axis& a = g.axes[k];
         set_serve_field(s, a.path, resolve(a.path, a.values[i], spec.dir, g.value_pos[k][i]),
                         spec.file);
-        if (!seen.insert(serve_key(s)).second) continue;
-        try {
-          check_serve_point(s, traces);
-        } catch (const InputError& e) {
-          // An error about a field of the base (it names the field) is the base's.
-          const std::string why = cause(e);
-          const auto base = spec.base_pos.find(e.pos().file);
-          if (e.pos().file != a.path && base != spec.base_pos.end()) {
-            throw InputError::at(base->second, "{}: {}", e.pos().file, e.message());
-          }
-          throw InputError::at(g.value_pos[k][i], "{}{}",
-                               why.find(a.path) == std::string::npos ? a.path + ": " : "", why);
+      }
+      if (!seen.insert(serve_key(s)).second) continue;
+      try {
+        check_serve_point(s, traces);
+      } catch (const InputError& e) {
+        // The axis whose value the error names (the group's first when none), else a field
+        // of the base it names.
+        const std::string why = cause(e);
+        size_t k = 0;
+        for (size_t j = 0; j < g.axes.size(); ++j) {
+          if (e.pos().file == g.axes[j].path) k = j;
         }
+        const Axis& a = g.axes[k];
+        const auto base = spec.base_pos.find(e.pos().file);
+        if (e.pos().file != a.path && base != spec.base_pos.end()) {
+          throw InputError::at(base->second, "{}: {}", e.pos().file, e.message());
+        }
+        throw InputError::at(g.value_pos[k][i], "{}{}",
+                             why.find(a.path) == std::string::npos ? a.path + ": " : "", why);
       }
     }
   }

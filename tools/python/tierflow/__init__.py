@@ -570,6 +570,7 @@ class Serving:
 _SERVE_ARGS = ("trace", "arrivals", "hw", "model", "hf_config", "tp", "replicas",
                "prefill_replicas", "prefill_tp", "device",
                "router", "decode_router", "device_policy", "preemption", "swap_space", "swap_tier",
+               "spec_tokens", "spec_accept", "spec_draft",
                "token_budget", "max_seqs", "kv_tiers", "load", "slo", "rate_scale",
                "first", "block_tokens", "warmup", "weight_dtype", "kv_dtype", "act_dtype",
                "cache_only", "timeline", "report", "find", "target")
@@ -582,8 +583,9 @@ def serve(trace=None, arrivals=None, set=(), model_set=(), **options):
     model, hf_config, tp, replicas, prefill_replicas (disaggregated prefill: that many
     prefill-only replicas, `replicas` then decode), prefill_tp (theirs; default tp), device,
     router, decode_router (disaggregated: least-loaded, round-robin or prefix), device_policy, preemption, swap_space,
-    swap_tier, token_budget, max_seqs,
-    kv_tiers, load,
+    swap_tier, spec_tokens, spec_accept, spec_draft (speculative decoding: draft tokens per
+    step, each one's acceptance probability, a draft model or none for n-gram lookup),
+    token_budget, max_seqs, kv_tiers, load,
     slo, rate_scale, first, block_tokens, warmup, weight_dtype, kv_dtype, act_dtype,
     cache_only, timeline, report (the HTML page `--report` writes: latency CDFs, hits per
     level, levels and sequences over time; with find, of the run at the answer). Returns a
