@@ -1689,6 +1689,11 @@ ServeResult Engine::cache_only() {
                                  "sends requests to the replicas in turn",
                                  kRouterNames[static_cast<size_t>(o_.router)]));
   }
+  if (o_.spec.tokens > 0) {
+    throw InputError(SourcePos{"spec_tokens"},
+                     "a cache-only replay decodes nothing, so speculative decoding would be "
+                     "ignored");
+  }
   for (size_t i = 0; i < trace_.requests.size(); ++i) {
     const traces::Request& rq = trace_.requests[i];
     requests.push_back(CacheRequest{rq.blocks, rq.prompt_tokens, replicas_[i % routed].path});

@@ -837,6 +837,8 @@ TEST_CASE("serve: a draft model takes device memory and time; bad settings are r
                        doctest::Contains("speculative decoding is off (0 draft tokens per step)"),
                        InputError);
   o.spec.tokens = 4;
+  CHECK_THROWS_WITH_AS(serve::cache_only(trace, s.arch, s.gen, s.topo, o),
+                       doctest::Contains("a cache-only replay decodes nothing"), InputError);
   o.prefill_replicas = 1;
   CHECK_THROWS_WITH_AS(serve::serve(trace, s.arch, s.gen, s.topo, o),
                        doctest::Contains("disaggregated prefill is not modelled"), InputError);
