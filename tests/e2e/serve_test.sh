@@ -128,6 +128,8 @@ assert draft["device_pool_blocks"] < ngram["device_pool_blocks"]
 # At this load the drafts pay: n-gram (free) most, a draft model (its passes timed) less.
 tpot = lambda j: j["tpot"]["p50_s"]
 assert tpot(ngram) < tpot(draft) < tpot(off), (tpot(ngram), tpot(draft), tpot(off))' "$tmp/spec-off.json" "$tmp/spec-ngram.json" "$tmp/out"
+check spec-report 0 "$tf" serve "${spec[@]}" --spec-tokens 4 --spec-accept 0.7 --report "$tmp/spec.html"
+contains spec-report-facts "$tmp/spec.html" "<tr><th>speculative decoding</th><td>speculative decoding: up to 4 draft tokens a step from n-gram lookup"
 check spec-accept-alone 2 "$tf" serve "${spec[@]}" --spec-accept 0.5
 contains spec-accept-alone-msg "$tmp/err" "error: --spec-accept: an acceptance probability needs --spec-tokens"
 check spec-draft-alone 2 "$tf" serve "${spec[@]}" --spec-draft llama-3-8b

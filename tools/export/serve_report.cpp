@@ -150,6 +150,11 @@ std::string serve_report_html(const study::ServeStudy& x) {
       out += fmt::format("<tr><th>hand-over</th><td>{}</td></tr>",
                          escape_html(study::handoff_text(x)));
     }
+    if (r.spec_tokens > 0) {
+      out +=
+          fmt::format("<tr><th>speculative decoding</th><td>{}; {}</td></tr>",
+                      escape_html(study::spec_setup_text(r)), escape_html(study::spec_run_text(r)));
+    }
   }
   out += "</table>";
 

@@ -197,6 +197,10 @@ std::string replicas_text(const serve::ServeResult& r);
 std::string router_text(const serve::ServeResult& r);
 /// Disaggregated: the hand-overs, the blocks and bytes they copied, their P50 and P99.
 std::string handoff_text(const ServeStudy& x);
+/// Speculative decoding's setup (drafts a step, their source, the acceptance and the tokens
+/// a step it gives) and what the run's steps yielded; empty when it is off.
+std::string spec_setup_text(const serve::ServeResult& r);
+std::string spec_run_text(const serve::ServeResult& r);
 /// The summary `tierflow serve` prints, as text and as `tierflow.serve/1` JSON.
 std::string serve_text(const ServeStudy& x);
 std::string serve_json(const ServeStudy& x);
