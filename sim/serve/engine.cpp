@@ -391,11 +391,6 @@ void Engine::setup_devices(const traces::Arch& arch) {
                      "speculative decoding is off (0 draft tokens per step), so it would be "
                      "ignored");
   }
-  if (o_.spec.tokens > 0 && o_.prefill_replicas > 0) {
-    throw InputError(SourcePos{"spec_tokens"},
-                     "speculative decoding with disaggregated prefill is not modelled (the "
-                     "draft's KV would be handed over too): leave one of them out");
-  }
   if (o_.decode_router == RouterKind::kKvAware) {
     throw InputError(SourcePos{"decode_router"},
                      "kv-aware weighs the prompt tokens a replica would compute, and a decode "
@@ -1734,10 +1729,14 @@ ServeResult Engine::result() const {
   out.tp = sh.tp;
   if (const Shape& p = shapes_[1]; p.cost) {
     out.prefill_tp = p.tp;
-    out.prefill_weight_bytes = p.cost->weight_bytes();
+    // With a draft model, its weights and KV too: the prefill replicas compute its KV of
+    // the prompt, handed over with the model's.
+    out.prefill_weight_bytes =
+        p.cost->weight_bytes() + (p.draft ? p.draft->weight_bytes() : uint64_t{0});
     out.prefill_workspace_bytes = p.workspace;
     out.prefill_pool_blocks = p.pool;
-    out.prefill_kv_bytes_per_token = p.cost->kv_bytes_per_token();
+    out.prefill_kv_bytes_per_token =
+        p.cost->kv_bytes_per_token() + (p.draft ? p.draft->kv_bytes_per_token() : uint64_t{0});
     out.decode_router = o_.decode_router;
   }
   out.replicas = o_.replicas;

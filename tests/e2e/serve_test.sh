@@ -142,8 +142,13 @@ check spec-accept-range 2 "$tf" serve "${spec[@]}" --spec-tokens 3 --spec-accept
 contains spec-accept-range-msg "$tmp/err" "error: --spec-accept: expected a probability from 0 to 1, got 1.5"
 check spec-tokens-range 2 "$tf" serve "${spec[@]}" --spec-tokens 65
 contains spec-tokens-range-msg "$tmp/err" "error: --spec-tokens: expected 0 (off) to 64 draft tokens, got 65"
-check spec-pd 2 "$tf" serve "${spec[@]}" --spec-tokens 3 --prefill-replicas 1
-contains spec-pd-msg "$tmp/err" "error: --spec-tokens: speculative decoding with disaggregated prefill is not modelled"
+# Disaggregated: the prefill replicas compute the draft's KV too, and it is handed over.
+check spec-pd 0 "$tf" serve --hw h200-sxm-8gpu --model llama-3.1-70b --tp 2 --quiet --arrivals poisson,rate=1/s,n=200,prompt=lognormal:1500:0.6,output=uniform:100:400,seed=3 --spec-tokens 3 --spec-accept 0.7 --spec-draft llama-3-8b --prefill-replicas 2 --replicas 2 --json
+ok spec-pd-json python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["spec"]["steps"] > 0 and d["handoffs"] == 200
+assert d["prefill_kv_bytes_per_token"] == d["kv_bytes_per_token"] > d["spec"]["draft_kv_bytes_per_token"] > 0' "$tmp/out"
 check spec-cache-only 2 "$tf" serve "${spec[@]}" --spec-tokens 3 --cache-only
 contains spec-cache-only-msg "$tmp/err" "error: --spec-tokens: has no effect with --cache-only"
 

@@ -839,7 +839,20 @@ TEST_CASE("serve: a draft model takes device memory and time; bad settings are r
   o.spec.tokens = 4;
   CHECK_THROWS_WITH_AS(serve::cache_only(trace, s.arch, s.gen, s.topo, o),
                        doctest::Contains("a cache-only replay decodes nothing"), InputError);
+  // Disaggregated: the prefill replicas compute the draft's KV of the prompt too, and the
+  // hand-overs copy it with the model's; the decode replicas draft.
   o.prefill_replicas = 1;
-  CHECK_THROWS_WITH_AS(serve::serve(trace, s.arch, s.gen, s.topo, o),
-                       doctest::Contains("disaggregated prefill is not modelled"), InputError);
+  const serve::ServeResult pd = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  o.spec.draft = std::make_shared<const traces::Arch>(s.arch);
+  const serve::ServeResult pd_draft = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  CHECK(pd.spec_steps > 0);
+  CHECK(pd_draft.spec_accepted == pd.spec_accepted);
+  CHECK(pd_draft.prefill_weight_bytes == 2 * pd.prefill_weight_bytes);
+  CHECK(pd_draft.prefill_kv_bytes_per_token == 2 * pd.prefill_kv_bytes_per_token);
+  CHECK(pd_draft.handoff_blocks == pd.handoff_blocks);
+  double copied = 0, copied_draft = 0;  // over the links: the hand-overs alone
+  for (const serve::ResourceRecord& x : pd.resources) copied += x.link ? x.bytes : 0.0;
+  for (const serve::ResourceRecord& x : pd_draft.resources) copied_draft += x.link ? x.bytes : 0.0;
+  CHECK(copied > 0);
+  CHECK(copied_draft == doctest::Approx(2.0 * copied).epsilon(0.01));
 }

@@ -656,7 +656,6 @@ std::string serve_text(const ServeStudy& x) {
       to_string_approx(Bytes{r.workspace_bytes}), r.device_pool_blocks, r.block_tokens,
       to_string_approx(Bytes{r.device_pool_blocks * block_bytes}),
       r.device_pool_blocks * r.block_tokens);
-  if (const std::string t = spec_setup_text(r); !t.empty()) out += t + "\n";
   if (r.prefill_replicas > 0) {
     const uint64_t prefill_block = r.prefill_kv_bytes_per_token * r.block_tokens;
     out += fmt::format(
@@ -667,6 +666,7 @@ std::string serve_text(const ServeStudy& x) {
         to_string_approx(Bytes{r.prefill_pool_blocks * prefill_block}),
         r.prefill_pool_blocks * r.block_tokens);
   }
+  if (const std::string t = spec_setup_text(r); !t.empty()) out += t + "\n";
   out +=
       "\ncache level     capacity (blocks)  hit tokens  share of prompt  loads out  demotions in  "
       "evictions  peak blocks\n";
