@@ -139,7 +139,7 @@ contains spec-draft-vocab-msg "$tmp/err" "error: --spec-draft: the draft llama-2
 check spec-draft-unknown 2 "$tf" serve "${spec[@]}" --spec-tokens 3 --spec-draft llama-3-9b
 contains spec-draft-unknown-msg "$tmp/err" "error: --spec-draft: unknown model 'llama-3-9b'"
 check spec-accept-range 2 "$tf" serve "${spec[@]}" --spec-tokens 3 --spec-accept 1.5
-contains spec-accept-range-msg "$tmp/err" "error: --spec-accept: expected a probability from 0 to 1, got 1.5"
+contains spec-accept-range-msg "$tmp/err" "error: --spec-accept: must be a probability from 0 to 1, got '1.5'"
 check spec-tokens-range 2 "$tf" serve "${spec[@]}" --spec-tokens 65
 contains spec-tokens-range-msg "$tmp/err" "error: --spec-tokens: expected 0 (off) to 64 draft tokens, got 65"
 # Disaggregated: the prefill replicas compute the draft's KV too, and it is handed over.
