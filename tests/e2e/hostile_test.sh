@@ -337,11 +337,11 @@ hostile units/layers-past-int 2 "--layers: '4Gi' is too large: at most 214748364
 hostile units/replicas-past-int 2 "--replicas: '99999999999' is too large" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b --arrivals poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2 --replicas 99999999999 -o "$d/s.txt"
 # A number that is not one: named with what it must be (CLI11 said "Could not convert").
-hostile units/rate-scale-word 2 "--rate-scale: must be a finite number above 0, got 'abc'" --out "$d/s.txt" -- \
+hostile units/rate-scale-word 2 "--rate-scale: expected a number, got 'abc'" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b --arrivals poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2 --rate-scale abc -o "$d/s.txt"
-hostile units/spec-accept-word 2 "--spec-accept: must be a probability from 0 to 1, got 'abc'" --out "$d/s.txt" -- \
+hostile units/spec-accept-word 2 "--spec-accept: expected a number, got 'abc'" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b --arrivals poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2 --spec-tokens 2 --spec-accept abc -o "$d/s.txt"
-hostile units/spec-accept-huge 2 "--spec-accept: must be a probability from 0 to 1, got '1e400'" --out "$d/s.txt" -- \
+hostile units/spec-accept-huge 2 "--spec-accept: expected a number, got '1e400'" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b --arrivals poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2 --spec-tokens 2 --spec-accept 1e400 -o "$d/s.txt"
 hostile units/replay-device-past-int 2 "--device: '99999999999' is too large" --out "$d/r.txt" -- \
   "$tf" replay --plan "$d/none.json" --device 99999999999 -o "$d/r.txt"

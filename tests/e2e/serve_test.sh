@@ -103,6 +103,10 @@ assert (kv["router"], load["router"]) == ("kv-aware", "least-loaded")
 assert kv["computed_tokens"] < 0.98 * load["computed_tokens"], (kv["computed_tokens"], load["computed_tokens"])
 assert kv["goodput"]["requests"] > load["goodput"]["requests"], (kv["goodput"], load["goodput"])' "$tmp/kv.json" "$tmp/out"
 
+# No requests: the error says where they come from, with a generator spec to start from.
+check no-requests 2 "$tf" serve --model llama-3-8b
+contains no-requests-msg "$tmp/err" "error: --trace: give a request trace (--trace FILE: Mooncake JSON Lines or Azure CSV) or a generator (--arrivals SPEC, e.g. poisson,rate=2/s,n=500,prompt=lognormal:2000:0.6,output=uniform:50:400)"
+
 # Speculative decoding: drafts by n-gram lookup or a draft model, each accepted with a
 # probability until the first rejection; the summary and JSON say what the steps yielded.
 spec=(--hw h200-sxm-8gpu --model llama-3.1-70b --tp 4 --quiet --arrivals poisson,rate=1/s,n=200,prompt=lognormal:1500:0.6,output=uniform:100:400,seed=3)
@@ -139,7 +143,7 @@ contains spec-draft-vocab-msg "$tmp/err" "error: --spec-draft: the draft llama-2
 check spec-draft-unknown 2 "$tf" serve "${spec[@]}" --spec-tokens 3 --spec-draft llama-3-9b
 contains spec-draft-unknown-msg "$tmp/err" "error: --spec-draft: unknown model 'llama-3-9b'"
 check spec-accept-range 2 "$tf" serve "${spec[@]}" --spec-tokens 3 --spec-accept 1.5
-contains spec-accept-range-msg "$tmp/err" "error: --spec-accept: must be a probability from 0 to 1, got '1.5'"
+contains spec-accept-range-msg "$tmp/err" "error: --spec-accept: expected a probability from 0 to 1, got 1.5"
 check spec-tokens-range 2 "$tf" serve "${spec[@]}" --spec-tokens 65
 contains spec-tokens-range-msg "$tmp/err" "error: --spec-tokens: expected 0 (off) to 64 draft tokens, got 65"
 # Disaggregated: the prefill replicas compute the draft's KV too, and it is handed over.

@@ -668,6 +668,12 @@ def test_serve(cli, tmp_path):
         tierflow.serve(trace=trace, model="llama-3-8b", kv_tiers="ddr:fast")
     with pytest.raises(TypeError, match="arrivals"):
         tierflow.serve(model="llama-3-8b", arrival="poisson")
+    with pytest.raises(tierflow.InputError, match="^trace: give a request trace .* or a generator "
+                                                  r"\(arrivals SPEC, e.g. poisson,"):
+        tierflow.serve(model="llama-3-8b")
+    with pytest.raises(tierflow.InputError, match="^trace: give trace or arrivals, not both"):
+        tierflow.serve(trace=trace, arrivals="poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2",
+                       model="llama-3-8b")
     with pytest.raises(tierflow.InputError, match="^hf_config: give model or hf_config, not both"):
         tierflow.serve(trace=trace, model="llama-3-8b",
                        hf_config=os.path.join(ROOT, "tests", "fixtures", "hf", "llama.json"))
@@ -678,6 +684,7 @@ def test_serve(cli, tmp_path):
     ("block_tokens", 0), ("rate_scale", 0), ("rate_scale", "nan"), ("router", "fastest"),
     ("device_policy", "arc"), ("load", "after"), ("kv_dtype", "bf17"), ("warmup", "soon"),
     ("preemption", "evict"), ("swap_space", "8GiB"), ("swap_tier", "ddr"),
+    ("rate_scale", "abc"), ("spec_tokens", 65), ("spec_accept", "abc"),
     # The engine's own refusals: more devices than the topology has, a tier it lacks.
     ("replicas", 100), ("kv_tiers", "cxl"),
 ])

@@ -35,15 +35,12 @@ const CLI::Validator kPositiveFinite(
     },
     "> 0");
 
-const CLI::Validator kProbability(
+const CLI::Validator kNumber(
     [](std::string& text) -> std::string {
-      const std::optional<double> v = parse_real(text);
-      if (!v || !(*v >= 0 && *v <= 1)) {
-        return fmt::format("must be a probability from 0 to 1, got '{}'", text);
-      }
+      if (!parse_real(text)) return fmt::format("expected a number, got '{}'", text);
       return {};
     },
-    "0 to 1");
+    "NUMBER");
 
 const CLI::Validator kPassName(
     [](std::string& text) -> std::string {
@@ -339,7 +336,7 @@ void add_serve_setting_flags(CLI::App* cmd, study::ServeSettings& s) {
       ->excludes(trace);
   cmd->add_option("--rate-scale", s.trace_options.rate_scale,
                   "replay arrivals this many times faster (0.5: half the rate)")
-      ->check(kPositiveFinite);
+      ->check(kNumber);
   cmd->add_option("--first", s.trace_options.first, "serve only the first N requests")
       ->transform(count_of(s.trace_options.first));
   cmd->add_option("--block-tokens", s.trace_options.block_tokens,
@@ -380,7 +377,7 @@ void add_serve_setting_flags(CLI::App* cmd, study::ServeSettings& s) {
       ->transform(count_of(s.engine.spec.tokens));
   cmd->add_option("--spec-accept", s.engine.spec.accept,
                   "speculative decoding: each draft token's acceptance probability, 0 to 1")
-      ->check(kProbability);
+      ->check(kNumber);
   cmd->add_option("--spec-draft", s.spec_draft,
                   "speculative decoding: the draft model (shipped name or YAML; default: n-gram "
                   "lookup, no model)");

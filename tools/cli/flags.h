@@ -24,8 +24,10 @@ namespace tierflow::cli {
 /// A flag's value must be a finite number above 0 (NaN, infinities, 0 and negatives are
 /// refused with the flag named; a target such as --max-tpot 0 is never silently dropped).
 extern const CLI::Validator kPositiveFinite;
-/// A probability: a number from 0 to 1.
-extern const CLI::Validator kProbability;
+/// A number (its range is the settings' to check, as Python's and sweeps' values are):
+/// "expected a number, got 'abc'", as the serving fields word it (CLI11 said "Could not
+/// convert").
+extern const CLI::Validator kNumber;
 /// A count with an optional prefix ("8192", "8k" = 8,000, "32Ki" = 32,768) of at most
 /// `most`: rewritten as the plain integer for CLI11's conversion, or the parser's own error.
 CLI::Validator count_up_to(int64_t most);

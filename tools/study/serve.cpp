@@ -491,9 +491,15 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
     throw InputError::at(SourcePos{name("hf_config")}, "give {} or {}, not both", name("model"),
                          name("hf_config"));
   }
-  if (s.trace.empty() == s.arrivals.empty()) {
+  if (!s.trace.empty() && !s.arrivals.empty()) {
+    throw InputError::at(SourcePos{name("trace")}, "give {} or {}, not both", name("trace"),
+                         name("arrivals"));
+  }
+  if (s.trace.empty() && s.arrivals.empty()) {
     throw InputError::at(SourcePos{name("trace")},
-                         "give a request trace ({} FILE) or a generator ({} SPEC), one of them",
+                         "give a request trace ({} FILE: Mooncake JSON Lines or Azure CSV) or a "
+                         "generator ({} SPEC, e.g. "
+                         "poisson,rate=2/s,n=500,prompt=lognormal:2000:0.6,output=uniform:50:400)",
                          name("trace"), name("arrivals"));
   }
   // Read at rate scale 1, so that each run scales the arrivals as reading at its scale
