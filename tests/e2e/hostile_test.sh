@@ -343,6 +343,11 @@ hostile units/spec-accept-word 2 "--spec-accept: expected a number, got 'abc'" -
   "$tf" serve --model llama-3-8b --arrivals poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2 --spec-tokens 2 --spec-accept abc -o "$d/s.txt"
 hostile units/spec-accept-huge 2 "--spec-accept: expected a number, got '1e400'" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b --arrivals poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2 --spec-tokens 2 --spec-accept 1e400 -o "$d/s.txt"
+# A draft model file is an input: no output may be written over it.
+cp configs/models/llama-3-8b.yaml "$d/draft.yaml"
+hostile units/spec-draft-as-output 2 "refusing to write this output: it is an input of this command" --out "$d/draft.yaml" -- \
+  "$tf" serve --model llama-3-8b --arrivals poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2 --spec-tokens 2 --spec-draft "$d/draft.yaml" -o "$d/draft.yaml"
+ok units/spec-draft-intact cmp -s "$d/draft.yaml" configs/models/llama-3-8b.yaml
 hostile units/replay-device-past-int 2 "--device: '99999999999' is too large" --out "$d/r.txt" -- \
   "$tf" replay --plan "$d/none.json" --device 99999999999 -o "$d/r.txt"
 hostile units/prompt-negative 2 "--prompt: negative value" --out "$d/c.txt" -- \
