@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <set>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -25,6 +26,7 @@ enum class EvictionKind : uint8_t {
   kLfu,     ///< least frequently used; ties by least recently used
   kS3Fifo,  ///< S3-FIFO (Yang et al., SOSP'23): small, main and ghost FIFOs
 };
+inline constexpr std::array<std::string_view, 3> kEvictionNames = {"lru", "lfu", "s3fifo"};
 
 inline constexpr uint32_t kNoSlot = UINT32_MAX;
 

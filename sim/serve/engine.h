@@ -35,10 +35,13 @@
 //               that swaps waits for its swaps before it computes.
 #pragma once
 
+#include <array>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/diagnostics.h"
@@ -238,6 +241,13 @@ struct ServeResult {
   std::string spec_draft;
   uint64_t draft_weight_bytes = 0, draft_kv_bytes_per_token = 0;
   uint64_t spec_steps = 0, spec_drafted = 0, spec_accepted = 0;
+  /// Tokens a drafting decode step yielded, its accepted drafts and one more; NaN when no
+  /// step drafted.
+  [[nodiscard]] double spec_tokens_per_step() const {
+    return spec_steps == 0
+               ? std::nan("")
+               : static_cast<double>(spec_steps + spec_accepted) / static_cast<double>(spec_steps);
+  }
   uint64_t handoffs = 0;     ///< requests handed from a prefill to a decode replica
   /// Blocks those hand-overs copied: each device's shard of each block the decode
   /// replica's device level did not hold already.

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/serve/cache_policy.h"
@@ -39,12 +40,14 @@ enum class AdmissionKind : uint8_t {
   kAll,     ///< every block offered is stored
   kSecond,  ///< stored on its second offer within a ghost of the level's capacity
 };
+inline constexpr std::array<std::string_view, 2> kAdmissionNames = {"all", "second"};
 
 /// How a level below the first is fed from the level above it.
 enum class WriteKind : uint8_t {
   kBack,     ///< a block arrives when evicted from above (a demotion)
   kThrough,  ///< a block is written when stored above (a store); evicting above drops it
 };
+inline constexpr std::array<std::string_view, 2> kWriteNames = {"back", "through"};
 
 enum class MoveKind : uint8_t { kLoad, kDemotion, kStore };
 inline constexpr size_t kMoveKinds = 3;

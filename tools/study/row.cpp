@@ -318,7 +318,10 @@ std::string cell_text(const Cell& c) {
 
 std::string csv_of(const std::vector<std::string>& names, const std::vector<std::vector<Cell>>& rows) {
   std::string out;
-  for (size_t i = 0; i < names.size(); ++i) out += (i > 0 ? "," : "") + csv_field(names[i]);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += ',';
+    out += csv_field(names[i]);
+  }
   out += '\n';
   for (const auto& r : rows) {
     for (size_t i = 0; i < r.size(); ++i) {

@@ -8,8 +8,10 @@
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <span>
 
 #include "core/diagnostics.h"
+#include "core/kinds.h"
 #include "core/units.h"
 #include "hw_models/loader.h"
 #include "sim/timeline.h"
@@ -86,12 +88,9 @@ void naming_settings(SettingNames names, const F& f) {
   try {
     f();
   } catch (const InputError& e) {
-    static constexpr std::array<std::string_view, 15> kFields = {
-        "device", "replicas",      "tp",          "token_budget",     "kv_tiers",
-        "model",  "swap_tier",     "swap_space",  "prefill_replicas", "prefill_tp",
-        "router", "decode_router", "spec_tokens", "spec_accept",      "spec_draft"};
     const std::string& at = e.pos().file;
-    if (std::find(kFields.begin(), kFields.end(), at) == kFields.end()) throw;
+    const auto& fields = serve_field_names();
+    if (std::find(fields.begin(), fields.end(), at) == fields.end()) throw;
     if (dynamic_cast<const serve::DoesNotFit*>(&e) != nullptr) {
       throw serve::DoesNotFit(SourcePos{serve_flag(at, names)}, e.message());
     }
@@ -152,24 +151,20 @@ std::vector<serve::KvTier> parse_kv_tiers(const std::string& text, std::string_v
       const size_t colon = std::min(item.find(':', p), item.size());
       const std::string part = item.substr(p, colon - p);
       p = colon + 1;
-      if (!first) {
-        const bool policy = part == "lru" || part == "lfu" || part == "s3fifo";
-        const bool write = part == "back" || part == "through";
-        const bool admission = part == "all" || part == "second";
-        once(policy ? 1 : write ? 2 : admission ? 3 : 0, part);
-      }
+      const std::optional<size_t> policy = index_of(serve::kEvictionNames, part);
+      const std::optional<size_t> write = index_of(serve::kWriteNames, part);
+      const std::optional<size_t> admission = index_of(serve::kAdmissionNames, part);
+      if (!first) once(policy ? 1 : write ? 2 : admission ? 3 : 0, part);
       if (first) {
         if (part.empty()) throw refuse("a KV tier needs a tier id, e.g. ddr:512GiB");
         k.tier = part;
         first = false;
-      } else if (part == "lru" || part == "lfu" || part == "s3fifo") {
-        k.eviction = part == "lru"   ? serve::EvictionKind::kLru
-                     : part == "lfu" ? serve::EvictionKind::kLfu
-                                     : serve::EvictionKind::kS3Fifo;
-      } else if (part == "back" || part == "through") {
-        k.write = part == "back" ? serve::WriteKind::kBack : serve::WriteKind::kThrough;
-      } else if (part == "all" || part == "second") {
-        k.admission = part == "all" ? serve::AdmissionKind::kAll : serve::AdmissionKind::kSecond;
+      } else if (policy) {
+        k.eviction = static_cast<serve::EvictionKind>(*policy);
+      } else if (write) {
+        k.write = static_cast<serve::WriteKind>(*write);
+      } else if (admission) {
+        k.admission = static_cast<serve::AdmissionKind>(*admission);
       } else if (!part.empty() && part.back() == '%') {
         double v = 0;
         try {
@@ -185,11 +180,11 @@ std::vector<serve::KvTier> parse_kv_tiers(const std::string& text, std::string_v
       } else {
         const auto b = parse_bytes(part);
         if (!b.ok() || b.value.value == 0) {
-          throw refuse(
-              fmt::format("'{}' is neither a capacity (512GiB, 25%), a policy (lru, lfu, "
-                          "s3fifo), a write mode (back, through) nor an admission (all, "
-                          "second)",
-                          part));
+          throw refuse(fmt::format(
+              "'{}' is neither a capacity (512GiB, 25%), a policy ({}), a write "
+              "mode ({}) nor an admission ({})",
+              part, fmt::join(serve::kEvictionNames, ", "), fmt::join(serve::kWriteNames, ", "),
+              fmt::join(serve::kAdmissionNames, ", ")));
         }
         k.bytes = b.value.value;
       }
@@ -346,13 +341,11 @@ std::vector<std::string> settings_notes(const ServeSetup& x) {
 ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   const auto name = [&s](std::string field) { return serve_flag(std::move(field), s.names); };
   const auto choice = [&](std::string_view field, const std::string& value,
-                          std::initializer_list<std::string_view> names) {
+                          std::span<const std::string_view> names) {
     const auto it = std::find(names.begin(), names.end(), value);
     if (it == names.end()) {
-      throw InputError::at(
-          SourcePos{name(std::string(field))}, "expected one of {}, got '{}'{}",
-          fmt::join(names, ", "), value,
-          did_you_mean(value, std::vector<std::string>(names.begin(), names.end())));
+      throw InputError::at(SourcePos{name(std::string(field))}, "expected one of {}, got '{}'{}",
+                           fmt::join(names, ", "), value, did_you_mean(value, names));
     }
     return static_cast<size_t>(it - names.begin());
   };
@@ -428,22 +421,24 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   x.slo = parse_slo(s.slo, name("slo"));
   serve::ServeOptions& engine = x.engine;
   engine = s.engine;
-  engine.load = static_cast<serve::LoadMode>(choice("load", s.load, {"layered", "before"}));
-  engine.router = static_cast<serve::RouterKind>(
-      choice("router", s.router, {"round-robin", "least-loaded", "prefix", "kv-aware"}));
+  engine.load = static_cast<serve::LoadMode>(choice("load", s.load, serve::kLoadModeNames));
+  engine.router = static_cast<serve::RouterKind>(choice("router", s.router, serve::kRouterNames));
   if (!s.decode_router.empty()) {
+    static_assert(serve::kRouterNames.back() == "kv-aware",
+                  "decode replicas take all but the last");
     if (s.decode_router == "kv-aware") {
       throw InputError::at(SourcePos{name("decode_router")},
                            "kv-aware weighs the prompt tokens a replica would compute, and a "
                            "decode replica computes none: least-loaded, round-robin or prefix");
     }
     engine.decode_router = static_cast<serve::RouterKind>(
-        choice("decode_router", s.decode_router, {"round-robin", "least-loaded", "prefix"}));
+        choice("decode_router", s.decode_router,
+               std::span(serve::kRouterNames).first(serve::kRouterNames.size() - 1)));
   }
   engine.device_eviction = static_cast<serve::EvictionKind>(
-      choice("device_policy", s.device_policy, {"lru", "lfu", "s3fifo"}));
-  engine.preemption =
-      static_cast<serve::PreemptionKind>(choice("preemption", s.preemption, {"recompute", "swap"}));
+      choice("device_policy", s.device_policy, serve::kEvictionNames));
+  engine.preemption = static_cast<serve::PreemptionKind>(
+      choice("preemption", s.preemption, serve::kPreemptionNames));
   engine.swap_tier = s.swap_tier;
   if (!s.swap_space.empty()) {
     const auto b = parse_bytes(s.swap_space);
@@ -629,9 +624,7 @@ std::string spec_run_text(const serve::ServeResult& r) {
       r.spec_drafted == 0
           ? 0.0
           : 100.0 * static_cast<double>(r.spec_accepted) / static_cast<double>(r.spec_drafted),
-      r.spec_steps == 0 ? 0.0
-                        : static_cast<double>(r.spec_steps + r.spec_accepted) /
-                              static_cast<double>(r.spec_steps));
+      r.spec_steps == 0 ? 0.0 : r.spec_tokens_per_step());
 }
 
 std::string handoff_text(const ServeStudy& x) {
@@ -880,31 +873,32 @@ std::string requests_jsonl(const ServeStudy& x) {
   for (const serve::RequestRecord& q : r.requests) {
     const bool done = q.finish >= 0;
     const auto since = [&](Time t) { return done ? Cell{to_seconds(t - q.arrival)} : Cell{}; };
-    std::vector<Cell> row = {
-        Cell{static_cast<int64_t>(q.id)},
-        Cell{static_cast<int64_t>(q.replica)},
-        Cell{to_seconds(q.arrival)},
-        since(q.scheduled),
-        since(q.first_token),
-        done && q.output_tokens > 1
-            ? Cell{to_seconds(q.finish - q.first_token) / (q.output_tokens - 1)}
-            : Cell{},
-        since(q.finish),
-        Cell{static_cast<int64_t>(q.prompt_tokens)},
-        Cell{static_cast<int64_t>(q.output_tokens)}};
+    // Cell by cell (a braced list of variants trips GCC 12's -O3 flow warnings).
+    std::vector<Cell> row;
+    row.reserve(names.size());
+    row.emplace_back(static_cast<int64_t>(q.id));
+    row.emplace_back(static_cast<int64_t>(q.replica));
+    if (pd) {
+      row.push_back(q.decode_replica < 0 ? Cell{} : Cell{static_cast<int64_t>(q.decode_replica)});
+      row.push_back(q.handed_over < 0 ? Cell{} : Cell{to_seconds(q.handed_over - q.first_token)});
+      row.push_back(q.handed_over < 0 ? Cell{}
+                                      : Cell{to_seconds(q.handoff_admitted - q.first_token)});
+    }
+    row.emplace_back(to_seconds(q.arrival));
+    row.push_back(since(q.scheduled));
+    row.push_back(since(q.first_token));
+    row.push_back(done && q.output_tokens > 1
+                      ? Cell{to_seconds(q.finish - q.first_token) / (q.output_tokens - 1)}
+                      : Cell{});
+    row.push_back(since(q.finish));
+    row.emplace_back(static_cast<int64_t>(q.prompt_tokens));
+    row.emplace_back(static_cast<int64_t>(q.output_tokens));
     for (size_t i = 0; i < positions; ++i) {
       row.emplace_back(static_cast<int64_t>(i < q.hit_tokens.size() ? q.hit_tokens[i] : 0));
     }
     row.emplace_back(static_cast<int64_t>(q.preemptions));
     row.emplace_back(q.counted);
     row.emplace_back(q.rejected);
-    if (pd) {
-      row.insert(
-          row.begin() + 2,
-          {q.decode_replica < 0 ? Cell{} : Cell{static_cast<int64_t>(q.decode_replica)},
-           q.handed_over < 0 ? Cell{} : Cell{to_seconds(q.handed_over - q.first_token)},
-           q.handed_over < 0 ? Cell{} : Cell{to_seconds(q.handoff_admitted - q.first_token)}});
-    }
     rows.push_back(std::move(row));
   }
   return jsonl_of(names, rows);

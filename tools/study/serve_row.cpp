@@ -156,12 +156,7 @@ std::vector<Def> make_defs() {
   d.push_back({"spec_tokens_per_step",
                "speculative decoding: tokens a drafting decode step yields, accepted drafts and "
                "one more (empty: off)",
-               real, measure([](const ServeStudy& x) {
-                 const serve::ServeResult& r = x.result;
-                 return r.spec_steps == 0 ? std::nan("")
-                                          : static_cast<double>(r.spec_steps + r.spec_accepted) /
-                                                static_cast<double>(r.spec_steps);
-               })});
+               real, measure([](const ServeStudy& x) { return x.result.spec_tokens_per_step(); })});
   struct Latency {
     std::string_view name;
     double percentile;  // 0: the mean

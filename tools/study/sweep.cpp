@@ -210,7 +210,10 @@ std::string workload_key(const Scenario& s) {
                                        "routing",   "seed",          "checkpoint",
                                        "routing_skew", "routing_repeat", "routing_trace",
                                        "micro_batches"};
-  for (std::string_view f : kGen) k += "|" + get_field(s, f);
+  for (std::string_view f : kGen) {
+    k += '|';
+    k += get_field(s, f);
+  }
   return k;
 }
 

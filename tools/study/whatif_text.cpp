@@ -139,7 +139,8 @@ std::string whatif_text(const WhatIfOptions& o, const Scenario& base, const hw::
       cells.push_back(a.binding);
       t.add_row(std::move(cells));
     }
-    text += "\n" + t.render();
+    text += '\n';
+    text += t.render();
   }
   return text;
 }
