@@ -124,6 +124,9 @@ struct Replica {
   /// computes (a swap frees or fills device blocks the compute uses).
   uint64_t swap_outs = 0, swap_ins = 0;
   uint64_t load = 0;  ///< tokens queued and running (least-loaded router)
+  /// Prompt tokens its waiting and running sequences have not computed (kv-aware router):
+  /// kept as their `computed` and `prompt` change, each change through Engine::progress.
+  int64_t backlog = 0;
   bool prefill_only = false;      ///< disaggregated: computes prompts, hands them over
   std::deque<uint32_t> incoming;  ///< disaggregated decode: hand-overs waiting for room
   uint32_t receiving = 0;         ///< hand-overs admitted, their copies in flight
@@ -184,6 +187,14 @@ class Engine {
   /// Of replicas [0, n), the one with the least prefill work if `s` joined it (RouterKind::
   /// kKvAware); ties to the least loaded, then the lowest number.
   uint32_t kv_aware_pick(size_t n, const Seq& s);
+  /// Runs `change` on `s`, a sequence of `rep`, keeping rep.backlog.
+  template <class F>
+  static void progress(Replica& rep, Seq& s, F change) {
+    rep.backlog -= prompt_left(s);
+    change();
+    rep.backlog += prompt_left(s);
+  }
+  static int64_t prompt_left(const Seq& s) { return std::max<int64_t>(0, s.prompt - s.computed); }
   template <class Load>
   uint32_t prefix_pick(uint32_t first, size_t end, std::span<const uint64_t> hashes, Load load);
   /// Disaggregated: checks that every prefill replica's devices reach the decode
@@ -910,12 +921,14 @@ uint32_t Engine::kv_aware_pick(size_t n, const Seq& s) {
   for (uint32_t r = 0; r < n; ++r) {
     const Replica& rep = replicas_[r];
     // Its prefill backlog: what its queued and running sequences have left of their prompts.
-    int64_t work = 0;
-    const auto left = [&](uint32_t q) {
-      work += std::max<int64_t>(0, seqs_[q].prompt - seqs_[q].computed);
-    };
-    std::for_each(rep.waiting.begin(), rep.waiting.end(), left);
-    std::for_each(rep.running.begin(), rep.running.end(), left);
+    int64_t work = rep.backlog;
+#ifndef NDEBUG
+    int64_t walked = 0;
+    for (const uint32_t q : rep.waiting) walked += prompt_left(seqs_[q]);
+    for (const uint32_t q : rep.running) walked += prompt_left(seqs_[q]);
+    TF_ASSERT(walked == work, "replica {} keeps a backlog of {} tokens, its queues hold {}", r,
+              work, walked);
+#endif
     // This prompt's tokens it would compute: those past the prefix its levels hold.
     const size_t held = cache_.lookup(rep.path, s.hashes, where_);
     work += std::max<int64_t>(0, s.prompt - static_cast<int64_t>(held) * block_tokens_);
@@ -988,6 +1001,7 @@ void Engine::arrive(uint32_t req) {
   Replica& rep = replicas_[r];
   rep.waiting.push_back(req);
   rep.load += rq.prompt_tokens + rq.output_tokens;
+  rep.backlog += prompt_left(s);
   if (!rep.busy) {
     want_start(r);
   } else {
@@ -1043,10 +1057,12 @@ void Engine::preempt(uint32_t r, uint32_t seq) {
   } else {
     if (swap_tier_ != SIZE_MAX && s.held > 0) ++swap_fallbacks_;
     // Recompute: what it generated is prompt now; it starts over from the cache.
-    s.prompt += s.generated;
-    s.output -= s.generated;
-    s.generated = 0;
-    s.computed = 0;
+    progress(rep, s, [&s] {
+      s.prompt += s.generated;
+      s.output -= s.generated;
+      s.generated = 0;
+      s.computed = 0;
+    });
   }
   s.held = 0;
   rep.running.erase(std::find(rep.running.begin(), rep.running.end(), seq));
@@ -1142,7 +1158,7 @@ bool Engine::schedule(uint32_t r) {
     s.held = matched;
     // Preempted by recompute: all but the hit is computed again.
     if (s.admitted_once) recomputed_tokens_ += static_cast<uint64_t>(s.prompt - hit);
-    s.computed = hit;
+    progress(rep, s, [&] { s.computed = hit; });
     RequestRecord& rec = records_[q];
     if (!s.admitted_once) {
       s.admitted_once = true;
@@ -1323,6 +1339,7 @@ void Engine::hand_off(uint32_t r, uint32_t q) {
   const traces::Request& rq = trace_.requests[q];
   const uint64_t tokens = rq.prompt_tokens + rq.output_tokens;
   rep.load -= tokens;
+  rep.backlog -= prompt_left(s);
   s.prefill_replica = r;
   s.handoff_held = s.held;
   s.held = 0;
@@ -1385,6 +1402,7 @@ void Engine::handoff_done(uint32_t q) {
   Replica& dec = replicas_[d];
   --dec.receiving;
   dec.running.push_back(q);
+  dec.backlog += prompt_left(s);
   records_[q].handed_over = q_.now();
   // Its blocks are free on the prefill replica, and it has work on the decode replica.
   if (!dec.busy) want_start(d);
@@ -1456,7 +1474,7 @@ void Engine::end_iteration(uint32_t r) {
     const auto kv_tokens = [&s] { return s.computed + std::max<int64_t>(s.generated - 1, 0); };
     const int64_t before = kv_tokens();
     if (s.computed < s.prompt) {
-      s.computed += rep.tokens[i];
+      progress(rep, s, [&] { s.computed += rep.tokens[i]; });
       if (s.computed == s.prompt) ++s.generated;
     } else {
       // The accepted draft tokens and one more (rejected drafts' KV is dropped).
@@ -1549,6 +1567,7 @@ void Engine::finish_seq(uint32_t r, uint32_t seq) {
   cache_.release(rep.path, std::span<const uint64_t>(s.hashes.data(), s.held));
   s.held = 0;
   rep.running.erase(std::find(rep.running.begin(), rep.running.end(), seq));
+  rep.backlog -= prompt_left(s);
   const traces::Request& rq = trace_.requests[seq];
   rep.load -= rq.prompt_tokens + rq.output_tokens;
   records_[seq].finish = q_.now();
@@ -1632,6 +1651,8 @@ ServeResult Engine::run() {
         "the serving engine stopped with {} sequences waiting, {} running and {} handed "
         "over",
         rep.waiting.size(), rep.running.size(), rep.incoming.size() + rep.receiving);
+    TF_ASSERT(rep.backlog == 0, "the serving engine stopped with a backlog of {} prompt tokens",
+              rep.backlog);
   }
   ServeResult out = result();
   out.requests = std::move(records_);
