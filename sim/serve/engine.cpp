@@ -1778,12 +1778,14 @@ ServeResult serve(const traces::RequestTrace& trace, const traces::Arch& arch,
   return e.run();
 }
 
-void check_setup(const traces::RequestTrace& trace, const traces::Arch& arch,
-                 const traces::GenOptions& gen, const hw::Topology& t, const ServeOptions& o) {
+ServeResult check_setup(const traces::RequestTrace& trace, const traces::Arch& arch,
+                        const traces::GenOptions& gen, const hw::Topology& t,
+                        const ServeOptions& o) {
   ServeOptions quiet = o;
   quiet.timeline = nullptr;
   quiet.record_series = false;
   const Engine e(trace, arch, gen, t, quiet);
+  return e.result();
 }
 
 ServeResult cache_only(const traces::RequestTrace& trace, const traces::Arch& arch,

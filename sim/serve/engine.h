@@ -266,9 +266,11 @@ ServeResult serve(const traces::RequestTrace& trace, const traces::Arch& arch,
 
 /// The checks serve() makes before it serves (the device class, replicas x TP against the
 /// devices, the weights and workspace against the device memory, the KV tiers and the swap
-/// space against the topology), without serving: InputError as serve() throws it.
-void check_setup(const traces::RequestTrace& trace, const traces::Arch& arch,
-                 const traces::GenOptions& gen, const hw::Topology& t, const ServeOptions& o);
+/// space against the topology), without serving: InputError as serve() throws it. Returns
+/// the setup's figures (weights, workspace, pool blocks, ...), no request served.
+ServeResult check_setup(const traces::RequestTrace& trace, const traces::Arch& arch,
+                        const traces::GenOptions& gen, const hw::Topology& t,
+                        const ServeOptions& o);
 
 /// The trace against the cache alone (replay_cache_only: no compute, no time), on the
 /// levels serve() would build; requests go to the replicas' paths in turn.

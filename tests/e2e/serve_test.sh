@@ -107,6 +107,21 @@ assert kv["goodput"]["requests"] > load["goodput"]["requests"], (kv["goodput"], 
 check no-requests 2 "$tf" serve --model llama-3-8b
 contains no-requests-msg "$tmp/err" "error: --trace: give a request trace (--trace FILE: Mooncake JSON Lines or Azure CSV) or a generator (--arrivals SPEC, e.g. poisson,rate=2/s,n=500,prompt=lognormal:2000:0.6,output=uniform:50:400)"
 
+# The defaults serve: Llama-3.1-70B on an H100 node, at the least TP that leaves room for KV
+# (2: TP 1 leaves none), said in a note; --tp 0 asks for the same; a TP given is kept.
+gen=(--quiet --arrivals poisson,rate=2/s,n=50,prompt=lognormal:2000:0.6,output=uniform:50:200)
+check defaults 0 "$tf" serve "${gen[@]}" --json
+contains defaults-note "$tmp/err" "note: --tp not given: TP 2, the least that leaves llama-3.1-70b room for KV (155 blocks of 512 tokens a replica); --tp sets it"
+ok defaults-tp python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["tp"] == 2' "$tmp/out"
+check defaults-tp0 0 "$tf" serve "${gen[@]}" --tp 0 --json
+contains defaults-tp0-note "$tmp/err" "note: --tp not given: TP 2"
+check defaults-fits 0 "$tf" serve "${gen[@]}" --model llama-3-8b
+ok defaults-fits-quiet bash -c '! grep -q "not given" "$1"' _ "$tmp/err"
+check defaults-tp-given 0 "$tf" serve "${gen[@]}" --tp 4 --json
+ok defaults-tp-given-kept python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["tp"] == 4' "$tmp/out"
+check defaults-whatif 0 "$tf" whatif --question max-rate --quiet "${gen[@]:1}" --target p99-ttft=10s
+contains defaults-whatif-note "$tmp/err" "note: --tp not given: TP 2"
+
 # Speculative decoding: drafts by n-gram lookup or a draft model, each accepted with a
 # probability until the first rejection; the summary and JSON say what the steps yielded.
 spec=(--hw h200-sxm-8gpu --model llama-3.1-70b --tp 4 --quiet --arrivals poisson,rate=1/s,n=200,prompt=lognormal:1500:0.6,output=uniform:100:400,seed=3)
@@ -180,7 +195,7 @@ ok find-devices-tp-from test "$(grep -c 'TP 1 x' "$tmp/out")" = 0
 check find-devices-whatif 0 "$tf" whatif --hw h100-sxm-8gpu --model llama-3-8b --quiet --arrivals poisson,rate=40/s,n=600,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3 \
   --question min-devices --target p99-tpot=15ms
 contains find-devices-whatif-answer "$tmp/out" "answer: 6 devices: 3 replicas of TP 2"
-check find-devices-why 0 "$tf" serve --hw h100-sxm-8gpu --model llama-3-70b --quiet --arrivals poisson,rate=2/s,n=60,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3 \
+check find-devices-why 0 "$tf" serve --hw h100-sxm-8gpu --model llama-3-70b --tp 1 --quiet --arrivals poisson,rate=2/s,n=60,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3 \
   --find min-devices --target p99-ttft=10s
 contains find-devices-why-msg "$tmp/out" "TP 1 x 1  p99-ttft          -  fail  (the weights of llama-3-70b (131GiB) and the workspace of an iteration of 8192 tokens (1.5GiB) leave no room for a KV block"
 check find-devices-pd 2 "$tf" serve "${busy[@]}" --prefill-replicas 1 --find min-devices --target p99-tpot=15ms
@@ -317,13 +332,13 @@ check model-and-hf-config 2 "$tf" serve "${base[@]}" --trace "$trace" --hf-confi
 contains model-and-hf-config-msg "$tmp/err" "error: --hf-config: give --model or --hf-config, not both"
 check too-many-devices 2 "$tf" serve "${base[@]}" --trace "$trace" --replicas 2
 contains too-many-devices-msg "$tmp/err" "need 16 devices"
-check weights-do-not-fit 2 "$tf" serve --hw h100-sxm-8gpu --model llama-3-70b --quiet --trace "$trace"
+check weights-do-not-fit 2 "$tf" serve --hw h100-sxm-8gpu --model llama-3-70b --tp 1 --quiet --trace "$trace"
 contains weights-msg "$tmp/err" "error: --tp: the weights"
 contains weights-advice "$tmp/err" "raise the tensor parallelism (tp: 2 is the least that leaves room, for 155 blocks of 512 tokens)"
 # Advice that can help, what takes the most first: the iteration's workspace, then a wider
 # tensor parallelism; where none up to the class's devices leaves room, narrower weights.
 tiny=(--quiet --arrivals poisson,rate=1/s,n=4,prompt=fixed:512,output=fixed:8)
-check workspace-do-not-fit 2 "$tf" serve "${tiny[@]}" --model llama-3-8b --token-budget 2M
+check workspace-do-not-fit 2 "$tf" serve "${tiny[@]}" --model llama-3-8b --tp 1 --token-budget 2M
 contains workspace-advice "$tmp/err" "per device: lower the token budget, or raise the tensor parallelism (tp: 4 is the least that leaves room"
 check nothing-fits 2 "$tf" serve "${tiny[@]}" --model llama-3.1-405b --hw l40s-server
 contains nothing-fits-advice "$tmp/err" "per device: no tensor parallelism up to the 1 device of class 'l40s' leaves room: narrower weights (weight_dtype) or larger devices might"

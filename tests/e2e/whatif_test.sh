@@ -222,7 +222,7 @@ check gen-weights-wider 0 "$tf" trace gen --model deepseek-v3 --layers 4 -o "$tm
 contains gen-weights-wider-msg "$tmp/err" "warning: deepseek-v3's checkpoint holds fp8 weights (checkpoint_dtype, source MD4); these are bf16, 2x its bytes: --weight-dtype fp8 plans them as shipped"
 check gen-weights-shipped 0 "$tf" trace gen --model deepseek-v3 --layers 4 --weight-dtype fp8 -o "$tmp/ds.json"
 ok gen-weights-shipped-quiet bash -c '! grep -q "checkpoint holds" "$1"' _ "$tmp/err"
-check service-no-fit 2 "$tf" whatif --question max-rate --model llama-3-70b --trace "$trace" --target hit=10%
+check service-no-fit 2 "$tf" whatif --question max-rate --model llama-3-70b --tp 1 --trace "$trace" --target hit=10%
 contains service-no-fit-msg "$tmp/err" "error: --tp: the weights"
 
 finish

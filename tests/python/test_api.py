@@ -612,6 +612,12 @@ def test_serve(cli, tmp_path):
             "after 6.1us, against 53.76GB/s after 66.5us): levels are nearest first, so demotions "
             "fill 'ssd' first; list 'ddr' first unless that is meant"], k.notes
     assert tierflow.serve(arrivals=small, model="llama-3-8b", kv_tiers="ddr:1%,ssd:1%").notes == []
+    # tp not given: the least that leaves room for KV, said as the CLI says it.
+    wide = tierflow.serve(arrivals=small, model="llama-3-70b", hw="h100-sxm-8gpu")
+    assert wide.summary["tp"] == 2
+    assert wide.notes == ["tp not given: TP 2, the least that leaves llama-3-70b room for KV (155 "
+                          "blocks of 512 tokens a replica); tp sets it"], wide.notes
+    assert tierflow.serve(arrivals=small, model="llama-3-70b", hw="h100-sxm-8gpu", tp=4).notes == []
     # Requests past the model's max_context and weights wider than its checkpoint: named as
     # Python names the settings.
     long = tierflow.serve(arrivals="poisson,rate=2/s,n=4,prompt=fixed:4000,output=fixed:200",
@@ -644,8 +650,9 @@ def test_serve(cli, tmp_path):
     assert dev.answer == json.loads(cli("serve", "--hw", "h100-sxm-8gpu", "--model", "llama-3-8b",
                                         "--trace", trace, "--find", "min-devices", "--target",
                                         "p90-ttft=10s", "--json", "--quiet"))
-    assert dev.answer == tierflow.whatif("min-devices", hw="h100-sxm-8gpu", model="llama-3-8b",
-                                         trace=trace, target="p90-ttft=10s")
+    with pytest.warns(UserWarning, match="span more positions"):  # serve()'s notes, warned
+        assert dev.answer == tierflow.whatif("min-devices", hw="h100-sxm-8gpu", model="llama-3-8b",
+                                             trace=trace, target="p90-ttft=10s")
     assert dev.answer["answer"] == dev.answer["tp"] * dev.answer["replicas"] <= 3
     assert (dev.summary["tp"], dev.summary["replicas"]) == (dev.answer["tp"],
                                                             dev.answer["replicas"])
@@ -709,8 +716,9 @@ def test_serve_errors_are_the_cli_s(key, value):
 def test_whatif_service(cli):
     """A question about a service: the same answer as the CLI's whatif and serve(find=...)."""
     trace = os.path.join(ROOT, "tests", "data", "serve", "mooncake_conversation_200.jsonl")
-    a = tierflow.whatif("max-rate", hw="h100-sxm-8gpu", model="llama-3-8b", trace=trace,
-                        target="p90-ttft=10s", serve={"replicas": 2})
+    with pytest.warns(UserWarning, match="^109 of the 200 requests span more positions"):
+        a = tierflow.whatif("max-rate", hw="h100-sxm-8gpu", model="llama-3-8b", trace=trace,
+                            target="p90-ttft=10s", serve={"replicas": 2})
     assert a == json.loads(cli("whatif", "--question", "max-rate", "--hw", "h100-sxm-8gpu",
                                "--model", "llama-3-8b", "--trace", trace, "--target",
                                "p90-ttft=10s", "--serve", "replicas=2", "--json", "--quiet"))
@@ -719,6 +727,12 @@ def test_whatif_service(cli):
         tierflow.whatif("max-rate", model="llama-3-8b", trace=trace, target="p90-ttft=10s", batch=4)
     with pytest.raises(tierflow.InputError, match="^target: a service question needs"):
         tierflow.whatif("max-rate", model="llama-3-8b", trace=trace)
+    # What the CLI notes on its standard error comes as a UserWarning: the TP it chose.
+    with pytest.warns(UserWarning, match="^tp not given: TP 2, the least that leaves llama-3-70b room"):
+        wide = tierflow.whatif("max-rate", hw="h100-sxm-8gpu", model="llama-3-70b",
+                               arrivals="poisson,rate=2/s,n=20,prompt=fixed:512,output=fixed:8",
+                               target="p99-ttft=10s")
+    assert wide["run"]["tp"] == 2
 
 
 def test_whatif(cli):

@@ -153,10 +153,50 @@ TEST_CASE("min-devices: the fewest devices over every tensor parallelism and rep
   }
 }
 
+TEST_CASE("tp not given: the least power of two that leaves room for KV, said in a note") {
+  ServeSettings s = busy_base(8);
+  s.arrivals = "poisson,rate=2/s,n=20,prompt=fixed:512,output=fixed:8";
+  CHECK(s.model.gen.tp == 0);
+  // Llama-3-8B fits one H100: TP 1, nothing said (as given).
+  ServeSetup x = prepare_serve(s);
+  CHECK(x.gen.tp == 1);
+  CHECK(x.notes.empty());
+  // Llama-3-70B (131 GiB of bf16 weights) needs two; fp8 weights fit one.
+  s.model.model = "llama-3-70b";
+  x = prepare_serve(s);
+  CHECK(x.gen.tp == 2);
+  REQUIRE(x.notes.size() == 1);
+  CHECK(x.notes[0] ==
+        "tp not given: TP 2, the least that leaves llama-3-70b room for KV (155 "
+        "blocks of 512 tokens a replica); tp sets it");
+  CHECK(run_serve(x).result.tp == 2);
+  s.weight_dtype = "fp8";
+  CHECK(prepare_serve(s).gen.tp == 1);
+  s.weight_dtype = "bf16";
+  // Five replicas of TP 2 need 10 of the 8 devices: the user's error at the TP chosen (a
+  // wider one would need more still), not a TP passed over.
+  s.engine.replicas = 5;
+  CHECK_THROWS_WITH_AS(prepare_serve(s), doctest::Contains("replicas"), InputError);
+  s.engine.replicas = 1;
+  // None leaves room (405B in bf16 on one L40S): TP 1's error, which says what would.
+  s.sets.clear();
+  s.hw = "l40s-server";
+  s.model.model = "llama-3.1-405b";
+  CHECK_THROWS_WITH_AS(prepare_serve(s), doctest::Contains("no tensor parallelism up to the"),
+                       serve::DoesNotFit);
+  // Given, a TP is kept: TP 1 does not fit and says so.
+  s = busy_base(8);
+  s.model.model = "llama-3-70b";
+  s.model.gen.tp = 1;
+  CHECK_THROWS_WITH_AS(run_serve(prepare_serve(s)),
+                       doctest::Contains("raise the tensor parallelism"), serve::DoesNotFit);
+}
+
 TEST_CASE("min-devices: a tensor parallelism the model cannot take fails alone, with why") {
-  // Llama-3-70B on H100s: TP 1 leaves no room for a KV block; the others run.
+  // Llama-3-70B on H100s from TP 1: it leaves no room for a KV block; the others run.
   ServeSettings s = busy_base(8);
   s.model.model = "llama-3-70b";
+  s.model.gen.tp = 1;
   s.arrivals = "poisson,rate=2/s,n=60,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3";
   const ServeAnswer a = ask(s, "p99-ttft=10s", ServeQuestion::kMinDevices);
   REQUIRE(!a.probes.empty());

@@ -346,7 +346,9 @@ void add_serve_setting_flags(CLI::App* cmd, study::ServeSettings& s) {
   cmd->add_option("--warmup", s.warmup, "leave requests arriving before this out of the metrics");
   cmd->add_option("--device", s.engine.device, "device class (default: the first)");
   for (auto [flag, value, help] :
-       {std::tuple{"--tp", &s.model.gen.tp, "devices per replica, tensor parallel (default 1)"},
+       {std::tuple{"--tp", &s.model.gen.tp,
+                   "devices per replica, tensor parallel (default 0: the least power of two "
+                   "that leaves the model room for KV, said in a note)"},
         std::tuple{"--replicas", &s.engine.replicas,
                    "data-parallel replicas (default 1); with --prefill-replicas, those decoding"},
         std::tuple{"--prefill-replicas", &s.engine.prefill_replicas,

@@ -83,7 +83,8 @@ int run_whatif_serve(const CLI::App* cmd, const ScenarioFlags& f, const WhatIfSe
   settings.model.model = f.model;
   settings.model.hf_config = f.hf_config;
   settings.model.model_sets = f.model_sets;
-  settings.model.gen.tp = f.gen.gen.tp;
+  // --tp given, else the service's own default (the least TP that leaves room for KV).
+  if (cmd->get_option("--tp")->count() > 0) settings.model.gen.tp = f.gen.gen.tp;
   settings.engine.device = f.device;
   settings.weight_dtype = f.gen.weight_dtype;
   settings.kv_dtype = f.gen.kv_dtype;

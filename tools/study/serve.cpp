@@ -338,6 +338,44 @@ std::vector<std::string> settings_notes(const ServeSetup& x) {
 
 }  // namespace
 
+namespace {
+
+/// `tp` not given: the least power of two up to the class's devices at which the model (its
+/// draft, any prefill replicas) leaves room for KV, told in a note when above 1. When none
+/// does, TP 1's error: it says what would make room.
+void choose_tp(ServeSetup& x) {
+  std::optional<serve::DoesNotFit> first;
+  for (int tp = 1; tp <= std::max(1, class_devices(x)); tp *= 2) {
+    x.gen.tp = tp;
+    serve::ServeResult fit;
+    try {
+      fit = serve::check_setup(*x.trace, x.arch, x.gen, x.topology, x.engine);
+    } catch (const serve::DoesNotFit& e) {
+      if (!first) first = e;
+      continue;
+    } catch (const InputError& e) {
+      // A TP the model cannot take is passed over; any other error is the user's to fix
+      // (at TP 1, or at the first TP with room: it names that TP where it depends on it).
+      if (tp == 1 || (e.pos().file != "tp" && e.pos().file != "prefill_tp")) {
+        naming_settings(x.names, [&] { throw; });
+      }
+      continue;
+    }
+    if (tp > 1) {
+      x.notes.push_back(fmt::format(
+          "{} not given: TP {}, the least that leaves {} room for KV ({} blocks of {} tokens a "
+          "replica); {} sets it",
+          serve_flag("tp", x.names), tp, x.arch.name, fit.device_pool_blocks, fit.block_tokens,
+          serve_flag("tp", x.names)));
+    }
+    return;
+  }
+  x.gen.tp = 1;
+  naming_settings(x.names, [&] { throw *first; });
+}
+
+}  // namespace
+
 ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   const auto name = [&s](std::string field) { return serve_flag(std::move(field), s.names); };
   const auto choice = [&](std::string_view field, const std::string& value,
@@ -364,7 +402,7 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
                            "expected a whole number from 1 to {}, got {}", most, value);
     }
   };
-  whole("tp", s.model.gen.tp, kMaxTp);
+  if (s.model.gen.tp != 0) whole("tp", s.model.gen.tp, kMaxTp);
   whole("replicas", s.engine.replicas, kMaxReplicas);
   if (s.engine.prefill_replicas != 0)
     whole("prefill_replicas", s.engine.prefill_replicas, kMaxReplicas);
@@ -520,7 +558,15 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   x.timeline = s.timeline;
   x.names = s.names;
   x.notes = settings_notes(x);
+  if (x.gen.tp == 0) choose_tp(x);
   return x;
+}
+
+int class_devices(const ServeSetup& setup) {
+  for (const hw::Device& d : setup.topology.devices) {
+    if (setup.engine.device.empty() || d.id == setup.engine.device) return d.count;
+  }
+  return 0;
 }
 
 void check_serve(const ServeSetup& setup) {

@@ -39,7 +39,13 @@ enum class SettingNames { kServeFlags, kFields, kWhatif };
 struct ServeSettings {
   std::string hw;                 ///< topology path or shipped name; empty: the default
   std::vector<std::string> sets;  ///< topology overrides
-  WorkloadSource model;           ///< model / hf_config / model_sets; gen: tp
+  /// model / hf_config / model_sets; gen: tp, where 0 (the default) is the least power of
+  /// two that leaves the model room for KV on the class's devices (prepare_serve says which)
+  WorkloadSource model = [] {
+    WorkloadSource m;
+    m.gen.tp = 0;
+    return m;
+  }();
   std::string trace;              ///< a request trace file (Mooncake JSONL, Azure CSV)
   WrittenFiles written;           ///< file fields as a sweep spec wrote them (Scenario::written)
   std::string arrivals;           ///< or a generator spec
@@ -121,6 +127,9 @@ struct ServeSetup {
   double rate_scale = 1.0;     ///< the trace's arrivals compressed by this factor
   serve::ServeOptions engine;  ///< replicas, KV tiers and their capacities, ...
 };
+
+/// The devices of the setup's class (engine.device, else the first); 0 when no such class.
+int class_devices(const ServeSetup& setup);
 
 /// One latency of the counted requests that finished, in seconds.
 struct ServeLatency {

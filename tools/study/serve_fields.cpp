@@ -66,7 +66,7 @@ const std::array<FieldDef, 32> kFields = {{
     {"device", [](ServeSettings& s) -> FieldRef { return &s.engine.device; }},
     {"model", [](ServeSettings& s) -> FieldRef { return &s.model.model; }},
     {"hf_config", [](ServeSettings& s) -> FieldRef { return &s.model.hf_config; }},
-    {"tp", [](ServeSettings& s) -> FieldRef { return &s.model.gen.tp; }},
+    {"tp", [](ServeSettings& s) -> FieldRef { return &s.model.gen.tp; }, true},
     {"replicas", [](ServeSettings& s) -> FieldRef { return &s.engine.replicas; }},
     {"prefill_replicas", [](ServeSettings& s) -> FieldRef { return &s.engine.prefill_replicas; }},
     {"prefill_tp", [](ServeSettings& s) -> FieldRef { return &s.engine.prefill_tp; }, true},

@@ -77,13 +77,6 @@ std::string knob_text(const ServeAnswer& a, double knob) {
 
 /// Devices of the class a setup serves on (0: the topology has no such class, which the
 /// engine refuses).
-int class_devices(const ServeSetup& setup) {
-  for (const hw::Device& d : setup.topology.devices) {
-    if (setup.engine.device.empty() || d.id == setup.engine.device) return d.count;
-  }
-  return 0;
-}
-
 /// An upgrade counts when its metric at 2x is at least this much better than the base's.
 constexpr double kUpgradeGain = 0.005;
 constexpr std::array<double, 2> kUpgradeFactors = {1.25, 2.0};

@@ -102,7 +102,8 @@ std::vector<Def> make_defs() {
         In{"block_tokens", "tokens per KV block of traces without hashes", integer},
         In{"warmup", "requests arriving before this left out of the measures", text},
         In{"device", "device class (empty: the first)", text},
-        In{"tp", "devices per replica, tensor parallel", integer},
+        In{"tp", "devices per replica, tensor parallel (the least that fits when not given)",
+           integer},
         In{"replicas", "data-parallel replicas (with prefill replicas: decoding)", integer},
         In{"prefill_replicas", "disaggregated: prefill-only replicas (0: none)", integer},
         In{"prefill_tp", "disaggregated: the prefill replicas' TP (empty: tp)", integer},
@@ -123,7 +124,14 @@ std::vector<Def> make_defs() {
         In{"weight_dtype", "weight element type", text},
         In{"kv_dtype", "KV-cache element type", text},
         In{"cache_only", "replayed against the cache alone (no time)", CellType::kBool}}) {
-    d.push_back({std::string(f.name), f.what, f.type, setting(std::string(f.name), f.type)});
+    auto get = setting(std::string(f.name), f.type);
+    if (f.name == "tp") {
+      // Not given, the TP the setup chose (when it could choose one).
+      get = [get](const ServeOutcome& o) {
+        return o.setup != nullptr ? Cell{static_cast<int64_t>(o.setup->gen.tp)} : get(o);
+      };
+    }
+    d.push_back({std::string(f.name), f.what, f.type, std::move(get)});
   }
   d.push_back({"status", "ok, infeasible (the model does not fit) or failed", text,
                [](const ServeOutcome& o) { return Cell{o.status}; }});

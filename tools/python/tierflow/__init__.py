@@ -580,7 +580,8 @@ def serve(trace=None, arrivals=None, set=(), model_set=(), **options):
     """Serves a request trace (`tierflow serve`): `trace` (a Mooncake JSONL or Azure CSV
     path) or `arrivals` (a generator spec, "poisson,rate=5/s,n=1000,..."); `set` topology
     and `model_set` model overrides; the other options as the CLI's flags with `_`: hw,
-    model, hf_config, tp, replicas, prefill_replicas (disaggregated prefill: that many
+    model, hf_config, tp (default: the least that leaves room for KV, in `notes`), replicas,
+    prefill_replicas (disaggregated prefill: that many
     prefill-only replicas, `replicas` then decode), prefill_tp (theirs; default tp), device,
     router, decode_router (disaggregated: least-loaded, round-robin or prefix), device_policy, preemption, swap_space,
     swap_tier, spec_tokens, spec_accept, spec_draft (speculative decoding: draft tokens per
@@ -684,8 +685,12 @@ def whatif(question="min-memory", max_overhead=None, min_throughput=None, max_tp
                 raise _input_error("serve", f"{key}: not a serving setting of a question{hint}")
         options = dict(fields)
         options.update(settings)
-        return _serve(trace=trace, arrivals=arrivals, set=set, model_set=model_set, hw=hw,
-                      find=question, target=target, **options).answer
+        serving = _serve(trace=trace, arrivals=arrivals, set=set, model_set=model_set, hw=hw,
+                         find=question, target=target, **options)
+        # What the CLI notes on its standard error (a TP chosen, KV tiers listed slower first).
+        for note in serving.notes:
+            warnings.warn(note, UserWarning, stacklevel=2)
+        return serving.answer
     # A limit the question does not use is refused, not ignored (as the CLI does).
     question = _text(question, "question")
     for name, value in (("target", target), ("serve", serve)):
