@@ -119,6 +119,8 @@ check defaults-fits 0 "$tf" serve "${gen[@]}" --model llama-3-8b
 ok defaults-fits-quiet bash -c '! grep -q "not given" "$1"' _ "$tmp/err"
 check defaults-tp-given 0 "$tf" serve "${gen[@]}" --tp 4 --json
 ok defaults-tp-given-kept python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["tp"] == 4' "$tmp/out"
+check defaults-too-many 2 "$tf" serve "${gen[@]}" --replicas 8
+contains defaults-too-many-msg "$tmp/err" "error: --replicas: 8 replicas of TP 2 need 16 devices; 'h100-sxm-8gpu' has 8 of class 'h100' (TP 2: --tp not given, the least that leaves llama-3.1-70b room for KV)"
 check defaults-whatif 0 "$tf" whatif --question max-rate --quiet "${gen[@]:1}" --target p99-ttft=10s
 contains defaults-whatif-note "$tmp/err" "note: --tp not given: TP 2"
 

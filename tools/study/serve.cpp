@@ -356,8 +356,14 @@ void choose_tp(ServeSetup& x) {
     } catch (const InputError& e) {
       // A TP the model cannot take is passed over; any other error is the user's to fix
       // (at TP 1, or at the first TP with room: it names that TP where it depends on it).
-      if (tp == 1 || (e.pos().file != "tp" && e.pos().file != "prefill_tp")) {
-        naming_settings(x.names, [&] { throw; });
+      if (tp == 1) naming_settings(x.names, [&] { throw; });
+      if (e.pos().file != "tp" && e.pos().file != "prefill_tp") {
+        naming_settings(x.names, [&] {
+          throw InputError(e.pos(),
+                           fmt::format("{} (TP {}: {} not given, the least that leaves "
+                                       "{} room for KV)",
+                                       e.message(), tp, serve_flag("tp", x.names), x.arch.name));
+        });
       }
       continue;
     }
