@@ -66,6 +66,9 @@ struct Seq {
   size_t held = 0;     ///< leading blocks pinned in the device level
   size_t swapped = 0;  ///< leading blocks in the swap space (preempted by swap)
   bool admitted_once = false;
+  /// Preempted by recompute: the positions whose KV it had computed or hit (what it would
+  /// compute again past the prefix it finds cached when admitted again).
+  int64_t had_kv = 0;
   // Disaggregated: the prefill replica that computed its prompt, the blocks it keeps
   // pinned there until the hand-over lands, and the hand-over's transfers in flight.
   uint32_t prefill_replica = 0;
@@ -127,6 +130,7 @@ struct Replica {
   /// Prompt tokens its waiting and running sequences have not computed (kv-aware router):
   /// kept as their `computed` and `prompt` change, each change through Engine::progress.
   int64_t backlog = 0;
+  ReplicaRecord stats;            ///< its work so far
   bool prefill_only = false;      ///< disaggregated: computes prompts, hands them over
   std::deque<uint32_t> incoming;  ///< disaggregated decode: hand-overs waiting for room
   uint32_t receiving = 0;         ///< hand-overs admitted, their copies in flight
@@ -1000,6 +1004,7 @@ void Engine::arrive(uint32_t req) {
   rec.replica = r;
   Replica& rep = replicas_[r];
   rep.waiting.push_back(req);
+  ++rep.stats.requests;
   rep.load += rq.prompt_tokens + rq.output_tokens;
   rep.backlog += prompt_left(s);
   if (!rep.busy) {
@@ -1057,6 +1062,7 @@ void Engine::preempt(uint32_t r, uint32_t seq) {
   } else {
     if (swap_tier_ != SIZE_MAX && s.held > 0) ++swap_fallbacks_;
     // Recompute: what it generated is prompt now; it starts over from the cache.
+    s.had_kv = s.computed + std::max<int64_t>(s.generated - 1, 0);
     progress(rep, s, [&s] {
       s.prompt += s.generated;
       s.output -= s.generated;
@@ -1068,6 +1074,7 @@ void Engine::preempt(uint32_t r, uint32_t seq) {
   rep.running.erase(std::find(rep.running.begin(), rep.running.end(), seq));
   rep.waiting.push_front(seq);
   ++records_[seq].preemptions;
+  ++rep.stats.preemptions;
   ++preemptions_;
 }
 
@@ -1156,8 +1163,10 @@ bool Engine::schedule(uint32_t r) {
     rep.waiting.pop_front();
     rep.running.push_back(q);
     s.held = matched;
-    // Preempted by recompute: all but the hit is computed again.
-    if (s.admitted_once) recomputed_tokens_ += static_cast<uint64_t>(s.prompt - hit);
+    // Preempted by recompute: the KV it had past the prefix hit now is computed again (the
+    // rest of the prompt is computed for the first time).
+    if (s.admitted_once)
+      recomputed_tokens_ += static_cast<uint64_t>(std::max<int64_t>(0, s.had_kv - hit));
     progress(rep, s, [&] { s.computed = hit; });
     RequestRecord& rec = records_[q];
     if (!s.admitted_once) {
@@ -1257,6 +1266,8 @@ void Engine::start_iteration(uint32_t r) {
   ++iterations_;
   rep.start = q_.now();
   rep.compute = draft_time(rep) + shape(rep).cost->time(work_);
+  ++rep.stats.iterations;
+  rep.stats.compute += rep.compute;
   carry(r, moves_, /*loads=*/true);
   if (rep.loads_left == 0) q_.schedule(q_.now() + rep.compute, kIterationEnd, r);
 }
@@ -1402,6 +1413,7 @@ void Engine::handoff_done(uint32_t q) {
   Replica& dec = replicas_[d];
   --dec.receiving;
   dec.running.push_back(q);
+  ++dec.stats.requests;
   dec.backlog += prompt_left(s);
   records_[q].handed_over = q_.now();
   // Its blocks are free on the prefill replica, and it has work on the decode replica.
@@ -1459,6 +1471,7 @@ void Engine::record_queues(uint32_t r) {
 
 void Engine::end_iteration(uint32_t r) {
   Replica& rep = replicas_[r];
+  rep.stats.busy += q_.now() - rep.start;
   if (tl_ != nullptr) draw_iteration(r);
   if (o_.record_series) {
     for (LevelId l = 0; l < cache_.level_count(); ++l) {
@@ -1473,7 +1486,9 @@ void Engine::end_iteration(uint32_t r) {
     RequestRecord& rec = records_[q];
     const auto kv_tokens = [&s] { return s.computed + std::max<int64_t>(s.generated - 1, 0); };
     const int64_t before = kv_tokens();
+    const int64_t generated = s.generated;
     if (s.computed < s.prompt) {
+      rep.stats.prompt_tokens += static_cast<uint64_t>(rep.tokens[i]);
       progress(rep, s, [&] { s.computed += rep.tokens[i]; });
       if (s.computed == s.prompt) ++s.generated;
     } else {
@@ -1487,6 +1502,7 @@ void Engine::end_iteration(uint32_t r) {
       }
       s.generated += 1 + n;
     }
+    rep.stats.output_tokens += static_cast<uint64_t>(s.generated - generated);
     fill_blocks(r, s, before, kv_tokens());
     // The blocks its KV now fills, stored and pinned.
     const size_t need = static_cast<size_t>(blocks_for(kv_tokens()));
@@ -1731,6 +1747,10 @@ ServeResult Engine::result() const {
     rec.stats = cache_.stats(l);
     rec.hit_tokens = level_hits_[l];
     out.levels.push_back(std::move(rec));
+  }
+  for (const Replica& rep : replicas_) {
+    out.replica_records.push_back(rep.stats);
+    out.replica_records.back().prefill_only = rep.prefill_only;
   }
   out.block_tokens = static_cast<uint32_t>(block_tokens_);
   const Shape& sh = shapes_[0];

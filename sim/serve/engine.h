@@ -171,6 +171,18 @@ struct RequestRecord {
   bool rejected = false;  ///< its KV (prompt and output) is larger than the device pool
 };
 
+/// One replica's work over a run.
+struct ReplicaRecord {
+  bool prefill_only = false;  ///< disaggregated: a prefill replica
+  uint64_t requests = 0;      ///< routed to it (a decode replica: handed over to it)
+  uint64_t iterations = 0;
+  Time busy = 0;               ///< an iteration in flight, its loads and swaps included
+  Time compute = 0;            ///< its iterations' compute (busy less the waits on loads)
+  uint64_t prompt_tokens = 0;  ///< prompt tokens it computed (recomputed ones included)
+  uint64_t output_tokens = 0;  ///< tokens it generated (a prompt's first token included)
+  uint64_t preemptions = 0;
+};
+
 /// One cache level as it ended.
 struct LevelRecord {
   std::string name;     ///< "hbm[r0]", "ddr[0]", "pool"
@@ -196,7 +208,8 @@ struct ResourceRecord {
 struct ServeResult {
   std::vector<RequestRecord> requests;
   std::vector<LevelRecord> levels;
-  std::vector<ResourceRecord> resources;  ///< those some transfer crossed
+  std::vector<ReplicaRecord> replica_records;  ///< by replica number (prefill replicas first)
+  std::vector<ResourceRecord> resources;       ///< those some transfer crossed
   /// With record_series: each cache level's blocks held, sampled at every iteration's end,
   /// and each replica's running and waiting sequences, sampled at every arrival, schedule
   /// and iteration's end, so that they are exact step functions (a value equal to the last
@@ -247,6 +260,10 @@ struct ServeResult {
     return spec_steps == 0
                ? std::nan("")
                : static_cast<double>(spec_steps + spec_accepted) / static_cast<double>(spec_steps);
+  }
+  /// The devices the replicas take, prefill replicas' included.
+  [[nodiscard]] int devices() const {
+    return replicas * tp + prefill_replicas * (prefill_tp > 0 ? prefill_tp : tp);
   }
   uint64_t handoffs = 0;     ///< requests handed from a prefill to a decode replica
   /// Blocks those hand-overs copied: each device's shard of each block the decode

@@ -121,6 +121,26 @@ check defaults-tp-given 0 "$tf" serve "${gen[@]}" --tp 4 --json
 ok defaults-tp-given-kept python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["tp"] == 4' "$tmp/out"
 check defaults-too-many 2 "$tf" serve "${gen[@]}" --replicas 8
 contains defaults-too-many-msg "$tmp/err" "error: --replicas: 8 replicas of TP 2 need 16 devices; 'h100-sxm-8gpu' has 8 of class 'h100' (TP 2: --tp not given, the least that leaves llama-3.1-70b room for KV)"
+# Each replica's work: a row each (roles when disaggregated), the least, mean and most past
+# 16; JSON replica_work adds up to the run; output per device.
+check replica-work 0 "$tf" serve "${gen[@]}" --model llama-3-8b --replicas 2 --prefill-replicas 1 --json
+ok replica-work-json python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+w = j["replica_work"]
+assert [x["role"] for x in w] == ["prefill", "decode", "decode"], w
+assert sum(x["iterations"] for x in w) == j["iterations"], w
+assert w[0]["requests"] == 50 and sum(x["requests"] for x in w[1:]) == 50, w
+assert all(0 < x["compute_s"] <= x["busy_s"] <= j["makespan_s"] for x in w), w
+assert j["devices"] == 3
+assert abs(j["output_tokens_per_s_per_device"] * 3 - j["output_tokens_per_s"]) < 1e-9 * j["output_tokens_per_s"]' "$tmp/out"
+check replica-work-text 0 "$tf" serve "${gen[@]}" --model llama-3-8b --replicas 2 --prefill-replicas 1
+contains replica-work-header "$tmp/out" "replica       requests  iterations    busy  compute  prompt tokens  output tokens  preemptions"
+contains replica-work-roles "$tmp/out" "decode r2"
+contains replica-work-per-device "$tmp/out" "per device of 3)"
+check replica-work-many 0 "$tf" serve "${gen[@]}" --model llama-3-8b --hw cloudmatrix384 --replicas 20
+contains replica-work-most "$tmp/out" "most"
+ok replica-work-many-short bash -c '! grep -q "^r19 " "$1"' _ "$tmp/out"
 check defaults-whatif 0 "$tf" whatif --question max-rate --quiet "${gen[@]:1}" --target p99-ttft=10s
 contains defaults-whatif-note "$tmp/err" "note: --tp not given: TP 2"
 

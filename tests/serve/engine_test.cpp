@@ -856,3 +856,76 @@ TEST_CASE("serve: a draft model takes device memory and time; bad settings are r
   CHECK(copied > 0);
   CHECK(copied_draft == doctest::Approx(2.0 * copied).epsilon(0.01));
 }
+
+TEST_CASE("serve: each replica's work adds up to the run's") {
+  // `own`: no prompt shares a block with another's, so a sequence admitted again finds
+  // at most the KV it had.
+  const auto check = [](const serve::ServeResult& r, bool own) {
+    REQUIRE(r.replica_records.size() == size_t(r.replicas + r.prefill_replicas));
+    std::map<int32_t, uint64_t> routed;
+    uint64_t output = 0, preemptions = 0;
+    for (const serve::RequestRecord& q : r.requests) {
+      if (q.rejected) continue;
+      ++routed[q.replica];
+      if (q.decode_replica >= 0) ++routed[q.decode_replica];
+      output += q.output_tokens;
+      preemptions += q.preemptions;
+    }
+    uint64_t iterations = 0, computed = 0, generated = 0, preempted = 0;
+    for (size_t i = 0; i < r.replica_records.size(); ++i) {
+      const serve::ReplicaRecord& x = r.replica_records[i];
+      CHECK(x.prefill_only == (int(i) < r.prefill_replicas));
+      CHECK(x.requests == routed[int32_t(i)]);
+      CHECK(x.compute <= x.busy);
+      CHECK(x.busy <= r.makespan);
+      CHECK(x.busy > 0);
+      iterations += x.iterations;
+      computed += x.prompt_tokens;
+      generated += x.output_tokens;
+      preempted += x.preemptions;
+    }
+    CHECK(iterations == r.iterations);
+    // Every prompt token computed once, plus what preemption made computed again: at most
+    // that (a prefix hit on readmission may be longer than the first one), and at most one
+    // token more per preemption (a decode's last token, whose KV it had not computed yet,
+    // is computed with the prompt when it is admitted again).
+    CHECK(computed <= r.computed_tokens + r.recomputed_tokens + r.preemptions);
+    if (own) CHECK(computed >= r.computed_tokens + r.recomputed_tokens);
+    CHECK(generated == output);
+    CHECK(preempted == preemptions);
+    CHECK(r.devices() == r.replicas * r.tp + r.prefill_replicas * r.prefill_tp);
+  };
+  // Colocated, a pool small enough to preempt, KV in DDR (loads under the compute).
+  Setup s({"tiers.hbm.capacity=19GiB"});
+  const traces::RequestTrace trace = traces::generate_requests(
+      "poisson,rate=20/s,n=200,prompt=uniform:512:4096,output=uniform:64:512,groups=4,"
+      "system=2048,seed=9",
+      {}, "test");
+  serve::ServeOptions o;
+  o.replicas = 2;
+  o.router = serve::RouterKind::kKvAware;
+  o.kv_tiers = {serve::KvTier{"ddr", 1.0, uint64_t{64} << 30}};
+  const serve::ServeResult colo = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  REQUIRE(colo.preemptions > 0);
+  check(colo, false);
+  // Prompts of their own, preempted in prefill and in decode: what they compute again is
+  // exactly the KV they had that is no longer cached.
+  const traces::RequestTrace own = traces::generate_requests(
+      "poisson,rate=20/s,n=200,prompt=uniform:512:4096,output=uniform:64:512,seed=9", {}, "test");
+  o.kv_tiers.clear();
+  const serve::ServeResult alone = serve::serve(own, s.arch, s.gen, s.topo, o);
+  REQUIRE(alone.preemptions > 0);
+  CHECK(alone.recomputed_tokens > 0);
+  check(alone, true);
+  // Disaggregated: prefill replicas compute prompts and give first tokens; decode ones the
+  // rest.
+  Setup d;
+  serve::ServeOptions pd;
+  pd.prefill_replicas = 1;
+  pd.replicas = 2;
+  const serve::ServeResult split = serve::serve(trace, d.arch, d.gen, d.topo, pd);
+  check(split, false);
+  CHECK(split.replica_records[0].output_tokens == split.requests.size());
+  CHECK(split.replica_records[1].prompt_tokens == 0);
+  CHECK(split.devices() == 3);
+}

@@ -694,6 +694,68 @@ std::string handoff_text(const ServeStudy& x) {
       ms(x.summary.handoff_wait.percentile(99)));
 }
 
+namespace {
+
+/// Each replica's work: its share of the run (to the last finish) with an iteration in
+/// flight and computing, its tokens; past 16 replicas, the least, mean and most of each.
+std::string replicas_table(const serve::ServeResult& r) {
+  const std::vector<serve::ReplicaRecord>& reps = r.replica_records;
+  if (reps.empty()) return {};
+  const double span = static_cast<double>(std::max<Time>(1, r.makespan));
+  std::string out =
+      "\nreplica       requests  iterations    busy  compute  prompt tokens  output tokens  "
+      "preemptions\n";
+  // A mean's counts keep a decimal.
+  const auto row = [&](const std::string& name, const std::array<double, 7>& v, int decimals = 0) {
+    out += fmt::format(
+        "{:<12} {:>9.{}f}  {:>10.{}f}  {:>5.1f}%  {:>6.1f}%  {:>13.{}f}  {:>13.{}f}  "
+        "{:>11.{}f}\n",
+        name, v[0], decimals, v[1], decimals, 100.0 * v[2] / span, 100.0 * v[3] / span, v[4],
+        decimals, v[5], decimals, v[6], decimals);
+  };
+  const auto values = [](const serve::ReplicaRecord& x) {
+    return std::array<double, 7>{
+        static_cast<double>(x.requests),      static_cast<double>(x.iterations),
+        static_cast<double>(x.busy),          static_cast<double>(x.compute),
+        static_cast<double>(x.prompt_tokens), static_cast<double>(x.output_tokens),
+        static_cast<double>(x.preemptions)};
+  };
+  const auto name = [&](size_t i) {
+    const std::string_view role = r.prefill_replicas == 0 ? ""
+                                  : reps[i].prefill_only  ? "prefill "
+                                                          : "decode ";
+    return fmt::format("{}r{}", role, i);
+  };
+  if (reps.size() <= 16) {
+    for (size_t i = 0; i < reps.size(); ++i) row(name(i), values(reps[i]));
+    return out;
+  }
+  // Each role alone: a prefill replica's work is not a decode replica's.
+  for (const bool prefill : {true, false}) {
+    std::array<double, 7> least{}, sum{}, most{};
+    size_t n = 0;
+    for (const serve::ReplicaRecord& x : reps) {
+      if (x.prefill_only != prefill) continue;
+      const std::array<double, 7> v = values(x);
+      for (size_t k = 0; k < v.size(); ++k) {
+        least[k] = n == 0 ? v[k] : std::min(least[k], v[k]);
+        most[k] = n == 0 ? v[k] : std::max(most[k], v[k]);
+        sum[k] += v[k];
+      }
+      ++n;
+    }
+    if (n == 0) continue;
+    for (double& v : sum) v /= static_cast<double>(n);
+    const std::string role = r.prefill_replicas == 0 ? "" : prefill ? "prefill " : "decode ";
+    row(fmt::format("{}least", role), least);
+    row(fmt::format("{}mean", role), sum, 1);
+    row(fmt::format("{}most", role), most);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string serve_text(const ServeStudy& x) {
   const serve::ServeResult& r = x.result;
   std::string out = fmt::format("serve {} on {}: {} ({}){}, {} ({} requests)\n", x.model,
@@ -749,17 +811,19 @@ std::string serve_text(const ServeStudy& x) {
                        ms(m->percentile(90)), ms(m->percentile(99)), ms(m->mean));
   }
   out += fmt::format(
-      "\nthroughput: {:.1f} input tokens/s, {:.1f} output tokens/s, {:.3f} requests/s "
-      "over {:.1f} s\n",
+      "\nthroughput: {:.1f} input tokens/s, {:.1f} output tokens/s ({:.1f} per device of {}), "
+      "{:.3f} requests/s over {:.1f} s\n",
       static_cast<double>(s.input_tokens) / s.span_s(),
       static_cast<double>(s.output_tokens) / s.span_s(),
-      static_cast<double>(s.finished) / s.span_s(), s.span_s());
+      static_cast<double>(s.output_tokens) / s.span_s() / static_cast<double>(r.devices()),
+      r.devices(), static_cast<double>(s.finished) / s.span_s(), s.span_s());
   if (x.slo.ttft > 0 || x.slo.tpot > 0 || x.slo.e2e > 0) {
     out += fmt::format("goodput ({}): {} of {} requests ({:.1f}%), {:.3f} requests/s\n",
                        slo_text(x.slo), s.good, s.counted,
                        100.0 * static_cast<double>(s.good) / std::max<double>(1, double(s.counted)),
                        static_cast<double>(s.good) / s.span_s());
   }
+  out += replicas_table(r);
   if (!r.resources.empty()) {
     out += "\nresource                       bytes    busy\n";
     for (const serve::ResourceRecord& res : r.resources) {
@@ -868,6 +932,9 @@ std::string serve_json(const ServeStudy& x) {
     }
     j["input_tokens_per_s"] = static_cast<double>(s.input_tokens) / s.span_s();
     j["output_tokens_per_s"] = static_cast<double>(s.output_tokens) / s.span_s();
+    j["devices"] = r.devices();
+    j["output_tokens_per_s_per_device"] =
+        static_cast<double>(s.output_tokens) / s.span_s() / static_cast<double>(r.devices());
     j["requests_per_s"] = static_cast<double>(s.finished) / s.span_s();
     // A bound --slo does not set is null, not 0 (no request could meet a bound of 0).
     const auto bound = [](serve::Time t) {
@@ -884,6 +951,20 @@ std::string serve_json(const ServeStudy& x) {
           {{"name", e.name}, {"link", e.link}, {"bytes", e.bytes}, {"busy_s", to_seconds(e.busy)}});
     }
     j["resources"] = std::move(res);
+    nlohmann::ordered_json reps = nlohmann::ordered_json::array();
+    for (const serve::ReplicaRecord& e : r.replica_records) {
+      reps.push_back({{"role", r.prefill_replicas == 0 ? "colocated"
+                               : e.prefill_only        ? "prefill"
+                                                       : "decode"},
+                      {"requests", e.requests},
+                      {"iterations", e.iterations},
+                      {"busy_s", to_seconds(e.busy)},
+                      {"compute_s", to_seconds(e.compute)},
+                      {"prompt_tokens", e.prompt_tokens},
+                      {"output_tokens", e.output_tokens},
+                      {"preemptions", e.preemptions}});
+    }
+    j["replica_work"] = std::move(reps);
   }
   return j.dump(2) + "\n";
 }

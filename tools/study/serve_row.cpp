@@ -161,6 +161,24 @@ std::vector<Def> make_defs() {
                count([](const ServeStudy& x) { return x.result.swap_outs; })});
   d.push_back({"iterations", "engine iterations, all replicas", integer,
                count([](const ServeStudy& x) { return x.result.iterations; })});
+  for (const bool most : {false, true}) {
+    d.push_back({most ? "busy_max_share" : "busy_mean_share",
+                 most ? "the busiest replica's share of the run (to the last finish) with an "
+                        "iteration in flight"
+                      : "the replicas' mean share of the run (to the last finish) with an "
+                        "iteration in flight",
+                 real, measure([most](const ServeStudy& x) {
+                   const serve::ServeResult& r = x.result;
+                   double v = 0;
+                   for (const serve::ReplicaRecord& rep : r.replica_records) {
+                     const double b = static_cast<double>(rep.busy);
+                     v = most ? std::max(v, b) : v + b;
+                   }
+                   if (!most)
+                     v /= static_cast<double>(std::max<size_t>(1, r.replica_records.size()));
+                   return v / static_cast<double>(std::max<serve::Time>(1, r.makespan));
+                 })});
+  }
   d.push_back({"spec_tokens_per_step",
                "speculative decoding: tokens a drafting decode step yields, accepted drafts and "
                "one more (empty: off)",
@@ -198,6 +216,12 @@ std::vector<Def> make_defs() {
   d.push_back({"output_tokens_per_s", "generated tokens over the span", real,
                measure([](const ServeStudy& x) {
                  return static_cast<double>(x.summary.output_tokens) / x.summary.span_s();
+               })});
+  d.push_back({"output_tokens_per_s_per_device",
+               "generated tokens over the span, per device of the replicas (prefill's too)", real,
+               measure([](const ServeStudy& x) {
+                 return static_cast<double>(x.summary.output_tokens) / x.summary.span_s() /
+                        static_cast<double>(x.result.devices());
                })});
   const auto has_slo = [](const ServeStudy& x) {
     return x.slo.ttft > 0 || x.slo.tpot > 0 || x.slo.e2e > 0;
