@@ -61,8 +61,9 @@ class P(html.parser.HTMLParser):
 text = open(sys.argv[1]).read()
 p = P(); p.feed(text)
 assert not p.stack and p.svg == 6, (p.stack, p.svg)
-for h in ("Summary", "Latency", "Prompt tokens by where they came from", "Cache levels over time", "Sequences per replica", "Fabric"):
+for h in ("Summary", "Latency", "Prompt tokens by where they came from", "Cache levels over time", "Sequences per replica", "Replicas", "Fabric"):
     assert "<h2>" + h in text, h
+assert "<td>r0</td>" in text
 assert "nan" not in text.lower()' "$tmp/r1.html"
 check report-again 0 "$tf" serve "${base[@]}" --trace "$trace" --kv-tiers ddr:512GiB --set tiers.hbm.capacity=40GB --report "$tmp/r2.html"
 ok report-deterministic cmp -s "$tmp/r1.html" "$tmp/r2.html"

@@ -224,6 +224,30 @@ std::string serve_report_html(const study::ServeStudy& x) {
     }
   }
 
+  if (!r.cache_only && !r.replica_records.empty()) {
+    // Each replica's work: shares of the run (to the last finish) busy and computing.
+    out +=
+        "<h2>Replicas</h2><table class=\"grid\"><tr><th>replica</th><th class=\"num\">"
+        "requests</th><th class=\"num\">iterations</th><th class=\"num\">busy</th><th "
+        "class=\"num\">compute</th><th class=\"num\">prompt tokens</th><th class=\"num\">"
+        "output tokens</th><th class=\"num\">preemptions</th></tr>";
+    const double span = static_cast<double>(std::max<Time>(1, r.makespan));
+    for (size_t i = 0; i < r.replica_records.size(); ++i) {
+      const serve::ReplicaRecord& x = r.replica_records[i];
+      out += fmt::format(
+          "<tr><td>{}r{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td "
+          "class=\"num\">{:.1f}%</td><td class=\"num\">{:.1f}%</td><td class=\"num\">{}</td>"
+          "<td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+          r.prefill_replicas == 0 ? ""
+          : x.prefill_only        ? "prefill "
+                                  : "decode ",
+          i, x.requests, x.iterations, 100.0 * static_cast<double>(x.busy) / span,
+          100.0 * static_cast<double>(x.compute) / span, x.prompt_tokens, x.output_tokens,
+          x.preemptions);
+    }
+    out += "</table>";
+  }
+
   if (!r.resources.empty()) {
     out +=
         "<h2>Fabric</h2><table class=\"grid\"><tr><th>resource</th><th class=\"num\">bytes"
