@@ -597,11 +597,16 @@ def test_serve(cli, tmp_path):
     assert r.requests.equals(pd.read_csv(tmp_path / "req.csv"))
     assert len(r.requests) == 200 and r.summary["finished"] == 200
     assert list(r.levels["name"]) == ["hbm[r0]", "ddr[0,1]"]
+    # Each replica's work: one here, every request and iteration its own.
+    assert list(r.replicas["role"]) == ["colocated"]
+    assert r.replicas["requests"].sum() == 200 and r.replicas["iterations"].sum() == r.summary["iterations"]
+    assert (r.replicas["compute_s"] <= r.replicas["busy_s"]).all()
     assert r.levels["hit_tokens"].sum() + r.summary["computed_tokens"] == r.summary["prompt_tokens"]
     # Generated requests against the cache alone: no rows, the levels' hits.
     c = tierflow.serve(arrivals="poisson,rate=2/s,n=50,prompt=fixed:1000,output=fixed:10,groups=2,system=2048",
                        model="llama-3-8b", cache_only=True)
     assert c.summary["cache_only"] and c.requests.empty and c.levels["hit_tokens"].sum() > 0
+    assert c.replicas.empty
     # KV tiers listed slower first: taken as written, and noted as the CLI notes it.
     small = "poisson,rate=2/s,n=4,prompt=fixed:64,output=fixed:2"
     for find in (None, "max-rate"):

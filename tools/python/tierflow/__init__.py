@@ -535,8 +535,10 @@ class Serving:
     the answer, for a search); answer: the search's `tierflow.serve-answer/1` document, or
     None;
     requests: one row per request as a DataFrame (the `-o` CSV's columns; empty for
-    cache_only); levels: the cache levels as a DataFrame; notes: what the trace reader and
-    the settings said (the CLI's notes: e.g. kv_tiers listed slower first).
+    cache_only); levels: the cache levels as a DataFrame; replicas: each replica's work as a
+    DataFrame (the summary's `replica_work`: role, requests, iterations, busy_s, compute_s,
+    prompt_tokens, output_tokens, preemptions; empty for cache_only); notes: what the trace
+    reader and the settings said (the CLI's notes: e.g. kv_tiers listed slower first).
     """
 
     def __init__(self, result):
@@ -553,6 +555,7 @@ class Serving:
         self.summary = document
         self.requests = pd.read_csv(io.StringIO(csv)) if csv else pd.DataFrame()
         self.levels = pd.DataFrame(self.summary["levels"])
+        self.replicas = pd.DataFrame(self.summary.get("replica_work", []))
         self.notes = list(notes)
 
     def __repr__(self):
