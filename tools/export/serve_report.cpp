@@ -233,17 +233,17 @@ std::string serve_report_html(const study::ServeStudy& x) {
         "output tokens</th><th class=\"num\">preemptions</th></tr>";
     const double span = static_cast<double>(std::max<Time>(1, r.makespan));
     for (size_t i = 0; i < r.replica_records.size(); ++i) {
-      const serve::ReplicaRecord& x = r.replica_records[i];
+      const serve::ReplicaRecord& w = r.replica_records[i];
       out += fmt::format(
           "<tr><td>{}r{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td "
           "class=\"num\">{:.1f}%</td><td class=\"num\">{:.1f}%</td><td class=\"num\">{}</td>"
           "<td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
           r.prefill_replicas == 0 ? ""
-          : x.prefill_only        ? "prefill "
+          : w.prefill_only        ? "prefill "
                                   : "decode ",
-          i, x.requests, x.iterations, 100.0 * static_cast<double>(x.busy) / span,
-          100.0 * static_cast<double>(x.compute) / span, x.prompt_tokens, x.output_tokens,
-          x.preemptions);
+          i, w.requests, w.iterations, 100.0 * static_cast<double>(w.busy) / span,
+          100.0 * static_cast<double>(w.compute) / span, w.prompt_tokens, w.output_tokens,
+          w.preemptions);
     }
     out += "</table>";
   }
