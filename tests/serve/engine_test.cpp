@@ -862,11 +862,11 @@ TEST_CASE("serve: each replica's work adds up to the run's") {
   // at most the KV it had.
   const auto check = [](const serve::ServeResult& r, bool own) {
     REQUIRE(r.replica_records.size() == size_t(r.replicas + r.prefill_replicas));
-    std::map<int32_t, uint64_t> routed;
+    std::map<int64_t, uint64_t> routed;
     uint64_t output = 0, preemptions = 0;
     for (const serve::RequestRecord& q : r.requests) {
       if (q.rejected) continue;
-      ++routed[q.replica];
+      ++routed[static_cast<int64_t>(q.replica)];
       if (q.decode_replica >= 0) ++routed[q.decode_replica];
       output += q.output_tokens;
       preemptions += q.preemptions;
@@ -875,7 +875,7 @@ TEST_CASE("serve: each replica's work adds up to the run's") {
     for (size_t i = 0; i < r.replica_records.size(); ++i) {
       const serve::ReplicaRecord& x = r.replica_records[i];
       CHECK(x.prefill_only == (int(i) < r.prefill_replicas));
-      CHECK(x.requests == routed[int32_t(i)]);
+      CHECK(x.requests == routed[static_cast<int64_t>(i)]);
       CHECK(x.compute <= x.busy);
       CHECK(x.busy <= r.makespan);
       CHECK(x.busy > 0);
