@@ -136,7 +136,7 @@ assert all(0 < x["compute_s"] <= x["busy_s"] <= j["makespan_s"] for x in w), w
 assert j["devices"] == 3
 assert abs(j["output_tokens_per_s_per_device"] * 3 - j["output_tokens_per_s"]) < 1e-9 * j["output_tokens_per_s"]' "$tmp/out"
 check replica-work-text 0 "$tf" serve "${gen[@]}" --model llama-3-8b --replicas 2 --prefill-replicas 1
-contains replica-work-header "$tmp/out" "replica       requests  iterations    busy  compute  prompt tokens  output tokens  preemptions"
+contains replica-work-header "$tmp/out" "replica          requests  iterations    busy  compute  prompt tokens  output tokens  preemptions"
 contains replica-work-roles "$tmp/out" "decode r2"
 contains replica-work-per-device "$tmp/out" "per device of 3)"
 check replica-work-many 0 "$tf" serve "${gen[@]}" --model llama-3-8b --hw cloudmatrix384 --replicas 20

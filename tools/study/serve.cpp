@@ -702,13 +702,13 @@ std::string replicas_table(const serve::ServeResult& r) {
   const std::vector<serve::ReplicaRecord>& reps = r.replica_records;
   if (reps.empty()) return {};
   const double span = static_cast<double>(std::max<Time>(1, r.makespan));
-  std::string out =
-      "\nreplica       requests  iterations    busy  compute  prompt tokens  output tokens  "
-      "preemptions\n";
+  std::string out = fmt::format("\n{:<15} {:>9}  {:>10}  {:>6}  {:>7}  {:>13}  {:>13}  {:>11}\n",
+                                "replica", "requests", "iterations", "busy", "compute",
+                                "prompt tokens", "output tokens", "preemptions");
   // A mean's counts keep a decimal.
   const auto row = [&](const std::string& name, const std::array<double, 7>& v, int decimals = 0) {
     out += fmt::format(
-        "{:<12} {:>9.{}f}  {:>10.{}f}  {:>5.1f}%  {:>6.1f}%  {:>13.{}f}  {:>13.{}f}  "
+        "{:<15} {:>9.{}f}  {:>10.{}f}  {:>5.1f}%  {:>6.1f}%  {:>13.{}f}  {:>13.{}f}  "
         "{:>11.{}f}\n",
         name, v[0], decimals, v[1], decimals, 100.0 * v[2] / span, 100.0 * v[3] / span, v[4],
         decimals, v[5], decimals, v[6], decimals);
