@@ -7,6 +7,13 @@ tf=$1
 source "$(dirname "$0")/lib.sh"
 
 # Every shipped topology validates, with every number cited.
+# No command: the commands, each with what it does, and where to start.
+check no-command 2 "$tf"
+contains no-command-list "$tmp/err" "error: 'tierflow' needs a command:"
+contains no-command-whatif "$tmp/err" "  whatif     capacity questions answered by search"
+contains no-command-start "$tmp/err" "Start with 'tierflow whatif'"
+check no-trace-command 2 "$tf" trace
+contains no-trace-command-list "$tmp/err" "  gen        generate the operator graph of one step of a model"
 check validate-shipped 0 "$tf" hw validate --require-sources configs/hw/*.yaml
 contains validate-ok "$tmp/out" "ok: configs/hw/cloudmatrix384.yaml"
 

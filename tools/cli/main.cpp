@@ -100,6 +100,20 @@ std::string parse_error_text(CLI::App& app, const CLI::ParseError& e) {
     commands.push_back(sub->get_name());
   }
   const std::string where = command_path(at);
+  // "A subcommand is required": the commands, each with what it does.
+  if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr && extra.empty() &&
+      at->get_require_subcommand_min() > 0 && at->get_subcommands().empty()) {
+    std::string list;
+    for (const CLI::App* sub : at->get_subcommands([](CLI::App*) { return true; })) {
+      list += fmt::format("\n  {:<10} {}", sub->get_name(), sub->get_description());
+    }
+    return fmt::format("'{}' needs a command:{}{}", where, list,
+                       at == &app ? "\nStart with 'tierflow whatif' (a what-if on the default "
+                                    "model and topology) or 'tierflow serve --arrivals "
+                                    "poisson,rate=2/s,n=500,prompt=lognormal:2000:0.6,output="
+                                    "uniform:50:400' (a service)."
+                                  : "");
+  }
   // "plans is required": which argument, what it is, and how the command is written.
   if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
     for (const CLI::Option* opt : at->get_options()) {
