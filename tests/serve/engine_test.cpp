@@ -909,7 +909,9 @@ TEST_CASE("serve: each replica's work adds up to the run's") {
   REQUIRE(colo.preemptions > 0);
   check(colo, false);
   // Prompts of their own, preempted in prefill and in decode: what they compute again is
-  // exactly the KV they had that is no longer cached.
+  // exactly the KV they had that is no longer cached. (The lower bound also needs that no
+  // sequence finds a prompt block it had only begun as a hit, which the engine allows
+  // today: docs/serving.md, "Blocks of a sequence"; this trace's preemptions meet none.)
   const traces::RequestTrace own = traces::generate_requests(
       "poisson,rate=20/s,n=200,prompt=uniform:512:4096,output=uniform:64:512,seed=9", {}, "test");
   o.kv_tiers.clear();
