@@ -142,6 +142,8 @@ contains replica-work-per-device "$tmp/out" "per device of 3)"
 check replica-work-many 0 "$tf" serve "${gen[@]}" --model llama-3-8b --hw cloudmatrix384 --replicas 20
 contains replica-work-most "$tmp/out" "most"
 ok replica-work-many-short bash -c '! grep -q "^r19 " "$1"' _ "$tmp/out"
+check defaults-prefill-tp 2 "$tf" serve "${gen[@]}" --prefill-replicas 1 --prefill-tp 1
+contains defaults-prefill-tp-msg "$tmp/err" "error: --prefill-tp: the weights of llama-3.1-70b (131GiB)"
 check defaults-whatif 0 "$tf" whatif --question max-rate --quiet "${gen[@]:1}" --target p99-ttft=10s
 contains defaults-whatif-note "$tmp/err" "note: --tp not given: TP 2"
 

@@ -351,6 +351,10 @@ void choose_tp(ServeSetup& x) {
     try {
       fit = serve::check_setup(*x.trace, x.arch, x.gen, x.topology, x.engine);
     } catch (const serve::DoesNotFit& e) {
+      // A prefill TP given that leaves no room does not depend on this TP: the user's.
+      if (e.pos().file == "prefill_tp" && x.engine.prefill_tp != 0) {
+        naming_settings(x.names, [&] { throw; });
+      }
       if (!first) first = e;
       continue;
     } catch (const InputError& e) {
