@@ -336,6 +336,21 @@ hostile units/layers-past-int 2 "--layers: '4Gi' is too large: at most 214748364
   "$tf" trace gen --model llama-3-8b --layers 4Gi -o "$g"
 hostile units/replicas-past-int 2 "--replicas: '99999999999' is too large" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b --arrivals poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2 --replicas 99999999999 -o "$d/s.txt"
+# serve's --tp (0 or absent: the least that leaves room): a count, within its bound, named.
+sg=(--arrivals poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2)
+hostile stop60/serve-tp-past-int 2 "--tp: '99999999999' is too large: at most 2147483647" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3-8b "${sg[@]}" --tp 99999999999 -o "$d/s.txt"
+hostile stop60/serve-tp-huge 2 "--tp: expected a whole number from 1 to 4096, got 100000" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3-8b "${sg[@]}" --tp 100000 -o "$d/s.txt"
+hostile stop60/serve-tp-negative 2 "--tp: negative value '-2'" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3-8b "${sg[@]}" --tp -2 -o "$d/s.txt"
+hostile stop60/serve-tp-word 2 "--tp" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3-8b "${sg[@]}" --tp auto -o "$d/s.txt"
+hostile stop60/serve-tp0-none-fits 2 "--tp: the weights of llama-3.1-405b" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3.1-405b --hw l40s-server "${sg[@]}" --tp 0 -o "$d/s.txt"
+cp tests/data/serve/mooncake_conversation_200.jsonl "$d/tp0-trace.jsonl"
+hostile stop60/serve-tp0-output-is-trace 2 "-o: refusing to write this output: it is an input" --in "$d/tp0-trace.jsonl" -- \
+  "$tf" serve --model llama-3-8b --trace "$d/tp0-trace.jsonl" --tp 0 -o "$d/tp0-trace.jsonl"
 # A number that is not one: named with what it must be (CLI11 said "Could not convert").
 hostile units/rate-scale-word 2 "--rate-scale: expected a number, got 'abc'" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b --arrivals poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2 --rate-scale abc -o "$d/s.txt"
