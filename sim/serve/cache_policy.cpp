@@ -219,6 +219,31 @@ void CacheLevel::unpin(uint32_t slot) {
   }
 }
 
+void CacheLevel::rename(uint32_t slot, uint64_t hash) {
+  Entry& e = entries_[slot];
+  TF_ASSERT(e.pins > 0, "rename of block {} that is not pinned", e.hash);
+  index_.erase(e.hash);
+  index_.insert(hash, slot);
+  e.hash = hash;
+  // As when stored under `hash`: one S3-FIFO's ghost remembers goes to main.
+  if (eviction_ == EvictionKind::kS3Fifo && ghost_.erase(hash) && e.queue == kSmall) {
+    unlink(lru_, slot);
+    e.queue = kMain;
+    link_front(main_, slot);
+  }
+}
+
+void CacheLevel::discard(uint32_t slot) {
+  Entry& e = entries_[slot];
+  TF_ASSERT(e.pins == 1, "discard of block {} held by {} pins", e.hash, e.pins);
+  // A pinned block is out of the LRU and LFU orders; S3-FIFO keeps it in its queue.
+  if (eviction_ == EvictionKind::kS3Fifo) unlink(list_of(slot), slot);
+  e.pins = 0;
+  --pinned_;
+  index_.erase(e.hash);
+  free_.push_back(slot);
+}
+
 uint32_t CacheLevel::oldest_unpinned(const ListHead& list) const {
   const auto& unpinned = unpinned_[&list == &main_ ? kMain : kSmall];
   return unpinned.empty() ? kNoSlot : unpinned.begin()->second;

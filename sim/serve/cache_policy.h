@@ -123,6 +123,13 @@ class CacheLevel {
   void touch(uint32_t slot);
   void pin(uint32_t slot);
   void unpin(uint32_t slot);
+  /// Gives the pinned block at `slot` the hash `hash` (absent), keeping its pins and its
+  /// place in the eviction order; but S3-FIFO moves it to main, as it would store it, when
+  /// its ghost remembers `hash`.
+  void rename(uint32_t slot, uint64_t hash);
+  /// Removes the block at `slot`, held by exactly one pin, whose data is not wanted: not
+  /// an eviction (S3-FIFO's ghost does not remember it).
+  void discard(uint32_t slot);
 
  private:
   struct Entry {

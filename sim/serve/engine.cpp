@@ -37,6 +37,13 @@ uint64_t output_hash(uint64_t request, uint64_t block) {
   return (z ^ (z >> 31)) | (uint64_t{1} << 63);
 }
 
+/// The hash a prompt block goes by while not whole: the request's own (as an output
+/// block's, with bit 62 flipped so as not to be that block's output hash), so that no
+/// lookup finds it.
+uint64_t partial_hash(uint64_t request, uint64_t block) {
+  return output_hash(request, block) ^ (uint64_t{1} << 62);
+}
+
 /// A free slot of `pool` (one its free list holds, else a new one); the caller fills it.
 template <class T>
 uint32_t take_slot(std::vector<T>& pool, std::vector<uint32_t>& free) {
@@ -69,6 +76,11 @@ struct Seq {
   /// Preempted by recompute: the positions whose KV it had computed or hit (what it would
   /// compute again past the prefix it finds cached when admitted again).
   int64_t had_kv = 0;
+  /// While its prefill has stopped inside a block (a chunk ended there), that block, the
+  /// last it holds, goes by `partial_hash` so that no request finds it as a hit before it
+  /// is whole: its index (SIZE_MAX: none) and the hash it then takes.
+  size_t partial = SIZE_MAX;
+  uint64_t whole_hash = 0;
   // Disaggregated: the prefill replica that computed its prompt, the blocks it keeps
   // pinned there until the hand-over lands, and the hand-over's transfers in flight.
   uint32_t prefill_replica = 0;
@@ -277,6 +289,20 @@ class Engine {
   /// The blocks of `s` that its KV growing from `before` to `after` tokens filled.
   void fill_blocks(uint32_t r, Seq& s, int64_t before, int64_t after);
   uint64_t& hash_of(Seq& s, size_t block);
+  /// Whether block `b` of `s` holds the KV its hash names: all of it but where its prefill
+  /// has stopped inside the block.
+  [[nodiscard]] bool whole(const Seq& s, size_t b) const {
+    return s.computed >= s.prompt || static_cast<int64_t>(b + 1) * block_tokens_ <= s.computed;
+  }
+  /// Stores and pins the block of `s` after those it holds (computed, or back from the swap
+  /// space): under its hash, or under a hash of its own where its prefill stopped inside
+  /// it. Whether the device level held it already.
+  bool store_block(const Replica& rep, Seq& s, std::vector<Move>& moves);
+  /// The partial block of `s`, whole now, takes its hash.
+  void publish(const Replica& rep, Seq& s);
+  /// Unpins the blocks `s` holds in `rep`'s device level; its partial block, whose data
+  /// goes, leaves the cache.
+  void let_go(const Replica& rep, Seq& s);
 
   const traces::RequestTrace& trace_;
   const hw::Topology& topo_;
@@ -884,13 +910,48 @@ void Engine::fill_blocks(uint32_t r, Seq& s, int64_t before, int64_t after) {
     const uint64_t full = (*s.next_turn)[j];
     if (h == full) continue;
     if (j < s.held) {
-      const Replica& rep = replicas_[r];
-      cache_.release(rep.path, std::span<const uint64_t>(&h, 1));
-      const bool ok = cache_.insert(rep.path, full, moves_);
+      const bool ok = cache_.rehash(replicas_[r].path, h, full, moves_);
       TF_ASSERT(ok, "a full block found no room for its new hash");
     }
     h = full;
   }
+}
+
+bool Engine::store_block(const Replica& rep, Seq& s, std::vector<Move>& moves) {
+  const size_t b = s.held;
+  uint64_t& h = hash_of(s, b);
+  const bool full = whole(s, b);
+  if (!full) {
+    s.partial = b;
+    s.whole_hash = h;
+    h = partial_hash(s.req, b);
+  }
+  const bool held = cache_.holds(rep.device_level, h);
+  const bool ok = cache_.insert(rep.path, h, moves, full);
+  TF_ASSERT(ok, "block {} of request {} found no room", b, s.req);
+  ++s.held;
+  return held;
+}
+
+void Engine::publish(const Replica& rep, Seq& s) {
+  uint64_t& h = s.hashes[s.partial];
+  const bool ok = cache_.rehash(rep.path, h, s.whole_hash, moves_);
+  TF_ASSERT(ok, "a partial block found no room for its hash");
+  h = s.whole_hash;
+  s.partial = SIZE_MAX;
+}
+
+void Engine::let_go(const Replica& rep, Seq& s) {
+  size_t n = s.held;
+  if (s.partial != SIZE_MAX) {
+    TF_ASSERT(s.partial + 1 == s.held, "request {}'s partial block {} is not its last ({})", s.req,
+              s.partial, s.held);
+    cache_.discard(rep.path, s.hashes[s.partial]);
+    s.hashes[s.partial] = s.whole_hash;
+    s.partial = SIZE_MAX;
+    --n;
+  }
+  cache_.release(rep.path, std::span<const uint64_t>(s.hashes.data(), n));
 }
 
 bool Engine::room(const Replica& rep, uint64_t blocks) const {
@@ -1050,10 +1111,10 @@ bool Engine::room_for(uint32_t r, size_t i, uint64_t need) {
 void Engine::preempt(uint32_t r, uint32_t seq) {
   Replica& rep = replicas_[r];
   Seq& s = seqs_[seq];
-  cache_.release(rep.path, std::span<const uint64_t>(s.hashes.data(), s.held));
+  let_go(rep, s);
   if (swap_tier_ != SIZE_MAX && s.held > 0 && s.held <= rep.swap_free) {
     // Swap: its blocks are copied to the swap space (they also stay cached on the device,
-    // unpinned); it keeps what it computed and generated.
+    // unpinned, but for a partial block); it keeps what it computed and generated.
     rep.swap_free -= s.held;
     rep.swap_outs += s.held;
     swapped_blocks_ += s.held;
@@ -1216,16 +1277,14 @@ bool Engine::swap_in(uint32_t r, int64_t& budget) {
     return false;
   }
   // The rest come back from the swap space, unless the device level still holds them.
-  for (size_t b = matched; b < blocks; ++b) {
-    if (!cache_.holds(rep.device_level, hashes[b])) {
+  s.held = matched;
+  while (s.held < blocks) {
+    if (!store_block(rep, s, moves_)) {
       ++rep.swap_ins;
       ++swapped_in_blocks_;
     }
-    const bool ok = cache_.insert(rep.path, hashes[b], moves_);
-    TF_ASSERT(ok, "a swapped-in block found no room");
   }
   rep.swap_free += blocks;
-  s.held = blocks;
   s.swapped = 0;
   rep.waiting.pop_front();
   rep.running.push_back(q);
@@ -1503,13 +1562,11 @@ void Engine::end_iteration(uint32_t r) {
       s.generated += 1 + n;
     }
     rep.stats.output_tokens += static_cast<uint64_t>(s.generated - generated);
+    if (s.partial != SIZE_MAX && whole(s, s.partial)) publish(rep, s);
     fill_blocks(r, s, before, kv_tokens());
     // The blocks its KV now fills, stored and pinned.
-    const size_t need = static_cast<size_t>(blocks_for(kv_tokens()));
-    for (; s.held < need; ++s.held) {
-      const bool ok = cache_.insert(rep.path, hash_of(s, s.held), moves_);
-      TF_ASSERT(ok, "a reserved block found no room");
-    }
+    const auto need = static_cast<size_t>(blocks_for(kv_tokens()));
+    while (s.held < need) (void)store_block(rep, s, moves_);
     if (s.generated > 0 && rec.first_token < 0) rec.first_token = q_.now();
     if (s.generated >= s.output) {
       finish_seq(r, q);
@@ -1580,7 +1637,7 @@ void Engine::draw_transfer(const Transfer& tr) {
 void Engine::finish_seq(uint32_t r, uint32_t seq) {
   Replica& rep = replicas_[r];
   Seq& s = seqs_[seq];
-  cache_.release(rep.path, std::span<const uint64_t>(s.hashes.data(), s.held));
+  let_go(rep, s);
   s.held = 0;
   rep.running.erase(std::find(rep.running.begin(), rep.running.end(), seq));
   rep.backlog -= prompt_left(s);

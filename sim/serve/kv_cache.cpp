@@ -104,7 +104,7 @@ bool TieredCache::acquire(PathId path, std::span<const uint64_t> hashes, size_t 
   return true;
 }
 
-bool TieredCache::insert(PathId path, uint64_t hash, std::vector<Move>& moves) {
+bool TieredCache::insert(PathId path, uint64_t hash, std::vector<Move>& moves, bool whole) {
   const std::vector<LevelId>& levels = paths_[path];
   for (const LevelId l : levels) ++levels_[l].stats.misses;
   CacheLevel& device = levels_[levels[0]].store;
@@ -114,7 +114,7 @@ bool TieredCache::insert(PathId path, uint64_t hash, std::vector<Move>& moves) {
     return true;
   }
   if (device.full() && device.evictable() == 0) return false;
-  place(levels[0], hash, kNoLevel, MoveKind::kLoad, /*pinned=*/true, moves);
+  place(levels[0], hash, kNoLevel, MoveKind::kLoad, /*pinned=*/true, moves, whole);
   return true;
 }
 
@@ -127,6 +127,38 @@ void TieredCache::release(PathId path, std::span<const uint64_t> hashes) {
   }
 }
 
+bool TieredCache::rehash(PathId path, uint64_t from, uint64_t to, std::vector<Move>& moves) {
+  const LevelId top = paths_[path][0];
+  CacheLevel& device = levels_[top].store;
+  const uint32_t slot = device.find(from);
+  TF_ASSERT(slot != kNoSlot && device.pins(slot) > 0, "rehash of block {} that is not pinned",
+            from);
+  const uint32_t held = device.find(to);
+  if (device.pins(slot) > 1) {
+    if (held == kNoSlot && device.full() && device.evictable() == 0) return false;
+    device.unpin(slot);
+    const bool ok = insert(path, to, moves);
+    TF_ASSERT(ok, "block {} lost its room", to);
+    return true;
+  }
+  if (held != kNoSlot) {
+    device.discard(slot);
+    device.pin(held);
+    device.touch(held);
+    return true;
+  }
+  device.rename(slot, to);
+  write_through(top, to, moves);
+  return true;
+}
+
+void TieredCache::discard(PathId path, uint64_t from) {
+  CacheLevel& device = levels_[paths_[path][0]].store;
+  const uint32_t slot = device.find(from);
+  TF_ASSERT(slot != kNoSlot, "discard of block {} that the device level does not hold", from);
+  device.discard(slot);
+}
+
 void TieredCache::emit(const Move& m, std::vector<Move>& moves) {
   const auto k = static_cast<size_t>(m.kind);
   ++levels_[m.from].stats.moves_out[k];
@@ -135,7 +167,7 @@ void TieredCache::emit(const Move& m, std::vector<Move>& moves) {
 }
 
 void TieredCache::place(LevelId level, uint64_t hash, LevelId from, MoveKind kind, bool pinned,
-                        std::vector<Move>& moves) {
+                        std::vector<Move>& moves, bool whole) {
   Level& lv = levels_[level];
   if (lv.store.full()) {
     // The victim leaves (and its demotions below happen) before the block arrives.
@@ -149,9 +181,14 @@ void TieredCache::place(LevelId level, uint64_t hash, LevelId from, MoveKind kin
   lv.store.insert(hash, pinned);
   ++lv.stats.inserts;
   lv.stats.peak_occupancy = std::max(lv.stats.peak_occupancy, lv.store.size());
-  if (lv.below != kNoLevel && levels_[lv.below].spec.write == WriteKind::kThrough &&
-      !levels_[lv.below].store.holds(hash)) {
-    offer(lv.below, hash, level, MoveKind::kStore, moves);
+  if (whole) write_through(level, hash, moves);
+}
+
+void TieredCache::write_through(LevelId level, uint64_t hash, std::vector<Move>& moves) {
+  const LevelId b = levels_[level].below;
+  if (b != kNoLevel && levels_[b].spec.write == WriteKind::kThrough &&
+      !levels_[b].store.holds(hash)) {
+    offer(b, hash, level, MoveKind::kStore, moves);
   }
 }
 

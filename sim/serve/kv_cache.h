@@ -104,11 +104,23 @@ class TieredCache {
   bool acquire(PathId path, std::span<const uint64_t> hashes, size_t matched,
                std::vector<Move>& moves);
   /// A computed block, stored and pinned in the device level (or pinned there if held);
-  /// write-through levels below get stores. False, and nothing stored, when the device
-  /// level is full of pinned blocks.
-  bool insert(PathId path, uint64_t hash, std::vector<Move>& moves);
+  /// write-through levels below get stores. A block not `whole` (its tokens not all
+  /// computed; under a hash no one else looks up) stays in the device level alone until
+  /// `rehash` names it. False, and nothing stored, when the device level is full of
+  /// pinned blocks.
+  bool insert(PathId path, uint64_t hash, std::vector<Move>& moves, bool whole = true);
   /// Unpins each block in the device level; they stay cached and evictable.
   void release(PathId path, std::span<const uint64_t> hashes);
+  /// The caller's pinned block `from` in the device level now holds what `to` names (it
+  /// became whole): where the caller alone pins it, the block takes the hash `to`, or is
+  /// dropped when the level holds `to` already (that copy is pinned instead); otherwise
+  /// `from` stays for its other holders and `to` is stored as a computed block.
+  /// Write-through levels below get `to` as a store. False, and nothing changed, when
+  /// `to` needs a slot the device level, full of pinned blocks, lacks.
+  bool rehash(PathId path, uint64_t from, uint64_t to, std::vector<Move>& moves);
+  /// Removes `from`, pinned in the device level by the caller alone, whose data is not
+  /// wanted (a block not whole of a sequence that gives up its KV); nothing moves.
+  void discard(PathId path, uint64_t from);
 
   [[nodiscard]] size_t level_count() const { return levels_.size(); }
   [[nodiscard]] const LevelSpec& spec(LevelId level) const { return levels_[level].spec; }
@@ -138,9 +150,13 @@ class TieredCache {
   [[nodiscard]] size_t nearest(const std::vector<LevelId>& levels, uint64_t hash) const;
   void emit(const Move& m, std::vector<Move>& moves);
   /// Stores `hash` at `level` after making room (the room must exist); `from` is the
-  /// source of the move, kNoLevel for a computed block.
+  /// source of the move, kNoLevel for a computed block; a block not `whole` is not written
+  /// through.
   void place(LevelId level, uint64_t hash, LevelId from, MoveKind kind, bool pinned,
-             std::vector<Move>& moves);
+             std::vector<Move>& moves, bool whole = true);
+  /// Stores `hash`, just stored at `level`, into the level below when that level is
+  /// written through and lacks it.
+  void write_through(LevelId level, uint64_t hash, std::vector<Move>& moves);
   /// A demotion or store of `hash` (not held at `level`) from `from`: whether it is stored.
   bool offer(LevelId level, uint64_t hash, LevelId from, MoveKind kind, std::vector<Move>& moves);
   void evicted(LevelId level, uint64_t hash, std::vector<Move>& moves);

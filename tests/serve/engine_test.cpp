@@ -271,6 +271,36 @@ TEST_CASE("serve: the next turn of a session finds the previous turn's prompt an
   CHECK(checked >= 20);
 }
 
+TEST_CASE("serve: a prompt block is a hit for others only once it is whole") {
+  // Three requests of one prompt (4,096 tokens, eight 512-token blocks), 700 new tokens an
+  // iteration. The first computes 700 a time; the second, queued behind it, is admitted in
+  // the first's sixth iteration, when 3,500 tokens are computed: six whole blocks and 428
+  // tokens of the seventh, which is no hit. The third, after both, finds seven (the last
+  // block is always computed).
+  Setup s;
+  traces::RequestTrace trace;
+  trace.block_tokens = 512;
+  trace.has_prefixes = true;
+  trace.source = "test";
+  for (const int64_t at : {int64_t{0}, int64_t{1'000'000}, int64_t{100'000'000'000'000}}) {
+    traces::Request q;
+    q.id = trace.requests.size();
+    q.arrival_ps = at;
+    q.prompt_tokens = 4096;
+    q.output_tokens = 4;
+    q.blocks = {1, 2, 3, 4, 5, 6, 7, 8};
+    trace.requests.push_back(q);
+  }
+  serve::ServeOptions o;
+  o.token_budget = 700;
+  const serve::ServeResult r = serve::serve(trace, s.arch, s.gen, s.topo, o);
+  REQUIRE(r.requests.size() == 3);
+  CHECK(r.requests[1].scheduled > r.requests[0].scheduled);
+  CHECK(r.requests[1].hit_tokens[0] == 6 * 512);
+  CHECK(r.requests[2].hit_tokens[0] == 7 * 512);
+  CHECK(r.computed_tokens == 3 * 4096 - 13 * 512);
+}
+
 TEST_CASE("serve: swap preemption copies the victims' blocks out and back instead of recomputing") {
   Setup s({"tiers.hbm.capacity=19GiB"});
   const traces::RequestTrace trace = traces::generate_requests(
@@ -909,16 +939,20 @@ TEST_CASE("serve: each replica's work adds up to the run's") {
   REQUIRE(colo.preemptions > 0);
   check(colo, false);
   // Prompts of their own, preempted in prefill and in decode: what they compute again is
-  // exactly the KV they had that is no longer cached. (The lower bound also needs that no
-  // sequence finds a prompt block it had only begun as a hit, which the engine allows
-  // today: docs/serving.md, "Blocks of a sequence"; this trace's preemptions meet none.)
-  const traces::RequestTrace own = traces::generate_requests(
-      "poisson,rate=20/s,n=200,prompt=uniform:512:4096,output=uniform:64:512,seed=9", {}, "test");
+  // exactly the KV they had that is no longer cached (no sequence admitted again finds a
+  // prompt block it had only begun: the second trace's preemptions, in mid-prefill, did
+  // before such blocks went by a hash of their own, by 1,383 tokens on two replicas).
   o.kv_tiers.clear();
-  const serve::ServeResult alone = serve::serve(own, s.arch, s.gen, s.topo, o);
-  REQUIRE(alone.preemptions > 0);
-  CHECK(alone.recomputed_tokens > 0);
-  check(alone, true);
+  for (const char* spec :
+       {"poisson,rate=20/s,n=200,prompt=uniform:512:4096,output=uniform:64:512,seed=9",
+        "poisson,rate=10/s,n=300,prompt=lognormal:3000:0.6,output=uniform:50:400,seed=2"}) {
+    INFO(spec);
+    const serve::ServeResult alone =
+        serve::serve(traces::generate_requests(spec, {}, "test"), s.arch, s.gen, s.topo, o);
+    REQUIRE(alone.preemptions > 0);
+    CHECK(alone.recomputed_tokens > 0);
+    check(alone, true);
+  }
   // Disaggregated: prefill replicas compute prompts and give first tokens; decode ones the
   // rest.
   Setup d;
