@@ -30,6 +30,26 @@ struct Setup {
                                hw::LoadOptions{std::move(sets), false})) {}
 };
 
+/// An empty trace of 512-token blocks whose hashes the test chooses.
+traces::RequestTrace hand_trace() {
+  traces::RequestTrace trace;
+  trace.block_tokens = 512;
+  trace.has_prefixes = true;
+  trace.source = "test";
+  return trace;
+}
+
+/// Appends a request arriving at `at_ps` whose prompt is `blocks`, whole, and 4 tokens out.
+void add_request(traces::RequestTrace& trace, int64_t at_ps, std::vector<uint64_t> blocks) {
+  traces::Request q;
+  q.id = trace.requests.size();
+  q.arrival_ps = at_ps;
+  q.prompt_tokens = static_cast<uint32_t>(blocks.size() * 512);
+  q.output_tokens = 4;
+  q.blocks = std::move(blocks);
+  trace.requests.push_back(std::move(q));
+}
+
 double mean_queue_s(const serve::ServeResult& r) {
   double sum = 0;
   for (const serve::RequestRecord& q : r.requests)
@@ -278,19 +298,9 @@ TEST_CASE("serve: a prompt block is a hit for others only once it is whole") {
   // tokens of the seventh, which is no hit. The third, after both, finds seven (the last
   // block is always computed).
   Setup s;
-  traces::RequestTrace trace;
-  trace.block_tokens = 512;
-  trace.has_prefixes = true;
-  trace.source = "test";
-  for (const int64_t at : {int64_t{0}, int64_t{1'000'000}, int64_t{100'000'000'000'000}}) {
-    traces::Request q;
-    q.id = trace.requests.size();
-    q.arrival_ps = at;
-    q.prompt_tokens = 4096;
-    q.output_tokens = 4;
-    q.blocks = {1, 2, 3, 4, 5, 6, 7, 8};
-    trace.requests.push_back(q);
-  }
+  traces::RequestTrace trace = hand_trace();
+  for (const int64_t at : {int64_t{0}, int64_t{1'000'000}, int64_t{100'000'000'000'000}})
+    add_request(trace, at, {1, 2, 3, 4, 5, 6, 7, 8});
   serve::ServeOptions o;
   o.token_budget = 700;
   const serve::ServeResult r = serve::serve(trace, s.arch, s.gen, s.topo, o);
@@ -717,18 +727,9 @@ TEST_CASE("serve: the kv-aware router weighs a replica's cached prefix against i
   // Blocks of 512 tokens, hashes chosen by hand. A (16 blocks) and then B (A's blocks and
   // two more) arrive on idle replicas; then, at one instant, C1 (32 new blocks) and C2 (B's
   // blocks and two more).
-  traces::RequestTrace trace;
-  trace.block_tokens = 512;
-  trace.has_prefixes = true;
-  trace.source = "test";
+  traces::RequestTrace trace = hand_trace();
   const auto request = [&](int64_t at_s, std::vector<uint64_t> blocks) {
-    traces::Request q;
-    q.id = trace.requests.size();
-    q.arrival_ps = at_s * 1'000'000'000'000;
-    q.prompt_tokens = static_cast<uint32_t>(blocks.size() * 512);
-    q.output_tokens = 4;
-    q.blocks = std::move(blocks);
-    trace.requests.push_back(std::move(q));
+    add_request(trace, at_s * 1'000'000'000'000, std::move(blocks));
   };
   const auto range = [](uint64_t from, uint64_t to) {
     std::vector<uint64_t> v;
