@@ -489,6 +489,28 @@ void Engine::setup_devices(const traces::Arch& arch) {
     rep.prefill_only = r < o_.prefill_replicas;
     for (int k = 0; k < shape(rep).tp; ++k) rep.devices.push_back(devices[next++]);
   }
+  // A replica's tensor-parallel collectives run over the device tier's peer route: its
+  // devices must reach one another by it (one wider than the devices a switch joins, a
+  // host's NVSwitch, cannot).
+  for (const Replica& rep : replicas_) {
+    for (size_t k = 1; k < rep.devices.size(); ++k) {
+      const int a = rep.devices.front(), b = rep.devices[k];
+      if (fabric_.peer_path(device_tier_, a, b) != nullptr) continue;
+      throw InputError(
+          SourcePos{rep.prefill_only && o_.prefill_tp > 0 ? "prefill_tp" : "tp"},
+          topo_.route(device_tier_, device_tier_) == nullptr
+              ? fmt::format("a replica of TP {} needs its devices' peer route for its "
+                            "tensor-parallel collectives, and '{}' has none of '{}': TP 1",
+                            rep.devices.size(), topo_.name, topo_.tiers[device_tier_].id)
+              : fmt::format("a replica of TP {} takes devices {} to {}, and '{}' has no peer "
+                            "route of '{}' from device {} to device {} (they reach no switch "
+                            "in common): its tensor-parallel collectives could not run; a "
+                            "narrower tensor parallelism keeps each replica among the devices "
+                            "one switch joins",
+                            rep.devices.size(), a, rep.devices.back(), topo_.name,
+                            topo_.tiers[device_tier_].id, a, b));
+    }
+  }
 }
 
 void Engine::setup_shape(size_t i, const traces::Arch& arch, const traces::GenOptions& gen,

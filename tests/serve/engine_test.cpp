@@ -620,6 +620,43 @@ TEST_CASE("serve, disaggregated: devices the peer route cannot join are refused"
   CHECK(error_at(a100, o).ends_with("and 'a100-nvme-bounce' has none"));
 }
 
+TEST_CASE("serve: a replica's devices must reach one another for its TP collectives") {
+  Setup s;
+  const traces::RequestTrace trace =
+      traces::generate_requests("poisson,rate=1/s,n=2,prompt=fixed:512,output=fixed:2", {}, "test");
+  const auto error_at = [&](const hw::Topology& t, int tp, serve::ServeOptions x = {}) {
+    traces::GenOptions g;
+    g.tp = tp;
+    try {
+      serve::serve(trace, s.arch, g, t, x);
+    } catch (const InputError& e) {
+      return e.pos().file + ": " + e.message();
+    }
+    return std::string("no error");
+  };
+  // Four hosts of 8 GPUs, NVSwitch per host: TP 8 runs on each host, TP 16 spans two.
+  const hw::Topology cxl = hw::load_topology(config("hw/h100-cxl.yaml"));
+  serve::ServeOptions four;
+  four.replicas = 4;
+  CHECK(error_at(cxl, 8, four) == "no error");
+  CHECK(error_at(cxl, 16) ==
+        "tp: a replica of TP 16 takes devices 0 to 15, and 'h100-cxl' has no peer route of 'hbm' "
+        "from device 0 to device 8 (they reach no switch in common): its tensor-parallel "
+        "collectives could not run; a narrower tensor parallelism keeps each replica among the "
+        "devices one switch joins");
+  // A prefill replica of its own TP is named by it.
+  serve::ServeOptions pd;
+  pd.prefill_replicas = 1;
+  pd.prefill_tp = 16;
+  CHECK(error_at(cxl, 8, pd).starts_with("prefill_tp: a replica of TP 16 takes devices 0 to 15"));
+  // No peer route at all (four PCIe A100s): TP 1 only.
+  const hw::Topology a100 = hw::load_topology(config("hw/a100-nvme-bounce.yaml"));
+  CHECK(error_at(a100, 1) == "no error");
+  CHECK(error_at(a100, 2) ==
+        "tp: a replica of TP 2 needs its devices' peer route for its tensor-parallel "
+        "collectives, and 'a100-nvme-bounce' has none of 'hbm': TP 1");
+}
+
 TEST_CASE(
     "serve: KV tier instances that TP groups straddle unevenly are divided, not counted twice") {
   // Six GPUs, three a socket; replicas of TP 2: devices 0-1 (socket 0), 2-3 (both), 4-5
