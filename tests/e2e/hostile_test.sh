@@ -351,6 +351,22 @@ hostile stop60/serve-tp0-none-fits 2 "--tp: the weights of llama-3.1-405b" --out
 cp tests/data/serve/mooncake_conversation_200.jsonl "$d/tp0-trace.jsonl"
 hostile stop60/serve-tp0-output-is-trace 2 "-o: refusing to write this output: it is an input" --in "$d/tp0-trace.jsonl" -- \
   "$tf" serve --model llama-3-8b --trace "$d/tp0-trace.jsonl" --tp 0 -o "$d/tp0-trace.jsonl"
+# serve's --nodes: a count within its bound; a topology of supernode-wide resources is not
+# copied; a replica wider than a node, or where the devices have no peer route, is refused.
+hostile stop61/serve-nodes-zero 2 "--nodes: expected a whole number from 1 to 1024, got 0" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3-8b "${sg[@]}" --nodes 0 -o "$d/s.txt"
+hostile stop61/serve-nodes-huge 2 "--nodes: expected a whole number from 1 to 1024, got 1025" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3-8b "${sg[@]}" --nodes 1025 -o "$d/s.txt"
+hostile stop61/serve-nodes-negative 2 "--nodes: negative value '-2'" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3-8b "${sg[@]}" --nodes -2 -o "$d/s.txt"
+hostile stop61/serve-nodes-word 2 "--nodes: malformed number in 'many'" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3-8b "${sg[@]}" --nodes many -o "$d/s.txt"
+hostile stop61/serve-nodes-supernode 2 "--nodes: 2 copies of 'gb200-nvl72' would share its" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3-8b --hw gb200-nvl72 "${sg[@]}" --nodes 2 -o "$d/s.txt"
+hostile stop61/serve-tp-spans-nodes 2 "--tp: a replica of TP 16 takes devices 0 to 15" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3-8b "${sg[@]}" --nodes 2 --tp 16 -o "$d/s.txt"
+hostile stop61/serve-tp-no-peer-route 2 "--tp: a replica of TP 2 needs its devices' peer route" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3-8b --hw a100-nvme-bounce "${sg[@]}" --tp 2 -o "$d/s.txt"
 # A number that is not one: named with what it must be (CLI11 said "Could not convert").
 hostile units/rate-scale-word 2 "--rate-scale: expected a number, got 'abc'" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b --arrivals poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2 --rate-scale abc -o "$d/s.txt"

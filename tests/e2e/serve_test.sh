@@ -122,6 +122,30 @@ check defaults-tp-given 0 "$tf" serve "${gen[@]}" --tp 4 --json
 ok defaults-tp-given-kept python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["tp"] == 4' "$tmp/out"
 check defaults-too-many 2 "$tf" serve "${gen[@]}" --replicas 8
 contains defaults-too-many-msg "$tmp/err" "error: --replicas: 8 replicas of TP 2 need 16 devices; 'h100-sxm-8gpu' has 8 of class 'h100' (TP 2: --tp not given, the least that leaves llama-3.1-70b room for KV)"
+# Several nodes: --nodes copies the topology's hosts and devices; replicas fill them (one
+# within a node), min-devices says the nodes its answer takes; a supernode is not copied.
+check nodes 0 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 3 --tp 2 --replicas 12 --json
+ok nodes-json python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["nodes"] == 3 and j["devices"] == 24 and j["topology"] == "h100-sxm-8gpu", j
+assert len(j["replica_work"]) == 12' "$tmp/out"
+check nodes-text 0 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 3 --tp 2 --replicas 12
+contains nodes-text-head "$tmp/out" "serve llama-3-8b on 3 x h100-sxm-8gpu: 12 replicas x TP 2 (h100)"
+check nodes-too-many 2 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 2 --replicas 17
+contains nodes-too-many-msg "$tmp/err" "error: --replicas: 17 replicas of TP 1 need 17 devices; 'h100-sxm-8gpu' has 16 of class 'h100'"
+check nodes-tp-spans 2 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 2 --tp 16
+contains nodes-tp-spans-msg "$tmp/err" "error: --tp: a replica of TP 16 takes devices 0 to 15, and 'h100-sxm-8gpu' has no peer route of 'hbm' from device 0 to device 8 (they reach no switch in common)"
+check nodes-supernode 2 "$tf" serve "${gen[@]}" --hw cloudmatrix384 --nodes 2
+contains nodes-supernode-msg "$tmp/err" "error: --nodes: 2 copies of 'cloudmatrix384' would share its tier 'pool', which is per supernode"
+check nodes-min-devices 0 "$tf" serve --quiet --model llama-3-8b --nodes 4 --arrivals poisson,rate=120/s,n=600,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3 --find min-devices --target p99-tpot=15ms --json
+ok nodes-min-devices-json python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["found"] and j["answer"] > 8, j["answer"]
+assert j["nodes_used"] == -(-int(j["answer"]) // 8), j' "$tmp/out"
+check nodes-whatif 0 "$tf" whatif --quiet --model llama-3-8b --arrivals poisson,rate=120/s,n=600,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3 --question min-devices --target p99-tpot=15ms --serve nodes=4
+contains nodes-whatif-answer "$tmp/out" "of the 4 nodes"
 # Each replica's work: a row each (roles when disaggregated), the least, mean and most past
 # 16; JSON replica_work adds up to the run; output per device.
 check replica-work 0 "$tf" serve "${gen[@]}" --model llama-3-8b --replicas 2 --prefill-replicas 1 --json

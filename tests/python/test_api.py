@@ -699,6 +699,7 @@ def test_serve(cli, tmp_path):
     ("rate_scale", "abc"), ("spec_tokens", 65), ("spec_accept", "abc"),
     # The engine's own refusals: more devices than the topology has, a tier it lacks.
     ("replicas", 100), ("kv_tiers", "cxl"),
+    ("nodes", 0), ("nodes", 2000),
 ])
 def test_serve_errors_are_the_cli_s(key, value):
     """A bad value is refused in one place, the study layer, for Python and the CLI alike:
@@ -1132,6 +1133,19 @@ def test_report_and_export_as_the_cli(cli, small_workload, tmp_path):
     assert not (tmp_path / "none.csv").exists()
     with pytest.raises(tierflow.InputError, match="^plans: no plan"):
         tierflow.report([])
+
+
+def test_serve_nodes(cli):
+    """nodes= as --nodes: copies of the topology's host serving together."""
+    arrivals = "poisson,rate=20/s,n=60,prompt=uniform:1024:4096,output=uniform:8:64,seed=9"
+    r = tierflow.serve(arrivals=arrivals, model="llama-3-8b", nodes=2, tp=2, replicas=8)
+    assert r.summary == json.loads(cli("serve", "--model", "llama-3-8b", "--nodes", "2", "--tp",
+                                       "2", "--replicas", "8", "--quiet", "--arrivals", arrivals,
+                                       "--json"))
+    assert r.summary["nodes"] == 2 and r.summary["devices"] == 16
+    assert len(r.replicas) == 8
+    with pytest.raises(tierflow.InputError, match="^nodes: 2 copies of 'cloudmatrix384'"):
+        tierflow.serve(arrivals=arrivals, model="llama-3-8b", hw="cloudmatrix384", nodes=2)
 
 
 def test_serve_disaggregated(cli, tmp_path):

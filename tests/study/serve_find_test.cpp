@@ -213,4 +213,68 @@ TEST_CASE("min-devices: a tensor parallelism the model cannot take fails alone, 
                        InputError);
 }
 
+TEST_CASE("nodes: copies of a one-host topology serve together; min-devices says the nodes") {
+  // Nodes of four H100s (the file's one host, its count set to 4), three of them.
+  ServeSettings s = busy_base(4);
+  s.nodes = 3;
+  const ServeSetup setup = prepare_serve(s);
+  CHECK(class_devices(setup) == 12);
+  CHECK(setup.topology.system.hosts == 3);
+  // The same as the topology given three hosts of four by hand.
+  ServeSettings by_hand = busy_base(12);
+  by_hand.sets.push_back("system.hosts=3");
+  for (const int tp : {1, 2, 4}) {
+    CAPTURE(tp);
+    const ServeTarget t = parse_serve_target("p99-tpot=15ms", "target");
+    CHECK(metric_at(s, tp, 12 / tp, t) == metric_at(by_hand, tp, 12 / tp, t));
+  }
+  const ServeStudy run = run_serve(setup);
+  CHECK(run.nodes == 3);
+  CHECK(serve_text(run).starts_with("serve llama-3-8b on 3 x h100-sxm-8gpu: 1 replica"));
+  // A replica lies within a node: TP 8 would span two.
+  ServeSettings wide = s;
+  wide.model.gen.tp = 8;
+  try {
+    (void)run_serve(prepare_serve(wide));
+    FAIL("TP 8 over nodes of 4 ran");
+  } catch (const InputError& e) {
+    CHECK(e.pos().file == "tp");
+    CHECK(e.message().find("from device 0 to device 4 (they reach no switch in common)") !=
+          std::string::npos);
+  }
+  const ServeAnswer a = ask(s, "p99-tpot=15ms", ServeQuestion::kMinDevices);
+  REQUIRE(a.found);
+  CHECK(a.nodes == 3);
+  CHECK(a.nodes_used == (static_cast<int>(a.knob) + 3) / 4);
+  CHECK(a.tp <= 4);
+  CHECK(serve_answer_text(a).find(
+            fmt::format("of TP {} on {} of the 3 nodes", a.tp, a.nodes_used)) != std::string::npos);
+  CHECK(serve_answer_json(a).find(fmt::format("\"nodes_used\": {}", a.nodes_used)) !=
+        std::string::npos);
+}
+
+TEST_CASE("nodes: a topology with a resource per supernode, and a count out of bounds, refused") {
+  const auto error_of = [](const ServeSettings& s) -> std::string {
+    try {
+      (void)prepare_serve(s);
+    } catch (const InputError& e) {
+      return e.pos().file + ": " + e.message();
+    }
+    return "no error";
+  };
+  ServeSettings s = busy_base(8);
+  s.sets.clear();
+  s.hw = "cloudmatrix384";
+  s.nodes = 2;
+  CHECK(error_of(s) ==
+        "nodes: 2 copies of 'cloudmatrix384' would share its tier 'pool', which is per "
+        "supernode (one for all its 48 hosts): copies are of topologies whose switches, links "
+        "and tiers are per host or narrower; set this one's hosts with set system.hosts=N");
+  s.hw.clear();
+  s.nodes = 0;
+  CHECK(error_of(s) == "nodes: expected a whole number from 1 to 1024, got 0");
+  s.nodes = 1025;
+  CHECK(error_of(s) == "nodes: expected a whole number from 1 to 1024, got 1025");
+}
+
 }  // namespace tierflow::study

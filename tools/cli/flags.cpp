@@ -326,6 +326,10 @@ void add_plan_topology_flags(CLI::App* cmd, std::string& hw, std::vector<std::st
 void add_serve_setting_flags(CLI::App* cmd, study::ServeSettings& s) {
   cmd->add_option("--hw", s.hw, "topology YAML or shipped name (default h100-sxm-8gpu)");
   cmd->add_option("--set", s.sets, "override a topology field: PATH=VALUE (repeatable)");
+  cmd->add_option("--nodes", s.nodes,
+                  "copies of the topology serving together, each a node of its hosts "
+                  "(default 1); replicas fill them in turn")
+      ->transform(count_of(s.nodes));
   cmd->add_option("--model", s.model.model, model_flag_help());
   cmd->add_option("--hf-config", s.model.hf_config, "a Hugging Face config.json instead");
   cmd->add_option("--model-set", s.model.model_sets, "override a model field: KEY=VALUE");

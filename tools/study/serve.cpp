@@ -26,6 +26,7 @@ using serve::Time;
 // The counts a serving run takes, each from 1 to these.
 constexpr int64_t kMaxTp = 4096;
 constexpr int64_t kMaxReplicas = int64_t{1} << 20;
+constexpr int64_t kMaxNodes = 1024;
 constexpr int64_t kMaxTokenBudget = int64_t{1} << 24;
 constexpr int64_t kMaxSeqs = int64_t{1} << 20;
 
@@ -384,6 +385,42 @@ void choose_tp(ServeSetup& x) {
   naming_settings(x.names, [&] { throw *first; });
 }
 
+/// `s.nodes` copies of `one` (loaded from `file` with the settings' overrides), each a node
+/// of its hosts: its hosts and device counts multiplied, through overrides after the
+/// user's, so that the file's checks hold of the whole. A switch, link or tier per
+/// supernode would be one for all the copies: refused.
+hw::Topology node_copies(const hw::Topology& one, const std::string& file, const ServeSettings& s) {
+  const std::string flag = serve_flag("nodes", s.names);
+  const auto shared = [&](std::string_view kind, const std::string& id) {
+    return InputError::at(SourcePos{flag},
+                          "{} copies of '{}' would share its {} '{}', which is per supernode "
+                          "(one for all its {} hosts): copies are of topologies whose switches, "
+                          "links and tiers are per host or narrower; set this one's hosts with "
+                          "{} system.hosts=N",
+                          s.nodes, one.name, kind, id, one.system.hosts,
+                          serve_flag("set", s.names));
+  };
+  for (const hw::Tier& t : one.tiers) {
+    if (t.per == hw::Scope::kSupernode) throw shared("tier", t.id);
+  }
+  for (const hw::Switch& w : one.switches) {
+    if (w.per == hw::Scope::kSupernode) throw shared("switch", w.id);
+  }
+  for (const hw::Link& l : one.links) {
+    if (l.per == hw::Scope::kSupernode) throw shared("link", l.id);
+  }
+  std::vector<std::string> sets = s.sets;
+  sets.push_back(fmt::format("system.hosts={}", int64_t{one.system.hosts} * s.nodes));
+  for (const hw::Device& d : one.devices) {
+    sets.push_back(fmt::format("devices.{}.count={}", d.id, int64_t{d.count} * s.nodes));
+  }
+  try {
+    return hw::load_topology(file, hw::LoadOptions{sets, false, serve_flag("set", s.names)});
+  } catch (const InputError& e) {
+    throw InputError::at(SourcePos{flag}, "{} copies of '{}': {}", s.nodes, one.name, e.message());
+  }
+}
+
 }  // namespace
 
 ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
@@ -413,6 +450,7 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
     }
   };
   if (s.model.gen.tp != 0) whole("tp", s.model.gen.tp, kMaxTp);
+  whole("nodes", s.nodes, kMaxNodes);
   whole("replicas", s.engine.replicas, kMaxReplicas);
   if (s.engine.prefill_replicas != 0)
     whole("prefill_replicas", s.engine.prefill_replicas, kMaxReplicas);
@@ -564,6 +602,8 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   x.gen = model.gen;
   const std::string file = s.hw.empty() ? default_topology() : find_topology(s.hw, name("hw"));
   x.topology = hw::load_topology(file, hw::LoadOptions{s.sets, false, name("set")});
+  x.nodes = s.nodes;
+  if (s.nodes > 1) x.topology = node_copies(x.topology, file, s);
   x.cache_only = s.cache_only;
   x.timeline = s.timeline;
   x.names = s.names;
@@ -598,6 +638,7 @@ ServeStudy run_serve(const ServeSetup& setup) {
   traces::scale_arrivals(x.trace, setup.rate_scale, setup.trace_name);
   x.model = setup.arch.name;
   x.topology = setup.topology.name;
+  x.nodes = setup.nodes;
   // The timeline file is opened first: a path that cannot be written fails before the run.
   std::unique_ptr<sim::Timeline> tl;
   if (!setup.timeline.empty() && !setup.cache_only) {
@@ -762,9 +803,10 @@ std::string replicas_table(const serve::ServeResult& r) {
 
 std::string serve_text(const ServeStudy& x) {
   const serve::ServeResult& r = x.result;
-  std::string out = fmt::format("serve {} on {}: {} ({}){}, {} ({} requests)\n", x.model,
-                                x.topology, replicas_text(r), x.device, router_text(r),
-                                x.trace.source, x.trace.requests.size());
+  std::string out =
+      fmt::format("serve {} on {}{}: {} ({}){}, {} ({} requests)\n", x.model,
+                  x.nodes > 1 ? fmt::format("{} x ", x.nodes) : "", x.topology, replicas_text(r),
+                  x.device, router_text(r), x.trace.source, x.trace.requests.size());
   const uint64_t block_bytes = r.kv_bytes_per_token * r.block_tokens;
   out += fmt::format(
       "device memory per device{}: weights {}, workspace {}, KV pool {} blocks of "
@@ -846,6 +888,7 @@ std::string serve_json(const ServeStudy& x) {
   j["format"] = "tierflow.serve/1";
   j["model"] = x.model;
   j["topology"] = x.topology;
+  j["nodes"] = x.nodes;
   j["device"] = x.device;
   j["trace"] = x.trace.source;
   j["requests"] = x.trace.requests.size();

@@ -39,6 +39,10 @@ enum class SettingNames { kServeFlags, kFields, kWhatif };
 struct ServeSettings {
   std::string hw;                 ///< topology path or shipped name; empty: the default
   std::vector<std::string> sets;  ///< topology overrides
+  /// Copies of the topology serving together, each a node of its hosts (its hosts and
+  /// device counts multiplied); one whose switches, links or tiers span its hosts (per
+  /// supernode) is refused past 1.
+  int nodes = 1;
   /// model / hf_config / model_sets; gen: tp, where 0 (the default) is the least power of
   /// two that leaves the model room for KV on the class's devices (prepare_serve says which)
   WorkloadSource model = [] {
@@ -111,7 +115,8 @@ struct ServeSetup {
   std::string trace_name;  ///< what arrival errors name: the file or the generator's flag
   traces::Arch arch;
   traces::GenOptions gen;  ///< dtypes, tp
-  hw::Topology topology;
+  hw::Topology topology;   ///< with `nodes` copies' hosts and devices
+  int nodes = 1;
   Slo slo;
   bool cache_only = false;
   std::string timeline;  ///< written by each run; empty: none
@@ -162,6 +167,7 @@ struct ServeStudy {
   Slo slo;
   ServeSummary summary;  ///< of `result` under `slo`
   std::string topology;  ///< its name
+  int nodes = 1;         ///< copies of it
   std::string model;     ///< the model's name
   std::string device;    ///< device class id
 };

@@ -55,7 +55,7 @@ struct FieldDef {
 };
 
 // One row per field of serve_field_names(), in its order.
-const std::array<FieldDef, 32> kFields = {{
+const std::array<FieldDef, 33> kFields = {{
     {"trace", [](ServeSettings& s) -> FieldRef { return &s.trace; }},
     {"arrivals", [](ServeSettings& s) -> FieldRef { return &s.arrivals; }},
     {"rate_scale", [](ServeSettings& s) -> FieldRef { return &s.trace_options.rate_scale; }},
@@ -63,6 +63,7 @@ const std::array<FieldDef, 32> kFields = {{
     {"block_tokens", [](ServeSettings& s) -> FieldRef { return &s.trace_options.block_tokens; }},
     {"warmup", [](ServeSettings& s) -> FieldRef { return &s.warmup; }},
     {"hw", [](ServeSettings& s) -> FieldRef { return &s.hw; }},
+    {"nodes", [](ServeSettings& s) -> FieldRef { return &s.nodes; }},
     {"device", [](ServeSettings& s) -> FieldRef { return &s.engine.device; }},
     {"model", [](ServeSettings& s) -> FieldRef { return &s.model.model; }},
     {"hf_config", [](ServeSettings& s) -> FieldRef { return &s.model.hf_config; }},

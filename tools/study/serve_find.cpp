@@ -626,6 +626,13 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
     setup.engine.record_series = series;
     best = run_serve(setup);
   }
+  if (q == ServeQuestion::kMinDevices && a.found) {
+    // Replicas fill the nodes in turn; a replica lies within one (its devices must reach
+    // one another).
+    a.nodes = setup.nodes;
+    const int per_node = class_devices(setup) / setup.nodes;
+    a.nodes_used = (static_cast<int>(a.knob) + per_node - 1) / per_node;
+  }
   if (best) {
     const auto& rq = best->trace.requests;
     const double span = static_cast<double>(rq.back().arrival_ps) / static_cast<double>(kPsPerS);
@@ -717,10 +724,11 @@ std::string serve_answer_text(const ServeAnswer& a) {
       break;
     }
     case ServeQuestion::kMinDevices:
-      out +=
-          fmt::format("\nanswer: {} devices: {} replica{} of TP {} ({} {})\n", knob_text(a, a.knob),
-                      a.replicas, a.replicas == 1 ? "" : "s", a.tp, a.target.metric,
-                      value_text(a.target, serve_metric(*a.at_answer, a.target)));
+      out += fmt::format(
+          "\nanswer: {} devices: {} replica{} of TP {}{} ({} {})\n", knob_text(a, a.knob),
+          a.replicas, a.replicas == 1 ? "" : "s", a.tp,
+          a.nodes > 1 ? fmt::format(" on {} of the {} nodes", a.nodes_used, a.nodes) : "",
+          a.target.metric, value_text(a.target, serve_metric(*a.at_answer, a.target)));
       break;
     case ServeQuestion::kMinCapacity:
       out += fmt::format("\nanswer: {} of '{}' per instance\n", knob_text(a, a.knob), a.tier);
@@ -787,6 +795,7 @@ std::string serve_answer_json(const ServeAnswer& a) {
   if (a.question == ServeQuestion::kMinDevices) {
     j["tp"] = a.found ? nlohmann::ordered_json(a.tp) : nlohmann::ordered_json();
     j["replicas"] = a.found ? nlohmann::ordered_json(a.replicas) : nlohmann::ordered_json();
+    j["nodes_used"] = a.found ? nlohmann::ordered_json(a.nodes_used) : nlohmann::ordered_json();
   }
   nlohmann::ordered_json probes = nlohmann::ordered_json::array();
   for (const ServeProbe& p : a.probes) {

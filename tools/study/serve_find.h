@@ -98,6 +98,8 @@ struct ServeAnswer {
   /// (min-devices) devices.
   double knob = 0;
   int tp = 0, replicas = 0;        ///< min-devices: the answer's tensor parallelism, replicas
+  /// min-devices on several nodes (`nodes`): the nodes its devices take, and how many there are
+  int nodes_used = 0, nodes = 1;
   int split_replicas = 0;          ///< split: the replicas divided (prefill and decode)
   double requests_per_s = 0;       ///< max-rate: the arrival rate the answer means
   /// max-rate: every probe passed up to the search's limit (1024x the trace's rate), so the

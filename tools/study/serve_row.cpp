@@ -102,6 +102,7 @@ std::vector<Def> make_defs() {
         In{"block_tokens", "tokens per KV block of traces without hashes", integer},
         In{"warmup", "requests arriving before this left out of the measures", text},
         In{"device", "device class (empty: the first)", text},
+        In{"nodes", "copies of the topology serving together", integer},
         In{"tp", "devices per replica, tensor parallel (the least that fits when not given)",
            integer},
         In{"replicas", "data-parallel replicas (with prefill replicas: decoding)", integer},

@@ -570,7 +570,7 @@ class Serving:
                 f"p99 TTFT {s['ttft']['p99_s']} s>")
 
 
-_SERVE_ARGS = ("trace", "arrivals", "hw", "model", "hf_config", "tp", "replicas",
+_SERVE_ARGS = ("trace", "arrivals", "hw", "nodes", "model", "hf_config", "tp", "replicas",
                "prefill_replicas", "prefill_tp", "device",
                "router", "decode_router", "device_policy", "preemption", "swap_space", "swap_tier",
                "spec_tokens", "spec_accept", "spec_draft",
