@@ -132,6 +132,8 @@ assert j["nodes"] == 3 and j["devices"] == 24 and j["topology"] == "h100-sxm-8gp
 assert len(j["replica_work"]) == 12' "$tmp/out"
 check nodes-text 0 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 3 --tp 2 --replicas 12
 contains nodes-text-head "$tmp/out" "serve llama-3-8b on 3 x h100-sxm-8gpu: 12 replicas x TP 2 (h100)"
+check nodes-report 0 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 3 --tp 2 --replicas 12 --report "$tmp/nodes.html"
+contains nodes-report-title "$tmp/nodes.html" "<title>tierflow serve: llama-3-8b on 3 x h100-sxm-8gpu</title>"
 check nodes-too-many 2 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 2 --replicas 17
 contains nodes-too-many-msg "$tmp/err" "error: --replicas: 17 replicas of TP 1 need 17 devices; 'h100-sxm-8gpu' has 16 of class 'h100'"
 check nodes-tp-spans 2 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 2 --tp 16

@@ -675,6 +675,10 @@ std::string preemption_text(const serve::ServeResult& r) {
   return fmt::format("preemption by recompute: {} tokens computed again", r.recomputed_tokens);
 }
 
+std::string topology_text(const ServeStudy& x) {
+  return x.nodes > 1 ? fmt::format("{} x {}", x.nodes, x.topology) : x.topology;
+}
+
 std::string replicas_text(const serve::ServeResult& r) {
   const auto n = [](int k, std::string_view what) {
     return fmt::format("{} {}replica{}", k, what, k == 1 ? "" : "s");
@@ -803,10 +807,9 @@ std::string replicas_table(const serve::ServeResult& r) {
 
 std::string serve_text(const ServeStudy& x) {
   const serve::ServeResult& r = x.result;
-  std::string out =
-      fmt::format("serve {} on {}{}: {} ({}){}, {} ({} requests)\n", x.model,
-                  x.nodes > 1 ? fmt::format("{} x ", x.nodes) : "", x.topology, replicas_text(r),
-                  x.device, router_text(r), x.trace.source, x.trace.requests.size());
+  std::string out = fmt::format("serve {} on {}: {} ({}){}, {} ({} requests)\n", x.model,
+                                topology_text(x), replicas_text(r), x.device, router_text(r),
+                                x.trace.source, x.trace.requests.size());
   const uint64_t block_bytes = r.kv_bytes_per_token * r.block_tokens;
   out += fmt::format(
       "device memory per device{}: weights {}, workspace {}, KV pool {} blocks of "

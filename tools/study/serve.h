@@ -208,6 +208,8 @@ ServeStudy run_serve(const ServeSettings& s);
 std::string preemption_text(const serve::ServeResult& r);
 /// "2 replicas", or disaggregated "1 prefill replica and 2 decode replicas".
 std::string replicas_text(const serve::ServeResult& r);
+/// What the run served on: the topology's name, "4 x NAME" on several nodes.
+std::string topology_text(const ServeStudy& x);
 /// ", routed NAME" where more than one replica takes requests; empty otherwise.
 std::string router_text(const serve::ServeResult& r);
 /// Disaggregated: the hand-overs, the blocks and bytes they copied, their P50 and P99.
