@@ -268,8 +268,9 @@ TEST_CASE("nodes: a topology with a resource per supernode, and a count out of b
   s.nodes = 2;
   CHECK(error_of(s) ==
         "nodes: 2 copies of 'cloudmatrix384' would share its tier 'pool', which is per "
-        "supernode (one for all its 48 hosts): copies are of topologies whose switches, links "
-        "and tiers are per host or narrower; set this one's hosts with set system.hosts=N");
+        "supernode (one for all its hosts, so one for all the copies): copies are of "
+        "topologies whose switches, links and tiers are per host or narrower; set this one's "
+        "hosts with set system.hosts=N");
   s.hw.clear();
   s.nodes = 0;
   CHECK(error_of(s) == "nodes: expected a whole number from 1 to 1024, got 0");

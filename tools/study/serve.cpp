@@ -394,11 +394,10 @@ hw::Topology node_copies(const hw::Topology& one, const std::string& file, const
   const auto shared = [&](std::string_view kind, const std::string& id) {
     return InputError::at(SourcePos{flag},
                           "{} copies of '{}' would share its {} '{}', which is per supernode "
-                          "(one for all its {} hosts): copies are of topologies whose switches, "
-                          "links and tiers are per host or narrower; set this one's hosts with "
-                          "{} system.hosts=N",
-                          s.nodes, one.name, kind, id, one.system.hosts,
-                          serve_flag("set", s.names));
+                          "(one for all its hosts, so one for all the copies): copies are of "
+                          "topologies whose switches, links and tiers are per host or "
+                          "narrower; set this one's hosts with {} system.hosts=N",
+                          s.nodes, one.name, kind, id, serve_flag("set", s.names));
   };
   for (const hw::Tier& t : one.tiers) {
     if (t.per == hw::Scope::kSupernode) throw shared("tier", t.id);
