@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+#include <utility>
 
 #include "core/diagnostics.h"
 
@@ -15,6 +17,18 @@ Binding refuse(int program, std::string message) {
 }
 
 }  // namespace
+
+int64_t workload_tp(const Workload& w) {
+  const auto it = w.meta.find("tp");
+  if (it == w.meta.end()) return 1;
+  int64_t tp = 0;
+  const char* first = it->second.data();
+  const char* last = first + it->second.size();
+  const auto [end, ec] = std::from_chars(first, last, tp);
+  return ec == std::errc() && end == last && tp > 1 ? tp : 1;
+}
+
+namespace {}  // namespace
 
 Binding bind(const Plan& plan, const Workload& w, const Topology& t) {
   Binding out;
@@ -70,9 +84,51 @@ Binding bind(const Plan& plan, const Workload& w, const Topology& t) {
                                       b.fabric.device_index(int(d)),
                                       b.fabric.tier_slot(b.device_tier, int(d))});
   }
+  if (const int64_t tp = workload_tp(w); tp > 1) {
+    for (size_t p = 0; p < b.programs.size(); ++p) {
+      if (auto why = tp_group_problem(b.fabric, b.device_tier, b.programs[p].device, tp)) {
+        return refuse(int(p), fmt::format("the workload is one shard of tensor parallelism {}: {}",
+                                          tp, *why));
+      }
+    }
+  }
   const uint64_t usable = t.usable(b.device_tier);
   b.budget = plan.budget == 0 ? usable : std::min(plan.budget, usable);
   return out;
+}
+
+std::optional<std::string> tp_group_problem(const Fabric& f, size_t device_tier, int device,
+                                            int64_t tp) {
+  const Topology& t = f.topology();
+  const size_t cls = f.device_class(device);
+  const Device& c = t.devices[cls];
+  const int64_t first = f.device_index(device) - f.device_index(device) % tp;
+  if (first + tp > c.count) {
+    return fmt::format("its group needs {} devices of class '{}', and '{}' has {}", tp, c.id,
+                       t.name, c.count);
+  }
+  const std::string& tier = t.tiers[device_tier].id;
+  if (t.route(device_tier, device_tier) == nullptr) {
+    return fmt::format(
+        "its collectives cross the peer route of '{}' to the others, and '{}' has "
+        "none: tp 1",
+        tier, t.name);
+  }
+  std::vector<int> group;
+  for (int d = 0; d < f.devices(); ++d) {
+    if (f.device_class(d) != cls) continue;
+    const int64_t i = f.device_index(d);
+    if (i >= first && i < first + tp) group.push_back(d);
+  }
+  for (size_t k = 1; k < group.size(); ++k) {
+    if (f.peer_path(device_tier, group.front(), group[k]) != nullptr) continue;
+    return fmt::format(
+        "on devices {} to {}, its collectives cross the peer route of '{}', and "
+        "'{}' has none from device {} to device {} (they reach no switch in "
+        "common)",
+        group.front(), group.back(), tier, t.name, group.front(), group[k]);
+  }
+  return std::nullopt;
 }
 
 }  // namespace tierflow::hw

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/plan.h"
@@ -58,5 +59,16 @@ struct Binding {
   std::optional<RunError> error;
 };
 Binding bind(const Plan& plan, const Workload& w, const Topology& t);
+
+/// Why a shard of tensor parallelism `tp` on `device` (a global number) cannot run beside its
+/// peers: the `tp` devices of its class from its index rounded down to a multiple of `tp`,
+/// its collectives crossing the peer route of `device_tier` to them (the devices must exist
+/// and that route join them). Nothing when it can. bind() refuses a workload whose `tp`
+/// (trace gen's) meets one.
+std::optional<std::string> tp_group_problem(const Fabric& f, size_t device_tier, int device,
+                                            int64_t tp);
+/// The tensor parallelism `w` says it is a shard of (its `tp`, as trace gen writes it); 1
+/// when it says none.
+int64_t workload_tp(const Workload& w);
 
 }  // namespace tierflow::hw

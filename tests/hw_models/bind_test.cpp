@@ -98,3 +98,52 @@ TEST_CASE("bind: what cannot run on the topology is refused, with the program") 
     CHECK(b.error->program == 2);
   }
 }
+
+TEST_CASE("bind: a tensor-parallel shard needs its group's devices and the peer route among them") {
+  const auto shipped = [](const std::string& name) {
+    return load_topology(std::string(TIERFLOW_SOURCE_DIR) + "/configs/hw/" + name + ".yaml");
+  };
+  const auto with_tp = [](std::vector<uint32_t> devices, const std::string& tp) {
+    Fixture f(std::move(devices));
+    f.w.meta["tp"] = tp;
+    return f;
+  };
+  const Topology h100 = shipped("h100-sxm-8gpu");
+  for (const std::string tp : {"1", "2", "8"}) {
+    const Fixture f = with_tp({0, 7}, tp);
+    CHECK(bind(f.p, f.w, h100).bound);
+  }
+  {
+    const Fixture f = with_tp({0}, "16");
+    CHECK(refusal(bind(f.p, f.w, h100)) ==
+          "the workload is one shard of tensor parallelism 16: its group needs 16 devices of "
+          "class 'h100', and 'h100-sxm-8gpu' has 8");
+  }
+  // Four hosts of 8 GPUs, NVSwitch per host: TP 8 on any host; TP 16 spans two.
+  const Topology cxl = shipped("h100-cxl");
+  {
+    const Fixture f = with_tp({0, 8, 31}, "8");
+    CHECK(bind(f.p, f.w, cxl).bound);
+  }
+  {
+    const Fixture f = with_tp({0, 16}, "16");
+    const Binding b = bind(f.p, f.w, cxl);
+    CHECK(refusal(b) ==
+          "the workload is one shard of tensor parallelism 16: on devices 0 to 15, its "
+          "collectives cross the peer route of 'hbm', and 'h100-cxl' has none from device 0 to "
+          "device 8 (they reach no switch in common)");
+    CHECK(b.error->program == 0);
+  }
+  // GPUs without a peer route: one shard of TP 1 only. A workload that says no TP binds.
+  const Topology a100 = shipped("a100-nvme-bounce");
+  {
+    const Fixture f = with_tp({0}, "2");
+    CHECK(refusal(bind(f.p, f.w, a100)) ==
+          "the workload is one shard of tensor parallelism 2: its collectives cross the peer "
+          "route of 'hbm' to the others, and 'a100-nvme-bounce' has none: tp 1");
+  }
+  {
+    const Fixture f({0});
+    CHECK(bind(f.p, f.w, a100).bound);
+  }
+}

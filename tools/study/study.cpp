@@ -571,6 +571,26 @@ Trial Study::run(const Scenario& s) {
   t.topology = topo->name;
   planner::Target target = make_target(*topo, s.device, s.devices, s.name("device"));
   target.budget = s.budget;
+  // A shard of tensor parallelism runs beside its peers: said before planning, at the flag
+  // or the workload file (bind refuses a plan of it the same way).
+  const bool file = !s.workload.file.empty();
+  if (const int64_t tp = file ? hw::workload_tp(*workload(s, s.workload.gen)) : s.workload.gen.tp;
+      tp > 1) {
+    const hw::Fabric fabric(*topo);
+    for (int d = 0; d < fabric.devices(); ++d) {
+      if (fabric.device_class(d) != target.device_class ||
+          fabric.device_index(d) >= static_cast<int>(target.devices)) {
+        continue;
+      }
+      const auto why = hw::tp_group_problem(fabric, target.device_tier, d, tp);
+      if (!why) continue;
+      if (file) {
+        throw InputError::at(SourcePos{s.workload.file},
+                             "the workload is one shard of tensor parallelism {}: {}", tp, *why);
+      }
+      throw InputError::at(SourcePos{s.name("tp")}, "TP {}: {}", tp, *why);
+    }
+  }
   t.device_tier = topo->tiers[target.device_tier].id;
   t.budget = planner::resolved(*topo, target).budget;
 
