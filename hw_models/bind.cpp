@@ -107,26 +107,30 @@ std::optional<std::string> tp_group_problem(const Fabric& f, size_t device_tier,
     return fmt::format("its group needs {} devices of class '{}', and '{}' has {}", tp, c.id,
                        t.name, c.count);
   }
-  const std::string& tier = t.tiers[device_tier].id;
-  if (t.route(device_tier, device_tier) == nullptr) {
-    return fmt::format(
-        "its collectives cross the peer route of '{}' to the others, and '{}' has "
-        "none: tp 1",
-        tier, t.name);
-  }
   std::vector<int> group;
   for (int d = 0; d < f.devices(); ++d) {
     if (f.device_class(d) != cls) continue;
     const int64_t i = f.device_index(d);
     if (i >= first && i < first + tp) group.push_back(d);
   }
-  for (size_t k = 1; k < group.size(); ++k) {
-    if (f.peer_path(device_tier, group.front(), group[k]) != nullptr) continue;
+  return peer_group_problem(f, device_tier, group);
+}
+
+std::optional<std::string> peer_group_problem(const Fabric& f, size_t device_tier,
+                                              std::span<const int> devices) {
+  const Topology& t = f.topology();
+  const std::string& tier = t.tiers[device_tier].id;
+  if (devices.size() < 2) return std::nullopt;
+  if (t.route(device_tier, device_tier) == nullptr) {
+    return fmt::format("its collectives cross the peer route of '{}', and '{}' has none: TP 1",
+                       tier, t.name);
+  }
+  for (size_t k = 1; k < devices.size(); ++k) {
+    if (f.peer_path(device_tier, devices.front(), devices[k]) != nullptr) continue;
     return fmt::format(
-        "on devices {} to {}, its collectives cross the peer route of '{}', and "
-        "'{}' has none from device {} to device {} (they reach no switch in "
-        "common)",
-        group.front(), group.back(), tier, t.name, group.front(), group[k]);
+        "on devices {} to {}, its collectives cross the peer route of '{}', and '{}' has none "
+        "from device {} to device {} (they reach no switch in common)",
+        devices.front(), devices.back(), tier, t.name, devices.front(), devices[k]);
   }
   return std::nullopt;
 }

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,11 @@ Binding bind(const Plan& plan, const Workload& w, const Topology& t);
 /// (trace gen's) meets one.
 std::optional<std::string> tp_group_problem(const Fabric& f, size_t device_tier, int device,
                                             int64_t tp);
+/// Why `devices` (global numbers, at least 2) cannot run as one tensor-parallel group: their
+/// collectives cross the peer route of `device_tier`, which must join the first to each
+/// other. Nothing when it does (or for one device).
+std::optional<std::string> peer_group_problem(const Fabric& f, size_t device_tier,
+                                              std::span<const int> devices);
 /// The tensor parallelism `w` says it is a shard of (its `tp`, as trace gen writes it); 1
 /// when it says none.
 int64_t workload_tp(const Workload& w);

@@ -14,6 +14,7 @@
 #include "core/checked.h"
 #include "core/diagnostics.h"
 #include "core/units.h"
+#include "hw_models/bind.h"
 #include "hw_models/fabric.h"
 #include "hw_models/flows.h"
 #include "sim/kernel/event_queue.h"
@@ -493,22 +494,13 @@ void Engine::setup_devices(const traces::Arch& arch) {
   // devices must reach one another by it (one wider than the devices a switch joins, a
   // host's NVSwitch, cannot).
   for (const Replica& rep : replicas_) {
-    for (size_t k = 1; k < rep.devices.size(); ++k) {
-      const int a = rep.devices.front(), b = rep.devices[k];
-      if (fabric_.peer_path(device_tier_, a, b) != nullptr) continue;
-      throw InputError(
-          SourcePos{rep.prefill_only && o_.prefill_tp > 0 ? "prefill_tp" : "tp"},
-          topo_.route(device_tier_, device_tier_) == nullptr
-              ? fmt::format("a replica of TP {} needs its devices' peer route for its "
-                            "tensor-parallel collectives, and '{}' has none of '{}': TP 1",
-                            rep.devices.size(), topo_.name, topo_.tiers[device_tier_].id)
-              : fmt::format("a replica of TP {} takes devices {} to {}, and '{}' has no peer "
-                            "route of '{}' from device {} to device {} (they reach no switch "
-                            "in common): its tensor-parallel collectives could not run; a "
-                            "narrower tensor parallelism keeps each replica among the devices "
-                            "one switch joins",
-                            rep.devices.size(), a, rep.devices.back(), topo_.name,
-                            topo_.tiers[device_tier_].id, a, b));
+    if (auto why = hw::peer_group_problem(fabric_, device_tier_, rep.devices)) {
+      throw InputError(SourcePos{rep.prefill_only && o_.prefill_tp > 0 ? "prefill_tp" : "tp"},
+                       fmt::format("a replica of TP {}: {}{}", rep.devices.size(), *why,
+                                   topo_.route(device_tier_, device_tier_) == nullptr
+                                       ? ""
+                                       : "; a narrower tensor parallelism keeps each replica "
+                                         "among the devices one switch joins"));
     }
   }
 }

@@ -363,16 +363,16 @@ hostile stop61/serve-nodes-word 2 "--nodes: malformed number in 'many'" --out "$
   "$tf" serve --model llama-3-8b "${sg[@]}" --nodes many -o "$d/s.txt"
 hostile stop61/serve-nodes-supernode 2 "--nodes: 2 copies of 'gb200-nvl72' would share its" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b --hw gb200-nvl72 "${sg[@]}" --nodes 2 -o "$d/s.txt"
-hostile stop61/serve-tp-spans-nodes 2 "--tp: a replica of TP 16 takes devices 0 to 15" --out "$d/s.txt" -- \
+hostile stop61/serve-tp-spans-nodes 2 "--tp: a replica of TP 16: on devices 0 to 15" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b "${sg[@]}" --nodes 2 --tp 16 -o "$d/s.txt"
-hostile stop61/serve-tp-no-peer-route 2 "--tp: a replica of TP 2 needs its devices' peer route" --out "$d/s.txt" -- \
+hostile stop61/serve-tp-no-peer-route 2 "--tp: a replica of TP 2: its collectives cross the peer route of 'hbm', and 'a100-nvme-bounce' has none: TP 1" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b --hw a100-nvme-bounce "${sg[@]}" --tp 2 -o "$d/s.txt"
 # A shard of tensor parallelism needs its group: as many devices of the class, joined by
 # the device tier's peer route. Refused with exit 2 (compare and whatif planned it on one
 # device, its collectives free, and answered with exit 0).
 hostile stop61/compare-tp-past-devices 2 "--tp: TP 2: its group needs 2 devices of class 'hopper', and 'gh200' has 1" --out "$d/c.txt" -- \
   "$tf" compare --hw gh200 --model llama-3-8b --tp 2 --batch 1 --context 1024 -o "$d/c.txt"
-hostile stop61/whatif-tp-no-peer-route 2 "--tp: TP 2: its collectives cross the peer route of 'hbm' to the others, and 'a100-nvme-bounce' has none" --out "$d/c.txt" -- \
+hostile stop61/whatif-tp-no-peer-route 2 "--tp: TP 2: its collectives cross the peer route of 'hbm', and 'a100-nvme-bounce' has none: TP 1" --out "$d/c.txt" -- \
   "$tf" whatif --hw a100-nvme-bounce --model llama-3-8b --tp 2 -o "$d/c.txt"
 hostile stop61/compare-tp-spans-hosts 2 "--tp: TP 16: on devices 0 to 15, its collectives cross the peer route of 'hbm', and 'h100-cxl' has none from device 0 to device 8" --out "$d/c.txt" -- \
   "$tf" compare --hw h100-cxl --model llama-3-70b --tp 16 --batch 1 --context 1024 -o "$d/c.txt"

@@ -140,7 +140,7 @@ TEST_CASE("bind: a tensor-parallel shard needs its group's devices and the peer 
     const Fixture f = with_tp({0}, "2");
     CHECK(refusal(bind(f.p, f.w, a100)) ==
           "the workload is one shard of tensor parallelism 2: its collectives cross the peer "
-          "route of 'hbm' to the others, and 'a100-nvme-bounce' has none: tp 1");
+          "route of 'hbm', and 'a100-nvme-bounce' has none: TP 1");
   }
   {
     const Fixture f({0});

@@ -640,21 +640,21 @@ TEST_CASE("serve: a replica's devices must reach one another for its TP collecti
   four.replicas = 4;
   CHECK(error_at(cxl, 8, four) == "no error");
   CHECK(error_at(cxl, 16) ==
-        "tp: a replica of TP 16 takes devices 0 to 15, and 'h100-cxl' has no peer route of 'hbm' "
-        "from device 0 to device 8 (they reach no switch in common): its tensor-parallel "
-        "collectives could not run; a narrower tensor parallelism keeps each replica among the "
-        "devices one switch joins");
+        "tp: a replica of TP 16: on devices 0 to 15, its collectives cross the peer route of "
+        "'hbm', and 'h100-cxl' has none from device 0 to device 8 (they reach no switch in "
+        "common); a narrower tensor parallelism keeps each replica among the devices one switch "
+        "joins");
   // A prefill replica of its own TP is named by it.
   serve::ServeOptions pd;
   pd.prefill_replicas = 1;
   pd.prefill_tp = 16;
-  CHECK(error_at(cxl, 8, pd).starts_with("prefill_tp: a replica of TP 16 takes devices 0 to 15"));
+  CHECK(error_at(cxl, 8, pd).starts_with("prefill_tp: a replica of TP 16: on devices 0 to 15"));
   // No peer route at all (four PCIe A100s): TP 1 only.
   const hw::Topology a100 = hw::load_topology(config("hw/a100-nvme-bounce.yaml"));
   CHECK(error_at(a100, 1) == "no error");
   CHECK(error_at(a100, 2) ==
-        "tp: a replica of TP 2 needs its devices' peer route for its tensor-parallel "
-        "collectives, and 'a100-nvme-bounce' has none of 'hbm': TP 1");
+        "tp: a replica of TP 2: its collectives cross the peer route of 'hbm', and "
+        "'a100-nvme-bounce' has none: TP 1");
 }
 
 TEST_CASE(
