@@ -146,6 +146,13 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["found"] and j["answer"] > 8, j["answer"]
 assert j["nodes_used"] == -(-int(j["answer"]) // 8), j' "$tmp/out"
+# The upgrade question's candidates run on the same nodes (a topology reloaded for each).
+check nodes-upgrade 0 "$tf" serve --quiet --model llama-3-8b --nodes 2 --tp 2 --replicas 5 --arrivals poisson,rate=60/s,n=300,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3 --kv-tiers ddr:100GB --find upgrade --target p99-tpot=12ms --json
+ok nodes-upgrade-json python3 -c '
+import json, sys
+u = {x["what"]: x for x in json.load(open(sys.argv[1]))["upgrades"]}
+assert u["tier \x27hbm\x27 capacity (the device memory)"]["value_2x"] > 0, u
+assert u["one replica more"]["value_2x"] > 0, u' "$tmp/out"
 check nodes-whatif 0 "$tf" whatif --quiet --model llama-3-8b --arrivals poisson,rate=120/s,n=600,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3 --question min-devices --target p99-tpot=15ms --serve nodes=4
 contains nodes-whatif-answer "$tmp/out" "of the 4 nodes"
 # Each replica's work: a row each (roles when disaggregated), the least, mean and most past

@@ -205,6 +205,35 @@ TEST_CASE("serving sweep: disaggregated prefill is a field: its rows, its hand-o
   CHECK(std::get<std::string>(cell(rt, 1, "status")) == "ok");
 }
 
+TEST_CASE("serving sweep: nodes is a field: replicas over several copies of the topology") {
+  // Eight and twelve TP-2 replicas on two and three H100 nodes: each row the run of its
+  // settings, its devices from the nodes'.
+  const auto [sum, t] = run_spec(
+      "kind: serve\nbase:\n  model: llama-3-8b\n  tp: 2\n  arrivals: "
+      "poisson,rate=20/s,n=60,prompt=uniform:1024:4096,output=uniform:8:64,seed=9\naxes:\n  - "
+      "{nodes: [2, 3], replicas: [8, 12]}\n",
+      "nodes.yaml");
+  CHECK(sum.ok == 2);
+  REQUIRE(t.rows.size() == 2);
+  for (const size_t row : {size_t{0}, size_t{1}}) {
+    CAPTURE(row);
+    CHECK(std::get<std::string>(cell(t, row, "status")) == "ok");
+    ServeSettings s;
+    s.model.model = "llama-3-8b";
+    s.model.gen.tp = 2;
+    s.nodes = static_cast<int>(std::get<int64_t>(cell(t, row, "nodes")));
+    s.engine.replicas = static_cast<int>(std::get<int64_t>(cell(t, row, "replicas")));
+    CHECK(s.nodes == static_cast<int>(2 + row));
+    s.arrivals = "poisson,rate=20/s,n=60,prompt=uniform:1024:4096,output=uniform:8:64,seed=9";
+    const ServeStudy x = run_serve(s);
+    CHECK(x.result.devices() == 8 * s.nodes);
+    CHECK(std::get<double>(cell(t, row, "ttft_p99_s")) == serve_latency(x, "ttft", 99));
+    CHECK(std::get<double>(cell(t, row, "output_tokens_per_s_per_device")) ==
+          doctest::Approx(static_cast<double>(x.summary.output_tokens) / x.summary.span_s() /
+                          (8.0 * s.nodes)));
+  }
+}
+
 TEST_CASE("serving rows: hits per tier kind add up to the hit share") {
   ServeSettings s;
   s.names = SettingNames::kFields;

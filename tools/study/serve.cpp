@@ -385,41 +385,6 @@ void choose_tp(ServeSetup& x) {
   naming_settings(x.names, [&] { throw *first; });
 }
 
-/// `s.nodes` copies of `one` (loaded from `file` with the settings' overrides), each a node
-/// of its hosts: its hosts and device counts multiplied, through overrides after the
-/// user's, so that the file's checks hold of the whole. A switch, link or tier per
-/// supernode would be one for all the copies: refused.
-hw::Topology node_copies(const hw::Topology& one, const std::string& file, const ServeSettings& s) {
-  const std::string flag = serve_flag("nodes", s.names);
-  const auto shared = [&](std::string_view kind, const std::string& id) {
-    return InputError::at(SourcePos{flag},
-                          "{} copies of '{}' would share its {} '{}', which is per supernode "
-                          "(one for all its hosts, so one for all the copies): copies are of "
-                          "topologies whose switches, links and tiers are per host or "
-                          "narrower; set this one's hosts with {} system.hosts=N",
-                          s.nodes, one.name, kind, id, serve_flag("set", s.names));
-  };
-  for (const hw::Tier& t : one.tiers) {
-    if (t.per == hw::Scope::kSupernode) throw shared("tier", t.id);
-  }
-  for (const hw::Switch& w : one.switches) {
-    if (w.per == hw::Scope::kSupernode) throw shared("switch", w.id);
-  }
-  for (const hw::Link& l : one.links) {
-    if (l.per == hw::Scope::kSupernode) throw shared("link", l.id);
-  }
-  std::vector<std::string> sets = s.sets;
-  sets.push_back(fmt::format("system.hosts={}", int64_t{one.system.hosts} * s.nodes));
-  for (const hw::Device& d : one.devices) {
-    sets.push_back(fmt::format("devices.{}.count={}", d.id, int64_t{d.count} * s.nodes));
-  }
-  try {
-    return hw::load_topology(file, hw::LoadOptions{sets, false, serve_flag("set", s.names)});
-  } catch (const InputError& e) {
-    throw InputError::at(SourcePos{flag}, "{} copies of '{}': {}", s.nodes, one.name, e.message());
-  }
-}
-
 }  // namespace
 
 ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
@@ -599,16 +564,53 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   }
   x.arch = load_model(model);
   x.gen = model.gen;
-  const std::string file = s.hw.empty() ? default_topology() : find_topology(s.hw, name("hw"));
-  x.topology = hw::load_topology(file, hw::LoadOptions{s.sets, false, name("set")});
+  x.topology = load_serve_topology(s, s.sets);
   x.nodes = s.nodes;
-  if (s.nodes > 1) x.topology = node_copies(x.topology, file, s);
   x.cache_only = s.cache_only;
   x.timeline = s.timeline;
   x.names = s.names;
   x.notes = settings_notes(x);
   if (x.gen.tp == 0) choose_tp(x);
   return x;
+}
+
+hw::Topology load_serve_topology(const ServeSettings& s, const std::vector<std::string>& sets) {
+  const std::string file =
+      s.hw.empty() ? default_topology() : find_topology(s.hw, serve_flag("hw", s.names));
+  hw::Topology one =
+      hw::load_topology(file, hw::LoadOptions{sets, false, serve_flag("set", s.names)});
+  if (s.nodes <= 1) return one;
+  // Copies: the hosts and device counts multiplied through overrides after the others, so
+  // that the file's checks hold of the whole. A switch, link or tier per supernode would be
+  // one for all the copies: refused.
+  const std::string flag = serve_flag("nodes", s.names);
+  const auto shared = [&](std::string_view kind, const std::string& id) {
+    return InputError::at(SourcePos{flag},
+                          "{} copies of '{}' would share its {} '{}', which is per supernode "
+                          "(one for all its hosts, so one for all the copies): copies are of "
+                          "topologies whose switches, links and tiers are per host or "
+                          "narrower; set this one's hosts with {} system.hosts=N",
+                          s.nodes, one.name, kind, id, serve_flag("set", s.names));
+  };
+  for (const hw::Tier& t : one.tiers) {
+    if (t.per == hw::Scope::kSupernode) throw shared("tier", t.id);
+  }
+  for (const hw::Switch& w : one.switches) {
+    if (w.per == hw::Scope::kSupernode) throw shared("switch", w.id);
+  }
+  for (const hw::Link& l : one.links) {
+    if (l.per == hw::Scope::kSupernode) throw shared("link", l.id);
+  }
+  std::vector<std::string> scaled = sets;
+  scaled.push_back(fmt::format("system.hosts={}", int64_t{one.system.hosts} * s.nodes));
+  for (const hw::Device& d : one.devices) {
+    scaled.push_back(fmt::format("devices.{}.count={}", d.id, int64_t{d.count} * s.nodes));
+  }
+  try {
+    return hw::load_topology(file, hw::LoadOptions{scaled, false, serve_flag("set", s.names)});
+  } catch (const InputError& e) {
+    throw InputError::at(SourcePos{flag}, "{} copies of '{}': {}", s.nodes, one.name, e.message());
+  }
 }
 
 int class_devices(const ServeSetup& setup) {

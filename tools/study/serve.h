@@ -133,6 +133,12 @@ struct ServeSetup {
   serve::ServeOptions engine;  ///< replicas, KV tiers and their capacities, ...
 };
 
+/// The topology of `s` (`hw`, or the default) loaded with `sets` (the settings' or more), as
+/// `nodes` copies when more than one, each a node of its hosts (hosts and device counts
+/// multiplied). InputError as loading does, or at `nodes` for a topology with a resource
+/// per supernode (the copies would share it).
+hw::Topology load_serve_topology(const ServeSettings& s, const std::vector<std::string>& sets);
+
 /// The devices of the setup's class (engine.device, else the first); 0 when no such class.
 int class_devices(const ServeSetup& setup);
 

@@ -161,8 +161,6 @@ ServeAnswer upgrade_serve(const ServeSettings& base, ServeSetup setup, const Ser
            false});
     }
   }
-  const std::string file =
-      base.hw.empty() ? default_topology() : find_topology(base.hw, serve_flag("hw", base.names));
   // The base with one candidate applied at `f`, and the change as text; nothing when the
   // topology refuses the override (then it is not an upgrade). The loop and the answer's
   // run again below both go through here, so they cannot differ.
@@ -186,7 +184,7 @@ ServeAnswer upgrade_serve(const ServeSettings& base, ServeSetup setup, const Ser
       set += fmt::format(" and KV tier '{}' {}", k.tier, to_string(Bytes{k.bytes}));
     }
     try {
-      p.topology = hw::load_topology(file, hw::LoadOptions{sets, false});
+      p.topology = load_serve_topology(base, sets);
     } catch (const InputError&) {
       return std::nullopt;
     }
