@@ -135,9 +135,9 @@ contains nodes-text-head "$tmp/out" "serve llama-3-8b on 3 x h100-sxm-8gpu: 12 r
 check nodes-report 0 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 3 --tp 2 --replicas 12 --report "$tmp/nodes.html"
 contains nodes-report-title "$tmp/nodes.html" "<title>tierflow serve: llama-3-8b on 3 x h100-sxm-8gpu</title>"
 check nodes-too-many 2 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 2 --replicas 17
-contains nodes-too-many-msg "$tmp/err" "error: --replicas: 17 replicas of TP 1 need 17 devices; 'h100-sxm-8gpu' has 16 of class 'h100'"
+contains nodes-too-many-msg "$tmp/err" "error: --replicas: 17 replicas of TP 1 need 17 devices; '2 x h100-sxm-8gpu' has 16 of class 'h100'"
 check nodes-tp-spans 2 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 2 --tp 16
-contains nodes-tp-spans-msg "$tmp/err" "error: --tp: a replica of TP 16: on devices 0 to 15, its collectives cross the peer route of 'hbm', and 'h100-sxm-8gpu' has none from device 0 to device 8 (they reach no switch in common)"
+contains nodes-tp-spans-msg "$tmp/err" "error: --tp: a replica of TP 16: on devices 0 to 15, its collectives cross the peer route of 'hbm', and '2 x h100-sxm-8gpu' has none from device 0 to device 8 (they reach no switch in common)"
 check nodes-supernode 2 "$tf" serve "${gen[@]}" --hw cloudmatrix384 --nodes 2
 contains nodes-supernode-msg "$tmp/err" "error: --nodes: 2 copies of 'cloudmatrix384' would share its tier 'pool', which is per supernode"
 check nodes-min-devices 0 "$tf" serve --quiet --model llama-3-8b --nodes 4 --arrivals poisson,rate=120/s,n=600,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3 --find min-devices --target p99-tpot=15ms --json

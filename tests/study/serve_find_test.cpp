@@ -220,6 +220,9 @@ TEST_CASE("nodes: copies of a one-host topology serve together; min-devices says
   const ServeSetup setup = prepare_serve(s);
   CHECK(class_devices(setup) == 12);
   CHECK(setup.topology.system.hosts == 3);
+  // The engine's messages count the copies' devices: they name the copies.
+  CHECK(setup.topology.name == "3 x h100-sxm-8gpu");
+  CHECK(setup.topology_name == "h100-sxm-8gpu");
   // The same as the topology given three hosts of four by hand.
   ServeSettings by_hand = busy_base(12);
   by_hand.sets.push_back("system.hosts=3");

@@ -218,6 +218,7 @@ TEST_CASE("serving sweep: nodes is a field: replicas over several copies of the 
   for (const size_t row : {size_t{0}, size_t{1}}) {
     CAPTURE(row);
     CHECK(std::get<std::string>(cell(t, row, "status")) == "ok");
+    CHECK(std::get<std::string>(cell(t, row, "topology")) == "h100-sxm-8gpu");
     ServeSettings s;
     s.model.model = "llama-3-8b";
     s.model.gen.tp = 2;

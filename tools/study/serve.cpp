@@ -566,6 +566,8 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   x.gen = model.gen;
   x.topology = load_serve_topology(s, s.sets);
   x.nodes = s.nodes;
+  // Copies are named "N x NAME" (load_serve_topology).
+  x.topology_name = x.topology.name.substr(s.nodes > 1 ? fmt::format("{} x ", s.nodes).size() : 0);
   x.cache_only = s.cache_only;
   x.timeline = s.timeline;
   x.names = s.names;
@@ -607,7 +609,11 @@ hw::Topology load_serve_topology(const ServeSettings& s, const std::vector<std::
     scaled.push_back(fmt::format("devices.{}.count={}", d.id, int64_t{d.count} * s.nodes));
   }
   try {
-    return hw::load_topology(file, hw::LoadOptions{scaled, false, serve_flag("set", s.names)});
+    hw::Topology copies =
+        hw::load_topology(file, hw::LoadOptions{scaled, false, serve_flag("set", s.names)});
+    // What the engine's messages call it: the devices they count are the copies'.
+    copies.name = fmt::format("{} x {}", s.nodes, one.name);
+    return copies;
   } catch (const InputError& e) {
     throw InputError::at(SourcePos{flag}, "{} copies of '{}': {}", s.nodes, one.name, e.message());
   }
@@ -638,7 +644,7 @@ ServeStudy run_serve(const ServeSetup& setup) {
   x.trace = *setup.trace;
   traces::scale_arrivals(x.trace, setup.rate_scale, setup.trace_name);
   x.model = setup.arch.name;
-  x.topology = setup.topology.name;
+  x.topology = setup.topology_name;
   x.nodes = setup.nodes;
   // The timeline file is opened first: a path that cannot be written fails before the run.
   std::unique_ptr<sim::Timeline> tl;

@@ -115,7 +115,8 @@ struct ServeSetup {
   std::string trace_name;  ///< what arrival errors name: the file or the generator's flag
   traces::Arch arch;
   traces::GenOptions gen;  ///< dtypes, tp
-  hw::Topology topology;   ///< with `nodes` copies' hosts and devices
+  hw::Topology topology;   ///< with `nodes` copies' hosts and devices, named "N x NAME"
+  std::string topology_name;  ///< its own name (NAME)
   int nodes = 1;
   Slo slo;
   bool cache_only = false;
@@ -135,8 +136,9 @@ struct ServeSetup {
 
 /// The topology of `s` (`hw`, or the default) loaded with `sets` (the settings' or more), as
 /// `nodes` copies when more than one, each a node of its hosts (hosts and device counts
-/// multiplied). InputError as loading does, or at `nodes` for a topology with a resource
-/// per supernode (the copies would share it).
+/// multiplied; named "N x NAME", as the engine's messages then call it). InputError as
+/// loading does, or at `nodes` for a topology with a resource per supernode (the copies
+/// would share it).
 hw::Topology load_serve_topology(const ServeSettings& s, const std::vector<std::string>& sets);
 
 /// The devices of the setup's class (engine.device, else the first); 0 when no such class.

@@ -66,7 +66,7 @@ std::vector<Def> make_defs() {
   std::vector<Def> d;
   const auto text = CellType::kText, integer = CellType::kInteger, real = CellType::kReal;
   d.push_back({"topology", "topology name", text, [](const ServeOutcome& o) -> Cell {
-                 return o.setup != nullptr ? Cell{o.setup->topology.name} : Cell{};
+                 return o.setup != nullptr ? Cell{o.setup->topology_name} : Cell{};
                }});
   d.push_back({"hw", "topology file (a shipped one by its name)", text, [](const ServeOutcome& o) {
                  const std::string label =
