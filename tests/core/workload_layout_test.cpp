@@ -4,6 +4,7 @@
 #include "core/workload_layout.h"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <filesystem>
 #include <fstream>
@@ -25,7 +26,7 @@ Workload sample() {
   w.meta["layers"] = "2";
   uint32_t x = w.add_tensor({"x", 64, TensorKind::kInput, Dtype::kBf16, kExternal, -1});
   for (int l = 0; l < 2; ++l) {
-    const std::string p = "L" + std::to_string(l) + ".";
+    const std::string p = fmt::format("L{}.", l);
     const uint32_t wt =
         w.add_tensor({p + "w", 2048, TensorKind::kWeight, Dtype::kFp8, kExternal, l});
     const uint32_t kv = w.add_tensor({p + "kv", 512, TensorKind::kKv, Dtype::kBf16, kExternal, l});

@@ -12,8 +12,7 @@ namespace {
 Workload tiny() {
   Workload w;
   w.name = "tiny";
-  w.meta["phase"] = "\"decode\"";
-  w.meta["batch"] = "1";
+  w.meta = {{"phase", "\"decode\""}, {"batch", "1"}};
   const uint32_t x = w.add_tensor({"x", 64, TensorKind::kInput, Dtype::kBf16, kExternal, -1});
   const uint32_t wt = w.add_tensor({"w", 2048, TensorKind::kWeight, Dtype::kBf16, kExternal, 0});
   const uint32_t kv = w.add_tensor({"kv", 512, TensorKind::kKv, Dtype::kBf16, kExternal, 0});

@@ -4,6 +4,7 @@
 #include "sim/serve/kv_cache.h"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <fstream>
@@ -387,12 +388,12 @@ Shape chain(std::vector<uint64_t> caps, EvictionKind eviction, WriteKind write,
   Shape s;
   for (uint32_t r = 0; r < replicas; ++r) {
     s.levels.push_back(
-        {.name = "hbm" + std::to_string(r), .capacity_blocks = caps[0], .eviction = eviction});
+        {.name = fmt::format("hbm{}", r), .capacity_blocks = caps[0], .eviction = eviction});
   }
   std::vector<LevelId> shared;
   for (size_t i = 1; i < caps.size(); ++i) {
     shared.push_back(static_cast<LevelId>(s.levels.size()));
-    s.levels.push_back({.name = "lower" + std::to_string(i),
+    s.levels.push_back({.name = fmt::format("lower{}", i),
                         .capacity_blocks = caps[i],
                         .eviction = eviction,
                         .admission = admission,
@@ -559,7 +560,7 @@ void compare_all(EvictionKind eviction, const std::vector<Req>& trace, uint32_t 
         if (caps.size() == 1 && (write != WriteKind::kBack || admission != AdmissionKind::kAll))
           continue;
         std::string label = name(eviction);
-        for (const uint64_t c : caps) label += " " + std::to_string(c);
+        for (const uint64_t c : caps) label += fmt::format(" {}", c);
         label += write == WriteKind::kBack ? " back" : " through";
         label += admission == AdmissionKind::kAll ? " all" : " second";
         INFO(label << ", replicas " << replicas);

@@ -4,6 +4,7 @@
 // update and that sometimes makes a store -> wait -> detach -> prefetch round trip).
 // The run must succeed and never beat its lower bounds.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <random>
 #include <string>
@@ -58,7 +59,7 @@ class Generator {
     w.name = "random";
     const size_t nw = pick(3, 8);
     for (size_t i = 0; i < nw; ++i) {
-      weights_.push_back(tensor(w, "w" + std::to_string(i), 8 * pick(1, 32), TensorKind::kWeight,
+      weights_.push_back(tensor(w, fmt::format("w{}", i), 8 * pick(1, 32), TensorKind::kWeight,
                                 rng_() % 2 == 0 ? kDdr : kHbm));
     }
     kv_ = tensor(w, "kv", 8 * pick(2, 16), TensorKind::kKv, rng_() % 2 == 0 ? kDdr : kHbm);
@@ -67,7 +68,7 @@ class Generator {
     static constexpr OpKind kKinds[] = {OpKind::kNorm, OpKind::kMatmul, OpKind::kElementwise};
     for (size_t i = 0; i < n; ++i) {
       Op op;
-      op.name = "op" + std::to_string(i);
+      op.name = fmt::format("op{}", i);
       op.kind = kKinds[rng_() % 3];
       op.flops = double(pick(16, 2048));
       op.bytes = pick(0, 512);
@@ -75,7 +76,7 @@ class Generator {
       if (rng_() % 4 != 0) op.inputs.push_back(weights_[rng_() % weights_.size()]);
       if (rng_() % 4 == 0) op.updates = {kv_};
       if (rng_() % 3 == 0) op.workspace = 8 * pick(1, 8);
-      const uint32_t out = tensor(w, "a" + std::to_string(i), 8 * pick(1, 8),
+      const uint32_t out = tensor(w, fmt::format("a{}", i), 8 * pick(1, 8),
                                   i + 1 == n ? TensorKind::kOutput : TensorKind::kActivation, kHbm);
       op.outputs = {out};
       w.add_op(std::move(op));
