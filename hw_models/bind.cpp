@@ -28,8 +28,6 @@ int64_t workload_tp(const Workload& w) {
   return ec == std::errc() && end == last && tp > 1 ? tp : 1;
 }
 
-namespace {}  // namespace
-
 Binding bind(const Plan& plan, const Workload& w, const Topology& t) {
   Binding out;
   BoundPlan& b = out.bound.emplace(plan, w, t);

@@ -101,7 +101,8 @@ std::string series_plot(const std::vector<const serve::Series*>& series, Time en
 
 std::string serve_report_html(const study::ServeStudy& x) {
   const serve::ServeResult& r = x.result;
-  const std::string title = fmt::format("{} on {}", x.model, study::topology_text(x));
+  const std::string title =
+      fmt::format("{} on {}", x.model, study::nodes_name(x.nodes, x.topology));
   std::string out = fmt::format(
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"

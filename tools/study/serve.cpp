@@ -564,10 +564,8 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   }
   x.arch = load_model(model);
   x.gen = model.gen;
-  x.topology = load_serve_topology(s, s.sets);
+  x.topology = load_serve_topology(s, s.sets, &x.topology_name);
   x.nodes = s.nodes;
-  // Copies are named "N x NAME" (load_serve_topology).
-  x.topology_name = x.topology.name.substr(s.nodes > 1 ? fmt::format("{} x ", s.nodes).size() : 0);
   x.cache_only = s.cache_only;
   x.timeline = s.timeline;
   x.names = s.names;
@@ -576,11 +574,17 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   return x;
 }
 
-hw::Topology load_serve_topology(const ServeSettings& s, const std::vector<std::string>& sets) {
+std::string nodes_name(int nodes, const std::string& name) {
+  return nodes > 1 ? fmt::format("{} x {}", nodes, name) : name;
+}
+
+hw::Topology load_serve_topology(const ServeSettings& s, const std::vector<std::string>& sets,
+                                 std::string* own_name) {
   const std::string file =
       s.hw.empty() ? default_topology() : find_topology(s.hw, serve_flag("hw", s.names));
   hw::Topology one =
       hw::load_topology(file, hw::LoadOptions{sets, false, serve_flag("set", s.names)});
+  if (own_name != nullptr) *own_name = one.name;
   if (s.nodes <= 1) return one;
   // Copies: the hosts and device counts multiplied through overrides after the others, so
   // that the file's checks hold of the whole. A switch, link or tier per supernode would be
@@ -612,7 +616,7 @@ hw::Topology load_serve_topology(const ServeSettings& s, const std::vector<std::
     hw::Topology copies =
         hw::load_topology(file, hw::LoadOptions{scaled, false, serve_flag("set", s.names)});
     // What the engine's messages call it: the devices they count are the copies'.
-    copies.name = fmt::format("{} x {}", s.nodes, one.name);
+    copies.name = nodes_name(s.nodes, one.name);
     return copies;
   } catch (const InputError& e) {
     throw InputError::at(SourcePos{flag}, "{} copies of '{}': {}", s.nodes, one.name, e.message());
@@ -680,10 +684,6 @@ std::string preemption_text(const serve::ServeResult& r) {
   }
   if (r.preemptions == 0) return {};
   return fmt::format("preemption by recompute: {} tokens computed again", r.recomputed_tokens);
-}
-
-std::string topology_text(const ServeStudy& x) {
-  return x.nodes > 1 ? fmt::format("{} x {}", x.nodes, x.topology) : x.topology;
 }
 
 std::string replicas_text(const serve::ServeResult& r) {
@@ -815,8 +815,8 @@ std::string replicas_table(const serve::ServeResult& r) {
 std::string serve_text(const ServeStudy& x) {
   const serve::ServeResult& r = x.result;
   std::string out = fmt::format("serve {} on {}: {} ({}){}, {} ({} requests)\n", x.model,
-                                topology_text(x), replicas_text(r), x.device, router_text(r),
-                                x.trace.source, x.trace.requests.size());
+                                nodes_name(x.nodes, x.topology), replicas_text(r), x.device,
+                                router_text(r), x.trace.source, x.trace.requests.size());
   const uint64_t block_bytes = r.kv_bytes_per_token * r.block_tokens;
   out += fmt::format(
       "device memory per device{}: weights {}, workspace {}, KV pool {} blocks of "

@@ -139,7 +139,11 @@ struct ServeSetup {
 /// multiplied; named "N x NAME", as the engine's messages then call it). InputError as
 /// loading does, or at `nodes` for a topology with a resource per supernode (the copies
 /// would share it).
-hw::Topology load_serve_topology(const ServeSettings& s, const std::vector<std::string>& sets);
+/// `own_name`, when given, gets the topology's own name (NAME).
+hw::Topology load_serve_topology(const ServeSettings& s, const std::vector<std::string>& sets,
+                                 std::string* own_name = nullptr);
+/// What a service runs on: NAME, or "N x NAME" on several nodes.
+std::string nodes_name(int nodes, const std::string& name);
 
 /// The devices of the setup's class (engine.device, else the first); 0 when no such class.
 int class_devices(const ServeSetup& setup);
@@ -216,8 +220,6 @@ ServeStudy run_serve(const ServeSettings& s);
 std::string preemption_text(const serve::ServeResult& r);
 /// "2 replicas", or disaggregated "1 prefill replica and 2 decode replicas".
 std::string replicas_text(const serve::ServeResult& r);
-/// What the run served on: the topology's name, "4 x NAME" on several nodes.
-std::string topology_text(const ServeStudy& x);
 /// ", routed NAME" where more than one replica takes requests; empty otherwise.
 std::string router_text(const serve::ServeResult& r);
 /// Disaggregated: the hand-overs, the blocks and bytes they copied, their P50 and P99.
