@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/diagnostics.h"
+#include "hw_models/routes.h"
 
 namespace tierflow::hw {
 namespace {
@@ -14,6 +15,13 @@ namespace {
 Binding refuse(int program, std::string message) {
   return Binding{std::nullopt,
                  RunError{RunError::Kind::kTopology, program, -1, -1, -1, std::move(message)}};
+}
+
+/// The vertex or link a peer route turns at, by id.
+std::string turn_id(const Topology& t, const Route& r) {
+  const Step& s = r.steps[peer_turn(t, r)];
+  if (s.to.is_switch) return t.switches[s.to.index].id;
+  return s.link >= 0 ? t.links[size_t(s.link)].id : t.tiers[s.to.index].id;
 }
 
 }  // namespace
@@ -124,11 +132,22 @@ std::optional<std::string> peer_group_problem(const Fabric& f, size_t device_tie
                        tier, t.name);
   }
   for (size_t k = 1; k < devices.size(); ++k) {
-    if (f.peer_path(device_tier, devices.front(), devices[k]) != nullptr) continue;
+    const int a = devices.front(), b = devices[k];
+    if (f.peer_path(device_tier, a, b, /*wider=*/false) != nullptr) continue;
+    // A wider route (the scale-out network) joins them, but collectives are timed over the
+    // peer route alone: refused rather than timed at the wrong speed.
+    if (const FabricPath* p = f.peer_path(device_tier, a, b)) {
+      const Route& peer = *t.route(device_tier, device_tier);
+      return fmt::format(
+          "on devices {} to {}, its collectives would cross '{}' from device {} to device {}, "
+          "and collectives are timed over the peer route of '{}' alone: a group must stay "
+          "among the devices one '{}' joins",
+          a, devices.back(), turn_id(t, *p->route), a, b, tier, turn_id(t, peer));
+    }
     return fmt::format(
         "on devices {} to {}, its collectives cross the peer route of '{}', and '{}' has none "
         "from device {} to device {} (they reach no switch in common)",
-        devices.front(), devices.back(), tier, t.name, devices.front(), devices[k]);
+        a, devices.back(), tier, t.name, a, b);
   }
   return std::nullopt;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/diagnostics.h"
+#include "hw_models/routes.h"
 
 namespace tierflow::hw {
 
@@ -157,56 +158,73 @@ void Fabric::add_hop(FabricPath& p, const Hop& h, int inst) const {
                       (h.forward ? 0U : 1U));
 }
 
-const FabricPath* Fabric::peer_path(size_t tier, int src, int dst) const {
-  const auto key = std::tuple{tier, src, dst};
+const FabricPath* Fabric::peer_path(size_t tier, int src, int dst, bool wider) const {
+  // The peer route, else (`wider`) the first wider one that joins the two devices.
+  if (wider) {
+    if (const FabricPath* p = peer_path(tier, src, dst, false)) return p;
+  }
+  const auto key = std::tuple{tier, src, dst, wider};
   if (const auto it = peer_index_.find(key); it != peer_index_.end()) {
     return it->second < 0 ? nullptr : &paths_[size_t(it->second)];
   }
-  int32_t& slot = peer_index_[key];
-  slot = -2;
+  peer_index_[key] = -2;
   const Route* r = t_.route(tier, tier);
   if (r == nullptr || src == dst || r->steps.empty()) return nullptr;
+  const Route* joined = nullptr;
+  if (!wider) {
+    if (joins(*r, src, dst)) joined = r;
+  } else if (tier < t_.wider_peers.size()) {
+    for (const Route& w : t_.wider_peers[tier]) {
+      if (joins(w, src, dst)) {
+        joined = &w;
+        break;
+      }
+    }
+  }
+  if (joined == nullptr) return nullptr;
+  const size_t turn = peer_turn(t_, *joined);
   const auto instance = [&](Scope scope, int device) {
     return t_.instance_of(scope, dev_class_[size_t(device)], dev_index_[size_t(device)]);
   };
-  const auto scope_of = [&](const Step& s) {
-    return s.to.is_switch ? t_.switches[s.to.index].per : t_.tiers[s.to.index].per;
-  };
-  // The turning point: the first step reaching the widest scope.
-  size_t turn = 0;
-  for (size_t i = 1; i < r->steps.size(); ++i) {
-    if (scope_of(r->steps[i]) > scope_of(r->steps[turn])) turn = i;
-  }
-  const Step& at = r->steps[turn];
-  if (at.to.is_switch) {
-    // Both devices must reach the same instance of the switch it turns at.
-    const Scope per = t_.switches[at.to.index].per;
-    if (instance(per, src) != instance(per, dst)) return nullptr;
-  } else if (at.link >= 0) {
-    // A direct link: one the devices share, or each device's own (per device).
-    const Scope per = t_.links[size_t(at.link)].per;
-    if (per != Scope::kDevice && instance(per, src) != instance(per, dst)) return nullptr;
-  }
   FabricPath p;
-  p.route = r;
+  p.route = joined;
   p.resources.push_back(port(tier, tier_instance(tier, src), /*write=*/false));
-  for (size_t i = 0; i < r->steps.size(); ++i) {
-    const Step& s = r->steps[i];
+  for (size_t i = 0; i < joined->steps.size(); ++i) {
+    const Step& s = joined->steps[i];
     const int side = i <= turn ? src : dst;
     if (s.link >= 0)
       add_hop(p, Hop{size_t(s.link), s.forward}, instance(t_.links[size_t(s.link)].per, side));
-    if (!s.to.is_switch && i + 1 < r->steps.size()) {
+    if (!s.to.is_switch && i + 1 < joined->steps.size()) {
       p.resources.push_back(port(s.to.index, tier_instance(s.to.index, side), /*write=*/true));
       p.resources.push_back(port(s.to.index, tier_instance(s.to.index, side), /*write=*/false));
     }
   }
-  if (r->buffers > 0) {
+  if (joined == r && r->buffers > 0) {
     p.resources.push_back(staged_base_[tier * t_.tiers.size() + tier] + static_cast<uint32_t>(src));
   }
   p.resources.push_back(port(tier, tier_instance(tier, dst), /*write=*/true));
   paths_.push_back(std::move(p));
-  slot = static_cast<int32_t>(paths_.size() - 1);
+  const auto slot = static_cast<int32_t>(paths_.size() - 1);
+  peer_index_[key] = slot;
   return &paths_.back();
+}
+
+bool Fabric::joins(const Route& r, int src, int dst) const {
+  const auto instance = [&](Scope scope, int device) {
+    return t_.instance_of(scope, dev_class_[size_t(device)], dev_index_[size_t(device)]);
+  };
+  const Step& at = r.steps[peer_turn(t_, r)];
+  if (at.to.is_switch) {
+    // Both devices must reach the same instance of the switch it turns at.
+    const Scope per = t_.switches[at.to.index].per;
+    return instance(per, src) == instance(per, dst);
+  }
+  if (at.link >= 0) {
+    // A direct link: one the devices share, or each device's own (per device).
+    const Scope per = t_.links[size_t(at.link)].per;
+    return per == Scope::kDevice || instance(per, src) == instance(per, dst);
+  }
+  return true;
 }
 
 }  // namespace tierflow::hw

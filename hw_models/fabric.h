@@ -87,10 +87,12 @@ class Fabric {
   /// device `dst` over the tier's peer route: the hops out to the route's turning point
   /// (the vertex of widest scope it reaches, first of equals: the switch it goes out to
   /// and back from, or the peer tier of a direct link) are `src`'s instances, the hops
-  /// after it `dst`'s. nullptr when the topology has no peer route for the tier, when
-  /// src == dst, or when the turning point is not one instance for both (devices of two
-  /// hosts whose switch is per host).
-  const FabricPath* peer_path(size_t tier, int src, int dst) const;
+  /// after it `dst`'s. Where the turning point is not one instance for both (devices of
+  /// two hosts whose switch is per host), the first of the tier's wider peer routes
+  /// (Topology::wider_peers) that joins them, unless `wider` is false (collectives, which
+  /// are timed over the peer route alone). nullptr when the topology has no peer route
+  /// for the tier, when src == dst, or when no route joins them.
+  const FabricPath* peer_path(size_t tier, int src, int dst, bool wider = true) const;
 
   [[nodiscard]] const std::vector<ResourceInfo>& resources() const { return info_; }
   [[nodiscard]] const std::vector<EngineGroup>& engines() const { return engines_; }
@@ -124,8 +126,11 @@ class Fabric {
   std::vector<EngineGroup> engines_;
   mutable std::deque<FabricPath> paths_;     ///< stable addresses
   mutable std::vector<int32_t> path_index_;  ///< [device][from * tiers + to] -> paths_, -1 unknown, -2 none
-  mutable std::map<std::tuple<size_t, int, int>, int32_t>
-      peer_index_;  ///< (tier, src, dst) -> paths_, -2 none
+  mutable std::map<std::tuple<size_t, int, int, bool>, int32_t>
+      peer_index_;  ///< (tier, src, dst, wider) -> paths_, -2 none
+  /// Whether peer route `r` joins the two devices: its turning point is one instance for
+  /// both.
+  bool joins(const Route& r, int src, int dst) const;
   /// The resources and engine groups of one hop of a route, the link's instance `inst`.
   void add_hop(FabricPath& p, const Hop& h, int inst) const;
 };

@@ -201,7 +201,9 @@ const Schema<Tier>& tier_schema() {
     r.fields.push_back(declare_enum("per", &Tier::per, kScopeNames,
                                     Spec{.required = true,
                                          .desc = "instance scope: one per device, per CPU socket, "
-                                                 "per host, or one for the supernode"}));
+                                                 "per host, one for the supernode, or one for "
+                                                 "the cluster (the supernode's, and shared by "
+                                                 "the copies `serve --nodes` makes)"}));
     r.fields.push_back(declare("capacity", &Tier::capacity,
                                Spec{.required = true,
                                     .desc = "capacity of one instance (0B: none; not for a "
@@ -229,19 +231,23 @@ const Schema<Tier>& tier_schema() {
 
 const Schema<Switch>& switch_schema() {
   static const Schema<Switch> kSchema = [] {
-    Schema<Switch> r{"switch",
-                     "switches",
-                     "A vertex that only forwards: root complex, PCIe switch, NVSwitch or UB "
-                     "fabric.",
-                     {}};
+    Schema<Switch> r{
+        "switch",
+        "switches",
+        "A vertex that only forwards: root complex, PCIe switch, NVSwitch, UB fabric or "
+        "scale-out network.",
+        {}};
     add_common(r, "switch");
     r.fields.push_back(declare("kind", &Switch::kind,
                                Spec{.type = ValueType::kName,
                                     .required = true,
                                     .desc = "free word: root_complex, pcie_switch, nvswitch, "
-                                            "ub_switch, cxl_switch, ..."}));
-    r.fields.push_back(declare_enum("per", &Switch::per, kScopeNames,
-                                    Spec{.required = true, .desc = "instance scope"}));
+                                            "ub_switch, cxl_switch, network, ..."}));
+    r.fields.push_back(declare_enum(
+        "per", &Switch::per, kScopeNames,
+        Spec{.required = true,
+             .desc = "instance scope (a scale-out network joining this supernode to others: "
+                     "cluster)"}));
     r.fields.push_back(declare("latency", &Switch::latency,
                                Spec{.def = "0ns", .desc = "forwarding latency per crossing"}));
     return r;

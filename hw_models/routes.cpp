@@ -78,12 +78,13 @@ class Router {
   }
 
   /// The best path leaving per-device tier `tier` and reaching the same tier of a peer:
-  /// a direct [t, t] link, or out to a switch and back from it.
-  std::optional<Route> peer(size_t tier) const {
+  /// a direct [t, t] link, or out to a switch and back from it. With `wider_than`, only a
+  /// path turning at a switch of a wider scope than that.
+  std::optional<Route> peer(size_t tier, std::optional<Scope> wider_than = std::nullopt) const {
     const double cap = end_cap(tier, tier);
     for (double level : capped_levels(cap)) {
       std::optional<Route> best;
-      for (size_t li = 0; li < t_.links.size(); ++li) {
+      for (size_t li = 0; li < t_.links.size() && !wider_than; ++li) {
         const Link& l = t_.links[li];
         if (l.endpoints[0] != t_.tiers[tier].id || l.endpoints[1] != l.endpoints[0]) continue;
         if (l.effective(true).bytes_per_s < level) continue;
@@ -99,6 +100,7 @@ class Router {
       int64_t best_lat = kNoPath;
       for (size_t sw = ntiers_; sw < n_; ++sw) {
         if (out.dist[sw] == kNoPath || back.dist[sw] == kNoPath) continue;
+        if (wider_than && t_.switches[sw - ntiers_].per <= *wider_than) continue;
         if (out.dist[sw] + back.dist[sw] < best_lat) {
           best_lat = out.dist[sw] + back.dist[sw];
           turn = sw;
@@ -403,6 +405,21 @@ void resolve_routes(Topology& t) {
     }
     t.routes[*from * n + *to] = std::move(r);
   }
+  // Wider peer routes: where a peer route turns at a switch that not every pair of devices
+  // shares (an NVSwitch per host), the widest route turning at a switch of wider scope
+  // joins the pairs it does not (a scale-out network), and so on outwards.
+  t.wider_peers.assign(n, {});
+  for (size_t i = 0; i < n; ++i) {
+    const Route* r = t.route(i, i);
+    if (r == nullptr) continue;
+    std::optional<Scope> scope = peer_turn_scope(t, *r);
+    while (scope && *scope < Scope::kCluster) {
+      std::optional<Route> wider = router.peer(i, scope);
+      if (!wider) break;
+      scope = peer_turn_scope(t, *wider);
+      t.wider_peers[i].push_back(std::move(*wider));
+    }
+  }
   // The staging buffers stay out of their tiers' capacity (Topology::staging): they must
   // leave some of it.
   for (const RoutePin* pin : staged) {
@@ -419,6 +436,29 @@ void resolve_routes(Topology& t) {
                            to_string_approx(Bytes{room}));
     }
   }
+}
+
+size_t peer_turn(const Topology& t, const Route& r) {
+  const auto scope_of = [&](const Step& s) {
+    return s.to.is_switch ? t.switches[s.to.index].per : t.tiers[s.to.index].per;
+  };
+  size_t turn = 0;
+  for (size_t i = 1; i < r.steps.size(); ++i) {
+    if (scope_of(r.steps[i]) > scope_of(r.steps[turn])) turn = i;
+  }
+  return turn;
+}
+
+std::optional<Scope> peer_turn_scope(const Topology& t, const Route& r) {
+  if (r.steps.empty()) return std::nullopt;
+  const Step& at = r.steps[peer_turn(t, r)];
+  if (at.to.is_switch) return t.switches[at.to.index].per;
+  // A direct link: each device's own to every peer joins every pair.
+  if (at.link >= 0) {
+    const Scope per = t.links[size_t(at.link)].per;
+    return per == Scope::kDevice ? std::nullopt : std::optional<Scope>{per};
+  }
+  return std::nullopt;
 }
 
 std::string describe_route(const Topology& t, const Route& r) {

@@ -6,7 +6,9 @@
 // bandwidth, counting the source read port, each link direction, every staging tier and
 // the destination write port), ties broken by the lowest setup latency. A peer route of a
 // per-device tier leaves the device and turns around at a switch, or takes a direct
-// [t, t] link. Pinned routes replace the computed ones.
+// [t, t] link. Pinned routes replace the computed ones. Where a peer route turns at a switch
+// not every pair of devices shares (an NVSwitch per host), wider peer routes turn at
+// switches of wider scope (a scale-out network per cluster) and join the pairs it cannot.
 //
 // Setup of a route = source read latency + destination write latency + each link's and
 // switch's latency + each staging tier's write and read latency + the largest DMA setup
@@ -25,6 +27,15 @@ void resolve_routes(Topology& t);
 /// Derives hops, switches and staging tiers from the steps, then the bottleneck
 /// bandwidth and setup latency.
 void finish_route(const Topology& t, Route& r);
+
+/// The step of peer route `r` at which it turns back towards the peer: the first reaching
+/// the widest scope (the switch it goes out to and back from, or the peer tier of a direct
+/// link). Its instance must be one for both devices of a copy.
+size_t peer_turn(const Topology& t, const Route& r);
+
+/// The scope of that turning point: devices in different instances of it are not joined
+/// by `r`. nullopt when `r` joins every pair (a direct link of each device to every peer).
+std::optional<Scope> peer_turn_scope(const Topology& t, const Route& r);
 
 /// "hbm -[gpu-pcie]-> rc -> ddr" style text of the walk, for reports.
 std::string describe_route(const Topology& t, const Route& r);

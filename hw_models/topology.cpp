@@ -106,6 +106,7 @@ int Topology::instances(Scope s) const {
     case Scope::kHost:
       return system.hosts;
     case Scope::kSupernode:
+    case Scope::kCluster:
       return 1;
   }
   return 1;
@@ -129,6 +130,7 @@ int Topology::instance_of(Scope scope, size_t device, int index) const {
     case Scope::kHost:
       return host;
     case Scope::kSupernode:
+    case Scope::kCluster:
       return 0;
   }
   return 0;

@@ -31,9 +31,12 @@ enum class TierKind { kHbm, kDdr, kLpddr, kCxl, kPool, kSsd, kGddr };
 inline constexpr std::array<std::string_view, 7> kTierKindNames = {
     "hbm", "ddr", "lpddr", "cxl", "pool", "ssd", "gddr"};
 
-enum class Scope { kDevice, kSocket, kHost, kSupernode };
-inline constexpr std::array<std::string_view, 4> kScopeNames = {"device", "socket", "host",
-                                                                "supernode"};
+/// kCluster: one for the whole system like kSupernode, and one for all the copies of it
+/// that `serve --nodes` makes (a scale-out network joining them), where a kSupernode tier,
+/// switch or link would be one per copy.
+enum class Scope { kDevice, kSocket, kHost, kSupernode, kCluster };
+inline constexpr std::array<std::string_view, 5> kScopeNames = {"device", "socket", "host",
+                                                                "supernode", "cluster"};
 
 /// kMemcpy: copies by CPU threads between two regions of one memory (the CPU replay
 /// backend's calibrated topology).
@@ -240,6 +243,11 @@ struct Topology {
   std::vector<RoutePin> pins;
   /// routes[from * tiers.size() + to]; empty optional when there is no path.
   std::vector<std::optional<Route>> routes;
+  /// wider_peers[tier]: peer routes of the tier that turn at switches of wider scope than
+  /// its peer route's, each wider than the one before: a copy between devices the narrower
+  /// ones do not join (two hosts' GPUs over the scale-out network) takes the first that
+  /// does. Collectives use the peer route alone.
+  std::vector<std::vector<Route>> wider_peers;
 
   [[nodiscard]] int total_devices() const;
   [[nodiscard]] int sockets() const { return system.hosts * system.sockets_per_host; }

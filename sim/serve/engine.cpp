@@ -497,7 +497,8 @@ void Engine::setup_devices(const traces::Arch& arch) {
     if (auto why = hw::peer_group_problem(fabric_, device_tier_, rep.devices)) {
       throw InputError(SourcePos{rep.prefill_only && o_.prefill_tp > 0 ? "prefill_tp" : "tp"},
                        fmt::format("a replica of TP {}: {}{}", rep.devices.size(), *why,
-                                   topo_.route(device_tier_, device_tier_) == nullptr
+                                   topo_.route(device_tier_, device_tier_) == nullptr ||
+                                           !topo_.wider_peers[device_tier_].empty()
                                        ? ""
                                        : "; a narrower tensor parallelism keeps each replica "
                                          "among the devices one switch joins"));
@@ -680,8 +681,8 @@ void Engine::setup_handoffs() const {
         throw InputError(
             SourcePos{"prefill_replicas"},
             fmt::format("disaggregated prefill hands each request's KV cache from a prefill "
-                        "replica's devices to a decode replica's over the peer route of '{}', "
-                        "and '{}' has {}",
+                        "replica's devices to a decode replica's over the peer route of '{}' "
+                        "(or a wider one: a scale-out network), and '{}' has {}",
                         tier, topo_.name,
                         topo_.route(device_tier_, device_tier_) == nullptr
                             ? "none"

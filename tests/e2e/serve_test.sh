@@ -137,7 +137,13 @@ contains nodes-report-title "$tmp/nodes.html" "<title>tierflow serve: llama-3-8b
 check nodes-too-many 2 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 2 --replicas 17
 contains nodes-too-many-msg "$tmp/err" "error: --replicas: 17 replicas of TP 1 need 17 devices; '2 x h100-sxm-8gpu' has 16 of class 'h100'"
 check nodes-tp-spans 2 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 2 --tp 16
-contains nodes-tp-spans-msg "$tmp/err" "error: --tp: a replica of TP 16: on devices 0 to 15, its collectives cross the peer route of 'hbm', and '2 x h100-sxm-8gpu' has none from device 0 to device 8 (they reach no switch in common)"
+contains nodes-tp-spans-msg "$tmp/err" "error: --tp: a replica of TP 16: on devices 0 to 15, its collectives would cross 'ib' from device 0 to device 8, and collectives are timed over the peer route of 'hbm' alone: a group must stay among the devices one 'nvswitch' joins"
+# Disaggregated across the nodes: prefill on the first, decode on the second, the KV over
+# each GPU's NIC and the InfiniBand fabric between them.
+check nodes-pd 0 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 2 --tp 2 --prefill-replicas 4 --replicas 4
+contains nodes-pd-title "$tmp/out" "on 2 x h100-sxm-8gpu: 4 prefill replicas x TP 2 and 4 decode replicas x TP 2"
+contains nodes-pd-nic-out "$tmp/out" "nic[0] rc->ib"
+contains nodes-pd-nic-in "$tmp/out" "nic[8] ib->rc"
 check nodes-supernode 2 "$tf" serve "${gen[@]}" --hw cloudmatrix384 --nodes 2
 contains nodes-supernode-msg "$tmp/err" "error: --nodes: 2 copies of 'cloudmatrix384' would share its tier 'pool', which is per supernode"
 check nodes-min-devices 0 "$tf" serve --quiet --model llama-3-8b --nodes 4 --arrivals poisson,rate=120/s,n=600,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3 --find min-devices --target p99-tpot=15ms --json
@@ -578,7 +584,7 @@ contains pd-whatif-answer "$tmp/out" "answer: 1 decode replicas (beside 1 prefil
 check pd-too-many 2 "$tf" serve "${pd[@]}" --prefill-replicas 5 --replicas 4
 contains pd-too-many-msg "$tmp/err" "error: --prefill-replicas: 5 prefill and 4 decode replicas of TP 1 need 9 devices; 'h100-sxm-8gpu' has 8 of class 'h100'"
 check pd-no-peer-route 2 "$tf" serve "${pd[@]}" --hw a100-nvme-bounce --prefill-replicas 1
-contains pd-no-peer-route-msg "$tmp/err" "error: --prefill-replicas: disaggregated prefill hands each request's KV cache from a prefill replica's devices to a decode replica's over the peer route of 'hbm', and 'a100-nvme-bounce' has none"
+contains pd-no-peer-route-msg "$tmp/err" "error: --prefill-replicas: disaggregated prefill hands each request's KV cache from a prefill replica's devices to a decode replica's over the peer route of 'hbm' (or a wider one: a scale-out network), and 'a100-nvme-bounce' has none"
 # Prefill at one tensor parallelism, decode at another: each decode device's shard comes
 # from the prefill devices holding its part of the KV heads.
 pd70=(--hw h200-sxm-8gpu --model llama-3-70b --quiet --arrivals poisson,rate=1/s,n=20,prompt=fixed:4096,output=fixed:16)

@@ -446,3 +446,56 @@ links:
   for (const uint32_t r : p->resources) names.push_back(f.resources()[r].name);
   CHECK(names == std::vector<std::string>{"hbm[2] read", "mesh[2] hbm->hbm", "hbm[0] write"});
 }
+
+TEST_CASE("a wider peer route joins the devices the peer route's switch does not") {
+  // Two hosts, a per-host NVSwitch, and a network per cluster reached through each
+  // device's PCIe and NIC: devices of one host copy over NVLink, of two over the network.
+  const std::string yaml = R"(tierflow: hw/1
+name: two-hosts-net
+system: {hosts: 2, sockets_per_host: 1}
+devices: [{id: d, count: 4, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
+tiers:
+  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}
+switches:
+  - {id: sw, kind: nvswitch, per: host}
+  - {id: pcisw, kind: pcie_switch, per: socket}
+  - {id: net, kind: network, per: cluster, latency: 7ns}
+links:
+  - {id: nvl, kind: nvlink, endpoints: [hbm, sw], per: device, bandwidth: 5GB/s, latency: 1ns}
+  - {id: pcie, kind: pcie, endpoints: [hbm, pcisw], per: device, bandwidth: 3GB/s, latency: 2ns, dma_setup: 20ns}
+  - {id: nic, kind: rdma, endpoints: [pcisw, net], per: device, bandwidth: 2GB/s, latency: 3ns}
+)";
+  const Topology t = load_topology_text(yaml, "two-hosts-net.yaml");
+  const size_t hbm = *t.tier_index("hbm");
+  CHECK(describe_route(t, *t.route(hbm, hbm)) == "hbm -[nvl]-> sw -[nvl]-> hbm");
+  REQUIRE(t.wider_peers[hbm].size() == 1);  // the network is the widest scope: no more
+  const Route& wide = t.wider_peers[hbm][0];
+  CHECK(describe_route(t, wide) == "hbm -[pcie]-> pcisw -[nic]-> net -[nic]-> pcisw -[pcie]-> hbm");
+  // bottleneck = the NIC's 2 GB/s; setup = links 2 + 3 + 3 + 2, net 7, DMA 20 = 37 ns
+  CHECK(wide.bandwidth.bytes_per_s == doctest::Approx(2e9));
+  CHECK(wide.setup.ps == 37 * kNs);
+  CHECK(peer_turn_scope(t, *t.route(hbm, hbm)) == Scope::kHost);
+  CHECK(peer_turn_scope(t, wide) == Scope::kCluster);
+
+  const Fabric f(t);
+  const FabricPath* near = f.peer_path(hbm, 0, 1);
+  REQUIRE(near != nullptr);
+  CHECK(near->route == t.route(hbm, hbm));
+  const FabricPath* far = f.peer_path(hbm, 1, 2);
+  REQUIRE(far != nullptr);
+  CHECK(far->route == &wide);
+  std::vector<std::string> names;
+  for (const uint32_t r : far->resources) names.push_back(f.resources()[r].name);
+  // Device 1's PCIe and NIC out to the network, device 2's back in.
+  CHECK(names == std::vector<std::string>{"hbm[1] read", "pcie[1] hbm->pcisw", "nic[1] pcisw->net",
+                                          "nic[2] net->pcisw", "pcie[2] pcisw->hbm",
+                                          "hbm[2] write"});
+  // Collectives are timed over the peer route alone: it does not join them.
+  CHECK(f.peer_path(hbm, 1, 2, /*wider=*/false) == nullptr);
+  CHECK(f.peer_path(hbm, 0, 1, /*wider=*/false) == near);
+  CHECK(f.peer_path(hbm, 1, 2) == far);  // found once
+
+  // Topologies whose peer route joins every pair have no wider one.
+  const Topology u = unit_hw();
+  CHECK(u.wider_peers[*u.tier_index("hbm")].empty());
+}

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "hw_models/loader.h"
+#include "hw_models/routes.h"
 #include "traces/arch_loader.h"
 
 using namespace tierflow;
@@ -449,6 +450,45 @@ TEST_CASE("serve, disaggregated: the prefill replica gives the first token, NVLi
   CHECK(r1.handoffs == 0);
   CHECK(r1.requests[0].decode_replica == -1);
   CHECK(r1.requests[0].finish == r1.requests[0].first_token);
+}
+
+TEST_CASE("serve, disaggregated: between two servers the KV crosses their NICs, not NVLink") {
+  // Two servers of one H100 each: the prefill replica on the first, the decode replica on
+  // the second. Their NVSwitches are per host, so the hand-over takes the wider peer route,
+  // over each GPU's PCIe and ConnectX-7 through the InfiniBand fabric.
+  Setup s({"system.hosts=2", "devices.h100.count=2"});
+  const size_t hbm = *s.topo.tier_index("hbm");
+  REQUIRE(s.topo.wider_peers[hbm].size() == 1);
+  const hw::Route& net = s.topo.wider_peers[hbm][0];
+  CHECK(hw::describe_route(s.topo, net) ==
+        "hbm -[gpu-pcie]-> rc -[nic]-> ib -[nic]-> rc -[gpu-pcie]-> hbm");
+  CHECK(net.bandwidth.bytes_per_s == doctest::Approx(47e9));  // 400 Gb/s x 0.94
+  const traces::RequestTrace one = traces::generate_requests(
+      "poisson,rate=1/s,n=1,prompt=fixed:4096,output=fixed:4", {}, "test");
+  serve::ServeOptions o;
+  o.prefill_replicas = 1;
+  const serve::ServeResult r = serve::serve(one, s.arch, s.gen, s.topo, o);
+  REQUIRE(r.requests.size() == 1);
+  const serve::RequestRecord& q = r.requests[0];
+  CHECK(q.decode_replica == 1);
+  // 8 blocks, one transfer each, all at once: the route's setup, then 512 MiB at 47 GB/s
+  // (11.4 ms, where NVLink took 1.4 ms).
+  const double bytes = 4096.0 * static_cast<double>(r.kv_bytes_per_token);
+  const double copy_ps = static_cast<double>(net.setup.ps) + bytes / 47e9 * 1e12;
+  CHECK(static_cast<double>(q.handed_over - q.first_token) ==
+        doctest::Approx(copy_ps).epsilon(1e-6));
+  CHECK(copy_ps > 8 * peer_copy_ps(s.topo, bytes));
+  double nic_out = 0, nic_in = 0, pcie_out = 0, nvlink = 0;
+  for (const serve::ResourceRecord& x : r.resources) {
+    if (x.name == "nic[0] rc->ib") nic_out = x.bytes;
+    if (x.name == "nic[1] ib->rc") nic_in = x.bytes;
+    if (x.name == "gpu-pcie[0] hbm->rc") pcie_out = x.bytes;
+    if (x.name.starts_with("nvlink")) nvlink += x.bytes;
+  }
+  CHECK(nic_out == doctest::Approx(bytes));
+  CHECK(nic_in == doctest::Approx(bytes));
+  CHECK(pcie_out == doctest::Approx(bytes));
+  CHECK(nvlink == 0);
 }
 
 TEST_CASE("serve, disaggregated: every request served, decodes free of prefills, deterministic") {

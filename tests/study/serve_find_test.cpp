@@ -242,8 +242,11 @@ TEST_CASE("nodes: copies of a one-host topology serve together; min-devices says
     FAIL("TP 8 over nodes of 4 ran");
   } catch (const InputError& e) {
     CHECK(e.pos().file == "tp");
-    CHECK(e.message().find("from device 0 to device 4 (they reach no switch in common)") !=
-          std::string::npos);
+    // The servers' network joins them, but collectives are timed over NVLink alone.
+    CHECK(e.message() ==
+          "a replica of TP 8: on devices 0 to 7, its collectives would cross 'ib' from device 0 "
+          "to device 4, and collectives are timed over the peer route of 'hbm' alone: a group "
+          "must stay among the devices one 'nvswitch' joins");
   }
   const ServeAnswer a = ask(s, "p99-tpot=15ms", ServeQuestion::kMinDevices);
   REQUIRE(a.found);
@@ -272,8 +275,9 @@ TEST_CASE("nodes: a topology with a resource per supernode, and a count out of b
   CHECK(error_of(s) ==
         "nodes: 2 copies of 'cloudmatrix384' would share its tier 'pool', which is per "
         "supernode (one for all its hosts, so one for all the copies): copies are of "
-        "topologies whose switches, links and tiers are per host or narrower; set this one's "
-        "hosts with set system.hosts=N");
+        "topologies whose switches, links and tiers are per host or narrower, or per cluster "
+        "(one the copies share: a scale-out network); set this one's hosts with set "
+        "system.hosts=N");
   s.hw.clear();
   s.nodes = 0;
   CHECK(error_of(s) == "nodes: expected a whole number from 1 to 1024, got 0");

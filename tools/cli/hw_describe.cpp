@@ -127,6 +127,17 @@ std::string describe_markdown() {
       "the device's `dispatch_compute` (a runtime bound by its host). A link whose "
       "`duplex_efficiency` is below 1 is a third resource besides its two directions: both "
       "directions together.\n\n"
+      "A *peer route* copies a `per: device` tier to the same tier of another device: a "
+      "direct `[t, t]` link, or out to a switch and back, the widest such path (NVLink "
+      "through an NVSwitch). Two devices whose instances of its switch differ (two hosts' "
+      "NVSwitches) are joined by a *wider peer route* where the topology has one: the widest "
+      "path turning at a switch of wider scope (each GPU's NIC into a `per: cluster` "
+      "network), listed by `hw show` as `peer, wider`. Copies between devices (a "
+      "disaggregated hand-over) take the first route that joins them; tensor-parallel "
+      "collectives are timed over the peer route alone, so a group must be joined by it. "
+      "A `per: cluster` switch, link or tier is one for the whole system, and the one "
+      "that the copies `serve --nodes` makes of it share; a `per: supernode` one is the "
+      "supernode's own, which copies cannot share: `--nodes` refuses it.\n\n"
       "## Top-level keys\n\n| key | description |\n|---|---|\n";
   for (const auto& k : top_level_keys())
     out += fmt::format("| `{}` | {} |\n", k.key, k.description);

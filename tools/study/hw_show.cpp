@@ -35,13 +35,20 @@ std::string peaks_text(const std::array<FlopRate, kDtypeNames.size()>& peak) {
   return out;
 }
 
-/// Route pairs worth listing: local tier <-> every other tier, and peer routes; or all.
+void add_wider_peers(const Topology& t, size_t tier, std::vector<const Route*>& out) {
+  if (tier >= t.wider_peers.size()) return;
+  for (const Route& r : t.wider_peers[tier]) out.push_back(&r);
+}
+
+/// Route pairs worth listing: local tier <-> every other tier, and peer routes (the wider
+/// ones after each); or all.
 std::vector<const Route*> listed_routes(const Topology& t, bool all) {
   std::vector<const Route*> out;
   if (all) {
     for (size_t a = 0; a < t.tiers.size(); ++a) {
       for (size_t b = 0; b < t.tiers.size(); ++b) {
         if (const Route* r = t.route(a, b)) out.push_back(r);
+        if (a == b) add_wider_peers(t, a, out);
       }
     }
     return out;
@@ -58,8 +65,14 @@ std::vector<const Route*> listed_routes(const Topology& t, bool all) {
       if (const Route* r = t.route(j, l)) out.push_back(r);
     }
     if (const Route* r = t.route(l, l)) out.push_back(r);
+    add_wider_peers(t, l, out);
   }
   return out;
+}
+
+/// Whether `r` is one of the wider peer routes (Topology::wider_peers).
+bool is_wider_peer(const Topology& t, const Route* r) {
+  return r->from == r->to && r != t.route(r->from, r->to);
 }
 
 double bf16_or_best(const Device& d, std::string& which) {
@@ -167,7 +180,9 @@ std::string show_text(const Topology& t, const ShowOptions& options) {
   Table routes({"from", "to", "bandwidth", "setup", "1GiB alone", "path"},
                {kL, kL, kR, kR, kR, kL});
   for (const Route* r : listed_routes(t, options.all_routes)) {
-    const std::string to = r->from == r->to ? t.tiers[r->to].id + " (peer)" : t.tiers[r->to].id;
+    const std::string to = r->from != r->to      ? t.tiers[r->to].id
+                           : is_wider_peer(t, r) ? t.tiers[r->to].id + " (peer, wider)"
+                                                 : t.tiers[r->to].id + " (peer)";
     routes.add_row({t.tiers[r->from].id, to, to_string(r->bandwidth), to_string(r->setup),
                     to_string_approx(transfer_time_alone(*r, kProbe)),
                     describe_route(t, *r) + (r->pinned ? "  [pinned]" : "") +
@@ -284,33 +299,30 @@ json show_json(const Topology& t) {
          {"contended_setup_ps", {l.contended_setup.ps, l.contended_setup_reverse.ps}}});
   }
   j["routes"] = json::array();
-  const size_t n = t.tiers.size();
-  for (size_t a = 0; a < n; ++a) {
-    for (size_t b = 0; b < n; ++b) {
-      const Route* r = t.route(a, b);
-      if (r == nullptr) continue;
-      json hops = json::array();
-      for (const Hop& h : r->hops) {
-        hops.push_back({{"link", t.links[h.link].id}, {"direction", h.forward ? "a->b" : "b->a"}});
-      }
-      json staging = json::array();
-      for (size_t s : r->staging_tiers) staging.push_back(t.tiers[s].id);
-      json sw = json::array();
-      for (size_t s : r->switches) sw.push_back(t.switches[s].id);
-      j["routes"].push_back({{"from", t.tiers[a].id},
-                             {"to", t.tiers[b].id},
-                             {"peer", a == b},
-                             {"hops", hops},
-                             {"switches", sw},
-                             {"staging_tiers", staging},
-                             {"bytes_per_s", r->bandwidth.bytes_per_s},
-                             {"setup_ps", r->setup.ps},
-                             {"gib_alone_ps", transfer_time_alone(*r, kProbe).ps},
-                             {"pinned", r->pinned},
-                             {"staged_buffers", r->buffers},
-                             {"staged_buffer_bytes", r->buffer.value},
-                             {"path", describe_route(t, *r)}});
+  for (const Route* r : listed_routes(t, /*all=*/true)) {
+    const size_t a = r->from, b = r->to;
+    json hops = json::array();
+    for (const Hop& h : r->hops) {
+      hops.push_back({{"link", t.links[h.link].id}, {"direction", h.forward ? "a->b" : "b->a"}});
     }
+    json staging = json::array();
+    for (size_t s : r->staging_tiers) staging.push_back(t.tiers[s].id);
+    json sw = json::array();
+    for (size_t s : r->switches) sw.push_back(t.switches[s].id);
+    j["routes"].push_back({{"from", t.tiers[a].id},
+                           {"to", t.tiers[b].id},
+                           {"peer", a == b},
+                           {"wider", is_wider_peer(t, r)},
+                           {"hops", hops},
+                           {"switches", sw},
+                           {"staging_tiers", staging},
+                           {"bytes_per_s", r->bandwidth.bytes_per_s},
+                           {"setup_ps", r->setup.ps},
+                           {"gib_alone_ps", transfer_time_alone(*r, kProbe).ps},
+                           {"pinned", r->pinned},
+                           {"staged_buffers", r->buffers},
+                           {"staged_buffer_bytes", r->buffer.value},
+                           {"path", describe_route(t, *r)}});
   }
   json totals;
   const int ndev = t.total_devices();

@@ -588,14 +588,16 @@ hw::Topology load_serve_topology(const ServeSettings& s, const std::vector<std::
   if (s.nodes <= 1) return one;
   // Copies: the hosts and device counts multiplied through overrides after the others, so
   // that the file's checks hold of the whole. A switch, link or tier per supernode would be
-  // one for all the copies: refused.
+  // one for all the copies: refused (one per cluster is one for all of them: a scale-out
+  // network).
   const std::string flag = serve_flag("nodes", s.names);
   const auto shared = [&](std::string_view kind, const std::string& id) {
     return InputError::at(SourcePos{flag},
                           "{} copies of '{}' would share its {} '{}', which is per supernode "
                           "(one for all its hosts, so one for all the copies): copies are of "
                           "topologies whose switches, links and tiers are per host or "
-                          "narrower; set this one's hosts with {} system.hosts=N",
+                          "narrower, or per cluster (one the copies share: a scale-out "
+                          "network); set this one's hosts with {} system.hosts=N",
                           s.nodes, one.name, kind, id, serve_flag("set", s.names));
   };
   for (const hw::Tier& t : one.tiers) {
