@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/diagnostics.h"
+#include "core/units.h"
 #include "hw_models/routes.h"
 
 namespace tierflow::hw {
@@ -97,6 +98,8 @@ Binding bind(const Plan& plan, const Workload& w, const Topology& t) {
                                           tp, *why));
       }
     }
+  } else if (auto why = collective_problem(t, b.device_tier, w)) {
+    return refuse(-1, *why);
   }
   const uint64_t usable = t.usable(b.device_tier);
   b.budget = plan.budget == 0 ? usable : std::min(plan.budget, usable);
@@ -120,6 +123,19 @@ std::optional<std::string> tp_group_problem(const Fabric& f, size_t device_tier,
     if (i >= first && i < first + tp) group.push_back(d);
   }
   return peer_group_problem(f, device_tier, group);
+}
+
+std::optional<std::string> collective_problem(const Topology& t, size_t device_tier,
+                                              const Workload& w) {
+  if (t.route(device_tier, device_tier) != nullptr) return std::nullopt;
+  for (const Op& op : w.ops) {
+    if (op.collective_bytes == 0) continue;
+    return fmt::format(
+        "op '{}' is a collective ({} over its tensor-parallel group), and '{}' "
+        "has no peer route of '{}' to time it over",
+        op.name, to_string_approx(Bytes{op.collective_bytes}), t.name, t.tiers[device_tier].id);
+  }
+  return std::nullopt;
 }
 
 std::optional<std::string> peer_group_problem(const Fabric& f, size_t device_tier,

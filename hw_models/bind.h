@@ -73,6 +73,11 @@ std::optional<std::string> tp_group_problem(const Fabric& f, size_t device_tier,
 /// other. Nothing when it does (or for one device).
 std::optional<std::string> peer_group_problem(const Fabric& f, size_t device_tier,
                                               std::span<const int> devices);
+/// Why `w`'s collective ops cannot be timed on `t`: the device tier has no peer route for
+/// them to cross (a workload that names no `tp`, as an import may not). Nothing when it
+/// has one, or when no op is a collective. bind() refuses such a workload.
+std::optional<std::string> collective_problem(const Topology& t, size_t device_tier,
+                                              const Workload& w);
 /// The tensor parallelism `w` says it is a shard of (its `tp`, as trace gen writes it); 1
 /// when it says none.
 int64_t workload_tp(const Workload& w);

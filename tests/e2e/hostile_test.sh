@@ -381,6 +381,15 @@ hostile stop61/plan-tp-file-past-devices 2 "its group needs 16 devices of class 
   "$tf" plan --hw h100-sxm-8gpu --workload "$d/w16.json" -o "$d/p16.json"
 hostile stop61/compare-tp-file-past-devices 2 "w16.json: the workload is one shard of tensor parallelism 16: its group needs 16 devices" --out "$d/c.txt" -- \
   "$tf" compare --hw h100-sxm-8gpu --workload "$d/w16.json" -o "$d/c.txt"
+# A workload with collective ops that names no tensor parallelism (an import may not): on a
+# topology with no peer route its collectives were free and the answer exit 0; refused.
+"$tf" trace gen --model llama-3-8b --phase decode --layers 2 --tp 2 -o "$d/w2.json" >/dev/null 2>&1
+sed 's/, "tp": 2//' "$d/w2.json" >"$d/w2-no-tp.json"
+hostile stop62/compare-collective-no-peer-route 2 "w2-no-tp.json: op 't0.L0.attn_allreduce' is a collective (8KiB over its tensor-parallel group), and 'a100-nvme-bounce' has no peer route of 'hbm' to time it over" --out "$d/c.txt" -- \
+  "$tf" compare --hw a100-nvme-bounce --workload "$d/w2-no-tp.json" -o "$d/c.txt"
+"$tf" plan --hw h100-sxm-8gpu --workload "$d/w2-no-tp.json" -o "$d/p2.json" >/dev/null 2>&1
+hostile stop62/sim-collective-no-peer-route 2 "has no peer route of 'hbm' to time it over" --out "$d/s2.json" -- \
+  "$tf" sim --hw a100-nvme-bounce --plan "$d/p2.json" -o "$d/s2.json"
 # A number that is not one: named with what it must be (CLI11 said "Could not convert").
 hostile units/rate-scale-word 2 "--rate-scale: expected a number, got 'abc'" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b --arrivals poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2 --rate-scale abc -o "$d/s.txt"

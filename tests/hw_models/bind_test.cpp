@@ -163,4 +163,15 @@ TEST_CASE("bind: a tensor-parallel shard needs its group's devices and the peer 
     const Fixture f({0});
     CHECK(bind(f.p, f.w, a100).bound);
   }
+  // A workload with a collective op that names no TP (an import): timed over the peer
+  // route where there is one; refused where there is none (its collectives were free).
+  {
+    Fixture f({0});
+    f.w.add_op({"allreduce", OpKind::kCollective, Dtype::kBf16, 0, 64, {0}, {}});
+    f.w.ops.back().collective_bytes = 1 << 20;
+    CHECK(refusal(bind(f.p, f.w, a100)) ==
+          "op 'allreduce' is a collective (1MiB over its tensor-parallel group), and "
+          "'a100-nvme-bounce' has no peer route of 'hbm' to time it over");
+    CHECK(bind(f.p, f.w, h100).bound);
+  }
 }

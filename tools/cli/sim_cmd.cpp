@@ -47,6 +47,9 @@ int run_sim(const SimCliOptions& o) {
   so.timeline = tl.get();
   so.live_top = o.top;
   const sim::SimResult r = sim::simulate(lp.plan, lp.workload, topo, so);
+  // A plan that does not bind to the topology ran nothing: an empty report would only take
+  // the place of the user's file. The error alone.
+  if (r.error && r.device_tier == SIZE_MAX) return print_run_error(o.plan, *r.error);
   if (tl) tl->finish();
 
   std::vector<std::string> sets = lp.plan.topology_ref.sets;

@@ -590,6 +590,11 @@ Trial Study::run(const Scenario& s) {
       }
       throw InputError::at(SourcePos{s.name("tp")}, "TP {}: {}", tp, *why);
     }
+  } else if (file) {
+    if (auto why =
+            hw::collective_problem(*topo, target.device_tier, *workload(s, s.workload.gen))) {
+      throw InputError::at(SourcePos{s.workload.file}, "{}", *why);
+    }
   }
   t.device_tier = topo->tiers[target.device_tier].id;
   t.budget = planner::resolved(*topo, target).budget;
