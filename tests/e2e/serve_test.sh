@@ -541,7 +541,7 @@ contains rows-and-summary-on-stdout-refused "$tmp/err" "--summary and -o both wr
 # the summary, the JSON, the rows and the timeline; a search and whatif take the field too.
 pd=(--model llama-3-8b --quiet --arrivals poisson,rate=2/s,n=60,prompt=uniform:2048:6144,output=uniform:16:128,seed=4)
 check pd 0 "$tf" serve "${pd[@]}" --prefill-replicas 1 --replicas 2 -o "$tmp/pd.csv" --timeline "$tmp/pd-tl.json"
-contains pd-title "$tmp/out" "serve llama-3-8b on h100-sxm-8gpu: 1 prefill replica x TP 1 and 2 decode replicas x TP 1 (h100)"
+contains pd-title "$tmp/out" "serve llama-3-8b on h100-sxm-8gpu: 1 prefill replica x TP 1 and 2 decode replicas x TP 1 (3 of the 8 h100)"
 contains pd-handoff "$tmp/out" "disaggregated: 60 requests handed from prefill to decode replicas"
 contains pd-nvlink "$tmp/out" "nvlink[0] hbm->nvswitch"
 ok pd-rows python3 -c '

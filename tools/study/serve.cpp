@@ -667,6 +667,7 @@ ServeStudy run_serve(const ServeSetup& setup) {
   });
   if (tl) tl->finish();
   x.device = engine.device.empty() ? setup.topology.devices.front().id : engine.device;
+  x.class_devices = class_devices(setup);
   x.summary = summarize(x.result, x.slo);
   return x;
 }
@@ -816,8 +817,13 @@ std::string replicas_table(const serve::ServeResult& r) {
 
 std::string serve_text(const ServeStudy& x) {
   const serve::ServeResult& r = x.result;
+  // The devices it leaves idle are said: a run of one replica on a server of eight.
+  const std::string device =
+      r.devices() < x.class_devices
+          ? fmt::format("{} of the {} {}", r.devices(), x.class_devices, x.device)
+          : x.device;
   std::string out = fmt::format("serve {} on {}: {} ({}){}, {} ({} requests)\n", x.model,
-                                nodes_name(x.nodes, x.topology), replicas_text(r), x.device,
+                                nodes_name(x.nodes, x.topology), replicas_text(r), device,
                                 router_text(r), x.trace.source, x.trace.requests.size());
   const uint64_t block_bytes = r.kv_bytes_per_token * r.block_tokens;
   out += fmt::format(

@@ -182,6 +182,7 @@ struct ServeStudy {
   int nodes = 1;         ///< copies of it
   std::string model;     ///< the model's name
   std::string device;    ///< device class id
+  int class_devices = 0;  ///< devices of that class (of all the nodes)
 };
 
 /// Request traces read or generated once for many setups (the points of a serving sweep),
