@@ -173,8 +173,8 @@ const FabricPath* Fabric::peer_path(size_t tier, int src, int dst, bool wider) c
   const Route* joined = nullptr;
   if (!wider) {
     if (joins(*r, src, dst)) joined = r;
-  } else if (tier < t_.wider_peers.size()) {
-    for (const Route& w : t_.wider_peers[tier]) {
+  } else {
+    for (const Route& w : t_.wider_peer_routes(tier)) {
       if (joins(w, src, dst)) {
         joined = &w;
         break;

@@ -17,6 +17,7 @@
 #include <array>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -254,6 +255,11 @@ struct Topology {
   /// Number of instances of something with this scope.
   [[nodiscard]] int instances(Scope s) const;
   [[nodiscard]] const Route* route(size_t from, size_t to) const;
+  /// wider_peers[tier], or none (a tier out of range, routes not resolved).
+  [[nodiscard]] std::span<const Route> wider_peer_routes(size_t tier) const {
+    if (tier >= wider_peers.size()) return {};
+    return wider_peers[tier];
+  }
   /// Instance of a `scope` resource used by device `index` of device class `device`:
   /// devices are spread evenly over hosts, then over the sockets of each host.
   [[nodiscard]] int instance_of(Scope scope, size_t device, int index) const;

@@ -120,6 +120,7 @@ check defaults-fits 0 "$tf" serve "${gen[@]}" --model llama-3-8b
 ok defaults-fits-quiet bash -c '! grep -q "not given" "$1"' _ "$tmp/err"
 check defaults-tp-given 0 "$tf" serve "${gen[@]}" --tp 4 --json
 ok defaults-tp-given-kept python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["tp"] == 4' "$tmp/out"
+ok defaults-idle-devices python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert (j["devices"], j["class_devices"]) == (4, 8), j' "$tmp/out"
 check defaults-too-many 2 "$tf" serve "${gen[@]}" --replicas 8
 contains defaults-too-many-msg "$tmp/err" "error: --replicas: 8 replicas of TP 2 need 16 devices; 'h100-sxm-8gpu' has 8 of class 'h100' (TP 2: --tp not given, the least that leaves llama-3.1-70b room for KV)"
 # Several nodes: --nodes copies the topology's hosts and devices; replicas fill them (one
@@ -129,6 +130,7 @@ ok nodes-json python3 -c '
 import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["nodes"] == 3 and j["devices"] == 24 and j["topology"] == "h100-sxm-8gpu", j
+assert j["class_devices"] == 24, j
 assert len(j["replica_work"]) == 12' "$tmp/out"
 check nodes-text 0 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 3 --tp 2 --replicas 12
 contains nodes-text-head "$tmp/out" "serve llama-3-8b on 3 x h100-sxm-8gpu: 12 replicas x TP 2 (h100)"

@@ -36,8 +36,7 @@ std::string peaks_text(const std::array<FlopRate, kDtypeNames.size()>& peak) {
 }
 
 void add_wider_peers(const Topology& t, size_t tier, std::vector<const Route*>& out) {
-  if (tier >= t.wider_peers.size()) return;
-  for (const Route& r : t.wider_peers[tier]) out.push_back(&r);
+  for (const Route& r : t.wider_peer_routes(tier)) out.push_back(&r);
 }
 
 /// Route pairs worth listing: local tier <-> every other tier, and peer routes (the wider

@@ -908,6 +908,7 @@ std::string serve_json(const ServeStudy& x) {
   j["topology"] = x.topology;
   j["nodes"] = x.nodes;
   j["device"] = x.device;
+  j["class_devices"] = x.class_devices;  // the class's, of all the nodes (`devices`: the run's)
   j["trace"] = x.trace.source;
   j["requests"] = x.trace.requests.size();
   j["replicas"] = r.replicas;
