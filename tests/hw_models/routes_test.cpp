@@ -23,6 +23,17 @@ const Route& route(const Topology& t, std::string_view a, std::string_view b) {
 
 constexpr int64_t kNs = 1000;  // ps
 
+/// Two hosts of two devices, a per-host switch; the tests add the links (and switches).
+constexpr const char* kTwoHosts = R"(tierflow: hw/1
+name: two-hosts
+system: {hosts: 2, sockets_per_host: 1}
+devices: [{id: d, count: 4, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
+tiers:
+  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}
+switches:
+  - {id: sw, kind: nvswitch, per: host}
+)";
+
 }  // namespace
 
 TEST_CASE("route hbm -> ddr crosses the device's PCIe link into the root complex") {
@@ -409,15 +420,7 @@ TEST_CASE("a peer path leaves on the source's links and arrives on the destinati
 
 TEST_CASE("a peer path needs the switch it turns at to be one both devices reach") {
   // Two hosts, a per-host switch: devices of one host reach each other, not the other's.
-  const std::string yaml = R"(tierflow: hw/1
-name: two-hosts
-system: {hosts: 2, sockets_per_host: 1}
-devices: [{id: d, count: 4, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
-tiers:
-  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}
-switches:
-  - {id: sw, kind: nvswitch, per: host}
-links:
+  const std::string yaml = std::string(kTwoHosts) + R"(links:
   - {id: nvl, kind: nvlink, endpoints: [hbm, sw], per: device, bandwidth: 5GB/s, latency: 1ns}
 )";
   const Topology t = load_topology_text(yaml, "two-hosts.yaml");
@@ -450,15 +453,8 @@ links:
 TEST_CASE("a wider peer route joins the devices the peer route's switch does not") {
   // Two hosts, a per-host NVSwitch, and a network per cluster reached through each
   // device's PCIe and NIC: devices of one host copy over NVLink, of two over the network.
-  const std::string yaml = R"(tierflow: hw/1
-name: two-hosts-net
-system: {hosts: 2, sockets_per_host: 1}
-devices: [{id: d, count: 4, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
-tiers:
-  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}
-switches:
-  - {id: sw, kind: nvswitch, per: host}
-  - {id: pcisw, kind: pcie_switch, per: socket}
+  const std::string yaml =
+      std::string(kTwoHosts) + R"(  - {id: pcisw, kind: pcie_switch, per: socket}
   - {id: net, kind: network, per: cluster, latency: 7ns}
 links:
   - {id: nvl, kind: nvlink, endpoints: [hbm, sw], per: device, bandwidth: 5GB/s, latency: 1ns}

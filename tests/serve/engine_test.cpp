@@ -396,6 +396,21 @@ double peer_copy_ps(const hw::Topology& t, double bytes) {
   return static_cast<double>(peer->setup.ps) + bytes / peer->bandwidth.bytes_per_s * 1e12;
 }
 
+/// One request of a 4,096-token prompt and 4 tokens out.
+traces::RequestTrace four_k() {
+  return traces::generate_requests("poisson,rate=1/s,n=1,prompt=fixed:4096,output=fixed:4", {},
+                                   "test");
+}
+
+/// four_k() served by one prefill and one decode replica (devices 0 and 1).
+serve::ServeResult handed_over_once(const Setup& s) {
+  serve::ServeOptions o;
+  o.prefill_replicas = 1;
+  serve::ServeResult r = serve::serve(four_k(), s.arch, s.gen, s.topo, o);
+  REQUIRE(r.requests.size() == 1);
+  return r;
+}
+
 double p99_tpot_s(const serve::ServeResult& r) {
   std::vector<double> v;
   for (const serve::RequestRecord& q : r.requests) {
@@ -410,14 +425,8 @@ double p99_tpot_s(const serve::ServeResult& r) {
 
 TEST_CASE("serve, disaggregated: the prefill replica gives the first token, NVLink the KV") {
   Setup s;
-  const traces::RequestTrace one = traces::generate_requests(
-      "poisson,rate=1/s,n=1,prompt=fixed:4096,output=fixed:4", {}, "test");
-  serve::ServeOptions colo;
-  const serve::ServeResult c = serve::serve(one, s.arch, s.gen, s.topo, colo);
-  serve::ServeOptions o;
-  o.prefill_replicas = 1;
-  const serve::ServeResult r = serve::serve(one, s.arch, s.gen, s.topo, o);
-  REQUIRE(r.requests.size() == 1);
+  const serve::ServeResult c = serve::serve(four_k(), s.arch, s.gen, s.topo, {});
+  const serve::ServeResult r = handed_over_once(s);
   const serve::RequestRecord& q = r.requests[0];
   CHECK(r.prefill_replicas == 1);
   CHECK(r.replicas == 1);
@@ -446,6 +455,8 @@ TEST_CASE("serve, disaggregated: the prefill replica gives the first token, NVLi
   // A one-token request ends on its prefill replica: nothing is handed over.
   const traces::RequestTrace single = traces::generate_requests(
       "poisson,rate=1/s,n=1,prompt=fixed:4096,output=fixed:1", {}, "test");
+  serve::ServeOptions o;
+  o.prefill_replicas = 1;
   const serve::ServeResult r1 = serve::serve(single, s.arch, s.gen, s.topo, o);
   CHECK(r1.handoffs == 0);
   CHECK(r1.requests[0].decode_replica == -1);
@@ -463,12 +474,7 @@ TEST_CASE("serve, disaggregated: between two servers the KV crosses their NICs, 
   CHECK(hw::describe_route(s.topo, net) ==
         "hbm -[gpu-pcie]-> rc -[nic]-> ib -[nic]-> rc -[gpu-pcie]-> hbm");
   CHECK(net.bandwidth.bytes_per_s == doctest::Approx(47e9));  // 400 Gb/s x 0.94
-  const traces::RequestTrace one = traces::generate_requests(
-      "poisson,rate=1/s,n=1,prompt=fixed:4096,output=fixed:4", {}, "test");
-  serve::ServeOptions o;
-  o.prefill_replicas = 1;
-  const serve::ServeResult r = serve::serve(one, s.arch, s.gen, s.topo, o);
-  REQUIRE(r.requests.size() == 1);
+  const serve::ServeResult r = handed_over_once(s);
   const serve::RequestRecord& q = r.requests[0];
   CHECK(q.decode_replica == 1);
   // 8 blocks, one transfer each, all at once: the route's setup, then 512 MiB at 47 GB/s
