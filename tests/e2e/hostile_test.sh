@@ -374,7 +374,7 @@ hostile stop61/compare-tp-past-devices 2 "--tp: TP 2: its group needs 2 devices 
   "$tf" compare --hw gh200 --model llama-3-8b --tp 2 --batch 1 --context 1024 -o "$d/c.txt"
 hostile stop61/whatif-tp-no-peer-route 2 "--tp: TP 2: its collectives cross the peer route of 'hbm', and 'a100-nvme-bounce' has none: TP 1" --out "$d/c.txt" -- \
   "$tf" whatif --hw a100-nvme-bounce --model llama-3-8b --tp 2 -o "$d/c.txt"
-hostile stop61/compare-tp-spans-hosts 2 "--tp: TP 16: on devices 0 to 15, its collectives cross the peer route of 'hbm', and 'h100-cxl' has none from device 0 to device 8" --out "$d/c.txt" -- \
+hostile stop61/compare-tp-spans-hosts 2 "--tp: TP 16: on devices 0 to 15, its collectives would cross 'ib' from device 0 to device 8, and collectives are timed over the peer route of 'hbm' alone" --out "$d/c.txt" -- \
   "$tf" compare --hw h100-cxl --model llama-3-70b --tp 16 --batch 1 --context 1024 -o "$d/c.txt"
 "$tf" trace gen --model llama-3-70b --phase decode --context 1024 --tokens 2 --tp 16 -o "$d/w16.json" >/dev/null 2>&1
 hostile stop61/plan-tp-file-past-devices 2 "its group needs 16 devices of class 'h100', and 'h100-sxm-8gpu' has 8" --out "$d/p16.json" -- \

@@ -647,15 +647,19 @@ TEST_CASE("serve, disaggregated: devices the peer route cannot join are refused"
   none.replicas = 1;
   none.prefill_replicas = -1;
   CHECK(error_at(s.topo, none) == "prefill_replicas: expected at least 0 replicas, got -1");
-  // Four hosts of 8 GPUs, NVSwitch per host: a TP-8 replica on each host reaches no other.
-  const hw::Topology cxl = hw::load_topology(config("hw/h100-cxl.yaml"));
+  // Four hosts of 8 GPUs, NVSwitch per host: a TP-8 replica on each host reaches another
+  // over their NICs; with the fabric per host (a network joining no hosts) it reaches none.
   traces::GenOptions tp8;
   tp8.tp = 8;
   o.prefill_replicas = 1;
   o.replicas = 1;
+  const hw::Topology cxl = hw::load_topology(config("hw/h100-cxl.yaml"));
+  CHECK(serve::serve(trace, s.arch, tp8, cxl, o).handoffs == 2);
+  const hw::Topology apart = hw::load_topology(config("hw/h100-cxl.yaml"),
+                                               hw::LoadOptions{{"switches.ib.per=host"}, false});
   std::string e;
   try {
-    serve::serve(trace, s.arch, tp8, cxl, o);
+    serve::serve(trace, s.arch, tp8, apart, o);
   } catch (const InputError& x) {
     e = x.pos().file + ": " + x.message();
   }
@@ -686,6 +690,13 @@ TEST_CASE("serve: a replica's devices must reach one another for its TP collecti
   four.replicas = 4;
   CHECK(error_at(cxl, 8, four) == "no error");
   CHECK(error_at(cxl, 16) ==
+        "tp: a replica of TP 16: on devices 0 to 15, its collectives would cross 'ib' from "
+        "device 0 to device 8, and collectives are timed over the peer route of 'hbm' alone: a "
+        "group must stay among the devices one 'nvswitch' joins");
+  // Without the network joining the hosts: none joins them, and the remedy is said.
+  const hw::Topology apart = hw::load_topology(config("hw/h100-cxl.yaml"),
+                                               hw::LoadOptions{{"switches.ib.per=host"}, false});
+  CHECK(error_at(apart, 16) ==
         "tp: a replica of TP 16: on devices 0 to 15, its collectives cross the peer route of "
         "'hbm', and 'h100-cxl' has none from device 0 to device 8 (they reach no switch in "
         "common); a narrower tensor parallelism keeps each replica among the devices one switch "
