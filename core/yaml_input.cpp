@@ -9,6 +9,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <unordered_map>
 #include <vector>
 
 #include "core/json_reader.h"
@@ -27,6 +28,25 @@ bool before(const YAML::Mark& a, const YAML::Mark& b) {
   return a.line >= 0 && b.line >= 0 &&
          (a.line < b.line || (a.line == b.line && a.column < b.column));
 }
+
+/// Nodes already walked, by identity: an alias is the node it names, so a walk that meets
+/// one again (an alias used many times, or one inside the mapping it names) does not walk
+/// it again. Hashed by the node's position in the text, then compared by identity.
+class Walked {
+ public:
+  /// False when `n` was walked already.
+  bool insert(const YAML::Node& n) {
+    std::vector<YAML::Node>& same = by_pos_[n.Mark().pos];
+    for (const YAML::Node& m : same) {
+      if (m.is(n)) return false;
+    }
+    same.push_back(n);
+    return true;
+  }
+
+ private:
+  std::unordered_map<int, std::vector<YAML::Node>> by_pos_;
+};
 }  // namespace
 
 Reached reached(const YAML::Node& map, const YAML::Node& key, const YAML::Node& value) {
@@ -152,14 +172,18 @@ class FirstEvent : public YAML::EventHandler {
 /// then the earlier merged mapping's), and '<<' goes. The added entries are the anchor's
 /// own nodes, with their positions. `depth` and `budget` bound hostile nesting and alias
 /// fan-out: a '<<' past them is left, and read as the unknown key it then is.
-void expand_merges(YAML::Node node, const std::string& file, int depth, size_t& budget) {
+void expand_merges(YAML::Node node, const std::string& file, int depth, size_t& budget,
+                   Walked& walked) {
   if (depth > 200 || budget == 0) return;
   --budget;
+  if (!node.IsSequence() && !node.IsMap()) return;
+  // Each mapping once: its merges are expanded the first time (a mapping that merges
+  // itself, or an alias met again, adds nothing then).
+  if (!walked.insert(node)) return;
   if (node.IsSequence()) {
-    for (YAML::Node item : node) expand_merges(item, file, depth + 1, budget);
+    for (YAML::Node item : node) expand_merges(item, file, depth + 1, budget, walked);
     return;
   }
-  if (!node.IsMap()) return;
   YAML::Node merge_key, merged;
   bool merges = false;  // a default-constructed node counts as defined
   std::set<std::string> have;
@@ -194,7 +218,7 @@ void expand_merges(YAML::Node node, const std::string& file, int depth, size_t& 
     }
     node.remove(merge_key);
     for (YAML::Node m : sources) {
-      expand_merges(m, file, depth + 1, budget);
+      expand_merges(m, file, depth + 1, budget, walked);
       for (auto it = m.begin(); it != m.end(); ++it) {
         if (it->first.IsScalar() && !have.insert(it->first.Scalar()).second) continue;
         node.force_insert(it->first, it->second);
@@ -202,7 +226,7 @@ void expand_merges(YAML::Node node, const std::string& file, int depth, size_t& 
     }
   }
   for (auto it = node.begin(); it != node.end(); ++it) {
-    expand_merges(it->second, file, depth + 1, budget);
+    expand_merges(it->second, file, depth + 1, budget, walked);
   }
 }
 
@@ -309,7 +333,8 @@ YAML::Node load_yaml_text(const std::string& text, const std::string& name) {
                            at < text.size() ? text.substr(at, 1) : std::string("end of file"));
     }
     size_t budget = 1'000'000;
-    expand_merges(doc, name, 0, budget);
+    Walked walked;
+    expand_merges(doc, name, 0, budget, walked);
     return doc;
   } catch (const YAML::ParserException& e) {
     SourcePos pos{name, e.mark.line + 1, e.mark.column + 1};
@@ -382,10 +407,12 @@ SetArg split_set(const std::string& arg, int index, std::string_view example,
 
 void check_unique_keys(const YAML::Node& node, const std::string& file, size_t budget) {
   std::vector<YAML::Node> todo{node};
+  Walked walked;
   while (!todo.empty() && budget > 0) {
     const YAML::Node n = todo.back();
     todo.pop_back();
     --budget;
+    if ((n.IsSequence() || n.IsMap()) && !walked.insert(n)) continue;
     if (n.IsSequence()) {
       for (const YAML::Node& item : n) todo.push_back(item);
     } else if (n.IsMap()) {

@@ -390,6 +390,11 @@ hostile stop62/compare-collective-no-peer-route 2 "w2-no-tp.json: op 't0.L0.attn
 "$tf" plan --hw h100-sxm-8gpu --workload "$d/w2-no-tp.json" -o "$d/p2.json" >/dev/null 2>&1
 hostile stop62/sim-collective-no-peer-route 2 "has no peer route of 'hbm' to time it over" --out "$d/s2.json" -- \
   "$tf" sim --hw a100-nvme-bounce --plan "$d/p2.json" -o "$d/s2.json"
+# A mapping that holds aliases of itself under many keys: each walk of the YAML (merge keys,
+# duplicate keys) went round it until its budget of a million nodes ran out, 0.35 s a key
+# (this one took 18.9 s); each node is now walked once.
+hostile stop62/yaml-self-alias-many-keys 2 "slow-self-alias-64-keys.yaml:2:3: expected a mapping for sources, got a list" --timeout 10 -- \
+  "$tf" hw validate tests/fuzz/regressions/topology/slow-self-alias-64-keys.yaml
 # A number that is not one: named with what it must be (CLI11 said "Could not convert").
 hostile units/rate-scale-word 2 "--rate-scale: expected a number, got 'abc'" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b --arrivals poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2 --rate-scale abc -o "$d/s.txt"
