@@ -1148,6 +1148,23 @@ def test_serve_nodes(cli):
         tierflow.serve(arrivals=arrivals, model="llama-3-8b", hw="cloudmatrix384", nodes=2)
 
 
+def test_serve_disaggregated_across_nodes(cli):
+    """Prefill on one node, decode on the other: the KV crosses the GPUs' NICs, as the CLI's."""
+    arrivals = "poisson,rate=10/s,n=40,prompt=uniform:1024:4096,output=uniform:8:64,seed=9"
+    args = dict(arrivals=arrivals, model="llama-3-8b", tp=2, prefill_replicas=4, replicas=4)
+    r = tierflow.serve(nodes=2, **args)
+    assert r.summary == json.loads(cli("serve", "--model", "llama-3-8b", "--nodes", "2", "--tp",
+                                       "2", "--prefill-replicas", "4", "--replicas", "4",
+                                       "--quiet", "--arrivals", arrivals, "--json"))
+    assert r.summary["handoffs"] == 40
+    over = {e["name"]: e["bytes"] for e in r.summary["resources"]}
+    assert over["nic[0] rc->ib"] > 0 and over["nic[8] ib->rc"] > 0
+    assert not any(name.startswith("nvlink") for name in over)
+    # The same 16 GPUs behind one NVSwitch hand over faster.
+    one = tierflow.serve(set=["devices.h100.count=16"], **args)
+    assert (r.requests["handoff_s"].median() > 4 * one.requests["handoff_s"].median())
+
+
 def test_serve_disaggregated(cli, tmp_path):
     arrivals = "poisson,rate=2/s,n=40,prompt=uniform:1024:4096,output=uniform:8:64,seed=9"
     r = tierflow.serve(arrivals=arrivals, model="llama-3-8b", prefill_replicas=1, replicas=2)
