@@ -191,6 +191,9 @@ check service-bad-field 2 "$tf" whatif --question max-rate --model llama-3-8b --
 contains service-bad-field-msg "$tmp/err" "did you mean 'replicas'?"
 check service-no-target 2 "$tf" whatif --question max-rate --model llama-3-8b --trace "$trace"
 contains service-no-target-msg "$tmp/err" "needs --target"
+# No --question: the step's default (min-memory) is not named as if the user had given it.
+check service-no-question 2 "$tf" whatif --model llama-3-8b --trace "$trace" --target p90-ttft=10s
+contains service-no-question-msg "$tmp/err" "error: --question: a service (--trace) takes a question of its own: max-rate, min-replicas, min-devices, min-capacity:TIER, split or upgrade, with --target METRIC=BOUND (e.g. --question max-rate --target p99-ttft=2s)"
 # Errors name whatif's own flags, or --serve FIELD: never a flag whatif does not have.
 check service-bad-tier 2 "$tf" whatif --question max-rate --model llama-3-8b --trace "$trace" \
   --target hit=10% --serve kv_tiers=dram

@@ -112,6 +112,14 @@ int run_whatif_serve(const CLI::App* cmd, const ScenarioFlags& f, const WhatIfSe
     }
     study::set_serve_field(settings, field, item.substr(eq + 1), "--serve " + field);
   }
+  // whatif's default question (min-memory) is a step's: a service's must be asked.
+  if (cmd->get_option("--question")->count() == 0) {
+    throw InputError::at(SourcePos{"--question"},
+                         "a service ({}) takes a question of its own: {}, with --target "
+                         "METRIC=BOUND (e.g. --question max-rate --target p99-ttft=2s)",
+                         s.trace_option->count() > 0 ? "--trace" : "--arrivals",
+                         study::serve_question_list());
+  }
   study::ServeAsk ask;
   std::tie(ask.question, ask.tier) = study::parse_serve_question(question, "--question");
   if (s.target.empty()) {
