@@ -18,13 +18,6 @@ Binding refuse(int program, std::string message) {
                  RunError{RunError::Kind::kTopology, program, -1, -1, -1, std::move(message)}};
 }
 
-/// The vertex or link a peer route turns at, by id.
-std::string turn_id(const Topology& t, const Route& r) {
-  const Step& s = r.steps[peer_turn(t, r)];
-  if (s.to.is_switch) return t.switches[s.to.index].id;
-  return s.link >= 0 ? t.links[size_t(s.link)].id : t.tiers[s.to.index].id;
-}
-
 }  // namespace
 
 int64_t workload_tp(const Workload& w) {
@@ -158,11 +151,12 @@ std::optional<std::string> peer_group_problem(const Fabric& f, size_t device_tie
           "on devices {} to {}, its collectives would cross '{}' from device {} to device {}, "
           "and collectives are timed over the peer route of '{}' alone: a group must stay "
           "among the devices one '{}' joins",
-          a, devices.back(), turn_id(t, *p->route), a, b, tier, turn_id(t, peer));
+          a, devices.back(), peer_turn_id(t, *p->route), a, b, tier, peer_turn_id(t, peer));
     }
     return fmt::format(
         "on devices {} to {}, its collectives cross the peer route of '{}', and '{}' has none "
-        "from device {} to device {} (they reach no switch in common)",
+        "from device {} to device {} (they reach no switch in common); a narrower tensor "
+        "parallelism keeps each group among the devices one switch joins",
         a, devices.back(), tier, t.name, a, b);
   }
   return std::nullopt;

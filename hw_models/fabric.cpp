@@ -210,21 +210,12 @@ const FabricPath* Fabric::peer_path(size_t tier, int src, int dst, bool wider) c
 }
 
 bool Fabric::joins(const Route& r, int src, int dst) const {
-  const auto instance = [&](Scope scope, int device) {
-    return t_.instance_of(scope, dev_class_[size_t(device)], dev_index_[size_t(device)]);
-  };
-  const Step& at = r.steps[peer_turn(t_, r)];
-  if (at.to.is_switch) {
-    // Both devices must reach the same instance of the switch it turns at.
-    const Scope per = t_.switches[at.to.index].per;
-    return instance(per, src) == instance(per, dst);
-  }
-  if (at.link >= 0) {
-    // A direct link: one the devices share, or each device's own (per device).
-    const Scope per = t_.links[size_t(at.link)].per;
-    return per == Scope::kDevice || instance(per, src) == instance(per, dst);
-  }
-  return true;
+  // Both devices must reach the same instance of what it turns at (a switch, or a direct
+  // link the devices share; each device's own link to every peer joins every pair).
+  const std::optional<Scope> scope = peer_turn_scope(t_, r);
+  if (!scope) return true;
+  return t_.instance_of(*scope, dev_class_[size_t(src)], dev_index_[size_t(src)]) ==
+         t_.instance_of(*scope, dev_class_[size_t(dst)], dev_index_[size_t(dst)]);
 }
 
 }  // namespace tierflow::hw

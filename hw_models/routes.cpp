@@ -461,6 +461,13 @@ std::optional<Scope> peer_turn_scope(const Topology& t, const Route& r) {
   return std::nullopt;
 }
 
+std::string peer_turn_id(const Topology& t, const Route& r) {
+  const Step& s = r.steps[peer_turn(t, r)];
+  // A direct link turns at the peer tier: the link names it.
+  if (!s.to.is_switch && s.link >= 0) return t.links[size_t(s.link)].id;
+  return vertex_id(t, s.to);
+}
+
 std::string describe_route(const Topology& t, const Route& r) {
   std::string out = t.tiers[r.from].id;
   for (const Step& s : r.steps) {

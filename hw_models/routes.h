@@ -37,6 +37,9 @@ size_t peer_turn(const Topology& t, const Route& r);
 /// by `r`. nullopt when `r` joins every pair (a direct link of each device to every peer).
 std::optional<Scope> peer_turn_scope(const Topology& t, const Route& r);
 
+/// What peer route `r` turns at, by id: its switch, or the direct link it takes.
+std::string peer_turn_id(const Topology& t, const Route& r);
+
 /// "hbm -[gpu-pcie]-> rc -> ddr" style text of the walk, for reports.
 std::string describe_route(const Topology& t, const Route& r);
 

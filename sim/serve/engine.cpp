@@ -496,12 +496,7 @@ void Engine::setup_devices(const traces::Arch& arch) {
   for (const Replica& rep : replicas_) {
     if (auto why = hw::peer_group_problem(fabric_, device_tier_, rep.devices)) {
       throw InputError(SourcePos{rep.prefill_only && o_.prefill_tp > 0 ? "prefill_tp" : "tp"},
-                       fmt::format("a replica of TP {}: {}{}", rep.devices.size(), *why,
-                                   topo_.route(device_tier_, device_tier_) == nullptr ||
-                                           !topo_.wider_peer_routes(device_tier_).empty()
-                                       ? ""
-                                       : "; a narrower tensor parallelism keeps each replica "
-                                         "among the devices one switch joins"));
+                       fmt::format("a replica of TP {}: {}", rep.devices.size(), *why));
     }
   }
 }

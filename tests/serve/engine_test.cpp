@@ -699,7 +699,7 @@ TEST_CASE("serve: a replica's devices must reach one another for its TP collecti
   CHECK(error_at(apart, 16) ==
         "tp: a replica of TP 16: on devices 0 to 15, its collectives cross the peer route of "
         "'hbm', and 'h100-cxl' has none from device 0 to device 8 (they reach no switch in "
-        "common); a narrower tensor parallelism keeps each replica among the devices one switch "
+        "common); a narrower tensor parallelism keeps each group among the devices one switch "
         "joins");
   // A prefill replica of its own TP is named by it.
   serve::ServeOptions pd;

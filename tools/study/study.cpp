@@ -573,9 +573,10 @@ Trial Study::run(const Scenario& s) {
   target.budget = s.budget;
   // A shard of tensor parallelism runs beside its peers: said before planning, at the flag
   // or the workload file (bind refuses a plan of it the same way).
-  const bool file = !s.workload.file.empty();
-  if (const int64_t tp = file ? hw::workload_tp(*workload(s, s.workload.gen)) : s.workload.gen.tp;
-      tp > 1) {
+  const std::shared_ptr<const Workload> from_file =
+      s.workload.file.empty() ? nullptr : workload(s, s.workload.gen);
+  const bool file = from_file != nullptr;
+  if (const int64_t tp = file ? hw::workload_tp(*from_file) : s.workload.gen.tp; tp > 1) {
     const hw::Fabric fabric(*topo);
     for (int d = 0; d < fabric.devices(); ++d) {
       if (fabric.device_class(d) != target.device_class ||
@@ -591,8 +592,7 @@ Trial Study::run(const Scenario& s) {
       throw InputError::at(SourcePos{s.name("tp")}, "TP {}: {}", tp, *why);
     }
   } else if (file) {
-    if (auto why =
-            hw::collective_problem(*topo, target.device_tier, *workload(s, s.workload.gen))) {
+    if (auto why = hw::collective_problem(*topo, target.device_tier, *from_file)) {
       throw InputError::at(SourcePos{s.workload.file}, "{}", *why);
     }
   }
