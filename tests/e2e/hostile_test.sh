@@ -603,7 +603,7 @@ hostile stop58/decode-router-bad 2 "--decode-router: expected one of round-robin
 hostile stop58/decode-router-alone 2 "--decode-router: how a decode replica is chosen needs --prefill-replicas" -- \
   "$tf" serve "${pdarr[@]}" --decode-router prefix
 hostile stop58/split-one-replica 2 "--find: split divides the replicas between prefill and decode" -- \
-  "$tf" serve "${pdarr[@]}" --find split --target p99-ttft=1s
+  "$tf" serve "${pdarr[@]}" --replicas 1 --find split --target p99-ttft=1s
 hostile stop58/split-whatif-no-target 2 "--question: a service question needs --target" -- \
   "$tf" whatif "${pdarr[@]}" --question split --serve replicas=2
 hostile stop41/serve-warmup-past-all 2 "--warmup: 1000s is after every arrival" -- \

@@ -112,6 +112,7 @@ contains no-requests-msg "$tmp/err" "error: --trace: give a request trace (--tra
 # (2: TP 1 leaves none), said in a note; --tp 0 asks for the same; a TP given is kept.
 gen=(--quiet --arrivals poisson,rate=2/s,n=50,prompt=lognormal:2000:0.6,output=uniform:50:200)
 check defaults 0 "$tf" serve "${gen[@]}" --json
+cp "$tmp/out" "$tmp/defaults.json"
 contains defaults-note "$tmp/err" "note: --tp not given: TP 2, the least that leaves llama-3.1-70b room for KV (155 blocks of 512 tokens a replica); --tp sets it"
 ok defaults-tp python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["tp"] == 2' "$tmp/out"
 check defaults-tp0 0 "$tf" serve "${gen[@]}" --tp 0 --json
@@ -120,6 +121,11 @@ check defaults-fits 0 "$tf" serve "${gen[@]}" --model llama-3-8b
 ok defaults-fits-quiet bash -c '! grep -q "not given" "$1"' _ "$tmp/err"
 check defaults-tp-given 0 "$tf" serve "${gen[@]}" --tp 4 --json
 ok defaults-tp-given-kept python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["tp"] == 4' "$tmp/out"
+ok defaults-tp-given-fill python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert (j["replicas"], j["devices"], j["class_devices"]) == (2, 8, 8), j' "$tmp/out"
+# --replicas not given: as many as the devices hold (TP 2: 4 replicas); given, the devices left
+# idle are said.
+ok defaults-fill python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert (j["replicas"], j["devices"]) == (4, 8), j' "$tmp/defaults.json"
+check defaults-one 0 "$tf" serve "${gen[@]}" --tp 4 --replicas 1 --json
 ok defaults-idle-devices python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); assert (j["devices"], j["class_devices"]) == (4, 8), j' "$tmp/out"
 check defaults-too-many 2 "$tf" serve "${gen[@]}" --replicas 8
 contains defaults-too-many-msg "$tmp/err" "error: --replicas: 8 replicas of TP 2 need 16 devices; 'h100-sxm-8gpu' has 8 of class 'h100' (TP 2: --tp not given, the least that leaves llama-3.1-70b room for KV)"
@@ -318,8 +324,8 @@ for j, c in zip(rows, table):
 
 # Which single upgrade helps most: every candidate ranked by the metric at 2x; the base's
 # value is the plain run's, and the top upgrade applied by hand gives the value it reported.
-check find-upgrade 0 "$tf" serve "${small[@]}" --find upgrade --target p90-ttft=10s --json --summary "$tmp/up.json"
-check plain-for-upgrade 0 "$tf" serve "${small[@]}" --json --summary "$tmp/plain.json"
+check find-upgrade 0 "$tf" serve "${small[@]}" --replicas 1 --find upgrade --target p90-ttft=10s --json --summary "$tmp/up.json"
+check plain-for-upgrade 0 "$tf" serve "${small[@]}" --replicas 1 --json --summary "$tmp/plain.json"
 ok find-upgrade-json python3 -c '
 import json, subprocess, sys
 a, plain, tf, trace = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), sys.argv[3], sys.argv[4]
@@ -331,16 +337,16 @@ whats = [u["what"] for u in a["upgrades"]]
 assert "one replica more" in whats and "tier '"'"'hbm'"'"' capacity (the device memory)" in whats, whats
 top = a["upgrades"][0]
 assert a["answer"] == top["what"] and top["gain_2x"] > 0.005, top
-flag = ["--replicas", "2"] if top["set"] == "replicas=2" else ["--set", top["set"]]
+flag = ["--replicas", "2"] if top["set"] == "replicas=2" else ["--replicas", "1", "--set", top["set"]]
 out = subprocess.run([tf, "serve", "--hw", "h100-sxm-8gpu", "--model", "llama-3-8b", "--trace", trace,
                       "--quiet", "--json"] + flag, check=True, capture_output=True, text=True).stdout
 assert json.loads(out)["ttft"]["p90_s"] == top["value_2x"], (out, top)
 assert a["run"]["ttft"]["p90_s"] == top["value_2x"]' "$tmp/up.json" "$tmp/plain.json" "$tf" "$trace"
 # With a timeline the answer's run is made again: the same run, the same document.
-check find-upgrade-timeline 0 "$tf" serve "${small[@]}" --find upgrade --target p90-ttft=10s --json --summary "$tmp/up-tl.json" --timeline "$tmp/up-tl.pftrace.json"
+check find-upgrade-timeline 0 "$tf" serve "${small[@]}" --replicas 1 --find upgrade --target p90-ttft=10s --json --summary "$tmp/up-tl.json" --timeline "$tmp/up-tl.pftrace.json"
 ok find-upgrade-timeline-same cmp "$tmp/up.json" "$tmp/up-tl.json"
 ok find-upgrade-timeline-written test -s "$tmp/up-tl.pftrace.json"
-check find-upgrade-text 0 "$tf" serve "${small[@]}" --find upgrade --target p90-ttft=10s
+check find-upgrade-text 0 "$tf" serve "${small[@]}" --replicas 1 --find upgrade --target p90-ttft=10s
 contains find-upgrade-table "$tmp/out" "upgrade"
 contains find-upgrade-answer "$tmp/out" "answer: "
 check find-no-target 2 "$tf" serve "${small[@]}" --find max-rate
@@ -657,7 +663,7 @@ d = json.load(open(sys.argv[1]))
 p = {q["knob"]: q for q in d["probes"]}
 assert d["replicas"] == 3 and p[2]["value"] is None and not p[2]["pass"], d["probes"]
 assert p[0]["pass"] and p[1]["pass"], d["probes"]' "$tmp/out"
-check split-one-replica 2 "$tf" serve "${split[@]}" --find split --target p99-tpot=40ms
+check split-one-replica 2 "$tf" serve "${split[@]}" --replicas 1 --find split --target p99-tpot=40ms
 contains split-one-replica-msg "$tmp/err" "error: --find: split divides the replicas between prefill and decode: give at least 2 (--replicas and --prefill-replicas together; now 1)"
 check split-cache-only 2 "$tf" serve "${split[@]}" --replicas 4 --cache-only --find split --target hit=10%
 contains split-cache-only-msg "$tmp/err" "error: --find: split compares prefill and decode, which --cache-only does not run"

@@ -623,6 +623,10 @@ def test_serve(cli, tmp_path):
     assert wide.notes == ["tp not given: TP 2, the least that leaves llama-3-70b room for KV (155 "
                           "blocks of 512 tokens a replica); tp sets it"], wide.notes
     assert tierflow.serve(arrivals=small, model="llama-3-70b", hw="h100-sxm-8gpu", tp=4).notes == []
+    # replicas not given (or 0): as many as the devices hold, the CLI's default too.
+    assert wide.summary["replicas"] == 4 and wide.summary["devices"] == 8
+    assert tierflow.serve(arrivals=small, model="llama-3-70b", hw="h100-sxm-8gpu",
+                          replicas=0).summary == wide.summary
     # Requests past the model's max_context and weights wider than its checkpoint: named as
     # Python names the settings.
     long = tierflow.serve(arrivals="poisson,rate=2/s,n=4,prompt=fixed:4000,output=fixed:200",
@@ -661,9 +665,11 @@ def test_serve(cli, tmp_path):
     assert dev.answer["answer"] == dev.answer["tp"] * dev.answer["replicas"] <= 3
     assert (dev.summary["tp"], dev.summary["replicas"]) == (dev.answer["tp"],
                                                             dev.answer["replicas"])
-    up = tierflow.serve(trace=trace, hw="h100-sxm-8gpu", model="llama-3-8b", find="upgrade",
-                        target="p90-ttft=10s")
+    # One replica: the devices hold more, so one replica more is among the upgrades.
+    up = tierflow.serve(trace=trace, hw="h100-sxm-8gpu", model="llama-3-8b", replicas=1,
+                        find="upgrade", target="p90-ttft=10s")
     assert up.answer == json.loads(cli("serve", "--hw", "h100-sxm-8gpu", "--model", "llama-3-8b",
+                                       "--replicas", "1",
                                        "--trace", trace, "--find", "upgrade", "--target",
                                        "p90-ttft=10s", "--json", "--quiet"))
     assert up.answer["question"] == "upgrade" and up.answer["answer"] == up.answer["upgrades"][0]["what"]
@@ -692,7 +698,7 @@ def test_serve(cli, tmp_path):
 
 
 @pytest.mark.parametrize("key, value", [
-    ("replicas", 0), ("replicas", -1), ("tp", 5000), ("token_budget", 0), ("max_seqs", "2Mi"),
+    ("replicas", -1), ("tp", 5000), ("token_budget", 0), ("max_seqs", "2Mi"),
     ("block_tokens", 0), ("rate_scale", 0), ("rate_scale", "nan"), ("router", "fastest"),
     ("device_policy", "arc"), ("load", "after"), ("kv_dtype", "bf17"), ("warmup", "soon"),
     ("preemption", "evict"), ("swap_space", "8GiB"), ("swap_tier", "ddr"),

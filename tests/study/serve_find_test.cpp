@@ -170,6 +170,7 @@ TEST_CASE("tp not given: the least power of two that leaves room for KV, said in
         "tp not given: TP 2, the least that leaves llama-3-70b room for KV (155 "
         "blocks of 512 tokens a replica); tp sets it");
   CHECK(run_serve(x).result.tp == 2);
+  CHECK(x.engine.replicas == 4);  // replicas not given: as many as the 8 devices hold
   s.weight_dtype = "fp8";
   CHECK(prepare_serve(s).gen.tp == 1);
   s.weight_dtype = "bf16";
@@ -213,6 +214,35 @@ TEST_CASE("min-devices: a tensor parallelism the model cannot take fails alone, 
                        InputError);
 }
 
+TEST_CASE("replicas not given: as many as the devices hold beside any prefill replicas") {
+  ServeSettings s = busy_base(8);
+  s.arrivals = "poisson,rate=2/s,n=20,prompt=fixed:512,output=fixed:8";
+  CHECK(s.engine.replicas == 0);
+  CHECK(get_serve_field(s, "replicas").empty());
+  CHECK(prepare_serve(s).engine.replicas == 8);
+  s.model.gen.tp = 4;
+  CHECK(prepare_serve(s).engine.replicas == 2);
+  // A TP that does not divide the devices leaves the rest idle: 2 of TP 3 on 8.
+  s.model.gen.tp = 3;
+  CHECK(prepare_serve(s).engine.replicas == 2);
+  // Beside one prefill replica of TP 4, two decode replicas of TP 2.
+  s.model.gen.tp = 2;
+  s.engine.prefill_replicas = 1;
+  s.engine.prefill_tp = 4;
+  ServeSetup x = prepare_serve(s);
+  CHECK(x.engine.replicas == 2);
+  CHECK(run_serve(x).result.devices() == 8);
+  // The prefill replicas take every device: one decode replica is still asked for, refused.
+  s.engine.prefill_replicas = 2;
+  CHECK_THROWS_WITH_AS(run_serve(prepare_serve(s)), doctest::Contains("need 10 devices"),
+                       InputError);
+  // Given, kept.
+  s.engine.prefill_replicas = 0;
+  s.engine.prefill_tp = 0;
+  s.engine.replicas = 3;
+  CHECK(prepare_serve(s).engine.replicas == 3);
+}
+
 TEST_CASE("nodes: copies of a one-host topology serve together; min-devices says the nodes") {
   // Nodes of four H100s (the file's one host, its count set to 4), three of them.
   ServeSettings s = busy_base(4);
@@ -233,7 +263,10 @@ TEST_CASE("nodes: copies of a one-host topology serve together; min-devices says
   }
   const ServeStudy run = run_serve(setup);
   CHECK(run.nodes == 3);
-  CHECK(serve_text(run).starts_with("serve llama-3-8b on 3 x h100-sxm-8gpu: 1 replica"));
+  // --replicas not given: as many as the nodes' devices hold, at the TP chosen (1).
+  CHECK(setup.engine.replicas == 12);
+  CHECK(serve_text(run).starts_with(
+      "serve llama-3-8b on 3 x h100-sxm-8gpu: 12 replicas x TP 1 (h100)"));
   // A replica lies within a node: TP 8 would span two.
   ServeSettings wide = s;
   wide.model.gen.tp = 8;

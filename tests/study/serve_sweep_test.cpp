@@ -25,6 +25,7 @@ base:
   model: llama-3-8b
   arrivals: poisson,rate=20/s,n=60,prompt=uniform:512:4096,output=uniform:16:128,seed=3
   tiers.hbm.capacity: 19GiB
+  replicas: 1
   slo: ttft=2s
 axes:
   - preemption: [recompute, swap]
@@ -129,6 +130,7 @@ TEST_CASE("serving sweep: each row is the run of its settings; a model that does
     s.model.model = "llama-3-8b";
     s.arrivals = "poisson,rate=20/s,n=60,prompt=uniform:512:4096,output=uniform:16:128,seed=3";
     s.sets = {"tiers.hbm.capacity=19GiB"};
+    s.engine.replicas = 1;
     s.slo = "ttft=2s";
     s.preemption = r < 2 ? "recompute" : "swap";
     s.trace_options.rate_scale = r % 2 == 0 ? 0.25 : 1.0;

@@ -354,7 +354,8 @@ void add_serve_setting_flags(CLI::App* cmd, study::ServeSettings& s) {
                    "devices per replica, tensor parallel (default 0: the least power of two "
                    "that leaves the model room for KV, said in a note)"},
         std::tuple{"--replicas", &s.engine.replicas,
-                   "data-parallel replicas (default 1); with --prefill-replicas, those decoding"},
+                   "data-parallel replicas (default: as many as the devices hold beside any "
+                   "prefill replicas, said in a note); with --prefill-replicas, those decoding"},
         std::tuple{"--prefill-replicas", &s.engine.prefill_replicas,
                    "disaggregated prefill: replicas more that only compute prompts, their KV "
                    "cache handed to the decode replicas over the peer route (default 0: none)"},

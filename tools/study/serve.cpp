@@ -385,6 +385,16 @@ void choose_tp(ServeSetup& x) {
   naming_settings(x.names, [&] { throw *first; });
 }
 
+/// `replicas` not given: as many replicas of the setup's TP as the class's devices (of every
+/// node) hold beside the prefill replicas; at least one (a setup with no room for it is
+/// refused as a run of one would be). The summary's first line says how many.
+void fill_replicas(ServeSetup& x) {
+  const int64_t tp = std::max(1, x.gen.tp);
+  const int64_t prefill_tp = x.engine.prefill_tp != 0 ? x.engine.prefill_tp : tp;
+  const int64_t prefill = int64_t{x.engine.prefill_replicas} * prefill_tp;
+  x.engine.replicas = static_cast<int>(std::max<int64_t>(1, (class_devices(x) - prefill) / tp));
+}
+
 }  // namespace
 
 ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
@@ -415,7 +425,7 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   };
   if (s.model.gen.tp != 0) whole("tp", s.model.gen.tp, kMaxTp);
   whole("nodes", s.nodes, kMaxNodes);
-  whole("replicas", s.engine.replicas, kMaxReplicas);
+  if (s.engine.replicas != 0) whole("replicas", s.engine.replicas, kMaxReplicas);
   if (s.engine.prefill_replicas != 0)
     whole("prefill_replicas", s.engine.prefill_replicas, kMaxReplicas);
   if (!s.decode_router.empty() && s.engine.prefill_replicas == 0) {
@@ -570,7 +580,10 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   x.timeline = s.timeline;
   x.names = s.names;
   x.notes = settings_notes(x);
+  const bool fill = engine.replicas == 0;
+  if (fill) engine.replicas = 1;  // the TP chosen as for one replica
   if (x.gen.tp == 0) choose_tp(x);
+  if (fill) fill_replicas(x);
   return x;
 }
 

@@ -55,7 +55,14 @@ struct ServeSettings {
   std::string arrivals;           ///< or a generator spec
   traces::TraceOptions trace_options;
   std::string warmup;                    ///< a duration; empty: none
-  serve::ServeOptions engine;            ///< replicas, budget, sequences (load, router: below)
+  /// replicas (0, the default: as many as the class's devices hold beside any prefill
+  /// replicas at the TP given or chosen; prepare_serve says how many), budget, sequences
+  /// (load, router: below)
+  serve::ServeOptions engine = [] {
+    serve::ServeOptions e;
+    e.replicas = 0;
+    return e;
+  }();
   std::string kv_tiers;                  ///< "ddr:512GiB,ssd:25%:s3fifo"; empty: the device only
   std::string slo;                       ///< "ttft=2s,tpot=100ms"; empty: none
   std::string load = "layered";          ///< layered or before

@@ -68,7 +68,7 @@ const std::array<FieldDef, 33> kFields = {{
     {"model", [](ServeSettings& s) -> FieldRef { return &s.model.model; }},
     {"hf_config", [](ServeSettings& s) -> FieldRef { return &s.model.hf_config; }},
     {"tp", [](ServeSettings& s) -> FieldRef { return &s.model.gen.tp; }, true},
-    {"replicas", [](ServeSettings& s) -> FieldRef { return &s.engine.replicas; }},
+    {"replicas", [](ServeSettings& s) -> FieldRef { return &s.engine.replicas; }, true},
     {"prefill_replicas", [](ServeSettings& s) -> FieldRef { return &s.engine.prefill_replicas; }},
     {"prefill_tp", [](ServeSettings& s) -> FieldRef { return &s.engine.prefill_tp; }, true},
     {"router", [](ServeSettings& s) -> FieldRef { return &s.router; }},

@@ -105,7 +105,10 @@ std::vector<Def> make_defs() {
         In{"nodes", "copies of the topology serving together", integer},
         In{"tp", "devices per replica, tensor parallel (the least that fits when not given)",
            integer},
-        In{"replicas", "data-parallel replicas (with prefill replicas: decoding)", integer},
+        In{"replicas",
+           "data-parallel replicas (with prefill replicas: decoding; as many as the devices "
+           "hold when not given)",
+           integer},
         In{"prefill_replicas", "disaggregated: prefill-only replicas (0: none)", integer},
         In{"prefill_tp", "disaggregated: the prefill replicas' TP (empty: tp)", integer},
         In{"router", "round-robin, least-loaded, prefix or kv-aware", text},
@@ -130,6 +133,12 @@ std::vector<Def> make_defs() {
       // Not given, the TP the setup chose (when it could choose one).
       get = [get](const ServeOutcome& o) {
         return o.setup != nullptr ? Cell{static_cast<int64_t>(o.setup->gen.tp)} : get(o);
+      };
+    }
+    if (f.name == "replicas") {
+      // Not given, as many as the devices held.
+      get = [get](const ServeOutcome& o) {
+        return o.setup != nullptr ? Cell{static_cast<int64_t>(o.setup->engine.replicas)} : get(o);
       };
     }
     d.push_back({std::string(f.name), f.what, f.type, std::move(get)});

@@ -583,8 +583,8 @@ def serve(trace=None, arrivals=None, set=(), model_set=(), **options):
     """Serves a request trace (`tierflow serve`): `trace` (a Mooncake JSONL or Azure CSV
     path) or `arrivals` (a generator spec, "poisson,rate=5/s,n=1000,..."); `set` topology
     and `model_set` model overrides; the other options as the CLI's flags with `_`: hw,
-    model, hf_config, tp (default: the least that leaves room for KV, in `notes`), replicas,
-    prefill_replicas (disaggregated prefill: that many
+    model, hf_config, tp (default: the least that leaves room for KV, in `notes`), replicas (default:
+    as many as the devices hold beside any prefill replicas), prefill_replicas (disaggregated prefill: that many
     prefill-only replicas, `replicas` then decode), prefill_tp (theirs; default tp), device,
     router, decode_router (disaggregated: least-loaded, round-robin or prefix), device_policy, preemption, swap_space,
     swap_tier, spec_tokens, spec_accept, spec_draft (speculative decoding: draft tokens per
