@@ -13,6 +13,16 @@
 namespace tierflow::hw {
 namespace {
 
+/// The devices peer route `peer` joins, as a message says them: "the devices one 'nvswitch'
+/// joins", or of a direct link "the devices of one host, which its 'xgmi' links join".
+std::string joined_group(const Topology& t, const Route& peer) {
+  const Step& at = peer.steps[peer_turn(t, peer)];
+  if (at.to.is_switch) return fmt::format("the devices one '{}' joins", peer_turn_id(t, peer));
+  const std::optional<Scope> scope = peer_turn_scope(t, peer);
+  return fmt::format("the devices of one {}, which its '{}' links join",
+                     kScopeNames[size_t(scope.value_or(Scope::kHost))], peer_turn_id(t, peer));
+}
+
 Binding refuse(int program, std::string message) {
   return Binding{std::nullopt,
                  RunError{RunError::Kind::kTopology, program, -1, -1, -1, std::move(message)}};
@@ -145,21 +155,35 @@ std::optional<std::string> peer_group_problem(const Fabric& f, size_t device_tie
     if (f.peer_path(device_tier, a, b, /*wider=*/false) != nullptr) continue;
     // A wider route (the scale-out network) joins them, but collectives are timed over the
     // peer route alone: refused rather than timed at the wrong speed.
+    const Route& peer = *t.route(device_tier, device_tier);
     if (const FabricPath* p = f.peer_path(device_tier, a, b)) {
-      const Route& peer = *t.route(device_tier, device_tier);
       return fmt::format(
           "on devices {} to {}, its collectives would cross '{}' from device {} to device {}, "
           "and collectives are timed over the peer route of '{}' alone: a group must stay "
-          "among the devices one '{}' joins",
-          a, devices.back(), peer_turn_id(t, *p->route), a, b, tier, peer_turn_id(t, peer));
+          "among {}",
+          a, devices.back(), peer_turn_id(t, *p->route), a, b, tier, joined_group(t, peer));
     }
+    // A direct link's mesh ends at the host; a switch at its own scope.
+    const bool direct = !peer.steps[peer_turn(t, peer)].to.is_switch;
     return fmt::format(
         "on devices {} to {}, its collectives cross the peer route of '{}', and '{}' has none "
-        "from device {} to device {} (they reach no switch in common); a narrower tensor "
-        "parallelism keeps each group among the devices one switch joins",
-        a, devices.back(), tier, t.name, a, b);
+        "from device {} to device {} ({}); a narrower tensor parallelism keeps each group "
+        "among {}",
+        a, devices.back(), tier, t.name, a, b, peer_apart_reason(t, device_tier),
+        direct ? fmt::format("the devices of one {}",
+                             kScopeNames[size_t(peer_turn_scope(t, peer).value_or(Scope::kHost))])
+               : "the devices one switch joins");
   }
   return std::nullopt;
+}
+
+std::string peer_apart_reason(const Topology& t, size_t device_tier) {
+  const Route* peer = t.route(device_tier, device_tier);
+  if (peer == nullptr || peer->steps.empty()) return "there is no peer route";
+  if (peer->steps[peer_turn(t, *peer)].to.is_switch) return "they reach no switch in common";
+  return fmt::format("they are on different {}s, and its '{}' links join the devices of one",
+                     kScopeNames[size_t(peer_turn_scope(t, *peer).value_or(Scope::kHost))],
+                     peer_turn_id(t, *peer));
 }
 
 }  // namespace tierflow::hw

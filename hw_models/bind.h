@@ -73,6 +73,10 @@ std::optional<std::string> tp_group_problem(const Fabric& f, size_t device_tier,
 /// other. Nothing when it does (or for one device).
 std::optional<std::string> peer_group_problem(const Fabric& f, size_t device_tier,
                                               std::span<const int> devices);
+/// Why the peer route of `device_tier` leaves two devices apart, as messages say it: "they
+/// reach no switch in common", or of a direct link's mesh "they are on different hosts, and
+/// its 'xgmi' links join the devices of one".
+std::string peer_apart_reason(const Topology& t, size_t device_tier);
 /// Why `w`'s collective ops cannot be timed on `t`: the device tier has no peer route for
 /// them to cross (a workload that names no `tp`, as an import may not). Nothing when it
 /// has one, or when no op is a collective. bind() refuses such a workload.

@@ -211,7 +211,7 @@ const FabricPath* Fabric::peer_path(size_t tier, int src, int dst, bool wider) c
 
 bool Fabric::joins(const Route& r, int src, int dst) const {
   // Both devices must reach the same instance of what it turns at (a switch, or a direct
-  // link the devices share; each device's own link to every peer joins every pair).
+  // link the devices share; each device's own link to every peer joins those of its host).
   const std::optional<Scope> scope = peer_turn_scope(t_, r);
   if (!scope) return true;
   return t_.instance_of(*scope, dev_class_[size_t(src)], dev_index_[size_t(src)]) ==

@@ -453,10 +453,11 @@ std::optional<Scope> peer_turn_scope(const Topology& t, const Route& r) {
   if (r.steps.empty()) return std::nullopt;
   const Step& at = r.steps[peer_turn(t, r)];
   if (at.to.is_switch) return t.switches[at.to.index].per;
-  // A direct link: each device's own to every peer joins every pair.
+  // A direct link: each device's own to every peer of its host (a board's mesh: a link
+  // of a device does not leave its host) joins the devices of one host.
   if (at.link >= 0) {
     const Scope per = t.links[size_t(at.link)].per;
-    return per == Scope::kDevice ? std::nullopt : std::optional<Scope>{per};
+    return per == Scope::kDevice ? Scope::kHost : per;
   }
   return std::nullopt;
 }

@@ -34,7 +34,8 @@ void finish_route(const Topology& t, Route& r);
 size_t peer_turn(const Topology& t, const Route& r);
 
 /// The scope of that turning point: devices in different instances of it are not joined
-/// by `r`. nullopt when `r` joins every pair (a direct link of each device to every peer).
+/// by `r`. A direct link of each device to every peer joins the devices of one host (a
+/// board's mesh): kHost. nullopt when `r` has no steps.
 std::optional<Scope> peer_turn_scope(const Topology& t, const Route& r);
 
 /// What peer route `r` turns at, by id: its switch, or the direct link it takes.

@@ -681,9 +681,8 @@ void Engine::setup_handoffs() const {
                         tier, topo_.name,
                         topo_.route(device_tier_, device_tier_) == nullptr
                             ? "none"
-                            : fmt::format("none from device {} to device {} (they reach no "
-                                          "switch in common)",
-                                          a, b)));
+                            : fmt::format("none from device {} to device {} ({})", a, b,
+                                          hw::peer_apart_reason(topo_, device_tier_))));
       }
     }
   }

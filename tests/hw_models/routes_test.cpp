@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include "hw_models/bind.h"
 #include "hw_models/cost.h"
 #include "hw_models/fabric.h"
 #include "hw_models/loader.h"
@@ -448,6 +449,40 @@ links:
   std::vector<std::string> names;
   for (const uint32_t r : p->resources) names.push_back(f.resources()[r].name);
   CHECK(names == std::vector<std::string>{"hbm[2] read", "mesh[2] hbm->hbm", "hbm[0] write"});
+}
+
+TEST_CASE("a direct peer link's mesh joins the devices of one host, not of two") {
+  // Two hosts of two devices, each device's own link to every peer (an xGMI mesh per
+  // board): before 2026-12-01 the mesh joined all four, so a TP group or a hand-over
+  // crossed from one board to the other over links that do not leave a board.
+  const std::string yaml = R"(tierflow: hw/1
+name: two-boards
+system: {hosts: 2, sockets_per_host: 1}
+devices: [{id: d, count: 4, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
+tiers:
+  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}
+links:
+  - {id: mesh, kind: xgmi, endpoints: [hbm, hbm], per: device, bandwidth: 5GB/s, latency: 1ns}
+)";
+  const Topology t = load_topology_text(yaml, "two-boards.yaml");
+  const size_t hbm = *t.tier_index("hbm");
+  CHECK(peer_turn_scope(t, *t.route(hbm, hbm)) == Scope::kHost);
+  const Fabric f(t);
+  CHECK(f.peer_path(hbm, 0, 1) != nullptr);
+  CHECK(f.peer_path(hbm, 3, 2) != nullptr);
+  CHECK(f.peer_path(hbm, 1, 2) == nullptr);
+  CHECK(f.peer_path(hbm, 2, 0) == nullptr);
+  CHECK(peer_apart_reason(t, hbm) ==
+        "they are on different hosts, and its 'mesh' links join the devices of one");
+  // TP 2 stays on a board; TP 4 would span both.
+  CHECK_FALSE(tp_group_problem(f, hbm, 2, 2));
+  const std::optional<std::string> wide = tp_group_problem(f, hbm, 0, 4);
+  REQUIRE(wide);
+  CHECK(*wide ==
+        "on devices 0 to 3, its collectives cross the peer route of 'hbm', and 'two-boards' "
+        "has none from device 0 to device 2 (they are on different hosts, and its 'mesh' links "
+        "join the devices of one); a narrower tensor parallelism keeps each group among the "
+        "devices of one host");
 }
 
 TEST_CASE("a wider peer route joins the devices the peer route's switch does not") {
