@@ -152,6 +152,16 @@ check nodes-pd 0 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 2 --tp 2 --p
 contains nodes-pd-title "$tmp/out" "on 2 x h100-sxm-8gpu: 4 prefill replicas x TP 2 and 4 decode replicas x TP 2"
 contains nodes-pd-nic-out "$tmp/out" "nic[0] rc->ib"
 contains nodes-pd-nic-in "$tmp/out" "nic[8] ib->rc"
+# MI300X servers: within one the xGMI mesh, between two each GPU's NIC (the mesh is the
+# board's); a TP group across them is refused.
+check nodes-pd-mi300x 0 "$tf" serve "${gen[@]}" --hw mi300x-8gpu --model llama-3-8b --nodes 2 --tp 2 --prefill-replicas 4 --replicas 4
+contains nodes-pd-mi300x-nic "$tmp/out" "nic[8] backend->rc"
+ok nodes-pd-mi300x-no-xgmi bash -c '! grep -q "^xgmi" "$1"' _ "$tmp/out"
+check nodes-pd-mi300x-mixed 0 "$tf" serve "${gen[@]}" --hw mi300x-8gpu --model llama-3-8b --nodes 2 --tp 2 --prefill-replicas 2 --replicas 6 --decode-router round-robin
+contains nodes-pd-mi300x-mixed-xgmi "$tmp/out" "xgmi[0] hbm->hbm"
+contains nodes-pd-mi300x-mixed-nic "$tmp/out" "nic[0] rc->backend"
+check nodes-tp-mi300x 2 "$tf" serve "${gen[@]}" --hw mi300x-8gpu --model llama-3-70b --nodes 2 --tp 16
+contains nodes-tp-mi300x-msg "$tmp/err" "its collectives would cross 'backend' from device 0 to device 8, and collectives are timed over the peer route of 'hbm' alone: a group must stay among the devices of one host, which its 'xgmi' links join"
 check nodes-supernode 2 "$tf" serve "${gen[@]}" --hw cloudmatrix384 --nodes 2
 contains nodes-supernode-msg "$tmp/err" "error: --nodes: 2 copies of 'cloudmatrix384' would share its tier 'pool', which is per supernode"
 check nodes-min-devices 0 "$tf" serve --quiet --model llama-3-8b --nodes 4 --arrivals poisson,rate=120/s,n=600,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3 --find min-devices --target p99-tpot=15ms --json
