@@ -163,6 +163,11 @@ class Validator {
     for (auto& x : t_.tiers) check_sources(x, tier_schema(), label("tier", x.id, 0));
     for (auto& x : t_.switches) check_sources(x, switch_schema(), label("switch", x.id, 0));
     for (auto& x : t_.links) check_sources(x, link_schema(), label("link", x.id, 0));
+    if (t_.system.hosts % t_.system.supernodes != 0) {
+      throw InputError::at(t_.system.origins.pos_of("supernodes"),
+                           "system: {} hosts do not divide evenly over {} supernodes",
+                           t_.system.hosts, t_.system.supernodes);
+    }
     for (auto& d : t_.devices) check_device(d);
     for (auto& x : t_.tiers) check_tier(x);
     for (auto& x : t_.links) check_link(x);

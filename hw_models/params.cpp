@@ -108,6 +108,12 @@ const Schema<System>& system_schema() {
                                Spec{.def = "1",
                                     .desc = "CPU sockets per host; a host's devices are spread "
                                             "evenly over its sockets"}));
+    r.fields.push_back(declare(
+        "supernodes", &System::supernodes,
+        Spec{.def = "1",
+             .desc = "supernodes (racks, pods) the hosts make up, each with its own `per: "
+                     "supernode` switches, links and tiers; `hosts` must divide evenly among "
+                     "them (`serve --nodes N` multiplies it)"}));
     r.fields.push_back(declare("source", &System::source,
                                Spec{.type = ValueType::kString, .desc = std::string(kSourceDesc)}));
     add_host_cpu(r);

@@ -106,6 +106,7 @@ int Topology::instances(Scope s) const {
     case Scope::kHost:
       return system.hosts;
     case Scope::kSupernode:
+      return system.supernodes;
     case Scope::kCluster:
       return 1;
   }
@@ -130,6 +131,7 @@ int Topology::instance_of(Scope scope, size_t device, int index) const {
     case Scope::kHost:
       return host;
     case Scope::kSupernode:
+      return host / std::max(1, system.hosts / std::max(1, system.supernodes));
     case Scope::kCluster:
       return 0;
   }

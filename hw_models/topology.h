@@ -32,9 +32,9 @@ enum class TierKind { kHbm, kDdr, kLpddr, kCxl, kPool, kSsd, kGddr };
 inline constexpr std::array<std::string_view, 7> kTierKindNames = {
     "hbm", "ddr", "lpddr", "cxl", "pool", "ssd", "gddr"};
 
-/// kCluster: one for the whole system like kSupernode, and one for all the copies of it
-/// that `serve --nodes` makes (a scale-out network joining them), where a kSupernode tier,
-/// switch or link would be one per copy.
+/// kSupernode: one per supernode (system.supernodes of them; `serve --nodes` copies make
+/// more). kCluster: one for the whole system, and one for all the copies of it that `serve
+/// --nodes` makes (a scale-out network joining them).
 enum class Scope { kDevice, kSocket, kHost, kSupernode, kCluster };
 inline constexpr std::array<std::string_view, 5> kScopeNames = {"device", "socket", "host",
                                                                 "supernode", "cluster"};
@@ -75,6 +75,9 @@ struct HostCpu {
 struct System {
   int hosts = 1;
   int sockets_per_host = 1;
+  /// Supernodes (racks, pods) the hosts make up, each with its own `per: supernode`
+  /// switches, links and tiers; `hosts` divides evenly among them.
+  int supernodes = 1;
   std::string source;
   HostCpu cpu;
   schema::Origins origins;

@@ -361,8 +361,8 @@ hostile stop61/serve-nodes-negative 2 "--nodes: negative value '-2'" --out "$d/s
   "$tf" serve --model llama-3-8b "${sg[@]}" --nodes -2 -o "$d/s.txt"
 hostile stop61/serve-nodes-word 2 "--nodes: malformed number in 'many'" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b "${sg[@]}" --nodes many -o "$d/s.txt"
-hostile stop61/serve-nodes-supernode 2 "--nodes: 2 copies of 'gb200-nvl72' would share its" --out "$d/s.txt" -- \
-  "$tf" serve --model llama-3-8b --hw gb200-nvl72 "${sg[@]}" --nodes 2 -o "$d/s.txt"
+hostile stop63/serve-nodes-supernodes-uneven 2 "--set:1:19: system: 18 hosts do not divide evenly over 4 supernodes" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3-8b --hw gb200-nvl72 "${sg[@]}" --nodes 2 --set system.supernodes=4 -o "$d/s.txt"
 hostile stop61/serve-tp-spans-nodes 2 "--tp: a replica of TP 16: on devices 0 to 15" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b "${sg[@]}" --nodes 2 --tp 16 -o "$d/s.txt"
 hostile stop61/serve-tp-no-peer-route 2 "--tp: a replica of TP 2: its collectives cross the peer route of 'hbm', and 'a100-nvme-bounce' has none: TP 1" --out "$d/s.txt" -- \

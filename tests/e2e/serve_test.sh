@@ -162,8 +162,16 @@ contains nodes-pd-mi300x-mixed-xgmi "$tmp/out" "xgmi[0] hbm->hbm"
 contains nodes-pd-mi300x-mixed-nic "$tmp/out" "nic[0] rc->backend"
 check nodes-tp-mi300x 2 "$tf" serve "${gen[@]}" --hw mi300x-8gpu --model llama-3-70b --nodes 2 --tp 16
 contains nodes-tp-mi300x-msg "$tmp/err" "its collectives would cross 'backend' from device 0 to device 8, and collectives are timed over the peer route of 'hbm' alone: a group must stay among the devices of one host, which its 'xgmi' links join"
-check nodes-supernode 2 "$tf" serve "${gen[@]}" --hw cloudmatrix384 --nodes 2
-contains nodes-supernode-msg "$tmp/err" "error: --nodes: 2 copies of 'cloudmatrix384' would share its tier 'pool', which is per supernode"
+# Copies of a supernode are supernodes of their own: each CloudMatrix384 its UB fabric and
+# its memory pool, the RDMA plane between them (refused before 2026-12-01).
+check nodes-supernode 0 "$tf" serve "${gen[@]}" --hw cloudmatrix384 --nodes 2 --tp 32 --kv-tiers pool:1TB
+contains nodes-supernode-title "$tmp/out" "on 2 x cloudmatrix384: 24 replicas x TP 32 (ascend910c)"
+contains nodes-supernode-pool0 "$tmp/out" "pool[0]  "
+contains nodes-supernode-pool1 "$tmp/out" "pool[1]  "
+check nodes-supernode-pd 0 "$tf" serve "${gen[@]}" --hw cloudmatrix384 --model llama-3-8b --nodes 2 --tp 8 --prefill-replicas 48 --replicas 48
+contains nodes-supernode-pd-rdma "$tmp/out" "npu-rdma[384] roce->hbm"
+check nodes-supernode-tp 2 "$tf" serve "${gen[@]}" --hw gb200-nvl72 --model llama-3-70b --nodes 2 --tp 64 --replicas 2
+contains nodes-supernode-tp-msg "$tmp/err" "has none from device 64 to device 72 (they reach no switch in common)"
 check nodes-min-devices 0 "$tf" serve --quiet --model llama-3-8b --nodes 4 --arrivals poisson,rate=120/s,n=600,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3 --find min-devices --target p99-tpot=15ms --json
 ok nodes-min-devices-json python3 -c '
 import json, sys

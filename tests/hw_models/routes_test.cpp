@@ -451,6 +451,45 @@ links:
   CHECK(names == std::vector<std::string>{"hbm[2] read", "mesh[2] hbm->hbm", "hbm[0] write"});
 }
 
+TEST_CASE("supernodes: a switch per supernode joins the devices of its own supernode") {
+  // Four hosts of one device in two supernodes (two racks), each rack's switch its own; a
+  // network per cluster joins the racks.
+  const std::string yaml = R"(tierflow: hw/1
+name: two-racks
+system: {hosts: 4, supernodes: 2}
+devices: [{id: d, count: 4, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
+tiers:
+  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}
+  - {id: pool, kind: pool, per: supernode, capacity: 4GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}
+switches:
+  - {id: rack, kind: nvswitch, per: supernode}
+  - {id: net, kind: network, per: cluster}
+links:
+  - {id: nvl, kind: nvlink, endpoints: [hbm, rack], per: device, bandwidth: 5GB/s, latency: 1ns}
+  - {id: to-pool, kind: ub, endpoints: [rack, pool], per: supernode, bandwidth: 4GB/s, latency: 1ns}
+  - {id: nic, kind: rdma, endpoints: [hbm, net], per: device, bandwidth: 1GB/s, latency: 2ns}
+)";
+  const Topology t = load_topology_text(yaml, "two-racks.yaml");
+  CHECK(t.instances(Scope::kSupernode) == 2);
+  CHECK(t.instances(Scope::kCluster) == 1);
+  CHECK(t.instance_of(Scope::kSupernode, 0, 1) == 0);
+  CHECK(t.instance_of(Scope::kSupernode, 0, 2) == 1);
+  const size_t hbm = *t.tier_index("hbm");
+  const Fabric f(t);
+  const FabricPath* near = f.peer_path(hbm, 0, 1);
+  REQUIRE(near != nullptr);
+  CHECK(near->route == t.route(hbm, hbm));
+  const FabricPath* far = f.peer_path(hbm, 1, 2);
+  REQUIRE(far != nullptr);
+  CHECK(describe_route(t, *far->route) == "hbm -[nic]-> net -[nic]-> hbm");
+  CHECK(f.peer_path(hbm, 1, 2, /*wider=*/false) == nullptr);
+  // Each rack reaches its own pool: device 2's copy goes to pool instance 1 over rack 1.
+  const size_t pool = *t.tier_index("pool");
+  CHECK(t.instances(Scope::kSupernode) == 2);
+  CHECK(f.tier_instance(pool, 0) == 0);
+  CHECK(f.tier_instance(pool, 3) == 1);
+}
+
 TEST_CASE("a direct peer link's mesh joins the devices of one host, not of two") {
   // Two hosts of two devices, each device's own link to every peer (an xGMI mesh per
   // board): before 2026-12-01 the mesh joined all four, so a TP group or a hand-over

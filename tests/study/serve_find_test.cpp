@@ -292,7 +292,8 @@ TEST_CASE("nodes: copies of a one-host topology serve together; min-devices says
         std::string::npos);
 }
 
-TEST_CASE("nodes: a topology with a resource per supernode, and a count out of bounds, refused") {
+TEST_CASE(
+    "nodes: copies of a supernode are supernodes of their own; a count out of bounds refused") {
   const auto error_of = [](const ServeSettings& s) -> std::string {
     try {
       (void)prepare_serve(s);
@@ -305,12 +306,15 @@ TEST_CASE("nodes: a topology with a resource per supernode, and a count out of b
   s.sets.clear();
   s.hw = "cloudmatrix384";
   s.nodes = 2;
-  CHECK(error_of(s) ==
-        "nodes: 2 copies of 'cloudmatrix384' would share its tier 'pool', which is per "
-        "supernode (one for all its hosts, so one for all the copies): copies are of "
-        "topologies whose switches, links and tiers are per host or narrower, or per cluster "
-        "(one the copies share: a scale-out network); set this one's hosts with set "
-        "system.hosts=N");
+  // Each copy its own UB fabric and memory pool (per supernode); the RDMA plane (per
+  // cluster) one for both. Refused before 2026-12-01 (the copies would have shared them).
+  const ServeSetup two = prepare_serve(s);
+  CHECK(class_devices(two) == 768);
+  CHECK(two.topology.system.supernodes == 2);
+  CHECK(two.topology.instances(hw::Scope::kSupernode) == 2);
+  CHECK(two.topology.instance_of(hw::Scope::kSupernode, 0, 383) == 0);
+  CHECK(two.topology.instance_of(hw::Scope::kSupernode, 0, 384) == 1);
+  CHECK(two.topology.instances(hw::Scope::kCluster) == 1);
   s.hw.clear();
   s.nodes = 0;
   CHECK(error_of(s) == "nodes: expected a whole number from 1 to 1024, got 0");

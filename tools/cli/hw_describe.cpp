@@ -137,9 +137,10 @@ std::string describe_markdown() {
       "cluster` network), listed by `hw show` as `peer, wider`. Copies between devices (a "
       "disaggregated hand-over) take the first route that joins them; tensor-parallel "
       "collectives are timed over the peer route alone, so a group must be joined by it. "
-      "A `per: cluster` switch, link or tier is one for the whole system, and the one "
-      "that the copies `serve --nodes` makes of it share; a `per: supernode` one is the "
-      "supernode's own, which copies cannot share: `--nodes` refuses it.\n\n"
+      "A `per: supernode` switch, link or tier is one per supernode (`system.supernodes` of "
+      "them, each a whole number of hosts); a `per: cluster` one is one for the whole "
+      "system, and the one that the copies `serve --nodes` makes share, each copy its own "
+      "supernodes.\n\n"
       "## Top-level keys\n\n| key | description |\n|---|---|\n";
   for (const auto& k : top_level_keys())
     out += fmt::format("| `{}` | {} |\n", k.key, k.description);

@@ -94,8 +94,12 @@ double bf16_or_best(const Device& d, std::string& which) {
 std::string show_text(const Topology& t, const ShowOptions& options) {
   std::string out = fmt::format("topology {} ({})\n", t.name, t.file);
   if (!t.description.empty()) out += fmt::format("  {}\n", t.description);
-  out += fmt::format("  {} host{} x {} socket{} = {} sockets; {} devices\n\n", t.system.hosts,
-                     t.system.hosts == 1 ? "" : "s", t.system.sockets_per_host,
+  const std::string supernodes =
+      t.system.supernodes == 1 ? std::string()
+                               : fmt::format("{} supernodes of {} hosts, ", t.system.supernodes,
+                                             t.system.hosts / t.system.supernodes);
+  out += fmt::format("  {}{} host{} x {} socket{} = {} sockets; {} devices\n\n", supernodes,
+                     t.system.hosts, t.system.hosts == 1 ? "" : "s", t.system.sockets_per_host,
                      t.system.sockets_per_host == 1 ? "" : "s", t.sockets(), t.total_devices());
 
   out += "devices\n";
@@ -223,6 +227,7 @@ json show_json(const Topology& t) {
   j["description"] = t.description;
   j["system"] = {{"hosts", t.system.hosts},
                  {"sockets_per_host", t.system.sockets_per_host},
+                 {"supernodes", t.system.supernodes},
                  {"devices", t.total_devices()}};
   if (const HostCpu& cpu = t.system.cpu; cpu.present()) {
     json peak = json::object();

@@ -599,31 +599,14 @@ hw::Topology load_serve_topology(const ServeSettings& s, const std::vector<std::
       hw::load_topology(file, hw::LoadOptions{sets, false, serve_flag("set", s.names)});
   if (own_name != nullptr) *own_name = one.name;
   if (s.nodes <= 1) return one;
-  // Copies: the hosts and device counts multiplied through overrides after the others, so
-  // that the file's checks hold of the whole. A switch, link or tier per supernode would be
-  // one for all the copies: refused (one per cluster is one for all of them: a scale-out
-  // network).
+  // Copies: the hosts, supernodes and device counts multiplied through overrides after the
+  // others, so that the file's checks hold of the whole. Each copy is a supernode of its
+  // own (its `per: supernode` switches, links and tiers its own); one per cluster is one for
+  // all of them (a scale-out network).
   const std::string flag = serve_flag("nodes", s.names);
-  const auto shared = [&](std::string_view kind, const std::string& id) {
-    return InputError::at(SourcePos{flag},
-                          "{} copies of '{}' would share its {} '{}', which is per supernode "
-                          "(one for all its hosts, so one for all the copies): copies are of "
-                          "topologies whose switches, links and tiers are per host or "
-                          "narrower, or per cluster (one the copies share: a scale-out "
-                          "network); set this one's hosts with {} system.hosts=N",
-                          s.nodes, one.name, kind, id, serve_flag("set", s.names));
-  };
-  for (const hw::Tier& t : one.tiers) {
-    if (t.per == hw::Scope::kSupernode) throw shared("tier", t.id);
-  }
-  for (const hw::Switch& w : one.switches) {
-    if (w.per == hw::Scope::kSupernode) throw shared("switch", w.id);
-  }
-  for (const hw::Link& l : one.links) {
-    if (l.per == hw::Scope::kSupernode) throw shared("link", l.id);
-  }
   std::vector<std::string> scaled = sets;
   scaled.push_back(fmt::format("system.hosts={}", int64_t{one.system.hosts} * s.nodes));
+  scaled.push_back(fmt::format("system.supernodes={}", int64_t{one.system.supernodes} * s.nodes));
   for (const hw::Device& d : one.devices) {
     scaled.push_back(fmt::format("devices.{}.count={}", d.id, int64_t{d.count} * s.nodes));
   }

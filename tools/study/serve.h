@@ -39,9 +39,9 @@ enum class SettingNames { kServeFlags, kFields, kWhatif };
 struct ServeSettings {
   std::string hw;                 ///< topology path or shipped name; empty: the default
   std::vector<std::string> sets;  ///< topology overrides
-  /// Copies of the topology serving together, each a node of its hosts (its hosts and
-  /// device counts multiplied); one whose switches, links or tiers span its hosts (per
-  /// supernode) is refused past 1.
+  /// Copies of the topology serving together, each a node of its hosts (its hosts,
+  /// supernodes and device counts multiplied: each copy a supernode of its own, sharing
+  /// what is per cluster).
   int nodes = 1;
   /// model / hf_config / model_sets; gen: tp, where 0 (the default) is the least power of
   /// two that leaves the model room for KV on the class's devices (prepare_serve says which)
@@ -143,9 +143,8 @@ struct ServeSetup {
 
 /// The topology of `s` (`hw`, or the default) loaded with `sets` (the settings' or more), as
 /// `nodes` copies when more than one, each a node of its hosts (hosts and device counts
-/// multiplied; named "N x NAME", as the engine's messages then call it). InputError as
-/// loading does, or at `nodes` for a topology with a resource per supernode (the copies
-/// would share it).
+/// multiplied, each copy its own supernodes; named "N x NAME", as the engine's messages then
+/// call it). InputError as loading does (at `nodes` for what the copies break).
 /// `own_name`, when given, gets the topology's own name (NAME).
 hw::Topology load_serve_topology(const ServeSettings& s, const std::vector<std::string>& sets,
                                  std::string* own_name = nullptr);
