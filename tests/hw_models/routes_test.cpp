@@ -2,6 +2,10 @@
 #include "hw_models/routes.h"
 
 #include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <string>
+#include <string_view>
 
 #include "hw_models/bind.h"
 #include "hw_models/cost.h"
@@ -25,15 +29,36 @@ const Route& route(const Topology& t, std::string_view a, std::string_view b) {
 constexpr int64_t kNs = 1000;  // ps
 
 /// Two hosts of two devices, a per-host switch; the tests add the links (and switches).
-constexpr const char* kTwoHosts = R"(tierflow: hw/1
-name: two-hosts
-system: {hosts: 2, sockets_per_host: 1}
-devices: [{id: d, count: 4, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
+
+/// A topology named `name` of four devices with an HBM each, the system as `system` says
+/// ("{hosts: 2}"); the caller adds its tiers, switches and links.
+std::string four_devices(std::string_view name, std::string_view system) {
+  return fmt::format(R"(tierflow: hw/1
+name: {}
+system: {}
+devices: [{{id: d, count: 4, local_tier: hbm, peak: {{bf16: 1TFLOP/s}}}}]
 tiers:
-  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}
-switches:
-  - {id: sw, kind: nvswitch, per: host}
-)";
+  - {{id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}}
+)",
+                     name, system);
+}
+
+/// Two hosts of two devices, an NVSwitch per host; the caller adds switches and links.
+std::string two_hosts() {
+  return four_devices("two-hosts", "{hosts: 2, sockets_per_host: 1}") +
+         "switches:\n  - {id: sw, kind: nvswitch, per: host}\n";
+}
+
+/// Of four devices, two to a host (or a supernode): devices 0 and 1 copy over the peer
+/// route; the path from device 1 to device 2, which it does not join, is returned.
+const FabricPath* far_path(const Fabric& f, size_t hbm) {
+  const FabricPath* near = f.peer_path(hbm, 0, 1);
+  REQUIRE(near != nullptr);
+  CHECK(near->route == f.topology().route(hbm, hbm));
+  const FabricPath* far = f.peer_path(hbm, 1, 2);
+  REQUIRE(far != nullptr);
+  return far;
+}
 
 }  // namespace
 
@@ -421,7 +446,7 @@ TEST_CASE("a peer path leaves on the source's links and arrives on the destinati
 
 TEST_CASE("a peer path needs the switch it turns at to be one both devices reach") {
   // Two hosts, a per-host switch: devices of one host reach each other, not the other's.
-  const std::string yaml = std::string(kTwoHosts) + R"(links:
+  const std::string yaml = two_hosts() + R"(links:
   - {id: nvl, kind: nvlink, endpoints: [hbm, sw], per: device, bandwidth: 5GB/s, latency: 1ns}
 )";
   const Topology t = load_topology_text(yaml, "two-hosts.yaml");
@@ -454,13 +479,9 @@ links:
 TEST_CASE("supernodes: a switch per supernode joins the devices of its own supernode") {
   // Four hosts of one device in two supernodes (two racks), each rack's switch its own; a
   // network per cluster joins the racks.
-  const std::string yaml = R"(tierflow: hw/1
-name: two-racks
-system: {hosts: 4, supernodes: 2}
-devices: [{id: d, count: 4, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
-tiers:
-  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}
-  - {id: pool, kind: pool, per: supernode, capacity: 4GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}
+  const std::string yaml =
+      four_devices("two-racks", "{hosts: 4, supernodes: 2}") +
+      R"(  - {id: pool, kind: pool, per: supernode, capacity: 4GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}
 switches:
   - {id: rack, kind: nvswitch, per: supernode}
   - {id: net, kind: network, per: cluster}
@@ -476,11 +497,7 @@ links:
   CHECK(t.instance_of(Scope::kSupernode, 0, 2) == 1);
   const size_t hbm = *t.tier_index("hbm");
   const Fabric f(t);
-  const FabricPath* near = f.peer_path(hbm, 0, 1);
-  REQUIRE(near != nullptr);
-  CHECK(near->route == t.route(hbm, hbm));
-  const FabricPath* far = f.peer_path(hbm, 1, 2);
-  REQUIRE(far != nullptr);
+  const FabricPath* far = far_path(f, hbm);
   CHECK(describe_route(t, *far->route) == "hbm -[nic]-> net -[nic]-> hbm");
   CHECK(f.peer_path(hbm, 1, 2, /*wider=*/false) == nullptr);
   // Each rack reaches its own pool: device 2's copy goes to pool instance 1 over rack 1.
@@ -494,13 +511,7 @@ TEST_CASE("a direct peer link's mesh joins the devices of one host, not of two")
   // Two hosts of two devices, each device's own link to every peer (an xGMI mesh per
   // board): before 2026-12-01 the mesh joined all four, so a TP group or a hand-over
   // crossed from one board to the other over links that do not leave a board.
-  const std::string yaml = R"(tierflow: hw/1
-name: two-boards
-system: {hosts: 2, sockets_per_host: 1}
-devices: [{id: d, count: 4, local_tier: hbm, peak: {bf16: 1TFLOP/s}}]
-tiers:
-  - {id: hbm, kind: hbm, per: device, capacity: 1GB, read_bandwidth: 10GB/s, write_bandwidth: 10GB/s, latency: 0ns}
-links:
+  const std::string yaml = four_devices("two-boards", "{hosts: 2}") + R"(links:
   - {id: mesh, kind: xgmi, endpoints: [hbm, hbm], per: device, bandwidth: 5GB/s, latency: 1ns}
 )";
   const Topology t = load_topology_text(yaml, "two-boards.yaml");
@@ -527,8 +538,7 @@ links:
 TEST_CASE("a wider peer route joins the devices the peer route's switch does not") {
   // Two hosts, a per-host NVSwitch, and a network per cluster reached through each
   // device's PCIe and NIC: devices of one host copy over NVLink, of two over the network.
-  const std::string yaml =
-      std::string(kTwoHosts) + R"(  - {id: pcisw, kind: pcie_switch, per: socket}
+  const std::string yaml = two_hosts() + R"(  - {id: pcisw, kind: pcie_switch, per: socket}
   - {id: net, kind: network, per: cluster, latency: 7ns}
 links:
   - {id: nvl, kind: nvlink, endpoints: [hbm, sw], per: device, bandwidth: 5GB/s, latency: 1ns}
@@ -548,11 +558,7 @@ links:
   CHECK(peer_turn_scope(t, wide) == Scope::kCluster);
 
   const Fabric f(t);
-  const FabricPath* near = f.peer_path(hbm, 0, 1);
-  REQUIRE(near != nullptr);
-  CHECK(near->route == t.route(hbm, hbm));
-  const FabricPath* far = f.peer_path(hbm, 1, 2);
-  REQUIRE(far != nullptr);
+  const FabricPath* far = far_path(f, hbm);
   CHECK(far->route == &wide);
   std::vector<std::string> names;
   for (const uint32_t r : far->resources) names.push_back(f.resources()[r].name);
@@ -562,7 +568,7 @@ links:
                                           "hbm[2] write"});
   // Collectives are timed over the peer route alone: it does not join them.
   CHECK(f.peer_path(hbm, 1, 2, /*wider=*/false) == nullptr);
-  CHECK(f.peer_path(hbm, 0, 1, /*wider=*/false) == near);
+  CHECK(f.peer_path(hbm, 0, 1, /*wider=*/false) == f.peer_path(hbm, 0, 1));
   CHECK(f.peer_path(hbm, 1, 2) == far);  // found once
 
   // Topologies whose peer route joins every pair have no wider one.
