@@ -171,7 +171,9 @@ contains nodes-supernode-pool1 "$tmp/out" "pool[1]  "
 check nodes-supernode-pd 0 "$tf" serve "${gen[@]}" --hw cloudmatrix384 --model llama-3-8b --nodes 2 --tp 8 --prefill-replicas 48 --replicas 48
 contains nodes-supernode-pd-rdma "$tmp/out" "npu-rdma[384] roce->hbm"
 check nodes-supernode-tp 2 "$tf" serve "${gen[@]}" --hw gb200-nvl72 --model llama-3-70b --nodes 2 --tp 64 --replicas 2
-contains nodes-supernode-tp-msg "$tmp/err" "has none from device 64 to device 72 (they reach no switch in common)"
+contains nodes-supernode-tp-msg "$tmp/err" "its collectives would cross 'ib' from device 64 to device 72, and collectives are timed over the peer route of 'hbm' alone: a group must stay among the devices one 'nvswitch' joins"
+check nodes-racks-pd 0 "$tf" serve "${gen[@]}" --hw gb200-nvl72 --model llama-3-70b --nodes 2 --tp 4 --prefill-replicas 18 --replicas 18
+contains nodes-racks-pd-nic "$tmp/out" "nic[72] ib->grace"
 check nodes-min-devices 0 "$tf" serve --quiet --model llama-3-8b --nodes 4 --arrivals poisson,rate=120/s,n=600,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3 --find min-devices --target p99-tpot=15ms --json
 ok nodes-min-devices-json python3 -c '
 import json, sys

@@ -1150,8 +1150,15 @@ def test_serve_nodes(cli):
                                        "--json"))
     assert r.summary["nodes"] == 2 and r.summary["devices"] == 16
     assert len(r.replicas) == 8
-    with pytest.raises(tierflow.InputError, match="^nodes: 2 copies of 'cloudmatrix384'"):
-        tierflow.serve(arrivals=arrivals, model="llama-3-8b", hw="cloudmatrix384", nodes=2)
+    # Copies of a supernode are supernodes of their own (each CloudMatrix384 its pool).
+    c = tierflow.serve(arrivals=arrivals, model="llama-3-8b", hw="cloudmatrix384", nodes=2,
+                       tp=32, kv_tiers="pool:1TB")
+    assert c.summary["nodes"] == 2 and c.summary["class_devices"] == 768
+    assert [n for n in c.levels["name"] if n.startswith("pool")] == ["pool[0]", "pool[1]"]
+    # Two supernodes that do not take the hosts evenly: named as Python names the settings.
+    with pytest.raises(tierflow.InputError, match="system: 48 hosts do not divide evenly over 5 supernodes"):
+        tierflow.serve(arrivals=arrivals, model="llama-3-8b", hw="cloudmatrix384",
+                       set=["system.supernodes=5"])
 
 
 def test_serve_disaggregated_across_nodes(cli):
