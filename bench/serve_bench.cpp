@@ -5,8 +5,9 @@
 // scale the cost: the same trace at twice and four times the rate over 2 replicas of TP 4.
 // Disaggregated: one prefill and one decode replica of TP 4, every request's KV handed over
 // NVLink. Routers: four replicas of TP 2 routed least-loaded and kv-aware (the latter reads
-// every queue and every replica's cache at each arrival).
+// every queue and every replica's cache at each arrival). Many replicas: their setup.
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 
 #include <filesystem>
 #include <string>
@@ -109,6 +110,40 @@ void BM_ServeMooncakeFourReplicasKvAware(benchmark::State& state) {
 }
 BENCHMARK(BM_ServeMooncakeFourReplicasKvAware)
     ->Unit(benchmark::kSecond)
+    ->Iterations(1)
+    ->UseRealTime();
+
+// Setting up many replicas: Llama-3-8B on N copies of CloudMatrix384 (384 N replicas of TP 1,
+// each with its device level and path), a handful of requests, so that the setup is what is
+// timed. Each replica's path once checked every level for cycles, which made the setup
+// quadratic in the replicas (1024 copies of gb200-nvl72 took 22 s); now linear.
+void BM_ServeSetupManyReplicas(benchmark::State& state) {
+  const auto copies = static_cast<int>(state.range(0));
+  const std::string configs = std::string(TIERFLOW_SOURCE_DIR) + "/configs/";
+  const traces::Arch arch = traces::load_arch(configs + "models/llama-3-8b.yaml");
+  const hw::Topology one = hw::load_topology(configs + "hw/cloudmatrix384.yaml");
+  const hw::Topology topo = hw::load_topology(
+      configs + "hw/cloudmatrix384.yaml",
+      hw::LoadOptions{{fmt::format("system.hosts={}", one.system.hosts * copies),
+                       fmt::format("system.supernodes={}", copies),
+                       fmt::format("devices.ascend910c.count={}", one.devices[0].count * copies)},
+                      false,
+                      "--set"});
+  const traces::RequestTrace trace = traces::generate_requests(
+      "poisson,rate=2/s,n=20,prompt=fixed:512,output=fixed:4", traces::TraceOptions{}, "bench");
+  serve::ServeOptions o;
+  o.replicas = topo.devices[0].count;
+  for (auto _ : state) {
+    const serve::ServeResult r = serve::serve(trace, arch, traces::GenOptions{}, topo, o);
+    benchmark::DoNotOptimize(r.levels.size());
+  }
+  state.counters["replicas"] = static_cast<double>(o.replicas);
+}
+BENCHMARK(BM_ServeSetupManyReplicas)
+    ->Arg(4)
+    ->Arg(16)
+    ->Arg(64)
+    ->Unit(benchmark::kMillisecond)
     ->Iterations(1)
     ->UseRealTime();
 

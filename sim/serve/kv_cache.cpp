@@ -38,8 +38,10 @@ PathId TieredCache::add_path(std::vector<LevelId> levels) {
       lv.below = levels[i + 1];
     }
   }
-  // Evictions cascade along `below`: it must end.
-  for (LevelId l = 0; l < levels_.size(); ++l) {
+  // Evictions cascade along `below`: it must end. Only this path's levels changed theirs,
+  // so a cycle would pass through one of them (walking every level made adding a path per
+  // replica quadratic in the replicas).
+  for (const LevelId l : levels) {
     size_t steps = 0;
     for (LevelId at = l; at != kNoLevel; at = levels_[at].below) {
       TF_ASSERT(++steps <= levels_.size(), "the levels below '{}' form a cycle",

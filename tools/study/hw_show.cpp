@@ -96,8 +96,9 @@ std::string show_text(const Topology& t, const ShowOptions& options) {
   if (!t.description.empty()) out += fmt::format("  {}\n", t.description);
   const std::string supernodes =
       t.system.supernodes == 1 ? std::string()
-                               : fmt::format("{} supernodes of {} hosts, ", t.system.supernodes,
-                                             t.system.hosts / t.system.supernodes);
+                               : fmt::format("{} supernodes of {} host{}, ", t.system.supernodes,
+                                             t.system.hosts / t.system.supernodes,
+                                             t.system.hosts == t.system.supernodes ? "" : "s");
   out += fmt::format("  {}{} host{} x {} socket{} = {} sockets; {} devices\n\n", supernodes,
                      t.system.hosts, t.system.hosts == 1 ? "" : "s", t.system.sockets_per_host,
                      t.system.sockets_per_host == 1 ? "" : "s", t.sockets(), t.total_devices());
