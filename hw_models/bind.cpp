@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <string_view>
 #include <utility>
 
 #include "core/diagnostics.h"
@@ -13,14 +14,18 @@
 namespace tierflow::hw {
 namespace {
 
+/// The scope a peer route's turn is one per, by name ("host" for a direct link's mesh).
+std::string_view turn_scope_name(const Topology& t, const Route& peer) {
+  return kScopeNames[size_t(peer_turn_scope(t, peer).value_or(Scope::kHost))];
+}
+
 /// The devices peer route `peer` joins, as a message says them: "the devices one 'nvswitch'
 /// joins", or of a direct link "the devices of one host, which its 'xgmi' links join".
 std::string joined_group(const Topology& t, const Route& peer) {
   const Step& at = peer.steps[peer_turn(t, peer)];
   if (at.to.is_switch) return fmt::format("the devices one '{}' joins", peer_turn_id(t, peer));
-  const std::optional<Scope> scope = peer_turn_scope(t, peer);
-  return fmt::format("the devices of one {}, which its '{}' links join",
-                     kScopeNames[size_t(scope.value_or(Scope::kHost))], peer_turn_id(t, peer));
+  return fmt::format("the devices of one {}, which its '{}' links join", turn_scope_name(t, peer),
+                     peer_turn_id(t, peer));
 }
 
 Binding refuse(int program, std::string message) {
@@ -170,8 +175,7 @@ std::optional<std::string> peer_group_problem(const Fabric& f, size_t device_tie
         "from device {} to device {} ({}); a narrower tensor parallelism keeps each group "
         "among {}",
         a, devices.back(), tier, t.name, a, b, peer_apart_reason(t, device_tier),
-        direct ? fmt::format("the devices of one {}",
-                             kScopeNames[size_t(peer_turn_scope(t, peer).value_or(Scope::kHost))])
+        direct ? fmt::format("the devices of one {}", turn_scope_name(t, peer))
                : "the devices one switch joins");
   }
   return std::nullopt;
@@ -182,8 +186,7 @@ std::string peer_apart_reason(const Topology& t, size_t device_tier) {
   if (peer == nullptr || peer->steps.empty()) return "there is no peer route";
   if (peer->steps[peer_turn(t, *peer)].to.is_switch) return "they reach no switch in common";
   return fmt::format("they are on different {}s, and its '{}' links join the devices of one",
-                     kScopeNames[size_t(peer_turn_scope(t, *peer).value_or(Scope::kHost))],
-                     peer_turn_id(t, *peer));
+                     turn_scope_name(t, *peer), peer_turn_id(t, *peer));
 }
 
 }  // namespace tierflow::hw
