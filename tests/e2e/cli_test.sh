@@ -26,6 +26,13 @@ grep -E '^  hbm capacity +128GB +49\.152TB$' "$tmp/cm384.txt" >/dev/null &&
 grep -E '^  hbm +pool +128GB/s ' "$tmp/cm384.txt" >/dev/null &&
   passes=$((passes + 1)) || { echo "FAIL cm384 pool route"; fails=$((fails + 1)); }
 
+# Two supernodes: the system line says them, the totals are of both, each its own pool.
+check show-cm384-two 0 "$tf" hw show configs/hw/cloudmatrix384.yaml --set system.supernodes=2 --set system.hosts=96 --set devices.ascend910c.count=768
+contains cm384-two-system "$tmp/out" "2 supernodes of 48 hosts, 96 hosts x 4 sockets = 384 sockets; 768 devices"
+contains cm384-two-totals "$tmp/out" "all 2 supernodes"
+grep -E '^  pool +pool +supernode +2 ' "$tmp/out" >/dev/null &&
+  passes=$((passes + 1)) || { echo "FAIL cm384-two pool instances"; fails=$((fails + 1)); }
+
 # --all-routes lists every ordered pair, e.g. host memory to SSD.
 check show-all-routes 0 "$tf" hw show --all-routes configs/hw/h100-sxm-8gpu.yaml
 contains all-routes-ddr-ssd "$tmp/out" "ddr -> rc -[nvme-link]-> ssd"

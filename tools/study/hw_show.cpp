@@ -198,7 +198,11 @@ std::string show_text(const Topology& t, const ShowOptions& options) {
 
   out += "totals\n";
   const int ndev = t.total_devices();
-  Table totals({"", "per device", "per supernode"}, {kL, kR, kR});
+  // The whole system's: one supernode's, or all of them.
+  const std::string whole = t.system.supernodes == 1
+                                ? std::string("per supernode")
+                                : fmt::format("all {} supernodes", t.system.supernodes);
+  Table totals({"", "per device", whole}, {kL, kR, kR});
   for (const auto& x : t.tiers) {
     const uint64_t total = x.capacity.value * static_cast<uint64_t>(t.instances(x.per));
     // A shared tier's per-device figure is its fair share; exact when it divides evenly.
