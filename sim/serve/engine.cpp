@@ -681,8 +681,14 @@ void Engine::setup_handoffs() const {
                         tier, topo_.name,
                         topo_.route(device_tier_, device_tier_) == nullptr
                             ? "none"
-                            : fmt::format("none from device {} to device {} ({})", a, b,
-                                          hw::peer_apart_reason(topo_, device_tier_))));
+                            : fmt::format("none from device {} to device {} ({}){}", a, b,
+                                          hw::peer_apart_reason(topo_, device_tier_),
+                                          topo_.wider_peer_routes(device_tier_).empty()
+                                              ? "; it models no scale-out network to join "
+                                                "them: a switch `per: cluster` that each "
+                                                "device reaches over a link of its own "
+                                                "(docs/hardware.md)"
+                                              : "")));
       }
     }
   }

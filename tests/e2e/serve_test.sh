@@ -611,6 +611,9 @@ check pd-whatif 0 "$tf" whatif --model llama-3-8b --quiet --arrivals poisson,rat
 contains pd-whatif-answer "$tmp/out" "answer: 1 decode replicas (beside 1 prefill)"
 check pd-too-many 2 "$tf" serve "${pd[@]}" --prefill-replicas 5 --replicas 4
 contains pd-too-many-msg "$tmp/err" "error: --prefill-replicas: 5 prefill and 4 decode replicas of TP 1 need 9 devices; 'h100-sxm-8gpu' has 8 of class 'h100'"
+# Two nodes of a topology that models no network: what would join them is said.
+check pd-no-network 2 "$tf" serve "${pd[@]}" --hw ascend-910b-8npu --nodes 2 --tp 1 --prefill-replicas 8 --replicas 8
+contains pd-no-network-msg "$tmp/err" "has none from device 0 to device 8 (they are on different hosts, and its 'hccs' links join the devices of one); it models no scale-out network to join them: a switch \`per: cluster\` that each device reaches over a link of its own (docs/hardware.md)"
 check pd-no-peer-route 2 "$tf" serve "${pd[@]}" --hw a100-nvme-bounce --prefill-replicas 1
 contains pd-no-peer-route-msg "$tmp/err" "error: --prefill-replicas: disaggregated prefill hands each request's KV cache from a prefill replica's devices to a decode replica's over the peer route of 'hbm' (or a wider one: a scale-out network), and 'a100-nvme-bounce' has none"
 # Prefill at one tensor parallelism, decode at another: each decode device's shard comes

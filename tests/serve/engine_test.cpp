@@ -665,6 +665,10 @@ TEST_CASE("serve, disaggregated: devices the peer route cannot join are refused"
   }
   CHECK(e.starts_with("prefill_replicas: disaggregated prefill hands each request's KV cache"));
   CHECK(e.find("none from device 0 to device 8") != std::string::npos);
+  // Its network is one per host here, which joins no two hosts: one per cluster would.
+  CHECK(
+      e.ends_with("it models no scale-out network to join them: a switch `per: cluster` "
+                  "that each device reaches over a link of its own (docs/hardware.md)"));
   // No peer route at all (four PCIe A100s).
   const hw::Topology a100 = hw::load_topology(config("hw/a100-nvme-bounce.yaml"));
   CHECK(error_at(a100, o).ends_with("and 'a100-nvme-bounce' has none"));
