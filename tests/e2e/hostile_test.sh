@@ -361,6 +361,11 @@ hostile stop61/serve-nodes-negative 2 "--nodes: negative value '-2'" --out "$d/s
   "$tf" serve --model llama-3-8b "${sg[@]}" --nodes -2 -o "$d/s.txt"
 hostile stop61/serve-nodes-word 2 "--nodes: malformed number in 'many'" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b "${sg[@]}" --nodes many -o "$d/s.txt"
+# system.supernodes, the key this stop added: a count, at least 1, that fits.
+hostile stop63/supernodes-zero 2 "--set:1:19: bad value for 'supernodes': must be at least 1, got 0" -- \
+  "$tf" hw show gb200-nvl72 --set system.supernodes=0
+hostile stop63/supernodes-huge 2 "--set:1:19: bad value for 'supernodes': 4294967296 is too large" -- \
+  "$tf" hw show gb200-nvl72 --set system.supernodes=4294967296
 hostile stop63/serve-nodes-supernodes-uneven 2 "--set:1:19: system: 18 hosts do not divide evenly over 4 supernodes" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b --hw gb200-nvl72 "${sg[@]}" --nodes 2 --set system.supernodes=4 -o "$d/s.txt"
 hostile stop61/serve-tp-spans-nodes 2 "--tp: a replica of TP 16: on devices 0 to 15" --out "$d/s.txt" -- \

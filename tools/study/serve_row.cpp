@@ -129,16 +129,13 @@ std::vector<Def> make_defs() {
         In{"kv_dtype", "KV-cache element type", text},
         In{"cache_only", "replayed against the cache alone (no time)", CellType::kBool}}) {
     auto get = setting(std::string(f.name), f.type);
-    if (f.name == "tp") {
-      // Not given, the TP the setup chose (when it could choose one).
-      get = [get](const ServeOutcome& o) {
-        return o.setup != nullptr ? Cell{static_cast<int64_t>(o.setup->gen.tp)} : get(o);
-      };
-    }
-    if (f.name == "replicas") {
-      // Not given, as many as the devices held.
-      get = [get](const ServeOutcome& o) {
-        return o.setup != nullptr ? Cell{static_cast<int64_t>(o.setup->engine.replicas)} : get(o);
+    if (f.name == "tp" || f.name == "replicas") {
+      // Not given, what the setup took: the least TP with room, as many replicas as the
+      // devices hold (when it could choose them).
+      const bool tp = f.name == "tp";
+      get = [get, tp](const ServeOutcome& o) {
+        if (o.setup == nullptr) return get(o);
+        return Cell{static_cast<int64_t>(tp ? o.setup->gen.tp : o.setup->engine.replicas)};
       };
     }
     d.push_back({std::string(f.name), f.what, f.type, std::move(get)});
