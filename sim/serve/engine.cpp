@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <deque>
+#include <limits>
 #include <map>
 #include <optional>
 #include <span>
@@ -90,6 +91,7 @@ struct Seq {
   /// The next turn of its session, if the trace has one: a block that fills up takes the
   /// hash that turn's prompt gives it, so that the turn finds this one's KV cached.
   const std::vector<uint64_t>* next_turn = nullptr;
+  bool in_flight = false;  ///< in an iteration in flight (pipeline parallelism: one at most)
 };
 
 /// What a transfer does, as the timeline names it: a MoveKind, or a swap.
@@ -109,6 +111,7 @@ struct Transfer {
   Time start = 0;
   uint32_t lane = 0;  ///< on the timeline
   uint32_t seq = 0;   ///< a hand-over's sequence
+  uint32_t slot = 0;  ///< a load's iteration: its slot in the replica's
 };
 
 struct FlowRef {
@@ -119,26 +122,49 @@ struct FlowRef {
   uint64_t done_event = 0;  ///< id + 1 of its scheduled completion; 0 none
 };
 
-struct Replica {
-  std::vector<int> devices;  ///< global device numbers
-  PathId path = 0;
-  LevelId device_level = 0;
-  std::deque<uint32_t> waiting;   ///< seq indices
-  std::vector<uint32_t> running;  ///< in admission order
-  bool busy = false;
-  bool start_pending = false;  ///< an iteration starts once the instant's events are in
-  // The iteration in flight.
+/// An iteration in flight on a replica.
+struct Iteration {
   std::vector<uint32_t> batch;  ///< seqs in it
   std::vector<int64_t> tokens;  ///< their new tokens
   Time start = 0;
   Time compute = 0;
   uint32_t loads_left = 0;
   Time loads_done = 0;
-  uint64_t reserved = 0;   ///< device blocks the iteration will insert at its end
-  uint64_t swap_free = 0;  ///< blocks of its swap space not holding a victim's
-  /// Blocks the iteration being scheduled swaps out and in: it waits for them before it
-  /// computes (a swap frees or fills device blocks the compute uses).
+  uint64_t reserved = 0;  ///< device blocks it will insert at its end
+  /// Blocks it swaps out and in: it waits for them before it computes (a swap frees or
+  /// fills device blocks the compute uses).
   uint64_t swap_outs = 0, swap_ins = 0;
+  std::vector<Time> stages;  ///< pipeline parallelism: each stage's compute
+  Time stages_done = 0;      ///< and, under layered loads, when the last stage was done
+  bool active = false;
+};
+
+struct Replica {
+  std::vector<int> devices;  ///< global device numbers, stage after stage
+  PathId path = 0;
+  LevelId device_level = 0;
+  std::deque<uint32_t> waiting;   ///< seq indices
+  std::vector<uint32_t> running;  ///< in admission order
+  bool start_pending = false;     ///< an iteration starts once the instant's events are in
+  /// Iterations in flight: one slot per pipeline stage (one without pipeline parallelism),
+  /// as vLLM keeps as many batches in flight as there are stages.
+  std::vector<Iteration> iters;
+  uint32_t in_flight = 0;
+  uint32_t slot = 0;  ///< the slot of the iteration being scheduled
+  /// The iteration being scheduled: its sequences and their new tokens.
+  std::vector<uint32_t> batch;
+  std::vector<int64_t> tokens;
+  /// Device blocks the iterations in flight and the one being scheduled will insert.
+  uint64_t reserved = 0;
+  uint64_t swap_free = 0;                ///< blocks of its swap space not holding a victim's
+  uint64_t swap_outs = 0, swap_ins = 0;  ///< of the iteration being scheduled
+  /// Pipeline parallelism: when each stage is free of the iterations given to it, and
+  /// since when one has been in flight (for `busy`).
+  std::vector<Time> stage_free;
+  Time busy_since = 0;
+  /// Between stage s and s + 1: the slowest route's setup and bandwidth over the stages'
+  /// devices, rank to rank.
+  std::vector<std::pair<Duration, double>> hops;
   uint64_t load = 0;  ///< tokens queued and running (least-loaded router)
   /// Prompt tokens its waiting and running sequences have not computed (kv-aware router):
   /// kept as their `computed` and `prompt` change, each change through Engine::progress.
@@ -148,7 +174,7 @@ struct Replica {
   std::deque<uint32_t> incoming;  ///< disaggregated decode: hand-overs waiting for room
   uint32_t receiving = 0;         ///< hand-overs admitted, their copies in flight
   // Timeline.
-  sim::TrackId track = 0;
+  std::vector<sim::TrackId> tracks;  ///< iterations, by slot
   sim::SeriesId seqs = 0;
 };
 
@@ -197,6 +223,13 @@ class Engine {
   /// leaves room for KV blocks, and how many; none when no such one does.
   std::optional<std::pair<int, uint64_t>> wider_tp(const traces::Arch& arch,
                                                    const traces::GenOptions& gen) const;
+  /// The cost model of `gen` at the options' pipeline stages (InputError at `pp` when the
+  /// model has fewer layers).
+  [[nodiscard]] std::unique_ptr<IterationCost> make_cost(const traces::Arch& arch,
+                                                         const traces::GenOptions& gen,
+                                                         int pp) const {
+    return std::make_unique<IterationCost>(arch, gen, topo_, device_class_, device_tier_, pp);
+  }
   /// Disaggregated: the decode replica that takes `s` from its prefill replica.
   uint32_t pick_decode(const Seq& s);
   /// Of replicas [first, end), the one whose device level holds the longest prefix of
@@ -250,7 +283,15 @@ class Engine {
   /// the device level, from the cache where it still holds them, else swapped in) and adds
   /// its next tokens to the batch. False, and nothing changed, when there is no room.
   bool swap_in(uint32_t r, int64_t& budget);
-  void end_iteration(uint32_t r);
+  void end_iteration(uint32_t r, uint32_t slot);
+  /// Pipeline parallelism: `it` passes the replica's stages from `enter`, each stage taking
+  /// it once done with those before it and sending its activations on to the next; when it
+  /// leaves the last.
+  Time pipeline(Replica& rep, Iteration& it, Time enter);
+  /// The event data of replica r's iteration in `slot`, and back.
+  [[nodiscard]] uint32_t iteration_key(uint32_t r, uint32_t slot) const {
+    return r * static_cast<uint32_t>(shapes_[0].pp) + slot;
+  }
   /// Starts an iteration of replica `r` once every event of this instant is handled
   /// (start_pending): requests arriving together, or as an iteration ends, join one batch.
   void want_start(uint32_t r);
@@ -280,7 +321,7 @@ class Engine {
   /// Samples replica r's running and waiting counts (record_series): at every arrival and
   /// every schedule, so the series are exact step functions of the queues.
   void record_queues(uint32_t r);
-  void draw_iteration(uint32_t r);
+  void draw_iteration(uint32_t r, const Iteration& it);
   void draw_transfer(const Transfer& tr);
   void resolve();
   /// Blocks that hold `tokens` tokens of a sequence's KV.
@@ -315,9 +356,14 @@ class Engine {
   /// (or decode) replicas', shapes_[1] the prefill replicas' (disaggregated).
   struct Shape {
     int tp = 1;
+    int pp = 1;  ///< pipeline stages
     std::unique_ptr<IterationCost> cost;
     std::unique_ptr<IterationCost> draft;  ///< speculative decoding's draft model, if any
-    uint64_t shard = 0;  ///< one block on one device (the draft's KV with the model's)
+    /// One block on one device (the draft's KV with the model's): the most of any stage's
+    /// device, and by the device's place in the replica (stage after stage).
+    uint64_t shard = 0;
+    std::vector<uint64_t> device_shard;
+    uint64_t block_bytes = 0;  ///< a whole block: every device's shard
     uint64_t workspace = 0;
     uint64_t pool = 0;  ///< the device level's blocks
     uint64_t swap_blocks = 0;
@@ -327,11 +373,32 @@ class Engine {
     return shapes_[rep.prefill_only ? 1 : 0];
   }
   /// What a replica's devices hold besides KV blocks, and a block's bytes on one device:
-  /// the model's, and its draft's when speculative decoding has one.
+  /// the model's, and its draft's when speculative decoding has one. The most of any
+  /// stage's device, and `pool` the blocks that every stage's devices have room for (0:
+  /// none).
   struct Footprint {
     uint64_t weights = 0, workspace = 0, shard = 0;
+    uint64_t pool = 0;
   };
   Footprint footprint(IterationCost& cost, IterationCost* draft) const;
+  /// Pipeline parallelism: the least stages more than `pp` of the widest tensor parallelism
+  /// the peer route joins (at least `gen`'s) that leave room for KV blocks: TP, stages and
+  /// blocks; none when no such one does.
+  struct Wider {
+    int tp = 0, pp = 0;
+    uint64_t blocks = 0;
+  };
+  std::optional<Wider> wider_pp(const traces::Arch& arch, const traces::GenOptions& gen) const;
+  /// What a refusal of a copy between hosts adds where the topology models no network
+  /// between them; empty where it has wider routes (that do not join these two).
+  [[nodiscard]] std::string no_network_note() const {
+    return topo_.wider_peer_routes(device_tier_).empty()
+               ? "; it models no scale-out network to join them: a switch `per: cluster` "
+                 "that each device reaches over a link of its own (docs/hardware.md)"
+               : "";
+  }
+  /// Whether `tp` devices of the class, its first, are a group the peer route joins.
+  [[nodiscard]] bool joined(int tp) const;
   /// The draft model's cost at `gen` (its tensor parallelism and dtypes); null without one.
   /// InputError at spec_draft when the devices cannot run it or it does not match `arch`.
   std::unique_ptr<IterationCost> draft_cost(const traces::Arch& arch,
@@ -348,6 +415,7 @@ class Engine {
   size_t device_class_ = 0;
   size_t device_tier_ = 0;
   int layers_ = 1;
+  int hidden_ = 0;  ///< the model's hidden size (pipeline stages send activations of it)
   int64_t block_tokens_ = 512;
   uint64_t spec_steps_ = 0, spec_drafted_ = 0, spec_accepted_ = 0;
   std::vector<SeqWork> draft_work_;
@@ -438,15 +506,28 @@ void Engine::setup_devices(const traces::Arch& arch) {
                      "kv-aware weighs the prompt tokens a replica would compute, and a decode "
                      "replica computes none: least-loaded, round-robin or prefix");
   }
+  if (o_.pp < 1) {
+    throw InputError(SourcePos{"pp"},
+                     fmt::format("expected at least 1 pipeline stage, got {}", o_.pp));
+  }
+  // What pipeline parallelism does not model yet: refused rather than timed wrong.
+  if (o_.pp > 1 && (o_.prefill_replicas > 0 || o_.spec.tokens > 0)) {
+    throw InputError(
+        SourcePos{"pp"},
+        fmt::format("pipeline parallelism is modelled for colocated replicas "
+                    "without speculative decoding; {} is not",
+                    o_.prefill_replicas > 0 ? "disaggregated prefill" : "speculative decoding"));
+  }
   const int tp = gen_.tp;
   const int ptp = o_.prefill_replicas > 0 && o_.prefill_tp > 0 ? o_.prefill_tp : tp;
   const int all = o_.replicas + o_.prefill_replicas;
-  // Up to 2^16 x 2^21: past int.
-  const int64_t need = int64_t{tp} * o_.replicas + int64_t{ptp} * o_.prefill_replicas;
+  // Up to 2^16 x 2^21 x 2^16: past int.
+  const int64_t need = int64_t{tp} * o_.pp * o_.replicas + int64_t{ptp} * o_.prefill_replicas;
   if (need > cls->count) {
     // One replica too wide is the tensor parallelism's doing; more, the replicas'.
-    const auto n = [](int k, std::string_view kind, int of) {
-      return fmt::format("{} {}replica{} of TP {}", k, kind, k == 1 ? "" : "s", of);
+    const std::string pp = o_.pp > 1 ? fmt::format(" x PP {}", o_.pp) : "";
+    const auto n = [&](int k, std::string_view kind, int of) {
+      return fmt::format("{} {}replica{} of TP {}{}", k, kind, k == 1 ? "" : "s", of, pp);
     };
     const std::string what = o_.prefill_replicas == 0 ? n(o_.replicas, "", tp)
                              : ptp == tp
@@ -457,6 +538,7 @@ void Engine::setup_devices(const traces::Arch& arch) {
     throw InputError(
         SourcePos{o_.prefill_replicas > 0 ? "prefill_replicas"
                   : o_.replicas > 1       ? "replicas"
+                  : o_.pp > 1             ? "pp"
                                           : "tp"},
         fmt::format("{} {} {} devices; '{}' has {} of class '{}'", what,
                     all == 1 ? "needs" : "need", need, topo_.name, cls->count, cls->id));
@@ -466,6 +548,7 @@ void Engine::setup_devices(const traces::Arch& arch) {
     if (fabric_.device_class(d) == device_class_) devices.push_back(d);
   }
   layers_ = std::max(1, arch.layers);
+  hidden_ = arch.hidden;
   block_tokens_ = trace_.block_tokens;
   setup_shape(0, arch, gen_, "tp");
   if (o_.prefill_replicas > 0) {
@@ -488,15 +571,46 @@ void Engine::setup_devices(const traces::Arch& arch) {
   for (int r = 0; r < all; ++r) {
     Replica& rep = replicas_[size_t(r)];
     rep.prefill_only = r < o_.prefill_replicas;
-    for (int k = 0; k < shape(rep).tp; ++k) rep.devices.push_back(devices[next++]);
+    const Shape& sh = shape(rep);
+    for (int k = 0; k < sh.tp * sh.pp; ++k) rep.devices.push_back(devices[next++]);
+    rep.iters.resize(static_cast<size_t>(sh.pp));
+    if (sh.pp > 1) rep.stage_free.assign(static_cast<size_t>(sh.pp), 0);
   }
-  // A replica's tensor-parallel collectives run over the device tier's peer route: its
-  // devices must reach one another by it (one wider than the devices a switch joins, a
-  // host's NVSwitch, cannot).
-  for (const Replica& rep : replicas_) {
-    if (auto why = hw::peer_group_problem(fabric_, device_tier_, rep.devices)) {
-      throw InputError(SourcePos{rep.prefill_only && o_.prefill_tp > 0 ? "prefill_tp" : "tp"},
-                       fmt::format("a replica of TP {}: {}", rep.devices.size(), *why));
+  // A replica's tensor-parallel collectives run over the device tier's peer route: the
+  // devices of each of its stages must reach one another by it (one wider than the devices
+  // a switch joins, a host's NVSwitch, cannot). A stage sends its activations to the next,
+  // rank to rank, over the peer route or a wider one (a scale-out network).
+  for (Replica& rep : replicas_) {
+    const Shape& sh = shape(rep);
+    const auto group = [&](int st) {
+      return std::span<const int>(rep.devices).subspan(size_t(st * sh.tp), size_t(sh.tp));
+    };
+    for (int st = 0; st < sh.pp; ++st) {
+      if (auto why = hw::peer_group_problem(fabric_, device_tier_, group(st))) {
+        throw InputError(SourcePos{rep.prefill_only && o_.prefill_tp > 0 ? "prefill_tp" : "tp"},
+                         fmt::format("a {} of TP {}: {}", sh.pp > 1 ? "pipeline stage" : "replica",
+                                     sh.tp, *why));
+      }
+    }
+    for (int st = 0; st + 1 < sh.pp; ++st) {
+      Duration setup{0};
+      double bw = std::numeric_limits<double>::infinity();
+      for (int k = 0; k < sh.tp; ++k) {
+        const int a = group(st)[size_t(k)], b = group(st + 1)[size_t(k)];
+        const hw::FabricPath* p = fabric_.peer_path(device_tier_, a, b);
+        if (p == nullptr) {
+          throw InputError(
+              SourcePos{"pp"},
+              fmt::format("pipeline stage {} sends its activations to stage {} over the peer "
+                          "route of '{}' (or a wider one: a scale-out network), and '{}' has "
+                          "none from device {} to device {} ({}){}",
+                          st, st + 1, topo_.tiers[device_tier_].id, topo_.name, a, b,
+                          hw::peer_apart_reason(topo_, device_tier_), no_network_note()));
+        }
+        setup = std::max(setup, p->route->setup);
+        bw = std::min(bw, p->route->bandwidth.bytes_per_s);
+      }
+      rep.hops.emplace_back(setup, bw);
     }
   }
 }
@@ -505,14 +619,21 @@ void Engine::setup_shape(size_t i, const traces::Arch& arch, const traces::GenOp
                          const char* tp_field) {
   Shape& sh = shapes_[i];
   sh.tp = gen.tp;
-  sh.cost = std::make_unique<IterationCost>(arch, gen, topo_, device_class_, device_tier_);
+  sh.pp = i == 0 ? o_.pp : 1;
+  sh.cost = make_cost(arch, gen, sh.pp);
   sh.draft = draft_cost(arch, gen);
   const Footprint f = footprint(*sh.cost, sh.draft.get());
   sh.shard = f.shard;
   sh.workspace = f.workspace;
+  for (int st = 0; st < sh.pp; ++st) {
+    const uint64_t shard =
+        sh.pp == 1 ? f.shard
+                   : sh.cost->stage_kv_bytes_per_token(st) * static_cast<uint64_t>(block_tokens_);
+    sh.device_shard.insert(sh.device_shard.end(), static_cast<size_t>(sh.tp), shard);
+    sh.block_bytes += shard * static_cast<uint64_t>(sh.tp);
+  }
   const uint64_t usable = topo_.usable(device_tier_);
-  const uint64_t fixed = f.weights + sh.workspace;
-  if (fixed >= usable || (usable - fixed) / sh.shard == 0) {
+  if (f.pool == 0) {
     // What would make room: the least wider tensor parallelism that does (else narrower
     // weights), a smaller iteration where the weights alone leave room; what takes the
     // most first.
@@ -524,6 +645,11 @@ void Engine::setup_shape(size_t i, const traces::Arch& arch, const traces::GenOp
           fmt::format("raise the tensor parallelism ({}: {} is the least that "
                       "leaves room, for {} blocks of {} tokens)",
                       tp_field, wider->first, wider->second, block_tokens_));
+    } else if (const auto pp = i == 0 ? wider_pp(arch, gen) : std::nullopt) {
+      remedies.push_back(fmt::format(
+          "split the layers into pipeline stages (pp: {} stages of TP {} are the least that "
+          "leave room, for {} blocks of {} tokens)",
+          pp->pp, pp->tp, pp->blocks, block_tokens_));
     } else if (!weights_fit) {
       remedies.push_back(fmt::format(
           "no tensor parallelism up to the {} device{} of class '{}' leaves room: narrower "
@@ -546,7 +672,7 @@ void Engine::setup_shape(size_t i, const traces::Arch& arch, const traces::GenOp
                     to_string_approx(Bytes{usable}), topo_.tiers[device_tier_].id,
                     i == 1 ? " of a prefill replica" : "", remedy));
   }
-  sh.pool = (usable - fixed) / sh.shard;
+  sh.pool = f.pool;
 }
 
 Engine::Footprint Engine::footprint(IterationCost& cost, IterationCost* draft) const {
@@ -561,6 +687,16 @@ Engine::Footprint Engine::footprint(IterationCost& cost, IterationCost* draft) c
     per_token += draft->kv_bytes_per_token();
   }
   f.shard = per_token * static_cast<uint64_t>(block_tokens_);
+  // Each stage's devices hold its weights and KV (one stage: the model's and its draft's).
+  const uint64_t usable = topo_.usable(device_tier_);
+  f.pool = UINT64_MAX;
+  for (int st = 0; st < cost.stages(); ++st) {
+    const bool one = cost.stages() == 1;
+    const uint64_t fixed = (one ? f.weights : cost.stage_weight_bytes(st)) + f.workspace;
+    const uint64_t shard =
+        one ? f.shard : cost.stage_kv_bytes_per_token(st) * static_cast<uint64_t>(block_tokens_);
+    f.pool = std::min(f.pool, fixed >= usable ? 0 : (usable - fixed) / shard);
+  }
   return f;
 }
 
@@ -623,23 +759,58 @@ Time Engine::draft_time(const Replica& rep) {
 
 std::optional<std::pair<int, uint64_t>> Engine::wider_tp(const traces::Arch& arch,
                                                          const traces::GenOptions& gen) const {
-  const uint64_t usable = topo_.usable(device_tier_);
   const int count = topo_.devices[device_class_].count;
-  for (int tp = gen.tp + 1; tp <= count; ++tp) {
+  for (int tp = gen.tp + 1; int64_t{tp} * o_.pp <= count; ++tp) {
+    // A group the peer route does not join (wider than a host) would be refused.
+    if (!joined(tp)) break;
     traces::GenOptions g = gen;
     g.tp = tp;
     std::optional<IterationCost> cost;
     std::unique_ptr<IterationCost> draft;
     try {
-      cost.emplace(arch, g, topo_, device_class_, device_tier_);
+      cost.emplace(arch, g, topo_, device_class_, device_tier_, o_.pp);
       draft = draft_cost(arch, g);
     } catch (const InputError&) {
       continue;  // it does not divide the heads (of the model or its draft)
     }
     const Footprint f = footprint(*cost, draft.get());
-    const uint64_t fixed = f.weights + f.workspace;
-    if (fixed < usable && (usable - fixed) / f.shard > 0)
-      return std::pair{tp, (usable - fixed) / f.shard};
+    if (f.pool > 0) return std::pair{tp, f.pool};
+  }
+  return std::nullopt;
+}
+
+bool Engine::joined(int tp) const {
+  std::vector<int> first;
+  for (int d = 0; d < fabric_.devices() && static_cast<int>(first.size()) < tp; ++d) {
+    if (fabric_.device_class(d) == device_class_) first.push_back(d);
+  }
+  return static_cast<int>(first.size()) == tp &&
+         !hw::peer_group_problem(fabric_, device_tier_, first).has_value();
+}
+
+std::optional<Engine::Wider> Engine::wider_pp(const traces::Arch& arch,
+                                              const traces::GenOptions& gen) const {
+  if (o_.spec.tokens > 0 || o_.prefill_replicas > 0) return std::nullopt;
+  const int count = topo_.devices[device_class_].count;
+  // The widest TP the peer route joins that the model's heads take.
+  traces::GenOptions g = gen;
+  int widest = 0;
+  for (int tp = gen.tp; tp <= count; ++tp) {
+    if (!joined(tp)) break;
+    g.tp = tp;
+    try {
+      (void)make_cost(arch, g, 1);
+    } catch (const InputError&) {
+      continue;
+    }
+    widest = tp;
+  }
+  if (widest == 0) return std::nullopt;
+  g.tp = widest;
+  for (int pp = o_.pp + 1; int64_t{pp} * widest <= count && pp <= arch.layers; ++pp) {
+    const std::unique_ptr<IterationCost> cost = make_cost(arch, g, pp);
+    const Footprint f = footprint(*cost, nullptr);
+    if (f.pool > 0) return Wider{widest, pp, f.pool};
   }
   return std::nullopt;
 }
@@ -675,20 +846,15 @@ void Engine::setup_handoffs() const {
         const std::string& tier = topo_.tiers[device_tier_].id;
         throw InputError(
             SourcePos{"prefill_replicas"},
-            fmt::format("disaggregated prefill hands each request's KV cache from a prefill "
-                        "replica's devices to a decode replica's over the peer route of '{}' "
-                        "(or a wider one: a scale-out network), and '{}' has {}",
-                        tier, topo_.name,
-                        topo_.route(device_tier_, device_tier_) == nullptr
-                            ? "none"
-                            : fmt::format("none from device {} to device {} ({}){}", a, b,
-                                          hw::peer_apart_reason(topo_, device_tier_),
-                                          topo_.wider_peer_routes(device_tier_).empty()
-                                              ? "; it models no scale-out network to join "
-                                                "them: a switch `per: cluster` that each "
-                                                "device reaches over a link of its own "
-                                                "(docs/hardware.md)"
-                                              : "")));
+            fmt::format(
+                "disaggregated prefill hands each request's KV cache from a prefill "
+                "replica's devices to a decode replica's over the peer route of '{}' "
+                "(or a wider one: a scale-out network), and '{}' has {}",
+                tier, topo_.name,
+                topo_.route(device_tier_, device_tier_) == nullptr
+                    ? "none"
+                    : fmt::format("none from device {} to device {} ({}){}", a, b,
+                                  hw::peer_apart_reason(topo_, device_tier_), no_network_note())));
       }
     }
   }
@@ -735,14 +901,18 @@ void Engine::setup_levels() {
     std::vector<Group> groups;
     std::map<int, uint64_t> devices_on;  // per instance: every replica's devices on it
     for (size_t r = 0; r < replicas_.size(); ++r) {
-      std::map<int, uint64_t> shards;
-      for (const int d : replicas_[r].devices) {
+      std::map<int, uint64_t> shards;     // per instance: the replica's devices on it
+      std::map<int, uint64_t> per_block;  // and the bytes of their shards of a block
+      const Shape& sh = shape(replicas_[r]);
+      for (size_t j = 0; j < replicas_[r].devices.size(); ++j) {
+        const int d = replicas_[r].devices[j];
         if (!reaches(tier, d)) {
           throw InputError(SourcePos{"kv_tiers"},
                            fmt::format("tier '{}' has no route to and from '{}' in '{}'", k.tier,
                                        topo_.tiers[device_tier_].id, topo_.name));
         }
         ++shards[fabric_.tier_instance(tier, d)];
+        per_block[fabric_.tier_instance(tier, d)] += sh.device_shard[j];
       }
       std::vector<int> instances;
       for (const auto& [inst, n] : shards) {
@@ -756,7 +926,7 @@ void Engine::setup_levels() {
         g = groups.end() - 1;
       }
       for (const auto& [inst, n] : shards) {
-        g->bytes[inst] = std::max(g->bytes[inst], n * shape(replicas_[r]).shard);
+        g->bytes[inst] = std::max(g->bytes[inst], per_block.at(inst));
         g->devices[inst] += n;
       }
       g->replicas.push_back(r);
@@ -1083,7 +1253,7 @@ void Engine::arrive(uint32_t req) {
   ++rep.stats.requests;
   rep.load += rq.prompt_tokens + rq.output_tokens;
   rep.backlog += prompt_left(s);
-  if (!rep.busy) {
+  if (rep.in_flight < rep.iters.size()) {
     want_start(r);
   } else {
     record_queues(r);
@@ -1098,11 +1268,15 @@ void Engine::want_start(uint32_t r) {
 }
 
 void Engine::start_pending() {
+  // A replica with stages free may start another iteration at once (pipeline parallelism).
   std::vector<uint32_t> starts;
-  starts.swap(pending_starts_);
-  for (const uint32_t r : starts) {
-    replicas_[r].start_pending = false;
-    start_iteration(r);
+  while (!pending_starts_.empty()) {
+    starts.clear();
+    starts.swap(pending_starts_);
+    for (const uint32_t r : starts) {
+      replicas_[r].start_pending = false;
+      start_iteration(r);
+    }
   }
 }
 
@@ -1111,8 +1285,11 @@ bool Engine::room_for(uint32_t r, size_t i, uint64_t need) {
   while (!room(rep, need)) {
     // In the prefill pass, decodes after i are already in the batch; in the decode pass,
     // nothing after i is.
+    // (Nor is one in an iteration in flight.)
     size_t v = rep.running.size() - 1;
-    while (v > i && std::find(rep.batch.begin(), rep.batch.end(), rep.running[v]) != rep.batch.end()) {
+    while (v > i &&
+           (seqs_[rep.running[v]].in_flight ||
+            std::find(rep.batch.begin(), rep.batch.end(), rep.running[v]) != rep.batch.end())) {
       --v;
     }
     if (v == i) break;
@@ -1158,7 +1335,6 @@ bool Engine::schedule(uint32_t r) {
   Replica& rep = replicas_[r];
   rep.batch.clear();
   rep.tokens.clear();
-  rep.reserved = 0;
   work_.clear();
   int64_t budget = o_.token_budget;
   moves_.clear();
@@ -1167,7 +1343,7 @@ bool Engine::schedule(uint32_t r) {
   for (size_t i = 0; i < rep.running.size() && budget > 0;) {
     const uint32_t q = rep.running[i];
     Seq& s = seqs_[q];
-    if (s.computed < s.prompt) {
+    if (s.computed < s.prompt || s.in_flight) {
       ++i;
       continue;
     }
@@ -1193,7 +1369,7 @@ bool Engine::schedule(uint32_t r) {
   for (size_t i = 0; i < rep.running.size() && budget > 0;) {
     const uint32_t q = rep.running[i];
     Seq& s = seqs_[q];
-    if (s.computed >= s.prompt) {
+    if (s.computed >= s.prompt || s.in_flight) {
       ++i;
       continue;
     }
@@ -1314,12 +1490,17 @@ bool Engine::swap_in(uint32_t r, int64_t& budget) {
 
 void Engine::start_iteration(uint32_t r) {
   Replica& rep = replicas_[r];
+  if (rep.in_flight == rep.iters.size()) return;
+  rep.slot = 0;
+  while (rep.iters[rep.slot].active) ++rep.slot;
+  Iteration& it = rep.iters[rep.slot];
   rep.swap_outs = 0;
   rep.swap_ins = 0;
+  const uint64_t reserved = rep.reserved;
   const bool any = schedule(r);
   record_queues(r);
-  rep.loads_left = 0;
-  rep.loads_done = q_.now();
+  it.loads_left = 0;
+  it.loads_done = q_.now();
   // Swaps go device to swap tier and back, each device its shard; an iteration that
   // computes waits for its swaps.
   const std::span<const int> devices(rep.devices);
@@ -1332,18 +1513,63 @@ void Engine::start_iteration(uint32_t r) {
     transfer(r, swap_tier_, device_tier_, devices, any, TransferKind::kSwapIn,
              std::min(most, rep.swap_ins - b));
   }
-  if (!any) {
-    rep.busy = false;
+  if (!any) return;
+  it.active = true;
+  if (rep.in_flight++ == 0) rep.busy_since = q_.now();
+  ++iterations_;
+  it.start = q_.now();
+  it.reserved = rep.reserved - reserved;
+  it.swap_outs = rep.swap_outs;
+  it.swap_ins = rep.swap_ins;
+  const Shape& sh = shape(rep);
+  if (sh.pp == 1) {
+    it.compute = draft_time(rep) + sh.cost->time(work_);
+  } else {
+    // The mean stage's: what each stage computes, over the stages.
+    sh.cost->stage_times(work_, it.stages);
+    Time sum = 0;
+    for (const Time t : it.stages) sum += t;
+    it.compute = sum / sh.pp;
+  }
+  it.batch.swap(rep.batch);
+  it.tokens.swap(rep.tokens);
+  for (const uint32_t q : it.batch) seqs_[q].in_flight = true;
+  ++rep.stats.iterations;
+  rep.stats.compute += it.compute;
+  carry(r, moves_, /*loads=*/true);
+  const uint32_t key = iteration_key(r, rep.slot);
+  if (sh.pp == 1) {
+    if (it.loads_left == 0) q_.schedule(q_.now() + it.compute, kIterationEnd, key);
     return;
   }
-  rep.busy = true;
-  ++iterations_;
-  rep.start = q_.now();
-  rep.compute = draft_time(rep) + shape(rep).cost->time(work_);
-  ++rep.stats.iterations;
-  rep.stats.compute += rep.compute;
-  carry(r, moves_, /*loads=*/true);
-  if (rep.loads_left == 0) q_.schedule(q_.now() + rep.compute, kIterationEnd, r);
+  // Through the stages now, unless it waits for loads before it computes (flow_done):
+  // under layered loads its stages run now and the last layer waits for the last load.
+  if (it.loads_left == 0) {
+    q_.schedule(pipeline(rep, it, q_.now()), kIterationEnd, key);
+  } else if (o_.load == LoadMode::kLayered && it.swap_outs + it.swap_ins == 0) {
+    it.stages_done = pipeline(rep, it, q_.now());
+  }
+  // Another batch may enter the first stage behind this one.
+  if (rep.in_flight < rep.iters.size()) want_start(r);
+}
+
+Time Engine::pipeline(Replica& rep, Iteration& it, Time enter) {
+  int64_t tokens = 0;
+  for (const int64_t n : it.tokens) tokens += n;
+  // Each rank sends its part of the hidden states and the residual (vLLM's intermediate
+  // tensors, split over the TP group and gathered on the next stage).
+  const Shape& sh = shape(rep);
+  const Bytes sent{traces::bytes_of(
+      2.0 * static_cast<double>(tokens) * static_cast<double>(hidden_) / sh.tp, gen_.act_dtype)};
+  Time t = enter;
+  for (size_t st = 0; st < it.stages.size(); ++st) {
+    if (st > 0) {
+      const auto& [setup, bw] = rep.hops[st - 1];
+      t += setup.ps + transfer_time(sent, Bandwidth{bw}).ps;
+    }
+    t = rep.stage_free[st] = std::max(t, rep.stage_free[st]) + it.stages[st];
+  }
+  return t;
 }
 
 void Engine::carry(uint32_t r, const std::vector<Move>& moves, bool loads) {
@@ -1392,7 +1618,8 @@ uint32_t Engine::new_transfer(uint32_t r, TransferKind kind, bool waited) {
                                         static_cast<int>(lane_tracks_.size())));
     }
   }
-  if (waited) ++replicas_[r].loads_left;
+  if (waited) ++replicas_[r].iters[replicas_[r].slot].loads_left;
+  tr.slot = replicas_[r].slot;
   return t;
 }
 
@@ -1408,12 +1635,13 @@ void Engine::transfer(uint32_t r, size_t from, size_t to, std::span<const int> d
   const bool device_side = from == device_tier_ || to == device_tier_;
   const uint32_t t = new_transfer(r, kind, waited);
   const Shape& sh = shape(replicas_[r]);
-  const double bytes =
-      static_cast<double>(sh.shard * blocks * (device_side ? 1 : static_cast<uint64_t>(sh.tp)));
-  for (const int d : devices) {
+  // Each device its stage's shard; between lower levels, the whole block.
+  for (size_t k = 0; k < devices.size(); ++k) {
+    const int d = devices[k];
     const hw::FabricPath* p = fabric_.path(from, to, d);
     TF_ASSERT(p != nullptr, "no route from tier {} to {} for device {}", from, to, d);
-    add_flow(t, p, bytes);
+    add_flow(t, p,
+             static_cast<double>((device_side ? sh.device_shard[k] : sh.block_bytes) * blocks));
   }
 }
 
@@ -1491,8 +1719,8 @@ void Engine::handoff_done(uint32_t q) {
   dec.backlog += prompt_left(s);
   records_[q].handed_over = q_.now();
   // Its blocks are free on the prefill replica, and it has work on the decode replica.
-  if (!dec.busy) want_start(d);
-  if (!pre.busy) want_start(s.prefill_replica);
+  if (dec.in_flight < dec.iters.size()) want_start(d);
+  if (pre.in_flight < pre.iters.size()) want_start(s.prefill_replica);
 }
 
 void Engine::flow_done(uint32_t f) {
@@ -1513,15 +1741,24 @@ void Engine::flow_done(uint32_t f) {
   if (!tr.load) return;
   const uint32_t r = tr.replica;
   Replica& rep = replicas_[r];
-  rep.loads_done = std::max(rep.loads_done, q_.now());
-  if (--rep.loads_left > 0) return;
+  Iteration& it = rep.iters[tr.slot];
+  it.loads_done = std::max(it.loads_done, q_.now());
+  if (--it.loads_left > 0) return;
   // The iteration's last load landed: loads first, or layer by layer under the compute
   // (the last layer waits for its load). Swaps come before the compute.
-  const Time layer = rep.compute / layers_;
-  const Time end = o_.load == LoadMode::kBefore || rep.swap_outs + rep.swap_ins > 0
-                       ? rep.loads_done + rep.compute
-                       : std::max(rep.start + rep.compute, rep.loads_done + layer);
-  q_.schedule(end, kIterationEnd, r);
+  const bool first = o_.load == LoadMode::kBefore || it.swap_outs + it.swap_ins > 0;
+  Time end = 0;
+  if (shape(rep).pp == 1) {
+    const Time layer = it.compute / layers_;
+    end =
+        first ? it.loads_done + it.compute : std::max(it.start + it.compute, it.loads_done + layer);
+  } else if (first) {
+    end = pipeline(rep, it, it.loads_done);
+  } else {
+    const Time layer = it.stages.back() / shape(rep).cost->stage_layers(shape(rep).pp - 1);
+    end = std::max(it.stages_done, it.loads_done + layer);
+  }
+  q_.schedule(end, kIterationEnd, iteration_key(r, tr.slot));
 }
 
 void Engine::record(size_t series, double value) {
@@ -1543,10 +1780,13 @@ void Engine::record_queues(uint32_t r) {
   record(base + 1, static_cast<double>(rep.waiting.size()));
 }
 
-void Engine::end_iteration(uint32_t r) {
+void Engine::end_iteration(uint32_t r, uint32_t slot) {
   Replica& rep = replicas_[r];
-  rep.stats.busy += q_.now() - rep.start;
-  if (tl_ != nullptr) draw_iteration(r);
+  Iteration& it = rep.iters[slot];
+  it.active = false;
+  if (--rep.in_flight == 0) rep.stats.busy += q_.now() - rep.busy_since;
+  for (const uint32_t q : it.batch) seqs_[q].in_flight = false;
+  if (tl_ != nullptr) draw_iteration(r, it);
   if (o_.record_series) {
     for (LevelId l = 0; l < cache_.level_count(); ++l) {
       record(l, static_cast<double>(cache_.stats(l).occupancy));
@@ -1554,20 +1794,20 @@ void Engine::end_iteration(uint32_t r) {
     record_queues(r);
   }
   moves_.clear();
-  for (size_t i = 0; i < rep.batch.size(); ++i) {
-    const uint32_t q = rep.batch[i];
+  for (size_t i = 0; i < it.batch.size(); ++i) {
+    const uint32_t q = it.batch[i];
     Seq& s = seqs_[q];
     RequestRecord& rec = records_[q];
     const auto kv_tokens = [&s] { return s.computed + std::max<int64_t>(s.generated - 1, 0); };
     const int64_t before = kv_tokens();
     const int64_t generated = s.generated;
     if (s.computed < s.prompt) {
-      rep.stats.prompt_tokens += static_cast<uint64_t>(rep.tokens[i]);
-      progress(rep, s, [&] { s.computed += rep.tokens[i]; });
+      rep.stats.prompt_tokens += static_cast<uint64_t>(it.tokens[i]);
+      progress(rep, s, [&] { s.computed += it.tokens[i]; });
       if (s.computed == s.prompt) ++s.generated;
     } else {
       // The accepted draft tokens and one more (rejected drafts' KV is dropped).
-      const int64_t k = rep.tokens[i] - 1;
+      const int64_t k = it.tokens[i] - 1;
       const int64_t n = k > 0 ? accepted(s, k) : 0;
       if (k > 0) {
         ++spec_steps_;
@@ -1589,7 +1829,7 @@ void Engine::end_iteration(uint32_t r) {
       hand_off(r, q);
     }
   }
-  rep.reserved = 0;
+  rep.reserved -= it.reserved;
   carry(r, moves_, /*loads=*/false);
   // Finishes made room for hand-overs waiting here.
   if (!rep.incoming.empty()) admit_handoffs(r);
@@ -1607,7 +1847,11 @@ void Engine::setup_timeline() {
     const sim::ProcessId pid = tl_->process(fmt::format("{}replica {} (devices {}-{})", role, r,
                                                         rep.devices.front(), rep.devices.back()),
                                             sort++);
-    rep.track = tl_->track(pid, "iterations", 0);
+    for (size_t slot = 0; slot < rep.iters.size(); ++slot) {
+      rep.tracks.push_back(tl_->track(
+          pid, rep.iters.size() == 1 ? std::string("iterations") : fmt::format("batch {}", slot),
+          static_cast<int>(slot)));
+    }
     static constexpr std::string_view kKeys[] = {"running", "waiting"};
     rep.seqs = tl_->series(pid, "sequences", kKeys);
   }
@@ -1619,18 +1863,19 @@ void Engine::setup_timeline() {
   transfer_pid_ = tl_->process("KV transfers", sort++);
 }
 
-void Engine::draw_iteration(uint32_t r) {
+void Engine::draw_iteration(uint32_t r, const Iteration& it) {
   Replica& rep = replicas_[r];
   int64_t decode = 0, prefill = 0;
-  for (size_t i = 0; i < rep.batch.size(); ++i) {
-    const Seq& s = seqs_[rep.batch[i]];
-    (s.computed < s.prompt ? prefill : decode) += rep.tokens[i];
+  for (size_t i = 0; i < it.batch.size(); ++i) {
+    const Seq& s = seqs_[it.batch[i]];
+    (s.computed < s.prompt ? prefill : decode) += it.tokens[i];
   }
-  const sim::Arg args[] = {{"sequences", static_cast<uint64_t>(rep.batch.size())},
+  const sim::Arg args[] = {{"sequences", static_cast<uint64_t>(it.batch.size())},
                            {"decode tokens", decode},
                            {"prefill tokens", prefill},
-                           {"compute_ps", rep.compute}};
-  tl_->slice(rep.track, rep.start, q_.now(), "iteration", "compute", args);
+                           {"compute_ps", it.compute}};
+  tl_->slice(rep.tracks[static_cast<size_t>(&it - rep.iters.data())], it.start, q_.now(),
+             "iteration", "compute", args);
   const double counts[] = {static_cast<double>(rep.running.size()),
                            static_cast<double>(rep.waiting.size())};
   tl_->counter(rep.seqs, q_.now(), counts);
@@ -1705,9 +1950,11 @@ ServeResult Engine::run() {
       case kArrival:
         arrive(ev.data);
         break;
-      case kIterationEnd:
-        end_iteration(ev.data);
+      case kIterationEnd: {
+        const auto pp = static_cast<uint32_t>(shapes_[0].pp);
+        end_iteration(ev.data / pp, ev.data % pp);
         break;
+      }
       case kFlowStart: {
         FlowRef& fr = flows_[ev.data];
         fr.flow = net_.start(fr.path->resources, fr.bytes, q_.now());
@@ -1840,6 +2087,7 @@ ServeResult Engine::result() const {
   out.spec_accept = o_.spec.accept;
   out.device_pool_blocks = sh.pool;
   out.tp = sh.tp;
+  out.pp = sh.pp;
   if (const Shape& p = shapes_[1]; p.cost) {
     out.prefill_tp = p.tp;
     // With a draft model, its weights and KV too: the prefill replicas compute its KV of

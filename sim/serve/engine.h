@@ -10,7 +10,12 @@
 //
 // Glossary
 //   replica     `tp` devices of one class running one copy of the model (tensor parallel);
-//               replicas take consecutive devices of the class.
+//               replicas take consecutive devices of the class. With pipeline parallelism,
+//               `pp` stages of `tp` devices each, one after the other: each stage holds its
+//               layers' weights and KV, and up to `pp` iterations are in flight at once, a
+//               sequence in one at most (vLLM's batch queue); a stage takes an iteration
+//               when done with those before it, then sends its activations to the next
+//               over the peer route.
 //   device pool the device level's capacity in blocks: usable device memory less the
 //               weights and the workspace of a full iteration, over the KV bytes of one
 //               block on one device (each device holds its TP shard of every block).
@@ -106,6 +111,9 @@ struct SpecDecode {
 struct ServeOptions {
   std::string device;  ///< device class id; empty: the first
   int replicas = 1;    ///< replicas that serve requests (with prefill_replicas: that decode)
+  /// Pipeline parallelism: the stages a replica's layers are split into, each on `gen.tp`
+  /// devices of its own; as many batches in flight as stages (vLLM's). 1: none.
+  int pp = 1;
   /// Disaggregated prefill and decode: replicas more that only compute prompts, taking the
   /// class's first devices; the `replicas` after them decode. 0: every replica does both.
   int prefill_replicas = 0;
@@ -216,9 +224,9 @@ struct ServeResult {
   /// one is not kept; of several at one instant, the last).
   std::vector<Series> series;
   uint32_t block_tokens = 0;
-  uint64_t weight_bytes = 0;        ///< per device
+  uint64_t weight_bytes = 0;  ///< per device (pipeline stages: the most of any stage's device)
   uint64_t workspace_bytes = 0;     ///< per device
-  uint64_t kv_bytes_per_token = 0;  ///< per device
+  uint64_t kv_bytes_per_token = 0;  ///< per device (pipeline stages: the most)
   uint64_t device_pool_blocks = 0;  ///< per replica
   uint64_t iterations = 0;
   uint64_t preemptions = 0;  ///< by recompute and by swap
@@ -236,6 +244,7 @@ struct ServeResult {
   uint64_t transfers = 0;
   Time makespan = 0;  ///< last finish
   int tp = 1;
+  int pp = 1;  ///< pipeline stages per replica
   int replicas = 1;
   RouterKind router = RouterKind::kRoundRobin;  ///< which replica (prefill replica) a request takes
   int prefill_replicas = 0;  ///< disaggregated: prefill-only replicas (first), 0: none
@@ -263,7 +272,7 @@ struct ServeResult {
   }
   /// The devices the replicas take, prefill replicas' included.
   [[nodiscard]] int devices() const {
-    return replicas * tp + prefill_replicas * (prefill_tp > 0 ? prefill_tp : tp);
+    return replicas * tp * pp + prefill_replicas * (prefill_tp > 0 ? prefill_tp : tp);
   }
   uint64_t handoffs = 0;     ///< requests handed from a prefill to a decode replica
   /// Blocks those hand-overs copied: each device's shard of each block the decode

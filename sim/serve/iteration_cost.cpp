@@ -35,8 +35,14 @@ double cached_tokens(double window, double past, double tokens) {
 }  // namespace
 
 IterationCost::IterationCost(const traces::Arch& arch, const traces::GenOptions& gen,
-                             const hw::Topology& t, size_t device, size_t device_tier)
+                             const hw::Topology& t, size_t device, size_t device_tier, int pp)
     : arch_(arch), gen_(gen), topo_(t), device_(device), device_tier_(device_tier) {
+  if (pp < 1 || pp > std::max(1, arch.layers)) {
+    throw InputError(SourcePos{"pp"},
+                     fmt::format("expected 1 to {} pipeline stages (one layer each at least) for "
+                                 "{}, got {}",
+                                 std::max(1, arch.layers), arch.name, pp));
+  }
   gen_.routing = traces::Routing::kExpected;  // MoE: the expected experts of T tokens
   gen_.layers = 0;
   std::map<std::pair<bool, bool>, size_t> index;
@@ -53,17 +59,63 @@ IterationCost::IterationCost(const traces::Arch& arch, const traces::GenOptions&
     probe_layers_ = std::max(probe_layers_, classes_[it->second].first + 1);
   }
   for (LayerClass& c : classes_) probe_attention(c);
-  // The whole model once, for the bytes every device holds.
+  // The stages' layers as vLLM splits them (get_pp_indices): evenly, the remainder one each
+  // to the stages before the last, from the last back.
+  const int layers = std::max(1, arch.layers);
+  stages_.resize(static_cast<size_t>(pp));
+  for (Stage& st : stages_) {
+    st.layers = layers / pp;
+    st.count.assign(classes_.size(), 0);
+  }
+  for (int i = 0; i < layers % pp; ++i) stages_[static_cast<size_t>(pp - 2 - i)].layers += 1;
+  std::vector<size_t> stage_of(static_cast<size_t>(layers), 0);
+  for (int l = 0, s = 0, in_stage = 0; l < layers; ++l) {
+    while (in_stage == stages_[static_cast<size_t>(s)].layers) {
+      ++s;
+      in_stage = 0;
+    }
+    stage_of[static_cast<size_t>(l)] = static_cast<size_t>(s);
+    ++in_stage;
+  }
+  for (int l = 0; l < arch.layers; ++l) {
+    const std::pair<bool, bool> key{arch.is_moe_layer(l), arch.is_sliding_layer(l)};
+    stages_[stage_of[static_cast<size_t>(l)]].count[index.at(key)] += 1;
+  }
+  // The whole model once, for the bytes each stage's devices hold: a layer's tensors on its
+  // stage, those outside the layers where their readers run (the embedding on the first,
+  // the head on the last; a tied embedding on both).
   traces::GenOptions whole = probe_options(traces::Phase::kDecode, 1, 1);
   whole.layers = 0;
   const Workload w = traces::generate(arch_, whole);
-  uint64_t kv = 0;
-  for (const Tensor& x : w.tensors) {
-    if (x.kind == TensorKind::kWeight) weight_bytes_ += x.bytes;
-    if (x.kind == TensorKind::kKv) kv += x.bytes;
+  std::vector<uint8_t> sides(w.tensors.size(), 0);  // 1: read before the layers, 2: after
+  bool seen_layer = false;
+  for (const Op& op : w.ops) {
+    if (op.layer >= 0) {
+      seen_layer = true;
+      continue;
+    }
+    for (const uint32_t x : op.inputs) sides[x] |= seen_layer ? 2 : 1;
+  }
+  std::vector<uint64_t> kv(stages_.size(), 0);
+  for (uint32_t i = 0; i < w.tensors.size(); ++i) {
+    const Tensor& x = w.tensors[i];
+    if (x.kind != TensorKind::kWeight && x.kind != TensorKind::kKv) continue;
+    const auto add = [&](size_t st) {
+      (x.kind == TensorKind::kWeight ? stages_[st].weights : kv[st]) += x.bytes;
+    };
+    if (x.layer >= 0 && x.layer < layers) {
+      add(stage_of[static_cast<size_t>(x.layer)]);
+    } else {
+      if ((sides[i] & 1) != 0 || sides[i] == 0) add(0);
+      if ((sides[i] & 2) != 0 && (stages_.size() > 1 || sides[i] == 2)) add(stages_.size() - 1);
+    }
   }
   // One block per layer of kv_block tokens for the one sequence.
-  kv_token_bytes_ = kv / static_cast<uint64_t>(whole.kv_block);
+  for (size_t st = 0; st < stages_.size(); ++st) {
+    stages_[st].kv = kv[st] / static_cast<uint64_t>(whole.kv_block);
+    weight_bytes_ = std::max(weight_bytes_, stages_[st].weights);
+    kv_token_bytes_ = std::max(kv_token_bytes_, stages_[st].kv);
+  }
   // Every op the model has must run on the device: said now, not midway through a trace.
   for (uint32_t i = 0; i < w.ops.size(); ++i) (void)op_time(w, i);
 }
@@ -102,8 +154,11 @@ Time IterationCost::op_time(const Workload& w, uint32_t op) const {
 
 IterationCost::OpTimes IterationCost::op_times(const Workload& w) {
   OpTimes t;
-  std::vector<int> count(static_cast<size_t>(probe_layers_), 0);
-  for (const LayerClass& c : classes_) count[static_cast<size_t>(c.first)] = c.count;
+  t.layer.assign(classes_.size(), 0);
+  std::vector<int> class_at(static_cast<size_t>(probe_layers_), -1);
+  for (size_t c = 0; c < classes_.size(); ++c) {
+    class_at[static_cast<size_t>(classes_[c].first)] = static_cast<int>(c);
+  }
   bool seen_layer = false;
   for (uint32_t i = 0; i < w.ops.size(); ++i) {
     const Op& op = w.ops[i];
@@ -112,9 +167,9 @@ IterationCost::OpTimes IterationCost::op_times(const Workload& w) {
       continue;
     }
     seen_layer = true;
-    const int n = op.layer < probe_layers_ ? count[static_cast<size_t>(op.layer)] : 0;
-    if (n == 0 || op.kind == OpKind::kAttention) continue;
-    t.layers += op_time(w, i) * n;
+    const int c = op.layer < probe_layers_ ? class_at[static_cast<size_t>(op.layer)] : -1;
+    if (c < 0 || op.kind == OpKind::kAttention) continue;
+    t.layer[static_cast<size_t>(c)] += op_time(w, i);
   }
   return t;
 }
@@ -167,14 +222,18 @@ void IterationCost::probe_attention(LayerClass& c) {
   pf.bytes_fixed = r0 - pf.bytes_per_token * s[0];
 }
 
-Time IterationCost::tokens_time(int64_t tokens) {
+const std::vector<Time>& IterationCost::tokens_times(int64_t tokens) {
   if (const auto it = by_tokens_.find(tokens); it != by_tokens_.end()) {
     ++hits_;
     return it->second;
   }
   ++probes_;
-  const OpTimes t = op_times(probe(traces::Phase::kPrefill, 1, tokens));
-  return by_tokens_[tokens] = t.embed + t.layers;
+  OpTimes t = op_times(probe(traces::Phase::kPrefill, 1, tokens));
+  std::vector<Time>& out = by_tokens_[tokens];
+  out.reserve(1 + t.layer.size());
+  out.push_back(t.embed);
+  out.insert(out.end(), t.layer.begin(), t.layer.end());
+  return out;
 }
 
 Time IterationCost::head_time(int64_t seqs) {
@@ -187,16 +246,10 @@ Time IterationCost::head_time(int64_t seqs) {
   return by_seqs_[seqs] = op_times(probe(traces::Phase::kDecode, seqs, 1)).head;
 }
 
-Time IterationCost::time(std::span<const SeqWork> work) {
-  int64_t tokens = 0;
-  int64_t seqs = 0;
-  for (const SeqWork& s : work) {
-    tokens += s.tokens;
-    seqs += (s.samples ? 1 : 0) + s.verify;
-  }
-  TF_ASSERT(tokens > 0, "an iteration without tokens");
-  Time total = tokens_time(tokens) + head_time(seqs);
-  for (const LayerClass& c : classes_) {
+void IterationCost::attention_times(std::span<const SeqWork> work) {
+  attention_.resize(classes_.size());
+  for (size_t ci = 0; ci < classes_.size(); ++ci) {
+    const LayerClass& c = classes_[ci];
     double flops = 0;
     double bytes = 0;
     bool any_decode = false, any_prefill = false;
@@ -217,8 +270,36 @@ Time IterationCost::time(std::span<const SeqWork> work) {
         topo_, device_, device_tier_, OpKind::kAttention, c.dtype, flops,
         Bytes{static_cast<uint64_t>(std::llround(std::max(0.0, bytes)))}, Bytes{0}, c.dequant);
     TF_ASSERT(d.has_value(), "attention was timed by the probes");
-    total += d->ps * c.count;
+    attention_[ci] = d->ps;
   }
+}
+
+void IterationCost::stage_times(std::span<const SeqWork> work, std::vector<Time>& out) {
+  int64_t tokens = 0;
+  int64_t seqs = 0;
+  for (const SeqWork& s : work) {
+    tokens += s.tokens;
+    seqs += (s.samples ? 1 : 0) + s.verify;
+  }
+  TF_ASSERT(tokens > 0, "an iteration without tokens");
+  const std::vector<Time>& per_layer = tokens_times(tokens);
+  attention_times(work);
+  out.assign(stages_.size(), 0);
+  for (size_t st = 0; st < stages_.size(); ++st) {
+    Time t = 0;
+    for (size_t c = 0; c < classes_.size(); ++c) {
+      t += (per_layer[1 + c] + attention_[c]) * stages_[st].count[c];
+    }
+    out[st] = t;
+  }
+  out.front() += per_layer[0];
+  out.back() += head_time(seqs);
+}
+
+Time IterationCost::time(std::span<const SeqWork> work) {
+  stage_times(work, stage_scratch_);
+  Time total = 0;
+  for (const Time t : stage_scratch_) total += t;
   return total;
 }
 

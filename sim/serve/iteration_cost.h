@@ -18,6 +18,10 @@
 //              per-T times are read off its ops, so the generator stays the one source of
 //              the model's formulas; a layer class (dense or MoE, sliding or full attention)
 //              is probed at its first layer and counted for all of its layers.
+//   stage      pipeline parallelism: the layers split into `pp` consecutive stages, each on
+//              a TP group of its own, as vLLM splits them (evenly; the remainder one layer
+//              each to the stages before the last, from the last back). The embedding runs
+//              on the first stage, the head on the last (a tied embedding is held by both).
 #pragma once
 
 #include <cstdint>
@@ -50,16 +54,27 @@ class IterationCost {
   /// The model `arch` as `gen` generates it (dtypes, tp, kv_block; phase and batch are the
   /// cost model's) on device class `device` computing from topology tier `device_tier`.
   /// Throws InputError when the device cannot run an op of the model (a dtype it has no
-  /// peak rate for), naming the op.
+  /// peak rate for), naming the op, or when `pp` stages leave one without a layer (at `pp`).
   IterationCost(const traces::Arch& arch, const traces::GenOptions& gen, const hw::Topology& t,
-                size_t device, size_t device_tier);
+                size_t device, size_t device_tier, int pp = 1);
 
-  /// Time of an iteration over `work` (at least one sequence with tokens).
+  /// Time of an iteration over `work` (at least one sequence with tokens): every stage's.
   Time time(std::span<const SeqWork> work);
+  /// Each stage's time of an iteration over `work`, into `out` (pp entries).
+  void stage_times(std::span<const SeqWork> work, std::vector<Time>& out);
 
-  /// Weight bytes each device of the replica holds (its TP shard of every layer).
+  [[nodiscard]] int stages() const { return static_cast<int>(stages_.size()); }
+  /// Layers of stage `s`.
+  [[nodiscard]] int stage_layers(int s) const { return stages_[size_t(s)].layers; }
+  /// Weight bytes each device of stage `s` holds (its TP shard of the stage's layers).
+  [[nodiscard]] uint64_t stage_weight_bytes(int s) const { return stages_[size_t(s)].weights; }
+  /// KV-cache bytes one token adds on each device of stage `s`.
+  [[nodiscard]] uint64_t stage_kv_bytes_per_token(int s) const { return stages_[size_t(s)].kv; }
+  /// The most weight bytes a device of the replica holds (its TP shard of every layer when
+  /// there is one stage).
   [[nodiscard]] uint64_t weight_bytes() const { return weight_bytes_; }
-  /// KV-cache bytes one token adds on each device (its TP shard, every layer).
+  /// The most KV-cache bytes one token adds on a device of the replica (its TP shard of
+  /// every layer when there is one stage).
   [[nodiscard]] uint64_t kv_bytes_per_token() const { return kv_token_bytes_; }
   /// The activation workspace an iteration of `tokens` new tokens needs on each device: the
   /// most activation bytes live at once while one layer runs (the layers run one after
@@ -88,16 +103,25 @@ class IterationCost {
 
   traces::GenOptions probe_options(traces::Phase phase, int64_t batch, int64_t tokens) const;
   Workload probe(traces::Phase phase, int64_t batch, int64_t tokens) const;
-  /// Times the ops of `w` outside attention: the embedding (before the first layer), each
-  /// layer class's first layer times its count, and the head (after the last layer).
+  /// Times the ops of `w` outside attention: the embedding (before the first layer), one
+  /// layer of each class (its first), and the head (after the last layer).
   struct OpTimes {
-    Time embed = 0, layers = 0, head = 0;
+    Time embed = 0, head = 0;
+    std::vector<Time> layer;  ///< by class
+  };
+  struct Stage {
+    int layers = 0;
+    std::vector<int> count;  ///< its layers of each class
+    uint64_t weights = 0, kv = 0;
   };
   OpTimes op_times(const Workload& w);
   Time op_time(const Workload& w, uint32_t op) const;
   void probe_attention(LayerClass& c);
-  Time tokens_time(int64_t tokens);
+  /// The embedding's time and one layer's of each class, outside attention, at T tokens.
+  const std::vector<Time>& tokens_times(int64_t tokens);
   Time head_time(int64_t seqs);
+  /// The attention op's time of one layer of each class over `work`, into attention_.
+  void attention_times(std::span<const SeqWork> work);
 
   const traces::Arch& arch_;
   traces::GenOptions gen_;
@@ -106,9 +130,12 @@ class IterationCost {
   size_t device_tier_ = 0;
   int probe_layers_ = 1;  ///< layers a probe generates: up to the last class's first layer
   std::vector<LayerClass> classes_;
+  std::vector<Stage> stages_;
   uint64_t weight_bytes_ = 0;
   uint64_t kv_token_bytes_ = 0;
-  std::unordered_map<int64_t, Time> by_tokens_;
+  std::unordered_map<int64_t, std::vector<Time>> by_tokens_;  ///< embed, then by class
+  std::vector<Time> attention_;                               ///< by class
+  std::vector<Time> stage_scratch_;
   std::unordered_map<int64_t, Time> by_seqs_;
   std::unordered_map<int64_t, uint64_t> workspace_;
   uint64_t hits_ = 0;

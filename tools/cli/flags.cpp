@@ -353,6 +353,10 @@ void add_serve_setting_flags(CLI::App* cmd, study::ServeSettings& s) {
        {std::tuple{"--tp", &s.model.gen.tp,
                    "devices per replica, tensor parallel (default 0: the least power of two "
                    "that leaves the model room for KV, said in a note)"},
+        std::tuple{"--pp", &s.engine.pp,
+                   "pipeline stages per replica, each of --tp devices (default: 1, or with "
+                   "--tp not given either, the least that leave the model room for KV where no "
+                   "TP does, said in a note)"},
         std::tuple{"--replicas", &s.engine.replicas,
                    "data-parallel replicas (default: as many as the devices hold beside any "
                    "prefill replicas, said in a note); with --prefill-replicas, those decoding"},

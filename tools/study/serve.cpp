@@ -341,23 +341,21 @@ std::vector<std::string> settings_notes(const ServeSetup& x) {
 
 namespace {
 
-/// `tp` not given: the least power of two up to the class's devices at which the model (its
-/// draft, any prefill replicas) leaves room for KV, told in a note when above 1. When none
-/// does, TP 1's error: it says what would make room.
-void choose_tp(ServeSetup& x) {
-  std::optional<serve::DoesNotFit> first;
-  for (int tp = 1; tp <= std::max(1, class_devices(x)); tp *= 2) {
+/// The least power of two TP up to the class's devices (over the setup's pipeline stages)
+/// at which the model (its draft, any prefill replicas) leaves room for KV: its setup's
+/// figures, the TP left in x.gen.tp. None when no TP does: the first DoesNotFit, in `first`.
+std::optional<serve::ServeResult> least_tp(ServeSetup& x, std::optional<serve::DoesNotFit>& first) {
+  const int stages = std::max(1, x.engine.pp);
+  for (int tp = 1; tp <= std::max(1, class_devices(x) / stages); tp *= 2) {
     x.gen.tp = tp;
-    serve::ServeResult fit;
     try {
-      fit = serve::check_setup(*x.trace, x.arch, x.gen, x.topology, x.engine);
+      return serve::check_setup(*x.trace, x.arch, x.gen, x.topology, x.engine);
     } catch (const serve::DoesNotFit& e) {
       // A prefill TP given that leaves no room does not depend on this TP: the user's.
       if (e.pos().file == "prefill_tp" && x.engine.prefill_tp != 0) {
         naming_settings(x.names, [&] { throw; });
       }
       if (!first) first = e;
-      continue;
     } catch (const InputError& e) {
       // A TP the model cannot take is passed over; any other error is the user's to fix
       // (at TP 1, or at the first TP with room: it names that TP where it depends on it).
@@ -370,16 +368,45 @@ void choose_tp(ServeSetup& x) {
                                        e.message(), tp, serve_flag("tp", x.names), x.arch.name));
         });
       }
-      continue;
     }
-    if (tp > 1) {
+  }
+  return std::nullopt;
+}
+
+/// `tp` not given: the least power of two up to the class's devices at which the model (its
+/// draft, any prefill replicas) leaves room for KV, told in a note when above 1. When none
+/// does and `pp` is not given either, the least pipeline stages at which one does (a model
+/// no node holds, served across nodes), told in a note. When none does, TP 1's error: it
+/// says what would make room.
+void choose_tp(ServeSetup& x, bool choose_pp) {
+  std::optional<serve::DoesNotFit> first;
+  if (const auto fit = least_tp(x, first)) {
+    if (x.gen.tp > 1) {
       x.notes.push_back(fmt::format(
           "{} not given: TP {}, the least that leaves {} room for KV ({} blocks of {} tokens a "
           "replica); {} sets it",
-          serve_flag("tp", x.names), tp, x.arch.name, fit.device_pool_blocks, fit.block_tokens,
-          serve_flag("tp", x.names)));
+          serve_flag("tp", x.names), x.gen.tp, x.arch.name, fit->device_pool_blocks,
+          fit->block_tokens, serve_flag("tp", x.names)));
     }
     return;
+  }
+  // Pipeline stages only where the engine models them (colocated, no speculative decoding).
+  if (choose_pp && x.engine.prefill_replicas == 0 && x.engine.spec.tokens == 0) {
+    for (int pp = 2; pp <= std::min(class_devices(x), x.arch.layers); ++pp) {
+      x.engine.pp = pp;
+      std::optional<serve::DoesNotFit> ignored;
+      if (const auto fit = least_tp(x, ignored)) {
+        x.notes.push_back(fmt::format(
+            "{} and {} not given: no TP leaves {} room for KV on one host's devices; {} "
+            "pipeline stages of TP {} are the least that do ({} blocks of {} tokens a "
+            "replica); {} and {} set them",
+            serve_flag("tp", x.names), serve_flag("pp", x.names), x.arch.name, pp, x.gen.tp,
+            fit->device_pool_blocks, fit->block_tokens, serve_flag("tp", x.names),
+            serve_flag("pp", x.names)));
+        return;
+      }
+    }
+    x.engine.pp = 1;
   }
   x.gen.tp = 1;
   naming_settings(x.names, [&] { throw *first; });
@@ -389,7 +416,7 @@ void choose_tp(ServeSetup& x) {
 /// node) hold beside the prefill replicas; at least one (a setup with no room for it is
 /// refused as a run of one would be). The summary's first line says how many.
 void fill_replicas(ServeSetup& x) {
-  const int64_t tp = std::max(1, x.gen.tp);
+  const int64_t tp = int64_t{std::max(1, x.gen.tp)} * std::max(1, x.engine.pp);
   const int64_t prefill_tp = x.engine.prefill_tp != 0 ? x.engine.prefill_tp : tp;
   const int64_t prefill = int64_t{x.engine.prefill_replicas} * prefill_tp;
   x.engine.replicas = static_cast<int>(std::max<int64_t>(1, (class_devices(x) - prefill) / tp));
@@ -424,6 +451,7 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
     }
   };
   if (s.model.gen.tp != 0) whole("tp", s.model.gen.tp, kMaxTp);
+  if (s.engine.pp != 0) whole("pp", s.engine.pp, kMaxTp);
   whole("nodes", s.nodes, kMaxNodes);
   if (s.engine.replicas != 0) whole("replicas", s.engine.replicas, kMaxReplicas);
   if (s.engine.prefill_replicas != 0)
@@ -582,7 +610,9 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   x.notes = settings_notes(x);
   const bool fill = engine.replicas == 0;
   if (fill) engine.replicas = 1;  // the TP chosen as for one replica
-  if (x.gen.tp == 0) choose_tp(x);
+  const bool choose_pp = engine.pp == 0;
+  if (choose_pp) engine.pp = 1;
+  if (x.gen.tp == 0) choose_tp(x, choose_pp);
   if (fill) fill_replicas(x);
   return x;
 }
@@ -689,7 +719,10 @@ std::string replicas_text(const serve::ServeResult& r) {
   const auto n = [](int k, std::string_view what) {
     return fmt::format("{} {}replica{}", k, what, k == 1 ? "" : "s");
   };
-  if (r.prefill_replicas == 0) return fmt::format("{} x TP {}", n(r.replicas, ""), r.tp);
+  if (r.prefill_replicas == 0) {
+    return fmt::format("{} x TP {}{}", n(r.replicas, ""), r.tp,
+                       r.pp > 1 ? fmt::format(" x PP {}", r.pp) : "");
+  }
   return fmt::format("{} x TP {} and {} x TP {}", n(r.prefill_replicas, "prefill "), r.prefill_tp,
                      n(r.replicas, "decode "), r.tp);
 }
@@ -825,8 +858,11 @@ std::string serve_text(const ServeStudy& x) {
   out += fmt::format(
       "device memory per device{}: weights {}, workspace {}, KV pool {} blocks of "
       "{} tokens ({}, {} tokens per replica)\n",
-      r.prefill_replicas > 0 ? " (decode)" : "", to_string_approx(Bytes{r.weight_bytes}),
-      to_string_approx(Bytes{r.workspace_bytes}), r.device_pool_blocks, r.block_tokens,
+      r.prefill_replicas > 0 ? " (decode)"
+      : r.pp > 1             ? " (of the pipeline stage holding the most)"
+                             : "",
+      to_string_approx(Bytes{r.weight_bytes}), to_string_approx(Bytes{r.workspace_bytes}),
+      r.device_pool_blocks, r.block_tokens,
       to_string_approx(Bytes{r.device_pool_blocks * block_bytes}),
       r.device_pool_blocks * r.block_tokens);
   if (r.prefill_replicas > 0) {
@@ -919,6 +955,7 @@ std::string serve_json(const ServeStudy& x) {
     j["prefill_kv_bytes_per_token"] = r.prefill_kv_bytes_per_token;
   }
   j["tp"] = r.tp;
+  j["pp"] = r.pp;
   if (r.spec_tokens > 0) {
     j["spec"] = {{"tokens", r.spec_tokens},
                  {"accept", r.spec_accept},

@@ -56,11 +56,13 @@ struct ServeSettings {
   traces::TraceOptions trace_options;
   std::string warmup;                    ///< a duration; empty: none
   /// replicas (0, the default: as many as the class's devices hold beside any prefill
-  /// replicas at the TP given or chosen; prepare_serve says how many), budget, sequences
-  /// (load, router: below)
+  /// replicas at the TP given or chosen; prepare_serve says how many), pp (0, the default:
+  /// 1, or with `tp` not given either, the least stages at which the model fits where no TP
+  /// alone does), budget, sequences (load, router: below)
   serve::ServeOptions engine = [] {
     serve::ServeOptions e;
     e.replicas = 0;
+    e.pp = 0;
     return e;
   }();
   std::string kv_tiers;                  ///< "ddr:512GiB,ssd:25%:s3fifo"; empty: the device only

@@ -55,7 +55,7 @@ struct FieldDef {
 };
 
 // One row per field of serve_field_names(), in its order.
-const std::array<FieldDef, 33> kFields = {{
+const std::array<FieldDef, 34> kFields = {{
     {"trace", [](ServeSettings& s) -> FieldRef { return &s.trace; }},
     {"arrivals", [](ServeSettings& s) -> FieldRef { return &s.arrivals; }},
     {"rate_scale", [](ServeSettings& s) -> FieldRef { return &s.trace_options.rate_scale; }},
@@ -68,6 +68,7 @@ const std::array<FieldDef, 33> kFields = {{
     {"model", [](ServeSettings& s) -> FieldRef { return &s.model.model; }},
     {"hf_config", [](ServeSettings& s) -> FieldRef { return &s.model.hf_config; }},
     {"tp", [](ServeSettings& s) -> FieldRef { return &s.model.gen.tp; }, true},
+    {"pp", [](ServeSettings& s) -> FieldRef { return &s.engine.pp; }, true},
     {"replicas", [](ServeSettings& s) -> FieldRef { return &s.engine.replicas; }, true},
     {"prefill_replicas", [](ServeSettings& s) -> FieldRef { return &s.engine.prefill_replicas; }},
     {"prefill_tp", [](ServeSettings& s) -> FieldRef { return &s.engine.prefill_tp; }, true},

@@ -150,7 +150,8 @@ ServeAnswer upgrade_serve(const ServeSettings& base, ServeSetup setup, const Ser
     // Disaggregated: one decode replica more, or one prefill replica more.
     const serve::ServeOptions& e = setup.engine;
     const bool pd = e.prefill_replicas > 0;
-    const int64_t tp = setup.gen.tp, ptp = e.prefill_tp > 0 ? e.prefill_tp : tp;
+    const int64_t tp = int64_t{setup.gen.tp} * std::max(1, e.pp);
+    const int64_t ptp = e.prefill_tp > 0 ? e.prefill_tp : tp;
     const int64_t used = e.replicas * tp + e.prefill_replicas * ptp;
     if (used + tp <= device->count) {
       add({pd ? "one decode replica more" : "one replica more", "replicas",
@@ -560,29 +561,33 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
     // Up to as many as the devices hold beside the prefill replicas (the most the devices
     // allow is tried, not only powers of two).
     const serve::ServeOptions& e = setup.engine;
-    const int64_t tp = setup.gen.tp, ptp = e.prefill_tp > 0 ? e.prefill_tp : tp;
+    const int64_t tp = int64_t{setup.gen.tp} * std::max(1, e.pp);
+    const int64_t ptp = e.prefill_tp > 0 ? e.prefill_tp : tp;
     const int64_t cap =
         (class_devices(setup) - e.prefill_replicas * ptp) / std::max<int64_t>(1, tp);
     auto [pass, x] = fewest(static_cast<int>(std::max<int64_t>(1, cap)));
     if (pass > 0) keep(pass, x);
   } else if (q == ServeQuestion::kMinDevices) {
     // Each tensor parallelism from the given one (1 by default), doubling, up to as many
-    // devices as the best so far (as many: a better metric wins the tie).
+    // devices as the best so far (as many: a better metric wins the tie); each replica of
+    // the setup's pipeline stages.
     const int count = class_devices(setup);
     const int base_tp = setup.gen.tp;
+    const int stages = std::max(1, setup.engine.pp);
+    a.pp = stages;
     double best_value = 0;
     for (int tp = base_tp; tp <= std::max(count, base_tp); tp *= 2) {
-      const int cap = (a.found ? std::min(count, static_cast<int>(a.knob)) : count) / tp;
+      const int cap = (a.found ? std::min(count, static_cast<int>(a.knob)) : count) / (tp * stages);
       if (cap < 1) break;
       setup.gen.tp = tp;
       auto [pass, x] = fewest(cap);
       if (pass == 0) continue;
       const double v = serve_metric(*x, target);
-      if (!a.found || pass * tp < a.knob || gain_of(target, best_value, v) > 0) {
+      if (!a.found || pass * tp * stages < a.knob || gain_of(target, best_value, v) > 0) {
         best_value = v;
         a.tp = tp;
         a.replicas = pass;
-        keep(pass * tp, x);
+        keep(pass * tp * stages, x);
       }
     }
     // When no setup ran at all, the base's error is the user's.
@@ -626,7 +631,7 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
   }
   if (q == ServeQuestion::kMinDevices && a.found) {
     // Replicas fill the nodes in turn; a replica lies within one (its devices must reach
-    // one another).
+    // one another), but for its pipeline stages, which may take nodes of their own.
     a.nodes = setup.nodes;
     const int per_node = class_devices(setup) / setup.nodes;
     a.nodes_used = (static_cast<int>(a.knob) + per_node - 1) / per_node;
@@ -681,9 +686,11 @@ std::string serve_answer_text(const ServeAnswer& a) {
       fmt::format("question: {} with {} {} {}\n\nprobes:\n", what, a.target.metric,
                   a.target.is_time() ? "<=" : ">=", value_text(a.target, a.target.bound));
   for (const ServeProbe& p : a.probes) {
-    const std::string knob = a.question == ServeQuestion::kMinDevices
-                                 ? fmt::format("TP {} x {}", p.tp, static_cast<int64_t>(p.knob))
-                                 : knob_text(a, p.knob);
+    const std::string knob =
+        a.question == ServeQuestion::kMinDevices
+            ? fmt::format("TP {}{} x {}", p.tp, a.pp > 1 ? fmt::format(" x PP {}", a.pp) : "",
+                          static_cast<int64_t>(p.knob))
+            : knob_text(a, p.knob);
     out += fmt::format("  {:>12}  {} {:>10}  {}{}\n", knob, a.target.metric,
                        value_text(a.target, p.value), p.pass ? "pass" : "fail",
                        p.why.empty() ? "" : fmt::format("  ({})", p.why));
@@ -723,8 +730,9 @@ std::string serve_answer_text(const ServeAnswer& a) {
     }
     case ServeQuestion::kMinDevices:
       out += fmt::format(
-          "\nanswer: {} devices: {} replica{} of TP {}{} ({} {})\n", knob_text(a, a.knob),
+          "\nanswer: {} devices: {} replica{} of TP {}{}{} ({} {})\n", knob_text(a, a.knob),
           a.replicas, a.replicas == 1 ? "" : "s", a.tp,
+          a.pp > 1 ? fmt::format(" x PP {}", a.pp) : "",
           a.nodes > 1 ? fmt::format(" on {} of the {} nodes", a.nodes_used, a.nodes) : "",
           a.target.metric, value_text(a.target, serve_metric(*a.at_answer, a.target)));
       break;
@@ -792,6 +800,7 @@ std::string serve_answer_json(const ServeAnswer& a) {
   if (a.question == ServeQuestion::kSplit) j["replicas"] = a.split_replicas;
   if (a.question == ServeQuestion::kMinDevices) {
     j["tp"] = a.found ? nlohmann::ordered_json(a.tp) : nlohmann::ordered_json();
+    j["pp"] = a.pp;
     j["replicas"] = a.found ? nlohmann::ordered_json(a.replicas) : nlohmann::ordered_json();
     j["nodes_used"] = a.found ? nlohmann::ordered_json(a.nodes_used) : nlohmann::ordered_json();
   }

@@ -98,6 +98,7 @@ struct ServeAnswer {
   /// (min-devices) devices.
   double knob = 0;
   int tp = 0, replicas = 0;        ///< min-devices: the answer's tensor parallelism, replicas
+  int pp = 1;  ///< min-devices: the pipeline stages of each replica (held through the search)
   /// min-devices on several nodes (`nodes`): the nodes its devices take, and how many there are
   int nodes_used = 0, nodes = 1;
   int split_replicas = 0;          ///< split: the replicas divided (prefill and decode)

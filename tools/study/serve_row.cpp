@@ -105,6 +105,10 @@ std::vector<Def> make_defs() {
         In{"nodes", "copies of the topology serving together", integer},
         In{"tp", "devices per replica, tensor parallel (the least that fits when not given)",
            integer},
+        In{"pp",
+           "pipeline stages per replica, each of tp devices (when neither is given: 1, or "
+           "the least that fits where no TP does)",
+           integer},
         In{"replicas",
            "data-parallel replicas (with prefill replicas: decoding; as many as the devices "
            "hold when not given)",
@@ -129,13 +133,15 @@ std::vector<Def> make_defs() {
         In{"kv_dtype", "KV-cache element type", text},
         In{"cache_only", "replayed against the cache alone (no time)", CellType::kBool}}) {
     auto get = setting(std::string(f.name), f.type);
-    if (f.name == "tp" || f.name == "replicas") {
-      // Not given, what the setup took: the least TP with room, as many replicas as the
-      // devices hold (when it could choose them).
-      const bool tp = f.name == "tp";
-      get = [get, tp](const ServeOutcome& o) {
+    if (f.name == "tp" || f.name == "pp" || f.name == "replicas") {
+      // Not given, what the setup took: the least TP (and stages) with room, as many
+      // replicas as the devices hold (when it could choose them).
+      const std::string_view which = f.name;
+      get = [get, which](const ServeOutcome& o) {
         if (o.setup == nullptr) return get(o);
-        return Cell{static_cast<int64_t>(tp ? o.setup->gen.tp : o.setup->engine.replicas)};
+        return Cell{static_cast<int64_t>(which == "tp"   ? o.setup->gen.tp
+                                         : which == "pp" ? o.setup->engine.pp
+                                                         : o.setup->engine.replicas)};
       };
     }
     d.push_back({std::string(f.name), f.what, f.type, std::move(get)});
