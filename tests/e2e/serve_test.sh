@@ -691,4 +691,40 @@ contains split-one-replica-msg "$tmp/err" "error: --find: split divides the repl
 check split-cache-only 2 "$tf" serve "${split[@]}" --replicas 4 --cache-only --find split --target hit=10%
 contains split-cache-only-msg "$tmp/err" "error: --find: split compares prefill and decode, which --cache-only does not run"
 
+# Pipeline parallelism: a model no node holds (Llama-3.1-405B in bf16 on H100s) is served
+# across two in stages; --tp and --pp not given, the least stages at which one fits.
+check pp-nodes 0 "$tf" serve "${gen[@]}" --model llama-3.1-405b --nodes 2
+contains pp-nodes-title "$tmp/out" "serve llama-3.1-405b on 2 x h100-sxm-8gpu: 1 replica x TP 8 x PP 2 (h100)"
+contains pp-nodes-note "$tmp/err" "note: --tp and --pp not given: no TP leaves llama-3.1-405b room for KV on one host's devices; 2 pipeline stages of TP 8 are the least that do"
+contains pp-nodes-memory "$tmp/out" "device memory per device (of the pipeline stage holding the most): weights 47.3GiB"
+check pp-nodes-json 0 "$tf" serve "${gen[@]}" --model llama-3.1-405b --nodes 4 --json
+ok pp-nodes-json-fields python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert (j["tp"], j["pp"], j["replicas"], j["devices"]) == (8, 2, 2, 32), j' "$tmp/out"
+check pp-one-node 2 "$tf" serve "${gen[@]}" --model llama-3.1-405b
+contains pp-one-node-msg "$tmp/err" "no tensor parallelism up to the 8 devices of class 'h100' leaves room: narrower weights (weight_dtype) or larger devices might"
+check pp-tp-given 2 "$tf" serve "${gen[@]}" --model llama-3.1-405b --nodes 2 --tp 8
+contains pp-tp-given-msg "$tmp/err" "split the layers into pipeline stages (pp: 2 stages of TP 8 are the least that leave room, for 1992 blocks of 512 tokens)"
+# Given: replicas fill the devices by TP x PP; the timeline has a track per batch in flight.
+check pp-given 0 "$tf" serve "${gen[@]}" --model llama-3-8b --tp 2 --pp 2 --timeline "$tmp/pp-tl.json"
+contains pp-given-title "$tmp/out" "2 replicas x TP 2 x PP 2 (h100)"
+ok pp-given-timeline python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+names = {e["args"]["name"] for e in d["traceEvents"] if e.get("ph") == "M" and e.get("name") == "thread_name"}
+assert {"batch 0", "batch 1"} <= names, names' "$tmp/pp-tl.json"
+check pp-again 0 "$tf" serve "${gen[@]}" --model llama-3-8b --tp 2 --pp 2 --timeline "$tmp/pp-tl2.json"
+ok pp-deterministic cmp -s "$tmp/pp-tl.json" "$tmp/pp-tl2.json"
+check pp-pd 2 "$tf" serve "${gen[@]}" --model llama-3-8b --tp 2 --pp 2 --prefill-replicas 1 --replicas 1
+contains pp-pd-msg "$tmp/err" "error: --pp: pipeline parallelism is modelled for colocated replicas without speculative decoding; disaggregated prefill is not"
+check pp-no-network 2 "$tf" serve "${gen[@]}" --hw ascend-910b-8npu --model llama-3-70b --nodes 2 --tp 8 --pp 2
+contains pp-no-network-msg "$tmp/err" "error: --pp: pipeline stage 0 sends its activations to stage 1 over the peer route of 'hbm' (or a wider one: a scale-out network), and '2 x ascend-910b-8npu' has none from device 0 to device 8"
+check pp-min-devices 0 "$tf" serve --quiet --model llama-3-70b --tp 2 --pp 2 --arrivals poisson,rate=4/s,n=200,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3 --find min-devices --target p99-tpot=60ms --json
+ok pp-min-devices-json python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["found"] and j["pp"] == 2 and j["answer"] == j["replicas"] * j["tp"] * j["pp"], j
+assert j["run"]["pp"] == 2, j["run"]["pp"]' "$tmp/out"
+
 finish

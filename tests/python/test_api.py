@@ -1161,6 +1161,24 @@ def test_serve_nodes(cli):
                        set=["system.supernodes=5"])
 
 
+def test_serve_pipeline(cli):
+    """pp= as --pp: pipeline stages; neither tp nor pp given, the least stages that fit."""
+    arrivals = "poisson,rate=1/s,n=30,prompt=uniform:1024:4096,output=uniform:8:64,seed=9"
+    r = tierflow.serve(arrivals=arrivals, model="llama-3.1-405b", nodes=2)
+    assert r.summary == json.loads(cli("serve", "--model", "llama-3.1-405b", "--nodes", "2",
+                                       "--quiet", "--arrivals", arrivals, "--json"))
+    assert (r.summary["tp"], r.summary["pp"], r.summary["devices"]) == (8, 2, 16)
+    assert any("2 pipeline stages of TP 8" in n for n in r.notes)
+    g = tierflow.serve(arrivals=arrivals, model="llama-3-8b", tp=2, pp=2)
+    assert (g.summary["pp"], g.summary["replicas"]) == (2, 2)
+    assert tierflow.serve(arrivals=arrivals, model="llama-3-8b", tp=2, pp=0).summary["pp"] == 1
+    with pytest.raises(tierflow.InputError, match="^pp: pipeline parallelism is modelled for colocated"):
+        tierflow.serve(arrivals=arrivals, model="llama-3-8b", tp=2, pp=2, prefill_replicas=1,
+                       replicas=1)
+    with pytest.raises(tierflow.InputError, match="pp: '2.5' is not a whole number"):
+        tierflow.serve(arrivals=arrivals, model="llama-3-8b", pp=2.5)
+
+
 def test_serve_disaggregated_across_nodes(cli):
     """Prefill on one node, decode on the other: the KV crosses the GPUs' NICs, as the CLI's."""
     arrivals = "poisson,rate=10/s,n=40,prompt=uniform:1024:4096,output=uniform:8:64,seed=9"

@@ -572,6 +572,13 @@ void bind_functions(py::module_& m) {
       },
       py::arg("fields"));
 
+  // The serving fields by name, as the CLI, sweeps and serve() take them (one list).
+  m.def("serve_fields", [] {
+    std::vector<std::string> out;
+    for (const std::string_view f : study::serve_field_names()) out.emplace_back(f);
+    return out;
+  });
+
   m.def(
       "report",
       [](const py::list& plans, bool wait, size_t top, const std::string& output) {

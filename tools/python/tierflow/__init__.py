@@ -570,20 +570,18 @@ class Serving:
                 f"p99 TTFT {s['ttft']['p99_s']} s>")
 
 
-_SERVE_ARGS = ("trace", "arrivals", "hw", "nodes", "model", "hf_config", "tp", "replicas",
-               "prefill_replicas", "prefill_tp", "device",
-               "router", "decode_router", "device_policy", "preemption", "swap_space", "swap_tier",
-               "spec_tokens", "spec_accept", "spec_draft",
-               "token_budget", "max_seqs", "kv_tiers", "load", "slo", "rate_scale",
-               "first", "block_tokens", "warmup", "weight_dtype", "kv_dtype", "act_dtype",
-               "cache_only", "timeline", "report", "find", "target")
+# The serving fields as the CLI and sweeps name them (tierflow's one list), and what only a
+# run of serve() takes besides: its outputs and a search.
+_SERVE_ARGS = tuple(_tierflow.serve_fields()) + ("timeline", "report", "find", "target")
 
 
 def serve(trace=None, arrivals=None, set=(), model_set=(), **options):
     """Serves a request trace (`tierflow serve`): `trace` (a Mooncake JSONL or Azure CSV
     path) or `arrivals` (a generator spec, "poisson,rate=5/s,n=1000,..."); `set` topology
     and `model_set` model overrides; the other options as the CLI's flags with `_`: hw,
-    model, hf_config, tp (default: the least that leaves room for KV, in `notes`), replicas (default:
+    model, hf_config, tp (default: the least that leaves room for KV, in `notes`), pp
+    (pipeline stages per replica, each of tp devices; default 1, or with tp not given
+    either, the least that leave room where no TP does, in `notes`), replicas (default:
     as many as the devices hold beside any prefill replicas), prefill_replicas (disaggregated prefill: that many
     prefill-only replicas, `replicas` then decode), prefill_tp (theirs; default tp), device,
     router, decode_router (disaggregated: least-loaded, round-robin or prefix), device_policy, preemption, swap_space,
