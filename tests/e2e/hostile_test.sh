@@ -368,6 +368,17 @@ hostile stop63/supernodes-huge 2 "--set:1:19: bad value for 'supernodes': 429496
   "$tf" hw show gb200-nvl72 --set system.supernodes=4294967296
 hostile stop63/serve-nodes-supernodes-uneven 2 "--set:1:19: system: 18 hosts do not divide evenly over 4 supernodes" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b --hw gb200-nvl72 "${sg[@]}" --nodes 2 --set system.supernodes=4 -o "$d/s.txt"
+# --pp, the flag this stop added: a count within the devices and the model's layers.
+hostile stop64/pp-huge 2 "--pp: '99999999999' is too large" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3-8b "${sg[@]}" --pp 99999999999 -o "$d/s.txt"
+hostile stop64/pp-past-limit 2 "--pp: expected a whole number from 1 to 4096, got 4097" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3-8b "${sg[@]}" --pp 4097 -o "$d/s.txt"
+hostile stop64/pp-more-than-layers 2 "--pp: expected 1 to 32 pipeline stages (one layer each at least) for llama-3-8b, got 40" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3-8b "${sg[@]}" --tp 1 --pp 40 --set devices.h100.count=40 -o "$d/s.txt"
+hostile stop64/pp-disaggregated 2 "--pp: pipeline parallelism is modelled for colocated replicas" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3-8b "${sg[@]}" --tp 2 --pp 2 --prefill-replicas 1 --replicas 1 -o "$d/s.txt"
+hostile stop64/pp-too-many-devices 2 "--pp: 1 replica of TP 8 x PP 3 needs 24 devices" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3-8b "${sg[@]}" --tp 8 --pp 3 -o "$d/s.txt"
 hostile stop61/serve-tp-spans-nodes 2 "--tp: a replica of TP 16: on devices 0 to 15" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b "${sg[@]}" --nodes 2 --tp 16 -o "$d/s.txt"
 hostile stop61/serve-tp-no-peer-route 2 "--tp: a replica of TP 2: its collectives cross the peer route of 'hbm', and 'a100-nvme-bounce' has none: TP 1" --out "$d/s.txt" -- \
