@@ -5,7 +5,8 @@
 // scale the cost: the same trace at twice and four times the rate over 2 replicas of TP 4.
 // Disaggregated: one prefill and one decode replica of TP 4, every request's KV handed over
 // NVLink. Routers: four replicas of TP 2 routed least-loaded and kv-aware (the latter reads
-// every queue and every replica's cache at each arrival). Many replicas: their setup.
+// every queue and every replica's cache at each arrival). Pipeline stages: one replica of
+// TP 4 x PP 2, two batches in flight. Many replicas: their setup.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -26,7 +27,7 @@ const std::string kTrace =
 
 void serve_mooncake(benchmark::State& state, bool cache_only, int replicas, int tp, int copies,
                     uint32_t page_tokens = 512, int prefill_replicas = 0,
-                    serve::RouterKind router = serve::RouterKind::kRoundRobin) {
+                    serve::RouterKind router = serve::RouterKind::kRoundRobin, int pp = 1) {
   if (!std::filesystem::exists(kTrace)) {
     state.SkipWithError("the Mooncake trace is not at ../shared/data/mooncake");
     return;
@@ -54,6 +55,7 @@ void serve_mooncake(benchmark::State& state, bool cache_only, int replicas, int 
   o.replicas = replicas;
   o.prefill_replicas = prefill_replicas;
   o.router = router;
+  o.pp = pp;
   o.kv_tiers = {serve::KvTier{"ddr", 1.0, 1'000'000'000'000ULL}};
   for (auto _ : state) {
     const serve::ServeResult r = cache_only ? serve::cache_only(trace, arch, gen, topo, o)
@@ -96,6 +98,11 @@ void BM_ServeMooncakeDisaggregated(benchmark::State& state) {
   serve_mooncake(state, false, 1, 4, 1, 512, 1);
 }
 BENCHMARK(BM_ServeMooncakeDisaggregated)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
+
+void BM_ServeMooncakePipeline(benchmark::State& state) {
+  serve_mooncake(state, false, 1, 4, 1, 512, 0, serve::RouterKind::kRoundRobin, 2);
+}
+BENCHMARK(BM_ServeMooncakePipeline)->Unit(benchmark::kSecond)->Iterations(1)->UseRealTime();
 
 void BM_ServeMooncakeFourReplicasLeastLoaded(benchmark::State& state) {
   serve_mooncake(state, false, 4, 2, 1, 512, 0, serve::RouterKind::kLeastLoaded);

@@ -587,9 +587,24 @@ void Engine::setup_devices(const traces::Arch& arch) {
     };
     for (int st = 0; st < sh.pp; ++st) {
       if (auto why = hw::peer_group_problem(fabric_, device_tier_, group(st))) {
-        throw InputError(SourcePos{rep.prefill_only && o_.prefill_tp > 0 ? "prefill_tp" : "tp"},
-                         fmt::format("a {} of TP {}: {}", sh.pp > 1 ? "pipeline stage" : "replica",
-                                     sh.tp, *why));
+        // Colocated: the same devices in pipeline stages of the widest group that is joined.
+        std::string stages;
+        if (!rep.prefill_only && o_.prefill_replicas == 0 && o_.spec.tokens == 0) {
+          int w = sh.tp / 2;
+          while (w > 1 && (sh.tp % w != 0 || !joined(w))) --w;
+          const auto g = group(st);
+          // The stages send their activations over the peer route or a wider one.
+          if (w >= 1 && fabric_.peer_path(device_tier_, g[0], g[size_t(w)]) != nullptr) {
+            stages = fmt::format(
+                "; or pipeline stages take the same devices, a group each (pp: "
+                "{} stages of TP {})",
+                sh.pp * (sh.tp / w), w);
+          }
+        }
+        throw InputError(
+            SourcePos{rep.prefill_only && o_.prefill_tp > 0 ? "prefill_tp" : "tp"},
+            fmt::format("a {} of TP {}: {}{}", sh.pp > 1 ? "pipeline stage" : "replica", sh.tp,
+                        *why, stages));
       }
     }
     for (int st = 0; st + 1 < sh.pp; ++st) {

@@ -696,7 +696,8 @@ TEST_CASE("serve: a replica's devices must reach one another for its TP collecti
   CHECK(error_at(cxl, 16) ==
         "tp: a replica of TP 16: on devices 0 to 15, its collectives would cross 'ib' from "
         "device 0 to device 8, and collectives are timed over the peer route of 'hbm' alone: a "
-        "group must stay among the devices one 'nvswitch' joins");
+        "group must stay among the devices one 'nvswitch' joins; or pipeline stages take the "
+        "same devices, a group each (pp: 2 stages of TP 8)");
   // Without the network joining the hosts: none joins them, and the remedy is said.
   const hw::Topology apart = hw::load_topology(config("hw/h100-cxl.yaml"),
                                                hw::LoadOptions{{"switches.ib.per=host"}, false});

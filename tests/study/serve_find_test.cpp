@@ -279,7 +279,8 @@ TEST_CASE("nodes: copies of a one-host topology serve together; min-devices says
     CHECK(e.message() ==
           "a replica of TP 8: on devices 0 to 7, its collectives would cross 'ib' from device 0 "
           "to device 4, and collectives are timed over the peer route of 'hbm' alone: a group "
-          "must stay among the devices one 'nvswitch' joins");
+          "must stay among the devices one 'nvswitch' joins; or pipeline stages take the same "
+          "devices, a group each (pp: 2 stages of TP 4)");
   }
   const ServeAnswer a = ask(s, "p99-tpot=15ms", ServeQuestion::kMinDevices);
   REQUIRE(a.found);
