@@ -703,7 +703,11 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 assert (j["tp"], j["pp"], j["replicas"], j["devices"]) == (8, 2, 2, 32), j' "$tmp/out"
 check pp-one-node 2 "$tf" serve "${gen[@]}" --model llama-3.1-405b
-contains pp-one-node-msg "$tmp/err" "no tensor parallelism up to the 8 devices of class 'h100' leaves room: narrower weights (weight_dtype) or larger devices might"
+contains pp-one-node-msg "$tmp/err" "no tensor parallelism up to the 8 devices of class 'h100' leaves room: narrower weights (weight_dtype) or larger devices might; or 2 nodes (--nodes 2) serve it in 2 pipeline stages of TP 8 (1992 blocks of 512 tokens a replica)"
+# Stages where no route carries the activations are not offered (nor refused as --pp).
+check pp-no-route 2 "$tf" serve "${gen[@]}" --model llama-3.1-405b --hw a100-nvme-bounce
+contains pp-no-route-msg "$tmp/err" "no tensor parallelism up to the 4 devices of class 'a100' leaves room: narrower weights (weight_dtype) or larger devices might"
+ok pp-no-route-no-pp python3 -c 'import sys; t = open(sys.argv[1]).read(); assert "--pp" not in t and "nodes" not in t, t' "$tmp/err"
 check pp-tp-given 2 "$tf" serve "${gen[@]}" --model llama-3.1-405b --nodes 2 --tp 8
 contains pp-tp-given-msg "$tmp/err" "split the layers into pipeline stages (pp: 2 stages of TP 8 are the least that leave room, for 1992 blocks of 512 tokens)"
 # Given: replicas fill the devices by TP x PP; the timeline has a track per batch in flight.

@@ -1175,6 +1175,9 @@ def test_serve_pipeline(cli):
     with pytest.raises(tierflow.InputError, match="^pp: pipeline parallelism is modelled for colocated"):
         tierflow.serve(arrivals=arrivals, model="llama-3-8b", tp=2, pp=2, prefill_replicas=1,
                        replicas=1)
+    # One node holds no TP of it: the error says how many nodes would, as Python names them.
+    with pytest.raises(tierflow.InputError, match=r"or 2 nodes \(nodes=2\) serve it in 2 pipeline stages of TP 8"):
+        tierflow.serve(arrivals=arrivals, model="llama-3.1-405b")
     with pytest.raises(tierflow.InputError, match="pp: '2.5' is not a whole number"):
         tierflow.serve(arrivals=arrivals, model="llama-3-8b", pp=2.5)
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -344,7 +345,9 @@ namespace {
 /// The least power of two TP up to the class's devices (over the setup's pipeline stages)
 /// at which the model (its draft, any prefill replicas) leaves room for KV: its setup's
 /// figures, the TP left in x.gen.tp. None when no TP does: the first DoesNotFit, in `first`.
-std::optional<serve::ServeResult> least_tp(ServeSetup& x, std::optional<serve::DoesNotFit>& first) {
+/// `probing` (stages or nodes the user did not give): every refusal passes the TP over.
+std::optional<serve::ServeResult> least_tp(ServeSetup& x, std::optional<serve::DoesNotFit>& first,
+                                           bool probing = false) {
   const int stages = std::max(1, x.engine.pp);
   for (int tp = 1; tp <= std::max(1, class_devices(x) / stages); tp *= 2) {
     x.gen.tp = tp;
@@ -359,6 +362,7 @@ std::optional<serve::ServeResult> least_tp(ServeSetup& x, std::optional<serve::D
     } catch (const InputError& e) {
       // A TP the model cannot take is passed over; any other error is the user's to fix
       // (at TP 1, or at the first TP with room: it names that TP where it depends on it).
+      if (probing) continue;
       if (tp == 1) naming_settings(x.names, [&] { throw; });
       if (e.pos().file != "tp" && e.pos().file != "prefill_tp") {
         naming_settings(x.names, [&] {
@@ -373,12 +377,24 @@ std::optional<serve::ServeResult> least_tp(ServeSetup& x, std::optional<serve::D
   return std::nullopt;
 }
 
+/// The least pipeline stages (from 2) at which a power-of-two TP leaves room: the stages in
+/// x.engine.pp, the TP in x.gen.tp and the setup's figures; none when no stages do.
+std::optional<serve::ServeResult> least_stages(ServeSetup& x) {
+  for (int pp = 2; pp <= std::min(class_devices(x), x.arch.layers); ++pp) {
+    x.engine.pp = pp;
+    std::optional<serve::DoesNotFit> ignored;
+    if (auto fit = least_tp(x, ignored, /*probing=*/true)) return fit;
+  }
+  return std::nullopt;
+}
+
 /// `tp` not given: the least power of two up to the class's devices at which the model (its
 /// draft, any prefill replicas) leaves room for KV, told in a note when above 1. When none
 /// does and `pp` is not given either, the least pipeline stages at which one does (a model
 /// no node holds, served across nodes), told in a note. When none does, TP 1's error: it
-/// says what would make room.
-void choose_tp(ServeSetup& x, bool choose_pp) {
+/// says what would make room, and, where stages are modelled, how many nodes (`copies`
+/// makes the topology of n) would serve it in stages (up to four times as many).
+void choose_tp(ServeSetup& x, bool choose_pp, const std::function<hw::Topology(int)>& copies) {
   std::optional<serve::DoesNotFit> first;
   if (const auto fit = least_tp(x, first)) {
     if (x.gen.tp > 1) {
@@ -391,25 +407,47 @@ void choose_tp(ServeSetup& x, bool choose_pp) {
     return;
   }
   // Pipeline stages only where the engine models them (colocated, no speculative decoding).
-  if (choose_pp && x.engine.prefill_replicas == 0 && x.engine.spec.tokens == 0) {
-    for (int pp = 2; pp <= std::min(class_devices(x), x.arch.layers); ++pp) {
-      x.engine.pp = pp;
-      std::optional<serve::DoesNotFit> ignored;
-      if (const auto fit = least_tp(x, ignored)) {
-        x.notes.push_back(fmt::format(
-            "{} and {} not given: no TP leaves {} room for KV on one host's devices; {} "
-            "pipeline stages of TP {} are the least that do ({} blocks of {} tokens a "
-            "replica); {} and {} set them",
-            serve_flag("tp", x.names), serve_flag("pp", x.names), x.arch.name, pp, x.gen.tp,
-            fit->device_pool_blocks, fit->block_tokens, serve_flag("tp", x.names),
-            serve_flag("pp", x.names)));
-        return;
+  const bool stages = choose_pp && x.engine.prefill_replicas == 0 && x.engine.spec.tokens == 0;
+  if (stages) {
+    if (const auto fit = least_stages(x)) {
+      x.notes.push_back(
+          fmt::format("{} and {} not given: no TP leaves {} room for KV on one host's devices; {} "
+                      "pipeline stages of TP {} are the least that do ({} blocks of {} tokens a "
+                      "replica); {} and {} set them",
+                      serve_flag("tp", x.names), serve_flag("pp", x.names), x.arch.name,
+                      x.engine.pp, x.gen.tp, fit->device_pool_blocks, fit->block_tokens,
+                      serve_flag("tp", x.names), serve_flag("pp", x.names)));
+      return;
+    }
+  }
+  // More nodes, in stages: the least that serve it.
+  std::string more;
+  if (stages) {
+    hw::Topology own = std::move(x.topology);
+    const int own_nodes = x.nodes;
+    for (int n = own_nodes + 1; n <= std::min<int64_t>(int64_t{own_nodes} * 4, kMaxNodes); ++n) {
+      try {
+        x.topology = copies(n);
+      } catch (const InputError&) {
+        break;  // the copies are refused (too many devices): no more will do
+      }
+      x.nodes = n;
+      if (const auto fit = least_stages(x)) {
+        // As the user writes it: `--nodes 2`, `nodes=2`, whatif's `--serve nodes=2`.
+        more = fmt::format(
+            "; or {} nodes ({}{}{}) serve it in {} pipeline stages of TP {} ({} "
+            "blocks of {} tokens a replica)",
+            n, serve_flag("nodes", x.names), x.names == SettingNames::kServeFlags ? " " : "=", n,
+            x.engine.pp, x.gen.tp, fit->device_pool_blocks, fit->block_tokens);
+        break;
       }
     }
-    x.engine.pp = 1;
+    x.topology = std::move(own);
+    x.nodes = own_nodes;
   }
   x.gen.tp = 1;
-  naming_settings(x.names, [&] { throw *first; });
+  x.engine.pp = 1;
+  naming_settings(x.names, [&] { throw serve::DoesNotFit(first->pos(), first->message() + more); });
 }
 
 /// `replicas` not given: as many replicas of the setup's TP as the class's devices (of every
@@ -612,7 +650,13 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
   if (fill) engine.replicas = 1;  // the TP chosen as for one replica
   const bool choose_pp = engine.pp == 0;
   if (choose_pp) engine.pp = 1;
-  if (x.gen.tp == 0) choose_tp(x, choose_pp);
+  if (x.gen.tp == 0) {
+    choose_tp(x, choose_pp, [&s](int n) {
+      ServeSettings more = s;
+      more.nodes = n;
+      return load_serve_topology(more, s.sets);
+    });
+  }
   if (fill) fill_replicas(x);
   return x;
 }
