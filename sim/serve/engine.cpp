@@ -379,6 +379,7 @@ class Engine {
   struct Footprint {
     uint64_t weights = 0, workspace = 0, shard = 0;
     uint64_t pool = 0;
+    std::vector<uint64_t> stage_shards;  ///< a block on a device of each stage
   };
   Footprint footprint(IterationCost& cost, IterationCost* draft) const;
   /// Pipeline parallelism: the least stages more than `pp` of the widest tensor parallelism
@@ -640,10 +641,7 @@ void Engine::setup_shape(size_t i, const traces::Arch& arch, const traces::GenOp
   const Footprint f = footprint(*sh.cost, sh.draft.get());
   sh.shard = f.shard;
   sh.workspace = f.workspace;
-  for (int st = 0; st < sh.pp; ++st) {
-    const uint64_t shard =
-        sh.pp == 1 ? f.shard
-                   : sh.cost->stage_kv_bytes_per_token(st) * static_cast<uint64_t>(block_tokens_);
+  for (const uint64_t shard : f.stage_shards) {
     sh.device_shard.insert(sh.device_shard.end(), static_cast<size_t>(sh.tp), shard);
     sh.block_bytes += shard * static_cast<uint64_t>(sh.tp);
   }
@@ -710,6 +708,7 @@ Engine::Footprint Engine::footprint(IterationCost& cost, IterationCost* draft) c
     const uint64_t fixed = (one ? f.weights : cost.stage_weight_bytes(st)) + f.workspace;
     const uint64_t shard =
         one ? f.shard : cost.stage_kv_bytes_per_token(st) * static_cast<uint64_t>(block_tokens_);
+    f.stage_shards.push_back(shard);
     f.pool = std::min(f.pool, fixed >= usable ? 0 : (usable - fixed) / shard);
   }
   return f;
