@@ -731,4 +731,14 @@ j = json.load(open(sys.argv[1]))
 assert j["found"] and j["pp"] == 2 and j["answer"] == j["replicas"] * j["tp"] * j["pp"], j
 assert j["run"]["pp"] == 2, j["run"]["pp"]' "$tmp/out"
 
+# Stages chosen, not given: min-devices tries each TP with the least stages that fit it.
+check pp-min-devices-search 0 "$tf" serve --quiet --model llama-3.1-405b --nodes 2 --arrivals poisson,rate=0.5/s,n=200,prompt=lognormal:2000:0.6,output=lognormal:300:0.6,seed=3 --find min-devices --target p99-tpot=200ms --json
+ok pp-min-devices-search-json python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert (j["answer"], j["tp"], j["pp"], j["replicas"]) == (12, 4, 3, 1), j
+assert [(p["tp"], p["pp"]) for p in j["probes"]] == [(1, 11), (2, 6), (4, 3)], j["probes"]' "$tmp/out"
+check pp-min-devices-search-text 0 "$tf" serve --quiet --model llama-3.1-405b --nodes 2 --arrivals poisson,rate=0.5/s,n=200,prompt=lognormal:2000:0.6,output=lognormal:300:0.6,seed=3 --find min-devices --target p99-tpot=200ms
+contains pp-min-devices-search-answer "$tmp/out" "answer: 12 devices: 1 replica of TP 4 x PP 3 on 2 of the 2 nodes"
+
 finish

@@ -448,7 +448,10 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
     ServeProbe p{knob, x ? serve_metric(*x, target) : std::nan(""), false};
     p.pass = x && passes(target, p.value);
     p.why = why;
-    if (q == ServeQuestion::kMinDevices) p.tp = setup.gen.tp;
+    if (q == ServeQuestion::kMinDevices) {
+      p.tp = setup.gen.tp;
+      p.pp = setup.engine.pp;
+    }
     a.probes.push_back(p);
     if (progress) progress(p);
     return std::pair{p.pass, std::move(x)};
@@ -570,22 +573,49 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
   } else if (q == ServeQuestion::kMinDevices) {
     // Each tensor parallelism from the given one (1 by default), doubling, up to as many
     // devices as the best so far (as many: a better metric wins the tie); each replica of
-    // the setup's pipeline stages.
+    // the setup's pipeline stages. Where the setup had to choose stages (no TP alone leaves
+    // the model room) and none were given, each TP from 1 with the least stages that leave
+    // room at it (Llama-3.1-405B on H100s: TP 4 x PP 3 takes 12 devices, TP 8 x PP 2 16).
     const int count = class_devices(setup);
-    const int base_tp = setup.gen.tp;
-    const int stages = std::max(1, setup.engine.pp);
-    a.pp = stages;
+    const int given_tp = setup.gen.tp, given_pp = setup.engine.pp;
+    const bool stage_search = base.engine.pp == 0 && given_pp > 1;
+    const int base_tp = stage_search ? 1 : given_tp;
+    const auto least_stages = [&](int tp) {
+      serve::ServeOptions one = setup.engine;
+      one.replicas = 1;
+      traces::GenOptions g = setup.gen;
+      g.tp = tp;
+      for (int pp = 1; int64_t{pp} * tp <= count && pp <= setup.arch.layers; ++pp) {
+        one.pp = pp;
+        try {
+          (void)serve::check_setup(*setup.trace, setup.arch, g, setup.topology, one);
+          return pp;
+        } catch (const serve::DoesNotFit&) {
+          continue;
+        } catch (const InputError&) {
+          return 0;  // the heads do not divide, or no route joins the stages
+        }
+      }
+      return 0;
+    };
     double best_value = 0;
     for (int tp = base_tp; tp <= std::max(count, base_tp); tp *= 2) {
+      const int stages = stage_search ? least_stages(tp) : given_pp;
+      if (stages == 0) continue;
       const int cap = (a.found ? std::min(count, static_cast<int>(a.knob)) : count) / (tp * stages);
-      if (cap < 1) break;
+      if (cap < 1) {
+        if (stage_search) continue;  // a wider TP may take fewer stages
+        break;
+      }
       setup.gen.tp = tp;
+      setup.engine.pp = stages;
       auto [pass, x] = fewest(cap);
       if (pass == 0) continue;
       const double v = serve_metric(*x, target);
       if (!a.found || pass * tp * stages < a.knob || gain_of(target, best_value, v) > 0) {
         best_value = v;
         a.tp = tp;
+        a.pp = stages;
         a.replicas = pass;
         keep(pass * tp * stages, x);
       }
@@ -593,7 +623,8 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
     // When no setup ran at all, the base's error is the user's.
     if (std::all_of(a.probes.begin(), a.probes.end(),
                     [](const ServeProbe& p) { return !p.why.empty(); })) {
-      setup.gen.tp = base_tp;
+      setup.gen.tp = given_tp;
+      setup.engine.pp = given_pp;
       setup.engine.replicas = base.engine.replicas;
       (void)run_serve(setup);
     }
@@ -624,7 +655,10 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
   if (best && (!timeline.empty() || series)) {
     // The same run again (the engine is deterministic), with its timeline and series.
     set_knob(q == ServeQuestion::kMinDevices ? a.replicas : a.knob);
-    if (q == ServeQuestion::kMinDevices) setup.gen.tp = a.tp;
+    if (q == ServeQuestion::kMinDevices) {
+      setup.gen.tp = a.tp;
+      setup.engine.pp = a.pp;
+    }
     setup.timeline = timeline;
     setup.engine.record_series = series;
     best = run_serve(setup);
@@ -685,13 +719,19 @@ std::string serve_answer_text(const ServeAnswer& a) {
   std::string out =
       fmt::format("question: {} with {} {} {}\n\nprobes:\n", what, a.target.metric,
                   a.target.is_time() ? "<=" : ">=", value_text(a.target, a.target.bound));
+  std::vector<std::string> knobs;
+  size_t width = 12;  // wider for pipeline stages' "TP 4 x PP 3 x 2"
   for (const ServeProbe& p : a.probes) {
-    const std::string knob =
-        a.question == ServeQuestion::kMinDevices
-            ? fmt::format("TP {}{} x {}", p.tp, a.pp > 1 ? fmt::format(" x PP {}", a.pp) : "",
-                          static_cast<int64_t>(p.knob))
-            : knob_text(a, p.knob);
-    out += fmt::format("  {:>12}  {} {:>10}  {}{}\n", knob, a.target.metric,
+    knobs.push_back(a.question == ServeQuestion::kMinDevices
+                        ? fmt::format("TP {}{} x {}", p.tp,
+                                      p.pp > 1 ? fmt::format(" x PP {}", p.pp) : "",
+                                      static_cast<int64_t>(p.knob))
+                        : knob_text(a, p.knob));
+    width = std::max(width, knobs.back().size());
+  }
+  for (size_t i = 0; i < a.probes.size(); ++i) {
+    const ServeProbe& p = a.probes[i];
+    out += fmt::format("  {:>{}}  {} {:>10}  {}{}\n", knobs[i], width, a.target.metric,
                        value_text(a.target, p.value), p.pass ? "pass" : "fail",
                        p.why.empty() ? "" : fmt::format("  ({})", p.why));
   }
@@ -810,7 +850,10 @@ std::string serve_answer_json(const ServeAnswer& a) {
         {"knob", p.knob},
         {"value", std::isnan(p.value) ? nlohmann::ordered_json() : nlohmann::ordered_json(p.value)},
         {"pass", p.pass}};
-    if (a.question == ServeQuestion::kMinDevices) o["tp"] = p.tp;
+    if (a.question == ServeQuestion::kMinDevices) {
+      o["tp"] = p.tp;
+      o["pp"] = p.pp;
+    }
     if (!p.why.empty()) o["why"] = p.why;
     probes.push_back(std::move(o));
   }

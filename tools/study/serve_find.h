@@ -72,6 +72,7 @@ struct ServeProbe {
   double value = 0;  ///< the target's metric at that knob (NaN when nothing finished)
   bool pass = false;
   int tp = 0;       ///< min-devices: the probe's tensor parallelism (knob: its replicas)
+  int pp = 1;       ///< min-devices: the probe's pipeline stages
   std::string why;  ///< a setup the engine refused (the knob's doing): its error
 };
 
@@ -98,7 +99,7 @@ struct ServeAnswer {
   /// (min-devices) devices.
   double knob = 0;
   int tp = 0, replicas = 0;        ///< min-devices: the answer's tensor parallelism, replicas
-  int pp = 1;  ///< min-devices: the pipeline stages of each replica (held through the search)
+  int pp = 1;                      ///< min-devices: the answer's pipeline stages
   /// min-devices on several nodes (`nodes`): the nodes its devices take, and how many there are
   int nodes_used = 0, nodes = 1;
   int split_replicas = 0;          ///< split: the replicas divided (prefill and decode)
