@@ -382,8 +382,8 @@ class Engine {
     std::vector<uint64_t> stage_shards;  ///< a block on a device of each stage
   };
   Footprint footprint(IterationCost& cost, IterationCost* draft) const;
-  /// Pipeline parallelism: the least stages more than `pp` of the widest tensor parallelism
-  /// the peer route joins (at least `gen`'s) that leave room for KV blocks: TP, stages and
+  /// Pipeline parallelism: the least stages more than `pp` that leave room for KV blocks at
+  /// `gen`'s tensor parallelism, else at the widest the peer route joins: TP, stages and
   /// blocks; none when no such one does.
   struct Wider {
     int tp = 0, pp = 0;
@@ -820,11 +820,19 @@ std::optional<Engine::Wider> Engine::wider_pp(const traces::Arch& arch,
     widest = tp;
   }
   if (widest == 0) return std::nullopt;
-  g.tp = widest;
-  for (int pp = o_.pp + 1; int64_t{pp} * widest <= count && pp <= arch.layers; ++pp) {
-    const std::unique_ptr<IterationCost> cost = make_cost(arch, g, pp);
-    const Footprint f = footprint(*cost, nullptr);
-    if (f.pool > 0) return Wider{widest, pp, f.pool};
+  // The TP given first (its stages take the fewest devices), then the widest.
+  for (const int tp : {gen.tp, widest}) {
+    if (tp != widest && tp > widest) continue;
+    g.tp = tp;
+    try {
+      for (int pp = o_.pp + 1; int64_t{pp} * tp <= count && pp <= arch.layers; ++pp) {
+        const std::unique_ptr<IterationCost> cost = make_cost(arch, g, pp);
+        const Footprint f = footprint(*cost, nullptr);
+        if (f.pool > 0) return Wider{tp, pp, f.pool};
+      }
+    } catch (const InputError&) {
+      continue;  // the heads do not divide
+    }
   }
   return std::nullopt;
 }
