@@ -710,6 +710,8 @@ contains pp-no-route-msg "$tmp/err" "no tensor parallelism up to the 4 devices o
 ok pp-no-route-no-pp python3 -c 'import sys; t = open(sys.argv[1]).read(); assert "--pp" not in t and "nodes" not in t, t' "$tmp/err"
 check pp-tp-given 2 "$tf" serve "${gen[@]}" --model llama-3.1-405b --nodes 2 --tp 8
 contains pp-tp-given-msg "$tmp/err" "split the layers into pipeline stages (pp: 2 stages of TP 8 are the least that leave room, for 1992 blocks of 512 tokens)"
+check pp-tp4-given 2 "$tf" serve "${gen[@]}" --model llama-3.1-405b --nodes 2 --tp 4
+contains pp-tp4-given-msg "$tmp/err" "(pp: 3 stages of TP 4 are the least that leave room, for 702 blocks of 512 tokens)"
 # Given: replicas fill the devices by TP x PP; the timeline has a track per batch in flight.
 check pp-given 0 "$tf" serve "${gen[@]}" --model llama-3-8b --tp 2 --pp 2 --timeline "$tmp/pp-tl.json"
 contains pp-given-title "$tmp/out" "2 replicas x TP 2 x PP 2 (h100)"
