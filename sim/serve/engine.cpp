@@ -254,6 +254,7 @@ class Engine {
   struct ShardCopy {
     int from = 0, to = 0;
     double part = 1;
+    size_t to_index = 0;  ///< the destination's place in its replica (its stage's shard)
   };
   /// The copies that bring a block's KV from replica `from`'s devices to `to`'s.
   [[nodiscard]] std::vector<ShardCopy> handoff_copies(const Replica& from, const Replica& to) const;
@@ -512,18 +513,17 @@ void Engine::setup_devices(const traces::Arch& arch) {
                      fmt::format("expected at least 1 pipeline stage, got {}", o_.pp));
   }
   // What pipeline parallelism does not model yet: refused rather than timed wrong.
-  if (o_.pp > 1 && (o_.prefill_replicas > 0 || o_.spec.tokens > 0)) {
-    throw InputError(
-        SourcePos{"pp"},
-        fmt::format("pipeline parallelism is modelled for colocated replicas "
-                    "without speculative decoding; {} is not",
-                    o_.prefill_replicas > 0 ? "disaggregated prefill" : "speculative decoding"));
+  if (o_.pp > 1 && o_.spec.tokens > 0) {
+    throw InputError(SourcePos{"pp"},
+                     "pipeline parallelism is modelled without speculative decoding (the draft's "
+                     "passes and stages are not)");
   }
   const int tp = gen_.tp;
   const int ptp = o_.prefill_replicas > 0 && o_.prefill_tp > 0 ? o_.prefill_tp : tp;
   const int all = o_.replicas + o_.prefill_replicas;
   // Up to 2^16 x 2^21 x 2^16: past int.
-  const int64_t need = int64_t{tp} * o_.pp * o_.replicas + int64_t{ptp} * o_.prefill_replicas;
+  const int64_t need =
+      (int64_t{tp} * o_.replicas + int64_t{ptp} * o_.prefill_replicas) * int64_t{o_.pp};
   if (need > cls->count) {
     // One replica too wide is the tensor parallelism's doing; more, the replicas'.
     const std::string pp = o_.pp > 1 ? fmt::format(" x PP {}", o_.pp) : "";
@@ -532,8 +532,8 @@ void Engine::setup_devices(const traces::Arch& arch) {
     };
     const std::string what = o_.prefill_replicas == 0 ? n(o_.replicas, "", tp)
                              : ptp == tp
-                                 ? fmt::format("{} prefill and {} decode replicas of TP {}",
-                                               o_.prefill_replicas, o_.replicas, tp)
+                                 ? fmt::format("{} prefill and {} decode replicas of TP {}{}",
+                                               o_.prefill_replicas, o_.replicas, tp, pp)
                                  : fmt::format("{} and {}", n(o_.prefill_replicas, "prefill ", ptp),
                                                n(o_.replicas, "decode ", tp));
     throw InputError(
@@ -588,9 +588,9 @@ void Engine::setup_devices(const traces::Arch& arch) {
     };
     for (int st = 0; st < sh.pp; ++st) {
       if (auto why = hw::peer_group_problem(fabric_, device_tier_, group(st))) {
-        // Colocated: the same devices in pipeline stages of the widest group that is joined.
+        // The same devices in pipeline stages of the widest group that is joined.
         std::string stages;
-        if (!rep.prefill_only && o_.prefill_replicas == 0 && o_.spec.tokens == 0) {
+        if (!rep.prefill_only && o_.spec.tokens == 0) {
           int w = sh.tp / 2;
           while (w > 1 && (sh.tp % w != 0 || !joined(w))) --w;
           const auto g = group(st);
@@ -635,7 +635,7 @@ void Engine::setup_shape(size_t i, const traces::Arch& arch, const traces::GenOp
                          const char* tp_field) {
   Shape& sh = shapes_[i];
   sh.tp = gen.tp;
-  sh.pp = i == 0 ? o_.pp : 1;
+  sh.pp = o_.pp;  // prefill and decode replicas alike (a hand-over goes stage to stage)
   sh.cost = make_cost(arch, gen, sh.pp);
   sh.draft = draft_cost(arch, gen);
   const Footprint f = footprint(*sh.cost, sh.draft.get());
@@ -804,7 +804,7 @@ bool Engine::joined(int tp) const {
 
 std::optional<Engine::Wider> Engine::wider_pp(const traces::Arch& arch,
                                               const traces::GenOptions& gen) const {
-  if (o_.spec.tokens > 0 || o_.prefill_replicas > 0) return std::nullopt;
+  if (o_.spec.tokens > 0) return std::nullopt;
   const int count = topo_.devices[device_class_].count;
   // The widest TP the peer route joins that the model's heads take.
   traces::GenOptions g = gen;
@@ -839,18 +839,23 @@ std::optional<Engine::Wider> Engine::wider_pp(const traces::Arch& arch,
 
 std::vector<Engine::ShardCopy> Engine::handoff_copies(const Replica& from,
                                                       const Replica& to) const {
-  // Device i of p holds the KV heads' share [i/p, (i+1)/p), device j of d [j/d, (j+1)/d):
-  // in units of 1/(p d), [i d, (i+1) d) and [j p, (j+1) p). Device j's shard comes from
-  // the sources it overlaps, each the overlap's part of it (the whole shard when p == d).
-  const auto p = static_cast<int64_t>(from.devices.size());
-  const auto d = static_cast<int64_t>(to.devices.size());
+  // Stage by stage (both replicas split the layers alike): in a stage, device i of p
+  // holds the KV heads' share [i/p, (i+1)/p), device j of d [j/d, (j+1)/d): in units of
+  // 1/(p d), [i d, (i+1) d) and [j p, (j+1) p). Device j's shard comes from the sources
+  // it overlaps, each the overlap's part of it (the whole shard when p == d).
+  const auto p = static_cast<int64_t>(shape(from).tp);
+  const auto d = static_cast<int64_t>(shape(to).tp);
+  const auto stages = static_cast<int64_t>(shape(to).pp);
   std::vector<ShardCopy> out;
-  for (int64_t j = 0; j < d; ++j) {
-    for (int64_t i = 0; i < p; ++i) {
-      const int64_t overlap = std::min((i + 1) * d, (j + 1) * p) - std::max(i * d, j * p);
-      if (overlap <= 0) continue;
-      out.push_back(ShardCopy{from.devices[size_t(i)], to.devices[size_t(j)],
-                              static_cast<double>(overlap) / static_cast<double>(p)});
+  for (int64_t st = 0; st < stages; ++st) {
+    for (int64_t j = 0; j < d; ++j) {
+      for (int64_t i = 0; i < p; ++i) {
+        const int64_t overlap = std::min((i + 1) * d, (j + 1) * p) - std::max(i * d, j * p);
+        if (overlap <= 0) continue;
+        const auto to_index = static_cast<size_t>(st * d + j);
+        out.push_back(ShardCopy{from.devices[static_cast<size_t>(st * p + i)], to.devices[to_index],
+                                static_cast<double>(overlap) / static_cast<double>(p), to_index});
+      }
     }
   }
   return out;
@@ -1718,8 +1723,9 @@ void Engine::admit_handoffs(uint32_t d) {
     for (uint64_t b = 0; b < copy; b += most) {
       const uint32_t t = new_transfer(d, TransferKind::kHandoff, /*waited=*/false);
       transfers_[t].seq = q;
-      const double bytes = static_cast<double>(shape(rep).shard * std::min(most, copy - b));
+      const uint64_t carried = std::min(most, copy - b);
       for (const ShardCopy& c : copies) {
+        const double bytes = static_cast<double>(shape(rep).device_shard[c.to_index] * carried);
         add_flow(t, fabric_.peer_path(device_tier_, c.from, c.to), bytes * c.part);
       }
       ++s.handoff_left;

@@ -112,7 +112,8 @@ struct ServeOptions {
   std::string device;  ///< device class id; empty: the first
   int replicas = 1;    ///< replicas that serve requests (with prefill_replicas: that decode)
   /// Pipeline parallelism: the stages a replica's layers are split into, each on `gen.tp`
-  /// devices of its own; as many batches in flight as stages (vLLM's). 1: none.
+  /// (a prefill replica's: `prefill_tp`) devices of its own; as many batches in flight as
+  /// stages (vLLM's). A hand-over goes stage to stage. 1: none.
   int pp = 1;
   /// Disaggregated prefill and decode: replicas more that only compute prompts, taking the
   /// class's first devices; the `replicas` after them decode. 0: every replica does both.
@@ -272,7 +273,7 @@ struct ServeResult {
   }
   /// The devices the replicas take, prefill replicas' included.
   [[nodiscard]] int devices() const {
-    return replicas * tp * pp + prefill_replicas * (prefill_tp > 0 ? prefill_tp : tp);
+    return (replicas * tp + prefill_replicas * (prefill_tp > 0 ? prefill_tp : tp)) * pp;
   }
   uint64_t handoffs = 0;     ///< requests handed from a prefill to a decode replica
   /// Blocks those hand-overs copied: each device's shard of each block the decode

@@ -375,8 +375,8 @@ hostile stop64/pp-past-limit 2 "--pp: expected a whole number from 1 to 4096, go
   "$tf" serve --model llama-3-8b "${sg[@]}" --pp 4097 -o "$d/s.txt"
 hostile stop64/pp-more-than-layers 2 "--pp: expected 1 to 32 pipeline stages (one layer each at least) for llama-3-8b, got 40" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b "${sg[@]}" --tp 1 --pp 40 --set devices.h100.count=40 -o "$d/s.txt"
-hostile stop64/pp-disaggregated 2 "--pp: pipeline parallelism is modelled for colocated replicas" --out "$d/s.txt" -- \
-  "$tf" serve --model llama-3-8b "${sg[@]}" --tp 2 --pp 2 --prefill-replicas 1 --replicas 1 -o "$d/s.txt"
+hostile stop64/pp-speculative 2 "--pp: pipeline parallelism is modelled without speculative decoding" --out "$d/s.txt" -- \
+  "$tf" serve --model llama-3-8b "${sg[@]}" --tp 2 --pp 2 --spec-tokens 3 --spec-accept 0.5 -o "$d/s.txt"
 hostile stop64/pp-too-many-devices 2 "--pp: 1 replica of TP 8 x PP 3 needs 24 devices" --out "$d/s.txt" -- \
   "$tf" serve --model llama-3-8b "${sg[@]}" --tp 8 --pp 3 -o "$d/s.txt"
 hostile stop61/serve-tp-spans-nodes 2 "--tp: a replica of TP 16: on devices 0 to 15" --out "$d/s.txt" -- \

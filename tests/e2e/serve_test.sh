@@ -722,8 +722,22 @@ names = {e["args"]["name"] for e in d["traceEvents"] if e.get("ph") == "M" and e
 assert {"batch 0", "batch 1"} <= names, names' "$tmp/pp-tl.json"
 check pp-again 0 "$tf" serve "${gen[@]}" --model llama-3-8b --tp 2 --pp 2 --timeline "$tmp/pp-tl2.json"
 ok pp-deterministic cmp -s "$tmp/pp-tl.json" "$tmp/pp-tl2.json"
-check pp-pd 2 "$tf" serve "${gen[@]}" --model llama-3-8b --tp 2 --pp 2 --prefill-replicas 1 --replicas 1
-contains pp-pd-msg "$tmp/err" "error: --pp: pipeline parallelism is modelled for colocated replicas without speculative decoding; disaggregated prefill is not"
+# Disaggregated with stages: 405B prefill on two servers, decode on the other two; each
+# decode device's KV shard from its stage's prefill device, over the NICs.
+check pp-pd 0 "$tf" serve "${gen[@]}" --model llama-3.1-405b --nodes 4 --prefill-replicas 1 --replicas 1
+contains pp-pd-title "$tmp/out" "1 prefill replica x TP 8 x PP 2 and 1 decode replica x TP 8 x PP 2 (h100)"
+contains pp-pd-nic "$tmp/out" "nic[0] rc->ib"
+contains pp-pd-nic-in "$tmp/out" "nic[16] ib->rc"
+check pp-pd-json 0 "$tf" serve "${gen[@]}" --model llama-3.1-405b --nodes 4 --prefill-replicas 1 --replicas 1 --json
+ok pp-pd-json-fields python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert (j["pp"], j["devices"], j["handoffs"], j["finished"]) == (2, 32, 50, 50), j
+over = {e["name"]: e["bytes"] for e in j["resources"]}
+# Stage 0 rank 0 to stage 0 rank 0 (device 0 to 16), stage 1 to stage 1 (8 to 24), alike.
+assert over["nic[0] rc->ib"] == over["nic[8] rc->ib"] > 0, over' "$tmp/out"
+check pp-spec 2 "$tf" serve "${gen[@]}" --model llama-3-8b --tp 2 --pp 2 --spec-tokens 2 --spec-accept 0.6
+contains pp-spec-msg "$tmp/err" "error: --pp: pipeline parallelism is modelled without speculative decoding (the draft's passes and stages are not)"
 check pp-no-network 2 "$tf" serve "${gen[@]}" --hw ascend-910b-8npu --model llama-3-70b --nodes 2 --tp 8 --pp 2
 contains pp-no-network-msg "$tmp/err" "error: --pp: pipeline stage 0 sends its activations to stage 1 over the peer route of 'hbm' (or a wider one: a scale-out network), and '2 x ascend-910b-8npu' has none from device 0 to device 8"
 check pp-min-devices 0 "$tf" serve --quiet --model llama-3-70b --tp 2 --pp 2 --arrivals poisson,rate=4/s,n=200,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3 --find min-devices --target p99-tpot=60ms --json

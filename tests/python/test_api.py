@@ -1172,9 +1172,9 @@ def test_serve_pipeline(cli):
     g = tierflow.serve(arrivals=arrivals, model="llama-3-8b", tp=2, pp=2)
     assert (g.summary["pp"], g.summary["replicas"]) == (2, 2)
     assert tierflow.serve(arrivals=arrivals, model="llama-3-8b", tp=2, pp=0).summary["pp"] == 1
-    with pytest.raises(tierflow.InputError, match="^pp: pipeline parallelism is modelled for colocated"):
-        tierflow.serve(arrivals=arrivals, model="llama-3-8b", tp=2, pp=2, prefill_replicas=1,
-                       replicas=1)
+    with pytest.raises(tierflow.InputError, match="^pp: pipeline parallelism is modelled without speculative"):
+        tierflow.serve(arrivals=arrivals, model="llama-3-8b", tp=2, pp=2, spec_tokens=2,
+                       spec_accept=0.5)
     # One node holds no TP of it: the error says how many nodes would, as Python names them.
     with pytest.raises(tierflow.InputError, match=r"or 2 nodes \(nodes=2\) serve it in 2 pipeline stages of TP 8"):
         tierflow.serve(arrivals=arrivals, model="llama-3.1-405b")

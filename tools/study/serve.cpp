@@ -364,7 +364,10 @@ std::optional<serve::ServeResult> least_tp(ServeSetup& x, std::optional<serve::D
       // (at TP 1, or at the first TP with room: it names that TP where it depends on it).
       if (probing) continue;
       if (tp == 1) naming_settings(x.names, [&] { throw; });
-      if (e.pos().file != "tp" && e.pos().file != "prefill_tp") {
+      // A TP the devices or the model cannot take refuses every power of two above it too
+      // (its heads, its group of the class's first devices): none wider is tried.
+      if (e.pos().file == "tp") break;
+      if (e.pos().file != "prefill_tp") {
         naming_settings(x.names, [&] {
           throw InputError(e.pos(),
                            fmt::format("{} (TP {}: {} not given, the least that leaves "
@@ -406,8 +409,8 @@ void choose_tp(ServeSetup& x, bool choose_pp, const std::function<hw::Topology(i
     }
     return;
   }
-  // Pipeline stages only where the engine models them (colocated, no speculative decoding).
-  const bool stages = choose_pp && x.engine.prefill_replicas == 0 && x.engine.spec.tokens == 0;
+  // Pipeline stages only where the engine models them (no speculative decoding).
+  const bool stages = choose_pp && x.engine.spec.tokens == 0;
   if (stages) {
     if (const auto fit = least_stages(x)) {
       x.notes.push_back(
@@ -454,8 +457,10 @@ void choose_tp(ServeSetup& x, bool choose_pp, const std::function<hw::Topology(i
 /// node) hold beside the prefill replicas; at least one (a setup with no room for it is
 /// refused as a run of one would be). The summary's first line says how many.
 void fill_replicas(ServeSetup& x) {
-  const int64_t tp = int64_t{std::max(1, x.gen.tp)} * std::max(1, x.engine.pp);
-  const int64_t prefill_tp = x.engine.prefill_tp != 0 ? x.engine.prefill_tp : tp;
+  // Each replica, prefill or decode, of the setup's pipeline stages.
+  const int64_t stages = std::max(1, x.engine.pp);
+  const int64_t tp = int64_t{std::max(1, x.gen.tp)} * stages;
+  const int64_t prefill_tp = x.engine.prefill_tp != 0 ? x.engine.prefill_tp * stages : tp;
   const int64_t prefill = int64_t{x.engine.prefill_replicas} * prefill_tp;
   x.engine.replicas = static_cast<int>(std::max<int64_t>(1, (class_devices(x) - prefill) / tp));
 }
@@ -767,8 +772,9 @@ std::string replicas_text(const serve::ServeResult& r) {
     return fmt::format("{} x TP {}{}", n(r.replicas, ""), r.tp,
                        r.pp > 1 ? fmt::format(" x PP {}", r.pp) : "");
   }
-  return fmt::format("{} x TP {} and {} x TP {}", n(r.prefill_replicas, "prefill "), r.prefill_tp,
-                     n(r.replicas, "decode "), r.tp);
+  const std::string pp = r.pp > 1 ? fmt::format(" x PP {}", r.pp) : "";
+  return fmt::format("{} x TP {}{} and {} x TP {}{}", n(r.prefill_replicas, "prefill "),
+                     r.prefill_tp, pp, n(r.replicas, "decode "), r.tp, pp);
 }
 
 std::string router_text(const serve::ServeResult& r) {
@@ -814,7 +820,7 @@ std::string spec_run_text(const serve::ServeResult& r) {
 std::string handoff_text(const ServeStudy& x) {
   const serve::ServeResult& r = x.result;
   const double bytes = static_cast<double>(r.handoff_blocks) *
-                       static_cast<double>(r.kv_bytes_per_token) * r.block_tokens * r.tp;
+                       static_cast<double>(r.kv_bytes_per_token) * r.block_tokens * r.tp * r.pp;
   return fmt::format(
       "disaggregated: {} requests handed from prefill to decode replicas ({}), {} blocks "
       "copied ({}; blocks the decode replica held already are not); hand-over (first token "

@@ -151,7 +151,7 @@ ServeAnswer upgrade_serve(const ServeSettings& base, ServeSetup setup, const Ser
     const serve::ServeOptions& e = setup.engine;
     const bool pd = e.prefill_replicas > 0;
     const int64_t tp = int64_t{setup.gen.tp} * std::max(1, e.pp);
-    const int64_t ptp = e.prefill_tp > 0 ? e.prefill_tp : tp;
+    const int64_t ptp = e.prefill_tp > 0 ? int64_t{e.prefill_tp} * std::max(1, e.pp) : tp;
     const int64_t used = e.replicas * tp + e.prefill_replicas * ptp;
     if (used + tp <= device->count) {
       add({pd ? "one decode replica more" : "one replica more", "replicas",
@@ -565,7 +565,7 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
     // allow is tried, not only powers of two).
     const serve::ServeOptions& e = setup.engine;
     const int64_t tp = int64_t{setup.gen.tp} * std::max(1, e.pp);
-    const int64_t ptp = e.prefill_tp > 0 ? e.prefill_tp : tp;
+    const int64_t ptp = e.prefill_tp > 0 ? int64_t{e.prefill_tp} * std::max(1, e.pp) : tp;
     const int64_t cap =
         (class_devices(setup) - e.prefill_replicas * ptp) / std::max<int64_t>(1, tp);
     auto [pass, x] = fewest(static_cast<int>(std::max<int64_t>(1, cap)));
