@@ -409,8 +409,9 @@ void choose_tp(ServeSetup& x, bool choose_pp, const std::function<hw::Topology(i
     }
     return;
   }
-  // Pipeline stages only where the engine models them (no speculative decoding).
-  const bool stages = choose_pp && x.engine.spec.tokens == 0;
+  // Pipeline stages only where the engine models them (no speculative decoding), and where
+  // the weights are what leaves no room: each stage holds the whole iteration's workspace.
+  const bool stages = choose_pp && x.engine.spec.tokens == 0 && first && first->pos().file == "tp";
   if (stages) {
     if (const auto fit = least_stages(x)) {
       x.notes.push_back(
