@@ -1560,7 +1560,10 @@ void Engine::start_iteration(uint32_t r) {
   }
   it.batch.swap(rep.batch);
   it.tokens.swap(rep.tokens);
-  for (const uint32_t q : it.batch) seqs_[q].in_flight = true;
+  // With one slot nothing is scheduled while it is in flight: the marks are for stages.
+  if (rep.iters.size() > 1) {
+    for (const uint32_t q : it.batch) seqs_[q].in_flight = true;
+  }
   ++rep.stats.iterations;
   rep.stats.compute += it.compute;
   carry(r, moves_, /*loads=*/true);
@@ -1813,7 +1816,9 @@ void Engine::end_iteration(uint32_t r, uint32_t slot) {
   Iteration& it = rep.iters[slot];
   it.active = false;
   if (--rep.in_flight == 0) rep.stats.busy += q_.now() - rep.busy_since;
-  for (const uint32_t q : it.batch) seqs_[q].in_flight = false;
+  if (rep.iters.size() > 1) {
+    for (const uint32_t q : it.batch) seqs_[q].in_flight = false;
+  }
   if (tl_ != nullptr) draw_iteration(r, it);
   if (o_.record_series) {
     for (LevelId l = 0; l < cache_.level_count(); ++l) {
