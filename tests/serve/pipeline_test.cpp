@@ -56,6 +56,22 @@ traces::RequestTrace trace_of(std::vector<int64_t> arrivals_ps, uint32_t tokens,
   return trace;
 }
 
+/// Llama-3-8B at TP 1 in two stages on an H100 server: one layer half per GPU.
+struct TwoStages {
+  hw::Topology t = h100();
+  traces::Arch a = traces::load_arch(config("models/llama-3-8b.yaml"));
+  traces::GenOptions g = [] {
+    traces::GenOptions x;
+    x.tp = 1;
+    return x;
+  }();
+  serve::ServeOptions o = [] {
+    serve::ServeOptions x;
+    x.pp = 2;
+    return x;
+  }();
+};
+
 std::string error_of(const traces::RequestTrace& trace, const traces::Arch& a,
                      const traces::GenOptions& g, const hw::Topology& t,
                      const serve::ServeOptions& o) {
@@ -129,12 +145,11 @@ TEST_CASE("pipeline stages: the layers split as vLLM splits them, each stage its
 
 TEST_CASE("pipeline stages: a request's first token after every stage and the hops between") {
   // Llama-3-8B on two H100s, one layer half on each: one prompt of 1,024 tokens.
-  const hw::Topology t = h100();
-  const traces::Arch a = traces::load_arch(config("models/llama-3-8b.yaml"));
-  traces::GenOptions g;
-  g.tp = 1;
-  serve::ServeOptions o;
-  o.pp = 2;
+  const TwoStages x;
+  const hw::Topology& t = x.t;
+  const traces::Arch& a = x.a;
+  const traces::GenOptions& g = x.g;
+  const serve::ServeOptions& o = x.o;
   const traces::RequestTrace trace = trace_of({0}, 1024, 1);
   const serve::ServeResult r = serve::serve(trace, a, g, t, o);
   REQUIRE(r.pp == 2);
@@ -157,14 +172,13 @@ TEST_CASE("pipeline stages: a request's first token after every stage and the ho
 }
 
 TEST_CASE("pipeline stages: a second batch enters the first stage while the first is in the next") {
-  const hw::Topology t = h100();
-  const traces::Arch a = traces::load_arch(config("models/llama-3-8b.yaml"));
-  traces::GenOptions g;
-  g.tp = 1;
+  TwoStages x;
+  const hw::Topology& t = x.t;
+  const traces::Arch& a = x.a;
+  traces::GenOptions& g = x.g;
+  serve::ServeOptions& o = x.o;
   // The second request arrives just after the first has started.
   const traces::RequestTrace trace = trace_of({0, 1000}, 4096, 1);
-  serve::ServeOptions o;
-  o.pp = 2;
   const serve::ServeResult piped = serve::serve(trace, a, g, t, o);
   serve::IterationCost c = cost(a, t, 1, 2);
   std::vector<serve::Time> stages;
@@ -234,12 +248,11 @@ TEST_CASE("pipeline stages: TP 4 x PP 2 holds about what TP 8 holds; every reque
 TEST_CASE("pipeline stages, disaggregated: each stage's KV handed to the same stage") {
   // Llama-3-8B, TP 1 x PP 2: the prefill replica on devices 0 and 1, the decode replica on
   // 2 and 3; one request of three blocks, handed over NVLink stage to stage.
-  const hw::Topology t = h100();
-  const traces::Arch a = traces::load_arch(config("models/llama-3-8b.yaml"));
-  traces::GenOptions g;
-  g.tp = 1;
-  serve::ServeOptions o;
-  o.pp = 2;
+  TwoStages x;
+  const hw::Topology& t = x.t;
+  const traces::Arch& a = x.a;
+  const traces::GenOptions& g = x.g;
+  serve::ServeOptions& o = x.o;
   o.prefill_replicas = 1;
   o.replicas = 1;
   const traces::RequestTrace trace = trace_of({0}, 1536, 8);
@@ -252,9 +265,9 @@ TEST_CASE("pipeline stages, disaggregated: each stage's KV handed to the same st
   const double blocks = static_cast<double>(r.handoff_blocks);
   CHECK(blocks == 3);
   double from0 = 0, from1 = 0;
-  for (const serve::ResourceRecord& x : r.resources) {
-    if (x.name == "hbm[0] read") from0 = x.bytes;
-    if (x.name == "hbm[1] read") from1 = x.bytes;
+  for (const serve::ResourceRecord& res : r.resources) {
+    if (res.name == "hbm[0] read") from0 = res.bytes;
+    if (res.name == "hbm[1] read") from1 = res.bytes;
   }
   CHECK(from0 ==
         doctest::Approx(blocks * 512 * static_cast<double>(c.stage_kv_bytes_per_token(0))));
