@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <array>
 #include <deque>
-#include <limits>
 #include <map>
 #include <optional>
 #include <span>
@@ -16,6 +15,7 @@
 #include "core/diagnostics.h"
 #include "core/units.h"
 #include "hw_models/bind.h"
+#include "hw_models/cost.h"
 #include "hw_models/fabric.h"
 #include "hw_models/flows.h"
 #include "sim/kernel/event_queue.h"
@@ -162,9 +162,8 @@ struct Replica {
   /// since when one has been in flight (for `busy`).
   std::vector<Time> stage_free;
   Time busy_since = 0;
-  /// Between stage s and s + 1: the slowest route's setup and bandwidth over the stages'
-  /// devices, rank to rank.
-  std::vector<std::pair<Duration, double>> hops;
+  /// Between stage s and s + 1: each rank's route to the same rank of the next stage.
+  std::vector<std::vector<const hw::Route*>> hops;
   uint64_t load = 0;  ///< tokens queued and running (least-loaded router)
   /// Prompt tokens its waiting and running sequences have not computed (kv-aware router):
   /// kept as their `computed` and `prompt` change, each change through Engine::progress.
@@ -291,7 +290,7 @@ class Engine {
   Time pipeline(Replica& rep, Iteration& it, Time enter);
   /// The event data of replica r's iteration in `slot`, and back.
   [[nodiscard]] uint32_t iteration_key(uint32_t r, uint32_t slot) const {
-    return r * static_cast<uint32_t>(shapes_[0].pp) + slot;
+    return r * static_cast<uint32_t>(o_.pp) + slot;
   }
   /// Starts an iteration of replica `r` once every event of this instant is handled
   /// (start_pending): requests arriving together, or as an iteration ends, join one batch.
@@ -357,7 +356,6 @@ class Engine {
   /// (or decode) replicas', shapes_[1] the prefill replicas' (disaggregated).
   struct Shape {
     int tp = 1;
-    int pp = 1;  ///< pipeline stages
     std::unique_ptr<IterationCost> cost;
     std::unique_ptr<IterationCost> draft;  ///< speculative decoding's draft model, if any
     /// One block on one device (the draft's KV with the model's): the most of any stage's
@@ -573,9 +571,9 @@ void Engine::setup_devices(const traces::Arch& arch) {
     Replica& rep = replicas_[size_t(r)];
     rep.prefill_only = r < o_.prefill_replicas;
     const Shape& sh = shape(rep);
-    for (int k = 0; k < sh.tp * sh.pp; ++k) rep.devices.push_back(devices[next++]);
-    rep.iters.resize(static_cast<size_t>(sh.pp));
-    if (sh.pp > 1) rep.stage_free.assign(static_cast<size_t>(sh.pp), 0);
+    for (int k = 0; k < sh.tp * o_.pp; ++k) rep.devices.push_back(devices[next++]);
+    rep.iters.resize(static_cast<size_t>(o_.pp));
+    if (o_.pp > 1) rep.stage_free.assign(static_cast<size_t>(o_.pp), 0);
   }
   // A replica's tensor-parallel collectives run over the device tier's peer route: the
   // devices of each of its stages must reach one another by it (one wider than the devices
@@ -586,7 +584,7 @@ void Engine::setup_devices(const traces::Arch& arch) {
     const auto group = [&](int st) {
       return std::span<const int>(rep.devices).subspan(size_t(st * sh.tp), size_t(sh.tp));
     };
-    for (int st = 0; st < sh.pp; ++st) {
+    for (int st = 0; st < o_.pp; ++st) {
       if (auto why = hw::peer_group_problem(fabric_, device_tier_, group(st))) {
         // The same devices in pipeline stages of the widest group that is joined.
         std::string stages;
@@ -599,18 +597,17 @@ void Engine::setup_devices(const traces::Arch& arch) {
             stages = fmt::format(
                 "; or pipeline stages take the same devices, a group each (pp: "
                 "{} stages of TP {})",
-                sh.pp * (sh.tp / w), w);
+                o_.pp * (sh.tp / w), w);
           }
         }
         throw InputError(
             SourcePos{rep.prefill_only && o_.prefill_tp > 0 ? "prefill_tp" : "tp"},
-            fmt::format("a {} of TP {}: {}{}", sh.pp > 1 ? "pipeline stage" : "replica", sh.tp,
+            fmt::format("a {} of TP {}: {}{}", o_.pp > 1 ? "pipeline stage" : "replica", sh.tp,
                         *why, stages));
       }
     }
-    for (int st = 0; st + 1 < sh.pp; ++st) {
-      Duration setup{0};
-      double bw = std::numeric_limits<double>::infinity();
+    for (int st = 0; st + 1 < o_.pp; ++st) {
+      std::vector<const hw::Route*>& routes = rep.hops.emplace_back();
       for (int k = 0; k < sh.tp; ++k) {
         const int a = group(st)[size_t(k)], b = group(st + 1)[size_t(k)];
         const hw::FabricPath* p = fabric_.peer_path(device_tier_, a, b);
@@ -623,10 +620,8 @@ void Engine::setup_devices(const traces::Arch& arch) {
                           st, st + 1, topo_.tiers[device_tier_].id, topo_.name, a, b,
                           hw::peer_apart_reason(topo_, device_tier_), no_network_note()));
         }
-        setup = std::max(setup, p->route->setup);
-        bw = std::min(bw, p->route->bandwidth.bytes_per_s);
+        routes.push_back(p->route);
       }
-      rep.hops.emplace_back(setup, bw);
     }
   }
 }
@@ -635,8 +630,8 @@ void Engine::setup_shape(size_t i, const traces::Arch& arch, const traces::GenOp
                          const char* tp_field) {
   Shape& sh = shapes_[i];
   sh.tp = gen.tp;
-  sh.pp = o_.pp;  // prefill and decode replicas alike (a hand-over goes stage to stage)
-  sh.cost = make_cost(arch, gen, sh.pp);
+  // Prefill and decode replicas take the same stages (a hand-over goes stage to stage).
+  sh.cost = make_cost(arch, gen, o_.pp);
   sh.draft = draft_cost(arch, gen);
   const Footprint f = footprint(*sh.cost, sh.draft.get());
   sh.shard = f.shard;
@@ -845,7 +840,7 @@ std::vector<Engine::ShardCopy> Engine::handoff_copies(const Replica& from,
   // it overlaps, each the overlap's part of it (the whole shard when p == d).
   const auto p = static_cast<int64_t>(shape(from).tp);
   const auto d = static_cast<int64_t>(shape(to).tp);
-  const auto stages = static_cast<int64_t>(shape(to).pp);
+  const auto stages = static_cast<int64_t>(o_.pp);
   std::vector<ShardCopy> out;
   for (int64_t st = 0; st < stages; ++st) {
     for (int64_t j = 0; j < d; ++j) {
@@ -1549,14 +1544,14 @@ void Engine::start_iteration(uint32_t r) {
   it.swap_outs = rep.swap_outs;
   it.swap_ins = rep.swap_ins;
   const Shape& sh = shape(rep);
-  if (sh.pp == 1) {
+  if (o_.pp == 1) {
     it.compute = draft_time(rep) + sh.cost->time(work_);
   } else {
     // The mean stage's: what each stage computes, over the stages.
     sh.cost->stage_times(work_, it.stages);
     Time sum = 0;
     for (const Time t : it.stages) sum += t;
-    it.compute = sum / sh.pp;
+    it.compute = sum / o_.pp;
   }
   it.batch.swap(rep.batch);
   it.tokens.swap(rep.tokens);
@@ -1568,7 +1563,7 @@ void Engine::start_iteration(uint32_t r) {
   rep.stats.compute += it.compute;
   carry(r, moves_, /*loads=*/true);
   const uint32_t key = iteration_key(r, rep.slot);
-  if (sh.pp == 1) {
+  if (o_.pp == 1) {
     if (it.loads_left == 0) q_.schedule(q_.now() + it.compute, kIterationEnd, key);
     return;
   }
@@ -1594,8 +1589,12 @@ Time Engine::pipeline(Replica& rep, Iteration& it, Time enter) {
   Time t = enter;
   for (size_t st = 0; st < it.stages.size(); ++st) {
     if (st > 0) {
-      const auto& [setup, bw] = rep.hops[st - 1];
-      t += setup.ps + transfer_time(sent, Bandwidth{bw}).ps;
+      // The ranks send at once, each alone on its route: the slowest decides.
+      Time hop = 0;
+      for (const hw::Route* route : rep.hops[st - 1]) {
+        hop = std::max(hop, hw::transfer_time_alone(*route, sent).ps);
+      }
+      t += hop;
     }
     t = rep.stage_free[st] = std::max(t, rep.stage_free[st]) + it.stages[st];
   }
@@ -1779,14 +1778,14 @@ void Engine::flow_done(uint32_t f) {
   // (the last layer waits for its load). Swaps come before the compute.
   const bool first = o_.load == LoadMode::kBefore || it.swap_outs + it.swap_ins > 0;
   Time end = 0;
-  if (shape(rep).pp == 1) {
+  if (o_.pp == 1) {
     const Time layer = it.compute / layers_;
     end =
         first ? it.loads_done + it.compute : std::max(it.start + it.compute, it.loads_done + layer);
   } else if (first) {
     end = pipeline(rep, it, it.loads_done);
   } else {
-    const Time layer = it.stages.back() / shape(rep).cost->stage_layers(shape(rep).pp - 1);
+    const Time layer = it.stages.back() / shape(rep).cost->stage_layers(o_.pp - 1);
     end = std::max(it.stages_done, it.loads_done + layer);
   }
   q_.schedule(end, kIterationEnd, iteration_key(r, tr.slot));
@@ -1984,7 +1983,7 @@ ServeResult Engine::run() {
         arrive(ev.data);
         break;
       case kIterationEnd: {
-        const auto pp = static_cast<uint32_t>(shapes_[0].pp);
+        const auto pp = static_cast<uint32_t>(o_.pp);
         end_iteration(ev.data / pp, ev.data % pp);
         break;
       }
@@ -2120,7 +2119,7 @@ ServeResult Engine::result() const {
   out.spec_accept = o_.spec.accept;
   out.device_pool_blocks = sh.pool;
   out.tp = sh.tp;
-  out.pp = sh.pp;
+  out.pp = o_.pp;
   if (const Shape& p = shapes_[1]; p.cost) {
     out.prefill_tp = p.tp;
     // With a draft model, its weights and KV too: the prefill replicas compute its KV of
