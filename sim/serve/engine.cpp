@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <optional>
@@ -207,6 +208,8 @@ class Engine {
  private:
   void setup_devices(const traces::Arch& arch);
   void setup_levels();
+  /// The kv-aware router's hit_cost_.
+  void setup_hit_costs();
   /// The swap space of swap preemption: its tier, its blocks per replica, checked.
   void setup_swap();
   /// Tier `id` as a tier below the device (a KV tier or the swap space); InputError at
@@ -438,6 +441,10 @@ class Engine {
   std::vector<uint32_t> free_flow_refs_;
   std::vector<uint32_t> flow_owner_;  ///< by flow id in net_: index into flows_
   std::vector<uint64_t> level_hits_;
+  /// kv-aware router: by replica, then level, the prompt tokens a held block there is
+  /// worth computing: 0 on the replica's device, its load's time in prefill tokens below
+  /// (at most a block's tokens).
+  std::vector<std::vector<int64_t>> hit_cost_;
   uint32_t next_rr_ = 0;
   uint32_t next_decode_rr_ = 0;  ///< disaggregated, round-robin: the next decode replica
   uint64_t iterations_ = 0, preemptions_ = 0, done_ = 0;
@@ -994,6 +1001,38 @@ void Engine::setup_levels() {
     replicas_[r].path = cache_.add_path(paths[r]);
   }
   level_hits_.assign(cache_.level_count(), 0);
+  if (o_.router == RouterKind::kKvAware) setup_hit_costs();
+}
+
+void Engine::setup_hit_costs() {
+  // A prefill token's time: a chunk of the token budget's tokens, a prompt's first.
+  hit_cost_.resize(replicas_.size());
+  for (size_t r = 0; r < replicas_.size(); ++r) {
+    const Replica& rep = replicas_[r];
+    const Shape& sh = shape(rep);
+    const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(o_.token_budget, 1 << 20));
+    const SeqWork work{0, chunk, true, 0};
+    const double per_token =
+        static_cast<double>(sh.cost->time(std::span<const SeqWork>(&work, 1))) /
+        static_cast<double>(chunk);
+    std::vector<int64_t>& cost = hit_cost_[r];
+    cost.assign(cache_.level_count(), block_tokens_);
+    cost[rep.device_level] = 0;
+    for (LevelId l = 0; l < cache_.level_count(); ++l) {
+      if (level_tier_[l] == device_tier_) continue;
+      // Each device loads its shard over its own route; the slowest decides.
+      Time load = 0;
+      for (size_t k = 0; k < rep.devices.size(); ++k) {
+        const hw::FabricPath* p = fabric_.path(level_tier_[l], device_tier_, rep.devices[k]);
+        if (p == nullptr) continue;
+        load = std::max(load, hw::transfer_time_alone(*p->route, Bytes{sh.device_shard[k]}).ps);
+      }
+      if (per_token > 0) {
+        cost[l] = std::min<int64_t>(
+            block_tokens_, static_cast<int64_t>(std::ceil(static_cast<double>(load) / per_token)));
+      }
+    }
+  }
 }
 
 size_t Engine::lower_tier(const std::string& id, const char* field, std::string_view role) const {
@@ -1201,9 +1240,11 @@ uint32_t Engine::kv_aware_pick(size_t n, const Seq& s) {
     TF_ASSERT(walked == work, "replica {} keeps a backlog of {} tokens, its queues hold {}", r,
               work, walked);
 #endif
-    // This prompt's tokens it would compute: those past the prefix its levels hold.
+    // This prompt's tokens it would compute: those past the prefix its levels hold, and
+    // for each held block below the device the tokens its load takes the time of.
     const size_t held = cache_.lookup(rep.path, s.hashes, where_);
     work += std::max<int64_t>(0, s.prompt - static_cast<int64_t>(held) * block_tokens_);
+    for (size_t i = 0; i < held; ++i) work += hit_cost_[r][where_[i]];
     if (work < best_work || (work == best_work && rep.load < replicas_[best].load)) {
       best = r;
       best_work = work;

@@ -821,6 +821,44 @@ TEST_CASE("serve, disaggregated: prefill at TP 4, decode at TP 2: each shard fro
   CHECK(e.find("per device of a prefill replica") != std::string::npos);
 }
 
+TEST_CASE("serve: the kv-aware router counts a hit below the device as its load's time") {
+  // Two replicas of Llama-3-8B on devices 0 and 1, which share socket 0's DDR, written
+  // through. A (16 blocks) computes on replica 0 and its blocks reach DDR. At one instant
+  // P (4 new blocks) takes replica 0 (a tie: the lower number), then X, A's 16 blocks and
+  // one more: on replica 0 its device holds them, behind P's 2,048 tokens; on replica 1
+  // DDR holds them. Over PCIe the 16 loads are worth a few hundred prompt tokens, so X goes
+  // to replica 1; over a PCIe of 1 GB/s each takes seconds, worth more than a block's
+  // tokens, so X waits behind P on replica 0.
+  traces::RequestTrace trace = hand_trace();
+  std::vector<uint64_t> a;
+  for (uint64_t h = 1; h <= 16; ++h) a.push_back(h);
+  add_request(trace, 0, a);
+  add_request(trace, 10'000'000'000'000, {200, 201, 202, 203});
+  std::vector<uint64_t> x = a;
+  x.push_back(17);
+  add_request(trace, 10'000'000'000'000, x);
+  serve::ServeOptions o;
+  o.replicas = 2;
+  o.router = serve::RouterKind::kKvAware;
+  o.kv_tiers = {serve::KvTier{"ddr", 1.0, uint64_t{64} << 30, serve::EvictionKind::kLru,
+                              serve::AdmissionKind::kAll, serve::WriteKind::kThrough}};
+  const auto run = [&](std::vector<std::string> sets) {
+    Setup s(std::move(sets));
+    return serve::serve(trace, s.arch, s.gen, s.topo, o);
+  };
+  const serve::ServeResult fast = run({});
+  REQUIRE(fast.requests.size() == 3);
+  CHECK(fast.requests[0].replica == 0);
+  CHECK(fast.requests[1].replica == 0);
+  CHECK(fast.requests[2].replica == 1);
+  CHECK(fast.requests[2].hit_tokens[1] == 16 * 512);  // from DDR
+  const serve::ServeResult slow = run({"links.gpu-pcie.bandwidth=1GB/s"});
+  REQUIRE(slow.requests.size() == 3);
+  CHECK(slow.requests[1].replica == 0);
+  CHECK(slow.requests[2].replica == 0);
+  CHECK(slow.requests[2].hit_tokens[0] == 16 * 512);  // on the device
+}
+
 TEST_CASE("serve: the kv-aware router weighs a replica's cached prefix against its backlog") {
   Setup s;
   // Blocks of 512 tokens, hashes chosen by hand. A (16 blocks) and then B (A's blocks and
