@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
+#include <map>
 #include <string_view>
 #include <utility>
 
@@ -179,6 +181,65 @@ std::optional<std::string> peer_group_problem(const Fabric& f, size_t device_tie
                : "the devices one switch joins");
   }
   return std::nullopt;
+}
+
+GroupFabric group_fabric(const Fabric& f, size_t device_tier, std::span<const int> devices,
+                         bool across) {
+  GroupFabric out;
+  out.problem = peer_group_problem(f, device_tier, devices);
+  const Topology& t = f.topology();
+  if (!out.problem || !across || t.route(device_tier, device_tier) == nullptr) return out;
+  // The domains: each device with the first one the peer route joins it to.
+  std::vector<std::vector<int>> domains;
+  for (const int d : devices) {
+    const auto in = std::find_if(domains.begin(), domains.end(), [&](const std::vector<int>& x) {
+      return f.peer_path(device_tier, x.front(), d, /*wider=*/false) != nullptr;
+    });
+    if (in == domains.end()) {
+      domains.push_back({d});
+    } else {
+      in->push_back(d);
+    }
+  }
+  const size_t ranks = domains.front().size();
+  for (const std::vector<int>& x : domains) {
+    if (x.size() == ranks) continue;
+    const Route& peer = *t.route(device_tier, device_tier);
+    out.problem = fmt::format(
+        "on devices {} to {}, {} of its ranks are among {} and {} among another: a group over "
+        "several must have as many ranks in each, its collectives crossing from each to the "
+        "next rank to rank",
+        devices.front(), devices.back(), ranks, joined_group(t, peer), x.size());
+    return out;
+  }
+  // Each rank to the same rank of the next domain; the crossings out of a domain share what
+  // their paths share. The slowest pair of neighbours decides.
+  CollectiveFabric c{static_cast<int>(domains.size()), static_cast<int>(ranks), Duration{0},
+                     Bandwidth{std::numeric_limits<double>::infinity()}};
+  std::vector<const FabricPath*> paths(ranks);
+  std::map<uint32_t, int> uses;
+  for (size_t i = 0; i < domains.size(); ++i) {
+    const std::vector<int>& next = domains[(i + 1) % domains.size()];
+    uses.clear();
+    for (size_t k = 0; k < ranks; ++k) {
+      paths[k] = f.peer_path(device_tier, domains[i][k], next[k]);
+      if (paths[k] == nullptr) return out;  // peer_group_problem's: no route joins them
+      for (const uint32_t r : paths[k]->resources) ++uses[r];
+    }
+    double sum = 0;
+    for (size_t k = 0; k < ranks; ++k) {
+      double share = paths[k]->route->bandwidth.bytes_per_s;
+      for (const uint32_t r : paths[k]->resources) {
+        share = std::min(share, f.resources()[r].capacity / uses[r]);
+      }
+      sum += share;
+      c.setup = std::max(c.setup, paths[k]->route->setup);
+    }
+    c.out.bytes_per_s = std::min(c.out.bytes_per_s, sum);
+  }
+  out.fabric = c;
+  out.problem.reset();
+  return out;
 }
 
 std::string peer_apart_reason(const Topology& t, size_t device_tier) {

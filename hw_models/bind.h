@@ -21,6 +21,7 @@
 
 #include "core/plan.h"
 #include "core/workload.h"
+#include "hw_models/cost.h"
 #include "hw_models/fabric.h"
 #include "hw_models/topology.h"
 
@@ -73,6 +74,18 @@ std::optional<std::string> tp_group_problem(const Fabric& f, size_t device_tier,
 /// other. Nothing when it does (or for one device).
 std::optional<std::string> peer_group_problem(const Fabric& f, size_t device_tier,
                                               std::span<const int> devices);
+/// How the tensor-parallel group `devices` (global numbers) all-reduces (CollectiveFabric):
+/// one domain where the peer route of `device_tier` joins the first to each other; where it
+/// does not, and `across` allows, the domains (the sets it joins, in the devices' order),
+/// as many ranks in each, each rank reaching the same rank of the next domain (the last:
+/// the first) over a wider peer route (Fabric::peer_path). Or why not, as
+/// peer_group_problem says it (`across` false: a group must stay within one domain).
+struct GroupFabric {
+  CollectiveFabric fabric;
+  std::optional<std::string> problem;
+};
+GroupFabric group_fabric(const Fabric& f, size_t device_tier, std::span<const int> devices,
+                         bool across);
 /// Why the peer route of `device_tier` leaves two devices apart, as messages say it: "they
 /// reach no switch in common", or of a direct link's mesh "they are on different hosts, and
 /// its 'xgmi' links join the devices of one".

@@ -38,24 +38,41 @@ std::optional<Duration> roofline_time(const Topology& t, size_t device, OpKind k
                            d.dispatch_compute.ps)};
 }
 
+std::optional<Duration> collective_time(const Topology& t, size_t device_tier,
+                                        const CollectiveFabric& c, Bytes sent) {
+  const Route* peer = t.route(device_tier, device_tier);
+  if (c.domains <= 1) {
+    if (peer == nullptr) return std::nullopt;
+    return transfer_time_alone(*peer, sent);
+  }
+  Duration setup = c.setup;
+  double bandwidth = c.out.bytes_per_s;
+  if (c.ranks_per_domain > 1 && peer != nullptr) {
+    setup = Duration{saturating_add_ps(setup.ps, peer->setup.ps)};
+    bandwidth = std::min(bandwidth, peer->bandwidth.bytes_per_s);
+  }
+  if (sent.value == 0) return setup;
+  return Duration{saturating_add_ps(setup.ps, transfer_time(sent, Bandwidth{bandwidth}).ps)};
+}
+
 std::optional<Duration> op_time(const Topology& t, size_t device, size_t device_tier, OpKind kind,
                                 Dtype dtype, double flops, Bytes bytes, Bytes collective,
-                                std::optional<Dtype> dequant) {
+                                std::optional<Dtype> dequant, const CollectiveFabric& fabric) {
   auto d = roofline_time(t, device, kind, dtype, flops, bytes, dequant);
   if (!d || collective.value == 0) return d;
-  // Collectives cross the scale-up fabric: the device tier's peer route, alone.
-  if (const Route* peer = t.route(device_tier, device_tier)) {
-    d->ps = std::max(d->ps, saturating_add_ps(transfer_time_alone(*peer, collective).ps,
-                                              t.devices[device].launch_overhead.ps));
+  // Collectives cross the scale-up fabric (the device tier's peer route) alone, and, for a
+  // group over several domains, the scale-out network between them.
+  if (const auto c = collective_time(t, device_tier, fabric, collective)) {
+    d->ps = std::max(d->ps, saturating_add_ps(c->ps, t.devices[device].launch_overhead.ps));
   }
   return d;
 }
 
 std::optional<Duration> op_time(const Topology& t, size_t device, size_t device_tier,
-                                const Workload& w, uint32_t op) {
+                                const Workload& w, uint32_t op, const CollectiveFabric& fabric) {
   const Op& o = w.ops[op];
   return op_time(t, device, device_tier, o.kind, o.dtype, o.flops, Bytes{o.bytes},
-                 Bytes{o.collective_bytes}, dequantized_dtype(w, o));
+                 Bytes{o.collective_bytes}, dequantized_dtype(w, o), fabric);
 }
 
 namespace {

@@ -33,16 +33,47 @@ std::optional<Duration> roofline_time(const Topology& t, size_t device, OpKind k
                                       double flops, Bytes bytes,
                                       std::optional<Dtype> dequant = std::nullopt);
 
+/// How a tensor-parallel group's collectives cross the fabric. By default (one domain) the
+/// device tier's peer route alone. A group over several scale-up domains (sets of devices
+/// the peer route joins: hosts whose switch is their own) that a wider peer route joins (a
+/// scale-out network) all-reduces as NCCL's rings do: through each domain's ranks over the
+/// peer route and from domain to domain over the wider one, a ring (channel) per rank of a
+/// domain, each crossing on that rank's own path. A ring's every link carries the bytes a
+/// rank sends over the rings, `sent`, over the ranks of a domain, and a domain has one
+/// crossing out per ring: the crossings out of a domain carry `sent` together, while each
+/// rank sends its share of `sent` over the peer route. The slower decides: the peer route's
+/// bandwidth, or what the crossings out of one domain get together (`out`: the sum over the
+/// domain's ranks of each one's path, at its share of what the ranks' paths share). A
+/// message crosses a domain's peer route and then the network before it is reduced: both
+/// setups are paid.
+///
+///   collective:  peer.setup + setup + sent / min(peer.bandwidth, out)
+///                (one rank a domain: setup + sent / out)
+struct CollectiveFabric {
+  int domains = 1;
+  int ranks_per_domain = 1;
+  Duration setup;  ///< the crossings' route setup (the slowest pair of neighbours)
+  Bandwidth out;   ///< out of one domain over the crossings, all its ranks together
+  bool operator==(const CollectiveFabric&) const = default;
+};
+
+/// Time of `sent` collective bytes per rank (no launch overhead) over the device tier's peer
+/// route, or over `c` where it spans several domains; nullopt when the tier has no peer
+/// route and `c` is one domain.
+std::optional<Duration> collective_time(const Topology& t, size_t device_tier,
+                                        const CollectiveFabric& c, Bytes sent);
+
 /// Time of one op on device class `device` computing from `device_tier`: the roofline, or
-/// for a collective at least its `collective_bytes` over the device tier's peer route alone
-/// (plus launch overhead). nullopt as for roofline_time.
+/// for a collective at least its `collective_bytes` over `fabric` (default: the device tier's
+/// peer route alone), plus launch overhead. nullopt as for roofline_time.
 std::optional<Duration> op_time(const Topology& t, size_t device, size_t device_tier, OpKind kind,
                                 Dtype dtype, double flops, Bytes bytes, Bytes collective,
-                                std::optional<Dtype> dequant);
+                                std::optional<Dtype> dequant, const CollectiveFabric& fabric = {});
 
 /// op_time of op `op` of workload `w` (its dequantized weights found by dequantized_dtype).
 std::optional<Duration> op_time(const Topology& t, size_t device, size_t device_tier,
-                                const Workload& w, uint32_t op);
+                                const Workload& w, uint32_t op,
+                                const CollectiveFabric& fabric = {});
 
 /// Time of op `op` of workload `w` on the host CPU serving a device of class `device`
 /// (HostCpu): the roofline with the socket's peak and its tier's read bandwidth,

@@ -414,7 +414,7 @@ class Engine {
   /// Builds shapes_[i] for tensor parallelism `gen.tp`: DoesNotFit (at `tp_field` or the
   /// token budget) when the weights and workspace leave no room for a block.
   void setup_shape(size_t i, const traces::Arch& arch, const traces::GenOptions& gen,
-                   const char* tp_field);
+                   const char* tp_field, std::span<const int> first_group);
   size_t device_class_ = 0;
   size_t device_tier_ = 0;
   int layers_ = 1;
@@ -556,12 +556,18 @@ void Engine::setup_devices(const traces::Arch& arch) {
   layers_ = std::max(1, arch.layers);
   hidden_ = arch.hidden;
   block_tokens_ = trace_.block_tokens;
-  setup_shape(0, arch, gen_, "tp");
+  // Prefill replicas take the first devices, the others the rest: each shape's first TP
+  // group (every other is checked to lie as it does below).
+  const auto first_group = [&](size_t at, int width) {
+    return std::span<const int>(devices).subspan(at, size_t(width));
+  };
+  setup_shape(0, arch, gen_, "tp",
+              first_group(size_t(o_.prefill_replicas) * size_t(ptp) * size_t(o_.pp), tp));
   if (o_.prefill_replicas > 0) {
     traces::GenOptions g = gen_;
     g.tp = ptp;
     try {
-      setup_shape(1, arch, g, "prefill_tp");
+      setup_shape(1, arch, g, "prefill_tp", first_group(0, ptp));
     } catch (const DoesNotFit&) {
       throw;
     } catch (const InputError& e) {
@@ -592,13 +598,32 @@ void Engine::setup_devices(const traces::Arch& arch) {
       return std::span<const int>(rep.devices).subspan(size_t(st * sh.tp), size_t(sh.tp));
     };
     for (int st = 0; st < o_.pp; ++st) {
-      if (auto why = hw::peer_group_problem(fabric_, device_tier_, group(st))) {
+      hw::GroupFabric gf = hw::group_fabric(fabric_, device_tier_, group(st), o_.tp_across_domains);
+      if (!gf.problem && gf.fabric != sh.cost->collective_fabric()) {
+        // Replicas of one shape are timed alike: their groups must lie alike.
+        gf.problem = fmt::format(
+            "on devices {} to {}, its group spans {} scale-up domain{} ({} device{} each) where "
+            "the first's spans {}: every group of a kind must lie alike",
+            group(st).front(), group(st).back(), gf.fabric.domains,
+            gf.fabric.domains == 1 ? "" : "s", gf.fabric.ranks_per_domain,
+            gf.fabric.ranks_per_domain == 1 ? "" : "s", sh.cost->collective_fabric().domains);
+      }
+      if (auto why = gf.problem) {
         // The same devices in pipeline stages of the widest group that is joined.
         std::string stages;
         if (!rep.prefill_only && o_.spec.tokens == 0) {
-          int w = sh.tp / 2;
-          while (w > 1 && (sh.tp % w != 0 || !joined(w))) --w;
           const auto g = group(st);
+          // Stages of w devices, each group of them within one domain.
+          const auto within = [&](int w) {
+            for (size_t k = 0; k < g.size(); k += size_t(w)) {
+              if (hw::peer_group_problem(fabric_, device_tier_, g.subspan(k, size_t(w)))) {
+                return false;
+              }
+            }
+            return true;
+          };
+          int w = sh.tp / 2;
+          while (w > 1 && (sh.tp % w != 0 || !within(w))) --w;
           // The stages send their activations over the peer route or a wider one.
           if (w >= 1 && fabric_.peer_path(device_tier_, g[0], g[size_t(w)]) != nullptr) {
             stages = fmt::format(
@@ -634,12 +659,19 @@ void Engine::setup_devices(const traces::Arch& arch) {
 }
 
 void Engine::setup_shape(size_t i, const traces::Arch& arch, const traces::GenOptions& gen,
-                         const char* tp_field) {
+                         const char* tp_field, std::span<const int> first_group) {
   Shape& sh = shapes_[i];
   sh.tp = gen.tp;
   // Prefill and decode replicas take the same stages (a hand-over goes stage to stage).
   sh.cost = make_cost(arch, gen, o_.pp);
   sh.draft = draft_cost(arch, gen);
+  // A group that cannot all-reduce is refused once the replicas are laid out.
+  if (const hw::GroupFabric gf =
+          hw::group_fabric(fabric_, device_tier_, first_group, o_.tp_across_domains);
+      !gf.problem) {
+    sh.cost->set_collective_fabric(gf.fabric);
+    if (sh.draft) sh.draft->set_collective_fabric(gf.fabric);
+  }
   const Footprint f = footprint(*sh.cost, sh.draft.get());
   sh.shard = f.shard;
   sh.workspace = f.workspace;
@@ -2161,8 +2193,16 @@ ServeResult Engine::result() const {
   out.device_pool_blocks = sh.pool;
   out.tp = sh.tp;
   out.pp = o_.pp;
+  out.tp_domains = sh.cost->collective_fabric().domains;
+  if (out.tp_domains > 1) {
+    out.collective_bandwidth = sh.cost->collective_fabric().out.bytes_per_s;
+  }
   if (const Shape& p = shapes_[1]; p.cost) {
     out.prefill_tp = p.tp;
+    out.prefill_tp_domains = p.cost->collective_fabric().domains;
+    if (out.prefill_tp_domains > 1) {
+      out.prefill_collective_bandwidth = p.cost->collective_fabric().out.bytes_per_s;
+    }
     // With a draft model, its weights and KV too: the prefill replicas compute its KV of
     // the prompt, handed over with the model's.
     out.prefill_weight_bytes =

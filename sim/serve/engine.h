@@ -122,6 +122,11 @@ struct ServeOptions {
   /// `gen.tp` says). Each decode device's shard of a hand-over comes from the prefill
   /// devices holding its part of the KV heads.
   int prefill_tp = 0;
+  /// A TP group over several scale-up domains (hosts, each with its own NVSwitch) that a
+  /// scale-out network joins: its all-reduces timed as rings across them
+  /// (hw::CollectiveFabric). false: refused, a group must stay within one domain (the
+  /// front end's own choice of TP, which takes pipeline stages across hosts instead).
+  bool tp_across_domains = true;
   int64_t token_budget = 8192;  ///< new tokens per iteration (max_num_batched_tokens)
   int64_t max_seqs = 256;       ///< running sequences per replica (max_num_seqs)
   EvictionKind device_eviction = EvictionKind::kLru;
@@ -246,12 +251,19 @@ struct ServeResult {
   Time makespan = 0;  ///< last finish
   int tp = 1;
   int pp = 1;  ///< pipeline stages per replica
+  /// Scale-up domains (sets of devices the peer route joins) each TP group spans: above 1,
+  /// its all-reduces cross the scale-out network (ServeOptions::tp_across_domains), at
+  /// `collective_bandwidth` bytes/s out of each domain, all its ranks together.
+  int tp_domains = 1;
+  double collective_bandwidth = 0;
   int replicas = 1;
   RouterKind router = RouterKind::kRoundRobin;  ///< which replica (prefill replica) a request takes
   int prefill_replicas = 0;  ///< disaggregated: prefill-only replicas (first), 0: none
   /// Disaggregated: the prefill replicas' TP and per device their weights, workspace and
   /// KV pool in blocks (the fields above are the decode replicas'); 0 when none.
   int prefill_tp = 0;
+  int prefill_tp_domains = 1;
+  double prefill_collective_bandwidth = 0;
   uint64_t prefill_weight_bytes = 0, prefill_workspace_bytes = 0, prefill_pool_blocks = 0;
   uint64_t prefill_kv_bytes_per_token = 0;
   RouterKind decode_router = RouterKind::kLeastLoaded;  ///< disaggregated: the decode pick

@@ -140,7 +140,7 @@ Workload IterationCost::probe(traces::Phase phase, int64_t batch, int64_t tokens
 }
 
 Time IterationCost::op_time(const Workload& w, uint32_t op) const {
-  const std::optional<Duration> d = hw::op_time(topo_, device_, device_tier_, w, op);
+  const std::optional<Duration> d = hw::op_time(topo_, device_, device_tier_, w, op, collective_);
   if (!d) {
     const Op& o = w.ops[op];
     throw InputError(SourcePos{"model"},

@@ -30,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "hw_models/cost.h"
 #include "hw_models/topology.h"
 #include "traces/arch.h"
 #include "traces/generate.h"
@@ -81,6 +82,15 @@ class IterationCost {
   /// another), plus the logits of `seqs` sequences.
   uint64_t workspace_bytes(int64_t tokens, int64_t seqs);
 
+  /// How the replica's TP groups all-reduce: over the device tier's peer route (the
+  /// default), or across the scale-up domains a group spans. Set before any time is asked.
+  void set_collective_fabric(const hw::CollectiveFabric& c) {
+    collective_ = c;
+    by_tokens_.clear();
+    by_seqs_.clear();
+  }
+  [[nodiscard]] const hw::CollectiveFabric& collective_fabric() const { return collective_; }
+
   /// Times looked up in the caches and computed (for the benchmark's report).
   [[nodiscard]] uint64_t cached_lookups() const { return hits_; }
   [[nodiscard]] uint64_t probes() const { return probes_; }
@@ -128,6 +138,7 @@ class IterationCost {
   const hw::Topology& topo_;
   size_t device_ = 0;
   size_t device_tier_ = 0;
+  hw::CollectiveFabric collective_;
   int probe_layers_ = 1;  ///< layers a probe generates: up to the last class's first layer
   std::vector<LayerClass> classes_;
   std::vector<Stage> stages_;

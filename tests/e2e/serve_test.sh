@@ -144,8 +144,23 @@ check nodes-report 0 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 3 --tp 2
 contains nodes-report-title "$tmp/nodes.html" "<title>tierflow serve: llama-3-8b on 3 x h100-sxm-8gpu</title>"
 check nodes-too-many 2 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 2 --replicas 17
 contains nodes-too-many-msg "$tmp/err" "error: --replicas: 17 replicas of TP 1 need 17 devices; '2 x h100-sxm-8gpu' has 16 of class 'h100'"
-check nodes-tp-spans 2 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 2 --tp 16
-contains nodes-tp-spans-msg "$tmp/err" "error: --tp: a replica of TP 16: on devices 0 to 15, its collectives would cross 'ib' from device 0 to device 8, and collectives are timed over the peer route of 'hbm' alone: a group must stay among the devices one 'nvswitch' joins"
+# TP given over both servers: each all-reduce rings through a server's NVLink and over
+# every GPU's NIC (8 x 47 GB/s out of each server).
+check nodes-tp-spans 0 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 2 --tp 16
+contains nodes-tp-spans-title "$tmp/out" "on 2 x h100-sxm-8gpu: 1 replica x TP 16 (h100)"
+contains nodes-tp-spans-line "$tmp/out" "tensor parallelism across scale-up domains: each TP 16 group spans 2 scale-up domains of 8 devices, 376GB/s out of each"
+check nodes-tp-spans-json 0 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 2 --tp 16 --json
+ok nodes-tp-spans-json-fields python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["tp"] == 16 and j["tp_domains"] == 2, (j["tp"], j["tp_domains"])
+assert abs(j["collective_bytes_per_s"] - 376e9) < 1e3, j["collective_bytes_per_s"]' "$tmp/out"
+# Within one server: one domain, no network rate.
+check nodes-tp-within-json 0 "$tf" serve "${gen[@]}" --model llama-3-8b --tp 8 --json
+ok nodes-tp-within-domains python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["tp_domains"] == 1 and "collective_bytes_per_s" not in j' "$tmp/out"
 # Disaggregated across the nodes: prefill on the first, decode on the second, the KV over
 # each GPU's NIC and the InfiniBand fabric between them.
 check nodes-pd 0 "$tf" serve "${gen[@]}" --model llama-3-8b --nodes 2 --tp 2 --prefill-replicas 4 --replicas 4
@@ -160,8 +175,9 @@ ok nodes-pd-mi300x-no-xgmi bash -c '! grep -q "^xgmi" "$1"' _ "$tmp/out"
 check nodes-pd-mi300x-mixed 0 "$tf" serve "${gen[@]}" --hw mi300x-8gpu --model llama-3-8b --nodes 2 --tp 2 --prefill-replicas 2 --replicas 6 --decode-router round-robin
 contains nodes-pd-mi300x-mixed-xgmi "$tmp/out" "xgmi[0] hbm->hbm"
 contains nodes-pd-mi300x-mixed-nic "$tmp/out" "nic[0] rc->backend"
-check nodes-tp-mi300x 2 "$tf" serve "${gen[@]}" --hw mi300x-8gpu --model llama-3-70b --nodes 2 --tp 16
-contains nodes-tp-mi300x-msg "$tmp/err" "its collectives would cross 'backend' from device 0 to device 8, and collectives are timed over the peer route of 'hbm' alone: a group must stay among the devices of one host, which its 'xgmi' links join"
+# The xGMI mesh joins one server's GPUs: TP 16 over two all-reduces over their NICs.
+check nodes-tp-mi300x 0 "$tf" serve "${gen[@]}" --hw mi300x-8gpu --model llama-3-70b --nodes 2 --tp 16
+contains nodes-tp-mi300x-line "$tmp/out" "each TP 16 group spans 2 scale-up domains of 8 devices"
 # Copies of a supernode are supernodes of their own: each CloudMatrix384 its UB fabric and
 # its memory pool, the RDMA plane between them (refused before 2026-12-01).
 check nodes-supernode 0 "$tf" serve "${gen[@]}" --hw cloudmatrix384 --nodes 2 --tp 32 --kv-tiers pool:1TB
@@ -170,8 +186,10 @@ contains nodes-supernode-pool0 "$tmp/out" "pool[0]  "
 contains nodes-supernode-pool1 "$tmp/out" "pool[1]  "
 check nodes-supernode-pd 0 "$tf" serve "${gen[@]}" --hw cloudmatrix384 --model llama-3-8b --nodes 2 --tp 8 --prefill-replicas 48 --replicas 48
 contains nodes-supernode-pd-rdma "$tmp/out" "npu-rdma[384] roce->hbm"
+# Two racks of 72: the second TP 64 group takes 8 GPUs of the first rack and 56 of the
+# second, which no ring spans evenly.
 check nodes-supernode-tp 2 "$tf" serve "${gen[@]}" --hw gb200-nvl72 --model llama-3-70b --nodes 2 --tp 64 --replicas 2
-contains nodes-supernode-tp-msg "$tmp/err" "its collectives would cross 'ib' from device 64 to device 72, and collectives are timed over the peer route of 'hbm' alone: a group must stay among the devices one 'nvswitch' joins"
+contains nodes-supernode-tp-msg "$tmp/err" "error: --tp: a replica of TP 64: on devices 64 to 127, 8 of its ranks are among the devices one 'nvswitch' joins and 56 among another: a group over several must have as many ranks in each"
 check nodes-racks-pd 0 "$tf" serve "${gen[@]}" --hw gb200-nvl72 --model llama-3-70b --nodes 2 --tp 4 --prefill-replicas 18 --replicas 18
 contains nodes-racks-pd-nic "$tmp/out" "nic[72] ib->grace"
 check nodes-min-devices 0 "$tf" serve --quiet --model llama-3-8b --nodes 4 --arrivals poisson,rate=120/s,n=600,prompt=lognormal:2000:0.6,output=uniform:50:300,seed=3 --find min-devices --target p99-tpot=15ms --json

@@ -160,3 +160,61 @@ TEST_CASE("bind: a tensor-parallel shard needs its group's devices and the peer 
     CHECK(bind(f.p, f.w, h100).bound);
   }
 }
+
+TEST_CASE("group_fabric: a TP group over several hosts all-reduces across their network") {
+  // Four hosts of 8 H100s, NVSwitch per host (378 GB/s, 7 us), a 47 GB/s NIC per GPU to
+  // the InfiniBand network (the path 9 us).
+  const std::string file = std::string(TIERFLOW_SOURCE_DIR) + "/configs/hw/h100-cxl.yaml";
+  const Topology t = load_topology(file);
+  const Fabric f(t);
+  const size_t hbm = *t.tier_index("hbm");
+  const auto group = [](int first, int n) {
+    std::vector<int> g;
+    for (int d = first; d < first + n; ++d) g.push_back(d);
+    return g;
+  };
+  // Within a host: the peer route alone, as before.
+  const GroupFabric one = group_fabric(f, hbm, group(8, 8), true);
+  CHECK_FALSE(one.problem);
+  CHECK(one.fabric == CollectiveFabric{});
+  // Over two hosts: two domains of 8, every GPU's NIC crossing, 8 x 47 GB/s out of each.
+  const GroupFabric two = group_fabric(f, hbm, group(0, 16), true);
+  REQUIRE_FALSE(two.problem);
+  CHECK(two.fabric.domains == 2);
+  CHECK(two.fabric.ranks_per_domain == 8);
+  CHECK(two.fabric.out.bytes_per_s == doctest::Approx(8 * 47e9));
+  CHECK(two.fabric.setup == Duration{9'000'000});
+  // Refused where the caller keeps groups within a domain (peer_group_problem's message).
+  CHECK(group_fabric(f, hbm, group(0, 16), false).problem ==
+        peer_group_problem(f, hbm, group(0, 16)));
+  // Over four hosts, two GPUs of each: the ring's crossings on two NICs a host.
+  const GroupFabric spread =
+      group_fabric(f, hbm, std::vector<int>{0, 1, 8, 9, 16, 17, 24, 25}, true);
+  REQUIRE_FALSE(spread.problem);
+  CHECK(spread.fabric.domains == 4);
+  CHECK(spread.fabric.out.bytes_per_s == doctest::Approx(2 * 47e9));
+  // Uneven: 8 ranks on one host, 4 on the next.
+  CHECK(group_fabric(f, hbm, group(0, 12), true).problem ==
+        "on devices 0 to 11, 8 of its ranks are among the devices one 'nvswitch' joins and 4 "
+        "among another: a group over several must have as many ranks in each, its collectives "
+        "crossing from each to the next rank to rank");
+  // Two GPUs sharing each NIC (one per socket pair of GPUs): the crossings share them.
+  const Topology shared = load_topology(file, LoadOptions{{"links.nic.per=socket"}, false});
+  const Fabric fs(shared);
+  const GroupFabric halved = group_fabric(fs, hbm, group(0, 16), true);
+  REQUIRE_FALSE(halved.problem);
+  const int sockets_per_host = shared.system.sockets_per_host;
+  CHECK(halved.fabric.out.bytes_per_s == doctest::Approx(sockets_per_host * 47e9));
+
+  // The time of `sent` bytes: both setups, then the slower of NVLink and the crossings.
+  const Bytes sent{376'000'000};  // a millisecond at 376 GB/s
+  CHECK(collective_time(t, hbm, CollectiveFabric{}, sent) ==
+        transfer_time_alone(*t.route(hbm, hbm), sent));
+  const Duration across = *collective_time(t, hbm, two.fabric, sent);
+  CHECK(across.ps == 7'000'000 + 9'000'000 + transfer_time(sent, Bandwidth{376e9}).ps);
+  // One GPU a host: no NVLink in the ring, its NIC alone.
+  const GroupFabric pair = group_fabric(f, hbm, std::vector<int>{0, 8}, true);
+  REQUIRE_FALSE(pair.problem);
+  CHECK(collective_time(t, hbm, pair.fabric, sent)->ps ==
+        9'000'000 + transfer_time(sent, Bandwidth{47e9}).ps);
+}

@@ -1182,6 +1182,19 @@ def test_serve_pipeline(cli):
         tierflow.serve(arrivals=arrivals, model="llama-3-8b", pp=2.5)
 
 
+def test_serve_tp_across_nodes(cli):
+    """tp= wider than a node: the group spans both, its all-reduces over their network."""
+    arrivals = "poisson,rate=2/s,n=20,prompt=uniform:1024:4096,output=uniform:8:64,seed=9"
+    r = tierflow.serve(arrivals=arrivals, model="llama-3.1-405b", nodes=2, tp=16)
+    assert r.summary == json.loads(cli("serve", "--model", "llama-3.1-405b", "--nodes", "2",
+                                       "--tp", "16", "--quiet", "--arrivals", arrivals, "--json"))
+    assert (r.summary["tp"], r.summary["tp_domains"], r.summary["pp"]) == (16, 2, 1)
+    assert r.summary["collective_bytes_per_s"] == pytest.approx(8 * 47e9)
+    # Not given, the TP chosen stays within a node and stages go across.
+    auto = tierflow.serve(arrivals=arrivals, model="llama-3.1-405b", nodes=2)
+    assert (auto.summary["tp"], auto.summary["tp_domains"], auto.summary["pp"]) == (8, 1, 2)
+
+
 def test_serve_disaggregated_across_nodes(cli):
     """Prefill on one node, decode on the other: the KV crosses the GPUs' NICs, as the CLI's."""
     arrivals = "poisson,rate=10/s,n=40,prompt=uniform:1024:4096,output=uniform:8:64,seed=9"

@@ -688,12 +688,17 @@ TEST_CASE("serve: a replica's devices must reach one another for its TP collecti
     }
     return std::string("no error");
   };
-  // Four hosts of 8 GPUs, NVSwitch per host: TP 8 runs on each host, TP 16 spans two.
+  // Four hosts of 8 GPUs, NVSwitch per host: TP 8 runs on each host, TP 16 spans two,
+  // its all-reduces over the InfiniBand network between them (unless refused, as the front
+  // end's own choice of TP is).
   const hw::Topology cxl = hw::load_topology(config("hw/h100-cxl.yaml"));
   serve::ServeOptions four;
   four.replicas = 4;
   CHECK(error_at(cxl, 8, four) == "no error");
-  CHECK(error_at(cxl, 16) ==
+  CHECK(error_at(cxl, 16) == "no error");
+  serve::ServeOptions within;
+  within.tp_across_domains = false;
+  CHECK(error_at(cxl, 16, within) ==
         "tp: a replica of TP 16: on devices 0 to 15, its collectives would cross 'ib' from "
         "device 0 to device 8, and collectives are timed over the peer route of 'hbm' alone: a "
         "group must stay among the devices one 'nvswitch' joins; or pipeline stages take the "
@@ -710,7 +715,25 @@ TEST_CASE("serve: a replica's devices must reach one another for its TP collecti
   serve::ServeOptions pd;
   pd.prefill_replicas = 1;
   pd.prefill_tp = 16;
+  CHECK(error_at(cxl, 8, pd) == "no error");
+  pd.tp_across_domains = false;
   CHECK(error_at(cxl, 8, pd).starts_with("prefill_tp: a replica of TP 16: on devices 0 to 15"));
+  // Six GPUs a host: TP 8 takes 6 of host 0 and 2 of host 1, refused with stages whose
+  // groups each stay within a host; of two TP 4 replicas, the first lies within host 0 and
+  // the second over both, which would time them alike: refused.
+  const hw::Topology six = hw::load_topology(config("hw/h100-cxl.yaml"),
+                                             hw::LoadOptions{{"devices.h100.count=24"}, false});
+  CHECK(error_at(six, 8) ==
+        "tp: a replica of TP 8: on devices 0 to 7, 6 of its ranks are among the devices one "
+        "'nvswitch' joins and 2 among another: a group over several must have as many ranks in "
+        "each, its collectives crossing from each to the next rank to rank; or pipeline stages "
+        "take the same devices, a group each (pp: 4 stages of TP 2)");
+  serve::ServeOptions two;
+  two.replicas = 2;
+  CHECK(error_at(six, 4, two) ==
+        "tp: a replica of TP 4: on devices 4 to 7, its group spans 2 scale-up domains (2 "
+        "devices each) where the first's spans 1: every group of a kind must lie alike; or "
+        "pipeline stages take the same devices, a group each (pp: 2 stages of TP 2)");
   // No peer route at all (four PCIe A100s): TP 1 only.
   const hw::Topology a100 = hw::load_topology(config("hw/a100-nvme-bounce.yaml"));
   CHECK(error_at(a100, 1) == "no error");

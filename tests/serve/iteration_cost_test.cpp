@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "hw_models/bind.h"
 #include "hw_models/loader.h"
 #include "planner/planner.h"
 #include "sim/simulator.h"
@@ -119,4 +120,43 @@ TEST_CASE("serve: a mixed iteration is its decode and prefill parts on one op li
   CHECK(cost.weight_bytes() > 15'000'000'000ULL);
   CHECK(cost.kv_bytes_per_token() == 131072);  // 32 layers x 2 x 8 heads x 128 x 2 bytes
   CHECK(cost.workspace_bytes(8192, 256) > cost.workspace_bytes(512, 1));
+}
+
+TEST_CASE("serve: a TP group over two hosts pays its all-reduces across their network") {
+  // Llama-3-8B at TP 16 on two H100 hosts (h100-cxl): each all-reduce rings through a
+  // host's NVLink and over the GPUs' NICs. The iteration costs what it costs within one
+  // domain plus, for every collective op, the difference hw::op_time gives it over the
+  // two fabrics (no other op changes).
+  const traces::Arch a = traces::load_arch(config("models/llama-3-8b.yaml"));
+  const hw::Topology t = hw::load_topology(config("hw/h100-cxl.yaml"));
+  const size_t hbm = *t.tier_index("hbm");
+  const hw::Fabric f(t);
+  std::vector<int> group;
+  for (int d = 0; d < 16; ++d) group.push_back(d);
+  const hw::GroupFabric gf = hw::group_fabric(f, hbm, group, true);
+  REQUIRE_FALSE(gf.problem);
+  REQUIRE(gf.fabric.domains == 2);
+  for (const int64_t tokens : {int64_t{1}, int64_t{4096}}) {
+    CAPTURE(tokens);
+    traces::GenOptions g;
+    g.tp = 16;
+    g.phase = traces::Phase::kPrefill;
+    g.seq = tokens;
+    serve::IterationCost within(a, g, t, 0, hbm);
+    serve::IterationCost across(a, g, t, 0, hbm);
+    across.set_collective_fabric(gf.fabric);
+    const serve::SeqWork work{0, tokens, true};
+    const Workload w = traces::generate(a, g);
+    serve::Time extra = 0;
+    int collectives = 0;
+    for (uint32_t i = 0; i < w.ops.size(); ++i) {
+      if (w.ops[i].collective_bytes == 0) continue;
+      ++collectives;
+      extra += hw::op_time(t, 0, hbm, w, i, gf.fabric)->ps - hw::op_time(t, 0, hbm, w, i)->ps;
+    }
+    CHECK(collectives == 2 * a.layers);
+    CHECK(extra > 0);
+    CHECK(across.time(std::span<const serve::SeqWork>(&work, 1)) ==
+          within.time(std::span<const serve::SeqWork>(&work, 1)) + extra);
+  }
 }

@@ -306,11 +306,15 @@ TEST_CASE("pipeline stages: what is not modelled, and stages no route joins, are
       e.starts_with("pp: pipeline stage 0 sends its activations to stage 1 over the peer "
                     "route of 'hbm'"));
   CHECK(e.find("it models no scale-out network") != std::string::npos);
-  // A stage's TP group stays within a host.
+  // A TP group over both hosts all-reduces over their network; where groups must stay
+  // within a host (the front end's own choice of TP), it is refused.
   const hw::Topology two = h100({"system.hosts=2", "devices.h100.count=16"});
   g.tp = 16;
   o.pp = 1;
+  CHECK(error_of(trace, a, g, two, o).empty());
+  o.tp_across_domains = false;
   CHECK(error_of(trace, a, g, two, o).starts_with("tp: a replica of TP 16"));
+  o.tp_across_domains = true;
   g.tp = 8;
   o.pp = 2;
   CHECK(error_of(trace, a, g, two, o).empty());

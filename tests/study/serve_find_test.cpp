@@ -267,21 +267,15 @@ TEST_CASE("nodes: copies of a one-host topology serve together; min-devices says
   CHECK(setup.engine.replicas == 12);
   CHECK(serve_text(run).starts_with(
       "serve llama-3-8b on 3 x h100-sxm-8gpu: 12 replicas x TP 1 (h100)"));
-  // A replica lies within a node: TP 8 would span two.
+  // TP 8 given spans two nodes: its all-reduces cross the servers' network, and the
+  // summary says so.
   ServeSettings wide = s;
   wide.model.gen.tp = 8;
-  try {
-    (void)run_serve(prepare_serve(wide));
-    FAIL("TP 8 over nodes of 4 ran");
-  } catch (const InputError& e) {
-    CHECK(e.pos().file == "tp");
-    // The servers' network joins them, but collectives are timed over NVLink alone.
-    CHECK(e.message() ==
-          "a replica of TP 8: on devices 0 to 7, its collectives would cross 'ib' from device 0 "
-          "to device 4, and collectives are timed over the peer route of 'hbm' alone: a group "
-          "must stay among the devices one 'nvswitch' joins; or pipeline stages take the same "
-          "devices, a group each (pp: 2 stages of TP 4)");
-  }
+  const ServeStudy across = run_serve(prepare_serve(wide));
+  CHECK(across.result.tp_domains == 2);
+  CHECK(across.result.collective_bandwidth > 0);
+  CHECK(serve_text(across).find("tensor parallelism across scale-up domains: each TP 8 group "
+                                "spans 2 scale-up domains of 4 devices") != std::string::npos);
   const ServeAnswer a = ask(s, "p99-tpot=15ms", ServeQuestion::kMinDevices);
   REQUIRE(a.found);
   CHECK(a.nodes == 3);

@@ -348,6 +348,13 @@ namespace {
 /// `probing` (stages or nodes the user did not give): every refusal passes the TP over.
 std::optional<serve::ServeResult> least_tp(ServeSetup& x, std::optional<serve::DoesNotFit>& first,
                                            bool probing = false) {
+  // A TP of its own choosing stays within a scale-up domain (stages go across them, as
+  // vLLM's recipe for several nodes does); a TP given may span several.
+  x.engine.tp_across_domains = false;
+  struct Restore {
+    serve::ServeOptions& o;
+    ~Restore() { o.tp_across_domains = true; }
+  } restore{x.engine};
   const int stages = std::max(1, x.engine.pp);
   for (int tp = 1; tp <= std::max(1, class_devices(x) / stages); tp *= 2) {
     x.gen.tp = tp;
@@ -791,6 +798,30 @@ double spec_expected(int k, double a) {
   return a >= 1 ? k + 1.0 : (1 - std::pow(a, k + 1)) / (1 - a);
 }
 
+/// TP groups over several scale-up domains: how their all-reduces go.
+std::string tp_domains_text(const serve::ServeResult& r) {
+  std::vector<std::string> groups;
+  const auto group = [&](std::string_view whose, int tp, int domains, double bandwidth) {
+    if (domains < 2) return;
+    groups.push_back(
+        fmt::format("{} TP {} group spans {} scale-up domains of {} devices, {} out "
+                    "of each",
+                    whose, tp, domains, tp / domains, to_string(Bandwidth{bandwidth})));
+  };
+  if (r.prefill_replicas > 0) {
+    group("a prefill replica's", r.prefill_tp, r.prefill_tp_domains,
+          r.prefill_collective_bandwidth);
+  }
+  group(r.prefill_replicas > 0 ? "a decode replica's" : "each", r.tp, r.tp_domains,
+        r.collective_bandwidth);
+  if (groups.empty()) return {};
+  return fmt::format(
+      "tensor parallelism across scale-up domains: {} (all its devices' paths together); its "
+      "all-reduces run as rings through each domain's devices and over the scale-out network "
+      "between domains",
+      fmt::join(groups, "; "));
+}
+
 std::string spec_setup_text(const serve::ServeResult& r) {
   if (r.spec_tokens == 0) return {};
   return fmt::format(
@@ -926,6 +957,7 @@ std::string serve_text(const ServeStudy& x) {
         to_string_approx(Bytes{r.prefill_pool_blocks * prefill_block}),
         r.prefill_pool_blocks * r.block_tokens);
   }
+  if (const std::string t = tp_domains_text(r); !t.empty()) out += t + "\n";
   if (const std::string t = spec_setup_text(r); !t.empty()) out += t + "\n";
   out +=
       "\ncache level     capacity (blocks)  hit tokens  share of prompt  loads out  demotions in  "
@@ -999,6 +1031,10 @@ std::string serve_json(const ServeStudy& x) {
   j["prefill_replicas"] = r.prefill_replicas;
   if (r.prefill_replicas > 0) {
     j["prefill_tp"] = r.prefill_tp;
+    j["prefill_tp_domains"] = r.prefill_tp_domains;
+    if (r.prefill_tp_domains > 1) {
+      j["prefill_collective_bytes_per_s"] = r.prefill_collective_bandwidth;
+    }
     j["decode_router"] = serve::kRouterNames[static_cast<size_t>(r.decode_router)];
     j["prefill_weight_bytes"] = r.prefill_weight_bytes;
     j["prefill_workspace_bytes"] = r.prefill_workspace_bytes;
@@ -1006,6 +1042,8 @@ std::string serve_json(const ServeStudy& x) {
     j["prefill_kv_bytes_per_token"] = r.prefill_kv_bytes_per_token;
   }
   j["tp"] = r.tp;
+  j["tp_domains"] = r.tp_domains;
+  if (r.tp_domains > 1) j["collective_bytes_per_s"] = r.collective_bandwidth;
   j["pp"] = r.pp;
   if (r.spec_tokens > 0) {
     j["spec"] = {{"tokens", r.spec_tokens},
