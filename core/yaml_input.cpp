@@ -1,5 +1,6 @@
 #include "core/yaml_input.h"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/parser.h>
 
@@ -90,13 +91,10 @@ std::string_view node_kind(const YAML::Node& node) {
 
 namespace {
 
-/// The position of the innermost flow bracket (`open`) that is never closed, skipping
-/// quoted text and comments. yaml-cpp reports such errors where it gave up (often the end
-/// of the file); the opening bracket is where the user must look.
-std::optional<SourcePos> unclosed_bracket(const std::string& text, char open,
-                                          const std::string& name) {
-  const char close = open == '[' ? ']' : '}';
-  std::vector<SourcePos> stack;
+/// Calls `at(c, pos)` for each flow bracket ('[', ']', '{', '}') of `text` outside quoted
+/// text and comments, in order, until it returns false.
+template <class At>
+void for_each_bracket(const std::string& text, const std::string& name, At at) {
   int line = 1;
   int col = 0;
   char quote = 0;
@@ -124,15 +122,48 @@ std::optional<SourcePos> unclosed_bracket(const std::string& text, char open,
       comment = true;
     } else if (c == '"' || c == '\'') {
       quote = c;
-    } else if (c == open) {
-      stack.push_back(SourcePos{name, line, col});
-    } else if (c == close && !stack.empty()) {
-      stack.pop_back();
+    } else if (c == '[' || c == ']' || c == '{' || c == '}') {
+      if (!at(c, SourcePos{name, line, col})) return;
     }
     prev = c;
   }
+}
+
+/// The position of the innermost flow bracket (`open`) that is never closed, skipping
+/// quoted text and comments. yaml-cpp reports such errors where it gave up (often the end
+/// of the file); the opening bracket is where the user must look.
+std::optional<SourcePos> unclosed_bracket(const std::string& text, char open,
+                                          const std::string& name) {
+  const char close = open == '[' ? ']' : '}';
+  std::vector<SourcePos> stack;
+  for_each_bracket(text, name, [&](char c, const SourcePos& pos) {
+    if (c == open) {
+      stack.push_back(pos);
+    } else if (c == close && !stack.empty()) {
+      stack.pop_back();
+    }
+    return true;
+  });
   if (stack.empty()) return std::nullopt;
   return stack.back();
+}
+
+/// The first flow bracket that opens a collection nested deeper than kMaxYamlDepth.
+std::optional<SourcePos> too_deep(const std::string& text, const std::string& name) {
+  std::optional<SourcePos> out;
+  size_t depth = 0;
+  for_each_bracket(text, name, [&](char c, const SourcePos& pos) {
+    if (c == '[' || c == '{') {
+      if (++depth > kMaxYamlDepth) {
+        out = pos;
+        return false;
+      }
+    } else if (depth > 0) {
+      --depth;
+    }
+    return true;
+  });
+  return out;
 }
 
 /// Where a document starts, and where its first node is; nothing else.
@@ -312,6 +343,9 @@ YAML::Node load_yaml_text(const std::string& text, const std::string& name) {
                      fmt::format("the byte 0x{:02X} is not UTF-8 text; YAML files are UTF-8",
                                  static_cast<unsigned char>(text[bad])));
   }
+  if (const auto deep = too_deep(text, name)) {
+    throw InputError(*deep, fmt::format("YAML nested deeper than {} levels", kMaxYamlDepth));
+  }
   try {
     YAML::Node doc = YAML::Load(text);
     // Is there a second document? Not YAML::LoadAll: yaml-cpp 0.7 reads a token that cannot
@@ -336,6 +370,10 @@ YAML::Node load_yaml_text(const std::string& text, const std::string& name) {
     Walked walked;
     expand_merges(doc, name, 0, budget, walked);
     return doc;
+  } catch (const YAML::DeepRecursion& e) {
+    // Block collections nested past yaml-cpp's own limit (flow ones are caught above).
+    throw InputError(SourcePos{name, e.mark.line + 1, e.mark.column + 1},
+                     "YAML nested deeper than its parser reads");
   } catch (const YAML::ParserException& e) {
     SourcePos pos{name, e.mark.line + 1, e.mark.column + 1};
     std::string msg = "malformed YAML: " + e.msg;

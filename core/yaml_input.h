@@ -15,6 +15,10 @@
 
 namespace tierflow::schema {
 
+/// Flow collections (`[`, `{`) nested deeper than this are refused at the first bracket
+/// past it, as JSON deeper than kMaxJsonDepth is.
+inline constexpr size_t kMaxYamlDepth = 256;
+
 /// Parses a YAML file; a syntax error becomes an InputError at its position.
 YAML::Node load_yaml_file(const std::string& path);
 /// Parses YAML text; `name` is used in positions.

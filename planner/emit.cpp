@@ -19,6 +19,8 @@ Emitted emit_plan(const PlanState& s, std::string_view policy) {
   p.meta["policy"] = json_string(policy);
   p.tiers.push_back(s.topo.tiers[s.target.device_tier].id);
   p.device_tier = 0;
+  // Scored as it will run: held to the budget it was made for.
+  p.budget = s.target.budget;
   p.home.assign(s.w.tensors.size(), 0);
 
   std::vector<uint32_t> plan_tier(s.topo.tiers.size(), kNone);

@@ -1306,6 +1306,30 @@ json.dump(p, open(sys.argv[2], "w"))' "$d/p.json" "$d/p99.json"
 hostile outputs/verify-device-99 2 "program 0 runs on device 99, but 'h100-sxm-8gpu' has 8 devices" --in "$d/p99.json" -- \
   "$tf" plan verify "$d/p99.json"
 
+# --------------------------------------------------------------------------------------
+# Stop 65.
+d=$(fresh stop65)
+# A pipeline without verify made a plan whose device-resident weights break the budget,
+# scored with the budget not applied: exit 0, the plan written, and `sim` of it refused.
+# The planner now scores each plan held to its budget.
+hostile stop65/pipeline-place-over-budget 1 "the plan's simulation failed: 'hbm[0] within the plan's budget' is full before the step starts" --out "$d/pp.json" -- \
+  "$tf" plan --hw "$d/topo.yaml" --workload "$d/w.json" --budget 1GiB --pipeline place -o "$d/pp.json"
+
+# YAML nested 1,000 deep said "malformed YAML: bad file" at the end of the line: now
+# refused at the first bracket past 256 levels (as JSON is), and block nesting past the
+# parser's own limit says so.
+python3 - "$d/topo.yaml" "$d/deep.yaml" "$d/deep-block.yaml" <<'EOF'
+import sys
+s = open(sys.argv[1]).read()
+open(sys.argv[2], "w").write("x: " + "[" * 1000 + "]" * 1000 + "\n" + s)
+block = "\n".join(["x:"] + ["  " * (i + 1) + "k%d:" % i for i in range(1500)])
+open(sys.argv[3], "w").write(block + " 1\n" + s)
+EOF
+hostile stop65/yaml-flow-nested-deep 2 "deep.yaml:1:260: YAML nested deeper than 256 levels" -- \
+  "$tf" hw validate "$d/deep.yaml"
+hostile stop65/yaml-block-nested-deep 2 "YAML nested deeper than its parser reads" -- \
+  "$tf" hw validate "$d/deep-block.yaml"
+
 signal_case() {
   local name=signal/sim-timeline-sigterm
   selected "$name" || return 0
