@@ -116,7 +116,7 @@ std::string parse_name(const Input& in, std::string_view key) {
   return in.text();
 }
 
-int parse_int(const Input& in, std::string_view key, int min_value) {
+int parse_int(const Input& in, std::string_view key, int min_value, int max_value) {
   require_scalar(in, key);
   const std::string& t = in.text();
   int v = 0;
@@ -130,6 +130,9 @@ int parse_int(const Input& in, std::string_view key, int min_value) {
   if (v < min_value) {
     throw InputError::at(in.pos, "bad value for '{}': must be at least {}, got {}", key, min_value,
                          v);
+  }
+  if (v > max_value) {
+    throw InputError::at(in.pos, "bad value for '{}': at most {}, got {}", key, max_value, v);
   }
   return v;
 }

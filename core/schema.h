@@ -13,6 +13,7 @@
 
 #include <array>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <string_view>
@@ -140,7 +141,8 @@ struct TopKey {
 
 std::string parse_string(const Input& in, std::string_view key);
 std::string parse_name(const Input& in, std::string_view key);
-int parse_int(const Input& in, std::string_view key, int min_value);
+int parse_int(const Input& in, std::string_view key, int min_value,
+              int max_value = std::numeric_limits<int>::max());
 double parse_fraction(const Input& in, std::string_view key);
 Bytes parse_bytes_input(const Input& in, std::string_view key);
 Bandwidth parse_bandwidth_input(const Input& in, std::string_view key);
@@ -161,6 +163,7 @@ struct Spec {
   std::string def;  ///< default as text; applied before the user's values are read
   std::string desc;
   int min_int = 1;      ///< for kInt
+  int max_int = std::numeric_limits<int>::max();  ///< for kInt: more is refused
   bool zero_bytes = false;  ///< for sizes: 0 is a value (a reserve of none), not an error
   size_t min_refs = 1;  ///< for kRefList
   size_t max_refs = 64;
@@ -187,7 +190,7 @@ T parse_as(const Input& in, std::string_view key, const Spec& spec) {
     if (v.flop_per_s <= 0.0) throw_not_positive(in, key);
     return v;
   } else if constexpr (std::is_same_v<T, int>) {
-    return parse_int(in, key, spec.min_int);
+    return parse_int(in, key, spec.min_int, spec.max_int);
   } else if constexpr (std::is_same_v<T, double>) {
     return parse_fraction(in, key);
   } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {

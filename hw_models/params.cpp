@@ -103,17 +103,20 @@ const Schema<System>& system_schema() {
     r.fields.push_back(declare("hosts", &System::hosts,
                                Spec{.def = "1",
                                     .desc = "hosts (nodes, trays) in the supernode; every device "
-                                            "class's count must divide evenly among them"}));
+                                            "class's count must divide evenly among them",
+                                    .max_int = kMaxDevices}));
     r.fields.push_back(declare("sockets_per_host", &System::sockets_per_host,
                                Spec{.def = "1",
                                     .desc = "CPU sockets per host; a host's devices are spread "
-                                            "evenly over its sockets"}));
+                                            "evenly over its sockets",
+                                    .max_int = kMaxSocketsPerHost}));
     r.fields.push_back(declare(
         "supernodes", &System::supernodes,
         Spec{.def = "1",
              .desc = "supernodes (racks, pods) the hosts make up, each with its own `per: "
                      "supernode` switches, links and tiers; `hosts` must divide evenly among "
-                     "them (`serve --nodes N` multiplies it)"}));
+                     "them (`serve --nodes N` multiplies it)",
+             .max_int = kMaxDevices}));
     r.fields.push_back(declare("source", &System::source,
                                Spec{.type = ValueType::kString, .desc = std::string(kSourceDesc)}));
     add_host_cpu(r);
@@ -129,9 +132,10 @@ const Schema<Device>& device_schema() {
                      "A class of identical GPUs or NPUs; `count` of them make up the supernode.",
                      {}};
     add_common(r, "device class");
-    r.fields.push_back(declare(
-        "count", &Device::count,
-        Spec{.required = true, .desc = "number of devices of this class in the supernode"}));
+    r.fields.push_back(declare("count", &Device::count,
+                               Spec{.required = true,
+                                    .desc = "number of devices of this class in the supernode",
+                                    .max_int = kMaxDevices}));
     r.fields.push_back(declare("local_tier", &Device::local_tier,
                                Spec{.type = ValueType::kRef,
                                     .required = true,
@@ -306,7 +310,8 @@ const Schema<Link>& link_schema() {
     r.fields.push_back(declare("copy_engines", &Link::copy_engines,
                                Spec{.def = "1",
                                     .desc = "transfers that can run at once per direction; more "
-                                            "wait in FIFO order"}));
+                                            "wait in FIFO order",
+                                    .max_int = kMaxCopyEngines}));
     r.fields.push_back(declare("dma_setup", &Link::dma_setup,
                                Spec{.def = "0ns",
                                     .desc = "cost of programming a transfer that crosses this "
@@ -360,7 +365,8 @@ const Schema<RoutePin>& route_schema() {
     r.fields.push_back(declare("buffers", &RoutePin::buffers,
                                Spec{.def = "1",
                                     .desc = "staging buffers per device on this route: chunks "
-                                            "in flight at once"}));
+                                            "in flight at once",
+                                    .max_int = kMaxCopyEngines}));
     return r;
   }();
   return kSchema;

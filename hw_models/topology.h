@@ -27,6 +27,13 @@
 
 namespace tierflow::hw {
 
+/// Limits of a topology (docs/cli.md, "Limits"): a device class's count, hosts and
+/// supernodes (after `--set` and `serve --nodes`: CloudMatrix384 x 1,024 is 393,216),
+/// sockets per host, a link direction's copy engines and a route's staging buffers.
+inline constexpr int kMaxDevices = 1 << 20;
+inline constexpr int kMaxSocketsPerHost = 64;
+inline constexpr int kMaxCopyEngines = 1024;
+
 /// kGddr: a graphics card's own memory (GDDR6, GDDR6X, GDDR7), a device tier like kHbm.
 enum class TierKind { kHbm, kDdr, kLpddr, kCxl, kPool, kSsd, kGddr };
 inline constexpr std::array<std::string_view, 7> kTierKindNames = {

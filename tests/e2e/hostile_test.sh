@@ -1330,6 +1330,17 @@ hostile stop65/yaml-flow-nested-deep 2 "deep.yaml:1:260: YAML nested deeper than
 hostile stop65/yaml-block-nested-deep 2 "YAML nested deeper than its parser reads" -- \
   "$tf" hw validate "$d/deep-block.yaml"
 
+# A device count of 10^8 (hw validate: ok) hung plan and serve for minutes; a million
+# programs took over a minute and 12 GB. Counts are bounded in the file and after --set;
+# a plan's programs too.
+sed 's/count: {value: 8,/count: {value: 100000000,/' "$d/topo.yaml" >"$d/huge-count.yaml"
+hostile stop65/device-count-huge 2 "huge-count.yaml:" -- "$tf" hw validate "$d/huge-count.yaml"
+hostile stop65/device-count-huge-msg 2 "bad value for 'count': at most 1048576, got 100000000" -- "$tf" hw validate "$d/huge-count.yaml"
+hostile stop65/hosts-huge-set 2 "--set:1:14: bad value for 'hosts': at most 1048576, got 2000000" -- \
+  "$tf" hw show "$d/topo.yaml" --set system.hosts=2000000
+hostile stop65/plan-programs-many 2 "--devices: 20000 programs (one per 'h100' device): at most 16384" --out "$d/many.json" -- \
+  "$tf" plan --hw "$d/topo.yaml" --workload "$d/w.json" --policy layerwise --set devices.h100.count=20000 --devices 0 -o "$d/many.json"
+
 signal_case() {
   local name=signal/sim-timeline-sigterm
   selected "$name" || return 0

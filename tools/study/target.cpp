@@ -116,6 +116,12 @@ planner::Target make_target(const hw::Topology& topo, const std::string& device,
                                            fmt::format("devices.{}.count=N", dev.id)));
   }
   t.devices = devices == 0 ? static_cast<uint32_t>(std::max(1, dev.count)) : devices;
+  if (t.devices > kMaxPrograms) {
+    throw InputError::at(SourcePos{std::string(source) + "s"},
+                         "{} programs (one per '{}' device): at most {}, each running the same "
+                         "program; plan fewer devices",
+                         t.devices, dev.id, kMaxPrograms);
+  }
   return t;
 }
 

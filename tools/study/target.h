@@ -16,6 +16,9 @@
 
 namespace tierflow::study {
 
+/// The most programs one plan runs (`--devices`, docs/cli.md "Limits").
+inline constexpr uint32_t kMaxPrograms = 16'384;
+
 /// Bytes with a unit ("40GiB"); InputError at `source` otherwise.
 uint64_t parse_budget(const std::string& text, std::string_view source);
 
