@@ -687,4 +687,17 @@ std::string to_string_approx(Duration d) {
   return "0ps";
 }
 
+std::string canonical_quantity(std::string_view text) {
+  if (const auto n = parse_count(text); n.ok()) return fmt::format("count:{}", n.value);
+  if (const auto b = parse_bytes(text); b.ok()) return fmt::format("bytes:{}", b.value.value);
+  if (const auto r = parse_bandwidth(text); r.ok()) {
+    return fmt::format("bandwidth:{}", r.value.bytes_per_s);
+  }
+  if (const auto d = parse_duration(text); d.ok()) return fmt::format("duration:{}", d.value.ps);
+  if (const auto f = parse_flop_rate(text); f.ok())
+    return fmt::format("flops:{}", f.value.flop_per_s);
+  if (const auto x = parse_real(text)) return fmt::format("real:{}", *x);
+  return fmt::format("text:{}", text);
+}
+
 }  // namespace tierflow

@@ -77,6 +77,11 @@ ParseResult<int64_t> parse_count(std::string_view text);
 /// A plain number ("1.2", "5e-3", "inf", "nan"): nullopt unless the whole text is one
 /// (callers decide whether infinities and NaN are allowed).
 std::optional<double> parse_real(std::string_view text);
+/// `text` as the quantity it spells, so that two spellings of one value compare equal
+/// ("1k" and "1000", "1Ki" and "1024", "8Gb/s" and "1GB/s", "0.5" and ".5"): the first of a
+/// count, bytes, a bandwidth, a duration, a FLOP rate and a plain number that parses it,
+/// tagged with which; any other text as it is.
+std::string canonical_quantity(std::string_view text);
 
 /// Exact text that parses back to the same value: the largest IEC or SI unit that
 /// represents the value with at most three decimals, the shorter of the two, else "NB".

@@ -673,3 +673,24 @@ TEST_CASE("to_string_approx(Duration): 4 significant digits for tables") {
   CHECK(to_string_approx(Duration{0}) == "0ps");
   CHECK(to_string_approx(Duration{-1'500'000}) == "-1.5us");
 }
+
+TEST_CASE("canonical_quantity: two spellings of one value alike, different values apart") {
+  const std::vector<std::pair<std::string, std::string>> same = {
+      {"1000", "1k"},     {"1024", "1Ki"},     {"1", "01"},
+      {"1GB/s", "8Gb/s"}, {"1GiB", "1024MiB"}, {"0.5", ".5"},
+      {"2ms", "2000us"},  {"1e6", "1M"},       {"llama-3-8b", "llama-3-8b"}};
+  for (const auto& [a, b] : same) {
+    CAPTURE(a);
+    CAPTURE(b);
+    CHECK(canonical_quantity(a) == canonical_quantity(b));
+  }
+  const std::vector<std::pair<std::string, std::string>> apart = {
+      {"1.5", "1.4"},  {"1000", "1001"},   {"1GB/s", "1GiB/s"},
+      {"1GB", "1GiB"}, {"0.1", "0.10001"}, {"8K", "8k"},
+      {"a", "A"},      {"1ms", "1us"},     {"lru:1GB", "lru:1000MB"}};
+  for (const auto& [a, b] : apart) {
+    CAPTURE(a);
+    CAPTURE(b);
+    CHECK(canonical_quantity(a) != canonical_quantity(b));
+  }
+}

@@ -1341,6 +1341,19 @@ hostile stop65/hosts-huge-set 2 "--set:1:14: bad value for 'hosts': at most 1048
 hostile stop65/plan-programs-many 2 "--devices: 20000 programs (one per 'h100' device): at most 16384" --out "$d/many.json" -- \
   "$tf" plan --hw "$d/topo.yaml" --workload "$d/w.json" --policy layerwise --set devices.h100.count=20000 --devices 0 -o "$d/many.json"
 
+# The same value spelled twice in an axis (1000 and 1k; 1GB/s and 8Gb/s) ran its points
+# twice, where the same text twice is refused.
+cat >"$d/dup-spelled.yaml" <<'EOF'
+name: dup-spelled
+base: {model: llama-3-8b, layers: 2, phase: decode, context: 512, tokens: 2, policy: layerwise}
+axes:
+  - batch: [1000, 1k]
+EOF
+hostile stop65/sweep-same-value-spelled-twice 2 "dup-spelled.yaml:4:19: batch=1k appears twice in the axis (first at " --out "$d/dup.db" -- \
+  "$tf" sweep "$d/dup-spelled.yaml" -o "$d/dup.db"
+hostile stop65/vary-same-value-spelled-twice 2 "--vary: 'links.gpu-pcie.bandwidth=1GB/s,8Gb/s': 8Gb/s appears twice (as 1GB/s): its points would run twice" -- \
+  "$tf" whatif "${scen[@]}" --vary links.gpu-pcie.bandwidth=1GB/s,8Gb/s
+
 signal_case() {
   local name=signal/sim-timeline-sigterm
   selected "$name" || return 0

@@ -363,9 +363,14 @@ Axis parse_axis(std::string_view text, std::string_view source) {
     const std::string_view v = rest.substr(0, comma);
     if (v.empty())
       throw InputError::at(SourcePos{std::string(source)}, "'{}': an empty value", text);
-    if (std::find(a.values.begin(), a.values.end(), v) != a.values.end()) {
+    // The same value spelled twice ("1k" and "1000") too.
+    const auto same = std::find_if(a.values.begin(), a.values.end(), [&](const std::string& x) {
+      return canonical_quantity(x) == canonical_quantity(v);
+    });
+    if (same != a.values.end()) {
       throw InputError::at(SourcePos{std::string(source)},
-                           "'{}': {} appears twice: its points would run twice", text, v);
+                           "'{}': {} appears twice{}: its points would run twice", text, v,
+                           *same == v ? "" : fmt::format(" (as {})", *same));
     }
     a.values.emplace_back(v);
     if (comma == std::string_view::npos) break;

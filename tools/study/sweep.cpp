@@ -557,13 +557,18 @@ SweepSpec parse_sweep_spec(const std::string& text, const std::string& name, con
         std::map<std::vector<std::string>, size_t> seen;
         for (size_t i = 0; i < g.axes.front().values.size(); ++i) {
           std::vector<std::string> tuple;
-          for (const Axis& a : g.axes) tuple.push_back(a.path + "=" + a.values[i]);
+          // Two spellings of one value ("1k" and "1000") are the same point.
+          for (const Axis& a : g.axes) {
+            tuple.push_back(a.path + "=" + canonical_quantity(a.values[i]));
+          }
           const auto [first, fresh] = seen.emplace(tuple, i);
           if (!fresh) {
+            std::vector<std::string> given;
+            for (const Axis& a : g.axes) given.push_back(a.path + "=" + a.values[i]);
             throw InputError::at(g.value_pos.front()[i],
                                  "{} appears twice in the axis (first at {}): its points would "
                                  "run twice",
-                                 fmt::join(tuple, ", "), g.value_pos.front()[first->second].str());
+                                 fmt::join(given, ", "), g.value_pos.front()[first->second].str());
           }
         }
         spec.groups.push_back(std::move(g));
