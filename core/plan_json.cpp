@@ -109,9 +109,17 @@ class PlanReader {
         case 8:
           read_programs(p);
           break;
-        case 9:
+        case 9: {
+          const size_t at = r_.offset();
           p.budget = r_.read_uint("budget", UINT64_MAX);
+          // Absent is the tier's usable capacity; 0 would read as that too, unnoticed.
+          if (p.budget == 0) {
+            r_.fail_at(at,
+                       "budget: expected more than 0 bytes (leave it out for the device "
+                       "tier's usable capacity)");
+          }
           break;
+        }
         case 10:
           p.pipeline = r_.read_string("pipeline");
           break;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <thread>
 
 #include "core/huge_pages.h"
@@ -364,6 +365,7 @@ class Reader {
         read_tensors(w);
         has_tensors = true;
       } else if (key == "ops") {
+        ops_at_key_ = at;
         // Ops are checked as they are read only when every tensor is already there.
         if (!has_tensors) checking_ = false;
         read_ops(w, ahead);
@@ -379,6 +381,8 @@ class Reader {
                          {has_ops, "ops"}}) {
       if (!ok) r_.fail_at(top, "the workload is missing required key '{}'", k);
     }
+    // A workload without ops has nothing to plan: every figure of it would be 0.
+    if (w.ops.empty()) r_.fail_at(ops_at_key_, "the workload has no ops: nothing to plan or run");
     if (auto issue = finish_checks(w, verifier)) report(*issue);
     return w;
   }
@@ -509,6 +513,7 @@ class Reader {
   bool checking_ = true;  ///< no issue yet, and every object read so far was checked
   std::vector<size_t> tensor_at_;
   std::vector<size_t> op_at_;
+  size_t ops_at_key_ = 0;  ///< where the `ops` key is
 };
 
 }  // namespace
@@ -518,7 +523,31 @@ void read_meta(JsonReader& r, Meta& meta) {
   std::string key;
   while (r.next_key(key)) {
     if (meta.count(key) != 0) r.fail_at(r.key_offset(), "duplicate key '{}' in meta", key);
-    meta[key] = r.read_scalar_json("a meta value");
+    const size_t at = r.offset();
+    std::string value = r.read_scalar_json("a meta value");
+    // The tensor parallelism a workload is a shard of decides where its collectives run
+    // (hw::workload_tp): a whole number of devices, as trace gen writes it.
+    if (key == "tp") {
+      int64_t tp = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), tp);
+      if (ec != std::errc() || end != value.data() + value.size() || tp < 1 || tp > kMaxMetaTp) {
+        r.fail_at(at,
+                  "meta 'tp' (the tensor parallelism this workload is a shard of) must be a "
+                  "whole number from 1 to {}, got {}",
+                  kMaxMetaTp, value);
+      }
+    }
+    // A plan's bounds (the planner's lower bounds, which reports print): whole numbers of
+    // picoseconds or bytes.
+    if (key.starts_with("bounds_")) {
+      uint64_t n = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+      if (ec != std::errc() || end != value.data() + value.size()) {
+        r.fail_at(at, "meta '{}' (a lower bound) must be a whole number of {} from 0, got {}", key,
+                  key.ends_with("_ps") ? "picoseconds" : "bytes", value);
+      }
+    }
+    meta[key] = std::move(value);
   }
 }
 

@@ -30,6 +30,10 @@ Workload read_workload_text(std::string_view text, const std::string& name,
 class JsonReader;
 class JsonWriter;
 /// Reads a `meta` object (string, number or boolean values; duplicate keys are errors).
+/// The most tensor parallelism a workload's meta `tp` says (traces::kMaxTp).
+inline constexpr int64_t kMaxMetaTp = 65536;
+/// Reads a meta object; a `tp` that is not a whole number from 1 to kMaxMetaTp is refused
+/// at its value.
 void read_meta(JsonReader& r, Meta& meta);
 /// Writes a `meta` object (spaced), keys sorted, as the next value of `w`.
 void write_meta(JsonWriter& w, const Meta& meta);

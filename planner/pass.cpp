@@ -12,7 +12,16 @@ namespace tierflow::planner {
 
 PassOptions::PassOptions(std::string pass, std::vector<std::pair<std::string, std::string>> items,
                          int column)
-    : pass_(std::move(pass)), items_(std::move(items)), column_(column) {}
+    : pass_(std::move(pass)), items_(std::move(items)), column_(column) {
+  // An option given twice: the first would win unnoticed.
+  for (size_t i = 0; i < items_.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (items_[j].first != items_[i].first) continue;
+      bad(items_[i].first, fmt::format("given twice ({}, then {}): give it once", items_[j].second,
+                                       items_[i].second));
+    }
+  }
+}
 
 const std::string* PassOptions::find(std::string_view key) {
   known_.emplace_back(key);

@@ -494,9 +494,10 @@ for o in w["ops"]:
         got.setdefault((int(m[1]), int(m[2])), set()).add(int(m[3]))
 assert got == want, (got, want)
 assert w["meta"]["routing_trace"] == sys.argv[2] and "seed" not in w["meta"], w["meta"]' "$tmp/rt.json" "$tmp/routing.jsonl"
-check gen-routing-trace-seed 0 "$tf" trace gen --model mixtral-8x7b --phase decode --tokens 4 --batch 2 \
+# The trace's picks are given: a seed would be ignored, and is refused.
+check gen-routing-trace-seed 2 "$tf" trace gen --model mixtral-8x7b --phase decode --tokens 4 --batch 2 \
   --layers 2 --routing-trace "$tmp/routing.jsonl" --seed 77 -o "$tmp/rt77.json"
-ok gen-routing-trace-seed-same cmp "$tmp/rt.json" "$tmp/rt77.json"
+contains gen-routing-trace-seed-msg "$tmp/err" "error: --seed: a routing trace's picks are given, not drawn: it would be ignored"
 check compare-routing-trace 0 "$tf" compare --hw rtx4090-workstation --devices 1 --model mixtral-8x7b \
   --phase decode --tokens 4 --batch 2 --layers 2 --routing-trace "$tmp/routing.jsonl" \
   --expert-cache lfu:2GiB --policies tierflow --json --quiet

@@ -1354,6 +1354,71 @@ hostile stop65/sweep-same-value-spelled-twice 2 "dup-spelled.yaml:4:19: batch=1k
 hostile stop65/vary-same-value-spelled-twice 2 "--vary: 'links.gpu-pcie.bandwidth=1GB/s,8Gb/s': 8Gb/s appears twice (as 1GB/s): its points would run twice" -- \
   "$tf" whatif "${scen[@]}" --vary links.gpu-pcie.bandwidth=1GB/s,8Gb/s
 
+# Flags that were ignored without a word: a seed with expected routing, a router's
+# settings for a dense model, a format's flag another format does not read, a decode
+# router with --cache-only, the same --set path twice, a pass option twice, a policy
+# named twice.
+hostile stop65/gen-seed-expected 2 "--seed: it seeds the seeded router, and --routing expected runs none" --out "$d/m.json" -- \
+  "$tf" trace gen --model mixtral-8x7b --layers 2 --phase decode --context 128 --tokens 1 --seed 5 -o "$d/m.json"
+hostile stop65/gen-routing-dense 2 "--routing: llama-3-8b has no routed experts (a dense model)" --out "$d/m.json" -- \
+  "$tf" trace gen "${gen_small[@]}" --routing seeded -o "$d/m.json"
+hostile stop65/gen-skew-dense 2 "--routing-skew: llama-3-8b has no routed experts" --out "$d/m.json" -- \
+  "$tf" trace gen "${gen_small[@]}" --routing-skew 2 -o "$d/m.json"
+hostile stop65/export-stem-csv 2 "--stem: chakra names its traces by it; csv does not" --out "$d/e.csv" -- \
+  "$tf" export --plan "$d/p.json" --format csv --stem foo -o "$d/e.csv"
+hostile stop65/export-inline-csv 2 "--inline-workload: plan-json embeds the workload; csv does not read it" --out "$d/e.csv" -- \
+  "$tf" export --plan "$d/p.json" --format csv --inline-workload -o "$d/e.csv"
+hostile stop65/export-on-full-plan-json 2 "--on-full: plan-json is not simulated" --out "$d/e.json" -- \
+  "$tf" export --plan "$d/p.json" --format plan-json --on-full wait -o "$d/e.json"
+hostile stop65/cache-only-decode-router 2 "--decode-router: has no effect with --cache-only" -- \
+  "$tf" serve --cache-only --model llama-3-8b --prefill-replicas 1 --replicas 3 --decode-router prefix --trace tests/data/serve/mooncake_conversation_200.jsonl
+hostile stop65/set-twice 2 "--set: 'tiers.hbm.capacity' given twice (10GiB, then 20GiB): the last would win unnoticed" -- \
+  "$tf" hw show "$d/topo.yaml" --set tiers.hbm.capacity=10GiB --set tiers.hbm.capacity=20GiB
+hostile stop65/model-set-twice 2 "--model-set: 'layers' given twice (2, then 3)" --out "$d/s.csv" -- \
+  "$tf" serve --model llama-3-8b --model-set layers=2 --model-set layers=3 --arrivals poisson,rate=1/s,n=2,prompt=fixed:64,output=fixed:2 -o "$d/s.csv"
+hostile stop65/pass-option-twice 2 "--pipeline:1:16: option 'lead' of pass 'select': given twice (1, then 2)" --out "$d/x.json" -- \
+  "$tf" plan --hw "$d/topo.yaml" --workload "$d/w.json" --pipeline 'place,liveness,select{lead=1,lead=2},insert,verify' -o "$d/x.json"
+hostile stop65/policy-twice 2 "--policies: 'layerwise' given twice: it would run twice" --out "$d/c.csv" -- \
+  "$tf" compare "${scen[@]}" --policies layerwise,resident,layerwise -o "$d/c.csv"
+
+# A workload's meta tp of -2, 1.5 or "2" was taken as 1; one of 16 was planned whole
+# before the plan was refused; a workload without ops planned a makespan of 0; a plan's
+# budget of 0 ran unbounded; a bound of -5 ps was printed.
+python3 - "$d/w.json" "$d/p.json" "$d" <<'EOF'
+import json, sys
+w = json.load(open(sys.argv[1]))
+for name, tp in [("tp-neg", -2), ("tp-frac", 1.5), ("tp-str", "2"), ("tp-16", 16)]:
+    x = dict(w); x["meta"] = dict(w["meta"]); x["meta"]["tp"] = tp
+    json.dump(x, open(f"{sys.argv[3]}/{name}.json", "w"))
+json.dump({"format": "tierflow.workload/1", "name": "x", "meta": {}, "tensors": [], "ops": []},
+          open(f"{sys.argv[3]}/no-ops.json", "w"))
+p = json.load(open(sys.argv[2])); p["budget"] = 0
+json.dump(p, open(f"{sys.argv[3]}/p-budget0.json", "w"))
+p = json.load(open(sys.argv[2])); p["meta"]["bounds_compute_ps"] = -5
+json.dump(p, open(f"{sys.argv[3]}/p-bound-neg.json", "w"))
+EOF
+for n in tp-neg tp-frac tp-str; do
+  hostile "stop65/workload-meta-$n" 2 "meta 'tp' (the tensor parallelism this workload is a shard of) must be a whole number from 1 to 65536" -- \
+    "$tf" trace info "$d/$n.json"
+done
+hostile stop65/workload-tp16-before-planning 2 "tp-16.json: the workload is one shard of tensor parallelism 16: its group needs 16 devices" --out "$d/x.json" -- \
+  "$tf" plan --hw "$d/topo.yaml" --workload "$d/tp-16.json" --policy layerwise -o "$d/x.json"
+hostile stop65/workload-no-ops 2 "no-ops.json:1:75: the workload has no ops: nothing to plan or run" -- \
+  "$tf" trace info "$d/no-ops.json"
+hostile stop65/plan-budget-zero 2 "budget: expected more than 0 bytes" -- "$tf" sim --plan "$d/p-budget0.json"
+hostile stop65/plan-bound-negative 2 "meta 'bounds_compute_ps' (a lower bound) must be a whole number of picoseconds from 0, got -5" -- \
+  "$tf" sim --plan "$d/p-bound-neg.json"
+
+# A word outside a flag's set said CLI11's "Decode not in {prefill,decode,train}" and a
+# negative count "Could not convert: --threads = -1": now the project's wording, with the
+# nearest word.
+hostile stop65/enum-phase-case 2 "--phase: expected one of prefill, decode, train, got 'Decode'; did you mean 'decode'?" --out "$d/x.json" -- \
+  "$tf" trace gen --model llama-3-8b --phase Decode -o "$d/x.json"
+hostile stop65/enum-on-full 2 "--on-full: expected one of fail, wait, got 'wiat'; did you mean 'wait'?" -- \
+  "$tf" sim --plan "$d/p.json" --on-full wiat
+hostile stop65/threads-negative 2 "--threads: expected a whole number from 0, got '-1'" --out "$d/x.json" -- \
+  "$tf" plan --hw "$d/topo.yaml" --workload "$d/w.json" --threads -1 -o "$d/x.json"
+
 signal_case() {
   local name=signal/sim-timeline-sigterm
   selected "$name" || return 0

@@ -39,7 +39,7 @@ int run_compare(const CompareOptions& o) {
   const planner::Target target = study::make_target(*topo, base.device, base.devices, "--device");
 
   // Policies, then output paths, are checked before anything is made or planned.
-  for (const std::string& name : o.policies) study::check_policy(name, "--policies");
+  study::check_policies(o.policies, "--policies");
   // A folder made here is removed again if no plan lands in it.
   const MadeDir plans_dir(o.plans_dir,
                           !o.plans_dir.empty() && make_output_dir(o.plans_dir, "--plans"));

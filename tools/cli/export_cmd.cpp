@@ -22,6 +22,7 @@ struct ExportCliOptions {
   std::string format;
   std::string output;
   std::string on_full = "fail";
+  CLI::Option* on_full_option = nullptr;  ///< whether --on-full was given
   std::string stem;
   bool inline_workload = false;
   bool list = false;
@@ -43,6 +44,22 @@ int run_export(const ExportCliOptions& o) {
         "'tierflow export' needs -o: a file ('-' for standard output) or a folder");
   }
   const exporter::Format& format = exporter::find_format(o.format);
+  // A flag the format does not read would be ignored without a word.
+  if (o.inline_workload && format.name != "plan-json") {
+    throw InputError::at(SourcePos{"--inline-workload"},
+                         "plan-json embeds the workload; {} does not read it: it would be ignored",
+                         format.name);
+  }
+  if (!o.stem.empty() && format.name != "chakra") {
+    throw InputError::at(SourcePos{"--stem"},
+                         "chakra names its traces by it; {} does not: it would be ignored",
+                         format.name);
+  }
+  if (o.on_full_option != nullptr && o.on_full_option->count() > 0 &&
+      format.sim == exporter::SimNeed::kNone) {
+    throw InputError::at(SourcePos{"--on-full"},
+                         "{} is not simulated, so no tier fills: it would be ignored", format.name);
+  }
   // A simulated format leaves the rules to the simulator, which says when a broken step is
   // reached; plan-json is not simulated and verifies the plan as it reads it.
   const LoadedPlan lp = read_plan(o.plan, /*verify=*/format.sim == exporter::SimNeed::kNone);
@@ -78,9 +95,10 @@ void add_export_command(CLI::App& app) {
   cmd->add_option("-o,--output", o->output,
                   "where to write: a file ('-' = standard output), or a folder for chakra");
   add_plan_topology_flags(cmd, o->hw, o->sets);
-  cmd->add_option("--on-full", o->on_full,
-                  "when a tier is full: fail (the default: an error naming the step) or wait")
-      ->check(CLI::IsMember({"fail", "wait"}));
+  o->on_full_option =
+      cmd->add_option("--on-full", o->on_full,
+                      "when a tier is full: fail (the default: an error naming the step) or wait")
+          ->check(CLI::IsMember({"fail", "wait"}));
   cmd->add_flag("--inline-workload", o->inline_workload,
                 "plan-json: embed the workload instead of referencing its file");
   cmd->add_option("--stem", o->stem,

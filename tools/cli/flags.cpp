@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <map>
+#include <memory>
 #include <tuple>
 
 #include "core/diagnostics.h"
@@ -52,6 +54,20 @@ const CLI::Validator kPassName(
     },
     "PASS");
 
+CLI::Validator once_per_path() {
+  auto seen = std::make_shared<std::map<std::string, std::string>>();
+  return {[seen](std::string& text) -> std::string {
+            const auto eq = text.find('=');
+            if (eq == std::string::npos) return {};  // the loader names the form
+            const std::string path = text.substr(0, eq);
+            const auto [it, fresh] = seen->emplace(path, text.substr(eq + 1));
+            if (fresh) return {};
+            return fmt::format("'{}' given twice ({}, then {}): the last would win unnoticed", path,
+                               it->second, text.substr(eq + 1));
+          },
+          "PATH=VALUE"};
+}
+
 CLI::Validator count_up_to(int64_t most) {
   return {[most](std::string& text) -> std::string {
             const ParseResult<int64_t> r = parse_count(text);
@@ -91,6 +107,16 @@ traces::GenOptions GenFlags::options() const {
   if (!g.routing_trace.empty() && (routing_option == nullptr || routing_option->count() == 0)) {
     g.routing = traces::Routing::kSeeded;
   }
+  // The seed seeds the seeded router only.
+  if (given(seed_option) && !g.routing_trace.empty()) {
+    throw InputError::at(SourcePos{"--seed"},
+                         "a routing trace's picks are given, not drawn: it would be ignored");
+  }
+  if (given(seed_option) && g.routing == traces::Routing::kExpected) {
+    throw InputError::at(SourcePos{"--seed"},
+                         "it seeds the seeded router, and --routing expected runs none: it "
+                         "would be ignored");
+  }
   // A flag the phase does not read would be ignored without a word.
   const bool decode = g.phase == traces::Phase::kDecode;
   for (const auto& [option, flag, used] :
@@ -105,6 +131,21 @@ traces::GenOptions GenFlags::options() const {
                  : "prefill and training take --seq (tokens per sequence)");
   }
   return g;
+}
+
+void GenFlags::check_routing_flags(const traces::Arch& arch) const {
+  if (arch.experts > 0) return;
+  for (const auto& [flag, set] :
+       {std::pair{"--routing", given(routing_option)}, std::pair{"--seed", given(seed_option)},
+        std::pair{"--routing-skew", gen.routing_skew != 0},
+        std::pair{"--routing-repeat", gen.routing_repeat != 0},
+        std::pair{"--routing-trace", !gen.routing_trace.empty()}}) {
+    if (!set) continue;
+    throw InputError::at(SourcePos{flag},
+                         "{} has no routed experts (a dense model): the router's settings would "
+                         "be ignored",
+                         arch.name);
+  }
 }
 
 void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
@@ -171,15 +212,16 @@ void add_gen_flags(CLI::App* cmd, GenFlags& f, bool routing_modes) {
         ->check(CLI::IsMember(words(traces::kRoutingNames)))
         ->capture_default_str();
   }
-  cmd->add_option("--seed", f.gen.seed, "seed of the seeded router")
-      ->transform(
-          count_of(f.gen.seed))  // -1 became 2^64 - 1; the fields (Python, sweeps) refuse it too
-      ->capture_default_str();
+  f.seed_option =
+      cmd->add_option("--seed", f.gen.seed, "seed of the seeded router")
+          ->transform(count_of(
+              f.gen.seed))  // -1 became 2^64 - 1; the fields (Python, sweeps) refuse it too
+          ->capture_default_str();
   cmd->add_option("--routing-skew", f.gen.routing_skew,
                   "seeded router: expert popularity falls as 1 / rank^S (0: uniform)");
   cmd->add_option("--micro-batches", f.gen.micro_batches,
-                  "decode: run the batch as N micro-batches in FlexGen's zig-zag block schedule "
-                  "(each layer for every micro-batch in turn)")
+                  "decode and prefill: run the batch as N micro-batches in FlexGen's zig-zag "
+                  "block schedule (each layer for every micro-batch in turn)")
       ->transform(count_of(f.gen.micro_batches))
       ->capture_default_str();
   cmd->add_option("--routing-trace", f.gen.routing_trace,
@@ -196,7 +238,8 @@ void add_target_flags(CLI::App* cmd, ScenarioFlags& f) {
   cmd->add_option("--hw", f.hw,
                   "topology: a shipped name (e.g. rtx4090-workstation) or a YAML file "
                   "(default: h100-sxm-8gpu)");
-  cmd->add_option("--set", f.sets, "override a topology field: PATH=VALUE (repeatable)");
+  cmd->add_option("--set", f.sets, "override a topology field: PATH=VALUE (repeatable)")
+      ->check(once_per_path());
   cmd->add_option("--device", f.device, "device class (default: the first)");
   cmd->add_option("--devices", f.devices,
                   "programs, one per device: 1 (the default of every command), N, or 0 for every "
@@ -231,7 +274,8 @@ void add_workload_flags(CLI::App* cmd, ScenarioFlags& f) {
                 "except those that are (or look like) fields known to change counts")
       ->needs(hf);
   const size_t before = cmd->get_options().size();
-  cmd->add_option("--model-set", f.model_sets, "override a model field: KEY=VALUE (repeatable)");
+  cmd->add_option("--model-set", f.model_sets, "override a model field: KEY=VALUE (repeatable)")
+      ->check(once_per_path());
   add_gen_flags(cmd, f.gen, /*routing_modes=*/true);
   // A workload file holds its own shape: the generator's options with it were ignored.
   const std::vector<CLI::Option*> options = cmd->get_options();
@@ -319,20 +363,24 @@ void add_plan_topology_flags(CLI::App* cmd, std::string& hw, std::vector<std::st
   cmd->add_option(
       "--hw", hw,
       "topology: a shipped name or a YAML file (default: the file the plan references)");
-  cmd->add_option("--set", sets,
-                  "override a topology field: PATH=VALUE (repeatable; after those the plan records)");
+  cmd->add_option(
+         "--set", sets,
+         "override a topology field: PATH=VALUE (repeatable; after those the plan records)")
+      ->check(once_per_path());
 }
 
 void add_serve_setting_flags(CLI::App* cmd, study::ServeSettings& s) {
   cmd->add_option("--hw", s.hw, "topology YAML or shipped name (default h100-sxm-8gpu)");
-  cmd->add_option("--set", s.sets, "override a topology field: PATH=VALUE (repeatable)");
+  cmd->add_option("--set", s.sets, "override a topology field: PATH=VALUE (repeatable)")
+      ->check(once_per_path());
   cmd->add_option("--nodes", s.nodes,
                   "copies of the topology serving together, each a node of its hosts "
                   "(default 1); replicas fill them in turn")
       ->transform(count_of(s.nodes));
   cmd->add_option("--model", s.model.model, model_flag_help());
   cmd->add_option("--hf-config", s.model.hf_config, "a Hugging Face config.json instead");
-  cmd->add_option("--model-set", s.model.model_sets, "override a model field: KEY=VALUE");
+  cmd->add_option("--model-set", s.model.model_sets, "override a model field: KEY=VALUE")
+      ->check(once_per_path());
   auto* trace = cmd->add_option("--trace", s.trace, "request trace: Mooncake JSONL or Azure CSV");
   cmd->add_option("--arrivals", s.arrivals,
                   "generate requests instead: poisson|gamma,rate=R/s,n=N,prompt=...,output=... "

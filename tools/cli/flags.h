@@ -45,6 +45,9 @@ CLI::Validator count_of(const T& /*target*/) {
 extern const CLI::Validator kMilliseconds;
 /// The name of a planner pass (planner::registered_passes()), with "did you mean".
 extern const CLI::Validator kPassName;
+/// A repeatable PATH=VALUE option (--set, --model-set): each PATH at most once, as the last
+/// would win unnoticed. Each call makes a validator with its own record of the paths seen.
+CLI::Validator once_per_path();
 
 /// Generator parameters as flags (trace gen, compare, whatif).
 struct GenFlags {
@@ -60,12 +63,16 @@ struct GenFlags {
   CLI::Option* seq_option = nullptr;
   CLI::Option* tokens_option = nullptr;
   CLI::Option* checkpoint_option = nullptr;
+  CLI::Option* seed_option = nullptr;
   std::string expert_cache;  ///< study commands: --expert-cache (empty: none)
 
   /// The options with the words parsed (CLI11 checked them already). InputError at a flag
   /// the phase would ignore (--seq in decode, --context or --tokens in prefill and training,
   /// --checkpoint outside training).
   [[nodiscard]] traces::GenOptions options() const;
+  /// InputError at a routing flag given for a model with no routed experts (`arch`), which
+  /// would be ignored.
+  void check_routing_flags(const traces::Arch& arch) const;
   /// Whether `o` (one of the options above; null: not added) was given.
   static bool given(const CLI::Option* o) { return o != nullptr && o->count() > 0; }
 };

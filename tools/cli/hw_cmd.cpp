@@ -31,6 +31,7 @@ struct HwOptions {
 void add_set_option(CLI::App* cmd, HwOptions& o) {
   cmd->add_option("--set", o.sets,
                   "override a field: PATH=VALUE, e.g. tiers.ddr.capacity=2TiB (repeatable)")
+      ->check(once_per_path())
       ->type_name("PATH=VALUE")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <regex>
 
 #include "core/diagnostics.h"
 #include "core/huge_pages.h"
@@ -146,7 +147,28 @@ std::string parse_error_text(CLI::App& app, const CLI::ParseError& e) {
                              : hint);
     }
   }
-  return e.what();
+  // CLI11's words for a value outside a set ("--phase: Decode not in {prefill,decode,train}")
+  // and for a number it could not read ("Could not convert: --threads = -1"): said as the
+  // project's own checks say them, with the nearest word.
+  const std::string what = e.what();
+  static const std::regex not_in(R"(^(-[-\w]+): (.*) not in \{(.*)\}$)");
+  static const std::regex convert(R"(^Could not convert: (-[-\w]+) = (.*)$)");
+  std::smatch m;
+  if (std::regex_match(what, m, not_in)) {
+    std::vector<std::string> words;
+    std::string list = m[3].str();
+    for (size_t from = 0; from <= list.size();) {
+      const size_t comma = std::min(list.find(',', from), list.size());
+      words.push_back(list.substr(from, comma - from));
+      from = comma + 1;
+    }
+    return fmt::format("{}: expected one of {}, got '{}'{}", m[1].str(), fmt::join(words, ", "),
+                       m[2].str(), did_you_mean(m[2].str(), words));
+  }
+  if (std::regex_match(what, m, convert)) {
+    return fmt::format("{}: expected a whole number from 0, got '{}'", m[1].str(), m[2].str());
+  }
+  return what;
 }
 
 int run(int argc, char** argv) {

@@ -8,6 +8,7 @@
 #include "core/plan_json.h"
 #include "core/sha256.h"
 #include "core/workload_json.h"
+#include "hw_models/bind.h"
 #include "hw_models/loader.h"
 #include "planner/planner.h"
 #include "planner/print.h"
@@ -51,6 +52,8 @@ int run_plan(const PlanCliOptions& o) {
                  plan ? planner::plan_text(*plan, w) : planner::runs_text(s));
     };
   }
+  // Before planning, not after (bind refuses the plan the same way).
+  study::check_tp_group(topo, req.target, hw::workload_tp(w), &w, o.workload);
   study::SimEvaluator eval(w, topo);
   req.evaluator = &eval;
   const std::vector<OpKind> on_host = study::host_ops(topo, o.f.on_host);

@@ -44,6 +44,7 @@ int run_gen(TraceOptions& o) {
   check_outputs({{"-o", o.output}});
   study::Scenario s;
   s.workload.gen = o.gen.options();
+  o.gen.check_routing_flags(arch);
   if (o.gen.context_option->count() == 0) study::cut_default_context(s, arch);
   if (const std::string n = study::context_note(s, arch.name); !n.empty()) {
     fmt::print(stderr, "note: {}\n", n);
@@ -103,6 +104,7 @@ void add_trace_commands(CLI::App& app) {
       ->needs(hf);
   add_gen_flags(gen, o->gen);
   gen->add_option("--set", o->sets, "override a model field: KEY=VALUE (repeatable)")
+      ->check(once_per_path())
       ->type_name("KEY=VALUE")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

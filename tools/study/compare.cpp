@@ -23,7 +23,7 @@ Comparison compare(Study& study, const Scenario& base, std::vector<std::string> 
   if (policies.empty()) {
     for (const planner::Policy& p : planner::policies()) policies.emplace_back(p.name);
   }
-  for (const std::string& name : policies) check_policy(name, source);
+  check_policies(policies, source);
   Comparison c;
   c.reference_ps = study.unlimited_latency(base);
   auto keep = [&](Trial t, std::string label, std::string stem, bool oracle) {

@@ -540,7 +540,8 @@ ServeSetup prepare_serve(const ServeSettings& s, ServeTraceCache* traces) {
                                        {"swap_space", !s.swap_space.empty()},
                                        {"swap_tier", !s.swap_tier.empty()},
                                        {"load", s.load != "layered"},
-                                       {"spec_tokens", s.engine.spec.tokens != 0}}) {
+                                       {"spec_tokens", s.engine.spec.tokens != 0},
+                                       {"decode_router", !s.decode_router.empty()}}) {
       if (given) {
         throw InputError::at(SourcePos{name(field)},
                              "has no effect with {}, which replays the cache alone (no time, "

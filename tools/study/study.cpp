@@ -27,6 +27,30 @@
 #include "traces/hf_import.h"
 
 namespace tierflow::study {
+
+void check_tp_group(const hw::Topology& topo, const planner::Target& target, int64_t tp,
+                    const Workload* file, const std::string& source) {
+  if (tp > 1) {
+    const hw::Fabric fabric(topo);
+    for (int d = 0; d < fabric.devices(); ++d) {
+      if (fabric.device_class(d) != target.device_class ||
+          fabric.device_index(d) >= static_cast<int>(target.devices)) {
+        continue;
+      }
+      const auto why = hw::tp_group_problem(fabric, target.device_tier, d, tp);
+      if (!why) continue;
+      if (file != nullptr) {
+        throw InputError::at(SourcePos{source},
+                             "the workload is one shard of tensor parallelism {}: {}", tp, *why);
+      }
+      throw InputError::at(SourcePos{source}, "TP {}: {}", tp, *why);
+    }
+  } else if (file != nullptr) {
+    if (auto why = hw::collective_problem(topo, target.device_tier, *file)) {
+      throw InputError::at(SourcePos{source}, "{}", *why);
+    }
+  }
+}
 namespace {
 
 // "No limit" for a device tier: 1 PiB per device, the largest tensor the format allows,
@@ -576,26 +600,8 @@ Trial Study::run(const Scenario& s) {
   const std::shared_ptr<const Workload> from_file =
       s.workload.file.empty() ? nullptr : workload(s, s.workload.gen);
   const bool file = from_file != nullptr;
-  if (const int64_t tp = file ? hw::workload_tp(*from_file) : s.workload.gen.tp; tp > 1) {
-    const hw::Fabric fabric(*topo);
-    for (int d = 0; d < fabric.devices(); ++d) {
-      if (fabric.device_class(d) != target.device_class ||
-          fabric.device_index(d) >= static_cast<int>(target.devices)) {
-        continue;
-      }
-      const auto why = hw::tp_group_problem(fabric, target.device_tier, d, tp);
-      if (!why) continue;
-      if (file) {
-        throw InputError::at(SourcePos{s.workload.file},
-                             "the workload is one shard of tensor parallelism {}: {}", tp, *why);
-      }
-      throw InputError::at(SourcePos{s.name("tp")}, "TP {}: {}", tp, *why);
-    }
-  } else if (file) {
-    if (auto why = hw::collective_problem(*topo, target.device_tier, *from_file)) {
-      throw InputError::at(SourcePos{s.workload.file}, "{}", *why);
-    }
-  }
+  check_tp_group(*topo, target, file ? hw::workload_tp(*from_file) : s.workload.gen.tp,
+                 from_file.get(), file ? s.workload.file : s.name("tp"));
   t.device_tier = topo->tiers[target.device_tier].id;
   t.budget = planner::resolved(*topo, target).budget;
 

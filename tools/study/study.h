@@ -103,6 +103,12 @@ planner::PlanOutcome plan_for(const Workload& w, const hw::Topology& topo, plann
 /// CPU, before planning.
 std::vector<OpKind> host_ops(const hw::Topology& topo, std::string_view text,
                              std::string_view source = "--on-host");
+/// Before planning: a shard of tensor parallelism `tp` (the workload `file`'s, or a
+/// generated one's when `file` is null) must run beside its peers on `target`'s devices, and
+/// a file's collectives need a peer route (what bind refuses later). InputError at `source`
+/// (the file, or the tp flag).
+void check_tp_group(const hw::Topology& topo, const planner::Target& target, int64_t tp,
+                    const Workload* file, const std::string& source);
 
 /// Request-level metrics (scenario.request).
 struct RequestMetrics {

@@ -194,6 +194,18 @@ void check_policy(const std::string& name, std::string_view source) {
                        planner::unknown_policy_hint(name));
 }
 
+void check_policies(const std::vector<std::string>& names, std::string_view source) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    check_policy(names[i], source);
+    for (size_t j = 0; j < i; ++j) {
+      if (names[j] == names[i]) {
+        throw InputError::at(SourcePos{std::string(source)}, "'{}' given twice: it would run twice",
+                             names[i]);
+      }
+    }
+  }
+}
+
 planner::PlanRequest plan_request(const hw::Topology& topo, const PlanSettings& s, bool cli) {
   const auto name = [cli](std::string_view field) { return option_name(field, cli); };
   planner::PlanRequest req;

@@ -57,6 +57,8 @@ std::vector<planner::Pin> parse_pins(const std::vector<std::string>& pins, const
 
 /// Throws InputError at `source` unless `name` is a policy, with the nearest one.
 void check_policy(const std::string& name, std::string_view source);
+/// check_policy of each, and none named twice (it would run twice).
+void check_policies(const std::vector<std::string>& names, std::string_view source);
 
 /// What a user asks of one plan, as given (`tierflow plan` flags, `tierflow.plan()`
 /// arguments).

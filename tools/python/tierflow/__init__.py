@@ -289,6 +289,12 @@ def generate(model=None, phase="decode", batch=1, seq=None, context=None, tokens
         routing = "expected" if routing_trace is None else "seeded"
     if routing not in ("expected", "seeded"):  # as trace gen --routing takes it
         raise _input_error("routing", f"'{routing}' is not one of expected, seeded")
+    if routing_trace is not None and seed != 1:  # as trace gen refuses --seed
+        raise _input_error("seed", "a routing trace's picks are given, not drawn: it would be "
+                           "ignored")
+    if routing == "expected" and seed != 1:
+        raise _input_error("seed", "it seeds the seeded router, and routing='expected' runs "
+                           "none: it would be ignored")
     fields = [("hf_config", _text(hf_config, "hf_config")) if hf_config is not None
               else ("model", _text(DEFAULT_MODEL if model is None else model, "model"))]
     for item in _strings(model_set, "model_set"):
