@@ -239,6 +239,7 @@ Route walk_pin(const Topology& t, const RoutePin& pin, size_t from, size_t to) {
   };
   Route r{from, to, {}, {}, {}, {}, {}, {}, true};
   Vertex v{false, from};
+  std::vector<std::pair<size_t, bool>> crossed;  ///< by via item: the link and its way
   for (size_t i = 0; i < pin.via.size(); ++i) {
     const SourcePos pos = pin.origins.item_pos("via", i);
     const auto li = t.link_index(pin.via[i]);
@@ -272,6 +273,18 @@ Route walk_pin(const Topology& t, const RoutePin& pin, size_t from, size_t to) {
                            "at '{}'",
                            pin.from, pin.to, l.id, l.endpoints[0], l.endpoints[1], vertex_id(t, v));
     }
+    // The same link the same way twice goes round a loop: its setup and its share of the
+    // link counted twice for nothing (a peer route may cross a link back: out to a switch
+    // and back).
+    for (size_t j = 0; j < i; ++j) {
+      if (crossed[j] != std::pair{*li, forward}) continue;
+      throw InputError::at(pos,
+                           "route {} -> {}: link '{}' is crossed from '{}' to '{}' again (as "
+                           "item {} of via): a route goes round no loop",
+                           pin.from, pin.to, l.id, forward ? l.endpoints[0] : l.endpoints[1],
+                           forward ? l.endpoints[1] : l.endpoints[0], j + 1);
+    }
+    crossed.emplace_back(*li, forward);
     v = forward ? b : a;
     r.steps.push_back(Step{v, static_cast<int>(*li), forward});
   }

@@ -77,6 +77,13 @@ PlanState::PlanState(const Workload& work, const hw::Topology& t, Target tgt)
   tier_used.assign(t.tiers.size(), 0);
 }
 
+namespace {
+/// Below these a device's rate is out of any real device's range (a typo of a unit): 1
+/// MFLOP/s and 1 MB/s.
+constexpr double kLeastPlausibleFlopRate = 1e6;
+constexpr double kLeastPlausibleBandwidth = 1e6;
+}  // namespace
+
 const Costs& PlanState::ensure_costs() {
   if (costs) return *costs;
   Costs c;
@@ -96,6 +103,31 @@ const Costs& PlanState::ensure_costs() {
     c.start_ps[i + 1] = saturating_add_ps(c.start_ps[i], c.op_ps[order[i]]);
     if (c.start_ps[i + 1] > kMaxSimTimePs) {
       const uint32_t o = order[i];
+      // A device setting far out of any real device's range is the topology's fault, named
+      // where it is written.
+      const hw::Device& dev = topo.devices[target.device_class];
+      const hw::Tier& local = topo.tiers[target.device_tier];
+      const std::string peak_key = fmt::format("peak.{}", name_of(w.ops[o].dtype));
+      const auto blame = [&](std::string_view what, const SourcePos& at, std::string value) {
+        throw InputError::at(at,
+                             "{} {} is implausible: the ops alone would run past the "
+                             "simulator's time limit of {} on '{}' (op {} '{}' takes {})",
+                             what, value, to_string_approx(Duration{kMaxSimTimePs}), dev.id, o,
+                             w.ops[o].name, to_string_approx(Duration{c.op_ps[o]}));
+      };
+      if (dev.launch_overhead.ps > kPsPerS) {
+        blame("launch_overhead", dev.origins.pos_of("launch_overhead"),
+              to_string_approx(dev.launch_overhead));
+      }
+      if (w.ops[o].flops > 0 &&
+          dev.peak[static_cast<size_t>(w.ops[o].dtype)].flop_per_s < kLeastPlausibleFlopRate) {
+        blame(peak_key, dev.origins.pos_of(peak_key),
+              to_string(dev.peak[static_cast<size_t>(w.ops[o].dtype)]));
+      }
+      if (w.ops[o].bytes > 0 && local.read_bandwidth.bytes_per_s < kLeastPlausibleBandwidth) {
+        blame(fmt::format("tier '{}' read_bandwidth", local.id),
+              local.origins.pos_of("read_bandwidth"), to_string(local.read_bandwidth));
+      }
       throw InputError::at(SourcePos{"--workload"},
                            "the ops alone would run past the simulator's time limit of {} on "
                            "'{}' (op {} '{}' takes {}): the workload's FLOPs or bytes are "

@@ -1419,6 +1419,16 @@ hostile stop65/enum-on-full 2 "--on-full: expected one of fail, wait, got 'wiat'
 hostile stop65/threads-negative 2 "--threads: expected a whole number from 0, got '-1'" --out "$d/x.json" -- \
   "$tf" plan --hw "$d/topo.yaml" --workload "$d/w.json" --threads -1 -o "$d/x.json"
 
+# A pinned route that crossed one link the same way twice (a loop) was accepted, its
+# setup counted thrice; a device rate far out of range was blamed on the workload.
+sed 's|  - {from: gddr, to: ssd, via: \[gpu-pcie, nvme-link\]}|  - {from: gddr, to: ssd, via: [gpu-pcie, gpu-pcie, gpu-pcie, nvme-link]}|' \
+  configs/hw/rtx4090-workstation.yaml >"$d/loop.yaml"
+hostile stop65/route-pin-loop 2 "loop.yaml:147:53: route gddr -> ssd: link 'gpu-pcie' is crossed from 'gddr' to 'rc' again (as item 1 of via)" -- \
+  "$tf" hw validate "$d/loop.yaml"
+sed 's|launch_overhead: {value: 5us|launch_overhead: {value: 1000000s|' configs/hw/rtx4090-workstation.yaml >"$d/launch.yaml"
+hostile stop65/device-launch-implausible 2 "launch.yaml:73:30: launch_overhead 1000000s is implausible" --out "$d/x.json" -- \
+  "$tf" plan --hw "$d/launch.yaml" --workload "$d/w.json" -o "$d/x.json"
+
 signal_case() {
   local name=signal/sim-timeline-sigterm
   selected "$name" || return 0
