@@ -331,8 +331,10 @@ uint64_t max_input_bytes() {
     // A plain byte count, as the name says, or a size with its unit.
     uint64_t count = 0;
     if (const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), count);
-        ec == std::errc() && end == text.data() + text.size() && count > 0) {
-      return count;
+        ec == std::errc() && end == text.data() + text.size()) {
+      if (count > 0) return count;
+      throw InputError(SourcePos{"TIERFLOW_MAX_INPUT_BYTES"},
+                       "expected a size above 0 such as 8GiB or 100 (bytes), got '0'");
     }
     const auto r = parse_bytes(text);
     if (!r.ok() || r.value.value == 0) {

@@ -347,8 +347,8 @@ std::optional<SizeIssue> size_issue(const Tensor& t) {
 
 std::optional<SizeIssue> size_issue(const Op& op) {
   if (!(op.flops <= kMaxOpFlops)) {  // NaN too
-    return SizeIssue{"flops", fmt::format("{:g} FLOPs is absurd for one op (limit {:g})", op.flops,
-                                          kMaxOpFlops)};
+    return SizeIssue{
+        "flops", fmt::format("{} FLOPs is absurd for one op (limit {:g})", op.flops, kMaxOpFlops)};
   }
   for (const auto& [field, bytes] : {std::pair{"bytes", op.bytes}, {"collective_bytes", op.collective_bytes}}) {
     if (bytes > kMaxTensorBytes) {

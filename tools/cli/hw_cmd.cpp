@@ -44,8 +44,8 @@ int run_validate(const HwOptions& o) {
     try {
       const hw::Topology t = hw::load_topology(study::find_topology(f, f), lo);
       if (!o.quiet) {
-        fmt::print("ok: {}: {} ({} devices, {} tiers, {} links)\n", f, t.name, t.total_devices(),
-                   t.tiers.size(), t.links.size());
+        fmt::print("ok: {}: {} ({} device{}, {} tiers, {} links)\n", f, t.name, t.total_devices(),
+                   t.total_devices() == 1 ? "" : "s", t.tiers.size(), t.links.size());
       }
     } catch (const InputError& e) {
       print_error(e);

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <new>
 #include <regex>
 
@@ -134,8 +135,31 @@ std::string parse_error_text(CLI::App& app, const CLI::ParseError& e) {
   for (const std::string& word : extra) {
     if (word.size() > 1 && word[0] == '-') {
       const std::string flag = word.substr(0, word.find('='));
-      return fmt::format("unknown option '{}' for '{}'{}", flag, where,
-                         did_you_mean(flag, options));
+      std::string hint = did_you_mean(flag, options);
+      if (hint.empty()) {
+        // An option of other commands: which take it ('tierflow plan --model': trace gen,
+        // compare, whatif and serve do).
+        std::vector<std::string> takers;
+        const std::function<void(CLI::App*)> walk = [&](CLI::App* a) {
+          for (CLI::App* sub : a->get_subcommands([](CLI::App*) { return true; })) {
+            if (sub != at) {
+              for (const CLI::Option* opt : sub->get_options()) {
+                const auto& ln = opt->get_lnames();
+                if (std::ranges::find(ln, flag.substr(2)) != ln.end() && flag.starts_with("--")) {
+                  takers.push_back("'" + command_path(sub) + "'");
+                  break;
+                }
+              }
+            }
+            walk(sub);
+          }
+        };
+        walk(&app);
+        if (!takers.empty()) {
+          hint = fmt::format(" (it is an option of {})", fmt::join(takers, ", "));
+        }
+      }
+      return fmt::format("unknown option '{}' for '{}'{}", flag, where, hint);
     }
   }
   if (!extra.empty()) {

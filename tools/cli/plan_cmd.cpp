@@ -143,8 +143,9 @@ void add_plan_commands(CLI::App& app) {
       throw InputError::at(SourcePos{*file}, "{}", why);
     size_t steps = 0;
     for (const Program& prog : p.plan.programs) steps += prog.steps.size();
-    fmt::print("ok: {}: {} programs, {} steps over {} ops and {} tensors\n", *file,
-               p.plan.programs.size(), steps, p.workload.ops.size(), p.workload.tensors.size());
+    fmt::print("ok: {}: {} program{}, {} steps over {} ops and {} tensors\n", *file,
+               p.plan.programs.size(), p.plan.programs.size() == 1 ? "" : "s", steps,
+               p.workload.ops.size(), p.workload.tensors.size());
     throw CommandResult(0);
   });
 }

@@ -85,7 +85,8 @@ void add_replay_command(CLI::App& app) {
                   "1x); cuda: 1 only");
   cmd->add_option("--memory-limit", o->settings.memory_limit,
                   "most memory the arenas may take; larger plans replay with sizes divided by "
-                  "a power of two (default cpu: 1GiB; cuda: the GPU's free memory less 1 GiB, "
+                  "a power of two (not with --copy native, which copies real sizes only) "
+                  "(default cpu: 1GiB; cuda: the GPU's free memory less 1 GiB, "
                   "2 GiB with --compute gemm, plus the available host memory less an eighth, "
                   "at least 4 GiB; the report says which it chose)");
   cmd->add_option("--compute", o->settings.compute,

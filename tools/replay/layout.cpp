@@ -134,8 +134,9 @@ std::optional<ReplayError> build_layout(const hw::BoundPlan& b, uint64_t memory_
       if (max_shift == 0) {
         return topology_error(
             -1, fmt::format("the plan's arenas need {} at their real sizes, more than the "
-                            "backend's {}; this backend copies real sizes only (raise the "
-                            "memory limit)",
+                            "backend's {}; this backend copies real sizes only (raise "
+                            "--memory-limit (Python: memory_limit), or replay with paced "
+                            "copies, which divide the sizes)",
                             to_string_approx(Bytes{total}), to_string_approx(Bytes{memory_limit})));
       }
       return topology_error(-1, fmt::format("the plan's arenas do not fit the backend's {} "

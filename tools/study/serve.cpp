@@ -141,10 +141,13 @@ std::vector<serve::KvTier> parse_kv_tiers(const std::string& text, std::string_v
     // Each of a tier's settings once: `ddr:back:through` would keep the last unnoticed.
     std::array<std::string, 4> given;  // capacity, policy, write mode, admission
     const auto once = [&](size_t what, const std::string& part) {
-      static constexpr std::array<std::string_view, 4> kWhat = {"capacity", "policy", "write mode",
-                                                                "admission"};
+      static constexpr std::array<std::string_view, 4> kWhat = {"capacities", "policies",
+                                                                "write modes", "admissions"};
       if (!given[what].empty()) {
-        throw refuse(fmt::format("tier '{}' has two {}s, '{}' and '{}'", k.tier, kWhat[what],
+        // A word that is none of them is said so below, not called a second capacity.
+        const bool capacity = part.ends_with('%') || parse_bytes(part).ok();
+        if (what == 0 && !capacity) return;
+        throw refuse(fmt::format("tier '{}' has two {}, '{}' and '{}'", k.tier, kWhat[what],
                                  given[what], part));
       }
       given[what] = part;
@@ -985,10 +988,21 @@ std::string serve_text(const ServeStudy& x) {
   if (const std::string p = preemption_text(r); !p.empty()) out += p + "\n";
   if (r.prefill_replicas > 0) out += handoff_text(x) + "\n";
   if (const std::string t = spec_run_text(r); !t.empty()) out += t + "\n";
-  out += "\n         p50        p90        p99        mean\n";
+  // Columns of 10, wider where a figure is (a queue of a minute is 60000.00ms).
+  std::vector<std::array<std::string, 4>> cells;
+  size_t width = 10;
   for (const ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
-    out += fmt::format("{:<6} {:>10} {:>10} {:>10} {:>10}\n", m->name, ms(m->percentile(50)),
-                       ms(m->percentile(90)), ms(m->percentile(99)), ms(m->mean));
+    cells.push_back(
+        {ms(m->percentile(50)), ms(m->percentile(90)), ms(m->percentile(99)), ms(m->mean)});
+    for (const std::string& c : cells.back()) width = std::max(width, c.size());
+  }
+  out += fmt::format("\n{:<6} {:>{}} {:>{}} {:>{}} {:>{}}\n", "", "p50", width, "p90", width, "p99",
+                     width, "mean", width);
+  size_t row = 0;
+  for (const ServeLatency* m : {&s.queue, &s.ttft, &s.tpot, &s.e2e}) {
+    const auto& c = cells[row++];
+    out += fmt::format("{:<6} {:>{}} {:>{}} {:>{}} {:>{}}\n", m->name, c[0], width, c[1], width,
+                       c[2], width, c[3], width);
   }
   out += fmt::format(
       "\nthroughput: {:.1f} input tokens/s, {:.1f} output tokens/s ({:.1f} per device of {}), "

@@ -308,6 +308,12 @@ ServeTarget parse_serve_target(const std::string& text, std::string_view source)
   if (!known) {
     throw refuse(fmt::format("unknown metric '{}'{}", t.metric, did_you_mean(t.metric, names)));
   }
+  // One bound a search: "p99-ttft=1s,p90-tpot=1ms" is two.
+  if (value.find(',') != std::string::npos && value.find('=') != std::string::npos) {
+    throw refuse(
+        "one bound at a time: a search meets one target (give the others as --slo, "
+        "which goodput counts)");
+  }
   const auto d = parse_duration(value);
   if (!d.ok() || d.value.ps <= 0) throw refuse("a latency bound is a duration such as 2s");
   t.bound = static_cast<double>(d.value.ps) / static_cast<double>(kPsPerS);
@@ -396,8 +402,27 @@ ServeAnswer find_serve(const ServeSettings& base, ServeSetup setup, const ServeA
   if (q == ServeQuestion::kMinCapacity) {
     for (size_t i = 0; i < tiers.size(); ++i) tier_index = tiers[i].tier == tier ? i : tier_index;
     if (tier_index == tiers.size()) {
-      throw InputError::at(SourcePos{name("find")}, "tier '{}' is not among {} ('{}'): add it",
-                           tier, name("kv_tiers"), base.kv_tiers);
+      const hw::Topology& topo = setup.topology;
+      std::vector<std::string> ids;
+      for (const hw::Tier& x : topo.tiers) ids.push_back(x.id);
+      if (!topo.tier_index(tier)) {
+        throw InputError::at(SourcePos{name("find")}, "min-capacity:{}: '{}' has no tier '{}'{}",
+                             tier, topo.name, tier, did_you_mean(tier, ids));
+      }
+      const std::string& device_tier =
+          topo.devices[topo.device_index(setup.engine.device).value_or(0)].local_tier;
+      if (tier == device_tier) {
+        throw InputError::at(SourcePos{name("find")},
+                             "min-capacity:{}: '{}' is the devices' own tier, which holds the "
+                             "weights and the KV pool; the search sizes a KV tier below it "
+                             "({}; give it in {})",
+                             tier, tier, name("kv_tiers"), name("kv_tiers"));
+      }
+      const std::string flag = name("kv_tiers");
+      throw InputError::at(SourcePos{name("find")}, "tier '{}' is not among {} ('{}'): add it ({})",
+                           tier, flag, base.kv_tiers,
+                           flag.starts_with("--") ? fmt::format("{} {}:1TB", flag, tier)
+                                                  : fmt::format("{}='{}:1TB'", flag, tier));
     }
   }
   // The probes write no timeline and record no series: the answer's run alone does, once
@@ -728,6 +753,30 @@ std::string serve_answer_text(const ServeAnswer& a) {
                                       static_cast<int64_t>(p.knob))
                         : knob_text(a, p.knob));
     width = std::max(width, knobs.back().size());
+  }
+  // Capacities a bisection tells apart by less than three digits show: exact, in bytes.
+  for (size_t i = 0; i < knobs.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (knobs[i] != knobs[j] || a.probes[i].knob == a.probes[j].knob) continue;
+      if (a.question != ServeQuestion::kMinCapacity) continue;
+      // In GiB, with the fewest decimals that tell every two apart.
+      for (int digits = 1; digits <= 9; ++digits) {
+        for (size_t k = 0; k < knobs.size(); ++k) {
+          knobs[k] =
+              fmt::format("{:.{}f}GiB", a.probes[k].knob / double(uint64_t{1} << 30), digits);
+        }
+        bool apart = true;
+        for (size_t x = 0; x < knobs.size() && apart; ++x) {
+          for (size_t y = 0; y < x && apart; ++y) {
+            apart = knobs[x] != knobs[y] || a.probes[x].knob == a.probes[y].knob;
+          }
+        }
+        if (apart) break;
+      }
+      for (const std::string& k : knobs) width = std::max(width, k.size());
+      i = knobs.size();
+      break;
+    }
   }
   for (size_t i = 0; i < a.probes.size(); ++i) {
     const ServeProbe& p = a.probes[i];

@@ -36,7 +36,7 @@ std::string answer_text(const Answer& a, const WhatIfOptions& w) {
   if (a.question == Question::kUpgrade) {
     if (!a.found) return fmt::format("answer     none: {}\n", a.binding);
     out += fmt::format("baseline   {}\nbinding    {}\n", trial_line(*a.trial), a.binding);
-    Table t({"upgrade", "+25%", "2x", "set (2x)"},
+    Table t({"upgrade", "+25%", "2x", "2x as --vary writes it"},
             {Table::Align::kLeft, Table::Align::kRight, Table::Align::kRight, Table::Align::kLeft});
     for (const auto& u : a.upgrades) {
       t.add_row({u.what, fmt::format("{:+.1f}%", -100 * u.gain[0]),
@@ -141,6 +141,22 @@ std::string whatif_text(const WhatIfOptions& o, const Scenario& base, const hw::
     }
     text += '\n';
     text += t.render();
+    // Each answer's note (a default context cut, ...): once when every point says the same.
+    std::vector<std::string> notes;
+    for (size_t i = 0; i < answers.size(); ++i) {
+      if (answers[i].note.empty()) continue;
+      std::vector<std::string> point;
+      for (size_t k = 0; k < axes.size(); ++k) point.push_back(axes[k].path + "=" + values[i][k]);
+      notes.push_back(fmt::format("{}: {}", fmt::join(point, " "), answers[i].note));
+    }
+    const bool same = !notes.empty() && notes.size() == answers.size() &&
+                      std::ranges::all_of(
+                          answers, [&](const Answer& a) { return a.note == answers.front().note; });
+    if (same) {
+      text += fmt::format("\nnote       {} (every point)\n", answers.front().note);
+    } else {
+      for (const std::string& n : notes) text += fmt::format("note       {}\n", n);
+    }
   }
   return text;
 }

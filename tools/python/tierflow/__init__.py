@@ -116,6 +116,8 @@ def _bytes(value, name):
     if isinstance(value, int):
         return f"{value}B"
     if isinstance(value, str):
+        if not value.strip():  # "" would read as no value, the default, unnoticed
+            raise _input_error(name, "an empty value; leave the argument out for its default")
         return value
     raise TypeError(f"{name}: expected bytes as an int or a str such as '40GiB', not {type(value).__name__}")
 

@@ -13,7 +13,7 @@ from .workload import Workload, dedup, to_document
 # meta.source of every document. It names the script the exporter was before it became
 # this package, and stays so that an export is byte-identical to earlier exports of the
 # same model with the same flags.
-SOURCE = "tools/torch_export.py"
+SOURCE = "python3 -m tierflow_export"
 
 
 class Traced:
