@@ -1429,6 +1429,22 @@ sed 's|launch_overhead: {value: 5us|launch_overhead: {value: 1000000s|' configs/
 hostile stop65/device-launch-implausible 2 "launch.yaml:73:30: launch_overhead 1000000s is implausible" --out "$d/x.json" -- \
   "$tf" plan --hw "$d/launch.yaml" --workload "$d/w.json" -o "$d/x.json"
 
+# Messages that pointed elsewhere: a stray word after a KV tier's capacity was "a second
+# capacity"; min-capacity of the device tier said to add it to --kv-tiers, which refuses
+# it; two bounds in --target were "not a duration"; an option of other commands said
+# nothing of them.
+arr=(--arrivals poisson,rate=1/s,n=4,prompt=fixed:512,output=fixed:8)
+hostile stop65/kv-tier-stray-word 2 "'extra' is neither a capacity (512GiB, 25%), a policy" -- \
+  "$tf" serve --model llama-3-8b "${arr[@]}" --kv-tiers ddr:1TB:lru:extra
+hostile stop65/min-capacity-device-tier 2 "--find: min-capacity:hbm: 'hbm' is the devices' own tier" -- \
+  "$tf" serve --model llama-3-8b "${arr[@]}" --find min-capacity:hbm --target hit=5%
+hostile stop65/min-capacity-no-tier 2 "--find: min-capacity:dram: 'h100-sxm-8gpu' has no tier 'dram'" -- \
+  "$tf" serve --model llama-3-8b "${arr[@]}" --find min-capacity:dram --target hit=5%
+hostile stop65/target-two-bounds 2 "one bound at a time" -- \
+  "$tf" serve --model llama-3-8b "${arr[@]}" --kv-tiers ddr:1TB --find min-capacity:ddr --target p99-ttft=1s,p90-tpot=1ms
+hostile stop65/option-of-other-commands 2 "unknown option '--model' for 'tierflow plan' (it is an option of 'tierflow trace gen'" -- \
+  "$tf" plan --model llama-3-8b
+
 signal_case() {
   local name=signal/sim-timeline-sigterm
   selected "$name" || return 0

@@ -38,6 +38,9 @@ check min-memory-plan-sim 0 "$tf" sim --plan "$tmp/answer.json"
 # --vary: a table of answers per value (a grid of two axes: four rows).
 check vary 0 "$tf" whatif "${small[@]}" --question min-memory --vary batch=1,4 --vary context=512,2048
 ok vary-rows test "$(grep -cE '^ +[14] +(512|2048) ' "$tmp/out")" = 4
+# Each point's note, as a single answer prints it (here the same for all: said once).
+check vary-notes 0 "$tf" whatif --model llama-3-8b --layers 2 --vary links.gpu-pcie.bandwidth=64GB/s,128GB/s
+contains vary-notes-cut "$tmp/out" "the default 32768 cut to the 8192 positions that llama-3-8b declares"
 check vary-bad-field 2 "$tf" whatif "${small[@]}" --vary bacth=1,2
 contains vary-bad-field-hint "$tmp/err" "did you mean 'batch'"
 
