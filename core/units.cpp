@@ -687,6 +687,10 @@ std::string to_string_approx(Duration d) {
   return "0ps";
 }
 
+std::string count_text(uint64_t n, std::string_view noun) {
+  return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
+}
+
 std::string canonical_quantity(std::string_view text) {
   if (const auto n = parse_count(text); n.ok()) return fmt::format("count:{}", n.value);
   if (const auto b = parse_bytes(text); b.ok()) return fmt::format("bytes:{}", b.value.value);

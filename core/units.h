@@ -82,6 +82,8 @@ std::optional<double> parse_real(std::string_view text);
 /// count, bytes, a bandwidth, a duration, a FLOP rate and a plain number that parses it,
 /// tagged with which; any other text as it is.
 std::string canonical_quantity(std::string_view text);
+/// "1 program", "2 programs": `n` and `noun`, plural (an `s`) unless n is 1.
+std::string count_text(uint64_t n, std::string_view noun);
 
 /// Exact text that parses back to the same value: the largest IEC or SI unit that
 /// represents the value with at most three decimals, the shorter of the two, else "NB".

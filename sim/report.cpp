@@ -89,10 +89,9 @@ std::string_view error_kind_name(SimError::Kind k) {
 
 std::string report_table(const SimResult& r, const ReportContext& c) {
   std::string out;
-  fmt::format_to(std::back_inserter(out), "plan {} on {} ({} program{}, {} steps, {} transfers)\n",
+  fmt::format_to(std::back_inserter(out), "plan {} on {} ({}, {} steps, {} transfers)\n",
                  c.plan.name.empty() ? c.plan_file : c.plan.name, c.topology.name,
-                 c.plan.programs.size(), c.plan.programs.size() == 1 ? "" : "s", r.steps,
-                 r.transfers.size());
+                 count_text(c.plan.programs.size(), "program"), r.steps, r.transfers.size());
   // A plan from whatif --plan-out ran on an enlarged device: the table says so.
   if (!c.sets.empty())
     fmt::format_to(std::back_inserter(out), "overrides {}\n", fmt::join(c.sets, " "));

@@ -44,8 +44,9 @@ int run_validate(const HwOptions& o) {
     try {
       const hw::Topology t = hw::load_topology(study::find_topology(f, f), lo);
       if (!o.quiet) {
-        fmt::print("ok: {}: {} ({} device{}, {} tiers, {} links)\n", f, t.name, t.total_devices(),
-                   t.total_devices() == 1 ? "" : "s", t.tiers.size(), t.links.size());
+        fmt::print("ok: {}: {} ({}, {} tiers, {} links)\n", f, t.name,
+                   count_text(static_cast<uint64_t>(t.total_devices()), "device"), t.tiers.size(),
+                   t.links.size());
       }
     } catch (const InputError& e) {
       print_error(e);

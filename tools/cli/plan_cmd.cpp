@@ -8,7 +8,6 @@
 #include "core/plan_json.h"
 #include "core/sha256.h"
 #include "core/workload_json.h"
-#include "hw_models/bind.h"
 #include "hw_models/loader.h"
 #include "planner/planner.h"
 #include "planner/print.h"
@@ -52,8 +51,7 @@ int run_plan(const PlanCliOptions& o) {
                  plan ? planner::plan_text(*plan, w) : planner::runs_text(s));
     };
   }
-  // Before planning, not after (bind refuses the plan the same way).
-  study::check_tp_group(topo, req.target, hw::workload_tp(w), &w, o.workload);
+  study::check_tp_group(topo, req.target, w, o.workload);  // before planning
   study::SimEvaluator eval(w, topo);
   req.evaluator = &eval;
   const std::vector<OpKind> on_host = study::host_ops(topo, o.f.on_host);
@@ -141,11 +139,7 @@ void add_plan_commands(CLI::App& app) {
     const LoadedPlan p = read_plan(*file);
     if (const std::string why = study::plan_binding_error(p, *file); !why.empty())
       throw InputError::at(SourcePos{*file}, "{}", why);
-    size_t steps = 0;
-    for (const Program& prog : p.plan.programs) steps += prog.steps.size();
-    fmt::print("ok: {}: {} program{}, {} steps over {} ops and {} tensors\n", *file,
-               p.plan.programs.size(), p.plan.programs.size() == 1 ? "" : "s", steps,
-               p.workload.ops.size(), p.workload.tensors.size());
+    fmt::print("ok: {}: {}\n", *file, study::plan_counts_text(p.plan, p.workload));
     throw CommandResult(0);
   });
 }

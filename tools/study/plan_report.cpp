@@ -131,4 +131,12 @@ std::string plan_stats(const planner::PlanOutcome& o) {
   return out;
 }
 
+std::string plan_counts_text(const Plan& plan, const Workload& w) {
+  size_t steps = 0;
+  for (const Program& prog : plan.programs) steps += prog.steps.size();
+  return fmt::format("{}, {} steps over {} ops and {} tensors",
+                     count_text(plan.programs.size(), "program"), steps, w.ops.size(),
+                     w.tensors.size());
+}
+
 }  // namespace tierflow::study

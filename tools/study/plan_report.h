@@ -41,4 +41,7 @@ std::string plan_on_host(planner::PlanOutcome& out, const Workload& w, const hw:
 std::string on_host_summary(const std::vector<OpKind>& kinds, const HostMove& m,
                             const hw::Topology& topo);
 
+/// "2 programs, 190 steps over 48 ops and 70 tensors": what `plan verify` read.
+std::string plan_counts_text(const Plan& plan, const Workload& w);
+
 }  // namespace tierflow::study

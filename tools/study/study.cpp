@@ -28,6 +28,11 @@
 
 namespace tierflow::study {
 
+void check_tp_group(const hw::Topology& topo, const planner::Target& target, const Workload& w,
+                    const std::string& path) {
+  check_tp_group(topo, target, hw::workload_tp(w), &w, path);
+}
+
 void check_tp_group(const hw::Topology& topo, const planner::Target& target, int64_t tp,
                     const Workload* file, const std::string& source) {
   if (tp > 1) {

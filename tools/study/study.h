@@ -109,6 +109,9 @@ std::vector<OpKind> host_ops(const hw::Topology& topo, std::string_view text,
 /// (the file, or the tp flag).
 void check_tp_group(const hw::Topology& topo, const planner::Target& target, int64_t tp,
                     const Workload* file, const std::string& source);
+/// check_tp_group of workload file `w` at `path`, at the tp its meta says.
+void check_tp_group(const hw::Topology& topo, const planner::Target& target, const Workload& w,
+                    const std::string& path);
 
 /// Request-level metrics (scenario.request).
 struct RequestMetrics {
