@@ -1037,16 +1037,20 @@ void Engine::setup_levels() {
 }
 
 void Engine::setup_hit_costs() {
-  // A prefill token's time: a chunk of the token budget's tokens, a prompt's first.
+  // A prefill token's time, per shape: a chunk of the token budget's tokens, a prompt's first.
+  const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(o_.token_budget, 1 << 20));
+  const SeqWork work{0, chunk, true, 0};
+  std::array<double, 2> per_token_of{};
+  for (size_t i = 0; i < shapes_.size(); ++i) {
+    if (!shapes_[i].cost) continue;
+    per_token_of[i] = static_cast<double>(shapes_[i].cost->time(std::span<const SeqWork>(&work, 1))) /
+                      static_cast<double>(chunk);
+  }
   hit_cost_.resize(replicas_.size());
   for (size_t r = 0; r < replicas_.size(); ++r) {
     const Replica& rep = replicas_[r];
     const Shape& sh = shape(rep);
-    const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(o_.token_budget, 1 << 20));
-    const SeqWork work{0, chunk, true, 0};
-    const double per_token =
-        static_cast<double>(sh.cost->time(std::span<const SeqWork>(&work, 1))) /
-        static_cast<double>(chunk);
+    const double per_token = per_token_of[rep.prefill_only ? 1 : 0];
     std::vector<int64_t>& cost = hit_cost_[r];
     cost.assign(cache_.level_count(), block_tokens_);
     cost[rep.device_level] = 0;

@@ -31,6 +31,11 @@ struct Setup {
                                hw::LoadOptions{std::move(sets), false})) {}
 };
 
+/// The four-host H100 topology with one override.
+hw::Topology h100_cxl(std::string set) {
+  return hw::load_topology(config("hw/h100-cxl.yaml"), hw::LoadOptions{{std::move(set)}, false});
+}
+
 /// An empty trace of 512-token blocks whose hashes the test chooses.
 traces::RequestTrace hand_trace() {
   traces::RequestTrace trace;
@@ -655,8 +660,7 @@ TEST_CASE("serve, disaggregated: devices the peer route cannot join are refused"
   o.replicas = 1;
   const hw::Topology cxl = hw::load_topology(config("hw/h100-cxl.yaml"));
   CHECK(serve::serve(trace, s.arch, tp8, cxl, o).handoffs == 2);
-  const hw::Topology apart = hw::load_topology(config("hw/h100-cxl.yaml"),
-                                               hw::LoadOptions{{"switches.ib.per=host"}, false});
+  const hw::Topology apart = h100_cxl("switches.ib.per=host");
   std::string e;
   try {
     serve::serve(trace, s.arch, tp8, apart, o);
@@ -704,8 +708,7 @@ TEST_CASE("serve: a replica's devices must reach one another for its TP collecti
         "group must stay among the devices one 'nvswitch' joins; or pipeline stages take the "
         "same devices, a group each (pp: 2 stages of TP 8)");
   // Without the network joining the hosts: none joins them, and the remedy is said.
-  const hw::Topology apart = hw::load_topology(config("hw/h100-cxl.yaml"),
-                                               hw::LoadOptions{{"switches.ib.per=host"}, false});
+  const hw::Topology apart = h100_cxl("switches.ib.per=host");
   CHECK(error_at(apart, 16) ==
         "tp: a replica of TP 16: on devices 0 to 15, its collectives cross the peer route of "
         "'hbm', and 'h100-cxl' has none from device 0 to device 8 (they reach no switch in "
@@ -721,8 +724,7 @@ TEST_CASE("serve: a replica's devices must reach one another for its TP collecti
   // Six GPUs a host: TP 8 takes 6 of host 0 and 2 of host 1, refused with stages whose
   // groups each stay within a host; of two TP 4 replicas, the first lies within host 0 and
   // the second over both, which would time them alike: refused.
-  const hw::Topology six = hw::load_topology(config("hw/h100-cxl.yaml"),
-                                             hw::LoadOptions{{"devices.h100.count=24"}, false});
+  const hw::Topology six = h100_cxl("devices.h100.count=24");
   CHECK(error_at(six, 8) ==
         "tp: a replica of TP 8: on devices 0 to 7, 6 of its ranks are among the devices one "
         "'nvswitch' joins and 2 among another: a group over several must have as many ranks in "
